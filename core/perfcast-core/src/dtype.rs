@@ -1,0 +1,112 @@
+//! Numeric formats of tensors and of the engines that consume them.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    Fp32,
+    Tf32,
+    Bf16,
+    Fp16,
+    Fp8,
+    Fp4,
+    Int8,
+    Int4,
+}
+
+impl DType {
+    pub const ALL: [DType; 8] = [
+        DType::Fp32,
+        DType::Tf32,
+        DType::Bf16,
+        DType::Fp16,
+        DType::Fp8,
+        DType::Fp4,
+        DType::Int8,
+        DType::Int4,
+    ];
+
+    /// Storage size of one element in bytes (tf32 is stored as fp32; 4-bit types are half a byte).
+    #[inline]
+    pub const fn bytes(self) -> f64 {
+        match self {
+            DType::Fp32 | DType::Tf32 => 4.0,
+            DType::Bf16 | DType::Fp16 => 2.0,
+            DType::Fp8 | DType::Int8 => 1.0,
+            DType::Fp4 | DType::Int4 => 0.5,
+        }
+    }
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::Fp32 => "fp32",
+            DType::Tf32 => "tf32",
+            DType::Bf16 => "bf16",
+            DType::Fp16 => "fp16",
+            DType::Fp8 => "fp8",
+            DType::Fp4 => "fp4",
+            DType::Int8 => "int8",
+            DType::Int4 => "int4",
+        }
+    }
+
+    /// Stable small integer for FFI (the C header mirrors these values).
+    pub const fn code(self) -> u32 {
+        match self {
+            DType::Fp32 => 0,
+            DType::Tf32 => 1,
+            DType::Bf16 => 2,
+            DType::Fp16 => 3,
+            DType::Fp8 => 4,
+            DType::Fp4 => 5,
+            DType::Int8 => 6,
+            DType::Int4 => 7,
+        }
+    }
+
+    pub fn from_code(code: u32) -> Option<DType> {
+        DType::ALL.iter().copied().find(|d| d.code() == code)
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for DType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let l = s.to_ascii_lowercase();
+        DType::ALL
+            .iter()
+            .copied()
+            .find(|d| d.name() == l)
+            .ok_or_else(|| {
+                format!(
+                    "unknown dtype `{s}`; expected one of {}",
+                    DType::ALL.map(|d| d.name()).join(", ")
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table() {
+        for d in DType::ALL {
+            assert_eq!(d.name().parse::<DType>().unwrap(), d);
+            assert_eq!(DType::from_code(d.code()), Some(d));
+        }
+        assert_eq!(DType::Fp4.bytes(), 0.5);
+        assert_eq!(DType::Bf16.bytes(), 2.0);
+        assert!("fp12".parse::<DType>().unwrap_err().contains("bf16"));
+    }
+}

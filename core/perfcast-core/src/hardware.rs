@@ -1,0 +1,277 @@
+//! Hardware traits: compute units, memory tiers, interconnect levels.
+
+use crate::dtype::DType;
+use crate::error::ModelError;
+use crate::op::{Collective, CollectiveKind, ComputeOp};
+use crate::units::{Bandwidth, Bytes, FlopCount, FlopRate, Seconds};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Which engine of a compute unit runs an op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// Tensor cores / systolic arrays: GEMMs and attention.
+    Matrix,
+    /// SIMT / vector units: everything else.
+    Vector,
+}
+
+impl Engine {
+    pub fn of(op: &ComputeOp) -> Engine {
+        match op {
+            ComputeOp::Gemm(_) | ComputeOp::Attention(_) => Engine::Matrix,
+            ComputeOp::Vector(_) => Engine::Vector,
+        }
+    }
+    pub const fn name(self) -> &'static str {
+        match self {
+            Engine::Matrix => "matrix",
+            Engine::Vector => "vector",
+        }
+    }
+}
+
+/// What limits an op's time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "bound", content = "tier")]
+pub enum TimeBound {
+    Compute,
+    /// Bandwidth of the memory tier with this index in the `MemoryHierarchy`.
+    Memory(u8),
+    /// Fixed costs (kernel launch, memory latency) exceed both.
+    Overhead,
+}
+
+/// The result of timing one compute op.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OpTime {
+    /// Total time including launch overhead.
+    pub time: Seconds,
+    /// Time the engine needs at its achievable throughput.
+    pub compute: Seconds,
+    /// Time of the slowest memory tier (transfer plus latency).
+    pub memory: Seconds,
+    /// Launch and other fixed overheads included in `time`.
+    pub overhead: Seconds,
+    pub bound: TimeBound,
+    pub flops: FlopCount,
+    /// Bytes moved at the device-memory tier (or the farthest tier listed).
+    pub device_bytes: Bytes,
+}
+
+/// Levels of a memory hierarchy, closest to the compute first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TierLevel {
+    /// On-chip SRAM: L2, shared memory, scratchpads.
+    OnChip,
+    /// Device memory: HBM, GDDR, LPDDR attached to the accelerator.
+    Device,
+    /// Host memory or pooled memory reached over a link (DDR, CXL).
+    Host,
+}
+
+/// One tier of memory.
+pub trait MemoryTier: Send + Sync {
+    /// Registered kind (e.g. `hbm`).
+    fn kind(&self) -> &str;
+    fn level(&self) -> TierLevel;
+    fn capacity(&self) -> Bytes;
+    /// Peak bandwidth.
+    fn bandwidth(&self) -> Bandwidth;
+    /// Achievable fraction of `bandwidth` for streaming kernels, in (0, 1].
+    fn efficiency(&self) -> f64 {
+        1.0
+    }
+    /// Access latency added once per op that is bound by this tier.
+    fn latency(&self) -> Seconds {
+        Seconds::ZERO
+    }
+    /// Achievable bandwidth.
+    fn effective_bandwidth(&self) -> Bandwidth {
+        self.bandwidth() * self.efficiency()
+    }
+}
+
+/// The memory tiers a device sees, ordered from the closest to the compute to the farthest.
+#[derive(Clone, Default)]
+pub struct MemoryHierarchy {
+    pub tiers: Vec<Arc<dyn MemoryTier>>,
+}
+
+impl MemoryHierarchy {
+    pub fn new(mut tiers: Vec<Arc<dyn MemoryTier>>) -> Self {
+        tiers.sort_by_key(|t| t.level());
+        MemoryHierarchy { tiers }
+    }
+    /// The first device-level tier (HBM); the one whose capacity bounds what fits.
+    pub fn device(&self) -> Option<&dyn MemoryTier> {
+        self.tiers
+            .iter()
+            .find(|t| t.level() == TierLevel::Device)
+            .map(|t| t.as_ref())
+    }
+    /// Index of the device tier in `tiers`.
+    pub fn device_index(&self) -> Option<usize> {
+        self.tiers
+            .iter()
+            .position(|t| t.level() == TierLevel::Device)
+    }
+    /// Capacity of the largest on-chip tier (what a GEMM can tile into), zero if none.
+    pub fn on_chip_capacity(&self) -> Bytes {
+        self.tiers
+            .iter()
+            .filter(|t| t.level() == TierLevel::OnChip)
+            .map(|t| t.capacity())
+            .fold(Bytes::ZERO, Bytes::max)
+    }
+}
+
+impl std::fmt::Debug for MemoryHierarchy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(
+                self.tiers
+                    .iter()
+                    .map(|t| (t.kind().to_string(), t.capacity())),
+            )
+            .finish()
+    }
+}
+
+/// An accelerator's compute engines.
+pub trait ComputeUnit: Send + Sync {
+    /// Registered kind (e.g. `gpu`, `acme/npu9`).
+    fn kind(&self) -> &str;
+    /// Peak dense throughput of an engine in a format; `None` when the device has no such path.
+    fn peak(&self, engine: Engine, dtype: DType) -> Option<FlopRate>;
+    /// Achievable fraction of peak for this op, in (0, 1]. Default: peak is reached.
+    fn efficiency(&self, _op: &ComputeOp) -> f64 {
+        1.0
+    }
+    /// Fixed cost of launching one kernel.
+    fn launch_overhead(&self) -> Seconds {
+        Seconds::ZERO
+    }
+    /// Edge of the output tile (elements) one core keeps on chip while it streams a GEMM's
+    /// operands from the closest memory tier: sets the on-chip traffic of a GEMM.
+    fn gemm_tile(&self) -> u64 {
+        128
+    }
+    /// Time one op. The default is the hierarchical roofline of `crate::roofline`; a plugin with
+    /// a model of its own (a simulator, a lookup table) overrides this.
+    fn op_time(&self, op: &ComputeOp, memory: &MemoryHierarchy) -> Result<OpTime, ModelError> {
+        crate::roofline::hierarchical(self, op, memory)
+    }
+}
+
+/// Collective algorithms an interconnect level may implement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CollectiveAlgorithm {
+    /// Whichever of ring and tree is faster for the message (as NCCL's tuner picks).
+    #[default]
+    Auto,
+    Ring,
+    /// Double binary tree: log-depth latency, same bandwidth term as ring for large messages.
+    Tree,
+}
+
+/// One level of the network: a scale-up domain (NVLink/NVSwitch), a scale-out fabric
+/// (InfiniBand, RoCE), a torus...
+pub trait Interconnect: Send + Sync {
+    /// Registered kind (e.g. `nvlink`, `infiniband`).
+    fn kind(&self) -> &str;
+    /// Devices one domain of this level connects (`u32::MAX` for a fabric without a limit).
+    fn domain_size(&self) -> u32;
+    /// Achievable bandwidth per device, one direction.
+    fn bandwidth(&self) -> Bandwidth;
+    /// Latency of one algorithm step (per message hop, software included).
+    fn latency(&self) -> Seconds;
+    /// Time of a collective over `c.ranks` devices all inside one domain of this level.
+    fn collective_time(&self, c: &Collective, algorithm: CollectiveAlgorithm) -> Seconds {
+        collective_time(c, self.bandwidth(), self.latency(), algorithm)
+    }
+}
+
+/// Ring / tree collective time (alpha-beta model): `steps·α + factor·S/B`.
+///
+/// Ring volumes per rank: all-reduce 2(p-1)/p·S, all-gather and reduce-scatter (p-1)/p·S
+/// (Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009). Tree all-reduce: 2·log2(p)
+/// latency steps and the same bandwidth term (NCCL double binary tree, Sanders et al. 2009).
+pub fn collective_time(
+    c: &Collective,
+    bandwidth: Bandwidth,
+    latency: Seconds,
+    algorithm: CollectiveAlgorithm,
+) -> Seconds {
+    if c.ranks <= 1 || c.bytes.0 <= 0.0 {
+        return Seconds::ZERO;
+    }
+    let beta = c.bytes.0 * c.kind.ring_traffic_factor(c.ranks) / bandwidth.0;
+    let ring = latency.0 * c.kind.ring_steps(c.ranks) + beta;
+    let tree = || {
+        let depth = (c.ranks as f64).log2().ceil();
+        let steps = match c.kind {
+            CollectiveKind::AllReduce => 2.0 * depth,
+            CollectiveKind::SendRecv => 1.0,
+            _ => depth,
+        };
+        latency.0 * steps + beta
+    };
+    Seconds(match algorithm {
+        CollectiveAlgorithm::Ring => ring,
+        CollectiveAlgorithm::Tree => tree(),
+        CollectiveAlgorithm::Auto => match c.kind {
+            CollectiveKind::AllReduce | CollectiveKind::Broadcast => ring.min(tree()),
+            _ => ring,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_all_reduce_alpha_beta() {
+        let c = Collective {
+            kind: CollectiveKind::AllReduce,
+            bytes: Bytes(1e9),
+            ranks: 8,
+        };
+        let t = collective_time(
+            &c,
+            Bandwidth::from_gbs(100.0),
+            Seconds::from_micros(5.0),
+            CollectiveAlgorithm::Ring,
+        );
+        let want = 14.0 * 5e-6 + 1.75 * 1e9 / 100e9;
+        assert!((t.0 - want).abs() < 1e-12);
+        // Tiny message: the tree's log-depth latency wins under Auto.
+        let small = Collective {
+            bytes: Bytes(1024.0),
+            ranks: 64,
+            ..c
+        };
+        let auto = collective_time(
+            &small,
+            Bandwidth::from_gbs(100.0),
+            Seconds::from_micros(5.0),
+            CollectiveAlgorithm::Auto,
+        );
+        assert!(auto.0 < 126.0 * 5e-6);
+        let one = Collective { ranks: 1, ..c };
+        assert_eq!(
+            collective_time(
+                &one,
+                Bandwidth(1.0),
+                Seconds(1.0),
+                CollectiveAlgorithm::Auto
+            )
+            .0,
+            0.0
+        );
+    }
+}

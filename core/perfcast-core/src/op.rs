@@ -1,0 +1,406 @@
+//! The op IR: what a device executes (compute ops) and what a group of devices exchanges
+//! (collectives). Ops are plain data; the engine builds them per layer and hands them to the
+//! `ComputeUnit` and `Interconnect` plugins to be timed.
+
+use crate::dtype::DType;
+use crate::units::{Bytes, FlopCount};
+use serde::{Deserialize, Serialize};
+
+/// A (batched) matrix multiply `C[m,n] = A[m,k] · B[k,n]`, `batch` times.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Gemm {
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    #[serde(default = "one")]
+    pub batch: u64,
+    /// Format of the A (activation) operand; also the matrix-engine format used.
+    pub a: DType,
+    /// Format of the B (weight) operand. Weight-only quantisation has `b` narrower than `a`.
+    pub b: DType,
+    /// Format of the output.
+    pub out: DType,
+}
+
+fn one() -> u64 {
+    1
+}
+
+impl Gemm {
+    /// A GEMM with all operands in one format.
+    pub fn new(m: u64, n: u64, k: u64, dtype: DType) -> Self {
+        Gemm {
+            m,
+            n,
+            k,
+            batch: 1,
+            a: dtype,
+            b: dtype,
+            out: dtype,
+        }
+    }
+    pub fn batched(mut self, batch: u64) -> Self {
+        self.batch = batch;
+        self
+    }
+    /// 2·m·n·k per batch entry (a multiply-add is two operations).
+    #[inline]
+    pub fn flops(&self) -> FlopCount {
+        FlopCount(2.0 * self.m as f64 * self.n as f64 * self.k as f64 * self.batch as f64)
+    }
+    /// Compulsory traffic: read A and B once, write C once.
+    #[inline]
+    pub fn min_bytes(&self) -> Bytes {
+        let (m, n, k, b) = (
+            self.m as f64,
+            self.n as f64,
+            self.k as f64,
+            self.batch as f64,
+        );
+        Bytes(b * (m * k * self.a.bytes() + k * n * self.b.bytes() + m * n * self.out.bytes()))
+    }
+    /// The format the matrix engine runs in: the wider of the two inputs (weight-only
+    /// quantised weights are dequantised to the activation format).
+    #[inline]
+    pub fn compute_dtype(&self) -> DType {
+        if self.a.bytes() >= self.b.bytes() {
+            self.a
+        } else {
+            self.b
+        }
+    }
+}
+
+/// How attention scores are computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AttentionKind {
+    /// Scores materialised in device memory: QKᵀ GEMM, softmax, ·V GEMM.
+    #[default]
+    Plain,
+    /// Tiled in on-chip memory (FlashAttention): device-memory traffic only for Q, K, V, O.
+    Flash,
+}
+
+/// The attention core (after the QKV projection, before the output projection).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Attention {
+    /// Sequences (micro-batch).
+    pub batch: u64,
+    /// Query heads on this device.
+    pub heads: u64,
+    /// Key/value heads on this device.
+    pub kv_heads: u64,
+    pub q_len: u64,
+    pub kv_len: u64,
+    pub head_dim: u64,
+    /// Causal masking: only about half of the score matrix is computed (by flash kernels).
+    pub causal: bool,
+    pub kind: AttentionKind,
+    pub dtype: DType,
+    /// Backward pass (about 2.5x the forward FLOPs for flash: recompute of scores included).
+    #[serde(default)]
+    pub backward: bool,
+}
+
+impl Attention {
+    /// Score (QKᵀ) and context (·V) GEMM FLOPs: 4·b·heads·q·kv·d forward, counting the full
+    /// score matrix unless `causal` and the kernel skips masked tiles (flash only).
+    pub fn flops(&self) -> FlopCount {
+        let base = 4.0
+            * self.batch as f64
+            * self.heads as f64
+            * self.q_len as f64
+            * self.kv_len as f64
+            * self.head_dim as f64;
+        let causal = if self.causal && self.kind == AttentionKind::Flash && self.q_len > 1 {
+            0.5
+        } else {
+            1.0
+        };
+        let pass = if self.backward {
+            // dQ, dK, dV, dP: 2x forward; flash also recomputes the scores: +0.5x.
+            if self.kind == AttentionKind::Flash {
+                2.5
+            } else {
+                2.0
+            }
+        } else {
+            1.0
+        };
+        FlopCount(base * causal * pass)
+    }
+
+    /// Device-memory traffic. Flash: Q, K, V read and O written (backward: roughly twice that
+    /// plus dO). Plain: additionally the score matrix written and read by each of the
+    /// pointwise steps (scale/mask, softmax, dropout), modelled as 2 writes + 2 reads.
+    pub fn bytes(&self) -> Bytes {
+        let e = self.dtype.bytes();
+        let b = self.batch as f64;
+        let q = b * self.heads as f64 * self.q_len as f64 * self.head_dim as f64 * e;
+        let kv = 2.0 * b * self.kv_heads as f64 * self.kv_len as f64 * self.head_dim as f64 * e;
+        let o = q;
+        let io = q + kv + o;
+        let scores = b * self.heads as f64 * self.q_len as f64 * self.kv_len as f64 * e;
+        let pass = if self.backward { 2.5 } else { 1.0 };
+        match self.kind {
+            AttentionKind::Flash => Bytes(io * pass),
+            AttentionKind::Plain => Bytes((io + 4.0 * scores) * pass),
+        }
+    }
+}
+
+/// Memory-bound vector ops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VectorOpKind {
+    /// LayerNorm or RMSNorm.
+    Norm,
+    Softmax,
+    /// Activation function (GeLU, SiLU·gate, squared ReLU).
+    Activation,
+    Dropout,
+    /// Residual addition, bias add and other binary elementwise ops.
+    Elementwise,
+    /// Embedding lookup (gather) or its gradient scatter.
+    Embedding,
+    /// Cross-entropy loss over the logits.
+    Loss,
+    /// Format conversion (e.g. fp8 casts with scaling).
+    Cast,
+    /// Rotary position embedding.
+    Rope,
+    /// Optimizer update.
+    Optimizer,
+}
+
+impl VectorOpKind {
+    pub const fn name(self) -> &'static str {
+        match self {
+            VectorOpKind::Norm => "norm",
+            VectorOpKind::Softmax => "softmax",
+            VectorOpKind::Activation => "activation",
+            VectorOpKind::Dropout => "dropout",
+            VectorOpKind::Elementwise => "elementwise",
+            VectorOpKind::Embedding => "embedding",
+            VectorOpKind::Loss => "loss",
+            VectorOpKind::Cast => "cast",
+            VectorOpKind::Rope => "rope",
+            VectorOpKind::Optimizer => "optimizer",
+        }
+    }
+}
+
+/// A memory-bound op over `elements` output elements.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct VectorOp {
+    pub kind: VectorOpKind,
+    pub elements: u64,
+    /// Arithmetic per output element.
+    pub flops_per_element: f64,
+    /// Device-memory bytes moved per output element (reads + writes).
+    pub bytes_per_element: f64,
+    pub dtype: DType,
+    /// Kernel launches the op takes (fused ops take one).
+    #[serde(default = "one_u32")]
+    pub launches: u32,
+}
+
+fn one_u32() -> u32 {
+    1
+}
+
+impl VectorOp {
+    pub fn flops(&self) -> FlopCount {
+        FlopCount(self.elements as f64 * self.flops_per_element)
+    }
+    pub fn bytes(&self) -> Bytes {
+        Bytes(self.elements as f64 * self.bytes_per_element)
+    }
+}
+
+/// An op that runs on one device.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum ComputeOp {
+    Gemm(Gemm),
+    Attention(Attention),
+    Vector(VectorOp),
+}
+
+impl ComputeOp {
+    pub fn flops(&self) -> FlopCount {
+        match self {
+            ComputeOp::Gemm(g) => g.flops(),
+            ComputeOp::Attention(a) => a.flops(),
+            ComputeOp::Vector(v) => v.flops(),
+        }
+    }
+    /// Compulsory device-memory traffic (perfect on-chip reuse).
+    pub fn min_bytes(&self) -> Bytes {
+        match self {
+            ComputeOp::Gemm(g) => g.min_bytes(),
+            ComputeOp::Attention(a) => a.bytes(),
+            ComputeOp::Vector(v) => v.bytes(),
+        }
+    }
+    pub fn dtype(&self) -> DType {
+        match self {
+            ComputeOp::Gemm(g) => g.compute_dtype(),
+            ComputeOp::Attention(a) => a.dtype,
+            ComputeOp::Vector(v) => v.dtype,
+        }
+    }
+    /// Kernel launches.
+    pub fn launches(&self) -> u32 {
+        match self {
+            ComputeOp::Gemm(_) => 1,
+            ComputeOp::Attention(a) => match a.kind {
+                AttentionKind::Flash => 1,
+                // QKᵀ, scale+mask, softmax, dropout, ·V
+                AttentionKind::Plain => 5,
+            },
+            ComputeOp::Vector(v) => v.launches,
+        }
+    }
+    /// Short label for reports.
+    pub fn class(&self) -> &'static str {
+        match self {
+            ComputeOp::Gemm(_) => "gemm",
+            ComputeOp::Attention(_) => "attention",
+            ComputeOp::Vector(v) => v.kind.name(),
+        }
+    }
+}
+
+/// Collective communication patterns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CollectiveKind {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    AllToAll,
+    /// Point-to-point transfer between two ranks (pipeline hand-off).
+    SendRecv,
+    Broadcast,
+}
+
+impl CollectiveKind {
+    pub const fn name(self) -> &'static str {
+        match self {
+            CollectiveKind::AllReduce => "all_reduce",
+            CollectiveKind::AllGather => "all_gather",
+            CollectiveKind::ReduceScatter => "reduce_scatter",
+            CollectiveKind::AllToAll => "all_to_all",
+            CollectiveKind::SendRecv => "send_recv",
+            CollectiveKind::Broadcast => "broadcast",
+        }
+    }
+
+    /// Bytes each rank sends over the wire for a ring (bus-bandwidth) implementation, as a
+    /// multiple of the buffer size `S`: all-reduce 2(p-1)/p, all-gather and reduce-scatter
+    /// (p-1)/p, all-to-all (p-1)/p, send/recv 1 (NCCL performance notes; Thakur et al. 2005).
+    pub fn ring_traffic_factor(self, ranks: u32) -> f64 {
+        let p = ranks.max(1) as f64;
+        match self {
+            CollectiveKind::AllReduce => 2.0 * (p - 1.0) / p,
+            CollectiveKind::AllGather
+            | CollectiveKind::ReduceScatter
+            | CollectiveKind::AllToAll => (p - 1.0) / p,
+            CollectiveKind::SendRecv => 1.0,
+            CollectiveKind::Broadcast => {
+                if ranks > 1 {
+                    1.0
+                } else {
+                    0.0
+                }
+            }
+        }
+    }
+
+    /// Sequential latency steps of a ring implementation over `ranks` ranks.
+    pub fn ring_steps(self, ranks: u32) -> f64 {
+        let p = ranks.max(1) as f64;
+        match self {
+            CollectiveKind::AllReduce => 2.0 * (p - 1.0),
+            CollectiveKind::SendRecv => 1.0,
+            _ => p - 1.0,
+        }
+    }
+}
+
+/// A collective over a group of ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Collective {
+    pub kind: CollectiveKind,
+    /// The full buffer size `S` (all-reduce: the tensor; all-gather: the gathered output;
+    /// reduce-scatter: the input; send/recv: the message).
+    pub bytes: Bytes,
+    /// Ranks in the group.
+    pub ranks: u32,
+}
+
+/// One step of a device program.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Op {
+    Compute(ComputeOp),
+    Collective(Collective),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gemm_counts() {
+        let g = Gemm::new(2048, 12288, 4096, DType::Bf16);
+        assert_eq!(g.flops().0, 2.0 * 2048.0 * 12288.0 * 4096.0);
+        assert_eq!(
+            g.min_bytes().0,
+            2.0 * (2048.0 * 4096.0 + 4096.0 * 12288.0 + 2048.0 * 12288.0)
+        );
+        let mut w4 = g;
+        w4.b = DType::Int4;
+        assert_eq!(w4.compute_dtype(), DType::Bf16);
+    }
+
+    #[test]
+    fn ring_volume_table() {
+        // (kind, ranks, factor): the 2(p-1)/p all-reduce volume and friends.
+        let table = [
+            (CollectiveKind::AllReduce, 8, 1.75),
+            (CollectiveKind::AllReduce, 2, 1.0),
+            (CollectiveKind::AllReduce, 1, 0.0),
+            (CollectiveKind::AllGather, 4, 0.75),
+            (CollectiveKind::ReduceScatter, 8, 0.875),
+            (CollectiveKind::SendRecv, 2, 1.0),
+        ];
+        for (k, p, f) in table {
+            assert!((k.ring_traffic_factor(p) - f).abs() < 1e-12, "{k:?} p={p}");
+        }
+    }
+
+    #[test]
+    fn attention_flash_vs_plain() {
+        let a = Attention {
+            batch: 1,
+            heads: 32,
+            kv_heads: 8,
+            q_len: 2048,
+            kv_len: 2048,
+            head_dim: 128,
+            causal: true,
+            kind: AttentionKind::Plain,
+            dtype: DType::Bf16,
+            backward: false,
+        };
+        let f = Attention {
+            kind: AttentionKind::Flash,
+            ..a
+        };
+        assert!(a.bytes().0 > 10.0 * f.bytes().0);
+        assert_eq!(f.flops().0 * 2.0, a.flops().0);
+    }
+}
