@@ -275,3 +275,35 @@ mod tests {
         );
     }
 }
+
+/// A cluster: identical devices (a compute unit with its memory hierarchy) connected by a
+/// network of levels, innermost (scale-up) first.
+#[derive(Clone)]
+pub struct System {
+    pub name: String,
+    pub compute: Arc<dyn ComputeUnit>,
+    pub memory: MemoryHierarchy,
+    /// Network levels, innermost first (e.g. NVLink domain, then InfiniBand fabric).
+    pub network: Vec<Arc<dyn Interconnect>>,
+    /// Devices in the cluster.
+    pub devices: u32,
+}
+
+impl std::fmt::Debug for System {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("System")
+            .field("name", &self.name)
+            .field("compute", &self.compute.kind())
+            .field("memory", &self.memory)
+            .field(
+                "network",
+                &self
+                    .network
+                    .iter()
+                    .map(|n| n.kind().to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .field("devices", &self.devices)
+            .finish()
+    }
+}

@@ -22,7 +22,8 @@ pub mod workload;
 pub use dtype::DType;
 pub use error::{ModelError, PluginError};
 pub use hardware::{
-    ComputeUnit, Engine, Interconnect, MemoryHierarchy, MemoryTier, OpTime, TierLevel, TimeBound,
+    CollectiveAlgorithm, ComputeUnit, Engine, Interconnect, MemoryHierarchy, MemoryTier, OpTime,
+    System, TierLevel, TimeBound,
 };
 pub use op::{
     Attention, AttentionKind, Collective, CollectiveKind, ComputeOp, Gemm, Op, VectorOp,
