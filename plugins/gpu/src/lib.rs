@@ -1,0 +1,269 @@
+//! Built-in GPU compute unit (`kind = "gpu"`).
+//!
+//! A GPU is a matrix engine (tensor cores) and a vector engine (SIMT cores), each with a
+//! dense peak per dtype, spread over `sm_count` streaming multiprocessors. Achievable GEMM
+//! throughput is the peak times named efficiency terms:
+//!
+//! - `matmul_efficiency`: the fraction of peak large, well-shaped GEMMs reach (cuBLAS/cuBLASLt
+//!   on big square problems); the one calibrated constant per device.
+//! - wave quantisation: output tiles of `tile_m x tile_n` are spread over the SMs in waves;
+//!   a partial last wave idles SMs (NVIDIA, "Matrix Multiplication Background User's Guide",
+//!   §"Wave quantization").
+//! - tile quantisation: dimensions that are not multiples of the tile waste the padded part
+//!   (same guide, §"Tile quantization").
+//! - reduction depth: a short k amortises each tile's prologue/epilogue poorly; efficiency
+//!   scales as k / (k + `k_half`).
+//!
+//! Vector ops run at the vector engine's peak for their dtype (fp32 if the table has no entry
+//! for it); they are memory-bound in practice, so the memory tier's efficiency dominates.
+//! Every kernel pays `launch_overhead_us` (CUDA launch plus prologue; overlapped with work
+//! only when kernels are queued back to back, which the engine accounts for separately).
+
+use perfcast_core::op::ComputeOp;
+use perfcast_core::params::{self, fraction, non_negative, positive};
+use perfcast_core::registry::{BuiltinPlugin, Category, Component};
+use perfcast_core::{ComputeUnit, DType, Engine, FlopRate, PluginError, Seconds};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Parameters of `kind = "gpu"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuParams {
+    /// Device name for reports.
+    #[serde(default)]
+    pub name: String,
+    /// Dense matrix-engine peak per dtype, TFLOP/s (TOPS for integers), no sparsity.
+    pub matrix_tflops: BTreeMap<DType, f64>,
+    /// Vector-engine peak per dtype, TFLOP/s; `fp32` is the fallback for other dtypes.
+    pub vector_tflops: BTreeMap<DType, f64>,
+    /// Streaming multiprocessors (for wave quantisation).
+    pub sm_count: u32,
+    /// Boost clock, GHz (informational; the peaks already include it).
+    #[serde(default)]
+    pub clock_ghz: f64,
+    /// Fraction of the matrix peak that large GEMMs reach.
+    #[serde(default = "d_matmul_eff")]
+    pub matmul_efficiency: f64,
+    /// Fraction of the vector peak reached by vector ops.
+    #[serde(default = "d_vector_eff")]
+    pub vector_efficiency: f64,
+    /// GEMM output tile (elements) one SM computes at a time.
+    #[serde(default = "d_tile")]
+    pub tile_m: u64,
+    #[serde(default = "d_tile")]
+    pub tile_n: u64,
+    /// Reduction depth at which GEMM efficiency halves.
+    #[serde(default = "d_k_half")]
+    pub k_half: f64,
+    /// Fixed cost per kernel launch, microseconds.
+    #[serde(default = "d_launch")]
+    pub launch_overhead_us: f64,
+}
+
+fn d_matmul_eff() -> f64 {
+    0.8
+}
+fn d_vector_eff() -> f64 {
+    0.8
+}
+fn d_tile() -> u64 {
+    128
+}
+fn d_k_half() -> f64 {
+    64.0
+}
+fn d_launch() -> f64 {
+    3.0
+}
+
+/// The built-in GPU model.
+#[derive(Debug, Clone)]
+pub struct Gpu {
+    pub params: GpuParams,
+    matrix: [Option<f64>; 8],
+    vector: [Option<f64>; 8],
+}
+
+impl Gpu {
+    pub fn new(p: GpuParams) -> Result<Self, PluginError> {
+        if p.matrix_tflops.is_empty() {
+            return Err(PluginError::Params {
+                path: "matrix_tflops".into(),
+                message: "needs at least one dtype".into(),
+            });
+        }
+        if !p.vector_tflops.contains_key(&DType::Fp32) {
+            return Err(PluginError::Params {
+                path: "vector_tflops".into(),
+                message: "needs an `fp32` entry (the fallback for other dtypes)".into(),
+            });
+        }
+        let mut matrix = [None; 8];
+        for (d, v) in &p.matrix_tflops {
+            matrix[d.code() as usize] = Some(positive(&format!("matrix_tflops.{d}"), *v)? * 1e12);
+        }
+        let mut vector = [None; 8];
+        for (d, v) in &p.vector_tflops {
+            vector[d.code() as usize] = Some(positive(&format!("vector_tflops.{d}"), *v)? * 1e12);
+        }
+        if p.sm_count == 0 {
+            return Err(PluginError::Params {
+                path: "sm_count".into(),
+                message: "must be >= 1".into(),
+            });
+        }
+        fraction("matmul_efficiency", p.matmul_efficiency)?;
+        fraction("vector_efficiency", p.vector_efficiency)?;
+        non_negative("k_half", p.k_half)?;
+        non_negative("launch_overhead_us", p.launch_overhead_us)?;
+        if p.tile_m == 0 || p.tile_n == 0 {
+            return Err(PluginError::Params {
+                path: "tile_m".into(),
+                message: "tiles must be >= 1".into(),
+            });
+        }
+        Ok(Gpu {
+            params: p,
+            matrix,
+            vector,
+        })
+    }
+
+    /// Fraction of the matrix peak a GEMM-like op of shape (m, n, k) x batch reaches.
+    pub fn gemm_efficiency(&self, m: u64, n: u64, k: u64, batch: u64) -> f64 {
+        let p = &self.params;
+        let (tm, tn) = (p.tile_m, p.tile_n);
+        let tiles_m = m.div_ceil(tm).max(1);
+        let tiles_n = n.div_ceil(tn).max(1);
+        let tile_util = (m as f64 / (tiles_m * tm) as f64) * (n as f64 / (tiles_n * tn) as f64);
+        let tiles = (tiles_m * tiles_n * batch.max(1)) as f64;
+        let sms = p.sm_count as f64;
+        let waves = (tiles / sms).ceil();
+        let wave_util = tiles / (waves * sms);
+        let depth = k as f64 / (k as f64 + p.k_half);
+        (p.matmul_efficiency * tile_util * wave_util * depth).clamp(1e-4, 1.0)
+    }
+}
+
+impl ComputeUnit for Gpu {
+    fn kind(&self) -> &str {
+        "gpu"
+    }
+
+    fn peak(&self, engine: Engine, dtype: DType) -> Option<FlopRate> {
+        let i = dtype.code() as usize;
+        match engine {
+            Engine::Matrix => self.matrix[i].map(FlopRate),
+            Engine::Vector => self.vector[i]
+                .or(self.vector[DType::Fp32.code() as usize])
+                .map(FlopRate),
+        }
+    }
+
+    fn efficiency(&self, op: &ComputeOp) -> f64 {
+        match op {
+            ComputeOp::Gemm(g) => self.gemm_efficiency(g.m, g.n, g.k, g.batch),
+            // Attention core: score tiles per (batch, head), reduction over head_dim (forward
+            // QKᵀ) — flash kernels reach a little less than plain GEMMs on the same shapes.
+            ComputeOp::Attention(a) => {
+                self.gemm_efficiency(a.q_len, a.kv_len, a.head_dim, a.batch * a.heads)
+            }
+            ComputeOp::Vector(_) => self.params.vector_efficiency,
+        }
+    }
+
+    fn launch_overhead(&self) -> Seconds {
+        Seconds::from_micros(self.params.launch_overhead_us)
+    }
+
+    fn gemm_tile(&self) -> u64 {
+        self.params.tile_m.max(self.params.tile_n)
+    }
+}
+
+fn build(params: &serde_json::Value) -> Result<Component, PluginError> {
+    let p: GpuParams = params::parse(params)?;
+    Ok(Component::ComputeUnit(Arc::new(Gpu::new(p)?)))
+}
+
+perfcast_core::inventory::submit! {
+    BuiltinPlugin {
+        category: Category::ComputeUnit,
+        name: "gpu",
+        crate_name: env!("CARGO_PKG_NAME"),
+        version: env!("CARGO_PKG_VERSION"),
+        description: "GPU: matrix and vector engines, peak per dtype, GEMM wave/tile efficiency, launch overhead",
+        factory: build,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfcast_core::op::Gemm;
+    use serde_json::json;
+
+    /// A100-SXM4 dense peaks: NVIDIA A100 Tensor Core GPU datasheet (r4), Table 1.
+    fn a100() -> Gpu {
+        let p = params::parse(&json!({
+            "matrix_tflops": {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "int8": 624.0},
+            "vector_tflops": {"fp32": 19.5, "fp16": 78.0, "bf16": 39.0},
+            "sm_count": 108
+        }))
+        .unwrap();
+        Gpu::new(p).unwrap()
+    }
+
+    #[test]
+    fn peaks_and_fallbacks() {
+        let g = a100();
+        assert_eq!(g.peak(Engine::Matrix, DType::Bf16).unwrap().tflops(), 312.0);
+        assert!(g.peak(Engine::Matrix, DType::Fp8).is_none());
+        // Vector fp8 falls back to fp32.
+        assert_eq!(g.peak(Engine::Vector, DType::Fp8).unwrap().tflops(), 19.5);
+    }
+
+    #[test]
+    fn efficiency_table() {
+        let g = a100();
+        // (m, n, k, batch, lower, upper)
+        let table = [
+            // Large square: close to matmul_efficiency (wave tail of 1024 tiles on 108 SMs).
+            (8192, 8192, 8192, 1, 0.70, 0.80),
+            // One full wave exactly: 108 tiles of 128x128.
+            (128 * 12, 128 * 9, 4096, 1, 0.78, 0.80),
+            // 109 tiles: a second wave with one tile -> about half.
+            (128 * 109, 128, 4096, 1, 0.39, 0.41),
+            // Decode-like m = 1: tile padding wastes 127/128 of the tile.
+            (1, 8192, 8192, 1, 0.0, 0.01),
+        ];
+        for (m, n, k, b, lo, hi) in table {
+            let e = g.efficiency(&ComputeOp::Gemm(Gemm::new(m, n, k, DType::Bf16).batched(b)));
+            assert!(e >= lo && e <= hi, "{m}x{n}x{k}: {e}");
+        }
+    }
+
+    #[test]
+    fn bad_params_name_the_key() {
+        let e = build(&json!({"matrix_tflops": {"bf16": 1.0}, "vector_tflops": {"fp32": 1.0}, "sm_count": 1, "matmul_efficiency": 1.5}))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("matmul_efficiency"), "{e}");
+        let e = build(
+            &json!({"matrix_tflops": {"bf17": 1.0}, "vector_tflops": {"fp32": 1.0}, "sm_count": 1}),
+        )
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("matrix_tflops"), "{e}");
+        let e = build(&json!({"matrix_tflops": {"bf16": -1.0}, "vector_tflops": {"fp32": 1.0}, "sm_count": 1}))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("matrix_tflops.bf16"), "{e}");
+        let e = build(&json!({"matrix_tflops": {"bf16": 1.0}, "vector_tflops": {"fp32": 1.0}, "sm_count": 1, "smcount": 2}))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("smcount"), "{e}");
+    }
+}
