@@ -296,13 +296,11 @@ mod tests {
         assert!((t.bandwidth().0 - 300e9).abs() < 1.0);
     }
 
+    type Factory = fn(&serde_json::Value) -> Result<Component, PluginError>;
+
     #[test]
     fn bad_params() {
-        let cases: [(
-            fn(&serde_json::Value) -> Result<Component, PluginError>,
-            serde_json::Value,
-            &str,
-        ); 4] = [
+        let cases: [(Factory, serde_json::Value, &str); 4] = [
             (
                 build_nvlink,
                 json!({"bandwidth_gbs_bidir": 600.0, "domain_size": 0}),
