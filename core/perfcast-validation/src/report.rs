@@ -1,0 +1,556 @@
+//! Validation results: per case, per group, overall; JSON and a terminal table.
+//!
+//! `rel_error = (predicted - measured) / measured` (signed; positive = over-predicted). MAPE is
+//! the mean of `|rel_error|` over the cases of a group on each case's *first published metric*:
+//! training — iteration time, else tokens/s per GPU, else TFLOP/s per GPU, else MFU, else the
+//! per-layer time (forward + backward of one layer, both published); inference — request
+//! latency, else TTFT, else TPOT, else tokens/s per GPU, else tokens/s.
+
+use crate::cases::{Kind, Metric};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Outcome of one case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    /// The model cannot represent the case (reason given).
+    Unsupported,
+    /// The engine rejected or failed on the case (its message given).
+    Error,
+}
+
+/// One published metric, predicted and compared.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricResult {
+    pub name: Metric,
+    /// `None` when the model does not predict this metric.
+    pub predicted: Option<f64>,
+    pub measured: f64,
+    pub rel_error: Option<f64>,
+}
+
+impl MetricResult {
+    pub fn new(name: Metric, predicted: Option<f64>, measured: f64) -> Self {
+        let predicted = predicted.filter(|p| p.is_finite());
+        let rel_error = predicted
+            .map(|p| (p - measured) / measured)
+            .filter(|e| e.is_finite());
+        MetricResult {
+            name,
+            predicted,
+            measured,
+            rel_error,
+        }
+    }
+}
+
+/// One case's result (the JSON `cases[]` entry).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CaseResult {
+    pub id: String,
+    pub group: String,
+    pub kind: Kind,
+    pub status: Status,
+    /// Why a case is unsupported or failed; warnings (e.g. a flagged source inconsistency)
+    /// for a case that ran.
+    pub reason: Option<String>,
+    pub metrics: Vec<MetricResult>,
+    /// The first published metric, scored (not serialised with the case: see the summary).
+    #[serde(skip)]
+    pub first: Option<FirstMetric>,
+    /// Where the predicted time goes (name, seconds or fraction), for the table.
+    #[serde(skip)]
+    pub breakdown: Vec<(String, f64)>,
+    /// `[case.reference]` step time and the predicted one: shown, never scored.
+    #[serde(skip)]
+    pub reference: Option<(f64, Option<f64>)>,
+}
+
+/// The metric a case is scored on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FirstMetric {
+    pub id: String,
+    pub group: String,
+    /// A schema metric name, or `layer_fwd_ms+layer_bwd_ms` for a per-layer case.
+    pub metric: String,
+    pub predicted: f64,
+    pub measured: f64,
+    pub rel_error: f64,
+}
+
+/// The order in which a case's first published metric is chosen.
+pub fn first_metric_order(kind: Kind) -> &'static [Metric] {
+    match kind {
+        Kind::Training => &[
+            Metric::IterationTimeS,
+            Metric::TokensPerSPerGpu,
+            Metric::TflopsPerGpu,
+            Metric::Mfu,
+        ],
+        Kind::Inference => &[
+            Metric::LatencyS,
+            Metric::TtftMs,
+            Metric::TpotMs,
+            Metric::TokensPerSPerGpu,
+            Metric::TokensPerS,
+        ],
+    }
+}
+
+/// The first published metric of a case's results, scored when it was predicted.
+/// `None` when the first published metric has no prediction (the case is not scored).
+pub fn first_metric(r: &CaseResult) -> Option<FirstMetric> {
+    let get = |m: Metric| r.metrics.iter().find(|x| x.name == m);
+    let make = |metric: String, p: f64, meas: f64| {
+        let e = (p - meas) / meas;
+        e.is_finite().then(|| FirstMetric {
+            id: r.id.clone(),
+            group: r.group.clone(),
+            metric,
+            predicted: p,
+            measured: meas,
+            rel_error: e,
+        })
+    };
+    for m in first_metric_order(r.kind) {
+        if let Some(x) = get(*m) {
+            return x
+                .predicted
+                .and_then(|p| make(m.name().to_string(), p, x.measured));
+        }
+    }
+    if r.kind == Kind::Training {
+        match (get(Metric::LayerFwdMs), get(Metric::LayerBwdMs)) {
+            (Some(f), Some(b)) => {
+                return match (f.predicted, b.predicted) {
+                    (Some(pf), Some(pb)) => make(
+                        "layer_fwd_ms+layer_bwd_ms".into(),
+                        pf + pb,
+                        f.measured + b.measured,
+                    ),
+                    _ => None,
+                }
+            }
+            (Some(x), None) | (None, Some(x)) => {
+                return x
+                    .predicted
+                    .and_then(|p| make(x.name.name().to_string(), p, x.measured))
+            }
+            (None, None) => {}
+        }
+    }
+    None
+}
+
+/// Statistics of a set of cases.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GroupSummary {
+    pub kind: Option<Kind>,
+    pub cases: usize,
+    pub ok: usize,
+    pub unsupported: usize,
+    pub error: usize,
+    /// Cases scored on their first metric.
+    pub scored: usize,
+    /// Mean |rel_error| of the first metric (`None` when nothing was scored).
+    pub mape: Option<f64>,
+    /// Mean signed rel_error of the first metric (bias: > 0 over-predicts).
+    pub mean_rel_error: Option<f64>,
+    /// Largest |rel_error| and its case.
+    pub max_abs_error: Option<f64>,
+    pub worst_case: Option<String>,
+}
+
+/// The JSON `summary`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    pub groups: BTreeMap<String, GroupSummary>,
+    pub overall: GroupSummary,
+    pub training: GroupSummary,
+    pub inference: GroupSummary,
+    /// Every scored case's first metric.
+    pub first_metrics: Vec<FirstMetric>,
+    /// The scored cases with the largest |rel_error|, worst first (at most 10).
+    pub worst: Vec<FirstMetric>,
+}
+
+fn summarise<'a>(results: impl Iterator<Item = &'a CaseResult>) -> GroupSummary {
+    let mut g = GroupSummary::default();
+    let mut errs = Vec::new();
+    for r in results {
+        g.kind = match g.kind {
+            None => Some(r.kind),
+            Some(k) if k == r.kind => Some(k),
+            Some(_) => None,
+        };
+        g.cases += 1;
+        match r.status {
+            Status::Ok => g.ok += 1,
+            Status::Unsupported => g.unsupported += 1,
+            Status::Error => g.error += 1,
+        }
+        if let Some(f) = &r.first {
+            errs.push((f.rel_error, f.id.clone()));
+        }
+    }
+    g.scored = errs.len();
+    if !errs.is_empty() {
+        let n = errs.len() as f64;
+        g.mape = Some(errs.iter().map(|e| e.0.abs()).sum::<f64>() / n);
+        g.mean_rel_error = Some(errs.iter().map(|e| e.0).sum::<f64>() / n);
+        let w = errs
+            .iter()
+            .max_by(|a, b| a.0.abs().total_cmp(&b.0.abs()))
+            .cloned();
+        g.max_abs_error = w.as_ref().map(|w| w.0.abs());
+        g.worst_case = w.map(|w| w.1);
+    }
+    g
+}
+
+/// The whole validation run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub cases: Vec<CaseResult>,
+    pub summary: Summary,
+}
+
+impl Report {
+    pub fn new(mut cases: Vec<CaseResult>) -> Report {
+        for c in &mut cases {
+            c.first = if c.status == Status::Ok {
+                first_metric(c)
+            } else {
+                None
+            };
+        }
+        let mut groups = BTreeMap::new();
+        let mut names: Vec<&str> = Vec::new();
+        for c in &cases {
+            if !names.contains(&c.group.as_str()) {
+                names.push(&c.group);
+            }
+        }
+        for n in names {
+            groups.insert(
+                n.to_string(),
+                summarise(cases.iter().filter(|c| c.group == n)),
+            );
+        }
+        let first_metrics: Vec<FirstMetric> =
+            cases.iter().filter_map(|c| c.first.clone()).collect();
+        let mut worst = first_metrics.clone();
+        worst.sort_by(|a, b| b.rel_error.abs().total_cmp(&a.rel_error.abs()));
+        worst.truncate(10);
+        let summary = Summary {
+            groups,
+            overall: summarise(cases.iter()),
+            training: summarise(cases.iter().filter(|c| c.kind == Kind::Training)),
+            inference: summarise(cases.iter().filter(|c| c.kind == Kind::Inference)),
+            first_metrics,
+            worst,
+        };
+        Report { cases, summary }
+    }
+
+    /// `{"cases":[...],"summary":{...}}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// A terminal table: one block per group, then the summary.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        let mut groups: Vec<&str> = Vec::new();
+        for c in &self.cases {
+            if !groups.contains(&c.group.as_str()) {
+                groups.push(&c.group);
+            }
+        }
+        for g in groups {
+            let _ = writeln!(out, "== {g}");
+            let _ = writeln!(
+                out,
+                "  {:<46} {:<22} {:>12} {:>12} {:>8}",
+                "case", "metric", "predicted", "measured", "error"
+            );
+            for c in self.cases.iter().filter(|c| c.group == g) {
+                match c.status {
+                    Status::Ok => {
+                        for (i, m) in c.metrics.iter().enumerate() {
+                            let first = c
+                                .first
+                                .as_ref()
+                                .is_some_and(|f| f.metric.split('+').any(|x| x == m.name.name()));
+                            let _ = writeln!(
+                                out,
+                                "  {:<46} {:<22} {:>12} {:>12} {:>8}{}",
+                                if i == 0 { c.id.as_str() } else { "" },
+                                m.name.name(),
+                                m.predicted.map(fmt_num).unwrap_or_else(|| "-".into()),
+                                fmt_num(m.measured),
+                                m.rel_error
+                                    .map(|e| format!("{:+.1}%", 100.0 * e))
+                                    .unwrap_or_else(|| "n/a".into()),
+                                if first { " *" } else { "" }
+                            );
+                        }
+                        if let Some((r, p)) = c.reference {
+                            let _ = writeln!(
+                                out,
+                                "  {:<46} {:<22} {:>12} {:>12} {:>8}",
+                                "",
+                                "(reference step s)",
+                                p.map(fmt_num).unwrap_or_else(|| "-".into()),
+                                fmt_num(r),
+                                "derived"
+                            );
+                        }
+                        if !c.breakdown.is_empty() {
+                            let parts: Vec<String> = c
+                                .breakdown
+                                .iter()
+                                .map(|(k, v)| format!("{k} {}", fmt_num(*v)))
+                                .collect();
+                            let _ = writeln!(out, "  {:<46} [{}]", "", parts.join(", "));
+                        }
+                        if let Some(r) = &c.reason {
+                            let _ = writeln!(out, "  {:<46} warning: {r}", "");
+                        }
+                    }
+                    Status::Unsupported | Status::Error => {
+                        let _ = writeln!(
+                            out,
+                            "  {:<46} {}: {}",
+                            c.id,
+                            if c.status == Status::Unsupported {
+                                "UNSUPPORTED"
+                            } else {
+                                "ERROR"
+                            },
+                            c.reason.as_deref().unwrap_or("")
+                        );
+                    }
+                }
+            }
+            if let Some(s) = self.summary.groups.get(g) {
+                let _ = writeln!(out, "  {}", summary_line(s));
+            }
+            out.push('\n');
+        }
+        let _ = writeln!(
+            out,
+            "== summary (MAPE on each case's first published metric, marked *)"
+        );
+        for (g, s) in &self.summary.groups {
+            let _ = writeln!(out, "  {g:<28} {}", summary_line(s));
+        }
+        let _ = writeln!(
+            out,
+            "  {:<28} {}",
+            "training",
+            summary_line(&self.summary.training)
+        );
+        let _ = writeln!(
+            out,
+            "  {:<28} {}",
+            "inference",
+            summary_line(&self.summary.inference)
+        );
+        let _ = writeln!(
+            out,
+            "  {:<28} {}",
+            "overall",
+            summary_line(&self.summary.overall)
+        );
+        if !self.summary.worst.is_empty() {
+            let _ = writeln!(out, "  worst cases:");
+            for w in self.summary.worst.iter().take(5) {
+                let _ = writeln!(
+                    out,
+                    "    {:<46} {:<26} {:+.1}%",
+                    w.id,
+                    w.metric,
+                    100.0 * w.rel_error
+                );
+            }
+        }
+        out
+    }
+}
+
+fn summary_line(s: &GroupSummary) -> String {
+    let mut l = format!(
+        "{} cases: {} ok, {} unsupported, {} error; scored {}",
+        s.cases, s.ok, s.unsupported, s.error, s.scored
+    );
+    if let (Some(m), Some(b), Some(w), Some(id)) =
+        (s.mape, s.mean_rel_error, s.max_abs_error, &s.worst_case)
+    {
+        let _ = write!(
+            l,
+            "; MAPE {:.1}% (bias {:+.1}%), worst {:.1}% ({id})",
+            100.0 * m,
+            100.0 * b,
+            100.0 * w
+        );
+    }
+    l
+}
+
+/// Compact number formatting for the table.
+pub fn fmt_num(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e5 {
+        format!("{v:.3e}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(id: &str, group: &str, kind: Kind, metrics: Vec<MetricResult>) -> CaseResult {
+        CaseResult {
+            id: id.into(),
+            group: group.into(),
+            kind,
+            status: Status::Ok,
+            reason: None,
+            metrics,
+            first: None,
+            breakdown: Vec::new(),
+            reference: None,
+        }
+    }
+
+    /// The first-metric order of the issue, as a table: (metrics present, chosen).
+    #[test]
+    fn first_metric_order_table() {
+        use Metric::*;
+        let table: &[(Kind, &[Metric], &str)] = &[
+            (
+                Kind::Training,
+                &[Mfu, IterationTimeS, TflopsPerGpu],
+                "iteration_time_s",
+            ),
+            (Kind::Training, &[Hfu, TflopsPerGpu], "tflops_per_gpu"),
+            (
+                Kind::Training,
+                &[Mfu, TokensPerSPerGpu],
+                "tokens_per_s_per_gpu",
+            ),
+            (Kind::Training, &[Hfu, Mfu], "mfu"),
+            (
+                Kind::Training,
+                &[LayerFwdMs, LayerBwdMs],
+                "layer_fwd_ms+layer_bwd_ms",
+            ),
+            (Kind::Training, &[LayerBwdMs], "layer_bwd_ms"),
+            (Kind::Inference, &[TtftMs, LatencyS, TpotMs], "latency_s"),
+            (Kind::Inference, &[TpotMs, TtftMs], "ttft_ms"),
+            (Kind::Inference, &[TokensPerS, TpotMs], "tpot_ms"),
+            (
+                Kind::Inference,
+                &[TokensPerS, TokensPerSPerGpu],
+                "tokens_per_s_per_gpu",
+            ),
+            (Kind::Inference, &[TokensPerS], "tokens_per_s"),
+        ];
+        for (kind, ms, want) in table {
+            let r = case(
+                "x",
+                "g",
+                *kind,
+                ms.iter()
+                    .map(|m| MetricResult::new(*m, Some(1.1), 1.0))
+                    .collect(),
+            );
+            let f = first_metric(&r).unwrap();
+            assert_eq!(f.metric, *want);
+            assert!((f.rel_error - 0.1).abs() < 1e-12);
+        }
+        // Layer sum: (7 + 13) predicted vs (8 + 12) measured -> 0 error.
+        let r = case(
+            "x",
+            "g",
+            Kind::Training,
+            vec![
+                MetricResult::new(LayerFwdMs, Some(7.0), 8.0),
+                MetricResult::new(LayerBwdMs, Some(13.0), 12.0),
+            ],
+        );
+        assert_eq!(first_metric(&r).unwrap().rel_error, 0.0);
+        // A first metric without prediction leaves the case unscored (no fallback to a later one).
+        let r = case(
+            "x",
+            "g",
+            Kind::Training,
+            vec![
+                MetricResult::new(IterationTimeS, None, 8.0),
+                MetricResult::new(Mfu, Some(0.5), 0.5),
+            ],
+        );
+        assert!(first_metric(&r).is_none());
+    }
+
+    #[test]
+    fn summary_counts_and_mape() {
+        let mut cases = vec![
+            case(
+                "a",
+                "g1",
+                Kind::Training,
+                vec![MetricResult::new(Metric::IterationTimeS, Some(1.1), 1.0)],
+            ),
+            case(
+                "b",
+                "g1",
+                Kind::Training,
+                vec![MetricResult::new(Metric::IterationTimeS, Some(0.7), 1.0)],
+            ),
+            case(
+                "c",
+                "g2",
+                Kind::Inference,
+                vec![MetricResult::new(Metric::LatencyS, Some(2.0), 2.0)],
+            ),
+            case(
+                "d",
+                "g2",
+                Kind::Inference,
+                vec![MetricResult::new(Metric::TokensPerS, None, 2.0)],
+            ),
+        ];
+        cases[3].status = Status::Unsupported;
+        cases[3].reason = Some("why".into());
+        let r = Report::new(cases);
+        let g1 = &r.summary.groups["g1"];
+        assert_eq!((g1.cases, g1.ok, g1.scored), (2, 2, 2));
+        assert!((g1.mape.unwrap() - 0.2).abs() < 1e-12);
+        assert!((g1.mean_rel_error.unwrap() + 0.1).abs() < 1e-12);
+        assert_eq!(g1.worst_case.as_deref(), Some("b"));
+        let g2 = &r.summary.groups["g2"];
+        assert_eq!((g2.cases, g2.ok, g2.unsupported, g2.scored), (2, 1, 1, 1));
+        assert_eq!(r.summary.overall.cases, 4);
+        assert_eq!(r.summary.worst[0].id, "b");
+        let j = r.to_json();
+        let c0 = &j["cases"][0];
+        let keys: Vec<&String> = c0.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["group", "id", "kind", "metrics", "reason", "status"]);
+        assert_eq!(c0["metrics"][0]["name"], "iteration_time_s");
+        assert_eq!(j["cases"][3]["status"], "unsupported");
+        assert!(r.to_table().contains("UNSUPPORTED: why"));
+    }
+}
