@@ -31,6 +31,7 @@ pub use op::{
 };
 pub use registry::{BuiltinPlugin, Category, Component, Origin, PluginInfo, Registry};
 pub use units::{Bandwidth, Bytes, FlopCount, FlopRate, Seconds};
+pub use workload::ModelSpec;
 
 /// Re-exported so that built-in plugin crates can `perfcast_core::inventory::submit!` without
 /// depending on `inventory` themselves.

@@ -1,10 +1,23 @@
 //! Execution traits: parallel strategies, recompute policies, pipeline schedules.
 //!
-//! These are refined by the training model (issue 3); the shapes here are what the registry
-//! and hosts rely on: each is a `Send + Sync` object built by name from parameters.
+//! All three are coarse-grained: the engine calls each a handful of times per plan evaluation,
+//! with plain data in and plain data out, so a dynamically loaded plugin costs nothing
+//! measurable. None of them allocates on the hot path: strategies push collectives into a
+//! fixed-capacity [`CommList`].
+//!
+//! * A [`ParallelStrategy`] owns one axis of the device mesh. Given the plan and the layer's
+//!   dimensions it (a) checks the plan, (b) says how it divides one layer's work on a device
+//!   ([`LayerSplit`]), (c) adds the collectives it needs per layer and per step, tagged with the
+//!   mesh axes of their group and with how they overlap, and (d) says how it shards the model
+//!   state ([`StateSplit`]). The engine maps each group onto the network levels and times it.
+//! * A [`RecomputePolicy`] decides, from one layer's activation bytes by class, which layers
+//!   keep what and which forward work reruns in the backward pass.
+//! * A [`PipelineSchedule`] composes one stage's forward/backward times over the micro-batches
+//!   into the pipeline time and says how many micro-batches each stage holds at its peak.
 
 use crate::error::ModelError;
-use crate::units::Seconds;
+use crate::op::CollectiveKind;
+use crate::units::{Bytes, Seconds};
 use crate::workload::ModelSpec;
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +31,19 @@ pub enum Axis {
     Expert,
     Pipeline,
     Data,
+}
+
+impl Axis {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Axis::Tensor => "tensor",
+            Axis::Sequence => "sequence",
+            Axis::Context => "context",
+            Axis::Expert => "expert",
+            Axis::Pipeline => "pipeline",
+            Axis::Data => "data",
+        }
+    }
 }
 
 /// The degrees and switches of an execution plan.
@@ -36,19 +62,345 @@ pub struct PlanShape {
     pub micro_batch: u32,
     /// Sequences per optimizer step.
     pub global_batch: u32,
+    /// Overlap tensor-parallel collectives with GEMMs (Megatron-Core `--tp-comm-overlap`).
+    pub tp_comm_overlap: bool,
+    /// Overlap the gradient reduction with the backward pass (`--overlap-grad-reduce`).
+    pub overlap_grad_reduce: bool,
+    /// Overlap the distributed optimizer's parameter all-gather (or ZeRO-3 gathers) with the
+    /// forward pass (`--overlap-param-gather`).
+    pub overlap_param_gather: bool,
+    /// Gradients accumulated and reduced in fp32 (Megatron `main_grad`).
+    pub fp32_grad_accum: bool,
 }
 
-/// A parallel strategy: one axis of the device mesh.
+impl PlanShape {
+    /// Micro-batches per optimizer step on one pipeline (gradient-accumulation steps).
+    pub fn micro_batches(&self) -> u32 {
+        let per = self.micro_batch.max(1) * self.dp.max(1);
+        self.global_batch / per
+    }
+}
+
+/// Mesh axes of a communication group, as a bit set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AxisSet(pub u8);
+
+impl AxisSet {
+    pub const TENSOR: AxisSet = AxisSet(1);
+    pub const CONTEXT: AxisSet = AxisSet(2);
+    pub const PIPELINE: AxisSet = AxisSet(4);
+    pub const DATA: AxisSet = AxisSet(8);
+    /// Megatron's data-parallel group when context parallelism is on: gradients are reduced
+    /// over `dp x cp` ranks.
+    pub const DATA_CONTEXT: AxisSet = AxisSet(8 | 2);
+    pub const fn contains(self, other: AxisSet) -> bool {
+        self.0 & other.0 == other.0 && other.0 != 0
+    }
+    pub const fn union(self, other: AxisSet) -> AxisSet {
+        AxisSet(self.0 | other.0)
+    }
+}
+
+/// Dimensions of one transformer layer as seen by the strategies (whole model, unsharded).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LayerDims {
+    /// Sequences per micro-batch.
+    pub micro_batch: u64,
+    pub seq_len: u64,
+    pub hidden: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    pub ffn_hidden: u64,
+    /// Bytes of one activation element (2 for bf16/fp16 training).
+    pub act_bytes: f64,
+    /// Weights of one layer on one device (all matrices, biases and norms; after TP).
+    pub layer_params: f64,
+    /// Weights on one device of the stage with the most (sharded by TP and PP, not by DP).
+    pub device_params: f64,
+    /// Bytes of one gradient element as reduced (2, or 4 with fp32 accumulation).
+    pub grad_bytes: f64,
+    /// Bytes of one weight element as stored for compute (2 for bf16/fp16/fp8 recipes).
+    pub weight_bytes: f64,
+}
+
+/// When a collective runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Once per layer per micro-batch, in the forward pass.
+    Forward,
+    /// Once per layer per micro-batch, in the backward pass.
+    Backward,
+    /// Once per optimizer step, after the pipeline drains (gradient reduction, param gathers).
+    Step,
+    /// Once per micro-batch per pipeline-stage boundary, each direction (hand-offs).
+    Boundary,
+    /// Once per micro-batch on the first stage: the input embedding's forward.
+    EmbeddingForward,
+    /// Once per micro-batch on the first stage: the input embedding's backward.
+    EmbeddingBackward,
+    /// Once per micro-batch on the last stage: LM head and loss forward.
+    HeadForward,
+    /// Once per micro-batch on the last stage: LM head and loss backward.
+    HeadBackward,
+}
+
+/// The compute a collective may hide behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Window {
+    /// The GEMMs of the same layer and pass.
+    LayerGemms,
+    /// The attention core of the same layer and pass (context-parallel ring exchange).
+    Attention,
+    /// The whole compute of the same layer and pass (prefetching the next layer's weights).
+    LayerCompute,
+    /// The backward pass of the last micro-batch on this stage (bucketed gradient reduction).
+    LastBackward,
+    /// The forward pass of the first micro-batch of the next step (parameter all-gather).
+    FirstForward,
+}
+
+impl Window {
+    pub const ALL: [Window; 5] = [
+        Window::LayerGemms,
+        Window::Attention,
+        Window::LayerCompute,
+        Window::LastBackward,
+        Window::FirstForward,
+    ];
+    pub const fn index(self) -> usize {
+        match self {
+            Window::LayerGemms => 0,
+            Window::Attention => 1,
+            Window::LayerCompute => 2,
+            Window::LastBackward => 3,
+            Window::FirstForward => 4,
+        }
+    }
+}
+
+/// How a collective overlaps with compute.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "overlap")]
+pub enum Overlap {
+    /// On the critical path.
+    Exposed,
+    /// Hidden behind `window`: exposed time is `max(0, comm - efficiency · window)`,
+    /// collectives sharing a window are pooled.
+    Behind { window: Window, efficiency: f64 },
+}
+
+/// Which ledger a collective's exposed time goes to in the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommClass {
+    Tensor,
+    Context,
+    Pipeline,
+    Data,
+    Zero,
+}
+
+impl CommClass {
+    pub const ALL: [CommClass; 5] = [
+        CommClass::Tensor,
+        CommClass::Context,
+        CommClass::Pipeline,
+        CommClass::Data,
+        CommClass::Zero,
+    ];
+    pub const fn index(self) -> usize {
+        match self {
+            CommClass::Tensor => 0,
+            CommClass::Context => 1,
+            CommClass::Pipeline => 2,
+            CommClass::Data => 3,
+            CommClass::Zero => 4,
+        }
+    }
+    pub const fn name(self) -> &'static str {
+        match self {
+            CommClass::Tensor => "tp",
+            CommClass::Context => "cp",
+            CommClass::Pipeline => "pp",
+            CommClass::Data => "dp",
+            CommClass::Zero => "zero",
+        }
+    }
+}
+
+/// One collective a strategy adds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CommOp {
+    pub class: CommClass,
+    pub phase: Phase,
+    pub kind: CollectiveKind,
+    /// Full buffer size `S` (see [`crate::op::Collective`]).
+    pub bytes: Bytes,
+    /// Mesh axes of the group; the engine derives ranks and placement on the network.
+    pub group: AxisSet,
+    /// Times it is issued per layer (Forward/Backward) or per step (Step).
+    pub count: f64,
+    pub overlap: Overlap,
+    /// Issued again when the layer's forward is recomputed (full recompute).
+    pub with_recompute: bool,
+}
+
+/// A fixed-capacity list of collectives (no allocation on the hot path).
+#[derive(Debug, Clone, Copy)]
+pub struct CommList {
+    items: [Option<CommOp>; CommList::CAPACITY],
+    len: usize,
+}
+
+impl Default for CommList {
+    fn default() -> Self {
+        CommList {
+            items: [None; CommList::CAPACITY],
+            len: 0,
+        }
+    }
+}
+
+impl CommList {
+    pub const CAPACITY: usize = 24;
+    /// Add a collective; an error when the list is full.
+    pub fn push(&mut self, op: CommOp) -> Result<(), ModelError> {
+        if self.len == Self::CAPACITY {
+            return Err(ModelError::invalid(
+                "parallel strategies",
+                self.len,
+                format!(
+                    "at most {} collectives per plan may be added",
+                    Self::CAPACITY
+                ),
+            ));
+        }
+        self.items[self.len] = Some(op);
+        self.len += 1;
+        Ok(())
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &CommOp> {
+        self.items[..self.len].iter().flatten()
+    }
+}
+
+/// How the strategies divide one layer's work on one device. Each strategy multiplies in its
+/// own factor; the engine starts from all ones.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LayerSplit {
+    /// Divides the tokens every op of the layer sees (context parallel splits the sequence).
+    pub tokens: u32,
+    /// Divides the weight matrices, the attention heads and the MLP width (tensor parallel).
+    pub weights: u32,
+    /// Divides the work of the ops outside the tensor-parallel region: norms, dropout,
+    /// residual adds (sequence parallel), and the activations they keep.
+    pub pointwise: u32,
+}
+
+impl Default for LayerSplit {
+    fn default() -> Self {
+        LayerSplit {
+            tokens: 1,
+            weights: 1,
+            pointwise: 1,
+        }
+    }
+}
+
+/// How the model state on one device is sharded beyond TP and PP (divisors).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StateSplit {
+    pub weights: u32,
+    pub grads: u32,
+    pub optimizer: u32,
+}
+
+impl Default for StateSplit {
+    fn default() -> Self {
+        StateSplit {
+            weights: 1,
+            grads: 1,
+            optimizer: 1,
+        }
+    }
+}
+
+/// A parallel strategy: one axis of the device mesh. Called a few times per evaluation.
 pub trait ParallelStrategy: Send + Sync {
     fn kind(&self) -> &str;
     fn axis(&self) -> Axis;
     /// Check the plan's degree on this axis against the model (e.g. heads divisible by TP).
     fn validate(&self, model: &ModelSpec, plan: &PlanShape) -> Result<(), ModelError>;
+    /// Multiply this axis's factors into `split`.
+    fn split_layer(&self, _plan: &PlanShape, _split: &mut LayerSplit) {}
+    /// Add the collectives this axis needs per layer (Forward/Backward) and per step.
+    fn comms(
+        &self,
+        _plan: &PlanShape,
+        _dims: &LayerDims,
+        _out: &mut CommList,
+    ) -> Result<(), ModelError> {
+        Ok(())
+    }
+    /// Multiply this axis's state-sharding divisors into `split`.
+    fn split_state(&self, _plan: &PlanShape, _split: &mut StateSplit) {}
+}
+
+/// Activation bytes one layer keeps for one micro-batch with nothing recomputed, by class.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LayerActivations {
+    /// The layer's input (what full recompute keeps).
+    pub input: Bytes,
+    /// The attention core's quadratic part: scores, softmax output, attention-dropout mask
+    /// and output (what selective recompute drops; Korthikanti 2022 `5as²b/t`).
+    pub attention_core: Bytes,
+    /// Everything else the backward pass needs.
+    pub other: Bytes,
+}
+
+impl LayerActivations {
+    pub fn total(&self) -> Bytes {
+        self.input + self.attention_core + self.other
+    }
+}
+
+/// What a recompute policy decides for one pipeline stage.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RecomputePlan {
+    /// Layers of the stage that keep only their input and rerun their whole forward.
+    pub full_layers: f64,
+    /// Layers that drop the attention core and rerun it in the backward pass.
+    pub attention_layers: f64,
+    /// Activation bytes the stage keeps per micro-batch.
+    pub kept: Bytes,
+    /// Extra bytes live while a recomputed layer runs its backward (one layer's activations).
+    pub working: Bytes,
 }
 
 /// An activation-recompute policy.
 pub trait RecomputePolicy: Send + Sync {
     fn kind(&self) -> &str;
+    /// Decide for a stage of `layers` layers, each keeping `act` without recompute.
+    /// `recompute_layers` is the plan's optional per-stage layer count.
+    fn plan(
+        &self,
+        act: &LayerActivations,
+        layers: u32,
+        recompute_layers: Option<u32>,
+    ) -> Result<RecomputePlan, ModelError>;
 }
 
 /// What a pipeline schedule is given.
@@ -64,7 +416,7 @@ pub struct ScheduleInput {
     pub forward: Seconds,
     /// Backward time (including recompute) of one micro-batch through one stage.
     pub backward: Seconds,
-    /// Exposed point-to-point time of one hand-off between stages.
+    /// Exposed point-to-point time of one hand-off between stages (one direction).
     pub p2p: Seconds,
 }
 
@@ -75,6 +427,8 @@ pub struct ScheduleResult {
     pub time: Seconds,
     /// Idle time of a stage in that span (the bubble).
     pub bubble: Seconds,
+    /// Point-to-point time on the critical path.
+    pub p2p: Seconds,
     /// Micro-batches whose activations the first stage holds at its peak, counted in units of
     /// one micro-batch through the whole stage (interleaving can make this fractional).
     pub peak_in_flight: f64,
@@ -83,5 +437,57 @@ pub struct ScheduleResult {
 /// A pipeline schedule: GPipe, 1F1B, interleaved 1F1B...
 pub trait PipelineSchedule: Send + Sync {
     fn kind(&self) -> &str;
+    /// Check the plan (e.g. interleaving needs virtual stages > 1).
+    fn validate(&self, _plan: &PlanShape) -> Result<(), ModelError> {
+        Ok(())
+    }
     fn step(&self, input: &ScheduleInput) -> Result<ScheduleResult, ModelError>;
+    /// Micro-batches (whole-stage units) stage `stage` (0-based) holds at its peak.
+    fn in_flight(&self, input: &ScheduleInput, stage: u32) -> f64;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comm_list_capacity_and_axis_sets() {
+        let op = CommOp {
+            class: CommClass::Tensor,
+            phase: Phase::Forward,
+            kind: CollectiveKind::AllReduce,
+            bytes: Bytes(1.0),
+            group: AxisSet::TENSOR,
+            count: 2.0,
+            overlap: Overlap::Exposed,
+            with_recompute: true,
+        };
+        let mut l = CommList::default();
+        for _ in 0..CommList::CAPACITY {
+            l.push(op).unwrap();
+        }
+        assert!(l.push(op).is_err());
+        assert_eq!(l.iter().count(), CommList::CAPACITY);
+        l.clear();
+        assert!(l.is_empty());
+        assert!(AxisSet::DATA_CONTEXT.contains(AxisSet::DATA));
+        assert!(!AxisSet::DATA.contains(AxisSet::CONTEXT));
+        let plan = PlanShape {
+            tp: 8,
+            pp: 16,
+            dp: 8,
+            cp: 1,
+            ep: 1,
+            vpp: 1,
+            sp: false,
+            zero_stage: 0,
+            micro_batch: 1,
+            global_batch: 1536,
+            tp_comm_overlap: false,
+            overlap_grad_reduce: false,
+            overlap_param_gather: false,
+            fp32_grad_accum: false,
+        };
+        assert_eq!(plan.micro_batches(), 192);
+    }
 }

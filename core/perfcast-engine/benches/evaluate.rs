@@ -1,0 +1,48 @@
+//! Criterion benchmark: one evaluation of GPT-3 175B on 1,024 A100 (TP 8, PP 16, DP 8).
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use perfcast_core::workload::{FfnAct, ModelSpec};
+use perfcast_core::Registry;
+use perfcast_engine::testsupport::a100_system;
+use perfcast_engine::{Training, TrainingPlan};
+
+fn gpt3() -> ModelSpec {
+    ModelSpec {
+        name: "gpt3-175b".into(),
+        layers: 96,
+        hidden: 12288,
+        heads: 96,
+        kv_heads: None,
+        head_dim: None,
+        ffn_hidden: 49152,
+        ffn_act: FfnAct::Gelu,
+        vocab: 51200,
+        seq_len: 2048,
+        tied_embeddings: true,
+        norm: None,
+        position: None,
+        bias: None,
+        moe: None,
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let registry = Registry::with_builtins().expect("registry");
+    let training = Training::new(gpt3(), a100_system(1024), &registry).expect("training");
+    let plan = TrainingPlan {
+        tp: 8,
+        pp: 16,
+        dp: 8,
+        micro_batch: 1,
+        global_batch: 1536,
+        recompute: "full".into(),
+        ..TrainingPlan::default()
+    };
+    training.evaluate(&plan).expect("evaluate");
+    c.bench_function("evaluate gpt3-175b 1024xA100 tp8 pp16 dp8", |b| {
+        b.iter(|| training.evaluate(black_box(&plan)).expect("evaluate"))
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

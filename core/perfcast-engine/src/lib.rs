@@ -1,0 +1,21 @@
+//! perfcast-engine: the model.
+//!
+//! Builds each device's per-layer op program from a `ModelSpec` and an execution plan, times
+//! every op on the system's `ComputeUnit` and every collective on its network levels,
+//! composes the pipeline schedule, accounts memory per pipeline stage and reports.
+//!
+//! Invariant: [`training::Training::evaluate`] allocates nothing and looks up nothing by
+//! string beyond a linear scan of the few resolved plugins; per-layer results are computed
+//! once and multiplied; every number in a report is finite (checked before returning).
+
+pub mod network;
+pub mod testsupport;
+pub mod training;
+
+// Name the built-in execution plugin crates so that they are linked (and their inventory
+// registrations present) in every binary that uses the engine.
+pub use perfcast_plugin_parallel as parallel_plugins;
+pub use perfcast_plugin_recompute as recompute_plugins;
+pub use perfcast_plugin_schedule as schedule_plugins;
+
+pub use training::{EngineParams, Training, TrainingPlan, TrainingReport};

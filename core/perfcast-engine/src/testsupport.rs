@@ -1,0 +1,137 @@
+//! A simple A100-like system built from the core traits, for the engine's tests and benches.
+//! Hosts and validation use the calibrated built-in GPU, memory and network plugins instead.
+//!
+//! Numbers: NVIDIA A100 Tensor Core GPU datasheet (2021): 312 TFLOP/s dense fp16/bf16
+//! tensor core, 19.5 TFLOP/s fp32 (vector), 80 GB HBM2e at 2,039 GB/s, 40 MB L2; NVLink 3
+//! 600 GB/s total = 300 GB/s per direction through NVSwitch, 8 GPUs per DGX A100; one
+//! 200 Gb/s HDR InfiniBand NIC per GPU (DGX A100 user guide) = 25 GB/s.
+//! Efficiencies are fixture values (not calibrated): GEMMs reach `matmul_efficiency` of peak,
+//! HBM streams at 0.85 of peak, NVLink and IB reach 0.8 of their line rate.
+
+use perfcast_core::hardware::{ComputeUnit, Engine, Interconnect, MemoryHierarchy, MemoryTier};
+use perfcast_core::{Bandwidth, Bytes, ComputeOp, DType, FlopRate, Seconds, System, TierLevel};
+use std::sync::Arc;
+
+/// A100-like compute unit.
+pub struct TestGpu {
+    pub matmul_efficiency: f64,
+    pub launch_overhead: Seconds,
+}
+
+impl ComputeUnit for TestGpu {
+    fn kind(&self) -> &str {
+        "test-a100"
+    }
+    fn peak(&self, engine: Engine, dtype: DType) -> Option<FlopRate> {
+        match (engine, dtype) {
+            (Engine::Matrix, DType::Bf16 | DType::Fp16) => Some(FlopRate::from_tflops(312.0)),
+            (Engine::Matrix, DType::Tf32) => Some(FlopRate::from_tflops(156.0)),
+            (Engine::Matrix, DType::Int8) => Some(FlopRate::from_tflops(624.0)),
+            (Engine::Vector, _) => Some(FlopRate::from_tflops(19.5)),
+            _ => None,
+        }
+    }
+    fn efficiency(&self, op: &ComputeOp) -> f64 {
+        match op {
+            ComputeOp::Gemm(_) | ComputeOp::Attention(_) => self.matmul_efficiency,
+            ComputeOp::Vector(_) => 1.0,
+        }
+    }
+    fn launch_overhead(&self) -> Seconds {
+        self.launch_overhead
+    }
+}
+
+/// A memory tier with fixed numbers.
+pub struct Tier {
+    pub kind: &'static str,
+    pub level: TierLevel,
+    pub capacity: Bytes,
+    pub bandwidth: Bandwidth,
+    pub efficiency: f64,
+}
+
+impl MemoryTier for Tier {
+    fn kind(&self) -> &str {
+        self.kind
+    }
+    fn level(&self) -> TierLevel {
+        self.level
+    }
+    fn capacity(&self) -> Bytes {
+        self.capacity
+    }
+    fn bandwidth(&self) -> Bandwidth {
+        self.bandwidth
+    }
+    fn efficiency(&self) -> f64 {
+        self.efficiency
+    }
+}
+
+/// A network level with fixed numbers.
+pub struct Link {
+    kind: &'static str,
+    domain: u32,
+    bandwidth: Bandwidth,
+    latency: Seconds,
+}
+
+impl Link {
+    /// `gbs`: achievable GB/s per device per direction; `latency_us` per step.
+    pub fn new(kind: &'static str, domain: u32, gbs: f64, latency_us: f64) -> Self {
+        Link {
+            kind,
+            domain,
+            bandwidth: Bandwidth::from_gbs(gbs),
+            latency: Seconds::from_micros(latency_us),
+        }
+    }
+}
+
+impl Interconnect for Link {
+    fn kind(&self) -> &str {
+        self.kind
+    }
+    fn domain_size(&self) -> u32 {
+        self.domain
+    }
+    fn bandwidth(&self) -> Bandwidth {
+        self.bandwidth
+    }
+    fn latency(&self) -> Seconds {
+        self.latency
+    }
+}
+
+/// `devices` A100-like GPUs, 8 per NVLink domain, IB between nodes.
+pub fn a100_system(devices: u32) -> System {
+    System {
+        name: format!("test-a100 x{devices}"),
+        compute: Arc::new(TestGpu {
+            matmul_efficiency: 0.7,
+            launch_overhead: Seconds::from_micros(4.0),
+        }),
+        memory: MemoryHierarchy::new(vec![
+            Arc::new(Tier {
+                kind: "l2",
+                level: TierLevel::OnChip,
+                capacity: Bytes::from_mib(40.0),
+                bandwidth: Bandwidth::from_gbs(7050.0),
+                efficiency: 0.8,
+            }),
+            Arc::new(Tier {
+                kind: "hbm2e",
+                level: TierLevel::Device,
+                capacity: Bytes::from_gb(80.0),
+                bandwidth: Bandwidth::from_gbs(2039.0),
+                efficiency: 0.85,
+            }),
+        ]),
+        network: vec![
+            Arc::new(Link::new("nvlink", 8, 300.0 * 0.8, 5.0)),
+            Arc::new(Link::new("infiniband", u32::MAX, 25.0 * 0.8, 8.0)),
+        ],
+        devices,
+    }
+}

@@ -1,0 +1,102 @@
+//! FLOP accounting per optimizer step (validation SCHEMA "FLOP conventions"; Narayanan et al.
+//! 2021 eq. 3; Korthikanti et al. 2022 §6 for model FLOPs).
+//!
+//! Per token of a training step:
+//! * model FLOPs = `6·P_mm + 6·L·s·heads·(d_qk + d_v)` (the attention term non-causal): for a
+//!   GPT model `72·L·h² + 12·L·s·h + 6·h·V`;
+//! * hardware FLOPs add what recompute reruns: full recompute one more forward of each
+//!   recomputed layer (`2·P_layer + 2·s·heads·(d_qk + d_v)`), selective the forward attention
+//!   core (`2·s·heads·(d_qk + d_v)`); the logit layer is never recomputed.
+
+use perfcast_core::workload::ModelSpec;
+
+/// FLOPs of one step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepFlops {
+    pub model: f64,
+    pub hardware: f64,
+}
+
+/// Forward attention-core FLOPs per token per layer: `2·s·heads·(d_qk + d_v)`.
+pub fn attention_fwd_per_token(m: &ModelSpec) -> f64 {
+    2.0 * m.seq_len as f64 * m.heads as f64 * 2.0 * m.head_dim() as f64
+}
+
+/// Matmul weights of one layer.
+pub fn layer_matmul_params(m: &ModelSpec) -> f64 {
+    (m.attention_weights() + m.mlp_weights()) as f64
+}
+
+/// FLOPs of a step of `sequences` sequences, where `full_fraction` of the layers rerun their
+/// forward and `attention_fraction` rerun their attention core.
+pub fn step_flops(
+    m: &ModelSpec,
+    sequences: f64,
+    full_fraction: f64,
+    attention_fraction: f64,
+) -> StepFlops {
+    let tokens = sequences * m.seq_len as f64;
+    let l = m.layers as f64;
+    let attn = attention_fwd_per_token(m);
+    let model = tokens * (6.0 * m.matmul_params_per_token() as f64 + 3.0 * l * attn);
+    let layer_fwd = 2.0 * layer_matmul_params(m) + attn;
+    let extra = tokens * l * (full_fraction * layer_fwd + attention_fraction * attn);
+    StepFlops {
+        model,
+        hardware: model + extra,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfcast_core::workload::FfnAct;
+
+    fn gpt(l: u64, h: u64, a: u64) -> ModelSpec {
+        ModelSpec {
+            name: String::new(),
+            layers: l,
+            hidden: h,
+            heads: a,
+            kv_heads: None,
+            head_dim: None,
+            ffn_hidden: 4 * h,
+            ffn_act: FfnAct::Gelu,
+            vocab: 51200,
+            seq_len: 2048,
+            tied_embeddings: true,
+            norm: None,
+            position: None,
+            bias: None,
+            moe: None,
+        }
+    }
+
+    /// Narayanan 2021 eq. 3: `96·B·s·L·h²·(1 + s/(6h) + V/(16·L·h))` with full recompute;
+    /// model FLOPs `72·B·s·L·h²·(1 + s/(6h) + V/(12·L·h))` (SCHEMA F_model); selective adds the
+    /// forward attention term `4·B·s²·L·h`.
+    #[test]
+    fn narayanan_eq3_table() {
+        // (L, h, a, B): GPT-3 175B at batch 1536, 530B at 2520, 1T at 3072, 1.7B at 512.
+        let table = [
+            (96, 12288, 96, 1536.0),
+            (105, 20480, 128, 2520.0),
+            (128, 25600, 160, 3072.0),
+            (24, 2304, 24, 512.0),
+        ];
+        for (l, h, a, b) in table {
+            let m = gpt(l, h, a);
+            let (s, v, lf, hf) = (2048.0, 51200.0, l as f64, h as f64);
+            let eq3 = 96.0 * b * s * lf * hf * hf * (1.0 + s / (6.0 * hf) + v / (16.0 * lf * hf));
+            let f72 = 72.0 * b * s * lf * hf * hf * (1.0 + s / (6.0 * hf) + v / (12.0 * lf * hf));
+            let full = step_flops(&m, b, 1.0, 0.0);
+            assert!((full.hardware / eq3 - 1.0).abs() < 1e-12, "L={l}");
+            assert!((full.model / f72 - 1.0).abs() < 1e-12, "L={l}");
+            let none = step_flops(&m, b, 0.0, 0.0);
+            assert_eq!(none.hardware, none.model);
+            let sel = step_flops(&m, b, 0.0, 1.0);
+            let want = f72 + 4.0 * b * s * s * lf * hf;
+            assert!((sel.hardware / want - 1.0).abs() < 1e-12);
+        }
+    }
+}

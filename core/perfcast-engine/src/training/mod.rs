@@ -1,0 +1,744 @@
+//! The training step model: one optimizer step of a dense decoder-only transformer under
+//! TP/SP/CP/PP/DP/ZeRO with a recompute policy and a pipeline schedule.
+//!
+//! Method (Narayanan et al. 2021; Korthikanti et al. 2022; seed paper §2): build one layer's
+//! op program on one device (shapes sharded by the strategies), time each op on the device's
+//! `ComputeUnit` over its memory tiers, time each collective on the network levels its group
+//! spans, keep what the overlap rules expose, multiply by the layers of a stage, add the
+//! embedding (first stage) and the LM head with the loss (last stage), let the schedule
+//! compose the slowest stage over the micro-batches, then add the exposed gradient
+//! reduction / parameter gathers and the optimizer step. Memory per stage: model state per
+//! ZeRO stage, activations per recompute policy times the micro-batches the schedule keeps in
+//! flight, transient buffers, against the device tier's capacity.
+
+pub mod flops;
+pub mod memory;
+pub mod ops;
+mod plan;
+pub mod report;
+
+pub use ops::ComputeBreakdown;
+pub use plan::{EngineParams, TrainingPlan};
+pub use report::{
+    Bottleneck, Feasibility, LayerReport, MemoryReport, StageMemory, TimeBreakdown, TrainingReport,
+};
+
+use crate::network::{Mesh, Network};
+use memory::{ActivationShape, StateBytes};
+use ops::{ClassTimes, OpClass, PassTimes, Timer};
+use perfcast_core::parallel::{
+    CommClass, CommList, LayerDims, LayerSplit, Overlap, ParallelStrategy, Phase, PipelineSchedule,
+    RecomputePolicy, ScheduleInput, StateSplit,
+};
+use perfcast_core::registry::{Category, Registry};
+use perfcast_core::workload::{FfnAct, ModelSpec, NormKind, PositionKind};
+use perfcast_core::{Bytes, DType, Engine, FlopCount, ModelError, Seconds, System};
+use std::sync::Arc;
+
+/// The parallel strategies a `Training` uses by default, in mesh order.
+pub const DEFAULT_STRATEGIES: [&str; 6] = perfcast_plugin_parallel::DEFAULT_STRATEGIES;
+
+/// The execution plugins a `Training` evaluates plans with.
+#[derive(Clone)]
+pub struct TrainingComponents {
+    /// Applied in order; each adds its split, collectives and state sharding.
+    pub strategies: Vec<Arc<dyn ParallelStrategy>>,
+    /// Recompute policies by name (the plan's `recompute`).
+    pub recompute: Vec<(String, Arc<dyn RecomputePolicy>)>,
+    /// Pipeline schedules by name (the plan's `schedule`).
+    pub schedules: Vec<(String, Arc<dyn PipelineSchedule>)>,
+}
+
+fn registry_error(e: perfcast_core::registry::RegistryError) -> ModelError {
+    let s = e.to_string();
+    ModelError::invalid("plugin", s.clone(), s)
+}
+
+impl TrainingComponents {
+    /// The default strategies, and every registered recompute policy and schedule, each built
+    /// with its default parameters.
+    pub fn from_registry(registry: &Registry) -> Result<Self, ModelError> {
+        // Naming the built-in plugin crates keeps them (and their registrations) linked.
+        let _ = (
+            perfcast_plugin_recompute::NAMES.len(),
+            perfcast_plugin_schedule::NAMES.len(),
+        );
+        let mut strategies = Vec::with_capacity(DEFAULT_STRATEGIES.len());
+        for n in DEFAULT_STRATEGIES {
+            strategies.push(
+                registry
+                    .parallel_strategy(n, &serde_json::Value::Null)
+                    .map_err(registry_error)?,
+            );
+        }
+        let mut recompute = Vec::new();
+        for n in registry.names(Category::RecomputePolicy) {
+            let p = registry
+                .recompute_policy(&n, &serde_json::Value::Null)
+                .map_err(registry_error)?;
+            recompute.push((n, p));
+        }
+        let mut schedules = Vec::new();
+        for n in registry.names(Category::PipelineSchedule) {
+            let p = registry
+                .pipeline_schedule(&n, &serde_json::Value::Null)
+                .map_err(registry_error)?;
+            schedules.push((n, p));
+        }
+        Ok(TrainingComponents {
+            strategies,
+            recompute,
+            schedules,
+        })
+    }
+}
+
+/// A model on a system, resolved and ready to evaluate training plans.
+#[derive(Clone)]
+pub struct Training {
+    model: ModelSpec,
+    system: System,
+    network: Network,
+    params: EngineParams,
+    comps: TrainingComponents,
+    capacity: Bytes,
+}
+
+fn positive(key: &'static str, v: u32) -> Result<(), ModelError> {
+    if v == 0 {
+        Err(ModelError::invalid(key, v, "must be a positive integer"))
+    } else {
+        Ok(())
+    }
+}
+
+/// Per-class exposed communication time.
+type ClassComm = [f64; 5];
+
+fn sum(c: &ClassComm) -> f64 {
+    c.iter().sum()
+}
+
+/// One stage's per-micro-batch times.
+#[derive(Debug, Clone, Copy, Default)]
+struct StageTimes {
+    fwd: f64,
+    bwd: f64,
+    compute: ClassTimes,
+    comm: ClassComm,
+}
+
+impl Training {
+    /// Resolve the default execution plugins from `registry`.
+    pub fn new(model: ModelSpec, system: System, registry: &Registry) -> Result<Self, ModelError> {
+        let comps = TrainingComponents::from_registry(registry)?;
+        Self::with_components(model, system, comps, EngineParams::default())
+    }
+
+    /// Use explicit execution plugins and engine parameters.
+    pub fn with_components(
+        model: ModelSpec,
+        system: System,
+        comps: TrainingComponents,
+        params: EngineParams,
+    ) -> Result<Self, ModelError> {
+        model.validate()?;
+        if model.moe.is_some() {
+            return Err(ModelError::invalid(
+                "model.moe",
+                "set",
+                "mixture-of-experts training is not modelled yet (dense models only)",
+            ));
+        }
+        if system.devices == 0 {
+            return Err(ModelError::invalid(
+                "system.devices",
+                0,
+                "must be a positive integer",
+            ));
+        }
+        if !(params.runtime_reserve_gib.is_finite() && params.runtime_reserve_gib >= 0.0) {
+            return Err(ModelError::invalid(
+                "engine.runtime_reserve_gib",
+                params.runtime_reserve_gib,
+                "must be a finite number >= 0",
+            ));
+        }
+        let capacity = system
+            .memory
+            .device()
+            .map(|t| t.capacity())
+            .ok_or_else(|| {
+                ModelError::invalid(
+                    "system.memory",
+                    format!("{:?}", system.memory),
+                    "needs a device-level memory tier (e.g. HBM)",
+                )
+            })?;
+        if !(capacity.0.is_finite() && capacity.0 > 0.0) {
+            return Err(ModelError::invalid(
+                "system.memory device capacity",
+                capacity.0,
+                "must be finite and > 0",
+            ));
+        }
+        if system.network.is_empty() && system.devices > 1 {
+            return Err(ModelError::invalid(
+                "system.network",
+                "[]",
+                "a system of more than one device needs at least one network level",
+            ));
+        }
+        let network = Network::new(&system.network)?;
+        if comps.strategies.is_empty() {
+            return Err(ModelError::invalid(
+                "parallel strategies",
+                "[]",
+                "at least one strategy is needed",
+            ));
+        }
+        Ok(Training {
+            model,
+            system,
+            network,
+            params,
+            comps,
+            capacity,
+        })
+    }
+
+    pub fn model(&self) -> &ModelSpec {
+        &self.model
+    }
+    pub fn system(&self) -> &System {
+        &self.system
+    }
+    pub fn params(&self) -> &EngineParams {
+        &self.params
+    }
+
+    fn recompute_policy(&self, name: &str) -> Result<&dyn RecomputePolicy, ModelError> {
+        self.comps
+            .recompute
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, p)| p.as_ref())
+            .ok_or_else(|| {
+                let known: Vec<&str> = self
+                    .comps
+                    .recompute
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect();
+                ModelError::invalid(
+                    "plan.recompute",
+                    name,
+                    format!("unknown recompute policy; registered: {}", known.join(", ")),
+                )
+            })
+    }
+
+    fn schedule(&self, name: &str) -> Result<&dyn PipelineSchedule, ModelError> {
+        self.comps
+            .schedules
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, p)| p.as_ref())
+            .ok_or_else(|| {
+                let known: Vec<&str> = self
+                    .comps
+                    .schedules
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect();
+                ModelError::invalid(
+                    "plan.schedule",
+                    name,
+                    format!(
+                        "unknown pipeline schedule; registered: {}",
+                        known.join(", ")
+                    ),
+                )
+            })
+    }
+
+    fn check_plan(&self, plan: &TrainingPlan) -> Result<(), ModelError> {
+        positive("plan.tp", plan.tp)?;
+        positive("plan.pp", plan.pp)?;
+        positive("plan.dp", plan.dp)?;
+        positive("plan.cp", plan.cp)?;
+        positive("plan.ep", plan.ep)?;
+        positive("plan.vpp", plan.vpp)?;
+        positive("plan.micro_batch", plan.micro_batch)?;
+        positive("plan.global_batch", plan.global_batch)?;
+        if plan.ep != 1 {
+            return Err(ModelError::invalid(
+                "plan.ep",
+                plan.ep,
+                "must be 1: expert parallelism needs a mixture-of-experts model",
+            ));
+        }
+        if !matches!(plan.precision, DType::Bf16 | DType::Fp16 | DType::Fp8) {
+            return Err(ModelError::invalid(
+                "plan.precision",
+                plan.precision,
+                "must be bf16, fp16 or fp8",
+            ));
+        }
+        if plan.devices() != self.system.devices as u64 {
+            return Err(ModelError::invalid(
+                "plan.tp*pp*dp*cp",
+                format!(
+                    "{}x{}x{}x{} = {}",
+                    plan.tp,
+                    plan.pp,
+                    plan.dp,
+                    plan.cp,
+                    plan.devices()
+                ),
+                format!("must equal the system's devices = {}", self.system.devices),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Predict one training step under `plan`. A plan that does not fit in memory is still
+    /// evaluated and reported with `memory.fits = false`.
+    pub fn evaluate(&self, plan: &TrainingPlan) -> Result<TrainingReport, ModelError> {
+        self.check_plan(plan)?;
+        let m = &self.model;
+        let shape = plan.shape();
+        for s in &self.comps.strategies {
+            s.validate(m, &shape)?;
+        }
+        let policy = self.recompute_policy(&plan.recompute)?;
+        let sched = self.schedule(plan.schedule_name())?;
+        sched.validate(&shape)?;
+
+        let mut split = LayerSplit::default();
+        let mut ssplit = StateSplit::default();
+        for s in &self.comps.strategies {
+            s.split_layer(&shape, &mut split);
+            s.split_state(&shape, &mut ssplit);
+        }
+        let t = split.weights.max(1) as u64;
+        let cpd = split.tokens.max(1) as u64;
+        let ps = split.pointwise.max(1) as u64;
+        let (b, s, h) = (plan.micro_batch as u64, m.seq_len, m.hidden);
+        if !s.is_multiple_of(cpd) || !m.heads.is_multiple_of(t) {
+            return Err(ModelError::invalid(
+                "plan",
+                format!("tokens split {cpd}, weights split {t}"),
+                "the strategies' splits must divide model.seq_len and model.heads",
+            ));
+        }
+        let precision = plan.precision;
+        let fp8 = precision == DType::Fp8;
+        let act_dtype = if fp8 { DType::Bf16 } else { precision };
+        let e = act_dtype.bytes();
+        let dropout = plan.dropout.unwrap_or(m.ffn_act == FfnAct::Gelu);
+        let kv = m.kv_heads();
+        let ls = ops::LayerShape {
+            b,
+            sq: s / cpd,
+            s,
+            h,
+            a_dev: m.heads / t,
+            kv_dev: (kv / t).max(1),
+            d: m.head_dim(),
+            f_dev: m.ffn_hidden / t,
+            mat: m.ffn_act.matrices(),
+            ps,
+            vocab_dev: m.vocab.div_ceil(t),
+            gemm_dtype: precision,
+            act_dtype,
+            fp32_grads: plan.fp32_grad_accum,
+            dropout,
+            norm: m.norm(),
+            rope: m.position() == PositionKind::Rope,
+            learned_positions: m.position() == PositionKind::Learned,
+            swiglu: m.ffn_act == FfnAct::Swiglu,
+            attention: plan.attention,
+        };
+        let timer = Timer {
+            unit: self.system.compute.as_ref(),
+            memory: &self.system.memory,
+        };
+        let lt = ops::layer(&timer, &ls)?;
+        let ends = ops::ends(&timer, &ls)?;
+
+        // Parameters on one device.
+        let tf = t as f64;
+        let hf = h as f64;
+        let norm_params = match m.norm() {
+            NormKind::LayerNorm => 2.0 * hf,
+            NormKind::RmsNorm => hf,
+        };
+        let bias_params = if m.bias() {
+            (m.q_width() + 2 * m.kv_width()) as f64 / tf
+                + hf
+                + (m.ffn_act.matrices() - 1) as f64 * m.ffn_hidden as f64 / tf
+                + hf
+        } else {
+            0.0
+        };
+        let layer_dev =
+            (m.attention_weights() + m.mlp_weights()) as f64 / tf + 2.0 * norm_params + bias_params;
+        let lp = m.layers / plan.pp as u64; // layers per device (all its chunks)
+        let lpf = lp as f64;
+        let table = m.vocab as f64 * hf / tf;
+        let emb_dev = table
+            + match m.position() {
+                PositionKind::Learned => s as f64 * hf,
+                PositionKind::Rope => 0.0,
+            };
+        let head_dev = if !m.tied_embeddings || plan.pp > 1 {
+            table
+        } else {
+            0.0
+        };
+        let single = plan.pp == 1;
+        let first_params =
+            lpf * layer_dev + emb_dev + if single { head_dev + norm_params } else { 0.0 };
+        let last_params =
+            lpf * layer_dev + head_dev + norm_params + if single { emb_dev } else { 0.0 };
+        let device_params = first_params.max(last_params);
+        let state = StateBytes::mixed_precision_adam(plan.fp32_grad_accum, fp8);
+        let dims = LayerDims {
+            micro_batch: b,
+            seq_len: s,
+            hidden: h,
+            heads: m.heads,
+            kv_heads: kv,
+            head_dim: m.head_dim(),
+            ffn_hidden: m.ffn_hidden,
+            act_bytes: e,
+            layer_params: layer_dev,
+            device_params,
+            grad_bytes: state.grads,
+            weight_bytes: 2.0,
+        };
+
+        // Collectives.
+        let mut comms = CommList::default();
+        for st in &self.comps.strategies {
+            st.comms(&shape, &dims, &mut comms)?;
+        }
+        let mesh = Mesh {
+            tp: plan.tp,
+            cp: plan.cp,
+            pp: plan.pp,
+            dp: plan.dp,
+        };
+        let mut ctime = [0.0f64; CommList::CAPACITY];
+        for (i, c) in comms.iter().enumerate() {
+            let tt = self.network.time(&mesh, c.group, c.kind, c.bytes).0 * c.count;
+            if !(tt.is_finite() && tt >= 0.0) {
+                return Err(ModelError::NonFinite {
+                    what: format!("{} {} time", c.class.name(), c.kind.name()),
+                    value: tt,
+                });
+            }
+            ctime[i] = tt;
+        }
+        let pool = |phase: Phase, recompute_only: bool, windows: [f64; 5]| -> ClassComm {
+            let mut exposed = [0.0; 5];
+            let mut total_w = [0.0; 5];
+            let mut cap_w = [0.0f64; 5];
+            let mut by = [[0.0; 5]; 5];
+            for (i, c) in comms.iter().enumerate() {
+                if c.phase != phase || (recompute_only && !c.with_recompute) {
+                    continue;
+                }
+                let k = c.class.index();
+                match c.overlap {
+                    Overlap::Exposed => exposed[k] += ctime[i],
+                    Overlap::Behind { window, efficiency } => {
+                        let w = window.index();
+                        total_w[w] += ctime[i];
+                        cap_w[w] = cap_w[w].max(efficiency.clamp(0.0, 1.0) * windows[w]);
+                        by[w][k] += ctime[i];
+                    }
+                }
+            }
+            for w in 0..5 {
+                if total_w[w] > 0.0 {
+                    let ex = (total_w[w] - cap_w[w]).max(0.0);
+                    for k in 0..5 {
+                        exposed[k] += ex * by[w][k] / total_w[w];
+                    }
+                }
+            }
+            exposed
+        };
+        let layer_windows = |p: &PassTimes| [p.gemm, p.attention, p.total, 0.0, 0.0];
+        let fwd_ex = pool(Phase::Forward, false, layer_windows(&lt.fwd));
+        let bwd_ex = pool(Phase::Backward, false, layer_windows(&lt.bwd));
+        let rc_ex = pool(Phase::Forward, true, layer_windows(&lt.fwd));
+        let none = [0.0; 5];
+        let emb_f_ex = pool(Phase::EmbeddingForward, false, none);
+        let emb_b_ex = pool(Phase::EmbeddingBackward, false, none);
+        let head_f_ex = pool(Phase::HeadForward, false, none);
+        let head_b_ex = pool(Phase::HeadBackward, false, none);
+        let p2p = sum(&pool(Phase::Boundary, false, none));
+
+        // Recompute.
+        let act = ActivationShape {
+            micro_batch: b as f64,
+            seq_len: s as f64,
+            hidden: hf,
+            heads: m.heads as f64,
+            kv_heads: kv as f64,
+            head_dim: m.head_dim() as f64,
+            ffn_hidden: m.ffn_hidden as f64,
+            ffn_matrices: m.ffn_act.matrices() as f64,
+            tp: tf,
+            pointwise: ps as f64,
+            cp: cpd as f64,
+            elem: e,
+            dropout,
+            attention: plan.attention,
+        }
+        .layer();
+        let rp = policy.plan(&act, lp as u32, plan.recompute_layers)?;
+        if !(rp.full_layers >= 0.0
+            && rp.full_layers <= lpf
+            && rp.attention_layers >= 0.0
+            && rp.attention_layers <= lpf
+            && rp.kept.is_finite()
+            && rp.working.is_finite())
+        {
+            return Err(ModelError::invalid(
+                "plan.recompute",
+                &plan.recompute,
+                format!("the policy returned an inconsistent plan for {lp} layers: {rp:?}"),
+            ));
+        }
+
+        // Per-micro-batch stage times.
+        let mut layer_compute = ClassTimes::default();
+        layer_compute.add_scaled(&lt.fwd.classes, lpf);
+        layer_compute.add_scaled(&lt.bwd.classes, lpf);
+        layer_compute.add_scaled(&lt.fwd.classes, rp.full_layers);
+        layer_compute.0[OpClass::Attention as usize] += rp.attention_layers * lt.attention_core_fwd;
+        let rc_compute =
+            rp.full_layers * lt.fwd.total + rp.attention_layers * lt.attention_core_fwd;
+        let mut layer_comm = [0.0; 5];
+        for k in 0..5 {
+            layer_comm[k] = lpf * (fwd_ex[k] + bwd_ex[k]) + rp.full_layers * rc_ex[k];
+        }
+        let body_f = lpf * (lt.fwd.total + sum(&fwd_ex));
+        let body_b =
+            lpf * (lt.bwd.total + sum(&bwd_ex)) + rc_compute + rp.full_layers * sum(&rc_ex);
+        let stage = |with_emb: bool, with_head: bool| {
+            let mut st = StageTimes {
+                fwd: body_f,
+                bwd: body_b,
+                compute: layer_compute,
+                comm: layer_comm,
+            };
+            let mut add = |p: &PassTimes, ex: &ClassComm, fwd: bool| {
+                let x = p.total + sum(ex);
+                if fwd {
+                    st.fwd += x;
+                } else {
+                    st.bwd += x;
+                }
+                st.compute.add_scaled(&p.classes, 1.0);
+                for k in 0..5 {
+                    st.comm[k] += ex[k];
+                }
+            };
+            if with_emb {
+                add(&ends.embedding_fwd, &emb_f_ex, true);
+                add(&ends.embedding_bwd, &emb_b_ex, false);
+            }
+            if with_head {
+                add(&ends.head_fwd, &head_f_ex, true);
+                add(&ends.head_bwd, &head_b_ex, false);
+            }
+            st
+        };
+        let first = stage(true, single);
+        let last = stage(single, true);
+        let crit = if first.fwd + first.bwd >= last.fwd + last.bwd {
+            first
+        } else {
+            last
+        };
+
+        let mb = shape.micro_batches();
+        let input = ScheduleInput {
+            stages: plan.pp,
+            virtual_stages: plan.vpp,
+            micro_batches: mb,
+            forward: Seconds(crit.fwd),
+            backward: Seconds(crit.bwd),
+            p2p: Seconds(p2p),
+        };
+        let sr = sched.step(&input)?;
+        for (what, v) in [
+            ("schedule time", sr.time.0),
+            ("schedule bubble", sr.bubble.0),
+            ("schedule p2p", sr.p2p.0),
+        ] {
+            perfcast_core::units::ensure_finite(what, v)?;
+        }
+        let step_ex = pool(Phase::Step, false, [0.0, 0.0, 0.0, crit.bwd, crit.fwd]);
+        let opt = ops::optimizer(
+            &timer,
+            device_params / ssplit.optimizer.max(1) as f64,
+            state.grads,
+        )?;
+        let iteration = sr.time.0 + sum(&step_ex) + opt;
+
+        // Breakdown.
+        let mbf = mb as f64;
+        let mut compute = ClassTimes::default();
+        compute.add_scaled(&crit.compute, mbf);
+        let comm_of = |c: CommClass| mbf * crit.comm[c.index()] + step_ex[c.index()];
+        let breakdown = TimeBreakdown {
+            compute: ComputeBreakdown::from(&compute),
+            recompute: Seconds(mbf * (rc_compute)),
+            tp_comm: Seconds(comm_of(CommClass::Tensor)),
+            cp_comm: Seconds(comm_of(CommClass::Context)),
+            pp_comm: Seconds(comm_of(CommClass::Pipeline) + sr.p2p.0),
+            dp_comm: Seconds(comm_of(CommClass::Data)),
+            zero_comm: Seconds(comm_of(CommClass::Zero)),
+            bubble: sr.bubble,
+            optimizer: Seconds(opt),
+        };
+
+        // Memory.
+        let tok = (b * s / cpd) as f64;
+        let reserved = Bytes::from_gib(self.params.runtime_reserve_gib);
+        let stage_memory = |idx: u32, params: f64, with_emb: bool, with_head: bool| {
+            let in_flight = sched.in_flight(&input, idx);
+            let mut per_mb = rp.kept.0;
+            if with_emb && dropout {
+                per_mb += tok * hf / ps as f64;
+            }
+            let mut temp = rp.working.0;
+            if with_head {
+                temp += 4.0 * tok * ls.vocab_dev as f64;
+            }
+            if plan.zero_stage >= 3 {
+                temp += 2.0 * layer_dev * dims.weight_bytes;
+            }
+            let weights = params * state.weights / ssplit.weights.max(1) as f64;
+            let grads = params * state.grads / ssplit.grads.max(1) as f64;
+            let optimizer = params * state.optimizer / ssplit.optimizer.max(1) as f64;
+            let activations = in_flight * per_mb;
+            let total = weights + grads + optimizer + activations + temp + reserved.0;
+            StageMemory {
+                stage: idx,
+                in_flight,
+                weights: Bytes(weights),
+                grads: Bytes(grads),
+                optimizer: Bytes(optimizer),
+                activations: Bytes(activations),
+                temp: Bytes(temp),
+                reserved,
+                total: Bytes(total),
+            }
+        };
+        let first_mem = stage_memory(0, first_params, true, single);
+        let last_mem = stage_memory(plan.pp - 1, last_params, single, true);
+        let peak = first_mem.total.max(last_mem.total);
+        let fits = peak.0 <= self.capacity.0;
+        let memory = MemoryReport {
+            first_stage: first_mem,
+            last_stage: last_mem,
+            peak,
+            capacity: self.capacity,
+            fits,
+            shortfall: Bytes((peak.0 - self.capacity.0).max(0.0)),
+        };
+
+        // FLOPs and utilisation.
+        let fl = flops::step_flops(
+            m,
+            plan.global_batch as f64,
+            rp.full_layers / lpf,
+            rp.attention_layers / lpf,
+        );
+        let peak_rate = self
+            .system
+            .compute
+            .peak(Engine::Matrix, precision)
+            .ok_or_else(|| ModelError::UnsupportedDType {
+                device: self.system.compute.kind().to_string(),
+                engine: "matrix".to_string(),
+                dtype: precision.name().to_string(),
+            })?;
+        let n = self.system.devices as f64;
+        let tokens = plan.global_batch as f64 * s as f64;
+        let per_gpu = |f: f64| f / (iteration * n);
+        let mfu = per_gpu(fl.model) / peak_rate.0;
+        let hfu = per_gpu(fl.hardware) / peak_rate.0;
+
+        // Bottleneck.
+        let c = &breakdown.compute;
+        let matrix = c.gemm + c.attention;
+        let vector = c.total() - matrix;
+        let candidates = [
+            (Bottleneck::MatrixCompute, matrix),
+            (Bottleneck::VectorOps, vector),
+            (Bottleneck::TensorComm, breakdown.tp_comm.0),
+            (Bottleneck::ContextComm, breakdown.cp_comm.0),
+            (Bottleneck::PipelineComm, breakdown.pp_comm.0),
+            (Bottleneck::PipelineBubble, breakdown.bubble.0),
+            (Bottleneck::DataComm, breakdown.dp_comm.0),
+            (Bottleneck::ZeroComm, breakdown.zero_comm.0),
+            (Bottleneck::Optimizer, breakdown.optimizer.0),
+        ];
+        let mut bottleneck = candidates[0];
+        for cand in candidates {
+            if cand.1 > bottleneck.1 {
+                bottleneck = cand;
+            }
+        }
+
+        let full_avg = if lpf > 0.0 { rc_compute / lpf } else { 0.0 };
+        let rc_comm_avg = if lpf > 0.0 {
+            rp.full_layers * sum(&rc_ex) / lpf
+        } else {
+            0.0
+        };
+        let report = TrainingReport {
+            iteration_time: Seconds(iteration),
+            devices: self.system.devices,
+            micro_batches: mb,
+            tokens_per_iteration: tokens,
+            tokens_per_s: tokens / iteration,
+            tokens_per_s_per_gpu: tokens / iteration / n,
+            model_flops: FlopCount(fl.model),
+            hardware_flops: FlopCount(fl.hardware),
+            tflops_per_gpu_model: per_gpu(fl.model) / 1e12,
+            tflops_per_gpu_hardware: per_gpu(fl.hardware) / 1e12,
+            peak_tflops: peak_rate.tflops(),
+            mfu,
+            hfu,
+            breakdown,
+            layer: LayerReport {
+                forward: Seconds(lt.fwd.total + sum(&fwd_ex)),
+                backward: Seconds(lt.bwd.total + sum(&bwd_ex) + full_avg + rc_comm_avg),
+                forward_compute: Seconds(lt.fwd.total),
+                backward_compute: Seconds(lt.bwd.total),
+                recompute: Seconds(full_avg + rc_comm_avg),
+            },
+            memory,
+            feasibility: if fits {
+                Feasibility::Fits
+            } else {
+                Feasibility::ExceedsMemory
+            },
+            bottleneck: bottleneck.0,
+        };
+        report.check_finite()?;
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests;

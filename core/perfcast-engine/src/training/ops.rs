@@ -1,0 +1,471 @@
+//! One transformer layer's op program on one device (forward and backward), the embedding
+//! and the LM head with the loss, timed op by op on the device's `ComputeUnit`.
+//!
+//! Bytes per element of the memory-bound ops are the compulsory traffic of the fused kernels
+//! Megatron-LM/Apex/Transformer Engine run (read inputs once, write outputs once):
+//! LayerNorm/RMSNorm forward reads x, writes y (`2e`); backward reads x and dy, writes dx
+//! (`3e`); bias-GeLU reads and writes (`2e`), its backward reads x and dy, writes dx (`3e`);
+//! SwiGLU reads gate and up, writes the product (`3e`), backward reads 3, writes 2 (`5e`);
+//! bias-dropout-add reads x and the residual, writes the sum and a 1-byte mask (`3e + 1`),
+//! backward reads dy and the mask, writes dx (`2e + 1`); RoPE reads and writes q, k (`2e`);
+//! vocabulary-parallel cross entropy reads the logits twice and keeps fp32 softmax
+//! (`2e + 4` forward, `4 + e` backward). Transformer Engine fp8: each GEMM input is cast
+//! (`2 + 1` bytes per element: read 16-bit, write fp8); in the backward pass the output
+//! gradient is cast and transposed (`2 + 1 + 1`) and the saved input transposed (`1 + 1`).
+
+use perfcast_core::op::{Attention, ComputeOp, Gemm, VectorOp, VectorOpKind};
+use perfcast_core::units::ensure_finite;
+use perfcast_core::workload::NormKind;
+use perfcast_core::{AttentionKind, ComputeUnit, DType, MemoryHierarchy, ModelError};
+use serde::Serialize;
+
+/// Op classes of the compute breakdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpClass {
+    Gemm = 0,
+    Attention,
+    Norm,
+    Activation,
+    Dropout,
+    Elementwise,
+    Rope,
+    Cast,
+    Embedding,
+    Loss,
+    Optimizer,
+}
+
+pub const CLASSES: usize = 11;
+
+fn class_of(op: &ComputeOp) -> OpClass {
+    match op {
+        ComputeOp::Gemm(_) => OpClass::Gemm,
+        ComputeOp::Attention(_) => OpClass::Attention,
+        ComputeOp::Vector(v) => match v.kind {
+            VectorOpKind::Norm => OpClass::Norm,
+            VectorOpKind::Activation => OpClass::Activation,
+            VectorOpKind::Dropout => OpClass::Dropout,
+            VectorOpKind::Rope => OpClass::Rope,
+            VectorOpKind::Cast => OpClass::Cast,
+            VectorOpKind::Embedding => OpClass::Embedding,
+            VectorOpKind::Loss | VectorOpKind::Softmax => OpClass::Loss,
+            VectorOpKind::Optimizer => OpClass::Optimizer,
+            VectorOpKind::Elementwise => OpClass::Elementwise,
+        },
+    }
+}
+
+/// Compute time per op class (seconds).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ClassTimes(pub [f64; CLASSES]);
+
+impl ClassTimes {
+    pub fn total(&self) -> f64 {
+        self.0.iter().sum()
+    }
+    pub fn add_scaled(&mut self, o: &ClassTimes, k: f64) {
+        for i in 0..CLASSES {
+            self.0[i] += o.0[i] * k;
+        }
+    }
+    pub fn get(&self, c: OpClass) -> f64 {
+        self.0[c as usize]
+    }
+}
+
+/// Compute time per op class, as reported (the optimizer step is reported on its own).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ComputeBreakdown {
+    pub gemm: f64,
+    pub attention: f64,
+    pub norm: f64,
+    pub activation: f64,
+    pub dropout: f64,
+    pub elementwise: f64,
+    pub rope: f64,
+    pub cast: f64,
+    pub embedding: f64,
+    pub loss: f64,
+}
+
+impl From<&ClassTimes> for ComputeBreakdown {
+    fn from(c: &ClassTimes) -> Self {
+        let g = |k: OpClass| c.get(k);
+        ComputeBreakdown {
+            gemm: g(OpClass::Gemm),
+            attention: g(OpClass::Attention),
+            norm: g(OpClass::Norm),
+            activation: g(OpClass::Activation),
+            dropout: g(OpClass::Dropout),
+            elementwise: g(OpClass::Elementwise),
+            rope: g(OpClass::Rope),
+            cast: g(OpClass::Cast),
+            embedding: g(OpClass::Embedding),
+            loss: g(OpClass::Loss),
+        }
+    }
+}
+
+impl ComputeBreakdown {
+    pub fn fields(&self) -> [(&'static str, f64); CLASSES - 1] {
+        [
+            ("gemm", self.gemm),
+            ("attention", self.attention),
+            ("norm", self.norm),
+            ("activation", self.activation),
+            ("dropout", self.dropout),
+            ("elementwise", self.elementwise),
+            ("rope", self.rope),
+            ("cast", self.cast),
+            ("embedding", self.embedding),
+            ("loss", self.loss),
+        ]
+    }
+    pub fn total(&self) -> f64 {
+        self.fields().iter().map(|f| f.1).sum()
+    }
+}
+
+/// Times ops and accumulates them per class.
+pub struct Timer<'a> {
+    pub unit: &'a dyn ComputeUnit,
+    pub memory: &'a MemoryHierarchy,
+}
+
+impl Timer<'_> {
+    fn add(&self, acc: &mut ClassTimes, op: ComputeOp, count: f64) -> Result<f64, ModelError> {
+        if count <= 0.0 || op.flops().0 == 0.0 && op.min_bytes().0 == 0.0 {
+            return Ok(0.0);
+        }
+        let t = self.unit.op_time(&op, self.memory)?.time.0;
+        if !(t.is_finite() && t >= 0.0) {
+            ensure_finite(op.class(), t)?;
+        }
+        acc.0[class_of(&op) as usize] += t * count;
+        Ok(t * count)
+    }
+}
+
+/// Everything the layer program needs, on one device.
+#[derive(Debug, Clone, Copy)]
+pub struct LayerShape {
+    /// Sequences per micro-batch.
+    pub b: u64,
+    /// Local query length (`s / cp`).
+    pub sq: u64,
+    /// Full key length (`s`).
+    pub s: u64,
+    pub h: u64,
+    pub a_dev: u64,
+    pub kv_dev: u64,
+    pub d: u64,
+    pub f_dev: u64,
+    /// MLP matrices (2 or 3).
+    pub mat: u64,
+    /// Divisor of the pointwise ops (TP degree with SP).
+    pub ps: u64,
+    pub vocab_dev: u64,
+    pub gemm_dtype: DType,
+    pub act_dtype: DType,
+    pub fp32_grads: bool,
+    pub dropout: bool,
+    pub norm: NormKind,
+    pub rope: bool,
+    pub learned_positions: bool,
+    pub swiglu: bool,
+    pub attention: AttentionKind,
+}
+
+impl LayerShape {
+    fn tokens(&self) -> u64 {
+        self.b * self.sq
+    }
+    fn fp8(&self) -> bool {
+        self.gemm_dtype == DType::Fp8
+    }
+    fn gemm(&self, m: u64, n: u64, k: u64) -> ComputeOp {
+        let out = if self.fp8() {
+            self.act_dtype
+        } else {
+            self.gemm_dtype
+        };
+        ComputeOp::Gemm(Gemm {
+            m,
+            n,
+            k,
+            batch: 1,
+            a: self.gemm_dtype,
+            b: self.gemm_dtype,
+            out,
+        })
+    }
+    fn wgrad(&self, m: u64, n: u64, k: u64) -> ComputeOp {
+        match self.gemm(m, n, k) {
+            ComputeOp::Gemm(mut g) => {
+                if self.fp32_grads {
+                    g.out = DType::Fp32;
+                }
+                ComputeOp::Gemm(g)
+            }
+            other => other,
+        }
+    }
+    fn vec(&self, kind: VectorOpKind, elements: u64, flops: f64, bytes: f64) -> ComputeOp {
+        ComputeOp::Vector(VectorOp {
+            kind,
+            elements,
+            flops_per_element: flops,
+            bytes_per_element: bytes,
+            dtype: self.act_dtype,
+            launches: 1,
+        })
+    }
+    fn attention_op(&self, backward: bool) -> ComputeOp {
+        ComputeOp::Attention(Attention {
+            batch: self.b,
+            heads: self.a_dev,
+            kv_heads: self.kv_dev,
+            q_len: self.sq,
+            kv_len: self.s,
+            head_dim: self.d,
+            causal: true,
+            kind: self.attention,
+            dtype: self.act_dtype,
+            backward,
+        })
+    }
+    fn e(&self) -> f64 {
+        self.act_dtype.bytes()
+    }
+    fn norm_flops(&self) -> f64 {
+        match self.norm {
+            NormKind::LayerNorm => 5.0,
+            NormKind::RmsNorm => 3.0,
+        }
+    }
+    /// The four GEMMs of a layer as `(m, n, k)` of the forward pass.
+    fn gemms(&self) -> [(u64, u64, u64); 4] {
+        let t = self.tokens();
+        [
+            (t, (self.a_dev + 2 * self.kv_dev) * self.d, self.h),
+            (t, self.h, self.a_dev * self.d),
+            (t, (self.mat - 1) * self.f_dev, self.h),
+            (t, self.h, self.f_dev),
+        ]
+    }
+}
+
+/// Times of one pass of one layer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PassTimes {
+    pub classes: ClassTimes,
+    pub gemm: f64,
+    pub attention: f64,
+    pub total: f64,
+}
+
+/// Times of one layer for one micro-batch.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LayerTimes {
+    pub fwd: PassTimes,
+    pub bwd: PassTimes,
+    /// Forward time of the attention core alone (what selective recompute reruns).
+    pub attention_core_fwd: f64,
+}
+
+/// Build and time one layer's forward and backward op program.
+pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
+    let tok = x.tokens();
+    let e = x.e();
+    let pw = tok * x.h / x.ps; // pointwise elements
+    let mask = if x.dropout { 1.0 } else { 0.0 };
+    let bda_kind = if x.dropout {
+        VectorOpKind::Dropout
+    } else {
+        VectorOpKind::Elementwise
+    };
+    let gemms = x.gemms();
+
+    // Forward.
+    let mut f = ClassTimes::default();
+    let norm = x.vec(VectorOpKind::Norm, pw, x.norm_flops(), 2.0 * e);
+    timer.add(&mut f, norm, 2.0)?;
+    timer.add(&mut f, x.vec(bda_kind, pw, 2.0, 3.0 * e + mask), 2.0)?;
+    let mut gemm_f = 0.0;
+    for (m, n, k) in gemms {
+        gemm_f += timer.add(&mut f, x.gemm(m, n, k), 1.0)?;
+        if x.fp8() {
+            timer.add(&mut f, x.vec(VectorOpKind::Cast, m * k, 1.0, 3.0), 1.0)?;
+        }
+    }
+    if x.rope {
+        let el = tok * (x.a_dev + x.kv_dev) * x.d;
+        timer.add(&mut f, x.vec(VectorOpKind::Rope, el, 6.0, 2.0 * e), 1.0)?;
+    }
+    let act_bytes = if x.swiglu { 3.0 * e } else { 2.0 * e };
+    timer.add(
+        &mut f,
+        x.vec(VectorOpKind::Activation, tok * x.f_dev, 8.0, act_bytes),
+        1.0,
+    )?;
+    let attn_f = timer.add(&mut f, x.attention_op(false), 1.0)?;
+
+    // Backward.
+    let mut b = ClassTimes::default();
+    let norm_b = x.vec(VectorOpKind::Norm, pw, 2.0 * x.norm_flops(), 3.0 * e);
+    timer.add(&mut b, norm_b, 2.0)?;
+    timer.add(&mut b, x.vec(bda_kind, pw, 1.0, 2.0 * e + mask), 2.0)?;
+    // Residual-branch gradient sums.
+    timer.add(
+        &mut b,
+        x.vec(VectorOpKind::Elementwise, pw, 1.0, 3.0 * e),
+        2.0,
+    )?;
+    let mut gemm_b = 0.0;
+    for (m, n, k) in gemms {
+        gemm_b += timer.add(&mut b, x.gemm(m, k, n), 1.0)?; // dX = dY·Wᵀ
+        gemm_b += timer.add(&mut b, x.wgrad(k, n, m), 1.0)?; // dW = Xᵀ·dY
+        if x.fp8() {
+            timer.add(&mut b, x.vec(VectorOpKind::Cast, m * n, 1.0, 4.0), 1.0)?;
+            timer.add(&mut b, x.vec(VectorOpKind::Cast, m * k, 0.0, 2.0), 1.0)?;
+        }
+    }
+    if x.rope {
+        let el = tok * (x.a_dev + x.kv_dev) * x.d;
+        timer.add(&mut b, x.vec(VectorOpKind::Rope, el, 6.0, 2.0 * e), 1.0)?;
+    }
+    let act_b = if x.swiglu { 5.0 * e } else { 3.0 * e };
+    timer.add(
+        &mut b,
+        x.vec(VectorOpKind::Activation, tok * x.f_dev, 10.0, act_b),
+        1.0,
+    )?;
+    let attn_b = timer.add(&mut b, x.attention_op(true), 1.0)?;
+
+    Ok(LayerTimes {
+        fwd: PassTimes {
+            total: f.total(),
+            classes: f,
+            gemm: gemm_f,
+            attention: attn_f,
+        },
+        bwd: PassTimes {
+            total: b.total(),
+            classes: b,
+            gemm: gemm_b,
+            attention: attn_b,
+        },
+        attention_core_fwd: attn_f,
+    })
+}
+
+/// Times of the input embedding (first stage) and of the LM head with the loss (last stage),
+/// one micro-batch each.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EndTimes {
+    pub embedding_fwd: PassTimes,
+    pub embedding_bwd: PassTimes,
+    pub head_fwd: PassTimes,
+    pub head_bwd: PassTimes,
+}
+
+fn pass(c: ClassTimes, gemm: f64) -> PassTimes {
+    PassTimes {
+        total: c.total(),
+        classes: c,
+        gemm,
+        attention: 0.0,
+    }
+}
+
+pub fn ends(timer: &Timer, x: &LayerShape) -> Result<EndTimes, ModelError> {
+    let tok = x.tokens();
+    let e = x.e();
+    let mask = if x.dropout { 1.0 } else { 0.0 };
+    let pw = tok * x.h / x.ps;
+
+    let mut ef = ClassTimes::default();
+    timer.add(
+        &mut ef,
+        x.vec(VectorOpKind::Embedding, tok * x.h, 0.0, 2.0 * e),
+        1.0,
+    )?;
+    if x.learned_positions {
+        timer.add(
+            &mut ef,
+            x.vec(VectorOpKind::Elementwise, tok * x.h, 1.0, 3.0 * e),
+            1.0,
+        )?;
+    }
+    if x.dropout {
+        timer.add(
+            &mut ef,
+            x.vec(VectorOpKind::Dropout, pw, 2.0, 2.0 * e + mask),
+            1.0,
+        )?;
+    }
+    let mut eb = ClassTimes::default();
+    // Scatter-add of the output gradient into the (fp32) embedding gradient rows.
+    timer.add(
+        &mut eb,
+        x.vec(VectorOpKind::Embedding, tok * x.h, 1.0, e + 8.0),
+        1.0,
+    )?;
+    if x.dropout {
+        timer.add(
+            &mut eb,
+            x.vec(VectorOpKind::Dropout, pw, 1.0, 2.0 * e + mask),
+            1.0,
+        )?;
+    }
+
+    // LM head in the activation precision (Transformer Engine recipes keep the output layer
+    // out of fp8).
+    let head = LayerShape {
+        gemm_dtype: x.act_dtype,
+        ..*x
+    };
+    let v = x.vocab_dev;
+    let mut hf = ClassTimes::default();
+    let norm = x.vec(VectorOpKind::Norm, pw, x.norm_flops(), 2.0 * e);
+    timer.add(&mut hf, norm, 1.0)?;
+    let g_f = timer.add(&mut hf, head.gemm(tok, v, x.h), 1.0)?;
+    timer.add(
+        &mut hf,
+        x.vec(VectorOpKind::Loss, tok * v, 5.0, 2.0 * e + 4.0),
+        1.0,
+    )?;
+    let mut hb = ClassTimes::default();
+    timer.add(
+        &mut hb,
+        x.vec(VectorOpKind::Loss, tok * v, 2.0, 4.0 + e),
+        1.0,
+    )?;
+    let mut g_b = timer.add(&mut hb, head.gemm(tok, x.h, v), 1.0)?;
+    g_b += timer.add(&mut hb, head.wgrad(x.h, v, tok), 1.0)?;
+    let norm_b = x.vec(VectorOpKind::Norm, pw, 2.0 * x.norm_flops(), 3.0 * e);
+    timer.add(&mut hb, norm_b, 1.0)?;
+
+    Ok(EndTimes {
+        embedding_fwd: pass(ef, 0.0),
+        embedding_bwd: pass(eb, 0.0),
+        head_fwd: pass(hf, g_f),
+        head_bwd: pass(hb, g_b),
+    })
+}
+
+/// The Adam update over `params` parameters on one device: reads and writes fp32 master
+/// weights, momentum and variance (24 B), reads the gradient, writes the 16-bit weight (2 B),
+/// plus one more read of the gradient for the global-norm clip.
+pub fn optimizer(timer: &Timer, params: f64, grad_bytes: f64) -> Result<f64, ModelError> {
+    let mut acc = ClassTimes::default();
+    let op = ComputeOp::Vector(VectorOp {
+        kind: VectorOpKind::Optimizer,
+        elements: params.max(0.0) as u64,
+        flops_per_element: 12.0,
+        bytes_per_element: 24.0 + 2.0 * grad_bytes + 2.0,
+        dtype: DType::Fp32,
+        launches: 1,
+    });
+    timer.add(&mut acc, op, 1.0)
+}

@@ -1,0 +1,339 @@
+//! The training report and its renderings (table text, CSV, JSON through serde).
+
+use super::ops::ComputeBreakdown;
+use perfcast_core::{Bytes, FlopCount, ModelError, Seconds};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// Where one step's time goes, on the critical pipeline stage; the parts add up to the
+/// iteration time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TimeBreakdown {
+    /// Compute per op class over all micro-batches (recompute included).
+    pub compute: ComputeBreakdown,
+    /// The part of `compute` that reruns forward work (recompute).
+    pub recompute: Seconds,
+    /// Exposed (not overlapped) communication per group.
+    pub tp_comm: Seconds,
+    pub cp_comm: Seconds,
+    pub pp_comm: Seconds,
+    pub dp_comm: Seconds,
+    pub zero_comm: Seconds,
+    /// Pipeline fill and drain.
+    pub bubble: Seconds,
+    /// Optimizer step.
+    pub optimizer: Seconds,
+}
+
+impl TimeBreakdown {
+    pub fn compute_total(&self) -> Seconds {
+        Seconds(self.compute.total())
+    }
+    /// Sum of all parts (equals the iteration time).
+    pub fn total(&self) -> Seconds {
+        self.compute_total()
+            + self.tp_comm
+            + self.cp_comm
+            + self.pp_comm
+            + self.dp_comm
+            + self.zero_comm
+            + self.bubble
+            + self.optimizer
+    }
+}
+
+/// One transformer layer, one micro-batch, on one device.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LayerReport {
+    /// Forward time (compute plus exposed layer communication).
+    pub forward: Seconds,
+    /// Backward time including recompute (averaged over the stage's layers).
+    pub backward: Seconds,
+    pub forward_compute: Seconds,
+    pub backward_compute: Seconds,
+    /// Recompute time per layer (averaged over the stage's layers).
+    pub recompute: Seconds,
+}
+
+/// Memory of one pipeline stage's device.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct StageMemory {
+    pub stage: u32,
+    /// Micro-batches of activations held at the peak (whole-stage units).
+    pub in_flight: f64,
+    pub weights: Bytes,
+    pub grads: Bytes,
+    pub optimizer: Bytes,
+    pub activations: Bytes,
+    /// Transient buffers: a recomputed layer's activations, fp32 logits, gathered weights.
+    pub temp: Bytes,
+    /// Runtime reserve (`EngineParams::runtime_reserve_gib`).
+    pub reserved: Bytes,
+    pub total: Bytes,
+}
+
+/// Memory per device against the device tier's capacity.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MemoryReport {
+    pub first_stage: StageMemory,
+    pub last_stage: StageMemory,
+    /// The largest stage total.
+    pub peak: Bytes,
+    pub capacity: Bytes,
+    pub fits: bool,
+    /// How much the peak exceeds the capacity (zero when it fits).
+    pub shortfall: Bytes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Feasibility {
+    Fits,
+    ExceedsMemory,
+}
+
+/// The largest contributor to the step time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bottleneck {
+    /// GEMMs and attention on the matrix engine.
+    MatrixCompute,
+    /// Memory-bound vector ops (norms, activations, dropout, casts, loss).
+    VectorOps,
+    TensorComm,
+    ContextComm,
+    PipelineComm,
+    PipelineBubble,
+    DataComm,
+    ZeroComm,
+    Optimizer,
+}
+
+impl Bottleneck {
+    pub const fn describe(self) -> &'static str {
+        match self {
+            Bottleneck::MatrixCompute => "matrix compute (GEMMs, attention)",
+            Bottleneck::VectorOps => "memory-bound vector ops",
+            Bottleneck::TensorComm => "exposed tensor-parallel communication",
+            Bottleneck::ContextComm => "exposed context-parallel communication",
+            Bottleneck::PipelineComm => "pipeline hand-offs",
+            Bottleneck::PipelineBubble => "pipeline bubble",
+            Bottleneck::DataComm => "exposed gradient reduction",
+            Bottleneck::ZeroComm => "exposed ZeRO parameter gathers",
+            Bottleneck::Optimizer => "optimizer step",
+        }
+    }
+}
+
+/// One training iteration, predicted.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TrainingReport {
+    pub iteration_time: Seconds,
+    pub devices: u32,
+    /// Micro-batches per step on one pipeline.
+    pub micro_batches: u32,
+    pub tokens_per_iteration: f64,
+    pub tokens_per_s: f64,
+    pub tokens_per_s_per_gpu: f64,
+    /// Model FLOPs per step (all devices; recompute not counted).
+    pub model_flops: FlopCount,
+    /// Hardware FLOPs per step (recompute counted).
+    pub hardware_flops: FlopCount,
+    pub tflops_per_gpu_model: f64,
+    pub tflops_per_gpu_hardware: f64,
+    /// Dense matrix peak for the plan's precision, TFLOP/s.
+    pub peak_tflops: f64,
+    pub mfu: f64,
+    pub hfu: f64,
+    pub breakdown: TimeBreakdown,
+    pub layer: LayerReport,
+    pub memory: MemoryReport,
+    pub feasibility: Feasibility,
+    pub bottleneck: Bottleneck,
+}
+
+impl TrainingReport {
+    /// Every number, named (for finiteness checks and CSV).
+    pub fn metrics(&self) -> [(&'static str, f64, &'static str); 52] {
+        let b = &self.breakdown;
+        let c = &b.compute;
+        let l = &self.layer;
+        let m = &self.memory;
+        let (f, la) = (&m.first_stage, &m.last_stage);
+        [
+            ("iteration_time", self.iteration_time.0, "s"),
+            ("devices", self.devices as f64, ""),
+            ("micro_batches", self.micro_batches as f64, ""),
+            ("tokens_per_iteration", self.tokens_per_iteration, "tokens"),
+            ("tokens_per_s", self.tokens_per_s, "tokens/s"),
+            (
+                "tokens_per_s_per_gpu",
+                self.tokens_per_s_per_gpu,
+                "tokens/s",
+            ),
+            ("model_flops", self.model_flops.0, "FLOP"),
+            ("hardware_flops", self.hardware_flops.0, "FLOP"),
+            ("tflops_per_gpu_model", self.tflops_per_gpu_model, "TFLOP/s"),
+            (
+                "tflops_per_gpu_hardware",
+                self.tflops_per_gpu_hardware,
+                "TFLOP/s",
+            ),
+            ("peak_tflops", self.peak_tflops, "TFLOP/s"),
+            ("mfu", self.mfu, ""),
+            ("hfu", self.hfu, ""),
+            ("compute.gemm", c.gemm, "s"),
+            ("compute.attention", c.attention, "s"),
+            ("compute.norm", c.norm, "s"),
+            ("compute.activation", c.activation, "s"),
+            ("compute.dropout", c.dropout, "s"),
+            ("compute.elementwise", c.elementwise, "s"),
+            ("compute.rope", c.rope, "s"),
+            ("compute.cast", c.cast, "s"),
+            ("compute.embedding", c.embedding, "s"),
+            ("compute.loss", c.loss, "s"),
+            ("recompute", b.recompute.0, "s"),
+            ("tp_comm", b.tp_comm.0, "s"),
+            ("cp_comm", b.cp_comm.0, "s"),
+            ("pp_comm", b.pp_comm.0, "s"),
+            ("dp_comm", b.dp_comm.0, "s"),
+            ("zero_comm", b.zero_comm.0, "s"),
+            ("bubble", b.bubble.0, "s"),
+            ("optimizer", b.optimizer.0, "s"),
+            ("layer_forward", l.forward.0, "s"),
+            ("layer_backward", l.backward.0, "s"),
+            ("layer_forward_compute", l.forward_compute.0, "s"),
+            ("layer_backward_compute", l.backward_compute.0, "s"),
+            ("layer_recompute", l.recompute.0, "s"),
+            ("memory.first.in_flight", f.in_flight, ""),
+            ("memory.first.weights", f.weights.0, "B"),
+            ("memory.first.grads", f.grads.0, "B"),
+            ("memory.first.optimizer", f.optimizer.0, "B"),
+            ("memory.first.activations", f.activations.0, "B"),
+            ("memory.first.temp", f.temp.0, "B"),
+            ("memory.first.total", f.total.0, "B"),
+            ("memory.last.in_flight", la.in_flight, ""),
+            ("memory.last.weights", la.weights.0, "B"),
+            ("memory.last.activations", la.activations.0, "B"),
+            ("memory.last.temp", la.temp.0, "B"),
+            ("memory.last.total", la.total.0, "B"),
+            ("memory.reserved", f.reserved.0, "B"),
+            ("memory.peak", m.peak.0, "B"),
+            ("memory.capacity", m.capacity.0, "B"),
+            ("memory.shortfall", m.shortfall.0, "B"),
+        ]
+    }
+
+    /// Error if any number is NaN, infinite or negative.
+    pub fn check_finite(&self) -> Result<(), ModelError> {
+        for (name, v, _) in self.metrics() {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(ModelError::NonFinite {
+                    what: format!("training report `{name}`"),
+                    value: v,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// `metric,value,unit` lines with a header.
+    pub fn to_csv(&self) -> String {
+        let mut s = String::from("metric,value,unit\n");
+        for (n, v, u) in self.metrics() {
+            let _ = writeln!(s, "{n},{v},{u}");
+        }
+        let _ = writeln!(s, "fits,{},", self.memory.fits);
+        let _ = writeln!(s, "bottleneck,{:?},", self.bottleneck);
+        s
+    }
+
+    /// A readable table.
+    pub fn to_table(&self) -> String {
+        let mut s = String::new();
+        let t = self.iteration_time.0;
+        let pct = |x: f64| if t > 0.0 { 100.0 * x / t } else { 0.0 };
+        let _ = writeln!(s, "Training step");
+        let _ = writeln!(s, "  iteration time        {:>12.4} s", t);
+        let _ = writeln!(s, "  tokens/s              {:>12.0}", self.tokens_per_s);
+        let _ = writeln!(
+            s,
+            "  tokens/s per GPU      {:>12.1}",
+            self.tokens_per_s_per_gpu
+        );
+        let _ = writeln!(
+            s,
+            "  TFLOP/s per GPU       {:>12.1} model, {:.1} hardware (peak {:.0})",
+            self.tflops_per_gpu_model, self.tflops_per_gpu_hardware, self.peak_tflops
+        );
+        let _ = writeln!(
+            s,
+            "  MFU / HFU             {:>11.1}% / {:.1}%",
+            100.0 * self.mfu,
+            100.0 * self.hfu
+        );
+        let _ = writeln!(
+            s,
+            "  devices, micro-batches{:>12} x {}",
+            self.devices, self.micro_batches
+        );
+        let _ = writeln!(s, "Time breakdown (critical stage)");
+        for (n, v) in self.breakdown.compute.fields() {
+            if v > 0.0 {
+                let _ = writeln!(s, "  compute {:<14}{:>12.4} s {:>6.1}%", n, v, pct(v));
+            }
+        }
+        let b = &self.breakdown;
+        for (n, v) in [
+            ("(of which recompute)", b.recompute.0),
+            ("exposed TP comm", b.tp_comm.0),
+            ("exposed CP comm", b.cp_comm.0),
+            ("pipeline p2p", b.pp_comm.0),
+            ("exposed DP comm", b.dp_comm.0),
+            ("exposed ZeRO comm", b.zero_comm.0),
+            ("pipeline bubble", b.bubble.0),
+            ("optimizer", b.optimizer.0),
+        ] {
+            if v > 0.0 {
+                let _ = writeln!(s, "  {:<22}{:>12.4} s {:>6.1}%", n, v, pct(v));
+            }
+        }
+        let l = &self.layer;
+        let _ = writeln!(
+            s,
+            "Per layer, one micro-batch: forward {:.3} ms, backward {:.3} ms (recompute {:.3} ms)",
+            l.forward.millis(),
+            l.backward.millis(),
+            l.recompute.millis()
+        );
+        let m = &self.memory;
+        let _ = writeln!(s, "Memory per device (GiB)   first stage   last stage");
+        for (n, a, b) in [
+            ("weights", m.first_stage.weights, m.last_stage.weights),
+            ("gradients", m.first_stage.grads, m.last_stage.grads),
+            ("optimizer", m.first_stage.optimizer, m.last_stage.optimizer),
+            (
+                "activations",
+                m.first_stage.activations,
+                m.last_stage.activations,
+            ),
+            ("temporary", m.first_stage.temp, m.last_stage.temp),
+            ("reserved", m.first_stage.reserved, m.last_stage.reserved),
+            ("total", m.first_stage.total, m.last_stage.total),
+        ] {
+            let _ = writeln!(s, "  {:<22}{:>12.2} {:>12.2}", n, a.gib(), b.gib());
+        }
+        let _ = writeln!(
+            s,
+            "  capacity {:.2} GiB: {}",
+            m.capacity.gib(),
+            if m.fits {
+                "fits".to_string()
+            } else {
+                format!("DOES NOT FIT, short by {:.2} GiB", m.shortfall.gib())
+            }
+        );
+        let _ = writeln!(s, "Bottleneck: {}", self.bottleneck.describe());
+        s
+    }
+}
