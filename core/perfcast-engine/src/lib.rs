@@ -8,6 +8,7 @@
 //! string beyond a linear scan of the few resolved plugins; per-layer results are computed
 //! once and multiplied; every number in a report is finite (checked before returning).
 
+pub mod inference;
 pub mod network;
 pub mod testsupport;
 pub mod training;

@@ -1,0 +1,257 @@
+//! What to evaluate (`InferencePlan`) and the serving-stack parameters shared by every
+//! evaluation (`InferenceOptions`).
+
+use perfcast_core::{AttentionKind, CollectiveAlgorithm, DType, ModelError};
+use serde::{Deserialize, Serialize};
+
+fn one() -> u32 {
+    1
+}
+fn bf16() -> DType {
+    DType::Bf16
+}
+fn flash() -> AttentionKind {
+    AttentionKind::Flash
+}
+
+/// One serving scenario: parallel degrees, batch, lengths, formats.
+///
+/// Static batching: `batch` requests of `input_len` prompt tokens each are prefilled together,
+/// then decoded together for `output_len` tokens (the first output token comes out of the
+/// prefill, the other `output_len - 1` out of decode steps).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct InferencePlan {
+    /// Tensor-parallel degree (Megatron column/row split; two all-reduces per layer).
+    #[serde(default = "one")]
+    pub tp: u32,
+    /// Pipeline stages (layers split evenly, the last stage takes the remainder).
+    #[serde(default = "one")]
+    pub pp: u32,
+    /// Independent model replicas (data-parallel serving): throughput scales, latency does not.
+    #[serde(default = "one", alias = "dp")]
+    pub replicas: u32,
+    /// Concurrent sequences per replica.
+    pub batch: u32,
+    /// Prompt tokens per sequence.
+    pub input_len: u32,
+    /// Generated tokens per sequence (including the first, which the prefill produces).
+    pub output_len: u32,
+    /// Format of the linear-layer weights (int4/int8/fp8 for weight-only or W8A8 quantisation).
+    #[serde(default = "bf16")]
+    pub weight_dtype: DType,
+    /// Format of activations, and of the matrix engine unless the weights are wider.
+    #[serde(default = "bf16")]
+    pub activation_dtype: DType,
+    /// Format of the KV cache.
+    #[serde(default = "bf16")]
+    pub kv_dtype: DType,
+    /// Attention kernels: `flash` (fused; TensorRT-LLM, vLLM, FasterTransformer use fused
+    /// kernels, hence the default) or `plain` (scores materialised in device memory).
+    #[serde(default = "flash")]
+    pub attention: AttentionKind,
+    /// Decode steps replayed as a captured CUDA graph: no host-side launch cost per kernel,
+    /// one graph launch per step. Prefill is never captured (vLLM and TensorRT-LLM capture
+    /// decode only).
+    #[serde(default)]
+    pub graph_capture: bool,
+}
+
+impl InferencePlan {
+    /// A single-device bf16 plan with flash attention and no graph capture.
+    pub fn new(batch: u32, input_len: u32, output_len: u32) -> Self {
+        InferencePlan {
+            tp: 1,
+            pp: 1,
+            replicas: 1,
+            batch,
+            input_len,
+            output_len,
+            weight_dtype: DType::Bf16,
+            activation_dtype: DType::Bf16,
+            kv_dtype: DType::Bf16,
+            attention: AttentionKind::Flash,
+            graph_capture: false,
+        }
+    }
+
+    /// Devices one replica uses.
+    pub fn gpus_per_replica(&self) -> u32 {
+        self.tp.saturating_mul(self.pp)
+    }
+
+    /// Devices of the whole deployment.
+    pub fn gpus(&self) -> u32 {
+        self.gpus_per_replica().saturating_mul(self.replicas)
+    }
+}
+
+fn d_host_launch() -> f64 {
+    12.0
+}
+fn d_graph_launch() -> f64 {
+    20.0
+}
+fn d_collective() -> f64 {
+    12.0
+}
+fn d_step() -> f64 {
+    0.0
+}
+fn d_overlap() -> f64 {
+    1.0
+}
+fn d_reread() -> f64 {
+    0.5
+}
+fn d_reserve() -> f64 {
+    1.0
+}
+fn d_usable() -> f64 {
+    0.95
+}
+fn d_prefill_tokens() -> u32 {
+    8192
+}
+fn d_segments() -> u32 {
+    4
+}
+
+/// Serving-stack parameters: fixed costs that are not properties of the hardware plugins
+/// (those come from the `ComputeUnit`, `MemoryTier` and `Interconnect` of the `System`), shared
+/// by every plan evaluated. Defaults are calibrated once on the public inference cases
+/// (`configs/validation/cases.toml`: Llama-2 7B/13B/70B on A100 and H100, TensorRT-LLM 0.5/0.6
+/// and the NeMo latency set), never per case.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct InferenceOptions {
+    /// Host-side (CPU) cost of launching one kernel or collective when the step is not
+    /// graph-captured, microseconds. The GPU runs ahead of the CPU only while kernels take
+    /// longer than this; a kernel shorter than it leaves the GPU idle, so each kernel costs
+    /// `max(device time, host_launch_us)`. CUDA launch latency is 2-5 µs per kernel
+    /// (NVIDIA CUDA Graphs blog, 2019); framework dispatch (TensorRT enqueue, PyTorch
+    /// operator dispatch) adds 5-20 µs (vLLM and SGLang motivate CUDA graphs with this).
+    #[serde(default = "d_host_launch")]
+    pub host_launch_us: f64,
+    /// Cost of launching one captured graph (one per graph-captured decode step), µs.
+    #[serde(default = "d_graph_launch")]
+    pub graph_launch_us: f64,
+    /// Fixed cost per collective call beyond the interconnect's alpha-beta time, µs: NCCL
+    /// kernel launch, proxy hand-shake and the barrier-like synchronisation of a small
+    /// all-reduce (nccl-tests report 10-25 µs for 8 KB all-reduces on 8 GPUs with NVSwitch).
+    #[serde(default = "d_collective")]
+    pub collective_overhead_us: f64,
+    /// Fixed cost per forward pass (prefill or decode step): sampling set-up, host
+    /// synchronisation, scheduling, µs.
+    #[serde(default = "d_step")]
+    pub step_overhead_us: f64,
+    /// How much of a kernel's compute and memory time overlap, in [0, 1]: 1 is the roofline
+    /// (`max(compute, memory)`), 0 adds them. Applied to every compute op as
+    /// `max + (1 - overlap) * min`.
+    #[serde(default = "d_overlap")]
+    pub compute_memory_overlap: f64,
+    /// Decode attention with grouped KV heads (GQA/MQA): fraction of the extra per-query-head
+    /// passes over the KV cache that reach device memory, in [0, 1]. 0: the kernel reads each
+    /// KV head once for its whole query group (FlashDecoding, TensorRT-LLM XQA, FlashInfer);
+    /// 1: one pass per query head (masked multi-head attention kernels that map one query
+    /// head to one thread block, e.g. TensorRT-LLM up to 0.6); in between: the L2 cache
+    /// catches part of the re-reads.
+    #[serde(default = "d_reread")]
+    pub decode_kv_group_reread: f64,
+    /// Device memory the runtime keeps for itself (CUDA context, cuBLAS workspaces, NCCL
+    /// buffers), GiB.
+    #[serde(default = "d_reserve")]
+    pub runtime_reserve_gib: f64,
+    /// Fraction of the device capacity that allocations may fill (fragmentation headroom;
+    /// vLLM's `gpu_memory_utilization` defaults to 0.9, TensorRT-LLM gives the KV cache 0.9
+    /// of what is free after weights).
+    #[serde(default = "d_usable")]
+    pub usable_memory_fraction: f64,
+    /// Tokens one prefill pass processes at most, for the activation workspace (TensorRT-LLM
+    /// `max_num_tokens`, vLLM `max_num_batched_tokens`); a single prompt longer than this is
+    /// processed whole.
+    #[serde(default = "d_prefill_tokens")]
+    pub max_prefill_tokens: u32,
+    /// Segments of the closed-form decode sum (attention time is affine in the context length
+    /// within a segment; the sum over a segment is exact for an affine function).
+    #[serde(default = "d_segments")]
+    pub decode_segments: u32,
+    /// Collective algorithm asked of the interconnect (`auto` lets it pick ring or tree).
+    #[serde(default)]
+    pub collective_algorithm: CollectiveAlgorithm,
+}
+
+impl Default for InferenceOptions {
+    fn default() -> Self {
+        InferenceOptions {
+            host_launch_us: d_host_launch(),
+            graph_launch_us: d_graph_launch(),
+            collective_overhead_us: d_collective(),
+            step_overhead_us: d_step(),
+            compute_memory_overlap: d_overlap(),
+            decode_kv_group_reread: d_reread(),
+            runtime_reserve_gib: d_reserve(),
+            usable_memory_fraction: d_usable(),
+            max_prefill_tokens: d_prefill_tokens(),
+            decode_segments: d_segments(),
+            collective_algorithm: CollectiveAlgorithm::Auto,
+        }
+    }
+}
+
+impl InferenceOptions {
+    /// Reject values outside their documented ranges, naming the key.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        for (key, v) in [
+            ("inference.host_launch_us", self.host_launch_us),
+            ("inference.graph_launch_us", self.graph_launch_us),
+            (
+                "inference.collective_overhead_us",
+                self.collective_overhead_us,
+            ),
+            ("inference.step_overhead_us", self.step_overhead_us),
+            ("inference.runtime_reserve_gib", self.runtime_reserve_gib),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(ModelError::invalid(key, v, "must be a finite number >= 0"));
+            }
+        }
+        for (key, v) in [
+            (
+                "inference.compute_memory_overlap",
+                self.compute_memory_overlap,
+            ),
+            (
+                "inference.decode_kv_group_reread",
+                self.decode_kv_group_reread,
+            ),
+        ] {
+            if !(v.is_finite() && (0.0..=1.0).contains(&v)) {
+                return Err(ModelError::invalid(key, v, "must be in [0, 1]"));
+            }
+        }
+        let u = self.usable_memory_fraction;
+        if !(u.is_finite() && u > 0.0 && u <= 1.0) {
+            return Err(ModelError::invalid(
+                "inference.usable_memory_fraction",
+                u,
+                "must be in (0, 1]",
+            ));
+        }
+        if self.max_prefill_tokens == 0 {
+            return Err(ModelError::invalid(
+                "inference.max_prefill_tokens",
+                0,
+                "must be >= 1",
+            ));
+        }
+        if !(1..=64).contains(&self.decode_segments) {
+            return Err(ModelError::invalid(
+                "inference.decode_segments",
+                self.decode_segments,
+                "must be in 1..=64",
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,279 @@
+//! What an evaluation returns.
+
+use super::plan::InferencePlan;
+use perfcast_core::{Bytes, DType, Seconds, TimeBound};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// Time of one phase split by what it is spent on. Buckets add up to `total`.
+#[derive(Serialize, Clone, Copy, Debug, Default, PartialEq)]
+pub struct PhaseBreakdown {
+    /// Wall time of the phase (prefill: one pass; decode: all decode steps).
+    pub total: Seconds,
+    /// Linear layers and the LM head (device busy time, launch excluded).
+    pub gemm: Seconds,
+    /// Attention cores (score and context products, softmax).
+    pub attention: Seconds,
+    /// Norms, activations, rotary embedding, embedding lookup, sampling.
+    pub other_ops: Seconds,
+    /// Interconnect time of collectives and pipeline hand-offs (alpha-beta of the network).
+    pub communication: Seconds,
+    /// Fixed costs: device kernel launch, exposed host launch, per-collective software
+    /// overhead, graph launch and per-step overhead.
+    pub overheads: Seconds,
+    /// Forward passes in the phase (1 for prefill, `output_len - 1` for decode).
+    pub steps: u32,
+    /// Floating-point operations on one device over the phase.
+    pub flops: f64,
+    /// Device-memory bytes moved on one device over the phase.
+    pub device_bytes: f64,
+}
+
+impl PhaseBreakdown {
+    /// Mean time of one step of the phase.
+    pub fn per_step(&self) -> Seconds {
+        if self.steps == 0 {
+            Seconds::ZERO
+        } else {
+            self.total / self.steps as f64
+        }
+    }
+}
+
+/// Device memory of the most loaded device.
+#[derive(Serialize, Clone, Debug, Default, PartialEq)]
+pub struct MemoryReport {
+    /// Weights of the largest pipeline stage's shard (plus embedding or LM head).
+    pub weights: Bytes,
+    /// KV cache for `batch x (input_len + output_len)` tokens.
+    pub kv_cache: Bytes,
+    /// Peak activation workspace (largest prefill chunk, logits).
+    pub workspace: Bytes,
+    /// Runtime reserve (CUDA context, libraries, communication buffers).
+    pub reserve: Bytes,
+    pub total: Bytes,
+    /// Usable capacity: device tier capacity x `usable_memory_fraction`.
+    pub capacity: Bytes,
+    pub fits: bool,
+    /// How much is missing when it does not fit (zero otherwise).
+    pub shortfall: Bytes,
+    /// KV cache per token on this device.
+    pub kv_per_token: Bytes,
+}
+
+/// Prefill or decode.
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Prefill,
+    Decode,
+}
+
+impl Phase {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Phase::Prefill => "prefill",
+            Phase::Decode => "decode",
+        }
+    }
+}
+
+/// One matmul of a phase on the roofline of the device.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct GemmPoint {
+    pub phase: Phase,
+    /// `qkv_proj`, `out_proj`, `mlp_up`, `mlp_down`, `lm_head`, or `attention` (score and
+    /// context products together; m = query rows, n = key positions, k = head_dim).
+    pub name: &'static str,
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    /// Times the op runs in one forward pass of a replica (layers, or 1).
+    pub count: u64,
+    /// Format of the matrix engine.
+    pub dtype: DType,
+    /// Format of the weights (B operand).
+    pub weight_dtype: DType,
+    /// FLOPs of one instance.
+    pub flops: f64,
+    /// Device-memory bytes of one instance.
+    pub bytes: f64,
+    /// FLOP per device-memory byte.
+    pub intensity: f64,
+    /// Achievable ridge point: peak x efficiency of this op over effective device bandwidth.
+    pub ridge: f64,
+    /// Time of one instance, launch included.
+    pub time: Seconds,
+    pub bound: TimeBound,
+    /// `count x time` over the phase's pass time (decode: the mean step).
+    pub share_of_phase_time: f64,
+}
+
+/// The result of evaluating one plan.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct InferenceReport {
+    pub model: String,
+    pub system: String,
+    pub plan: InferencePlan,
+    /// Devices of the whole deployment (`tp x pp x replicas`).
+    pub gpus: u32,
+    /// Time to first token: the prefill pass (which samples the first token).
+    pub ttft: Seconds,
+    /// Time per output token after the first: mean decode step.
+    pub tpot: Seconds,
+    /// End to end: prefill plus every decode step.
+    pub latency: Seconds,
+    /// Output tokens per second of one replica's batch.
+    pub tokens_per_s_batch: f64,
+    /// Output tokens per second of the deployment (all replicas).
+    pub tokens_per_s: f64,
+    /// Output tokens per second per device.
+    pub tokens_per_s_per_gpu: f64,
+    pub prefill: PhaseBreakdown,
+    pub decode: PhaseBreakdown,
+    pub memory: MemoryReport,
+    /// Kernels plus collectives launched per decode step.
+    pub kernels_per_decode_step: u32,
+}
+
+fn ms(s: Seconds) -> String {
+    format!("{:.3}", s.millis())
+}
+
+fn gb(b: Bytes) -> String {
+    format!("{:.2}", b.gb())
+}
+
+impl InferenceReport {
+    /// `(metric, value, unit)` rows shared by the table and CSV renderings.
+    fn rows(&self) -> Vec<(String, String, &'static str)> {
+        let mut r: Vec<(String, String, &'static str)> = vec![
+            ("ttft".into(), ms(self.ttft), "ms"),
+            ("tpot".into(), ms(self.tpot), "ms"),
+            ("latency".into(), ms(self.latency), "ms"),
+            (
+                "tokens_per_s_batch".into(),
+                format!("{:.1}", self.tokens_per_s_batch),
+                "tok/s",
+            ),
+            (
+                "tokens_per_s".into(),
+                format!("{:.1}", self.tokens_per_s),
+                "tok/s",
+            ),
+            (
+                "tokens_per_s_per_gpu".into(),
+                format!("{:.1}", self.tokens_per_s_per_gpu),
+                "tok/s",
+            ),
+        ];
+        for (phase, b) in [("prefill", &self.prefill), ("decode", &self.decode)] {
+            for (k, v) in [
+                ("total", b.total),
+                ("gemm", b.gemm),
+                ("attention", b.attention),
+                ("other_ops", b.other_ops),
+                ("communication", b.communication),
+                ("overheads", b.overheads),
+            ] {
+                r.push((format!("{phase}.{k}"), ms(v), "ms"));
+            }
+        }
+        let m = &self.memory;
+        for (k, v) in [
+            ("weights", m.weights),
+            ("kv_cache", m.kv_cache),
+            ("workspace", m.workspace),
+            ("reserve", m.reserve),
+            ("total", m.total),
+            ("capacity", m.capacity),
+            ("shortfall", m.shortfall),
+        ] {
+            r.push((format!("memory.{k}"), gb(v), "GB"));
+        }
+        r.push(("memory.fits".into(), m.fits.to_string(), ""));
+        r
+    }
+
+    /// A readable table for a terminal.
+    pub fn to_table(&self) -> String {
+        let p = &self.plan;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{} on {}: tp={} pp={} replicas={} batch={} input={} output={} weights={} activations={} kv={} graph_capture={}",
+            self.model,
+            self.system,
+            p.tp,
+            p.pp,
+            p.replicas,
+            p.batch,
+            p.input_len,
+            p.output_len,
+            p.weight_dtype,
+            p.activation_dtype,
+            p.kv_dtype,
+            p.graph_capture
+        );
+        let rows = self.rows();
+        let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+        for (k, v, u) in rows {
+            let _ = writeln!(s, "  {k:<w$}  {v:>12} {u}");
+        }
+        s
+    }
+
+    /// `metric,value,unit` lines with a header.
+    pub fn to_csv(&self) -> String {
+        let mut s = String::from("metric,value,unit\n");
+        for (k, v, u) in self.rows() {
+            let _ = writeln!(s, "{k},{v},{u}");
+        }
+        s
+    }
+}
+
+/// Render a GEMM roofline as a table.
+pub fn gemm_table(points: &[GemmPoint]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<8} {:<10} {:>7} {:>7} {:>7} {:>5} {:>6} {:>10} {:>10} {:>10} {:>11} {:>8}",
+        "phase",
+        "gemm",
+        "m",
+        "n",
+        "k",
+        "count",
+        "dtype",
+        "intensity",
+        "ridge",
+        "time_us",
+        "bound",
+        "share"
+    );
+    for g in points {
+        let bound = match g.bound {
+            TimeBound::Compute => "compute",
+            TimeBound::Memory(_) => "memory",
+            TimeBound::Overhead => "overhead",
+        };
+        let _ = writeln!(
+            s,
+            "{:<8} {:<10} {:>7} {:>7} {:>7} {:>5} {:>6} {:>10.1} {:>10.1} {:>10.2} {:>11} {:>7.1}%",
+            g.phase.name(),
+            g.name,
+            g.m,
+            g.n,
+            g.k,
+            g.count,
+            g.dtype.name(),
+            g.intensity,
+            g.ridge,
+            g.time.micros(),
+            bound,
+            100.0 * g.share_of_phase_time
+        );
+    }
+    s
+}

@@ -1,0 +1,278 @@
+//! Per-device shapes of one replica under a plan (Megatron tensor parallelism: attention heads
+//! and the MLP's inner dimension split over `tp`, layers over `pp`), and the ops of one
+//! forward pass built from them.
+
+use super::plan::InferencePlan;
+use perfcast_core::op::{Attention, ComputeOp, Gemm, VectorOp, VectorOpKind};
+use perfcast_core::workload::{FfnAct, ModelSpec, PositionKind};
+use perfcast_core::{AttentionKind, DType};
+
+/// Shapes on one device.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Shard {
+    pub tp: u64,
+    pub pp: u64,
+    pub layers: u64,
+    /// Layers of the largest stage (`ceil(layers / pp)`).
+    pub stage_layers: u64,
+    pub hidden: u64,
+    pub head_dim: u64,
+    /// Query heads per device.
+    pub q_heads: u64,
+    /// KV heads per device. With fewer KV heads than `tp`, each KV head is replicated on
+    /// `tp / kv_heads` devices so that every device holds the one its query heads use
+    /// (TensorRT-LLM and vLLM do the same); the KV cache per device is then one head.
+    pub kv_heads: u64,
+    /// MLP inner width per device.
+    pub ffn: u64,
+    /// Output width of the MLP's first GEMM per device (gate and up fused for SwiGLU).
+    pub up_n: u64,
+    pub ffn_act: FfnAct,
+    pub rope: bool,
+    /// Vocabulary rows per device (vocab-parallel embedding and LM head, padded up).
+    pub vocab: u64,
+    pub vocab_full: u64,
+    /// Linear-layer weight format.
+    pub weight: DType,
+    /// Activation format fed to the matrix engine.
+    pub act: DType,
+    /// 16-bit format of everything kept unquantised: residual stream, norms, attention math,
+    /// embedding and LM head.
+    pub base: DType,
+    pub kv: DType,
+    pub attention: AttentionKind,
+}
+
+impl Shard {
+    /// Shapes for a validated plan; `base` is the 16-bit format chosen for the device.
+    pub fn new(model: &ModelSpec, plan: &InferencePlan, base: DType) -> Shard {
+        let tp = plan.tp as u64;
+        let pp = plan.pp as u64;
+        let kv = model.kv_heads();
+        let ffn = model.ffn_hidden / tp;
+        Shard {
+            tp,
+            pp,
+            layers: model.layers,
+            stage_layers: model.layers.div_ceil(pp),
+            hidden: model.hidden,
+            head_dim: model.head_dim(),
+            q_heads: model.heads / tp,
+            kv_heads: (kv / tp).max(1),
+            ffn,
+            up_n: (model.ffn_act.matrices() - 1) * ffn,
+            ffn_act: model.ffn_act,
+            rope: model.position() == PositionKind::Rope,
+            vocab: model.vocab.div_ceil(tp),
+            vocab_full: model.vocab,
+            weight: plan.weight_dtype,
+            act: plan.activation_dtype,
+            base,
+            kv: plan.kv_dtype,
+            attention: plan.attention,
+        }
+    }
+
+    /// Query heads sharing one KV head on this device.
+    pub fn group(&self) -> u64 {
+        (self.q_heads / self.kv_heads).max(1)
+    }
+
+    /// Width of the fused QKV projection output on this device.
+    pub fn qkv_n(&self) -> u64 {
+        (self.q_heads + 2 * self.kv_heads) * self.head_dim
+    }
+
+    /// Matmul weights of one layer on this device (elements).
+    pub fn layer_matmul_weights(&self) -> u64 {
+        let h = self.hidden;
+        h * self.qkv_n() + self.q_heads * self.head_dim * h + (self.up_n + self.ffn) * h
+    }
+
+    /// KV-cache bytes one token occupies on the device holding the largest stage:
+    /// `2 x layers x kv_heads x head_dim x bytes`, with `kv_heads` already divided by TP
+    /// (seed digest §2.9).
+    pub fn kv_bytes_per_token(&self) -> f64 {
+        2.0 * self.stage_layers as f64
+            * self.kv_heads as f64
+            * self.head_dim as f64
+            * self.kv.bytes()
+    }
+
+    fn gemm(&self, m: u64, n: u64, k: u64) -> Gemm {
+        Gemm {
+            m,
+            n,
+            k,
+            batch: 1,
+            a: self.act,
+            b: self.weight,
+            out: self.base,
+        }
+    }
+
+    fn vector(&self, kind: VectorOpKind, elements: u64, flops: f64, accesses: f64) -> VectorOp {
+        VectorOp {
+            kind,
+            elements,
+            flops_per_element: flops,
+            bytes_per_element: accesses * self.base.bytes(),
+            dtype: self.base,
+            launches: 1,
+        }
+    }
+
+    /// The compute ops of one transformer layer on `m` tokens, attention excluded (it depends
+    /// on the context length and is timed separately). One kernel each, as fused production
+    /// runtimes issue them: residual add fused into the next norm, bias into the GEMM
+    /// epilogue, gate and up projections in one GEMM, rotary embedding and the KV-cache write
+    /// in one kernel.
+    pub fn layer_ops(&self, m: u64) -> [(OpClass, ComputeOp); 8] {
+        let h = self.hidden;
+        let (act_flops, act_reads) = match self.ffn_act {
+            // silu(gate) * up: read two, write one.
+            FfnAct::Swiglu => (6.0, 3.0),
+            // gelu with bias, squared relu: read one, write one.
+            FfnAct::Gelu => (10.0, 2.0),
+            FfnAct::Relu2 => (3.0, 2.0),
+        };
+        let pos_kind = if self.rope {
+            VectorOpKind::Rope
+        } else {
+            VectorOpKind::Elementwise
+        };
+        [
+            (
+                OpClass::Other,
+                ComputeOp::Vector(self.vector(VectorOpKind::Norm, m * h, 4.0, 2.0)),
+            ),
+            (
+                OpClass::Gemm(GemmName::Qkv),
+                ComputeOp::Gemm(self.gemm(m, self.qkv_n(), h)),
+            ),
+            (
+                OpClass::Other,
+                ComputeOp::Vector(self.vector(pos_kind, m * self.qkv_n(), 6.0, 2.0)),
+            ),
+            (
+                OpClass::Gemm(GemmName::OutProj),
+                ComputeOp::Gemm(self.gemm(m, h, self.q_heads * self.head_dim)),
+            ),
+            (
+                OpClass::Other,
+                // Residual add + norm: read x and residual, write both.
+                ComputeOp::Vector(self.vector(VectorOpKind::Norm, m * h, 6.0, 4.0)),
+            ),
+            (
+                OpClass::Gemm(GemmName::MlpUp),
+                ComputeOp::Gemm(self.gemm(m, self.up_n, h)),
+            ),
+            (
+                OpClass::Other,
+                ComputeOp::Vector(self.vector(
+                    VectorOpKind::Activation,
+                    m * self.ffn,
+                    act_flops,
+                    act_reads,
+                )),
+            ),
+            (
+                OpClass::Gemm(GemmName::MlpDown),
+                ComputeOp::Gemm(self.gemm(m, h, self.ffn)),
+            ),
+        ]
+    }
+
+    /// Ops outside the layers, for `m` input tokens of which `m_last` need logits: embedding
+    /// lookup (first stage), final norm, LM head and sampling (last stage).
+    pub fn edge_ops(&self, m: u64, m_last: u64) -> [(OpClass, ComputeOp); 4] {
+        let h = self.hidden;
+        let head = Gemm {
+            m: m_last,
+            n: self.vocab,
+            k: h,
+            batch: 1,
+            a: self.base,
+            b: self.base,
+            out: self.base,
+        };
+        let mut sampling = self.vector(VectorOpKind::Softmax, m_last * self.vocab_full, 5.0, 0.0);
+        // fp32 logits read twice (max/sum, then top-k/sample), probabilities written once.
+        sampling.bytes_per_element = 12.0;
+        sampling.dtype = DType::Fp32;
+        sampling.launches = 2;
+        [
+            (
+                OpClass::Other,
+                ComputeOp::Vector(self.vector(VectorOpKind::Embedding, m * h, 0.0, 2.0)),
+            ),
+            (
+                OpClass::Other,
+                ComputeOp::Vector(self.vector(VectorOpKind::Norm, m_last * h, 4.0, 2.0)),
+            ),
+            (OpClass::Gemm(GemmName::LmHead), ComputeOp::Gemm(head)),
+            (OpClass::Other, ComputeOp::Vector(sampling)),
+        ]
+    }
+
+    /// The attention core of one layer: `batch` sequences, `q_len` new tokens each, over
+    /// `kv_len` cached positions.
+    pub fn attention_op(&self, batch: u64, q_len: u64, kv_len: u64) -> Attention {
+        Attention {
+            batch,
+            heads: self.q_heads,
+            kv_heads: self.kv_heads,
+            q_len,
+            kv_len,
+            head_dim: self.head_dim,
+            causal: true,
+            kind: self.attention,
+            dtype: self.base,
+            backward: false,
+        }
+    }
+
+    /// Device-memory bytes of an attention op with the KV cache in its own format and
+    /// `kv_passes` passes over each KV head (1 when the kernel shares a KV head across its
+    /// query group); Q and O (and plain attention's score matrix) in the base format.
+    pub fn attention_bytes(&self, a: &Attention, kv_passes: f64) -> f64 {
+        let e = self.base.bytes();
+        let b = a.batch as f64;
+        let q = b * a.heads as f64 * a.q_len as f64 * a.head_dim as f64 * e;
+        let kv = 2.0 * b * a.kv_heads as f64 * a.kv_len as f64 * a.head_dim as f64;
+        let scores = match a.kind {
+            AttentionKind::Flash => 0.0,
+            AttentionKind::Plain => 4.0 * b * a.heads as f64 * a.q_len as f64 * a.kv_len as f64 * e,
+        };
+        2.0 * q + kv * self.kv.bytes() * kv_passes + scores
+    }
+}
+
+/// Named GEMMs of a layer, for the per-GEMM roofline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GemmName {
+    Qkv,
+    OutProj,
+    MlpUp,
+    MlpDown,
+    LmHead,
+}
+
+impl GemmName {
+    pub const fn name(self) -> &'static str {
+        match self {
+            GemmName::Qkv => "qkv_proj",
+            GemmName::OutProj => "out_proj",
+            GemmName::MlpUp => "mlp_up",
+            GemmName::MlpDown => "mlp_down",
+            GemmName::LmHead => "lm_head",
+        }
+    }
+}
+
+/// Which breakdown bucket an op's time goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OpClass {
+    Gemm(GemmName),
+    Other,
+}
