@@ -13,6 +13,77 @@
 
 pub mod cases;
 pub mod flops;
+pub mod harness;
 pub mod hf;
 pub mod presets;
 pub mod report;
+
+use std::path::{Path, PathBuf};
+
+/// The cases file used when none is named (relative to the repository root).
+pub const DEFAULT_CASES: &str = "configs/validation/cases.toml";
+
+/// Output format of [`validate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "table" => Ok(Format::Table),
+            "json" => Ok(Format::Json),
+            other => Err(format!(
+                "unknown format `{other}`: expected `table` or `json`"
+            )),
+        }
+    }
+}
+
+/// Find a cases file: the path as given, else relative to any ancestor of the current
+/// directory (so `configs/validation/cases.toml` works from inside the repository).
+pub fn locate_cases(path: Option<&Path>) -> Result<PathBuf, String> {
+    let p = path.unwrap_or(Path::new(DEFAULT_CASES));
+    presets::find_repo_file(p).ok_or_else(|| {
+        format!(
+            "{}: no such file (also looked relative to every parent of the current directory)",
+            p.display()
+        )
+    })
+}
+
+/// Load, check and run a cases file; `Err` for a bad file or an unknown group (the CLI exits
+/// non-zero), `Ok` with the report however good or bad the accuracy is.
+pub fn validate(path: Option<&Path>, group: Option<&str>) -> Result<report::Report, String> {
+    let p = locate_cases(path)?;
+    let file = cases::CasesFile::load(&p).map_err(|e| e.to_string())?;
+    if let Some(g) = group {
+        if !file.cases.iter().any(|c| c.group == g) {
+            return Err(format!(
+                "{}: no case of group `{g}`; groups: {}",
+                p.display(),
+                file.groups().join(", ")
+            ));
+        }
+    }
+    let h = harness::Harness::new()?;
+    Ok(h.run(&file, group))
+}
+
+/// [`validate`] rendered in `format`.
+pub fn validate_to_string(
+    path: Option<&Path>,
+    group: Option<&str>,
+    format: Format,
+) -> Result<String, String> {
+    let r = validate(path, group)?;
+    Ok(match format {
+        Format::Table => r.to_table(),
+        Format::Json => {
+            serde_json::to_string_pretty(&r.to_json()).map_err(|e| e.to_string())? + "\n"
+        }
+    })
+}

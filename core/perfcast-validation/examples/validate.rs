@@ -1,0 +1,27 @@
+//! `cargo run -p perfcast-validation --example validate -- [CASES.toml] [--group G] [--json]`:
+//! the validation table without the CLI.
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut path = None;
+    let mut group = None;
+    let mut format = perfcast_validation::Format::Table;
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--group" => {
+                i += 1;
+                group = args.get(i).cloned();
+            }
+            "--json" => format = perfcast_validation::Format::Json,
+            p => path = Some(std::path::PathBuf::from(p)),
+        }
+        i += 1;
+    }
+    match perfcast_validation::validate_to_string(path.as_deref(), group.as_deref(), format) {
+        Ok(s) => print!("{s}"),
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    }
+}

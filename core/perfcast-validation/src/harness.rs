@@ -1,0 +1,507 @@
+//! The validation harness: each case mapped to a scenario of the engine, every published
+//! metric the engine can predict compared with the measurement.
+//!
+//! Mapping (every rule shared by all cases; none is per case):
+//!
+//! * **Model**: `[case.model]` -> [`ModelSpec`] (`head_dim`, `kv_heads`, `ffn_act`; norms,
+//!   positions and biases follow `ffn_act` as the core's defaults do). `tied_embeddings`, when
+//!   the case does not say, follows the model family: GeLU models are Megatron/GPT style and
+//!   share the input embedding with the output layer (Megatron-LM's default), gated (SwiGLU)
+//!   and squared-ReLU models (Llama, Nemotron) keep them separate (their released configs set
+//!   `tie_word_embeddings = false`).
+//! * **System**: `system.gpu` -> the hardware preset embedded from `configs/hardware/` (or, for
+//!   an accelerator without one, a generic GPU built from the catalog); `num_gpus` devices;
+//!   `scaleout_gbps_per_gpu` overrides the scale-out NIC rate. The scale-up domain is the
+//!   preset's NVLink domain (the catalog's `scaleup_domain`), as the schema says.
+//! * **Software stack** ([`Stack`]): the training runs of Narayanan 2021 and Korthikanti 2022
+//!   used Megatron-LM of 2021-22: attention with materialised scores (FlashAttention appeared
+//!   in May 2022 and reached Megatron later), gradients all-reduced after the pipeline flush
+//!   (Megatron's local DDP; no bucketed overlap). Later stacks (Megatron-Core, NeMo, Meta's
+//!   Llama 3 stack, TensorRT-LLM) run fused flash-style attention and overlap the gradient
+//!   reduction and parameter gathers; `--tp-comm-overlap` is taken from the case's notes.
+//! * **Recompute** `unknown` (not published): the least recompute that fits in device memory
+//!   (none, else selective, else full), the choice a practitioner makes.
+//! * **Inference**: `fp8`/`fp4` precision is W8A8/W4A4 (fp8/fp4 GEMMs, as TensorRT-LLM runs
+//!   FP8 on Hopper); `int8`/`int4` are weight-only (16-bit activations). KV cache in
+//!   `kv_precision` (default: the precision). Static and latency modes are one batch prefilled
+//!   then decoded; offline-max-throughput and server modes need a serving-engine model
+//!   (in-flight batching under load) and are reported unsupported.
+//!
+//! Derived metrics follow the schema's FLOP conventions ([`crate::flops`]): TFLOP/s in the
+//! case's `flops_convention` (and `attention_flops`), MFU/HFU against `peak_tflops_basis`.
+
+use crate::cases::{
+    AttentionType, Batch, Case, CasesFile, FlopsConvention, Kind, Metric, Mode, Precision,
+    Recompute, Task,
+};
+use crate::flops::{self, StepShape};
+use crate::presets;
+use crate::report::{CaseResult, MetricResult, Report, Status};
+use perfcast_core::registry::Registry;
+use perfcast_core::workload::{FfnAct, ModelSpec};
+use perfcast_core::{AttentionKind, DType, System};
+use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan, InferenceReport};
+use perfcast_engine::training::{Training, TrainingPlan, TrainingReport};
+
+/// Groups whose runs used Megatron-LM of 2021-22 (see the module documentation).
+pub const LEGACY_MEGATRON_GROUPS: &[&str] = &[
+    "narayanan2021-table1",
+    "korthikanti2022-table4",
+    "korthikanti2022-table5",
+    "korthikanti2022-abstract",
+];
+
+/// What the software stack of a case does, beyond the schema's fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stack {
+    pub attention: AttentionKind,
+    pub overlap_grad_reduce: bool,
+    pub overlap_param_gather: bool,
+    pub tp_comm_overlap: bool,
+}
+
+impl Stack {
+    pub fn of(case: &Case) -> Stack {
+        let legacy = LEGACY_MEGATRON_GROUPS.contains(&case.group.as_str());
+        let mentions = |flag: &str| {
+            case.notes.as_deref().is_some_and(|n| n.contains(flag))
+                || case.derived.iter().any(|d| d.contains(flag))
+        };
+        if legacy {
+            Stack {
+                attention: AttentionKind::Plain,
+                overlap_grad_reduce: false,
+                overlap_param_gather: false,
+                tp_comm_overlap: false,
+            }
+        } else {
+            Stack {
+                attention: AttentionKind::Flash,
+                overlap_grad_reduce: true,
+                overlap_param_gather: true,
+                tp_comm_overlap: mentions("--tp-comm-overlap"),
+            }
+        }
+    }
+}
+
+/// Why a case cannot be modelled (before the engine is asked).
+pub fn unsupported_reason(case: &Case) -> Option<String> {
+    let m = &case.model;
+    if m.moe.is_some() {
+        return Some(
+            "mixture-of-experts model: the engines model dense transformers only (no expert routing, all-to-all or expert parallelism yet)"
+                .into(),
+        );
+    }
+    if m.attention == Some(AttentionType::Mla) || m.mla.is_some() {
+        return Some(
+            "multi-head latent attention (MLA): ModelSpec has no latent-attention projections"
+                .into(),
+        );
+    }
+    if let Some(t) = &case.training {
+        if t.task == Task::Lora {
+            return Some(
+                "LoRA fine-tuning: the training engine has no frozen-weight (no weight-gradient) mode"
+                    .into(),
+            );
+        }
+    }
+    if let Some(i) = &case.inference {
+        match i.mode {
+            Mode::OfflineMaxThroughput | Mode::Server => {
+                return Some(format!(
+                    "inference mode \"{}\": throughput under in-flight batching and a saturating (or rate-limited) load needs a serving-engine model (scheduler, batch composition over time); only static-batch and latency modes are modelled",
+                    i.mode.name()
+                ))
+            }
+            Mode::Static | Mode::Latency => {}
+        }
+        if i.batch == Batch::Max {
+            return Some(
+                "inference.batch = \"max\": the engine-chosen batch is not published".into(),
+            );
+        }
+        if case.parallel.ep.is_some_and(|e| e > 1) {
+            return Some("expert parallelism in inference (dense models only)".into());
+        }
+    }
+    None
+}
+
+/// The model of a case.
+pub fn model_spec(case: &Case) -> ModelSpec {
+    let m = &case.model;
+    let seq_len = m.seq_len.unwrap_or_else(|| {
+        case.inference
+            .as_ref()
+            .map(|i| i.input_len + i.output_len)
+            .unwrap_or(2048)
+    });
+    ModelSpec {
+        name: m.name.clone(),
+        layers: m.layers,
+        hidden: m.hidden,
+        heads: m.heads,
+        kv_heads: Some(m.kv_heads),
+        head_dim: m.head_dim,
+        ffn_hidden: m.ffn_hidden,
+        ffn_act: m.ffn_act,
+        vocab: m.vocab,
+        seq_len,
+        tied_embeddings: m.tied_embeddings.unwrap_or(m.ffn_act == FfnAct::Gelu),
+        norm: None,
+        position: None,
+        bias: None,
+        moe: m.moe,
+    }
+}
+
+/// The system of a case, built through the registry.
+pub fn system_for(case: &Case, registry: &Registry) -> Result<System, String> {
+    let s = &case.system;
+    let mut t = match presets::hardware_preset(&s.gpu) {
+        Some(t) => t,
+        None => presets::hardware_from_catalog(&s.gpu)?,
+    };
+    if let Some(g) = s.scaleout_gbps_per_gpu {
+        presets::override_network(&mut t, &["infiniband", "roce"], "bandwidth_gbps", g.into());
+    }
+    let devices = u32::try_from(s.num_gpus)
+        .map_err(|_| format!("system.num_gpus = {} is too large", s.num_gpus))?;
+    system_from(&t, registry, devices, &s.gpu)
+}
+
+fn system_from(
+    t: &toml::Table,
+    registry: &Registry,
+    devices: u32,
+    gpu: &str,
+) -> Result<System, String> {
+    presets::system_from_table(
+        t,
+        registry,
+        Some(devices),
+        &format!("hardware preset for {gpu}"),
+    )
+}
+
+/// The training plan of a case with recompute policy `recompute` (a registry name).
+pub fn training_plan(case: &Case, recompute: &str) -> Result<TrainingPlan, String> {
+    let p = case
+        .training_parallel()
+        .ok_or("not a training case with all parallel degrees")?;
+    let t = case.training.as_ref().ok_or("[case.training] missing")?;
+    let stack = Stack::of(case);
+    let u32_of =
+        |k: &str, v: u64| u32::try_from(v).map_err(|_| format!("parallel.{k} = {v} is too large"));
+    Ok(TrainingPlan {
+        tp: u32_of("tp", p.tp)?,
+        pp: u32_of("pp", p.pp)?,
+        dp: u32_of("dp", p.dp)?,
+        cp: u32_of("cp", p.cp)?,
+        ep: u32_of("ep", p.ep)?,
+        vpp: u32_of("vpp", p.vpp)?,
+        sp: p.sp,
+        zero_stage: p.zero_stage as u8,
+        micro_batch: u32_of("micro_batch", p.micro_batch)?,
+        global_batch: u32_of("global_batch", p.global_batch)?,
+        recompute: recompute.to_string(),
+        recompute_layers: t
+            .recompute_layers
+            .map(|n| u32_of("recompute_layers", n))
+            .transpose()?,
+        schedule: None,
+        precision: t.precision.dtype(),
+        fp32_grad_accum: false,
+        attention: stack.attention,
+        dropout: None,
+        tp_comm_overlap: stack.tp_comm_overlap,
+        overlap_grad_reduce: stack.overlap_grad_reduce,
+        overlap_param_gather: stack.overlap_param_gather,
+    })
+}
+
+/// The inference plan of a case.
+pub fn inference_plan(case: &Case) -> Result<InferencePlan, String> {
+    let p = case
+        .inference_parallel()
+        .ok_or("not an inference case with tp, pp and dp")?;
+    let i = case.inference.as_ref().ok_or("[case.inference] missing")?;
+    let batch = match i.batch {
+        Batch::Fixed(b) => b,
+        Batch::Max => return Err("inference.batch = \"max\" has no fixed batch".into()),
+    };
+    let u32_of = |k: &str, v: u64| u32::try_from(v).map_err(|_| format!("{k} = {v} is too large"));
+    let weights = i.precision.dtype();
+    let activations = match i.precision {
+        Precision::Fp8 | Precision::Fp4 | Precision::Fp16 | Precision::Bf16 => weights,
+        // Weight-only quantisation: 16-bit activations and GEMMs.
+        Precision::Int8 | Precision::Int4 => DType::Fp16,
+    };
+    Ok(InferencePlan {
+        tp: u32_of("parallel.tp", p.tp)?,
+        pp: u32_of("parallel.pp", p.pp)?,
+        replicas: u32_of("parallel.dp", p.dp)?,
+        batch: u32_of("inference.batch", batch)?,
+        input_len: u32_of("inference.input_len", i.input_len)?,
+        output_len: u32_of("inference.output_len", i.output_len)?,
+        weight_dtype: weights,
+        activation_dtype: activations,
+        kv_dtype: i.kv_precision.unwrap_or(i.precision).dtype(),
+        attention: Stack::of(case).attention,
+        graph_capture: false,
+    })
+}
+
+/// Runs cases against the engines.
+pub struct Harness {
+    registry: Registry,
+    pub inference_options: InferenceOptions,
+}
+
+impl Harness {
+    /// A harness over the built-in plugins.
+    pub fn new() -> Result<Harness, String> {
+        // Name the engine so that its execution plugins are linked and registered.
+        let _ = std::any::type_name::<Training>();
+        let registry = perfcast_builtins::registry().map_err(|e| e.to_string())?;
+        Ok(Harness {
+            registry,
+            inference_options: InferenceOptions::default(),
+        })
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Validate the cases of `group` (all when `None`).
+    pub fn run(&self, file: &CasesFile, group: Option<&str>) -> Report {
+        Report::new(file.group(group).map(|c| self.run_case(c)).collect())
+    }
+
+    /// One case: never panics, never drops the case.
+    pub fn run_case(&self, case: &Case) -> CaseResult {
+        let mut r = CaseResult {
+            id: case.id.clone(),
+            group: case.group.clone(),
+            kind: case.kind,
+            status: Status::Ok,
+            reason: None,
+            metrics: Vec::new(),
+            first: None,
+            breakdown: Vec::new(),
+            reference: None,
+        };
+        let unpredicted = |case: &Case| {
+            case.measured
+                .metrics()
+                .map(|(m, v)| MetricResult::new(m, None, v))
+                .collect::<Vec<_>>()
+        };
+        if let Some(why) = unsupported_reason(case) {
+            r.status = Status::Unsupported;
+            r.reason = Some(why);
+            r.metrics = unpredicted(case);
+            return r;
+        }
+        let outcome = match case.kind {
+            Kind::Training => self.predict_training(case, &mut r),
+            Kind::Inference => self.predict_inference(case, &mut r),
+        };
+        if let Err(e) = outcome {
+            r.status = Status::Error;
+            r.reason = Some(e);
+            r.metrics = unpredicted(case);
+            r.breakdown.clear();
+            return r;
+        }
+        let mut warnings = Vec::new();
+        if let Some(s) = &case.source_inconsistency {
+            warnings.push(format!("source inconsistency: {s}"));
+        }
+        if let Some(w) = r.reason.take() {
+            warnings.push(w);
+        }
+        if !warnings.is_empty() {
+            r.reason = Some(warnings.join("; "));
+        }
+        r
+    }
+
+    fn evaluate_training(
+        &self,
+        case: &Case,
+        engine: &Training,
+    ) -> Result<(TrainingReport, String), String> {
+        let t = case.training.as_ref().ok_or("[case.training] missing")?;
+        let candidates: &[&str] = match t.recompute {
+            Recompute::None => &["none"],
+            Recompute::Selective => &["selective"],
+            Recompute::Full => &["full"],
+            Recompute::Unknown => &["none", "selective", "full"],
+        };
+        let mut last = None;
+        for name in candidates {
+            let plan = training_plan(case, name)?;
+            let rep = engine.evaluate(&plan).map_err(|e| e.to_string())?;
+            let fits = rep.memory.fits;
+            last = Some((rep, name.to_string()));
+            if fits {
+                break;
+            }
+        }
+        last.ok_or_else(|| "no recompute policy to evaluate".to_string())
+    }
+
+    fn predict_training(&self, case: &Case, r: &mut CaseResult) -> Result<(), String> {
+        let model = model_spec(case);
+        let system = system_for(case, &self.registry)?;
+        let engine = Training::new(model, system, &self.registry).map_err(|e| e.to_string())?;
+        let (rep, policy) = self.evaluate_training(case, &engine)?;
+        let t = case.training.as_ref().ok_or("[case.training] missing")?;
+        let p = case.training_parallel().ok_or("parallel degrees missing")?;
+        let me = &case.measured;
+        let time = rep.iteration_time.0;
+        let gpus = case.system.num_gpus as f64;
+        let shape = StepShape {
+            global_batch: p.global_batch as f64,
+            seq_len: case.model.seq_len.unwrap_or(0) as f64,
+            recompute: match t.recompute {
+                Recompute::Unknown => match policy.as_str() {
+                    "selective" => Recompute::Selective,
+                    "full" => Recompute::Full,
+                    _ => Recompute::None,
+                },
+                other => other,
+            },
+            recompute_layers: t.recompute_layers,
+            pp: p.pp,
+            task: t.task,
+            attention: me.attention_flops.unwrap_or_default(),
+        };
+        let tokens = shape.global_batch * shape.seq_len;
+        let f_model = flops::model_flops(&case.model, &shape);
+        let f_hw = flops::hardware_flops(&case.model, &shape);
+        for (metric, measured) in me.metrics() {
+            let predicted = match metric {
+                Metric::IterationTimeS => Some(time),
+                Metric::TokensPerSPerGpu => Some(tokens / time / gpus),
+                Metric::TokensPerS => Some(tokens / time),
+                Metric::TflopsPerGpu => me.flops_convention.map(|c| {
+                    let f = match c {
+                        FlopsConvention::Model => f_model,
+                        FlopsConvention::Hardware => f_hw,
+                    };
+                    flops::tflops_per_gpu(f, time, gpus)
+                }),
+                Metric::Mfu => me
+                    .peak_tflops_basis
+                    .map(|b| flops::utilisation(f_model, time, gpus, b)),
+                Metric::Hfu => me
+                    .peak_tflops_basis
+                    .map(|b| flops::utilisation(f_hw, time, gpus, b)),
+                Metric::MemoryGibPerGpu => Some(rep.memory.peak.gib()),
+                Metric::LayerFwdMs => Some(rep.layer.forward.millis()),
+                Metric::LayerBwdMs => Some(rep.layer.backward.millis()),
+                _ => None,
+            };
+            r.metrics
+                .push(MetricResult::new(metric, predicted, measured));
+        }
+        if let Some(refc) = &case.reference {
+            r.reference = Some((refc.iteration_time_s, Some(time)));
+        }
+        let b = &rep.breakdown;
+        let frac = |x: f64| x / time;
+        r.breakdown = vec![
+            ("step s".into(), time),
+            ("compute".into(), frac(b.compute_total().0)),
+            ("recompute".into(), frac(b.recompute.0)),
+            ("tp".into(), frac(b.tp_comm.0)),
+            ("cp".into(), frac(b.cp_comm.0)),
+            ("pp".into(), frac(b.pp_comm.0)),
+            ("dp".into(), frac(b.dp_comm.0)),
+            ("zero".into(), frac(b.zero_comm.0)),
+            ("bubble".into(), frac(b.bubble.0)),
+            ("optimizer".into(), frac(b.optimizer.0)),
+            ("mem GiB".into(), rep.memory.peak.gib()),
+        ];
+        r.breakdown.retain(|(k, v)| *v > 0.0005 || k == "step s");
+        let mut notes = Vec::new();
+        if t.recompute == Recompute::Unknown {
+            notes.push(format!(
+                "recompute not published: modelled as \"{policy}\" (the least recompute that fits)"
+            ));
+        }
+        if !rep.memory.fits {
+            notes.push(format!(
+                "predicted peak memory {:.1} GiB exceeds the device's {:.1} GiB",
+                rep.memory.peak.gib(),
+                rep.memory.capacity.gib()
+            ));
+        }
+        if !notes.is_empty() {
+            r.reason = Some(notes.join("; "));
+        }
+        Ok(())
+    }
+
+    fn predict_inference(&self, case: &Case, r: &mut CaseResult) -> Result<(), String> {
+        let model = model_spec(case);
+        let system = system_for(case, &self.registry)?;
+        let plan = inference_plan(case)?;
+        let engine = Inference::new(model, system, self.inference_options.clone())
+            .map_err(|e| e.to_string())?;
+        let rep: InferenceReport = engine.evaluate(&plan).map_err(|e| e.to_string())?;
+        for (metric, measured) in case.measured.metrics() {
+            let predicted = match metric {
+                Metric::TtftMs => Some(rep.ttft.millis()),
+                Metric::TpotMs => Some(rep.tpot.millis()),
+                Metric::LatencyS => Some(rep.latency.0),
+                Metric::TokensPerS => Some(rep.tokens_per_s),
+                Metric::TokensPerSPerGpu => Some(rep.tokens_per_s_per_gpu),
+                Metric::MemoryGibPerGpu => Some(rep.memory.total.gib()),
+                _ => None,
+            };
+            r.metrics
+                .push(MetricResult::new(metric, predicted, measured));
+        }
+        let lat = rep.latency.0;
+        let frac = |x: f64| x / lat;
+        r.breakdown = vec![
+            ("latency s".into(), lat),
+            ("prefill".into(), frac(rep.prefill.total.0)),
+            ("decode".into(), frac(rep.decode.total.0)),
+            ("gemm".into(), frac(rep.prefill.gemm.0 + rep.decode.gemm.0)),
+            (
+                "attention".into(),
+                frac(rep.prefill.attention.0 + rep.decode.attention.0),
+            ),
+            (
+                "other".into(),
+                frac(rep.prefill.other_ops.0 + rep.decode.other_ops.0),
+            ),
+            (
+                "comm".into(),
+                frac(rep.prefill.communication.0 + rep.decode.communication.0),
+            ),
+            (
+                "overheads".into(),
+                frac(rep.prefill.overheads.0 + rep.decode.overheads.0),
+            ),
+            ("mem GiB".into(), rep.memory.total.gib()),
+        ];
+        r.breakdown.retain(|(k, v)| *v > 0.0005 || k == "latency s");
+        if !rep.memory.fits {
+            r.reason = Some(format!(
+                "predicted memory {:.1} GiB exceeds the device's {:.1} GiB",
+                rep.memory.total.gib(),
+                rep.memory.capacity.gib()
+            ));
+        }
+        Ok(())
+    }
+}
