@@ -1,0 +1,244 @@
+/*
+ * perfcast_plugin.h -- the perfcast C plugin ABI, major version 1.
+ *
+ * A C (or C++, Zig, ...) plugin is a shared library that exports ONE symbol:
+ *
+ *     const perfcast_plugin *perfcast_plugin_entry_v1(void);
+ *
+ * The ABI MAJOR is part of the symbol name: a host that speaks major 1 looks up
+ * `perfcast_plugin_entry_v1` only, so a plugin built for another major is never misread (the
+ * host reports "built for C ABI 2, this host speaks 1"). Within a major, the ABI evolves by
+ * APPENDING fields at the end of structs (never removing, reordering or retyping):
+ *
+ *   - Every struct the plugin hands to the host (perfcast_plugin, perfcast_component, the
+ *     vtables) starts with `struct_size` = sizeof() of the struct as the plugin was compiled.
+ *     The host reads a field only if `struct_size` covers it; a field the plugin does not have
+ *     takes the documented default. So a NEWER host loads an OLDER plugin (the direction that
+ *     matters: the framework upgrades, the vendor's binary stays).
+ *   - Every struct the host hands to the plugin (perfcast_op, perfcast_tier, perfcast_op_time)
+ *     also starts with `struct_size` = the host's sizeof(). A plugin compiled against a NEWER
+ *     minor than the host must not read (or write) fields beyond that size.
+ *   - `abi_minor` in perfcast_plugin says which minor the plugin was compiled against.
+ *     Compiling with -DPERFCAST_PLUGIN_ABI_MINOR=0 gives the 1.0 layout (used by the test suite
+ *     to check that the current host still loads 1.0 plugins).
+ *
+ * Minor history (append-only):
+ *   1.0  plugin descriptor, components, compute unit {peak, efficiency, launch_overhead},
+ *        memory tier {properties}.
+ *   1.1  compute unit vtable gains `gemm_tile` and `op_time` (both optional).
+ *
+ * Codes (dtype, engine, op kinds...) are plain uint32_t values; new values may be added in a
+ * minor version, so plugins must answer PERFCAST_ERR_UNSUPPORTED for a code they do not know.
+ *
+ * Errors: every fallible function returns a status (PERFCAST_OK or a PERFCAST_ERR_* code) and,
+ * on error, writes a NUL-terminated UTF-8 message into `err` (capacity `err_cap` >= 256 bytes,
+ * zero-filled by the host; truncate longer messages). For PERFCAST_ERR_PARAMS the message must
+ * name the offending key. The host never frees plugin memory and the plugin never frees host
+ * memory; pointers passed into a call are valid for that call only.
+ *
+ * Threading: the host may call any function concurrently from several threads, for the same
+ * or different instances. Instances must be immutable after `create` returns.
+ *
+ * Lifetime: the host never unloads a plugin (no dlclose). Strings and structs reachable from
+ * perfcast_plugin_entry_v1() must stay valid for the life of the process (static storage).
+ * The host calls `destroy` (if not NULL) exactly once per created instance when it drops it.
+ *
+ * Units: seconds, bytes, bytes/second, FLOP, FLOP/second (SI, no prefixes). Every number a
+ * plugin returns must be finite and >= 0 (efficiencies in (0, 1]); the host rejects anything
+ * else with an error naming the plugin and the value.
+ */
+#ifndef PERFCAST_PLUGIN_H
+#define PERFCAST_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PERFCAST_PLUGIN_ABI_MAJOR 1
+/* The newest minor this header describes. */
+#define PERFCAST_PLUGIN_ABI_MINOR_LATEST 1
+/* The minor a plugin is compiled against (override with -DPERFCAST_PLUGIN_ABI_MINOR=0). */
+#ifndef PERFCAST_PLUGIN_ABI_MINOR
+#define PERFCAST_PLUGIN_ABI_MINOR PERFCAST_PLUGIN_ABI_MINOR_LATEST
+#endif
+
+/* ---- status codes ---------------------------------------------------------------------- */
+#define PERFCAST_OK 0
+/* The parameters were rejected; the message names the key. */
+#define PERFCAST_ERR_PARAMS 1
+/* Anything else went wrong; the message says what. */
+#define PERFCAST_ERR_FAILED 2
+/* The device has no such path (peak of an engine/dtype it lacks, an op kind it cannot run). */
+#define PERFCAST_ERR_UNSUPPORTED 3
+
+/* ---- data types: the values of perfcast_core::DType::code() ---------------------------- */
+#define PERFCAST_DTYPE_FP32 0
+#define PERFCAST_DTYPE_TF32 1
+#define PERFCAST_DTYPE_BF16 2
+#define PERFCAST_DTYPE_FP16 3
+#define PERFCAST_DTYPE_FP8 4
+#define PERFCAST_DTYPE_FP4 5
+#define PERFCAST_DTYPE_INT8 6
+#define PERFCAST_DTYPE_INT4 7
+
+/* ---- engines (perfcast_core::Engine) ----------------------------------------------------- */
+#define PERFCAST_ENGINE_MATRIX 0 /* tensor cores / systolic arrays: GEMM, attention */
+#define PERFCAST_ENGINE_VECTOR 1 /* SIMD / vector units: everything else */
+
+/* ---- component categories (perfcast_core::Category) --------------------------------------
+ * A host ignores components of a category it does not support. */
+#define PERFCAST_CATEGORY_COMPUTE_UNIT 0
+#define PERFCAST_CATEGORY_MEMORY_TIER 1
+
+/* ---- op kinds (perfcast_core::ComputeOp) ------------------------------------------------- */
+#define PERFCAST_OP_GEMM 0
+#define PERFCAST_OP_ATTENTION 1
+#define PERFCAST_OP_VECTOR 2
+
+#define PERFCAST_ATTENTION_PLAIN 0
+#define PERFCAST_ATTENTION_FLASH 1
+
+/* perfcast_core::VectorOpKind */
+#define PERFCAST_VECTOR_NORM 0
+#define PERFCAST_VECTOR_SOFTMAX 1
+#define PERFCAST_VECTOR_ACTIVATION 2
+#define PERFCAST_VECTOR_DROPOUT 3
+#define PERFCAST_VECTOR_ELEMENTWISE 4
+#define PERFCAST_VECTOR_EMBEDDING 5
+#define PERFCAST_VECTOR_LOSS 6
+#define PERFCAST_VECTOR_CAST 7
+#define PERFCAST_VECTOR_ROPE 8
+#define PERFCAST_VECTOR_OPTIMIZER 9
+
+/* ---- memory tier levels (perfcast_core::TierLevel) --------------------------------------- */
+#define PERFCAST_TIER_ON_CHIP 0
+#define PERFCAST_TIER_DEVICE 1
+#define PERFCAST_TIER_HOST 2
+
+/* ---- what bounds an op (perfcast_core::TimeBound) ---------------------------------------- */
+#define PERFCAST_BOUND_COMPUTE 0
+#define PERFCAST_BOUND_MEMORY 1 /* perfcast_op_time.bound_tier says which tier */
+#define PERFCAST_BOUND_OVERHEAD 2
+
+/* One compute op (host -> plugin). Only the block of `kind` is meaningful; the others are 0.
+ * `flops`, `min_bytes`, `launches`, `engine` and `dtype` are precomputed by the host with
+ * perfcast's own op accounting, so a plugin need not re-derive them. */
+typedef struct perfcast_op {
+    uint32_t struct_size; /* host's sizeof(perfcast_op) */
+    uint32_t kind;        /* PERFCAST_OP_* */
+    uint32_t engine;      /* PERFCAST_ENGINE_* the op runs on */
+    uint32_t dtype;       /* compute format (GEMM: the wider of a and b) */
+    double flops;         /* total FLOPs (a multiply-add counts 2) */
+    double min_bytes;     /* compulsory device-memory traffic, bytes */
+    uint32_t launches;    /* kernel launches */
+    uint32_t reserved0;
+    /* PERFCAST_OP_GEMM: C[m,n] = A[m,k] . B[k,n], `batch` times */
+    uint64_t m, n, k, batch;
+    uint32_t a_dtype, b_dtype, out_dtype, reserved1;
+    /* PERFCAST_OP_ATTENTION */
+    uint64_t att_batch, heads, kv_heads, q_len, kv_len, head_dim;
+    uint32_t causal, attention_kind, backward, reserved2;
+    /* PERFCAST_OP_VECTOR */
+    uint64_t elements;
+    double flops_per_element, bytes_per_element;
+    uint32_t vector_kind, reserved3;
+} perfcast_op;
+
+/* One memory tier, as plain data (host -> plugin in op_time; plugin -> host in properties). */
+typedef struct perfcast_tier {
+    uint32_t struct_size; /* sizeof(perfcast_tier) of whoever allocated it (the host) */
+    uint32_t level;       /* PERFCAST_TIER_* */
+    const char *kind;     /* registered name, NUL-terminated; NULL when the plugin fills it */
+    double capacity;      /* bytes */
+    double bandwidth;     /* peak, bytes/s */
+    double efficiency;    /* achievable fraction of bandwidth, (0, 1] */
+    double latency;       /* seconds, added once per op bound by this tier */
+} perfcast_tier;
+
+/* The time of one op (plugin -> host, written into a host-allocated struct). */
+typedef struct perfcast_op_time {
+    uint32_t struct_size; /* host's sizeof(perfcast_op_time) */
+    uint32_t bound;       /* PERFCAST_BOUND_* */
+    uint32_t bound_tier;  /* index into the `tiers` array when bound == PERFCAST_BOUND_MEMORY */
+    uint32_t reserved0;
+    double time;          /* total seconds, overhead included */
+    double compute;       /* seconds at the achievable throughput */
+    double memory;        /* seconds of the slowest tier (transfer + latency) */
+    double overhead;      /* launch overhead included in `time`, seconds */
+    double flops;         /* FLOPs executed */
+    double device_bytes;  /* bytes moved at the farthest tier */
+} perfcast_op_time;
+
+/* Compute unit functions. `self` is what the component's `create` returned. */
+typedef struct perfcast_compute_unit_vtable {
+    uint32_t struct_size; /* sizeof() as compiled by the plugin */
+    uint32_t reserved0;
+    /* 1.0, REQUIRED. Peak dense throughput of `engine` in `dtype`, FLOP/s (> 0). Return
+     * PERFCAST_ERR_UNSUPPORTED when the device has no such path. */
+    int32_t (*peak)(const void *self, uint32_t engine, uint32_t dtype, double *out_flops_per_s,
+                    char *err, size_t err_cap);
+    /* 1.0, optional (NULL: 1.0). Achievable fraction of peak for `op`, in (0, 1]. */
+    int32_t (*efficiency)(const void *self, const perfcast_op *op, double *out, char *err,
+                          size_t err_cap);
+    /* 1.0, optional (NULL: 0). Fixed cost of one kernel launch, seconds. */
+    int32_t (*launch_overhead)(const void *self, double *out_s, char *err, size_t err_cap);
+#if PERFCAST_PLUGIN_ABI_MINOR >= 1
+    /* 1.1, optional (absent or NULL: 128). Output-tile edge (elements) a core keeps on chip. */
+    int32_t (*gemm_tile)(const void *self, uint64_t *out, char *err, size_t err_cap);
+    /* 1.1, optional (absent or NULL: the host times the op with perfcast's hierarchical
+     * roofline using peak/efficiency/launch_overhead/gemm_tile). `tiers` lists the device's
+     * memory tiers closest first; write every field of `out` (its struct_size is preset). */
+    int32_t (*op_time)(const void *self, const perfcast_op *op, const perfcast_tier *tiers,
+                       size_t n_tiers, perfcast_op_time *out, char *err, size_t err_cap);
+#endif
+} perfcast_compute_unit_vtable;
+
+/* Memory tier functions. */
+typedef struct perfcast_memory_tier_vtable {
+    uint32_t struct_size;
+    uint32_t reserved0;
+    /* 1.0, REQUIRED. Fill level, capacity, bandwidth, efficiency and latency of `out` (its
+     * struct_size is preset; leave `kind` alone). Called once per instance. */
+    int32_t (*properties)(const void *self, perfcast_tier *out, char *err, size_t err_cap);
+} perfcast_memory_tier_vtable;
+
+/* One component the plugin provides. */
+typedef struct perfcast_component {
+    uint32_t struct_size;
+    uint32_t category;       /* PERFCAST_CATEGORY_* */
+    const char *name;        /* namespaced registered name, e.g. "cvendor/dsp1" */
+    const char *description; /* one line */
+    /* REQUIRED. Build an instance from `params_json`, a NUL-terminated JSON object holding the
+     * component's parameters (the host never passes `null`: no parameters is `{}`). Reject
+     * unknown keys with PERFCAST_ERR_PARAMS and a message naming the key. */
+    int32_t (*create)(const char *params_json, void **out_self, char *err, size_t err_cap);
+    /* Optional. Free an instance. */
+    void (*destroy)(void *self);
+    /* REQUIRED. perfcast_compute_unit_vtable* or perfcast_memory_tier_vtable* by category. */
+    const void *vtable;
+} perfcast_component;
+
+/* What perfcast_plugin_entry_v1() returns. */
+typedef struct perfcast_plugin {
+    uint32_t struct_size;
+    uint32_t abi_major;    /* PERFCAST_PLUGIN_ABI_MAJOR */
+    uint32_t abi_minor;    /* PERFCAST_PLUGIN_ABI_MINOR the plugin was compiled with */
+    uint32_t n_components; /* entries in `components` */
+    const char *name;      /* plugin name, e.g. "cvendor" */
+    const char *version;   /* plugin version, e.g. "1.4.2" */
+    /* Array of n_components pointers (pointers, so perfcast_component can grow). */
+    const perfcast_component *const *components;
+} perfcast_plugin;
+
+/* The entry point. Must be cheap and side-effect free; may be called more than once. */
+typedef const perfcast_plugin *(*perfcast_plugin_entry_fn)(void);
+#define PERFCAST_PLUGIN_ENTRY_SYMBOL "perfcast_plugin_entry_v1"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PERFCAST_PLUGIN_H */

@@ -1,0 +1,194 @@
+//! Rust mirrors of the structs in `include/perfcast_plugin.h` (the C ABI, major 1).
+//!
+//! `PcOp` and `PcOpTime` are also the op and result types of the Rust (abi_stable) ABI, so
+//! both ABIs share one op encoding. The loader's tests compile a C program that prints the
+//! `sizeof`/`offsetof` of every struct and compare them with these definitions.
+
+use abi_stable::StableAbi;
+use std::ffi::{c_char, c_void};
+
+/// Major version of the C ABI (part of the entry symbol name).
+pub const C_ABI_MAJOR: u32 = 1;
+/// Newest minor of the C ABI this crate (and the host) knows.
+pub const C_ABI_MINOR: u32 = 1;
+/// The entry symbol, NUL-terminated.
+pub const C_ENTRY_SYMBOL: &[u8] = b"perfcast_plugin_entry_v1\0";
+
+/// `perfcast_op`: one compute op, all numbers.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq)]
+pub struct PcOp {
+    pub struct_size: u32,
+    pub kind: u32,
+    pub engine: u32,
+    pub dtype: u32,
+    pub flops: f64,
+    pub min_bytes: f64,
+    pub launches: u32,
+    pub reserved0: u32,
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    pub batch: u64,
+    pub a_dtype: u32,
+    pub b_dtype: u32,
+    pub out_dtype: u32,
+    pub reserved1: u32,
+    pub att_batch: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub q_len: u64,
+    pub kv_len: u64,
+    pub head_dim: u64,
+    pub causal: u32,
+    pub attention_kind: u32,
+    pub backward: u32,
+    pub reserved2: u32,
+    pub elements: u64,
+    pub flops_per_element: f64,
+    pub bytes_per_element: f64,
+    pub vector_kind: u32,
+    pub reserved3: u32,
+}
+
+/// `perfcast_tier`: a memory tier as plain data (C ABI).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PcTier {
+    pub struct_size: u32,
+    pub level: u32,
+    pub kind: *const c_char,
+    pub capacity: f64,
+    pub bandwidth: f64,
+    pub efficiency: f64,
+    pub latency: f64,
+}
+
+/// `perfcast_op_time`: the time of one op.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq)]
+pub struct PcOpTime {
+    pub struct_size: u32,
+    pub bound: u32,
+    pub bound_tier: u32,
+    pub reserved0: u32,
+    pub time: f64,
+    pub compute: f64,
+    pub memory: f64,
+    pub overhead: f64,
+    pub flops: f64,
+    pub device_bytes: f64,
+}
+
+pub type ErrBuf = *mut c_char;
+
+/// `perfcast_compute_unit_vtable` (latest minor; read only what `struct_size` covers).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PcComputeUnitVtable {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub peak: Option<unsafe extern "C" fn(*const c_void, u32, u32, *mut f64, ErrBuf, usize) -> i32>,
+    pub efficiency:
+        Option<unsafe extern "C" fn(*const c_void, *const PcOp, *mut f64, ErrBuf, usize) -> i32>,
+    pub launch_overhead:
+        Option<unsafe extern "C" fn(*const c_void, *mut f64, ErrBuf, usize) -> i32>,
+    /// Minor 1.
+    pub gemm_tile: Option<unsafe extern "C" fn(*const c_void, *mut u64, ErrBuf, usize) -> i32>,
+    /// Minor 1.
+    pub op_time: Option<
+        unsafe extern "C" fn(
+            *const c_void,
+            *const PcOp,
+            *const PcTier,
+            usize,
+            *mut PcOpTime,
+            ErrBuf,
+            usize,
+        ) -> i32,
+    >,
+}
+
+/// `perfcast_memory_tier_vtable`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PcMemoryTierVtable {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub properties: Option<unsafe extern "C" fn(*const c_void, *mut PcTier, ErrBuf, usize) -> i32>,
+}
+
+/// `perfcast_component`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PcComponent {
+    pub struct_size: u32,
+    pub category: u32,
+    pub name: *const c_char,
+    pub description: *const c_char,
+    pub create: Option<unsafe extern "C" fn(*const c_char, *mut *mut c_void, ErrBuf, usize) -> i32>,
+    pub destroy: Option<unsafe extern "C" fn(*mut c_void)>,
+    pub vtable: *const c_void,
+}
+
+/// `perfcast_plugin`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PcPlugin {
+    pub struct_size: u32,
+    pub abi_major: u32,
+    pub abi_minor: u32,
+    pub n_components: u32,
+    pub name: *const c_char,
+    pub version: *const c_char,
+    pub components: *const *const PcComponent,
+}
+
+/// `perfcast_plugin_entry_v1`.
+pub type PcEntry = unsafe extern "C" fn() -> *const PcPlugin;
+
+/// Size of a struct in the C ABI 1.0 layout: everything up to and including `last` (the
+/// last field that 1.0 had).
+#[macro_export]
+macro_rules! size_through {
+    ($ty:ty, $field:ident) => {{
+        // The field's size, via a never-called projection.
+        fn __sz<T>(_: fn(&$ty) -> &T) -> usize {
+            ::std::mem::size_of::<T>()
+        }
+        ::std::mem::offset_of!($ty, $field) + __sz(|s: &$ty| &s.$field)
+    }};
+}
+
+/// Bytes of the C ABI 1.0 layouts (the minimum `struct_size` a host accepts).
+pub mod v1_0 {
+    use super::*;
+    pub fn plugin_size() -> usize {
+        size_through!(PcPlugin, components)
+    }
+    pub fn component_size() -> usize {
+        size_through!(PcComponent, vtable)
+    }
+    pub fn compute_unit_vtable_size() -> usize {
+        size_through!(PcComputeUnitVtable, launch_overhead)
+    }
+    pub fn memory_tier_vtable_size() -> usize {
+        size_through!(PcMemoryTierVtable, properties)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn v1_0_sizes_are_prefixes() {
+        // 64-bit layout: 1.0 has three function pointers after the 8-byte header.
+        if std::mem::size_of::<usize>() == 8 {
+            assert_eq!(v1_0::compute_unit_vtable_size(), 8 + 3 * 8);
+            assert_eq!(std::mem::size_of::<PcComputeUnitVtable>(), 8 + 5 * 8);
+            assert_eq!(v1_0::plugin_size(), std::mem::size_of::<PcPlugin>());
+            assert_eq!(std::mem::size_of::<PcOp>(), 184);
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! The numeric codes that cross the boundary (both ABIs), mirrored by `perfcast_plugin.h`, and
+//! their conversions to and from the native `perfcast_core` enums.
+
+use perfcast_core::{
+    AttentionKind, Category, CollectiveAlgorithm, CollectiveKind, DType, Engine, TierLevel,
+    TimeBound, VectorOpKind,
+};
+
+/// Status: success.
+pub const OK: i32 = 0;
+/// Status: parameters rejected (the message names the key).
+pub const ERR_PARAMS: i32 = 1;
+/// Status: anything else failed (a panic in a Rust plugin included).
+pub const ERR_FAILED: i32 = 2;
+/// Status: the device has no such path (engine/dtype, op kind).
+pub const ERR_UNSUPPORTED: i32 = 3;
+
+pub const ENGINE_MATRIX: u32 = 0;
+pub const ENGINE_VECTOR: u32 = 1;
+
+pub const CATEGORY_COMPUTE_UNIT: u32 = 0;
+pub const CATEGORY_MEMORY_TIER: u32 = 1;
+/// Rust ABI only (the C ABI has no interconnects yet).
+pub const CATEGORY_INTERCONNECT: u32 = 2;
+
+pub const OP_GEMM: u32 = 0;
+pub const OP_ATTENTION: u32 = 1;
+pub const OP_VECTOR: u32 = 2;
+
+pub const TIER_ON_CHIP: u32 = 0;
+pub const TIER_DEVICE: u32 = 1;
+pub const TIER_HOST: u32 = 2;
+
+pub const BOUND_COMPUTE: u32 = 0;
+pub const BOUND_MEMORY: u32 = 1;
+pub const BOUND_OVERHEAD: u32 = 2;
+
+pub fn engine_code(e: Engine) -> u32 {
+    match e {
+        Engine::Matrix => ENGINE_MATRIX,
+        Engine::Vector => ENGINE_VECTOR,
+    }
+}
+
+pub fn engine_from_code(c: u32) -> Option<Engine> {
+    match c {
+        ENGINE_MATRIX => Some(Engine::Matrix),
+        ENGINE_VECTOR => Some(Engine::Vector),
+        _ => None,
+    }
+}
+
+pub fn dtype_from_code(c: u32) -> Option<DType> {
+    DType::from_code(c)
+}
+
+pub fn category_code(c: Category) -> Option<u32> {
+    match c {
+        Category::ComputeUnit => Some(CATEGORY_COMPUTE_UNIT),
+        Category::MemoryTier => Some(CATEGORY_MEMORY_TIER),
+        Category::Interconnect => Some(CATEGORY_INTERCONNECT),
+        _ => None,
+    }
+}
+
+pub fn category_from_code(c: u32) -> Option<Category> {
+    match c {
+        CATEGORY_COMPUTE_UNIT => Some(Category::ComputeUnit),
+        CATEGORY_MEMORY_TIER => Some(Category::MemoryTier),
+        CATEGORY_INTERCONNECT => Some(Category::Interconnect),
+        _ => None,
+    }
+}
+
+pub fn attention_kind_code(k: AttentionKind) -> u32 {
+    match k {
+        AttentionKind::Plain => 0,
+        AttentionKind::Flash => 1,
+    }
+}
+
+pub fn attention_kind_from_code(c: u32) -> Option<AttentionKind> {
+    match c {
+        0 => Some(AttentionKind::Plain),
+        1 => Some(AttentionKind::Flash),
+        _ => None,
+    }
+}
+
+const VECTOR_KINDS: [VectorOpKind; 10] = [
+    VectorOpKind::Norm,
+    VectorOpKind::Softmax,
+    VectorOpKind::Activation,
+    VectorOpKind::Dropout,
+    VectorOpKind::Elementwise,
+    VectorOpKind::Embedding,
+    VectorOpKind::Loss,
+    VectorOpKind::Cast,
+    VectorOpKind::Rope,
+    VectorOpKind::Optimizer,
+];
+
+pub fn vector_kind_code(k: VectorOpKind) -> u32 {
+    VECTOR_KINDS.iter().position(|x| *x == k).unwrap_or(0) as u32
+}
+
+pub fn vector_kind_from_code(c: u32) -> Option<VectorOpKind> {
+    VECTOR_KINDS.get(c as usize).copied()
+}
+
+pub fn tier_level_code(l: TierLevel) -> u32 {
+    match l {
+        TierLevel::OnChip => TIER_ON_CHIP,
+        TierLevel::Device => TIER_DEVICE,
+        TierLevel::Host => TIER_HOST,
+    }
+}
+
+pub fn tier_level_from_code(c: u32) -> Option<TierLevel> {
+    match c {
+        TIER_ON_CHIP => Some(TierLevel::OnChip),
+        TIER_DEVICE => Some(TierLevel::Device),
+        TIER_HOST => Some(TierLevel::Host),
+        _ => None,
+    }
+}
+
+/// `(bound, bound_tier)` codes of a `TimeBound`.
+pub fn bound_code(b: TimeBound) -> (u32, u32) {
+    match b {
+        TimeBound::Compute => (BOUND_COMPUTE, 0),
+        TimeBound::Memory(i) => (BOUND_MEMORY, i as u32),
+        TimeBound::Overhead => (BOUND_OVERHEAD, 0),
+    }
+}
+
+/// The `TimeBound` of `(bound, bound_tier)`; `None` for an unknown code or a tier index that
+/// does not fit in `n_tiers`.
+pub fn bound_from_code(bound: u32, tier: u32, n_tiers: usize) -> Option<TimeBound> {
+    match bound {
+        BOUND_COMPUTE => Some(TimeBound::Compute),
+        BOUND_OVERHEAD => Some(TimeBound::Overhead),
+        BOUND_MEMORY if (tier as usize) < n_tiers && tier <= u8::MAX as u32 => {
+            Some(TimeBound::Memory(tier as u8))
+        }
+        _ => None,
+    }
+}
+
+const COLLECTIVE_KINDS: [CollectiveKind; 6] = [
+    CollectiveKind::AllReduce,
+    CollectiveKind::AllGather,
+    CollectiveKind::ReduceScatter,
+    CollectiveKind::AllToAll,
+    CollectiveKind::SendRecv,
+    CollectiveKind::Broadcast,
+];
+
+pub fn collective_kind_code(k: CollectiveKind) -> u32 {
+    COLLECTIVE_KINDS.iter().position(|x| *x == k).unwrap_or(0) as u32
+}
+
+pub fn collective_kind_from_code(c: u32) -> Option<CollectiveKind> {
+    COLLECTIVE_KINDS.get(c as usize).copied()
+}
+
+pub fn algorithm_code(a: CollectiveAlgorithm) -> u32 {
+    match a {
+        CollectiveAlgorithm::Auto => 0,
+        CollectiveAlgorithm::Ring => 1,
+        CollectiveAlgorithm::Tree => 2,
+    }
+}
+
+pub fn algorithm_from_code(c: u32) -> Option<CollectiveAlgorithm> {
+    match c {
+        0 => Some(CollectiveAlgorithm::Auto),
+        1 => Some(CollectiveAlgorithm::Ring),
+        2 => Some(CollectiveAlgorithm::Tree),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip() {
+        for d in DType::ALL {
+            assert_eq!(dtype_from_code(d.code()), Some(d));
+        }
+        for e in [Engine::Matrix, Engine::Vector] {
+            assert_eq!(engine_from_code(engine_code(e)), Some(e));
+        }
+        for k in VECTOR_KINDS {
+            assert_eq!(vector_kind_from_code(vector_kind_code(k)), Some(k));
+        }
+        for k in COLLECTIVE_KINDS {
+            assert_eq!(collective_kind_from_code(collective_kind_code(k)), Some(k));
+        }
+        for l in [TierLevel::OnChip, TierLevel::Device, TierLevel::Host] {
+            assert_eq!(tier_level_from_code(tier_level_code(l)), Some(l));
+        }
+        for c in [
+            Category::ComputeUnit,
+            Category::MemoryTier,
+            Category::Interconnect,
+        ] {
+            assert_eq!(category_from_code(category_code(c).unwrap()), Some(c));
+        }
+        assert_eq!(bound_from_code(BOUND_MEMORY, 2, 2), None);
+        assert_eq!(
+            bound_from_code(BOUND_MEMORY, 1, 2),
+            Some(TimeBound::Memory(1))
+        );
+        assert_eq!(bound_from_code(9, 0, 2), None);
+        assert_eq!(engine_from_code(7), None);
+        assert_eq!(dtype_from_code(99), None);
+    }
+}

@@ -1,0 +1,192 @@
+//! The Rust plugin ABI (abi_stable): a root module that is a prefix type, and FFI-safe trait
+//! objects (`#[sabi_trait]`) for compute units, memory tiers and interconnects.
+//!
+//! Every call is coarse and numeric, returns an `RResult` (so a plugin never has to panic
+//! across the boundary: the SDK turns panics into `FfiError`s), and takes ops as the
+//! `#[repr(C)]` `PcOp` shared with the C ABI.
+//!
+//! Evolution: abi_stable compares the layout of everything reachable from the root module at
+//! load time and, for versions >= 1.0, requires equal majors (`RUST_ABI_VERSION`). Its checker
+//! lets an OLDER host load a NEWER plugin (appended prefix fields), not the other way round, so
+//! any change to this module is released as a new major and a host that must keep loading old
+//! plugins keeps the frozen previous ABI crate as a fallback (see `plugins/examples/README.md`).
+
+use crate::c::{PcOp, PcOpTime};
+use abi_stable::{
+    declare_root_module_statics,
+    library::RootModule,
+    sabi_trait,
+    sabi_types::VersionStrings,
+    std_types::{RBox, RResult, RSlice, RStr, RString, RVec},
+    StableAbi,
+};
+
+/// Version of the Rust ABI (abi_stable's `VERSION_STRINGS` of the root module).
+pub const RUST_ABI_VERSION: &str = "1.0.0";
+pub const RUST_ABI_MAJOR: u32 = 1;
+pub const RUST_ABI_MINOR: u32 = 0;
+
+/// An error crossing the boundary. `code` is one of `codes::ERR_*`; `path` is the parameter
+/// key path for `ERR_PARAMS` (empty otherwise).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct FfiError {
+    pub code: i32,
+    pub path: RString,
+    pub message: RString,
+}
+
+impl FfiError {
+    pub fn failed(message: impl Into<String>) -> Self {
+        FfiError {
+            code: crate::codes::ERR_FAILED,
+            path: RString::new(),
+            message: RString::from(message.into()),
+        }
+    }
+    pub fn unsupported(message: impl Into<String>) -> Self {
+        FfiError {
+            code: crate::codes::ERR_UNSUPPORTED,
+            path: RString::new(),
+            message: RString::from(message.into()),
+        }
+    }
+}
+
+/// A memory tier as plain data (level code, bytes, bytes/s, fraction, seconds).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq)]
+pub struct TierProps {
+    pub level: u32,
+    pub capacity: f64,
+    pub bandwidth: f64,
+    pub efficiency: f64,
+    pub latency: f64,
+}
+
+/// A tier handed to `op_time`: its registered name and its properties.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy)]
+pub struct FfiTier<'a> {
+    pub kind: RStr<'a>,
+    pub props: TierProps,
+}
+
+/// An interconnect level as plain data.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq)]
+pub struct LinkProps {
+    pub domain_size: u32,
+    /// Bytes/s per device, one direction.
+    pub bandwidth: f64,
+    /// Seconds per algorithm step.
+    pub latency: f64,
+}
+
+/// FFI mirror of `perfcast_core::ComputeUnit`. Codes as in `codes`; `peak` answers
+/// `ERR_UNSUPPORTED` for a path the device lacks.
+#[sabi_trait]
+pub trait FfiComputeUnit: Send + Sync {
+    fn peak(&self, engine: u32, dtype: u32) -> RResult<f64, FfiError>;
+    fn efficiency(&self, op: &PcOp) -> RResult<f64, FfiError>;
+    fn launch_overhead(&self) -> RResult<f64, FfiError>;
+    fn gemm_tile(&self) -> RResult<u64, FfiError>;
+    #[sabi(last_prefix_field)]
+    fn op_time(&self, op: &PcOp, tiers: RSlice<'_, FfiTier<'_>>) -> RResult<PcOpTime, FfiError>;
+}
+
+/// FFI mirror of `perfcast_core::MemoryTier` (all of it is constant data).
+#[sabi_trait]
+pub trait FfiMemoryTier: Send + Sync {
+    #[sabi(last_prefix_field)]
+    fn properties(&self) -> RResult<TierProps, FfiError>;
+}
+
+/// FFI mirror of `perfcast_core::Interconnect`.
+#[sabi_trait]
+pub trait FfiInterconnect: Send + Sync {
+    fn properties(&self) -> RResult<LinkProps, FfiError>;
+    /// `kind`/`algorithm` codes as in `codes`; bytes as `Collective::bytes`; seconds.
+    #[sabi(last_prefix_field)]
+    fn collective_time(
+        &self,
+        kind: u32,
+        bytes: f64,
+        ranks: u32,
+        algorithm: u32,
+    ) -> RResult<f64, FfiError>;
+}
+
+pub type FfiComputeUnitBox = FfiComputeUnit_TO<'static, RBox<()>>;
+pub type FfiMemoryTierBox = FfiMemoryTier_TO<'static, RBox<()>>;
+pub type FfiInterconnectBox = FfiInterconnect_TO<'static, RBox<()>>;
+
+/// One component a plugin provides.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone)]
+pub struct ComponentDesc {
+    /// `codes::CATEGORY_*`.
+    pub category: u32,
+    /// Namespaced registered name, e.g. `acme/npu9`.
+    pub name: RString,
+    pub description: RString,
+}
+
+/// What a plugin says about itself.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone)]
+pub struct PluginDescriptor {
+    pub abi_major: u32,
+    pub abi_minor: u32,
+    pub name: RString,
+    pub version: RString,
+    /// Version of the perfcast-abi crate (SDK) the plugin was built with.
+    pub sdk_version: RString,
+    pub components: RVec<ComponentDesc>,
+}
+
+/// Factory signature: `(registered name, params as a JSON object)`.
+pub type NewComputeUnit = extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiComputeUnitBox, FfiError>;
+pub type NewMemoryTier = extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiMemoryTierBox, FfiError>;
+pub type NewInterconnect =
+    extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>;
+
+/// The root module every Rust plugin exports (through `export_plugin!`). A prefix type:
+/// fields may be appended after `new_interconnect` in a later version.
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
+#[sabi(missing_field(panic))]
+pub struct PluginModule {
+    pub describe: extern "C" fn() -> PluginDescriptor,
+    // (The derive needs the fn types spelled out: it does not see through the aliases.)
+    pub new_compute_unit: extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiComputeUnitBox, FfiError>,
+    pub new_memory_tier: extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiMemoryTierBox, FfiError>,
+    #[sabi(last_prefix_field)]
+    pub new_interconnect:
+        extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>,
+}
+
+impl RootModule for PluginModuleRef {
+    declare_root_module_statics! {PluginModuleRef}
+    const BASE_NAME: &'static str = "perfcast_plugin";
+    const NAME: &'static str = "perfcast_plugin";
+    const VERSION_STRINGS: VersionStrings = VersionStrings::new(RUST_ABI_VERSION);
+}
+
+/// The exported symbol abi_stable looks for (`abi_stable::library::ROOT_MODULE_LOADER_NAME`),
+/// NUL-terminated.
+pub const RUST_ROOT_SYMBOL: &[u8] = b"_1as_0lib_1header_0root_bmodule_bloader\0";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_symbol_matches_abi_stable() {
+        assert_eq!(
+            RUST_ROOT_SYMBOL,
+            abi_stable::library::ROOT_MODULE_LOADER_NAME_WITH_NUL.as_bytes()
+        );
+    }
+}

@@ -1,0 +1,457 @@
+//! The Rust plugin SDK: implement the native `perfcast_core` traits, export them with
+//! [`export_plugin!`](crate::export_plugin).
+//!
+//! ```ignore
+//! #[derive(serde::Deserialize)]
+//! #[serde(deny_unknown_fields)]
+//! struct NpuParams { bf16_tflops: f64 }
+//! fn build_npu(p: NpuParams) -> Result<Npu, perfcast_core::PluginError> { ... }
+//!
+//! perfcast_abi::export_plugin! {
+//!     name: "acme",
+//!     version: env!("CARGO_PKG_VERSION"),
+//!     compute_units: [ "acme/npu9" => build_npu : "Acme NPU9 accelerator" ],
+//!     memory_tiers: [ "acme/hbm-x" => build_hbm ],
+//! }
+//! ```
+//!
+//! A builder is any `fn(P) -> Result<T, PluginError>` where `P: Deserialize` (use
+//! `#[serde(deny_unknown_fields)]`; `serde_json::Value` takes the raw table) and `T`
+//! implements `ComputeUnit`, `MemoryTier` or `Interconnect`. The SDK parses the parameters with
+//! `perfcast_core::params::parse` (so errors carry the key path), wraps the object, and runs
+//! every call under `catch_unwind`: a panic comes back to the host as an error message, never
+//! as an abort. Plugins must be built with `panic = "unwind"` (the default).
+
+use crate::c::{PcOp, PcOpTime};
+use crate::codes::{self, *};
+use crate::rust_abi::*;
+use abi_stable::prefix_type::PrefixTypeTrait;
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{RErr, ROk, RResult, RSlice, RVec};
+use perfcast_core::{
+    Bandwidth, Bytes, Collective, ComputeOp, ComputeUnit, Interconnect, MemoryHierarchy,
+    MemoryTier, ModelError, PluginError, Seconds, TierLevel,
+};
+use serde::de::DeserializeOwned;
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// Run `f`, turning a panic into `ERR_FAILED` with the panic message.
+pub fn guard<R>(f: impl FnOnce() -> Result<R, FfiError>) -> RResult<R, FfiError> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => ROk(v),
+        Ok(Err(e)) => RErr(e),
+        Err(payload) => {
+            let msg = panic_message(payload.as_ref());
+            // Dropping a payload can itself panic; never let that escape either.
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+            RErr(FfiError::failed(format!("panicked: {msg}")))
+        }
+    }
+}
+
+fn panic_message(p: &(dyn Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(non-string panic payload)".to_string()
+    }
+}
+
+/// A native plugin error as an `FfiError` (parameter errors keep their key path).
+pub fn plugin_error(e: PluginError) -> FfiError {
+    match e {
+        PluginError::Params { path, message } => FfiError {
+            code: ERR_PARAMS,
+            path: path.into(),
+            message: message.into(),
+        },
+        other => FfiError::failed(other.to_string()),
+    }
+}
+
+/// A native model error as an `FfiError` (a missing engine/dtype path stays distinguishable).
+pub fn model_error(e: ModelError) -> FfiError {
+    match e {
+        ModelError::UnsupportedDType { .. } => FfiError::unsupported(e.to_string()),
+        ModelError::Plugin(p) => plugin_error(p),
+        other => FfiError::failed(other.to_string()),
+    }
+}
+
+/// Parse a factory's JSON parameters into the plugin's own struct.
+pub fn parse_params<P: DeserializeOwned>(json: &str) -> Result<P, FfiError> {
+    let v: serde_json::Value = serde_json::from_str(json)
+        .map_err(|e| FfiError::failed(format!("parameters are not valid JSON: {e}")))?;
+    perfcast_core::params::parse::<P>(&v).map_err(plugin_error)
+}
+
+/// The error for a factory asked for a name the plugin does not provide.
+pub fn unknown(category: &str, name: &str) -> FfiError {
+    FfiError::failed(format!("this plugin provides no {category} named `{name}`"))
+}
+
+/// The descriptor `describe` returns: `(category code, name, description)` per component.
+pub fn describe(name: &str, version: &str, components: &[(u32, &str, &str)]) -> PluginDescriptor {
+    PluginDescriptor {
+        abi_major: RUST_ABI_MAJOR,
+        abi_minor: RUST_ABI_MINOR,
+        name: name.into(),
+        version: version.into(),
+        sdk_version: env!("CARGO_PKG_VERSION").into(),
+        components: components
+            .iter()
+            .map(|(c, n, d)| ComponentDesc {
+                category: *c,
+                name: (*n).into(),
+                description: (*d).into(),
+            })
+            .collect::<RVec<_>>(),
+    }
+}
+
+/// Assemble and leak the root module.
+pub fn root_module(
+    describe: extern "C" fn() -> PluginDescriptor,
+    new_compute_unit: NewComputeUnit,
+    new_memory_tier: NewMemoryTier,
+    new_interconnect: NewInterconnect,
+) -> PluginModuleRef {
+    PluginModule {
+        describe,
+        new_compute_unit,
+        new_memory_tier,
+        new_interconnect,
+    }
+    .leak_into_prefix()
+}
+
+pub fn build_compute_unit<P, T, F>(
+    build: F,
+    params_json: &str,
+) -> Result<FfiComputeUnitBox, FfiError>
+where
+    P: DeserializeOwned,
+    T: ComputeUnit + 'static,
+    F: FnOnce(P) -> Result<T, PluginError>,
+{
+    let unit = build(parse_params(params_json)?).map_err(plugin_error)?;
+    Ok(FfiComputeUnit_TO::from_value(
+        SdkComputeUnit(unit),
+        TD_Opaque,
+    ))
+}
+
+pub fn build_memory_tier<P, T, F>(build: F, params_json: &str) -> Result<FfiMemoryTierBox, FfiError>
+where
+    P: DeserializeOwned,
+    T: MemoryTier + 'static,
+    F: FnOnce(P) -> Result<T, PluginError>,
+{
+    let tier = build(parse_params(params_json)?).map_err(plugin_error)?;
+    Ok(FfiMemoryTier_TO::from_value(SdkMemoryTier(tier), TD_Opaque))
+}
+
+pub fn build_interconnect<P, T, F>(
+    build: F,
+    params_json: &str,
+) -> Result<FfiInterconnectBox, FfiError>
+where
+    P: DeserializeOwned,
+    T: Interconnect + 'static,
+    F: FnOnce(P) -> Result<T, PluginError>,
+{
+    let link = build(parse_params(params_json)?).map_err(plugin_error)?;
+    Ok(FfiInterconnect_TO::from_value(
+        SdkInterconnect(link),
+        TD_Opaque,
+    ))
+}
+
+fn native_op(op: &PcOp) -> Result<ComputeOp, FfiError> {
+    op.to_native().map_err(FfiError::unsupported)
+}
+
+/// A tier the host described as plain data, rebuilt on the plugin side.
+struct PlainTier {
+    kind: String,
+    level: TierLevel,
+    props: TierProps,
+}
+
+impl MemoryTier for PlainTier {
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+    fn level(&self) -> TierLevel {
+        self.level
+    }
+    fn capacity(&self) -> Bytes {
+        Bytes(self.props.capacity)
+    }
+    fn bandwidth(&self) -> Bandwidth {
+        Bandwidth(self.props.bandwidth)
+    }
+    fn efficiency(&self) -> f64 {
+        self.props.efficiency
+    }
+    fn latency(&self) -> Seconds {
+        Seconds(self.props.latency)
+    }
+}
+
+/// The host's memory tiers, in the host's order (so `TimeBound::Memory(i)` indices agree).
+pub fn hierarchy(tiers: RSlice<'_, FfiTier<'_>>) -> Result<MemoryHierarchy, FfiError> {
+    let mut out: Vec<Arc<dyn MemoryTier>> = Vec::with_capacity(tiers.len());
+    for t in tiers.iter() {
+        let level = tier_level_from_code(t.props.level).ok_or_else(|| {
+            FfiError::failed(format!(
+                "memory tier `{}` has unknown level code {}",
+                t.kind, t.props.level
+            ))
+        })?;
+        out.push(Arc::new(PlainTier {
+            kind: t.kind.to_string(),
+            level,
+            props: t.props,
+        }));
+    }
+    Ok(MemoryHierarchy { tiers: out })
+}
+
+struct SdkComputeUnit<T>(T);
+
+impl<T: ComputeUnit + 'static> FfiComputeUnit for SdkComputeUnit<T> {
+    fn peak(&self, engine: u32, dtype: u32) -> RResult<f64, FfiError> {
+        guard(|| {
+            let e = engine_from_code(engine)
+                .ok_or_else(|| FfiError::unsupported(format!("unknown engine code {engine}")))?;
+            let d = dtype_from_code(dtype)
+                .ok_or_else(|| FfiError::unsupported(format!("unknown dtype code {dtype}")))?;
+            self.0
+                .peak(e, d)
+                .map(|r| r.0)
+                .ok_or_else(|| FfiError::unsupported(format!("no {} engine for {d}", e.name())))
+        })
+    }
+    fn efficiency(&self, op: &PcOp) -> RResult<f64, FfiError> {
+        guard(|| Ok(self.0.efficiency(&native_op(op)?)))
+    }
+    fn launch_overhead(&self) -> RResult<f64, FfiError> {
+        guard(|| Ok(self.0.launch_overhead().0))
+    }
+    fn gemm_tile(&self) -> RResult<u64, FfiError> {
+        guard(|| Ok(self.0.gemm_tile()))
+    }
+    fn op_time(&self, op: &PcOp, tiers: RSlice<'_, FfiTier<'_>>) -> RResult<PcOpTime, FfiError> {
+        guard(|| {
+            let op = native_op(op)?;
+            let mem = hierarchy(tiers)?;
+            self.0
+                .op_time(&op, &mem)
+                .map(|t| PcOpTime::from_native(&t))
+                .map_err(model_error)
+        })
+    }
+}
+
+struct SdkMemoryTier<T>(T);
+
+impl<T: MemoryTier + 'static> FfiMemoryTier for SdkMemoryTier<T> {
+    fn properties(&self) -> RResult<TierProps, FfiError> {
+        guard(|| {
+            Ok(TierProps {
+                level: tier_level_code(self.0.level()),
+                capacity: self.0.capacity().0,
+                bandwidth: self.0.bandwidth().0,
+                efficiency: self.0.efficiency(),
+                latency: self.0.latency().0,
+            })
+        })
+    }
+}
+
+struct SdkInterconnect<T>(T);
+
+impl<T: Interconnect + 'static> FfiInterconnect for SdkInterconnect<T> {
+    fn properties(&self) -> RResult<LinkProps, FfiError> {
+        guard(|| {
+            Ok(LinkProps {
+                domain_size: self.0.domain_size(),
+                bandwidth: self.0.bandwidth().0,
+                latency: self.0.latency().0,
+            })
+        })
+    }
+    fn collective_time(
+        &self,
+        kind: u32,
+        bytes: f64,
+        ranks: u32,
+        algorithm: u32,
+    ) -> RResult<f64, FfiError> {
+        guard(|| {
+            let kind = codes::collective_kind_from_code(kind).ok_or_else(|| {
+                FfiError::unsupported(format!("unknown collective kind code {kind}"))
+            })?;
+            let algorithm = codes::algorithm_from_code(algorithm).ok_or_else(|| {
+                FfiError::unsupported(format!("unknown collective algorithm code {algorithm}"))
+            })?;
+            let c = Collective {
+                kind,
+                bytes: Bytes(bytes),
+                ranks,
+            };
+            Ok(self.0.collective_time(&c, algorithm).0)
+        })
+    }
+}
+
+/// Export native `perfcast_core` implementations as a perfcast Rust plugin (see the module
+/// docs of [`sdk`](crate::sdk)). Expands to the abi_stable root module and its exported
+/// header symbol; use it once per cdylib.
+#[macro_export]
+macro_rules! export_plugin {
+    (
+        name: $name:expr,
+        version: $version:expr
+        $(, compute_units: [ $( $cu:literal => $cu_build:path $(: $cu_desc:literal)? ),* $(,)? ] )?
+        $(, memory_tiers: [ $( $mt:literal => $mt_build:path $(: $mt_desc:literal)? ),* $(,)? ] )?
+        $(, interconnects: [ $( $ic:literal => $ic_build:path $(: $ic_desc:literal)? ),* $(,)? ] )?
+        $(,)?
+    ) => {
+        #[doc(hidden)]
+        #[allow(non_upper_case_globals, unused_imports)]
+        pub mod __perfcast_plugin_export {
+            use super::*;
+            use $crate::__private::abi_stable::std_types::{RResult, RStr};
+
+            extern "C" fn describe() -> $crate::PluginDescriptor {
+                // Never unwinds: only copies literals.
+                $crate::sdk::describe($name, $version, &[
+                    $($( ($crate::codes::CATEGORY_COMPUTE_UNIT, $cu, $crate::export_plugin!(@desc $($cu_desc)?)), )*)?
+                    $($( ($crate::codes::CATEGORY_MEMORY_TIER, $mt, $crate::export_plugin!(@desc $($mt_desc)?)), )*)?
+                    $($( ($crate::codes::CATEGORY_INTERCONNECT, $ic, $crate::export_plugin!(@desc $($ic_desc)?)), )*)?
+                ])
+            }
+
+            extern "C" fn new_compute_unit(
+                name: RStr<'_>,
+                params: RStr<'_>,
+            ) -> RResult<$crate::FfiComputeUnitBox, $crate::FfiError> {
+                let _ = &params;
+                $crate::sdk::guard(|| match name.as_str() {
+                    $($( $cu => $crate::sdk::build_compute_unit($cu_build, params.as_str()), )*)?
+                    other => Err($crate::sdk::unknown("compute unit", other)),
+                })
+            }
+
+            extern "C" fn new_memory_tier(
+                name: RStr<'_>,
+                params: RStr<'_>,
+            ) -> RResult<$crate::FfiMemoryTierBox, $crate::FfiError> {
+                let _ = &params;
+                $crate::sdk::guard(|| match name.as_str() {
+                    $($( $mt => $crate::sdk::build_memory_tier($mt_build, params.as_str()), )*)?
+                    other => Err($crate::sdk::unknown("memory tier", other)),
+                })
+            }
+
+            extern "C" fn new_interconnect(
+                name: RStr<'_>,
+                params: RStr<'_>,
+            ) -> RResult<$crate::FfiInterconnectBox, $crate::FfiError> {
+                let _ = &params;
+                $crate::sdk::guard(|| match name.as_str() {
+                    $($( $ic => $crate::sdk::build_interconnect($ic_build, params.as_str()), )*)?
+                    other => Err($crate::sdk::unknown("interconnect", other)),
+                })
+            }
+
+            fn root_module() -> $crate::PluginModuleRef {
+                $crate::sdk::root_module(describe, new_compute_unit, new_memory_tier, new_interconnect)
+            }
+
+            // What `#[abi_stable::export_root_module]` expands to, with paths through this
+            // crate so that plugin crates need no direct abi_stable dependency.
+            #[no_mangle]
+            pub static _1as_0lib_1header_0root_bmodule_bloader:
+                $crate::__private::abi_stable::library::LibHeader = {
+                pub extern "C" fn _sabi_erased_module(
+                ) -> $crate::__private::abi_stable::library::RootModuleResult {
+                    $crate::__private::abi_stable::library::__call_root_module_loader(root_module)
+                }
+                unsafe {
+                    $crate::__private::abi_stable::library::LibHeader::from_constructor::<
+                        $crate::PluginModuleRef,
+                    >(
+                        _sabi_erased_module,
+                        $crate::__private::abi_stable::library::CheckTypeLayout::Yes,
+                    )
+                }
+            };
+        }
+    };
+    (@desc) => { "" };
+    (@desc $d:literal) => { $d };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfcast_core::{DType, Engine, FlopRate};
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct P {
+        tflops: f64,
+        #[serde(default)]
+        explode: bool,
+    }
+    struct Dev(P);
+    impl ComputeUnit for Dev {
+        fn kind(&self) -> &str {
+            "t/dev"
+        }
+        fn peak(&self, e: Engine, d: DType) -> Option<FlopRate> {
+            assert!(!self.0.explode, "peak exploded");
+            (e == Engine::Matrix && d == DType::Bf16).then(|| FlopRate::from_tflops(self.0.tflops))
+        }
+    }
+    fn build(p: P) -> Result<Dev, PluginError> {
+        perfcast_core::params::positive("tflops", p.tflops)?;
+        Ok(Dev(p))
+    }
+
+    fn build_err(json: &str) -> FfiError {
+        build_compute_unit(build, json).err().expect("must fail")
+    }
+
+    #[test]
+    fn params_errors_keep_the_key() {
+        let e = build_err(r#"{"tflops": 1, "tflopz": 2}"#);
+        assert_eq!(e.code, ERR_PARAMS);
+        assert!(e.message.contains("tflopz"), "{e:?}");
+        let e = build_err(r#"{"tflops": -1}"#);
+        assert_eq!((e.code, e.path.as_str()), (ERR_PARAMS, "tflops"));
+        assert_eq!(build_err("{").code, ERR_FAILED);
+    }
+
+    #[test]
+    fn calls_are_guarded() {
+        let ok = build_compute_unit(build, r#"{"tflops": 2}"#).unwrap();
+        assert_eq!(ok.peak(ENGINE_MATRIX, DType::Bf16.code()).unwrap(), 2e12);
+        assert_eq!(
+            ok.peak(ENGINE_MATRIX, DType::Fp8.code()).unwrap_err().code,
+            ERR_UNSUPPORTED
+        );
+        let boom = build_compute_unit(build, r#"{"tflops": 2, "explode": true}"#).unwrap();
+        let e = boom.peak(ENGINE_MATRIX, DType::Bf16.code()).unwrap_err();
+        assert_eq!(e.code, ERR_FAILED);
+        assert!(e.message.contains("peak exploded"), "{e:?}");
+    }
+}

@@ -1,0 +1,328 @@
+//! Foreign objects (from either ABI) wrapped as native `perfcast_core` trait objects.
+//!
+//! Every value coming back from a plugin is checked. Values that take no argument (launch
+//! overhead, GEMM tile, a memory tier's properties, a link's properties) and the peak table
+//! (2 engines x 8 dtypes) are read ONCE when the component is built, so a bad value or a panic
+//! there fails the factory with a clear error and the hot path makes no FFI call for them.
+//! `efficiency(op)` cannot be cached: a failure there "poisons" the adapter (the method
+//! returns NaN, which the roofline rejects) and every later `op_time` returns the plugin's
+//! error. `op_time` itself validates the plugin's answer (finite, >= 0, a known bound).
+
+use perfcast_abi::codes::{self, ERR_PARAMS, ERR_UNSUPPORTED};
+use perfcast_abi::convert::{bad_value, check_fraction, check_non_negative, check_positive};
+use perfcast_abi::{LinkProps, PcOp, PcOpTime, TierProps};
+use perfcast_core::{
+    Bandwidth, Bytes, Collective, CollectiveAlgorithm, ComputeOp, ComputeUnit, DType, Engine,
+    FlopRate, Interconnect, MemoryHierarchy, MemoryTier, ModelError, OpTime, PluginError, Seconds,
+    TierLevel,
+};
+use std::sync::Mutex;
+
+/// An error reported by a plugin call: a status code (`codes::ERR_*`), the parameter key path
+/// (parameter errors only) and the plugin's message.
+#[derive(Debug, Clone)]
+pub(crate) struct CallError {
+    pub code: i32,
+    pub path: String,
+    pub message: String,
+}
+
+impl CallError {
+    pub fn into_plugin_error(self, plugin: &str) -> PluginError {
+        if self.code == ERR_PARAMS {
+            PluginError::Params {
+                path: self.path,
+                message: self.message,
+            }
+        } else {
+            PluginError::Failed {
+                plugin: plugin.to_string(),
+                message: self.message,
+            }
+        }
+    }
+}
+
+/// A memory tier handed to a plugin's `op_time`: its name and checked properties.
+pub(crate) struct TierData {
+    pub kind: String,
+    pub props: TierProps,
+}
+
+/// The calls a compute unit of either ABI answers.
+pub(crate) trait ComputeBackend: Send + Sync {
+    /// `Err` with `ERR_UNSUPPORTED` when the device has no such path.
+    fn peak(&self, engine: u32, dtype: u32) -> Result<f64, CallError>;
+    fn efficiency(&self, op: &PcOp) -> Result<f64, CallError>;
+    fn launch_overhead(&self) -> Result<f64, CallError>;
+    fn gemm_tile(&self) -> Result<u64, CallError>;
+    /// `None` when the plugin has no model of its own (the host's roofline is used).
+    fn op_time(&self, op: &PcOp, tiers: &[TierData]) -> Option<Result<PcOpTime, CallError>>;
+}
+
+const ENGINES: [Engine; 2] = [Engine::Matrix, Engine::Vector];
+
+/// A foreign compute unit as a native `ComputeUnit`.
+pub(crate) struct ForeignComputeUnit {
+    kind: String,
+    backend: Box<dyn ComputeBackend>,
+    /// `[engine code][dtype code]`, checked.
+    peaks: [[Option<f64>; 8]; 2],
+    launch: f64,
+    tile: u64,
+    poison: Mutex<Option<PluginError>>,
+}
+
+impl ForeignComputeUnit {
+    pub fn new(kind: &str, backend: Box<dyn ComputeBackend>) -> Result<Self, PluginError> {
+        let mut peaks = [[None; 8]; 2];
+        for e in ENGINES {
+            for d in DType::ALL {
+                let slot = &mut peaks[codes::engine_code(e) as usize][d.code() as usize];
+                match backend.peak(codes::engine_code(e), d.code()) {
+                    Ok(v) => {
+                        *slot = Some(check_positive(
+                            kind,
+                            &format!("peak ({} engine, {d})", e.name()),
+                            v,
+                        )?)
+                    }
+                    Err(e) if e.code == ERR_UNSUPPORTED => {}
+                    Err(e) => return Err(e.into_plugin_error(kind)),
+                }
+            }
+        }
+        let launch = backend
+            .launch_overhead()
+            .map_err(|e| e.into_plugin_error(kind))?;
+        let launch = check_non_negative(kind, "launch_overhead", launch)?;
+        let tile = backend.gemm_tile().map_err(|e| e.into_plugin_error(kind))?;
+        if tile == 0 {
+            return Err(bad_value(kind, "gemm_tile", 0.0));
+        }
+        Ok(ForeignComputeUnit {
+            kind: kind.to_string(),
+            backend,
+            peaks,
+            launch,
+            tile,
+            poison: Mutex::new(None),
+        })
+    }
+
+    fn poisoned(&self) -> Option<PluginError> {
+        self.poison.lock().map(|p| p.clone()).unwrap_or(None)
+    }
+
+    fn set_poison(&self, e: PluginError) {
+        if let Ok(mut p) = self.poison.lock() {
+            p.get_or_insert(e);
+        }
+    }
+
+    fn model_error(&self, e: CallError, op: &ComputeOp) -> ModelError {
+        if e.code == ERR_UNSUPPORTED {
+            ModelError::UnsupportedDType {
+                device: self.kind.clone(),
+                engine: Engine::of(op).name().to_string(),
+                dtype: op.dtype().name().to_string(),
+            }
+        } else {
+            ModelError::Plugin(e.into_plugin_error(&self.kind))
+        }
+    }
+}
+
+/// A memory tier's properties as plain data, checked (the tier's kind names it in errors).
+fn tier_data(t: &dyn MemoryTier) -> Result<TierData, PluginError> {
+    let kind = t.kind();
+    let props = TierProps {
+        level: codes::tier_level_code(t.level()),
+        capacity: check_non_negative(kind, "capacity", t.capacity().0)?,
+        bandwidth: check_positive(kind, "bandwidth", t.bandwidth().0)?,
+        efficiency: check_fraction(kind, "efficiency", t.efficiency())?,
+        latency: check_non_negative(kind, "latency", t.latency().0)?,
+    };
+    Ok(TierData {
+        kind: kind.to_string(),
+        props,
+    })
+}
+
+impl ComputeUnit for ForeignComputeUnit {
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    fn peak(&self, engine: Engine, dtype: DType) -> Option<FlopRate> {
+        self.peaks[codes::engine_code(engine) as usize][dtype.code() as usize].map(FlopRate)
+    }
+
+    fn efficiency(&self, op: &ComputeOp) -> f64 {
+        let r = self
+            .backend
+            .efficiency(&PcOp::from_native(op))
+            .map_err(|e| e.into_plugin_error(&self.kind))
+            .and_then(|v| check_fraction(&self.kind, "efficiency", v));
+        match r {
+            Ok(v) => v,
+            Err(e) => {
+                self.set_poison(e);
+                f64::NAN
+            }
+        }
+    }
+
+    fn launch_overhead(&self) -> Seconds {
+        Seconds(self.launch)
+    }
+
+    fn gemm_tile(&self) -> u64 {
+        self.tile
+    }
+
+    fn op_time(&self, op: &ComputeOp, memory: &MemoryHierarchy) -> Result<OpTime, ModelError> {
+        if let Some(e) = self.poisoned() {
+            return Err(e.into());
+        }
+        let tiers = memory
+            .tiers
+            .iter()
+            .map(|t| tier_data(t.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let pc = PcOp::from_native(op);
+        let t = match self.backend.op_time(&pc, &tiers) {
+            Some(Ok(t)) => t,
+            Some(Err(e)) => return Err(self.model_error(e, op)),
+            None => {
+                let r = perfcast_core::roofline::hierarchical(self, op, memory);
+                if let Some(e) = self.poisoned() {
+                    return Err(e.into());
+                }
+                PcOpTime::from_native(&r?)
+            }
+        };
+        Ok(t.to_native(&self.kind, tiers.len())?)
+    }
+}
+
+/// A foreign memory tier: its properties, read and checked once. `keep` owns the foreign
+/// object (dropping it releases the plugin's instance).
+pub(crate) struct ForeignMemoryTier {
+    kind: String,
+    level: TierLevel,
+    props: TierProps,
+    _keep: Box<dyn Send + Sync>,
+}
+
+impl ForeignMemoryTier {
+    pub fn new(
+        kind: &str,
+        props: Result<TierProps, CallError>,
+        keep: Box<dyn Send + Sync>,
+    ) -> Result<Self, PluginError> {
+        let p = props.map_err(|e| e.into_plugin_error(kind))?;
+        let level = codes::tier_level_from_code(p.level).ok_or_else(|| PluginError::Failed {
+            plugin: kind.to_string(),
+            message: format!("unknown memory tier level code {}", p.level),
+        })?;
+        check_non_negative(kind, "capacity", p.capacity)?;
+        check_positive(kind, "bandwidth", p.bandwidth)?;
+        check_fraction(kind, "efficiency", p.efficiency)?;
+        check_non_negative(kind, "latency", p.latency)?;
+        Ok(ForeignMemoryTier {
+            kind: kind.to_string(),
+            level,
+            props: p,
+            _keep: keep,
+        })
+    }
+}
+
+impl MemoryTier for ForeignMemoryTier {
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+    fn level(&self) -> TierLevel {
+        self.level
+    }
+    fn capacity(&self) -> Bytes {
+        Bytes(self.props.capacity)
+    }
+    fn bandwidth(&self) -> Bandwidth {
+        Bandwidth(self.props.bandwidth)
+    }
+    fn efficiency(&self) -> f64 {
+        self.props.efficiency
+    }
+    fn latency(&self) -> Seconds {
+        Seconds(self.props.latency)
+    }
+}
+
+/// The calls a foreign interconnect answers.
+pub(crate) trait LinkBackend: Send + Sync {
+    fn collective_time(
+        &self,
+        kind: u32,
+        bytes: f64,
+        ranks: u32,
+        algorithm: u32,
+    ) -> Result<f64, CallError>;
+}
+
+/// A foreign interconnect. The native `collective_time` returns plain `Seconds`, so a failing
+/// call or a bad answer comes back as NaN, which the engine's finiteness check
+/// (`units::ensure_finite`) turns into an error.
+pub(crate) struct ForeignInterconnect {
+    kind: String,
+    props: LinkProps,
+    backend: Box<dyn LinkBackend>,
+}
+
+impl ForeignInterconnect {
+    pub fn new(
+        kind: &str,
+        props: Result<LinkProps, CallError>,
+        backend: Box<dyn LinkBackend>,
+    ) -> Result<Self, PluginError> {
+        let p = props.map_err(|e| e.into_plugin_error(kind))?;
+        if p.domain_size == 0 {
+            return Err(bad_value(kind, "domain_size", 0.0));
+        }
+        check_positive(kind, "bandwidth", p.bandwidth)?;
+        check_non_negative(kind, "latency", p.latency)?;
+        Ok(ForeignInterconnect {
+            kind: kind.to_string(),
+            props: p,
+            backend,
+        })
+    }
+}
+
+impl Interconnect for ForeignInterconnect {
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+    fn domain_size(&self) -> u32 {
+        self.props.domain_size
+    }
+    fn bandwidth(&self) -> Bandwidth {
+        Bandwidth(self.props.bandwidth)
+    }
+    fn latency(&self) -> Seconds {
+        Seconds(self.props.latency)
+    }
+    fn collective_time(&self, c: &Collective, algorithm: CollectiveAlgorithm) -> Seconds {
+        let r = self.backend.collective_time(
+            codes::collective_kind_code(c.kind),
+            c.bytes.0,
+            c.ranks,
+            codes::algorithm_code(algorithm),
+        );
+        match r {
+            Ok(v) if v.is_finite() && v >= 0.0 => Seconds(v),
+            _ => Seconds(f64::NAN),
+        }
+    }
+}

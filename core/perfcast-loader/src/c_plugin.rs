@@ -1,0 +1,369 @@
+//! Loading C plugins (`include/perfcast_plugin.h`, entry `perfcast_plugin_entry_v1`).
+//!
+//! Structs from the plugin are read with [`read_prefix`]: only the bytes the plugin's
+//! `struct_size` covers are copied into a zeroed host struct, so fields a 1.0 plugin does not
+//! have read as `None` (NULL function pointer) and take their documented default.
+
+use crate::adapter::{CallError, ComputeBackend, ForeignComputeUnit, ForeignMemoryTier, TierData};
+use crate::{params_json, Candidate, LoadError, LoadedLibrary};
+use perfcast_abi::c::{
+    v1_0, PcComponent, PcComputeUnitVtable, PcEntry, PcMemoryTierVtable, PcTier, C_ABI_MAJOR,
+};
+use perfcast_abi::codes::{self, OK};
+use perfcast_abi::{PcOp, PcOpTime, TierProps};
+use perfcast_core::{Category, Component};
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::mem::{size_of, MaybeUninit};
+use std::path::Path;
+use std::sync::Arc;
+
+const ERR_CAP: usize = 1024;
+
+/// Copy the first `min(struct_size, size_of::<T>())` bytes of `*p` into a zeroed `T`.
+///
+/// # Safety
+/// `p` must point to at least `struct_size` readable bytes, and `T` must be valid when zeroed
+/// (integers, raw pointers and `Option<fn>` only).
+unsafe fn read_prefix<T: Copy>(p: *const T, struct_size: usize) -> T {
+    let mut out = MaybeUninit::<T>::zeroed();
+    let n = struct_size.min(size_of::<T>());
+    std::ptr::copy_nonoverlapping(p as *const u8, out.as_mut_ptr() as *mut u8, n);
+    out.assume_init()
+}
+
+/// The `struct_size` at the start of a plugin struct.
+unsafe fn struct_size<T>(p: *const T) -> usize {
+    std::ptr::read_unaligned(p as *const u32) as usize
+}
+
+unsafe fn c_string(p: *const c_char) -> Option<String> {
+    (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+}
+
+/// The message a plugin wrote into an error buffer (bounded; never trusts the NUL).
+fn read_err(buf: &[u8], code: i32) -> String {
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    let s = String::from_utf8_lossy(&buf[..end]).trim().to_string();
+    if s.is_empty() {
+        format!("error code {code} without a message")
+    } else {
+        s
+    }
+}
+
+/// Call `f(err, err_cap)` and turn a non-OK status into a `CallError`.
+fn call(f: impl FnOnce(*mut c_char, usize) -> i32) -> Result<(), CallError> {
+    let mut buf = [0u8; ERR_CAP];
+    let rc = f(buf.as_mut_ptr() as *mut c_char, ERR_CAP);
+    if rc == OK {
+        Ok(())
+    } else {
+        Err(CallError {
+            code: rc,
+            path: String::new(),
+            message: read_err(&buf, rc),
+        })
+    }
+}
+
+/// A created instance and the function that frees it.
+struct Instance {
+    this: *mut c_void,
+    destroy: Option<unsafe extern "C" fn(*mut c_void)>,
+}
+
+// SAFETY: the header's contract requires instances to be immutable after `create` and every
+// function to be callable concurrently from any thread.
+unsafe impl Send for Instance {}
+unsafe impl Sync for Instance {}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if let Some(d) = self.destroy {
+            // SAFETY: called once, with the pointer `create` returned.
+            unsafe { d(self.this) }
+        }
+    }
+}
+
+struct CComputeUnit {
+    inst: Instance,
+    vt: PcComputeUnitVtable,
+}
+
+impl ComputeBackend for CComputeUnit {
+    fn peak(&self, engine: u32, dtype: u32) -> Result<f64, CallError> {
+        let f = self.vt.peak.expect("checked at load");
+        let mut out = 0.0;
+        // SAFETY: function and instance come from the plugin, per the header's contract.
+        call(|e, n| unsafe { f(self.inst.this, engine, dtype, &mut out, e, n) })?;
+        Ok(out)
+    }
+    fn efficiency(&self, op: &PcOp) -> Result<f64, CallError> {
+        let Some(f) = self.vt.efficiency else {
+            return Ok(1.0);
+        };
+        let mut out = 0.0;
+        call(|e, n| unsafe { f(self.inst.this, op, &mut out, e, n) })?;
+        Ok(out)
+    }
+    fn launch_overhead(&self) -> Result<f64, CallError> {
+        let Some(f) = self.vt.launch_overhead else {
+            return Ok(0.0);
+        };
+        let mut out = 0.0;
+        call(|e, n| unsafe { f(self.inst.this, &mut out, e, n) })?;
+        Ok(out)
+    }
+    fn gemm_tile(&self) -> Result<u64, CallError> {
+        // Default: perfcast_core::ComputeUnit::gemm_tile's.
+        let Some(f) = self.vt.gemm_tile else {
+            return Ok(128);
+        };
+        let mut out = 0u64;
+        call(|e, n| unsafe { f(self.inst.this, &mut out, e, n) })?;
+        Ok(out)
+    }
+    fn op_time(&self, op: &PcOp, tiers: &[TierData]) -> Option<Result<PcOpTime, CallError>> {
+        let f = self.vt.op_time?;
+        let names: Vec<CString> = tiers
+            .iter()
+            .map(|t| CString::new(t.kind.replace('\0', "")).unwrap_or_default())
+            .collect();
+        let c_tiers: Vec<PcTier> = tiers
+            .iter()
+            .zip(&names)
+            .map(|(t, name)| PcTier {
+                struct_size: size_of::<PcTier>() as u32,
+                level: t.props.level,
+                kind: name.as_ptr(),
+                capacity: t.props.capacity,
+                bandwidth: t.props.bandwidth,
+                efficiency: t.props.efficiency,
+                latency: t.props.latency,
+            })
+            .collect();
+        let mut out = PcOpTime {
+            struct_size: size_of::<PcOpTime>() as u32,
+            ..PcOpTime::default()
+        };
+        let r = call(|e, n| unsafe {
+            f(
+                self.inst.this,
+                op,
+                c_tiers.as_ptr(),
+                c_tiers.len(),
+                &mut out,
+                e,
+                n,
+            )
+        });
+        Some(r.map(|()| out))
+    }
+}
+
+struct CMemoryTier {
+    _inst: Instance,
+}
+
+fn invalid(path: &Path, message: String) -> LoadError {
+    LoadError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    }
+}
+
+/// Read and check the descriptor `entry` returns.
+///
+/// # Safety
+/// `entry` must be the plugin's `perfcast_plugin_entry_v1`.
+pub(crate) unsafe fn load(
+    path: &Path,
+    entry: PcEntry,
+) -> Result<(LoadedLibrary, Vec<Candidate>), LoadError> {
+    let p = entry();
+    if p.is_null() {
+        return Err(invalid(
+            path,
+            "perfcast_plugin_entry_v1 returned NULL".into(),
+        ));
+    }
+    let size = struct_size(p);
+    if size < v1_0::plugin_size() {
+        return Err(invalid(
+            path,
+            format!(
+                "perfcast_plugin.struct_size is {size}, the 1.0 layout needs at least {}",
+                v1_0::plugin_size()
+            ),
+        ));
+    }
+    let plugin = read_prefix(p, size);
+    if plugin.abi_major != C_ABI_MAJOR {
+        return Err(LoadError::IncompatibleAbi {
+            path: path.to_path_buf(),
+            found: format!("C ABI {}.{}", plugin.abi_major, plugin.abi_minor),
+            expected: format!("C ABI {C_ABI_MAJOR}.x"),
+            summary: None,
+            details: None,
+        });
+    }
+    let name = c_string(plugin.name).ok_or_else(|| invalid(path, "plugin name is NULL".into()))?;
+    let version = c_string(plugin.version).unwrap_or_default();
+    if plugin.n_components > 0 && plugin.components.is_null() {
+        return Err(invalid(path, "components is NULL".into()));
+    }
+    let mut candidates = Vec::new();
+    for i in 0..plugin.n_components as usize {
+        let cp = *plugin.components.add(i);
+        if cp.is_null() {
+            return Err(invalid(path, format!("component {i} is NULL")));
+        }
+        let csize = struct_size(cp);
+        if csize < v1_0::component_size() {
+            return Err(invalid(
+                path,
+                format!("component {i}: struct_size {csize} is below the 1.0 layout"),
+            ));
+        }
+        let c: PcComponent = read_prefix(cp, csize);
+        let cname = c_string(c.name)
+            .ok_or_else(|| invalid(path, format!("component {i} has a NULL name")))?;
+        let description = c_string(c.description).unwrap_or_default();
+        let create = c
+            .create
+            .ok_or_else(|| invalid(path, format!("component `{cname}` has no create function")))?;
+        if c.vtable.is_null() {
+            return Err(invalid(path, format!("component `{cname}` has no vtable")));
+        }
+        let destroy = c.destroy;
+        let n = cname.clone();
+        let new_instance = move |params: &serde_json::Value| {
+            let json = CString::new(params_json(params)).unwrap_or_default();
+            let mut this: *mut c_void = std::ptr::null_mut();
+            call(|e, cap| create(json.as_ptr(), &mut this, e, cap))
+                .map_err(|e| e.into_plugin_error(&n))?;
+            Ok::<_, perfcast_core::PluginError>(Instance { this, destroy })
+        };
+        let (category, factory): (Category, perfcast_core::registry::Factory) = match c.category {
+            codes::CATEGORY_COMPUTE_UNIT => {
+                let vp = c.vtable as *const PcComputeUnitVtable;
+                let vsize = struct_size(vp);
+                if vsize < v1_0::compute_unit_vtable_size() {
+                    return Err(invalid(
+                        path,
+                        format!("`{cname}`: compute unit vtable struct_size {vsize} is below the 1.0 layout"),
+                    ));
+                }
+                let vt: PcComputeUnitVtable = read_prefix(vp, vsize);
+                if vt.peak.is_none() {
+                    return Err(invalid(
+                        path,
+                        format!("`{cname}`: vtable has no peak function"),
+                    ));
+                }
+                let n = cname.clone();
+                (
+                    Category::ComputeUnit,
+                    Arc::new(move |params: &serde_json::Value| {
+                        let inst = new_instance(params)?;
+                        let unit =
+                            ForeignComputeUnit::new(&n, Box::new(CComputeUnit { inst, vt }))?;
+                        Ok(Component::ComputeUnit(Arc::new(unit)))
+                    }),
+                )
+            }
+            codes::CATEGORY_MEMORY_TIER => {
+                let vp = c.vtable as *const PcMemoryTierVtable;
+                let vsize = struct_size(vp);
+                if vsize < v1_0::memory_tier_vtable_size() {
+                    return Err(invalid(
+                        path,
+                        format!("`{cname}`: memory tier vtable struct_size {vsize} is below the 1.0 layout"),
+                    ));
+                }
+                let vt: PcMemoryTierVtable = read_prefix(vp, vsize);
+                let Some(props_fn) = vt.properties else {
+                    return Err(invalid(
+                        path,
+                        format!("`{cname}`: vtable has no properties function"),
+                    ));
+                };
+                let n = cname.clone();
+                (
+                    Category::MemoryTier,
+                    Arc::new(move |params: &serde_json::Value| {
+                        let inst = new_instance(params)?;
+                        let mut out = PcTier {
+                            struct_size: size_of::<PcTier>() as u32,
+                            level: u32::MAX,
+                            kind: std::ptr::null(),
+                            capacity: f64::NAN,
+                            bandwidth: f64::NAN,
+                            efficiency: f64::NAN,
+                            latency: f64::NAN,
+                        };
+                        let props = call(|e, cap| unsafe { props_fn(inst.this, &mut out, e, cap) })
+                            .map(|()| TierProps {
+                                level: out.level,
+                                capacity: out.capacity,
+                                bandwidth: out.bandwidth,
+                                efficiency: out.efficiency,
+                                latency: out.latency,
+                            });
+                        let tier = ForeignMemoryTier::new(
+                            &n,
+                            props,
+                            Box::new(CMemoryTier { _inst: inst }),
+                        )?;
+                        Ok(Component::MemoryTier(Arc::new(tier)))
+                    }),
+                )
+            }
+            // A category this host does not know is skipped (a newer plugin may offer more).
+            _ => continue,
+        };
+        candidates.push(Candidate {
+            category,
+            name: cname,
+            description,
+            factory,
+        });
+    }
+    let lib = LoadedLibrary {
+        path: path.to_path_buf(),
+        plugin: name,
+        version,
+        abi: format!("c {}.{}", plugin.abi_major, plugin.abi_minor),
+        components: Vec::new(),
+    };
+    Ok((lib, candidates))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_buffers_are_bounded() {
+        assert_eq!(read_err(b"bad key `x`\0garbage", 1), "bad key `x`");
+        assert_eq!(read_err(&[b'a'; 4], 2), "aaaa");
+        assert!(read_err(&[0; 8], 2).contains("code 2"));
+    }
+
+    #[test]
+    fn short_structs_read_as_zero() {
+        let full = PcComputeUnitVtable {
+            struct_size: v1_0::compute_unit_vtable_size() as u32,
+            reserved0: 0,
+            peak: None,
+            efficiency: None,
+            launch_overhead: None,
+            gemm_tile: None,
+            op_time: None,
+        };
+        // SAFETY: `full` is a whole struct.
+        let v = unsafe { read_prefix(&full, full.struct_size as usize) };
+        assert!(v.gemm_tile.is_none() && v.op_time.is_none());
+    }
+}

@@ -1,0 +1,305 @@
+//! perfcast-loader: load dynamic plugins (Rust/abi_stable or C) into the one [`Registry`].
+//!
+//! ```ignore
+//! let mut registry = Registry::with_builtins()?;
+//! let lib = perfcast_loader::load_library(Path::new("libacme_npu.so"), None, &mut registry)?;
+//! let npu = registry.compute_unit("acme/npu9", &params)?; // an Arc<dyn ComputeUnit>
+//! ```
+//!
+//! What [`load_library`] does, in order:
+//! 1. checks the file exists and is readable, and its sha256 when a pin is given (before any
+//!    of its code runs);
+//! 2. dlopens it (`RTLD_LOCAL`) and picks the ABI by symbol: `perfcast_plugin_entry_v1` is a
+//!    C plugin, abi_stable's root-module symbol a Rust plugin, `perfcast_plugin_entry_v<N>`
+//!    a C plugin for another major; anything else is "not a perfcast plugin";
+//! 3. checks the ABI version and layout (Rust: abi_stable's version + layout check, loaded per
+//!    file with `lib_header_from_path(..).init_root_module()`; C: entry symbol major,
+//!    `abi_major`, `struct_size` of every struct);
+//! 4. registers every component under `Origin::Library(path)`, all or nothing (a name
+//!    already taken is an error naming both origins).
+//!
+//! Libraries are never unloaded. Foreign objects become native `Arc<dyn ComputeUnit>` /
+//! `Arc<dyn MemoryTier>` / `Arc<dyn Interconnect>`; every value they return is checked
+//! (see `adapter`), a panic inside a Rust plugin comes back as `PluginError::Failed`.
+
+mod adapter;
+mod c_plugin;
+mod rust_plugin;
+
+use perfcast_abi::c::{PcEntry, C_ABI_MAJOR, C_ENTRY_SYMBOL};
+use perfcast_abi::rust_abi::RUST_ROOT_SYMBOL;
+use perfcast_core::registry::{Factory, RegistryError};
+use perfcast_core::{Category, Origin, PluginInfo, Registry};
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// A library loaded into a registry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedLibrary {
+    pub path: PathBuf,
+    /// The plugin's own name (e.g. `acme`).
+    pub plugin: String,
+    /// The plugin's own version.
+    pub version: String,
+    /// ABI and version it was built against, e.g. `rust-abi_stable 1.0` or `c 1.1`.
+    pub abi: String,
+    /// What it registered.
+    pub components: Vec<(Category, String)>,
+}
+
+/// Why a library was not loaded. `Display` is short (one line) and names the file; the full
+/// text of a layout mismatch is in [`LoadError::details`].
+#[derive(Debug, Error)]
+pub enum LoadError {
+    #[error("plugin {}: file does not exist", .path.display())]
+    NotFound { path: PathBuf },
+    #[error("plugin {}: cannot read the file: {reason}", .path.display())]
+    Unreadable { path: PathBuf, reason: String },
+    #[error("plugin {}: sha256 pin `{pin}` is not 64 hexadecimal digits", .path.display())]
+    InvalidPin { path: PathBuf, pin: String },
+    #[error("plugin {}: sha256 mismatch: pinned {expected}, file has {actual}; not loaded", .path.display())]
+    Sha256Mismatch {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+    #[error("{} is not a perfcast plugin: {reason}", .path.display())]
+    NotAPlugin { path: PathBuf, reason: String },
+    #[error("plugin {}: built for {found}, this host expects {expected}{}", .path.display(), Summary(.summary))]
+    IncompatibleAbi {
+        path: PathBuf,
+        found: String,
+        expected: String,
+        /// One line summarising a layout mismatch.
+        summary: Option<String>,
+        /// The full layout report (hundreds of lines), not shown by `Display`.
+        details: Option<String>,
+    },
+    #[error("plugin {}: invalid descriptor: {message}", .path.display())]
+    Invalid { path: PathBuf, message: String },
+    #[error("plugin {}: initialisation failed: {message}", .path.display())]
+    Init { path: PathBuf, message: String },
+    #[error("plugin {}: {source}", .path.display())]
+    Registry {
+        path: PathBuf,
+        source: RegistryError,
+    },
+}
+
+struct Summary<'a>(&'a Option<String>);
+
+impl fmt::Display for Summary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(s) => write!(f, " ({s})"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl LoadError {
+    /// The file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            LoadError::NotFound { path }
+            | LoadError::Unreadable { path, .. }
+            | LoadError::InvalidPin { path, .. }
+            | LoadError::Sha256Mismatch { path, .. }
+            | LoadError::NotAPlugin { path, .. }
+            | LoadError::IncompatibleAbi { path, .. }
+            | LoadError::Invalid { path, .. }
+            | LoadError::Init { path, .. }
+            | LoadError::Registry { path, .. } => path,
+        }
+    }
+
+    /// The full diagnostic behind a short message, when there is one (abi_stable's layout
+    /// report for a layout mismatch). For a log file, not for the terminal.
+    pub fn details(&self) -> Option<&str> {
+        match self {
+            LoadError::IncompatibleAbi { details, .. } => details.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// A component found in a library, not yet registered.
+pub(crate) struct Candidate {
+    pub category: Category,
+    pub name: String,
+    pub description: String,
+    pub factory: Factory,
+}
+
+/// Parameters as the JSON text a plugin receives (`null` becomes `{}`).
+pub(crate) fn params_json(params: &serde_json::Value) -> String {
+    if params.is_null() {
+        "{}".to_string()
+    } else {
+        params.to_string()
+    }
+}
+
+/// The lowercase hex sha256 of a file.
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn check_file(path: &Path, sha256: Option<&str>) -> Result<(), LoadError> {
+    let p = path.to_path_buf();
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(LoadError::NotFound { path: p })
+        }
+        Err(e) => {
+            return Err(LoadError::Unreadable {
+                path: p,
+                reason: e.to_string(),
+            })
+        }
+    };
+    if meta.is_dir() {
+        return Err(LoadError::Unreadable {
+            path: p,
+            reason: "it is a directory".into(),
+        });
+    }
+    std::fs::File::open(path).map_err(|e| LoadError::Unreadable {
+        path: p.clone(),
+        reason: e.to_string(),
+    })?;
+    if let Some(pin) = sha256 {
+        let want = pin
+            .trim()
+            .trim_start_matches("sha256:")
+            .to_ascii_lowercase();
+        if want.len() != 64 || !want.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(LoadError::InvalidPin {
+                path: p,
+                pin: pin.to_string(),
+            });
+        }
+        let actual = sha256_file(path).map_err(|e| LoadError::Unreadable {
+            path: p.clone(),
+            reason: e.to_string(),
+        })?;
+        if actual != want {
+            return Err(LoadError::Sha256Mismatch {
+                path: p,
+                expected: want,
+                actual,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Load the plugin at `path` into `registry` (see the crate docs). `sha256`, when given, is
+/// the expected lowercase-hex digest of the file (an optional `sha256:` prefix is accepted);
+/// it is checked before the library is opened.
+pub fn load_library(
+    path: &Path,
+    sha256: Option<&str>,
+    registry: &mut Registry,
+) -> Result<LoadedLibrary, LoadError> {
+    check_file(path, sha256)?;
+    // SAFETY: loading a library runs its initialisers; the host only loads paths the user
+    // named (config or --load), optionally pinned by sha256.
+    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| LoadError::NotAPlugin {
+        path: path.to_path_buf(),
+        reason: format!("cannot be loaded as a shared library ({e})"),
+    })?;
+    // Libraries are never unloaded: objects and strings they own live as long as the process.
+    let lib: &'static libloading::Library = Box::leak(Box::new(lib));
+    // SAFETY: the symbol's type is the header's `perfcast_plugin_entry_fn`.
+    let c_entry = unsafe { lib.get::<PcEntry>(C_ENTRY_SYMBOL) }
+        .ok()
+        .map(|s| *s);
+    let (mut loaded, candidates) = if let Some(entry) = c_entry {
+        // SAFETY: `entry` is the plugin's perfcast_plugin_entry_v1.
+        unsafe { c_plugin::load(path, entry)? }
+    } else if unsafe { lib.get::<*const u8>(RUST_ROOT_SYMBOL) }.is_ok() {
+        rust_plugin::load(path)?
+    } else {
+        let other_major = (0..=16u32).filter(|m| *m != C_ABI_MAJOR).find(|m| {
+            let sym = format!("perfcast_plugin_entry_v{m}\0");
+            unsafe { lib.get::<*const u8>(sym.as_bytes()) }.is_ok()
+        });
+        return Err(match other_major {
+            Some(m) => LoadError::IncompatibleAbi {
+                path: path.to_path_buf(),
+                found: format!("C ABI {m} (exports perfcast_plugin_entry_v{m})"),
+                expected: format!("C ABI {C_ABI_MAJOR}.x"),
+                summary: None,
+                details: None,
+            },
+            None => LoadError::NotAPlugin {
+                path: path.to_path_buf(),
+                reason: "it exports neither `perfcast_plugin_entry_v1` (C ABI) nor abi_stable's root module (Rust ABI)".into(),
+            },
+        });
+    };
+    register_all(path, &mut loaded, candidates, registry)?;
+    Ok(loaded)
+}
+
+/// Register every candidate or none: duplicates (against the registry or inside the plugin)
+/// are found before anything is added.
+fn register_all(
+    path: &Path,
+    loaded: &mut LoadedLibrary,
+    candidates: Vec<Candidate>,
+    registry: &mut Registry,
+) -> Result<(), LoadError> {
+    let origin = Origin::Library(path.to_path_buf());
+    let mut seen = std::collections::BTreeSet::new();
+    for c in &candidates {
+        let first = registry
+            .info(c.category, &c.name)
+            .map(|i| i.origin.to_string())
+            .or_else(|| (!seen.insert((c.category, c.name.clone()))).then(|| origin.to_string()));
+        if let Some(first) = first {
+            return Err(LoadError::Registry {
+                path: path.to_path_buf(),
+                source: RegistryError::Duplicate {
+                    category: c.category,
+                    name: c.name.clone(),
+                    first,
+                    second: origin.to_string(),
+                },
+            });
+        }
+    }
+    for c in candidates {
+        let info = PluginInfo {
+            category: c.category,
+            name: c.name.clone(),
+            origin: origin.clone(),
+            version: loaded.version.clone(),
+            abi_version: Some(loaded.abi.clone()),
+            description: c.description,
+        };
+        registry
+            .register(info, c.factory)
+            .map_err(|source| LoadError::Registry {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        loaded.components.push((c.category, c.name));
+    }
+    Ok(())
+}

@@ -1,0 +1,264 @@
+//! Loading Rust (abi_stable) plugins.
+
+use crate::adapter::{
+    CallError, ComputeBackend, ForeignComputeUnit, ForeignInterconnect, ForeignMemoryTier,
+    LinkBackend, TierData,
+};
+use crate::{params_json, Candidate, LoadError, LoadedLibrary};
+use abi_stable::library::{lib_header_from_path, LibraryError};
+use abi_stable::std_types::{RResult, RSlice, RStr};
+use perfcast_abi::codes::category_from_code;
+use perfcast_abi::rust_abi::RUST_ABI_VERSION;
+use perfcast_abi::{
+    FfiComputeUnitBox, FfiError, FfiInterconnectBox, FfiTier, PcOp, PcOpTime, PluginModuleRef,
+};
+use perfcast_core::{Category, Component};
+use std::path::Path;
+use std::sync::Arc;
+
+impl From<FfiError> for CallError {
+    fn from(e: FfiError) -> Self {
+        CallError {
+            code: e.code,
+            path: e.path.into(),
+            message: e.message.into(),
+        }
+    }
+}
+
+fn res<T>(r: RResult<T, FfiError>) -> Result<T, CallError> {
+    r.into_result().map_err(CallError::from)
+}
+
+struct RustComputeUnit(FfiComputeUnitBox);
+
+impl ComputeBackend for RustComputeUnit {
+    fn peak(&self, engine: u32, dtype: u32) -> Result<f64, CallError> {
+        res(self.0.peak(engine, dtype))
+    }
+    fn efficiency(&self, op: &PcOp) -> Result<f64, CallError> {
+        res(self.0.efficiency(op))
+    }
+    fn launch_overhead(&self) -> Result<f64, CallError> {
+        res(self.0.launch_overhead())
+    }
+    fn gemm_tile(&self) -> Result<u64, CallError> {
+        res(self.0.gemm_tile())
+    }
+    fn op_time(&self, op: &PcOp, tiers: &[TierData]) -> Option<Result<PcOpTime, CallError>> {
+        let ffi: Vec<FfiTier<'_>> = tiers
+            .iter()
+            .map(|t| FfiTier {
+                kind: RStr::from_str(&t.kind),
+                props: t.props,
+            })
+            .collect();
+        Some(res(self.0.op_time(op, RSlice::from_slice(&ffi))))
+    }
+}
+
+struct RustInterconnect(FfiInterconnectBox);
+
+impl LinkBackend for RustInterconnect {
+    fn collective_time(
+        &self,
+        kind: u32,
+        bytes: f64,
+        ranks: u32,
+        algorithm: u32,
+    ) -> Result<f64, CallError> {
+        res(self.0.collective_time(kind, bytes, ranks, algorithm))
+    }
+}
+
+/// The first line with an `Error:` in abi_stable's layout dump plus the `Expected`/`Found` lines
+/// after it, on one line (the dump runs to hundreds of lines; `LoadError::details` keeps it).
+pub(crate) fn summarize_abi_instability(dump: &str) -> String {
+    let lines: Vec<&str> = dump.lines().map(str::trim).collect();
+    let Some(start) = lines.iter().rposition(|l| l.starts_with("Error:")) else {
+        let first = lines.iter().find(|l| !l.is_empty()).copied().unwrap_or("");
+        return truncate(first, 160);
+    };
+    let mut parts = vec![lines[start].trim_start_matches("Error:").trim().to_string()];
+    for l in &lines[start + 1..] {
+        if l.is_empty() || l.starts_with("Error:") || parts.len() >= 5 {
+            break;
+        }
+        parts.push(l.to_string());
+    }
+    truncate(
+        &parts
+            .join(" ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+        200,
+    )
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}...", s.chars().take(n).collect::<String>())
+    }
+}
+
+fn expected() -> String {
+    let major = RUST_ABI_VERSION.split('.').next().unwrap_or("?");
+    format!("Rust ABI {major}.x")
+}
+
+fn map_library_error(path: &Path, e: LibraryError) -> LoadError {
+    let p = path.to_path_buf();
+    match e {
+        LibraryError::IncompatibleVersionNumber { actual_version, .. } => {
+            LoadError::IncompatibleAbi {
+                path: p,
+                found: format!("Rust ABI {actual_version}"),
+                expected: expected(),
+                summary: None,
+                details: None,
+            }
+        }
+        LibraryError::AbiInstability(err) => {
+            let dump = err.to_string();
+            LoadError::IncompatibleAbi {
+                path: p,
+                found: "a Rust ABI with a different layout".to_string(),
+                expected: format!("the layout of Rust ABI {RUST_ABI_VERSION}"),
+                summary: Some(summarize_abi_instability(&dump)),
+                details: Some(dump),
+            }
+        }
+        LibraryError::InvalidAbiHeader(h) => LoadError::IncompatibleAbi {
+            path: p,
+            found: format!("abi_stable header {h:?}"),
+            expected: "an abi_stable 0.11 plugin".to_string(),
+            summary: None,
+            details: None,
+        },
+        LibraryError::InvalidCAbi { .. } => LoadError::IncompatibleAbi {
+            path: p,
+            found: "a Rust compiler with another C ABI".to_string(),
+            expected: "this compiler's C ABI".to_string(),
+            summary: None,
+            details: Some(e.to_string()),
+        },
+        LibraryError::RootModule { .. } => LoadError::Init {
+            path: p,
+            message: truncate(&e.to_string().replace('\n', " "), 300),
+        },
+        LibraryError::Many(mut v) if !v.is_empty() => map_library_error(path, v.remove(0)),
+        other => LoadError::NotAPlugin {
+            path: p,
+            reason: truncate(&other.to_string().replace('\n', " "), 300),
+        },
+    }
+}
+
+/// Load the abi_stable root module of `path` and describe its components.
+pub(crate) fn load(path: &Path) -> Result<(LoadedLibrary, Vec<Candidate>), LoadError> {
+    // Per-file loading: `RootModule::load_from_file` would memoize one library per root-module
+    // type, so a second vendor plugin would alias the first.
+    let header = lib_header_from_path(path).map_err(|e| map_library_error(path, e))?;
+    let module = header
+        .init_root_module::<PluginModuleRef>()
+        .map_err(|e| map_library_error(path, e))?;
+    let desc = (module.describe())();
+    let vs = header.version_strings().version.as_str().to_string();
+    let mut it = vs.split('.');
+    let abi = format!(
+        "rust-abi_stable {}.{}",
+        it.next().unwrap_or("?"),
+        it.next().unwrap_or("?")
+    );
+    let plugin = desc.name.to_string();
+    let mut candidates = Vec::new();
+    for c in desc.components.iter() {
+        // A category this host does not know is skipped (a newer plugin may offer more).
+        let Some(category) = category_from_code(c.category) else {
+            continue;
+        };
+        let name = c.name.to_string();
+        let n = name.clone();
+        let factory: perfcast_core::registry::Factory = match category {
+            Category::ComputeUnit => Arc::new(move |params| {
+                let json = params_json(params);
+                let obj = res((module.new_compute_unit())(
+                    RStr::from_str(&n),
+                    RStr::from_str(&json),
+                ))
+                .map_err(|e| e.into_plugin_error(&n))?;
+                let unit = ForeignComputeUnit::new(&n, Box::new(RustComputeUnit(obj)))?;
+                Ok(Component::ComputeUnit(Arc::new(unit)))
+            }),
+            Category::MemoryTier => Arc::new(move |params| {
+                let json = params_json(params);
+                let obj = res((module.new_memory_tier())(
+                    RStr::from_str(&n),
+                    RStr::from_str(&json),
+                ))
+                .map_err(|e| e.into_plugin_error(&n))?;
+                let props = res(obj.properties());
+                let tier = ForeignMemoryTier::new(&n, props, Box::new(obj))?;
+                Ok(Component::MemoryTier(Arc::new(tier)))
+            }),
+            Category::Interconnect => Arc::new(move |params| {
+                let json = params_json(params);
+                let obj = res((module.new_interconnect())(
+                    RStr::from_str(&n),
+                    RStr::from_str(&json),
+                ))
+                .map_err(|e| e.into_plugin_error(&n))?;
+                let props = res(obj.properties());
+                let link = ForeignInterconnect::new(&n, props, Box::new(RustInterconnect(obj)))?;
+                Ok(Component::Interconnect(Arc::new(link)))
+            }),
+            _ => {
+                return Err(LoadError::Invalid {
+                    path: path.to_path_buf(),
+                    message: format!("component `{name}` has an unsupported category"),
+                })
+            }
+        };
+        candidates.push(Candidate {
+            category,
+            name,
+            description: c.description.to_string(),
+            factory,
+        });
+    }
+    let lib = LoadedLibrary {
+        path: path.to_path_buf(),
+        plugin,
+        version: desc.version.to_string(),
+        abi,
+        components: Vec::new(),
+    };
+    Ok((lib, candidates))
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn is<T: Send + Sync>() {}
+    is::<PluginModuleRef>();
+    is::<FfiComputeUnitBox>();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_is_one_short_line() {
+        let mut dump = String::new();
+        for i in 0..800 {
+            dump.push_str(&format!("  --- Type Layout {i} ---\n  field: x\n"));
+        }
+        dump.push_str("Error:mismatched type\n  Expected:\n    u32\n  Found:\n    u64\n\n");
+        let s = summarize_abi_instability(&dump);
+        assert_eq!(s, "mismatched type Expected: u32 Found: u64");
+        assert!(!summarize_abi_instability("oops\nmore").contains('\n'));
+    }
+}

@@ -1,0 +1,667 @@
+//! End to end: build the example plugins (the acme-npu Rust cdylib, the ABI-2.0 Rust fixture,
+//! the C plugin at ABI 1.1 and 1.0), load them into a registry that also holds a built-in,
+//! and check what comes out, including every error path. The builds run once per test
+//! process (a `OnceLock`); cargo's incremental build makes re-runs take a second or two.
+
+use perfcast_core::registry::{Factory, RegistryError};
+use perfcast_core::{
+    Bandwidth, Bytes, Category, Collective, CollectiveAlgorithm, CollectiveKind, Component,
+    ComputeOp, ComputeUnit, DType, Engine, FlopRate, Gemm, MemoryHierarchy, ModelError, Origin,
+    PluginError, PluginInfo, Registry, Seconds, TierLevel, TimeBound, VectorOp, VectorOpKind,
+};
+use perfcast_loader::{load_library, sha256_file, LoadError};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+
+struct Fixtures {
+    dir: PathBuf,
+    acme: PathBuf,
+    acme_copy: PathBuf,
+    abi_v2: PathBuf,
+    c_v1_1: PathBuf,
+    c_v1_0: PathBuf,
+    c_major2: PathBuf,
+    not_plugin_so: PathBuf,
+    text: PathBuf,
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn cc(dir: &Path, src: &Path, out: &str, extra: &[&str]) -> PathBuf {
+    let include = workspace_root().join("core/perfcast-abi/include");
+    let dst = dir.join(out);
+    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    run(Command::new(compiler)
+        .args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror"])
+        .args(extra)
+        .arg("-I")
+        .arg(&include)
+        .arg(src)
+        .arg("-o")
+        .arg(&dst)
+        .arg("-lm"));
+    dst
+}
+
+fn fixtures() -> &'static Fixtures {
+    static F: OnceLock<Fixtures> = OnceLock::new();
+    F.get_or_init(|| {
+        let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .expect("target dir")
+            .to_path_buf();
+        run(Command::new(env!("CARGO"))
+            .current_dir(workspace_root())
+            .args(["build", "--quiet", "-p", "acme-npu", "-p", "abi-v2-fixture"])
+            .arg("--target-dir")
+            .arg(&target));
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("perfcast-loader-e2e-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let built = |name: &str| target.join("debug").join(name);
+        let acme = dir.join("libacme_npu.so");
+        let acme_copy = dir.join("libacme_npu_copy.so");
+        let abi_v2 = dir.join("libabi_v2_fixture.so");
+        std::fs::copy(built("libacme_npu.so"), &acme).unwrap();
+        std::fs::copy(built("libacme_npu.so"), &acme_copy).unwrap();
+        std::fs::copy(built("libabi_v2_fixture.so"), &abi_v2).unwrap();
+        let c_src = workspace_root().join("plugins/examples/c-vendor/c_vendor.c");
+        let c_v1_1 = cc(&dir, &c_src, "libc_vendor.so", &[]);
+        let c_v1_0 = cc(
+            &dir,
+            &c_src,
+            "libc_vendor_abi1_0.so",
+            &["-DPERFCAST_PLUGIN_ABI_MINOR=0"],
+        );
+        let major2 = dir.join("major2.c");
+        std::fs::write(
+            &major2,
+            "const void *perfcast_plugin_entry_v2(void) { return 0; }\n",
+        )
+        .unwrap();
+        let c_major2 = cc(&dir, &major2, "libmajor2.so", &[]);
+        let nothing = dir.join("nothing.c");
+        std::fs::write(&nothing, "int nothing(void) { return 0; }\n").unwrap();
+        let not_plugin_so = cc(&dir, &nothing, "libnothing.so", &[]);
+        let text = dir.join("notes.txt");
+        std::fs::write(&text, "not a library\n").unwrap();
+        Fixtures {
+            dir,
+            acme,
+            acme_copy,
+            abi_v2,
+            c_v1_1,
+            c_v1_0,
+            c_major2,
+            not_plugin_so,
+            text,
+        }
+    })
+}
+
+/// A native compute unit standing in for a built-in plugin.
+struct FakeGpu;
+impl ComputeUnit for FakeGpu {
+    fn kind(&self) -> &str {
+        "fake/gpu"
+    }
+    fn peak(&self, _: Engine, _: DType) -> Option<FlopRate> {
+        Some(FlopRate::from_tflops(100.0))
+    }
+}
+
+fn builtin(name: &str) -> (PluginInfo, Factory) {
+    (
+        PluginInfo {
+            category: Category::ComputeUnit,
+            name: name.to_string(),
+            origin: Origin::BuiltIn("fake-builtin".into()),
+            version: "0.0.1".into(),
+            abi_version: None,
+            description: "fake built-in".into(),
+        },
+        Arc::new(|_| Ok(Component::ComputeUnit(Arc::new(FakeGpu)))),
+    )
+}
+
+fn registry_with_builtin(name: &str) -> Registry {
+    let mut r = Registry::new();
+    let (info, f) = builtin(name);
+    r.register(info, f).unwrap();
+    r
+}
+
+fn npu_params() -> serde_json::Value {
+    json!({
+        "fp8_tops": 1800.0, "bf16_tflops": 900.0, "vector_tflops": 60.0,
+        "cores": 8, "array_dim": 128, "launch_us": 2.5
+    })
+}
+
+fn hbm_params() -> serde_json::Value {
+    json!({ "stacks": 6, "pin_gbps": 8.0, "gib_per_stack": 24.0, "efficiency": 0.9, "latency_ns": 600.0 })
+}
+
+fn decode_qkv() -> ComputeOp {
+    ComputeOp::Gemm(Gemm::new(1, 12288, 4096, DType::Bf16))
+}
+
+fn big_gemm() -> ComputeOp {
+    ComputeOp::Gemm(Gemm::new(4096, 4096, 4096, DType::Bf16))
+}
+
+fn residual() -> ComputeOp {
+    ComputeOp::Vector(VectorOp {
+        kind: VectorOpKind::Elementwise,
+        elements: 8_388_608,
+        flops_per_element: 1.0,
+        bytes_per_element: 6.0,
+        dtype: DType::Bf16,
+        launches: 1,
+    })
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-12 * a.abs().max(b.abs())
+}
+
+fn load_err(path: &Path, sha: Option<&str>) -> LoadError {
+    let mut r = registry_with_builtin("fake/gpu");
+    load_library(path, sha, &mut r).expect_err("load must fail")
+}
+
+#[test]
+fn lists_components_origins_and_versions() {
+    let f = fixtures();
+    let mut r = registry_with_builtin("fake/gpu");
+    let acme = load_library(&f.acme, None, &mut r).unwrap();
+    assert_eq!(acme.plugin, "acme");
+    assert_eq!(acme.version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(acme.abi, "rust-abi_stable 1.0");
+    assert_eq!(acme.path, f.acme);
+    assert_eq!(
+        acme.components,
+        vec![
+            (Category::ComputeUnit, "acme/npu9".to_string()),
+            (Category::MemoryTier, "acme/hbm-x".to_string()),
+            (Category::Interconnect, "acme/xlink".to_string()),
+        ]
+    );
+    let c = load_library(&f.c_v1_1, None, &mut r).unwrap();
+    assert_eq!(
+        (c.plugin.as_str(), c.version.as_str(), c.abi.as_str()),
+        ("cvendor", "1.2.0", "c 1.1")
+    );
+    assert_eq!(
+        c.components,
+        vec![
+            (Category::ComputeUnit, "cvendor/dsp1".to_string()),
+            (Category::MemoryTier, "cvendor/lpddr".to_string()),
+        ]
+    );
+    assert_eq!(
+        r.names(Category::ComputeUnit),
+        ["acme/npu9", "cvendor/dsp1", "fake/gpu"]
+    );
+    let info = r.info(Category::ComputeUnit, "acme/npu9").unwrap();
+    assert_eq!(info.origin, Origin::Library(f.acme.clone()));
+    assert_eq!(info.abi_version.as_deref(), Some("rust-abi_stable 1.0"));
+    assert!(info.description.contains("systolic"), "{info:?}");
+    let info = r.info(Category::MemoryTier, "cvendor/lpddr").unwrap();
+    assert_eq!(info.origin, Origin::Library(f.c_v1_1.clone()));
+    assert_eq!(info.version, "1.2.0");
+    assert_eq!(info.abi_version.as_deref(), Some("c 1.1"));
+    let fake = r.info(Category::ComputeUnit, "fake/gpu").unwrap();
+    assert_eq!(fake.origin, Origin::BuiltIn("fake-builtin".into()));
+    assert_eq!(fake.abi_version, None);
+}
+
+/// The acme model of `plugins/examples/acme-npu/src/lib.rs`, recomputed here.
+fn acme_expected(op: &ComputeOp, peak: f64, hbm_bw: f64, hbm_lat: f64) -> f64 {
+    let (d, cores) = (128u64, 8u64);
+    let eff = match op {
+        ComputeOp::Gemm(g) => {
+            let (kt, nt) = (g.k.div_ceil(d), g.n.div_ceil(d));
+            let spatial = (g.k * g.n) as f64 / ((kt * d) * (nt * d)) as f64;
+            let temporal = g.m as f64 / (g.m + 2 * d) as f64;
+            let jobs = g.batch * kt * nt;
+            let waves = jobs as f64 / (jobs.div_ceil(cores) * cores) as f64;
+            spatial * temporal * waves
+        }
+        _ => 1.0,
+    };
+    let compute = op.flops().0 / (peak * eff);
+    let memory = op.min_bytes().0 / (hbm_bw * 0.9) + hbm_lat;
+    compute.max(memory) + 2.5e-6
+}
+
+#[test]
+fn acme_numbers_are_the_plugins_own_model() {
+    let f = fixtures();
+    let mut r = registry_with_builtin("fake/gpu");
+    load_library(&f.acme, None, &mut r).unwrap();
+    let npu = r.compute_unit("acme/npu9", &npu_params()).unwrap();
+    let hbm = r.memory_tier("acme/hbm-x", &hbm_params()).unwrap();
+    // HBM-X: stacks x 1024 pins x pin rate / 8; stacks x GiB per stack.
+    let bw = 6.0 * 1024.0 * 8.0e9 / 8.0;
+    assert!(close(hbm.bandwidth().0, bw));
+    assert!(close(hbm.capacity().0, 6.0 * 24.0 * 1073741824.0));
+    assert_eq!(hbm.level(), TierLevel::Device);
+    assert!(close(hbm.latency().0, 600e-9));
+    assert_eq!(npu.kind(), "acme/npu9");
+    assert_eq!(
+        npu.peak(Engine::Matrix, DType::Fp8),
+        Some(FlopRate(1800e12))
+    );
+    assert_eq!(npu.peak(Engine::Matrix, DType::Fp32), None);
+    assert!(close(npu.launch_overhead().0, 2.5e-6));
+    let mem = MemoryHierarchy::new(vec![hbm]);
+    for op in [decode_qkv(), big_gemm(), residual()] {
+        let t = npu.op_time(&op, &mem).unwrap();
+        let peak = if matches!(op, ComputeOp::Vector(_)) {
+            60e12
+        } else {
+            900e12
+        };
+        let want = acme_expected(&op, peak, bw, 600e-9);
+        assert!(close(t.time.0, want), "{op:?}: {} vs {want}", t.time.0);
+        assert!(close(t.overhead.0, 2.5e-6));
+        assert_eq!(t.flops, op.flops());
+    }
+    // Identifiably not the default roofline: the systolic utilisation of a decode GEMM.
+    let big = npu.op_time(&big_gemm(), &mem).unwrap();
+    assert_eq!(big.bound, TimeBound::Compute);
+    let roofline = perfcast_core::roofline::hierarchical(&FakeGpu, &big_gemm(), &mem).unwrap();
+    assert!(big.time.0 != roofline.time.0);
+    // Decode (m = 1): k and n are multiples of 128 and 3072 tile jobs fill 8 cores, so only
+    // the fill/drain term is left: 1 / (1 + 2 * 128).
+    assert!(close(npu.efficiency(&decode_qkv()), 1.0 / 257.0));
+    // fp32 has no matrix path on the NPU: an UnsupportedDType error, not a plugin failure.
+    let fp32 = ComputeOp::Gemm(Gemm::new(64, 64, 64, DType::Fp32));
+    assert!(matches!(
+        npu.op_time(&fp32, &mem),
+        Err(ModelError::UnsupportedDType { .. })
+    ));
+}
+
+#[test]
+fn rust_interconnect_crosses_too() {
+    let f = fixtures();
+    let mut r = Registry::new();
+    load_library(&f.acme, None, &mut r).unwrap();
+    let link = r
+        .interconnect(
+            "acme/xlink",
+            &json!({"domain_size": 16, "bandwidth_gbs": 400.0, "latency_us": 2.0}),
+        )
+        .unwrap();
+    assert_eq!(link.domain_size(), 16);
+    let c = Collective {
+        kind: CollectiveKind::AllReduce,
+        bytes: Bytes(1e9),
+        ranks: 8,
+    };
+    let want = perfcast_core::hardware::collective_time(
+        &c,
+        Bandwidth::from_gbs(400.0),
+        Seconds::from_micros(2.0),
+        CollectiveAlgorithm::Ring,
+    );
+    assert!(close(
+        link.collective_time(&c, CollectiveAlgorithm::Ring).0,
+        want.0
+    ));
+}
+
+fn dsp_params(extra: serde_json::Value) -> serde_json::Value {
+    let mut p = json!({
+        "bf16_tflops": 50.0, "int8_tops": 100.0, "vector_gflops": 2000.0,
+        "mac_efficiency": 0.8, "launch_us": 4.0, "tile": 32
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        p[k] = v.clone();
+    }
+    p
+}
+
+fn lpddr_params() -> serde_json::Value {
+    json!({"channels": 8, "bus_bits": 16, "mts": 6400, "capacity_gib": 32, "efficiency": 0.75, "latency_ns": 120})
+}
+
+#[test]
+fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
+    let f = fixtures();
+    let lp_bw = 8.0 * 16.0 / 8.0 * 6400e6;
+    let lp_lat = 120e-9;
+    let mut times = Vec::new();
+    for (path, abi, tile) in [(&f.c_v1_1, "c 1.1", 32), (&f.c_v1_0, "c 1.0", 128)] {
+        let mut r = registry_with_builtin("fake/gpu");
+        let lib = load_library(path, None, &mut r).unwrap();
+        assert_eq!(lib.abi, abi);
+        let dsp = r
+            .compute_unit("cvendor/dsp1", &dsp_params(json!({})))
+            .unwrap();
+        let lp = r.memory_tier("cvendor/lpddr", &lpddr_params()).unwrap();
+        assert!(close(lp.bandwidth().0, lp_bw));
+        assert!(close(lp.capacity().0, 32.0 * 1073741824.0));
+        assert_eq!(lp.efficiency(), 0.75);
+        assert_eq!(
+            dsp.peak(Engine::Matrix, DType::Int8),
+            Some(FlopRate(100e12))
+        );
+        assert_eq!(dsp.peak(Engine::Matrix, DType::Fp32), None);
+        // 1.0 has no gemm_tile: the documented default (128) applies.
+        assert_eq!(dsp.gemm_tile(), tile);
+        let mem = MemoryHierarchy::new(vec![lp]);
+        let op = residual();
+        let t = dsp.op_time(&op, &mem).unwrap();
+        let compute = op.flops().0 / 2000e9;
+        let memory = op.min_bytes().0 / (lp_bw * 0.75) + lp_lat;
+        let want = if abi == "c 1.1" {
+            // The plugin's own op_time: no overlap of DMA and compute.
+            compute + memory + 4e-6
+        } else {
+            // No op_time in 1.0: the host's roofline (overlapped).
+            compute.max(memory) + 4e-6
+        };
+        assert!(close(t.time.0, want), "{abi}: {} vs {want}", t.time.0);
+        assert_eq!(t.bound, TimeBound::Memory(0));
+        let g = dsp.op_time(&decode_qkv(), &mem).unwrap();
+        assert!(close(g.compute.0, decode_qkv().flops().0 / (50e12 * 0.8)));
+        times.push(t.time.0);
+    }
+    assert!(times[0] > times[1]);
+}
+
+#[test]
+fn incompatible_rust_abi_is_rejected_in_a_few_lines() {
+    let f = fixtures();
+    let e = load_err(&f.abi_v2, None);
+    let msg = e.to_string();
+    assert!(matches!(e, LoadError::IncompatibleAbi { .. }), "{msg}");
+    assert!(msg.lines().count() < 10, "{msg}");
+    assert!(msg.contains(&f.abi_v2.display().to_string()), "{msg}");
+    assert!(
+        msg.contains("2.0.0") && msg.contains("1.x"),
+        "both versions: {msg}"
+    );
+}
+
+#[test]
+fn c_plugin_of_another_major_is_rejected() {
+    let f = fixtures();
+    let e = load_err(&f.c_major2, None).to_string();
+    assert!(e.contains("C ABI 2") && e.contains("C ABI 1.x"), "{e}");
+    assert!(e.contains("libmajor2.so"), "{e}");
+}
+
+#[test]
+fn missing_unreadable_and_non_plugin_files() {
+    let f = fixtures();
+    let missing = f.dir.join("libnope.so");
+    let e = load_err(&missing, None);
+    assert!(matches!(e, LoadError::NotFound { .. }));
+    assert!(e.to_string().contains("libnope.so") && e.to_string().contains("does not exist"));
+    let e = load_err(&f.dir, None);
+    assert!(matches!(e, LoadError::Unreadable { .. }), "{e}");
+    for p in [&f.text, &f.not_plugin_so] {
+        let e = load_err(p, None);
+        let msg = e.to_string();
+        assert!(matches!(e, LoadError::NotAPlugin { .. }), "{msg}");
+        assert!(msg.contains(&p.display().to_string()), "{msg}");
+        assert_eq!(msg.lines().count(), 1, "{msg}");
+    }
+    let libc = Path::new("/lib/x86_64-linux-gnu/libc.so.6");
+    if libc.exists() {
+        let e = load_err(libc, None).to_string();
+        assert!(e.contains("not a perfcast plugin"), "{e}");
+    }
+}
+
+#[test]
+fn sha256_pins() {
+    let f = fixtures();
+    // Known vector: sha256("abc").
+    let abc = f.dir.join("abc.txt");
+    std::fs::write(&abc, "abc").unwrap();
+    assert_eq!(
+        sha256_file(&abc).unwrap(),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+    let good = sha256_file(&f.c_v1_1).unwrap();
+    let mut r = Registry::new();
+    load_library(&f.c_v1_1, Some(&good.to_uppercase()), &mut r).unwrap();
+    let bad = "0".repeat(64);
+    let e = load_err(&f.c_v1_1, Some(&bad));
+    let msg = e.to_string();
+    assert!(matches!(e, LoadError::Sha256Mismatch { .. }), "{msg}");
+    assert!(msg.contains(&bad) && msg.contains(&good), "{msg}");
+    let e = load_err(&f.c_v1_1, Some("abc"));
+    assert!(matches!(e, LoadError::InvalidPin { .. }), "{e}");
+}
+
+#[test]
+fn a_panicking_plugin_is_an_error_not_an_abort() {
+    let f = fixtures();
+    let mut r = Registry::new();
+    load_library(&f.acme, None, &mut r).unwrap();
+    let mut p = npu_params();
+    p["panic_in_peak"] = json!(true);
+    let e = r.compute_unit("acme/npu9", &p).err().expect("must fail");
+    match &e {
+        RegistryError::Build {
+            source: PluginError::Failed { message, .. },
+            ..
+        } => assert!(
+            message.contains("panicked") && message.contains("panic_in_peak"),
+            "{e}"
+        ),
+        other => panic!("expected a plugin failure, got {other}"),
+    }
+    // The process and the plugin are still fine.
+    assert!(r.compute_unit("acme/npu9", &npu_params()).is_ok());
+}
+
+#[test]
+fn nan_and_plugin_errors_surface_from_op_time() {
+    let f = fixtures();
+    let mut r = Registry::new();
+    load_library(&f.acme, None, &mut r).unwrap();
+    let mut p = npu_params();
+    p["nan_in_op_time"] = json!(true);
+    let npu = r.compute_unit("acme/npu9", &p).unwrap();
+    let hbm = r.memory_tier("acme/hbm-x", &hbm_params()).unwrap();
+    let mem = MemoryHierarchy::new(vec![hbm]);
+    match npu.op_time(&decode_qkv(), &mem) {
+        Err(ModelError::Plugin(PluginError::BadValue { what, value, .. })) => {
+            assert_eq!(what, "op_time.time");
+            assert!(value.is_nan());
+        }
+        other => panic!("expected BadValue, got {other:?}"),
+    }
+    // C plugin, 1.1 (its own op_time) and 1.0 (host roofline calling efficiency): NaN
+    // efficiency is an error either way; an error code comes back with its message.
+    for path in [&f.c_v1_1, &f.c_v1_0] {
+        let mut r = Registry::new();
+        load_library(path, None, &mut r).unwrap();
+        let lp = r.memory_tier("cvendor/lpddr", &lpddr_params()).unwrap();
+        let mem = MemoryHierarchy::new(vec![lp]);
+        let dsp = r
+            .compute_unit("cvendor/dsp1", &dsp_params(json!({"nan_efficiency": 1})))
+            .unwrap();
+        let e = dsp.op_time(&decode_qkv(), &mem).unwrap_err();
+        assert!(
+            matches!(e, ModelError::Plugin(PluginError::BadValue { .. })),
+            "{}: {e}",
+            path.display()
+        );
+    }
+    let mut r = Registry::new();
+    load_library(&f.c_v1_1, None, &mut r).unwrap();
+    let lp = r.memory_tier("cvendor/lpddr", &lpddr_params()).unwrap();
+    let dsp = r
+        .compute_unit(
+            "cvendor/dsp1",
+            &dsp_params(json!({"fail_in_op_time": true})),
+        )
+        .unwrap();
+    let e = dsp
+        .op_time(&residual(), &MemoryHierarchy::new(vec![lp]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("fail_in_op_time"), "{e}");
+}
+
+#[test]
+fn unknown_parameter_keys_are_named() {
+    let f = fixtures();
+    let mut r = Registry::new();
+    load_library(&f.acme, None, &mut r).unwrap();
+    load_library(&f.c_v1_1, None, &mut r).unwrap();
+    let mut p = npu_params();
+    p["bf16_tflopz"] = json!(1.0);
+    let e = r.compute_unit("acme/npu9", &p).err().unwrap();
+    assert!(
+        matches!(
+            e,
+            RegistryError::Build {
+                source: PluginError::Params { .. },
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("bf16_tflopz"), "{e}");
+    // A bad value keeps its key path.
+    let mut p = npu_params();
+    p["cores"] = json!(-3);
+    let e = r.compute_unit("acme/npu9", &p).err().unwrap().to_string();
+    assert!(e.contains("cores"), "{e}");
+    let e = r
+        .compute_unit("cvendor/dsp1", &dsp_params(json!({"bogus_key": 1})))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("bogus_key"), "{e}");
+    let e = r
+        .memory_tier("cvendor/lpddr", &json!({"channels": 8}))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("missing parameter `mts`"), "{e}");
+}
+
+#[test]
+fn duplicates_name_both_origins_and_register_nothing() {
+    let f = fixtures();
+    let mut r = registry_with_builtin("acme/npu9");
+    let e = load_library(&f.acme, None, &mut r).unwrap_err().to_string();
+    assert!(e.contains("built-in (fake-builtin)"), "{e}");
+    assert!(e.contains(&f.acme.display().to_string()), "{e}");
+    assert!(!r.contains(Category::MemoryTier, "acme/hbm-x"));
+    // Two copies of one plugin.
+    let mut r = Registry::new();
+    load_library(&f.acme, None, &mut r).unwrap();
+    let e = load_library(&f.acme_copy, None, &mut r)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("libacme_npu.so") && e.contains("libacme_npu_copy.so"),
+        "{e}"
+    );
+}
+
+/// The Rust mirrors in `perfcast_abi::c` have the header's layout: compile a C program that
+/// prints sizeof/offsetof and compare.
+#[test]
+fn c_header_layout_matches_the_rust_mirrors() {
+    use perfcast_abi::c::*;
+    use std::mem::{offset_of, size_of};
+    let f = fixtures();
+    let src = f.dir.join("layout.c");
+    std::fs::write(
+        &src,
+        r#"#include <stdio.h>
+#include <stddef.h>
+#include "perfcast_plugin.h"
+#define S(t) printf(#t " %zu\n", sizeof(t));
+#define O(t, f) printf(#t "." #f " %zu\n", offsetof(t, f));
+int main(void) {
+  S(perfcast_op) O(perfcast_op, flops) O(perfcast_op, m) O(perfcast_op, att_batch)
+  O(perfcast_op, elements) O(perfcast_op, vector_kind)
+  S(perfcast_tier) O(perfcast_tier, kind) O(perfcast_tier, latency)
+  S(perfcast_op_time) O(perfcast_op_time, time) O(perfcast_op_time, device_bytes)
+  S(perfcast_compute_unit_vtable) O(perfcast_compute_unit_vtable, op_time)
+  S(perfcast_memory_tier_vtable) S(perfcast_component) O(perfcast_component, vtable)
+  S(perfcast_plugin) O(perfcast_plugin, components)
+  return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = f.dir.join("layout");
+    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    run(Command::new(compiler)
+        .arg("-I")
+        .arg(workspace_root().join("core/perfcast-abi/include"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe));
+    let out = Command::new(&exe).output().unwrap();
+    let got = String::from_utf8(out.stdout).unwrap();
+    let want = [
+        ("perfcast_op", size_of::<PcOp>()),
+        ("perfcast_op.flops", offset_of!(PcOp, flops)),
+        ("perfcast_op.m", offset_of!(PcOp, m)),
+        ("perfcast_op.att_batch", offset_of!(PcOp, att_batch)),
+        ("perfcast_op.elements", offset_of!(PcOp, elements)),
+        ("perfcast_op.vector_kind", offset_of!(PcOp, vector_kind)),
+        ("perfcast_tier", size_of::<PcTier>()),
+        ("perfcast_tier.kind", offset_of!(PcTier, kind)),
+        ("perfcast_tier.latency", offset_of!(PcTier, latency)),
+        ("perfcast_op_time", size_of::<PcOpTime>()),
+        ("perfcast_op_time.time", offset_of!(PcOpTime, time)),
+        (
+            "perfcast_op_time.device_bytes",
+            offset_of!(PcOpTime, device_bytes),
+        ),
+        (
+            "perfcast_compute_unit_vtable",
+            size_of::<PcComputeUnitVtable>(),
+        ),
+        (
+            "perfcast_compute_unit_vtable.op_time",
+            offset_of!(PcComputeUnitVtable, op_time),
+        ),
+        (
+            "perfcast_memory_tier_vtable",
+            size_of::<PcMemoryTierVtable>(),
+        ),
+        ("perfcast_component", size_of::<PcComponent>()),
+        ("perfcast_component.vtable", offset_of!(PcComponent, vtable)),
+        ("perfcast_plugin", size_of::<PcPlugin>()),
+        (
+            "perfcast_plugin.components",
+            offset_of!(PcPlugin, components),
+        ),
+    ]
+    .iter()
+    .map(|(k, v)| format!("{k} {v}\n"))
+    .collect::<String>();
+    assert_eq!(got, want);
+}
