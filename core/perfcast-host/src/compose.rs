@@ -1,0 +1,325 @@
+//! Composition: named component instances resolved through the registry into a device (a
+//! compute unit and its memory tiers) and a system (a device, a network, a device count).
+
+use crate::config::{lookup, Config};
+use crate::error::HostError;
+use crate::layers::kind_name;
+use figment::value::Value;
+use perfcast_core::registry::RegistryError;
+use perfcast_core::{
+    Category, Component, ComputeUnit, Interconnect, MemoryHierarchy, MemoryTier, PluginError,
+    System,
+};
+use serde::Deserialize;
+use std::sync::Arc;
+
+/// `[device]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSpec {
+    /// A compute-unit component.
+    pub compute: String,
+    /// Memory-tier components (any order: they are sorted from on-chip to host).
+    pub memory: Vec<String>,
+}
+
+/// `[system]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SystemSpec {
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Interconnect components, innermost (scale-up) first.
+    #[serde(default)]
+    pub network: Vec<String>,
+    /// Devices in the cluster.
+    pub devices: u32,
+}
+
+/// A device built from `[device]`.
+#[derive(Clone)]
+pub struct Device {
+    /// Component name of the compute unit.
+    pub compute_name: String,
+    pub compute: Arc<dyn ComputeUnit>,
+    /// Tiers sorted from the closest to the compute to the farthest.
+    pub memory: MemoryHierarchy,
+    /// Component names of `memory.tiers`, index for index.
+    pub memory_names: Vec<String>,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device")
+            .field("compute", &self.compute_name)
+            .field("memory", &self.memory_names)
+            .finish()
+    }
+}
+
+impl Device {
+    /// Index of the device-memory tier (HBM), or the farthest tier if none is device-level.
+    pub fn device_tier(&self) -> usize {
+        self.memory
+            .device_index()
+            .unwrap_or(self.memory.tiers.len().saturating_sub(1))
+    }
+}
+
+impl Config {
+    /// Names of the components defined in `[components]`, sorted.
+    pub fn component_names(&self) -> Vec<String> {
+        match lookup(self.value(), "components") {
+            Some(Value::Dict(_, d)) => d.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Build component `name` for `slot` (a key path such as `device.compute`, for messages),
+    /// which needs a component of `category`.
+    pub fn component(
+        &self,
+        slot: &str,
+        name: &str,
+        category: Category,
+    ) -> Result<Component, HostError> {
+        let table = lookup(self.value(), &format!("components.{name}")).ok_or_else(|| {
+            HostError::UndefinedComponent {
+                slot: slot.to_string(),
+                name: name.to_string(),
+                origin: self.origin_of(slot),
+                defined: self.component_names(),
+            }
+        })?;
+        let (kind, params) = self.kind_and_params(name, table)?;
+        let registry = self.registry();
+        if !registry.contains(category, &kind) {
+            let key = format!("components.{name}.kind");
+            if let Some(found) = Category::ALL
+                .into_iter()
+                .find(|c| registry.contains(*c, &kind))
+            {
+                return Err(HostError::WrongCategory {
+                    slot: slot.to_string(),
+                    name: name.to_string(),
+                    kind,
+                    wanted: category,
+                    found,
+                    origin: self.origin_of(&key),
+                    known: registry.names(category),
+                });
+            }
+            return Err(HostError::UnknownKind {
+                name: name.to_string(),
+                kind,
+                origin: self.origin_of(&key),
+                known: format!("{category}: {}", list(&registry.names(category))),
+            });
+        }
+        self.build(name, &kind, category, &params)
+    }
+
+    fn kind_and_params(
+        &self,
+        name: &str,
+        table: &Value,
+    ) -> Result<(String, serde_json::Value), HostError> {
+        let key = format!("components.{name}");
+        let Value::Dict(_, d) = table else {
+            return Err(HostError::Invalid {
+                origin: self.origin_of(&key),
+                key,
+                message: format!(
+                    "expected a table with `kind` and the plugin's parameters, found {}",
+                    kind_name(table)
+                ),
+            });
+        };
+        let kind = match d.get("kind") {
+            Some(Value::String(_, k)) => k.clone(),
+            Some(other) => {
+                let key = format!("{key}.kind");
+                return Err(HostError::Invalid {
+                    origin: self.origin_of(&key),
+                    key,
+                    message: format!("expected a plugin name (string), found {}", kind_name(other)),
+                });
+            }
+            None => {
+                return Err(HostError::Invalid {
+                    origin: self.origin_of(&key),
+                    key,
+                    message: "missing `kind` (the registered plugin name, e.g. `gpu`, `hbm`, `nvlink`; see `perfcast plugins`)".into(),
+                })
+            }
+        };
+        let mut params = d.clone();
+        params.remove("kind");
+        let params = serde_json::to_value(&params).map_err(|e| HostError::Invalid {
+            origin: self.origin_of(&key),
+            key: key.clone(),
+            message: e.to_string(),
+        })?;
+        Ok((kind, params))
+    }
+
+    fn build(
+        &self,
+        name: &str,
+        kind: &str,
+        category: Category,
+        params: &serde_json::Value,
+    ) -> Result<Component, HostError> {
+        let base = format!("components.{name}");
+        self.registry()
+            .build(category, kind, params)
+            .map_err(|e| match e {
+                RegistryError::Build { source, .. } => {
+                    let (key, message) = match source {
+                        PluginError::Params { path, message } => {
+                            let mut key = if path.is_empty() {
+                                base.clone()
+                            } else {
+                                format!("{base}.{path}")
+                            };
+                            // serde reports an unknown field at its parent: name the field.
+                            if let Some(field) = message
+                                .strip_prefix("unknown field `")
+                                .and_then(|m| m.split('`').next())
+                            {
+                                key = format!("{key}.{field}");
+                            }
+                            (key, format!("{message} (parameter of {category} `{kind}`)"))
+                        }
+                        other => (base.clone(), other.to_string()),
+                    };
+                    let origin = self
+                        .origin_of(&key)
+                        .or_else(|| self.origin_of(&format!("{base}.kind")));
+                    HostError::Invalid {
+                        key,
+                        origin,
+                        message,
+                    }
+                }
+                other => HostError::Registry(other),
+            })
+    }
+
+    /// Check every defined component: its kind is registered, and, where the kind names one
+    /// category only, its parameters build. Catches typos in components no slot uses yet.
+    pub fn check_components(&self) -> Result<(), HostError> {
+        let Some(Value::Dict(_, d)) = lookup(self.value(), "components") else {
+            return Ok(());
+        };
+        for (name, table) in d {
+            let (kind, params) = self.kind_and_params(name, table)?;
+            let cats: Vec<Category> = Category::ALL
+                .into_iter()
+                .filter(|c| self.registry().contains(*c, &kind))
+                .collect();
+            match cats.as_slice() {
+                [] => {
+                    let known = Category::ALL
+                        .into_iter()
+                        .map(|c| format!("{c}: {}", list(&self.registry().names(c))))
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    return Err(HostError::UnknownKind {
+                        name: name.clone(),
+                        origin: self.origin_of(&format!("components.{name}.kind")),
+                        kind,
+                        known,
+                    });
+                }
+                [one] => {
+                    self.build(name, &kind, *one, &params)?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The device of `[device]`: its compute unit and memory tiers.
+    pub fn device(&self) -> Result<Device, HostError> {
+        self.check_components()?;
+        let spec: DeviceSpec = self.extract("device")?;
+        let compute =
+            match self.component("device.compute", &spec.compute, Category::ComputeUnit)? {
+                Component::ComputeUnit(c) => c,
+                other => return Err(wrong_built("device.compute", &spec.compute, other)),
+            };
+        if spec.memory.is_empty() {
+            return Err(HostError::Invalid {
+                key: "device.memory".into(),
+                origin: self.origin_of("device.memory"),
+                message: "needs at least one memory-tier component (e.g. the device's HBM)".into(),
+            });
+        }
+        let mut tiers: Vec<(String, Arc<dyn MemoryTier>)> = Vec::new();
+        for (i, name) in spec.memory.iter().enumerate() {
+            let slot = format!("device.memory[{i}]");
+            match self.component(&slot, name, Category::MemoryTier)? {
+                Component::MemoryTier(t) => tiers.push((name.clone(), t)),
+                other => return Err(wrong_built(&slot, name, other)),
+            }
+        }
+        // The same (stable) order MemoryHierarchy::new uses, so names stay index for index.
+        tiers.sort_by_key(|(_, t)| t.level());
+        let memory_names = tiers.iter().map(|(n, _)| n.clone()).collect();
+        let memory = MemoryHierarchy {
+            tiers: tiers.into_iter().map(|(_, t)| t).collect(),
+        };
+        Ok(Device {
+            compute_name: spec.compute,
+            compute,
+            memory,
+            memory_names,
+        })
+    }
+
+    /// The system of `[device]` and `[system]`.
+    pub fn system(&self) -> Result<System, HostError> {
+        let device = self.device()?;
+        let spec: SystemSpec = self.extract("system")?;
+        if spec.devices == 0 {
+            return Err(HostError::Invalid {
+                key: "system.devices".into(),
+                origin: self.origin_of("system.devices"),
+                message: "must be at least 1".into(),
+            });
+        }
+        let mut network: Vec<Arc<dyn Interconnect>> = Vec::new();
+        for (i, name) in spec.network.iter().enumerate() {
+            let slot = format!("system.network[{i}]");
+            match self.component(&slot, name, Category::Interconnect)? {
+                Component::Interconnect(n) => network.push(n),
+                other => return Err(wrong_built(&slot, name, other)),
+            }
+        }
+        Ok(System {
+            name: spec.name.unwrap_or_else(|| device.compute_name.clone()),
+            compute: device.compute,
+            memory: device.memory,
+            network,
+            devices: spec.devices,
+        })
+    }
+}
+
+fn wrong_built(slot: &str, name: &str, c: Component) -> HostError {
+    HostError::Invalid {
+        key: slot.to_string(),
+        origin: None,
+        message: format!("component `{name}` built a {}", c.category()),
+    }
+}
+
+fn list(v: &[String]) -> String {
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
+}

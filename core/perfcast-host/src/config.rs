@@ -1,0 +1,364 @@
+//! The merged configuration: loading, typed extraction with provenance, `config explain`.
+
+use crate::error::HostError;
+use crate::layers::{self, Layer, LayerOrigin};
+use crate::plugins::{self, LibraryInfo};
+use figment::value::{Tag, Value};
+use figment::Figment;
+use perfcast_core::Registry;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Top-level sections perfcast reads. Any other top-level key is an error (a typo would
+/// otherwise be silently ignored). Hosts with sections of their own add them to
+/// [`Sources::sections`].
+pub const SECTIONS: &[&str] = &[
+    "plugins",
+    "components",
+    "device",
+    "system",
+    "model",
+    "plan",
+    "inference",
+    "options",
+    "ops",
+];
+
+/// What a configuration is made of, lowest layer last-but-one: built-in defaults, `files` in
+/// order (each with its includes beneath it), the `PERFCAST_*` environment (if `env`), then
+/// `sets` in order. `libraries` are plugin libraries to load in addition to `[[plugins]]`.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    /// Config files (`.toml`, `.yaml`/`.yml`, `.json`) or `preset:NAME`.
+    pub files: Vec<PathBuf>,
+    /// `key.path=value` overrides.
+    pub sets: Vec<String>,
+    /// Read `PERFCAST_*` environment variables.
+    pub env: bool,
+    /// Plugin libraries to load (`--load PATH`).
+    pub libraries: Vec<PathBuf>,
+    /// Allowed top-level keys.
+    pub sections: Vec<&'static str>,
+}
+
+impl Default for Sources {
+    fn default() -> Self {
+        Sources {
+            files: Vec::new(),
+            sets: Vec::new(),
+            env: true,
+            libraries: Vec::new(),
+            sections: SECTIONS.to_vec(),
+        }
+    }
+}
+
+impl Sources {
+    /// Files only, environment read, no overrides.
+    pub fn files<P: Into<PathBuf>>(files: impl IntoIterator<Item = P>) -> Self {
+        Sources {
+            files: files.into_iter().map(Into::into).collect(),
+            ..Sources::default()
+        }
+    }
+    pub fn with_sets<S: Into<String>>(mut self, sets: impl IntoIterator<Item = S>) -> Self {
+        self.sets.extend(sets.into_iter().map(Into::into));
+        self
+    }
+    pub fn with_libraries<P: Into<PathBuf>>(mut self, libs: impl IntoIterator<Item = P>) -> Self {
+        self.libraries.extend(libs.into_iter().map(Into::into));
+        self
+    }
+    pub fn without_env(mut self) -> Self {
+        self.env = false;
+        self
+    }
+}
+
+/// `[[plugins]]`: a shared library to load.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSpec {
+    /// Relative paths are relative to the config file that names them.
+    pub path: PathBuf,
+    /// Optional sha256 pin of the file (hex).
+    #[serde(default)]
+    pub sha256: Option<String>,
+}
+
+/// One line of `config explain`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Explained {
+    /// Key path (`components.a100_sxm4_80gb.sm_count`, `ops[2].m`).
+    pub key: String,
+    /// The value, as JSON.
+    pub value: String,
+    /// Where it came from (`file x.toml`, `PERFCAST_PLAN__TP`, `--set plan.tp=4`, ...).
+    pub source: String,
+}
+
+/// A loaded configuration and the registry its components resolve in.
+pub struct Config {
+    figment: Figment,
+    value: Value,
+    layers: Vec<LayerOrigin>,
+    registry: Registry,
+    libraries: Vec<LibraryInfo>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("layers", &self.layers)
+            .field("libraries", &self.libraries)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Config {
+    /// Merge the sources, check the top-level keys, and build the registry (built-ins, then
+    /// the `[[plugins]]` libraries, then `sources.libraries`).
+    pub fn load(sources: &Sources) -> Result<Config, HostError> {
+        let mut all: Vec<Layer> = vec![layers::defaults()];
+        for f in &sources.files {
+            all.extend(layers::read_config(f)?);
+        }
+        if sources.env {
+            all.push(layers::environment()?);
+        }
+        for s in &sources.sets {
+            all.push(layers::parse_set(s)?);
+        }
+        let mut figment = Figment::new();
+        let mut origins = Vec::with_capacity(all.len());
+        for l in all {
+            origins.push(l.origin.clone());
+            figment = figment.merge(l);
+        }
+        let value = figment.find_value("").map_err(|e| HostError::Invalid {
+            key: e.path.join("."),
+            origin: e.metadata.as_ref().map(|m| m.name.to_string()),
+            message: e.kind.to_string(),
+        })?;
+        let mut cfg = Config {
+            figment,
+            value,
+            layers: origins,
+            registry: perfcast_builtins::registry()?,
+            libraries: Vec::new(),
+        };
+        cfg.check_top_level(&sources.sections)?;
+
+        // Libraries: config first, then the command line; each file once.
+        let mut wanted: Vec<(PluginSpec, Option<String>)> = Vec::new();
+        if let Some(specs) = cfg.extract_opt::<Vec<PluginSpec>>("plugins")? {
+            for (i, s) in specs.into_iter().enumerate() {
+                let origin = cfg.origin_of(&format!("plugins[{i}].path"));
+                wanted.push((s, origin));
+            }
+        }
+        for p in &sources.libraries {
+            wanted.push((
+                PluginSpec {
+                    path: p.clone(),
+                    sha256: None,
+                },
+                Some("--load".into()),
+            ));
+        }
+        let mut seen = Vec::new();
+        for (spec, origin) in wanted {
+            let id = spec
+                .path
+                .canonicalize()
+                .unwrap_or_else(|_| spec.path.clone());
+            if seen.contains(&id) {
+                continue;
+            }
+            seen.push(id);
+            let info = plugins::load_library(&spec.path, spec.sha256.as_deref(), &mut cfg.registry)
+                .map_err(|message| HostError::Library {
+                    path: spec.path.clone(),
+                    origin,
+                    message,
+                })?;
+            cfg.libraries.push(info);
+        }
+        Ok(cfg)
+    }
+
+    /// The merged figment (for hosts that need more than [`Config::extract`]).
+    pub fn figment(&self) -> &Figment {
+        &self.figment
+    }
+
+    /// The merged configuration as one value.
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The layers merged, lowest first.
+    pub fn layers(&self) -> &[LayerOrigin] {
+        &self.layers
+    }
+
+    /// Built-in plugins plus the loaded libraries'.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The plugin libraries loaded for this configuration.
+    pub fn libraries(&self) -> &[LibraryInfo] {
+        &self.libraries
+    }
+
+    /// Whether `key` (dotted path) is set.
+    pub fn contains(&self, key: &str) -> bool {
+        lookup(&self.value, key).is_some()
+    }
+
+    /// Deserialise the value at `key` (dotted path, `""` for the whole configuration). Errors
+    /// name the full key path and where the bad value came from.
+    pub fn extract<T: DeserializeOwned>(&self, key: &str) -> Result<T, HostError> {
+        if !key.is_empty() && lookup(&self.value, key).is_none() {
+            return Err(HostError::Invalid {
+                key: key.to_string(),
+                origin: None,
+                message: "missing: this configuration does not set it".into(),
+            });
+        }
+        self.figment
+            .extract_inner::<T>(key)
+            .map_err(|e| self.figment_error(e, key))
+    }
+
+    /// Like [`Config::extract`], `None` when `key` is not set.
+    pub fn extract_opt<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, HostError> {
+        if key.is_empty() || lookup(&self.value, key).is_some() {
+            self.extract(key).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Where the value at `key` came from (`file configs/x.toml`, `PERFCAST_PLAN__TP`,
+    /// `--set plan.tp=4`, ...). Array elements are addressed as `ops[2].m`.
+    pub fn origin_of(&self, key: &str) -> Option<String> {
+        let v = lookup(&self.value, key)?;
+        Some(self.tag_label(v.tag(), key))
+    }
+
+    fn tag_label(&self, tag: Tag, key: &str) -> String {
+        match self.figment.get_metadata(tag) {
+            Some(md) if md.name == LayerOrigin::Env.label() => {
+                let segs = key_segments(key);
+                let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+                format!("environment variable {}", layers::env_var_name(&segs))
+            }
+            Some(md) => md.name.to_string(),
+            None => "unknown".into(),
+        }
+    }
+
+    /// Turn a figment error at `root` into a [`HostError::Invalid`] with the full key path.
+    pub fn figment_error(&self, e: figment::Error, root: &str) -> HostError {
+        // extract_inner appends the root's segments after the inner path.
+        let root_n = root.split('.').filter(|s| !s.is_empty()).count();
+        let mut path = e.path.clone();
+        let inner_n = path.len().saturating_sub(root_n);
+        path.rotate_left(inner_n);
+        let key = path.join(".");
+        let origin = self
+            .origin_of(&key)
+            .or_else(|| e.metadata.as_ref().map(|m| m.name.to_string()));
+        let mut message = e.kind.to_string();
+        if let figment::error::Kind::UnknownField(..) = e.kind {
+            message.push_str(" (misspelt key?)");
+        }
+        HostError::Invalid {
+            key: if key.is_empty() {
+                root.to_string()
+            } else {
+                key
+            },
+            origin,
+            message,
+        }
+    }
+
+    fn check_top_level(&self, sections: &[&'static str]) -> Result<(), HostError> {
+        let Some(d) = self.value.as_dict() else {
+            return Ok(());
+        };
+        for (k, v) in d {
+            if !sections.contains(&k.as_str()) {
+                return Err(HostError::UnknownKey {
+                    key: k.clone(),
+                    origin: self.tag_label(v.tag(), k),
+                    allowed: sections.to_vec(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Every value of the merged configuration with where it came from, in key order.
+    /// Tables are walked; arrays of tables are walked by index (`ops[0].m`); other arrays are
+    /// one value.
+    pub fn explain(&self) -> Vec<Explained> {
+        let mut out = Vec::new();
+        self.walk(&self.value, String::new(), &mut out);
+        out
+    }
+
+    fn walk(&self, v: &Value, key: String, out: &mut Vec<Explained>) {
+        match v {
+            Value::Dict(_, d) if !d.is_empty() => {
+                for (k, child) in d {
+                    let key = if key.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{key}.{k}")
+                    };
+                    self.walk(child, key, out);
+                }
+            }
+            Value::Array(_, items)
+                if !items.is_empty() && items.iter().all(|i| i.as_dict().is_some()) =>
+            {
+                for (i, child) in items.iter().enumerate() {
+                    self.walk(child, format!("{key}[{i}]"), out);
+                }
+            }
+            leaf => out.push(Explained {
+                value: serde_json::to_string(leaf).unwrap_or_else(|_| format!("{leaf:?}")),
+                source: self.tag_label(leaf.tag(), &key),
+                key,
+            }),
+        }
+    }
+}
+
+/// `a.b[2].c` -> `["a", "b", "2", "c"]`.
+pub(crate) fn key_segments(key: &str) -> Vec<String> {
+    key.replace('[', ".")
+        .replace(']', "")
+        .split('.')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Find `key` (dotted, with `[i]` or `.i` array indices) in `v`.
+pub(crate) fn lookup<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    let mut cur = v;
+    for seg in key_segments(key) {
+        cur = match cur {
+            Value::Dict(_, d) => d.get(&seg)?,
+            Value::Array(_, a) => a.get(seg.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(cur)
+}

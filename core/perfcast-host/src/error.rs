@@ -1,0 +1,152 @@
+//! Errors of the host: every one names where the bad input came from (a file, an environment
+//! variable, a `--set`), the key path inside the merged configuration, and what is allowed.
+
+use perfcast_core::Category;
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// Anything that can go wrong while loading a configuration or composing a system from it.
+#[derive(Debug, Error)]
+pub enum HostError {
+    /// A configuration file that cannot be read (missing, a directory, no permission).
+    #[error("cannot read config file `{}`{}: {source}", path.display(), included(included_by))]
+    Read {
+        path: PathBuf,
+        included_by: Option<String>,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A file whose text is not valid TOML, YAML or JSON.
+    #[error("{format} syntax error in `{origin}` at line {line}, column {column}: {message}")]
+    Syntax {
+        origin: String,
+        format: &'static str,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+
+    /// A file in a format perfcast does not read, or a file that is not a table at the top.
+    #[error("`{origin}`: {message}")]
+    Format { origin: String, message: String },
+
+    /// `include = [...]` came back to a file that is already being included.
+    #[error("include cycle: {}", chain.join(" -> "))]
+    IncludeCycle { chain: Vec<String> },
+
+    /// `preset:NAME` names no built-in preset.
+    #[error("unknown preset `{name}`{}; built-in presets: {}", included(included_by), known.join(", "))]
+    UnknownPreset {
+        name: String,
+        included_by: Option<String>,
+        known: Vec<String>,
+    },
+
+    /// A `--set` argument that is not `key=value` with a dotted key.
+    #[error("invalid --set `{arg}`: {message} (expected `key.path=value`, e.g. `plan.tp=4`)")]
+    BadSet { arg: String, message: String },
+
+    /// A top-level key perfcast does not know.
+    #[error("unknown top-level key `{key}` (from {origin}); allowed: {}", allowed.join(", "))]
+    UnknownKey {
+        key: String,
+        origin: String,
+        allowed: Vec<&'static str>,
+    },
+
+    /// A value of the wrong type, an unknown field, a missing field, an invalid value.
+    #[error("invalid `{key}`{}: {message}", from(origin))]
+    Invalid {
+        key: String,
+        origin: Option<String>,
+        message: String,
+    },
+
+    /// A slot names a component that `[components]` does not define.
+    #[error(
+        "`{slot}` names component `{name}`{}, which is not defined; defined components: {}",
+        from(origin),
+        list(defined)
+    )]
+    UndefinedComponent {
+        slot: String,
+        name: String,
+        origin: Option<String>,
+        defined: Vec<String>,
+    },
+
+    /// A component whose kind is registered under another category than its slot needs.
+    #[error("`{slot}` needs a {wanted}, but component `{name}` is `{kind}`, a {found}{}; {wanted} kinds: {}", from(origin), list(known))]
+    WrongCategory {
+        slot: String,
+        name: String,
+        kind: String,
+        wanted: Category,
+        found: Category,
+        origin: Option<String>,
+        known: Vec<String>,
+    },
+
+    /// A component kind that no category of the registry knows.
+    #[error(
+        "unknown kind `{kind}` for `components.{name}.kind`{}; registered kinds: {}",
+        from(origin),
+        known
+    )]
+    UnknownKind {
+        name: String,
+        kind: String,
+        origin: Option<String>,
+        /// `category: a, b; category: c` for every category.
+        known: String,
+    },
+
+    /// A plugin library that could not be loaded (`message` is the loader's, naming the file).
+    #[error("cannot load {message}{}", named_by(origin))]
+    Library {
+        path: PathBuf,
+        origin: Option<String>,
+        message: String,
+    },
+
+    /// Built-in plugins that clash (a bug in the build, reported rather than hidden).
+    #[error("plugin registry: {0}")]
+    Registry(#[from] perfcast_core::registry::RegistryError),
+
+    /// The model rejected a value or a plugin returned one that is not a finite number.
+    #[error("{context}: {source}")]
+    Model {
+        context: String,
+        #[source]
+        source: perfcast_core::ModelError,
+    },
+}
+
+fn included(by: &Option<String>) -> String {
+    by.as_ref()
+        .map(|b| format!(" (included by {b})"))
+        .unwrap_or_default()
+}
+
+fn from(origin: &Option<String>) -> String {
+    origin
+        .as_ref()
+        .map(|o| format!(" (from {o})"))
+        .unwrap_or_default()
+}
+
+fn named_by(origin: &Option<String>) -> String {
+    origin
+        .as_ref()
+        .map(|o| format!(" (named by {o})"))
+        .unwrap_or_default()
+}
+
+fn list(v: &[String]) -> String {
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
+}

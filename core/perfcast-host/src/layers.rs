@@ -1,0 +1,505 @@
+//! The layers of a configuration, lowest first: built-in defaults, config files (with their
+//! includes beneath them), `PERFCAST_*` environment variables, `--set key=value`.
+//!
+//! Each layer is a figment [`Provider`] whose [`Metadata`] says where its values came from; the
+//! merged figment tags every value with its provider, which is how errors and
+//! `config explain` name the origin of a value.
+
+use crate::error::HostError;
+use figment::providers::{Env, Format, Json, Toml, Yaml};
+use figment::value::{Dict, Map, Value};
+use figment::{Error as FigmentError, Metadata, Profile, Provider, Source};
+use std::path::{Path, PathBuf};
+
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/presets.rs"));
+}
+
+/// Prefix of configuration environment variables (`PERFCAST_PLAN__TP=4` sets `plan.tp`).
+pub const ENV_PREFIX: &str = "PERFCAST_";
+/// How a config file names a built-in preset: `include = ["preset:a100-sxm4-80gb"]`.
+pub const PRESET_SCHEME: &str = "preset:";
+
+/// Names of the built-in hardware presets (the files of `configs/hardware/`).
+pub fn preset_names() -> Vec<String> {
+    embedded::PRESETS
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .collect()
+}
+
+/// The TOML text of a built-in preset.
+pub fn preset(name: &str) -> Option<&'static str> {
+    embedded::PRESETS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| *t)
+}
+
+/// Where a layer's values came from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LayerOrigin {
+    Default,
+    File {
+        path: PathBuf,
+        included_by: Option<String>,
+    },
+    Preset {
+        name: String,
+        included_by: Option<String>,
+    },
+    Env,
+    Set {
+        arg: String,
+    },
+}
+
+impl LayerOrigin {
+    /// A short label: `file configs/x.toml`, `preset:a100-sxm4-80gb`, `--set plan.tp=4`...
+    pub fn label(&self) -> String {
+        match self {
+            LayerOrigin::Default => "built-in default".into(),
+            LayerOrigin::File { path, included_by } => match included_by {
+                Some(by) => format!("file {} (included by {by})", path.display()),
+                None => format!("file {}", path.display()),
+            },
+            LayerOrigin::Preset { name, included_by } => match included_by {
+                Some(by) => format!("{PRESET_SCHEME}{name} (built-in preset, included by {by})"),
+                None => format!("{PRESET_SCHEME}{name} (built-in preset)"),
+            },
+            LayerOrigin::Env => "environment".into(),
+            LayerOrigin::Set { arg } => format!("--set {arg}"),
+        }
+    }
+}
+
+/// One parsed configuration layer.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    pub origin: LayerOrigin,
+    pub data: Dict,
+}
+
+impl Provider for Layer {
+    fn metadata(&self) -> Metadata {
+        let md = Metadata::named(self.origin.label());
+        match &self.origin {
+            LayerOrigin::File { path, .. } => md.source(Source::File(path.clone())),
+            LayerOrigin::Preset { name, .. } => {
+                md.source(Source::Custom(format!("{PRESET_SCHEME}{name}")))
+            }
+            LayerOrigin::Set { arg } => md.source(Source::Custom(format!("--set {arg}"))),
+            _ => md,
+        }
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, FigmentError> {
+        let profile = match self.origin {
+            // Environment and command line override every profile (figment pitfall 1).
+            LayerOrigin::Env | LayerOrigin::Set { .. } => Profile::Global,
+            _ => Profile::Default,
+        };
+        let mut m = Map::new();
+        m.insert(profile, self.data.clone());
+        Ok(m)
+    }
+}
+
+/// The built-in defaults: the lowest layer.
+pub fn defaults() -> Layer {
+    let mut system = Dict::new();
+    system.insert("devices".into(), Value::from(1u32));
+    let mut data = Dict::new();
+    data.insert("system".into(), Value::from(system));
+    Layer {
+        origin: LayerOrigin::Default,
+        data,
+    }
+}
+
+/// The `PERFCAST_*` environment as a layer: `PERFCAST_A__B=v` sets `a.b` (keys lower-cased).
+/// Values are parsed like figment parses environment values (numbers, booleans, arrays).
+pub fn environment() -> Result<Layer, HostError> {
+    let env = Env::prefixed(ENV_PREFIX).split("__").global();
+    let map = env.data().map_err(|e| HostError::Invalid {
+        key: e.path.join("."),
+        origin: Some("environment".into()),
+        message: e.kind.to_string(),
+    })?;
+    let data = map.into_values().next().unwrap_or_default();
+    Ok(Layer {
+        origin: LayerOrigin::Env,
+        data,
+    })
+}
+
+/// The environment variable that sets `key_path` (for provenance).
+pub fn env_var_name(key_path: &[&str]) -> String {
+    let keys: Vec<String> = key_path.iter().map(|k| k.to_ascii_uppercase()).collect();
+    format!("{ENV_PREFIX}{}", keys.join("__"))
+}
+
+/// Parse one `--set key=value`: the value is read as a TOML value (numbers, booleans, quoted
+/// strings, arrays, inline tables), else as JSON, else taken as a plain string.
+pub fn parse_set(arg: &str) -> Result<Layer, HostError> {
+    let bad = |message: &str| HostError::BadSet {
+        arg: arg.to_string(),
+        message: message.to_string(),
+    };
+    let (key, raw) = arg.split_once('=').ok_or_else(|| bad("no `=`"))?;
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(bad("empty key"));
+    }
+    for seg in key.split('.') {
+        if seg.is_empty()
+            || !seg
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(bad(&format!(
+                "key segment `{seg}` must be non-empty letters, digits, `_` or `-`"
+            )));
+        }
+    }
+    let value = parse_scalar(raw.trim());
+    let data = match figment::util::nest(key, value) {
+        Value::Dict(_, d) => d,
+        _ => return Err(bad("empty key")),
+    };
+    Ok(Layer {
+        origin: LayerOrigin::Set {
+            arg: arg.to_string(),
+        },
+        data,
+    })
+}
+
+/// A value given on the command line: TOML, then JSON, then a plain string.
+pub fn parse_scalar(raw: &str) -> Value {
+    if let Ok(mut d) = Toml::from_str::<Dict>(&format!("v = {raw}")) {
+        if let Some(v) = d.remove("v") {
+            return v;
+        }
+    }
+    if let Ok(v) = Json::from_str::<Value>(raw) {
+        return v;
+    }
+    Value::from(raw.to_string())
+}
+
+/// Identity of a source for cycle detection.
+fn identity(spec: &Spec) -> String {
+    match spec {
+        Spec::File(p) => p
+            .canonicalize()
+            .unwrap_or_else(|_| p.clone())
+            .display()
+            .to_string(),
+        Spec::Preset(n) => format!("{PRESET_SCHEME}{n}"),
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Spec {
+    File(PathBuf),
+    Preset(String),
+}
+
+impl Spec {
+    fn parse(s: &Path) -> Spec {
+        match s.to_str().and_then(|s| s.strip_prefix(PRESET_SCHEME)) {
+            Some(name) => Spec::Preset(name.to_string()),
+            None => Spec::File(s.to_path_buf()),
+        }
+    }
+    fn label(&self) -> String {
+        match self {
+            Spec::File(p) => p.display().to_string(),
+            Spec::Preset(n) => format!("{PRESET_SCHEME}{n}"),
+        }
+    }
+}
+
+/// Read a config file (or `preset:NAME`) and, beneath it, everything it includes, recursively.
+/// The layers come out lowest first: a file's includes (in order) precede the file itself.
+pub fn read_config(path: &Path) -> Result<Vec<Layer>, HostError> {
+    let mut out = Vec::new();
+    let mut stack = Vec::new();
+    read(Spec::parse(path), None, &mut stack, &mut out)?;
+    Ok(out)
+}
+
+fn read(
+    spec: Spec,
+    included_by: Option<String>,
+    stack: &mut Vec<(String, String)>,
+    out: &mut Vec<Layer>,
+) -> Result<(), HostError> {
+    let id = identity(&spec);
+    if let Some(pos) = stack.iter().position(|(i, _)| *i == id) {
+        let mut chain: Vec<String> = stack[pos..].iter().map(|(_, l)| l.clone()).collect();
+        chain.push(spec.label());
+        return Err(HostError::IncludeCycle { chain });
+    }
+    let (text, origin, format, dir) = match &spec {
+        Spec::File(path) => {
+            let text = std::fs::read_to_string(path).map_err(|source| HostError::Read {
+                path: path.clone(),
+                included_by: included_by.clone(),
+                source,
+            })?;
+            let format = match path.extension().and_then(|e| e.to_str()) {
+                Some("toml") => "TOML",
+                Some("yaml") | Some("yml") => "YAML",
+                Some("json") => "JSON",
+                other => {
+                    return Err(HostError::Format {
+                        origin: path.display().to_string(),
+                        message: format!(
+                            "unsupported config format {}; use .toml, .yaml, .yml or .json",
+                            other
+                                .map(|e| format!("`.{e}`"))
+                                .unwrap_or("(no extension)".into())
+                        ),
+                    })
+                }
+            };
+            let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            let origin = LayerOrigin::File {
+                path: path.clone(),
+                included_by,
+            };
+            (text.to_string(), origin, format, Some(dir))
+        }
+        Spec::Preset(name) => {
+            let text = preset(name).ok_or_else(|| HostError::UnknownPreset {
+                name: name.clone(),
+                included_by: included_by.clone(),
+                known: preset_names(),
+            })?;
+            let origin = LayerOrigin::Preset {
+                name: name.clone(),
+                included_by,
+            };
+            (text.to_string(), origin, "TOML", None)
+        }
+    };
+    let label = spec.label();
+    let mut data = parse(&text, format, &label)?;
+
+    let includes = take_includes(&mut data, &label)?;
+    if let Some(dir) = &dir {
+        absolutize_plugin_paths(&mut data, dir);
+    }
+    stack.push((id, label.clone()));
+    for inc in includes {
+        let child = match Spec::parse(Path::new(&inc)) {
+            Spec::File(p) => match &dir {
+                Some(dir) if p.is_relative() => Spec::File(dir.join(p)),
+                Some(_) => Spec::File(p),
+                None => {
+                    return Err(HostError::Format {
+                        origin: label,
+                        message: format!(
+                            "a built-in preset can only include other presets (`{PRESET_SCHEME}NAME`), not `{inc}`"
+                        ),
+                    })
+                }
+            },
+            preset => preset,
+        };
+        read(child, Some(label.clone()), stack, out)?;
+    }
+    stack.pop();
+    out.push(Layer { origin, data });
+    Ok(())
+}
+
+/// Parse a file's text; syntax errors carry line and column.
+fn parse(text: &str, format: &'static str, origin: &str) -> Result<Dict, HostError> {
+    let value: Value = match format {
+        "TOML" => Toml::from_str(text).map_err(|e| {
+            let (line, column) = e.span().map(|s| line_col(text, s.start)).unwrap_or((0, 0));
+            HostError::Syntax {
+                origin: origin.to_string(),
+                format,
+                line,
+                column,
+                message: e.message().trim().replace('\n', " "),
+            }
+        })?,
+        "YAML" => Yaml::from_str(text).map_err(|e| {
+            let (line, column) = e
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .unwrap_or((0, 0));
+            HostError::Syntax {
+                origin: origin.to_string(),
+                format,
+                line,
+                column,
+                message: strip_location(&e.to_string()),
+            }
+        })?,
+        _ => Json::from_str(text).map_err(|e| HostError::Syntax {
+            origin: origin.to_string(),
+            format,
+            line: e.line(),
+            column: e.column(),
+            message: strip_location(&e.to_string()),
+        })?,
+    };
+    match value {
+        Value::Dict(_, d) => Ok(d),
+        // An empty YAML document is no configuration at all.
+        Value::Empty(..) => Ok(Dict::new()),
+        other => Err(HostError::Format {
+            origin: origin.to_string(),
+            message: format!(
+                "the top level must be a table of keys, found {}",
+                kind_name(&other)
+            ),
+        }),
+    }
+}
+
+/// serde_json and serde_yaml end their messages with " at line L column C"; we report those
+/// separately.
+fn strip_location(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+/// 1-based line and column of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text.as_bytes()[..offset];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map(|i| i + 1)
+        .unwrap_or(0);
+    let column = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
+    (line, column)
+}
+
+pub(crate) fn kind_name(v: &Value) -> &'static str {
+    match v {
+        Value::String(..) => "a string",
+        Value::Char(..) => "a character",
+        Value::Bool(..) => "a boolean",
+        Value::Num(..) => "a number",
+        Value::Empty(..) => "nothing",
+        Value::Dict(..) => "a table",
+        Value::Array(..) => "an array",
+    }
+}
+
+fn take_includes(data: &mut Dict, origin: &str) -> Result<Vec<String>, HostError> {
+    let Some(v) = data.remove("include") else {
+        return Ok(Vec::new());
+    };
+    let bad = |found: &Value| HostError::Invalid {
+        key: "include".into(),
+        origin: Some(origin.to_string()),
+        message: format!(
+            "expected an array of file paths or `{PRESET_SCHEME}NAME` strings, found {}",
+            kind_name(found)
+        ),
+    };
+    match &v {
+        Value::String(_, s) => Ok(vec![s.clone()]),
+        Value::Array(_, items) => items
+            .iter()
+            .map(|i| i.as_str().map(str::to_string).ok_or_else(|| bad(i)))
+            .collect(),
+        other => Err(bad(other)),
+    }
+}
+
+/// `[[plugins]] path = "..."` is relative to the file that says it.
+fn absolutize_plugin_paths(data: &mut Dict, dir: &Path) {
+    if let Some(Value::Array(_, items)) = data.get_mut("plugins") {
+        for item in items {
+            if let Value::Dict(_, d) = item {
+                if let Some(Value::String(_, p)) = d.get_mut("path") {
+                    let pb = PathBuf::from(&*p);
+                    if pb.is_relative() {
+                        *p = dir.join(pb).display().to_string();
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_values_are_typed() {
+        let table: &[(&str, Value)] = &[
+            ("plan.tp=4", Value::from(4i64)),
+            ("a=2.5", Value::from(2.5f64)),
+            ("a=true", Value::from(true)),
+            ("a=\"4\"", Value::from("4".to_string())),
+            ("a=My Cluster", Value::from("My Cluster".to_string())),
+            ("a=h100", Value::from("h100".to_string())),
+        ];
+        for (arg, want) in table {
+            let l = parse_set(arg).unwrap();
+            let v = Value::from(l.data.clone());
+            let key = arg.split_once('=').unwrap().0;
+            let got = v.find(key).unwrap();
+            assert_eq!(&got, want, "{arg}");
+        }
+        let arr = parse_set("device.memory=[\"a\", \"b\"]").unwrap();
+        let v = Value::from(arr.data).find("device.memory").unwrap();
+        assert_eq!(v.into_array().map(|a| a.len()), Some(2));
+        for bad in ["novalue", "=3", "a..b=1", "a b=1"] {
+            assert!(
+                matches!(parse_set(bad), Err(HostError::BadSet { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn line_and_column() {
+        let t = "a = 1\nb = \n";
+        assert_eq!(line_col(t, 0), (1, 1));
+        assert_eq!(line_col(t, 10), (2, 5));
+        let e = parse(t, "TOML", "x.toml").unwrap_err().to_string();
+        assert!(e.contains("line 2"), "{e}");
+        let e = parse("{\"a\": 1,\n \"b\": }", "JSON", "x.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2, column"), "{e}");
+        let e = parse("a: 1\nb: [1, 2\n", "YAML", "x.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("YAML syntax error in `x.yaml` at line"), "{e}");
+        let e = parse("[1, 2]", "JSON", "x.json").unwrap_err().to_string();
+        assert!(e.contains("top level must be a table"), "{e}");
+    }
+
+    #[test]
+    fn presets_are_embedded() {
+        let names = preset_names();
+        assert!(names.iter().any(|n| n == "a100-sxm4-80gb"), "{names:?}");
+        for n in &names {
+            let layers = read_config(Path::new(&format!("preset:{n}"))).unwrap();
+            assert_eq!(layers.len(), 1);
+            assert!(layers[0].data.contains_key("device"), "{n}");
+        }
+        let e = read_config(Path::new("preset:nope"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a100-sxm4-80gb"), "{e}");
+    }
+}

@@ -1,0 +1,30 @@
+//! perfcast-host: what every perfcast host (the CLI, later Python bindings or a web page)
+//! shares.
+//!
+//! - [`Config`]: figment layering of built-in defaults < config files (TOML, YAML, JSON; with
+//!   `include = [...]` of other files or of built-in `preset:NAME`s beneath them) <
+//!   `PERFCAST_*` environment < `--set key=value`, every value tagged with its origin.
+//! - Composition: named component instances (`[components.NAME] kind = "..."`) resolved
+//!   through the [`perfcast_core::Registry`] (built-ins plus plugin libraries) into a
+//!   [`Device`] or a [`perfcast_core::System`].
+//! - [`roofline`]: the per-op roofline table of a device.
+//!
+//! Invariant: every error names the key path and where the value came from (a file, an
+//! environment variable, a `--set`); nothing here panics on user input, and every number
+//! handed to a host for output is finite.
+
+pub mod compose;
+pub mod config;
+pub mod error;
+pub mod layers;
+pub mod ops;
+pub mod plugins;
+pub mod roofline;
+
+pub use compose::Device;
+pub use config::{Config, Explained, PluginSpec, Sources, SECTIONS};
+pub use error::HostError;
+pub use layers::{preset, preset_names, LayerOrigin, ENV_PREFIX, PRESET_SCHEME};
+pub use ops::{NamedOp, OP_KINDS};
+pub use plugins::{plugin_rows, registry_with, LibraryInfo, PluginRow};
+pub use roofline::{RooflineReport, RooflineRow};

@@ -1,0 +1,74 @@
+//! `perfcast config ...`: inspect configurations.
+
+use crate::common::{print, to_json, ConfigArgs, Format, Table};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// The merged configuration, each value with where it came from (file, preset,
+    /// environment variable, --set, default).
+    Explain(ExplainArgs),
+    /// The hardware presets built into perfcast (`include = ["preset:NAME"]`).
+    Presets(PresetArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PresetArgs {
+    /// Print this preset's TOML instead of the list.
+    pub name: Option<String>,
+}
+
+pub fn run(c: Command) -> anyhow::Result<()> {
+    match c {
+        Command::Explain(a) => explain(a),
+        Command::Presets(a) => presets(a),
+    }
+}
+
+fn explain(a: ExplainArgs) -> anyhow::Result<()> {
+    let cfg = a.config.load()?;
+    let rows = cfg.explain();
+    let text = match a.format {
+        Format::Json => to_json(&rows)?,
+        Format::Table | Format::Csv => {
+            let mut t = Table::new(&[("key", false), ("value", false), ("source", false)]);
+            for r in &rows {
+                t.push(vec![r.key.clone(), r.value.clone(), r.source.clone()]);
+            }
+            if a.format == Format::Csv {
+                t.csv()
+            } else {
+                t.render()
+            }
+        }
+    };
+    print(&text)
+}
+
+fn presets(a: PresetArgs) -> anyhow::Result<()> {
+    match a.name {
+        Some(name) => {
+            let text = perfcast_host::preset(&name).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unknown preset `{name}`; built-in presets: {}",
+                    perfcast_host::preset_names().join(", ")
+                )
+            })?;
+            print(text)
+        }
+        None => {
+            let mut out = String::new();
+            for n in perfcast_host::preset_names() {
+                out.push_str(&format!("{}{n}\n", perfcast_host::PRESET_SCHEME));
+            }
+            print(&out)
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! `perfcast`: the command-line host.
+//!
+//! Adding a command is two lines here: a variant of [`Command`] (its `Args` type lives in the
+//! command's module) and an arm in [`run`]. Shared things (output formats, config arguments,
+//! printing, exit codes) are in [`common`].
+
+mod cmd_config;
+mod cmd_plugins;
+mod cmd_roofline;
+mod common;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// perfcast: an analytical performance model for distributed LLM training and inference.
+#[derive(Debug, Parser)]
+#[command(name = "perfcast", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List every registered plugin: category, name, origin, version, ABI.
+    Plugins(cmd_plugins::Args),
+    /// Per-op roofline of the config's device for its `[[ops]]`.
+    Roofline(cmd_roofline::Args),
+    /// Inspect configurations.
+    #[command(subcommand)]
+    Config(cmd_config::Command),
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Plugins(a) => cmd_plugins::run(a),
+        Command::Roofline(a) => cmd_roofline::run(a),
+        Command::Config(c) => cmd_config::run(c),
+    }
+}
+
+fn main() -> ExitCode {
+    common::install_panic_hook();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return common::usage_error(e),
+    };
+    common::finish(std::panic::catch_unwind(|| run(cli)))
+}
