@@ -187,7 +187,9 @@ impl Config {
                                 .strip_prefix("unknown field `")
                                 .and_then(|m| m.split('`').next())
                             {
-                                key = format!("{key}.{field}");
+                                if !key.ends_with(&format!(".{field}")) {
+                                    key = format!("{key}.{field}");
+                                }
                             }
                             (key, format!("{message} (parameter of {category} `{kind}`)"))
                         }
@@ -243,7 +245,6 @@ impl Config {
 
     /// The device of `[device]`: its compute unit and memory tiers.
     pub fn device(&self) -> Result<Device, HostError> {
-        self.check_components()?;
         let spec: DeviceSpec = self.extract("device")?;
         let compute =
             match self.component("device.compute", &spec.compute, Category::ComputeUnit)? {
@@ -267,6 +268,8 @@ impl Config {
         }
         // The same (stable) order MemoryHierarchy::new uses, so names stay index for index.
         tiers.sort_by_key(|(_, t)| t.level());
+        // The slots first (their errors are the most specific), then the other components.
+        self.check_components()?;
         let memory_names = tiers.iter().map(|(n, _)| n.clone()).collect();
         let memory = MemoryHierarchy {
             tiers: tiers.into_iter().map(|(_, t)| t).collect(),

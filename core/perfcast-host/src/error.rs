@@ -77,7 +77,7 @@ pub enum HostError {
     },
 
     /// A component whose kind is registered under another category than its slot needs.
-    #[error("`{slot}` needs a {wanted}, but component `{name}` is `{kind}`, a {found}{}; {wanted} kinds: {}", from(origin), list(known))]
+    #[error("`{slot}` needs a {wanted}, but component `{name}` is `{kind}`, of category {found}{}; {wanted} kinds: {}", from(origin), list(known))]
     WrongCategory {
         slot: String,
         name: String,

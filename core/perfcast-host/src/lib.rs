@@ -28,3 +28,6 @@ pub use layers::{preset, preset_names, LayerOrigin, ENV_PREFIX, PRESET_SCHEME};
 pub use ops::{NamedOp, OP_KINDS};
 pub use plugins::{plugin_rows, registry_with, LibraryInfo, PluginRow};
 pub use roofline::{RooflineReport, RooflineRow};
+
+#[cfg(test)]
+mod tests;

@@ -270,7 +270,9 @@ impl Config {
                 .strip_prefix("unknown field `")
                 .and_then(|m| m.split('`').next())
             {
-                k = format!("{k}.{field}");
+                if !k.ends_with(&format!(".{field}")) {
+                    k = format!("{k}.{field}");
+                }
             }
             HostError::Invalid {
                 origin: self.origin_of(&k).or_else(|| self.origin_of(key)),

@@ -1,0 +1,360 @@
+//! Tests of loading, layering, provenance and composition (data-driven where the cases are a
+//! table). Files go to a fresh temporary directory per test.
+
+use crate::{Config, HostError, Sources};
+use perfcast_core::{DType, TimeBound};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+fn tmpdir() -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "perfcast-host-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn load(files: &[PathBuf], sets: &[&str]) -> Result<Config, HostError> {
+    Config::load(
+        &Sources::files(files.iter().cloned())
+            .with_sets(sets.iter().map(|s| s.to_string()))
+            .without_env(),
+    )
+}
+
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct Plan {
+    tp: u32,
+    #[serde(default)]
+    pp: u32,
+}
+
+#[test]
+fn later_files_then_sets_win_and_keep_their_origin() {
+    let d = tmpdir();
+    let a = write(&d, "a.toml", "[plan]\ntp = 1\npp = 2\n");
+    let b = write(&d, "b.yaml", "plan:\n  tp: 2\n");
+    let c = write(&d, "c.json", "{\"plan\": {\"pp\": 8}}");
+    let cases: &[(&[&PathBuf], &[&str], u32, u32, &str, &str)] = &[
+        (&[&a], &[], 1, 2, "a.toml", "a.toml"),
+        (&[&a, &b], &[], 2, 2, "b.yaml", "a.toml"),
+        (&[&a, &b, &c], &[], 2, 8, "b.yaml", "c.json"),
+        (&[&a, &b], &["plan.tp=4"], 4, 2, "--set plan.tp=4", "a.toml"),
+        (
+            &[&a],
+            &["plan.tp=4", "plan.tp=16"],
+            16,
+            2,
+            "--set plan.tp=16",
+            "a.toml",
+        ),
+    ];
+    for (files, sets, tp, pp, tp_from, pp_from) in cases {
+        let files: Vec<PathBuf> = files.iter().map(|p| (*p).clone()).collect();
+        let cfg = load(&files, sets).unwrap();
+        assert_eq!(
+            cfg.extract::<Plan>("plan").unwrap(),
+            Plan { tp: *tp, pp: *pp }
+        );
+        let origin = cfg.origin_of("plan.tp").unwrap();
+        assert!(origin.contains(tp_from), "{origin} vs {tp_from}");
+        let origin = cfg.origin_of("plan.pp").unwrap();
+        assert!(origin.contains(pp_from), "{origin} vs {pp_from}");
+    }
+}
+
+#[test]
+fn environment_sits_between_files_and_sets() {
+    figment::Jail::expect_with(|jail| {
+        jail.create_file("x.toml", "[plan]\ntp = 1\npp = 2\n")?;
+        jail.set_env("PERFCAST_PLAN__TP", "3");
+        let cfg = Config::load(&Sources::files(["x.toml"])).unwrap();
+        assert_eq!(cfg.extract::<Plan>("plan").unwrap(), Plan { tp: 3, pp: 2 });
+        assert_eq!(
+            cfg.origin_of("plan.tp").unwrap(),
+            "environment variable PERFCAST_PLAN__TP"
+        );
+        let cfg = Config::load(&Sources::files(["x.toml"]).with_sets(["plan.tp=5"])).unwrap();
+        assert_eq!(cfg.extract::<Plan>("plan").unwrap().tp, 5);
+        let explained = cfg.explain();
+        let row = explained.iter().find(|e| e.key == "plan.tp").unwrap();
+        assert_eq!(
+            (row.value.as_str(), row.source.as_str()),
+            ("5", "--set plan.tp=5")
+        );
+        let row = explained
+            .iter()
+            .find(|e| e.key == "system.devices")
+            .unwrap();
+        assert_eq!(row.source, "built-in default");
+        // Without the environment layer the file wins again.
+        let cfg = Config::load(&Sources::files(["x.toml"]).without_env()).unwrap();
+        assert_eq!(cfg.extract::<Plan>("plan").unwrap().tp, 1);
+        // A mistyped environment value names the variable.
+        jail.set_env("PERFCAST_PLAN__TP", "lots");
+        let e = Config::load(&Sources::files(["x.toml"]))
+            .unwrap()
+            .extract::<Plan>("plan")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("plan.tp") && e.contains("PERFCAST_PLAN__TP"),
+            "{e}"
+        );
+        Ok(())
+    });
+}
+
+#[test]
+fn includes_are_relative_beneath_and_cycles_fail() {
+    let d = tmpdir();
+    write(&d, "hw/base.toml", "[plan]\ntp = 1\npp = 4\n");
+    write(
+        &d,
+        "hw/mid.toml",
+        "include = [\"base.toml\"]\n[plan]\ntp = 2\n",
+    );
+    let top = write(
+        &d,
+        "exp/top.toml",
+        "include = [\"../hw/mid.toml\"]\n[plan]\ntp = 8\n",
+    );
+    let cfg = load(&[top.clone()], &[]).unwrap();
+    assert_eq!(cfg.extract::<Plan>("plan").unwrap(), Plan { tp: 8, pp: 4 });
+    let pp = cfg.origin_of("plan.pp").unwrap();
+    assert!(
+        pp.contains("base.toml") && pp.contains("included by"),
+        "{pp}"
+    );
+    assert!(!cfg.contains("include"));
+
+    // Diamond: the same file twice is fine; a cycle is not.
+    write(&d, "d/a.toml", "include = [\"b.toml\", \"c.toml\"]\n");
+    write(&d, "d/b.toml", "include = [\"c.toml\"]\n");
+    write(&d, "d/c.toml", "[plan]\ntp = 3\n");
+    assert!(load(&[d.join("d/a.toml")], &[]).is_ok());
+    write(&d, "d/c.toml", "include = [\"a.toml\"]\n");
+    let e = load(&[d.join("d/a.toml")], &[]).unwrap_err();
+    assert!(matches!(e, HostError::IncludeCycle { .. }), "{e}");
+    assert!(e.to_string().contains("a.toml -> "), "{e}");
+
+    // A missing include names the including file.
+    let bad = write(&d, "bad.toml", "include = [\"nope.toml\"]\n");
+    let e = load(&[bad], &[]).unwrap_err().to_string();
+    assert!(e.contains("nope.toml") && e.contains("included by"), "{e}");
+}
+
+fn a100_with(extra: &str) -> PathBuf {
+    let d = tmpdir();
+    write(
+        &d,
+        "x.toml",
+        &format!("include = [\"preset:a100-sxm4-80gb\"]\n{extra}"),
+    )
+}
+
+#[test]
+fn bad_components_name_the_key_and_the_file() {
+    // (extra config, --set, expected fragments)
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        (
+            "[components.a100_sxm4_80gb]\nfp8_tops = 3\n",
+            &[],
+            &[
+                "components.a100_sxm4_80gb.fp8_tops",
+                "x.toml",
+                "unknown field",
+            ],
+        ),
+        (
+            "[components.a100_sxm4_80gb]\nsm_count = \"many\"\n",
+            &[],
+            &[
+                "components.a100_sxm4_80gb.sm_count",
+                "x.toml",
+                "expected u32",
+            ],
+        ),
+        (
+            "",
+            &["components.a100_sxm4_80gb.sm_count=-1"],
+            &["components.a100_sxm4_80gb.sm_count", "--set"],
+        ),
+        (
+            "[device]\ncompute = \"a100_sxm4_80gb_nic\"\n",
+            &[],
+            &["device.compute", "interconnect", "compute_unit kinds: gpu"],
+        ),
+        (
+            "[device]\nmemory = [\"a100_sxm4_80gb_hbm\", \"hbm3\"]\n",
+            &[],
+            &[
+                "device.memory[1]",
+                "`hbm3`",
+                "not defined",
+                "a100_sxm4_80gb_l2",
+            ],
+        ),
+        (
+            "[components.npu]\nkind = \"acme/npu9\"\n[device]\ncompute = \"npu\"\n",
+            &[],
+            &[
+                "unknown kind `acme/npu9`",
+                "components.npu.kind",
+                "x.toml",
+                "compute_unit: gpu",
+            ],
+        ),
+        (
+            "[components.spare]\nkind = \"hbm\"\ncapacity_gb = \"big\"\n",
+            &[],
+            &["components.spare.capacity_gb", "x.toml"],
+        ),
+        (
+            "[device]\ncomputer = \"x\"\n",
+            &[],
+            &["device.computer", "x.toml", "unknown field"],
+        ),
+        (
+            "[components.a100_sxm4_80gb_hbm]\nkind = 3\n",
+            &[],
+            &["components.a100_sxm4_80gb_hbm.kind", "x.toml"],
+        ),
+    ];
+    for (extra, sets, want) in cases {
+        let cfg = load(&[a100_with(extra)], sets).unwrap();
+        let e = cfg.device().unwrap_err().to_string();
+        for w in *want {
+            assert!(e.contains(w), "`{w}` missing from: {e}");
+        }
+    }
+}
+
+#[test]
+fn unknown_top_level_keys_and_bad_values_fail_at_load() {
+    let e = load(&[a100_with("[sytem]\ndevices = 8\n")], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`sytem`") && e.contains("x.toml") && e.contains("system"),
+        "{e}"
+    );
+    let e = load(&[a100_with("")], &["modle.layers=3"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`modle`") && e.contains("--set modle.layers=3"),
+        "{e}"
+    );
+    let e = load(
+        &[a100_with("[[plugins]]\npath = \"lib.so\"\nsha = \"x\"\n")],
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("plugins") && e.contains("sha"), "{e}");
+    let e = load(&[a100_with("[[plugins]]\npath = \"libnothere.so\"\n")], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("libnothere.so") && e.contains("x.toml"), "{e}");
+}
+
+#[test]
+fn system_and_roofline_from_a_preset() {
+    let f = a100_with(
+        "[[ops]]\nname = \"big\"\nop = \"gemm\"\nm = 8192\nn = 8192\nk = 8192\ndtype = \"bf16\"\n\
+         [[ops]]\nop = \"vector\"\nkind = \"norm\"\nelements = 100000000\nflops_per_element = 4.0\nbytes_per_element = 4.0\ndtype = \"bf16\"\n",
+    );
+    let cfg = load(&[f], &["system.devices=64"]).unwrap();
+    let sys = cfg.system().unwrap();
+    assert_eq!(sys.devices, 64);
+    assert_eq!(sys.network.len(), 2);
+    assert_eq!(sys.network[0].kind(), "nvlink");
+    let dev = cfg.device().unwrap();
+    assert_eq!(
+        dev.memory_names,
+        ["a100_sxm4_80gb_l2", "a100_sxm4_80gb_hbm"]
+    );
+    let ops = cfg.ops().unwrap();
+    assert_eq!(ops[1].name, "op1");
+    let r = crate::roofline::analyze(&dev, &ops).unwrap();
+    assert_eq!(r.device_tier, "a100_sxm4_80gb_hbm");
+    let big = &r.ops[0];
+    assert_eq!(big.bound, "compute");
+    assert_eq!(big.flops, 2.0 * 8192f64.powi(3));
+    assert!((big.intensity - big.flops / big.bytes).abs() < 1e-9);
+    // Ridge: peak x efficiency over the HBM's achievable bandwidth.
+    let peak = dev
+        .compute
+        .peak(perfcast_core::Engine::Matrix, DType::Bf16)
+        .unwrap()
+        .0;
+    let eff = dev.compute.efficiency(&ops[0].op);
+    let bw = dev.memory.tiers[1].effective_bandwidth().0;
+    assert!((big.ridge - peak * eff / bw).abs() < 1e-9 * big.ridge);
+    // The time is the compute unit's own.
+    let t = dev.compute.op_time(&ops[0].op, &dev.memory).unwrap();
+    assert_eq!(big.time_s, t.time.0);
+    assert_eq!(t.bound, TimeBound::Compute);
+    assert_eq!(r.ops[1].bound, "a100_sxm4_80gb_hbm");
+}
+
+#[test]
+fn bad_ops_name_the_entry() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "[[ops]]\nop = \"gemm\"\nm = 0\nn = 1\nk = 1\ndtype = \"bf16\"\n",
+            &["ops[0].m", "at least 1", "x.toml"],
+        ),
+        (
+            "[[ops]]\nop = \"gemm\"\nm = 1\nn = 1\nk = 1\ndtype = \"bf12\"\n",
+            &["ops[0].dtype", "bf12"],
+        ),
+        (
+            "[[ops]]\nop = \"gemm\"\nm = 1\nn = 1\nkk = 1\ndtype = \"bf16\"\n",
+            &["ops[0].kk", "unknown field"],
+        ),
+        ("[[ops]]\nop = \"conv\"\n", &["ops[0].op", "gemm, vector, attention"]),
+        (
+            "[[ops]]\nop = \"vector\"\nkind = \"norm\"\nelements = 1\nflops_per_element = 1.0\nbytes_per_element = 0.0\ndtype = \"bf16\"\n",
+            &["ops[0].bytes_per_element", "> 0"],
+        ),
+        (
+            "[[ops]]\nop = \"gemm\"\nm = 1\nn = 1\nk = 1\n",
+            &["ops[0].dtype", "missing"],
+        ),
+    ];
+    for (extra, want) in cases {
+        let cfg = load(&[a100_with(extra)], &[]).unwrap();
+        let e = cfg.ops().unwrap_err().to_string();
+        for w in *want {
+            assert!(e.contains(w), "`{w}` missing from: {e}");
+        }
+    }
+    // A dtype the device has no engine for is a model error naming the op.
+    let cfg = load(
+        &[a100_with(
+            "[[ops]]\nname = \"q\"\nop = \"gemm\"\nm = 64\nn = 64\nk = 64\ndtype = \"fp8\"\n",
+        )],
+        &[],
+    )
+    .unwrap();
+    let e = crate::roofline::analyze(&cfg.device().unwrap(), &cfg.ops().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("op `q`") && e.contains("fp8"), "{e}");
+}
