@@ -21,8 +21,9 @@ use abi_stable::{
     StableAbi,
 };
 
-/// Version of the Rust ABI (abi_stable's `VERSION_STRINGS` of the root module).
-pub const RUST_ABI_VERSION: &str = "1.0.0";
+/// Version of the Rust ABI: the perfcast-abi crate's own version, which abi_stable both checks
+/// as the root module's `VERSION_STRINGS` (equal majors) and records in every type layout.
+pub const RUST_ABI_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const RUST_ABI_MAJOR: u32 = 1;
 pub const RUST_ABI_MINOR: u32 = 0;
 
@@ -181,6 +182,11 @@ pub const RUST_ROOT_SYMBOL: &[u8] = b"_1as_0lib_1header_0root_bmodule_bloader\0"
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn abi_version_constants_agree() {
+        assert!(RUST_ABI_VERSION.starts_with(&format!("{RUST_ABI_MAJOR}.{RUST_ABI_MINOR}.")));
+    }
 
     #[test]
     fn root_symbol_matches_abi_stable() {

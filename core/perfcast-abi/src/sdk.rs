@@ -34,16 +34,54 @@ use perfcast_core::{
 };
 use serde::de::DeserializeOwned;
 use std::any::Any;
+use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 
-/// Run `f`, turning a panic into `ERR_FAILED` with the panic message.
+thread_local! {
+    /// Depth of `guard` calls on this thread (panics inside are reported, not printed).
+    static IN_GUARD: Cell<u32> = const { Cell::new(0) };
+    /// The last panic caught inside `guard` on this thread: message and location.
+    static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Install (once) a panic hook that, for panics inside `guard`, records message and location
+/// instead of printing them (the host reports them as one error line); other panics go to the
+/// previous hook. A cdylib has its own copy of std, so this hook is the plugin's, not the host's.
+fn install_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let guarded = IN_GUARD.try_with(|g| g.get() > 0).unwrap_or(false);
+            if !guarded {
+                return prev(info);
+            }
+            let loc = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            let msg = format!("{}{loc}", panic_message(info.payload()));
+            let _ = LAST_PANIC.try_with(|p| *p.borrow_mut() = Some(msg));
+        }));
+    });
+}
+
+/// Run `f`, turning a panic into `ERR_FAILED` with the panic message and location.
 pub fn guard<R>(f: impl FnOnce() -> Result<R, FfiError>) -> RResult<R, FfiError> {
-    match catch_unwind(AssertUnwindSafe(f)) {
+    install_hook();
+    let _ = IN_GUARD.try_with(|g| g.set(g.get() + 1));
+    let r = catch_unwind(AssertUnwindSafe(f));
+    let _ = IN_GUARD.try_with(|g| g.set(g.get().saturating_sub(1)));
+    match r {
         Ok(Ok(v)) => ROk(v),
         Ok(Err(e)) => RErr(e),
         Err(payload) => {
-            let msg = panic_message(payload.as_ref());
+            let msg = LAST_PANIC
+                .try_with(|p| p.borrow_mut().take())
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| panic_message(payload.as_ref()));
             // Dropping a payload can itself panic; never let that escape either.
             let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
             RErr(FfiError::failed(format!("panicked: {msg}")))
@@ -453,5 +491,7 @@ mod tests {
         let e = boom.peak(ENGINE_MATRIX, DType::Bf16.code()).unwrap_err();
         assert_eq!(e.code, ERR_FAILED);
         assert!(e.message.contains("peak exploded"), "{e:?}");
+        // The location is in the message (the panic itself was not printed).
+        assert!(e.message.contains("sdk.rs:"), "{e:?}");
     }
 }

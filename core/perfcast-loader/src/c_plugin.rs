@@ -352,18 +352,19 @@ mod tests {
     }
 
     #[test]
-    fn short_structs_read_as_zero() {
-        let full = PcComputeUnitVtable {
-            struct_size: v1_0::compute_unit_vtable_size() as u32,
-            reserved0: 0,
-            peak: None,
-            efficiency: None,
-            launch_overhead: None,
-            gemm_tile: None,
-            op_time: None,
-        };
-        // SAFETY: `full` is a whole struct.
-        let v = unsafe { read_prefix(&full, full.struct_size as usize) };
+    fn fields_beyond_struct_size_read_as_absent() {
+        // A 1.0 vtable followed by bytes that are not the plugin's (0xAB garbage).
+        let mut buf = [0xABu8; size_of::<PcComputeUnitVtable>()];
+        let size = v1_0::compute_unit_vtable_size();
+        buf[..4].copy_from_slice(&(size as u32).to_ne_bytes());
+        let p = buf.as_ptr() as *const PcComputeUnitVtable;
+        // SAFETY: `buf` holds `size` bytes; only those are copied.
+        let v = unsafe { read_prefix(p, struct_size(p)) };
+        assert!(v.peak.is_some() && v.launch_overhead.is_some());
         assert!(v.gemm_tile.is_none() && v.op_time.is_none());
+        // A larger (newer) struct_size copies only what this host knows.
+        buf[..4].copy_from_slice(&1000u32.to_ne_bytes());
+        let v = unsafe { read_prefix(p, struct_size(p)) };
+        assert!(v.op_time.is_some());
     }
 }

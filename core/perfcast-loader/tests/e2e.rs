@@ -20,6 +20,7 @@ struct Fixtures {
     acme: PathBuf,
     acme_copy: PathBuf,
     abi_v2: PathBuf,
+    abi_mismatch: PathBuf,
     c_v1_1: PathBuf,
     c_v1_0: PathBuf,
     c_major2: PathBuf,
@@ -67,7 +68,16 @@ fn fixtures() -> &'static Fixtures {
             .to_path_buf();
         run(Command::new(env!("CARGO"))
             .current_dir(workspace_root())
-            .args(["build", "--quiet", "-p", "acme-npu", "-p", "abi-v2-fixture"])
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "acme-npu",
+                "-p",
+                "abi-v2-fixture",
+                "-p",
+                "abi-mismatch-fixture",
+            ])
             .arg("--target-dir")
             .arg(&target));
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
@@ -80,6 +90,8 @@ fn fixtures() -> &'static Fixtures {
         std::fs::copy(built("libacme_npu.so"), &acme).unwrap();
         std::fs::copy(built("libacme_npu.so"), &acme_copy).unwrap();
         std::fs::copy(built("libabi_v2_fixture.so"), &abi_v2).unwrap();
+        let abi_mismatch = dir.join("libabi_mismatch_fixture.so");
+        std::fs::copy(built("libabi_mismatch_fixture.so"), &abi_mismatch).unwrap();
         let c_src = workspace_root().join("plugins/examples/c-vendor/c_vendor.c");
         let c_v1_1 = cc(&dir, &c_src, "libc_vendor.so", &[]);
         let c_v1_0 = cc(
@@ -105,6 +117,7 @@ fn fixtures() -> &'static Fixtures {
             acme,
             acme_copy,
             abi_v2,
+            abi_mismatch,
             c_v1_1,
             c_v1_0,
             c_major2,
@@ -403,6 +416,24 @@ fn incompatible_rust_abi_is_rejected_in_a_few_lines() {
 }
 
 #[test]
+fn a_layout_mismatch_is_summarised_and_the_report_kept() {
+    let f = fixtures();
+    let e = load_err(&f.abi_mismatch, None);
+    let msg = e.to_string();
+    assert!(matches!(e, LoadError::IncompatibleAbi { .. }), "{msg}");
+    assert_eq!(msg.lines().count(), 1, "{msg}");
+    // abi_stable's own last error, on the same line.
+    assert!(
+        msg.contains("mismatched package Expected: perfcast-abi Found: abi-mismatch-fixture"),
+        "{msg}"
+    );
+    assert!(msg.len() < 400, "{msg}");
+    assert!(msg.contains("libabi_mismatch_fixture.so"), "{msg}");
+    let details = e.details().expect("the full report is kept");
+    assert!(details.lines().count() > 20, "{details}");
+}
+
+#[test]
 fn c_plugin_of_another_major_is_rejected() {
     let f = fixtures();
     let e = load_err(&f.c_major2, None).to_string();
@@ -468,7 +499,9 @@ fn a_panicking_plugin_is_an_error_not_an_abort() {
             source: PluginError::Failed { message, .. },
             ..
         } => assert!(
-            message.contains("panicked") && message.contains("panic_in_peak"),
+            message.contains("panicked")
+                && message.contains("panic_in_peak")
+                && message.contains("acme-npu/src/lib.rs:"),
             "{e}"
         ),
         other => panic!("expected a plugin failure, got {other}"),
