@@ -1,0 +1,493 @@
+//! End-to-end tests of the `perfcast` binary: every command, every output format, the
+//! configuration layering as a user sees it, and every kind of bad input (each must exit
+//! non-zero with a message naming the file and the key, and never panic).
+//!
+//! Commands run in a fresh temporary directory (the built-in presets must work from anywhere)
+//! with every `PERFCAST_*` variable of the test's own environment removed.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
+}
+
+fn tmpdir() -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "perfcast-cli-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn perfcast_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Out {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_perfcast"));
+    cmd.current_dir(dir).args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("PERFCAST_") {
+            cmd.env_remove(k);
+        }
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().expect("run perfcast");
+    let out = Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    };
+    assert!(
+        !out.stderr.contains("panicked") && !out.stderr.contains("internal error"),
+        "perfcast {args:?} panicked:\n{}",
+        out.stderr
+    );
+    for bad in ["NaN", "inf"] {
+        assert!(
+            !out.stdout
+                .split(|c: char| !c.is_alphanumeric())
+                .any(|w| w == bad),
+            "perfcast {args:?} printed {bad}:\n{}",
+            out.stdout
+        );
+    }
+    out
+}
+
+fn perfcast(args: &[&str]) -> Out {
+    perfcast_in(&tmpdir(), args, &[])
+}
+
+fn ok(o: &Out) {
+    assert_eq!(o.code, 0, "stderr:\n{}\nstdout:\n{}", o.stderr, o.stdout);
+}
+
+/// Exit 1 with `error: ` and every fragment of `want` in the message.
+fn fails(o: &Out, want: &[&str]) {
+    assert_eq!(o.code, 1, "expected exit 1; stderr:\n{}", o.stderr);
+    assert!(o.stderr.starts_with("error: "), "{}", o.stderr);
+    for w in want {
+        assert!(o.stderr.contains(w), "`{w}` missing from:\n{}", o.stderr);
+    }
+}
+
+fn experiment() -> String {
+    repo()
+        .join("configs/experiments/roofline-a100.toml")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn plugins_lists_builtins_in_every_format() {
+    let o = perfcast(&["plugins"]);
+    ok(&o);
+    for w in [
+        "compute_unit",
+        "gpu",
+        "memory_tier",
+        "hbm",
+        "interconnect",
+        "nvlink",
+    ] {
+        assert!(o.stdout.contains(w), "{w}:\n{}", o.stdout);
+    }
+    assert!(
+        o.stdout.contains("built-in (perfcast-plugin-gpu)"),
+        "{}",
+        o.stdout
+    );
+    let o = perfcast(&["plugins", "--format", "json"]);
+    ok(&o);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let gpu = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "gpu")
+        .unwrap();
+    assert_eq!(gpu["category"], "compute_unit");
+    assert_eq!(gpu["abi"], "-");
+    let o = perfcast(&["plugins", "--format", "csv"]);
+    ok(&o);
+    assert!(o
+        .stdout
+        .starts_with("category,name,origin,version,abi,description\n"));
+}
+
+#[test]
+fn roofline_runs_the_shipped_experiment_in_every_format() {
+    let exp = experiment();
+    let o = perfcast(&["roofline", &exp]);
+    ok(&o);
+    for w in [
+        "prefill.qkv",
+        "decode.mlp_down",
+        "a100_sxm4_80gb_hbm",
+        "compute",
+        "overhead",
+    ] {
+        assert!(o.stdout.contains(w), "{w}:\n{}", o.stdout);
+    }
+    let o = perfcast(&["roofline", &exp, "--format", "json"]);
+    ok(&o);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let ops = v["ops"].as_array().unwrap();
+    assert_eq!(ops.len(), 14);
+    for op in ops {
+        for k in ["flops", "bytes", "intensity", "ridge", "time_s"] {
+            let x = op[k].as_f64().unwrap();
+            assert!(x.is_finite() && x > 0.0, "{k} of {op}");
+        }
+        let i = op["flops"].as_f64().unwrap() / op["bytes"].as_f64().unwrap();
+        assert!((op["intensity"].as_f64().unwrap() - i).abs() <= 1e-12 * i);
+    }
+    // Prefill GEMMs have hundreds of FLOP per byte: compute-bound on an A100.
+    assert_eq!(ops[0]["name"], "prefill.qkv");
+    assert_eq!(ops[0]["bound"], "compute");
+    let o = perfcast(&["roofline", &exp, "--format", "csv"]);
+    ok(&o);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 15);
+    assert!(lines[0].starts_with("device,op,kind,shape,dtype,engine,flops,bytes"));
+}
+
+#[test]
+fn roofline_follows_the_config_layers() {
+    let exp = experiment();
+    let base = perfcast(&["roofline", &exp, "--format", "json"]);
+    ok(&base);
+    let base: Value = serde_json::from_str(&base.stdout).unwrap();
+    // A faster HBM (environment) and a bigger GEMM (--set) change the numbers they should.
+    let o = perfcast_in(
+        &tmpdir(),
+        &[
+            "roofline",
+            &exp,
+            "--format",
+            "json",
+            "--set",
+            "components.a100_sxm4_80gb_hbm.bandwidth_tbs=4.078",
+        ],
+        &[(
+            "PERFCAST_COMPONENTS__A100_SXM4_80GB_HBM__BANDWIDTH_TBS",
+            "1.0",
+        )],
+    );
+    ok(&o);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let ridge = |v: &Value| v["ops"][0]["ridge"].as_f64().unwrap();
+    // --set (2x the preset's bandwidth) beat the environment (half of it): the ridge halves.
+    assert!(
+        (ridge(&base) / ridge(&v) - 2.0).abs() < 1e-9,
+        "{} {}",
+        ridge(&base),
+        ridge(&v)
+    );
+}
+
+#[test]
+fn config_explain_shows_where_each_value_came_from() {
+    let d = tmpdir();
+    write(&d, "base.toml", "[plan]\ntp = 1\npp = 2\ndp = 3\n");
+    write(&d, "top.yaml", "include: [base.toml]\nplan:\n  pp: 4\n");
+    let o = perfcast_in(
+        &d,
+        &[
+            "config",
+            "explain",
+            "top.yaml",
+            "preset:h100-sxm5-80gb",
+            "--set",
+            "plan.tp=8",
+            "--format",
+            "json",
+        ],
+        &[("PERFCAST_PLAN__DP", "16"), ("PERFCAST_PLAN__TP", "2")],
+    );
+    ok(&o);
+    let rows: Vec<Value> = serde_json::from_str(&o.stdout).unwrap();
+    let row = |k: &str| {
+        let r = rows
+            .iter()
+            .find(|r| r["key"] == k)
+            .unwrap_or_else(|| panic!("{k}"));
+        (
+            r["value"].as_str().unwrap().to_string(),
+            r["source"].as_str().unwrap().to_string(),
+        )
+    };
+    assert_eq!(row("plan.tp"), ("8".into(), "--set plan.tp=8".into()));
+    assert_eq!(
+        row("plan.dp"),
+        ("16".into(), "environment variable PERFCAST_PLAN__DP".into())
+    );
+    assert_eq!(row("plan.pp"), ("4".into(), "file top.yaml".into()));
+    let (_, src) = row("components.h100_sxm5_80gb.sm_count");
+    assert!(src.starts_with("preset:h100-sxm5-80gb"), "{src}");
+    assert_eq!(row("system.devices").1, "built-in default");
+    let o = perfcast_in(&d, &["config", "explain", "top.yaml"], &[]);
+    ok(&o);
+    let line = o.stdout.lines().find(|l| l.starts_with("plan.dp")).unwrap();
+    assert!(
+        line.contains("file base.toml (included by top.yaml)"),
+        "{line}"
+    );
+    let o = perfcast(&["config", "presets"]);
+    ok(&o);
+    assert!(o.stdout.contains("preset:a100-sxm4-80gb"));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [
+        &["frobnicate"][..],
+        &["roofline"],
+        &["roofline", "x.toml", "--set", "no-equals"],
+        &["roofline", "x.toml", "--format", "xml"],
+        &["plugins", "--bogus"],
+    ] {
+        let o = perfcast(args);
+        assert_eq!(o.code, 2, "{args:?}: {}", o.stderr);
+    }
+    let o = perfcast(&["--help"]);
+    ok(&o);
+    assert!(o.stdout.contains("roofline") && o.stdout.contains("plugins"));
+}
+
+#[test]
+fn bad_files_name_the_file_and_the_position() {
+    let d = tmpdir();
+    write(&d, "syntax.toml", "[plan]\ntp = \n");
+    write(&d, "syntax.yaml", "plan:\n  tp: [1,\n");
+    write(&d, "syntax.json", "{\n  \"plan\": {\"tp\": }\n}");
+    write(&d, "x.ini", "tp = 1");
+    std::fs::create_dir_all(d.join("dir.toml")).unwrap();
+    write(&d, "cycle_a.toml", "include = [\"cycle_b.toml\"]\n");
+    write(&d, "cycle_b.toml", "include = [\"cycle_a.toml\"]\n");
+    write(&d, "inc.toml", "include = [\"gone.toml\"]\n");
+    write(&d, "preset.toml", "include = [\"preset:a101\"]\n");
+    let cases: &[(&str, &[&str])] = &[
+        ("missing.toml", &["missing.toml", "cannot read"]),
+        ("dir.toml", &["dir.toml", "cannot read"]),
+        (
+            "syntax.toml",
+            &["TOML syntax error", "syntax.toml", "line 2, column 6"],
+        ),
+        (
+            "syntax.yaml",
+            &["YAML syntax error", "syntax.yaml", "line 3"],
+        ),
+        (
+            "syntax.json",
+            &["JSON syntax error", "syntax.json", "line 2, column 18"],
+        ),
+        ("x.ini", &["x.ini", "unsupported config format"]),
+        (
+            "cycle_a.toml",
+            &["include cycle", "cycle_a.toml -> ", "cycle_b.toml"],
+        ),
+        ("inc.toml", &["gone.toml", "included by inc.toml"]),
+        ("preset.toml", &["unknown preset `a101`", "a100-sxm4-80gb"]),
+    ];
+    for (file, want) in cases {
+        for cmd in ["roofline", "config explain"] {
+            let mut args: Vec<&str> = cmd.split(' ').collect();
+            args.push(file);
+            fails(&perfcast_in(&d, &args, &[]), want);
+        }
+    }
+}
+
+#[test]
+fn bad_values_name_the_key_and_where_it_came_from() {
+    let d = tmpdir();
+    let ops = "[[ops]]\nop = \"gemm\"\nm = 64\nn = 64\nk = 64\ndtype = \"bf16\"\n";
+    let cfg = |name: &str, body: &str| {
+        write(
+            &d,
+            name,
+            &format!("include = [\"preset:a100-sxm4-80gb\"]\n{body}\n{ops}"),
+        );
+    };
+    cfg(
+        "kind.toml",
+        "[components.npu]\nkind = \"acme/npu9\"\n[device]\ncompute = \"npu\"",
+    );
+    cfg(
+        "param.toml",
+        "[components.a100_sxm4_80gb]\nfp8_tops = 1979.0",
+    );
+    cfg(
+        "type.toml",
+        "[components.a100_sxm4_80gb_hbm]\ncapacity_gb = \"eighty\"",
+    );
+    cfg(
+        "undef.toml",
+        "[device]\nmemory = [\"a100_sxm4_80gb_l2\", \"hbm9\"]",
+    );
+    cfg("slot.toml", "[device]\ncompute = \"a100_sxm4_80gb_nvlink\"");
+    cfg("top.toml", "[modle]\nlayers = 96");
+    cfg("devicekey.toml", "[device]\nmemroy = []");
+    cfg(
+        "range.toml",
+        "[components.a100_sxm4_80gb]\nmatmul_efficiency = 1.5",
+    );
+    let cases: &[(&[&str], &[(&str, &str)], &[&str])] = &[
+        (
+            &["kind.toml"],
+            &[],
+            &[
+                "unknown kind `acme/npu9`",
+                "components.npu.kind",
+                "kind.toml",
+                "compute_unit: gpu",
+            ],
+        ),
+        (
+            &["param.toml"],
+            &[],
+            &[
+                "components.a100_sxm4_80gb.fp8_tops",
+                "param.toml",
+                "unknown field",
+                "matrix_tflops",
+            ],
+        ),
+        (
+            &["type.toml"],
+            &[],
+            &[
+                "components.a100_sxm4_80gb_hbm.capacity_gb",
+                "type.toml",
+                "invalid type",
+            ],
+        ),
+        (
+            &["undef.toml"],
+            &[],
+            &["device.memory[1]", "`hbm9`", "not defined", "undef.toml"],
+        ),
+        (
+            &["slot.toml"],
+            &[],
+            &[
+                "device.compute",
+                "interconnect",
+                "slot.toml",
+                "compute_unit kinds: gpu",
+            ],
+        ),
+        (
+            &["top.toml"],
+            &[],
+            &["unknown top-level key `modle`", "top.toml"],
+        ),
+        (
+            &["devicekey.toml"],
+            &[],
+            &["device.memroy", "devicekey.toml"],
+        ),
+        (
+            &["range.toml"],
+            &[],
+            &[
+                "components.a100_sxm4_80gb.matmul_efficiency",
+                "range.toml",
+                "1.5",
+            ],
+        ),
+        (
+            &[
+                "param.toml",
+                "--set",
+                "components.a100_sxm4_80gb.sm_count=many",
+            ],
+            &[],
+            &["components.a100_sxm4_80gb"],
+        ),
+        (
+            &[
+                "undef.toml",
+                "--set",
+                "device.memory=[\"a100_sxm4_80gb_hbm\"]",
+                "--set",
+                "components.a100_sxm4_80gb.sm_count=-3",
+            ],
+            &[],
+            &[
+                "components.a100_sxm4_80gb.sm_count",
+                "--set components.a100_sxm4_80gb.sm_count=-3",
+            ],
+        ),
+        (
+            &[
+                "undef.toml",
+                "--set",
+                "device.memory=[\"a100_sxm4_80gb_hbm\"]",
+            ],
+            &[("PERFCAST_COMPONENTS__A100_SXM4_80GB__SM_COUNT", "lots")],
+            &[
+                "components.a100_sxm4_80gb.sm_count",
+                "PERFCAST_COMPONENTS__A100_SXM4_80GB__SM_COUNT",
+            ],
+        ),
+        (
+            &[
+                "undef.toml",
+                "--set",
+                "device.memory=[\"a100_sxm4_80gb_hbm\"]",
+                "--set",
+                "ops.0.m=0",
+            ],
+            &[],
+            &["ops"],
+        ),
+        (
+            &["undef.toml", "--load", "nothere.so"],
+            &[],
+            &["nothere.so", "does not exist", "--load"],
+        ),
+    ];
+    for (args, env, want) in cases {
+        let mut a = vec!["roofline"];
+        a.extend_from_slice(args);
+        fails(&perfcast_in(&d, &a, env), want);
+    }
+    // A file that is not a plugin library, named in a config.
+    write(&d, "notes.so", "not a library");
+    cfg("lib.toml", "[[plugins]]\npath = \"notes.so\"");
+    fails(
+        &perfcast_in(&d, &["roofline", "lib.toml"], &[]),
+        &["notes.so", "lib.toml"],
+    );
+    // An op the device cannot run names the op.
+    cfg(
+        "fp8.toml",
+        "[[ops]]\nname = \"fp8_gemm\"\nop = \"gemm\"\nm = 64\nn = 64\nk = 64\ndtype = \"fp8\"",
+    );
+    fails(
+        &perfcast_in(&d, &["roofline", "fp8.toml"], &[]),
+        &["op `fp8_gemm`", "ops[0]", "fp8"],
+    );
+}
