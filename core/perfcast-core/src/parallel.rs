@@ -81,6 +81,32 @@ impl PlanShape {
     }
 }
 
+/// Layers per device on the first, a middle and the last pipeline stage.
+///
+/// Even splits give `layers / pp` everywhere. Otherwise every stage gets
+/// `vpp·ceil(layers / (pp·vpp))` layers and the surplus is taken from the first and the last
+/// stage, which also carry the embedding and the LM head (what Llama 3 did: 126 layers on 16
+/// stages, one layer fewer on the first and the last; Dubey et al. 2024 §3.3.2). `None` when
+/// that leaves a stage empty or there are fewer layers than chunks.
+pub fn stage_layers(layers: u64, pp: u32, vpp: u32) -> Option<(u64, u64, u64)> {
+    let pp = pp as u64;
+    let chunks = pp * vpp as u64;
+    if pp == 0 || chunks == 0 || layers < chunks {
+        return None;
+    }
+    if pp == 1 {
+        return Some((layers, layers, layers));
+    }
+    let mid = vpp as u64 * layers.div_ceil(chunks);
+    let surplus = mid * pp - layers;
+    let from_last = surplus.div_ceil(2);
+    let from_first = surplus - from_last;
+    if from_last >= mid || from_first >= mid {
+        return None;
+    }
+    Some((mid - from_first, mid, mid - from_last))
+}
+
 /// Mesh axes of a communication group, as a bit set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -449,6 +475,24 @@ pub trait PipelineSchedule: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stage_layer_table() {
+        // (layers, pp, vpp, first, middle, last)
+        let table = [
+            (96, 16, 1, Some((6, 6, 6))),
+            (126, 16, 1, Some((7, 8, 7))),
+            (125, 16, 1, Some((7, 8, 6))),
+            (96, 8, 2, Some((12, 12, 12))),
+            (24, 1, 1, Some((24, 24, 24))),
+            (17, 16, 1, None),
+            (15, 16, 1, None),
+            (10, 2, 2, Some((5, 6, 5))),
+        ];
+        for (l, p, v, want) in table {
+            assert_eq!(stage_layers(l, p, v), want, "L={l} p={p} v={v}");
+        }
+    }
 
     #[test]
     fn comm_list_capacity_and_axis_sets() {

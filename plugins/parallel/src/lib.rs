@@ -9,8 +9,8 @@
 
 use perfcast_core::op::CollectiveKind;
 use perfcast_core::parallel::{
-    Axis, AxisSet, CommClass, CommList, CommOp, LayerDims, LayerSplit, Overlap, ParallelStrategy,
-    Phase, PlanShape, StateSplit, Window,
+    stage_layers, Axis, AxisSet, CommClass, CommList, CommOp, LayerDims, LayerSplit, Overlap,
+    ParallelStrategy, Phase, PlanShape, StateSplit, Window,
 };
 use perfcast_core::params::{self, fraction};
 use perfcast_core::registry::{BuiltinPlugin, Category, Component};
@@ -342,7 +342,8 @@ impl ParallelStrategy for Context {
 // ---------------------------------------------------------------------------------------
 
 /// Pipeline parallelism (Huang et al. 2019; Narayanan et al. 2021): layers split into `pp`
-/// stages (`vpp` chunks each when interleaved); each micro-batch hands `b·s·h` activations
+/// stages (`vpp` chunks each when interleaved; an uneven split takes the surplus from the first
+/// and last stage, see `stage_layers`); each micro-batch hands `b·s·h` activations
 /// to the next stage and gradients back. With TP, Megatron's scatter/gather optimisation
 /// (Narayanan 2021 §4.1) sends `1/t` of the tensor per rank (with SP it is split anyway).
 /// The schedule (a `PipelineSchedule`) composes the stage times.
@@ -378,14 +379,15 @@ impl ParallelStrategy for Pipeline {
                 "virtual pipeline stages need plan.pp > 1",
             ));
         }
-        let chunks = plan.pp as u64 * plan.vpp as u64;
-        if !model.layers.is_multiple_of(chunks) {
+        if stage_layers(model.layers, plan.pp, plan.vpp).is_none() {
             return Err(ModelError::invalid(
                 "plan.pp",
                 plan.pp,
                 format!(
-                    "plan.pp x plan.vpp = {chunks} must divide model.layers = {}",
-                    model.layers
+                    "model.layers = {} cannot be split over plan.pp x plan.vpp = {} x {} chunks \
+                     (uneven splits take the surplus from the first and last stage; no stage \
+                     may be left empty)",
+                    model.layers, plan.pp, plan.vpp
                 ),
             ));
         }

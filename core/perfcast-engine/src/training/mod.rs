@@ -27,8 +27,8 @@ use crate::network::{Mesh, Network};
 use memory::{ActivationShape, StateBytes};
 use ops::{ClassTimes, OpClass, PassTimes, Timer};
 use perfcast_core::parallel::{
-    CommClass, CommList, LayerDims, LayerSplit, Overlap, ParallelStrategy, Phase, PipelineSchedule,
-    RecomputePolicy, ScheduleInput, StateSplit,
+    stage_layers, CommClass, CommList, LayerDims, LayerSplit, Overlap, ParallelStrategy, Phase,
+    PipelineSchedule, RecomputePlan, RecomputePolicy, ScheduleInput, StateSplit,
 };
 use perfcast_core::registry::{Category, Registry};
 use perfcast_core::workload::{FfnAct, ModelSpec, NormKind, PositionKind};
@@ -122,6 +122,9 @@ fn sum(c: &ClassComm) -> f64 {
 /// One stage's per-micro-batch times.
 #[derive(Debug, Clone, Copy, Default)]
 struct StageTimes {
+    layers: f64,
+    rc_compute: f64,
+    rc_comm: f64,
     fwd: f64,
     bwd: f64,
     compute: ClassTimes,
@@ -384,8 +387,17 @@ impl Training {
         };
         let layer_dev =
             (m.attention_weights() + m.mlp_weights()) as f64 / tf + 2.0 * norm_params + bias_params;
-        let lp = m.layers / plan.pp as u64; // layers per device (all its chunks)
-        let lpf = lp as f64;
+        let (n_first, n_mid, n_last) =
+            stage_layers(m.layers, plan.pp, plan.vpp).ok_or_else(|| {
+                ModelError::invalid(
+                    "plan.pp",
+                    plan.pp,
+                    format!(
+                        "model.layers = {} cannot be split over plan.pp x plan.vpp = {} x {}",
+                        m.layers, plan.pp, plan.vpp
+                    ),
+                )
+            })?;
         let table = m.vocab as f64 * hf / tf;
         let emb_dev = table
             + match m.position() {
@@ -398,11 +410,13 @@ impl Training {
             0.0
         };
         let single = plan.pp == 1;
-        let first_params =
-            lpf * layer_dev + emb_dev + if single { head_dev + norm_params } else { 0.0 };
+        let first_params = n_first as f64 * layer_dev
+            + emb_dev
+            + if single { head_dev + norm_params } else { 0.0 };
+        let mid_params = n_mid as f64 * layer_dev;
         let last_params =
-            lpf * layer_dev + head_dev + norm_params + if single { emb_dev } else { 0.0 };
-        let device_params = first_params.max(last_params);
+            n_last as f64 * layer_dev + head_dev + norm_params + if single { emb_dev } else { 0.0 };
+        let device_params = first_params.max(last_params).max(mid_params);
         let state = StateBytes::mixed_precision_adam(plan.fp32_grad_accum, fp8);
         let dims = LayerDims {
             micro_batch: b,
@@ -500,43 +514,51 @@ impl Training {
             attention: plan.attention,
         }
         .layer();
-        let rp = policy.plan(&act, lp as u32, plan.recompute_layers)?;
-        if !(rp.full_layers >= 0.0
-            && rp.full_layers <= lpf
-            && rp.attention_layers >= 0.0
-            && rp.attention_layers <= lpf
-            && rp.kept.is_finite()
-            && rp.working.is_finite())
-        {
-            return Err(ModelError::invalid(
-                "plan.recompute",
-                &plan.recompute,
-                format!("the policy returned an inconsistent plan for {lp} layers: {rp:?}"),
-            ));
-        }
+        let recompute_plan = |n: u64| -> Result<RecomputePlan, ModelError> {
+            let n32 = u32::try_from(n).unwrap_or(u32::MAX);
+            let rl = plan.recompute_layers.map(|r| r.min(n32.max(1)));
+            let rp = policy.plan(&act, n32, rl)?;
+            let nf = n as f64;
+            if !(rp.full_layers >= 0.0
+                && rp.full_layers <= nf
+                && rp.attention_layers >= 0.0
+                && rp.attention_layers <= nf
+                && rp.kept.0.is_finite()
+                && rp.kept.0 >= 0.0
+                && rp.working.0.is_finite()
+                && rp.working.0 >= 0.0)
+            {
+                return Err(ModelError::invalid(
+                    "plan.recompute",
+                    &plan.recompute,
+                    format!("the policy returned an inconsistent plan for {n} layers: {rp:?}"),
+                ));
+            }
+            Ok(rp)
+        };
+        let rp_first = recompute_plan(n_first)?;
+        let rp_mid = recompute_plan(n_mid)?;
+        let rp_last = recompute_plan(n_last)?;
 
         // Per-micro-batch stage times.
-        let mut layer_compute = ClassTimes::default();
-        layer_compute.add_scaled(&lt.fwd.classes, lpf);
-        layer_compute.add_scaled(&lt.bwd.classes, lpf);
-        layer_compute.add_scaled(&lt.fwd.classes, rp.full_layers);
-        layer_compute.0[OpClass::Attention as usize] += rp.attention_layers * lt.attention_core_fwd;
-        let rc_compute =
-            rp.full_layers * lt.fwd.total + rp.attention_layers * lt.attention_core_fwd;
-        let mut layer_comm = [0.0; 5];
-        for k in 0..5 {
-            layer_comm[k] = lpf * (fwd_ex[k] + bwd_ex[k]) + rp.full_layers * rc_ex[k];
-        }
-        let body_f = lpf * (lt.fwd.total + sum(&fwd_ex));
-        let body_b =
-            lpf * (lt.bwd.total + sum(&bwd_ex)) + rc_compute + rp.full_layers * sum(&rc_ex);
-        let stage = |with_emb: bool, with_head: bool| {
+        let stage = |n: u64, rp: &RecomputePlan, with_emb: bool, with_head: bool| {
+            let nf = n as f64;
             let mut st = StageTimes {
-                fwd: body_f,
-                bwd: body_b,
-                compute: layer_compute,
-                comm: layer_comm,
+                layers: nf,
+                rc_compute: rp.full_layers * lt.fwd.total
+                    + rp.attention_layers * lt.attention_core_fwd,
+                rc_comm: rp.full_layers * sum(&rc_ex),
+                ..StageTimes::default()
             };
+            st.compute.add_scaled(&lt.fwd.classes, nf + rp.full_layers);
+            st.compute.add_scaled(&lt.bwd.classes, nf);
+            st.compute.0[OpClass::Attention as usize] +=
+                rp.attention_layers * lt.attention_core_fwd;
+            for k in 0..5 {
+                st.comm[k] = nf * (fwd_ex[k] + bwd_ex[k]) + rp.full_layers * rc_ex[k];
+            }
+            st.fwd = nf * (lt.fwd.total + sum(&fwd_ex));
+            st.bwd = nf * (lt.bwd.total + sum(&bwd_ex)) + st.rc_compute + st.rc_comm;
             let mut add = |p: &PassTimes, ex: &ClassComm, fwd: bool| {
                 let x = p.total + sum(ex);
                 if fwd {
@@ -559,13 +581,19 @@ impl Training {
             }
             st
         };
-        let first = stage(true, single);
-        let last = stage(single, true);
-        let crit = if first.fwd + first.bwd >= last.fwd + last.bwd {
+        let first = stage(n_first, &rp_first, true, single);
+        let last = stage(n_last, &rp_last, single, true);
+        let mut crit = if first.fwd + first.bwd >= last.fwd + last.bwd {
             first
         } else {
             last
         };
+        if plan.pp > 2 {
+            let mid = stage(n_mid, &rp_mid, false, false);
+            if mid.fwd + mid.bwd > crit.fwd + crit.bwd {
+                crit = mid;
+            }
+        }
 
         let mb = shape.micro_batches();
         let input = ScheduleInput {
@@ -599,7 +627,7 @@ impl Training {
         let comm_of = |c: CommClass| mbf * crit.comm[c.index()] + step_ex[c.index()];
         let breakdown = TimeBreakdown {
             compute: ComputeBreakdown::from(&compute),
-            recompute: Seconds(mbf * (rc_compute)),
+            recompute: Seconds(mbf * crit.rc_compute),
             tp_comm: Seconds(comm_of(CommClass::Tensor)),
             cp_comm: Seconds(comm_of(CommClass::Context)),
             pp_comm: Seconds(comm_of(CommClass::Pipeline) + sr.p2p.0),
@@ -612,42 +640,52 @@ impl Training {
         // Memory.
         let tok = (b * s / cpd) as f64;
         let reserved = Bytes::from_gib(self.params.runtime_reserve_gib);
-        let stage_memory = |idx: u32, params: f64, with_emb: bool, with_head: bool| {
-            let in_flight = sched.in_flight(&input, idx);
-            let mut per_mb = rp.kept.0;
-            if with_emb && dropout {
-                per_mb += tok * hf / ps as f64;
-            }
-            let mut temp = rp.working.0;
-            if with_head {
-                temp += 4.0 * tok * ls.vocab_dev as f64;
-            }
-            if plan.zero_stage >= 3 {
-                temp += 2.0 * layer_dev * dims.weight_bytes;
-            }
-            let weights = params * state.weights / ssplit.weights.max(1) as f64;
-            let grads = params * state.grads / ssplit.grads.max(1) as f64;
-            let optimizer = params * state.optimizer / ssplit.optimizer.max(1) as f64;
-            let activations = in_flight * per_mb;
-            let total = weights + grads + optimizer + activations + temp + reserved.0;
-            StageMemory {
-                stage: idx,
-                in_flight,
-                weights: Bytes(weights),
-                grads: Bytes(grads),
-                optimizer: Bytes(optimizer),
-                activations: Bytes(activations),
-                temp: Bytes(temp),
-                reserved,
-                total: Bytes(total),
-            }
+        let stage_memory =
+            |idx: u32, params: f64, rp: &RecomputePlan, with_emb: bool, with_head: bool| {
+                let in_flight = sched.in_flight(&input, idx);
+                let mut per_mb = rp.kept.0;
+                if with_emb && dropout {
+                    per_mb += tok * hf / ps as f64;
+                }
+                let mut temp = rp.working.0;
+                if with_head {
+                    temp += 4.0 * tok * ls.vocab_dev as f64;
+                }
+                if plan.zero_stage >= 3 {
+                    temp += 2.0 * layer_dev * dims.weight_bytes;
+                }
+                let weights = params * state.weights / ssplit.weights.max(1) as f64;
+                let grads = params * state.grads / ssplit.grads.max(1) as f64;
+                let optimizer = params * state.optimizer / ssplit.optimizer.max(1) as f64;
+                let activations = in_flight * per_mb;
+                let total = weights + grads + optimizer + activations + temp + reserved.0;
+                StageMemory {
+                    stage: idx,
+                    in_flight,
+                    weights: Bytes(weights),
+                    grads: Bytes(grads),
+                    optimizer: Bytes(optimizer),
+                    activations: Bytes(activations),
+                    temp: Bytes(temp),
+                    reserved,
+                    total: Bytes(total),
+                }
+            };
+        let first_mem = stage_memory(0, first_params, &rp_first, true, single);
+        let last_mem = stage_memory(plan.pp - 1, last_params, &rp_last, single, true);
+        let second_mem = if plan.pp > 2 {
+            Some(stage_memory(1, mid_params, &rp_mid, false, false))
+        } else {
+            None
         };
-        let first_mem = stage_memory(0, first_params, true, single);
-        let last_mem = stage_memory(plan.pp - 1, last_params, single, true);
-        let peak = first_mem.total.max(last_mem.total);
+        let mut peak = first_mem.total.max(last_mem.total);
+        if let Some(sm) = &second_mem {
+            peak = peak.max(sm.total);
+        }
         let fits = peak.0 <= self.capacity.0;
         let memory = MemoryReport {
             first_stage: first_mem,
+            second_stage: second_mem,
             last_stage: last_mem,
             peak,
             capacity: self.capacity,
@@ -656,12 +694,20 @@ impl Training {
         };
 
         // FLOPs and utilisation.
-        let fl = flops::step_flops(
-            m,
-            plan.global_batch as f64,
-            rp.full_layers / lpf,
-            rp.attention_layers / lpf,
-        );
+        // Layers recomputed over the whole pipeline.
+        let (full, attn) = if single {
+            (rp_first.full_layers, rp_first.attention_layers)
+        } else {
+            let mids = (plan.pp - 2) as f64;
+            (
+                rp_first.full_layers + mids * rp_mid.full_layers + rp_last.full_layers,
+                rp_first.attention_layers
+                    + mids * rp_mid.attention_layers
+                    + rp_last.attention_layers,
+            )
+        };
+        let lf = m.layers as f64;
+        let fl = flops::step_flops(m, plan.global_batch as f64, full / lf, attn / lf);
         let peak_rate = self
             .system
             .compute
@@ -699,12 +745,7 @@ impl Training {
             }
         }
 
-        let full_avg = if lpf > 0.0 { rc_compute / lpf } else { 0.0 };
-        let rc_comm_avg = if lpf > 0.0 {
-            rp.full_layers * sum(&rc_ex) / lpf
-        } else {
-            0.0
-        };
+        let rc_avg = (crit.rc_compute + crit.rc_comm) / crit.layers.max(1.0);
         let report = TrainingReport {
             iteration_time: Seconds(iteration),
             devices: self.system.devices,
@@ -722,10 +763,10 @@ impl Training {
             breakdown,
             layer: LayerReport {
                 forward: Seconds(lt.fwd.total + sum(&fwd_ex)),
-                backward: Seconds(lt.bwd.total + sum(&bwd_ex) + full_avg + rc_comm_avg),
+                backward: Seconds(lt.bwd.total + sum(&bwd_ex) + rc_avg),
                 forward_compute: Seconds(lt.fwd.total),
                 backward_compute: Seconds(lt.bwd.total),
-                recompute: Seconds(full_avg + rc_comm_avg),
+                recompute: Seconds(rc_avg),
             },
             memory,
             feasibility: if fits {

@@ -76,6 +76,9 @@ pub struct StageMemory {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct MemoryReport {
     pub first_stage: StageMemory,
+    /// Stage 1 when there are more than two stages: the busiest middle stage under 1F1B
+    /// (one micro-batch fewer in flight than stage 0, but possibly more layers).
+    pub second_stage: Option<StageMemory>,
     pub last_stage: StageMemory,
     /// The largest stage total.
     pub peak: Bytes,
@@ -226,7 +229,16 @@ impl TrainingReport {
 
     /// Error if any number is NaN, infinite or negative.
     pub fn check_finite(&self) -> Result<(), ModelError> {
-        for (name, v, _) in self.metrics() {
+        let second = self.memory.second_stage.map(|m| {
+            [
+                ("memory.second.in_flight", m.in_flight),
+                ("memory.second.weights", m.weights.0),
+                ("memory.second.activations", m.activations.0),
+                ("memory.second.total", m.total.0),
+            ]
+        });
+        let extra = second.into_iter().flatten().map(|(n, v)| (n, v, ""));
+        for (name, v, _) in self.metrics().into_iter().chain(extra) {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(ModelError::NonFinite {
                     what: format!("training report `{name}`"),
@@ -307,21 +319,33 @@ impl TrainingReport {
             l.recompute.millis()
         );
         let m = &self.memory;
-        let _ = writeln!(s, "Memory per device (GiB)   first stage   last stage");
-        for (n, a, b) in [
-            ("weights", m.first_stage.weights, m.last_stage.weights),
-            ("gradients", m.first_stage.grads, m.last_stage.grads),
-            ("optimizer", m.first_stage.optimizer, m.last_stage.optimizer),
-            (
-                "activations",
-                m.first_stage.activations,
-                m.last_stage.activations,
-            ),
-            ("temporary", m.first_stage.temp, m.last_stage.temp),
-            ("reserved", m.first_stage.reserved, m.last_stage.reserved),
-            ("total", m.first_stage.total, m.last_stage.total),
-        ] {
-            let _ = writeln!(s, "  {:<22}{:>12.2} {:>12.2}", n, a.gib(), b.gib());
+        let mut stages = vec![("first", m.first_stage)];
+        if let Some(sm) = m.second_stage {
+            stages.push(("second", sm));
+        }
+        stages.push(("last", m.last_stage));
+        let _ = write!(s, "Memory per device (GiB) ");
+        for (n, st) in &stages {
+            let _ = write!(s, " {:>8} ({:>2})", n, st.stage);
+        }
+        let _ = writeln!(s);
+        type Field = fn(&StageMemory) -> f64;
+        let rows: [(&str, Field); 8] = [
+            ("in flight (micro-b.)", |x| x.in_flight),
+            ("weights", |x| x.weights.gib()),
+            ("gradients", |x| x.grads.gib()),
+            ("optimizer", |x| x.optimizer.gib()),
+            ("activations", |x| x.activations.gib()),
+            ("temporary", |x| x.temp.gib()),
+            ("reserved", |x| x.reserved.gib()),
+            ("total", |x| x.total.gib()),
+        ];
+        for (n, f) in rows {
+            let _ = write!(s, "  {:<22}", n);
+            for (_, st) in &stages {
+                let _ = write!(s, " {:>13.2}", f(st));
+            }
+            let _ = writeln!(s);
         }
         let _ = writeln!(
             s,
