@@ -43,13 +43,16 @@ struct Plan {
     pp: u32,
 }
 
+/// (files, --sets, plan.tp, plan.pp, origin of tp, origin of pp)
+type LayerCase<'a> = (&'a [&'a PathBuf], &'a [&'a str], u32, u32, &'a str, &'a str);
+
 #[test]
 fn later_files_then_sets_win_and_keep_their_origin() {
     let d = tmpdir();
     let a = write(&d, "a.toml", "[plan]\ntp = 1\npp = 2\n");
     let b = write(&d, "b.yaml", "plan:\n  tp: 2\n");
     let c = write(&d, "c.json", "{\"plan\": {\"pp\": 8}}");
-    let cases: &[(&[&PathBuf], &[&str], u32, u32, &str, &str)] = &[
+    let cases: &[LayerCase] = &[
         (&[&a], &[], 1, 2, "a.toml", "a.toml"),
         (&[&a, &b], &[], 2, 2, "b.yaml", "a.toml"),
         (&[&a, &b, &c], &[], 2, 8, "b.yaml", "c.json"),
@@ -78,6 +81,7 @@ fn later_files_then_sets_win_and_keep_their_origin() {
 }
 
 #[test]
+#[allow(clippy::result_large_err)] // figment::Jail's closure returns figment::Error
 fn environment_sits_between_files_and_sets() {
     figment::Jail::expect_with(|jail| {
         jail.create_file("x.toml", "[plan]\ntp = 1\npp = 2\n")?;
@@ -133,7 +137,7 @@ fn includes_are_relative_beneath_and_cycles_fail() {
         "exp/top.toml",
         "include = [\"../hw/mid.toml\"]\n[plan]\ntp = 8\n",
     );
-    let cfg = load(&[top.clone()], &[]).unwrap();
+    let cfg = load(std::slice::from_ref(&top), &[]).unwrap();
     assert_eq!(cfg.extract::<Plan>("plan").unwrap(), Plan { tp: 8, pp: 4 });
     let pp = cfg.origin_of("plan.pp").unwrap();
     assert!(

@@ -319,6 +319,9 @@ fn bad_files_name_the_file_and_the_position() {
     }
 }
 
+/// (arguments after `roofline`, environment, fragments the message must contain)
+type BadCase<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a [&'a str]);
+
 #[test]
 fn bad_values_name_the_key_and_where_it_came_from() {
     let d = tmpdir();
@@ -353,7 +356,7 @@ fn bad_values_name_the_key_and_where_it_came_from() {
         "range.toml",
         "[components.a100_sxm4_80gb]\nmatmul_efficiency = 1.5",
     );
-    let cases: &[(&[&str], &[(&str, &str)], &[&str])] = &[
+    let cases: &[BadCase] = &[
         (
             &["kind.toml"],
             &[],
