@@ -17,7 +17,7 @@ use abi_stable::{
     library::RootModule,
     sabi_trait,
     sabi_types::VersionStrings,
-    std_types::{RBox, RResult, RSlice, RStr, RString, RVec},
+    std_types::{RBox, ROption, RResult, RSlice, RStr, RString, RVec},
     StableAbi,
 };
 
@@ -84,11 +84,11 @@ pub struct LinkProps {
     pub latency: f64,
 }
 
-/// FFI mirror of `perfcast_core::ComputeUnit`. Codes as in `codes`; `peak` answers
-/// `ERR_UNSUPPORTED` for a path the device lacks.
+/// FFI mirror of `perfcast_core::ComputeUnit`. Codes as in `codes`; `peak` is `RNone` for a
+/// path the device lacks (and `ERR_UNSUPPORTED` for a code it does not know).
 #[sabi_trait]
 pub trait FfiComputeUnit: Send + Sync {
-    fn peak(&self, engine: u32, dtype: u32) -> RResult<f64, FfiError>;
+    fn peak(&self, engine: u32, dtype: u32) -> RResult<ROption<f64>, FfiError>;
     fn efficiency(&self, op: &PcOp) -> RResult<f64, FfiError>;
     fn launch_overhead(&self) -> RResult<f64, FfiError>;
     fn gemm_tile(&self) -> RResult<u64, FfiError>;

@@ -27,7 +27,7 @@ use crate::codes::{self, *};
 use crate::rust_abi::*;
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RErr, ROk, RResult, RSlice, RVec};
+use abi_stable::std_types::{RErr, ROk, ROption, RResult, RSlice, RVec};
 use perfcast_core::{
     Bandwidth, Bytes, Collective, ComputeOp, ComputeUnit, Interconnect, MemoryHierarchy,
     MemoryTier, ModelError, PluginError, Seconds, TierLevel,
@@ -263,16 +263,13 @@ pub fn hierarchy(tiers: RSlice<'_, FfiTier<'_>>) -> Result<MemoryHierarchy, FfiE
 struct SdkComputeUnit<T>(T);
 
 impl<T: ComputeUnit + 'static> FfiComputeUnit for SdkComputeUnit<T> {
-    fn peak(&self, engine: u32, dtype: u32) -> RResult<f64, FfiError> {
+    fn peak(&self, engine: u32, dtype: u32) -> RResult<ROption<f64>, FfiError> {
         guard(|| {
             let e = engine_from_code(engine)
                 .ok_or_else(|| FfiError::unsupported(format!("unknown engine code {engine}")))?;
             let d = dtype_from_code(dtype)
                 .ok_or_else(|| FfiError::unsupported(format!("unknown dtype code {dtype}")))?;
-            self.0
-                .peak(e, d)
-                .map(|r| r.0)
-                .ok_or_else(|| FfiError::unsupported(format!("no {} engine for {d}", e.name())))
+            Ok(self.0.peak(e, d).map(|r| r.0).into())
         })
     }
     fn efficiency(&self, op: &PcOp) -> RResult<f64, FfiError> {
@@ -482,11 +479,15 @@ mod tests {
     #[test]
     fn calls_are_guarded() {
         let ok = build_compute_unit(build, r#"{"tflops": 2}"#).unwrap();
-        assert_eq!(ok.peak(ENGINE_MATRIX, DType::Bf16.code()).unwrap(), 2e12);
         assert_eq!(
-            ok.peak(ENGINE_MATRIX, DType::Fp8.code()).unwrap_err().code,
-            ERR_UNSUPPORTED
+            ok.peak(ENGINE_MATRIX, DType::Bf16.code()).unwrap(),
+            ROption::RSome(2e12)
         );
+        assert_eq!(
+            ok.peak(ENGINE_MATRIX, DType::Fp8.code()).unwrap(),
+            ROption::RNone
+        );
+        assert_eq!(ok.peak(9, 0).unwrap_err().code, ERR_UNSUPPORTED);
         let boom = build_compute_unit(build, r#"{"tflops": 2, "explode": true}"#).unwrap();
         let e = boom.peak(ENGINE_MATRIX, DType::Bf16.code()).unwrap_err();
         assert_eq!(e.code, ERR_FAILED);

@@ -51,8 +51,8 @@ pub(crate) struct TierData {
 
 /// The calls a compute unit of either ABI answers.
 pub(crate) trait ComputeBackend: Send + Sync {
-    /// `Err` with `ERR_UNSUPPORTED` when the device has no such path.
-    fn peak(&self, engine: u32, dtype: u32) -> Result<f64, CallError>;
+    /// `None` (or, from C, `ERR_UNSUPPORTED`) when the device has no such path.
+    fn peak(&self, engine: u32, dtype: u32) -> Result<Option<f64>, CallError>;
     fn efficiency(&self, op: &PcOp) -> Result<f64, CallError>;
     fn launch_overhead(&self) -> Result<f64, CallError>;
     fn gemm_tile(&self) -> Result<u64, CallError>;
@@ -80,7 +80,8 @@ impl ForeignComputeUnit {
             for d in DType::ALL {
                 let slot = &mut peaks[codes::engine_code(e) as usize][d.code() as usize];
                 match backend.peak(codes::engine_code(e), d.code()) {
-                    Ok(v) => {
+                    Ok(None) => {}
+                    Ok(Some(v)) => {
                         *slot = Some(check_positive(
                             kind,
                             &format!("peak ({} engine, {d})", e.name()),
@@ -323,6 +324,266 @@ impl Interconnect for ForeignInterconnect {
         match r {
             Ok(v) if v.is_finite() && v >= 0.0 => Seconds(v),
             _ => Seconds(f64::NAN),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfcast_abi::codes::ERR_FAILED;
+    use perfcast_core::{Gemm, TimeBound};
+    use std::sync::Arc;
+
+    #[derive(Clone)]
+    struct Mock {
+        peak: Result<Option<f64>, i32>,
+        eff: Result<f64, i32>,
+        launch: f64,
+        tile: u64,
+        op_time: Option<Result<PcOpTime, i32>>,
+    }
+
+    fn err(code: i32) -> CallError {
+        CallError {
+            code,
+            path: String::new(),
+            message: format!("mock error {code}"),
+        }
+    }
+
+    impl ComputeBackend for Mock {
+        fn peak(&self, _: u32, _: u32) -> Result<Option<f64>, CallError> {
+            self.peak.map_err(err)
+        }
+        fn efficiency(&self, _: &PcOp) -> Result<f64, CallError> {
+            self.eff.map_err(err)
+        }
+        fn launch_overhead(&self) -> Result<f64, CallError> {
+            Ok(self.launch)
+        }
+        fn gemm_tile(&self) -> Result<u64, CallError> {
+            Ok(self.tile)
+        }
+        fn op_time(&self, _: &PcOp, _: &[TierData]) -> Option<Result<PcOpTime, CallError>> {
+            self.op_time.map(|r| r.map_err(err))
+        }
+    }
+
+    fn good() -> Mock {
+        Mock {
+            peak: Ok(Some(1e12)),
+            eff: Ok(0.5),
+            launch: 1e-6,
+            tile: 64,
+            op_time: None,
+        }
+    }
+
+    struct Hbm;
+    impl MemoryTier for Hbm {
+        fn kind(&self) -> &str {
+            "hbm"
+        }
+        fn level(&self) -> TierLevel {
+            TierLevel::Device
+        }
+        fn capacity(&self) -> Bytes {
+            Bytes(1e10)
+        }
+        fn bandwidth(&self) -> Bandwidth {
+            Bandwidth(1e11)
+        }
+    }
+
+    fn mem() -> MemoryHierarchy {
+        MemoryHierarchy::new(vec![Arc::new(Hbm)])
+    }
+
+    fn op() -> ComputeOp {
+        ComputeOp::Gemm(Gemm::new(512, 512, 512, DType::Bf16))
+    }
+
+    #[test]
+    fn bad_values_fail_the_factory() {
+        // (mock, what the error must mention)
+        let table = [
+            (
+                Mock {
+                    peak: Ok(Some(f64::NAN)),
+                    ..good()
+                },
+                "peak (matrix engine, fp32)",
+            ),
+            (
+                Mock {
+                    peak: Ok(Some(0.0)),
+                    ..good()
+                },
+                "peak",
+            ),
+            (
+                Mock {
+                    peak: Err(ERR_FAILED),
+                    ..good()
+                },
+                "mock error 2",
+            ),
+            (
+                Mock {
+                    launch: -1.0,
+                    ..good()
+                },
+                "launch_overhead",
+            ),
+            (
+                Mock {
+                    launch: f64::INFINITY,
+                    ..good()
+                },
+                "launch_overhead",
+            ),
+            (Mock { tile: 0, ..good() }, "gemm_tile"),
+        ];
+        for (m, want) in table {
+            let e = ForeignComputeUnit::new("x/dev", Box::new(m))
+                .err()
+                .expect("must fail")
+                .to_string();
+            assert!(e.contains(want) && e.contains("x/dev"), "{e} vs {want}");
+        }
+        // An unsupported path is not an error, just no peak.
+        let none = ForeignComputeUnit::new(
+            "x/dev",
+            Box::new(Mock {
+                peak: Err(ERR_UNSUPPORTED),
+                ..good()
+            }),
+        )
+        .unwrap();
+        assert_eq!(none.peak(Engine::Matrix, DType::Bf16), None);
+    }
+
+    #[test]
+    fn efficiency_failures_poison_op_time() {
+        for eff in [Err(ERR_FAILED), Ok(1.5), Ok(f64::NAN), Ok(0.0)] {
+            let u = ForeignComputeUnit::new("x/dev", Box::new(Mock { eff, ..good() })).unwrap();
+            assert!(u.efficiency(&op()).is_nan());
+            let e = u.op_time(&op(), &mem()).unwrap_err();
+            assert!(matches!(e, ModelError::Plugin(_)), "{e}");
+            // Sticky: later ops fail too.
+            assert!(u.op_time(&op(), &mem()).is_err());
+        }
+    }
+
+    #[test]
+    fn without_op_time_the_roofline_is_used() {
+        let u = ForeignComputeUnit::new("x/dev", Box::new(good())).unwrap();
+        let t = u.op_time(&op(), &mem()).unwrap();
+        let want = perfcast_core::roofline::hierarchical(&u, &op(), &mem()).unwrap();
+        assert_eq!(t, want);
+        assert!((t.compute.0 - op().flops().0 / (1e12 * 0.5)).abs() < 1e-15);
+    }
+
+    #[test]
+    fn plugin_op_time_answers_are_checked() {
+        let ok = PcOpTime {
+            struct_size: 0,
+            bound: codes::BOUND_MEMORY,
+            bound_tier: 0,
+            reserved0: 0,
+            time: 2.0,
+            compute: 1.0,
+            memory: 2.0,
+            overhead: 0.0,
+            flops: 1.0,
+            device_bytes: 1.0,
+        };
+        let run = |r: Result<PcOpTime, i32>| {
+            ForeignComputeUnit::new(
+                "x/dev",
+                Box::new(Mock {
+                    op_time: Some(r),
+                    ..good()
+                }),
+            )
+            .unwrap()
+            .op_time(&op(), &mem())
+        };
+        assert_eq!(run(Ok(ok)).unwrap().bound, TimeBound::Memory(0));
+        let bad_tier = PcOpTime {
+            bound_tier: 1,
+            ..ok
+        };
+        assert!(run(Ok(bad_tier)).is_err());
+        let neg = PcOpTime {
+            compute: -1.0,
+            ..ok
+        };
+        assert!(matches!(
+            run(Ok(neg)),
+            Err(ModelError::Plugin(PluginError::BadValue { .. }))
+        ));
+        assert!(matches!(
+            run(Err(ERR_UNSUPPORTED)),
+            Err(ModelError::UnsupportedDType { .. })
+        ));
+        let e = run(Err(ERR_FAILED)).unwrap_err().to_string();
+        assert!(e.contains("mock error 2") && e.contains("x/dev"), "{e}");
+    }
+
+    #[test]
+    fn bad_native_tiers_are_named() {
+        struct Broken;
+        impl MemoryTier for Broken {
+            fn kind(&self) -> &str {
+                "broken"
+            }
+            fn level(&self) -> TierLevel {
+                TierLevel::Device
+            }
+            fn capacity(&self) -> Bytes {
+                Bytes(1.0)
+            }
+            fn bandwidth(&self) -> Bandwidth {
+                Bandwidth(f64::NAN)
+            }
+        }
+        let u = ForeignComputeUnit::new("x/dev", Box::new(good())).unwrap();
+        let e = u
+            .op_time(&op(), &MemoryHierarchy::new(vec![Arc::new(Broken)]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("broken") && e.contains("bandwidth"), "{e}");
+    }
+
+    #[test]
+    fn foreign_tier_properties_are_checked() {
+        let p = TierProps {
+            level: codes::TIER_DEVICE,
+            capacity: 1.0,
+            bandwidth: 1.0,
+            efficiency: 1.0,
+            latency: 0.0,
+        };
+        assert!(ForeignMemoryTier::new("t", Ok(p), Box::new(())).is_ok());
+        for bad in [
+            TierProps { level: 9, ..p },
+            TierProps {
+                bandwidth: 0.0,
+                ..p
+            },
+            TierProps {
+                efficiency: 1.1,
+                ..p
+            },
+            TierProps {
+                capacity: f64::NAN,
+                ..p
+            },
+            TierProps { latency: -1.0, ..p },
+        ] {
+            assert!(ForeignMemoryTier::new("t", Ok(bad), Box::new(())).is_err());
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::{params_json, Candidate, LoadError, LoadedLibrary};
 use perfcast_abi::c::{
     v1_0, PcComponent, PcComputeUnitVtable, PcEntry, PcMemoryTierVtable, PcTier, C_ABI_MAJOR,
 };
-use perfcast_abi::codes::{self, OK};
+use perfcast_abi::codes::{self, ERR_UNSUPPORTED, OK};
 use perfcast_abi::{PcOp, PcOpTime, TierProps};
 use perfcast_core::{Category, Component};
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -92,12 +92,17 @@ struct CComputeUnit {
 }
 
 impl ComputeBackend for CComputeUnit {
-    fn peak(&self, engine: u32, dtype: u32) -> Result<f64, CallError> {
-        let f = self.vt.peak.expect("checked at load");
+    fn peak(&self, engine: u32, dtype: u32) -> Result<Option<f64>, CallError> {
+        let Some(f) = self.vt.peak else {
+            return Ok(None);
+        };
         let mut out = 0.0;
         // SAFETY: function and instance come from the plugin, per the header's contract.
-        call(|e, n| unsafe { f(self.inst.this, engine, dtype, &mut out, e, n) })?;
-        Ok(out)
+        match call(|e, n| unsafe { f(self.inst.this, engine, dtype, &mut out, e, n) }) {
+            Ok(()) => Ok(Some(out)),
+            Err(e) if e.code == ERR_UNSUPPORTED => Ok(None),
+            Err(e) => Err(e),
+        }
     }
     fn efficiency(&self, op: &PcOp) -> Result<f64, CallError> {
         let Some(f) = self.vt.efficiency else {

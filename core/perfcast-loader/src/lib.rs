@@ -257,8 +257,30 @@ pub fn load_library(
     Ok(loaded)
 }
 
-/// Register every candidate or none: duplicates (against the registry or inside the plugin)
-/// are found before anything is added.
+/// A dynamic plugin's component names are namespaced, `vendor/name` (so vendors cannot clash
+/// with each other or with built-ins): both parts non-empty, no whitespace or control
+/// characters.
+fn check_name(name: &str) -> Result<(), String> {
+    let ok = match name.split_once('/') {
+        Some((ns, rest)) => {
+            !ns.is_empty()
+                && !rest.is_empty()
+                && !name.chars().any(|c| c.is_whitespace() || c.is_control())
+        }
+        None => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "component name `{}` must be namespaced as `vendor/name` (no spaces)",
+            name.escape_debug()
+        ))
+    }
+}
+
+/// Register every candidate or none: names are checked and duplicates (against the registry or
+/// inside the plugin) are found before anything is added.
 fn register_all(
     path: &Path,
     loaded: &mut LoadedLibrary,
@@ -268,6 +290,10 @@ fn register_all(
     let origin = Origin::Library(path.to_path_buf());
     let mut seen = std::collections::BTreeSet::new();
     for c in &candidates {
+        check_name(&c.name).map_err(|message| LoadError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })?;
         let first = registry
             .info(c.category, &c.name)
             .map(|i| i.origin.to_string())
@@ -302,4 +328,39 @@ fn register_all(
         loaded.components.push((c.category, c.name));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_namespaced() {
+        for ok in ["acme/npu9", "cvendor/lpddr", "a/b/c"] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["npu9", "/npu9", "acme/", "acme/npu 9", "acme/\u{7}", ""] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn short_messages() {
+        let e = LoadError::IncompatibleAbi {
+            path: "/p/libx.so".into(),
+            found: "Rust ABI 2.0.0".into(),
+            expected: "Rust ABI 1.x".into(),
+            summary: Some("mismatched type Expected: u32 Found: u64".into()),
+            details: Some("line\n".repeat(900)),
+        };
+        let msg = e.to_string();
+        assert_eq!(
+            msg,
+            "plugin /p/libx.so: built for Rust ABI 2.0.0, this host expects Rust ABI 1.x \
+             (mismatched type Expected: u32 Found: u64)"
+        );
+        assert_eq!(e.details().unwrap().lines().count(), 900);
+        assert_eq!(e.path(), Path::new("/p/libx.so"));
+        assert_eq!(params_json(&serde_json::Value::Null), "{}");
+    }
 }

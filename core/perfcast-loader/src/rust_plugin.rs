@@ -33,8 +33,8 @@ fn res<T>(r: RResult<T, FfiError>) -> Result<T, CallError> {
 struct RustComputeUnit(FfiComputeUnitBox);
 
 impl ComputeBackend for RustComputeUnit {
-    fn peak(&self, engine: u32, dtype: u32) -> Result<f64, CallError> {
-        res(self.0.peak(engine, dtype))
+    fn peak(&self, engine: u32, dtype: u32) -> Result<Option<f64>, CallError> {
+        res(self.0.peak(engine, dtype)).map(|o| o.into_option())
     }
     fn efficiency(&self, op: &PcOp) -> Result<f64, CallError> {
         res(self.0.efficiency(op))
