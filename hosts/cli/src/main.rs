@@ -7,6 +7,7 @@
 mod cmd_config;
 mod cmd_plugins;
 mod cmd_roofline;
+mod cmd_validate;
 mod common;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +30,8 @@ enum Command {
     /// Inspect configurations.
     #[command(subcommand)]
     Config(cmd_config::Command),
+    /// Predicted vs published measurements of a validation cases file, MAPE per group.
+    Validate(cmd_validate::Args),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -36,6 +39,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Plugins(a) => cmd_plugins::run(a),
         Command::Roofline(a) => cmd_roofline::run(a),
         Command::Config(c) => cmd_config::run(c),
+        Command::Validate(a) => cmd_validate::run(a),
     }
 }
 
