@@ -195,9 +195,13 @@ impl Config {
                         }
                         other => (base.clone(), other.to_string()),
                     };
-                    let origin = self
-                        .origin_of(&key)
-                        .or_else(|| self.origin_of(&format!("{base}.kind")));
+                    // A failure of the component as a whole is reported where it was defined.
+                    let kind_origin = || self.origin_of(&format!("{base}.kind"));
+                    let origin = if key == base {
+                        kind_origin()
+                    } else {
+                        self.origin_of(&key).or_else(kind_origin)
+                    };
                     HostError::Invalid {
                         key,
                         origin,

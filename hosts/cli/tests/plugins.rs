@@ -1,0 +1,408 @@
+//! End to end through dynamic plugins: build the example Rust plugin (acme-npu, a cdylib) and
+//! the example C plugin (c-vendor, with the system C compiler), run `perfcast roofline` on the
+//! shipped example configs, and check that the numbers are the plugins' own models (recomputed
+//! here from their documented formulas), and that the same ops on a built-in GPU give the
+//! built-in's numbers. Selecting the device is a matter of configuration only.
+
+use perfcast_core::{ComputeOp, DType, Gemm, MemoryHierarchy, VectorOp, VectorOpKind};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+struct Libs {
+    dir: PathBuf,
+    acme: PathBuf,
+    c: PathBuf,
+}
+
+/// Build both plugins once per test process (cargo's incremental build makes re-runs quick).
+fn libs() -> &'static Libs {
+    static L: OnceLock<Libs> = OnceLock::new();
+    L.get_or_init(|| {
+        let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .expect("target dir")
+            .to_path_buf();
+        run(Command::new(env!("CARGO"))
+            .current_dir(repo())
+            .args(["build", "--quiet", "-p", "acme-npu", "--target-dir"])
+            .arg(&target));
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("perfcast-cli-plugins-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let acme = dir.join("libacme_npu.so");
+        std::fs::copy(target.join("debug/libacme_npu.so"), &acme).unwrap();
+        let c = dir.join("libc_vendor.so");
+        let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        run(Command::new(compiler)
+            .args(["-shared", "-fPIC", "-O1", "-I"])
+            .arg(repo().join("core/perfcast-abi/include"))
+            .arg(repo().join("plugins/examples/c-vendor/c_vendor.c"))
+            .arg("-o")
+            .arg(&c)
+            .arg("-lm"));
+        Libs { dir, acme, c }
+    })
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn perfcast(args: &[&str]) -> Out {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_perfcast"));
+    cmd.current_dir(repo()).args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("PERFCAST_") {
+            cmd.env_remove(k);
+        }
+    }
+    let o = cmd.output().expect("run perfcast");
+    let out = Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    };
+    assert!(
+        !out.stderr.contains("panicked at") && !out.stderr.contains("internal error"),
+        "{args:?}:\n{}",
+        out.stderr
+    );
+    assert!(!out.stdout.contains("NaN"), "{args:?}:\n{}", out.stdout);
+    out
+}
+
+fn json(args: &[&str]) -> Value {
+    let o = perfcast(args);
+    assert_eq!(o.code, 0, "{args:?}:\n{}", o.stderr);
+    serde_json::from_str(&o.stdout).unwrap()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-12 * a.abs().max(b.abs())
+}
+
+/// The `[[ops]]` of a shipped config as core ops (all bf16 GEMMs and vector ops).
+fn config_ops(file: &str) -> (toml::Table, Vec<ComputeOp>) {
+    let text = std::fs::read_to_string(repo().join(file)).unwrap();
+    let t: toml::Table = toml::from_str(&text).unwrap();
+    let ops = t["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            let u = |k: &str| o[k].as_integer().unwrap() as u64;
+            let f = |k: &str| o[k].as_float().unwrap();
+            assert_eq!(o["dtype"].as_str(), Some("bf16"));
+            match o["op"].as_str().unwrap() {
+                "gemm" => ComputeOp::Gemm(Gemm::new(u("m"), u("n"), u("k"), DType::Bf16)),
+                "vector" => ComputeOp::Vector(VectorOp {
+                    kind: VectorOpKind::Elementwise,
+                    elements: u("elements"),
+                    flops_per_element: f("flops_per_element"),
+                    bytes_per_element: f("bytes_per_element"),
+                    dtype: DType::Bf16,
+                    launches: 1,
+                }),
+                other => panic!("op {other}"),
+            }
+        })
+        .collect();
+    (t, ops)
+}
+
+fn param(t: &toml::Table, component: &str, key: &str) -> f64 {
+    let v = &t["components"][component][key];
+    v.as_float()
+        .or_else(|| v.as_integer().map(|i| i as f64))
+        .unwrap()
+}
+
+/// acme-npu's model (plugins/examples/acme-npu/src/lib.rs docs): systolic utilisation,
+/// compute and HBM time overlapped, plus launch overhead.
+fn acme_time(t: &toml::Table, op: &ComputeOp) -> f64 {
+    let p = |k| param(t, "npu9", k);
+    let h = |k| param(t, "npu9_hbm", k);
+    let (d, cores) = (p("array_dim") as u64, p("cores") as u64);
+    let (peak, eff) = match op {
+        ComputeOp::Gemm(g) => {
+            let (kt, nt) = (g.k.div_ceil(d), g.n.div_ceil(d));
+            let spatial = (g.k * g.n) as f64 / ((kt * d) * (nt * d)) as f64;
+            let temporal = g.m as f64 / (g.m + 2 * d) as f64;
+            let jobs = g.batch * kt * nt;
+            let waves = jobs as f64 / (jobs.div_ceil(cores) * cores) as f64;
+            (p("bf16_tflops") * 1e12, spatial * temporal * waves)
+        }
+        _ => (p("vector_tflops") * 1e12, 1.0),
+    };
+    let bw = h("stacks") * 1024.0 * h("pin_gbps") * 1e9 / 8.0;
+    let compute = op.flops().0 / (peak * eff);
+    let memory = op.min_bytes().0 / (bw * h("efficiency")) + h("latency_ns") * 1e-9;
+    compute.max(memory) + p("launch_us") * 1e-6
+}
+
+/// c-vendor's model (plugins/examples/c-vendor/c_vendor.c header): no overlap of DMA and
+/// compute.
+fn c_time(t: &toml::Table, op: &ComputeOp) -> f64 {
+    let p = |k| param(t, "dsp1", k);
+    let m = |k| param(t, "dsp1_lpddr", k);
+    let (peak, eff) = match op {
+        ComputeOp::Gemm(_) => (p("bf16_tflops") * 1e12, p("mac_efficiency")),
+        _ => (p("vector_gflops") * 1e9, 1.0),
+    };
+    let bw = m("channels") * m("bus_bits") / 8.0 * m("mts") * 1e6;
+    let compute = op.flops().0 / (peak * eff);
+    let memory = op.min_bytes().0 / (bw * m("efficiency")) + m("latency_ns") * 1e-9;
+    compute + memory + p("launch_us") * 1e-6
+}
+
+fn check_rows(v: &Value, ops: &[ComputeOp], want_time: impl Fn(&ComputeOp) -> f64) {
+    let rows = v["ops"].as_array().unwrap();
+    assert_eq!(rows.len(), ops.len());
+    for (row, op) in rows.iter().zip(ops) {
+        let got = row["time_s"].as_f64().unwrap();
+        let want = want_time(op);
+        assert!(close(got, want), "{}: {got} vs {want}", row["name"]);
+        assert!(close(row["flops"].as_f64().unwrap(), op.flops().0));
+    }
+}
+
+#[test]
+fn plugins_lists_library_components_with_origin_and_abi() {
+    let l = libs();
+    let v = json(&[
+        "plugins",
+        "--load",
+        l.acme.to_str().unwrap(),
+        "--load",
+        l.c.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let row = |name: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not listed: {v}"))
+            .clone()
+    };
+    let npu = row("acme/npu9");
+    assert_eq!(npu["category"], "compute_unit");
+    assert_eq!(npu["origin"], l.acme.display().to_string());
+    assert_eq!(npu["abi"], "rust-abi_stable 1.0");
+    let dsp = row("cvendor/dsp1");
+    assert_eq!(dsp["origin"], l.c.display().to_string());
+    assert_eq!(
+        (dsp["abi"].as_str(), dsp["version"].as_str()),
+        (Some("c 1.1"), Some("1.2.0"))
+    );
+    assert_eq!(row("acme/xlink")["category"], "interconnect");
+    assert_eq!(row("gpu")["abi"], "-");
+}
+
+#[test]
+fn rust_plugin_numbers_are_its_own_model() {
+    let l = libs();
+    let (t, ops) = config_ops("configs/examples/acme-npu.toml");
+    let v = json(&[
+        "roofline",
+        "configs/examples/acme-npu.toml",
+        "--load",
+        l.acme.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(v["compute_kind"], "acme/npu9");
+    assert_eq!(v["device_tier"], "npu9_hbm");
+    check_rows(&v, &ops, |op| acme_time(&t, op));
+    // Prefill is compute-bound, the residual add bound by the NPU's HBM.
+    assert_eq!(v["ops"][1]["bound"], "compute");
+    assert_eq!(v["ops"][2]["bound"], "npu9_hbm");
+}
+
+#[test]
+fn c_plugin_numbers_are_its_own_model() {
+    let l = libs();
+    let (t, ops) = config_ops("configs/examples/c-vendor.toml");
+    let v = json(&[
+        "roofline",
+        "configs/examples/c-vendor.toml",
+        "--load",
+        l.c.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(v["compute_kind"], "cvendor/dsp1");
+    check_rows(&v, &ops, |op| c_time(&t, op));
+}
+
+#[test]
+fn same_ops_on_a_builtin_gpu_give_the_builtins_numbers() {
+    let l = libs();
+    let (_, ops) = config_ops("configs/examples/acme-npu.toml");
+    // The acme config's ops, the A100 preset's device: a later config file wins.
+    let v = json(&[
+        "roofline",
+        "configs/examples/acme-npu.toml",
+        "preset:a100-sxm4-80gb",
+        "--load",
+        l.acme.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(v["compute_kind"], "gpu");
+    // The built-in models, built straight from the preset file's parameters.
+    let text =
+        std::fs::read_to_string(repo().join("configs/hardware/a100-sxm4-80gb.toml")).unwrap();
+    let t: toml::Table = toml::from_str(&text).unwrap();
+    let params = |name: &str| {
+        let mut c = t["components"][name].as_table().unwrap().clone();
+        c.remove("kind");
+        serde_json::to_value(c).unwrap()
+    };
+    let r = perfcast_builtins::registry().unwrap();
+    let gpu = r.compute_unit("gpu", &params("a100_sxm4_80gb")).unwrap();
+    let mem = MemoryHierarchy::new(vec![
+        r.memory_tier("sram", &params("a100_sxm4_80gb_l2")).unwrap(),
+        r.memory_tier("hbm", &params("a100_sxm4_80gb_hbm")).unwrap(),
+    ]);
+    check_rows(&v, &ops, |op| gpu.op_time(op, &mem).unwrap().time.0);
+    let rows = v["ops"].as_array().unwrap();
+    for (row, op) in rows.iter().zip(&ops) {
+        let want = gpu.op_time(op, &mem).unwrap();
+        assert!(close(row["bytes"].as_f64().unwrap(), want.device_bytes.0));
+    }
+}
+
+#[test]
+fn libraries_named_in_a_config_with_a_sha256_pin() {
+    let l = libs();
+    let sha = perfcast_loader::sha256_file(&l.acme).unwrap();
+    let example = repo().join("configs/examples/acme-npu.toml");
+    let write = |name: &str, pin: &str| {
+        let p = l.dir.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "include = [{:?}]\n[[plugins]]\npath = \"libacme_npu.so\"\nsha256 = \"{pin}\"\n",
+                example.display().to_string()
+            ),
+        )
+        .unwrap();
+        p.display().to_string()
+    };
+    let good = write("pinned.toml", &sha);
+    let v = json(&["roofline", &good, "--format", "json"]);
+    assert_eq!(v["compute_kind"], "acme/npu9");
+    let bad = write("badpin.toml", &"0".repeat(64));
+    let o = perfcast(&["roofline", &bad]);
+    assert_eq!(o.code, 1);
+    for w in ["libacme_npu.so", "sha256", "badpin.toml"] {
+        assert!(o.stderr.contains(w), "{w}: {}", o.stderr);
+    }
+}
+
+#[test]
+fn misbehaving_plugins_are_errors_not_crashes() {
+    let l = libs();
+    let acme = l.acme.to_str().unwrap();
+    let c = l.c.to_str().unwrap();
+    let cfg_a = "configs/examples/acme-npu.toml";
+    let cfg_c = "configs/examples/c-vendor.toml";
+    // (arguments, fragments of the message)
+    let cases: &[(&[&str], &[&str])] = &[
+        // The plugin is not loaded: its kinds are unknown.
+        (
+            &[cfg_a],
+            &[
+                "unknown kind `acme/npu9`",
+                "components.npu9.kind",
+                "acme-npu.toml",
+            ],
+        ),
+        (
+            &[
+                cfg_a,
+                "--load",
+                acme,
+                "--set",
+                "components.npu9.nan_in_op_time=true",
+            ],
+            &["decode_qkv", "time", "NaN"],
+        ),
+        (
+            &[
+                cfg_a,
+                "--load",
+                acme,
+                "--set",
+                "components.npu9.panic_in_peak=true",
+            ],
+            &["acme/npu9", "panic"],
+        ),
+        (
+            &[cfg_a, "--load", acme, "--set", "components.npu9.fp8_topz=1"],
+            &["components.npu9", "fp8_topz"],
+        ),
+        (
+            &[
+                cfg_c,
+                "--load",
+                c,
+                "--set",
+                "components.dsp1.fail_in_op_time=1",
+            ],
+            &["decode_qkv", "failed on purpose"],
+        ),
+        (
+            &[cfg_c, "--load", c, "--set", "components.dsp1.bogus=1"],
+            &["components.dsp1", "bogus"],
+        ),
+        (
+            &[
+                cfg_c,
+                "--load",
+                c,
+                "--set",
+                "components.dsp1.nan_efficiency=1",
+            ],
+            &["decode_qkv"],
+        ),
+    ];
+    for (args, want) in cases {
+        let mut a = vec!["roofline"];
+        a.extend_from_slice(args);
+        let o = perfcast(&a);
+        assert_eq!(o.code, 1, "{a:?}: {}\n{}", o.stderr, o.stdout);
+        assert!(o.stderr.starts_with("error: "), "{}", o.stderr);
+        for w in *want {
+            assert!(
+                o.stderr.contains(w),
+                "{a:?}: `{w}` missing from:\n{}",
+                o.stderr
+            );
+        }
+    }
+}
