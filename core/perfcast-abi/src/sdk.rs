@@ -151,6 +151,23 @@ pub fn describe(name: &str, version: &str, components: &[(u32, &str, &str)]) -> 
     }
 }
 
+/// Run a `describe` body; a panic (in an expression given for the name or version) yields a
+/// descriptor with an empty name, which the loader rejects, instead of unwinding out of an
+/// `extern "C"` function (an abort).
+pub fn describe_guarded(f: impl FnOnce() -> PluginDescriptor) -> PluginDescriptor {
+    match guard(|| Ok(f())) {
+        ROk(d) => d,
+        RErr(e) => PluginDescriptor {
+            abi_major: RUST_ABI_MAJOR,
+            abi_minor: RUST_ABI_MINOR,
+            name: Default::default(),
+            version: e.message,
+            sdk_version: env!("CARGO_PKG_VERSION").into(),
+            components: RVec::new(),
+        },
+    }
+}
+
 /// Assemble and leak the root module.
 pub fn root_module(
     describe: extern "C" fn() -> PluginDescriptor,
@@ -365,12 +382,11 @@ macro_rules! export_plugin {
             use $crate::__private::abi_stable::std_types::{RResult, RStr};
 
             extern "C" fn describe() -> $crate::PluginDescriptor {
-                // Never unwinds: only copies literals.
-                $crate::sdk::describe($name, $version, &[
+                $crate::sdk::describe_guarded(|| $crate::sdk::describe($name, $version, &[
                     $($( ($crate::codes::CATEGORY_COMPUTE_UNIT, $cu, $crate::export_plugin!(@desc $($cu_desc)?)), )*)?
                     $($( ($crate::codes::CATEGORY_MEMORY_TIER, $mt, $crate::export_plugin!(@desc $($mt_desc)?)), )*)?
                     $($( ($crate::codes::CATEGORY_INTERCONNECT, $ic, $crate::export_plugin!(@desc $($ic_desc)?)), )*)?
-                ])
+                ]))
             }
 
             extern "C" fn new_compute_unit(

@@ -166,6 +166,12 @@ pub(crate) fn load(path: &Path) -> Result<(LoadedLibrary, Vec<Candidate>), LoadE
         .init_root_module::<PluginModuleRef>()
         .map_err(|e| map_library_error(path, e))?;
     let desc = (module.describe())();
+    if desc.name.is_empty() {
+        return Err(LoadError::Init {
+            path: path.to_path_buf(),
+            message: format!("the plugin has no name ({})", desc.version),
+        });
+    }
     let vs = header.version_strings().version.as_str().to_string();
     let mut it = vs.split('.');
     let abi = format!(

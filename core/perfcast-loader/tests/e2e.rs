@@ -21,12 +21,21 @@ struct Fixtures {
     acme_copy: PathBuf,
     abi_v2: PathBuf,
     abi_mismatch: PathBuf,
+    sram: PathBuf,
     c_v1_1: PathBuf,
     c_v1_0: PathBuf,
     c_major2: PathBuf,
     not_plugin_so: PathBuf,
     text: PathBuf,
 }
+
+/// The cdylib crates the tests load (built with the workspace's cargo and target dir).
+const PLUGIN_CRATES: [&str; 4] = [
+    "acme-npu",
+    "abi-v2-fixture",
+    "abi-mismatch-fixture",
+    "sram-fixture",
+];
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -66,24 +75,27 @@ fn fixtures() -> &'static Fixtures {
             .parent()
             .expect("target dir")
             .to_path_buf();
-        run(Command::new(env!("CARGO"))
+        let mut build = Command::new(env!("CARGO"));
+        build
             .current_dir(workspace_root())
-            .args([
-                "build",
-                "--quiet",
-                "-p",
-                "acme-npu",
-                "-p",
-                "abi-v2-fixture",
-                "-p",
-                "abi-mismatch-fixture",
-            ])
-            .arg("--target-dir")
-            .arg(&target));
+            .args(["build", "--quiet"]);
+        for krate in PLUGIN_CRATES {
+            build.args(["-p", krate]);
+        }
+        run(build.arg("--target-dir").arg(&target));
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("perfcast-loader-e2e-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let built = |name: &str| target.join("debug").join(name);
+        // Cargo re-creates the uplifted `target/debug/lib*.so` only when it recompiles, so
+        // fall back to the `deps/` copy if someone deleted it.
+        let built = |name: &str| {
+            let top = target.join("debug").join(name);
+            if top.exists() {
+                top
+            } else {
+                target.join("debug").join("deps").join(name)
+            }
+        };
         let acme = dir.join("libacme_npu.so");
         let acme_copy = dir.join("libacme_npu_copy.so");
         let abi_v2 = dir.join("libabi_v2_fixture.so");
@@ -92,6 +104,8 @@ fn fixtures() -> &'static Fixtures {
         std::fs::copy(built("libabi_v2_fixture.so"), &abi_v2).unwrap();
         let abi_mismatch = dir.join("libabi_mismatch_fixture.so");
         std::fs::copy(built("libabi_mismatch_fixture.so"), &abi_mismatch).unwrap();
+        let sram = dir.join("libsram_fixture.so");
+        std::fs::copy(built("libsram_fixture.so"), &sram).unwrap();
         let c_src = workspace_root().join("plugins/examples/c-vendor/c_vendor.c");
         let c_v1_1 = cc(&dir, &c_src, "libc_vendor.so", &[]);
         let c_v1_0 = cc(
@@ -118,6 +132,7 @@ fn fixtures() -> &'static Fixtures {
             acme_copy,
             abi_v2,
             abi_mismatch,
+            sram,
             c_v1_1,
             c_v1_0,
             c_major2,
@@ -310,6 +325,77 @@ fn acme_numbers_are_the_plugins_own_model() {
         npu.op_time(&fp32, &mem),
         Err(ModelError::UnsupportedDType { .. })
     ));
+}
+
+#[test]
+fn two_rust_plugins_do_not_alias() {
+    let f = fixtures();
+    let mut r = Registry::new();
+    load_library(&f.acme, None, &mut r).unwrap();
+    // With abi_stable's `load_from_file` this would return acme's module again (and fail as a
+    // duplicate of acme/npu9); per-file loading gives the second plugin's own.
+    let sram = load_library(&f.sram, None, &mut r).unwrap();
+    assert_eq!(
+        (sram.plugin.as_str(), sram.version.as_str()),
+        ("sram-fixture", "0.3.0")
+    );
+    assert_eq!(
+        sram.components,
+        vec![(Category::MemoryTier, "fixture/sram".to_string())]
+    );
+    let t = r
+        .memory_tier(
+            "fixture/sram",
+            &json!({"capacity_mib": 96, "bandwidth_tbs": 40, "latency_ns": 5}),
+        )
+        .unwrap();
+    assert_eq!(t.level(), TierLevel::OnChip);
+    assert!(close(t.capacity().0, 96.0 * 1048576.0));
+    assert!(close(t.bandwidth().0, 40e12));
+    // And acme still answers as acme, next to it.
+    let npu = r.compute_unit("acme/npu9", &npu_params()).unwrap();
+    let hbm = r.memory_tier("acme/hbm-x", &hbm_params()).unwrap();
+    let both = MemoryHierarchy::new(vec![hbm, t]);
+    assert_eq!(both.tiers[0].kind(), "fixture/sram");
+    assert!(npu.op_time(&residual(), &both).is_ok());
+}
+
+#[test]
+fn plugins_are_callable_from_many_threads() {
+    let f = fixtures();
+    let mut r = Registry::new();
+    load_library(&f.acme, None, &mut r).unwrap();
+    load_library(&f.c_v1_1, None, &mut r).unwrap();
+    let units = [
+        r.compute_unit("acme/npu9", &npu_params()).unwrap(),
+        r.compute_unit("cvendor/dsp1", &dsp_params(json!({})))
+            .unwrap(),
+    ];
+    let mem = MemoryHierarchy::new(vec![r
+        .memory_tier("cvendor/lpddr", &lpddr_params())
+        .unwrap()]);
+    let ops = [decode_qkv(), big_gemm(), residual()];
+    let want: Vec<Vec<f64>> = units
+        .iter()
+        .map(|u| {
+            ops.iter()
+                .map(|o| u.op_time(o, &mem).unwrap().time.0)
+                .collect()
+        })
+        .collect();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..200 {
+                    for (u, w) in units.iter().zip(&want) {
+                        for (o, t) in ops.iter().zip(w) {
+                            assert_eq!(u.op_time(o, &mem).unwrap().time.0, *t);
+                        }
+                    }
+                }
+            });
+        }
+    });
 }
 
 #[test]
