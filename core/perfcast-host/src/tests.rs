@@ -362,3 +362,26 @@ fn bad_ops_name_the_entry() {
         .to_string();
     assert!(e.contains("op `q`") && e.contains("fp8"), "{e}");
 }
+
+#[test]
+fn spare_components_of_unloaded_plugins_are_left_alone() {
+    // A component no slot uses, whose plugin library is not loaded, does not stop the device;
+    // a spare component of a known kind must still build.
+    let cfg = load(
+        &[a100_with(
+            "[components.spare]\nkind = \"acme/npu9\"\nfp8_tops = 1.0\n",
+        )],
+        &[],
+    )
+    .unwrap();
+    assert!(cfg.device().is_ok());
+    let cfg = load(
+        &[a100_with(
+            "[components.spare]\nkind = \"hbm\"\nbandwidth_tbs = -1.0\ncapacity_gb = 1.0\n",
+        )],
+        &[],
+    )
+    .unwrap();
+    let e = cfg.device().unwrap_err().to_string();
+    assert!(e.contains("components.spare.bandwidth_tbs"), "{e}");
+}
