@@ -1,34 +1,53 @@
-//! Embeds the hardware presets of `configs/hardware/*.toml` in the library, so that
-//! `include = ["preset:NAME"]` works from any directory.
+//! Embeds the presets of `configs/{hardware,systems,models}/*.toml` in the library, so that
+//! `include = ["preset:NAME"]` works from any directory. Names are file stems and must be
+//! unique across the three directories.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+const DIRS: [&str; 3] = ["hardware", "systems", "models"];
+
 fn main() {
     let manifest =
         PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let dir = manifest.join("../../configs/hardware");
-    println!("cargo:rerun-if-changed={}", dir.display());
-    let mut presets: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| p.extension().and_then(|x| x.to_str()) == Some("toml"))
-                .filter_map(|p| {
-                    let stem = p.file_stem()?.to_str()?.to_string();
-                    Some((stem, p))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut presets: Vec<(String, &str, PathBuf)> = Vec::new();
+    for group in DIRS {
+        let dir = manifest.join("../../configs").join(group);
+        println!("cargo:rerun-if-changed={}", dir.display());
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for p in rd.filter_map(|e| e.ok()).map(|e| e.path()) {
+            if p.extension().and_then(|x| x.to_str()) != Some("toml") {
+                continue;
+            }
+            let Some(stem) = p.file_stem().and_then(|s| s.to_str()) else {
+                continue;
+            };
+            presets.push((stem.to_string(), group, p.clone()));
+        }
+    }
     presets.sort();
-    let mut out = String::from("/// `(name, TOML text)` of every built-in hardware preset, sorted by name.\npub static PRESETS: &[(&str, &str)] = &[\n");
-    for (name, path) in &presets {
+    for w in presets.windows(2) {
+        if w[0].0 == w[1].0 {
+            panic!(
+                "preset name `{}` is used twice: {} and {}; rename one",
+                w[0].0,
+                w[0].2.display(),
+                w[1].2.display()
+            );
+        }
+    }
+    let mut out = String::from(
+        "/// `(name, group, TOML text)` of every built-in preset, sorted by name.\n\
+         pub static PRESETS: &[(&str, &str, &str)] = &[\n",
+    );
+    for (name, group, path) in &presets {
         println!("cargo:rerun-if-changed={}", path.display());
         let abs = path.canonicalize().unwrap_or_else(|_| path.clone());
         writeln!(
             out,
-            "    ({name:?}, include_str!({:?})),",
+            "    ({name:?}, {group:?}, include_str!({:?})),",
             abs.display().to_string()
         )
         .expect("write to String");

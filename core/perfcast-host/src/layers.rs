@@ -17,23 +17,30 @@ mod embedded {
 
 /// Prefix of configuration environment variables (`PERFCAST_PLAN__TP=4` sets `plan.tp`).
 pub const ENV_PREFIX: &str = "PERFCAST_";
-/// How a config file names a built-in preset: `include = ["preset:a100-sxm4-80gb"]`.
+/// How a config file names a built-in preset: `include = ["preset:a100-sxm4-80gb"]`
+/// (hardware), `"preset:dgx-h100"` (a node), `"preset:gpt3-175b"` (a model).
 pub const PRESET_SCHEME: &str = "preset:";
 
-/// Names of the built-in hardware presets (the files of `configs/hardware/`).
+/// Names of the built-in presets (the files of `configs/hardware/`, `configs/systems/` and
+/// `configs/models/`), sorted.
 pub fn preset_names() -> Vec<String> {
     embedded::PRESETS
         .iter()
-        .map(|(n, _)| n.to_string())
+        .map(|(n, _, _)| n.to_string())
         .collect()
+}
+
+/// `(name, group)` of every built-in preset; the group is `hardware`, `systems` or `models`.
+pub fn preset_groups() -> Vec<(&'static str, &'static str)> {
+    embedded::PRESETS.iter().map(|(n, g, _)| (*n, *g)).collect()
 }
 
 /// The TOML text of a built-in preset.
 pub fn preset(name: &str) -> Option<&'static str> {
     embedded::PRESETS
         .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, t)| *t)
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, _, t)| *t)
 }
 
 /// Where a layer's values came from.
@@ -298,14 +305,18 @@ fn read(
             Spec::File(p) => match &dir {
                 Some(dir) if p.is_relative() => Spec::File(dir.join(p)),
                 Some(_) => Spec::File(p),
-                None => {
-                    return Err(HostError::Format {
-                        origin: label,
-                        message: format!(
-                            "a built-in preset can only include other presets (`{PRESET_SCHEME}NAME`), not `{inc}`"
-                        ),
-                    })
-                }
+                // Inside a preset, `../hardware/x.toml` names the preset `x`.
+                None => match p.file_stem().and_then(|s| s.to_str()) {
+                    Some(stem) if preset(stem).is_some() => Spec::Preset(stem.to_string()),
+                    _ => {
+                        return Err(HostError::Format {
+                            origin: label,
+                            message: format!(
+                                "a built-in preset can only include other presets, not `{inc}`"
+                            ),
+                        })
+                    }
+                },
             },
             preset => preset,
         };
@@ -492,11 +503,21 @@ mod tests {
     fn presets_are_embedded() {
         let names = preset_names();
         assert!(names.iter().any(|n| n == "a100-sxm4-80gb"), "{names:?}");
-        for n in &names {
+        for (n, group) in preset_groups() {
             let layers = read_config(Path::new(&format!("preset:{n}"))).unwrap();
-            assert_eq!(layers.len(), 1);
-            assert!(layers[0].data.contains_key("device"), "{n}");
+            let top = &layers.last().unwrap().data;
+            match group {
+                "hardware" => assert!(top.contains_key("device"), "{n}"),
+                "systems" => {
+                    // A node preset includes its hardware preset (`../hardware/x.toml`).
+                    assert!(layers.len() >= 2, "{n}");
+                    assert!(top.contains_key("system"), "{n}");
+                }
+                _ => assert!(top.contains_key("model"), "{n}"),
+            }
         }
+        assert!(names.iter().any(|n| n == "dgx-h100"), "{names:?}");
+        assert!(names.iter().any(|n| n == "gpt3-175b"), "{names:?}");
         let e = read_config(Path::new("preset:nope"))
             .unwrap_err()
             .to_string();

@@ -24,7 +24,7 @@ pub mod roofline;
 pub use compose::Device;
 pub use config::{Config, Explained, PluginSpec, Sources, SECTIONS};
 pub use error::HostError;
-pub use layers::{preset, preset_names, LayerOrigin, ENV_PREFIX, PRESET_SCHEME};
+pub use layers::{preset, preset_groups, preset_names, LayerOrigin, ENV_PREFIX, PRESET_SCHEME};
 pub use ops::{NamedOp, OP_KINDS};
 pub use plugins::{plugin_rows, registry_with, LibraryInfo, PluginRow};
 pub use roofline::{RooflineReport, RooflineRow};

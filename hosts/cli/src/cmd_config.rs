@@ -7,7 +7,8 @@ pub enum Command {
     /// The merged configuration, each value with where it came from (file, preset,
     /// environment variable, --set, default).
     Explain(ExplainArgs),
-    /// The hardware presets built into perfcast (`include = ["preset:NAME"]`).
+    /// The presets built into perfcast: hardware, systems (nodes), models
+    /// (`include = ["preset:NAME"]`).
     Presets(PresetArgs),
 }
 
@@ -64,11 +65,14 @@ fn presets(a: PresetArgs) -> anyhow::Result<()> {
             print(text)
         }
         None => {
-            let mut out = String::new();
-            for n in perfcast_host::preset_names() {
-                out.push_str(&format!("{}{n}\n", perfcast_host::PRESET_SCHEME));
+            let mut t = Table::new(&[("preset", false), ("group", false)]);
+            for (n, g) in perfcast_host::preset_groups() {
+                t.push(vec![
+                    format!("{}{n}", perfcast_host::PRESET_SCHEME),
+                    g.to_string(),
+                ]);
             }
-            print(&out)
+            print(&t.render())
         }
     }
 }
