@@ -683,7 +683,7 @@ fn check_case(c: &Case) -> Vec<String> {
     if c.kind == Kind::Training && m.seq_len.is_none() {
         e.push("model.seq_len missing (required for a training case)".into());
     }
-    if m.kv_heads > 0 && m.heads % m.kv_heads != 0 {
+    if m.kv_heads > 0 && !m.heads.is_multiple_of(m.kv_heads) {
         e.push(format!(
             "model.heads ({}) not divisible by model.kv_heads ({})",
             m.heads, m.kv_heads

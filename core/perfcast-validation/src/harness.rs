@@ -259,7 +259,14 @@ pub fn inference_plan(case: &Case) -> Result<InferencePlan, String> {
 pub struct Harness {
     registry: Registry,
     pub inference_options: InferenceOptions,
+    /// Treat an unpublished (`assumed`) `parallel.vpp` as a soft input: model the fastest
+    /// interleaving of [`SOFT_VPP`] that fits (default true; the schema calls assumed values
+    /// soft inputs).
+    pub soft_assumed_vpp: bool,
 }
+
+/// Interleaving degrees tried for an assumed `parallel.vpp` (Megatron's usual choices).
+pub const SOFT_VPP: &[u32] = &[1, 2, 3, 4, 6, 8];
 
 impl Harness {
     /// A harness over the built-in plugins.
@@ -270,6 +277,7 @@ impl Harness {
         Ok(Harness {
             registry,
             inference_options: InferenceOptions::default(),
+            soft_assumed_vpp: std::env::var("PERFCAST_VALIDATION_HARD_VPP").is_err(),
         })
     }
 
@@ -331,36 +339,80 @@ impl Harness {
         r
     }
 
+    /// Evaluate a training case: the published plan, with the soft inputs of the schema
+    /// resolved by shared rules (module documentation): an unknown recompute policy becomes
+    /// the least recompute that fits; an *assumed* (unpublished) interleaving degree becomes
+    /// the one a practitioner would pick (the fastest that fits) when `soft_assumed_vpp`.
+    /// Returns the report, the recompute policy and the interleaving used.
     fn evaluate_training(
         &self,
         case: &Case,
         engine: &Training,
-    ) -> Result<(TrainingReport, String), String> {
+    ) -> Result<(TrainingReport, String, u32), String> {
         let t = case.training.as_ref().ok_or("[case.training] missing")?;
-        let candidates: &[&str] = match t.recompute {
+        let policies: &[&str] = match t.recompute {
             Recompute::None => &["none"],
             Recompute::Selective => &["selective"],
             Recompute::Full => &["full"],
             Recompute::Unknown => &["none", "selective", "full"],
         };
-        let mut last = None;
-        for name in candidates {
-            let plan = training_plan(case, name)?;
-            let rep = engine.evaluate(&plan).map_err(|e| e.to_string())?;
-            let fits = rep.memory.fits;
-            last = Some((rep, name.to_string()));
-            if fits {
-                break;
+        let base = training_plan(case, policies[0])?;
+        let vpps: Vec<u32> = if self.soft_assumed_vpp
+            && base.pp > 1
+            && case.assumed.iter().any(|a| a == "parallel.vpp")
+        {
+            let layers = case.model.layers;
+            SOFT_VPP
+                .iter()
+                .copied()
+                .filter(|v| base.pp as u64 * *v as u64 <= layers)
+                .collect()
+        } else {
+            vec![base.vpp]
+        };
+        let mut best: Option<(TrainingReport, String, u32)> = None;
+        let mut first_err = None;
+        for &v in &vpps {
+            // The least recompute that fits, at this interleaving.
+            let mut chosen = None;
+            for name in policies {
+                let mut plan = training_plan(case, name)?;
+                plan.vpp = v;
+                match engine.evaluate(&plan) {
+                    Ok(rep) => {
+                        let fits = rep.memory.fits;
+                        chosen = Some((rep, name.to_string(), v));
+                        if fits {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        first_err.get_or_insert(e.to_string());
+                        break;
+                    }
+                }
             }
+            let Some(c) = chosen else { continue };
+            best = match best {
+                None => Some(c),
+                Some(b) => {
+                    let better = match (c.0.memory.fits, b.0.memory.fits) {
+                        (true, false) => true,
+                        (false, true) => false,
+                        _ => c.0.iteration_time.0 < b.0.iteration_time.0,
+                    };
+                    Some(if better { c } else { b })
+                }
+            };
         }
-        last.ok_or_else(|| "no recompute policy to evaluate".to_string())
+        best.ok_or_else(|| first_err.unwrap_or_else(|| "no plan to evaluate".to_string()))
     }
 
     fn predict_training(&self, case: &Case, r: &mut CaseResult) -> Result<(), String> {
         let model = model_spec(case);
         let system = system_for(case, &self.registry)?;
         let engine = Training::new(model, system, &self.registry).map_err(|e| e.to_string())?;
-        let (rep, policy) = self.evaluate_training(case, &engine)?;
+        let (rep, policy, vpp) = self.evaluate_training(case, &engine)?;
         let t = case.training.as_ref().ok_or("[case.training] missing")?;
         let p = case.training_parallel().ok_or("parallel degrees missing")?;
         let me = &case.measured;
@@ -434,6 +486,12 @@ impl Harness {
         if t.recompute == Recompute::Unknown {
             notes.push(format!(
                 "recompute not published: modelled as \"{policy}\" (the least recompute that fits)"
+            ));
+        }
+        if vpp as u64 != p.vpp {
+            notes.push(format!(
+                "interleaving not published (assumed vpp = {}): modelled as vpp = {vpp} (the fastest that fits)",
+                p.vpp
             ));
         }
         if !rep.memory.fits {

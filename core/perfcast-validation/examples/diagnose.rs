@@ -1,0 +1,56 @@
+//! `cargo run -p perfcast-validation --example diagnose -- CASE_ID...`: the engine's own report
+//! for cases of the repository's cases file, as the harness maps them.
+use perfcast_validation::cases::{CasesFile, Kind, Recompute};
+use perfcast_validation::harness::{self, Harness};
+
+fn main() {
+    let path = perfcast_validation::locate_cases(None).expect("cases file");
+    let file = CasesFile::load(&path).expect("valid cases file");
+    let h = Harness::new().expect("registry");
+    for arg in std::env::args().skip(1) {
+        // `ID` or `ID:VPP` (override the interleaving).
+        let (id, vpp) = match arg.split_once(':') {
+            Some((i, v)) => (i.to_string(), v.parse::<u32>().ok()),
+            None => (arg.clone(), None),
+        };
+        let Some(case) = file.cases.iter().find(|c| c.id == id) else {
+            eprintln!("no case {id}");
+            continue;
+        };
+        println!("=== {id}");
+        let model = harness::model_spec(case);
+        let system = harness::system_for(case, h.registry()).expect("system");
+        match case.kind {
+            Kind::Training => {
+                let t = perfcast_engine::training::Training::new(model, system, h.registry())
+                    .expect("engine");
+                let policy = match case.training.as_ref().unwrap().recompute {
+                    Recompute::None | Recompute::Unknown => "none",
+                    Recompute::Selective => "selective",
+                    Recompute::Full => "full",
+                };
+                let mut plan = harness::training_plan(case, policy).expect("plan");
+                if let Some(v) = vpp {
+                    plan.vpp = v;
+                }
+                match t.evaluate(&plan) {
+                    Ok(r) => println!("{}", r.to_table()),
+                    Err(e) => println!("error: {e}"),
+                }
+            }
+            Kind::Inference => {
+                let plan = harness::inference_plan(case).expect("plan");
+                let e = perfcast_engine::inference::Inference::new(
+                    model,
+                    system,
+                    h.inference_options.clone(),
+                )
+                .expect("engine");
+                match e.evaluate(&plan) {
+                    Ok(r) => println!("{}", r.to_table()),
+                    Err(e) => println!("error: {e}"),
+                }
+            }
+        }
+    }
+}

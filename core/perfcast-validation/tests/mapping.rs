@@ -1,0 +1,301 @@
+//! How cases become engine scenarios, and how predictions become the published metrics.
+
+use perfcast_core::workload::FfnAct;
+use perfcast_core::{AttentionKind, DType};
+use perfcast_validation::cases::{
+    AttentionFlops, Case, CasesFile, FlopsConvention, Metric, Mode, Recompute, Task,
+};
+use perfcast_validation::flops::{self, StepShape};
+use perfcast_validation::harness::{self, Harness};
+use perfcast_validation::report::Status;
+
+fn file() -> CasesFile {
+    let p = perfcast_validation::locate_cases(Some(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../configs/validation/cases.toml"),
+    ))
+    .unwrap();
+    CasesFile::load(&p).unwrap()
+}
+
+fn case<'a>(f: &'a CasesFile, id: &str) -> &'a Case {
+    f.cases.iter().find(|c| c.id == id).unwrap()
+}
+
+#[test]
+fn models_from_cases() {
+    let f = file();
+    // (case, params in billions published, tolerance, tied, kv heads)
+    let table = [
+        ("narayanan2021_t1_530b", 529.6, 0.001, true, 128),
+        ("korthikanti2022_1t_fullrecompute", 1008.0, 0.001, true, 160),
+        ("mcore_h100_weak_177b", 177.0, 0.01, false, 96),
+        ("kundu2024_llama2_7b_a100_tp1", 6.74, 0.001, false, 32),
+        ("kundu2024_llama2_70b_a100_tp8", 68.98, 0.001, false, 8),
+        ("llama3_405b_8k_8192gpu", 405.85, 0.001, false, 8),
+    ];
+    for (id, billions, tol, tied, kv) in table {
+        let m = harness::model_spec(case(&f, id));
+        let p = m.params() as f64 / 1e9;
+        assert!((p - billions).abs() / billions < tol, "{id}: {p}");
+        assert_eq!(m.tied_embeddings, tied, "{id}");
+        assert_eq!(m.kv_heads(), kv, "{id}");
+    }
+    let m = harness::model_spec(case(&f, "trtllm_v05_ttft_llama2_70b_h100_tp4_128"));
+    assert_eq!(
+        (m.ffn_act, m.seq_len, m.head_dim()),
+        (FfnAct::Swiglu, 4096, 128)
+    );
+}
+
+#[test]
+fn plans_from_cases() {
+    let f = file();
+    let c = case(&f, "korthikanti2022_175b_selective_sp");
+    let p = harness::training_plan(c, "selective").unwrap();
+    assert_eq!(
+        (p.tp, p.pp, p.dp, p.vpp, p.micro_batch, p.global_batch),
+        (8, 8, 1, 3, 1, 64)
+    );
+    assert!(p.sp && p.recompute == "selective" && p.precision == DType::Fp16);
+    // Megatron-LM of 2022: materialised attention scores, no gradient-reduction overlap.
+    assert_eq!(p.attention, AttentionKind::Plain);
+    assert!(!p.overlap_grad_reduce);
+    let c = case(&f, "mcore_h100_weak_70b");
+    let p = harness::training_plan(c, "none").unwrap();
+    assert_eq!(p.attention, AttentionKind::Flash);
+    assert!(p.tp_comm_overlap && p.overlap_grad_reduce && p.overlap_param_gather);
+    assert_eq!((p.zero_stage, p.precision), (1, DType::Bf16));
+    let c = case(&f, "trtllm_v061_llama2_70b_h100_bs96_tp2_2048_128");
+    let p = harness::inference_plan(c).unwrap();
+    assert_eq!(
+        (p.tp, p.replicas, p.batch, p.input_len, p.output_len),
+        (2, 1, 96, 2048, 128)
+    );
+    assert_eq!(
+        (p.weight_dtype, p.activation_dtype, p.kv_dtype),
+        (DType::Fp8, DType::Fp8, DType::Fp8)
+    );
+    let c = case(&f, "kundu2024_llama2_13b_a100_tp4");
+    let p = harness::inference_plan(c).unwrap();
+    assert_eq!(
+        (p.weight_dtype, p.kv_dtype, p.batch),
+        (DType::Fp16, DType::Fp16, 1)
+    );
+}
+
+#[test]
+fn systems_from_cases() {
+    let f = file();
+    let h = Harness::new().unwrap();
+    let s = harness::system_for(case(&f, "llama3_405b_8k_16384gpu"), h.registry()).unwrap();
+    assert_eq!(s.devices, 16384);
+    assert_eq!(s.network[0].domain_size(), 8);
+    // 400 Gb/s per GPU (the case's own network) at the fabric's efficiency.
+    let nic = s.network[1].bandwidth().0 * 8.0 / 1e9;
+    assert!(nic > 300.0 && nic <= 400.0, "{nic}");
+    let s = harness::system_for(case(&f, "kundu2024_llama2_7b_a100_tp2"), h.registry()).unwrap();
+    assert_eq!(s.devices, 2);
+    assert!((s.memory.device().unwrap().capacity().gb() - 80.0).abs() < 1e-9);
+}
+
+/// Published MFU/HFU/TFLOP/s re-derived from the published step times with the schema's
+/// conventions: the harness counts FLOPs the way the sources did.
+#[test]
+fn flop_conventions_reproduce_published_utilisation() {
+    let f = file();
+    // (case, step time used, metric, published value, tolerance)
+    let table: &[(&str, Metric, f64)] = &[
+        ("korthikanti2022_22b_selective_sp", Metric::Mfu, 0.01),
+        // Korthikanti's HFU counts more selective recompute than the schema's convention
+        // (published HFU/MFU = 1.053 for 22B, 1.027 for 175B; the schema's forward
+        // attention term gives 1.017 and 1.009): within 4%.
+        ("korthikanti2022_22b_selective_sp", Metric::Hfu, 0.04),
+        ("korthikanti2022_175b_selective_sp", Metric::Mfu, 0.01),
+        ("korthikanti2022_175b_selective_sp", Metric::Hfu, 0.02),
+        ("korthikanti2022_530b_selective_sp", Metric::Mfu, 0.01),
+        ("korthikanti2022_1t_selective_sp", Metric::Hfu, 0.02),
+        // Narayanan: the reference step time is derived from the published TFLOP/s with the
+        // same (hardware, eq. 3) count, so it reproduces it to rounding.
+        ("narayanan2021_t1_1p7b", Metric::TflopsPerGpu, 0.002),
+        ("narayanan2021_t1_145b", Metric::TflopsPerGpu, 0.002),
+        ("narayanan2021_t1_1t", Metric::TflopsPerGpu, 0.002),
+    ];
+    for (id, metric, tol) in table {
+        let c = case(&f, id);
+        let me = &c.measured;
+        let t = me
+            .iteration_time_s
+            .or(c.reference.as_ref().map(|r| r.iteration_time_s))
+            .unwrap();
+        let p = c.training_parallel().unwrap();
+        let tr = c.training.as_ref().unwrap();
+        let shape = StepShape {
+            global_batch: p.global_batch as f64,
+            seq_len: c.model.seq_len.unwrap() as f64,
+            recompute: tr.recompute,
+            recompute_layers: tr.recompute_layers,
+            pp: p.pp,
+            task: tr.task,
+            attention: me.attention_flops.unwrap_or_default(),
+        };
+        let n = c.system.num_gpus as f64;
+        let got = match metric {
+            Metric::Mfu => flops::utilisation(
+                flops::model_flops(&c.model, &shape),
+                t,
+                n,
+                me.peak_tflops_basis.unwrap(),
+            ),
+            Metric::Hfu => flops::utilisation(
+                flops::hardware_flops(&c.model, &shape),
+                t,
+                n,
+                me.peak_tflops_basis.unwrap(),
+            ),
+            Metric::TflopsPerGpu => flops::tflops_per_gpu(
+                flops::step_flops(&c.model, &shape, me.flops_convention.unwrap()),
+                t,
+                n,
+            ),
+            _ => unreachable!(),
+        };
+        let want = me.get(*metric).unwrap();
+        assert!(
+            (got - want).abs() / want < *tol,
+            "{id} {metric}: {got} vs published {want}"
+        );
+    }
+}
+
+/// The same predicted step in the model and the hardware convention, and MFU against the
+/// case's peak basis (not the device's peak): data-driven over conventions and bases.
+#[test]
+fn predicted_metrics_follow_the_case_conventions() {
+    let f = file();
+    let h = Harness::new().unwrap();
+    let base = case(&f, "korthikanti2022_175b_selective_sp").clone();
+    // (convention, attention counting, basis) -> predicted tflops and mfu must equal the
+    // closed forms evaluated at the predicted step time.
+    let table = [
+        (FlopsConvention::Model, AttentionFlops::Noncausal, 312.0),
+        (FlopsConvention::Hardware, AttentionFlops::Noncausal, 312.0),
+        (FlopsConvention::Model, AttentionFlops::Causal, 989.0),
+        (FlopsConvention::Hardware, AttentionFlops::Causal, 156.0),
+    ];
+    let mut seen = Vec::new();
+    for (conv, attn, basis) in table {
+        let mut c = base.clone();
+        c.measured.tflops_per_gpu = Some(150.0);
+        c.measured.flops_convention = Some(conv);
+        c.measured.attention_flops = Some(attn);
+        c.measured.peak_tflops_basis = Some(basis);
+        let r = h.run_case(&c);
+        assert_eq!(r.status, Status::Ok, "{:?}", r.reason);
+        let get = |m: Metric| {
+            r.metrics
+                .iter()
+                .find(|x| x.name == m)
+                .unwrap()
+                .predicted
+                .unwrap()
+        };
+        let t = get(Metric::IterationTimeS);
+        let shape = StepShape {
+            global_batch: 64.0,
+            seq_len: 2048.0,
+            recompute: Recompute::Selective,
+            recompute_layers: None,
+            pp: 8,
+            task: Task::Pretrain,
+            attention: attn,
+        };
+        let fm = flops::model_flops(&c.model, &shape);
+        let fh = flops::hardware_flops(&c.model, &shape);
+        let f_conv = if conv == FlopsConvention::Model {
+            fm
+        } else {
+            fh
+        };
+        let close = |a: f64, b: f64| (a - b).abs() / b < 1e-12;
+        assert!(close(get(Metric::TflopsPerGpu), f_conv / (t * 64.0) / 1e12));
+        assert!(close(get(Metric::Mfu), fm / (t * 64.0 * basis * 1e12)));
+        assert!(close(get(Metric::Hfu), fh / (t * 64.0 * basis * 1e12)));
+        seen.push(get(Metric::TflopsPerGpu));
+    }
+    // Hardware counting (selective recompute) exceeds model counting; causal is smaller.
+    assert!(seen[1] > seen[0] && seen[2] < seen[0] && seen[3] < seen[1]);
+}
+
+/// A case the engines cannot model is reported, never dropped.
+#[test]
+fn unsupported_and_failing_cases_are_listed() {
+    let f = file();
+    let h = Harness::new().unwrap();
+    let mut moe = case(&f, "mcore_h100_weak_7p1b").clone();
+    moe.model.moe = Some(perfcast_core::workload::MoeSpec {
+        experts: 8,
+        top_k: 2,
+        expert_ffn_hidden: 14336,
+        shared_experts: 0,
+        dense_layers: 0,
+        moe_layer_freq: 1,
+    });
+    let mut offline = case(&f, "trtllm_v061_llama2_7b_h100_bs768_tp1_128_128").clone();
+    offline.inference.as_mut().unwrap().mode = Mode::OfflineMaxThroughput;
+    let mut mla = case(&f, "mcore_h100_weak_7p1b").clone();
+    mla.model.attention = Some(perfcast_validation::cases::AttentionType::Mla);
+    // An engine error: tp that does not divide the heads.
+    let mut bad = case(&f, "korthikanti2022_22b_fullrecompute").clone();
+    bad.model.heads = 63;
+    bad.model.kv_heads = 63;
+    let table = [
+        (&moe, Status::Unsupported, "mixture-of-experts"),
+        (&offline, Status::Unsupported, "offline-max-throughput"),
+        (&mla, Status::Unsupported, "latent attention"),
+        (&bad, Status::Error, "63"),
+    ];
+    for (c, status, why) in table {
+        let r = h.run_case(c);
+        assert_eq!(r.status, status, "{}: {:?}", c.id, r.reason);
+        let reason = r.reason.unwrap();
+        assert!(reason.contains(why), "{reason}");
+        // Every published metric is still listed, without a prediction.
+        assert_eq!(r.metrics.len(), c.measured.metrics().count());
+        assert!(r
+            .metrics
+            .iter()
+            .all(|m| m.predicted.is_none() && m.rel_error.is_none()));
+    }
+}
+
+#[test]
+fn whole_file_keeps_every_case_and_json_shape() {
+    let f = file();
+    let h = Harness::new().unwrap();
+    let r = h.run(&f, None);
+    assert_eq!(r.cases.len(), f.cases.len());
+    let j = r.to_json();
+    for c in j["cases"].as_array().unwrap() {
+        let keys: Vec<&String> = c.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["group", "id", "kind", "metrics", "reason", "status"]);
+        for m in c["metrics"].as_array().unwrap() {
+            let keys: Vec<&String> = m.as_object().unwrap().keys().collect();
+            assert_eq!(keys, ["measured", "name", "predicted", "rel_error"]);
+        }
+    }
+    assert!(j["summary"]["groups"]["narayanan2021-table1"]["mape"].is_number());
+    assert_eq!(j["summary"]["overall"]["cases"], 71);
+    // No NaN or infinity anywhere: serde_json would have written null for them; predicted
+    // values of ok cases are all present.
+    for c in &r.cases {
+        if c.status == Status::Ok {
+            for m in &c.metrics {
+                if let Some(p) = m.predicted {
+                    assert!(p.is_finite() && p > 0.0, "{} {}", c.id, m.name);
+                }
+            }
+        }
+    }
+    let _ = Recompute::Unknown;
+}
