@@ -109,7 +109,8 @@ fn expected() -> String {
     format!("Rust ABI {major}.x")
 }
 
-fn map_library_error(path: &Path, e: LibraryError) -> LoadError {
+/// `declared`: the Rust ABI version the library declares, when its header could be read.
+fn map_library_error(path: &Path, declared: Option<&str>, e: LibraryError) -> LoadError {
     let p = path.to_path_buf();
     match e {
         LibraryError::IncompatibleVersionNumber { actual_version, .. } => {
@@ -125,7 +126,10 @@ fn map_library_error(path: &Path, e: LibraryError) -> LoadError {
             let dump = err.to_string();
             LoadError::IncompatibleAbi {
                 path: p,
-                found: "a Rust ABI with a different layout".to_string(),
+                found: match declared {
+                    Some(v) => format!("Rust ABI {v} with a different layout"),
+                    None => "a Rust ABI with a different layout".to_string(),
+                },
                 expected: format!("the layout of Rust ABI {RUST_ABI_VERSION}"),
                 summary: Some(summarize_abi_instability(&dump)),
                 details: Some(dump),
@@ -149,7 +153,9 @@ fn map_library_error(path: &Path, e: LibraryError) -> LoadError {
             path: p,
             message: truncate(&e.to_string().replace('\n', " "), 300),
         },
-        LibraryError::Many(mut v) if !v.is_empty() => map_library_error(path, v.remove(0)),
+        LibraryError::Many(mut v) if !v.is_empty() => {
+            map_library_error(path, declared, v.remove(0))
+        }
         other => LoadError::NotAPlugin {
             path: p,
             reason: truncate(&other.to_string().replace('\n', " "), 300),
@@ -161,10 +167,11 @@ fn map_library_error(path: &Path, e: LibraryError) -> LoadError {
 pub(crate) fn load(path: &Path) -> Result<(LoadedLibrary, Vec<Candidate>), LoadError> {
     // Per-file loading: `RootModule::load_from_file` would memoize one library per root-module
     // type, so a second vendor plugin would alias the first.
-    let header = lib_header_from_path(path).map_err(|e| map_library_error(path, e))?;
+    let header = lib_header_from_path(path).map_err(|e| map_library_error(path, None, e))?;
+    let declared = header.version_strings().version.as_str().to_string();
     let module = header
         .init_root_module::<PluginModuleRef>()
-        .map_err(|e| map_library_error(path, e))?;
+        .map_err(|e| map_library_error(path, Some(&declared), e))?;
     let desc = (module.describe())();
     if desc.name.is_empty() {
         return Err(LoadError::Init {
@@ -172,8 +179,7 @@ pub(crate) fn load(path: &Path) -> Result<(LoadedLibrary, Vec<Candidate>), LoadE
             message: format!("the plugin has no name ({})", desc.version),
         });
     }
-    let vs = header.version_strings().version.as_str().to_string();
-    let mut it = vs.split('.');
+    let mut it = declared.split('.');
     let abi = format!(
         "rust-abi_stable {}.{}",
         it.next().unwrap_or("?"),

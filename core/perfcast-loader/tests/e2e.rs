@@ -515,6 +515,10 @@ fn a_layout_mismatch_is_summarised_and_the_report_kept() {
     );
     assert!(msg.len() < 400, "{msg}");
     assert!(msg.contains("libabi_mismatch_fixture.so"), "{msg}");
+    assert!(
+        msg.contains("built for Rust ABI 1.0.0 with a different layout"),
+        "{msg}"
+    );
     let details = e.details().expect("the full report is kept");
     assert!(details.lines().count() > 20, "{details}");
 }
