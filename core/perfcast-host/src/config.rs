@@ -149,6 +149,7 @@ impl Config {
             libraries: Vec::new(),
         };
         cfg.check_top_level(&sources.sections)?;
+        cfg.check_finite(&cfg.value, String::new())?;
 
         // Libraries: config first, then the command line; each file once.
         let mut wanted: Vec<(PluginSpec, Option<String>)> = Vec::new();
@@ -301,6 +302,34 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// `nan` and `inf` (which TOML and YAML can spell) are not values perfcast accepts
+    /// anywhere: reject them at load, naming the key.
+    fn check_finite(&self, v: &Value, key: String) -> Result<(), HostError> {
+        match v {
+            Value::Num(_, n) => match n.to_f64() {
+                Some(x) if !x.is_finite() => Err(HostError::Invalid {
+                    origin: self.origin_of(&key),
+                    message: format!("{x} is not allowed: every number must be finite"),
+                    key,
+                }),
+                _ => Ok(()),
+            },
+            Value::Dict(_, d) => d.iter().try_for_each(|(k, c)| {
+                let key = if key.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{key}.{k}")
+                };
+                self.check_finite(c, key)
+            }),
+            Value::Array(_, a) => a
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, c)| self.check_finite(c, format!("{key}[{i}]"))),
+            _ => Ok(()),
+        }
     }
 
     /// Every value of the merged configuration with where it came from, in key order.

@@ -385,3 +385,23 @@ fn spare_components_of_unloaded_plugins_are_left_alone() {
     let e = cfg.device().unwrap_err().to_string();
     assert!(e.contains("components.spare.bandwidth_tbs"), "{e}");
 }
+
+#[test]
+fn non_finite_numbers_are_rejected_at_load() {
+    for (extra, sets, key) in [
+        ("[plan]\ntp = nan\n", &[][..], "plan.tp"),
+        (
+            "",
+            &["components.a100_sxm4_80gb.clock_ghz=inf"][..],
+            "components.a100_sxm4_80gb.clock_ghz",
+        ),
+        (
+            "[[ops]]\nflops_per_element = -inf\n",
+            &[][..],
+            "ops[0].flops_per_element",
+        ),
+    ] {
+        let e = load(&[a100_with(extra)], sets).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains("finite"), "{e}");
+    }
+}
