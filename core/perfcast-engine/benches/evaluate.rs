@@ -1,9 +1,10 @@
-//! Criterion benchmark: one evaluation of GPT-3 175B on 1,024 A100 (TP 8, PP 16, DP 8).
+//! Criterion benchmark: one evaluation of GPT-3 175B on 1,024 A100 (TP 8, PP 16, DP 8,
+//! micro-batch 1, global batch 1536, full recompute), on the engine's fixed test device and on
+//! the built-in GPU/HBM/NVLink/InfiniBand plugins.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use perfcast_core::workload::{FfnAct, ModelSpec};
-use perfcast_core::Registry;
-use perfcast_engine::testsupport::a100_system;
+use perfcast_engine::testsupport::{a100_from_registry, a100_system};
 use perfcast_engine::{Training, TrainingPlan};
 
 fn gpt3() -> ModelSpec {
@@ -27,8 +28,7 @@ fn gpt3() -> ModelSpec {
 }
 
 fn bench(c: &mut Criterion) {
-    let registry = Registry::with_builtins().expect("registry");
-    let training = Training::new(gpt3(), a100_system(1024), &registry).expect("training");
+    let registry = perfcast_builtins::registry().expect("registry");
     let plan = TrainingPlan {
         tp: 8,
         pp: 16,
@@ -38,10 +38,19 @@ fn bench(c: &mut Criterion) {
         recompute: "full".into(),
         ..TrainingPlan::default()
     };
-    training.evaluate(&plan).expect("evaluate");
-    c.bench_function("evaluate gpt3-175b 1024xA100 tp8 pp16 dp8", |b| {
-        b.iter(|| training.evaluate(black_box(&plan)).expect("evaluate"))
-    });
+    let fixed = Training::new(gpt3(), a100_system(1024), &registry).expect("training");
+    fixed.evaluate(&plan).expect("evaluate");
+    c.bench_function(
+        "evaluate gpt3-175b 1024xA100 tp8 pp16 dp8 (test device)",
+        |b| b.iter(|| fixed.evaluate(black_box(&plan)).expect("evaluate")),
+    );
+    let system = a100_from_registry(&registry, 1024).expect("system");
+    let builtin = Training::new(gpt3(), system, &registry).expect("training");
+    builtin.evaluate(&plan).expect("evaluate");
+    c.bench_function(
+        "evaluate gpt3-175b 1024xA100 tp8 pp16 dp8 (built-in plugins)",
+        |b| b.iter(|| builtin.evaluate(black_box(&plan)).expect("evaluate")),
+    );
 }
 
 criterion_group!(benches, bench);

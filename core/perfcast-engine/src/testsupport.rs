@@ -135,3 +135,56 @@ pub fn a100_system(devices: u32) -> System {
         devices,
     }
 }
+
+/// `devices` A100-SXM4-80GB built from the built-in `gpu`, `sram`, `hbm`, `nvlink` and
+/// `infiniband` plugins through `registry`, with the numbers of
+/// `configs/hardware/a100-sxm4-80gb.toml` (A100 datasheet: 312 TFLOP/s bf16/fp16 dense,
+/// 19.5 TFLOP/s fp32, 108 SMs at 1.41 GHz, 80 GB HBM2e at 2.039 TB/s, 40 MB L2 at
+/// 7.05 TB/s (DeepFlow), NVLink 3 600 GB/s bidirectional in domains of 8, one 200 Gb/s HDR
+/// NIC per GPU) and the plugins' default efficiencies. The binary must link the plugin crates.
+pub fn a100_from_registry(
+    registry: &perfcast_core::Registry,
+    devices: u32,
+) -> Result<System, perfcast_core::ModelError> {
+    use serde_json::json;
+    let err = |e: perfcast_core::registry::RegistryError| {
+        perfcast_core::ModelError::invalid("registry", e.to_string(), "built-in plugin missing")
+    };
+    let gpu = registry
+        .compute_unit(
+            "gpu",
+            &json!({
+                "name": "NVIDIA A100-SXM4-80GB",
+                "sm_count": 108,
+                "clock_ghz": 1.41,
+                "matrix_tflops": {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "int8": 624.0},
+                "vector_tflops": {"fp32": 19.5}
+            }),
+        )
+        .map_err(err)?;
+    let l2 = registry
+        .memory_tier("sram", &json!({"capacity_mb": 40.0, "bandwidth_tbs": 7.05}))
+        .map_err(err)?;
+    let hbm = registry
+        .memory_tier(
+            "hbm",
+            &json!({"technology": "HBM2e", "capacity_gb": 80.0, "bandwidth_tbs": 2.039}),
+        )
+        .map_err(err)?;
+    let nvlink = registry
+        .interconnect(
+            "nvlink",
+            &json!({"bandwidth_gbs_bidir": 600.0, "domain_size": 8}),
+        )
+        .map_err(err)?;
+    let ib = registry
+        .interconnect("infiniband", &json!({"bandwidth_gbps": 200.0}))
+        .map_err(err)?;
+    Ok(System {
+        name: format!("A100-SXM4-80GB x{devices}"),
+        compute: gpu,
+        memory: MemoryHierarchy::new(vec![l2, hbm]),
+        network: vec![nvlink, ib],
+        devices,
+    })
+}

@@ -19,6 +19,7 @@ use perfcast_core::{Bytes, ModelError, PluginError};
 use serde::Deserialize;
 use std::sync::Arc;
 
+#[allow(clippy::too_many_arguments)] // one field each: a struct literal by another name
 fn op(
     class: CommClass,
     phase: Phase,

@@ -567,8 +567,8 @@ impl Training {
                     st.bwd += x;
                 }
                 st.compute.add_scaled(&p.classes, 1.0);
-                for k in 0..5 {
-                    st.comm[k] += ex[k];
+                for (c, e) in st.comm.iter_mut().zip(ex) {
+                    *c += e;
                 }
             };
             if with_emb {

@@ -1,65 +1,92 @@
-// Shared by the inference bench and integration tests (included with `#[path]`/`include!`):
-// A100-SXM4-80GB and H100-SXM5-80GB systems built through the registry from the built-in
-// `gpu`, `sram`, `hbm`, `nvlink` and `infiniband` plugins with their calibrated defaults, the
-// same parameters as configs/hardware/{a100-sxm4-80gb,h100-sxm5-80gb}.toml.
+// Shared by the inference bench and integration tests (included with `#[path]`): systems
+// built through the registry from the repository's hardware presets
+// (configs/hardware/*.toml: every number there cites its datasheet; the calibrated efficiency
+// factors are the team's shared ones), so the tests see what `perfcast infer` and the
+// validation harness see.
 
 use perfcast_core::hardware::MemoryHierarchy;
-use perfcast_core::registry::Registry;
+use perfcast_core::registry::{Category, Component, Registry};
 use perfcast_core::System;
-use serde_json::json;
+use std::path::PathBuf;
 
 /// Which reference GPU.
+#[allow(dead_code)] // each includer uses a subset
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Gpu {
     A100,
     H100,
 }
 
-/// `devices` GPUs of the given kind, 8 per NVLink domain, InfiniBand between nodes.
+impl Gpu {
+    fn preset(self) -> &'static str {
+        match self {
+            Gpu::A100 => "a100-sxm4-80gb.toml",
+            Gpu::H100 => "h100-sxm5-80gb.toml",
+        }
+    }
+}
+
+fn build(registry: &Registry, table: &toml::Table, name: &str, category: Category) -> Component {
+    let comp = table["components"][name]
+        .as_table()
+        .unwrap_or_else(|| panic!("preset has no component `{name}`"));
+    let kind = comp["kind"].as_str().expect("component kind");
+    let mut params = comp.clone();
+    params.remove("kind");
+    let json = serde_json::to_value(&params).expect("params as JSON");
+    registry
+        .build(category, kind, &json)
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn names<'a>(table: &'a toml::Table, section: &str, key: &str) -> Vec<&'a str> {
+    match &table[section][key] {
+        toml::Value::String(s) => vec![s.as_str()],
+        toml::Value::Array(a) => a.iter().filter_map(|v| v.as_str()).collect(),
+        other => panic!("{section}.{key}: {other:?}"),
+    }
+}
+
+/// `devices` GPUs of the preset, with the preset's network levels.
 pub fn builtin_system(registry: &Registry, gpu: Gpu, devices: u32) -> System {
-    let (name, compute, l2, hbm, nvlink, nic) = match gpu {
-        // NVIDIA A100 datasheet r4: dense tensor peaks, 108 SMs at 1.41 GHz, 40 MB L2,
-        // 80 GB HBM2e at 2.039 TB/s, NVLink 3 600 GB/s bidirectional, DGX A100 HDR 200 Gb/s.
-        // L2 bandwidth 7.05 TB/s: DeepFlow a100 config (seed digest §2.3).
-        Gpu::A100 => (
-            "A100-SXM4-80GB",
-            json!({"name": "NVIDIA A100-SXM4-80GB", "sm_count": 108, "clock_ghz": 1.41,
-                   "matrix_tflops": {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "int8": 624.0},
-                   "vector_tflops": {"fp32": 19.5}}),
-            json!({"capacity_mb": 40.0, "bandwidth_tbs": 7.05}),
-            json!({"technology": "HBM2e", "capacity_gb": 80.0, "bandwidth_tbs": 2.039}),
-            json!({"bandwidth_gbs_bidir": 600.0, "domain_size": 8}),
-            json!({"bandwidth_gbps": 200.0}),
-        ),
-        // NVIDIA H100 datasheet (sparse figures halved): 132 SMs at 1.98 GHz, 50 MB L2,
-        // 80 GB HBM3 at 3.35 TB/s, NVLink 4 900 GB/s bidirectional, DGX H100 NDR 400 Gb/s.
-        // L2 bandwidth 8.14 TB/s: DeepFlow H100 config (NCU L2 peak, seed digest §2.3).
-        Gpu::H100 => (
-            "H100-SXM5-80GB",
-            json!({"name": "NVIDIA H100-SXM5-80GB", "sm_count": 132, "clock_ghz": 1.98,
-                   "matrix_tflops": {"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp8": 1978.9, "int8": 1978.9},
-                   "vector_tflops": {"fp32": 66.9}}),
-            json!({"capacity_mb": 50.0, "bandwidth_tbs": 8.14}),
-            json!({"technology": "HBM3", "capacity_gb": 80.0, "bandwidth_tbs": 3.35}),
-            json!({"bandwidth_gbs_bidir": 900.0, "domain_size": 8}),
-            json!({"bandwidth_gbps": 400.0}),
-        ),
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../configs/hardware")
+        .join(gpu.preset());
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let table: toml::Table = text.parse().unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let compute = match build(
+        registry,
+        &table,
+        names(&table, "device", "compute")[0],
+        Category::ComputeUnit,
+    ) {
+        Component::ComputeUnit(c) => c,
+        _ => unreachable!("registry checks the category"),
     };
+    let memory = names(&table, "device", "memory")
+        .into_iter()
+        .map(|n| match build(registry, &table, n, Category::MemoryTier) {
+            Component::MemoryTier(t) => t,
+            _ => unreachable!("registry checks the category"),
+        })
+        .collect();
+    let network = names(&table, "system", "network")
+        .into_iter()
+        .map(
+            |n| match build(registry, &table, n, Category::Interconnect) {
+                Component::Interconnect(l) => l,
+                _ => unreachable!("registry checks the category"),
+            },
+        )
+        .collect();
     System {
-        name: name.to_string(),
-        compute: registry.compute_unit("gpu", &compute).expect("gpu plugin"),
-        memory: MemoryHierarchy::new(vec![
-            registry.memory_tier("sram", &l2).expect("sram plugin"),
-            registry.memory_tier("hbm", &hbm).expect("hbm plugin"),
-        ]),
-        network: vec![
-            registry
-                .interconnect("nvlink", &nvlink)
-                .expect("nvlink plugin"),
-            registry
-                .interconnect("infiniband", &nic)
-                .expect("infiniband plugin"),
-        ],
+        name: table["system"]["name"]
+            .as_str()
+            .unwrap_or("preset")
+            .to_string(),
+        compute,
+        memory: MemoryHierarchy::new(memory),
+        network,
         devices,
     }
 }
