@@ -112,6 +112,29 @@ struct Timed {
     bound: TimeBound,
 }
 
+/// Split-K factors tried for a GEMM (1 is always tried).
+const SPLIT_K: [u64; 5] = [2, 4, 8, 16, 32];
+/// Rows up to which a GEMM may run as a GEMV on the vector units.
+const GEMV_MAX_ROWS: u64 = 16;
+/// Shallowest reduction slice a split may leave.
+const MIN_SPLIT_DEPTH: u64 = 128;
+
+/// How the engine adjusts a plugin's timing of an op the core IR cannot fully describe.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Adjust {
+    /// Factor on the device-memory time (KV cache in its own format, KV re-reads).
+    mem_scale: f64,
+    /// An alternative compute time (another engine); the faster one is used.
+    compute: Option<f64>,
+}
+
+impl Adjust {
+    const NONE: Adjust = Adjust {
+        mem_scale: 1.0,
+        compute: None,
+    };
+}
+
 /// Which kind of pass is being timed.
 #[derive(Clone, Copy, Debug)]
 struct Pass {
@@ -321,7 +344,7 @@ impl Inference {
                 }
             }
             for (name, count, op) in ops {
-                let t = self.compute(&op, pass, 1.0)?;
+                let t = self.compute(&op, pass)?;
                 let ComputeOp::Gemm(g) = op else { continue };
                 out.push(self.point(
                     phase,
@@ -334,11 +357,7 @@ impl Inference {
                     pass_time,
                 )?);
             }
-            let a = sh.attention_op(b, q_len, kv_len);
-            let passes = self.kv_passes(&sh, q_len);
-            let op = ComputeOp::Attention(a);
-            let scale = sh.attention_bytes(&a, passes) / op.min_bytes().0;
-            let t = self.compute(&op, pass, scale)?;
+            let (op, t) = self.attention_timed(&sh, pass, b, q_len, kv_len)?;
             out.push(self.point(
                 phase,
                 "attention",
@@ -586,9 +605,82 @@ impl Inference {
             })
     }
 
-    /// Time one compute op; `kv_scale` rescales its device-memory time (attention with a KV
-    /// cache format or KV re-reads the core op does not express).
-    fn compute(&self, op: &ComputeOp, pass: Pass, kv_scale: f64) -> Result<Timed, ModelError> {
+    /// Time one compute op as the plugin models it, GEMMs with the best split-K.
+    fn compute(&self, op: &ComputeOp, pass: Pass) -> Result<Timed, ModelError> {
+        match op {
+            ComputeOp::Gemm(g) => self.gemm(g, pass),
+            _ => self.compute_adjusted(op, pass, Adjust::NONE),
+        }
+    }
+
+    /// A GEMM timed as libraries run it: when its output tiles cannot fill the device (skinny
+    /// decode and short-prompt GEMMs), cuBLAS/CUTLASS heuristics split the reduction
+    /// dimension over `s` thread-block groups and sum fp32 partials (split-K, CUTLASS
+    /// documentation "Efficient GEMM in CUDA"; TensorRT-LLM's GEMM plugins do the same). The
+    /// split is an ordinary batched GEMM of depth `k / s` with `s` fp32 partial outputs, so the
+    /// compute-unit plugin times it with its own efficiency model; the fastest `s` is kept.
+    fn gemm(&self, g: &perfcast_core::Gemm, pass: Pass) -> Result<Timed, ModelError> {
+        let op = ComputeOp::Gemm(*g);
+        // A few rows (decode at small batch) also run as a GEMV on the vector units, which
+        // pad nothing (cuBLAS gemv, TensorRT-LLM's batched-GEMV kernels for m <= 4-8); the
+        // faster engine is used. Beyond a few rows the matrix engine always wins.
+        let gemv = if g.m <= GEMV_MAX_ROWS {
+            self.vector_time(g.flops().0, g.compute_dtype(), g.m * g.n * g.batch)
+        } else {
+            None
+        };
+        let adj = Adjust {
+            mem_scale: 1.0,
+            compute: gemv,
+        };
+        let mut best = self.compute_adjusted(&op, pass, adj)?;
+        for s in SPLIT_K {
+            let depth = g.k.div_ceil(s);
+            if depth < MIN_SPLIT_DEPTH {
+                break;
+            }
+            let split = perfcast_core::Gemm {
+                k: depth,
+                batch: g.batch * s,
+                out: DType::Fp32,
+                ..*g
+            };
+            let t = self.compute_adjusted(&ComputeOp::Gemm(split), pass, Adjust::NONE)?;
+            if t.busy + t.overhead < best.busy + best.overhead {
+                best = Timed {
+                    flops: g.flops().0,
+                    ..t
+                };
+            }
+        }
+        Ok(best)
+    }
+
+    /// Compute time of `flops` of dot products producing `outputs` values in `dtype` on the
+    /// vector engine, at the plugin's peak and efficiency for such an op.
+    fn vector_time(&self, flops: f64, dtype: DType, outputs: u64) -> Option<f64> {
+        let v = perfcast_core::VectorOp {
+            kind: perfcast_core::VectorOpKind::Elementwise,
+            elements: outputs.max(1),
+            flops_per_element: flops / outputs.max(1) as f64,
+            bytes_per_element: 0.0,
+            dtype,
+            launches: 1,
+        };
+        let cu = &self.system.compute;
+        let eff = cu.efficiency(&ComputeOp::Vector(v));
+        cu.peak(Engine::Vector, dtype)
+            .filter(|p| p.0 > 0.0 && p.0.is_finite() && eff > 0.0 && eff <= 1.0)
+            .map(|p| flops / (p.0 * eff))
+    }
+
+    /// Time one compute op with the engine's adjustments (see [`Adjust`]).
+    fn compute_adjusted(
+        &self,
+        op: &ComputeOp,
+        pass: Pass,
+        adj: Adjust,
+    ) -> Result<Timed, ModelError> {
         let t = self.system.compute.op_time(op, &self.system.memory)?;
         for (what, v) in [
             ("op time", t.time.0),
@@ -600,21 +692,26 @@ impl Inference {
         }
         let ov = self.options.compute_memory_overlap;
         let plugin_busy = (t.time.0 - t.overhead.0).max(0.0);
-        let (busy, bound) = if ov >= 1.0 && kv_scale == 1.0 {
+        let (busy, bound) = if ov >= 1.0 && adj == Adjust::NONE {
             (plugin_busy, t.bound)
         } else {
-            let mem = t.memory.0 * kv_scale;
-            let c = t.compute.0;
-            let busy = c.max(mem) + (1.0 - ov) * c.min(mem);
-            let bound = match t.bound {
-                TimeBound::Overhead if t.overhead.0 > busy => TimeBound::Overhead,
-                TimeBound::Memory(i) if mem > c => TimeBound::Memory(i),
-                _ if mem > c => {
-                    TimeBound::Memory(self.system.memory.device_index().unwrap_or(0) as u8)
-                }
-                _ => TimeBound::Compute,
+            let mem = t.memory.0 * adj.mem_scale;
+            let c = match adj.compute {
+                Some(alt) => t.compute.0.min(alt),
+                None => t.compute.0,
             };
-            (busy.max(plugin_busy.min(busy)), bound)
+            let busy = c.max(mem) + (1.0 - ov) * c.min(mem);
+            let bound = if t.overhead.0 > busy {
+                TimeBound::Overhead
+            } else if mem > c {
+                match t.bound {
+                    TimeBound::Memory(i) => TimeBound::Memory(i),
+                    _ => TimeBound::Memory(self.system.memory.device_index().unwrap_or(0) as u8),
+                }
+            } else {
+                TimeBound::Compute
+            };
+            (busy, bound)
         };
         let device = busy + t.overhead.0;
         let host = if pass.eager {
@@ -627,7 +724,7 @@ impl Inference {
             busy,
             overhead: t.overhead.0 + exposed,
             flops: t.flops.0,
-            bytes: t.device_bytes.0 * kv_scale,
+            bytes: t.device_bytes.0 * adj.mem_scale,
             bound,
         })
     }
@@ -661,7 +758,7 @@ impl Inference {
         pass: Pass,
         acc: &mut Acc,
     ) -> Result<(), ModelError> {
-        let t = self.compute(op, pass, 1.0)?;
+        let t = self.compute(op, pass)?;
         match class {
             OpClass::Gemm(_) => acc.gemm += t.busy,
             OpClass::Other => acc.other += t.busy,
@@ -741,7 +838,48 @@ impl Inference {
         }
     }
 
-    /// One layer's attention core.
+    /// One layer's attention core, as the op handed to the plugin and its time.
+    ///
+    /// Prefill: the core `Attention` op. Decode (one query row per head): the query heads
+    /// that share a KV head are folded into the M dimension (`q_len = group`, one "head" per
+    /// KV head, no causal mask), as GQA decode kernels do (TensorRT-LLM XQA, FlashInfer); the
+    /// dot products run on the matrix engine or on the vector units, whichever is faster
+    /// (masked multi-head attention kernels use CUDA cores for a single query row). The
+    /// device-memory time is rescaled to the KV-cache format and to `kv_passes` passes.
+    fn attention_timed(
+        &self,
+        sh: &Shard,
+        pass: Pass,
+        batch: u64,
+        q_len: u64,
+        kv_len: u64,
+    ) -> Result<(ComputeOp, Timed), ModelError> {
+        let decode = q_len == 1;
+        let a = if decode {
+            let mut a = sh.attention_op(batch, sh.group(), kv_len);
+            a.heads = sh.kv_heads;
+            a.causal = false;
+            a
+        } else {
+            sh.attention_op(batch, q_len, kv_len)
+        };
+        let op = ComputeOp::Attention(a);
+        let op_bytes = op.min_bytes().0;
+        let mem_scale = if op_bytes > 0.0 {
+            sh.attention_bytes(&a, self.kv_passes(sh, q_len)) / op_bytes
+        } else {
+            1.0
+        };
+        let compute = if decode {
+            self.vector_time(a.flops().0, sh.base, batch * sh.q_heads * kv_len)
+        } else {
+            None
+        };
+        let t = self.compute_adjusted(&op, pass, Adjust { mem_scale, compute })?;
+        Ok((op, t))
+    }
+
+    /// One layer's attention core, accumulated.
     fn attention(
         &self,
         sh: &Shard,
@@ -750,15 +888,7 @@ impl Inference {
         q_len: u64,
         kv_len: u64,
     ) -> Result<Acc, ModelError> {
-        let a = sh.attention_op(batch, q_len, kv_len);
-        let op = ComputeOp::Attention(a);
-        let op_bytes = op.min_bytes().0;
-        let scale = if op_bytes > 0.0 {
-            sh.attention_bytes(&a, self.kv_passes(sh, q_len)) / op_bytes
-        } else {
-            1.0
-        };
-        let t = self.compute(&op, pass, scale)?;
+        let (op, t) = self.attention_timed(sh, pass, batch, q_len, kv_len)?;
         Ok(Acc {
             attention: t.busy,
             overhead: t.overhead,
