@@ -25,7 +25,8 @@
  * Minor history (append-only):
  *   1.0  plugin descriptor, components, compute unit {peak, efficiency, launch_overhead},
  *        memory tier {properties}.
- *   1.1  compute unit vtable gains `gemm_tile` and `op_time` (both optional).
+ *   1.1  compute unit vtable gains `gemm_tile` and `op_time` (both optional); a new category,
+ *        PERFCAST_CATEGORY_INTERCONNECT (perfcast_interconnect_vtable, perfcast_link).
  *
  * Codes (dtype, engine, op kinds...) are plain uint32_t values; new values may be added in a
  * minor version, so plugins must answer PERFCAST_ERR_UNSUPPORTED for a code they do not know.
@@ -92,6 +93,7 @@ extern "C" {
  * A host ignores components of a category it does not support. */
 #define PERFCAST_CATEGORY_COMPUTE_UNIT 0
 #define PERFCAST_CATEGORY_MEMORY_TIER 1
+#define PERFCAST_CATEGORY_INTERCONNECT 2 /* 1.1 */
 
 /* ---- op kinds (perfcast_core::ComputeOp) ------------------------------------------------- */
 #define PERFCAST_OP_GEMM 0
@@ -122,6 +124,18 @@ extern "C" {
 #define PERFCAST_BOUND_COMPUTE 0
 #define PERFCAST_BOUND_MEMORY 1 /* perfcast_op_time.bound_tier says which tier */
 #define PERFCAST_BOUND_OVERHEAD 2
+
+/* ---- collectives (perfcast_core::CollectiveKind, CollectiveAlgorithm), 1.1 ---------------- */
+#define PERFCAST_COLLECTIVE_ALL_REDUCE 0
+#define PERFCAST_COLLECTIVE_ALL_GATHER 1
+#define PERFCAST_COLLECTIVE_REDUCE_SCATTER 2
+#define PERFCAST_COLLECTIVE_ALL_TO_ALL 3
+#define PERFCAST_COLLECTIVE_SEND_RECV 4
+#define PERFCAST_COLLECTIVE_BROADCAST 5
+
+#define PERFCAST_ALGORITHM_AUTO 0 /* whichever of ring and tree is faster */
+#define PERFCAST_ALGORITHM_RING 1
+#define PERFCAST_ALGORITHM_TREE 2
 
 /* One compute op (host -> plugin). Only the block of `kind` is meaningful; the others are 0.
  * `flops`, `min_bytes`, `launches`, `engine` and `dtype` are precomputed by the host with
@@ -205,6 +219,28 @@ typedef struct perfcast_memory_tier_vtable {
     int32_t (*properties)(const void *self, perfcast_tier *out, char *err, size_t err_cap);
 } perfcast_memory_tier_vtable;
 
+/* An interconnect level as plain data (plugin -> host), 1.1. */
+typedef struct perfcast_link {
+    uint32_t struct_size; /* host's sizeof(perfcast_link) */
+    uint32_t domain_size; /* devices one domain connects (UINT32_MAX: no limit) */
+    double bandwidth;     /* achievable bytes/s per device, one direction */
+    double latency;       /* seconds per algorithm step */
+} perfcast_link;
+
+/* Interconnect functions, 1.1 (a component of PERFCAST_CATEGORY_INTERCONNECT). */
+typedef struct perfcast_interconnect_vtable {
+    uint32_t struct_size;
+    uint32_t reserved0;
+    /* REQUIRED. Fill domain_size, bandwidth and latency of `out` (struct_size is preset).
+     * Called once per instance. */
+    int32_t (*properties)(const void *self, perfcast_link *out, char *err, size_t err_cap);
+    /* Optional (NULL: perfcast's ring/tree alpha-beta model over `properties`). Seconds of a
+     * collective of `kind` over `ranks` devices of one domain; `bytes` is the full buffer
+     * (all-reduce: the tensor; all-gather: the gathered output; send/recv: the message). */
+    int32_t (*collective_time)(const void *self, uint32_t kind, double bytes, uint32_t ranks,
+                               uint32_t algorithm, double *out_s, char *err, size_t err_cap);
+} perfcast_interconnect_vtable;
+
 /* One component the plugin provides. */
 typedef struct perfcast_component {
     uint32_t struct_size;
@@ -217,7 +253,8 @@ typedef struct perfcast_component {
     int32_t (*create)(const char *params_json, void **out_self, char *err, size_t err_cap);
     /* Optional. Free an instance. */
     void (*destroy)(void *self);
-    /* REQUIRED. perfcast_compute_unit_vtable* or perfcast_memory_tier_vtable* by category. */
+    /* REQUIRED. perfcast_compute_unit_vtable*, perfcast_memory_tier_vtable* or (1.1)
+     * perfcast_interconnect_vtable* by category. */
     const void *vtable;
 } perfcast_component;
 

@@ -118,6 +118,28 @@ pub struct PcMemoryTierVtable {
     pub properties: Option<unsafe extern "C" fn(*const c_void, *mut PcTier, ErrBuf, usize) -> i32>,
 }
 
+/// `perfcast_link` (1.1).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PcLink {
+    pub struct_size: u32,
+    pub domain_size: u32,
+    pub bandwidth: f64,
+    pub latency: f64,
+}
+
+/// `perfcast_interconnect_vtable` (1.1).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PcInterconnectVtable {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub properties: Option<unsafe extern "C" fn(*const c_void, *mut PcLink, ErrBuf, usize) -> i32>,
+    pub collective_time: Option<
+        unsafe extern "C" fn(*const c_void, u32, f64, u32, u32, *mut f64, ErrBuf, usize) -> i32,
+    >,
+}
+
 /// `perfcast_component`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -174,6 +196,14 @@ pub mod v1_0 {
     }
     pub fn memory_tier_vtable_size() -> usize {
         size_through!(PcMemoryTierVtable, properties)
+    }
+}
+
+/// Bytes of the structs that C ABI 1.1 introduced, in their first layout.
+pub mod v1_1 {
+    use super::*;
+    pub fn interconnect_vtable_size() -> usize {
+        size_through!(PcInterconnectVtable, properties)
     }
 }
 

@@ -20,7 +20,7 @@ pub const ENGINE_VECTOR: u32 = 1;
 
 pub const CATEGORY_COMPUTE_UNIT: u32 = 0;
 pub const CATEGORY_MEMORY_TIER: u32 = 1;
-/// Rust ABI only (the C ABI has no interconnects yet).
+/// C ABI since 1.1.
 pub const CATEGORY_INTERCONNECT: u32 = 2;
 
 pub const OP_GEMM: u32 = 0;

@@ -4,14 +4,19 @@
 //! `struct_size` covers are copied into a zeroed host struct, so fields a 1.0 plugin does not
 //! have read as `None` (NULL function pointer) and take their documented default.
 
-use crate::adapter::{CallError, ComputeBackend, ForeignComputeUnit, ForeignMemoryTier, TierData};
+use crate::adapter::{
+    CallError, ComputeBackend, ForeignComputeUnit, ForeignInterconnect, ForeignMemoryTier,
+    LinkBackend, TierData,
+};
 use crate::{params_json, Candidate, LoadError, LoadedLibrary};
 use perfcast_abi::c::{
-    v1_0, PcComponent, PcComputeUnitVtable, PcEntry, PcMemoryTierVtable, PcTier, C_ABI_MAJOR,
+    v1_0, v1_1, PcComponent, PcComputeUnitVtable, PcEntry, PcInterconnectVtable, PcLink,
+    PcMemoryTierVtable, PcTier, C_ABI_MAJOR,
 };
 use perfcast_abi::codes::{self, ERR_UNSUPPORTED, OK};
-use perfcast_abi::{PcOp, PcOpTime, TierProps};
-use perfcast_core::{Category, Component};
+use perfcast_abi::{LinkProps, PcOp, PcOpTime, TierProps};
+use perfcast_core::hardware::collective_time;
+use perfcast_core::{Bandwidth, Bytes, Category, Collective, Component, Seconds};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::mem::{size_of, MaybeUninit};
 use std::path::Path;
@@ -171,6 +176,56 @@ struct CMemoryTier {
     _inst: Instance,
 }
 
+struct CInterconnect {
+    inst: Instance,
+    vt: PcInterconnectVtable,
+    props: LinkProps,
+}
+
+impl LinkBackend for CInterconnect {
+    fn collective_time(
+        &self,
+        kind: u32,
+        bytes: f64,
+        ranks: u32,
+        algorithm: u32,
+    ) -> Result<f64, CallError> {
+        let Some(f) = self.vt.collective_time else {
+            // Default: perfcast's alpha-beta model over the link's properties.
+            let unknown = |what: &str, code: u32| CallError {
+                code: ERR_UNSUPPORTED,
+                path: String::new(),
+                message: format!("unknown {what} code {code}"),
+            };
+            let c = Collective {
+                kind: codes::collective_kind_from_code(kind)
+                    .ok_or_else(|| unknown("collective kind", kind))?,
+                bytes: Bytes(bytes),
+                ranks,
+            };
+            let alg = codes::algorithm_from_code(algorithm)
+                .ok_or_else(|| unknown("collective algorithm", algorithm))?;
+            let (bw, lat) = (Bandwidth(self.props.bandwidth), Seconds(self.props.latency));
+            return Ok(collective_time(&c, bw, lat, alg).0);
+        };
+        let mut out = 0.0;
+        // SAFETY: function and instance come from the plugin, per the header's contract.
+        call(|e, n| unsafe {
+            f(
+                self.inst.this,
+                kind,
+                bytes,
+                ranks,
+                algorithm,
+                &mut out,
+                e,
+                n,
+            )
+        })?;
+        Ok(out)
+    }
+}
+
 fn invalid(path: &Path, message: String) -> LoadError {
     LoadError::Invalid {
         path: path.to_path_buf(),
@@ -322,6 +377,55 @@ pub(crate) unsafe fn load(
                             Box::new(CMemoryTier { _inst: inst }),
                         )?;
                         Ok(Component::MemoryTier(Arc::new(tier)))
+                    }),
+                )
+            }
+            codes::CATEGORY_INTERCONNECT => {
+                let vp = c.vtable as *const PcInterconnectVtable;
+                let vsize = struct_size(vp);
+                if vsize < v1_1::interconnect_vtable_size() {
+                    return Err(invalid(
+                        path,
+                        format!("`{cname}`: interconnect vtable struct_size {vsize} is below the 1.1 layout"),
+                    ));
+                }
+                let vt: PcInterconnectVtable = read_prefix(vp, vsize);
+                let Some(props_fn) = vt.properties else {
+                    return Err(invalid(
+                        path,
+                        format!("`{cname}`: vtable has no properties function"),
+                    ));
+                };
+                let n = cname.clone();
+                (
+                    Category::Interconnect,
+                    Arc::new(move |params: &serde_json::Value| {
+                        let inst = new_instance(params)?;
+                        let mut out = PcLink {
+                            struct_size: size_of::<PcLink>() as u32,
+                            domain_size: 0,
+                            bandwidth: f64::NAN,
+                            latency: f64::NAN,
+                        };
+                        let props = call(|e, cap| unsafe { props_fn(inst.this, &mut out, e, cap) })
+                            .map(|()| LinkProps {
+                                domain_size: out.domain_size,
+                                bandwidth: out.bandwidth,
+                                latency: out.latency,
+                            });
+                        // Checked by ForeignInterconnect::new before any call.
+                        let checked = props.as_ref().map(|p| *p).unwrap_or(LinkProps {
+                            domain_size: 0,
+                            bandwidth: f64::NAN,
+                            latency: f64::NAN,
+                        });
+                        let backend = CInterconnect {
+                            inst,
+                            vt,
+                            props: checked,
+                        };
+                        let link = ForeignInterconnect::new(&n, props, Box::new(backend))?;
+                        Ok(Component::Interconnect(Arc::new(link)))
                     }),
                 )
             }

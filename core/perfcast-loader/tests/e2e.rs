@@ -240,8 +240,14 @@ fn lists_components_origins_and_versions() {
         vec![
             (Category::ComputeUnit, "cvendor/dsp1".to_string()),
             (Category::MemoryTier, "cvendor/lpddr".to_string()),
+            (Category::Interconnect, "cvendor/ring".to_string()),
         ]
     );
+    // The 1.0 build has no interconnect (a 1.1 category).
+    let mut r0 = Registry::new();
+    let old = load_library(&f.c_v1_0, None, &mut r0).unwrap();
+    assert_eq!(old.abi, "c 1.0");
+    assert_eq!(old.components.len(), 2);
     assert_eq!(
         r.names(Category::ComputeUnit),
         ["acme/npu9", "cvendor/dsp1", "fake/gpu"]
@@ -396,6 +402,53 @@ fn plugins_are_callable_from_many_threads() {
             });
         }
     });
+}
+
+#[test]
+fn c_interconnect_runs_its_own_ring_model() {
+    let f = fixtures();
+    let mut r = Registry::new();
+    load_library(&f.c_v1_1, None, &mut r).unwrap();
+    let ring = r
+        .interconnect(
+            "cvendor/ring",
+            &json!({"domain_size": 8, "bandwidth_gbs": 50.0, "latency_us": 3.0}),
+        )
+        .unwrap();
+    assert_eq!(ring.domain_size(), 8);
+    assert!(close(ring.bandwidth().0, 50e9));
+    for kind in [
+        CollectiveKind::AllReduce,
+        CollectiveKind::AllGather,
+        CollectiveKind::SendRecv,
+    ] {
+        let c = Collective {
+            kind,
+            bytes: Bytes(64e6),
+            ranks: 8,
+        };
+        // Ring whatever the algorithm asked for: the plugin's documented model.
+        let want = perfcast_core::hardware::collective_time(
+            &c,
+            Bandwidth(50e9),
+            Seconds(3e-6),
+            CollectiveAlgorithm::Ring,
+        );
+        for alg in [CollectiveAlgorithm::Auto, CollectiveAlgorithm::Tree] {
+            assert!(close(ring.collective_time(&c, alg).0, want.0), "{kind:?}");
+        }
+    }
+    // More ranks than the ring holds: the plugin's error comes back as NaN (the native
+    // signature has no error), which the engine's finiteness check rejects.
+    let too_many = Collective {
+        kind: CollectiveKind::AllReduce,
+        bytes: Bytes(1e6),
+        ranks: 16,
+    };
+    assert!(ring
+        .collective_time(&too_many, CollectiveAlgorithm::Ring)
+        .0
+        .is_nan());
 }
 
 #[test]
@@ -732,6 +785,8 @@ int main(void) {
   S(perfcast_compute_unit_vtable) O(perfcast_compute_unit_vtable, op_time)
   S(perfcast_memory_tier_vtable) S(perfcast_component) O(perfcast_component, vtable)
   S(perfcast_plugin) O(perfcast_plugin, components)
+  S(perfcast_link) O(perfcast_link, latency)
+  S(perfcast_interconnect_vtable) O(perfcast_interconnect_vtable, collective_time)
   return 0;
 }
 "#,
@@ -746,6 +801,7 @@ int main(void) {
         .arg("-o")
         .arg(&exe));
     let out = Command::new(&exe).output().unwrap();
+    assert!(out.status.success());
     let got = String::from_utf8(out.stdout).unwrap();
     let want = [
         ("perfcast_op", size_of::<PcOp>()),
@@ -781,6 +837,16 @@ int main(void) {
         (
             "perfcast_plugin.components",
             offset_of!(PcPlugin, components),
+        ),
+        ("perfcast_link", size_of::<PcLink>()),
+        ("perfcast_link.latency", offset_of!(PcLink, latency)),
+        (
+            "perfcast_interconnect_vtable",
+            size_of::<PcInterconnectVtable>(),
+        ),
+        (
+            "perfcast_interconnect_vtable.collective_time",
+            offset_of!(PcInterconnectVtable, collective_time),
         ),
     ]
     .iter()

@@ -5,6 +5,7 @@
  * Components:
  *   cvendor/dsp1   compute unit: a DSP with a MAC array and a vector unit.
  *   cvendor/lpddr  memory tier: LPDDR attached to the DSP.
+ *   cvendor/ring   interconnect (ABI 1.1 builds only): a DSP-to-DSP ring.
  *
  * Model of cvendor/dsp1 (what the loader's end-to-end test recomputes):
  *   peak:  matrix bf16/fp16 = bf16_tflops * 1e12; matrix fp8/int8 = int8_tops * 1e12 when
@@ -21,6 +22,14 @@
  *
  * Model of cvendor/lpddr: bandwidth = channels * bus_bits / 8 * mts * 1e6 bytes/s,
  * capacity = capacity_gib GiB, level = device.
+ *
+ * Model of cvendor/ring: the fabric is a physical ring, so every collective runs the ring
+ * algorithm whatever the host asks for (Thakur, Rabenseifner & Gropp 2005):
+ *     time = steps * latency + factor * bytes / bandwidth
+ *     all-reduce: steps 2(p-1), factor 2(p-1)/p; all-gather, reduce-scatter, all-to-all:
+ *     steps p-1, factor (p-1)/p; send/recv: 1, 1; broadcast: p-1, 1.
+ * with bandwidth = bandwidth_gbs * 1e9 B/s and latency = latency_us * 1e-6 s; more ranks than
+ * domain_size is an error.
  *
  * Parameters arrive as a flat JSON object of numbers (true/false read as 1/0); this file has
  * its own tiny parser and rejects unknown keys, naming them.
@@ -378,6 +387,98 @@ static const perfcast_memory_tier_vtable lpddr_vtable = {
     .properties = lpddr_properties,
 };
 
+/* ---- cvendor/ring (ABI 1.1) -------------------------------------------------------------- */
+
+#if PERFCAST_PLUGIN_ABI_MINOR >= 1
+typedef struct ring {
+    double domain_size, bandwidth_gbs, latency_us;
+} ring;
+
+static int ring_create(const char *json, void **out, char *err, size_t cap) {
+    ring r = {0};
+    r.latency_us = 1.0;
+    param_spec specs[] = {
+        {"domain_size", &r.domain_size, 1, 0},
+        {"bandwidth_gbs", &r.bandwidth_gbs, 1, 0},
+        {"latency_us", &r.latency_us, 0, 0},
+    };
+    int rc = parse_params(json, "cvendor/ring", specs, sizeof specs / sizeof specs[0], err, cap);
+    if (rc) return rc;
+    if ((rc = check_positive("cvendor/ring", "domain_size", r.domain_size, err, cap))) return rc;
+    if ((rc = check_positive("cvendor/ring", "bandwidth_gbs", r.bandwidth_gbs, err, cap)))
+        return rc;
+    if (!(r.latency_us >= 0.0) || isinf(r.latency_us)) {
+        set_err(err, cap, "cvendor/ring: parameter `latency_us` must be finite and >= 0");
+        return PERFCAST_ERR_PARAMS;
+    }
+    ring *heap = malloc(sizeof *heap);
+    if (!heap) {
+        set_err(err, cap, "cvendor/ring: out of memory");
+        return PERFCAST_ERR_FAILED;
+    }
+    *heap = r;
+    *out = heap;
+    return PERFCAST_OK;
+}
+
+static int ring_properties(const void *self, perfcast_link *out, char *err, size_t cap) {
+    const ring *r = self;
+    (void)err;
+    (void)cap;
+    out->domain_size = (uint32_t)r->domain_size;
+    out->bandwidth = r->bandwidth_gbs * 1e9;
+    out->latency = r->latency_us * 1e-6;
+    return PERFCAST_OK;
+}
+
+static int ring_collective_time(const void *self, uint32_t kind, double bytes, uint32_t ranks,
+                                uint32_t algorithm, double *out, char *err, size_t cap) {
+    const ring *r = self;
+    (void)algorithm; /* a physical ring: always the ring algorithm */
+    if ((double)ranks > r->domain_size) {
+        set_err(err, cap, "cvendor/ring: %u ranks exceed the ring's domain_size %g", ranks,
+                r->domain_size);
+        return PERFCAST_ERR_FAILED;
+    }
+    if (ranks <= 1 || bytes <= 0.0) {
+        *out = 0.0;
+        return PERFCAST_OK;
+    }
+    double p = (double)ranks, steps, factor;
+    switch (kind) {
+    case PERFCAST_COLLECTIVE_ALL_REDUCE:
+        steps = 2.0 * (p - 1.0);
+        factor = 2.0 * (p - 1.0) / p;
+        break;
+    case PERFCAST_COLLECTIVE_ALL_GATHER:
+    case PERFCAST_COLLECTIVE_REDUCE_SCATTER:
+    case PERFCAST_COLLECTIVE_ALL_TO_ALL:
+        steps = p - 1.0;
+        factor = (p - 1.0) / p;
+        break;
+    case PERFCAST_COLLECTIVE_SEND_RECV:
+        steps = 1.0;
+        factor = 1.0;
+        break;
+    case PERFCAST_COLLECTIVE_BROADCAST:
+        steps = p - 1.0;
+        factor = 1.0;
+        break;
+    default:
+        set_err(err, cap, "cvendor/ring: unknown collective kind %u", kind);
+        return PERFCAST_ERR_UNSUPPORTED;
+    }
+    *out = steps * r->latency_us * 1e-6 + factor * bytes / (r->bandwidth_gbs * 1e9);
+    return PERFCAST_OK;
+}
+
+static const perfcast_interconnect_vtable ring_vtable = {
+    .struct_size = sizeof(perfcast_interconnect_vtable),
+    .properties = ring_properties,
+    .collective_time = ring_collective_time,
+};
+#endif
+
 /* ---- descriptor -------------------------------------------------------------------------- */
 
 static void destroy(void *self) { free(self); }
@@ -402,7 +503,25 @@ static const perfcast_component lpddr_component = {
     .vtable = &lpddr_vtable,
 };
 
-static const perfcast_component *const components[] = {&dsp1_component, &lpddr_component};
+#if PERFCAST_PLUGIN_ABI_MINOR >= 1
+static const perfcast_component ring_component = {
+    .struct_size = sizeof(perfcast_component),
+    .category = PERFCAST_CATEGORY_INTERCONNECT,
+    .name = "cvendor/ring",
+    .description = "cvendor ring (fictional): DSP-to-DSP ring, ring collectives only",
+    .create = ring_create,
+    .destroy = destroy,
+    .vtable = &ring_vtable,
+};
+#endif
+
+static const perfcast_component *const components[] = {
+    &dsp1_component,
+    &lpddr_component,
+#if PERFCAST_PLUGIN_ABI_MINOR >= 1
+    &ring_component,
+#endif
+};
 
 static const perfcast_plugin plugin = {
     .struct_size = sizeof(perfcast_plugin),
