@@ -44,8 +44,8 @@ impl CallError {
 }
 
 /// A memory tier handed to a plugin's `op_time`: its name and checked properties.
-pub(crate) struct TierData {
-    pub kind: String,
+pub(crate) struct TierData<'a> {
+    pub kind: &'a str,
     pub props: TierProps,
 }
 
@@ -57,7 +57,7 @@ pub(crate) trait ComputeBackend: Send + Sync {
     fn launch_overhead(&self) -> Result<f64, CallError>;
     fn gemm_tile(&self) -> Result<u64, CallError>;
     /// `None` when the plugin has no model of its own (the host's roofline is used).
-    fn op_time(&self, op: &PcOp, tiers: &[TierData]) -> Option<Result<PcOpTime, CallError>>;
+    fn op_time(&self, op: &PcOp, tiers: &[TierData<'_>]) -> Option<Result<PcOpTime, CallError>>;
 }
 
 const ENGINES: [Engine; 2] = [Engine::Matrix, Engine::Vector];
@@ -135,7 +135,7 @@ impl ForeignComputeUnit {
 }
 
 /// A memory tier's properties as plain data, checked (the tier's kind names it in errors).
-fn tier_data(t: &dyn MemoryTier) -> Result<TierData, PluginError> {
+fn tier_data(t: &dyn MemoryTier) -> Result<TierData<'_>, PluginError> {
     let kind = t.kind();
     let props = TierProps {
         level: codes::tier_level_code(t.level()),
@@ -144,10 +144,7 @@ fn tier_data(t: &dyn MemoryTier) -> Result<TierData, PluginError> {
         efficiency: check_fraction(kind, "efficiency", t.efficiency())?,
         latency: check_non_negative(kind, "latency", t.latency().0)?,
     };
-    Ok(TierData {
-        kind: kind.to_string(),
-        props,
-    })
+    Ok(TierData { kind, props })
 }
 
 impl ComputeUnit for ForeignComputeUnit {
@@ -365,7 +362,7 @@ mod tests {
         fn gemm_tile(&self) -> Result<u64, CallError> {
             Ok(self.tile)
         }
-        fn op_time(&self, _: &PcOp, _: &[TierData]) -> Option<Result<PcOpTime, CallError>> {
+        fn op_time(&self, _: &PcOp, _: &[TierData<'_>]) -> Option<Result<PcOpTime, CallError>> {
             self.op_time.map(|r| r.map_err(err))
         }
     }

@@ -134,7 +134,7 @@ impl ComputeBackend for CComputeUnit {
         call(|e, n| unsafe { f(self.inst.this, &mut out, e, n) })?;
         Ok(out)
     }
-    fn op_time(&self, op: &PcOp, tiers: &[TierData]) -> Option<Result<PcOpTime, CallError>> {
+    fn op_time(&self, op: &PcOp, tiers: &[TierData<'_>]) -> Option<Result<PcOpTime, CallError>> {
         let f = self.vt.op_time?;
         let names: Vec<CString> = tiers
             .iter()

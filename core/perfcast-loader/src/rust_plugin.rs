@@ -45,11 +45,11 @@ impl ComputeBackend for RustComputeUnit {
     fn gemm_tile(&self) -> Result<u64, CallError> {
         res(self.0.gemm_tile())
     }
-    fn op_time(&self, op: &PcOp, tiers: &[TierData]) -> Option<Result<PcOpTime, CallError>> {
+    fn op_time(&self, op: &PcOp, tiers: &[TierData<'_>]) -> Option<Result<PcOpTime, CallError>> {
         let ffi: Vec<FfiTier<'_>> = tiers
             .iter()
             .map(|t| FfiTier {
-                kind: RStr::from_str(&t.kind),
+                kind: RStr::from_str(t.kind),
                 props: t.props,
             })
             .collect();
