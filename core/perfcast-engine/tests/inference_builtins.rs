@@ -11,9 +11,9 @@ mod systems;
 
 use perfcast_core::workload::{FfnAct, ModelSpec};
 use perfcast_core::DType;
-use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan};
+use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan, Phase};
 use std::collections::BTreeMap;
-use systems::{builtin_system, Gpu};
+use systems::{builtin_system, preset_system, Gpu, PRESETS};
 
 #[derive(Clone, Copy, Debug)]
 enum Metric {
@@ -608,5 +608,65 @@ fn tp8_batch1_decode_is_mostly_fixed_costs() {
             (d.communication.0 + d.overheads.0) / d.total.0 > 0.4,
             "{size}B"
         );
+    }
+}
+
+/// The per-GEMM roofline on every hardware preset (seed paper's "compute vs memory bound
+/// matmuls on different GPU systems"): Llama-2 70B at TP 8, 16-bit and, where the device has
+/// it, fp8. Batch-1 decode GEMMs are memory-bound everywhere (or launch-bound when a TP-8
+/// shard streams in less than a kernel launch), 2,048-token prefill GEMMs
+/// never bound by device memory; every number is finite.
+#[test]
+fn gemm_roofline_on_every_preset() {
+    let registry = perfcast_builtins::registry().expect("registry");
+    for file in PRESETS {
+        let system = preset_system(&registry, file, 8);
+        let has_fp8 = system
+            .compute
+            .peak(perfcast_core::Engine::Matrix, DType::Fp8)
+            .is_some();
+        let device_tier = system.memory.device_index().unwrap() as u8;
+        let inf = Inference::new(llama2(70), system, InferenceOptions::default()).unwrap();
+        let mut dtypes = vec![DType::Bf16];
+        if has_fp8 {
+            dtypes.push(DType::Fp8);
+        }
+        for dtype in dtypes {
+            let plan = InferencePlan {
+                tp: 8,
+                weight_dtype: dtype,
+                activation_dtype: dtype,
+                kv_dtype: dtype,
+                ..InferencePlan::new(1, 2048, 128)
+            };
+            let points = inf.gemm_roofline(&plan).unwrap();
+            println!("{file} {dtype}\n{}", perfcast_engine::inference::gemm_table(&points));
+            assert_eq!(points.len(), 12, "{file}");
+            for g in &points {
+                assert!(g.time.0.is_finite() && g.time.0 > 0.0, "{file} {}", g.name);
+                assert!(
+                    g.intensity.is_finite() && g.ridge.is_finite(),
+                    "{file} {}",
+                    g.name
+                );
+                if g.name == "attention" || g.name == "lm_head" {
+                    continue;
+                }
+                let compute = g.bound == perfcast_core::TimeBound::Compute;
+                let hbm = g.bound == perfcast_core::TimeBound::Memory(device_tier);
+                match g.phase {
+                    Phase::Decode => {
+                        assert!(!compute, "{file} {dtype} decode {}: {:?}", g.name, g.bound)
+                    }
+                    // Compute-bound, or bound by on-chip (L2) traffic of the tiled GEMM on
+                    // devices whose preset tile is small for their peak; never by HBM.
+                    Phase::Prefill => {
+                        assert!(!hbm, "{file} {dtype} prefill {}: {:?}", g.name, g.bound)
+                    }
+                }
+            }
+            let r = inf.evaluate(&plan).unwrap();
+            assert!(r.memory.fits, "{file} {dtype}");
+        }
     }
 }

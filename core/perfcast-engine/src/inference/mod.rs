@@ -390,14 +390,28 @@ impl Inference {
             .peak(Engine::Matrix, op.dtype())
             .map(|p| p.0)
             .unwrap_or(0.0);
-        let eff = self.system.compute.efficiency(op);
         let bw = self
             .system
             .memory
             .device()
-            .map(|d| d.effective_bandwidth().0)
+            .map(|d| d.bandwidth().0)
             .unwrap_or(0.0);
-        let ridge = if bw > 0.0 { peak * eff / bw } else { 0.0 };
+        // The datasheet ridge (peak over peak device bandwidth), as rooflines are drawn; the
+        // `bound` comes from the timing model, efficiencies included.
+        let ridge = if bw > 0.0 { peak / bw } else { 0.0 };
+        let limiter = match t.bound {
+            TimeBound::Compute => "compute".to_string(),
+            TimeBound::Overhead => "overhead".to_string(),
+            TimeBound::Memory(i) => format!(
+                "memory:{}",
+                self.system
+                    .memory
+                    .tiers
+                    .get(i as usize)
+                    .map(|t| t.kind())
+                    .unwrap_or("?")
+            ),
+        };
         let intensity = if t.bytes > 0.0 {
             t.flops / t.bytes
         } else {
@@ -427,6 +441,7 @@ impl Inference {
             ridge,
             time: Seconds(time),
             bound: t.bound,
+            limiter,
             share_of_phase_time: share,
         })
     }
@@ -720,12 +735,17 @@ impl Inference {
             0.0
         };
         let exposed = (host - device).max(0.0);
+        let overhead = t.overhead.0 + exposed;
         Ok(Timed {
             busy,
-            overhead: t.overhead.0 + exposed,
+            overhead,
             flops: t.flops.0,
             bytes: t.device_bytes.0 * adj.mem_scale,
-            bound,
+            bound: if overhead > busy {
+                TimeBound::Overhead
+            } else {
+                bound
+            },
         })
     }
 

@@ -100,11 +100,15 @@ pub struct GemmPoint {
     pub bytes: f64,
     /// FLOP per device-memory byte.
     pub intensity: f64,
-    /// Achievable ridge point: peak x efficiency of this op over effective device bandwidth.
+    /// Ridge point of the device for this format: matrix peak over peak device bandwidth
+    /// (FLOP/B), as rooflines are drawn (seed digest §2.9: A100 fp16 153, H100 fp16 295).
     pub ridge: f64,
     /// Time of one instance, launch included.
     pub time: Seconds,
+    /// What limits the time in the model (efficiencies and fixed costs included).
     pub bound: TimeBound,
+    /// `bound` in words: `compute`, `overhead`, or `memory:<tier kind>`.
+    pub limiter: String,
     /// `count x time` over the phase's pass time (decode: the mean step).
     pub share_of_phase_time: f64,
 }
@@ -238,7 +242,7 @@ pub fn gemm_table(points: &[GemmPoint]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<8} {:<10} {:>7} {:>7} {:>7} {:>5} {:>6} {:>10} {:>10} {:>10} {:>11} {:>8}",
+        "{:<8} {:<10} {:>7} {:>7} {:>7} {:>5} {:>6} {:>10} {:>10} {:>10} {:>12} {:>8}",
         "phase",
         "gemm",
         "m",
@@ -253,14 +257,9 @@ pub fn gemm_table(points: &[GemmPoint]) -> String {
         "share"
     );
     for g in points {
-        let bound = match g.bound {
-            TimeBound::Compute => "compute",
-            TimeBound::Memory(_) => "memory",
-            TimeBound::Overhead => "overhead",
-        };
         let _ = writeln!(
             s,
-            "{:<8} {:<10} {:>7} {:>7} {:>7} {:>5} {:>6} {:>10.1} {:>10.1} {:>10.2} {:>11} {:>7.1}%",
+            "{:<8} {:<10} {:>7} {:>7} {:>7} {:>5} {:>6} {:>10.1} {:>10.1} {:>10.2} {:>12} {:>7.1}%",
             g.phase.name(),
             g.name,
             g.m,
@@ -271,7 +270,7 @@ pub fn gemm_table(points: &[GemmPoint]) -> String {
             g.intensity,
             g.ridge,
             g.time.micros(),
-            bound,
+            g.limiter,
             100.0 * g.share_of_phase_time
         );
     }

@@ -9,6 +9,17 @@ use perfcast_core::registry::{Category, Component, Registry};
 use perfcast_core::System;
 use std::path::PathBuf;
 
+/// Every hardware preset of configs/hardware.
+#[allow(dead_code)] // each includer uses a subset
+pub const PRESETS: [&str; 6] = [
+    "a100-sxm4-40gb.toml",
+    "a100-sxm4-80gb.toml",
+    "h100-sxm5-80gb.toml",
+    "h200-sxm-141gb.toml",
+    "b200-sxm-180gb.toml",
+    "gb200.toml",
+];
+
 /// Which reference GPU.
 #[allow(dead_code)] // each includer uses a subset
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,9 +60,14 @@ fn names<'a>(table: &'a toml::Table, section: &str, key: &str) -> Vec<&'a str> {
 
 /// `devices` GPUs of the preset, with the preset's network levels.
 pub fn builtin_system(registry: &Registry, gpu: Gpu, devices: u32) -> System {
+    preset_system(registry, gpu.preset(), devices)
+}
+
+/// `devices` GPUs of the preset file `file` in configs/hardware.
+pub fn preset_system(registry: &Registry, file: &str, devices: u32) -> System {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../configs/hardware")
-        .join(gpu.preset());
+        .join(file);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     let table: toml::Table = text.parse().unwrap_or_else(|e| panic!("{path:?}: {e}"));
     let compute = match build(
