@@ -87,3 +87,26 @@ pub fn validate_to_string(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The default cases file is found from inside the repository (tests run in the crate
+    /// directory, two levels below the root); formats parse; a bad group is an error naming
+    /// the known groups.
+    #[test]
+    fn default_file_format_and_group_errors() {
+        let p = locate_cases(None).unwrap();
+        assert!(p.ends_with(DEFAULT_CASES), "{}", p.display());
+        assert_eq!("json".parse::<Format>(), Ok(Format::Json));
+        assert!("csv".parse::<Format>().unwrap_err().contains("table"));
+        let e = validate(None, Some("no-such-group")).unwrap_err();
+        assert!(e.contains("narayanan2021-table1"), "{e}");
+        let e = locate_cases(Some(Path::new("no/such/cases.toml"))).unwrap_err();
+        assert!(e.contains("no/such/cases.toml"), "{e}");
+        let out = validate_to_string(None, Some("korthikanti2022-abstract"), Format::Json).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["cases"].as_array().unwrap().len(), 2);
+    }
+}
