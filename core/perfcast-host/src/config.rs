@@ -245,9 +245,32 @@ impl Config {
 
     /// Where the value at `key` came from (`file configs/x.toml`, `PERFCAST_PLAN__TP`,
     /// `--set plan.tp=4`, ...). Array elements are addressed as `ops[2].m`.
+    /// For values from a TOML file or preset the line is added (`file x.toml, line 12`).
     pub fn origin_of(&self, key: &str) -> Option<String> {
         let v = lookup(&self.value, key)?;
-        Some(self.tag_label(v.tag(), key))
+        let label = self.tag_label(v.tag(), key);
+        let text = match self
+            .figment
+            .get_metadata(v.tag())
+            .and_then(|m| m.source.as_ref())
+        {
+            Some(figment::Source::File(p))
+                if p.extension().and_then(|e| e.to_str()) == Some("toml") =>
+            {
+                std::fs::read_to_string(p).ok()
+            }
+            Some(figment::Source::Custom(c)) => c
+                .strip_prefix(layers::PRESET_SCHEME)
+                .and_then(layers::preset)
+                .map(str::to_string),
+            _ => None,
+        };
+        Some(
+            match text.and_then(|t| layers::toml_key_line(&t, &key_segments(key))) {
+                Some(line) => format!("{label}, line {line}"),
+                None => label,
+            },
+        )
     }
 
     fn tag_label(&self, tag: Tag, key: &str) -> String {

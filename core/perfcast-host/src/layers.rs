@@ -398,6 +398,52 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
+/// 1-based line of the key path `segs` (array indices as numbers) in TOML `text`: where a
+/// value that failed to deserialise was written (figment itself gives positions only for
+/// syntax errors).
+pub(crate) fn toml_key_line(text: &str, segs: &[String]) -> Option<usize> {
+    use toml_edit::{Item, Table, Value as TValue};
+    enum Node<'a> {
+        Item(&'a Item),
+        Table(&'a Table),
+        Value(&'a TValue),
+    }
+    type Span = Option<std::ops::Range<usize>>;
+    fn child<'a>(n: Node<'a>, seg: &str) -> Option<(Span, Node<'a>)> {
+        let in_table = |t: &'a Table| {
+            t.get_key_value(seg)
+                .map(|(k, i)| (k.span().or_else(|| i.span()), Node::Item(i)))
+        };
+        match n {
+            Node::Table(t) | Node::Item(Item::Table(t)) => in_table(t),
+            Node::Item(Item::ArrayOfTables(a)) => {
+                let t = a.get(seg.parse().ok()?)?;
+                Some((t.span(), Node::Table(t)))
+            }
+            Node::Item(Item::Value(v)) | Node::Value(v) => match v {
+                TValue::InlineTable(t) => t
+                    .get_key_value(seg)
+                    .map(|(k, i)| (k.span().or_else(|| i.span()), Node::Item(i))),
+                TValue::Array(a) => {
+                    let v = a.get(seg.parse().ok()?)?;
+                    Some((v.span(), Node::Value(v)))
+                }
+                _ => None,
+            },
+            Node::Item(Item::None) => None,
+        }
+    }
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let mut node = Node::Table(doc.as_table());
+    let mut span = None;
+    for seg in segs {
+        let (s, next) = child(node, seg)?;
+        span = s.or(span);
+        node = next;
+    }
+    span.map(|s| line_col(text, s.start).0)
+}
+
 pub(crate) fn kind_name(v: &Value) -> &'static str {
     match v {
         Value::String(..) => "a string",
@@ -477,6 +523,25 @@ mod tests {
                 matches!(parse_set(bad), Err(HostError::BadSet { .. })),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn key_lines_in_toml() {
+        let t = "a = 1\n[comp.x]\nkind = \"gpu\"\nsm = 3\n[comp.x.peaks]\nbf16 = 1.0\n\
+                 [[ops]]\nm = 1\n[[ops]]\nm = 2\nv = [1, { q = 3 }]\n";
+        let seg = |k: &str| crate::config::key_segments(k);
+        let table = [
+            ("a", Some(1)),
+            ("comp.x.sm", Some(4)),
+            ("comp.x.peaks.bf16", Some(6)),
+            ("ops[1].m", Some(10)),
+            ("ops.0.m", Some(8)),
+            ("ops[1].v[1].q", Some(11)),
+            ("comp.y", None),
+        ];
+        for (k, want) in table {
+            assert_eq!(toml_key_line(t, &seg(k)), want, "{k}");
         }
     }
 
