@@ -27,9 +27,26 @@
 //!   length, so one decode pass is timed once; attention time is affine in the context
 //!   length within each of `decode_segments` segments and summed exactly there
 //!   (trapezoid over integer points), so a 128-step or 4,096-step decode costs the same.
+//! - **Skinny GEMMs.** A GEMM is timed as libraries run it: also as split-K (a batched GEMM
+//!   of depth `k / s` with fp32 partials) and, for a few rows, as a GEMV on the vector units;
+//!   the fastest variant the compute-unit plugin reports is kept.
+//! - **Attention.** Prefill: the core `Attention` op (flash: Q, K, V, O traffic only; plain:
+//!   materialised scores; Dao et al. 2022). Decode: the query heads sharing a KV head (GQA,
+//!   Ainslie et al. 2023; MQA, Shazeer 2019) are folded into the M dimension of one product
+//!   per KV head; the KV cache is read in `kv_dtype`, `decode_kv_group_reread` says how much
+//!   of the extra per-query-head passes older kernels make reach device memory.
+//! - **KV heads and TP.** With fewer KV heads than `tp`, `tp` must be a multiple of them and
+//!   each KV head is replicated on `tp / kv_heads` devices (TensorRT-LLM and vLLM do the
+//!   same); otherwise `tp` must divide them. `tp` must divide the query heads and the MLP
+//!   width; the vocabulary is padded up to a multiple of `tp`.
 //! - **Memory.** Weights of the largest stage + KV cache (`2 x layers x kv_heads x head_dim x
 //!   bytes / TP` per token) + activation workspace + runtime reserve against the device
 //!   tier's capacity; `max_batch` searches the largest batch that fits.
+//!
+//! Not modelled (reported as such by callers): in-flight / continuous batching and chunked
+//! prefill scheduling (the prefill is one pass; `max_prefill_tokens` only sizes the
+//! workspace), micro-batch pipelining of a static batch across PP stages, speculative
+//! decoding, mixture-of-experts and MLA models, prefix caching.
 
 mod memory;
 mod plan;

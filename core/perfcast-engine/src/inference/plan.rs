@@ -52,7 +52,8 @@ pub struct InferencePlan {
     pub attention: AttentionKind,
     /// Decode steps replayed as a captured CUDA graph: no host-side launch cost per kernel,
     /// one graph launch per step. Prefill is never captured (vLLM and TensorRT-LLM capture
-    /// decode only).
+    /// decode only). Default false, as in the validation cases (TensorRT-LLM 0.5/0.6
+    /// gptSessionBenchmark and NeMo runs without CUDA graphs).
     #[serde(default)]
     pub graph_capture: bool,
 }

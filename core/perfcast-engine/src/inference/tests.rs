@@ -660,3 +660,51 @@ fn report_rendering_and_plan_parsing() {
     let o: InferenceOptions = serde_json::from_str("{}").unwrap();
     assert_eq!(o, InferenceOptions::default());
 }
+
+/// A sweep over plans and formats: every evaluation is an error or a finite report, never a
+/// panic; a report's phases add up.
+#[test]
+fn sweep_never_panics_and_stays_finite() {
+    let dtypes = [
+        DType::Bf16,
+        DType::Fp8,
+        DType::Int8,
+        DType::Int4,
+        DType::Fp4,
+    ];
+    let mut ok = 0;
+    for size in [7, 70] {
+        for sys in [a100(16), h100(16)] {
+            let inf = engine(size, sys);
+            for (tp, pp) in [(1, 1), (2, 2), (8, 1), (16, 1), (4, 4)] {
+                for &(b, s, o) in &[(1, 1, 1), (3, 17, 5), (64, 2048, 128), (1, 4000, 96)] {
+                    for w in dtypes {
+                        for kind in [AttentionKind::Flash, AttentionKind::Plain] {
+                            let p = InferencePlan {
+                                tp,
+                                pp,
+                                weight_dtype: w,
+                                kv_dtype: if w == DType::Int4 { DType::Bf16 } else { w },
+                                activation_dtype: if w == DType::Int4 { DType::Bf16 } else { w },
+                                attention: kind,
+                                graph_capture: b > 1,
+                                ..InferencePlan::new(b, s, o)
+                            };
+                            match inf.evaluate(&p) {
+                                Ok(r) => {
+                                    ok += 1;
+                                    assert!(r.latency.0.is_finite() && r.latency.0 > 0.0);
+                                    assert!(close(r.latency.0, r.ttft.0 + r.decode.total.0, 1e-12));
+                                    assert!(r.tokens_per_s_per_gpu.is_finite());
+                                    assert!(inf.gemm_roofline(&p).is_ok());
+                                }
+                                Err(e) => assert!(e.to_string().contains("plan."), "{e}"),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(ok > 200, "{ok}");
+}
