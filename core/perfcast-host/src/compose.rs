@@ -101,6 +101,7 @@ impl Config {
             {
                 return Err(HostError::WrongCategory {
                     slot: slot.to_string(),
+                    slot_origin: self.origin_of(slot),
                     name: name.to_string(),
                     kind,
                     wanted: category,

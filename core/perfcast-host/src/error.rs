@@ -77,9 +77,10 @@ pub enum HostError {
     },
 
     /// A component whose kind is registered under another category than its slot needs.
-    #[error("`{slot}` needs a {wanted}, but component `{name}` is `{kind}`, of category {found}{}; {wanted} kinds: {}", from(origin), list(known))]
+    #[error("`{slot}`{} needs a {wanted}, but component `{name}` is `{kind}`{}, of category {found}; {wanted} kinds: {}", from(slot_origin), defined_in(origin), list(known))]
     WrongCategory {
         slot: String,
+        slot_origin: Option<String>,
         name: String,
         kind: String,
         wanted: Category,
@@ -133,6 +134,13 @@ fn from(origin: &Option<String>) -> String {
     origin
         .as_ref()
         .map(|o| format!(" (from {o})"))
+        .unwrap_or_default()
+}
+
+fn defined_in(origin: &Option<String>) -> String {
+    origin
+        .as_ref()
+        .map(|o| format!(" (defined in {o})"))
         .unwrap_or_default()
 }
 
