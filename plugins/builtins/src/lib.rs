@@ -7,6 +7,7 @@
 pub use perfcast_plugin_gpu as gpu;
 pub use perfcast_plugin_memory as memory;
 pub use perfcast_plugin_network as network;
+pub use perfcast_plugin_technology as technology;
 
 use perfcast_core::registry::{Registry, RegistryError};
 
@@ -17,6 +18,7 @@ pub fn registry() -> Result<Registry, RegistryError> {
         std::any::type_name::<gpu::Gpu>(),
         std::any::type_name::<memory::Tier>(),
         std::any::type_name::<network::Link>(),
+        std::any::type_name::<technology::GenLink>(),
     );
     Registry::with_builtins()
 }

@@ -1,0 +1,258 @@
+//! What every study shares: reading its config (errors name the file and the key path),
+//! loading the model and system files it names through `perfcast-host`, and small helpers.
+
+use crate::error::StudyError;
+use crate::StudyInfo;
+use perfcast_core::{
+    Bandwidth, Bytes, Collective, CollectiveAlgorithm, Interconnect, MemoryTier, ModelError,
+    ModelSpec, Registry, Seconds, System, TierLevel,
+};
+use perfcast_host::{Config, Sources};
+use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A study's config file and how it was invoked.
+#[derive(Debug, Clone)]
+pub struct StudyContext {
+    pub info: StudyInfo,
+    /// The config file.
+    pub path: PathBuf,
+    /// The directory relative paths in the config are resolved against.
+    pub dir: PathBuf,
+    pub text: String,
+    /// The command that reproduces the run (for the summary and the plot caption).
+    pub command: String,
+}
+
+impl StudyContext {
+    pub fn new(info: StudyInfo, path: &Path, command: String) -> Result<Self, StudyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| StudyError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        Ok(StudyContext {
+            info,
+            path: path.to_path_buf(),
+            dir,
+            text,
+            command,
+        })
+    }
+
+    /// A context over a config given as text (tests; relative paths resolve against `dir`).
+    pub fn from_text(info: StudyInfo, dir: &Path, text: &str) -> Self {
+        StudyContext {
+            info,
+            path: dir.join(format!("{}.toml", info.name)),
+            dir: dir.to_path_buf(),
+            text: text.to_string(),
+            command: format!("perfcast study {}", info.name),
+        }
+    }
+
+    /// Parse the config into `T` (a `deny_unknown_fields` struct), checking `study = NAME`.
+    pub fn parse<T: DeserializeOwned>(&self) -> Result<T, StudyError> {
+        let value: toml::Value = toml::from_str(&self.text).map_err(|e| StudyError::Config {
+            file: self.path.clone(),
+            key: "(syntax)".into(),
+            message: e.to_string().trim().to_string(),
+        })?;
+        match value.get("study").and_then(|v| v.as_str()) {
+            Some(s) if s == self.info.name => {}
+            other => {
+                return Err(self.bad(
+                    "study",
+                    format!(
+                        "is {}; this config must say `study = \"{}\"` (it is read by that study)",
+                        other
+                            .map(|s| format!("`{s}`"))
+                            .unwrap_or_else(|| "missing".into()),
+                        self.info.name
+                    ),
+                ))
+            }
+        }
+        serde_path_to_error::deserialize(value).map_err(|e| {
+            let key = e.path().to_string();
+            StudyError::Config {
+                file: self.path.clone(),
+                key: if key == "." {
+                    "(top level)".into()
+                } else {
+                    key
+                },
+                message: e.into_inner().to_string(),
+            }
+        })
+    }
+
+    /// A config error at `key`.
+    pub fn bad(&self, key: &str, message: impl Into<String>) -> StudyError {
+        StudyError::Config {
+            file: self.path.clone(),
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+
+    fn resolve(&self, rel: &str) -> PathBuf {
+        let p = Path::new(rel);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.dir.join(p)
+        }
+    }
+
+    /// Load a perfcast config file (with its includes) named at `key`, with `sets` on top.
+    pub fn host_config(&self, key: &str, rel: &str, sets: &[String]) -> Result<Config, StudyError> {
+        let target = self.resolve(rel);
+        if !target.is_file() {
+            return Err(self.bad(
+                key,
+                format!(
+                    "file `{}` does not exist (paths are relative to the study config's directory)",
+                    target.display()
+                ),
+            ));
+        }
+        Config::load(
+            &Sources::files([target.clone()])
+                .without_env()
+                .with_sets(sets.iter().cloned()),
+        )
+        .map_err(|source| StudyError::Host {
+            file: self.path.clone(),
+            key: key.to_string(),
+            target,
+            source,
+        })
+    }
+
+    /// The `[model]` of the model file named at `key`.
+    pub fn model(&self, key: &str, rel: &str) -> Result<ModelSpec, StudyError> {
+        let cfg = self.host_config(key, rel, &[])?;
+        cfg.extract::<ModelSpec>("model")
+            .map_err(|source| StudyError::Host {
+                file: self.path.clone(),
+                key: key.to_string(),
+                target: self.resolve(rel),
+                source,
+            })
+    }
+
+    /// The system of the system or hardware file named at `key`, with `devices` devices.
+    pub fn system(&self, key: &str, rel: &str, devices: u32) -> Result<System, StudyError> {
+        if devices == 0 {
+            return Err(self.bad(key, "needs at least one device"));
+        }
+        let cfg = self.host_config(key, rel, &[format!("system.devices={devices}")])?;
+        cfg.system().map_err(|source| StudyError::Host {
+            file: self.path.clone(),
+            key: key.to_string(),
+            target: self.resolve(rel),
+            source,
+        })
+    }
+}
+
+/// The registry of every built-in plugin (hardware, technology and execution plugins).
+pub fn registry() -> Result<Registry, StudyError> {
+    perfcast_builtins::registry().map_err(|e| StudyError::Model {
+        context: "plugin registry".into(),
+        source: ModelError::invalid("plugins", e.to_string(), "built-in plugins must not clash"),
+    })
+}
+
+/// Wrap a model error with what was being evaluated.
+pub fn model_err(context: impl Into<String>) -> impl FnOnce(ModelError) -> StudyError {
+    let context = context.into();
+    move |source| StudyError::Model { context, source }
+}
+
+/// A memory tier that takes its bandwidth, efficiency and latency from one tier and its
+/// capacity from another (the factor swaps of `a100-to-b200`, the sweeps of `dram-scaling`).
+pub struct MixedTier {
+    pub speed: Arc<dyn MemoryTier>,
+    pub capacity: Bytes,
+}
+
+impl MemoryTier for MixedTier {
+    fn kind(&self) -> &str {
+        self.speed.kind()
+    }
+    fn level(&self) -> TierLevel {
+        self.speed.level()
+    }
+    fn capacity(&self) -> Bytes {
+        self.capacity
+    }
+    fn bandwidth(&self) -> Bandwidth {
+        self.speed.bandwidth()
+    }
+    fn efficiency(&self) -> f64 {
+        self.speed.efficiency()
+    }
+    fn latency(&self) -> Seconds {
+        self.speed.latency()
+    }
+}
+
+/// A network level with another domain size (the NVLink-domain factor).
+pub struct ResizedLink {
+    pub link: Arc<dyn Interconnect>,
+    pub domain: u32,
+}
+
+impl Interconnect for ResizedLink {
+    fn kind(&self) -> &str {
+        self.link.kind()
+    }
+    fn domain_size(&self) -> u32 {
+        self.domain
+    }
+    fn bandwidth(&self) -> Bandwidth {
+        self.link.bandwidth()
+    }
+    fn latency(&self) -> Seconds {
+        self.link.latency()
+    }
+    fn collective_time(&self, c: &Collective, algorithm: CollectiveAlgorithm) -> Seconds {
+        self.link.collective_time(c, algorithm)
+    }
+}
+
+/// The device-memory tier of `s` and its index.
+pub fn device_tier(s: &System) -> Option<(usize, Arc<dyn MemoryTier>)> {
+    let i = s.memory.device_index()?;
+    Some((i, s.memory.tiers[i].clone()))
+}
+
+/// Percent text with one decimal.
+pub fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+/// The caption of a study's plot.
+pub fn caption(ctx: &StudyContext) -> String {
+    format!("perfcast (analytical model) - reproduce: {}", ctx.command)
+}
+
+/// Markdown summary: a heading, the finding and the command.
+pub fn summary(ctx: &StudyContext, finding: &str) -> String {
+    format!(
+        "# {}\n\n{}\n\n![{}]({}.svg)\n\nReproduce: `{}` (config: `{}`; every number is in `{}.csv`).\n",
+        ctx.info.title,
+        finding.trim(),
+        ctx.info.name,
+        ctx.info.name,
+        ctx.command,
+        ctx.path.display(),
+        ctx.info.name
+    )
+}

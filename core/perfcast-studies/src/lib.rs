@@ -1,0 +1,153 @@
+//! perfcast-studies: the seed paper's five studies (Kundu et al. 2024, digest
+//! `../shared/research/seed-paper.md` §1.1) as reproducible experiments.
+//!
+//! Each study is a config under `configs/studies/NAME.toml` (copy it and change it) and a
+//! function from that config to three files: `NAME.csv` (every number the model produced),
+//! `NAME.svg` (the plot) and `NAME.md` (the finding in a few sentences, generated from the
+//! numbers, and the command that reproduces it). No result is hand-entered: every number
+//! comes from the training and inference engines evaluating the configured hardware.
+//!
+//! | study | what it evaluates |
+//! |---|---|
+//! | `memory-vs-recompute` | memory per GPU by component for the Korthikanti models under four recompute policies, fit in 80 GB, time cost |
+//! | `a100-to-b200` | the same training job on A100 and Blackwell clusters (best plan each), speed-up split into seven factors by Shapley values |
+//! | `technology-nodes` | devices derived from 12 nm .. 1 nm with their memory and network generations: training and inference time shares |
+//! | `matmul-boundedness` | every GEMM of Llama-2 70B and GPT-3 175B prefill/decode on A100/H100/H200/B200 on the roofline |
+//! | `dram-scaling` | decode and prefill latency and throughput as device memory moves HBM2e .. HBM4e (and GDDR7, LPDDR5X) |
+//!
+//! Invariant: a study either writes finite numbers or returns an error that names the config
+//! file, the key and what is allowed; it never panics on user input.
+
+pub mod common;
+pub mod csv;
+pub mod error;
+pub mod search;
+pub mod shapley;
+pub mod studies;
+pub mod svg;
+
+pub use error::StudyError;
+
+use std::path::{Path, PathBuf};
+
+/// A study's name and what it shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StudyInfo {
+    pub name: &'static str,
+    pub title: &'static str,
+}
+
+/// Every study, in the seed paper's order.
+pub const STUDIES: [StudyInfo; 5] = [
+    StudyInfo {
+        name: "memory-vs-recompute",
+        title: "Memory per GPU under activation recomputation (Korthikanti models, A100-80GB)",
+    },
+    StudyInfo {
+        name: "a100-to-b200",
+        title: "A100 -> B200 / GB200 NVL72 training speed-up, attributed to seven factors",
+    },
+    StudyInfo {
+        name: "technology-nodes",
+        title: "Technology nodes 12 nm -> 1 nm: where training and inference time goes",
+    },
+    StudyInfo {
+        name: "matmul-boundedness",
+        title: "Compute- vs memory-bound GEMMs of LLM inference on A100, H100, H200, B200",
+    },
+    StudyInfo {
+        name: "dram-scaling",
+        title: "DRAM generations and inference latency (TTFT vs TPOT)",
+    },
+];
+
+/// The three outputs of a study.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StudyOutput {
+    pub name: String,
+    pub csv: String,
+    pub svg: String,
+    /// Markdown: the finding and the command.
+    pub summary: String,
+}
+
+impl StudyOutput {
+    /// Write `NAME.csv`, `NAME.svg` and `NAME.md` into `dir` (created if needed).
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, StudyError> {
+        std::fs::create_dir_all(dir).map_err(|source| StudyError::Write {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let mut out = Vec::new();
+        for (ext, text) in [
+            ("csv", &self.csv),
+            ("svg", &self.svg),
+            ("md", &self.summary),
+        ] {
+            let p = dir.join(format!("{}.{ext}", self.name));
+            std::fs::write(&p, text).map_err(|source| StudyError::Write {
+                path: p.clone(),
+                source,
+            })?;
+            out.push(p);
+        }
+        Ok(out)
+    }
+}
+
+/// Names of the known studies.
+pub fn names() -> Vec<&'static str> {
+    STUDIES.iter().map(|s| s.name).collect()
+}
+
+/// The study called `name`, or an error listing the known ones.
+pub fn info(name: &str) -> Result<StudyInfo, StudyError> {
+    STUDIES
+        .iter()
+        .copied()
+        .find(|s| s.name == name)
+        .ok_or_else(|| StudyError::Unknown {
+            name: name.to_string(),
+            known: names().into_iter().map(String::from).collect(),
+        })
+}
+
+/// The repository's `configs/studies` directory (where the shipped configs live).
+pub fn configs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/studies")
+}
+
+/// The shipped config of study `name`: `configs/studies/NAME.toml` under the current
+/// directory if it exists there, else the repository's copy.
+pub fn default_config(name: &str) -> PathBuf {
+    let local = Path::new("configs/studies").join(format!("{name}.toml"));
+    if local.is_file() {
+        local
+    } else {
+        configs_dir().join(format!("{name}.toml"))
+    }
+}
+
+/// Run study `name` from `config` (default: its shipped config).
+pub fn run(name: &str, config: Option<&Path>) -> Result<StudyOutput, StudyError> {
+    let info = info(name)?;
+    let path = config
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| default_config(name));
+    let command = match config {
+        Some(p) => format!("perfcast study {name} --config {}", p.display()),
+        None => format!("perfcast study {name}"),
+    };
+    let ctx = common::StudyContext::new(info, &path, command)?;
+    match name {
+        "memory-vs-recompute" => studies::memory_recompute::run(&ctx),
+        "a100-to-b200" => studies::a100_to_b200::run(&ctx),
+        "technology-nodes" => studies::technology_nodes::run(&ctx),
+        "matmul-boundedness" => studies::matmul::run(&ctx),
+        "dram-scaling" => studies::dram_scaling::run(&ctx),
+        _ => Err(StudyError::Unknown {
+            name: name.to_string(),
+            known: names().into_iter().map(String::from).collect(),
+        }),
+    }
+}

@@ -1,0 +1,385 @@
+//! `memory-vs-recompute`: memory per GPU by component for the Korthikanti et al. 2022 models
+//! on A100-80GB with their published plans, under each recompute policy; which fit; the time
+//! each policy costs.
+
+use crate::common::{caption, model_err, pct, summary, StudyContext};
+use crate::csv::{num, Csv};
+use crate::error::StudyError;
+use crate::svg::{Axis, Bar, BarGroup, Figure, Panel, PanelKind, RefLine};
+use crate::StudyOutput;
+use perfcast_core::{AttentionKind, DType};
+use perfcast_engine::training::{StageMemory, Training, TrainingPlan, TrainingReport};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    #[allow(dead_code)]
+    study: String,
+    /// System file (device, network); the device count is each model's tp x pp x dp.
+    system: String,
+    /// Attention kernel of the runs (Korthikanti 2022 predates FlashAttention: `plain`).
+    #[serde(default = "plain")]
+    attention: AttentionKind,
+    #[serde(default = "fp16")]
+    precision: DType,
+    policies: Vec<Policy>,
+    models: Vec<ModelRun>,
+}
+
+fn plain() -> AttentionKind {
+    AttentionKind::Plain
+}
+fn fp16() -> DType {
+    DType::Fp16
+}
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Policy {
+    label: String,
+    recompute: String,
+    sp: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelRun {
+    label: String,
+    model: String,
+    tp: u32,
+    pp: u32,
+    #[serde(default = "one")]
+    dp: u32,
+    #[serde(default = "one")]
+    vpp: u32,
+    micro_batch: u32,
+    global_batch: u32,
+    /// The validation case this plan comes from (documentation).
+    #[serde(default)]
+    #[allow(dead_code)]
+    case: String,
+}
+
+/// One evaluated (model, policy).
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub model: String,
+    pub policy: String,
+    pub plan: TrainingPlan,
+    pub report: TrainingReport,
+    /// The stage with the largest memory (what must fit).
+    pub stage: StageMemory,
+}
+
+/// Memory components of a stage, GB: weights, gradients, optimizer, activations, other
+/// (transient buffers and the runtime reserve). They sum to the stage total.
+pub fn components(s: &StageMemory) -> [f64; 5] {
+    [
+        s.weights.gb(),
+        s.grads.gb(),
+        s.optimizer.gb(),
+        s.activations.gb(),
+        (s.temp + s.reserved).gb(),
+    ]
+}
+
+pub const COMPONENTS: [&str; 5] = [
+    "weights",
+    "gradients",
+    "optimizer state",
+    "activations",
+    "other (temp + reserve)",
+];
+
+/// Evaluate every (model, policy) of the config.
+pub fn evaluate(ctx: &StudyContext) -> Result<Vec<Row>, StudyError> {
+    let cfg: Config = ctx.parse()?;
+    if cfg.policies.is_empty() {
+        return Err(ctx.bad("policies", "needs at least one [[policies]] entry"));
+    }
+    if cfg.models.is_empty() {
+        return Err(ctx.bad("models", "needs at least one [[models]] entry"));
+    }
+    for (i, p) in cfg.policies.iter().enumerate() {
+        if !matches!(p.recompute.as_str(), "none" | "selective" | "full") {
+            return Err(ctx.bad(
+                &format!("policies[{i}].recompute"),
+                format!("`{}`: allowed are none, selective, full", p.recompute),
+            ));
+        }
+    }
+    let registry = crate::common::registry()?;
+    let mut rows = Vec::new();
+    for (i, m) in cfg.models.iter().enumerate() {
+        let key = format!("models[{i}]");
+        for (k, v) in [
+            ("tp", m.tp),
+            ("pp", m.pp),
+            ("dp", m.dp),
+            ("vpp", m.vpp),
+            ("micro_batch", m.micro_batch),
+            ("global_batch", m.global_batch),
+        ] {
+            if v == 0 {
+                return Err(ctx.bad(&format!("{key}.{k}"), "must be an integer >= 1"));
+            }
+        }
+        let spec = ctx.model(&format!("{key}.model"), &m.model)?;
+        let devices = m.tp * m.pp * m.dp;
+        let system = ctx.system("system", &cfg.system, devices)?;
+        let training = Training::new(spec, system, &registry)
+            .map_err(model_err(format!("{}: {}", key, m.label)))?;
+        for p in &cfg.policies {
+            let plan = TrainingPlan {
+                tp: m.tp,
+                pp: m.pp,
+                dp: m.dp,
+                vpp: m.vpp,
+                sp: p.sp,
+                micro_batch: m.micro_batch,
+                global_batch: m.global_batch,
+                recompute: p.recompute.clone(),
+                precision: cfg.precision,
+                attention: cfg.attention,
+                ..TrainingPlan::default()
+            };
+            let report = training
+                .evaluate(&plan)
+                .map_err(model_err(format!("{} under `{}`", m.label, p.label)))?;
+            let mem = &report.memory;
+            let stage = if mem.last_stage.total.0 > mem.first_stage.total.0 {
+                mem.last_stage
+            } else {
+                mem.first_stage
+            };
+            rows.push(Row {
+                model: m.label.clone(),
+                policy: p.label.clone(),
+                plan,
+                report,
+                stage,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
+    let rows = evaluate(ctx)?;
+    let mut csv = Csv::new(&[
+        "model",
+        "policy",
+        "recompute",
+        "sp",
+        "tp",
+        "pp",
+        "vpp",
+        "micro_batch",
+        "stage",
+        "weights_gb",
+        "gradients_gb",
+        "optimizer_gb",
+        "activations_gb",
+        "other_gb",
+        "total_gb",
+        "capacity_gb",
+        "fits",
+        "iteration_time_s",
+        "time_vs_first_policy",
+        "recompute_time_s",
+        "mfu",
+        "hfu",
+    ]);
+    let mut models: Vec<String> = Vec::new();
+    for r in &rows {
+        if !models.contains(&r.model) {
+            models.push(r.model.clone());
+        }
+    }
+    let first_time = |model: &str| {
+        rows.iter()
+            .find(|r| r.model == model)
+            .map(|r| r.report.iteration_time.0)
+            .unwrap_or(1.0)
+    };
+    for r in &rows {
+        let c = components(&r.stage);
+        let rep = &r.report;
+        let p = &r.plan;
+        csv.row(vec![
+            r.model.clone(),
+            r.policy.clone(),
+            p.recompute.clone(),
+            p.sp.to_string(),
+            p.tp.to_string(),
+            p.pp.to_string(),
+            p.vpp.to_string(),
+            p.micro_batch.to_string(),
+            r.stage.stage.to_string(),
+            num(c[0]),
+            num(c[1]),
+            num(c[2]),
+            num(c[3]),
+            num(c[4]),
+            num(r.stage.total.gb()),
+            num(rep.memory.capacity.gb()),
+            rep.memory.fits.to_string(),
+            num(rep.iteration_time.0),
+            num(rep.iteration_time.0 / first_time(&r.model)),
+            num(rep.breakdown.recompute.0),
+            num(rep.mfu),
+            num(rep.hfu),
+        ]);
+    }
+    let capacity = rows
+        .first()
+        .map(|r| r.report.memory.capacity.gb())
+        .unwrap_or(0.0);
+    let mut policies: Vec<String> = Vec::new();
+    for r in &rows {
+        if !policies.contains(&r.policy) {
+            policies.push(r.policy.clone());
+        }
+    }
+    let groups: Vec<BarGroup> = models
+        .iter()
+        .map(|m| BarGroup {
+            label: m.clone(),
+            bars: rows
+                .iter()
+                .filter(|r| &r.model == m)
+                .map(|r| Bar {
+                    label: r.policy.clone(),
+                    segments: components(&r.stage).to_vec(),
+                    note: if r.report.memory.fits {
+                        "fits".into()
+                    } else {
+                        "OOM".into()
+                    },
+                })
+                .collect(),
+        })
+        .collect();
+    let time_groups: Vec<BarGroup> = models
+        .iter()
+        .map(|m| BarGroup {
+            label: m.clone(),
+            bars: rows
+                .iter()
+                .filter(|r| &r.model == m)
+                .map(|r| {
+                    let rel = r.report.iteration_time.0 / first_time(m);
+                    Bar {
+                        label: r.policy.clone(),
+                        segments: vec![rel],
+                        note: format!("{rel:.2}"),
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    let fig = Figure {
+        title: ctx.info.title.to_string(),
+        width: 1100.0,
+        panel_height: 470.0,
+        panels: vec![
+            Panel {
+                title: "Memory per GPU of the most loaded pipeline stage".into(),
+                y: Axis::linear("memory per GPU (GB)"),
+                kind: PanelKind::StackedBars {
+                    series: COMPONENTS.iter().map(|s| s.to_string()).collect(),
+                    groups,
+                    reference: Some(RefLine {
+                        value: capacity,
+                        label: format!("device capacity {capacity:.0} GB"),
+                    }),
+                },
+            },
+            Panel {
+                title: format!(
+                    "Iteration time relative to `{}`",
+                    policies.first().cloned().unwrap_or_default()
+                ),
+                y: Axis::linear("iteration time (x first policy)"),
+                kind: PanelKind::StackedBars {
+                    series: vec!["iteration time".into()],
+                    groups: time_groups,
+                    reference: None,
+                },
+            },
+        ],
+        caption: caption(ctx),
+    };
+    let svg = fig.render()?;
+
+    // The finding, from the numbers.
+    let mut lines = Vec::new();
+    for p in &policies {
+        let rs: Vec<&Row> = rows.iter().filter(|r| &r.policy == p).collect();
+        let fit: Vec<&str> = rs
+            .iter()
+            .filter(|r| r.report.memory.fits)
+            .map(|r| r.model.as_str())
+            .collect();
+        let peaks: Vec<String> = rs
+            .iter()
+            .map(|r| format!("{:.0}", r.stage.total.gb()))
+            .collect();
+        let mean_rel: f64 = rs
+            .iter()
+            .map(|r| r.report.iteration_time.0 / first_time(&r.model))
+            .sum::<f64>()
+            / rs.len().max(1) as f64;
+        lines.push(format!(
+            "`{p}`: {} of {} models fit in {capacity:.0} GB ({}; peaks {} GB), time x{mean_rel:.2} on average",
+            fit.len(),
+            rs.len(),
+            if fit.is_empty() { "none".to_string() } else { fit.join(", ") },
+            peaks.join(" / ")
+        ));
+    }
+    // The fastest policy that fits each model, and what it saves over full recompute.
+    let mut best_lines = Vec::new();
+    for m in &models {
+        let fitting: Vec<&Row> = rows
+            .iter()
+            .filter(|r| &r.model == m && r.report.memory.fits)
+            .collect();
+        if let Some(b) = fitting.iter().min_by(|a, b| {
+            a.report
+                .iteration_time
+                .0
+                .total_cmp(&b.report.iteration_time.0)
+        }) {
+            let full = rows
+                .iter()
+                .find(|r| &r.model == m && r.policy.contains("full"));
+            let saving = full
+                .map(|f| 1.0 - b.report.iteration_time.0 / f.report.iteration_time.0)
+                .unwrap_or(0.0);
+            best_lines.push(format!(
+                "{m}: `{}` ({:.1} s/iter, {} faster than full recompute)",
+                b.policy,
+                b.report.iteration_time.0,
+                pct(saving)
+            ));
+        } else {
+            best_lines.push(format!("{m}: no policy fits"));
+        }
+    }
+    let finding = format!(
+        "Activation memory decides what fits: {}. The fastest policy that fits is {}. Components per GPU are weights, gradients, optimizer state, activations and transient buffers of the most loaded pipeline stage, from the training engine's memory model (Korthikanti et al. 2022 activation formulas); times are its predicted iteration times under each policy, relative to the first policy.",
+        lines.join("; "),
+        best_lines.join("; ")
+    );
+    Ok(StudyOutput {
+        name: ctx.info.name.to_string(),
+        csv: csv.render(),
+        svg,
+        summary: summary(ctx, &finding),
+    })
+}

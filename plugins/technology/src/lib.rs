@@ -1,0 +1,504 @@
+//! Technology-scaling plugins: hardware derived from a process node and from memory and
+//! network generations, for design-space exploration (seed-paper digest §3.5: the paper's
+//! 12 nm -> 1 nm study separates logic, memory and network scaling).
+//!
+//! | kind | category | derives |
+//! |---|---|---|
+//! | `tech/node-scaled-gpu` | compute unit | matrix/vector peaks from logic density, energy per op and supply limits under the reference die's area and power ([`node`]) |
+//! | `tech/node-sram` | memory tier | on-chip SRAM capacity from SRAM density under the reference SRAM area |
+//! | `tech/dram-generation` | memory tier | device memory from a DRAM generation and a stack count ([`generations`]) |
+//! | `tech/link-generation` | interconnect | a scale-up or scale-out level from a link generation |
+//!
+//! The GPU it derives is the built-in `gpu` model ([`perfcast_plugin_gpu::Gpu`]) with derived
+//! peaks, so the GEMM efficiency terms (wave and tile quantisation, reduction depth) are the
+//! same as for shipped devices.
+
+pub mod generations;
+pub mod node;
+
+use generations::{dram_generation, link_generation, LinkFamily};
+use node::{builtin_node, operating_point, NodeScaling, OperatingLimits, OperatingPoint};
+use perfcast_core::hardware::{collective_time, CollectiveAlgorithm};
+use perfcast_core::op::Collective;
+use perfcast_core::params::{self, fraction, non_negative, positive};
+use perfcast_core::registry::{BuiltinPlugin, Category, Component};
+use perfcast_core::{
+    Bandwidth, Bytes, DType, Interconnect, MemoryTier, PluginError, Seconds, TierLevel,
+};
+use perfcast_plugin_gpu::{Gpu, GpuParams};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub use node::{Limit, ReferenceGpu};
+
+/// Parameters of `tech/node-scaled-gpu`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeGpuParams {
+    #[serde(default)]
+    pub name: String,
+    /// A built-in node (12, 7, 5, 3, 2, 1); ignored when `node` is given.
+    #[serde(default)]
+    pub node_nm: Option<f64>,
+    /// An explicit node row (relative to the reference node).
+    #[serde(default)]
+    pub node: Option<NodeScaling>,
+    /// The device the scaling starts from (default: A100-SXM4 on N7).
+    #[serde(default)]
+    pub reference: ReferenceGpu,
+    #[serde(default)]
+    pub limits: OperatingLimits,
+    /// Matrix formats the node adds beyond the reference's, as multiples of the derived bf16
+    /// peak (e.g. `{ fp8 = 2.0, fp4 = 4.0 }` for a Hopper/Blackwell-class tensor core).
+    #[serde(default)]
+    pub extra_formats: BTreeMap<DType, f64>,
+    /// Passed to the `gpu` model (its documented defaults otherwise).
+    #[serde(default)]
+    pub matmul_efficiency: Option<f64>,
+    #[serde(default)]
+    pub vector_efficiency: Option<f64>,
+    #[serde(default)]
+    pub launch_overhead_us: Option<f64>,
+}
+
+impl NodeGpuParams {
+    /// The node row in effect.
+    pub fn node_row(&self) -> Result<NodeScaling, PluginError> {
+        match (&self.node, self.node_nm) {
+            (Some(n), _) => Ok(*n),
+            (None, Some(nm)) => builtin_node(nm).ok_or_else(|| PluginError::Params {
+                path: "node_nm".into(),
+                message: format!(
+                    "no built-in node {nm} nm; built-in: {} (or give an explicit `node` table)",
+                    node::BUILTIN_NODES
+                        .iter()
+                        .map(|n| n.node_nm.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }),
+            (None, None) => Err(PluginError::Params {
+                path: "node_nm".into(),
+                message: "set `node_nm` (a built-in node) or an explicit `node` table".into(),
+            }),
+        }
+    }
+}
+
+/// Derive the GPU of `p`: the built-in `gpu` model with scaled peaks, and the operating point.
+pub fn derive_gpu(p: &NodeGpuParams) -> Result<(Gpu, OperatingPoint), PluginError> {
+    let row = p.node_row()?;
+    let point = operating_point(&row, &p.limits)?;
+    let r = &p.reference;
+    positive("reference.clock_ghz", r.clock_ghz)?;
+    let bf16 = r
+        .matrix_tflops
+        .get(&DType::Bf16)
+        .copied()
+        .ok_or_else(|| PluginError::Params {
+            path: "reference.matrix_tflops.bf16".into(),
+            message: "the reference needs a bf16 peak (extra formats are multiples of it)".into(),
+        })?;
+    let scale = point.throughput;
+    let mut matrix: BTreeMap<DType, f64> = r
+        .matrix_tflops
+        .iter()
+        .map(|(d, v)| (*d, v * scale))
+        .collect();
+    for (d, k) in &p.extra_formats {
+        positive(&format!("extra_formats.{d}"), *k)?;
+        matrix.insert(*d, bf16 * scale * k);
+    }
+    let vector = r
+        .vector_tflops
+        .iter()
+        .map(|(d, v)| (*d, v * scale))
+        .collect();
+    let name = if p.name.is_empty() {
+        format!("{} scaled to {} nm", r.name, row.node_nm)
+    } else {
+        p.name.clone()
+    };
+    let mut gp = GpuParams {
+        name,
+        matrix_tflops: matrix,
+        vector_tflops: vector,
+        sm_count: ((r.sm_count as f64 * point.mac_units).round() as u32).max(1),
+        clock_ghz: r.clock_ghz * point.clock,
+        matmul_efficiency: 0.8,
+        vector_efficiency: 0.8,
+        tile_m: 128,
+        tile_n: 128,
+        k_half: 64.0,
+        launch_overhead_us: 3.0,
+    };
+    // The gpu plugin's documented defaults, unless given.
+    let defaults: GpuParams = params::parse(&serde_json::json!({
+        "matrix_tflops": {"bf16": 1.0}, "vector_tflops": {"fp32": 1.0}, "sm_count": 1
+    }))?;
+    gp.matmul_efficiency = p.matmul_efficiency.unwrap_or(defaults.matmul_efficiency);
+    gp.vector_efficiency = p.vector_efficiency.unwrap_or(defaults.vector_efficiency);
+    gp.launch_overhead_us = p.launch_overhead_us.unwrap_or(defaults.launch_overhead_us);
+    gp.tile_m = defaults.tile_m;
+    gp.tile_n = defaults.tile_n;
+    gp.k_half = defaults.k_half;
+    Ok((Gpu::new(gp)?, point))
+}
+
+fn build_node_gpu(v: &serde_json::Value) -> Result<Component, PluginError> {
+    let p: NodeGpuParams = params::parse(v)?;
+    Ok(Component::ComputeUnit(Arc::new(derive_gpu(&p)?.0)))
+}
+
+/// A memory tier described by numbers (what the technology kinds build).
+#[derive(Debug, Clone)]
+pub struct TechTier {
+    kind: &'static str,
+    level: TierLevel,
+    capacity: Bytes,
+    bandwidth: Bandwidth,
+    efficiency: f64,
+    latency: Seconds,
+    /// Technology label (e.g. `HBM3e x 8`).
+    pub technology: String,
+}
+
+impl MemoryTier for TechTier {
+    fn kind(&self) -> &str {
+        self.kind
+    }
+    fn level(&self) -> TierLevel {
+        self.level
+    }
+    fn capacity(&self) -> Bytes {
+        self.capacity
+    }
+    fn bandwidth(&self) -> Bandwidth {
+        self.bandwidth
+    }
+    fn efficiency(&self) -> f64 {
+        self.efficiency
+    }
+    fn latency(&self) -> Seconds {
+        self.latency
+    }
+}
+
+fn d_dram_eff() -> f64 {
+    // The `hbm` plugin's default: STREAM-like kernels reach ~85-92 % of the datasheet peak
+    // (Jia et al. 2021; Luo et al. 2024).
+    0.9
+}
+fn d_dram_latency() -> f64 {
+    500.0
+}
+
+/// Parameters of `tech/dram-generation`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DramGenParams {
+    /// A generation of [`generations::DRAM_GENERATIONS`] (HBM2 .. HBM4e, GDDR7, LPDDR5X).
+    pub generation: String,
+    /// Stacks (HBM), chips (GDDR) or packages (LPDDR) on the package.
+    pub units: u32,
+    /// Override of the per-unit bandwidth, GB/s (e.g. a slower speed bin).
+    #[serde(default)]
+    pub unit_bandwidth_gbs: Option<f64>,
+    /// Override of the per-unit capacity, GB.
+    #[serde(default)]
+    pub unit_capacity_gb: Option<f64>,
+    #[serde(default = "d_dram_eff")]
+    pub efficiency: f64,
+    #[serde(default = "d_dram_latency")]
+    pub latency_ns: f64,
+}
+
+/// Build the device-memory tier of `p`.
+pub fn dram_tier(p: &DramGenParams) -> Result<TechTier, PluginError> {
+    let g = dram_generation(&p.generation)?;
+    if p.units == 0 {
+        return Err(PluginError::Params {
+            path: "units".into(),
+            message: "must be >= 1".into(),
+        });
+    }
+    let bw = positive(
+        "unit_bandwidth_gbs",
+        p.unit_bandwidth_gbs.unwrap_or(g.unit_bandwidth_gbs),
+    )?;
+    let cap = positive(
+        "unit_capacity_gb",
+        p.unit_capacity_gb.unwrap_or(g.unit_capacity_gb),
+    )?;
+    Ok(TechTier {
+        kind: "tech/dram-generation",
+        level: TierLevel::Device,
+        capacity: Bytes::from_gb(cap * p.units as f64),
+        bandwidth: Bandwidth::from_gbs(bw * p.units as f64),
+        efficiency: fraction("efficiency", p.efficiency)?,
+        latency: Seconds::from_nanos(non_negative("latency_ns", p.latency_ns)?),
+        technology: format!("{} x {}", g.name, p.units),
+    })
+}
+
+fn build_dram(v: &serde_json::Value) -> Result<Component, PluginError> {
+    let p: DramGenParams = params::parse(v)?;
+    Ok(Component::MemoryTier(Arc::new(dram_tier(&p)?)))
+}
+
+fn d_ref_mb() -> f64 {
+    // A100 L2: 40 MB (NVIDIA A100 whitepaper).
+    40.0
+}
+fn d_ref_tbs() -> f64 {
+    // A100 L2 bandwidth, DeepFlow a100 config (seed digest §2.3).
+    7.05
+}
+fn d_sram_eff() -> f64 {
+    0.8
+}
+
+/// Parameters of `tech/node-sram`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSramParams {
+    /// A built-in node; ignored when `node` is given.
+    #[serde(default)]
+    pub node_nm: Option<f64>,
+    #[serde(default)]
+    pub node: Option<NodeScaling>,
+    #[serde(default)]
+    pub limits: OperatingLimits,
+    /// The reference SRAM (same area at every node). Default: A100 L2.
+    #[serde(default = "d_ref_mb")]
+    pub reference_capacity_mb: f64,
+    #[serde(default = "d_ref_tbs")]
+    pub reference_bandwidth_tbs: f64,
+    #[serde(default = "d_sram_eff")]
+    pub efficiency: f64,
+}
+
+/// Build the on-chip tier of `p`: capacity scales with SRAM density (fixed SRAM area);
+/// bandwidth with the derived clock and with the square root of the capacity (more, larger
+/// banks: ASSUMPTION, not a published law).
+pub fn sram_tier(p: &NodeSramParams) -> Result<TechTier, PluginError> {
+    let row = match (&p.node, p.node_nm) {
+        (Some(n), _) => *n,
+        (None, Some(nm)) => builtin_node(nm).ok_or_else(|| PluginError::Params {
+            path: "node_nm".into(),
+            message: format!("no built-in node {nm} nm"),
+        })?,
+        (None, None) => {
+            return Err(PluginError::Params {
+                path: "node_nm".into(),
+                message: "set `node_nm` or an explicit `node` table".into(),
+            })
+        }
+    };
+    let op = operating_point(&row, &p.limits)?;
+    let cap = positive("reference_capacity_mb", p.reference_capacity_mb)? * row.sram_density;
+    let bw = positive("reference_bandwidth_tbs", p.reference_bandwidth_tbs)?
+        * op.clock
+        * row.sram_density.sqrt();
+    Ok(TechTier {
+        kind: "tech/node-sram",
+        level: TierLevel::OnChip,
+        capacity: Bytes(cap * 1e6),
+        bandwidth: Bandwidth::from_tbs(bw),
+        efficiency: fraction("efficiency", p.efficiency)?,
+        latency: Seconds::ZERO,
+        technology: format!("SRAM at {} nm", row.node_nm),
+    })
+}
+
+fn build_sram(v: &serde_json::Value) -> Result<Component, PluginError> {
+    let p: NodeSramParams = params::parse(v)?;
+    Ok(Component::MemoryTier(Arc::new(sram_tier(&p)?)))
+}
+
+/// Parameters of `tech/link-generation`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkGenParams {
+    /// A generation of [`generations::LINK_GENERATIONS`] (nvlink2..nvlink7, edr..3.2t).
+    pub generation: String,
+    /// Devices in one domain (scale-up: NVLink domain; scale-out: default unlimited).
+    #[serde(default)]
+    pub domain_size: Option<u32>,
+    /// Achievable fraction of the per-direction bandwidth (default: the `nvlink` plugin's
+    /// 0.8 for scale-up, the `infiniband` plugin's 0.9 for scale-out).
+    #[serde(default)]
+    pub efficiency: Option<f64>,
+    /// Latency per algorithm step, µs (default: 1 scale-up, 5 scale-out, as the network plugin).
+    #[serde(default)]
+    pub latency_us: Option<f64>,
+    /// Fixed cost per collective, µs (default 5, as the network plugin).
+    #[serde(default)]
+    pub base_latency_us: Option<f64>,
+}
+
+/// A network level built from a link generation (alpha-beta collectives, as `nvlink` and
+/// `infiniband`).
+#[derive(Debug, Clone)]
+pub struct GenLink {
+    domain: u32,
+    bandwidth: Bandwidth,
+    latency: Seconds,
+    base_latency: Seconds,
+    pub generation: String,
+}
+
+impl Interconnect for GenLink {
+    fn kind(&self) -> &str {
+        "tech/link-generation"
+    }
+    fn domain_size(&self) -> u32 {
+        self.domain
+    }
+    fn bandwidth(&self) -> Bandwidth {
+        self.bandwidth
+    }
+    fn latency(&self) -> Seconds {
+        self.latency
+    }
+    fn collective_time(&self, c: &Collective, algorithm: CollectiveAlgorithm) -> Seconds {
+        if c.ranks <= 1 {
+            return Seconds::ZERO;
+        }
+        self.base_latency + collective_time(c, self.bandwidth, self.latency, algorithm)
+    }
+}
+
+/// Build the network level of `p`.
+pub fn link(p: &LinkGenParams) -> Result<GenLink, PluginError> {
+    let g = link_generation(&p.generation)?;
+    let (eff, lat, domain) = match g.family {
+        LinkFamily::ScaleUp => (0.8, 1.0, p.domain_size.unwrap_or(8)),
+        LinkFamily::ScaleOut => (0.9, 5.0, p.domain_size.unwrap_or(u32::MAX)),
+    };
+    if domain == 0 {
+        return Err(PluginError::Params {
+            path: "domain_size".into(),
+            message: "must be >= 1".into(),
+        });
+    }
+    let eff = fraction("efficiency", p.efficiency.unwrap_or(eff))?;
+    Ok(GenLink {
+        domain,
+        bandwidth: Bandwidth::from_gbs(g.bandwidth_gbs * eff),
+        latency: Seconds::from_micros(non_negative("latency_us", p.latency_us.unwrap_or(lat))?),
+        base_latency: Seconds::from_micros(non_negative(
+            "base_latency_us",
+            p.base_latency_us.unwrap_or(5.0),
+        )?),
+        generation: g.name.to_string(),
+    })
+}
+
+fn build_link(v: &serde_json::Value) -> Result<Component, PluginError> {
+    let p: LinkGenParams = params::parse(v)?;
+    Ok(Component::Interconnect(Arc::new(link(&p)?)))
+}
+
+macro_rules! builtin {
+    ($cat:ident, $name:expr, $desc:expr, $f:ident) => {
+        perfcast_core::inventory::submit! {
+            BuiltinPlugin {
+                category: Category::$cat,
+                name: $name,
+                crate_name: env!("CARGO_PKG_NAME"),
+                version: env!("CARGO_PKG_VERSION"),
+                description: $desc,
+                factory: $f,
+            }
+        }
+    };
+}
+
+builtin!(
+    ComputeUnit,
+    "tech/node-scaled-gpu",
+    "GPU derived from a process node (logic density, energy per op, supply limits) under the reference die's area and power",
+    build_node_gpu
+);
+builtin!(
+    MemoryTier,
+    "tech/node-sram",
+    "on-chip SRAM sized by a node's SRAM density in the reference SRAM area",
+    build_sram
+);
+builtin!(
+    MemoryTier,
+    "tech/dram-generation",
+    "device memory from a DRAM generation (HBM2..HBM4e, GDDR7, LPDDR5X) and a stack count",
+    build_dram
+);
+builtin!(
+    Interconnect,
+    "tech/link-generation",
+    "network level from a link generation (NVLink 2..7, InfiniBand EDR..3.2T)",
+    build_link
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfcast_core::{ComputeUnit, Engine};
+    use serde_json::json;
+
+    #[test]
+    fn reference_node_reproduces_a100() {
+        let p: NodeGpuParams = params::parse(&json!({"node_nm": 7})).unwrap();
+        let (g, op) = derive_gpu(&p).unwrap();
+        assert_eq!(op.limit, Limit::Area);
+        let bf16 = g.peak(Engine::Matrix, DType::Bf16).unwrap().tflops();
+        assert!((bf16 - 312.0).abs() < 1e-9, "{bf16}");
+        assert!(g.peak(Engine::Matrix, DType::Fp8).is_none());
+    }
+
+    #[test]
+    fn extra_formats_and_unknown_node() {
+        let p: NodeGpuParams =
+            params::parse(&json!({"node_nm": 3, "extra_formats": {"fp8": 2.0}})).unwrap();
+        let (g, _) = derive_gpu(&p).unwrap();
+        let bf = g.peak(Engine::Matrix, DType::Bf16).unwrap().0;
+        let f8 = g.peak(Engine::Matrix, DType::Fp8).unwrap().0;
+        assert!((f8 / bf - 2.0).abs() < 1e-12);
+        let e = build_node_gpu(&json!({"node_nm": 4})).err().unwrap();
+        assert!(
+            e.to_string().contains("node_nm") && e.to_string().contains("12"),
+            "{e}"
+        );
+        let e = build_node_gpu(&json!({"node_nm": 7, "nodes": 1}))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("nodes"), "{e}");
+    }
+
+    #[test]
+    fn dram_and_link_tiers() {
+        let t = dram_tier(&params::parse(&json!({"generation": "HBM3e", "units": 8})).unwrap())
+            .unwrap();
+        assert!((t.bandwidth().0 - 8.0 * 1228.8e9).abs() < 1.0);
+        assert_eq!(t.level(), TierLevel::Device);
+        let e = build_dram(&json!({"generation": "HBM3e", "units": 0}))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("units"), "{e}");
+        let l = link(&params::parse(&json!({"generation": "nvlink5", "domain_size": 72})).unwrap())
+            .unwrap();
+        assert_eq!(l.domain_size(), 72);
+        assert!((l.bandwidth().gbs() - 720.0).abs() < 1e-9);
+        let ib = link(&params::parse(&json!({"generation": "ndr"})).unwrap()).unwrap();
+        assert_eq!(ib.domain_size(), u32::MAX);
+    }
+
+    #[test]
+    fn sram_follows_density() {
+        let s7 = sram_tier(&params::parse(&json!({"node_nm": 7})).unwrap()).unwrap();
+        let s2 = sram_tier(&params::parse(&json!({"node_nm": 2})).unwrap()).unwrap();
+        assert!((s7.capacity().0 - 40e6).abs() < 1.0);
+        assert!(s2.capacity().0 > s7.capacity().0);
+    }
+}
