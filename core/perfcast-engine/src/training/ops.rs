@@ -134,6 +134,17 @@ pub struct Timer<'a> {
 
 impl Timer<'_> {
     fn add(&self, acc: &mut ClassTimes, op: ComputeOp, count: f64) -> Result<f64, ModelError> {
+        self.add_as(acc, op, count, class_of(&op))
+    }
+
+    /// Time `op` and book it under `class`.
+    fn add_as(
+        &self,
+        acc: &mut ClassTimes,
+        op: ComputeOp,
+        count: f64,
+        class: OpClass,
+    ) -> Result<f64, ModelError> {
         if count <= 0.0 || op.flops().0 == 0.0 && op.min_bytes().0 == 0.0 {
             return Ok(0.0);
         }
@@ -141,7 +152,7 @@ impl Timer<'_> {
         if !(t.is_finite() && t >= 0.0) {
             ensure_finite(op.class(), t)?;
         }
-        acc.0[class_of(&op) as usize] += t * count;
+        acc.0[class as usize] += t * count;
         Ok(t * count)
     }
 }
@@ -234,6 +245,64 @@ impl LayerShape {
             backward,
         })
     }
+    /// The attention core, booked under the attention class. FlashAttention is one fused
+    /// kernel (`Attention` op). Plain attention is what Megatron-LM ran before FlashAttention
+    /// (Shoeybi et al. 2019; Korthikanti 2022 §4.1): a batched QKᵀ GEMM writing the scores, a
+    /// fused scale-mask-softmax kernel (reads and writes the scores), attention dropout
+    /// (reads them, writes the output and a 1-byte mask), and a batched ·V GEMM reading them;
+    /// backward: the two GEMMs' dX/dW counterparts, dropout backward (`2e + 1`) and softmax
+    /// backward (reads output and gradient, writes the input gradient: `3e`).
+    fn attention(
+        &self,
+        timer: &Timer,
+        acc: &mut ClassTimes,
+        backward: bool,
+    ) -> Result<f64, ModelError> {
+        let class = OpClass::Attention;
+        if self.attention == AttentionKind::Flash {
+            return timer.add_as(acc, self.attention_op(backward), 1.0, class);
+        }
+        let e = self.e();
+        let batch = self.b * self.a_dev;
+        let (q, k, d) = (self.sq, self.s, self.d);
+        let scores = batch * q * k;
+        let bgemm = |m: u64, n: u64, kk: u64| {
+            ComputeOp::Gemm(Gemm::new(m, n, kk, self.act_dtype).batched(batch))
+        };
+        let mut t = 0.0;
+        if !backward {
+            t += timer.add_as(acc, bgemm(q, k, d), 1.0, class)?;
+            t += timer.add_as(
+                acc,
+                self.vec(VectorOpKind::Softmax, scores, 5.0, 2.0 * e),
+                1.0,
+                class,
+            )?;
+            if self.dropout {
+                let op = self.vec(VectorOpKind::Dropout, scores, 2.0, 2.0 * e + 1.0);
+                t += timer.add_as(acc, op, 1.0, class)?;
+            }
+            t += timer.add_as(acc, bgemm(q, d, k), 1.0, class)?;
+        } else {
+            // dP = dO·Vᵀ, dV = Pᵀ·dO
+            t += timer.add_as(acc, bgemm(q, k, d), 1.0, class)?;
+            t += timer.add_as(acc, bgemm(k, d, q), 1.0, class)?;
+            if self.dropout {
+                let op = self.vec(VectorOpKind::Dropout, scores, 1.0, 2.0 * e + 1.0);
+                t += timer.add_as(acc, op, 1.0, class)?;
+            }
+            t += timer.add_as(
+                acc,
+                self.vec(VectorOpKind::Softmax, scores, 4.0, 3.0 * e),
+                1.0,
+                class,
+            )?;
+            // dQ = dS·K, dK = dSᵀ·Q
+            t += timer.add_as(acc, bgemm(q, d, k), 1.0, class)?;
+            t += timer.add_as(acc, bgemm(k, d, q), 1.0, class)?;
+        }
+        Ok(t)
+    }
     fn e(&self) -> f64 {
         self.act_dtype.bytes()
     }
@@ -308,7 +377,7 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
         x.vec(VectorOpKind::Activation, tok * x.f_dev, 8.0, act_bytes),
         1.0,
     )?;
-    let attn_f = timer.add(&mut f, x.attention_op(false), 1.0)?;
+    let attn_f = x.attention(timer, &mut f, false)?;
 
     // Backward.
     let mut b = ClassTimes::default();
@@ -340,7 +409,7 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
         x.vec(VectorOpKind::Activation, tok * x.f_dev, 10.0, act_b),
         1.0,
     )?;
-    let attn_b = timer.add(&mut b, x.attention_op(true), 1.0)?;
+    let attn_b = x.attention(timer, &mut b, true)?;
 
     Ok(LayerTimes {
         fwd: PassTimes {
