@@ -26,6 +26,8 @@ struct Fixtures {
     c_v1_0: PathBuf,
     c_major2: PathBuf,
     not_plugin_so: PathBuf,
+    /// C plugins with broken descriptors: (library, what the error must say).
+    malformed: Vec<(PathBuf, &'static str)>,
     text: PathBuf,
 }
 
@@ -124,6 +126,15 @@ fn fixtures() -> &'static Fixtures {
         let nothing = dir.join("nothing.c");
         std::fs::write(&nothing, "int nothing(void) { return 0; }\n").unwrap();
         let not_plugin_so = cc(&dir, &nothing, "libnothing.so", &[]);
+        let malformed = MALFORMED
+            .iter()
+            .enumerate()
+            .map(|(i, (body, want))| {
+                let src = dir.join(format!("malformed{i}.c"));
+                std::fs::write(&src, format!("#include \"perfcast_plugin.h\"\n{body}\n")).unwrap();
+                (cc(&dir, &src, &format!("libmalformed{i}.so"), &[]), *want)
+            })
+            .collect();
         let text = dir.join("notes.txt");
         std::fs::write(&text, "not a library\n").unwrap();
         Fixtures {
@@ -137,10 +148,46 @@ fn fixtures() -> &'static Fixtures {
             c_v1_0,
             c_major2,
             not_plugin_so,
+            malformed,
             text,
         }
     })
 }
+
+/// Broken C descriptors (C source after the header include) and what the error must say.
+const MALFORMED: [(&str, &str); 4] = [
+    (
+        "static const perfcast_plugin p = { .struct_size = 8, .abi_major = 1 };
+         const perfcast_plugin *perfcast_plugin_entry_v1(void) { return &p; }",
+        "struct_size is 8",
+    ),
+    (
+        "const perfcast_plugin *perfcast_plugin_entry_v1(void) { return 0; }",
+        "returned NULL",
+    ),
+    (
+        "static const perfcast_plugin p = { .struct_size = sizeof p, .abi_major = 3,
+             .name = \"x\" };
+         const perfcast_plugin *perfcast_plugin_entry_v1(void) { return &p; }",
+        "built for C ABI 3.0, this host expects C ABI 1.x",
+    ),
+    (
+        "static int create(const char *j, void **o, char *e, size_t n) {
+             (void)j; (void)e; (void)n; *o = 0; return 0; }
+         static int props(const void *s, perfcast_tier *t, char *e, size_t n) {
+             (void)s; (void)t; (void)e; (void)n; return 0; }
+         static const perfcast_memory_tier_vtable vt = { .struct_size = sizeof vt,
+             .properties = props };
+         static const perfcast_component c = { .struct_size = sizeof c,
+             .category = PERFCAST_CATEGORY_MEMORY_TIER, .name = \"sram\", .create = create,
+             .vtable = &vt };
+         static const perfcast_component *const cs[] = { &c };
+         static const perfcast_plugin p = { .struct_size = sizeof p, .abi_major = 1,
+             .n_components = 1, .name = \"x\", .version = \"1\", .components = cs };
+         const perfcast_plugin *perfcast_plugin_entry_v1(void) { return &p; }",
+        "must be namespaced",
+    ),
+];
 
 /// A native compute unit standing in for a built-in plugin.
 struct FakeGpu;
@@ -604,6 +651,17 @@ fn missing_unreadable_and_non_plugin_files() {
     if libc.exists() {
         let e = load_err(libc, None).to_string();
         assert!(e.contains("not a perfcast plugin"), "{e}");
+    }
+}
+
+#[test]
+fn malformed_c_descriptors_are_rejected_by_name() {
+    let f = fixtures();
+    for (lib, want) in &f.malformed {
+        let e = load_err(lib, None).to_string();
+        assert!(e.contains(want), "{e} (wanted {want})");
+        assert!(e.contains(&lib.display().to_string()), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
     }
 }
 
