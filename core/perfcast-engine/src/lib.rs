@@ -19,4 +19,4 @@ pub use perfcast_plugin_parallel as parallel_plugins;
 pub use perfcast_plugin_recompute as recompute_plugins;
 pub use perfcast_plugin_schedule as schedule_plugins;
 
-pub use training::{EngineParams, Training, TrainingPlan, TrainingReport};
+pub use training::{EngineParams, Training, TrainingOptions, TrainingPlan, TrainingReport};

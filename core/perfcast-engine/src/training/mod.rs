@@ -58,30 +58,54 @@ impl TrainingComponents {
     /// The default strategies, and every registered recompute policy and schedule, each built
     /// with its default parameters.
     pub fn from_registry(registry: &Registry) -> Result<Self, ModelError> {
+        Self::from_options(registry, &TrainingOptions::default())
+    }
+
+    /// The strategies of `options` (default: [`DEFAULT_STRATEGIES`]) built with their
+    /// parameters, and every registered recompute policy and schedule.
+    pub fn from_options(
+        registry: &Registry,
+        options: &TrainingOptions,
+    ) -> Result<Self, ModelError> {
         // Naming the built-in plugin crates keeps them (and their registrations) linked.
         let _ = (
             perfcast_plugin_recompute::NAMES.len(),
             perfcast_plugin_schedule::NAMES.len(),
         );
-        let mut strategies = Vec::with_capacity(DEFAULT_STRATEGIES.len());
-        for n in DEFAULT_STRATEGIES {
+        let names: Vec<&str> = match &options.strategies {
+            Some(list) => list.iter().map(String::as_str).collect(),
+            None => DEFAULT_STRATEGIES.to_vec(),
+        };
+        for key in options.strategy_params.keys() {
+            if !names.contains(&key.as_str()) {
+                return Err(ModelError::invalid(
+                    format!("training.strategy_params.{key}"),
+                    key,
+                    format!("not a strategy in use; in use: {}", names.join(", ")),
+                ));
+            }
+        }
+        let null = serde_json::Value::Null;
+        let mut strategies = Vec::with_capacity(names.len());
+        for n in names {
+            let params = options.strategy_params.get(n).unwrap_or(&null);
             strategies.push(
                 registry
-                    .parallel_strategy(n, &serde_json::Value::Null)
+                    .parallel_strategy(n, params)
                     .map_err(registry_error)?,
             );
         }
         let mut recompute = Vec::new();
         for n in registry.names(Category::RecomputePolicy) {
             let p = registry
-                .recompute_policy(&n, &serde_json::Value::Null)
+                .recompute_policy(&n, &null)
                 .map_err(registry_error)?;
             recompute.push((n, p));
         }
         let mut schedules = Vec::new();
         for n in registry.names(Category::PipelineSchedule) {
             let p = registry
-                .pipeline_schedule(&n, &serde_json::Value::Null)
+                .pipeline_schedule(&n, &null)
                 .map_err(registry_error)?;
             schedules.push((n, p));
         }
@@ -91,6 +115,22 @@ impl TrainingComponents {
             schedules,
         })
     }
+}
+
+/// How a host configures the training model (e.g. a `[training]` config table): engine
+/// parameters, and the parallel strategies with their parameters. Shared by every plan.
+#[derive(serde::Deserialize, serde::Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingOptions {
+    #[serde(default)]
+    pub engine: EngineParams,
+    /// Strategy registry names in mesh order; default `tensor, sequence, context, pipeline,
+    /// data, zero`.
+    #[serde(default)]
+    pub strategies: Option<Vec<String>>,
+    /// Parameters per strategy name, e.g. `data = { overlap_efficiency = 0.9 }`.
+    #[serde(default)]
+    pub strategy_params: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// A model on a system, resolved and ready to evaluate training plans.
@@ -136,6 +176,17 @@ impl Training {
     pub fn new(model: ModelSpec, system: System, registry: &Registry) -> Result<Self, ModelError> {
         let comps = TrainingComponents::from_registry(registry)?;
         Self::with_components(model, system, comps, EngineParams::default())
+    }
+
+    /// Resolve the execution plugins from `registry` as `options` say.
+    pub fn with_options(
+        model: ModelSpec,
+        system: System,
+        registry: &Registry,
+        options: &TrainingOptions,
+    ) -> Result<Self, ModelError> {
+        let comps = TrainingComponents::from_options(registry, options)?;
+        Self::with_components(model, system, comps, options.engine.clone())
     }
 
     /// Use explicit execution plugins and engine parameters.

@@ -570,3 +570,43 @@ fn korthikanti_table4_shape() {
     let extra = full.layer.backward.millis() - b;
     assert!(close(extra, f, 1e-9), "{extra} vs {f}");
 }
+
+/// Strategy parameters reach the plugins; unknown names and bad values are errors.
+#[test]
+fn options_configure_strategies() {
+    let m = gpt(24, 2304, 24);
+    let ev = |opts: &TrainingOptions| {
+        let t = Training::with_options(m.clone(), a100_system(32), &registry(), opts)?;
+        let mut pl = plan(1, 1, 32, 4, 512, "none");
+        pl.overlap_grad_reduce = true;
+        t.evaluate(&pl)
+    };
+    let base = ev(&TrainingOptions::default()).unwrap();
+    let opts: TrainingOptions = serde_json::from_value(serde_json::json!({
+        "strategy_params": {"data": {"overlap_efficiency": 0.01}},
+        "engine": {"runtime_reserve_gib": 2.0}
+    }))
+    .unwrap();
+    let low = ev(&opts).unwrap();
+    assert!(low.breakdown.dp_comm.0 > base.breakdown.dp_comm.0);
+    assert!(close(
+        low.memory.peak.0 - base.memory.peak.0,
+        Bytes::from_gib(1.0).0,
+        1e-9
+    ));
+    let bad: TrainingOptions = serde_json::from_value(serde_json::json!({
+        "strategy_params": {"dataa": {}}
+    }))
+    .unwrap();
+    let e = ev(&bad).unwrap_err().to_string();
+    assert!(e.contains("training.strategy_params.dataa"), "{e}");
+    let bad: TrainingOptions = serde_json::from_value(serde_json::json!({
+        "strategy_params": {"data": {"overlap_efficiency": 2.0}}
+    }))
+    .unwrap();
+    assert!(ev(&bad)
+        .unwrap_err()
+        .to_string()
+        .contains("overlap_efficiency"));
+    assert!(serde_json::from_value::<TrainingOptions>(serde_json::json!({"engin": {}})).is_err());
+}
