@@ -166,7 +166,24 @@ pub fn system_for(case: &Case, registry: &Registry) -> Result<System, String> {
         None => presets::hardware_from_catalog(&s.gpu)?,
     };
     if let Some(g) = s.scaleout_gbps_per_gpu {
-        presets::override_network(&mut t, &["infiniband", "roce"], "bandwidth_gbps", g.into());
+        let n =
+            presets::override_network(&mut t, &["infiniband", "roce"], "bandwidth_gbps", g.into());
+        if n == 0 {
+            // No scale-out level in the preset: the case's NIC becomes one.
+            let mut nic = toml::Table::new();
+            nic.insert("kind".into(), "infiniband".into());
+            nic.insert("bandwidth_gbps".into(), g.into());
+            if let Some(c) = t.get_mut("components").and_then(|c| c.as_table_mut()) {
+                c.insert("case_scaleout_nic".into(), toml::Value::Table(nic));
+            }
+            if let Some(net) = t
+                .get_mut("system")
+                .and_then(|s| s.get_mut("network"))
+                .and_then(|n| n.as_array_mut())
+            {
+                net.push("case_scaleout_nic".into());
+            }
+        }
     }
     let devices = u32::try_from(s.num_gpus)
         .map_err(|_| format!("system.num_gpus = {} is too large", s.num_gpus))?;

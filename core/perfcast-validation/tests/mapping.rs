@@ -94,6 +94,13 @@ fn systems_from_cases() {
     // 400 Gb/s per GPU (the case's own network) at the fabric's efficiency.
     let nic = s.network[1].bandwidth().0 * 8.0 / 1e9;
     assert!(nic > 300.0 && nic <= 400.0, "{nic}");
+    // An accelerator without a preset (built from the catalog) and without a scale-out NIC in
+    // the catalog gets the case's NIC as its scale-out level.
+    let mut c = case(&f, "llama3_405b_8k_8192gpu").clone();
+    c.system.gpu = "MI300X".into();
+    let s = harness::system_for(&c, h.registry()).unwrap();
+    assert_eq!(s.network.len(), 2);
+    assert!((s.network[1].bandwidth().0 * 8.0 / 1e9 - 400.0 * 0.9).abs() < 1e-6);
     let s = harness::system_for(case(&f, "kundu2024_llama2_7b_a100_tp2"), h.registry()).unwrap();
     assert_eq!(s.devices, 2);
     assert!((s.memory.device().unwrap().capacity().gb() - 80.0).abs() < 1e-9);
