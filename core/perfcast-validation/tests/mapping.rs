@@ -306,3 +306,27 @@ fn whole_file_keeps_every_case_and_json_shape() {
     }
     let _ = Recompute::Unknown;
 }
+
+/// Every case's model, as the harness builds it, has the published parameter count
+/// (`model.params_b`, printed to 2-4 significant digits by the sources): within 1%, or within
+/// 0.6 units of the last printed digit (e.g. "1.7": 1.64..1.76).
+#[test]
+fn every_case_model_matches_its_published_size() {
+    let f = file();
+    let mut worst = (0.0f64, String::new());
+    for c in &f.cases {
+        let Some(pb) = c.model.params_b else { continue };
+        let p = harness::model_spec(c).params() as f64 / 1e9;
+        let printed = format!("{pb}");
+        let unit = match printed.split_once('.') {
+            Some((_, frac)) => 10f64.powi(-(frac.len() as i32)),
+            None => 1.0,
+        };
+        let tol = (0.6 * unit / pb).max(0.01);
+        let e = (p - pb).abs() / pb / tol;
+        if e > worst.0 {
+            worst = (e, format!("{}: {p:.3}B vs {pb}B", c.id));
+        }
+    }
+    assert!(worst.0 <= 1.0, "{}", worst.1);
+}
