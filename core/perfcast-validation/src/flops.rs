@@ -135,6 +135,30 @@ pub fn hardware_flops(m: &CaseModel, s: &StepShape) -> f64 {
     model + extra * tokens
 }
 
+/// FLOPs of one static batch of inference (forward only, schema: `2·P_mm + 2·L·c·heads·(d_qk
+/// + d_v)` per token attending to `c` positions): `batch` prompts of `input_len` tokens
+/// prefilled (token `i` attends to `i` positions when counted causally, to all `input_len`
+/// otherwise), then `output_len - 1` decode steps (step `j` attends to `input_len + j`).
+pub fn inference_flops(
+    m: &CaseModel,
+    batch: f64,
+    input_len: f64,
+    output_len: f64,
+    attention: AttentionFlops,
+) -> f64 {
+    let pmm = matmul_params_per_token(m);
+    let (dqk, dv) = head_dims(m);
+    let per_pos = 2.0 * m.layers as f64 * m.heads as f64 * (dqk + dv);
+    let prefill_positions = match attention {
+        AttentionFlops::Causal => input_len * (input_len + 1.0) / 2.0,
+        AttentionFlops::Noncausal => input_len * input_len,
+    };
+    let steps = (output_len - 1.0).max(0.0);
+    // Sum over j = 1..steps of (input_len + j).
+    let decode_positions = steps * input_len + steps * (steps + 1.0) / 2.0;
+    batch * ((input_len + steps) * 2.0 * pmm + per_pos * (prefill_positions + decode_positions))
+}
+
 /// FLOPs of a step in a convention.
 pub fn step_flops(m: &CaseModel, s: &StepShape, c: FlopsConvention) -> f64 {
     match c {
@@ -255,6 +279,46 @@ mod tests {
         };
         let h = hardware_flops(&m, &half) - model_flops(&m, &base);
         assert!((h - full / 2.0).abs() / full < 1e-12);
+    }
+
+    /// Inference: one token of prefill and one decode step add up as the schema says.
+    #[test]
+    fn inference_counts() {
+        let m = gpt(2, 64, 4, 100);
+        let pmm = matmul_params_per_token(&m);
+        let per_pos = 2.0 * 2.0 * 4.0 * 32.0;
+        // (batch, in, out, attention, expected)
+        let table = [
+            (1.0, 1.0, 1.0, AttentionFlops::Causal, 2.0 * pmm + per_pos),
+            (
+                1.0,
+                2.0,
+                1.0,
+                AttentionFlops::Noncausal,
+                4.0 * pmm + 4.0 * per_pos,
+            ),
+            (
+                1.0,
+                2.0,
+                1.0,
+                AttentionFlops::Causal,
+                4.0 * pmm + 3.0 * per_pos,
+            ),
+            (
+                3.0,
+                2.0,
+                2.0,
+                AttentionFlops::Causal,
+                3.0 * (6.0 * pmm + 6.0 * per_pos),
+            ),
+        ];
+        for (b, i, o, a, want) in table {
+            let got = inference_flops(&m, b, i, o, a);
+            assert!(
+                (got - want).abs() / want < 1e-12,
+                "{b} {i} {o}: {got} vs {want}"
+            );
+        }
     }
 
     /// GQA and SwiGLU: P_mm = L·(h·(q + 2·kv) + q·h + 3·h·f) + h·V.

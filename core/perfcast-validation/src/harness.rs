@@ -531,8 +531,24 @@ impl Harness {
         let engine = Inference::new(model, system, self.inference_options.clone())
             .map_err(|e| e.to_string())?;
         let rep: InferenceReport = engine.evaluate(&plan).map_err(|e| e.to_string())?;
-        for (metric, measured) in case.measured.metrics() {
+        let me = &case.measured;
+        // Whole deployment: every replica runs the batch.
+        let flops = plan.replicas as f64
+            * flops::inference_flops(
+                &case.model,
+                plan.batch as f64,
+                plan.input_len as f64,
+                plan.output_len as f64,
+                me.attention_flops.unwrap_or_default(),
+            );
+        let gpus = case.system.num_gpus as f64;
+        let latency = rep.latency.0;
+        for (metric, measured) in me.metrics() {
             let predicted = match metric {
+                Metric::TflopsPerGpu => Some(flops::tflops_per_gpu(flops, latency, gpus)),
+                Metric::Mfu => me
+                    .peak_tflops_basis
+                    .map(|b| flops::utilisation(flops, latency, gpus, b)),
                 Metric::TtftMs => Some(rep.ttft.millis()),
                 Metric::TpotMs => Some(rep.tpot.millis()),
                 Metric::LatencyS => Some(rep.latency.0),

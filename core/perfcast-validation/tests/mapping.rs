@@ -330,3 +330,33 @@ fn every_case_model_matches_its_published_size() {
     }
     assert!(worst.0 <= 1.0, "{}", worst.1);
 }
+
+/// Inference TFLOP/s and MFU (rare in the published data, supported by the schema): the
+/// schema's forward-only count over the predicted request time and the case's peak basis.
+#[test]
+fn inference_flop_metrics() {
+    let f = file();
+    let h = Harness::new().unwrap();
+    let mut c = case(&f, "trtllm_v061_llama2_7b_h100_bs768_tp1_128_128").clone();
+    c.measured.tflops_per_gpu = Some(500.0);
+    c.measured.mfu = Some(0.3);
+    c.measured.flops_convention = Some(FlopsConvention::Model);
+    c.measured.peak_tflops_basis = Some(1979.0);
+    c.measured.attention_flops = Some(AttentionFlops::Causal);
+    let r = h.run_case(&c);
+    assert_eq!(r.status, Status::Ok, "{:?}", r.reason);
+    let get = |m: Metric| {
+        r.metrics
+            .iter()
+            .find(|x| x.name == m)
+            .unwrap()
+            .predicted
+            .unwrap()
+    };
+    let tps = get(Metric::TokensPerSPerGpu);
+    // 768 x 128 output tokens in the request time.
+    let latency = 768.0 * 128.0 / tps;
+    let fl = flops::inference_flops(&c.model, 768.0, 128.0, 128.0, AttentionFlops::Causal);
+    assert!((get(Metric::TflopsPerGpu) - fl / latency / 1e12).abs() / (fl / latency / 1e12) < 1e-9);
+    assert!((get(Metric::Mfu) - fl / latency / 1979e12).abs() < 1e-9);
+}
