@@ -8,8 +8,11 @@
 //! SwiGLU reads gate and up, writes the product (`3e`), backward reads 3, writes 2 (`5e`);
 //! bias-dropout-add reads x and the residual, writes the sum and a 1-byte mask (`3e + 1`),
 //! backward reads dy and the mask, writes dx (`2e + 1`); RoPE reads and writes q, k (`2e`);
-//! vocabulary-parallel cross entropy reads the logits twice and keeps fp32 softmax
-//! (`2e + 4` forward, `4 + e` backward). Transformer Engine fp8: each GEMM input is cast
+//! Megatron-LM's vocabulary-parallel cross entropy (`tensor_parallel/cross_entropy.py`) runs
+//! as separate PyTorch ops on fp32 logits: cast to fp32 (`e + 4`), max (`4`), subtract
+//! (`8`), exp (`8`), sum (`4`), normalise into the saved softmax (`8`): `e + 36` bytes per
+//! logit in 6 kernels forward; backward scales the saved softmax by the loss gradient (`8`)
+//! and casts back (`4 + e`): `12 + e` in 2 kernels. Transformer Engine fp8: each GEMM input is cast
 //! (`2 + 1` bytes per element: read 16-bit, write fp8); in the backward pass the output
 //! gradient is cast and transposed (`2 + 1 + 1`) and the saved input transposed (`1 + 1`).
 
@@ -499,17 +502,15 @@ pub fn ends(timer: &Timer, x: &LayerShape) -> Result<EndTimes, ModelError> {
     let norm = x.vec(VectorOpKind::Norm, pw, x.norm_flops(), 2.0 * e);
     timer.add(&mut hf, norm, 1.0)?;
     let g_f = timer.add(&mut hf, head.gemm(tok, v, x.h), 1.0)?;
-    timer.add(
-        &mut hf,
-        x.vec(VectorOpKind::Loss, tok * v, 5.0, 2.0 * e + 4.0),
-        1.0,
-    )?;
+    let mut loss_f = x.vec(VectorOpKind::Loss, tok * v, 5.0, e + 36.0);
+    let mut loss_b = x.vec(VectorOpKind::Loss, tok * v, 2.0, e + 12.0);
+    if let (ComputeOp::Vector(f), ComputeOp::Vector(b)) = (&mut loss_f, &mut loss_b) {
+        f.launches = 6;
+        b.launches = 2;
+    }
+    timer.add(&mut hf, loss_f, 1.0)?;
     let mut hb = ClassTimes::default();
-    timer.add(
-        &mut hb,
-        x.vec(VectorOpKind::Loss, tok * v, 2.0, 4.0 + e),
-        1.0,
-    )?;
+    timer.add(&mut hb, loss_b, 1.0)?;
     let mut g_b = timer.add(&mut hb, head.gemm(tok, x.h, v), 1.0)?;
     g_b += timer.add(&mut hb, head.wgrad(x.h, v, tok), 1.0)?;
     let norm_b = x.vec(VectorOpKind::Norm, pw, 2.0 * x.norm_flops(), 3.0 * e);
