@@ -5,6 +5,10 @@
 //! * [`presets`]: model, hardware and node presets embedded from `configs/`, and the
 //!   composition of a [`perfcast_core::System`] through the plugin registry.
 //! * [`flops`]: the FLOP conventions published TFLOP/s, MFU and HFU are counted in.
+//! * [`harness`]: each case mapped to a training or inference scenario of the engine, every
+//!   published metric predicted and compared.
+//! * [`report`]: per case, per group (MAPE on each case's first published metric) and
+//!   overall; JSON and a terminal table. [`validate`] is the whole run (`perfcast validate`).
 //!
 //! Invariant: a case is never dropped. Every case of the file comes back with a status (`ok`,
 //! `unsupported` with the reason, or `error` with the engine's message), and only published
