@@ -724,7 +724,12 @@ impl Inference {
         }
         let ov = self.options.compute_memory_overlap;
         let plugin_busy = (t.time.0 - t.overhead.0).max(0.0);
-        let (busy, bound) = if ov >= 1.0 && adj == Adjust::NONE {
+        // A plugin with its own timing model may report only a total; adjust only what it
+        // splits into compute and memory.
+        let split = t.compute.0 > 0.0 || t.memory.0 > 0.0;
+        let (busy, bound) = if !split {
+            (plugin_busy * adj.mem_scale, t.bound)
+        } else if ov >= 1.0 && adj == Adjust::NONE {
             (plugin_busy, t.bound)
         } else {
             let mem = t.memory.0 * adj.mem_scale;

@@ -708,3 +708,48 @@ fn sweep_never_panics_and_stays_finite() {
     }
     assert!(ok > 200, "{ok}");
 }
+
+/// A compute unit with its own timing model that reports only a total time per op: the
+/// engine uses that total (no compute/memory split to adjust).
+#[test]
+fn plugin_reporting_only_totals() {
+    struct Table;
+    impl ComputeUnit for Table {
+        fn kind(&self) -> &str {
+            "table"
+        }
+        fn peak(&self, _: Engine, _: DType) -> Option<FlopRate> {
+            Some(FlopRate::from_tflops(100.0))
+        }
+        fn op_time(
+            &self,
+            op: &ComputeOp,
+            _: &MemoryHierarchy,
+        ) -> Result<perfcast_core::OpTime, ModelError> {
+            Ok(perfcast_core::OpTime {
+                time: Seconds::from_micros(10.0),
+                compute: Seconds::ZERO,
+                memory: Seconds::ZERO,
+                overhead: Seconds::ZERO,
+                bound: TimeBound::Compute,
+                flops: op.flops(),
+                device_bytes: op.min_bytes(),
+            })
+        }
+    }
+    let mut sys = a100(1);
+    sys.compute = Arc::new(Table);
+    let options = InferenceOptions {
+        host_launch_us: 0.0,
+        step_overhead_us: 0.0,
+        ..InferenceOptions::default()
+    };
+    let inf = Inference::new(llama2(7), sys, options).unwrap();
+    let r = inf.evaluate(&plan(1, 1, 64, 1)).unwrap();
+    // 32 layers x (8 ops + attention) + 4 edge ops, 10 µs each.
+    assert!(
+        close(r.ttft.0, (32.0 * 9.0 + 4.0) * 10e-6, 1e-9),
+        "{}",
+        r.ttft.0
+    );
+}
