@@ -120,6 +120,9 @@ impl AxisSet {
     /// Megatron's data-parallel group when context parallelism is on: gradients are reduced
     /// over `dp x cp` ranks.
     pub const DATA_CONTEXT: AxisSet = AxisSet(8 | 2);
+    /// The first and the last pipeline stage (Megatron's embedding group: tied input and
+    /// output embeddings synchronise their gradients); two ranks when `pp > 1`.
+    pub const PIPELINE_ENDS: AxisSet = AxisSet(16);
     pub const fn contains(self, other: AxisSet) -> bool {
         self.0 & other.0 == other.0 && other.0 != 0
     }
@@ -149,6 +152,10 @@ pub struct LayerDims {
     pub grad_bytes: f64,
     /// Bytes of one weight element as stored for compute (2 for bf16/fp16/fp8 recipes).
     pub weight_bytes: f64,
+    /// Word-embedding table on one device (`vocab x hidden / tp`).
+    pub embedding_params: f64,
+    /// Input and output embeddings share one table.
+    pub tied_embeddings: bool,
 }
 
 /// When a collective runs.

@@ -2,7 +2,8 @@
 //!
 //! The mesh is laid out TP innermost, then CP, PP, DP outermost (Megatron-LM's rank order):
 //! consecutive TP ranks are neighbours, a CP step is `tp` ranks, a PP step `tp·cp`, a DP step
-//! `tp·cp·pp`. A group of several axes has, inside a domain of `D` devices, the product over
+//! `tp·cp·pp`; the first and last pipeline stage (the embedding group) are `tp·cp·(pp-1)`
+//! apart. A group of several axes has, inside a domain of `D` devices, the product over
 //! its axes of `clamp(D / stride, 1, degree)` members. A collective runs on the innermost
 //! level whose domain holds the whole group; when the level below already holds `r_in > 1`
 //! members, it runs hierarchically (the two-level scheme of NCCL's CollNet/tree and of
@@ -25,7 +26,7 @@ pub struct Mesh {
 
 impl Mesh {
     /// `(degree, stride)` of each axis in `set` (axes of degree 1 omitted).
-    fn axes(&self, set: AxisSet) -> [(u64, u64); 4] {
+    fn axes(&self, set: AxisSet) -> [(u64, u64); 5] {
         let tp = self.tp.max(1) as u64;
         let cp = self.cp.max(1) as u64;
         let pp = self.pp.max(1) as u64;
@@ -42,6 +43,7 @@ impl Mesh {
             pick(AxisSet::CONTEXT, cp, tp),
             pick(AxisSet::PIPELINE, pp, tp * cp),
             pick(AxisSet::DATA, dp, tp * cp * pp),
+            pick(AxisSet::PIPELINE_ENDS, pp.min(2), tp * cp * (pp - 1).max(1)),
         ]
     }
 
@@ -204,6 +206,9 @@ mod tests {
         };
         assert_eq!(m2.members_in_domain(AxisSet::DATA_CONTEXT, 8), 4);
         assert_eq!(m2.ranks(AxisSet::DATA_CONTEXT), 16);
+        assert_eq!(m.ranks(AxisSet::PIPELINE_ENDS), 2);
+        assert_eq!(m.members_in_domain(AxisSet::PIPELINE_ENDS, 8), 1);
+        assert_eq!(m2.ranks(AxisSet::PIPELINE_ENDS), 1);
     }
 
     /// Ring volumes: TP all-reduce on NVLink 2(p-1)/p·S/B; DP across nodes on IB; a DP group

@@ -347,6 +347,7 @@ impl ParallelStrategy for Context {
 /// and last stage, see `stage_layers`); each micro-batch hands `b·s·h` activations
 /// to the next stage and gradients back. With TP, Megatron's scatter/gather optimisation
 /// (Narayanan 2021 §4.1) sends `1/t` of the tensor per rank (with SP it is split anyway).
+/// Tied embeddings: the first and last stage all-reduce the shared table's gradient per step.
 /// The schedule (a `PipelineSchedule`) composes the stage times.
 #[derive(Debug, Clone, Default)]
 pub struct Pipeline;
@@ -408,7 +409,22 @@ impl ParallelStrategy for Pipeline {
             1.0,
             Overlap::Exposed,
             false,
-        ))
+        ))?;
+        if d.tied_embeddings {
+            // Megatron's embedding group: the first and last stage all-reduce the gradient of
+            // the shared word embedding once per step (after the pipeline flush).
+            out.push(op(
+                CommClass::Pipeline,
+                Phase::Step,
+                CollectiveKind::AllReduce,
+                d.embedding_params * d.grad_bytes,
+                AxisSet::PIPELINE_ENDS,
+                1.0,
+                Overlap::Exposed,
+                false,
+            ))?;
+        }
+        Ok(())
     }
 }
 
@@ -778,6 +794,8 @@ mod tests {
             device_params: 1.0e9,
             grad_bytes: 2.0,
             weight_bytes: 2.0,
+            embedding_params: 51200.0 * 12288.0 / 8.0,
+            tied_embeddings: true,
         }
     }
 
@@ -814,7 +832,7 @@ mod tests {
                 },
                 "plan.tp",
             ),
-            (|p, _| p.pp = 5, "plan.pp"),
+            (|p, _| p.pp = 64, "plan.pp"),
             (
                 |p, _| {
                     p.pp = 16;

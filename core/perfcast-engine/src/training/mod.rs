@@ -482,6 +482,8 @@ impl Training {
             device_params,
             grad_bytes: state.grads,
             weight_bytes: 2.0,
+            embedding_params: table,
+            tied_embeddings: m.tied_embeddings,
         };
 
         // Collectives.
