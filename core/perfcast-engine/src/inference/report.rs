@@ -23,9 +23,11 @@ pub struct PhaseBreakdown {
     pub overheads: Seconds,
     /// Forward passes in the phase (1 for prefill, `output_len - 1` for decode).
     pub steps: u32,
-    /// Floating-point operations on one device over the phase.
+    /// Floating-point operations of one tensor-parallel shard over the phase, summed over
+    /// the pipeline stages (the work of one device when `pp = 1`).
     pub flops: f64,
-    /// Device-memory bytes moved on one device over the phase.
+    /// Device-memory bytes moved by one tensor-parallel shard over the phase, summed over
+    /// the pipeline stages.
     pub device_bytes: f64,
 }
 
