@@ -2,7 +2,7 @@
 //! compute unit and its memory tiers) and a system (a device, a network, a device count).
 
 use crate::config::{lookup, Config};
-use crate::error::HostError;
+use crate::error::{HostError, WrongCategory};
 use crate::layers::kind_name;
 use figment::value::Value;
 use perfcast_core::registry::RegistryError;
@@ -99,7 +99,7 @@ impl Config {
                 .into_iter()
                 .find(|c| registry.contains(*c, &kind))
             {
-                return Err(HostError::WrongCategory {
+                return Err(HostError::WrongCategory(Box::new(WrongCategory {
                     slot: slot.to_string(),
                     slot_origin: self.origin_of(slot),
                     name: name.to_string(),
@@ -108,7 +108,7 @@ impl Config {
                     found,
                     origin: self.origin_of(&key),
                     known: registry.names(category),
-                });
+                })));
             }
             return Err(HostError::UnknownKind {
                 name: name.to_string(),

@@ -77,17 +77,8 @@ pub enum HostError {
     },
 
     /// A component whose kind is registered under another category than its slot needs.
-    #[error("`{slot}`{} needs a {wanted}, but component `{name}` is `{kind}`{}, of category {found}; {wanted} kinds: {}", from(slot_origin), defined_in(origin), list(known))]
-    WrongCategory {
-        slot: String,
-        slot_origin: Option<String>,
-        name: String,
-        kind: String,
-        wanted: Category,
-        found: Category,
-        origin: Option<String>,
-        known: Vec<String>,
-    },
+    #[error(transparent)]
+    WrongCategory(Box<WrongCategory>),
 
     /// A component kind that no category of the registry knows.
     #[error(
@@ -157,4 +148,20 @@ fn list(v: &[String]) -> String {
     } else {
         v.join(", ")
     }
+}
+
+/// A slot (`device.compute`, `system.network[0]`, ...) names a component of another category.
+#[derive(Debug, Error)]
+#[error("`{slot}`{} needs a {wanted}, but component `{name}` is `{kind}`{}, of category {found}; {wanted} kinds: {}", from(slot_origin), defined_in(origin), list(known))]
+pub struct WrongCategory {
+    pub slot: String,
+    pub slot_origin: Option<String>,
+    pub name: String,
+    pub kind: String,
+    pub wanted: Category,
+    pub found: Category,
+    /// Where the component was defined.
+    pub origin: Option<String>,
+    /// The registered kinds of the wanted category.
+    pub known: Vec<String>,
 }

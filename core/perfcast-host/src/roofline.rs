@@ -76,7 +76,8 @@ pub fn analyze(device: &Device, ops: &[NamedOp]) -> Result<RooflineReport, HostE
     let unit = device.compute.as_ref();
     let tiers = &device.memory.tiers;
     let mut memory = Vec::with_capacity(tiers.len());
-    for (name, t) in device.memory_names.iter().zip(tiers) {
+    for (i, t) in tiers.iter().enumerate() {
+        let name = tier_name(device, i);
         let ctx = format!("memory tier `{name}`");
         let check = |what: &str, v: f64| {
             ensure_finite(what, v).map_err(|source| HostError::Model {
@@ -85,7 +86,7 @@ pub fn analyze(device: &Device, ops: &[NamedOp]) -> Result<RooflineReport, HostE
             })
         };
         memory.push(TierRow {
-            name: name.clone(),
+            name,
             kind: t.kind().to_string(),
             level: t.level(),
             capacity_bytes: check("capacity", t.capacity().0)?,
@@ -107,7 +108,7 @@ pub fn analyze(device: &Device, ops: &[NamedOp]) -> Result<RooflineReport, HostE
         })?;
     if dev_bw <= 0.0 {
         return Err(HostError::Model {
-            context: format!("memory tier `{}`", device.memory_names[dev_i]),
+            context: format!("memory tier `{}`", tier_name(device, dev_i)),
             source: ModelError::NonFinite {
                 what: "effective bandwidth".into(),
                 value: dev_bw,
@@ -189,10 +190,19 @@ pub fn analyze(device: &Device, ops: &[NamedOp]) -> Result<RooflineReport, HostE
     Ok(RooflineReport {
         device: device.compute_name.clone(),
         compute_kind: unit.kind().to_string(),
-        device_tier: device.memory_names[dev_i].clone(),
+        device_tier: tier_name(device, dev_i),
         memory,
         ops: rows,
     })
+}
+
+/// Component name of tier `i` (a `Device` built by hand may lack names).
+fn tier_name(device: &Device, i: usize) -> String {
+    device
+        .memory_names
+        .get(i)
+        .cloned()
+        .unwrap_or_else(|| format!("tier {i}"))
 }
 
 fn shape(op: &perfcast_core::ComputeOp) -> String {

@@ -17,7 +17,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let ops = cfg.ops()?;
     if ops.is_empty() {
         anyhow::bail!(
-            "no ops to time: add `[[ops]]` entries to the config (see `perfcast_host::ops` in ARCHITECTURE.md / README.md)"
+            "no ops to time: the configuration has no `[[ops]]` entries (README.md, \"Configuration\", shows their fields)"
         );
     }
     let report = roofline::analyze(&device, &ops)?;

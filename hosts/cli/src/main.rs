@@ -7,6 +7,7 @@
 mod cmd_config;
 mod cmd_plugins;
 mod cmd_roofline;
+mod cmd_study;
 mod cmd_validate;
 mod common;
 
@@ -32,6 +33,8 @@ enum Command {
     Config(cmd_config::Command),
     /// Predicted vs published measurements of a validation cases file, MAPE per group.
     Validate(cmd_validate::Args),
+    /// Run one of the seed paper's studies (CSV, SVG, summary); `--list` lists them.
+    Study(cmd_study::Args),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -40,6 +43,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Roofline(a) => cmd_roofline::run(a),
         Command::Config(c) => cmd_config::run(c),
         Command::Validate(a) => cmd_validate::run(a),
+        Command::Study(a) => cmd_study::run(a),
     }
 }
 

@@ -1,0 +1,50 @@
+//! `perfcast study NAME [--out DIR] [--config FILE]` runs one of the seed paper's studies and
+//! writes `NAME.csv`, `NAME.svg` and `NAME.md`; `perfcast study --list` lists them.
+
+use crate::common::{print, Table};
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The study to run (`perfcast study --list` shows them).
+    #[arg(value_name = "NAME", required_unless_present = "list")]
+    pub name: Option<String>,
+    /// List the studies and their configs.
+    #[arg(long)]
+    pub list: bool,
+    /// Directory for NAME.csv, NAME.svg and NAME.md (default: out/studies/NAME).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Study config to read instead of configs/studies/NAME.toml (copy one and edit it).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    if a.list {
+        let mut t = Table::new(&[("study", false), ("config", false), ("what", false)]);
+        for s in perfcast_studies::STUDIES {
+            t.push(vec![
+                s.name.to_string(),
+                format!("configs/studies/{}.toml", s.name),
+                s.title.to_string(),
+            ]);
+        }
+        return print(&t.render());
+    }
+    let Some(name) = a.name else {
+        anyhow::bail!("name a study or pass --list");
+    };
+    let output = perfcast_studies::run(&name, a.config.as_deref())?;
+    let dir = a
+        .out
+        .unwrap_or_else(|| PathBuf::from("out/studies").join(&name));
+    let files = output.write(&dir)?;
+    let mut text = String::new();
+    for f in &files {
+        text.push_str(&format!("wrote {}\n", f.display()));
+    }
+    text.push('\n');
+    text.push_str(&output.summary);
+    print(&text)
+}
