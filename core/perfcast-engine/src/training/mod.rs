@@ -171,6 +171,36 @@ struct StageTimes {
     comm: ClassComm,
 }
 
+/// A validated plan with everything that needs no timing worked out.
+#[derive(Clone, Copy)]
+struct Prepared<'a> {
+    shape: perfcast_core::parallel::PlanShape,
+    sched: &'a dyn PipelineSchedule,
+    ssplit: StateSplit,
+    cpd: u64,
+    ps: u64,
+    b: u64,
+    s: u64,
+    precision: DType,
+    dropout: bool,
+    ls: ops::LayerShape,
+    hf: f64,
+    layer_dev: f64,
+    n_first: u64,
+    n_mid: u64,
+    n_last: u64,
+    single: bool,
+    first_params: f64,
+    mid_params: f64,
+    last_params: f64,
+    device_params: f64,
+    state: StateBytes,
+    dims: LayerDims,
+    rp_first: RecomputePlan,
+    rp_mid: RecomputePlan,
+    rp_last: RecomputePlan,
+}
+
 impl Training {
     /// Resolve the default execution plugins from `registry`.
     pub fn new(model: ModelSpec, system: System, registry: &Registry) -> Result<Self, ModelError> {
@@ -356,9 +386,8 @@ impl Training {
         Ok(())
     }
 
-    /// Predict one training step under `plan`. A plan that does not fit in memory is still
-    /// evaluated and reported with `memory.fits = false`.
-    pub fn evaluate(&self, plan: &TrainingPlan) -> Result<TrainingReport, ModelError> {
+    /// Validate `plan` and work out everything that does not need timing.
+    fn prepare(&self, plan: &TrainingPlan) -> Result<Prepared<'_>, ModelError> {
         self.check_plan(plan)?;
         let m = &self.model;
         let shape = plan.shape();
@@ -414,13 +443,6 @@ impl Training {
             swiglu: m.ffn_act == FfnAct::Swiglu,
             attention: plan.attention,
         };
-        let timer = Timer {
-            unit: self.system.compute.as_ref(),
-            memory: &self.system.memory,
-        };
-        let lt = ops::layer(&timer, &ls)?;
-        let ends = ops::ends(&timer, &ls)?;
-
         // Parameters on one device.
         let tf = t as f64;
         let hf = h as f64;
@@ -486,6 +508,211 @@ impl Training {
             tied_embeddings: m.tied_embeddings,
         };
 
+        // Recompute.
+        let act = ActivationShape {
+            micro_batch: b as f64,
+            seq_len: s as f64,
+            hidden: hf,
+            heads: m.heads as f64,
+            kv_heads: kv as f64,
+            head_dim: m.head_dim() as f64,
+            ffn_hidden: m.ffn_hidden as f64,
+            ffn_matrices: m.ffn_act.matrices() as f64,
+            tp: tf,
+            pointwise: ps as f64,
+            cp: cpd as f64,
+            elem: e,
+            dropout,
+            attention: plan.attention,
+        }
+        .layer();
+        let recompute_plan = |n: u64| -> Result<RecomputePlan, ModelError> {
+            let n32 = u32::try_from(n).unwrap_or(u32::MAX);
+            let rl = plan.recompute_layers.map(|r| r.min(n32.max(1)));
+            let rp = policy.plan(&act, n32, rl)?;
+            let nf = n as f64;
+            if !(rp.full_layers >= 0.0
+                && rp.full_layers <= nf
+                && rp.attention_layers >= 0.0
+                && rp.attention_layers <= nf
+                && rp.kept.0.is_finite()
+                && rp.kept.0 >= 0.0
+                && rp.working.0.is_finite()
+                && rp.working.0 >= 0.0)
+            {
+                return Err(ModelError::invalid(
+                    "plan.recompute",
+                    &plan.recompute,
+                    format!("the policy returned an inconsistent plan for {n} layers: {rp:?}"),
+                ));
+            }
+            Ok(rp)
+        };
+        let rp_first = recompute_plan(n_first)?;
+        let rp_mid = recompute_plan(n_mid)?;
+        let rp_last = recompute_plan(n_last)?;
+
+        Ok(Prepared {
+            shape,
+            sched,
+            ssplit,
+            cpd,
+            ps,
+            b,
+            s,
+            precision,
+            dropout,
+            ls,
+            hf,
+            layer_dev,
+            n_first,
+            n_mid,
+            n_last,
+            single,
+            first_params,
+            mid_params,
+            last_params,
+            device_params,
+            state,
+            dims,
+            rp_first,
+            rp_mid,
+            rp_last,
+        })
+    }
+
+    /// Memory per stage of a prepared plan.
+    fn memory_report(
+        &self,
+        plan: &TrainingPlan,
+        p: &Prepared,
+        input: &ScheduleInput,
+    ) -> MemoryReport {
+        let Prepared {
+            sched,
+            ssplit,
+            cpd,
+            ps,
+            b,
+            s,
+            hf,
+            dropout,
+            ls,
+            layer_dev,
+            single,
+            first_params,
+            mid_params,
+            last_params,
+            state,
+            dims,
+            rp_first,
+            rp_mid,
+            rp_last,
+            ..
+        } = *p;
+        // Memory.
+        let tok = (b * s / cpd) as f64;
+        let reserved = Bytes::from_gib(self.params.runtime_reserve_gib);
+        let stage_memory =
+            |idx: u32, params: f64, rp: &RecomputePlan, with_emb: bool, with_head: bool| {
+                let in_flight = sched.in_flight(input, idx);
+                let mut per_mb = rp.kept.0;
+                if with_emb && dropout {
+                    per_mb += tok * hf / ps as f64;
+                }
+                let mut temp = rp.working.0;
+                if with_head {
+                    temp += 4.0 * tok * ls.vocab_dev as f64;
+                }
+                if plan.zero_stage >= 3 {
+                    temp += 2.0 * layer_dev * dims.weight_bytes;
+                }
+                let weights = params * state.weights / ssplit.weights.max(1) as f64;
+                let grads = params * state.grads / ssplit.grads.max(1) as f64;
+                let optimizer = params * state.optimizer / ssplit.optimizer.max(1) as f64;
+                let activations = in_flight * per_mb;
+                let total = weights + grads + optimizer + activations + temp + reserved.0;
+                StageMemory {
+                    stage: idx,
+                    in_flight,
+                    weights: Bytes(weights),
+                    grads: Bytes(grads),
+                    optimizer: Bytes(optimizer),
+                    activations: Bytes(activations),
+                    temp: Bytes(temp),
+                    reserved,
+                    total: Bytes(total),
+                }
+            };
+        let first_mem = stage_memory(0, first_params, &rp_first, true, single);
+        let last_mem = stage_memory(plan.pp - 1, last_params, &rp_last, single, true);
+        let second_mem = if plan.pp > 2 {
+            Some(stage_memory(1, mid_params, &rp_mid, false, false))
+        } else {
+            None
+        };
+        let mut peak = first_mem.total.max(last_mem.total);
+        if let Some(sm) = &second_mem {
+            peak = peak.max(sm.total);
+        }
+        let fits = peak.0 <= self.capacity.0;
+        MemoryReport {
+            first_stage: first_mem,
+            second_stage: second_mem,
+            last_stage: last_mem,
+            peak,
+            capacity: self.capacity,
+            fits,
+            shortfall: Bytes((peak.0 - self.capacity.0).max(0.0)),
+        }
+    }
+
+    /// Memory per device of `plan` without timing it (cheap: for pruning plans that cannot
+    /// fit before they are evaluated). Same numbers as `evaluate(plan)?.memory`.
+    pub fn memory(&self, plan: &TrainingPlan) -> Result<MemoryReport, ModelError> {
+        let p = self.prepare(plan)?;
+        let input = ScheduleInput {
+            stages: plan.pp,
+            virtual_stages: plan.vpp,
+            micro_batches: p.shape.micro_batches(),
+            forward: Seconds::ZERO,
+            backward: Seconds::ZERO,
+            p2p: Seconds::ZERO,
+        };
+        Ok(self.memory_report(plan, &p, &input))
+    }
+
+    /// Predict one training step under `plan`. A plan that does not fit in memory is still
+    /// evaluated and reported with `memory.fits = false`.
+    pub fn evaluate(&self, plan: &TrainingPlan) -> Result<TrainingReport, ModelError> {
+        let p = self.prepare(plan)?;
+        let Prepared {
+            shape,
+            sched,
+            ssplit,
+            s,
+            precision,
+            ls,
+            n_first,
+            n_mid,
+            n_last,
+            single,
+            device_params,
+            state,
+            dims,
+            rp_first,
+            rp_mid,
+            rp_last,
+            ..
+        } = p;
+        let m = &self.model;
+        let timer = Timer {
+            unit: self.system.compute.as_ref(),
+            memory: &self.system.memory,
+        };
+        let lt = ops::layer(&timer, &ls)?;
+        let ends = ops::ends(&timer, &ls)?;
+
         // Collectives.
         let mut comms = CommList::default();
         for st in &self.comps.strategies {
@@ -548,50 +775,6 @@ impl Training {
         let head_f_ex = pool(Phase::HeadForward, false, none);
         let head_b_ex = pool(Phase::HeadBackward, false, none);
         let p2p = sum(&pool(Phase::Boundary, false, none));
-
-        // Recompute.
-        let act = ActivationShape {
-            micro_batch: b as f64,
-            seq_len: s as f64,
-            hidden: hf,
-            heads: m.heads as f64,
-            kv_heads: kv as f64,
-            head_dim: m.head_dim() as f64,
-            ffn_hidden: m.ffn_hidden as f64,
-            ffn_matrices: m.ffn_act.matrices() as f64,
-            tp: tf,
-            pointwise: ps as f64,
-            cp: cpd as f64,
-            elem: e,
-            dropout,
-            attention: plan.attention,
-        }
-        .layer();
-        let recompute_plan = |n: u64| -> Result<RecomputePlan, ModelError> {
-            let n32 = u32::try_from(n).unwrap_or(u32::MAX);
-            let rl = plan.recompute_layers.map(|r| r.min(n32.max(1)));
-            let rp = policy.plan(&act, n32, rl)?;
-            let nf = n as f64;
-            if !(rp.full_layers >= 0.0
-                && rp.full_layers <= nf
-                && rp.attention_layers >= 0.0
-                && rp.attention_layers <= nf
-                && rp.kept.0.is_finite()
-                && rp.kept.0 >= 0.0
-                && rp.working.0.is_finite()
-                && rp.working.0 >= 0.0)
-            {
-                return Err(ModelError::invalid(
-                    "plan.recompute",
-                    &plan.recompute,
-                    format!("the policy returned an inconsistent plan for {n} layers: {rp:?}"),
-                ));
-            }
-            Ok(rp)
-        };
-        let rp_first = recompute_plan(n_first)?;
-        let rp_mid = recompute_plan(n_mid)?;
-        let rp_last = recompute_plan(n_last)?;
 
         // Per-micro-batch stage times.
         let stage = |n: u64, rp: &RecomputePlan, with_emb: bool, with_head: bool| {
@@ -690,61 +873,8 @@ impl Training {
             optimizer: Seconds(opt),
         };
 
-        // Memory.
-        let tok = (b * s / cpd) as f64;
-        let reserved = Bytes::from_gib(self.params.runtime_reserve_gib);
-        let stage_memory =
-            |idx: u32, params: f64, rp: &RecomputePlan, with_emb: bool, with_head: bool| {
-                let in_flight = sched.in_flight(&input, idx);
-                let mut per_mb = rp.kept.0;
-                if with_emb && dropout {
-                    per_mb += tok * hf / ps as f64;
-                }
-                let mut temp = rp.working.0;
-                if with_head {
-                    temp += 4.0 * tok * ls.vocab_dev as f64;
-                }
-                if plan.zero_stage >= 3 {
-                    temp += 2.0 * layer_dev * dims.weight_bytes;
-                }
-                let weights = params * state.weights / ssplit.weights.max(1) as f64;
-                let grads = params * state.grads / ssplit.grads.max(1) as f64;
-                let optimizer = params * state.optimizer / ssplit.optimizer.max(1) as f64;
-                let activations = in_flight * per_mb;
-                let total = weights + grads + optimizer + activations + temp + reserved.0;
-                StageMemory {
-                    stage: idx,
-                    in_flight,
-                    weights: Bytes(weights),
-                    grads: Bytes(grads),
-                    optimizer: Bytes(optimizer),
-                    activations: Bytes(activations),
-                    temp: Bytes(temp),
-                    reserved,
-                    total: Bytes(total),
-                }
-            };
-        let first_mem = stage_memory(0, first_params, &rp_first, true, single);
-        let last_mem = stage_memory(plan.pp - 1, last_params, &rp_last, single, true);
-        let second_mem = if plan.pp > 2 {
-            Some(stage_memory(1, mid_params, &rp_mid, false, false))
-        } else {
-            None
-        };
-        let mut peak = first_mem.total.max(last_mem.total);
-        if let Some(sm) = &second_mem {
-            peak = peak.max(sm.total);
-        }
-        let fits = peak.0 <= self.capacity.0;
-        let memory = MemoryReport {
-            first_stage: first_mem,
-            second_stage: second_mem,
-            last_stage: last_mem,
-            peak,
-            capacity: self.capacity,
-            fits,
-            shortfall: Bytes((peak.0 - self.capacity.0).max(0.0)),
-        };
+        let memory = self.memory_report(plan, &p, &input);
+        let fits = memory.fits;
 
         // FLOPs and utilisation.
         // Layers recomputed over the whole pipeline.

@@ -610,3 +610,23 @@ fn options_configure_strategies() {
         .contains("overlap_efficiency"));
     assert!(serde_json::from_value::<TrainingOptions>(serde_json::json!({"engin": {}})).is_err());
 }
+
+/// `memory` (for pruning) gives the same numbers as a full evaluation, and the same errors.
+#[test]
+fn memory_only_matches_evaluate() {
+    let t = training(gpt(96, 12288, 96), 1024);
+    for (policy, vpp, sp) in [
+        ("none", 1, false),
+        ("selective", 2, true),
+        ("full", 3, true),
+    ] {
+        let mut pl = plan(8, 16, 8, 1, 1536, policy);
+        pl.vpp = vpp;
+        pl.sp = sp;
+        pl.zero_stage = 1;
+        let full = t.evaluate(&pl).unwrap().memory;
+        assert_eq!(t.memory(&pl).unwrap(), full, "{policy} vpp={vpp}");
+    }
+    let e = t.memory(&plan(7, 16, 8, 1, 1536, "none")).unwrap_err();
+    assert!(e.to_string().contains("plan.tp"), "{e}");
+}
