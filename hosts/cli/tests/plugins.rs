@@ -32,6 +32,8 @@ struct Libs {
     dir: PathBuf,
     acme: PathBuf,
     c: PathBuf,
+    /// A Rust plugin built for a future, incompatible ABI major.
+    abi_v2: PathBuf,
 }
 
 /// Build both plugins once per test process (cargo's incremental build makes re-runs quick).
@@ -44,13 +46,16 @@ fn libs() -> &'static Libs {
             .to_path_buf();
         run(Command::new(env!("CARGO"))
             .current_dir(repo())
-            .args(["build", "--quiet", "-p", "acme-npu", "--target-dir"])
+            .args(["build", "--quiet", "-p", "acme-npu", "-p", "abi-v2-fixture"])
+            .arg("--target-dir")
             .arg(&target));
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("perfcast-cli-plugins-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let acme = dir.join("libacme_npu.so");
         std::fs::copy(target.join("debug/libacme_npu.so"), &acme).unwrap();
+        let abi_v2 = dir.join("libabi_v2_fixture.so");
+        std::fs::copy(target.join("debug/libabi_v2_fixture.so"), &abi_v2).unwrap();
         let c = dir.join("libc_vendor.so");
         let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
         run(Command::new(compiler)
@@ -60,7 +65,12 @@ fn libs() -> &'static Libs {
             .arg("-o")
             .arg(&c)
             .arg("-lm"));
-        Libs { dir, acme, c }
+        Libs {
+            dir,
+            acme,
+            c,
+            abi_v2,
+        }
     })
 }
 
@@ -404,5 +414,21 @@ fn misbehaving_plugins_are_errors_not_crashes() {
                 o.stderr
             );
         }
+    }
+}
+
+#[test]
+fn a_plugin_for_another_abi_is_a_short_error() {
+    let l = libs();
+    let v2 = l.abi_v2.to_str().unwrap();
+    for args in [
+        vec!["plugins", "--load", v2],
+        vec!["roofline", "configs/examples/acme-npu.toml", "--load", v2],
+    ] {
+        let o = perfcast(&args);
+        assert_eq!(o.code, 1, "{args:?}: {}", o.stderr);
+        assert!(o.stderr.contains("libabi_v2_fixture.so"), "{}", o.stderr);
+        assert!(o.stderr.contains("2.0"), "{}", o.stderr);
+        assert!(o.stderr.lines().count() <= 4, "not short:\n{}", o.stderr);
     }
 }
