@@ -250,6 +250,20 @@ impl Inference {
         } else {
             0
         };
+        let per_device = |x: f64| x / plan.pp as f64;
+        let peak = self
+            .system
+            .compute
+            .peak(Engine::Matrix, sh.engine_dtype())
+            .map(|p| p.0)
+            .unwrap_or(0.0);
+        let bw = self
+            .system
+            .memory
+            .device()
+            .map(|d| d.bandwidth().0)
+            .unwrap_or(0.0);
+        let ratio = |num: f64, den: f64| if den > 0.0 { num / den } else { 0.0 };
         let report = InferenceReport {
             model: self.model.name.clone(),
             system: self.system.name.clone(),
@@ -265,12 +279,19 @@ impl Inference {
             decode: decode.breakdown(n as u32),
             memory,
             kernels_per_decode_step: kernels_per_step,
+            prefill_mfu: ratio(per_device(prefill.flops), ttft * peak),
+            decode_bandwidth_utilization: ratio(per_device(decode.bytes), decode_total * bw),
         };
         for (what, v) in [
             ("ttft", report.ttft.0),
             ("tpot", report.tpot.0),
             ("latency", report.latency.0),
             ("tokens_per_s", report.tokens_per_s),
+            ("prefill_mfu", report.prefill_mfu),
+            (
+                "decode_bandwidth_utilization",
+                report.decode_bandwidth_utilization,
+            ),
         ] {
             perfcast_core::units::ensure_finite(what, v)?;
         }

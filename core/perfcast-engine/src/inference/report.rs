@@ -140,6 +140,12 @@ pub struct InferenceReport {
     pub memory: MemoryReport,
     /// Kernels plus collectives launched per decode step.
     pub kernels_per_decode_step: u32,
+    /// Prefill FLOPs over (TTFT x matrix peak of the GEMM format), per device: the prefill's
+    /// model FLOP utilisation.
+    pub prefill_mfu: f64,
+    /// Device-memory bytes of the decode steps over (decode time x peak device bandwidth):
+    /// how much of the bandwidth decode uses (low at small batch: seed digest §1.2, §7.4).
+    pub decode_bandwidth_utilization: f64,
 }
 
 fn ms(s: Seconds) -> String {
@@ -185,6 +191,17 @@ impl InferenceReport {
                 r.push((format!("{phase}.{k}"), ms(v), "ms"));
             }
         }
+        r.push(("prefill_mfu".into(), format!("{:.3}", self.prefill_mfu), ""));
+        r.push((
+            "decode_bandwidth_utilization".into(),
+            format!("{:.3}", self.decode_bandwidth_utilization),
+            "",
+        ));
+        r.push((
+            "kernels_per_decode_step".into(),
+            self.kernels_per_decode_step.to_string(),
+            "",
+        ));
         let m = &self.memory;
         for (k, v) in [
             ("weights", m.weights),

@@ -73,6 +73,16 @@ impl Shard {
         }
     }
 
+    /// Format the matrix engine runs the linear layers in: the wider of activations and
+    /// weights (weight-only quantisation dequantises to the activation format).
+    pub fn engine_dtype(&self) -> DType {
+        if self.act.bytes() >= self.weight.bytes() {
+            self.act
+        } else {
+            self.weight
+        }
+    }
+
     /// Query heads sharing one KV head on this device.
     pub fn group(&self) -> u64 {
         (self.q_heads / self.kv_heads).max(1)

@@ -292,6 +292,11 @@ fn weight_streaming_lower_bound() {
         let r = inf.evaluate(&p).unwrap();
         let w = r.memory.weights.0;
         assert!(r.tpot.0 >= w / peak_bw, "{size}B tp{tp}");
+        assert!(
+            r.decode_bandwidth_utilization > 0.75 && r.decode_bandwidth_utilization <= 0.9 + 1e-9,
+            "{size}B tp{tp}: {}",
+            r.decode_bandwidth_utilization
+        );
         let stream = w / eff_bw;
         assert!(
             close(r.tpot.0, stream, 0.12),
@@ -357,6 +362,7 @@ fn compute_bound_prefill_ttft() {
     );
     let ideal = want / (312e12 * 0.8);
     assert!(close(r.ttft.0, ideal, 0.08), "{} vs {ideal}", r.ttft.0);
+    assert!(close(r.prefill_mfu, 0.8, 0.08), "{}", r.prefill_mfu);
     assert_eq!(r.decode.steps, 0);
     assert_eq!(r.tpot.0, 0.0);
 }
@@ -547,6 +553,7 @@ fn parallelism_and_overheads() {
     let r8 = inf.evaluate(&plan(8, 1, 200, 200)).unwrap();
     let stream = r8.memory.weights.0 / inf.system().memory.device().unwrap().bandwidth().0;
     assert!(stream / r8.tpot.0 < 0.5, "{}", stream / r8.tpot.0);
+    assert!(r8.decode_bandwidth_utilization < 0.5);
 
     let mut g = plan(8, 1, 200, 200);
     g.graph_capture = true;
