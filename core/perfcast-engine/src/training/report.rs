@@ -260,6 +260,84 @@ impl TrainingReport {
         s
     }
 
+    /// Plain-language notes on what limits the step (for people; not computed in `evaluate`).
+    pub fn notes(&self) -> Vec<String> {
+        let t = self.iteration_time.0;
+        let b = &self.breakdown;
+        let frac = |x: f64| if t > 0.0 { x / t } else { 0.0 };
+        let mut n = vec![format!(
+            "largest contributor: {}",
+            self.bottleneck.describe()
+        )];
+        let m = &self.memory;
+        if !m.fits {
+            n.push(format!(
+                "does not fit: peak {:.1} GiB > capacity {:.1} GiB (short by {:.1} GiB); \
+                 recompute, ZeRO, more TP/PP or a smaller micro-batch reduce it",
+                m.peak.gib(),
+                m.capacity.gib(),
+                m.shortfall.gib()
+            ));
+        }
+        if frac(b.bubble.0) > 0.15 {
+            n.push(format!(
+                "pipeline bubble is {:.0}% of the step: more micro-batches per step or \
+                 interleaving (vpp) shrink it",
+                100.0 * frac(b.bubble.0)
+            ));
+        }
+        for (what, x, hint) in [
+            (
+                "tensor-parallel",
+                b.tp_comm.0,
+                "overlap it (tp_comm_overlap) or lower tp",
+            ),
+            (
+                "context-parallel",
+                b.cp_comm.0,
+                "lower cp or longer attention per step",
+            ),
+            (
+                "data-parallel",
+                b.dp_comm.0,
+                "overlap the reduction or use more micro-batches",
+            ),
+            (
+                "ZeRO",
+                b.zero_comm.0,
+                "a lower ZeRO stage or overlapped parameter gathers",
+            ),
+            (
+                "pipeline hand-off",
+                b.pp_comm.0,
+                "fewer stages or fewer virtual stages",
+            ),
+        ] {
+            if frac(x) > 0.1 {
+                n.push(format!(
+                    "exposed {what} communication is {:.0}% of the step: {hint}",
+                    100.0 * frac(x)
+                ));
+            }
+        }
+        let c = &b.compute;
+        let vector = c.total() - c.gemm - c.attention;
+        if c.total() > 0.0 && vector / c.total() > 0.15 {
+            n.push(format!(
+                "memory-bound vector ops are {:.0}% of compute: fused kernels would help",
+                100.0 * vector / c.total()
+            ));
+        }
+        if frac(b.recompute.0) > 0.15 {
+            n.push(format!(
+                "recompute is {:.0}% of the step: selective recompute keeps most of the memory \
+                 saving at a fraction of the cost",
+                100.0 * frac(b.recompute.0)
+            ));
+        }
+        n
+    }
+
     /// A readable table.
     pub fn to_table(&self) -> String {
         let mut s = String::new();
@@ -357,7 +435,10 @@ impl TrainingReport {
                 format!("DOES NOT FIT, short by {:.2} GiB", m.shortfall.gib())
             }
         );
-        let _ = writeln!(s, "Bottleneck: {}", self.bottleneck.describe());
+        let _ = writeln!(s, "Notes");
+        for note in self.notes() {
+            let _ = writeln!(s, "  - {note}");
+        }
         s
     }
 }

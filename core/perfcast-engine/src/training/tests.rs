@@ -373,6 +373,7 @@ fn does_not_fit_is_flagged() {
         1e-12
     ));
     assert!(r.to_table().contains("DOES NOT FIT"));
+    assert!(r.notes().iter().any(|n| n.starts_with("does not fit")));
     let ok = t.evaluate(&plan(8, 1, 1, 1, 8, "full")).unwrap();
     let _ = ok; // 175B on 8 GPUs does not fit even with full recompute (2.8 TB of state)
 }
