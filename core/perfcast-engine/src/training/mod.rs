@@ -369,6 +369,27 @@ impl Training {
                 "must be bf16, fp16 or fp8",
             ));
         }
+        let unit = self.system.compute.as_ref();
+        if unit.peak(Engine::Matrix, plan.precision).is_none() {
+            let have: Vec<&str> = [DType::Bf16, DType::Fp16, DType::Fp8]
+                .into_iter()
+                .filter(|d| unit.peak(Engine::Matrix, *d).is_some())
+                .map(|d| d.name())
+                .collect();
+            return Err(ModelError::invalid(
+                "plan.precision",
+                plan.precision,
+                format!(
+                    "device `{}` has no matrix-engine peak for it; it has: {}",
+                    unit.kind(),
+                    if have.is_empty() {
+                        "none".to_string()
+                    } else {
+                        have.join(", ")
+                    }
+                ),
+            ));
+        }
         if plan.devices() != self.system.devices as u64 {
             return Err(ModelError::invalid(
                 "plan.tp*pp*dp*cp",

@@ -442,6 +442,11 @@ fn bad_input_names_the_key() {
         let e = t.evaluate(&pl).unwrap_err().to_string();
         assert!(e.contains(key), "case {i}: {e}");
     }
+    // A precision the device has no peak for.
+    let mut pl = plan(8, 16, 8, 1, 1536, "none");
+    pl.precision = DType::Fp8;
+    let e = t.evaluate(&pl).unwrap_err().to_string();
+    assert!(e.contains("plan.precision") && e.contains("bf16"), "{e}");
     // Unknown names list the registered ones.
     let mut pl = plan(8, 16, 8, 1, 1536, "sometimes");
     let e = t.evaluate(&pl).unwrap_err().to_string();
