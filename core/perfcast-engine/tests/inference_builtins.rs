@@ -640,7 +640,10 @@ fn gemm_roofline_on_every_preset() {
                 ..InferencePlan::new(1, 2048, 128)
             };
             let points = inf.gemm_roofline(&plan).unwrap();
-            println!("{file} {dtype}\n{}", perfcast_engine::inference::gemm_table(&points));
+            println!(
+                "{file} {dtype}\n{}",
+                perfcast_engine::inference::gemm_table(&points)
+            );
             assert_eq!(points.len(), 12, "{file}");
             for g in &points {
                 assert!(g.time.0.is_finite() && g.time.0 > 0.0, "{file} {}", g.name);
