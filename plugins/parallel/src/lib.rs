@@ -349,8 +349,27 @@ impl ParallelStrategy for Context {
 /// (Narayanan 2021 §4.1) sends `1/t` of the tensor per rank (with SP it is split anyway).
 /// Tied embeddings: the first and last stage all-reduce the shared table's gradient per step.
 /// The schedule (a `PipelineSchedule`) composes the stage times.
-#[derive(Debug, Clone, Default)]
-pub struct Pipeline;
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    pub params: PipelineParams,
+}
+
+/// Parameters of `pipeline`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineParams {
+    /// Overlap hand-offs with compute in interleaved schedules (Megatron-Core
+    /// `--overlap-p2p-communication`); Megatron-LM of 2021-22 blocked on them. Default false.
+    #[serde(default)]
+    pub overlap_p2p: bool,
+    /// With `overlap_p2p`: fraction of one layer's compute that hides a hand-off. Default 0.8.
+    #[serde(default = "d_p2p_overlap")]
+    pub p2p_overlap_efficiency: f64,
+}
+
+fn d_p2p_overlap() -> f64 {
+    0.8
+}
 
 impl ParallelStrategy for Pipeline {
     fn kind(&self) -> &str {
@@ -400,6 +419,17 @@ impl ParallelStrategy for Pipeline {
             return Ok(());
         }
         let bytes = tokens(plan, d) * d.hidden as f64 * d.act_bytes / plan.tp.max(1) as f64;
+        // Megatron-Core's interleaved schedule posts the next chunk's send/receive before
+        // computing the current one (`--overlap-p2p-communication`): a hand-off hides behind
+        // (at least) one layer's compute.
+        let overlap = if self.params.overlap_p2p && plan.vpp > 1 {
+            Overlap::Behind {
+                window: Window::LayerCompute,
+                efficiency: self.params.p2p_overlap_efficiency,
+            }
+        } else {
+            Overlap::Exposed
+        };
         out.push(op(
             CommClass::Pipeline,
             Phase::Boundary,
@@ -407,7 +437,7 @@ impl ParallelStrategy for Pipeline {
             bytes,
             AxisSet::PIPELINE,
             1.0,
-            Overlap::Exposed,
+            overlap,
             false,
         ))?;
         if d.tied_embeddings {
@@ -650,6 +680,11 @@ fn context(p: &serde_json::Value) -> Result<Component, PluginError> {
     fraction("overlap_efficiency", params.overlap_efficiency)?;
     Ok(Component::ParallelStrategy(Arc::new(Context { params })))
 }
+fn pipeline(p: &serde_json::Value) -> Result<Component, PluginError> {
+    let params: PipelineParams = params::parse(p)?;
+    fraction("p2p_overlap_efficiency", params.p2p_overlap_efficiency)?;
+    Ok(Component::ParallelStrategy(Arc::new(Pipeline { params })))
+}
 fn data(p: &serde_json::Value) -> Result<Component, PluginError> {
     let params: DataParams = params::parse(p)?;
     fraction("overlap_efficiency", params.overlap_efficiency)?;
@@ -698,7 +733,7 @@ perfcast_core::inventory::submit! {
         crate_name: env!("CARGO_PKG_NAME"),
         version: env!("CARGO_PKG_VERSION"),
         description: "Pipeline parallel: layers split into stages, activation hand-offs between them",
-        factory: |p| { params::parse::<NoParams>(p)?; Ok(Component::ParallelStrategy(Arc::new(Pipeline))) },
+        factory: pipeline,
     }
 }
 perfcast_core::inventory::submit! {
@@ -809,7 +844,7 @@ mod tests {
                     "data" => data(&serde_json::Value::Null),
                     "zero" => zero_named("zero", &serde_json::Value::Null),
                     "sequence" => Ok(Component::ParallelStrategy(Arc::new(Sequence))),
-                    _ => Ok(Component::ParallelStrategy(Arc::new(Pipeline))),
+                    _ => pipeline(&serde_json::Value::Null),
                 };
                 match c.unwrap() {
                     Component::ParallelStrategy(s) => s,

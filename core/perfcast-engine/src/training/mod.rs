@@ -795,7 +795,7 @@ impl Training {
         let emb_b_ex = pool(Phase::EmbeddingBackward, false, none);
         let head_f_ex = pool(Phase::HeadForward, false, none);
         let head_b_ex = pool(Phase::HeadBackward, false, none);
-        let p2p = sum(&pool(Phase::Boundary, false, none));
+        let p2p = sum(&pool(Phase::Boundary, false, layer_windows(&lt.fwd)));
 
         // Per-micro-batch stage times.
         let stage = |n: u64, rp: &RecomputePlan, with_emb: bool, with_head: bool| {

@@ -636,3 +636,25 @@ fn memory_only_matches_evaluate() {
     let e = t.memory(&plan(7, 16, 8, 1, 1536, "none")).unwrap_err();
     assert!(e.to_string().contains("plan.tp"), "{e}");
 }
+
+/// Megatron-Core's overlapped hand-offs (`pipeline.overlap_p2p`) hide them behind compute in
+/// interleaved schedules; blocking hand-offs (the default) stay exposed.
+#[test]
+fn overlapped_p2p_in_interleaved_schedules() {
+    let m = gpt(96, 12288, 96);
+    let ev = |overlap: bool| {
+        let opts: TrainingOptions = serde_json::from_value(serde_json::json!({
+            "strategy_params": {"pipeline": {"overlap_p2p": overlap}}
+        }))
+        .unwrap();
+        let t = Training::with_options(m.clone(), a100_system(1024), &registry(), &opts).unwrap();
+        let mut pl = plan(8, 16, 8, 1, 1536, "selective");
+        pl.sp = true;
+        pl.vpp = 3;
+        t.evaluate(&pl).unwrap()
+    };
+    let (blocking, overlapped) = (ev(false), ev(true));
+    assert!(blocking.breakdown.pp_comm.0 > 0.0);
+    assert!(overlapped.breakdown.pp_comm.0 < 0.5 * blocking.breakdown.pp_comm.0);
+    assert!(overlapped.iteration_time.0 < blocking.iteration_time.0);
+}
