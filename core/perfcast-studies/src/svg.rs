@@ -145,10 +145,9 @@ pub struct Figure {
 
 const FONT: &str = "font-family=\"DejaVu Sans, Arial, Helvetica, sans-serif\"";
 const LEFT: f64 = 90.0;
-const RIGHT_LEGEND: f64 = 200.0;
 const TOP: f64 = 56.0;
-const PANEL_TOP: f64 = 34.0;
-const PANEL_BOTTOM: f64 = 70.0;
+const PANEL_TOP: f64 = 50.0;
+const PANEL_BOTTOM: f64 = 96.0;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -285,8 +284,21 @@ fn fit_range(axis: &Axis, values: &[f64], plot: &str) -> Result<(f64, f64), Plot
             (lo, top)
         }
         Scale::Log10 => {
-            let lo = 10f64.powf(lo.log10().floor());
-            let hi = 10f64.powf(hi.log10().ceil());
+            // Down to a 1-2-5 step below the minimum, up to one above the maximum.
+            let steps = [1.0, 2.0, 5.0, 10.0];
+            let dl = 10f64.powf(lo.log10().floor());
+            let lo = steps
+                .iter()
+                .rev()
+                .map(|m| m * dl)
+                .find(|v| *v <= lo * (1.0 + 1e-12))
+                .unwrap_or(dl);
+            let dh = 10f64.powf(hi.log10().floor());
+            let hi = steps
+                .iter()
+                .map(|m| m * dh)
+                .find(|v| *v >= hi * 1.15)
+                .unwrap_or(10.0 * dh);
             if hi > lo {
                 (lo, hi)
             } else {
@@ -371,6 +383,14 @@ impl Figure {
             });
         }
         let h = TOP + self.panels.len() as f64 * self.panel_height + 28.0;
+        let longest = self
+            .panels
+            .iter()
+            .flat_map(legend_names)
+            .map(|n| n.chars().count())
+            .max()
+            .unwrap_or(10) as f64;
+        let legend = (40.0 + 6.6 * longest).clamp(130.0, self.width * 0.4);
         let mut w = Writer { out: String::new() };
         let _ = writeln!(
             w.out,
@@ -389,7 +409,7 @@ impl Figure {
         );
         for (i, p) in self.panels.iter().enumerate() {
             let y0 = TOP + i as f64 * self.panel_height;
-            self.panel(&mut w, p, y0)?;
+            self.panel(&mut w, p, y0, legend)?;
         }
         if !self.caption.is_empty() {
             w.text(
@@ -414,19 +434,33 @@ impl Figure {
         Ok(w.out)
     }
 
-    fn panel(&self, w: &mut Writer, p: &Panel, y0: f64) -> Result<(), PlotError> {
+    fn panel(&self, w: &mut Writer, p: &Panel, y0: f64, legend: f64) -> Result<(), PlotError> {
         let x0 = LEFT;
-        let x1 = self.width - RIGHT_LEGEND;
+        let x1 = self.width - legend;
         let top = y0 + PANEL_TOP;
         let bottom = y0 + self.panel_height - PANEL_BOTTOM;
-        w.text(
-            (x0 + x1) / 2.0,
-            y0 + 20.0,
-            15.0,
-            "middle",
-            "font-weight=\"bold\"",
-            &p.title,
-        );
+        // Title: the first line bold, further lines (`\n`) smaller.
+        for (i, line) in p.title.lines().take(2).enumerate() {
+            if i == 0 {
+                w.text(
+                    (x0 + x1) / 2.0,
+                    y0 + 20.0,
+                    15.0,
+                    "middle",
+                    "font-weight=\"bold\"",
+                    line,
+                );
+            } else {
+                w.text(
+                    (x0 + x1) / 2.0,
+                    y0 + 38.0,
+                    11.5,
+                    "middle",
+                    "fill=\"#333\"",
+                    line,
+                );
+            }
+        }
         let check = |v: f64, what: &str| -> Result<f64, PlotError> {
             if v.is_finite() {
                 Ok(v)
@@ -520,7 +554,7 @@ impl Figure {
                     }
                     w.text(
                         (gx0 + x) / 2.0,
-                        bottom + 52.0,
+                        bottom + 84.0,
                         12.0,
                         "middle",
                         "font-weight=\"bold\"",
@@ -812,6 +846,16 @@ impl Figure {
             "<text x=\"22\" y=\"{cy:.1}\" font-size=\"13\" text-anchor=\"middle\" {FONT} transform=\"rotate(-90 22 {cy:.1})\">{}</text>",
             esc(label)
         );
+    }
+}
+
+/// The legend entries a panel will draw.
+fn legend_names(p: &Panel) -> Vec<String> {
+    match &p.kind {
+        PanelKind::StackedBars { series, .. } => series.clone(),
+        PanelKind::Waterfall { .. } => vec!["speed-up".into(), "slow-down".into()],
+        PanelKind::CategoryLines { series, .. } => series.iter().map(|s| s.0.clone()).collect(),
+        PanelKind::XY { series, .. } => series.iter().map(|s| s.name.clone()).collect(),
     }
 }
 

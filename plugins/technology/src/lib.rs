@@ -280,8 +280,9 @@ pub struct NodeSramParams {
 }
 
 /// Build the on-chip tier of `p`: capacity scales with SRAM density (fixed SRAM area);
-/// bandwidth with the derived clock and with the square root of the capacity (more, larger
-/// banks: ASSUMPTION, not a published law).
+/// bandwidth with the derived matrix throughput, i.e. the reference's on-chip bytes per FLOP
+/// are kept (ASSUMPTION: designers widen L2/L1 ports with the MAC array, as A100 -> H100
+/// roughly did; not a published law).
 pub fn sram_tier(p: &NodeSramParams) -> Result<TechTier, PluginError> {
     let row = match (&p.node, p.node_nm) {
         (Some(n), _) => *n,
@@ -298,9 +299,7 @@ pub fn sram_tier(p: &NodeSramParams) -> Result<TechTier, PluginError> {
     };
     let op = operating_point(&row, &p.limits)?;
     let cap = positive("reference_capacity_mb", p.reference_capacity_mb)? * row.sram_density;
-    let bw = positive("reference_bandwidth_tbs", p.reference_bandwidth_tbs)?
-        * op.clock
-        * row.sram_density.sqrt();
+    let bw = positive("reference_bandwidth_tbs", p.reference_bandwidth_tbs)? * op.throughput;
     Ok(TechTier {
         kind: "tech/node-sram",
         level: TierLevel::OnChip,

@@ -74,14 +74,17 @@ struct InferenceJob {
     batch: u32,
     input_len: u32,
     output_len: u32,
+    /// Replay decode steps as captured CUDA graphs (no host launch cost per kernel).
+    #[serde(default)]
+    graph_capture: bool,
 }
 
 /// Time-share categories (the stacked segments).
 pub const CATEGORIES: [&str; 4] = [
-    "compute-bound (matrix engine)",
-    "memory-bound (ops, weights/KV streaming)",
-    "network (exposed communication)",
-    "pipeline bubble / fixed overheads",
+    "compute-bound",
+    "memory-bound",
+    "network (exposed)",
+    "bubble / fixed overheads",
 ];
 
 /// One node's results.
@@ -251,6 +254,7 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Vec<NodeResult>, StudyError> {
             .map_err(model_err(format!("inference at {label}")))?;
         let plan = InferencePlan {
             tp: inf.tp,
+            graph_capture: inf.graph_capture,
             ..InferencePlan::new(inf.batch, inf.input_len, inf.output_len)
         };
         let ir = inference
@@ -279,6 +283,17 @@ fn shares(v: &[f64; 4]) -> Vec<f64> {
     v.iter()
         .map(|x| if t > 0.0 { 100.0 * x / t } else { 0.0 })
         .collect()
+}
+
+fn s0(r: &NodeResult) -> String {
+    format!(
+        "{:.0}",
+        r.system
+            .compute
+            .peak(Engine::Matrix, DType::Bf16)
+            .map(|p| p.tflops())
+            .unwrap_or(0.0)
+    )
 }
 
 pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
@@ -388,7 +403,7 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
         panel_height: 400.0,
         panels: vec![
             panel(
-                format!("Training step, best plan per node ({tm} GPUs; bar note: iteration time)"),
+                format!("Training GPT-3 175B, best plan per node ({tm} GPUs)\nbar note: iteration time; compute-bound = GEMMs and attention, memory-bound = vector ops and optimizer"),
                 bars(&|r| {
                     (
                         r.train_shares,
@@ -397,7 +412,7 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
                 }),
             ),
             panel(
-                "Inference prefill (bar note: TTFT)".into(),
+                "Serving Llama-2 70B (TP 8): prefill\nbar note: TTFT; GEMM time split by each GEMM's roofline bound".into(),
                 bars(&|r| {
                     (
                         r.prefill_shares,
@@ -406,7 +421,7 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
                 }),
             ),
             panel(
-                "Inference decode step (bar note: TPOT)".into(),
+                "Serving Llama-2 70B (TP 8): one decode step\nbar note: TPOT; fixed overheads = kernel/graph launch and per-collective costs".into(),
                 bars(&|r| {
                     (
                         r.decode_shares,
@@ -424,46 +439,58 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
         _ => return Err(ctx.bad("nodes", "needs at least one node")),
     };
     let frac = |v: &[f64; 4], i: usize| v[i] / v.iter().sum::<f64>().max(1e-300);
-    let dominant = |v: &[f64; 4]| {
-        let i = (0..4).max_by(|a, b| v[*a].total_cmp(&v[*b])).unwrap_or(0);
-        CATEGORIES[i].split(' ').next().unwrap_or("").to_string()
-    };
     let limits: Vec<String> = res
         .iter()
-        .map(|r| {
-            format!(
-                "{} {}",
-                r.label.split(' ').next().unwrap_or(""),
-                r.point.limit.name()
-            )
-        })
+        .map(|r| format!("{}: {}", r.label, r.point.limit.name()))
         .collect();
+    let bw = |r: &NodeResult| {
+        r.system
+            .memory
+            .device()
+            .map(|t| t.bandwidth().0)
+            .unwrap_or(1.0)
+    };
+    let top = (0..4)
+        .max_by(|a, b| last.decode_shares[*a].total_cmp(&last.decode_shares[*b]))
+        .unwrap_or(0);
     let finding = format!(
-        "From {} to {}, the derived GPU's bf16 peak grows x{:.1} (area x{:.1} more MACs, clock x{:.2}; operating limit per node: {}) while device-memory bandwidth grows x{:.1} and NVLink x{:.1}. Training ({}) speeds up x{:.1}: its compute-bound share goes {} -> {} and network {} -> {} (largest at the last node: {}). Inference speeds up less in decode (TPOT {:.1} -> {:.1} ms, x{:.1}; memory-bound share {} -> {}) than in prefill (TTFT {:.0} -> {:.0} ms, x{:.1}): decode follows the memory generation, prefill the logic node.",
+        "From {} to {} the derived GPU's bf16 peak grows x{:.1} ({} -> {} TFLOP/s: x{:.1} more MACs in the same area, clock x{:.2} under the same power; {}), device-memory bandwidth x{:.1} and NVLink x{:.1}. Training GPT-3 175B speeds up x{:.1} ({:.1} -> {:.1} s per step, best plan at {}: {}); the compute-bound share goes {} -> {}, memory-bound ops {} -> {}, exposed network {} -> {}, bubble {} -> {}. Serving speeds up x{:.1} in prefill (TTFT {:.0} -> {:.0} ms) but x{:.1} in decode (TPOT {:.1} -> {:.1} ms; decode memory-bound share {} -> {}, fixed overheads {} -> {}); at {} the largest part of a decode step is {} ({}).",
         first.label,
         last.label,
         last.point.throughput / first.point.throughput,
+        s0(first),
+        s0(last),
         last.point.mac_units / first.point.mac_units,
         last.point.clock / first.point.clock,
         limits.join(", "),
-        last.system.memory.device().map(|t| t.bandwidth().0).unwrap_or(1.0)
-            / first.system.memory.device().map(|t| t.bandwidth().0).unwrap_or(1.0),
+        bw(last) / bw(first),
         last.system.network[0].bandwidth().0 / first.system.network[0].bandwidth().0,
-        describe(&last.plan),
         first.training.iteration_time.0 / last.training.iteration_time.0,
+        first.training.iteration_time.0,
+        last.training.iteration_time.0,
+        last.label,
+        describe(&last.plan),
         pct(frac(&first.train_shares, 0)),
         pct(frac(&last.train_shares, 0)),
+        pct(frac(&first.train_shares, 1)),
+        pct(frac(&last.train_shares, 1)),
         pct(frac(&first.train_shares, 2)),
         pct(frac(&last.train_shares, 2)),
-        dominant(&last.train_shares),
-        first.inference.tpot.millis(),
-        last.inference.tpot.millis(),
-        first.inference.tpot.0 / last.inference.tpot.0,
-        pct(frac(&first.decode_shares, 1)),
-        pct(frac(&last.decode_shares, 1)),
+        pct(frac(&first.train_shares, 3)),
+        pct(frac(&last.train_shares, 3)),
+        first.inference.ttft.0 / last.inference.ttft.0,
         first.inference.ttft.millis(),
         last.inference.ttft.millis(),
-        first.inference.ttft.0 / last.inference.ttft.0,
+        first.inference.tpot.0 / last.inference.tpot.0,
+        first.inference.tpot.millis(),
+        last.inference.tpot.millis(),
+        pct(frac(&first.decode_shares, 1)),
+        pct(frac(&last.decode_shares, 1)),
+        pct(frac(&first.decode_shares, 3)),
+        pct(frac(&last.decode_shares, 3)),
+        last.label,
+        CATEGORIES[top],
+        pct(frac(&last.decode_shares, top)),
     );
     Ok(StudyOutput {
         name: ctx.info.name.to_string(),
