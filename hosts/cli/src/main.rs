@@ -10,7 +10,6 @@ mod cmd_roofline;
 mod cmd_study;
 mod cmd_validate;
 mod common;
-mod plot;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
