@@ -17,7 +17,7 @@ pub mod ops;
 mod plan;
 pub mod report;
 
-pub use ops::ComputeBreakdown;
+pub use ops::{ComputeBreakdown, OpLine};
 pub use plan::{EngineParams, TrainingPlan};
 pub use report::{
     Bottleneck, Feasibility, LayerReport, MemoryReport, StageMemory, TimeBreakdown, TrainingReport,
@@ -688,6 +688,29 @@ impl Training {
         }
     }
 
+    /// Every compute op of one device's program under `plan`, timed: one layer forward and
+    /// backward (one micro-batch), the embedding and the LM head with the loss (one
+    /// micro-batch), and the optimizer step. For reports that show what bounds each op; not
+    /// for the hot path (it allocates).
+    pub fn op_breakdown(&self, plan: &TrainingPlan) -> Result<Vec<OpLine>, ModelError> {
+        let p = self.prepare(plan)?;
+        let trace = std::cell::RefCell::new(Vec::with_capacity(64));
+        let timer = Timer {
+            unit: self.system.compute.as_ref(),
+            memory: &self.system.memory,
+            trace: Some(&trace),
+            part: std::cell::Cell::new(""),
+        };
+        ops::layer(&timer, &p.ls)?;
+        ops::ends(&timer, &p.ls)?;
+        ops::optimizer(
+            &timer,
+            p.device_params / p.ssplit.optimizer.max(1) as f64,
+            p.state.grads,
+        )?;
+        Ok(trace.into_inner())
+    }
+
     /// Memory per device of `plan` without timing it (cheap: for pruning plans that cannot
     /// fit before they are evaluated). Same numbers as `evaluate(plan)?.memory`.
     pub fn memory(&self, plan: &TrainingPlan) -> Result<MemoryReport, ModelError> {
@@ -730,6 +753,8 @@ impl Training {
         let timer = Timer {
             unit: self.system.compute.as_ref(),
             memory: &self.system.memory,
+            trace: None,
+            part: std::cell::Cell::new(""),
         };
         let lt = ops::layer(&timer, &ls)?;
         let ends = ops::ends(&timer, &ls)?;

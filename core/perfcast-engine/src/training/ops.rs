@@ -19,8 +19,9 @@
 use perfcast_core::op::{Attention, ComputeOp, Gemm, VectorOp, VectorOpKind};
 use perfcast_core::units::ensure_finite;
 use perfcast_core::workload::NormKind;
-use perfcast_core::{AttentionKind, ComputeUnit, DType, MemoryHierarchy, ModelError};
+use perfcast_core::{AttentionKind, ComputeUnit, DType, MemoryHierarchy, ModelError, OpTime};
 use serde::Serialize;
+use std::cell::{Cell, RefCell};
 
 /// Op classes of the compute breakdown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +134,41 @@ impl ComputeBreakdown {
 pub struct Timer<'a> {
     pub unit: &'a dyn ComputeUnit,
     pub memory: &'a MemoryHierarchy,
+    /// When set, every timed op is recorded (for `Training::op_breakdown`; off in `evaluate`).
+    pub trace: Option<&'a RefCell<Vec<OpLine>>>,
+    /// Label of the ops being timed (set by the program builders).
+    pub part: Cell<&'static str>,
+}
+
+/// One timed op of the per-device program.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct OpLine {
+    /// `layer forward`, `layer backward`, `embedding forward`, ... `optimizer`.
+    pub part: &'static str,
+    /// Report class (`gemm`, `attention`, `norm`...).
+    pub class: &'static str,
+    pub op: ComputeOp,
+    /// Times the op runs per `part` (one layer, one micro-batch).
+    pub count: f64,
+    pub time: OpTime,
+}
+
+impl OpClass {
+    pub const fn name(self) -> &'static str {
+        match self {
+            OpClass::Gemm => "gemm",
+            OpClass::Attention => "attention",
+            OpClass::Norm => "norm",
+            OpClass::Activation => "activation",
+            OpClass::Dropout => "dropout",
+            OpClass::Elementwise => "elementwise",
+            OpClass::Rope => "rope",
+            OpClass::Cast => "cast",
+            OpClass::Embedding => "embedding",
+            OpClass::Loss => "loss",
+            OpClass::Optimizer => "optimizer",
+        }
+    }
 }
 
 impl Timer<'_> {
@@ -151,9 +187,19 @@ impl Timer<'_> {
         if count <= 0.0 || op.flops().0 == 0.0 && op.min_bytes().0 == 0.0 {
             return Ok(0.0);
         }
-        let t = self.unit.op_time(&op, self.memory)?.time.0;
+        let ot = self.unit.op_time(&op, self.memory)?;
+        let t = ot.time.0;
         if !(t.is_finite() && t >= 0.0) {
             ensure_finite(op.class(), t)?;
+        }
+        if let Some(trace) = self.trace {
+            trace.borrow_mut().push(OpLine {
+                part: self.part.get(),
+                class: class.name(),
+                op,
+                count,
+                time: ot,
+            });
         }
         acc.0[class as usize] += t * count;
         Ok(t * count)
@@ -359,6 +405,7 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
     let gemms = x.gemms();
 
     // Forward.
+    timer.part.set("layer forward");
     let mut f = ClassTimes::default();
     let norm = x.vec(VectorOpKind::Norm, pw, x.norm_flops(), 2.0 * e);
     timer.add(&mut f, norm, 2.0)?;
@@ -383,6 +430,7 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
     let attn_f = x.attention(timer, &mut f, false)?;
 
     // Backward.
+    timer.part.set("layer backward");
     let mut b = ClassTimes::default();
     let norm_b = x.vec(VectorOpKind::Norm, pw, 2.0 * x.norm_flops(), 3.0 * e);
     timer.add(&mut b, norm_b, 2.0)?;
@@ -456,6 +504,7 @@ pub fn ends(timer: &Timer, x: &LayerShape) -> Result<EndTimes, ModelError> {
     let mask = if x.dropout { 1.0 } else { 0.0 };
     let pw = tok * x.h / x.ps;
 
+    timer.part.set("embedding forward");
     let mut ef = ClassTimes::default();
     timer.add(
         &mut ef,
@@ -476,6 +525,7 @@ pub fn ends(timer: &Timer, x: &LayerShape) -> Result<EndTimes, ModelError> {
             1.0,
         )?;
     }
+    timer.part.set("embedding backward");
     let mut eb = ClassTimes::default();
     // Scatter-add of the output gradient into the (fp32) embedding gradient rows.
     timer.add(
@@ -498,6 +548,7 @@ pub fn ends(timer: &Timer, x: &LayerShape) -> Result<EndTimes, ModelError> {
         ..*x
     };
     let v = x.vocab_dev;
+    timer.part.set("head forward");
     let mut hf = ClassTimes::default();
     let norm = x.vec(VectorOpKind::Norm, pw, x.norm_flops(), 2.0 * e);
     timer.add(&mut hf, norm, 1.0)?;
@@ -509,6 +560,7 @@ pub fn ends(timer: &Timer, x: &LayerShape) -> Result<EndTimes, ModelError> {
         b.launches = 2;
     }
     timer.add(&mut hf, loss_f, 1.0)?;
+    timer.part.set("head backward");
     let mut hb = ClassTimes::default();
     timer.add(&mut hb, loss_b, 1.0)?;
     let mut g_b = timer.add(&mut hb, head.gemm(tok, x.h, v), 1.0)?;
@@ -528,6 +580,7 @@ pub fn ends(timer: &Timer, x: &LayerShape) -> Result<EndTimes, ModelError> {
 /// weights, momentum and variance (24 B), reads the gradient, writes the 16-bit weight (2 B),
 /// plus one more read of the gradient for the global-norm clip.
 pub fn optimizer(timer: &Timer, params: f64, grad_bytes: f64) -> Result<f64, ModelError> {
+    timer.part.set("optimizer");
     let mut acc = ClassTimes::default();
     let op = ComputeOp::Vector(VectorOp {
         kind: VectorOpKind::Optimizer,

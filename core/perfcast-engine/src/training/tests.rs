@@ -658,3 +658,41 @@ fn overlapped_p2p_in_interleaved_schedules() {
     assert!(overlapped.breakdown.pp_comm.0 < 0.5 * blocking.breakdown.pp_comm.0);
     assert!(overlapped.iteration_time.0 < blocking.iteration_time.0);
 }
+
+/// The op breakdown lists each op of the program with its time and bound; its layer parts add
+/// up to the per-layer compute of the report.
+#[test]
+fn op_breakdown_adds_up() {
+    let t = training(gpt(48, 6144, 64), 8);
+    let pl = plan(8, 1, 1, 4, 4, "none");
+    let ops = t.op_breakdown(&pl).unwrap();
+    let r = t.evaluate(&pl).unwrap();
+    let part = |name: &str| -> f64 {
+        ops.iter()
+            .filter(|o| o.part == name)
+            .map(|o| o.time.time.0 * o.count)
+            .sum()
+    };
+    assert!(close(
+        part("layer forward"),
+        r.layer.forward_compute.0,
+        1e-12
+    ));
+    assert!(close(
+        part("layer backward"),
+        r.layer.backward_compute.0,
+        1e-12
+    ));
+    assert!(part("head forward") > 0.0 && part("optimizer") > 0.0);
+    // The big GEMMs are compute-bound; the pointwise ops are not.
+    let gemm = ops.iter().find(|o| o.class == "gemm").unwrap();
+    assert_eq!(gemm.time.bound, perfcast_core::TimeBound::Compute);
+    let norm = ops.iter().find(|o| o.class == "norm").unwrap();
+    assert!(matches!(
+        norm.time.bound,
+        perfcast_core::TimeBound::Memory(_)
+    ));
+    assert!(serde_json::to_string(&ops)
+        .unwrap()
+        .contains("layer backward"));
+}
