@@ -696,3 +696,30 @@ fn op_breakdown_adds_up() {
         .unwrap()
         .contains("layer backward"));
 }
+
+/// `fsdp` in place of `zero`: without resharding after the forward, ZeRO-3 gathers each
+/// layer's weights once per micro-batch instead of twice.
+#[test]
+fn fsdp_without_resharding_gathers_once() {
+    let mut m = gpt(24, 2304, 24);
+    m.seq_len = 128; // little compute to hide the gathers behind
+    let ev = |reshard: bool| {
+        let opts: TrainingOptions = serde_json::from_value(serde_json::json!({
+            "strategies": ["tensor", "sequence", "context", "pipeline", "data", "fsdp"],
+            "strategy_params": {"fsdp": {"reshard_after_forward": reshard}}
+        }))
+        .unwrap();
+        let t = Training::with_options(m.clone(), a100_system(32), &registry(), &opts).unwrap();
+        let mut pl = plan(1, 1, 32, 4, 512, "none");
+        pl.zero_stage = 3;
+        t.evaluate(&pl).unwrap()
+    };
+    let (full_shard, no_reshard) = (ev(true), ev(false));
+    let z = |r: &TrainingReport| r.breakdown.zero_comm.0;
+    assert!(
+        close(z(&no_reshard), z(&full_shard) / 2.0, 0.05),
+        "{} vs {}",
+        z(&no_reshard),
+        z(&full_shard)
+    );
+}
