@@ -1,6 +1,7 @@
 //! `perfcast roofline`: each `[[ops]]` entry on the config's device.
 
 use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
+use anyhow::Context as _;
 use perfcast_host::roofline::{self, RooflineReport};
 
 #[derive(Debug, clap::Args)]
@@ -9,6 +10,10 @@ pub struct Args {
     pub config: ConfigArgs,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
+    /// Also draw the roofline chart (log-log, roofs per tier and peak, one point per op) to
+    /// this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -21,6 +26,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         );
     }
     let report = roofline::analyze(&device, &ops)?;
+    if let Some(path) = &a.plot {
+        std::fs::write(path, crate::plot::roofline_svg(&report))
+            .with_context(|| format!("cannot write the plot to `{}`", path.display()))?;
+    }
     let text = match a.format {
         Format::Json => to_json(&report)?,
         Format::Csv => csv(&report),

@@ -10,6 +10,7 @@ mod cmd_roofline;
 mod cmd_study;
 mod cmd_validate;
 mod common;
+mod plot;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -165,6 +165,26 @@ fn roofline_runs_the_shipped_experiment_in_every_format() {
     // Prefill GEMMs have hundreds of FLOP per byte: compute-bound on an A100.
     assert_eq!(ops[0]["name"], "prefill.qkv");
     assert_eq!(ops[0]["bound"], "compute");
+    let d = tmpdir();
+    let o = perfcast_in(&d, &["roofline", &exp, "--plot", "roof.svg"], &[]);
+    ok(&o);
+    let svg = std::fs::read_to_string(d.join("roof.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    for w in [
+        "prefill.qkv",
+        "decode.layernorm",
+        "a100_sxm4_80gb_hbm",
+        "matrix bf16 peak",
+    ] {
+        assert!(svg.contains(w), "{w} not in the plot");
+    }
+    assert!(!svg.contains("NaN") && !svg.contains("inf"));
+    let o = perfcast_in(
+        &d,
+        &["roofline", &exp, "--plot", "no/such/dir/roof.svg"],
+        &[],
+    );
+    fails(&o, &["no/such/dir/roof.svg"]);
     let o = perfcast(&["roofline", &exp, "--format", "csv"]);
     ok(&o);
     let lines: Vec<&str> = o.stdout.lines().collect();
