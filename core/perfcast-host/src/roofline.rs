@@ -46,6 +46,8 @@ pub struct RooflineRow {
     /// Intensity at which this op's achievable throughput (peak x efficiency) meets the
     /// device tier's achievable bandwidth.
     pub ridge: f64,
+    /// Peak of the engine and dtype the op runs in, FLOP/s.
+    pub peak_flops_per_s: f64,
     /// Peak x efficiency for this op, FLOP/s.
     pub attainable_flops_per_s: f64,
     pub time_s: f64,
@@ -178,6 +180,7 @@ pub fn analyze(device: &Device, ops: &[NamedOp]) -> Result<RooflineReport, HostE
             bytes,
             intensity: check("intensity", flops / bytes)?,
             ridge: check("ridge point", attainable / dev_bw)?,
+            peak_flops_per_s: check("peak", peak.0)?,
             attainable_flops_per_s: attainable,
             time_s: time,
             compute_s: check("compute time", t.compute.0)?,
