@@ -130,7 +130,7 @@ impl StudyContext {
             file: self.path.clone(),
             key: key.to_string(),
             target,
-            source,
+            source: Box::new(source),
         })
     }
 
@@ -142,7 +142,7 @@ impl StudyContext {
                 file: self.path.clone(),
                 key: key.to_string(),
                 target: self.resolve(rel),
-                source,
+                source: Box::new(source),
             })
     }
 
@@ -156,7 +156,7 @@ impl StudyContext {
             file: self.path.clone(),
             key: key.to_string(),
             target: self.resolve(rel),
-            source,
+            source: Box::new(source),
         })
     }
 }
@@ -165,14 +165,21 @@ impl StudyContext {
 pub fn registry() -> Result<Registry, StudyError> {
     perfcast_builtins::registry().map_err(|e| StudyError::Model {
         context: "plugin registry".into(),
-        source: ModelError::invalid("plugins", e.to_string(), "built-in plugins must not clash"),
+        source: Box::new(ModelError::invalid(
+            "plugins",
+            e.to_string(),
+            "built-in plugins must not clash",
+        )),
     })
 }
 
 /// Wrap a model error with what was being evaluated.
 pub fn model_err(context: impl Into<String>) -> impl FnOnce(ModelError) -> StudyError {
     let context = context.into();
-    move |source| StudyError::Model { context, source }
+    move |source| StudyError::Model {
+        context,
+        source: Box::new(source),
+    }
 }
 
 /// A memory tier that takes its bandwidth, efficiency and latency from one tier and its

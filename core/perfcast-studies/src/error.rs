@@ -32,7 +32,7 @@ pub enum StudyError {
         key: String,
         target: PathBuf,
         #[source]
-        source: perfcast_host::HostError,
+        source: Box<perfcast_host::HostError>,
     },
 
     /// The model rejected a scenario of the study.
@@ -40,7 +40,7 @@ pub enum StudyError {
     Model {
         context: String,
         #[source]
-        source: perfcast_core::ModelError,
+        source: Box<perfcast_core::ModelError>,
     },
 
     /// A plot could not be drawn (non-finite data).

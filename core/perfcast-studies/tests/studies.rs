@@ -1,0 +1,303 @@
+//! Study invariants (not exact figures): every study runs and writes its three files; the
+//! Shapley factors multiply to the speed-up; memory components sum to the total; time shares
+//! sum to the time; more bandwidth never makes anything slower; bad input gives errors that
+//! name the file, the key and what is allowed.
+
+use perfcast_studies::common::StudyContext;
+use perfcast_studies::studies::{a100_to_b200, dram_scaling, memory_recompute, technology_nodes};
+use perfcast_studies::{configs_dir, info, run, StudyError};
+use std::path::{Path, PathBuf};
+
+/// A fresh temporary directory for this test.
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "perfcast-studies-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The shipped config of `name` with its relative paths made absolute, so that it can be
+/// edited and written anywhere.
+fn shipped(name: &str) -> String {
+    let text = std::fs::read_to_string(configs_dir().join(format!("{name}.toml"))).unwrap();
+    let base = configs_dir();
+    text.replace("\"../", &format!("\"{}/../", base.display()))
+}
+
+/// Write `text` as a config file in `dir`.
+fn write_config(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(format!("{name}.toml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A small a100-to-b200 config: one job, a narrow grid (the test runs unoptimised).
+fn small_a100_to_b200() -> String {
+    let full = shipped("a100-to-b200");
+    let head = full.split("[[jobs]]").next().unwrap().to_string();
+    let base = configs_dir();
+    format!(
+        "{head}
+[[jobs]]
+label = \"GPT-3 175B, 256 GPUs\"
+model = \"{b}/../models/gpt3-175b.toml\"
+gpus = 256
+global_batch = 512
+baseline = \"{b}/../systems/dgx-a100.toml\"
+target = \"{b}/../systems/gb200-nvl72.toml\"
+
+[search]
+tp = [8, 16]
+pp = [4, 8]
+micro_batch = [1]
+recompute = [\"selective\", \"full\"]
+precision = [\"bf16\", \"fp8\"]
+zero_stage = [1]
+",
+        b = base.display()
+    )
+}
+
+fn ctx(name: &str, dir: &Path, text: &str) -> StudyContext {
+    StudyContext::from_text(info(name).unwrap(), dir, text)
+}
+
+#[test]
+fn every_study_runs_and_writes_its_three_files() {
+    let dir = temp_dir("all");
+    for s in perfcast_studies::STUDIES {
+        let config = if s.name == "a100-to-b200" {
+            Some(write_config(&dir, s.name, &small_a100_to_b200()))
+        } else {
+            None
+        };
+        let out = run(s.name, config.as_deref()).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+        let files = out.write(&dir.join(s.name)).unwrap();
+        assert_eq!(files.len(), 3);
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap();
+            assert!(text.len() > 100, "{} is nearly empty", f.display());
+            assert!(
+                !text.contains("NaN") && !text.contains("inf,"),
+                "{}",
+                f.display()
+            );
+        }
+        let csv = std::fs::read_to_string(&files[0]).unwrap();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert!(lines.len() >= 3, "{}: header and rows", s.name);
+        let svg = std::fs::read_to_string(&files[1]).unwrap();
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert!(svg.contains(&format!("perfcast study {}", s.name)));
+        let md = std::fs::read_to_string(&files[2]).unwrap();
+        assert!(md.contains("perfcast study") && md.contains(&format!("{}.svg", s.name)));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_bad_study_name_lists_the_known_ones() {
+    let e = run("memory-vs-recomputation", None).unwrap_err();
+    assert!(matches!(e, StudyError::Unknown { .. }));
+    let msg = e.to_string();
+    for s in perfcast_studies::STUDIES {
+        assert!(msg.contains(s.name), "{msg}");
+    }
+}
+
+#[test]
+fn bad_config_values_name_the_file_the_key_and_what_is_allowed() {
+    let dir = temp_dir("bad");
+    let good = shipped("memory-vs-recompute");
+    // (edit, expected fragments of the message)
+    let table: Vec<(String, Vec<&str>)> = vec![
+        (
+            good.replacen("recompute = \"none\"", "recompute = \"partial\"", 1),
+            vec!["policies[0].recompute", "partial", "none, selective, full"],
+        ),
+        (
+            good.replacen("micro_batch = 4", "micro_batch = \"four\"", 1),
+            vec!["models[0].micro_batch", "invalid type"],
+        ),
+        (
+            good.replacen("precision = \"fp16\"", "precison = \"fp16\"", 1),
+            vec!["precison", "unknown field"],
+        ),
+        (
+            good.replacen("tp = 8", "tp = 0", 1),
+            vec!["models[0].tp", ">= 1"],
+        ),
+        (
+            good.replacen(
+                "study = \"memory-vs-recompute\"",
+                "study = \"dram-scaling\"",
+                1,
+            ),
+            vec!["`study`", "dram-scaling", "memory-vs-recompute"],
+        ),
+        (
+            good.replacen("korthikanti-gpt-22b.toml", "no-such-model.toml", 1),
+            vec!["models[0].model", "no-such-model.toml", "does not exist"],
+        ),
+        (
+            good.replacen("[[policies]]", "[[policies]\n", 1),
+            vec!["(syntax)"],
+        ),
+    ];
+    for (text, want) in table {
+        let p = write_config(&dir, "memory-vs-recompute", &text);
+        let e = run("memory-vs-recompute", Some(&p))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&p.display().to_string()), "file not named: {e}");
+        for w in want {
+            assert!(e.contains(w), "`{w}` missing in: {e}");
+        }
+    }
+    // A bad value inside a plugin's parameters (technology-nodes) names the node entry and
+    // the plugin's key.
+    let t = shipped("technology-nodes").replacen("vt = 0.30", "vt = 0.95", 1);
+    let p = write_config(&dir, "technology-nodes", &t);
+    let e = run("technology-nodes", Some(&p)).unwrap_err().to_string();
+    assert!(e.contains("nodes[0].node") && e.contains("node.vt"), "{e}");
+    let t = shipped("dram-scaling").replacen("generation = \"HBM3\"", "generation = \"HBM9\"", 1);
+    let p = write_config(&dir, "dram-scaling", &t);
+    let e = run("dram-scaling", Some(&p)).unwrap_err().to_string();
+    assert!(e.contains("memories[1]") && e.contains("HBM3e"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn shapley_factors_multiply_to_the_total_speedup() {
+    let dir = temp_dir("shapley");
+    let (jobs, _) =
+        a100_to_b200::evaluate(&ctx("a100-to-b200", &dir, &small_a100_to_b200())).unwrap();
+    for j in &jobs {
+        let prod: f64 = j.factors.iter().product();
+        assert!((prod / j.total - 1.0).abs() < 1e-9, "{prod} vs {}", j.total);
+        let direct = j.times[0] / j.times[j.times.len() - 1];
+        assert!((direct / j.total - 1.0).abs() < 1e-12);
+        assert!(j.total > 1.0, "Blackwell is faster: {}", j.total);
+        assert_eq!(j.factors.len(), a100_to_b200::FACTORS.len());
+        // Each hybrid's best time is a real evaluation of the plan recorded for it.
+        assert!(j.times.iter().all(|t| t.is_finite() && *t > 0.0));
+    }
+}
+
+#[test]
+fn memory_components_sum_to_the_total() {
+    let rows = memory_recompute::evaluate(&ctx(
+        "memory-vs-recompute",
+        &configs_dir(),
+        &shipped("memory-vs-recompute"),
+    ))
+    .unwrap();
+    assert_eq!(rows.len(), 16);
+    for r in &rows {
+        let sum: f64 = memory_recompute::components(&r.stage).iter().sum();
+        let total = r.stage.total.gb();
+        assert!(
+            (sum - total).abs() <= 1e-9 * total,
+            "{} {}: {sum} vs {total}",
+            r.model,
+            r.policy
+        );
+        assert!(r.stage.total.0 <= r.report.memory.peak.0 * (1.0 + 1e-12));
+    }
+    // Recomputing more never needs more activation memory (same plan otherwise).
+    for m in ["GPT 22B", "GPT 175B", "GPT 530B", "GPT 1T"] {
+        let act = |p: &str| {
+            rows.iter()
+                .find(|r| r.model == m && r.policy == p)
+                .map(|r| r.stage.activations.0)
+                .unwrap()
+        };
+        assert!(act("full recompute") <= act("selective + SP"));
+        assert!(act("selective + SP") <= act("selective"));
+        assert!(act("selective") <= act("no recompute"));
+    }
+}
+
+#[test]
+fn dram_bandwidth_never_makes_inference_slower() {
+    let rows = dram_scaling::evaluate(&ctx(
+        "dram-scaling",
+        &configs_dir(),
+        &shipped("dram-scaling"),
+    ))
+    .unwrap();
+    for v in [
+        dram_scaling::Variant::BandwidthOnly,
+        dram_scaling::Variant::Both,
+    ] {
+        let mut rs: Vec<&dram_scaling::Row> = rows.iter().filter(|r| r.variant == v).collect();
+        rs.sort_by(|a, b| a.bandwidth_tbs.total_cmp(&b.bandwidth_tbs));
+        for w in rs.windows(2) {
+            let (a, b) = (&w[0].at_batch, &w[1].at_batch);
+            for (what, x, y) in [
+                ("ttft", a.ttft.0, b.ttft.0),
+                ("tpot", a.tpot.0, b.tpot.0),
+                ("latency", a.latency.0, b.latency.0),
+            ] {
+                assert!(
+                    y <= x * (1.0 + 1e-12),
+                    "{what} rose from {} to {} ({:?})",
+                    w[0].memory,
+                    w[1].memory,
+                    v
+                );
+            }
+        }
+    }
+    // Capacity alone changes no latency at a fixed batch, only the largest batch.
+    let cap: Vec<&dram_scaling::Row> = rows
+        .iter()
+        .filter(|r| r.variant == dram_scaling::Variant::CapacityOnly)
+        .collect();
+    for r in &cap {
+        assert!((r.at_batch.tpot.0 / cap[0].at_batch.tpot.0 - 1.0).abs() < 1e-12);
+    }
+}
+
+#[test]
+fn technology_sweep_shares_sum_and_bandwidth_is_monotone() {
+    // Three devices at the same node whose memory and network generations rise: nothing
+    // may get slower.
+    let full = shipped("technology-nodes");
+    let head = full.split("[[nodes]]").next().unwrap();
+    let tail = &full[full.find("[training]").unwrap()..];
+    let node = "node = { node_nm = 7, logic_density = 1.0, sram_density = 1.0, energy_per_op = 1.0, vdd = 0.75, vt = 0.30 }";
+    let mut text = head.to_string();
+    for (mem, up, out) in [
+        ("HBM2e", "nvlink3", "hdr"),
+        ("HBM3", "nvlink3", "hdr"),
+        ("HBM3", "nvlink4", "ndr"),
+        ("HBM4", "nvlink5", "xdr"),
+    ] {
+        text.push_str(&format!(
+            "[[nodes]]\nlabel = \"7 nm {mem} {up}\"\n{node}\nmemory = {{ generation = \"{mem}\", units = 5 }}\nscale_up = \"{up}\"\nscale_out = \"{out}\"\n\n"
+        ));
+    }
+    text.push_str(tail);
+    let res = technology_nodes::evaluate(&ctx("technology-nodes", &configs_dir(), &text)).unwrap();
+    for w in res.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        assert!(b.training.iteration_time.0 <= a.training.iteration_time.0 * (1.0 + 1e-12));
+        assert!(b.inference.ttft.0 <= a.inference.ttft.0 * (1.0 + 1e-12));
+        assert!(b.inference.tpot.0 <= a.inference.tpot.0 * (1.0 + 1e-12));
+    }
+    for r in &res {
+        let t: f64 = r.train_shares.iter().sum();
+        assert!((t / r.training.iteration_time.0 - 1.0).abs() < 1e-9);
+        let p: f64 = r.prefill_shares.iter().sum();
+        assert!((p / r.inference.ttft.0 - 1.0).abs() < 1e-9);
+        let d: f64 = r.decode_shares.iter().sum();
+        assert!((d / r.inference.tpot.0 - 1.0).abs() < 1e-9);
+    }
+}
