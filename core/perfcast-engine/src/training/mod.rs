@@ -227,6 +227,26 @@ impl Training {
         params: EngineParams,
     ) -> Result<Self, ModelError> {
         model.validate()?;
+        // Parameter counts are u64 in the core: refuse sizes whose count would overflow.
+        let (l, h, f, v) = (
+            model.layers as u128,
+            model.hidden as u128,
+            model.ffn_hidden as u128,
+            model.vocab as u128,
+        );
+        let q = (model.heads as u128) * (model.head_dim() as u128);
+        let per_layer = h * (q + 2 * (model.kv_heads() as u128) * (model.head_dim() as u128))
+            + q * h
+            + 3 * h * f
+            + 8 * h;
+        let bound = l * per_layer + 2 * v * h + (model.seq_len as u128) * h;
+        if bound >= 1u128 << 60 {
+            return Err(ModelError::invalid(
+                "model.hidden",
+                model.hidden,
+                format!("the model's parameter count (~{bound}) is beyond 2^60"),
+            ));
+        }
         if model.moe.is_some() {
             return Err(ModelError::invalid(
                 "model.moe",
@@ -434,6 +454,28 @@ impl Training {
                 "plan",
                 format!("tokens split {cpd}, weights split {t}"),
                 "the strategies' splits must divide model.seq_len and model.heads",
+            ));
+        }
+        // The largest tensor a device touches (logits, attention scores, MLP activations) must
+        // count its elements exactly in u64 and f64: below 2^53.
+        let widest = [
+            m.vocab,
+            m.ffn_hidden * m.ffn_act.matrices(),
+            h,
+            m.heads.saturating_mul(s),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0);
+        let largest = (b as u128) * (s as u128) * (widest as u128);
+        if largest >= 1u128 << 53 {
+            return Err(ModelError::invalid(
+                "plan.micro_batch",
+                plan.micro_batch,
+                format!(
+                    "micro_batch x seq_len x widest tensor dimension = {largest} elements is \
+                     beyond what any device holds (limit 2^53)"
+                ),
             ));
         }
         let precision = plan.precision;

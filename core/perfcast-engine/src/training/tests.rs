@@ -723,3 +723,29 @@ fn fsdp_without_resharding_gathers_once() {
         z(&full_shard)
     );
 }
+
+/// Extreme sizes give errors or finite reports, never a panic (overflow) or NaN.
+#[test]
+fn extreme_sizes_never_panic() {
+    let mut m = llama(2, 4096, 32, 8, 14336);
+    m.seq_len = 1 << 20;
+    let t = training(m, 8);
+    for mb in [1u32, 1024, u32::MAX] {
+        let mut pl = plan(8, 1, 1, mb, mb, "full");
+        pl.attention = AttentionKind::Flash;
+        match t.evaluate(&pl) {
+            Ok(r) => r.check_finite().unwrap(),
+            Err(e) => assert!(e.to_string().contains("plan.micro_batch"), "{e}"),
+        }
+    }
+    let huge = gpt(2, 1 << 30, 1 << 20);
+    let e = Training::new(huge, a100_system(8), &registry())
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("model.hidden"), "{e}");
+    let mut wide = gpt(2, 4096, 32);
+    wide.vocab = 1 << 40;
+    let t = training(wide, 8);
+    let e = t.evaluate(&plan(8, 1, 1, 4096, 4096, "none")).unwrap_err();
+    assert!(e.to_string().contains("plan.micro_batch"), "{e}");
+}
