@@ -273,6 +273,17 @@ impl Config {
         )
     }
 
+    /// An error about the value at `key` that names where it came from: for checks a host
+    /// or the engine makes after extraction (`config.invalid("plan.tp", "must divide heads
+    /// (96)")`).
+    pub fn invalid(&self, key: &str, message: impl Into<String>) -> HostError {
+        HostError::Invalid {
+            key: key.to_string(),
+            origin: self.origin_of(key),
+            message: message.into(),
+        }
+    }
+
     fn tag_label(&self, tag: Tag, key: &str) -> String {
         match self.figment.get_metadata(tag) {
             Some(md) if md.name == LayerOrigin::Env.label() => {
