@@ -749,3 +749,12 @@ fn extreme_sizes_never_panic() {
     let e = t.evaluate(&plan(8, 1, 1, 4096, 4096, "none")).unwrap_err();
     assert!(e.to_string().contains("plan.micro_batch"), "{e}");
 }
+
+/// A `Training` is shared across threads by the plan search.
+#[test]
+fn training_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Training>();
+    check::<TrainingReport>();
+    check::<TrainingPlan>();
+}
