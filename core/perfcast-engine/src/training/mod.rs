@@ -644,73 +644,72 @@ impl Training {
         })
     }
 
-    /// Memory per stage of a prepared plan.
+    /// Memory of pipeline stage `idx` of a prepared plan.
+    fn stage_memory(
+        &self,
+        plan: &TrainingPlan,
+        p: &Prepared,
+        input: &ScheduleInput,
+        idx: u32,
+    ) -> StageMemory {
+        let last = plan.pp.saturating_sub(1);
+        let with_emb = idx == 0;
+        let with_head = idx == last;
+        let (params, rp) = if idx == 0 {
+            (p.first_params, &p.rp_first)
+        } else if idx == last {
+            (p.last_params, &p.rp_last)
+        } else {
+            (p.mid_params, &p.rp_mid)
+        };
+        let tok = (p.b * p.s / p.cpd) as f64;
+        let reserved = Bytes::from_gib(self.params.runtime_reserve_gib);
+        let in_flight = p.sched.in_flight(input, idx);
+        let mut per_mb = rp.kept.0;
+        if with_emb && p.dropout {
+            // Input-embedding dropout mask.
+            per_mb += tok * p.hf / p.ps as f64;
+        }
+        let mut temp = rp.working.0;
+        if with_head {
+            // fp32 logits of the loss (Korthikanti 2022 §4.1: 4sbV/t).
+            temp += 4.0 * tok * p.ls.vocab_dev as f64;
+        }
+        if plan.zero_stage >= 3 {
+            // ZeRO-3: the gathered weights of the current and the prefetched layer.
+            temp += 2.0 * p.layer_dev * p.dims.weight_bytes;
+        }
+        let st = &p.state;
+        let weights = params * st.weights / p.ssplit.weights.max(1) as f64;
+        let grads = params * st.grads / p.ssplit.grads.max(1) as f64;
+        let optimizer = params * st.optimizer / p.ssplit.optimizer.max(1) as f64;
+        let activations = in_flight * per_mb;
+        let total = weights + grads + optimizer + activations + temp + reserved.0;
+        StageMemory {
+            stage: idx,
+            in_flight,
+            weights: Bytes(weights),
+            grads: Bytes(grads),
+            optimizer: Bytes(optimizer),
+            activations: Bytes(activations),
+            temp: Bytes(temp),
+            reserved,
+            total: Bytes(total),
+        }
+    }
+
+    /// Memory per stage of a prepared plan: the first, the second (the busiest middle stage:
+    /// under every built-in schedule a middle stage holds no more than stage 1) and the last.
     fn memory_report(
         &self,
         plan: &TrainingPlan,
         p: &Prepared,
         input: &ScheduleInput,
     ) -> MemoryReport {
-        let Prepared {
-            sched,
-            ssplit,
-            cpd,
-            ps,
-            b,
-            s,
-            hf,
-            dropout,
-            ls,
-            layer_dev,
-            single,
-            first_params,
-            mid_params,
-            last_params,
-            state,
-            dims,
-            rp_first,
-            rp_mid,
-            rp_last,
-            ..
-        } = *p;
-        // Memory.
-        let tok = (b * s / cpd) as f64;
-        let reserved = Bytes::from_gib(self.params.runtime_reserve_gib);
-        let stage_memory =
-            |idx: u32, params: f64, rp: &RecomputePlan, with_emb: bool, with_head: bool| {
-                let in_flight = sched.in_flight(input, idx);
-                let mut per_mb = rp.kept.0;
-                if with_emb && dropout {
-                    per_mb += tok * hf / ps as f64;
-                }
-                let mut temp = rp.working.0;
-                if with_head {
-                    temp += 4.0 * tok * ls.vocab_dev as f64;
-                }
-                if plan.zero_stage >= 3 {
-                    temp += 2.0 * layer_dev * dims.weight_bytes;
-                }
-                let weights = params * state.weights / ssplit.weights.max(1) as f64;
-                let grads = params * state.grads / ssplit.grads.max(1) as f64;
-                let optimizer = params * state.optimizer / ssplit.optimizer.max(1) as f64;
-                let activations = in_flight * per_mb;
-                let total = weights + grads + optimizer + activations + temp + reserved.0;
-                StageMemory {
-                    stage: idx,
-                    in_flight,
-                    weights: Bytes(weights),
-                    grads: Bytes(grads),
-                    optimizer: Bytes(optimizer),
-                    activations: Bytes(activations),
-                    temp: Bytes(temp),
-                    reserved,
-                    total: Bytes(total),
-                }
-            };
-        let first_mem = stage_memory(0, first_params, &rp_first, true, single);
-        let last_mem = stage_memory(plan.pp - 1, last_params, &rp_last, single, true);
+        let first_mem = self.stage_memory(plan, p, input, 0);
+        let last_mem = self.stage_memory(plan, p, input, plan.pp - 1);
         let second_mem = if plan.pp > 2 {
-            Some(stage_memory(1, mid_params, &rp_mid, false, false))
+            Some(self.stage_memory(plan, p, input, 1))
         } else {
             None
         };
@@ -727,6 +726,26 @@ impl Training {
             capacity: self.capacity,
             fits,
             shortfall: Bytes((peak.0 - self.capacity.0).max(0.0)),
+        }
+    }
+
+    /// Memory of every pipeline stage's device under `plan` (allocates; for reports).
+    pub fn memory_per_stage(&self, plan: &TrainingPlan) -> Result<Vec<StageMemory>, ModelError> {
+        let p = self.prepare(plan)?;
+        let input = Self::memory_input(plan, &p);
+        Ok((0..plan.pp)
+            .map(|i| self.stage_memory(plan, &p, &input, i))
+            .collect())
+    }
+
+    fn memory_input(plan: &TrainingPlan, p: &Prepared) -> ScheduleInput {
+        ScheduleInput {
+            stages: plan.pp,
+            virtual_stages: plan.vpp,
+            micro_batches: p.shape.micro_batches(),
+            forward: Seconds::ZERO,
+            backward: Seconds::ZERO,
+            p2p: Seconds::ZERO,
         }
     }
 
@@ -757,14 +776,7 @@ impl Training {
     /// fit before they are evaluated). Same numbers as `evaluate(plan)?.memory`.
     pub fn memory(&self, plan: &TrainingPlan) -> Result<MemoryReport, ModelError> {
         let p = self.prepare(plan)?;
-        let input = ScheduleInput {
-            stages: plan.pp,
-            virtual_stages: plan.vpp,
-            micro_batches: p.shape.micro_batches(),
-            forward: Seconds::ZERO,
-            backward: Seconds::ZERO,
-            p2p: Seconds::ZERO,
-        };
+        let input = Self::memory_input(plan, &p);
         Ok(self.memory_report(plan, &p, &input))
     }
 

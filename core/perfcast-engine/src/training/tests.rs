@@ -758,3 +758,24 @@ fn training_is_send_and_sync() {
     check::<TrainingReport>();
     check::<TrainingPlan>();
 }
+
+/// Every stage's memory: 1F1B stage i holds p - i micro-batches; the report's first, second
+/// and last stages are among them and the peak is their maximum.
+#[test]
+fn memory_per_stage_table() {
+    let t = training(gpt(96, 12288, 96), 1024);
+    let mut pl = plan(8, 16, 8, 1, 1536, "selective");
+    pl.sp = true;
+    let stages = t.memory_per_stage(&pl).unwrap();
+    assert_eq!(stages.len(), 16);
+    for (i, st) in stages.iter().enumerate() {
+        assert_eq!(st.stage as usize, i);
+        assert_eq!(st.in_flight, (16 - i) as f64);
+    }
+    let r = t.memory(&pl).unwrap();
+    assert_eq!(stages[0], r.first_stage);
+    assert_eq!(Some(stages[1]), r.second_stage);
+    assert_eq!(stages[15], r.last_stage);
+    let max = stages.iter().map(|s| s.total.0).fold(0.0, f64::max);
+    assert_eq!(max, r.peak.0);
+}
