@@ -255,6 +255,17 @@ impl TrainingReport {
         for (n, v, u) in self.metrics() {
             let _ = writeln!(s, "{n},{v},{u}");
         }
+        if let Some(m) = &self.memory.second_stage {
+            for (n, v, u) in [
+                ("memory.second.in_flight", m.in_flight, ""),
+                ("memory.second.weights", m.weights.0, "B"),
+                ("memory.second.activations", m.activations.0, "B"),
+                ("memory.second.temp", m.temp.0, "B"),
+                ("memory.second.total", m.total.0, "B"),
+            ] {
+                let _ = writeln!(s, "{n},{v},{u}");
+            }
+        }
         let _ = writeln!(s, "fits,{},", self.memory.fits);
         let _ = writeln!(s, "bottleneck,{:?},", self.bottleneck);
         s
