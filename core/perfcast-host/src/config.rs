@@ -245,15 +245,12 @@ impl Config {
 
     /// Where the value at `key` came from (`file configs/x.toml`, `PERFCAST_PLAN__TP`,
     /// `--set plan.tp=4`, ...). Array elements are addressed as `ops[2].m`.
-    /// For values from a TOML file or preset the line is added (`file x.toml, line 12`).
+    /// For values from a TOML file or preset the line is added (`file x.toml:12`).
     pub fn origin_of(&self, key: &str) -> Option<String> {
         let v = lookup(&self.value, key)?;
         let label = self.tag_label(v.tag(), key);
-        let text = match self
-            .figment
-            .get_metadata(v.tag())
-            .and_then(|m| m.source.as_ref())
-        {
+        let md = self.figment.get_metadata(v.tag())?;
+        let text = match md.source.as_ref() {
             Some(figment::Source::File(p))
                 if p.extension().and_then(|e| e.to_str()) == Some("toml") =>
             {
@@ -265,12 +262,12 @@ impl Config {
                 .map(str::to_string),
             _ => None,
         };
-        Some(
-            match text.and_then(|t| layers::toml_key_line(&t, &key_segments(key))) {
-                Some(line) => format!("{label}, line {line}"),
-                None => label,
-            },
-        )
+        let line = text.and_then(|t| layers::toml_key_line(&t, &key_segments(key)));
+        let layer = self.layers.iter().find(|l| l.label() == md.name);
+        Some(match (layer, line) {
+            (Some(l), Some(_)) => l.label_at(line),
+            _ => label,
+        })
     }
 
     /// An error about the value at `key` that names where it came from: for checks a host
@@ -396,7 +393,9 @@ impl Config {
             }
             leaf => out.push(Explained {
                 value: serde_json::to_string(leaf).unwrap_or_else(|_| format!("{leaf:?}")),
-                source: self.tag_label(leaf.tag(), &key),
+                source: self
+                    .origin_of(&key)
+                    .unwrap_or_else(|| self.tag_label(leaf.tag(), &key)),
                 key,
             }),
         }

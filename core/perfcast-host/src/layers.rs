@@ -62,17 +62,25 @@ pub enum LayerOrigin {
 }
 
 impl LayerOrigin {
-    /// A short label: `file configs/x.toml`, `preset:a100-sxm4-80gb`, `--set plan.tp=4`...
+    /// A short label: `file configs/x.toml`, `preset:a100-sxm4-80gb (built-in)`,
+    /// `--set plan.tp=4`...
     pub fn label(&self) -> String {
+        self.label_at(None)
+    }
+
+    /// The label with a line in the file or preset: `file configs/x.toml:12 (included by
+    /// y.toml)`.
+    pub fn label_at(&self, line: Option<usize>) -> String {
+        let at = line.map(|l| format!(":{l}")).unwrap_or_default();
         match self {
             LayerOrigin::Default => "built-in default".into(),
             LayerOrigin::File { path, included_by } => match included_by {
-                Some(by) => format!("file {} (included by {by})", path.display()),
-                None => format!("file {}", path.display()),
+                Some(by) => format!("file {}{at} (included by {by})", path.display()),
+                None => format!("file {}{at}", path.display()),
             },
             LayerOrigin::Preset { name, included_by } => match included_by {
-                Some(by) => format!("{PRESET_SCHEME}{name} (built-in preset, included by {by})"),
-                None => format!("{PRESET_SCHEME}{name} (built-in preset)"),
+                Some(by) => format!("{PRESET_SCHEME}{name}{at} (built-in, included by {by})"),
+                None => format!("{PRESET_SCHEME}{name}{at} (built-in)"),
             },
             LayerOrigin::Env => "environment".into(),
             LayerOrigin::Set { arg } => format!("--set {arg}"),

@@ -270,7 +270,7 @@ fn config_explain_shows_where_each_value_came_from() {
     ok(&o);
     let line = o.stdout.lines().find(|l| l.starts_with("plan.dp")).unwrap();
     assert!(
-        line.contains("file base.toml (included by top.yaml)"),
+        line.contains("file base.toml:4 (included by top.yaml)"),
         "{line}"
     );
     let o = perfcast(&["config", "presets"]);
