@@ -69,6 +69,8 @@ pub struct StudyOutput {
     pub svg: String,
     /// Markdown: the finding and the command.
     pub summary: String,
+    /// The finding alone (a few sentences generated from the numbers).
+    pub finding: String,
 }
 
 impl StudyOutput {
@@ -93,6 +95,46 @@ impl StudyOutput {
         }
         Ok(out)
     }
+}
+
+/// The `docs/studies.md` page: every study's plot (`studies/NAME.svg`), its finding and the
+/// command that reproduces it. `outputs` in [`STUDIES`] order.
+pub fn docs_page(outputs: &[StudyOutput]) -> String {
+    let mut s = String::from(
+        "# Studies\n\n\
+The five studies of the seed paper (Kundu et al. 2024, \"Performance Modeling and Workload Analysis of \
+Distributed LLM Training and Inference\", arXiv:2407.14645; digest in `../shared/research/seed-paper.md`), \
+rerun with perfcast's own model. Each is a config under `configs/studies/` (copy it, change it, pass it \
+with `--config`) and writes `NAME.csv` (every number), `NAME.svg` (the plot) and `NAME.md` (the finding) \
+into `--out DIR` (default `out/studies/NAME`). The findings below are generated from the numbers by the \
+study itself; the files under [`docs/studies/`](studies/) are the committed outputs.\n\n\
+```\nperfcast study --list\nperfcast study NAME [--out DIR] [--config FILE]\n```\n\n\
+These are predictions of an analytical model: the hardware figures are datasheet values cited in \
+`configs/hardware/` and `plugins/technology/src/generations.rs`, the efficiency factors are the engines' \
+documented defaults, and projected hardware (HBM4e, NVLink 7, the 1 nm node) is marked ASSUMPTION \
+where it is defined.\n",
+    );
+    for (i, o) in outputs.iter().enumerate() {
+        let title = STUDIES
+            .iter()
+            .find(|s| s.name == o.name)
+            .map(|s| s.title)
+            .unwrap_or("");
+        s.push_str(&format!(
+            "\n## {}. {}\n\n![{}](studies/{}.svg)\n\n{}\n\nReproduce: `perfcast study {}` (config [`configs/studies/{}.toml`](../configs/studies/{}.toml); numbers: [`studies/{}.csv`](studies/{}.csv)).\n",
+            i + 1,
+            title,
+            o.name,
+            o.name,
+            o.finding.trim(),
+            o.name,
+            o.name,
+            o.name,
+            o.name,
+            o.name
+        ));
+    }
+    s
 }
 
 /// Names of the known studies.

@@ -571,7 +571,14 @@ impl Figure {
                         y,
                         "stroke=\"#C00\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"",
                     );
-                    w.text(x1 - 4.0, y - 5.0, 11.0, "end", "fill=\"#C00\"", &r.label);
+                    w.text(
+                        x1 - 4.0,
+                        y - 5.0,
+                        11.0,
+                        "end",
+                        "fill=\"#C00\" stroke=\"#fff\" stroke-width=\"3\" paint-order=\"stroke\"",
+                        &r.label,
+                    );
                 }
                 for (i, s) in series.iter().enumerate() {
                     keys.push((s.clone(), i, Key::Swatch));

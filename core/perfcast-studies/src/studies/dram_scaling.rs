@@ -374,5 +374,6 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
         csv: csv.render(),
         svg,
         summary: summary(ctx, &finding),
+        finding,
     })
 }

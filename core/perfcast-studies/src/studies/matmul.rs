@@ -278,7 +278,7 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
             .map(|p| p.gemm.intensity)
             .fold(f64::INFINITY, f64::min);
         lines.push(format!(
-            "{phase}: {mem} of {} ops memory- or overhead-bound (intensity {:.1}..{:.0} FLOP/B)",
+            "{phase} {mem} of {} (intensity {:.1}..{:.0} FLOP/B)",
             ph.len(),
             min_i,
             max_i
@@ -305,11 +305,11 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
             .count();
         let n_max = dec.iter().filter(|p| p.batch == max_b).count();
         per_dev.push(format!(
-            "{d} (ridge {ridge:.0} FLOP/B): decode weight GEMMs up to {worst:.0}x below the ridge, {at_max} of {n_max} still memory-bound at batch {max_b}"
+            "{d} (nominal ridge {ridge:.0} FLOP/B) has decode weight GEMMs up to {worst:.0}x below their achievable ridge and {at_max} of {n_max} still memory-bound at batch {max_b}"
         ));
     }
     let finding = format!(
-        "{}. Decode is weight streaming: {}. The higher a GPU's ridge (peak FLOP/s over achievable bytes/s), the further below it the decode GEMMs fall: faster matrix engines alone do not speed up decode.",
+        "Memory- or overhead-bound ops over all models, GPUs and batches: {}. Decode is weight streaming: {}. The higher a GPU's ridge (peak FLOP/s over achievable bytes/s), the further below it the decode GEMMs fall: faster matrix engines alone do not speed up decode.",
         lines.join("; "),
         per_dev.join("; ")
     );
@@ -318,5 +318,6 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
         csv: csv.render(),
         svg,
         summary: summary(ctx, &finding),
+        finding,
     })
 }

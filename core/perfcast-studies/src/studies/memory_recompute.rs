@@ -2,7 +2,7 @@
 //! on A100-80GB with their published plans, under each recompute policy; which fit; the time
 //! each policy costs.
 
-use crate::common::{caption, model_err, pct, summary, StudyContext};
+use crate::common::{caption, model_err, summary, StudyContext};
 use crate::csv::{num, Csv};
 use crate::error::StudyError;
 use crate::svg::{Axis, Bar, BarGroup, Figure, Panel, PanelKind, RefLine};
@@ -295,7 +295,7 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
                     groups,
                     reference: Some(RefLine {
                         value: capacity,
-                        label: format!("device capacity {capacity:.0} GB"),
+                        label: format!("device capacity {capacity:.1} GB"),
                     }),
                 },
             },
@@ -317,69 +317,87 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
     let svg = fig.render()?;
 
     // The finding, from the numbers.
-    let mut lines = Vec::new();
+    let range = |v: &[f64], digits: usize| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if (hi - lo).abs() < 0.5 * 10f64.powi(-(digits as i32)) {
+            format!("{lo:.digits$}")
+        } else {
+            format!("{lo:.digits$}-{hi:.digits$}")
+        }
+    };
+    let mut fits = Vec::new();
+    let mut costs = Vec::new();
     for p in &policies {
         let rs: Vec<&Row> = rows.iter().filter(|r| &r.policy == p).collect();
-        let fit: Vec<&str> = rs
-            .iter()
-            .filter(|r| r.report.memory.fits)
-            .map(|r| r.model.as_str())
-            .collect();
-        let peaks: Vec<String> = rs
-            .iter()
-            .map(|r| format!("{:.0}", r.stage.total.gb()))
-            .collect();
-        let mean_rel: f64 = rs
+        let n_fit = rs.iter().filter(|r| r.report.memory.fits).count();
+        let peaks: Vec<f64> = rs.iter().map(|r| r.stage.total.gb()).collect();
+        let rel: Vec<f64> = rs
             .iter()
             .map(|r| r.report.iteration_time.0 / first_time(&r.model))
-            .sum::<f64>()
-            / rs.len().max(1) as f64;
-        lines.push(format!(
-            "`{p}`: {} of {} models fit in {capacity:.0} GB ({}; peaks {} GB), time x{mean_rel:.2} on average",
-            fit.len(),
+            .collect();
+        fits.push(format!(
+            "{p} {n_fit} of {} ({} GB)",
             rs.len(),
-            if fit.is_empty() { "none".to_string() } else { fit.join(", ") },
-            peaks.join(" / ")
+            range(&peaks, 0)
         ));
+        costs.push(format!("{p} x{}", range(&rel, 2)));
     }
-    // The fastest policy that fits each model, and what it saves over full recompute.
-    let mut best_lines = Vec::new();
+    let mut best_names = Vec::new();
+    let mut savings = Vec::new();
     for m in &models {
-        let fitting: Vec<&Row> = rows
+        let best = rows
             .iter()
             .filter(|r| &r.model == m && r.report.memory.fits)
-            .collect();
-        if let Some(b) = fitting.iter().min_by(|a, b| {
-            a.report
-                .iteration_time
-                .0
-                .total_cmp(&b.report.iteration_time.0)
-        }) {
-            let full = rows
-                .iter()
-                .find(|r| &r.model == m && r.policy.contains("full"));
-            let saving = full
-                .map(|f| 1.0 - b.report.iteration_time.0 / f.report.iteration_time.0)
-                .unwrap_or(0.0);
-            best_lines.push(format!(
-                "{m}: `{}` ({:.1} s/iter, {} faster than full recompute)",
-                b.policy,
-                b.report.iteration_time.0,
-                pct(saving)
-            ));
-        } else {
-            best_lines.push(format!("{m}: no policy fits"));
+            .min_by(|a, b| {
+                a.report
+                    .iteration_time
+                    .0
+                    .total_cmp(&b.report.iteration_time.0)
+            });
+        let full = rows
+            .iter()
+            .find(|r| &r.model == m && r.plan.recompute == "full");
+        match best {
+            Some(b) => {
+                if !best_names.contains(&b.policy) {
+                    best_names.push(b.policy.clone());
+                }
+                if let Some(f) = full {
+                    savings.push(1.0 - b.report.iteration_time.0 / f.report.iteration_time.0);
+                }
+            }
+            None => best_names.push(format!("nothing for {m}")),
         }
     }
+    let cap_gib = rows
+        .first()
+        .map(|r| r.report.memory.capacity.gib())
+        .unwrap_or(0.0);
     let finding = format!(
-        "Activation memory decides what fits: {}. The fastest policy that fits is {}. Components per GPU are weights, gradients, optimizer state, activations and transient buffers of the most loaded pipeline stage, from the training engine's memory model (Korthikanti et al. 2022 activation formulas); times are its predicted iteration times under each policy, relative to the first policy.",
-        lines.join("; "),
-        best_lines.join("; ")
+        "With the published plans on {capacity:.1} GB ({cap_gib:.0} GiB) per GPU, the models that fit (peak memory of the most loaded stage) are: {}. Iteration time relative to `{}`: {}. The fastest policy that fits is {} for every model, {} faster than full recompute (components: weights, gradients, optimizer state, activations per the Korthikanti et al. 2022 formulas, transient buffers and runtime reserve; times are the training engine's predictions).",
+        fits.join("; "),
+        policies.first().cloned().unwrap_or_default(),
+        costs.join(", "),
+        best_names
+            .iter()
+            .map(|b| format!("`{b}`"))
+            .collect::<Vec<_>>()
+            .join(" or "),
+        if savings.is_empty() {
+            "n/a".to_string()
+        } else {
+            format!(
+                "{}%",
+                range(&savings.iter().map(|x| 100.0 * x).collect::<Vec<_>>(), 0)
+            )
+        }
     );
     Ok(StudyOutput {
         name: ctx.info.name.to_string(),
         csv: csv.render(),
         svg,
         summary: summary(ctx, &finding),
+        finding,
     })
 }
