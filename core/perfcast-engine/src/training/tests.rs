@@ -781,3 +781,66 @@ fn memory_per_stage_table() {
     let max = stages.iter().map(|s| s.total.0).fold(0.0, f64::max);
     assert_eq!(max, r.peak.0);
 }
+
+/// Many pseudo-random plans (a fixed LCG, so the test is deterministic): each is either a
+/// finite report whose breakdown adds up and whose `memory()` agrees, or an error naming a
+/// key. Never a panic.
+#[test]
+fn random_plans_are_reports_or_named_errors() {
+    let models = [gpt(24, 2304, 24), llama(32, 4096, 32, 8, 14336), {
+        let mut m = gpt(12, 1024, 16);
+        m.ffn_act = FfnAct::Relu2;
+        m.tied_embeddings = false;
+        m
+    }];
+    let pick = |state: &mut u64, options: &[u32]| -> u32 {
+        *state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        options[((*state >> 33) % options.len() as u64) as usize]
+    };
+    let mut state = 42u64;
+    let (mut ok, mut err) = (0, 0);
+    for m in &models {
+        let t = training(m.clone(), 64);
+        for _ in 0..150 {
+            let tp = pick(&mut state, &[1, 2, 4, 8, 3]);
+            let cp = pick(&mut state, &[1, 1, 2]);
+            let pp = pick(&mut state, &[1, 2, 4, 8]);
+            let dp = (64 / (tp * cp * pp)).max(1);
+            let mut pl = plan(tp, pp, dp, pick(&mut state, &[1, 2, 4]), 0, "none");
+            pl.cp = cp;
+            pl.global_batch = pl.micro_batch * dp * pick(&mut state, &[1, 4, 16, 7]);
+            pl.vpp = pick(&mut state, &[1, 1, 2, 3]);
+            pl.sp = pick(&mut state, &[0, 1]) == 1;
+            pl.zero_stage = pick(&mut state, &[0, 1, 2, 3]) as u8;
+            pl.recompute =
+                ["none", "selective", "full"][pick(&mut state, &[0, 1, 2]) as usize].into();
+            pl.attention = if pick(&mut state, &[0, 1]) == 1 {
+                AttentionKind::Flash
+            } else {
+                AttentionKind::Plain
+            };
+            pl.schedule = Some(
+                ["1f1b", "gpipe", "interleaved-1f1b"][pick(&mut state, &[0, 1, 2]) as usize].into(),
+            );
+            match t.evaluate(&pl) {
+                Ok(r) => {
+                    ok += 1;
+                    r.check_finite().unwrap();
+                    assert!(
+                        close(r.breakdown.total().0, r.iteration_time.0, 1e-9),
+                        "{pl:?}"
+                    );
+                    assert_eq!(t.memory(&pl).unwrap(), r.memory);
+                }
+                Err(e) => {
+                    err += 1;
+                    let s = e.to_string();
+                    assert!(s.contains("plan") || s.contains("model."), "{pl:?}: {s}");
+                }
+            }
+        }
+    }
+    assert!(ok > 50 && err > 50, "ok {ok}, err {err}");
+}
