@@ -301,3 +301,13 @@ fn technology_sweep_shares_sum_and_bandwidth_is_monotone() {
         assert!((d / r.inference.tpot.0 - 1.0).abs() < 1e-9);
     }
 }
+
+#[test]
+fn the_technology_kinds_are_registered_builtins() {
+    let r = perfcast_studies::common::registry().unwrap();
+    use perfcast_core::Category;
+    assert!(r.contains(Category::ComputeUnit, "tech/node-scaled-gpu"));
+    assert!(r.contains(Category::MemoryTier, "tech/node-sram"));
+    assert!(r.contains(Category::MemoryTier, "tech/dram-generation"));
+    assert!(r.contains(Category::Interconnect, "tech/link-generation"));
+}

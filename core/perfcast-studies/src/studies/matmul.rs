@@ -194,6 +194,7 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
     }
     let models = uniq(pts.iter().map(|p| p.model.clone()));
     let devices = uniq(pts.iter().map(|p| p.device.clone()));
+    let batches = uniq(pts.iter().map(|p| p.batch));
     let xs: Vec<f64> = pts.iter().map(|p| p.gemm.intensity).collect();
     let (xlo, xhi) = (
         xs.iter().copied().fold(f64::INFINITY, f64::min).max(1e-3),
@@ -240,7 +241,14 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
             }
         }
         panels.push(Panel {
-            title: format!("{m}: every GEMM and attention core, batches as configured"),
+            title: format!(
+                "{m}: every GEMM and attention core, batch {}\ncircles: prefill (m = batch x prompt); triangles: mean decode step (m = batch); lines: bf16 peak and effective HBM bandwidth",
+                batches
+                    .iter()
+                    .map(|b| b.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             y: Axis::log("achieved throughput (TFLOP/s, log)"),
             kind: PanelKind::XY {
                 x: Axis {
