@@ -7,6 +7,9 @@
 pub use perfcast_plugin_gpu as gpu;
 pub use perfcast_plugin_memory as memory;
 pub use perfcast_plugin_network as network;
+pub use perfcast_plugin_parallel as parallel;
+pub use perfcast_plugin_recompute as recompute;
+pub use perfcast_plugin_schedule as schedule;
 pub use perfcast_plugin_technology as technology;
 
 use perfcast_core::registry::{Registry, RegistryError};
@@ -18,6 +21,7 @@ pub fn registry() -> Result<Registry, RegistryError> {
         std::any::type_name::<gpu::Gpu>(),
         std::any::type_name::<memory::Tier>(),
         std::any::type_name::<network::Link>(),
+        std::any::type_name::<parallel::Tensor>(),
         std::any::type_name::<technology::GenLink>(),
     );
     Registry::with_builtins()
@@ -36,6 +40,15 @@ mod tests {
         }
         for n in ["nvlink", "infiniband", "roce", "torus"] {
             assert!(r.contains(Category::Interconnect, n), "{n}");
+        }
+        for s in ["tensor", "sequence", "context", "pipeline", "data", "zero", "fsdp"] {
+            assert!(r.contains(Category::ParallelStrategy, s), "{s}");
+        }
+        for p in ["none", "selective", "full"] {
+            assert!(r.contains(Category::RecomputePolicy, p), "{p}");
+        }
+        for s in ["gpipe", "1f1b", "interleaved-1f1b"] {
+            assert!(r.contains(Category::PipelineSchedule, s), "{s}");
         }
     }
 }
