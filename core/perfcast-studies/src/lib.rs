@@ -134,8 +134,38 @@ where it is defined.\n",
             o.name
         ));
     }
+    s.push_str(TECHNOLOGY_NOTE);
     s
 }
+
+/// How the technology plugin derives hardware (appended to the docs page).
+const TECHNOLOGY_NOTE: &str = "
+## How the technology plugin derives a device
+
+`plugins/technology` (crate `perfcast-plugin-technology`, linked through `perfcast-builtins`)
+registers four kinds any config can use:
+
+| kind | category | what sets it |
+|---|---|---|
+| `tech/node-scaled-gpu` | compute unit | the reference GPU (default A100-SXM4 on TSMC N7) scaled to a node under the same die area and power |
+| `tech/node-sram` | memory tier | on-chip SRAM: reference capacity x SRAM density; bandwidth keeps the reference's bytes per FLOP |
+| `tech/dram-generation` | memory tier | a DRAM generation (HBM2 .. HBM4e, GDDR7, LPDDR5X) x a stack count |
+| `tech/link-generation` | interconnect | NVLink 2..7 or InfiniBand EDR .. 3.2T, alpha-beta collectives |
+
+The GPU derivation follows DeepFlow's micro-architecture engine (Isaev et al. 2023; seed digest §3.5):
+MAC count = reference x logic density (fixed MAC-array area); energy per MAC op = reference x
+`energy_per_op` x (V / vdd)^2; clock f(V) = f_ref x g(V) / g(vdd) with g(V) = (V - V_t)^alpha / V
+(alpha-power law, alpha = 2); the power of the MAC array must stay within the reference's. If the
+nominal supply fits, the node is area-limited; otherwise the supply is lowered (DVFS) until it fits,
+and below `V_t + margin` MACs are power-gated (dark silicon). Every peak (per format) and the vector
+engine scale by MACs x active fraction x clock; the result is the built-in `gpu` model, so GEMM
+efficiency (wave and tile quantisation) stays the same as for shipped GPUs. At the reference node
+the derived device is the reference exactly. The node table (logic and SRAM density, energy per op,
+supplies) is in `configs/studies/technology-nodes.toml` with its sources (NVIDIA whitepapers, TSMC
+node announcements, IEDM bitcell disclosures, IRDS 2022 supplies); the 1 nm row and HBM4e / NVLink 7
+/ 3.2T are marked ASSUMPTION. DeepFlow's own per-node factors (x0.67 area, x0.54 energy, x0.9 supply)
+are given there as an alternative.
+";
 
 /// Names of the known studies.
 pub fn names() -> Vec<&'static str> {

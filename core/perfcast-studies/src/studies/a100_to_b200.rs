@@ -325,7 +325,7 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
     let fig = Figure {
         title: ctx.info.title.to_string(),
         width: 1100.0,
-        panel_height: 460.0,
+        panel_height: 420.0,
         panels,
         caption: caption(ctx),
     };
@@ -342,11 +342,11 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
             .collect();
         let small: Vec<String> = order
             .iter()
-            .filter(|(_, f)| (*f - 1.0).abs() < 0.02)
+            .filter(|(i, f)| (*f - 1.0).abs() < 0.02 && *i != 5)
             .map(|(i, _)| FACTORS[*i].to_string())
             .collect();
         parts.push(format!(
-            "{}: x{} ({:.2} s -> {:.2} s per step; best plans {} -> {}), led by {}{}",
+            "{}: x{} ({:.2} s -> {:.2} s per step; best plans {} -> {}), led by {} (NVLink domain size x{}){}",
             j.label,
             fmt_factor(j.total),
             j.baseline.report.iteration_time.0,
@@ -354,6 +354,7 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
             describe(&j.baseline.plan),
             describe(&j.target.plan),
             top.join(", "),
+            fmt_factor(j.factors[5]),
             if small.is_empty() {
                 String::new()
             } else {
