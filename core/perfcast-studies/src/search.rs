@@ -221,3 +221,42 @@ pub fn describe(p: &TrainingPlan) -> String {
         }
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (edit of the default grid, key expected in the complaint or None).
+    #[test]
+    fn grid_checks_name_the_key() {
+        type Edit = fn(&mut SearchSpace);
+        let table: [(Edit, Option<&str>); 6] = [
+            (|_| {}, None),
+            (|s| s.tp = vec![], Some("tp")),
+            (|s| s.pp = vec![0, 2], Some("pp")),
+            (|s| s.recompute = vec!["some".into()], Some("recompute")),
+            (|s| s.precision = vec![DType::Fp4], Some("precision")),
+            (|s| s.zero_stage = vec![4], Some("zero_stage")),
+        ];
+        for (edit, want) in table {
+            let mut s = SearchSpace::default();
+            edit(&mut s);
+            assert_eq!(s.check().map(|(k, _)| k), want);
+        }
+    }
+
+    #[test]
+    fn describe_is_compact() {
+        let p = TrainingPlan {
+            tp: 8,
+            pp: 4,
+            dp: 2,
+            micro_batch: 2,
+            global_batch: 64,
+            recompute: "selective".into(),
+            zero_stage: 1,
+            ..TrainingPlan::default()
+        };
+        assert_eq!(describe(&p), "TP8 PP4 DP2 mb2 selective bf16 Z1");
+    }
+}
