@@ -311,3 +311,23 @@ fn the_technology_kinds_are_registered_builtins() {
     assert!(r.contains(Category::MemoryTier, "tech/dram-generation"));
     assert!(r.contains(Category::Interconnect, "tech/link-generation"));
 }
+
+#[test]
+fn the_docs_page_shows_every_study_with_its_plot_and_command() {
+    let outputs: Vec<perfcast_studies::StudyOutput> = perfcast_studies::STUDIES
+        .iter()
+        .map(|s| perfcast_studies::StudyOutput {
+            name: s.name.to_string(),
+            csv: String::new(),
+            svg: String::new(),
+            summary: String::new(),
+            finding: format!("finding of {}", s.name),
+        })
+        .collect();
+    let page = perfcast_studies::docs_page(&outputs);
+    for s in perfcast_studies::STUDIES {
+        assert!(page.contains(&format!("(studies/{}.svg)", s.name)));
+        assert!(page.contains(&format!("`perfcast study {}`", s.name)));
+        assert!(page.contains(&format!("finding of {}", s.name)));
+    }
+}
