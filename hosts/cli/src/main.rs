@@ -5,7 +5,9 @@
 //! printing, exit codes) are in [`common`].
 
 mod cmd_config;
+mod cmd_infer;
 mod cmd_plugins;
+mod cmd_predict;
 mod cmd_roofline;
 mod cmd_study;
 mod cmd_validate;
@@ -36,6 +38,10 @@ enum Command {
     Validate(cmd_validate::Args),
     /// Run one of the seed paper's studies (CSV, SVG, summary); `--list` lists them.
     Study(cmd_study::Args),
+    /// Predict one training step: time, throughput, MFU/HFU, breakdown, memory per stage.
+    Predict(cmd_predict::Args),
+    /// Predict serving: TTFT, time per output token, throughput, memory; `--max-batch`.
+    Infer(cmd_infer::Args),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -45,6 +51,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Config(c) => cmd_config::run(c),
         Command::Validate(a) => cmd_validate::run(a),
         Command::Study(a) => cmd_study::run(a),
+        Command::Predict(a) => cmd_predict::run(a),
+        Command::Infer(a) => cmd_infer::run(a),
     }
 }
 

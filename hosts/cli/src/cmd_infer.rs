@@ -1,0 +1,147 @@
+//! `perfcast infer`: serving the config's `[model]` on its `[device]` / `[system]` with the
+//! `[inference]` plan (static batching; serving-stack options from `[options]`).
+//!
+//! Devices: `system.devices` left at its built-in default becomes `tp x pp x replicas`;
+//! otherwise the plan may use at most `system.devices`.
+
+use crate::cmd_predict::{engine_error, is_set, load, model, Keys};
+use crate::common::{print, to_json, ConfigArgs, Format, Table};
+use anyhow::bail;
+use perfcast_engine::inference::{
+    Inference, InferenceOptions, InferencePlan, InferenceReport, MemoryReport,
+};
+use perfcast_host::Config;
+use serde::Serialize;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+    /// Print the largest batch whose weights, KV cache (input_len + output_len tokens per
+    /// sequence) and workspace fit on every device, instead of the report.
+    #[arg(long)]
+    pub max_batch: bool,
+}
+
+/// The model, the system and the `[inference]` plan of a configuration, resolved.
+pub(crate) fn resolve(cfg: &Config) -> anyhow::Result<(Inference, InferencePlan)> {
+    let model = model(cfg)?;
+    let mut system = cfg.system()?;
+    if !cfg.contains("inference") {
+        bail!(
+            "no `[inference]` in the configuration: it needs the serving plan (batch, input_len, output_len; tp, pp, replicas, weight_dtype, activation_dtype, kv_dtype, attention, graph_capture optional; README.md, \"infer\")"
+        );
+    }
+    let plan: InferencePlan = cfg.extract("inference")?;
+    let options: InferenceOptions = cfg.extract_opt("options")?.unwrap_or_default();
+    if !is_set(cfg, "system.devices") {
+        let gpus = plan.gpus();
+        if gpus > 0 && gpus < u32::MAX {
+            system.devices = gpus;
+        }
+    }
+    let inference = Inference::new(model, system, options)
+        .map_err(|e| engine_error(cfg, e, Keys::Inference))?;
+    Ok((inference, plan))
+}
+
+/// What `--max-batch` reports.
+#[derive(Serialize)]
+struct MaxBatch<'a> {
+    model: &'a str,
+    system: &'a str,
+    max_batch: u32,
+    input_len: u32,
+    output_len: u32,
+    /// Device memory at that batch.
+    memory: &'a MemoryReport,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let cfg = load(&a.config)?;
+    let (inference, plan) = resolve(&cfg)?;
+    let err = |e| engine_error(&cfg, e, Keys::Inference);
+    if a.max_batch {
+        let n = inference.max_batch(&plan).map_err(err)?;
+        let at = InferencePlan {
+            batch: n,
+            ..plan.clone()
+        };
+        let report = inference.evaluate(&at).map_err(err)?;
+        let out = MaxBatch {
+            model: &inference.model().name,
+            system: &inference.system().name,
+            max_batch: n,
+            input_len: plan.input_len,
+            output_len: plan.output_len,
+            memory: &report.memory,
+        };
+        let text = match a.format {
+            Format::Json => to_json(&out)?,
+            Format::Csv | Format::Table => max_batch_table(&out, a.format),
+        };
+        return print(&text);
+    }
+    let report = inference.evaluate(&plan).map_err(err)?;
+    let text = match a.format {
+        Format::Json => to_json(&report)?,
+        Format::Csv => report.to_csv(),
+        Format::Table => report.to_table(),
+    };
+    print(&text)?;
+    if !report.memory.fits {
+        return Err(does_not_fit(&inference, &plan, &report));
+    }
+    Ok(())
+}
+
+fn does_not_fit(inf: &Inference, plan: &InferencePlan, r: &InferenceReport) -> anyhow::Error {
+    let m = &r.memory;
+    let hint = match inf.max_batch(plan) {
+        Ok(n) => format!("the largest batch that fits these lengths is {n} (inference.batch)"),
+        Err(_) => "not even a batch of 1 fits: raise inference.tp or inference.pp, or narrow inference.weight_dtype / inference.kv_dtype".into(),
+    };
+    anyhow::anyhow!(
+        "the plan does not fit in device memory: weights {:.2} GB + KV cache {:.2} GB ({} sequences x {} tokens x {:.1} KB per token) + workspace {:.2} GB + reserve {:.2} GB = {:.2} GB per device, but {:.2} GB is usable: short by {:.2} GB; {hint}",
+        m.weights.gb(),
+        m.kv_cache.gb(),
+        plan.batch,
+        plan.input_len as u64 + plan.output_len as u64,
+        m.kv_per_token.0 / 1e3,
+        m.workspace.gb(),
+        m.reserve.gb(),
+        m.total.gb(),
+        m.capacity.gb(),
+        m.shortfall.gb(),
+    )
+}
+
+fn max_batch_table(o: &MaxBatch, format: Format) -> String {
+    let m = o.memory;
+    let rows: Vec<(&str, String, &str)> = vec![
+        ("max_batch", o.max_batch.to_string(), "sequences"),
+        ("input_len", o.input_len.to_string(), "tokens"),
+        ("output_len", o.output_len.to_string(), "tokens"),
+        ("memory.weights", format!("{:.2}", m.weights.gb()), "GB"),
+        ("memory.kv_cache", format!("{:.2}", m.kv_cache.gb()), "GB"),
+        ("memory.workspace", format!("{:.2}", m.workspace.gb()), "GB"),
+        ("memory.reserve", format!("{:.2}", m.reserve.gb()), "GB"),
+        ("memory.total", format!("{:.2}", m.total.gb()), "GB"),
+        ("memory.capacity", format!("{:.2}", m.capacity.gb()), "GB"),
+    ];
+    let mut t = Table::new(&[("metric", false), ("value", true), ("unit", false)]);
+    for (k, v, u) in rows {
+        t.push(vec![k.to_string(), v, u.to_string()]);
+    }
+    match format {
+        Format::Csv => t.csv(),
+        _ => format!(
+            "{} on {}: largest batch that fits\n{}",
+            o.model,
+            o.system,
+            t.render()
+        ),
+    }
+}
