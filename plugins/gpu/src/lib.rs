@@ -10,7 +10,11 @@
 //!   a partial last wave idles SMs (NVIDIA, "Matrix Multiplication Background User's Guide",
 //!   §"Wave quantization").
 //! - tile quantisation: dimensions that are not multiples of the tile waste the padded part
-//!   (same guide, §"Tile quantization").
+//!   (same guide, §"Tile quantization"). Libraries pick narrower tiles for GEMMs with few rows
+//!   (decode, small batches), down to the smallest row count of the MMA instruction
+//!   (`min_tile_m`: 16 for Ampere's `mma.sync.m16n8k16`, 64 for Hopper's `wgmma.m64nNk16`,
+//!   PTX ISA §9.7.13 and §9.7.15), so the row tile is the next power of two of `m` clamped to
+//!   [`min_tile_m`, `tile_m`].
 //! - reduction depth: a short k amortises each tile's prologue/epilogue poorly; efficiency
 //!   scales as k / (k + `k_half`).
 //!
@@ -54,6 +58,9 @@ pub struct GpuParams {
     pub tile_m: u64,
     #[serde(default = "d_tile")]
     pub tile_n: u64,
+    /// Smallest row tile kernels use for GEMMs with few rows.
+    #[serde(default = "d_min_tile_m")]
+    pub min_tile_m: u64,
     /// Reduction depth at which GEMM efficiency halves.
     #[serde(default = "d_k_half")]
     pub k_half: f64,
@@ -70,6 +77,9 @@ fn d_vector_eff() -> f64 {
 }
 fn d_tile() -> u64 {
     128
+}
+fn d_min_tile_m() -> u64 {
+    16
 }
 fn d_k_half() -> f64 {
     64.0
@@ -124,6 +134,15 @@ impl Gpu {
                 message: "tiles must be >= 1".into(),
             });
         }
+        if p.min_tile_m == 0 || p.min_tile_m > p.tile_m {
+            return Err(PluginError::Params {
+                path: "min_tile_m".into(),
+                message: format!(
+                    "must be in [1, tile_m = {}], got {}",
+                    p.tile_m, p.min_tile_m
+                ),
+            });
+        }
         Ok(Gpu {
             params: p,
             matrix,
@@ -134,7 +153,8 @@ impl Gpu {
     /// Fraction of the matrix peak a GEMM-like op of shape (m, n, k) x batch reaches.
     pub fn gemm_efficiency(&self, m: u64, n: u64, k: u64, batch: u64) -> f64 {
         let p = &self.params;
-        let (tm, tn) = (p.tile_m, p.tile_n);
+        let tm = m.max(1).next_power_of_two().clamp(p.min_tile_m, p.tile_m);
+        let tn = p.tile_n;
         let tiles_m = m.div_ceil(tm).max(1);
         let tiles_n = n.div_ceil(tn).max(1);
         let tile_util = (m as f64 / (tiles_m * tm) as f64) * (n as f64 / (tiles_n * tn) as f64);
@@ -236,8 +256,11 @@ mod tests {
             (128 * 12, 128 * 9, 4096, 1, 0.78, 0.80),
             // 109 tiles: a second wave with one tile -> about half.
             (128 * 109, 128, 4096, 1, 0.39, 0.41),
-            // Decode-like m = 1: tile padding wastes 127/128 of the tile.
-            (1, 8192, 8192, 1, 0.0, 0.01),
+            // Decode-like m = 1: the 16-row tile wastes 15/16 of it, and its 64 tiles fill
+            // 64 of 108 SMs: 0.8 x 1/16 x 64/108 x 8192/8256.
+            (1, 8192, 8192, 1, 0.029, 0.030),
+            // m = 16 fills the narrow tile; the single partial wave remains.
+            (16, 8192, 8192, 1, 0.46, 0.48),
         ];
         for (m, n, k, b, lo, hi) in table {
             let e = g.efficiency(&ComputeOp::Gemm(Gemm::new(m, n, k, DType::Bf16).batched(b)));

@@ -120,29 +120,24 @@ pub fn derive_gpu(p: &NodeGpuParams) -> Result<(Gpu, OperatingPoint), PluginErro
     } else {
         p.name.clone()
     };
-    let mut gp = GpuParams {
-        name,
-        matrix_tflops: matrix,
-        vector_tflops: vector,
-        sm_count: ((r.sm_count as f64 * point.mac_units).round() as u32).max(1),
-        clock_ghz: r.clock_ghz * point.clock,
-        matmul_efficiency: 0.8,
-        vector_efficiency: 0.8,
-        tile_m: 128,
-        tile_n: 128,
-        k_half: 64.0,
-        launch_overhead_us: 3.0,
-    };
-    // The gpu plugin's documented defaults, unless given.
-    let defaults: GpuParams = params::parse(&serde_json::json!({
+    // The gpu plugin's documented defaults for everything the node does not set.
+    let mut gp: GpuParams = params::parse(&serde_json::json!({
         "matrix_tflops": {"bf16": 1.0}, "vector_tflops": {"fp32": 1.0}, "sm_count": 1
     }))?;
-    gp.matmul_efficiency = p.matmul_efficiency.unwrap_or(defaults.matmul_efficiency);
-    gp.vector_efficiency = p.vector_efficiency.unwrap_or(defaults.vector_efficiency);
-    gp.launch_overhead_us = p.launch_overhead_us.unwrap_or(defaults.launch_overhead_us);
-    gp.tile_m = defaults.tile_m;
-    gp.tile_n = defaults.tile_n;
-    gp.k_half = defaults.k_half;
+    gp.name = name;
+    gp.matrix_tflops = matrix;
+    gp.vector_tflops = vector;
+    gp.sm_count = ((r.sm_count as f64 * point.mac_units).round() as u32).max(1);
+    gp.clock_ghz = r.clock_ghz * point.clock;
+    if let Some(e) = p.matmul_efficiency {
+        gp.matmul_efficiency = e;
+    }
+    if let Some(e) = p.vector_efficiency {
+        gp.vector_efficiency = e;
+    }
+    if let Some(l) = p.launch_overhead_us {
+        gp.launch_overhead_us = l;
+    }
     Ok((Gpu::new(gp)?, point))
 }
 
