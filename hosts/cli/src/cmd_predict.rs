@@ -61,7 +61,7 @@ pub(crate) fn model(cfg: &Config) -> anyhow::Result<ModelSpec> {
     }
     let mut m = if cfg.contains("model.hf_config") {
         let rel: String = cfg.extract("model.hf_config")?;
-        if let Some(figment::value::Value::Dict(_, d)) = cfg.figment().find_value("model").ok() {
+        if let Ok(figment::value::Value::Dict(_, d)) = cfg.figment().find_value("model") {
             if let Some(other) = d.keys().find(|k| *k != "hf_config" && *k != "name") {
                 return Err(cfg
                     .invalid(
@@ -149,7 +149,7 @@ pub(crate) fn engine_error(cfg: &Config, e: ModelError, keys: Keys) -> anyhow::E
                     )
                 }
             };
-            anyhow::Error::new(cfg.invalid(&key, format!("got {value}; {rule}")))
+            anyhow::Error::new(cfg.invalid(&key, format!("got `{value}`; {rule}")))
         }
         other => anyhow::Error::new(other),
     }
@@ -196,7 +196,7 @@ fn resolve_devices(
             ));
         }
     } else if devices_set {
-        if system.devices % per != 0 {
+        if !system.devices.is_multiple_of(per) {
             return Err(cfg.invalid(
                 "system.devices",
                 format!(
@@ -468,7 +468,8 @@ fn svg(model: &str, system: &str, r: &TrainingReport, stages: &[StageMemory]) ->
         );
     }
     // Panel 2: memory per stage.
-    let kinds: [(&str, fn(&StageMemory) -> f64); 6] = [
+    type Part = (&'static str, fn(&StageMemory) -> f64);
+    let kinds: [Part; 6] = [
         ("weights", |x| x.weights.gib()),
         ("gradients", |x| x.grads.gib()),
         ("optimizer", |x| x.optimizer.gib()),
