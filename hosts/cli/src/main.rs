@@ -9,7 +9,9 @@ mod cmd_infer;
 mod cmd_plugins;
 mod cmd_predict;
 mod cmd_roofline;
+mod cmd_search;
 mod cmd_study;
+mod cmd_sweep;
 mod cmd_validate;
 mod common;
 mod plot;
@@ -42,6 +44,10 @@ enum Command {
     Predict(cmd_predict::Args),
     /// Predict serving: TTFT, time per output token, throughput, memory; `--max-batch`.
     Infer(cmd_infer::Args),
+    /// The best training plans for the config's model and system, and their Pareto front.
+    Search(cmd_search::Args),
+    /// A grid over config keys (hardware included), each point evaluated or searched.
+    Sweep(cmd_sweep::Args),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -51,6 +57,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Config(c) => cmd_config::run(c),
         Command::Validate(a) => cmd_validate::run(a),
         Command::Study(a) => cmd_study::run(a),
+        Command::Search(a) => cmd_search::run(a),
+        Command::Sweep(a) => cmd_sweep::run(a),
         Command::Predict(a) => cmd_predict::run(a),
         Command::Infer(a) => cmd_infer::run(a),
     }

@@ -11,12 +11,14 @@
 //! ZeRO stage, activations per recompute policy times the micro-batches the schedule keeps in
 //! flight, transient buffers, against the device tier's capacity.
 
+pub mod fast;
 pub mod flops;
 pub mod memory;
 pub mod ops;
 mod plan;
 pub mod report;
 
+pub use fast::{LayerCache, PlanGroup};
 pub use ops::{ComputeBreakdown, OpLine};
 pub use plan::{EngineParams, TrainingPlan};
 pub use report::{
@@ -199,6 +201,83 @@ struct Prepared<'a> {
     rp_first: RecomputePlan,
     rp_mid: RecomputePlan,
     rp_last: RecomputePlan,
+    /// One layer's activations with nothing recomputed (what the recompute policy decides on).
+    act: perfcast_core::parallel::LayerActivations,
+}
+
+/// A recompute plan before a policy has decided (the fast path sets it per variant).
+const NO_RECOMPUTE_YET: RecomputePlan = RecomputePlan {
+    full_layers: 0.0,
+    attention_layers: 0.0,
+    kept: Bytes::ZERO,
+    working: Bytes::ZERO,
+};
+
+/// Everything of a plan's timing that neither the recompute policy nor the schedule changes:
+/// the layer and end programs, the collectives and their exposed parts, the optimizer step.
+#[derive(Clone, Copy)]
+struct GroupTimes {
+    lt: ops::LayerTimes,
+    ends: ops::EndTimes,
+    comms: CommList,
+    ctime: [f64; CommList::CAPACITY],
+    fwd_ex: ClassComm,
+    bwd_ex: ClassComm,
+    rc_ex: ClassComm,
+    emb_f_ex: ClassComm,
+    emb_b_ex: ClassComm,
+    head_f_ex: ClassComm,
+    head_b_ex: ClassComm,
+    p2p: f64,
+    opt: f64,
+}
+
+/// The composed step of a plan.
+#[derive(Clone, Copy)]
+struct Composed {
+    crit: StageTimes,
+    input: ScheduleInput,
+    sr: perfcast_core::parallel::ScheduleResult,
+    step_ex: ClassComm,
+    iteration: f64,
+}
+
+/// Exposed time per class of the collectives of `phase` (pooled per overlap window).
+fn pool(
+    comms: &CommList,
+    ctime: &[f64; CommList::CAPACITY],
+    phase: Phase,
+    recompute_only: bool,
+    windows: [f64; 5],
+) -> ClassComm {
+    let mut exposed = [0.0; 5];
+    let mut total_w = [0.0; 5];
+    let mut cap_w = [0.0f64; 5];
+    let mut by = [[0.0; 5]; 5];
+    for (i, c) in comms.iter().enumerate() {
+        if c.phase != phase || (recompute_only && !c.with_recompute) {
+            continue;
+        }
+        let k = c.class.index();
+        match c.overlap {
+            Overlap::Exposed => exposed[k] += ctime[i],
+            Overlap::Behind { window, efficiency } => {
+                let w = window.index();
+                total_w[w] += ctime[i];
+                cap_w[w] = cap_w[w].max(efficiency.clamp(0.0, 1.0) * windows[w]);
+                by[w][k] += ctime[i];
+            }
+        }
+    }
+    for w in 0..5 {
+        if total_w[w] > 0.0 {
+            let ex = (total_w[w] - cap_w[w]).max(0.0);
+            for k in 0..5 {
+                exposed[k] += ex * by[w][k] / total_w[w];
+            }
+        }
+    }
+    exposed
 }
 
 impl Training {
@@ -430,14 +509,30 @@ impl Training {
     /// Validate `plan` and work out everything that does not need timing.
     fn prepare(&self, plan: &TrainingPlan) -> Result<Prepared<'_>, ModelError> {
         self.check_plan(plan)?;
-        let m = &self.model;
         let shape = plan.shape();
         for s in &self.comps.strategies {
-            s.validate(m, &shape)?;
+            s.validate(&self.model, &shape)?;
         }
         let policy = self.recompute_policy(&plan.recompute)?;
         let sched = self.schedule(plan.schedule_name())?;
-        sched.validate(&shape)?;
+        let mut p = self.prepare_checked(plan, sched, true)?;
+        self.set_recompute(&mut p, policy, plan.recompute_layers, &plan.recompute)?;
+        Ok(p)
+    }
+
+    /// [`Training::prepare`] after the plan's own checks and the strategies' validation, with
+    /// the schedule given and no recompute decided yet.
+    fn prepare_checked<'a>(
+        &'a self,
+        plan: &TrainingPlan,
+        sched: &'a dyn PipelineSchedule,
+        validate_schedule: bool,
+    ) -> Result<Prepared<'a>, ModelError> {
+        let m = &self.model;
+        let shape = plan.shape();
+        if validate_schedule {
+            sched.validate(&shape)?;
+        }
 
         let mut split = LayerSplit::default();
         let mut ssplit = StateSplit::default();
@@ -589,31 +684,6 @@ impl Training {
             attention: plan.attention,
         }
         .layer();
-        let recompute_plan = |n: u64| -> Result<RecomputePlan, ModelError> {
-            let n32 = u32::try_from(n).unwrap_or(u32::MAX);
-            let rl = plan.recompute_layers.map(|r| r.min(n32.max(1)));
-            let rp = policy.plan(&act, n32, rl)?;
-            let nf = n as f64;
-            if !(rp.full_layers >= 0.0
-                && rp.full_layers <= nf
-                && rp.attention_layers >= 0.0
-                && rp.attention_layers <= nf
-                && rp.kept.0.is_finite()
-                && rp.kept.0 >= 0.0
-                && rp.working.0.is_finite()
-                && rp.working.0 >= 0.0)
-            {
-                return Err(ModelError::invalid(
-                    "plan.recompute",
-                    &plan.recompute,
-                    format!("the policy returned an inconsistent plan for {n} layers: {rp:?}"),
-                ));
-            }
-            Ok(rp)
-        };
-        let rp_first = recompute_plan(n_first)?;
-        let rp_mid = recompute_plan(n_mid)?;
-        let rp_last = recompute_plan(n_last)?;
 
         Ok(Prepared {
             shape,
@@ -638,10 +708,48 @@ impl Training {
             device_params,
             state,
             dims,
-            rp_first,
-            rp_mid,
-            rp_last,
+            rp_first: NO_RECOMPUTE_YET,
+            rp_mid: NO_RECOMPUTE_YET,
+            rp_last: NO_RECOMPUTE_YET,
+            act,
         })
+    }
+
+    /// Let `policy` decide the recompute plan of every stage of `p`.
+    fn set_recompute(
+        &self,
+        p: &mut Prepared,
+        policy: &dyn RecomputePolicy,
+        recompute_layers: Option<u32>,
+        name: &str,
+    ) -> Result<(), ModelError> {
+        let act = p.act;
+        let recompute_plan = |n: u64| -> Result<RecomputePlan, ModelError> {
+            let n32 = u32::try_from(n).unwrap_or(u32::MAX);
+            let rl = recompute_layers.map(|r| r.min(n32.max(1)));
+            let rp = policy.plan(&act, n32, rl)?;
+            let nf = n as f64;
+            if !(rp.full_layers >= 0.0
+                && rp.full_layers <= nf
+                && rp.attention_layers >= 0.0
+                && rp.attention_layers <= nf
+                && rp.kept.0.is_finite()
+                && rp.kept.0 >= 0.0
+                && rp.working.0.is_finite()
+                && rp.working.0 >= 0.0)
+            {
+                return Err(ModelError::invalid(
+                    "plan.recompute",
+                    name,
+                    format!("the policy returned an inconsistent plan for {n} layers: {rp:?}"),
+                ));
+            }
+            Ok(rp)
+        };
+        p.rp_first = recompute_plan(p.n_first)?;
+        p.rp_mid = recompute_plan(p.n_mid)?;
+        p.rp_last = recompute_plan(p.n_last)?;
+        Ok(())
     }
 
     /// Memory of pipeline stage `idx` of a prepared plan.
@@ -780,43 +888,24 @@ impl Training {
         Ok(self.memory_report(plan, &p, &input))
     }
 
-    /// Predict one training step under `plan`. A plan that does not fit in memory is still
-    /// evaluated and reported with `memory.fits = false`.
-    pub fn evaluate(&self, plan: &TrainingPlan) -> Result<TrainingReport, ModelError> {
-        let p = self.prepare(plan)?;
-        let Prepared {
-            shape,
-            sched,
-            ssplit,
-            s,
-            precision,
-            ls,
-            n_first,
-            n_mid,
-            n_last,
-            single,
-            device_params,
-            state,
-            dims,
-            rp_first,
-            rp_mid,
-            rp_last,
-            ..
-        } = p;
-        let m = &self.model;
+    /// Time the layer program, the ends and every collective of a prepared plan (what its
+    /// recompute and schedule variants share).
+    fn group_times(
+        &self,
+        plan: &TrainingPlan,
+        p: &Prepared,
+        lt: ops::LayerTimes,
+        ends: ops::EndTimes,
+    ) -> Result<GroupTimes, ModelError> {
         let timer = Timer {
             unit: self.system.compute.as_ref(),
             memory: &self.system.memory,
             trace: None,
             part: std::cell::Cell::new(""),
         };
-        let lt = ops::layer(&timer, &ls)?;
-        let ends = ops::ends(&timer, &ls)?;
-
-        // Collectives.
         let mut comms = CommList::default();
         for st in &self.comps.strategies {
-            st.comms(&shape, &dims, &mut comms)?;
+            st.comms(&p.shape, &p.dims, &mut comms)?;
         }
         let mesh = Mesh {
             tp: plan.tp,
@@ -835,47 +924,57 @@ impl Training {
             }
             ctime[i] = tt;
         }
-        let pool = |phase: Phase, recompute_only: bool, windows: [f64; 5]| -> ClassComm {
-            let mut exposed = [0.0; 5];
-            let mut total_w = [0.0; 5];
-            let mut cap_w = [0.0f64; 5];
-            let mut by = [[0.0; 5]; 5];
-            for (i, c) in comms.iter().enumerate() {
-                if c.phase != phase || (recompute_only && !c.with_recompute) {
-                    continue;
-                }
-                let k = c.class.index();
-                match c.overlap {
-                    Overlap::Exposed => exposed[k] += ctime[i],
-                    Overlap::Behind { window, efficiency } => {
-                        let w = window.index();
-                        total_w[w] += ctime[i];
-                        cap_w[w] = cap_w[w].max(efficiency.clamp(0.0, 1.0) * windows[w]);
-                        by[w][k] += ctime[i];
-                    }
-                }
-            }
-            for w in 0..5 {
-                if total_w[w] > 0.0 {
-                    let ex = (total_w[w] - cap_w[w]).max(0.0);
-                    for k in 0..5 {
-                        exposed[k] += ex * by[w][k] / total_w[w];
-                    }
-                }
-            }
-            exposed
-        };
         let layer_windows = |p: &PassTimes| [p.gemm, p.attention, p.total, 0.0, 0.0];
-        let fwd_ex = pool(Phase::Forward, false, layer_windows(&lt.fwd));
-        let bwd_ex = pool(Phase::Backward, false, layer_windows(&lt.bwd));
-        let rc_ex = pool(Phase::Forward, true, layer_windows(&lt.fwd));
         let none = [0.0; 5];
-        let emb_f_ex = pool(Phase::EmbeddingForward, false, none);
-        let emb_b_ex = pool(Phase::EmbeddingBackward, false, none);
-        let head_f_ex = pool(Phase::HeadForward, false, none);
-        let head_b_ex = pool(Phase::HeadBackward, false, none);
-        let p2p = sum(&pool(Phase::Boundary, false, layer_windows(&lt.fwd)));
+        let opt = ops::optimizer(
+            &timer,
+            p.device_params / p.ssplit.optimizer.max(1) as f64,
+            p.state.grads,
+        )?;
+        Ok(GroupTimes {
+            fwd_ex: pool(&comms, &ctime, Phase::Forward, false, layer_windows(&lt.fwd)),
+            bwd_ex: pool(&comms, &ctime, Phase::Backward, false, layer_windows(&lt.bwd)),
+            rc_ex: pool(&comms, &ctime, Phase::Forward, true, layer_windows(&lt.fwd)),
+            emb_f_ex: pool(&comms, &ctime, Phase::EmbeddingForward, false, none),
+            emb_b_ex: pool(&comms, &ctime, Phase::EmbeddingBackward, false, none),
+            head_f_ex: pool(&comms, &ctime, Phase::HeadForward, false, none),
+            head_b_ex: pool(&comms, &ctime, Phase::HeadBackward, false, none),
+            p2p: sum(&pool(
+                &comms,
+                &ctime,
+                Phase::Boundary,
+                false,
+                layer_windows(&lt.fwd),
+            )),
+            lt,
+            ends,
+            comms,
+            ctime,
+            opt,
+        })
+    }
 
+    /// The layer and end programs of a prepared plan, timed.
+    fn layer_times(&self, p: &Prepared) -> Result<(ops::LayerTimes, ops::EndTimes), ModelError> {
+        let timer = Timer {
+            unit: self.system.compute.as_ref(),
+            memory: &self.system.memory,
+            trace: None,
+            part: std::cell::Cell::new(""),
+        };
+        Ok((ops::layer(&timer, &p.ls)?, ops::ends(&timer, &p.ls)?))
+    }
+
+    /// Compose the stages of a prepared plan (its recompute decided) over the schedule.
+    fn compose(
+        &self,
+        plan: &TrainingPlan,
+        p: &Prepared,
+        g: &GroupTimes,
+    ) -> Result<Composed, ModelError> {
+        let lt = &g.lt;
+        let ends = &g.ends;
+        let (fwd_ex, bwd_ex, rc_ex) = (g.fwd_ex, g.bwd_ex, g.rc_ex);
         // Per-micro-batch stage times.
         let stage = |n: u64, rp: &RecomputePlan, with_emb: bool, with_head: bool| {
             let nf = n as f64;
@@ -908,39 +1007,40 @@ impl Training {
                 }
             };
             if with_emb {
-                add(&ends.embedding_fwd, &emb_f_ex, true);
-                add(&ends.embedding_bwd, &emb_b_ex, false);
+                add(&ends.embedding_fwd, &g.emb_f_ex, true);
+                add(&ends.embedding_bwd, &g.emb_b_ex, false);
             }
             if with_head {
-                add(&ends.head_fwd, &head_f_ex, true);
-                add(&ends.head_bwd, &head_b_ex, false);
+                add(&ends.head_fwd, &g.head_f_ex, true);
+                add(&ends.head_bwd, &g.head_b_ex, false);
             }
             st
         };
-        let first = stage(n_first, &rp_first, true, single);
-        let last = stage(n_last, &rp_last, single, true);
+        let single = p.single;
+        let first = stage(p.n_first, &p.rp_first, true, single);
+        let last = stage(p.n_last, &p.rp_last, single, true);
         let mut crit = if first.fwd + first.bwd >= last.fwd + last.bwd {
             first
         } else {
             last
         };
         if plan.pp > 2 {
-            let mid = stage(n_mid, &rp_mid, false, false);
+            let mid = stage(p.n_mid, &p.rp_mid, false, false);
             if mid.fwd + mid.bwd > crit.fwd + crit.bwd {
                 crit = mid;
             }
         }
 
-        let mb = shape.micro_batches();
+        let mb = p.shape.micro_batches();
         let input = ScheduleInput {
             stages: plan.pp,
             virtual_stages: plan.vpp,
             micro_batches: mb,
             forward: Seconds(crit.fwd),
             backward: Seconds(crit.bwd),
-            p2p: Seconds(p2p),
+            p2p: Seconds(g.p2p),
         };
-        let sr = sched.step(&input)?;
+        let sr = p.sched.step(&input)?;
         for (what, v) in [
             ("schedule time", sr.time.0),
             ("schedule bubble", sr.bubble.0),
@@ -948,13 +1048,49 @@ impl Training {
         ] {
             perfcast_core::units::ensure_finite(what, v)?;
         }
-        let step_ex = pool(Phase::Step, false, [0.0, 0.0, 0.0, crit.bwd, crit.fwd]);
-        let opt = ops::optimizer(
-            &timer,
-            device_params / ssplit.optimizer.max(1) as f64,
-            state.grads,
-        )?;
-        let iteration = sr.time.0 + sum(&step_ex) + opt;
+        let step_ex = pool(
+            &g.comms,
+            &g.ctime,
+            Phase::Step,
+            false,
+            [0.0, 0.0, 0.0, crit.bwd, crit.fwd],
+        );
+        let iteration = sr.time.0 + sum(&step_ex) + g.opt;
+        Ok(Composed {
+            crit,
+            input,
+            sr,
+            step_ex,
+            iteration,
+        })
+    }
+
+    /// Predict one training step under `plan`. A plan that does not fit in memory is still
+    /// evaluated and reported with `memory.fits = false`.
+    pub fn evaluate(&self, plan: &TrainingPlan) -> Result<TrainingReport, ModelError> {
+        let p = self.prepare(plan)?;
+        let (lt, ends) = self.layer_times(&p)?;
+        let g = self.group_times(plan, &p, lt, ends)?;
+        let Composed {
+            crit,
+            input,
+            sr,
+            step_ex,
+            iteration,
+        } = self.compose(plan, &p, &g)?;
+        let Prepared {
+            s,
+            precision,
+            single,
+            rp_first,
+            rp_mid,
+            rp_last,
+            ..
+        } = p;
+        let m = &self.model;
+        let (fwd_ex, bwd_ex) = (g.fwd_ex, g.bwd_ex);
+        let opt = g.opt;
+        let mb = input.micro_batches;
 
         // Breakdown.
         let mbf = mb as f64;

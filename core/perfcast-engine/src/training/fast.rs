@@ -1,0 +1,245 @@
+//! The fast path for plan search: a plan's evaluation split into the part its recompute and
+//! schedule variants share (a [`PlanGroup`]: the layer program, the collectives and their
+//! exposure, timed once per group; the layer program cached per layer shape in a
+//! [`LayerCache`]) and a cheap per-variant composition (recompute plan, memory, schedule).
+//!
+//! Invariant: the numbers are those of [`Training::evaluate`] bit for bit, because both run the
+//! same private functions (`prepare_checked`, `set_recompute`, `group_times`, `compose`,
+//! `memory_report`) in the same order; only the lookups by name and the report are skipped.
+
+use super::*;
+use std::collections::HashMap;
+
+/// What the layer and end programs depend on besides the model (one layer's shape on one
+/// device).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct LayerKey {
+    dims: [u64; 8],
+    gemm: DType,
+    act: DType,
+    flags: u8,
+}
+
+fn layer_key(ls: &ops::LayerShape) -> LayerKey {
+    let attention = match ls.attention {
+        perfcast_core::AttentionKind::Flash => 0u8,
+        perfcast_core::AttentionKind::Plain => 1u8,
+    };
+    LayerKey {
+        dims: [
+            ls.b,
+            ls.sq,
+            ls.a_dev,
+            ls.kv_dev,
+            ls.f_dev,
+            ls.ps,
+            ls.vocab_dev,
+            ls.s,
+        ],
+        gemm: ls.gemm_dtype,
+        act: ls.act_dtype,
+        flags: (ls.fp32_grads as u8) | (ls.dropout as u8) << 1 | attention << 2,
+    }
+}
+
+/// Timed layer and end programs per layer shape, for one [`Training`] (one per worker
+/// thread; bounded by the distinct shapes of a search, a few thousand at most).
+#[derive(Default)]
+pub struct LayerCache {
+    map: HashMap<LayerKey, (ops::LayerTimes, ops::EndTimes)>,
+    /// Programs timed (cache misses).
+    pub timed: u64,
+}
+
+impl LayerCache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Distinct layer shapes held.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+/// A plan's evaluation up to its recompute policy and schedule. Select a variant with
+/// [`PlanGroup::set_variant`], then read [`PlanGroup::memory_peak`] and [`PlanGroup::time`].
+pub struct PlanGroup<'t> {
+    training: &'t Training,
+    plan: TrainingPlan,
+    p: Prepared<'t>,
+    lt: ops::LayerTimes,
+    ends: ops::EndTimes,
+    g: Option<GroupTimes>,
+    variant_set: bool,
+}
+
+impl Training {
+    /// Registered recompute policy names, in the order [`PlanGroup::set_variant`] indexes them.
+    pub fn recompute_names(&self) -> Vec<&str> {
+        self.comps.recompute.iter().map(|(n, _)| n.as_str()).collect()
+    }
+    /// Registered schedule names, in the order [`PlanGroup::set_variant`] indexes them.
+    pub fn schedule_names(&self) -> Vec<&str> {
+        self.comps.schedules.iter().map(|(n, _)| n.as_str()).collect()
+    }
+    /// Device memory capacity (bytes) plans are checked against.
+    pub fn capacity(&self) -> Bytes {
+        self.capacity
+    }
+
+    /// Validate everything of `plan` but its recompute policy and schedule (its `recompute`,
+    /// `recompute_layers` and `schedule` are ignored), and time its layer program (through
+    /// `cache`). Errors as [`Training::evaluate`] gives them.
+    pub fn plan_group<'t>(
+        &'t self,
+        plan: &TrainingPlan,
+        cache: &mut LayerCache,
+    ) -> Result<PlanGroup<'t>, ModelError> {
+        self.check_plan(plan)?;
+        let shape = plan.shape();
+        for s in &self.comps.strategies {
+            s.validate(&self.model, &shape)?;
+        }
+        let sched = self
+            .comps
+            .schedules
+            .first()
+            .map(|(_, s)| s.as_ref())
+            .ok_or_else(|| {
+                ModelError::invalid("plan.schedule", "", "no pipeline schedule is registered")
+            })?;
+        // The schedule is validated per variant; prepare without it.
+        let p = self.prepare_checked(plan, sched, false)?;
+        let key = layer_key(&p.ls);
+        let (lt, ends) = match cache.map.get(&key) {
+            Some(v) => *v,
+            None => {
+                let v = self.layer_times(&p)?;
+                cache.timed += 1;
+                cache.map.insert(key, v);
+                v
+            }
+        };
+        Ok(PlanGroup {
+            training: self,
+            plan: plan.clone(),
+            p,
+            lt,
+            ends,
+            g: None,
+            variant_set: false,
+        })
+    }
+}
+
+impl<'t> PlanGroup<'t> {
+    /// Choose the recompute policy (index into [`Training::recompute_names`]), its layer
+    /// count and the schedule (index into [`Training::schedule_names`]); validates them as
+    /// `evaluate` does.
+    pub fn set_variant(
+        &mut self,
+        recompute: usize,
+        recompute_layers: Option<u32>,
+        schedule: usize,
+    ) -> Result<(), ModelError> {
+        let t = self.training;
+        self.variant_set = false;
+        let (rname, policy) = t.comps.recompute.get(recompute).ok_or_else(|| {
+            ModelError::invalid("plan.recompute", recompute, "no such recompute policy index")
+        })?;
+        let (_, sched) = t.comps.schedules.get(schedule).ok_or_else(|| {
+            ModelError::invalid("plan.schedule", schedule, "no such schedule index")
+        })?;
+        sched.validate(&self.p.shape)?;
+        self.p.sched = sched.as_ref();
+        t.set_recompute(&mut self.p, policy.as_ref(), recompute_layers, rname)?;
+        self.variant_set = true;
+        Ok(())
+    }
+
+    fn need_variant(&self) -> Result<(), ModelError> {
+        if self.variant_set {
+            Ok(())
+        } else {
+            Err(ModelError::invalid(
+                "plan",
+                "no variant",
+                "call set_variant (successfully) first",
+            ))
+        }
+    }
+
+    /// Peak memory per device (bytes) of the selected variant: `evaluate(plan)?.memory.peak`.
+    pub fn memory_peak(&self) -> Result<f64, ModelError> {
+        self.need_variant()?;
+        let input = Training::memory_input(&self.plan, &self.p);
+        Ok(self
+            .training
+            .memory_report(&self.plan, &self.p, &input)
+            .peak
+            .0)
+    }
+
+    /// A lower bound on the step time of every variant of this group under `schedule`: the
+    /// schedule applied to the compute of the busiest stage's layers alone (no recompute, no
+    /// communication, no embedding or head), plus the optimizer step. Valid for schedules whose
+    /// time does not decrease when a stage's forward + backward time grows (every built-in
+    /// schedule: they depend on the sum only, linearly).
+    pub fn time_lower_bound(&mut self, schedule: usize) -> Result<f64, ModelError> {
+        let t = self.training;
+        let (_, sched) = t.comps.schedules.get(schedule).ok_or_else(|| {
+            ModelError::invalid("plan.schedule", schedule, "no such schedule index")
+        })?;
+        let n = self.p.n_first.max(self.p.n_mid).max(self.p.n_last) as f64;
+        let input = ScheduleInput {
+            stages: self.plan.pp,
+            virtual_stages: self.plan.vpp,
+            micro_batches: self.p.shape.micro_batches(),
+            forward: Seconds::ZERO,
+            backward: Seconds(n * (self.lt.fwd.total + self.lt.bwd.total)),
+            p2p: Seconds::ZERO,
+        };
+        let opt = match &self.g {
+            Some(g) => g.opt,
+            None => {
+                let timer = Timer {
+                    unit: t.system.compute.as_ref(),
+                    memory: &t.system.memory,
+                    trace: None,
+                    part: std::cell::Cell::new(""),
+                };
+                ops::optimizer(
+                    &timer,
+                    self.p.device_params / self.p.ssplit.optimizer.max(1) as f64,
+                    self.p.state.grads,
+                )?
+            }
+        };
+        Ok(sched.step(&input)?.time.0 + opt)
+    }
+
+    /// Step time (seconds) of the selected variant: `evaluate(plan)?.iteration_time`. The
+    /// collectives are timed on the first call and reused by every later variant.
+    pub fn time(&mut self) -> Result<f64, ModelError> {
+        self.need_variant()?;
+        let t = self.training;
+        if self.g.is_none() {
+            self.g = Some(t.group_times(&self.plan, &self.p, self.lt, self.ends)?);
+        }
+        let g = self.g.as_ref().expect("set above");
+        Ok(t.compose(&self.plan, &self.p, g)?.iteration)
+    }
+
+    /// Layers per device on the first, a middle and the last stage.
+    pub fn stage_layers(&self) -> (u64, u64, u64) {
+        (self.p.n_first, self.p.n_mid, self.p.n_last)
+    }
+
+    /// Micro-batches per step on one pipeline.
+    pub fn micro_batches(&self) -> u32 {
+        self.p.shape.micro_batches()
+    }
+}

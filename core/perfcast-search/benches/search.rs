@@ -1,0 +1,56 @@
+//! Criterion benchmark: the search of the shipped GPT-3 175B / 1,024 x A100 scenario
+//! (`configs/experiments/gpt3-175b-a100.toml`), and the same space with every group timed
+//! (no bound pruning: top N = every plan is impossible, so an objective of memory, which the
+//! time bound does not prune, walks and times every fitting plan).
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use perfcast_host::{Config, Sources};
+use perfcast_search::{load_scenario, Objective};
+use std::path::PathBuf;
+
+fn scenario() -> perfcast_search::Scenario {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let file = root.join("configs/experiments/gpt3-175b-a100.toml");
+    let mut s = Sources::files([file]).without_env();
+    s.sections.push(perfcast_search::config::SECTION);
+    let cfg = Config::load(&s).expect("config");
+    load_scenario(&cfg).expect("scenario")
+}
+
+fn bench(c: &mut Criterion) {
+    let sc = scenario();
+    let r = sc.search().expect("search");
+    eprintln!(
+        "gpt3-175b-a100: enumerated {} pruned {} (invalid {}, memory {}, bound {}) evaluated {} \
+         in {:.3} s: {:.0} plans/s enumerated, {:.0} evaluations/s",
+        r.summary.enumerated,
+        r.summary.pruned,
+        r.summary.pruned_invalid,
+        r.summary.pruned_memory,
+        r.summary.pruned_bound,
+        r.summary.evaluated,
+        r.summary.seconds,
+        r.summary.plans_per_s,
+        r.summary.evaluations_per_s
+    );
+    let mut g = c.benchmark_group("search");
+    g.sample_size(10);
+    g.bench_function("gpt3-175b 1024xA100 top10 (time)", |b| {
+        b.iter(|| sc.search().expect("search"))
+    });
+    let mut all = scenario();
+    all.objective = Objective::Memory;
+    let r = all.search().expect("search");
+    eprintln!(
+        "gpt3-175b-a100, objective memory (no time-bound pruning): enumerated {} evaluated {} \
+         in {:.3} s: {:.0} evaluations/s",
+        r.summary.enumerated, r.summary.evaluated, r.summary.seconds, r.summary.evaluations_per_s
+    );
+    g.bench_function("gpt3-175b 1024xA100 every fitting plan timed", |b| {
+        b.iter(|| all.search().expect("search"))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,111 @@
+//! A search scenario from a merged configuration: `[model]`, the system (`[system]` and its
+//! components), the optional `[plan]` (the template of every field the search does not walk,
+//! and the published plan to compare with) and the optional `[search]` section.
+
+use crate::space::{Constraints, Objective, SearchConfig, SearchSpace};
+use crate::SearchError;
+use perfcast_core::workload::ModelSpec;
+use perfcast_engine::training::{Training, TrainingPlan};
+use perfcast_host::Config;
+
+/// The config's top-level section this crate reads.
+pub const SECTION: &str = "search";
+
+/// Everything a search needs, resolved from a configuration.
+pub struct Scenario {
+    /// One per device count.
+    pub trainings: Vec<Training>,
+    pub space: SearchSpace,
+    pub constraints: Constraints,
+    /// Plan fields the search does not walk (from `[plan]`, else the engine's defaults).
+    pub template: TrainingPlan,
+    /// The config's own `[plan]`, when it has one.
+    pub plan: Option<TrainingPlan>,
+    pub objective: Objective,
+    pub top: usize,
+}
+
+impl Scenario {
+    /// Run the search.
+    pub fn search(&self) -> Result<crate::SearchResult, SearchError> {
+        crate::search(
+            &self.trainings,
+            &self.space,
+            &self.constraints,
+            &self.template,
+            self.objective,
+            self.top,
+        )
+    }
+}
+
+/// Resolve a scenario from `cfg` (load it with [`SECTION`] among the allowed sections).
+pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
+    let model: ModelSpec = cfg.extract("model")?;
+    let system = cfg.system()?;
+    let plan: Option<TrainingPlan> = cfg.extract_opt("plan")?;
+    let sc: SearchConfig = cfg.extract_opt(SECTION)?.unwrap_or_default();
+    let global_batch = match (sc.global_batch, &plan) {
+        (Some(g), _) => g,
+        (None, Some(p)) => p.global_batch,
+        (None, None) => {
+            return Err(SearchError::Invalid {
+                key: "search.global_batch".into(),
+                message: "missing: set search.global_batch or plan.global_batch".into(),
+            })
+        }
+    };
+    let d = Constraints::default();
+    let constraints = Constraints {
+        global_batch,
+        memory_headroom: sc.memory_headroom.unwrap_or(d.memory_headroom),
+        max_tp: sc.max_tp,
+        max_micro_batch: sc.max_micro_batch.unwrap_or(d.max_micro_batch),
+    };
+    if constraints.max_micro_batch == 0 {
+        return Err(cfg.invalid("search.max_micro_batch", "must be a positive integer").into());
+    }
+    if constraints.max_tp == Some(0) {
+        return Err(cfg.invalid("search.max_tp", "must be a positive integer").into());
+    }
+    let counts = match &sc.devices {
+        Some(d) => d.counts(),
+        None => vec![system.devices],
+    };
+    if counts.is_empty() || counts.contains(&0) {
+        return Err(cfg
+            .invalid(
+                "search.devices",
+                "must be a positive device count or a non-empty list of them",
+            )
+            .into());
+    }
+    let mut counts = counts;
+    counts.sort_unstable();
+    counts.dedup();
+    let mut trainings = Vec::with_capacity(counts.len());
+    for n in counts {
+        let mut sys = system.clone();
+        sys.devices = n;
+        let t = Training::new(model.clone(), sys, cfg.registry()).map_err(|e| {
+            SearchError::Model {
+                context: format!("model and system with {n} devices"),
+                source: e,
+            }
+        })?;
+        trainings.push(t);
+    }
+    let template = TrainingPlan {
+        global_batch,
+        ..plan.clone().unwrap_or_default()
+    };
+    Ok(Scenario {
+        trainings,
+        space: sc.space(),
+        constraints,
+        template,
+        plan,
+        objective: sc.objective.unwrap_or_default(),
+        top: sc.top.unwrap_or(10),
+    })
+}

@@ -1,0 +1,74 @@
+//! perfcast-search: the best way to run a model on a system, and how the answer moves as the
+//! hardware changes.
+//!
+//! - [`best_plans`] / [`search`]: enumerate every plan of a [`SearchSpace`] (TP, PP, DP, CP,
+//!   virtual stages, micro-batch, sequence parallelism, recompute policy including N-layer
+//!   partial full recompute, ZeRO stage, pipeline schedule, precision, TP-communication
+//!   overlap; one or several device counts) under [`Constraints`] (global batch, memory
+//!   headroom, max TP = the NVLink domain by default), discard what the engine refuses and
+//!   what does not fit before timing, prune groups a lower bound proves useless, time the rest
+//!   on the engine's fast path ([`perfcast_engine::training::PlanGroup`]) in parallel (rayon),
+//!   and fully evaluate the top N.
+//! - [`sweep`]: a grid or list over any config keys, each point evaluated or searched.
+//!
+//! Invariants: results do not depend on the thread count (top N sorted by (objective, plan
+//! key), Pareto ties broken by plan key); memory is bounded (a top-N heap and a Pareto set per
+//! worker, never a list of all plans); fast-path times and memory equal `Training::evaluate`'s
+//! (same engine code; tested); every bad input is a [`SearchError`] naming the key.
+//!
+//! Placement: the engine lays the mesh out TP innermost, then CP, PP, DP (Megatron-LM's
+//! order) and places each group on the network levels it spans; other orders (e.g. DP inside
+//! the NVLink domain, TP across nodes) are not expressible in the engine, so the search does
+//! not enumerate them.
+
+pub mod config;
+pub mod search;
+pub mod space;
+pub mod sweep;
+
+pub use config::{load_scenario, Scenario};
+pub use search::{search, Counts, ParetoPoint, PlanKey, RankedPlan, SearchResult, Summary};
+pub use space::{Constraints, Devices, Objective, SearchConfig, SearchSpace};
+
+use perfcast_engine::training::{Training, TrainingPlan};
+
+/// Errors of a search or a sweep: each names the key (or file) and what is allowed.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error("invalid `{key}`: {message}")]
+    Invalid { key: String, message: String },
+    #[error("empty plan space: {reason}")]
+    Empty { reason: String },
+    #[error("{context}: {source}")]
+    Model {
+        context: String,
+        #[source]
+        source: perfcast_core::ModelError,
+    },
+    #[error(transparent)]
+    Host(#[from] perfcast_host::HostError),
+    #[error("{path}: {message}")]
+    File { path: String, message: String },
+}
+
+/// The `top_n` fastest plans of `space` for `training`'s model and system (its device count),
+/// every other plan field from the engine's defaults, under `constraints`.
+pub fn best_plans(
+    training: &Training,
+    space: &SearchSpace,
+    constraints: &Constraints,
+    top_n: usize,
+) -> Result<SearchResult, SearchError> {
+    let template = TrainingPlan {
+        global_batch: constraints.global_batch,
+        ..TrainingPlan::default()
+    };
+    search(
+        std::slice::from_ref(training),
+        space,
+        constraints,
+        &template,
+        Objective::Time,
+        top_n,
+    )
+}

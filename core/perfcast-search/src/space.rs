@@ -1,0 +1,172 @@
+//! What a search walks: the values allowed per plan dimension ([`SearchSpace`]) and the
+//! constraints every plan must meet ([`Constraints`]), as the `[search]` config section gives
+//! them (one flat table, [`SearchConfig`]).
+
+use perfcast_core::DType;
+use serde::{Deserialize, Serialize};
+
+/// Values allowed per plan dimension. `None` means "every value that can work" (the default
+/// rule is given per field).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchSpace {
+    /// Tensor-parallel degrees. Default: every divisor of the device count up to
+    /// [`Constraints::max_tp`].
+    pub tp: Option<Vec<u32>>,
+    /// Pipeline-parallel degrees. Default: every divisor of the device count.
+    pub pp: Option<Vec<u32>>,
+    /// Data-parallel degrees. Default: whatever `devices / (tp x pp x cp)` is.
+    pub dp: Option<Vec<u32>>,
+    /// Context-parallel degrees. Default: `[1]` (context parallelism only pays off for long
+    /// sequences; list e.g. `[1, 2, 4]` to search it).
+    pub cp: Option<Vec<u32>>,
+    /// Virtual pipeline stages. Default: every `v` with `layers` divisible by `pp x v`
+    /// (Megatron-LM's interleaving requirement).
+    pub vpp: Option<Vec<u32>>,
+    /// Micro-batch sizes. Default: every divisor of `global_batch / dp` up to
+    /// [`Constraints::max_micro_batch`].
+    pub micro_batch: Option<Vec<u32>>,
+    /// Sequence parallelism (only with `tp > 1`). Default `[false, true]`.
+    pub sp: Option<Vec<bool>>,
+    /// Recompute policies (registry names). Default: every registered policy.
+    pub recompute: Option<Vec<String>>,
+    /// Also try `full` recompute of only N layers per stage, N = 1 .. layers per stage - 1
+    /// (Megatron `--recompute-method block`). Default true.
+    pub partial_recompute: Option<bool>,
+    /// ZeRO stages (only with `dp x cp > 1`). Default `[0, 1, 2, 3]`.
+    pub zero_stage: Option<Vec<u8>>,
+    /// Pipeline schedules (registry names), with `pp > 1`. Default `["1f1b",
+    /// "interleaved-1f1b"]`; non-interleaved schedules are tried with `vpp = 1`, interleaved
+    /// ones with `vpp > 1`.
+    pub schedule: Option<Vec<String>>,
+    /// GEMM precisions. Default: `bf16`, and `fp8` when the device has an fp8 matrix peak.
+    pub precision: Option<Vec<DType>>,
+    /// Overlap TP collectives with GEMMs (only with `tp > 1`). Default `[false, true]`.
+    pub tp_comm_overlap: Option<Vec<bool>>,
+}
+
+/// What every plan must meet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Constraints {
+    /// Sequences per optimizer step.
+    pub global_batch: u32,
+    /// Fraction of device memory kept free (0 to < 1): a plan fits when its peak is at most
+    /// `capacity x (1 - memory_headroom)`.
+    pub memory_headroom: f64,
+    /// Largest tensor-parallel degree. Default: the innermost network level's domain (the
+    /// NVLink domain), so TP never crosses it.
+    pub max_tp: Option<u32>,
+    /// Largest micro-batch tried by default. Default 16.
+    pub max_micro_batch: u32,
+}
+
+impl Default for Constraints {
+    fn default() -> Self {
+        Constraints {
+            global_batch: 1,
+            memory_headroom: 0.0,
+            max_tp: None,
+            max_micro_batch: 16,
+        }
+    }
+}
+
+/// Device counts to search: one, or a list (the GPU count is then a free dimension).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Devices {
+    One(u32),
+    List(Vec<u32>),
+}
+
+impl Devices {
+    pub fn counts(&self) -> Vec<u32> {
+        match self {
+            Devices::One(n) => vec![*n],
+            Devices::List(v) => v.clone(),
+        }
+    }
+}
+
+/// What to minimise.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Objective {
+    /// Step time.
+    #[default]
+    Time,
+    /// Peak memory per device.
+    Memory,
+    /// GPU-seconds per step (step time x devices): differs from `time` when the GPU count
+    /// is free.
+    Cost,
+}
+
+impl Objective {
+    pub fn parse(s: &str) -> Option<Objective> {
+        match s {
+            "time" => Some(Objective::Time),
+            "memory" => Some(Objective::Memory),
+            "cost" => Some(Objective::Cost),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::Time => "time",
+            Objective::Memory => "memory",
+            Objective::Cost => "cost",
+        }
+    }
+}
+
+/// The `[search]` config section: the space and the constraints in one flat table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchConfig {
+    pub tp: Option<Vec<u32>>,
+    pub pp: Option<Vec<u32>>,
+    pub dp: Option<Vec<u32>>,
+    pub cp: Option<Vec<u32>>,
+    pub vpp: Option<Vec<u32>>,
+    pub micro_batch: Option<Vec<u32>>,
+    pub sp: Option<Vec<bool>>,
+    pub recompute: Option<Vec<String>>,
+    pub partial_recompute: Option<bool>,
+    pub zero_stage: Option<Vec<u8>>,
+    pub schedule: Option<Vec<String>>,
+    pub precision: Option<Vec<DType>>,
+    pub tp_comm_overlap: Option<Vec<bool>>,
+    /// Device counts: `1024` or `[512, 1024, 2048]`. Default: `system.devices`.
+    pub devices: Option<Devices>,
+    /// Default: `plan.global_batch`.
+    pub global_batch: Option<u32>,
+    pub memory_headroom: Option<f64>,
+    pub max_tp: Option<u32>,
+    pub max_micro_batch: Option<u32>,
+    /// Plans to report. Default 10.
+    pub top: Option<usize>,
+    /// Default `time`.
+    pub objective: Option<Objective>,
+}
+
+impl SearchConfig {
+    /// The space part.
+    pub fn space(&self) -> SearchSpace {
+        SearchSpace {
+            tp: self.tp.clone(),
+            pp: self.pp.clone(),
+            dp: self.dp.clone(),
+            cp: self.cp.clone(),
+            vpp: self.vpp.clone(),
+            micro_batch: self.micro_batch.clone(),
+            sp: self.sp.clone(),
+            recompute: self.recompute.clone(),
+            partial_recompute: self.partial_recompute,
+            zero_stage: self.zero_stage.clone(),
+            schedule: self.schedule.clone(),
+            precision: self.precision.clone(),
+            tp_comm_overlap: self.tp_comm_overlap.clone(),
+        }
+    }
+}

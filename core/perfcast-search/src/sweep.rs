@@ -1,0 +1,466 @@
+//! Design-space sweeps: a grid (or a list of points) over any config keys, hardware
+//! parameters included, each point evaluated with the config's `[plan]` or searched for its
+//! best plan; one CSV row per point, streamed in point order.
+//!
+//! A sweep file (TOML; paths relative to it):
+//!
+//! ```toml
+//! configs = ["../experiments/gpt3-175b-a100.toml"]  # merged in order (or `preset:NAME`)
+//! mode = "search"          # or "evaluate" (the config's [plan])
+//! max_seconds = 300        # refuse a sweep estimated to take longer (unless forced)
+//! [grid]                   # every combination (keys in alphabetical order, first outermost)
+//! "components.a100_sxm4_80gb_hbm.bandwidth_tbs" = [1.555, 2.039, 3.0]
+//! "components.a100_sxm4_80gb_nvlink.bandwidth_gbs_bidir" = [300.0, 600.0]
+//! include = ["preset:a100-sxm4-80gb", "preset:h100-sxm5-80gb"]  # a config layer per value
+//! # or instead of [grid]: [[points]] tables of key = value
+//! ```
+
+use crate::config::{load_scenario, SECTION};
+use crate::SearchError;
+use perfcast_engine::training::TrainingPlan;
+use perfcast_host::{Config, Sources};
+use serde::Deserialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The grid key whose values are extra config layers (files or `preset:NAME`) per point.
+pub const INCLUDE_KEY: &str = "include";
+
+fn d_max_seconds() -> f64 {
+    300.0
+}
+
+/// How each point is computed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Search the point's best plan (the config's `[search]`).
+    #[default]
+    Search,
+    /// Evaluate the config's `[plan]`.
+    Evaluate,
+}
+
+/// A sweep file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepFile {
+    pub configs: Vec<String>,
+    #[serde(default)]
+    pub mode: Mode,
+    #[serde(default = "d_max_seconds")]
+    pub max_seconds: f64,
+    #[serde(default)]
+    pub grid: Option<toml::Table>,
+    #[serde(default)]
+    pub points: Option<Vec<toml::Table>>,
+}
+
+/// A parsed sweep: its points, each a list of (key, value).
+#[derive(Debug, Clone)]
+pub struct Sweep {
+    pub path: PathBuf,
+    pub name: String,
+    pub file: SweepFile,
+    pub keys: Vec<String>,
+    pub points: Vec<Vec<(String, toml::Value)>>,
+}
+
+fn bad(path: &Path, message: impl Into<String>) -> SearchError {
+    SearchError::File {
+        path: path.display().to_string(),
+        message: message.into(),
+    }
+}
+
+/// Levenshtein distance (for "did you mean" lists).
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Every leaf key path of a JSON value (`a.b.c`; arrays as leaves).
+fn leaf_keys(v: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                leaf_keys(x, &p, out);
+            }
+        }
+        _ => out.push(prefix.to_string()),
+    }
+}
+
+/// The keys of `cfg` nearest to `key` (at most 5, by edit distance).
+pub fn near_keys(cfg: &Config, key: &str) -> Vec<String> {
+    let v = serde_json::to_value(cfg.value()).unwrap_or(serde_json::Value::Null);
+    let mut keys = Vec::new();
+    leaf_keys(&v, "", &mut keys);
+    let mut scored: Vec<(usize, String)> = keys
+        .into_iter()
+        .map(|k| (edit_distance(key, &k), k))
+        .collect();
+    scored.sort();
+    let limit = (key.len() / 2).max(3);
+    scored
+        .into_iter()
+        .filter(|(d, _)| *d <= limit)
+        .take(5)
+        .map(|(_, k)| k)
+        .collect()
+}
+
+fn set_arg(key: &str, v: &toml::Value) -> Result<String, String> {
+    let json = serde_json::to_string(v).map_err(|e| e.to_string())?;
+    Ok(format!("{key}={json}"))
+}
+
+impl Sweep {
+    /// Read and check a sweep file (not its keys: see [`Sweep::check_keys`]).
+    pub fn load(path: &Path) -> Result<Sweep, SearchError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| bad(path, format!("cannot read the sweep file: {e}")))?;
+        let file: SweepFile = toml::from_str(&text).map_err(|e| bad(path, e.to_string()))?;
+        if file.configs.is_empty() {
+            return Err(bad(path, "`configs` must list at least one config file"));
+        }
+        if !(file.max_seconds.is_finite() && file.max_seconds > 0.0) {
+            return Err(bad(
+                path,
+                format!("`max_seconds` = {} must be a positive number", file.max_seconds),
+            ));
+        }
+        let (keys, points) = match (&file.grid, &file.points) {
+            (Some(_), Some(_)) | (None, None) => {
+                return Err(bad(path, "give either a [grid] table or [[points]], not both or neither"))
+            }
+            (Some(grid), None) => {
+                let mut keys = Vec::new();
+                let mut points: Vec<Vec<(String, toml::Value)>> = vec![Vec::new()];
+                for (k, v) in grid {
+                    let vals = match v {
+                        toml::Value::Array(a) if !a.is_empty() => a.clone(),
+                        _ => {
+                            return Err(bad(
+                                path,
+                                format!("grid.\"{k}\" must be a non-empty array of values"),
+                            ))
+                        }
+                    };
+                    keys.push(k.clone());
+                    let mut next = Vec::with_capacity(points.len() * vals.len());
+                    for p in &points {
+                        for x in &vals {
+                            let mut q = p.clone();
+                            q.push((k.clone(), x.clone()));
+                            next.push(q);
+                        }
+                    }
+                    points = next;
+                }
+                (keys, points)
+            }
+            (None, Some(list)) => {
+                if list.is_empty() {
+                    return Err(bad(path, "[[points]] is empty"));
+                }
+                let mut keys: Vec<String> = Vec::new();
+                for p in list {
+                    for k in p.keys() {
+                        if !keys.contains(k) {
+                            keys.push(k.clone());
+                        }
+                    }
+                }
+                let points = list
+                    .iter()
+                    .map(|p| p.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                    .collect();
+                (keys, points)
+            }
+        };
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_else(|| "sweep".into());
+        Ok(Sweep {
+            path: path.to_path_buf(),
+            name,
+            file,
+            keys,
+            points,
+        })
+    }
+
+    fn resolve(&self, f: &str) -> PathBuf {
+        if f.starts_with(perfcast_host::PRESET_SCHEME) {
+            return PathBuf::from(f);
+        }
+        let base = self.path.parent().unwrap_or(Path::new("."));
+        base.join(f)
+    }
+
+    /// The merged config of one point.
+    pub fn config_of(&self, point: &[(String, toml::Value)]) -> Result<Config, SearchError> {
+        let mut files: Vec<PathBuf> = self.file.configs.iter().map(|f| self.resolve(f)).collect();
+        let mut sets = Vec::new();
+        for (k, v) in point {
+            if k == INCLUDE_KEY {
+                match v {
+                    toml::Value::String(s) => files.push(self.resolve(s)),
+                    other => {
+                        return Err(bad(
+                            &self.path,
+                            format!("`{INCLUDE_KEY}` values must be config paths or preset:NAME strings, not {other}"),
+                        ))
+                    }
+                }
+            } else {
+                sets.push(set_arg(k, v).map_err(|e| bad(&self.path, e))?);
+            }
+        }
+        let mut sources = Sources::files(files).with_sets(sets).without_env();
+        sources.sections.push(SECTION);
+        Ok(Config::load(&sources)?)
+    }
+
+    /// Every swept key must exist in the merged base config (a typo would otherwise add a
+    /// new, ignored or rejected, key): the error lists the nearest existing keys.
+    pub fn check_keys(&self) -> Result<(), SearchError> {
+        let base = self.config_of(&[])?;
+        for k in &self.keys {
+            if k == INCLUDE_KEY || base.contains(k) {
+                continue;
+            }
+            let near = near_keys(&base, k);
+            let hint = if near.is_empty() {
+                "no similar key".to_string()
+            } else {
+                format!("did you mean: {}", near.join(", "))
+            };
+            return Err(SearchError::Invalid {
+                key: k.clone(),
+                message: format!(
+                    "not a key of the merged config of {} ({hint})",
+                    self.path.display()
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One point's outcome.
+#[derive(Debug, Clone)]
+pub struct PointResult {
+    pub values: Vec<String>,
+    pub devices: u32,
+    pub time_s: f64,
+    pub mfu: f64,
+    pub tokens_per_s: f64,
+    pub memory_gib: f64,
+    pub fits: bool,
+    pub plan: TrainingPlan,
+    pub evaluated: u64,
+    pub seconds: f64,
+}
+
+/// CSV header of a sweep's rows.
+pub fn csv_header(keys: &[String]) -> String {
+    let mut cols: Vec<String> = keys.iter().map(|k| csv_cell(k)).collect();
+    for c in [
+        "devices",
+        "time_s",
+        "mfu",
+        "tokens_per_s",
+        "memory_gib",
+        "fits",
+        "tp",
+        "pp",
+        "dp",
+        "cp",
+        "vpp",
+        "micro_batch",
+        "sp",
+        "zero_stage",
+        "recompute",
+        "recompute_layers",
+        "schedule",
+        "precision",
+        "tp_comm_overlap",
+        "plans_evaluated",
+        "seconds",
+    ] {
+        cols.push(c.to_string());
+    }
+    cols.join(",") + "\n"
+}
+
+fn csv_cell(c: &str) -> String {
+    if c.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", c.replace('"', "\"\""))
+    } else {
+        c.to_string()
+    }
+}
+
+impl PointResult {
+    pub fn csv_row(&self) -> String {
+        let p = &self.plan;
+        let mut cols: Vec<String> = self.values.iter().map(|v| csv_cell(v)).collect();
+        cols.extend([
+            self.devices.to_string(),
+            format!("{}", self.time_s),
+            format!("{}", self.mfu),
+            format!("{}", self.tokens_per_s),
+            format!("{}", self.memory_gib),
+            self.fits.to_string(),
+            p.tp.to_string(),
+            p.pp.to_string(),
+            p.dp.to_string(),
+            p.cp.to_string(),
+            p.vpp.to_string(),
+            p.micro_batch.to_string(),
+            p.sp.to_string(),
+            p.zero_stage.to_string(),
+            p.recompute.clone(),
+            p.recompute_layers.map(|n| n.to_string()).unwrap_or_default(),
+            p.schedule_name().to_string(),
+            p.precision.name().to_string(),
+            p.tp_comm_overlap.to_string(),
+            self.evaluated.to_string(),
+            format!("{}", self.seconds),
+        ]);
+        cols.join(",") + "\n"
+    }
+}
+
+fn value_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl Sweep {
+    /// Compute one point.
+    pub fn run_point(&self, i: usize) -> Result<PointResult, SearchError> {
+        let start = Instant::now();
+        let point = &self.points[i];
+        let cfg = self.config_of(point)?;
+        let sc = load_scenario(&cfg)?;
+        let values: Vec<String> = self
+            .keys
+            .iter()
+            .map(|k| {
+                point
+                    .iter()
+                    .find(|(pk, _)| pk == k)
+                    .map(|(_, v)| value_text(v))
+                    .unwrap_or_default()
+            })
+            .collect();
+        let (plan, report, devices, evaluated) = match self.file.mode {
+            Mode::Evaluate => {
+                let plan = sc.plan.clone().ok_or_else(|| {
+                    bad(&self.path, "mode = \"evaluate\" needs a [plan] in the configs")
+                })?;
+                let t = sc
+                    .trainings
+                    .iter()
+                    .find(|t| t.system().devices as u64 == plan.devices())
+                    .unwrap_or(&sc.trainings[0]);
+                let r = t.evaluate(&plan).map_err(|e| SearchError::Model {
+                    context: format!("point {}", i + 1),
+                    source: e,
+                })?;
+                (plan, r, t.system().devices, 1)
+            }
+            Mode::Search => {
+                let mut sc = sc;
+                sc.top = 1;
+                let res = sc.search().map_err(|e| match e {
+                    SearchError::Empty { reason } => SearchError::Empty {
+                        reason: format!("point {} ({}): {reason}", i + 1, values.join(", ")),
+                    },
+                    other => other,
+                })?;
+                let best = res.plans.into_iter().next().ok_or_else(|| SearchError::Empty {
+                    reason: format!("point {}: no plan", i + 1),
+                })?;
+                let d = best.report.devices;
+                (best.plan, best.report, d, res.summary.evaluated)
+            }
+        };
+        Ok(PointResult {
+            values,
+            devices,
+            time_s: report.iteration_time.0,
+            mfu: report.mfu,
+            tokens_per_s: report.tokens_per_s,
+            memory_gib: report.memory.peak.0 / (1024.0 * 1024.0 * 1024.0),
+            fits: report.memory.fits,
+            plan,
+            evaluated,
+            seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Run every point in order, writing the CSV header and one row per point to `out` as
+    /// each finishes. The first point is timed; when `points x its time` exceeds
+    /// `max_seconds` the sweep stops with the estimate unless `force`. `progress(done, total,
+    /// elapsed_s)` is called after every point.
+    pub fn run(
+        &self,
+        out: &mut dyn Write,
+        force: bool,
+        progress: &mut dyn FnMut(usize, usize, f64),
+    ) -> Result<usize, SearchError> {
+        self.check_keys()?;
+        let start = Instant::now();
+        let n = self.points.len();
+        let io = |e: std::io::Error| bad(&self.path, format!("cannot write the results: {e}"));
+        for i in 0..n {
+            let r = self.run_point(i)?;
+            if i == 0 && !force {
+                let estimate = r.seconds.max(1e-3) * n as f64;
+                if estimate > self.file.max_seconds {
+                    return Err(SearchError::Invalid {
+                        key: "max_seconds".into(),
+                        message: format!(
+                            "the sweep has {n} points at about {:.2} s each (~{:.0} s in all), \
+                             more than max_seconds = {} of {}: shrink the grid, raise max_seconds, \
+                             or pass --force",
+                            r.seconds,
+                            estimate,
+                            self.file.max_seconds,
+                            self.path.display()
+                        ),
+                    });
+                }
+            }
+            if i == 0 {
+                out.write_all(csv_header(&self.keys).as_bytes()).map_err(io)?;
+            }
+            out.write_all(r.csv_row().as_bytes()).map_err(io)?;
+            out.flush().map_err(io)?;
+            progress(i + 1, n, start.elapsed().as_secs_f64());
+        }
+        Ok(n)
+    }
+}

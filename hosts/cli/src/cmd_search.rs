@@ -1,0 +1,315 @@
+//! `perfcast search CONFIG... [--set k=v]... [--top N] [--objective time|memory|cost]
+//! [--format table|json|csv] [--bench]`: the best plans for the config's model and system
+//! (the `[search]` section gives the space and constraints), the Pareto front of step time vs
+//! memory per GPU, and how many plans were enumerated, pruned and evaluated.
+
+use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
+use anyhow::Context as _;
+use perfcast_engine::training::{TrainingPlan, TrainingReport};
+use perfcast_host::Config;
+use perfcast_search::{load_scenario, Objective, SearchResult};
+use serde::Serialize;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Plans to report (default: search.top, else 10).
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+    /// What to minimise (default: search.objective, else time).
+    #[arg(long, value_parser = ["time", "memory", "cost"])]
+    pub objective: Option<String>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Run the search several times and report its speed (plans per second).
+    #[arg(long)]
+    pub bench: bool,
+}
+
+/// The config's own `[plan]`, evaluated for comparison.
+#[derive(Debug, Serialize)]
+struct Published {
+    plan: TrainingPlan,
+    time_s: Option<f64>,
+    mfu: Option<f64>,
+    memory_gib: Option<f64>,
+    fits: Option<bool>,
+    error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Output<'a> {
+    plans: &'a [perfcast_search::RankedPlan],
+    pareto: &'a [perfcast_search::ParetoPoint],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pareto_devices: &'a [perfcast_search::ParetoPoint],
+    summary: &'a perfcast_search::Summary,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    published: Option<&'a Published>,
+}
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// `tp8 pp16 dp8 cp1 v1 mb1 sp zero1 full(3) 1f1b fp16 tpo`
+pub fn plan_label(p: &TrainingPlan) -> String {
+    let mut s = format!(
+        "tp{} pp{} dp{}{} v{} mb{}",
+        p.tp,
+        p.pp,
+        p.dp,
+        if p.cp > 1 {
+            format!(" cp{}", p.cp)
+        } else {
+            String::new()
+        },
+        p.vpp,
+        p.micro_batch
+    );
+    if p.sp && p.tp > 1 {
+        s.push_str(" sp");
+    }
+    s.push_str(&format!(" zero{}", p.zero_stage));
+    s.push(' ');
+    s.push_str(&p.recompute);
+    if let Some(n) = p.recompute_layers {
+        s.push_str(&format!("({n})"));
+    }
+    if p.pp > 1 {
+        s.push(' ');
+        s.push_str(p.schedule_name());
+    }
+    s.push(' ');
+    s.push_str(p.precision.name());
+    if p.tp_comm_overlap {
+        s.push_str(" tpo");
+    }
+    s
+}
+
+fn report_cells(r: &TrainingReport) -> Vec<String> {
+    let b = &r.breakdown;
+    vec![
+        num(r.iteration_time.0),
+        format!("{:.1}%", r.mfu * 100.0),
+        num(r.memory.peak.0 / GIB),
+        num(b.compute.total()),
+        num(b.tp_comm.0 + b.cp_comm.0 + b.pp_comm.0 + b.dp_comm.0 + b.zero_comm.0),
+        num(b.bubble.0),
+        r.bottleneck.describe().to_string(),
+    ]
+}
+
+fn load(a: &Args) -> anyhow::Result<(Config, perfcast_search::Scenario)> {
+    let mut sources = a.config.sources();
+    sources.sections.push(perfcast_search::config::SECTION);
+    let cfg = Config::load(&sources)?;
+    let mut sc = load_scenario(&cfg)?;
+    if let Some(n) = a.top {
+        if n == 0 {
+            anyhow::bail!("invalid `--top 0`: must be at least 1");
+        }
+        sc.top = n;
+    }
+    if let Some(o) = &a.objective {
+        sc.objective = Objective::parse(o).context("--objective")?;
+    }
+    Ok((cfg, sc))
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let (_cfg, sc) = load(&a)?;
+    if a.bench {
+        return bench(&sc);
+    }
+    let r = sc.search()?;
+    let published = sc.plan.as_ref().map(|p| {
+        let t = sc
+            .trainings
+            .iter()
+            .find(|t| t.system().devices as u64 == p.devices());
+        match t.map(|t| t.evaluate(p)) {
+            Some(Ok(rep)) => Published {
+                plan: p.clone(),
+                time_s: Some(rep.iteration_time.0),
+                mfu: Some(rep.mfu),
+                memory_gib: Some(rep.memory.peak.0 / GIB),
+                fits: Some(rep.memory.fits),
+                error: None,
+            },
+            Some(Err(e)) => Published {
+                plan: p.clone(),
+                time_s: None,
+                mfu: None,
+                memory_gib: None,
+                fits: None,
+                error: Some(e.to_string()),
+            },
+            None => Published {
+                plan: p.clone(),
+                time_s: None,
+                mfu: None,
+                memory_gib: None,
+                fits: None,
+                error: Some(format!(
+                    "uses {} devices, not a searched device count",
+                    p.devices()
+                )),
+            },
+        }
+    });
+    match a.format {
+        Format::Json => print(&to_json(&Output {
+            plans: &r.plans,
+            pareto: &r.pareto,
+            pareto_devices: &r.pareto_devices,
+            summary: &r.summary,
+            published: published.as_ref(),
+        })?),
+        Format::Csv => print(&plans_table(&r).csv()),
+        Format::Table => print(&render(&r, published.as_ref())),
+    }
+}
+
+fn plans_table(r: &SearchResult) -> Table {
+    let mut t = Table::new(&[
+        ("rank", true),
+        ("devices", true),
+        ("plan", false),
+        ("time_s", true),
+        ("mfu", true),
+        ("memory_gib", true),
+        ("compute_s", true),
+        ("comm_s", true),
+        ("bubble_s", true),
+        ("bottleneck", false),
+    ]);
+    for p in &r.plans {
+        let mut row = vec![
+            p.rank.to_string(),
+            p.report.devices.to_string(),
+            plan_label(&p.plan),
+        ];
+        row.extend(report_cells(&p.report));
+        t.push(row);
+    }
+    t
+}
+
+fn render(r: &SearchResult, published: Option<&Published>) -> String {
+    let s = &r.summary;
+    let mut out = format!(
+        "top {} plans by {}:\n{}",
+        r.plans.len(),
+        s.objective.name(),
+        plans_table(r).render()
+    );
+    if let Some(p) = published {
+        out.push_str(&format!("\nthe config's [plan] ({}): ", plan_label(&p.plan)));
+        match (p.time_s, p.mfu, p.memory_gib, &p.error) {
+            (Some(t), Some(m), Some(g), _) => {
+                out.push_str(&format!(
+                    "{} s, MFU {:.1}%, {} GiB{}",
+                    num(t),
+                    m * 100.0,
+                    num(g),
+                    if p.fits == Some(false) {
+                        " (does not fit)"
+                    } else {
+                        ""
+                    }
+                ));
+                if let Some(best) = r.plans.first() {
+                    out.push_str(&format!(
+                        "; the best plan is {:.2}x as fast",
+                        t / best.report.iteration_time.0
+                    ));
+                }
+                out.push('\n');
+            }
+            (_, _, _, e) => out.push_str(&format!(
+                "not evaluated: {}\n",
+                e.as_deref().unwrap_or("unknown")
+            )),
+        }
+    }
+    let mut pt = Table::new(&[
+        ("devices", true),
+        ("time_s", true),
+        ("memory_gib", true),
+        ("plan", false),
+    ]);
+    for p in &r.pareto {
+        pt.push(vec![
+            p.devices.to_string(),
+            num(p.time_s),
+            num(p.memory_gib),
+            plan_label(&p.plan),
+        ]);
+    }
+    out.push_str(&format!(
+        "\nPareto front, step time vs memory per GPU ({} plans):\n{}",
+        r.pareto.len(),
+        pt.render()
+    ));
+    if !r.pareto_devices.is_empty() {
+        let mut dt = Table::new(&[("devices", true), ("time_s", true), ("plan", false)]);
+        for p in &r.pareto_devices {
+            dt.push(vec![
+                p.devices.to_string(),
+                num(p.time_s),
+                plan_label(&p.plan),
+            ]);
+        }
+        out.push_str(&format!(
+            "\nPareto front, step time vs GPU count:\n{}",
+            dt.render()
+        ));
+    }
+    out.push_str(&format!(
+        "\n{} plans enumerated, {} pruned ({} refused, {} over memory, {} by the time bound), \
+         {} evaluated in {:.3} s on {} threads ({:.0} plans/s, {:.0} evaluations/s)\n",
+        s.enumerated,
+        s.pruned,
+        s.pruned_invalid,
+        s.pruned_memory,
+        s.pruned_bound,
+        s.evaluated,
+        s.seconds,
+        s.threads,
+        s.plans_per_s,
+        s.evaluations_per_s
+    ));
+    out
+}
+
+fn bench(sc: &perfcast_search::Scenario) -> anyhow::Result<()> {
+    let runs = 5;
+    let mut secs = Vec::with_capacity(runs);
+    let mut last = None;
+    for _ in 0..runs {
+        let r = sc.search()?;
+        secs.push(r.summary.seconds);
+        last = Some(r.summary);
+    }
+    secs.sort_by(f64::total_cmp);
+    let s = last.context("no run")?;
+    let med = secs[runs / 2];
+    print(&format!(
+        "{runs} runs on {} threads: median {:.3} s (min {:.3}, max {:.3})\n\
+         {} plans enumerated, {} pruned ({} refused, {} over memory, {} by the time bound), {} evaluated\n\
+         {:.0} plans/s enumerated, {:.0} evaluations/s (median run)\n",
+        s.threads,
+        med,
+        secs[0],
+        secs[runs - 1],
+        s.enumerated,
+        s.pruned,
+        s.pruned_invalid,
+        s.pruned_memory,
+        s.pruned_bound,
+        s.evaluated,
+        s.enumerated as f64 / med,
+        s.evaluated as f64 / med,
+    ))
+}

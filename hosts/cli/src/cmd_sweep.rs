@@ -1,0 +1,68 @@
+//! `perfcast sweep STUDY.toml [--out DIR] [--force]`: a grid or list over config keys, each
+//! point evaluated or searched for its best plan; CSV rows streamed to stdout or to
+//! `DIR/STUDY.csv`, with a progress line on a terminal (stderr) once it runs past a second.
+
+use anyhow::Context as _;
+use perfcast_search::sweep::Sweep;
+use std::io::{IsTerminal as _, Write as _};
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The sweep file (see configs/sweeps/).
+    #[arg(value_name = "STUDY.toml")]
+    pub study: PathBuf,
+    /// Write DIR/STUDY.csv instead of printing the CSV.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Run even when the sweep is estimated to take longer than its max_seconds.
+    #[arg(long)]
+    pub force: bool,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let sweep = Sweep::load(&a.study)?;
+    let tty = std::io::stderr().is_terminal();
+    let mut progress = |done: usize, total: usize, elapsed: f64| {
+        if tty && elapsed > 1.0 {
+            let width = 30;
+            let filled = done * width / total.max(1);
+            let eta = elapsed / done.max(1) as f64 * (total - done) as f64;
+            eprint!(
+                "\r[{}{}] {done}/{total} points, {elapsed:.0} s, eta {eta:.0} s ",
+                "#".repeat(filled),
+                " ".repeat(width - filled)
+            );
+            if done == total {
+                eprintln!();
+            }
+        }
+    };
+    match &a.out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            let path = dir.join(format!("{}.csv", sweep.name));
+            let file = std::fs::File::create(&path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            let mut w = std::io::BufWriter::new(file);
+            let n = sweep.run(&mut w, a.force, &mut progress)?;
+            w.flush()?;
+            println!("wrote {} ({n} points)", path.display());
+            Ok(())
+        }
+        None => {
+            let stdout = std::io::stdout();
+            let mut w = stdout.lock();
+            match sweep.run(&mut w, a.force, &mut progress) {
+                Ok(_) => Ok(()),
+                Err(perfcast_search::SearchError::File { message, .. })
+                    if message.contains("Broken pipe") =>
+                {
+                    Ok(())
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
+    }
+}
