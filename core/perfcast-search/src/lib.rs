@@ -72,3 +72,6 @@ pub fn best_plans(
         top_n,
     )
 }
+
+#[cfg(test)]
+mod tests;

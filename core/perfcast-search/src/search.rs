@@ -733,6 +733,10 @@ pub fn search(
     ] {
         check_list(k, l)?;
     }
+    let template = &TrainingPlan {
+        global_batch: constraints.global_batch,
+        ..template.clone()
+    };
     let mut lists = Vec::with_capacity(trainings.len());
     for t in trainings {
         lists.push(resolve_lists(t, space)?);

@@ -1,0 +1,393 @@
+//! Search tests: the fast path equals `evaluate`, the search equals a brute-force walk of the
+//! same space, results do not depend on the thread count, bad input names its key.
+
+use crate::search::search;
+use crate::space::{Constraints, Objective, SearchSpace};
+use crate::SearchError;
+use perfcast_core::workload::{FfnAct, ModelSpec};
+use perfcast_core::DType;
+use perfcast_engine::testsupport::a100_from_registry;
+use perfcast_engine::training::{LayerCache, Training, TrainingPlan};
+
+fn small_model() -> ModelSpec {
+    ModelSpec {
+        name: "small".into(),
+        layers: 8,
+        hidden: 1024,
+        heads: 16,
+        kv_heads: None,
+        head_dim: None,
+        ffn_hidden: 4096,
+        ffn_act: FfnAct::Gelu,
+        vocab: 32000,
+        seq_len: 1024,
+        tied_embeddings: true,
+        norm: None,
+        position: None,
+        bias: None,
+        moe: None,
+    }
+}
+
+fn training(devices: u32) -> Training {
+    let registry = perfcast_builtins::registry().expect("registry");
+    let sys = a100_from_registry(&registry, devices).expect("system");
+    Training::new(small_model(), sys, &registry).expect("training")
+}
+
+/// A small space with every list explicit (the brute force walks the same lists).
+fn small_space() -> SearchSpace {
+    SearchSpace {
+        tp: Some(vec![1, 2, 4]),
+        pp: Some(vec![1, 2, 4]),
+        dp: None,
+        cp: Some(vec![1, 2]),
+        vpp: Some(vec![1, 2]),
+        micro_batch: Some(vec![1, 2, 4]),
+        sp: Some(vec![false, true]),
+        recompute: Some(vec!["none".into(), "selective".into(), "full".into()]),
+        partial_recompute: Some(true),
+        zero_stage: Some(vec![0, 1, 3]),
+        schedule: Some(vec!["1f1b".into(), "interleaved-1f1b".into(), "gpipe".into()]),
+        precision: Some(vec![DType::Bf16]),
+        tp_comm_overlap: Some(vec![false, true]),
+    }
+}
+
+fn constraints(gb: u32) -> Constraints {
+    Constraints {
+        global_batch: gb,
+        ..Constraints::default()
+    }
+}
+
+/// Every plan of `small_space` on `devices`, the way the search folds redundant switches.
+fn brute_plans(devices: u32, gb: u32) -> Vec<TrainingPlan> {
+    let s = small_space();
+    let mut out = Vec::new();
+    let layers = small_model().layers as u32;
+    for &tp in s.tp.as_ref().unwrap() {
+        for &cp in s.cp.as_ref().unwrap() {
+            for &pp in s.pp.as_ref().unwrap() {
+                let used = tp * cp * pp;
+                if devices % used != 0 {
+                    continue;
+                }
+                let dp = devices / used;
+                for &vpp in s.vpp.as_ref().unwrap() {
+                    if pp == 1 && vpp > 1 {
+                        continue;
+                    }
+                    let scheds: Vec<&str> = if pp == 1 {
+                        vec!["1f1b"]
+                    } else if vpp > 1 {
+                        vec!["interleaved-1f1b"]
+                    } else {
+                        vec!["1f1b", "gpipe"]
+                    };
+                    let stage = vpp * layers.div_ceil(pp * vpp);
+                    for &mb in s.micro_batch.as_ref().unwrap() {
+                        for &sp in if tp > 1 { &[false, true][..] } else { &[false][..] } {
+                            for &zero in if dp * cp > 1 { &[0u8, 1, 3][..] } else { &[0u8][..] } {
+                                for &tpo in if tp > 1 { &[false, true][..] } else { &[false][..] } {
+                                    for sched in &scheds {
+                                        let mut rcs: Vec<(&str, Option<u32>)> =
+                                            vec![("none", None), ("selective", None), ("full", None)];
+                                        for k in 1..stage {
+                                            rcs.push(("full", Some(k)));
+                                        }
+                                        for (rc, k) in rcs {
+                                            out.push(TrainingPlan {
+                                                tp,
+                                                pp,
+                                                dp,
+                                                cp,
+                                                vpp,
+                                                sp,
+                                                zero_stage: zero,
+                                                micro_batch: mb,
+                                                global_batch: gb,
+                                                recompute: rc.into(),
+                                                recompute_layers: k,
+                                                schedule: Some(sched.to_string()),
+                                                tp_comm_overlap: tpo,
+                                                ..TrainingPlan::default()
+                                            });
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn rel(a: f64, b: f64) -> f64 {
+    (a - b).abs() / a.abs().max(b.abs()).max(1e-300)
+}
+
+/// The fast path gives `evaluate`'s step time and peak memory (within 1e-9 relative; in fact
+/// bit for bit) on every plan of the space, and refuses exactly the plans `evaluate` refuses.
+#[test]
+fn fast_path_equals_evaluate() {
+    let t = training(16);
+    let rnames = t.recompute_names();
+    let snames = t.schedule_names();
+    let mut cache = LayerCache::new();
+    let mut checked = 0;
+    for (i, plan) in brute_plans(16, 64).into_iter().enumerate() {
+        if i % 7 != 0 {
+            continue; // a sample keeps the test quick
+        }
+        let full = t.evaluate(&plan);
+        let fast = t.plan_group(&plan, &mut cache).and_then(|mut g| {
+            let r = rnames.iter().position(|n| *n == plan.recompute).unwrap();
+            let s = snames.iter().position(|n| *n == plan.schedule_name()).unwrap();
+            g.set_variant(r, plan.recompute_layers, s)?;
+            Ok((g.time()?, g.memory_peak()?))
+        });
+        match (full, fast) {
+            (Ok(rep), Ok((time, mem))) => {
+                assert!(rel(rep.iteration_time.0, time) < 1e-9, "{plan:?}");
+                assert!(rel(rep.memory.peak.0, mem) < 1e-9, "{plan:?}");
+                checked += 1;
+            }
+            (Err(_), Err(_)) => {}
+            (a, b) => panic!("evaluate {:?} vs fast path {:?} for {plan:?}", a.err(), b.err()),
+        }
+    }
+    assert!(checked > 100, "only {checked} plans compared");
+}
+
+/// The search's top N and Pareto front equal those of a brute-force `evaluate` of every plan.
+#[test]
+fn search_equals_brute_force() {
+    let t = training(16);
+    let gb = 64;
+    let limit = t.capacity().0;
+    let mut all: Vec<(f64, f64)> = Vec::new();
+    for plan in brute_plans(16, gb) {
+        if let Ok(r) = t.evaluate(&plan) {
+            if r.memory.peak.0 <= limit {
+                all.push((r.iteration_time.0, r.memory.peak.0));
+            }
+        }
+    }
+    assert!(all.len() > 1000, "{}", all.len());
+    all.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let top = 7;
+    let res = search(
+        std::slice::from_ref(&t),
+        &small_space(),
+        &constraints(gb),
+        &TrainingPlan::default(),
+        Objective::Time,
+        top,
+    )
+    .expect("search");
+    let got: Vec<f64> = res.plans.iter().map(|p| p.report.iteration_time.0).collect();
+    let want: Vec<f64> = all.iter().take(top).map(|a| a.0).collect();
+    assert_eq!(got, want);
+    for p in &res.plans {
+        assert!(p.report.memory.fits);
+    }
+    let s = &res.summary;
+    assert_eq!(s.enumerated, s.pruned + s.evaluated);
+    assert_eq!(s.evaluated + s.pruned_bound, all.len() as u64);
+    // Pareto front by brute force: sort by memory, keep strictly faster ones.
+    let mut by_mem = all.clone();
+    by_mem.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.total_cmp(&b.0)));
+    let mut front: Vec<(f64, f64)> = Vec::new();
+    for p in by_mem {
+        if front.last().is_none_or(|l| p.0 < l.0) {
+            front.push(p);
+        }
+    }
+    let gib = 1024.0 * 1024.0 * 1024.0;
+    let got: Vec<(f64, f64)> = res.pareto.iter().map(|p| (p.time_s, p.memory_gib * gib)).collect();
+    assert_eq!(got.len(), front.len());
+    for (g, w) in got.iter().zip(&front) {
+        assert!(rel(g.0, w.0) < 1e-12 && rel(g.1, w.1) < 1e-12, "{g:?} vs {w:?}");
+    }
+    // The memory objective ranks by peak memory.
+    let res = search(
+        std::slice::from_ref(&t),
+        &small_space(),
+        &constraints(gb),
+        &TrainingPlan::default(),
+        Objective::Memory,
+        3,
+    )
+    .expect("search");
+    let mut mems: Vec<f64> = all.iter().map(|a| a.1).collect();
+    mems.sort_by(f64::total_cmp);
+    let got: Vec<f64> = res.plans.iter().map(|p| p.report.memory.peak.0).collect();
+    assert_eq!(got, mems[..3].to_vec());
+}
+
+/// One thread or two: the same plans, in the same order, and the same Pareto front.
+#[test]
+fn deterministic_across_thread_counts() {
+    let t = training(16);
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            search(
+                std::slice::from_ref(&t),
+                &small_space(),
+                &constraints(64),
+                &TrainingPlan::default(),
+                Objective::Time,
+                5,
+            )
+            .unwrap()
+        })
+    };
+    let (a, b) = (run(1), run(2));
+    let key = |r: &crate::SearchResult| {
+        (
+            serde_json::to_string(&r.plans).unwrap(),
+            serde_json::to_string(&r.pareto).unwrap(),
+        )
+    };
+    assert_eq!(key(&a), key(&b));
+}
+
+/// Several device counts: the front of time vs GPU count keeps only counts that are faster.
+#[test]
+fn device_counts_front() {
+    let ts = vec![training(8), training(16)];
+    let res = search(
+        &ts,
+        &small_space(),
+        &constraints(64),
+        &TrainingPlan::default(),
+        Objective::Cost,
+        3,
+    )
+    .unwrap();
+    assert!(!res.pareto_devices.is_empty());
+    for w in res.pareto_devices.windows(2) {
+        assert!(w[0].devices < w[1].devices && w[1].time_s < w[0].time_s);
+    }
+    for w in res.plans.windows(2) {
+        assert!(w[0].objective <= w[1].objective);
+    }
+}
+
+fn err_of(space: SearchSpace, c: Constraints, top: usize) -> SearchError {
+    let t = training(16);
+    search(
+        std::slice::from_ref(&t),
+        &space,
+        &c,
+        &TrainingPlan::default(),
+        Objective::Time,
+        top,
+    )
+    .expect_err("must fail")
+}
+
+#[test]
+fn bad_input_names_the_constraint() {
+    // (space, constraints, top, words the message must contain)
+    let table: Vec<(SearchSpace, Constraints, usize, &[&str])> = vec![
+        (
+            SearchSpace {
+                tp: Some(vec![3]),
+                ..small_space()
+            },
+            constraints(64),
+            3,
+            &["empty plan space", "search.tp", "[3]"],
+        ),
+        (
+            SearchSpace {
+                pp: Some(vec![32]),
+                ..small_space()
+            },
+            constraints(64),
+            3,
+            &["empty plan space", "search.pp"],
+        ),
+        (
+            small_space(),
+            Constraints {
+                memory_headroom: 0.9999,
+                ..constraints(64)
+            },
+            3,
+            &["no plan fits in memory", "memory_headroom", "GiB"],
+        ),
+        (
+            SearchSpace {
+                tp: Some(vec![1]),
+                pp: Some(vec![1]),
+                cp: Some(vec![1]),
+                ..small_space()
+            },
+            constraints(63),
+            3,
+            &["empty plan space", "refused on `plan.global_batch`", "63"],
+        ),
+        (
+            small_space(),
+            Constraints {
+                memory_headroom: 1.5,
+                ..constraints(64)
+            },
+            3,
+            &["search.memory_headroom", "[0, 1)"],
+        ),
+        (small_space(), constraints(64), 0, &["top", "at least 1"]),
+        (
+            SearchSpace {
+                recompute: Some(vec!["sometimes".into()]),
+                ..small_space()
+            },
+            constraints(64),
+            3,
+            &["search.recompute", "sometimes", "registered"],
+        ),
+        (
+            SearchSpace {
+                micro_batch: Some(vec![0]),
+                ..small_space()
+            },
+            constraints(64),
+            3,
+            &["search.micro_batch", "positive"],
+        ),
+        (
+            SearchSpace {
+                zero_stage: Some(vec![4]),
+                ..small_space()
+            },
+            constraints(64),
+            3,
+            &["search.zero_stage", "0, 1, 2, 3"],
+        ),
+        (
+            SearchSpace {
+                precision: Some(vec![DType::Fp32]),
+                ..small_space()
+            },
+            constraints(64),
+            3,
+            &["search.precision", "bf16"],
+        ),
+    ];
+    for (i, (space, c, top, words)) in table.into_iter().enumerate() {
+        let msg = err_of(space, c, top).to_string();
+        for w in words {
+            assert!(msg.contains(w), "case {i}: `{w}` not in: {msg}");
+        }
+    }
+}
