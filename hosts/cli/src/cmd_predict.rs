@@ -395,9 +395,10 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-const PALETTE: [&str; 10] = [
+/// Distinct colours for the up to 16 parts of the time bar (tab10, then darker tab20b hues).
+const PALETTE: [&str; 16] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-    "#bcbd22", "#17becf",
+    "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd",
 ];
 
 /// Two panels: the step time as one stacked bar (compute per op class, exposed

@@ -162,6 +162,11 @@ pub enum ModelPhase {
 fn run_model(a: &Args, cfg: &perfcast_host::Config) -> anyhow::Result<()> {
     use crate::cmd_predict::{engine_error, Keys};
     use perfcast_engine::inference::Phase;
+    if cfg.contains("model") && !cfg.contains("inference") {
+        anyhow::bail!(
+            "the roofline of a model needs an `[inference]` plan for its GEMM shapes (batch, input_len, output_len; tp, pp, dtypes optional: see configs/experiments/roofline-llama2-70b.toml), or `[[ops]]` entries to time instead"
+        );
+    }
     let (inference, plan) = crate::cmd_infer::resolve(cfg)?;
     let phase = a.phase.unwrap_or(ModelPhase::Both);
     let points: Vec<_> = inference
