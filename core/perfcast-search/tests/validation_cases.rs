@@ -1,0 +1,132 @@
+//! For every public training case of configs/validation/cases.toml: search the plans of the
+//! case's model, system and global batch, and compare the best with the published plan the
+//! case used. The best must be at least as fast, or the exception must have a reason listed
+//! here (printed with `--nocapture`).
+
+use perfcast_engine::training::{Training, TrainingPlan};
+use perfcast_search::{search, Constraints, Objective, SearchSpace};
+use perfcast_validation::cases::{CasesFile, Kind, Recompute};
+use perfcast_validation::harness::{model_spec, system_for, training_plan, unsupported_reason};
+use std::path::PathBuf;
+
+/// Why a published plan may beat the search's best.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exception {
+    /// The published plan does not fit in the model's device memory; the search only returns
+    /// plans that fit.
+    PublishedDoesNotFit,
+    /// The published interleaving degree is outside the searched rule (layers divisible by
+    /// pp x vpp, Megatron-LM's requirement).
+    VppOutsideSpace,
+}
+
+/// The published plan as the harness evaluates it: an unpublished recompute policy becomes
+/// the least recompute that fits.
+fn published(case: &perfcast_validation::cases::Case, t: &Training) -> Option<TrainingPlan> {
+    let policies: &[&str] = match case.training.as_ref()?.recompute {
+        Recompute::None => &["none"],
+        Recompute::Selective => &["selective"],
+        Recompute::Full => &["full"],
+        Recompute::Unknown => &["none", "selective", "full"],
+    };
+    let mut first = None;
+    for p in policies {
+        let plan = training_plan(case, p).ok()?;
+        if let Ok(r) = t.evaluate(&plan) {
+            if r.memory.fits {
+                return Some(plan);
+            }
+            first.get_or_insert(plan);
+        }
+    }
+    first
+}
+
+#[test]
+fn best_plan_at_least_as_fast_as_published() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let file = CasesFile::load(&root.join("configs/validation/cases.toml")).expect("cases");
+    let registry = perfcast_builtins::registry().expect("registry");
+    let mut compared = 0;
+    let mut lines = Vec::new();
+    for case in file.cases.iter().filter(|c| c.kind == Kind::Training) {
+        if let Some(why) = unsupported_reason(case) {
+            lines.push(format!("{}: skipped ({why})", case.id));
+            continue;
+        }
+        let system = system_for(case, &registry).expect("system");
+        let domain = system.network.first().map(|l| l.domain_size()).unwrap_or(1);
+        let t = Training::new(model_spec(case), system, &registry).expect("training");
+        let Some(plan) = published(case, &t) else {
+            lines.push(format!("{}: skipped (the engine refuses the published plan)", case.id));
+            continue;
+        };
+        let rep = t.evaluate(&plan).expect("published plan");
+        let layers = t.model().layers;
+        // The published plan's own values are in the space: its precision, its CP degree, a
+        // TP cap that admits its TP, micro-batches up to its own.
+        let mut cp = vec![1, plan.cp];
+        cp.dedup();
+        let space = SearchSpace {
+            cp: Some(cp),
+            precision: Some(vec![plan.precision]),
+            ..SearchSpace::default()
+        };
+        let constraints = Constraints {
+            global_batch: plan.global_batch,
+            max_tp: Some(domain.max(plan.tp)),
+            max_micro_batch: 16.max(plan.micro_batch),
+            ..Constraints::default()
+        };
+        let res = search(
+            std::slice::from_ref(&t),
+            &space,
+            &constraints,
+            &plan,
+            Objective::Time,
+            1,
+        );
+        let best = match res {
+            Ok(r) => r.plans.into_iter().next().expect("a plan"),
+            Err(e) => {
+                assert!(
+                    !rep.memory.fits,
+                    "{}: the search found nothing ({e}) but the published plan fits",
+                    case.id
+                );
+                lines.push(format!("{}: exception {:?} ({e})", case.id, Exception::PublishedDoesNotFit));
+                continue;
+            }
+        };
+        compared += 1;
+        let (tb, tp) = (best.report.iteration_time.0, rep.iteration_time.0);
+        if tb <= tp * (1.0 + 1e-9) {
+            lines.push(format!(
+                "{}: best {tb:.3} s <= published {tp:.3} s ({:.2}x)",
+                case.id,
+                tp / tb
+            ));
+            continue;
+        }
+        let exception = if !rep.memory.fits {
+            Exception::PublishedDoesNotFit
+        } else if plan.pp > 1
+            && plan.vpp > 1
+            && !layers.is_multiple_of(plan.pp as u64 * plan.vpp as u64)
+        {
+            Exception::VppOutsideSpace
+        } else {
+            panic!(
+                "{}: the best plan found ({:?}, {tb} s) is slower than the published one \
+                 ({plan:?}, {tp} s), which fits and is in the space",
+                case.id, best.plan
+            );
+        };
+        lines.push(format!(
+            "{}: exception {exception:?}: best {tb:.3} s > published {tp:.3} s",
+            case.id
+        ));
+    }
+    println!("{}", lines.join("\n"));
+    assert!(compared >= 20, "only {compared} cases compared");
+}
