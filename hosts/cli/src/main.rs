@@ -21,7 +21,7 @@ use std::process::ExitCode;
 
 /// perfcast: an analytical performance model for distributed LLM training and inference.
 #[derive(Debug, Parser)]
-#[command(name = "perfcast", version, about, long_about = None)]
+#[command(name = "perfcast", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -31,7 +31,7 @@ struct Cli {
 enum Command {
     /// List every registered plugin: category, name, origin, version, ABI.
     Plugins(cmd_plugins::Args),
-    /// Per-op roofline of the config's device for its `[[ops]]`.
+    /// Per-op roofline: the config's `[[ops]]` on its device, or a model's GEMMs (`--phase`).
     Roofline(cmd_roofline::Args),
     /// Inspect configurations.
     #[command(subcommand)]
