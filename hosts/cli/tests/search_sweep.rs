@@ -1,0 +1,227 @@
+//! End-to-end tests of `perfcast search` and `perfcast sweep` on the shipped configs: every
+//! output format, the JSON shape, and bad input (non-zero exit, a message naming the key or
+//! the constraint, never a panic).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
+}
+
+fn scenario() -> String {
+    repo()
+        .join("configs/experiments/gpt3-175b-a100.toml")
+        .display()
+        .to_string()
+}
+
+fn tmpdir() -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "perfcast-search-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str]) -> Out {
+    let o = Command::new(env!("CARGO_BIN_EXE_perfcast"))
+        .args(args)
+        .env_remove("PERFCAST_PLAN__TP")
+        .output()
+        .expect("run perfcast");
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// A smaller slice of the shipped space keeps the debug-build tests quick.
+const SMALL: [&str; 4] = [
+    "--set",
+    "search.pp=[1, 2, 16]",
+    "--set",
+    "search.tp=[4, 8]",
+];
+
+#[test]
+fn search_json_shape_and_order() {
+    let s = scenario();
+    let mut args = vec!["search", s.as_str(), "--format", "json", "--top", "3"];
+    args.extend(SMALL);
+    let o = run(&args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let plans = v["plans"].as_array().unwrap();
+    assert_eq!(plans.len(), 3);
+    let times: Vec<f64> = plans
+        .iter()
+        .map(|p| p["report"]["iteration_time"].as_f64().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    for p in plans {
+        assert!(p["report"]["memory"]["fits"].as_bool().unwrap());
+        assert_eq!(p["plan"]["global_batch"], 1536);
+    }
+    let sum = &v["summary"];
+    let (e, p, ev) = (
+        sum["enumerated"].as_u64().unwrap(),
+        sum["pruned"].as_u64().unwrap(),
+        sum["evaluated"].as_u64().unwrap(),
+    );
+    assert_eq!(e, p + ev);
+    assert!(ev > 0 && sum["seconds"].as_f64().unwrap() > 0.0);
+    let pareto = v["pareto"].as_array().unwrap();
+    assert!(!pareto.is_empty());
+    // Memory ascending, time descending along the front.
+    for w in pareto.windows(2) {
+        assert!(w[0]["memory_gib"].as_f64() <= w[1]["memory_gib"].as_f64());
+        assert!(w[0]["time_s"].as_f64() > w[1]["time_s"].as_f64());
+    }
+    // The published plan is reported and no faster than the best.
+    let pubt = v["published"]["time_s"].as_f64().unwrap();
+    assert!(pubt >= times[0]);
+}
+
+#[test]
+fn search_table_and_csv() {
+    let s = scenario();
+    let mut args = vec!["search", s.as_str(), "--top", "2"];
+    args.extend(SMALL);
+    let o = run(&args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    for w in ["top 2 plans by time", "Pareto front", "plans enumerated", "the config's [plan]"] {
+        assert!(o.stdout.contains(w), "`{w}` missing:\n{}", o.stdout);
+    }
+    let mut args = vec!["search", s.as_str(), "--format", "csv", "--objective", "memory"];
+    args.extend(SMALL);
+    let o = run(&args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert!(lines[0].starts_with("rank,devices,plan,time_s"));
+    assert_eq!(lines.len(), 11);
+}
+
+#[test]
+fn search_bad_input() {
+    let s = scenario();
+    // (extra args, words the error must contain)
+    let table: &[(&[&str], &[&str])] = &[
+        (&["--set", "search.tp=[3]"], &["empty plan space", "search.tp"]),
+        (
+            &["--set", "search.memory_headroom=0.95"],
+            &["no plan fits in memory", "GiB"],
+        ),
+        (&["--set", "search.zero_stage=[7]"], &["search.zero_stage"]),
+        (&["--set", "search.recompute=[\"most\"]"], &["search.recompute", "most"]),
+        (&["--set", "search.tpp=[1]"], &["search", "tpp"]),
+        (&["--top", "0"], &["--top 0"]),
+        (&["--set", "search.devices=0"], &["search.devices"]),
+    ];
+    for (extra, words) in table {
+        let mut args = vec!["search", s.as_str()];
+        args.extend(SMALL);
+        args.extend(extra.iter());
+        let o = run(&args);
+        assert_eq!(o.code, 1, "{extra:?}: {}", o.stderr);
+        for w in *words {
+            assert!(o.stderr.contains(w), "{extra:?}: `{w}` not in {}", o.stderr);
+        }
+        assert!(!o.stderr.contains("internal error"), "{}", o.stderr);
+    }
+}
+
+fn write_sweep(dir: &Path, body: &str) -> String {
+    let p = dir.join("s.toml");
+    let text = format!(
+        "configs = [\"{}\"]\n{body}",
+        scenario().replace('\\', "/")
+    );
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn sweep_rows_and_out_dir() {
+    let d = tmpdir();
+    let f = write_sweep(
+        &d,
+        "mode = \"evaluate\"\n[grid]\n\"components.a100_sxm4_80gb_hbm.bandwidth_tbs\" = [1.5, 3.0]\n\
+         include = [\"preset:a100-sxm4-80gb\", \"preset:h100-sxm5-80gb\"]\n",
+    );
+    let o = run(&["sweep", &f]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 5, "{}", o.stdout);
+    assert!(lines[0].starts_with("components.a100_sxm4_80gb_hbm.bandwidth_tbs,include,devices,time_s"));
+    let time = |l: &str| l.split(',').nth(3).unwrap().parse::<f64>().unwrap();
+    // More HBM bandwidth never slows the A100 down.
+    assert!(time(lines[3]) <= time(lines[1]));
+    let out = d.join("out");
+    let o = run(&["sweep", &f, "--out", out.to_str().unwrap()]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let csv = std::fs::read_to_string(out.join("s.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 5);
+    // A searched point.
+    let f = write_sweep(
+        &d,
+        "[grid]\n\"search.memory_headroom\" = [0.0]\n\"system.devices\" = [512]\n",
+    );
+    let o = run(&["sweep", &f]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.lines().nth(1).unwrap().contains(",512,"));
+}
+
+#[test]
+fn sweep_bad_input() {
+    let d = tmpdir();
+    // (body, words the error must contain)
+    let table: &[(&str, &[&str])] = &[
+        (
+            "[grid]\n\"components.a100_sxm4_80gb_hbm.bandwith_tbs\" = [1.0]\n",
+            &["not a key", "did you mean", "components.a100_sxm4_80gb_hbm.bandwidth_tbs"],
+        ),
+        (
+            "max_seconds = 0.001\n[grid]\n\"search.memory_headroom\" = [0.0, 0.01, 0.02]\n",
+            &["3 points", "max_seconds", "--force"],
+        ),
+        (
+            "[grid]\n\"search.memory_headroom\" = [0.0, 0.99]\n",
+            &["empty plan space", "point 2", "no plan fits in memory"],
+        ),
+        ("[grid]\n\"system.devices\" = []\n", &["non-empty array"]),
+        ("mode = \"guess\"\n[grid]\n\"system.devices\" = [8]\n", &["mode"]),
+        ("", &["[grid]", "[[points]]"]),
+    ];
+    for (body, words) in table {
+        let f = write_sweep(&d, body);
+        let o = run(&["sweep", &f]);
+        assert_eq!(o.code, 1, "{body}: {}", o.stderr);
+        for w in *words {
+            assert!(o.stderr.contains(w), "{body}: `{w}` not in {}", o.stderr);
+        }
+    }
+    // --force runs the long one.
+    let f = write_sweep(
+        &d,
+        "max_seconds = 0.001\nmode = \"evaluate\"\n[grid]\n\"system.devices\" = [1024, 1024]\n",
+    );
+    assert_eq!(run(&["sweep", &f]).code, 1);
+    let o = run(&["sweep", &f, "--force"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+}
