@@ -63,10 +63,14 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
         max_micro_batch: sc.max_micro_batch.unwrap_or(d.max_micro_batch),
     };
     if constraints.max_micro_batch == 0 {
-        return Err(cfg.invalid("search.max_micro_batch", "must be a positive integer").into());
+        return Err(cfg
+            .invalid("search.max_micro_batch", "must be a positive integer")
+            .into());
     }
     if constraints.max_tp == Some(0) {
-        return Err(cfg.invalid("search.max_tp", "must be a positive integer").into());
+        return Err(cfg
+            .invalid("search.max_tp", "must be a positive integer")
+            .into());
     }
     let counts = match &sc.devices {
         Some(d) => d.counts(),
@@ -87,12 +91,11 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
     for n in counts {
         let mut sys = system.clone();
         sys.devices = n;
-        let t = Training::new(model.clone(), sys, cfg.registry()).map_err(|e| {
-            SearchError::Model {
+        let t =
+            Training::new(model.clone(), sys, cfg.registry()).map_err(|e| SearchError::Model {
                 context: format!("model and system with {n} devices"),
                 source: e,
-            }
-        })?;
+            })?;
         trainings.push(t);
     }
     let template = TrainingPlan {

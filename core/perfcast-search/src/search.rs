@@ -318,7 +318,10 @@ fn resolve_lists(training: &Training, space: &SearchSpace) -> Result<Lists, Sear
                     .map(|i| i as u8)
                     .ok_or_else(|| SearchError::Invalid {
                         key: key.into(),
-                        message: format!("`{n}` is not registered; registered: {}", names.join(", ")),
+                        message: format!(
+                            "`{n}` is not registered; registered: {}",
+                            names.join(", ")
+                        ),
                     })
             })
             .collect()
@@ -342,7 +345,10 @@ fn resolve_lists(training: &Training, space: &SearchSpace) -> Result<Lists, Sear
                 if precision_code(*d).is_none() {
                     return Err(SearchError::Invalid {
                         key: "search.precision".into(),
-                        message: format!("`{}` is not a training precision; allowed: bf16, fp16, fp8", d.name()),
+                        message: format!(
+                            "`{}` is not a training precision; allowed: bf16, fp16, fp8",
+                            d.name()
+                        ),
                     });
                 }
             }
@@ -353,7 +359,11 @@ fn resolve_lists(training: &Training, space: &SearchSpace) -> Result<Lists, Sear
             .filter(|d| unit.peak(Engine::Matrix, *d).is_some())
             .collect(),
     };
-    if let Some(z) = space.zero_stage.as_ref().and_then(|z| z.iter().find(|s| **s > 3)) {
+    if let Some(z) = space
+        .zero_stage
+        .as_ref()
+        .and_then(|z| z.iter().find(|s| **s > 3))
+    {
         return Err(SearchError::Invalid {
             key: "search.zero_stage".into(),
             message: format!("{z} is not a ZeRO stage; allowed: 0, 1, 2, 3"),
@@ -634,10 +644,7 @@ impl Ctx<'_> {
             };
             let thr = local.min(self.threshold());
             let lb_obj = self.objective_of(lb, min_mem, key.devices);
-            let slower_than_fastest = acc
-                .fastest
-                .get(&key.devices)
-                .is_some_and(|f| f.time < lb);
+            let slower_than_fastest = acc.fastest.get(&key.devices).is_some_and(|f| f.time < lb);
             if lb_obj > thr && slower_than_fastest && acc.pareto.dominates_bound(lb, min_mem) {
                 let n = fit.len() as u64;
                 acc.counts.pruned_bound += n;
@@ -754,7 +761,8 @@ pub fn search(
             .unwrap_or(1);
         let max_tp = constraints.max_tp.unwrap_or(domain);
         let divs = divisors(n as u64);
-        let allowed = |list: &Option<Vec<u32>>, v: u32| list.as_ref().is_none_or(|l| l.contains(&v));
+        let allowed =
+            |list: &Option<Vec<u32>>, v: u32| list.as_ref().is_none_or(|l| l.contains(&v));
         let tps: Vec<u32> = divs
             .iter()
             .copied()

@@ -142,12 +142,18 @@ impl Sweep {
         if !(file.max_seconds.is_finite() && file.max_seconds > 0.0) {
             return Err(bad(
                 path,
-                format!("`max_seconds` = {} must be a positive number", file.max_seconds),
+                format!(
+                    "`max_seconds` = {} must be a positive number",
+                    file.max_seconds
+                ),
             ));
         }
         let (keys, points) = match (&file.grid, &file.points) {
             (Some(_), Some(_)) | (None, None) => {
-                return Err(bad(path, "give either a [grid] table or [[points]], not both or neither"))
+                return Err(bad(
+                    path,
+                    "give either a [grid] table or [[points]], not both or neither",
+                ))
             }
             (Some(grid), None) => {
                 let mut keys = Vec::new();
@@ -339,7 +345,9 @@ impl PointResult {
             p.sp.to_string(),
             p.zero_stage.to_string(),
             p.recompute.clone(),
-            p.recompute_layers.map(|n| n.to_string()).unwrap_or_default(),
+            p.recompute_layers
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
             p.schedule_name().to_string(),
             p.precision.name().to_string(),
             p.tp_comm_overlap.to_string(),
@@ -378,7 +386,10 @@ impl Sweep {
         let (plan, report, devices, evaluated) = match self.file.mode {
             Mode::Evaluate => {
                 let plan = sc.plan.clone().ok_or_else(|| {
-                    bad(&self.path, "mode = \"evaluate\" needs a [plan] in the configs")
+                    bad(
+                        &self.path,
+                        "mode = \"evaluate\" needs a [plan] in the configs",
+                    )
                 })?;
                 let t = sc
                     .trainings
@@ -400,9 +411,13 @@ impl Sweep {
                     },
                     other => other,
                 })?;
-                let best = res.plans.into_iter().next().ok_or_else(|| SearchError::Empty {
-                    reason: format!("point {}: no plan", i + 1),
-                })?;
+                let best = res
+                    .plans
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| SearchError::Empty {
+                        reason: format!("point {}: no plan", i + 1),
+                    })?;
                 let d = best.report.devices;
                 (best.plan, best.report, d, res.summary.evaluated)
             }
@@ -455,7 +470,8 @@ impl Sweep {
                 }
             }
             if i == 0 {
-                out.write_all(csv_header(&self.keys).as_bytes()).map_err(io)?;
+                out.write_all(csv_header(&self.keys).as_bytes())
+                    .map_err(io)?;
             }
             out.write_all(r.csv_row().as_bytes()).map_err(io)?;
             out.flush().map_err(io)?;

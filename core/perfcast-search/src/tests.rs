@@ -48,7 +48,11 @@ fn small_space() -> SearchSpace {
         recompute: Some(vec!["none".into(), "selective".into(), "full".into()]),
         partial_recompute: Some(true),
         zero_stage: Some(vec![0, 1, 3]),
-        schedule: Some(vec!["1f1b".into(), "interleaved-1f1b".into(), "gpipe".into()]),
+        schedule: Some(vec![
+            "1f1b".into(),
+            "interleaved-1f1b".into(),
+            "gpipe".into(),
+        ]),
         precision: Some(vec![DType::Bf16]),
         tp_comm_overlap: Some(vec![false, true]),
     }
@@ -70,7 +74,7 @@ fn brute_plans(devices: u32, gb: u32) -> Vec<TrainingPlan> {
         for &cp in s.cp.as_ref().unwrap() {
             for &pp in s.pp.as_ref().unwrap() {
                 let used = tp * cp * pp;
-                if devices % used != 0 {
+                if !devices.is_multiple_of(used) {
                     continue;
                 }
                 let dp = devices / used;
@@ -87,12 +91,27 @@ fn brute_plans(devices: u32, gb: u32) -> Vec<TrainingPlan> {
                     };
                     let stage = vpp * layers.div_ceil(pp * vpp);
                     for &mb in s.micro_batch.as_ref().unwrap() {
-                        for &sp in if tp > 1 { &[false, true][..] } else { &[false][..] } {
-                            for &zero in if dp * cp > 1 { &[0u8, 1, 3][..] } else { &[0u8][..] } {
-                                for &tpo in if tp > 1 { &[false, true][..] } else { &[false][..] } {
+                        for &sp in if tp > 1 {
+                            &[false, true][..]
+                        } else {
+                            &[false][..]
+                        } {
+                            for &zero in if dp * cp > 1 {
+                                &[0u8, 1, 3][..]
+                            } else {
+                                &[0u8][..]
+                            } {
+                                for &tpo in if tp > 1 {
+                                    &[false, true][..]
+                                } else {
+                                    &[false][..]
+                                } {
                                     for sched in &scheds {
-                                        let mut rcs: Vec<(&str, Option<u32>)> =
-                                            vec![("none", None), ("selective", None), ("full", None)];
+                                        let mut rcs: Vec<(&str, Option<u32>)> = vec![
+                                            ("none", None),
+                                            ("selective", None),
+                                            ("full", None),
+                                        ];
                                         for k in 1..stage {
                                             rcs.push(("full", Some(k)));
                                         }
@@ -146,7 +165,10 @@ fn fast_path_equals_evaluate() {
         let full = t.evaluate(&plan);
         let fast = t.plan_group(&plan, &mut cache).and_then(|mut g| {
             let r = rnames.iter().position(|n| *n == plan.recompute).unwrap();
-            let s = snames.iter().position(|n| *n == plan.schedule_name()).unwrap();
+            let s = snames
+                .iter()
+                .position(|n| *n == plan.schedule_name())
+                .unwrap();
             g.set_variant(r, plan.recompute_layers, s)?;
             Ok((g.time()?, g.memory_peak()?))
         });
@@ -157,7 +179,11 @@ fn fast_path_equals_evaluate() {
                 checked += 1;
             }
             (Err(_), Err(_)) => {}
-            (a, b) => panic!("evaluate {:?} vs fast path {:?} for {plan:?}", a.err(), b.err()),
+            (a, b) => panic!(
+                "evaluate {:?} vs fast path {:?} for {plan:?}",
+                a.err(),
+                b.err()
+            ),
         }
     }
     assert!(checked > 100, "only {checked} plans compared");
@@ -189,7 +215,11 @@ fn search_equals_brute_force() {
         top,
     )
     .expect("search");
-    let got: Vec<f64> = res.plans.iter().map(|p| p.report.iteration_time.0).collect();
+    let got: Vec<f64> = res
+        .plans
+        .iter()
+        .map(|p| p.report.iteration_time.0)
+        .collect();
     let want: Vec<f64> = all.iter().take(top).map(|a| a.0).collect();
     assert_eq!(got, want);
     for p in &res.plans {
@@ -208,10 +238,17 @@ fn search_equals_brute_force() {
         }
     }
     let gib = 1024.0 * 1024.0 * 1024.0;
-    let got: Vec<(f64, f64)> = res.pareto.iter().map(|p| (p.time_s, p.memory_gib * gib)).collect();
+    let got: Vec<(f64, f64)> = res
+        .pareto
+        .iter()
+        .map(|p| (p.time_s, p.memory_gib * gib))
+        .collect();
     assert_eq!(got.len(), front.len());
     for (g, w) in got.iter().zip(&front) {
-        assert!(rel(g.0, w.0) < 1e-12 && rel(g.1, w.1) < 1e-12, "{g:?} vs {w:?}");
+        assert!(
+            rel(g.0, w.0) < 1e-12 && rel(g.1, w.1) < 1e-12,
+            "{g:?} vs {w:?}"
+        );
     }
     // The memory objective ranks by peak memory.
     let res = search(

@@ -58,7 +58,10 @@ fn best_plan_at_least_as_fast_as_published() {
         let domain = system.network.first().map(|l| l.domain_size()).unwrap_or(1);
         let t = Training::new(model_spec(case), system, &registry).expect("training");
         let Some(plan) = published(case, &t) else {
-            lines.push(format!("{}: skipped (the engine refuses the published plan)", case.id));
+            lines.push(format!(
+                "{}: skipped (the engine refuses the published plan)",
+                case.id
+            ));
             continue;
         };
         let rep = t.evaluate(&plan).expect("published plan");
@@ -94,7 +97,11 @@ fn best_plan_at_least_as_fast_as_published() {
                     "{}: the search found nothing ({e}) but the published plan fits",
                     case.id
                 );
-                lines.push(format!("{}: exception {:?} ({e})", case.id, Exception::PublishedDoesNotFit));
+                lines.push(format!(
+                    "{}: exception {:?} ({e})",
+                    case.id,
+                    Exception::PublishedDoesNotFit
+                ));
                 continue;
             }
         };

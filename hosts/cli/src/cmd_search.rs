@@ -205,7 +205,10 @@ fn render(r: &SearchResult, published: Option<&Published>) -> String {
         plans_table(r).render()
     );
     if let Some(p) = published {
-        out.push_str(&format!("\nthe config's [plan] ({}): ", plan_label(&p.plan)));
+        out.push_str(&format!(
+            "\nthe config's [plan] ({}): ",
+            plan_label(&p.plan)
+        ));
         match (p.time_s, p.mfu, p.memory_gib, &p.error) {
             (Some(t), Some(m), Some(g), _) => {
                 out.push_str(&format!(

@@ -52,12 +52,7 @@ fn run(args: &[&str]) -> Out {
 }
 
 /// A smaller slice of the shipped space keeps the debug-build tests quick.
-const SMALL: [&str; 4] = [
-    "--set",
-    "search.pp=[1, 2, 16]",
-    "--set",
-    "search.tp=[4, 8]",
-];
+const SMALL: [&str; 4] = ["--set", "search.pp=[1, 2, 16]", "--set", "search.tp=[4, 8]"];
 
 #[test]
 fn search_json_shape_and_order() {
@@ -105,10 +100,22 @@ fn search_table_and_csv() {
     args.extend(SMALL);
     let o = run(&args);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    for w in ["top 2 plans by time", "Pareto front", "plans enumerated", "the config's [plan]"] {
+    for w in [
+        "top 2 plans by time",
+        "Pareto front",
+        "plans enumerated",
+        "the config's [plan]",
+    ] {
         assert!(o.stdout.contains(w), "`{w}` missing:\n{}", o.stdout);
     }
-    let mut args = vec!["search", s.as_str(), "--format", "csv", "--objective", "memory"];
+    let mut args = vec![
+        "search",
+        s.as_str(),
+        "--format",
+        "csv",
+        "--objective",
+        "memory",
+    ];
     args.extend(SMALL);
     let o = run(&args);
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -122,13 +129,19 @@ fn search_bad_input() {
     let s = scenario();
     // (extra args, words the error must contain)
     let table: &[(&[&str], &[&str])] = &[
-        (&["--set", "search.tp=[3]"], &["empty plan space", "search.tp"]),
+        (
+            &["--set", "search.tp=[3]"],
+            &["empty plan space", "search.tp"],
+        ),
         (
             &["--set", "search.memory_headroom=0.95"],
             &["no plan fits in memory", "GiB"],
         ),
         (&["--set", "search.zero_stage=[7]"], &["search.zero_stage"]),
-        (&["--set", "search.recompute=[\"most\"]"], &["search.recompute", "most"]),
+        (
+            &["--set", "search.recompute=[\"most\"]"],
+            &["search.recompute", "most"],
+        ),
         (&["--set", "search.tpp=[1]"], &["search", "tpp"]),
         (&["--top", "0"], &["--top 0"]),
         (&["--set", "search.devices=0"], &["search.devices"]),
@@ -148,10 +161,7 @@ fn search_bad_input() {
 
 fn write_sweep(dir: &Path, body: &str) -> String {
     let p = dir.join("s.toml");
-    let text = format!(
-        "configs = [\"{}\"]\n{body}",
-        scenario().replace('\\', "/")
-    );
+    let text = format!("configs = [\"{}\"]\n{body}", scenario().replace('\\', "/"));
     std::fs::write(&p, text).unwrap();
     p.display().to_string()
 }
@@ -168,7 +178,9 @@ fn sweep_rows_and_out_dir() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     let lines: Vec<&str> = o.stdout.lines().collect();
     assert_eq!(lines.len(), 5, "{}", o.stdout);
-    assert!(lines[0].starts_with("components.a100_sxm4_80gb_hbm.bandwidth_tbs,include,devices,time_s"));
+    assert!(
+        lines[0].starts_with("components.a100_sxm4_80gb_hbm.bandwidth_tbs,include,devices,time_s")
+    );
     let time = |l: &str| l.split(',').nth(3).unwrap().parse::<f64>().unwrap();
     // More HBM bandwidth never slows the A100 down.
     assert!(time(lines[3]) <= time(lines[1]));
@@ -194,7 +206,11 @@ fn sweep_bad_input() {
     let table: &[(&str, &[&str])] = &[
         (
             "[grid]\n\"components.a100_sxm4_80gb_hbm.bandwith_tbs\" = [1.0]\n",
-            &["not a key", "did you mean", "components.a100_sxm4_80gb_hbm.bandwidth_tbs"],
+            &[
+                "not a key",
+                "did you mean",
+                "components.a100_sxm4_80gb_hbm.bandwidth_tbs",
+            ],
         ),
         (
             "max_seconds = 0.001\n[grid]\n\"search.memory_headroom\" = [0.0, 0.01, 0.02]\n",
@@ -205,7 +221,10 @@ fn sweep_bad_input() {
             &["empty plan space", "point 2", "no plan fits in memory"],
         ),
         ("[grid]\n\"system.devices\" = []\n", &["non-empty array"]),
-        ("mode = \"guess\"\n[grid]\n\"system.devices\" = [8]\n", &["mode"]),
+        (
+            "mode = \"guess\"\n[grid]\n\"system.devices\" = [8]\n",
+            &["mode"],
+        ),
         ("", &["[grid]", "[[points]]"]),
     ];
     for (body, words) in table {

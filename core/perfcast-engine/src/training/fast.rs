@@ -79,11 +79,19 @@ pub struct PlanGroup<'t> {
 impl Training {
     /// Registered recompute policy names, in the order [`PlanGroup::set_variant`] indexes them.
     pub fn recompute_names(&self) -> Vec<&str> {
-        self.comps.recompute.iter().map(|(n, _)| n.as_str()).collect()
+        self.comps
+            .recompute
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect()
     }
     /// Registered schedule names, in the order [`PlanGroup::set_variant`] indexes them.
     pub fn schedule_names(&self) -> Vec<&str> {
-        self.comps.schedules.iter().map(|(n, _)| n.as_str()).collect()
+        self.comps
+            .schedules
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect()
     }
     /// Device memory capacity (bytes) plans are checked against.
     pub fn capacity(&self) -> Bytes {
@@ -148,7 +156,11 @@ impl<'t> PlanGroup<'t> {
         let t = self.training;
         self.variant_set = false;
         let (rname, policy) = t.comps.recompute.get(recompute).ok_or_else(|| {
-            ModelError::invalid("plan.recompute", recompute, "no such recompute policy index")
+            ModelError::invalid(
+                "plan.recompute",
+                recompute,
+                "no such recompute policy index",
+            )
         })?;
         let (_, sched) = t.comps.schedules.get(schedule).ok_or_else(|| {
             ModelError::invalid("plan.schedule", schedule, "no such schedule index")

@@ -932,8 +932,20 @@ impl Training {
             p.state.grads,
         )?;
         Ok(GroupTimes {
-            fwd_ex: pool(&comms, &ctime, Phase::Forward, false, layer_windows(&lt.fwd)),
-            bwd_ex: pool(&comms, &ctime, Phase::Backward, false, layer_windows(&lt.bwd)),
+            fwd_ex: pool(
+                &comms,
+                &ctime,
+                Phase::Forward,
+                false,
+                layer_windows(&lt.fwd),
+            ),
+            bwd_ex: pool(
+                &comms,
+                &ctime,
+                Phase::Backward,
+                false,
+                layer_windows(&lt.bwd),
+            ),
             rc_ex: pool(&comms, &ctime, Phase::Forward, true, layer_windows(&lt.fwd)),
             emb_f_ex: pool(&comms, &ctime, Phase::EmbeddingForward, false, none),
             emb_b_ex: pool(&comms, &ctime, Phase::EmbeddingBackward, false, none),
