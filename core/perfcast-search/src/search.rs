@@ -37,6 +37,9 @@ pub struct PlanKey {
     pub schedule: u8,
 }
 
+/// Distinct pipeline schedules one search may walk.
+const MAX_SCHEDULES: usize = 16;
+
 const PRECISIONS: [DType; 3] = [DType::Bf16, DType::Fp16, DType::Fp8];
 
 fn precision_code(d: DType) -> Option<u8> {
@@ -198,11 +201,15 @@ impl Acc {
         self.counts.pruned_invalid += plans;
         self.counts.pruned += plans;
         let key = match e {
-            perfcast_core::ModelError::Invalid { key, .. } => key.clone(),
-            other => other.to_string(),
+            perfcast_core::ModelError::Invalid { key, .. } => key.as_str(),
+            _ => "model",
         };
-        let entry = self.invalid.entry(key).or_insert((0, e.to_string()));
-        entry.0 += plans;
+        match self.invalid.get_mut(key) {
+            Some(entry) => entry.0 += plans,
+            None => {
+                self.invalid.insert(key.to_string(), (plans, e.to_string()));
+            }
+        }
     }
 }
 
@@ -333,7 +340,15 @@ fn resolve_lists(training: &Training, space: &SearchSpace) -> Result<Lists, Sear
     let full = rnames.iter().position(|n| *n == "full").map(|i| i as u8);
     let default_sched = vec!["1f1b".to_string(), "interleaved-1f1b".to_string()];
     let slist = space.schedule.as_ref().unwrap_or(&default_sched);
-    let sidx = pick(&snames, slist, "search.schedule")?;
+    let mut sidx = pick(&snames, slist, "search.schedule")?;
+    sidx.sort_unstable();
+    sidx.dedup();
+    if sidx.len() > MAX_SCHEDULES {
+        return Err(SearchError::Invalid {
+            key: "search.schedule".into(),
+            message: format!("at most {MAX_SCHEDULES} schedules per search"),
+        });
+    }
     let schedules = sidx
         .into_iter()
         .map(|i| (i, snames[i as usize].contains("interleaved")))
@@ -523,7 +538,6 @@ impl Ctx<'_> {
         let tpos: &[bool] = if o.tp > 1 { &l.tpo } else { &[false] };
         let zeros: &[u8] = if o.dp * o.cp > 1 { &l.zero } else { &[0] };
         let mut var = Vec::with_capacity(128);
-        let mut fit: Vec<(u8, u32, u8, f64)> = Vec::with_capacity(128);
         let mut plan = TrainingPlan {
             tp: o.tp,
             pp: o.pp,
@@ -568,7 +582,7 @@ impl Ctx<'_> {
                                     recompute_layers: 0,
                                     schedule: 0,
                                 };
-                                self.group(training, &plan, key, &var, &mut fit, limit, acc);
+                                self.group(training, &plan, key, &var, limit, acc);
                             }
                         }
                     }
@@ -577,14 +591,15 @@ impl Ctx<'_> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Evaluate the variants of one group: refuse, prune by memory, prune by the lower
+    /// bound (a variant that cannot enter the top N, cannot be the fastest of its device count
+    /// and would be dominated on the Pareto front), time the rest.
     fn group(
         &self,
         training: &Training,
         plan: &TrainingPlan,
         key: PlanKey,
         var: &[(u8, u32, u8)],
-        fit: &mut Vec<(u8, u32, u8, f64)>,
         limit: f64,
         acc: &mut Acc,
     ) {
@@ -598,63 +613,65 @@ impl Ctx<'_> {
         // The partial counts beyond this group's real stage size are not plans of it.
         let (n1, n2, n3) = g.stage_layers();
         let busiest = n1.max(n2).max(n3) as u32;
-        fit.clear();
+        // Per schedule of the variants: refused (with how many plans), or its time bound.
+        let mut scheds: [(u8, Option<f64>); MAX_SCHEDULES] = [(u8::MAX, None); MAX_SCHEDULES];
+        let mut ns = 0;
+        for &(_, _, s) in var {
+            if ns < scheds.len() && !scheds[..ns].iter().any(|x| x.0 == s) {
+                let bound = match g.check_schedule(s as usize) {
+                    Err(e) => {
+                        let n = var
+                            .iter()
+                            .filter(|v| v.2 == s && (v.1 == 0 || v.1 < busiest))
+                            .count() as u64;
+                        acc.refuse(&e, n);
+                        None
+                    }
+                    Ok(()) if self.objective == Objective::Memory => Some(0.0),
+                    Ok(()) => Some(g.time_lower_bound(s as usize).unwrap_or(0.0)),
+                };
+                scheds[ns] = (s, bound);
+                ns += 1;
+            }
+        }
+        let local = if acc.top.len() == self.top_n {
+            acc.top.peek().map(|w| w.objective).unwrap_or(f64::INFINITY)
+        } else {
+            f64::INFINITY
+        };
+        let mut thr = local.min(self.threshold());
         for &(r, k, s) in var {
             if k >= busiest && k > 0 {
                 acc.counts.enumerated -= 1;
                 continue;
             }
+            let Some(lb) = scheds[..ns].iter().find(|x| x.0 == s).and_then(|x| x.1) else {
+                continue; // refused with its schedule above
+            };
             if let Err(e) = g.set_variant(r as usize, (k > 0).then_some(k), s as usize) {
                 acc.refuse(&e, 1);
                 continue;
             }
-            match g.memory_peak() {
-                Ok(mem) => {
-                    acc.min_memory = acc.min_memory.min(mem);
-                    if mem <= limit {
-                        fit.push((r, k, s, mem));
-                    } else {
-                        acc.counts.pruned_memory += 1;
-                        acc.counts.pruned += 1;
-                    }
+            let mem = match g.memory_peak() {
+                Ok(m) => m,
+                Err(e) => {
+                    acc.refuse(&e, 1);
+                    continue;
                 }
-                Err(e) => acc.refuse(&e, 1),
-            }
-        }
-        if fit.is_empty() {
-            return;
-        }
-        // Lower bound on every variant's time; prune the group when it cannot enter the top N
-        // and every variant would be dominated on the Pareto front.
-        if self.objective != Objective::Memory {
-            let mut lb = f64::INFINITY;
-            let mut scheds: Vec<u8> = fit.iter().map(|f| f.2).collect();
-            scheds.dedup();
-            for s in scheds {
-                match g.time_lower_bound(s as usize) {
-                    Ok(b) => lb = lb.min(b),
-                    Err(_) => lb = 0.0,
-                }
-            }
-            let min_mem = fit.iter().map(|f| f.3).fold(f64::INFINITY, f64::min);
-            let local = if acc.top.len() == self.top_n {
-                acc.top.peek().map(|w| w.objective).unwrap_or(f64::INFINITY)
-            } else {
-                f64::INFINITY
             };
-            let thr = local.min(self.threshold());
-            let lb_obj = self.objective_of(lb, min_mem, key.devices);
-            let slower_than_fastest = acc.fastest.get(&key.devices).is_some_and(|f| f.time < lb);
-            if lb_obj > thr && slower_than_fastest && acc.pareto.dominates_bound(lb, min_mem) {
-                let n = fit.len() as u64;
-                acc.counts.pruned_bound += n;
-                acc.counts.pruned += n;
-                return;
+            acc.min_memory = acc.min_memory.min(mem);
+            if mem > limit {
+                acc.counts.pruned_memory += 1;
+                acc.counts.pruned += 1;
+                continue;
             }
-        }
-        for &(r, k, s, mem) in fit.iter() {
-            if let Err(e) = g.set_variant(r as usize, (k > 0).then_some(k), s as usize) {
-                acc.refuse(&e, 1);
+            if self.objective != Objective::Memory
+                && self.objective_of(lb, mem, key.devices) > thr
+                && acc.fastest.get(&key.devices).is_some_and(|f| f.time < lb)
+                && acc.pareto.dominates_bound(lb, mem)
+            {
+                acc.counts.pruned_bound += 1;
+                acc.counts.pruned += 1;
                 continue;
             }
             let time = match g.time() {
@@ -681,6 +698,7 @@ impl Ctx<'_> {
             if acc.top.len() == self.top_n {
                 if let Some(w) = acc.top.peek() {
                     self.offer_threshold(w.objective);
+                    thr = thr.min(w.objective);
                 }
             }
             acc.pareto.insert(sc);

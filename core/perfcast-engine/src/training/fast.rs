@@ -172,6 +172,15 @@ impl<'t> PlanGroup<'t> {
         Ok(())
     }
 
+    /// Check schedule `schedule` (index into [`Training::schedule_names`]) against the plan,
+    /// as `evaluate` does: once per group instead of once per variant.
+    pub fn check_schedule(&self, schedule: usize) -> Result<(), ModelError> {
+        let (_, sched) = self.training.comps.schedules.get(schedule).ok_or_else(|| {
+            ModelError::invalid("plan.schedule", schedule, "no such schedule index")
+        })?;
+        sched.validate(&self.p.shape)
+    }
+
     fn need_variant(&self) -> Result<(), ModelError> {
         if self.variant_set {
             Ok(())
