@@ -1,7 +1,7 @@
 //! Criterion benchmark: the search of the shipped GPT-3 175B / 1,024 x A100 scenario
-//! (`configs/experiments/gpt3-175b-a100.toml`), and the same space with every group timed
-//! (no bound pruning: top N = every plan is impossible, so an objective of memory, which the
-//! time bound does not prune, walks and times every fitting plan).
+//! (`configs/experiments/gpt3-175b-a100.toml`); a space of Calculon's scale (8.1 million
+//! candidates); and the shipped space with every fitting plan timed (objective memory: the
+//! time bound prunes nothing).
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use perfcast_host::{Config, Sources};
@@ -37,6 +37,32 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function("gpt3-175b 1024xA100 top10 (time)", |b| {
         b.iter(|| sc.search().expect("search"))
+    });
+    // A space of Calculon's scale (it lists ~11.7 million candidates for GPT-3 175B on 1,024
+    // GPUs): TP across nodes up to 64, CP 1/2/4, micro-batches up to 64, both gradient-
+    // reduction and parameter-gather overlaps on top of the shipped dimensions.
+    let mut rich = scenario();
+    rich.constraints.max_tp = Some(64);
+    rich.constraints.max_micro_batch = 64;
+    rich.space.cp = Some(vec![1, 2, 4]);
+    rich.space.overlap_grad_reduce = Some(vec![false, true]);
+    rich.space.overlap_param_gather = Some(vec![false, true]);
+    let r = rich.search().expect("search");
+    eprintln!(
+        "calculon-scale space: enumerated {} pruned {} (invalid {}, memory {}, bound {}) \
+         evaluated {} in {:.3} s: {:.0} plans/s enumerated, {:.0} evaluations/s",
+        r.summary.enumerated,
+        r.summary.pruned,
+        r.summary.pruned_invalid,
+        r.summary.pruned_memory,
+        r.summary.pruned_bound,
+        r.summary.evaluated,
+        r.summary.seconds,
+        r.summary.plans_per_s,
+        r.summary.evaluations_per_s
+    );
+    g.bench_function("gpt3-175b 1024xA100 calculon-scale space", |b| {
+        b.iter(|| rich.search().expect("search"))
     });
     let mut all = scenario();
     all.objective = Objective::Memory;

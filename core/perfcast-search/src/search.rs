@@ -29,6 +29,8 @@ pub struct PlanKey {
     pub zero_stage: u8,
     pub precision: u8,
     pub tp_comm_overlap: bool,
+    pub overlap_grad_reduce: bool,
+    pub overlap_param_gather: bool,
     /// Index into the training's recompute policies.
     pub recompute: u8,
     /// Partial full recompute: layers per stage (0 = policy default).
@@ -299,6 +301,8 @@ struct Lists {
     schedules: Vec<(u8, bool)>,
     precision: Vec<DType>,
     tpo: Vec<bool>,
+    ogr: Vec<bool>,
+    opg: Vec<bool>,
 }
 
 fn divisors(n: u64) -> Vec<u32> {
@@ -395,6 +399,8 @@ fn resolve_lists(training: &Training, space: &SearchSpace) -> Result<Lists, Sear
         schedules,
         precision,
         tpo: space.tp_comm_overlap.clone().unwrap_or(vec![false, true]),
+        ogr: space.overlap_grad_reduce.clone().unwrap_or(vec![true]),
+        opg: space.overlap_param_gather.clone().unwrap_or(vec![true]),
     })
 }
 
@@ -490,6 +496,8 @@ fn plan_of(template: &TrainingPlan, training: &Training, k: &PlanKey) -> Trainin
         schedule: Some(snames[k.schedule as usize].to_string()),
         precision: PRECISIONS[k.precision as usize],
         tp_comm_overlap: k.tp_comm_overlap,
+        overlap_grad_reduce: k.overlap_grad_reduce,
+        overlap_param_gather: k.overlap_param_gather,
         ..template.clone()
     }
 }
@@ -558,31 +566,49 @@ impl Ctx<'_> {
                     for &zero in zeros {
                         for &prec in &l.precision {
                             for &tpo in tpos {
-                                acc.counts.enumerated += nv;
-                                acc.counts.groups += 1;
-                                plan.vpp = vpp;
-                                plan.micro_batch = mb;
-                                plan.sp = sp;
-                                plan.zero_stage = zero;
-                                plan.precision = prec;
-                                plan.tp_comm_overlap = tpo;
-                                let key = PlanKey {
-                                    devices: o.devices,
-                                    tp: o.tp,
-                                    pp: o.pp,
-                                    dp: o.dp,
-                                    cp: o.cp,
-                                    vpp,
-                                    micro_batch: mb,
-                                    sp,
-                                    zero_stage: zero,
-                                    precision: precision_code(prec).unwrap_or(0),
-                                    tp_comm_overlap: tpo,
-                                    recompute: 0,
-                                    recompute_layers: 0,
-                                    schedule: 0,
+                                let ogrs: &[bool] = if o.dp * o.cp > 1 {
+                                    &l.ogr
+                                } else {
+                                    std::slice::from_ref(&self.template.overlap_grad_reduce)
                                 };
-                                self.group(training, &plan, key, &var, limit, acc);
+                                let opgs: &[bool] = if o.dp * o.cp > 1 && (1..=2).contains(&zero) {
+                                    &l.opg
+                                } else {
+                                    std::slice::from_ref(&self.template.overlap_param_gather)
+                                };
+                                for &ogr in ogrs {
+                                    for &opg in opgs {
+                                        acc.counts.enumerated += nv;
+                                        acc.counts.groups += 1;
+                                        plan.vpp = vpp;
+                                        plan.micro_batch = mb;
+                                        plan.sp = sp;
+                                        plan.zero_stage = zero;
+                                        plan.precision = prec;
+                                        plan.tp_comm_overlap = tpo;
+                                        plan.overlap_grad_reduce = ogr;
+                                        plan.overlap_param_gather = opg;
+                                        let key = PlanKey {
+                                            devices: o.devices,
+                                            tp: o.tp,
+                                            pp: o.pp,
+                                            dp: o.dp,
+                                            cp: o.cp,
+                                            vpp,
+                                            micro_batch: mb,
+                                            sp,
+                                            zero_stage: zero,
+                                            precision: precision_code(prec).unwrap_or(0),
+                                            tp_comm_overlap: tpo,
+                                            overlap_grad_reduce: ogr,
+                                            overlap_param_gather: opg,
+                                            recompute: 0,
+                                            recompute_layers: 0,
+                                            schedule: 0,
+                                        };
+                                        self.group(training, &plan, key, &var, limit, acc);
+                                    }
+                                }
                             }
                         }
                     }

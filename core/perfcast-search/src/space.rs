@@ -43,6 +43,13 @@ pub struct SearchSpace {
     pub precision: Option<Vec<DType>>,
     /// Overlap TP collectives with GEMMs (only with `tp > 1`). Default `[false, true]`.
     pub tp_comm_overlap: Option<Vec<bool>>,
+    /// Overlap the gradient reduction with the last backward (only with `dp x cp > 1`).
+    /// Default `[true]` (overlapping never costs time in the engine; list `[false, true]` to
+    /// walk it).
+    pub overlap_grad_reduce: Option<Vec<bool>>,
+    /// Overlap ZeRO parameter gathers with the forward (only with ZeRO 1-2 and `dp x cp >
+    /// 1`). Default `[true]`.
+    pub overlap_param_gather: Option<Vec<bool>>,
 }
 
 /// What every plan must meet.
@@ -137,6 +144,8 @@ pub struct SearchConfig {
     pub schedule: Option<Vec<String>>,
     pub precision: Option<Vec<DType>>,
     pub tp_comm_overlap: Option<Vec<bool>>,
+    pub overlap_grad_reduce: Option<Vec<bool>>,
+    pub overlap_param_gather: Option<Vec<bool>>,
     /// Device counts: `1024` or `[512, 1024, 2048]`. Default: `system.devices`.
     pub devices: Option<Devices>,
     /// Default: `plan.global_batch`.
@@ -167,6 +176,8 @@ impl SearchConfig {
             schedule: self.schedule.clone(),
             precision: self.precision.clone(),
             tp_comm_overlap: self.tp_comm_overlap.clone(),
+            overlap_grad_reduce: self.overlap_grad_reduce.clone(),
+            overlap_param_gather: self.overlap_param_gather.clone(),
         }
     }
 }

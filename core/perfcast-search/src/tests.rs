@@ -55,6 +55,8 @@ fn small_space() -> SearchSpace {
         ]),
         precision: Some(vec![DType::Bf16]),
         tp_comm_overlap: Some(vec![false, true]),
+        overlap_grad_reduce: None,
+        overlap_param_gather: None,
     }
 }
 
