@@ -1,6 +1,7 @@
 //! `perfcast sweep STUDY.toml [--out DIR] [--force]`: a grid or list over config keys, each
 //! point evaluated or searched for its best plan; CSV rows streamed to stdout or to
-//! `DIR/STUDY.csv`, with a progress line on a terminal (stderr) once it runs past a second.
+//! `DIR/STUDY.csv`, with a progress bar (indicatif) on a terminal (stderr) once it runs past a
+//! second.
 
 use anyhow::Context as _;
 use perfcast_search::sweep::Sweep;
@@ -22,19 +23,26 @@ pub struct Args {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let sweep = Sweep::load(&a.study)?;
+    // A progress bar on a terminal (stderr), once the sweep has run for a second.
     let tty = std::io::stderr().is_terminal();
+    let mut bar: Option<indicatif::ProgressBar> = None;
     let mut progress = |done: usize, total: usize, elapsed: f64| {
-        if tty && elapsed > 1.0 {
-            let width = 30;
-            let filled = done * width / total.max(1);
-            let eta = elapsed / done.max(1) as f64 * (total - done) as f64;
-            eprint!(
-                "\r[{}{}] {done}/{total} points, {elapsed:.0} s, eta {eta:.0} s ",
-                "#".repeat(filled),
-                " ".repeat(width - filled)
-            );
+        if !tty {
+            return;
+        }
+        if bar.is_none() && elapsed > 1.0 && done < total {
+            let b = indicatif::ProgressBar::new(total as u64);
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "[{bar:30}] {pos}/{len} points, {elapsed} elapsed, eta {eta}",
+            ) {
+                b.set_style(style.progress_chars("#>-"));
+            }
+            bar = Some(b);
+        }
+        if let Some(b) = &bar {
+            b.set_position(done as u64);
             if done == total {
-                eprintln!();
+                b.finish_and_clear();
             }
         }
     };
