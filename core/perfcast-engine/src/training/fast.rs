@@ -264,3 +264,105 @@ impl<'t> PlanGroup<'t> {
         self.p.shape.micro_batches()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testsupport::a100_from_registry;
+    use perfcast_core::workload::FfnAct;
+
+    fn gpt3() -> ModelSpec {
+        ModelSpec {
+            name: "gpt3-175b".into(),
+            layers: 96,
+            hidden: 12288,
+            heads: 96,
+            kv_heads: None,
+            head_dim: None,
+            ffn_hidden: 49152,
+            ffn_act: FfnAct::Gelu,
+            vocab: 51200,
+            seq_len: 2048,
+            tied_embeddings: true,
+            norm: None,
+            position: None,
+            bias: None,
+            moe: None,
+        }
+    }
+
+    /// Every recompute and schedule variant of a few GPT-3 175B groups: the fast path's time
+    /// and peak memory are `evaluate`'s, bit for bit; refusals agree.
+    #[test]
+    fn variants_equal_evaluate() {
+        let registry = perfcast_builtins::registry().unwrap();
+        let sys = a100_from_registry(&registry, 1024).unwrap();
+        let t = Training::new(gpt3(), sys, &registry).unwrap();
+        let mut cache = LayerCache::new();
+        let groups = [
+            (8, 16, 8, 1, 1, false, 0u8),
+            (8, 16, 8, 3, 2, true, 1),
+            (4, 8, 32, 4, 1, true, 3),
+            (8, 1, 128, 1, 4, true, 2),
+        ];
+        let rnames: Vec<String> = t.recompute_names().iter().map(|s| s.to_string()).collect();
+        let snames: Vec<String> = t.schedule_names().iter().map(|s| s.to_string()).collect();
+        let mut compared = 0;
+        for (tp, pp, dp, vpp, mb, sp, zero) in groups {
+            let base = TrainingPlan {
+                tp,
+                pp,
+                dp,
+                vpp,
+                micro_batch: mb,
+                sp,
+                zero_stage: zero,
+                global_batch: 1536,
+                ..TrainingPlan::default()
+            };
+            let mut g = t.plan_group(&base, &mut cache).unwrap();
+            for (ri, r) in rnames.iter().enumerate() {
+                for k in [None, Some(1), Some(2)] {
+                    for (si, s) in snames.iter().enumerate() {
+                        let plan = TrainingPlan {
+                            recompute: r.clone(),
+                            recompute_layers: k,
+                            schedule: Some(s.clone()),
+                            ..base.clone()
+                        };
+                        let fast = g
+                            .set_variant(ri, k, si)
+                            .and_then(|_| Ok((g.time()?, g.memory_peak()?)));
+                        match (t.evaluate(&plan), fast) {
+                            (Ok(rep), Ok((time, mem))) => {
+                                assert_eq!(rep.iteration_time.0, time, "{plan:?}");
+                                assert_eq!(rep.memory.peak.0, mem, "{plan:?}");
+                                compared += 1;
+                            }
+                            (Err(_), Err(_)) => {}
+                            (a, b) => panic!("{plan:?}: {:?} vs {:?}", a.err(), b.err()),
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared >= 20, "{compared}");
+        assert!(cache.len() <= 4 && cache.timed as usize == cache.len());
+        // A variant must be chosen before reading results.
+        let mut g = t
+            .plan_group(
+                &TrainingPlan {
+                    tp: 8,
+                    pp: 16,
+                    dp: 8,
+                    global_batch: 1536,
+                    ..TrainingPlan::default()
+                },
+                &mut cache,
+            )
+            .unwrap();
+        assert!(g.time().is_err() && g.memory_peak().is_err());
+        assert!(g.set_variant(99, None, 0).is_err());
+        assert!(g.time().is_err());
+    }
+}
