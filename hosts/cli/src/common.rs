@@ -247,6 +247,18 @@ mod tests {
     }
 
     #[test]
+    fn outcomes_map_to_exit_codes() {
+        assert_eq!(finish(Ok(Ok(()))), ExitCode::from(EXIT_OK));
+        assert_eq!(
+            finish(Ok(Err(anyhow::anyhow!("bad input")))),
+            ExitCode::from(EXIT_ERROR)
+        );
+        // A panic (caught at the top of main) is an internal error, not a crash.
+        let caught = std::panic::catch_unwind(|| -> anyhow::Result<()> { panic!("a bug") });
+        assert_eq!(finish(caught), ExitCode::from(EXIT_INTERNAL));
+    }
+
+    #[test]
     fn table_aligns_and_csv_quotes() {
         let mut t = Table::new(&[("name", false), ("value", true)]);
         t.push(vec!["a".into(), "1".into()]);
