@@ -41,7 +41,9 @@ mod tests {
         for n in ["nvlink", "infiniband", "roce", "torus"] {
             assert!(r.contains(Category::Interconnect, n), "{n}");
         }
-        for s in ["tensor", "sequence", "context", "pipeline", "data", "zero", "fsdp"] {
+        for s in [
+            "tensor", "sequence", "context", "pipeline", "data", "zero", "fsdp",
+        ] {
             assert!(r.contains(Category::ParallelStrategy, s), "{s}");
         }
         for p in ["none", "selective", "full"] {

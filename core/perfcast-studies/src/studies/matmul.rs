@@ -111,11 +111,7 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Vec<Point>, StudyError> {
                         "the device has no bf16 matrix peak",
                     )
                 })?;
-            let bandwidth = sys
-                .memory
-                .device()
-                .map(|t| t.bandwidth().0)
-                .unwrap_or(1.0);
+            let bandwidth = sys.memory.device().map(|t| t.bandwidth().0).unwrap_or(1.0);
             let tiers: Vec<String> = sys
                 .memory
                 .tiers
