@@ -73,14 +73,17 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
             .into());
     }
     let counts = match &sc.devices {
-        Some(d) => d.counts(),
+        Some(d) => d
+            .counts()
+            .map_err(|m| SearchError::from(cfg.invalid("search.devices", m)))?,
         None => vec![system.devices],
     };
     if counts.is_empty() || counts.contains(&0) {
         return Err(cfg
             .invalid(
                 "search.devices",
-                "must be a positive device count or a non-empty list of them",
+                "must be a positive device count, a non-empty list of them or \
+                 { min, max, step }",
             )
             .into());
     }

@@ -28,7 +28,7 @@ pub mod sweep;
 
 pub use config::{load_scenario, Scenario};
 pub use search::{search, Counts, ParetoPoint, PlanKey, RankedPlan, SearchResult, Summary};
-pub use space::{Constraints, Devices, Objective, SearchConfig, SearchSpace};
+pub use space::{Constraints, DeviceRange, Devices, Objective, SearchConfig, SearchSpace};
 
 use perfcast_engine::training::{Training, TrainingPlan};
 

@@ -274,6 +274,8 @@ pub struct SearchResult {
     /// With several device counts: the fastest plan per count, kept when no smaller count is
     /// as fast (the front of time vs GPU count).
     pub pareto_devices: Vec<ParetoPoint>,
+    /// The fastest plan of every device count searched.
+    pub fastest: Vec<ParetoPoint>,
     pub summary: Summary,
 }
 
@@ -939,6 +941,7 @@ pub fn search(
     };
     let pareto: Vec<ParetoPoint> = acc.pareto.pts.iter().map(point).collect();
     // Fastest per device count, kept when faster than every smaller count.
+    let fastest: Vec<ParetoPoint> = acc.fastest.values().map(point).collect();
     let mut pareto_devices = Vec::new();
     if trainings.len() > 1 {
         let best = &acc.fastest;
@@ -970,6 +973,7 @@ pub fn search(
         plans,
         pareto,
         pareto_devices,
+        fastest,
         summary,
     })
 }

@@ -78,19 +78,57 @@ impl Default for Constraints {
     }
 }
 
-/// Device counts to search: one, or a list (the GPU count is then a free dimension).
+/// Device counts to search: one, a list, or a range `{ min, max, step }` (the GPU count is
+/// then a free dimension).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Devices {
     One(u32),
     List(Vec<u32>),
+    Range(DeviceRange),
 }
 
+/// `min, min + step, ... <= max`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceRange {
+    pub min: u32,
+    pub max: u32,
+    /// Default 8 (a DGX/HGX node).
+    #[serde(default = "d_step")]
+    pub step: u32,
+}
+
+fn d_step() -> u32 {
+    8
+}
+
+/// Most device counts one search may take.
+pub const MAX_DEVICE_COUNTS: usize = 256;
+
 impl Devices {
-    pub fn counts(&self) -> Vec<u32> {
+    /// The counts, or what is wrong with the range.
+    pub fn counts(&self) -> Result<Vec<u32>, String> {
         match self {
-            Devices::One(n) => vec![*n],
-            Devices::List(v) => v.clone(),
+            Devices::One(n) => Ok(vec![*n]),
+            Devices::List(v) => Ok(v.clone()),
+            Devices::Range(r) => {
+                if r.step == 0 || r.min == 0 || r.min > r.max {
+                    return Err(format!(
+                        "{{ min = {}, max = {}, step = {} }}: needs 0 < min <= max and step > 0",
+                        r.min, r.max, r.step
+                    ));
+                }
+                let n = (r.max - r.min) / r.step + 1;
+                if n as usize > MAX_DEVICE_COUNTS {
+                    return Err(format!(
+                        "{{ min = {}, max = {}, step = {} }} gives {n} device counts; at most \
+                         {MAX_DEVICE_COUNTS}",
+                        r.min, r.max, r.step
+                    ));
+                }
+                Ok((0..n).map(|i| r.min + i * r.step).collect())
+            }
         }
     }
 }
@@ -146,7 +184,8 @@ pub struct SearchConfig {
     pub tp_comm_overlap: Option<Vec<bool>>,
     pub overlap_grad_reduce: Option<Vec<bool>>,
     pub overlap_param_gather: Option<Vec<bool>>,
-    /// Device counts: `1024` or `[512, 1024, 2048]`. Default: `system.devices`.
+    /// Device counts: `1024`, `[512, 1024, 2048]` or `{ min = 512, max = 2048, step = 256 }`.
+    /// Default: `system.devices`.
     pub devices: Option<Devices>,
     /// Default: `plan.global_batch`.
     pub global_batch: Option<u32>,

@@ -44,9 +44,15 @@ struct Output<'a> {
     pareto: &'a [perfcast_search::ParetoPoint],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pareto_devices: &'a [perfcast_search::ParetoPoint],
+    #[serde(skip_serializing_if = "one_or_none")]
+    fastest: &'a [perfcast_search::ParetoPoint],
     summary: &'a perfcast_search::Summary,
     #[serde(skip_serializing_if = "Option::is_none")]
     published: Option<&'a Published>,
+}
+
+fn one_or_none(v: &&[perfcast_search::ParetoPoint]) -> bool {
+    v.len() <= 1
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -163,6 +169,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             plans: &r.plans,
             pareto: &r.pareto,
             pareto_devices: &r.pareto_devices,
+            fastest: &r.fastest,
             summary: &r.summary,
             published: published.as_ref(),
         })?),
@@ -222,10 +229,15 @@ fn render(r: &SearchResult, published: Option<&Published>) -> String {
                         ""
                     }
                 ));
-                if let Some(best) = r.plans.first() {
+                let same = r
+                    .fastest
+                    .iter()
+                    .find(|f| f.devices as u64 == p.plan.devices());
+                if let Some(best) = same {
                     out.push_str(&format!(
-                        "; the best plan is {:.2}x as fast",
-                        t / best.report.iteration_time.0
+                        "; the fastest plan found on {} devices is {:.2}x as fast",
+                        best.devices,
+                        t / best.time_s
                     ));
                 }
                 out.push('\n');

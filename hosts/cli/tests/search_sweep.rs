@@ -88,6 +88,15 @@ fn search_json_shape_and_order() {
         assert!(w[0]["memory_gib"].as_f64() <= w[1]["memory_gib"].as_f64());
         assert!(w[0]["time_s"].as_f64() > w[1]["time_s"].as_f64());
     }
+    // Several device counts: the fastest per count and the front of time vs GPU count.
+    let mut args = vec!["search", s.as_str(), "--format", "json", "--top", "1"];
+    args.extend(SMALL);
+    args.extend(["--set", "search.devices={min=512,max=1024,step=512}"]);
+    let o2 = run(&args);
+    assert_eq!(o2.code, 0, "{}", o2.stderr);
+    let v2: Value = serde_json::from_str(&o2.stdout).unwrap();
+    assert_eq!(v2["fastest"].as_array().unwrap().len(), 2);
+    assert!(!v2["pareto_devices"].as_array().unwrap().is_empty());
     // The published plan is reported and no faster than the best.
     let pubt = v["published"]["time_s"].as_f64().unwrap();
     assert!(pubt >= times[0]);
@@ -145,6 +154,10 @@ fn search_bad_input() {
         (&["--set", "search.tpp=[1]"], &["search", "tpp"]),
         (&["--top", "0"], &["--top 0"]),
         (&["--set", "search.devices=0"], &["search.devices"]),
+        (
+            &["--set", "search.devices={min=512,max=256}"],
+            &["search.devices", "min <= max"],
+        ),
     ];
     for (extra, words) in table {
         let mut args = vec!["search", s.as_str()];
