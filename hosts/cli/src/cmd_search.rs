@@ -173,7 +173,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             summary: &r.summary,
             published: published.as_ref(),
         })?),
-        Format::Csv => print(&plans_table(&r).csv()),
+        Format::Csv => print(&csv_table(&r).csv()),
         Format::Table => print(&render(&r, published.as_ref())),
     }
 }
@@ -199,6 +199,70 @@ fn plans_table(r: &SearchResult) -> Table {
         ];
         row.extend(report_cells(&p.report));
         t.push(row);
+    }
+    t
+}
+
+/// The top plans with one column per plan field (for spreadsheets), full precision.
+fn csv_table(r: &SearchResult) -> Table {
+    let mut t = Table::new(&[
+        ("rank", true),
+        ("devices", true),
+        ("tp", true),
+        ("pp", true),
+        ("dp", true),
+        ("cp", true),
+        ("vpp", true),
+        ("micro_batch", true),
+        ("sp", false),
+        ("zero_stage", true),
+        ("recompute", false),
+        ("recompute_layers", true),
+        ("schedule", false),
+        ("precision", false),
+        ("tp_comm_overlap", false),
+        ("overlap_grad_reduce", false),
+        ("overlap_param_gather", false),
+        ("time_s", true),
+        ("mfu", true),
+        ("memory_gib", true),
+        ("compute_s", true),
+        ("comm_s", true),
+        ("bubble_s", true),
+        ("bottleneck", false),
+    ]);
+    for rp in &r.plans {
+        let p = &rp.plan;
+        let rep = &rp.report;
+        let b = &rep.breakdown;
+        t.push(vec![
+            rp.rank.to_string(),
+            rep.devices.to_string(),
+            p.tp.to_string(),
+            p.pp.to_string(),
+            p.dp.to_string(),
+            p.cp.to_string(),
+            p.vpp.to_string(),
+            p.micro_batch.to_string(),
+            (p.sp && p.tp > 1).to_string(),
+            p.zero_stage.to_string(),
+            p.recompute.clone(),
+            p.recompute_layers
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
+            p.schedule_name().to_string(),
+            p.precision.name().to_string(),
+            p.tp_comm_overlap.to_string(),
+            p.overlap_grad_reduce.to_string(),
+            p.overlap_param_gather.to_string(),
+            rep.iteration_time.0.to_string(),
+            rep.mfu.to_string(),
+            (rep.memory.peak.0 / GIB).to_string(),
+            b.compute.total().to_string(),
+            (b.tp_comm.0 + b.cp_comm.0 + b.pp_comm.0 + b.dp_comm.0 + b.zero_comm.0).to_string(),
+            b.bubble.0.to_string(),
+            format!("{:?}", rep.bottleneck),
+        ]);
     }
     t
 }
