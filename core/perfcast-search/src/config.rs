@@ -62,6 +62,23 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
         max_tp: sc.max_tp,
         max_micro_batch: sc.max_micro_batch.unwrap_or(d.max_micro_batch),
     };
+    if global_batch == 0 {
+        let key = if sc.global_batch.is_some() {
+            "search.global_batch"
+        } else {
+            "plan.global_batch"
+        };
+        return Err(cfg.invalid(key, "must be a positive integer").into());
+    }
+    let h = constraints.memory_headroom;
+    if !(h.is_finite() && (0.0..1.0).contains(&h)) {
+        return Err(cfg
+            .invalid(
+                "search.memory_headroom",
+                format!("{h} is not allowed: a fraction in [0, 1)"),
+            )
+            .into());
+    }
     if constraints.max_micro_batch == 0 {
         return Err(cfg
             .invalid("search.max_micro_batch", "must be a positive integer")
