@@ -480,3 +480,90 @@ impl Sweep {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_distance_table() {
+        let table = [
+            ("", "", 0),
+            ("abc", "abc", 0),
+            ("bandwith_tbs", "bandwidth_tbs", 1),
+            ("kitten", "sitting", 3),
+            ("", "abc", 3),
+        ];
+        for (a, b, want) in table {
+            assert_eq!(edit_distance(a, b), want, "{a} / {b}");
+        }
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        std::fs::create_dir_all(dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn dir() -> PathBuf {
+        std::env::temp_dir().join(format!("perfcast-sweep-unit-{}", std::process::id()))
+    }
+
+    #[test]
+    fn grid_expands_first_key_outermost() {
+        let p = write(
+            &dir(),
+            "g.toml",
+            "configs = [\"x.toml\"]\n[grid]\n\"a.x\" = [1, 2]\n\"b.y\" = [\"p\", \"q\", \"r\"]\n",
+        );
+        let s = Sweep::load(&p).unwrap();
+        assert_eq!(s.keys, vec!["a.x", "b.y"]);
+        assert_eq!(s.points.len(), 6);
+        let texts: Vec<String> = s
+            .points
+            .iter()
+            .map(|p| {
+                p.iter()
+                    .map(|(_, v)| value_text(v))
+                    .collect::<Vec<_>>()
+                    .join("/")
+            })
+            .collect();
+        assert_eq!(texts, ["1/p", "1/q", "1/r", "2/p", "2/q", "2/r"]);
+        assert_eq!(s.name, "g");
+        assert_eq!(
+            set_arg("a.x", &toml::Value::String("s".into())).unwrap(),
+            "a.x=\"s\""
+        );
+    }
+
+    #[test]
+    fn bad_sweep_files() {
+        // (file text, words the error must contain)
+        let table = [
+            ("configs = []\n[grid]\na = [1]\n", "at least one config"),
+            ("configs = [\"x\"]\n", "either a [grid]"),
+            ("configs = [\"x\"]\n[grid]\na = 1\n", "non-empty array"),
+            (
+                "configs = [\"x\"]\n[[points]]\n[grid]\na = [1]\n",
+                "not both",
+            ),
+            (
+                "configs = [\"x\"]\nmax_seconds = -1\n[grid]\na = [1]\n",
+                "max_seconds",
+            ),
+            ("configs = [\"x\"]\nwhat = 1\n[grid]\na = [1]\n", "what"),
+        ];
+        for (i, (text, want)) in table.into_iter().enumerate() {
+            let p = write(&dir(), &format!("bad{i}.toml"), text);
+            let e = Sweep::load(&p).unwrap_err().to_string();
+            assert!(e.contains(want), "case {i}: `{want}` not in {e}");
+            assert!(e.contains(&format!("bad{i}.toml")), "{e}");
+        }
+        let e = Sweep::load(Path::new("/nonexistent/sweep.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot read"), "{e}");
+    }
+}
