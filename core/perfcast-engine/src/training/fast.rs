@@ -74,6 +74,7 @@ pub struct PlanGroup<'t> {
     ends: ops::EndTimes,
     g: Option<GroupTimes>,
     variant_set: bool,
+    placement: Placement,
 }
 
 impl Training {
@@ -139,6 +140,7 @@ impl Training {
             ends,
             g: None,
             variant_set: false,
+            placement: Placement::MEGATRON,
         })
     }
 }
@@ -248,10 +250,20 @@ impl<'t> PlanGroup<'t> {
         self.need_variant()?;
         let t = self.training;
         if self.g.is_none() {
-            self.g = Some(t.group_times(&self.plan, &self.p, self.lt, self.ends)?);
+            self.g =
+                Some(t.group_times(&self.plan, &self.p, self.lt, self.ends, &self.placement)?);
         }
         let g = self.g.as_ref().expect("set above");
         Ok(t.compose(&self.plan, &self.p, g)?.iteration)
+    }
+
+    /// Lay the mesh out in `placement`'s order (default Megatron's): the time of every later
+    /// variant is `evaluate_placed(plan, placement)`'s. Memory does not depend on it.
+    pub fn set_placement(&mut self, placement: Placement) {
+        if placement != self.placement {
+            self.placement = placement;
+            self.g = None;
+        }
     }
 
     /// Layers per device on the first, a middle and the last stage.
@@ -364,5 +376,61 @@ mod tests {
         assert!(g.time().is_err() && g.memory_peak().is_err());
         assert!(g.set_variant(99, None, 0).is_err());
         assert!(g.time().is_err());
+    }
+
+    /// Every placement: the fast path's time is `evaluate_placed`'s; the default placement is
+    /// `evaluate`'s; moving TP out of the NVLink domain costs time.
+    #[test]
+    fn placements_equal_evaluate_placed() {
+        let registry = perfcast_builtins::registry().unwrap();
+        let sys = a100_from_registry(&registry, 1024).unwrap();
+        let t = Training::new(gpt3(), sys, &registry).unwrap();
+        let mut cache = LayerCache::new();
+        let full = t
+            .recompute_names()
+            .iter()
+            .position(|n| *n == "full")
+            .unwrap();
+        let f1b = t
+            .schedule_names()
+            .iter()
+            .position(|n| *n == "1f1b")
+            .unwrap();
+        for (tp, pp, dp, cp) in [(8, 16, 8, 1), (2, 4, 64, 2), (4, 1, 256, 1)] {
+            let plan = TrainingPlan {
+                tp,
+                pp,
+                dp,
+                cp,
+                global_batch: 1536,
+                recompute: "full".into(),
+                schedule: Some("1f1b".into()),
+                ..TrainingPlan::default()
+            };
+            let mut g = t.plan_group(&plan, &mut cache).unwrap();
+            g.set_variant(full, None, f1b).unwrap();
+            for pl in Placement::all() {
+                g.set_placement(pl);
+                let want = t.evaluate_placed(&plan, &pl).unwrap().iteration_time.0;
+                assert_eq!(g.time().unwrap(), want, "{plan:?} {}", pl.name());
+            }
+            let megatron = t.evaluate(&plan).unwrap().iteration_time.0;
+            g.set_placement(Placement::MEGATRON);
+            assert_eq!(g.time().unwrap(), megatron);
+        }
+        let plan = TrainingPlan {
+            tp: 8,
+            pp: 16,
+            dp: 8,
+            global_batch: 1536,
+            ..TrainingPlan::default()
+        };
+        let inside = t.evaluate(&plan).unwrap().iteration_time.0;
+        let across = t
+            .evaluate_placed(&plan, &Placement::parse("dp-cp-pp-tp").unwrap())
+            .unwrap()
+            .iteration_time
+            .0;
+        assert!(across > inside, "{across} vs {inside}");
     }
 }

@@ -15,11 +15,13 @@ pub mod fast;
 pub mod flops;
 pub mod memory;
 pub mod ops;
+pub mod placement;
 mod plan;
 pub mod report;
 
 pub use fast::{LayerCache, PlanGroup};
 pub use ops::{ComputeBreakdown, OpLine};
+pub use placement::{MeshAxis, Placement};
 pub use plan::{EngineParams, TrainingPlan};
 pub use report::{
     Bottleneck, Feasibility, LayerReport, MemoryReport, StageMemory, TimeBreakdown, TrainingReport,
@@ -896,6 +898,7 @@ impl Training {
         p: &Prepared,
         lt: ops::LayerTimes,
         ends: ops::EndTimes,
+        placement: &Placement,
     ) -> Result<GroupTimes, ModelError> {
         let timer = Timer {
             unit: self.system.compute.as_ref(),
@@ -907,15 +910,11 @@ impl Training {
         for st in &self.comps.strategies {
             st.comms(&p.shape, &p.dims, &mut comms)?;
         }
-        let mesh = Mesh {
-            tp: plan.tp,
-            cp: plan.cp,
-            pp: plan.pp,
-            dp: plan.dp,
-        };
+        let mesh: Mesh = placement.mesh(plan.tp, plan.cp, plan.pp, plan.dp);
         let mut ctime = [0.0f64; CommList::CAPACITY];
         for (i, c) in comms.iter().enumerate() {
-            let tt = self.network.time(&mesh, c.group, c.kind, c.bytes).0 * c.count;
+            let group = placement.map(c.group);
+            let tt = self.network.time(&mesh, group, c.kind, c.bytes).0 * c.count;
             if !(tt.is_finite() && tt >= 0.0) {
                 return Err(ModelError::NonFinite {
                     what: format!("{} {} time", c.class.name(), c.kind.name()),
@@ -1080,9 +1079,19 @@ impl Training {
     /// Predict one training step under `plan`. A plan that does not fit in memory is still
     /// evaluated and reported with `memory.fits = false`.
     pub fn evaluate(&self, plan: &TrainingPlan) -> Result<TrainingReport, ModelError> {
+        self.evaluate_placed(plan, &Placement::MEGATRON)
+    }
+
+    /// [`Training::evaluate`] with the mesh axes laid out on the devices in `placement`'s
+    /// order (`evaluate` uses Megatron-LM's TP, CP, PP, DP).
+    pub fn evaluate_placed(
+        &self,
+        plan: &TrainingPlan,
+        placement: &Placement,
+    ) -> Result<TrainingReport, ModelError> {
         let p = self.prepare(plan)?;
         let (lt, ends) = self.layer_times(&p)?;
-        let g = self.group_times(plan, &p, lt, ends)?;
+        let g = self.group_times(plan, &p, lt, ends, placement)?;
         let Composed {
             crit,
             input,
