@@ -9,8 +9,9 @@
 //!   share the input embedding with the output layer (Megatron-LM's default), gated (SwiGLU)
 //!   and squared-ReLU models (Llama, Nemotron) keep them separate (their released configs set
 //!   `tie_word_embeddings = false`).
-//! * **System**: `system.gpu` -> the hardware preset embedded from `configs/hardware/` (or, for
-//!   an accelerator without one, a generic GPU built from the catalog); `num_gpus` devices;
+//! * **System**: `system.gpu` -> its hardware preset of `configs/hardware/`, read through
+//!   perfcast-host (or, for an accelerator without one, a generic GPU built from the catalog;
+//!   [`presets`]); `num_gpus` devices;
 //!   `scaleout_gbps_per_gpu` overrides the scale-out NIC rate. The scale-up domain is the
 //!   preset's NVLink domain (the catalog's `scaleup_domain`), as the schema says.
 //! * **Software stack** ([`Stack`]): the training runs of Narayanan 2021 and Korthikanti 2022
@@ -161,50 +162,20 @@ pub fn model_spec(case: &Case) -> ModelSpec {
     }
 }
 
-/// The system of a case, built through the registry.
-pub fn system_for(case: &Case, registry: &Registry) -> Result<System, String> {
+/// The system of a case: the hardware of `system.gpu` ([`presets::Hardware`]) with the case's
+/// scale-out NIC and device count, composed by perfcast-host through the built-in plugins
+/// (`_registry` is not consulted: it is the same built-in registry).
+pub fn system_for(case: &Case, _registry: &Registry) -> Result<System, String> {
     let s = &case.system;
-    let mut t = match presets::hardware_preset(&s.gpu) {
-        Some(t) => t,
-        None => presets::hardware_from_catalog(&s.gpu)?,
-    };
+    let mut hw = presets::Hardware::of(&s.gpu)?;
     if let Some(g) = s.scaleout_gbps_per_gpu {
-        let n =
-            presets::override_network(&mut t, &["infiniband", "roce"], "bandwidth_gbps", g.into());
-        if n == 0 {
-            // No scale-out level in the preset: the case's NIC becomes one.
-            let mut nic = toml::Table::new();
-            nic.insert("kind".into(), "infiniband".into());
-            nic.insert("bandwidth_gbps".into(), g.into());
-            if let Some(c) = t.get_mut("components").and_then(|c| c.as_table_mut()) {
-                c.insert("case_scaleout_nic".into(), toml::Value::Table(nic));
-            }
-            if let Some(net) = t
-                .get_mut("system")
-                .and_then(|s| s.get_mut("network"))
-                .and_then(|n| n.as_array_mut())
-            {
-                net.push("case_scaleout_nic".into());
-            }
-        }
+        // With no scale-out level in the hardware, the case's NIC becomes one.
+        hw.set_scaleout_nic(g)?;
     }
     let devices = u32::try_from(s.num_gpus)
         .map_err(|_| format!("system.num_gpus = {} is too large", s.num_gpus))?;
-    system_from(&t, registry, devices, &s.gpu)
-}
-
-fn system_from(
-    t: &toml::Table,
-    registry: &Registry,
-    devices: u32,
-    gpu: &str,
-) -> Result<System, String> {
-    presets::system_from_table(
-        t,
-        registry,
-        Some(devices),
-        &format!("hardware preset for {gpu}"),
-    )
+    hw.set("system.devices", devices);
+    hw.system()
 }
 
 /// The training plan of a case with recompute policy `recompute` (a registry name).

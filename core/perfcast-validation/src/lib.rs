@@ -2,8 +2,9 @@
 //!
 //! * [`cases`]: the cases file (schema `perfcast-validation/1`), parsed strictly.
 //! * [`hf`]: a Hugging Face `config.json` read into a [`perfcast_core::workload::ModelSpec`].
-//! * [`presets`]: model, hardware and node presets embedded from `configs/`, and the
-//!   composition of a [`perfcast_core::System`] through the plugin registry.
+//! * [`presets`]: the hardware of a case's accelerator (perfcast-host's presets of
+//!   `configs/`, or a table built from the accelerator catalog) and model presets, composed
+//!   into a [`perfcast_core::System`] by perfcast-host.
 //! * [`flops`]: the FLOP conventions published TFLOP/s, MFU and HFU are counted in.
 //! * [`harness`]: each case mapped to a training or inference scenario of the engine, every
 //!   published metric predicted and compared.

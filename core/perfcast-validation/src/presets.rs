@@ -1,478 +1,165 @@
-//! Presets embedded in the crate: model configs (`configs/models/*.toml`), hardware presets
-//! (`configs/hardware/*.toml`), node presets (`configs/systems/*.toml`) and the accelerator
-//! catalog (`configs/validation/accelerators.toml`), plus the composition of a [`System`]
-//! from such a table through the plugin registry.
+//! The hardware and model presets of the validation harness, read through perfcast-host.
 //!
-//! A hardware preset is
+//! perfcast-host embeds `configs/{hardware,systems,models}/*.toml` as `preset:NAME`, resolves
+//! their `include`s, merges layers and composes a [`System`] from the component tables through
+//! the plugin registry; the harness loads its hardware the way every host does
+//! ([`Config::load`] of `preset:NAME` with `key=value` overrides, then [`Config::system`]).
+//! What is the harness's own:
 //!
-//! ```toml
-//! [components.NAME]      # one table per component: `kind` selects the plugin, the rest are
-//! kind = "gpu"           # the plugin's parameters
-//! ...
-//! [device]
-//! compute = "NAME"       # a compute-unit component
-//! memory = ["NAME", ...] # memory-tier components
-//! [system]
-//! name = "..."
-//! network = ["NAME", ...] # interconnect components, innermost first
-//! devices = 8            # optional: devices in the cluster (default 1)
-//! ```
-//!
-//! and a node preset adds `include = ["../hardware/x.toml"]` (resolved relative to the file,
-//! later tables overriding earlier ones key by key).
+//! * the accelerator catalog (`configs/validation/accelerators.toml`, [`ACCELERATORS`]): a case
+//!   names an accelerator by its catalog id; its hardware is the preset named as the id in
+//!   lower case ([`hardware_preset`]) or, for an id without a preset, a table built from the
+//!   catalog entry ([`hardware_from_catalog`]);
+//! * the case's settings on top of that hardware ([`Hardware::set`],
+//!   [`Hardware::set_scaleout_nic`]): the device count and the scale-out NIC rate.
 
-use perfcast_core::registry::Registry;
 use perfcast_core::workload::ModelSpec;
-use perfcast_core::{MemoryHierarchy, System};
-use serde::Deserialize;
+use perfcast_core::System;
+use perfcast_host::{Config, HostError, Sources, PRESET_SCHEME};
 use std::path::{Path, PathBuf};
-
-/// `(file stem, text)` of every model preset.
-pub const MODEL_PRESETS: &[(&str, &str)] = &[
-    (
-        "megatron-gpt-1.7b",
-        include_str!("../../../configs/models/megatron-gpt-1.7b.toml"),
-    ),
-    (
-        "megatron-gpt-3.6b",
-        include_str!("../../../configs/models/megatron-gpt-3.6b.toml"),
-    ),
-    (
-        "megatron-gpt-7.5b",
-        include_str!("../../../configs/models/megatron-gpt-7.5b.toml"),
-    ),
-    (
-        "megatron-gpt-18b",
-        include_str!("../../../configs/models/megatron-gpt-18b.toml"),
-    ),
-    (
-        "megatron-gpt-39b",
-        include_str!("../../../configs/models/megatron-gpt-39b.toml"),
-    ),
-    (
-        "megatron-gpt-76b",
-        include_str!("../../../configs/models/megatron-gpt-76b.toml"),
-    ),
-    (
-        "megatron-gpt-145b",
-        include_str!("../../../configs/models/megatron-gpt-145b.toml"),
-    ),
-    (
-        "megatron-gpt-310b",
-        include_str!("../../../configs/models/megatron-gpt-310b.toml"),
-    ),
-    (
-        "megatron-gpt-530b",
-        include_str!("../../../configs/models/megatron-gpt-530b.toml"),
-    ),
-    (
-        "megatron-gpt-1t",
-        include_str!("../../../configs/models/megatron-gpt-1t.toml"),
-    ),
-    (
-        "gpt3-175b",
-        include_str!("../../../configs/models/gpt3-175b.toml"),
-    ),
-    (
-        "korthikanti-gpt-22b",
-        include_str!("../../../configs/models/korthikanti-gpt-22b.toml"),
-    ),
-    (
-        "korthikanti-gpt-175b",
-        include_str!("../../../configs/models/korthikanti-gpt-175b.toml"),
-    ),
-    (
-        "korthikanti-gpt-530b",
-        include_str!("../../../configs/models/korthikanti-gpt-530b.toml"),
-    ),
-    (
-        "korthikanti-gpt-1t",
-        include_str!("../../../configs/models/korthikanti-gpt-1t.toml"),
-    ),
-    (
-        "llama2-7b",
-        include_str!("../../../configs/models/llama2-7b.toml"),
-    ),
-    (
-        "llama2-13b",
-        include_str!("../../../configs/models/llama2-13b.toml"),
-    ),
-    (
-        "llama2-70b",
-        include_str!("../../../configs/models/llama2-70b.toml"),
-    ),
-    (
-        "llama3-8b",
-        include_str!("../../../configs/models/llama3-8b.toml"),
-    ),
-    (
-        "llama3-70b",
-        include_str!("../../../configs/models/llama3-70b.toml"),
-    ),
-    (
-        "llama3.1-8b",
-        include_str!("../../../configs/models/llama3.1-8b.toml"),
-    ),
-    (
-        "llama3.1-70b",
-        include_str!("../../../configs/models/llama3.1-70b.toml"),
-    ),
-    (
-        "llama3.1-405b",
-        include_str!("../../../configs/models/llama3.1-405b.toml"),
-    ),
-];
-
-/// `(accelerator id of the catalog, file stem, text)` of every hardware preset.
-pub const HARDWARE_PRESETS: &[(&str, &str, &str)] = &[
-    (
-        "A100-SXM4-40GB",
-        "a100-sxm4-40gb",
-        include_str!("../../../configs/hardware/a100-sxm4-40gb.toml"),
-    ),
-    (
-        "A100-SXM4-80GB",
-        "a100-sxm4-80gb",
-        include_str!("../../../configs/hardware/a100-sxm4-80gb.toml"),
-    ),
-    (
-        "H100-SXM5-80GB",
-        "h100-sxm5-80gb",
-        include_str!("../../../configs/hardware/h100-sxm5-80gb.toml"),
-    ),
-    (
-        "H200-SXM-141GB",
-        "h200-sxm-141gb",
-        include_str!("../../../configs/hardware/h200-sxm-141gb.toml"),
-    ),
-    (
-        "B200-SXM-180GB",
-        "b200-sxm-180gb",
-        include_str!("../../../configs/hardware/b200-sxm-180gb.toml"),
-    ),
-    (
-        "GB200",
-        "gb200",
-        include_str!("../../../configs/hardware/gb200.toml"),
-    ),
-];
-
-/// `(file stem, text)` of every node preset (`include`s resolved against [`HARDWARE_PRESETS`]).
-pub const SYSTEM_PRESETS: &[(&str, &str)] = &[
-    (
-        "dgx-a100",
-        include_str!("../../../configs/systems/dgx-a100.toml"),
-    ),
-    (
-        "dgx-h100",
-        include_str!("../../../configs/systems/dgx-h100.toml"),
-    ),
-    (
-        "dgx-h200",
-        include_str!("../../../configs/systems/dgx-h200.toml"),
-    ),
-    (
-        "dgx-b200",
-        include_str!("../../../configs/systems/dgx-b200.toml"),
-    ),
-    (
-        "gb200-nvl72",
-        include_str!("../../../configs/systems/gb200-nvl72.toml"),
-    ),
-];
 
 /// The accelerator catalog (`configs/validation/accelerators.toml`).
 pub const ACCELERATORS: &str = include_str!("../../../configs/validation/accelerators.toml");
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ModelFile {
-    model: ModelSpec,
+/// Interconnect kinds that are a scale-out level: their `bandwidth_gbps` is the NIC rate per
+/// device.
+pub const SCALEOUT_KINDS: &[&str] = &["infiniband", "roce"];
+
+/// Component name of the scale-out level added for a case's NIC when the hardware has none.
+pub const CASE_NIC: &str = "case_scaleout_nic";
+
+/// Names of perfcast-host's built-in presets of `group` (`hardware`, `systems` or `models`),
+/// sorted.
+pub fn preset_names(group: &str) -> Vec<&'static str> {
+    perfcast_host::preset_groups()
+        .into_iter()
+        .filter(|(_, g)| *g == group)
+        .map(|(n, _)| n)
+        .collect()
 }
 
-/// Parse a model config (`[model]` table with [`ModelSpec`] fields).
-pub fn parse_model(text: &str, file: &str) -> Result<ModelSpec, String> {
-    let v: toml::Value =
-        toml::from_str(text).map_err(|e| format!("{file}: not valid TOML: {e}"))?;
-    let f: ModelFile = serde_path_to_error::deserialize(v)
-        .map_err(|e| format!("{file}: key `{}`: {}", e.path(), e.inner()))?;
-    f.model.validate().map_err(|e| format!("{file}: {e}"))?;
-    Ok(f.model)
+/// The hardware preset of a catalog accelerator id, if the project has one: the preset named
+/// as the id in lower case (`A100-SXM4-80GB` -> `preset:a100-sxm4-80gb`).
+pub fn hardware_preset(accelerator: &str) -> Option<&'static str> {
+    let name = accelerator.to_ascii_lowercase();
+    preset_names("hardware").into_iter().find(|n| *n == name)
 }
 
-/// A model preset by file stem (e.g. `llama2-70b`).
+/// A model preset by name (e.g. `llama2-70b`), read by perfcast-host and validated.
 pub fn model_preset(name: &str) -> Result<ModelSpec, String> {
-    let (_, text) = MODEL_PRESETS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .ok_or_else(|| {
-            format!(
-                "unknown model preset `{name}`; known: {}",
-                MODEL_PRESETS
-                    .iter()
-                    .map(|p| p.0)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })?;
-    parse_model(text, &format!("configs/models/{name}.toml"))
+    let preset = format!("{PRESET_SCHEME}{name}");
+    let config = Config::load(&Sources::files([&preset]).without_env())
+        .map_err(|e| format!("model preset: {e}"))?;
+    let model: ModelSpec = config
+        .extract("model")
+        .map_err(|e| format!("{preset}: {e}"))?;
+    model.validate().map_err(|e| format!("{preset}: {e}"))?;
+    Ok(model)
 }
 
-/// The hardware preset table of an accelerator id, if the project has one.
-pub fn hardware_preset(accelerator: &str) -> Option<toml::Table> {
-    HARDWARE_PRESETS
-        .iter()
-        .find(|(id, _, _)| *id == accelerator)
-        .map(|(_, stem, text)| {
-            toml::from_str(text)
-                .unwrap_or_else(|e| panic!("embedded configs/hardware/{stem}.toml is invalid: {e}"))
-        })
+/// The hardware of a catalog accelerator as perfcast-host sources: its preset (without one, its
+/// catalog entry), and the case's settings on top as `key=value` overrides.
+#[derive(Debug, Clone)]
+pub struct Hardware {
+    accelerator: String,
+    /// `preset:NAME`; empty when the hardware is built from the catalog.
+    files: Vec<String>,
+    /// `key.path=value` overrides (perfcast-host's `--set` syntax), lowest first.
+    sets: Vec<String>,
 }
 
-/// Merge `over` into `base`: tables key by key (recursively), anything else replaced.
-pub fn merge(base: &mut toml::Table, over: &toml::Table) {
-    for (k, v) in over {
-        match (base.get_mut(k), v) {
-            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
-            _ => {
-                base.insert(k.clone(), v.clone());
+impl Hardware {
+    /// The hardware of `accelerator` (an id of the catalog): its preset, else a table built
+    /// from its catalog entry ([`hardware_from_catalog`]).
+    pub fn of(accelerator: &str) -> Result<Hardware, String> {
+        let mut hw = Hardware {
+            accelerator: accelerator.to_string(),
+            files: Vec::new(),
+            sets: Vec::new(),
+        };
+        match hardware_preset(accelerator) {
+            Some(name) => hw.files.push(format!("{PRESET_SCHEME}{name}")),
+            None => hw.set_table("", &hardware_from_catalog(accelerator)?),
+        }
+        Ok(hw)
+    }
+
+    /// Set `key` (a dotted path of the configuration) to `value`, over what is there.
+    pub fn set(&mut self, key: &str, value: impl Into<toml::Value>) {
+        self.sets.push(format!("{key}={}", value.into()));
+    }
+
+    /// Every value of `table` (below `prefix`), one override each.
+    fn set_table(&mut self, prefix: &str, table: &toml::Table) {
+        for (k, v) in table {
+            let key = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match v {
+                toml::Value::Table(t) => self.set_table(&key, t),
+                other => self.set(&key, other.clone()),
             }
         }
     }
-}
 
-/// Read a config file and resolve its `include = [...]` list (paths relative to the file),
-/// included files first, the file itself on top.
-pub fn load_with_includes(path: &Path) -> Result<toml::Table, String> {
-    load_rec(path, 0)
-}
-
-fn load_rec(path: &Path, depth: usize) -> Result<toml::Table, String> {
-    if depth > 8 {
-        return Err(format!(
-            "{}: `include` nested more than 8 deep (a cycle?)",
-            path.display()
-        ));
+    /// The merged configuration (no `PERFCAST_*` environment: a validation run does not
+    /// depend on the shell).
+    pub fn config(&self) -> Result<Config, String> {
+        Config::load(
+            &Sources::files(&self.files)
+                .with_sets(&self.sets)
+                .without_env(),
+        )
+        .map_err(|e| self.error(e))
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    resolve_includes(&text, &path.display().to_string(), &|inc| {
-        load_rec(&dir.join(inc), depth + 1)
-    })
-}
 
-/// Resolve the includes of `text` with `load` (which maps an include string to its table).
-pub fn resolve_includes(
-    text: &str,
-    file: &str,
-    load: &dyn Fn(&str) -> Result<toml::Table, String>,
-) -> Result<toml::Table, String> {
-    let mut own: toml::Table =
-        toml::from_str(text).map_err(|e| format!("{file}: not valid TOML: {e}"))?;
-    let includes = match own.remove("include") {
-        None => Vec::new(),
-        Some(toml::Value::Array(a)) => a
-            .into_iter()
-            .map(|v| match v {
-                toml::Value::String(s) => Ok(s),
-                other => Err(format!(
-                    "{file}: `include` entries must be paths (strings), got {other}"
-                )),
-            })
-            .collect::<Result<Vec<_>, _>>()?,
-        Some(other) => {
-            return Err(format!(
-                "{file}: `include` must be a list of paths, got {other}"
-            ))
-        }
-    };
-    let mut out = toml::Table::new();
-    for inc in includes {
-        let t = load(&inc).map_err(|e| format!("{file}: include \"{inc}\": {e}"))?;
-        merge(&mut out, &t);
+    /// The system, composed by perfcast-host through the built-in plugins.
+    pub fn system(&self) -> Result<System, String> {
+        self.config()?.system().map_err(|e| self.error(e))
     }
-    merge(&mut out, &own);
-    Ok(out)
-}
 
-/// A node preset (by file stem) with its includes resolved against the embedded hardware
-/// presets.
-pub fn system_preset(name: &str) -> Result<toml::Table, String> {
-    let (_, text) = SYSTEM_PRESETS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .ok_or_else(|| {
-            format!(
-                "unknown system preset `{name}`; known: {}",
-                SYSTEM_PRESETS
-                    .iter()
-                    .map(|p| p.0)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })?;
-    resolve_includes(text, &format!("configs/systems/{name}.toml"), &|inc| {
-        let stem = Path::new(inc)
-            .file_stem()
-            .and_then(|s| s.to_str())
+    /// Set the scale-out NIC rate per device (Gb/s): `bandwidth_gbps` of every level of
+    /// `system.network` whose kind is one of [`SCALEOUT_KINDS`]; with none, an `infiniband`
+    /// level of that rate ([`CASE_NIC`]) becomes the outermost level. Returns how many levels
+    /// were set (0 when one was added).
+    pub fn set_scaleout_nic(&mut self, gbps: f64) -> Result<usize, String> {
+        let config = self.config()?;
+        let mut network: Vec<String> = config
+            .extract_opt("system.network")
+            .map_err(|e| self.error(e))?
             .unwrap_or_default();
-        HARDWARE_PRESETS
-            .iter()
-            .find(|(_, s, _)| *s == stem)
-            .ok_or_else(|| format!("no embedded hardware preset `{stem}`"))
-            .and_then(|(_, _, t)| toml::from_str(t).map_err(|e| e.to_string()))
-    })
-}
-
-fn toml_to_json(v: &toml::Value) -> serde_json::Value {
-    match v {
-        toml::Value::String(s) => serde_json::Value::String(s.clone()),
-        toml::Value::Integer(i) => serde_json::Value::from(*i),
-        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
-            .map(serde_json::Value::Number)
-            .unwrap_or(serde_json::Value::Null),
-        toml::Value::Boolean(b) => serde_json::Value::Bool(*b),
-        toml::Value::Datetime(d) => serde_json::Value::String(d.to_string()),
-        toml::Value::Array(a) => serde_json::Value::Array(a.iter().map(toml_to_json).collect()),
-        toml::Value::Table(t) => serde_json::Value::Object(
-            t.iter()
-                .map(|(k, v)| (k.clone(), toml_to_json(v)))
-                .collect(),
-        ),
-    }
-}
-
-/// The component table `name` split into its kind and its parameters (as JSON).
-fn component<'a>(
-    t: &'a toml::Table,
-    name: &str,
-    file: &str,
-) -> Result<(&'a str, serde_json::Value), String> {
-    let c = t
-        .get("components")
-        .and_then(|c| c.get(name))
-        .and_then(|c| c.as_table())
-        .ok_or_else(|| format!("{file}: no component table [components.{name}]"))?;
-    let kind = c
-        .get("kind")
-        .and_then(|k| k.as_str())
-        .ok_or_else(|| format!("{file}: [components.{name}] has no `kind`"))?;
-    let mut params = serde_json::Map::new();
-    for (k, v) in c.iter().filter(|(k, _)| *k != "kind") {
-        params.insert(k.clone(), toml_to_json(v));
-    }
-    Ok((kind, serde_json::Value::Object(params)))
-}
-
-fn names(t: &toml::Table, table: &str, key: &str, file: &str) -> Result<Vec<String>, String> {
-    match t.get(table).and_then(|s| s.get(key)) {
-        Some(toml::Value::Array(a)) => a
-            .iter()
-            .map(|v| {
-                v.as_str().map(str::to_string).ok_or_else(|| {
-                    format!("{file}: `{table}.{key}` entries must be component names")
-                })
-            })
-            .collect(),
-        Some(toml::Value::String(s)) => Ok(vec![s.clone()]),
-        Some(other) => Err(format!(
-            "{file}: `{table}.{key}` must be a list of component names, got {other}"
-        )),
-        None => Err(format!("{file}: `{table}.{key}` missing")),
-    }
-}
-
-/// Build a [`System`] of `devices` devices from a hardware/node table through the registry.
-pub fn system_from_table(
-    t: &toml::Table,
-    registry: &Registry,
-    devices: Option<u32>,
-    file: &str,
-) -> Result<System, String> {
-    let compute_name = t
-        .get("device")
-        .and_then(|d| d.get("compute"))
-        .and_then(|c| c.as_str())
-        .ok_or_else(|| format!("{file}: `device.compute` missing"))?;
-    let (kind, params) = component(t, compute_name, file)?;
-    let compute = registry
-        .compute_unit(kind, &params)
-        .map_err(|e| format!("{file}: [components.{compute_name}]: {e}"))?;
-    let mut tiers = Vec::new();
-    for n in names(t, "device", "memory", file)? {
-        let (kind, params) = component(t, &n, file)?;
-        tiers.push(
-            registry
-                .memory_tier(kind, &params)
-                .map_err(|e| format!("{file}: [components.{n}]: {e}"))?,
-        );
-    }
-    let mut network = Vec::new();
-    for n in names(t, "system", "network", file)? {
-        let (kind, params) = component(t, &n, file)?;
-        network.push(
-            registry
-                .interconnect(kind, &params)
-                .map_err(|e| format!("{file}: [components.{n}]: {e}"))?,
-        );
-    }
-    let name = t
-        .get("system")
-        .and_then(|s| s.get("name"))
-        .and_then(|n| n.as_str())
-        .unwrap_or(compute_name)
-        .to_string();
-    let preset_devices = match t.get("system").and_then(|s| s.get("devices")) {
-        None => 1,
-        Some(toml::Value::Integer(n)) if *n >= 1 && *n <= u32::MAX as i64 => *n as u32,
-        Some(other) => {
-            return Err(format!(
-                "{file}: `system.devices` = {other}: expected a positive integer"
-            ))
-        }
-    };
-    Ok(System {
-        name,
-        compute,
-        memory: MemoryHierarchy::new(tiers),
-        network,
-        devices: devices.unwrap_or(preset_devices),
-    })
-}
-
-/// Set `param` of every component of `kinds` listed in `system.network`.
-pub fn override_network(
-    t: &mut toml::Table,
-    kinds: &[&str],
-    param: &str,
-    value: toml::Value,
-) -> usize {
-    let net: Vec<String> = t
-        .get("system")
-        .and_then(|s| s.get("network"))
-        .and_then(|n| n.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut n = 0;
-    if let Some(comps) = t.get_mut("components").and_then(|c| c.as_table_mut()) {
-        for name in net {
-            if let Some(c) = comps.get_mut(&name).and_then(|c| c.as_table_mut()) {
-                if c.get("kind")
-                    .and_then(|k| k.as_str())
-                    .is_some_and(|k| kinds.contains(&k))
-                {
-                    c.insert(param.to_string(), value.clone());
-                    n += 1;
-                }
+        let mut n = 0;
+        for name in &network {
+            // A component that is missing or has no plugin name is reported by `system()`.
+            let kind: Option<String> = config
+                .extract_opt(&format!("components.{name}.kind"))
+                .ok()
+                .flatten();
+            if kind.is_some_and(|k| SCALEOUT_KINDS.contains(&k.as_str())) {
+                self.set(&format!("components.{name}.bandwidth_gbps"), gbps);
+                n += 1;
             }
         }
+        if n == 0 {
+            self.set(&format!("components.{CASE_NIC}.kind"), "infiniband");
+            self.set(&format!("components.{CASE_NIC}.bandwidth_gbps"), gbps);
+            network.push(CASE_NIC.to_string());
+            self.set("system.network", network);
+        }
+        Ok(n)
     }
-    n
+
+    /// A perfcast-host error prefixed with the case key it concerns and where the hardware
+    /// came from.
+    fn error(&self, e: HostError) -> String {
+        let from = match self.files.first() {
+            Some(preset) => preset.as_str(),
+            None => "built from configs/validation/accelerators.toml",
+        };
+        format!("system.gpu = \"{}\" ({from}): {e}", self.accelerator)
+    }
 }
 
 /// A hardware table built from the accelerator catalog for an id without a preset: a `gpu`
@@ -608,7 +295,7 @@ mod tests {
 
     #[test]
     fn every_model_preset_matches_its_published_size() {
-        assert_eq!(PUBLISHED.len(), MODEL_PRESETS.len());
+        assert_eq!(PUBLISHED.len(), preset_names("models").len());
         for (name, billions, tol) in PUBLISHED {
             let m = model_preset(name).unwrap();
             let p = m.params() as f64 / 1e9;
@@ -620,17 +307,39 @@ mod tests {
         assert!(model_preset("gpt-5").unwrap_err().contains("llama2-7b"));
     }
 
+    /// The ids of the accelerator catalog.
+    fn catalog_ids() -> Vec<String> {
+        let cat: toml::Table = toml::from_str(ACCELERATORS).unwrap();
+        cat["gpu"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["id"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// The system of accelerator `id` with `devices` devices.
+    fn system(id: &str, devices: u32) -> System {
+        let mut hw = Hardware::of(id).unwrap();
+        hw.set("system.devices", devices);
+        hw.system().unwrap()
+    }
+
     #[test]
     fn every_hardware_and_system_preset_builds() {
-        let r = perfcast_builtins::registry().unwrap();
-        for (id, stem, _) in HARDWARE_PRESETS {
-            let t = hardware_preset(id).unwrap();
-            let s = system_from_table(&t, &r, Some(16), stem).unwrap();
+        let ids = catalog_ids();
+        for name in preset_names("hardware") {
+            // Every hardware preset is the preset of a catalog accelerator.
+            let id = ids
+                .iter()
+                .find(|id| hardware_preset(id) == Some(name))
+                .unwrap_or_else(|| panic!("preset:{name} is the preset of no catalog id"));
+            let s = system(id, 16);
             assert_eq!(s.devices, 16);
             assert_eq!(s.network.len(), 2, "{id}");
             assert!(s.memory.device().is_some(), "{id}");
         }
-        // (preset, devices, NVLink domain, NIC Gb/s one direction x efficiency > 0)
+        // (preset, devices, NVLink domain)
         let table = [
             ("dgx-a100", 8, 8),
             ("dgx-h100", 8, 8),
@@ -638,10 +347,12 @@ mod tests {
             ("dgx-b200", 8, 8),
             ("gb200-nvl72", 72, 72),
         ];
-        assert_eq!(table.len(), SYSTEM_PRESETS.len());
+        assert_eq!(table.len(), preset_names("systems").len());
         for (name, devices, domain) in table {
-            let t = system_preset(name).unwrap();
-            let s = system_from_table(&t, &r, None, name).unwrap();
+            let s = Config::load(&Sources::files([format!("{PRESET_SCHEME}{name}")]).without_env())
+                .unwrap()
+                .system()
+                .unwrap();
             assert_eq!(s.devices, devices, "{name}");
             assert_eq!(s.network[0].domain_size(), domain, "{name}");
             assert!(
@@ -659,7 +370,6 @@ mod tests {
         use perfcast_core::op::{ComputeOp, Gemm};
         use perfcast_core::{DType, Engine, TimeBound};
         // (the op is timed by the plugin's hierarchical roofline over L2 and HBM)
-        let r = perfcast_builtins::registry().unwrap();
         // (accelerator, lowest and highest fraction of the bf16 peak)
         let table = [
             ("A100-SXM4-40GB", 0.65, 0.75),
@@ -669,9 +379,10 @@ mod tests {
             ("B200-SXM-180GB", 0.60, 0.82),
             ("GB200", 0.60, 0.82),
         ];
-        assert_eq!(table.len(), HARDWARE_PRESETS.len());
+        assert_eq!(table.len(), preset_names("hardware").len());
         for (id, lo, hi) in table {
-            let s = system_from_table(&hardware_preset(id).unwrap(), &r, Some(8), id).unwrap();
+            assert!(hardware_preset(id).is_some(), "{id}");
+            let s = system(id, 8);
             let op = ComputeOp::Gemm(Gemm::new(8192, 8192, 8192, DType::Bf16));
             let t = s.compute.op_time(&op, &s.memory).unwrap();
             let peak = s.compute.peak(Engine::Matrix, DType::Bf16).unwrap().0;
@@ -687,43 +398,31 @@ mod tests {
 
     #[test]
     fn overrides_and_catalog_fallback() {
-        let r = perfcast_builtins::registry().unwrap();
-        let mut t = hardware_preset("H100-SXM5-80GB").unwrap();
-        let before = system_from_table(&t, &r, None, "h100").unwrap().network[1].bandwidth();
-        assert_eq!(
-            override_network(
-                &mut t,
-                &["infiniband", "roce"],
-                "bandwidth_gbps",
-                200.0.into()
-            ),
-            1
-        );
-        let after = system_from_table(&t, &r, None, "h100").unwrap().network[1].bandwidth();
+        let mut hw = Hardware::of("H100-SXM5-80GB").unwrap();
+        let before = hw.system().unwrap().network[1].bandwidth();
+        assert_eq!(hw.set_scaleout_nic(200.0), Ok(1));
+        let after = hw.system().unwrap().network[1].bandwidth();
         assert!((before.0 / after.0 - 2.0).abs() < 1e-12);
         // MI300X has no preset: built from the catalog.
-        let t = hardware_from_catalog("MI300X").unwrap();
-        let s = system_from_table(&t, &r, Some(8), "MI300X").unwrap();
+        assert_eq!(hardware_preset("MI300X"), None);
+        let s = system("MI300X", 8);
         assert_eq!(s.network[0].domain_size(), 8);
+        // A bad value names the case key, the source of the hardware and the component key.
+        let mut hw = Hardware::of("MI300X").unwrap();
+        hw.set("components.gpu.sm_count", -1);
+        let e = hw.system().unwrap_err();
+        assert!(
+            e.contains("system.gpu = \"MI300X\"")
+                && e.contains("accelerators.toml")
+                && e.contains("components.gpu.sm_count"),
+            "{e}"
+        );
         // TPU v4 lacks fields the generic GPU model needs: a clear error naming them.
         let e = hardware_from_catalog("TPU-v4").unwrap_err();
         assert!(e.contains("TPU-v4") && e.contains("lacks"), "{e}");
         let e = hardware_from_catalog("Gaudi2").unwrap_err();
         assert!(e.contains("peak_tflops_dense.fp32"), "{e}");
         assert!(hardware_from_catalog("Z100").unwrap_err().contains("Z100"));
-    }
-
-    #[test]
-    fn includes_merge_key_by_key() {
-        let base: toml::Table = toml::from_str("[a]\nx = 1\ny = 2\n[b]\nz = [1]\n").unwrap();
-        let t = resolve_includes("include = [\"base\"]\n[a]\ny = 3\n", "f", &|_| {
-            Ok(base.clone())
-        })
-        .unwrap();
-        assert_eq!(t["a"]["x"].as_integer(), Some(1));
-        assert_eq!(t["a"]["y"].as_integer(), Some(3));
-        assert!(resolve_includes("include = 3", "f", &|_| Ok(base.clone()))
-            .unwrap_err()
-            .contains("include"));
+        assert!(Hardware::of("Z100").unwrap_err().contains("Z100"));
     }
 }
