@@ -73,6 +73,32 @@ pub struct Tier {
     pub technology: String,
 }
 
+impl Tier {
+    /// A tier of `kind` at `level`: `capacity`, peak `bandwidth`, the `efficiency` fraction of
+    /// the peak that streaming kernels reach, `latency` added once per op bound by the tier,
+    /// and a `technology` label for reports. The values are taken as given: plugins check
+    /// their parameters (`perfcast_core::params`) before building one.
+    pub fn new(
+        kind: &'static str,
+        level: TierLevel,
+        capacity: Bytes,
+        bandwidth: Bandwidth,
+        efficiency: f64,
+        latency: Seconds,
+        technology: impl Into<String>,
+    ) -> Tier {
+        Tier {
+            kind,
+            level,
+            capacity,
+            bandwidth,
+            efficiency,
+            latency,
+            technology: technology.into(),
+        }
+    }
+}
+
 impl MemoryTier for Tier {
     fn kind(&self) -> &str {
         self.kind

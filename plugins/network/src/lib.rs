@@ -34,6 +34,30 @@ pub struct Link {
     algorithm: CollectiveAlgorithm,
 }
 
+impl Link {
+    /// A level of `kind` joining `domain` devices: achievable `bandwidth` per device in one
+    /// direction, `latency` per algorithm step, a fixed `base_latency` per collective, and the
+    /// `algorithm` used when a caller asks for [`CollectiveAlgorithm::Auto`]. The values are
+    /// taken as given: plugins check their parameters before building one.
+    pub fn new(
+        kind: &'static str,
+        domain: u32,
+        bandwidth: Bandwidth,
+        latency: Seconds,
+        base_latency: Seconds,
+        algorithm: CollectiveAlgorithm,
+    ) -> Link {
+        Link {
+            kind,
+            domain,
+            bandwidth,
+            latency,
+            base_latency,
+            algorithm,
+        }
+    }
+}
+
 impl Interconnect for Link {
     fn kind(&self) -> &str {
         self.kind

@@ -18,14 +18,13 @@ pub mod node;
 
 use generations::{dram_generation, link_generation, LinkFamily};
 use node::{builtin_node, operating_point, NodeScaling, OperatingLimits, OperatingPoint};
-use perfcast_core::hardware::{collective_time, CollectiveAlgorithm};
-use perfcast_core::op::Collective;
+use perfcast_core::hardware::CollectiveAlgorithm;
 use perfcast_core::params::{self, fraction, non_negative, positive};
 use perfcast_core::registry::{BuiltinPlugin, Category, Component};
-use perfcast_core::{
-    Bandwidth, Bytes, DType, Interconnect, MemoryTier, PluginError, Seconds, TierLevel,
-};
+use perfcast_core::{Bandwidth, Bytes, DType, PluginError, Seconds, TierLevel};
 use perfcast_plugin_gpu::{Gpu, GpuParams};
+use perfcast_plugin_memory::Tier;
+use perfcast_plugin_network::Link;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -146,40 +145,6 @@ fn build_node_gpu(v: &serde_json::Value) -> Result<Component, PluginError> {
     Ok(Component::ComputeUnit(Arc::new(derive_gpu(&p)?.0)))
 }
 
-/// A memory tier described by numbers (what the technology kinds build).
-#[derive(Debug, Clone)]
-pub struct TechTier {
-    kind: &'static str,
-    level: TierLevel,
-    capacity: Bytes,
-    bandwidth: Bandwidth,
-    efficiency: f64,
-    latency: Seconds,
-    /// Technology label (e.g. `HBM3e x 8`).
-    pub technology: String,
-}
-
-impl MemoryTier for TechTier {
-    fn kind(&self) -> &str {
-        self.kind
-    }
-    fn level(&self) -> TierLevel {
-        self.level
-    }
-    fn capacity(&self) -> Bytes {
-        self.capacity
-    }
-    fn bandwidth(&self) -> Bandwidth {
-        self.bandwidth
-    }
-    fn efficiency(&self) -> f64 {
-        self.efficiency
-    }
-    fn latency(&self) -> Seconds {
-        self.latency
-    }
-}
-
 fn d_dram_eff() -> f64 {
     // The `hbm` plugin's default: STREAM-like kernels reach ~85-92 % of the datasheet peak
     // (Jia et al. 2021; Luo et al. 2024).
@@ -210,7 +175,7 @@ pub struct DramGenParams {
 }
 
 /// Build the device-memory tier of `p`.
-pub fn dram_tier(p: &DramGenParams) -> Result<TechTier, PluginError> {
+pub fn dram_tier(p: &DramGenParams) -> Result<Tier, PluginError> {
     let g = dram_generation(&p.generation)?;
     if p.units == 0 {
         return Err(PluginError::Params {
@@ -226,15 +191,15 @@ pub fn dram_tier(p: &DramGenParams) -> Result<TechTier, PluginError> {
         "unit_capacity_gb",
         p.unit_capacity_gb.unwrap_or(g.unit_capacity_gb),
     )?;
-    Ok(TechTier {
-        kind: "tech/dram-generation",
-        level: TierLevel::Device,
-        capacity: Bytes::from_gb(cap * p.units as f64),
-        bandwidth: Bandwidth::from_gbs(bw * p.units as f64),
-        efficiency: fraction("efficiency", p.efficiency)?,
-        latency: Seconds::from_nanos(non_negative("latency_ns", p.latency_ns)?),
-        technology: format!("{} x {}", g.name, p.units),
-    })
+    Ok(Tier::new(
+        "tech/dram-generation",
+        TierLevel::Device,
+        Bytes::from_gb(cap * p.units as f64),
+        Bandwidth::from_gbs(bw * p.units as f64),
+        fraction("efficiency", p.efficiency)?,
+        Seconds::from_nanos(non_negative("latency_ns", p.latency_ns)?),
+        format!("{} x {}", g.name, p.units),
+    ))
 }
 
 fn build_dram(v: &serde_json::Value) -> Result<Component, PluginError> {
@@ -278,7 +243,7 @@ pub struct NodeSramParams {
 /// bandwidth with the derived matrix throughput, i.e. the reference's on-chip bytes per FLOP
 /// are kept (ASSUMPTION: designers widen L2/L1 ports with the MAC array, as A100 -> H100
 /// roughly did; not a published law).
-pub fn sram_tier(p: &NodeSramParams) -> Result<TechTier, PluginError> {
+pub fn sram_tier(p: &NodeSramParams) -> Result<Tier, PluginError> {
     let row = match (&p.node, p.node_nm) {
         (Some(n), _) => *n,
         (None, Some(nm)) => builtin_node(nm).ok_or_else(|| PluginError::Params {
@@ -295,15 +260,15 @@ pub fn sram_tier(p: &NodeSramParams) -> Result<TechTier, PluginError> {
     let op = operating_point(&row, &p.limits)?;
     let cap = positive("reference_capacity_mb", p.reference_capacity_mb)? * row.sram_density;
     let bw = positive("reference_bandwidth_tbs", p.reference_bandwidth_tbs)? * op.throughput;
-    Ok(TechTier {
-        kind: "tech/node-sram",
-        level: TierLevel::OnChip,
-        capacity: Bytes(cap * 1e6),
-        bandwidth: Bandwidth::from_tbs(bw),
-        efficiency: fraction("efficiency", p.efficiency)?,
-        latency: Seconds::ZERO,
-        technology: format!("SRAM at {} nm", row.node_nm),
-    })
+    Ok(Tier::new(
+        "tech/node-sram",
+        TierLevel::OnChip,
+        Bytes(cap * 1e6),
+        Bandwidth::from_tbs(bw),
+        fraction("efficiency", p.efficiency)?,
+        Seconds::ZERO,
+        format!("SRAM at {} nm", row.node_nm),
+    ))
 }
 
 fn build_sram(v: &serde_json::Value) -> Result<Component, PluginError> {
@@ -332,36 +297,12 @@ pub struct LinkGenParams {
     pub base_latency_us: Option<f64>,
 }
 
-/// A network level built from a link generation (alpha-beta collectives, as `nvlink` and
-/// `infiniband`).
+/// A network level built from a link generation: the `nvlink`/`infiniband` plugins' level
+/// ([`Link`]: alpha-beta collectives) and the generation it came from.
 #[derive(Debug, Clone)]
 pub struct GenLink {
-    domain: u32,
-    bandwidth: Bandwidth,
-    latency: Seconds,
-    base_latency: Seconds,
+    pub link: Link,
     pub generation: String,
-}
-
-impl Interconnect for GenLink {
-    fn kind(&self) -> &str {
-        "tech/link-generation"
-    }
-    fn domain_size(&self) -> u32 {
-        self.domain
-    }
-    fn bandwidth(&self) -> Bandwidth {
-        self.bandwidth
-    }
-    fn latency(&self) -> Seconds {
-        self.latency
-    }
-    fn collective_time(&self, c: &Collective, algorithm: CollectiveAlgorithm) -> Seconds {
-        if c.ranks <= 1 {
-            return Seconds::ZERO;
-        }
-        self.base_latency + collective_time(c, self.bandwidth, self.latency, algorithm)
-    }
 }
 
 /// Build the network level of `p`.
@@ -378,21 +319,27 @@ pub fn link(p: &LinkGenParams) -> Result<GenLink, PluginError> {
         });
     }
     let eff = fraction("efficiency", p.efficiency.unwrap_or(eff))?;
-    Ok(GenLink {
+    let link = Link::new(
+        "tech/link-generation",
         domain,
-        bandwidth: Bandwidth::from_gbs(g.bandwidth_gbs * eff),
-        latency: Seconds::from_micros(non_negative("latency_us", p.latency_us.unwrap_or(lat))?),
-        base_latency: Seconds::from_micros(non_negative(
+        Bandwidth::from_gbs(g.bandwidth_gbs * eff),
+        Seconds::from_micros(non_negative("latency_us", p.latency_us.unwrap_or(lat))?),
+        Seconds::from_micros(non_negative(
             "base_latency_us",
             p.base_latency_us.unwrap_or(5.0),
         )?),
+        // `Auto` lets the caller's choice through (ring or tree, whichever is faster).
+        CollectiveAlgorithm::Auto,
+    );
+    Ok(GenLink {
+        link,
         generation: g.name.to_string(),
     })
 }
 
 fn build_link(v: &serde_json::Value) -> Result<Component, PluginError> {
     let p: LinkGenParams = params::parse(v)?;
-    Ok(Component::Interconnect(Arc::new(link(&p)?)))
+    Ok(Component::Interconnect(Arc::new(link(&p)?.link)))
 }
 
 macro_rules! builtin {
@@ -438,7 +385,7 @@ builtin!(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perfcast_core::{ComputeUnit, Engine};
+    use perfcast_core::{ComputeUnit, Engine, Interconnect, MemoryTier};
     use serde_json::json;
 
     #[test]
@@ -482,10 +429,10 @@ mod tests {
         assert!(e.to_string().contains("units"), "{e}");
         let l = link(&params::parse(&json!({"generation": "nvlink5", "domain_size": 72})).unwrap())
             .unwrap();
-        assert_eq!(l.domain_size(), 72);
-        assert!((l.bandwidth().gbs() - 720.0).abs() < 1e-9);
+        assert_eq!(l.link.domain_size(), 72);
+        assert!((l.link.bandwidth().gbs() - 720.0).abs() < 1e-9);
         let ib = link(&params::parse(&json!({"generation": "ndr"})).unwrap()).unwrap();
-        assert_eq!(ib.domain_size(), u32::MAX);
+        assert_eq!(ib.link.domain_size(), u32::MAX);
     }
 
     #[test]
