@@ -1,5 +1,6 @@
-//! A simple A100-like system built from the core traits, for the engine's tests and benches.
-//! Hosts and validation use the calibrated built-in GPU, memory and network plugins instead.
+//! A simple A100-like system built from the core traits, and the models the papers use, for
+//! the engine's tests and benches. Hosts and validation use the calibrated built-in GPU,
+//! memory and network plugins instead.
 //!
 //! Numbers: NVIDIA A100 Tensor Core GPU datasheet (2021): 312 TFLOP/s dense fp16/bf16
 //! tensor core, 19.5 TFLOP/s fp32 (vector), 80 GB HBM2e at 2,039 GB/s, 40 MB L2; NVLink 3
@@ -9,6 +10,7 @@
 //! HBM streams at 0.85 of peak, NVLink and IB reach 0.8 of their line rate.
 
 use perfcast_core::hardware::{ComputeUnit, Engine, Interconnect, MemoryHierarchy, MemoryTier};
+use perfcast_core::workload::{FfnAct, ModelSpec};
 use perfcast_core::{Bandwidth, Bytes, ComputeOp, DType, FlopRate, Seconds, System, TierLevel};
 use std::sync::Arc;
 
@@ -80,11 +82,26 @@ pub struct Link {
 impl Link {
     /// `gbs`: achievable GB/s per device per direction; `latency_us` per step.
     pub fn new(kind: &'static str, domain: u32, gbs: f64, latency_us: f64) -> Self {
+        Link::with_bandwidth(
+            kind,
+            domain,
+            Bandwidth::from_gbs(gbs),
+            Seconds::from_micros(latency_us),
+        )
+    }
+
+    /// `bandwidth`: achievable per device per direction; `latency` per step.
+    pub fn with_bandwidth(
+        kind: &'static str,
+        domain: u32,
+        bandwidth: Bandwidth,
+        latency: Seconds,
+    ) -> Self {
         Link {
             kind,
             domain,
-            bandwidth: Bandwidth::from_gbs(gbs),
-            latency: Seconds::from_micros(latency_us),
+            bandwidth,
+            latency,
         }
     }
 }
@@ -101,6 +118,56 @@ impl Interconnect for Link {
     }
     fn latency(&self) -> Seconds {
         self.latency
+    }
+}
+
+/// A GPT-style model of `l` layers, hidden size `h` and `a` heads as Megatron-LM builds them
+/// (Narayanan et al. 2021, Table 1): GeLU MLP of `4h`, vocabulary 51,200, sequence 2,048,
+/// tied input and output embeddings.
+pub fn gpt(l: u64, h: u64, a: u64) -> ModelSpec {
+    ModelSpec {
+        name: String::new(),
+        layers: l,
+        hidden: h,
+        heads: a,
+        kv_heads: None,
+        head_dim: None,
+        ffn_hidden: 4 * h,
+        ffn_act: FfnAct::Gelu,
+        vocab: 51200,
+        seq_len: 2048,
+        tied_embeddings: true,
+        norm: None,
+        position: None,
+        bias: None,
+        moe: None,
+    }
+}
+
+/// Llama-2 (Touvron et al. 2023, Table 1 and the released configs): 7B, 13B, 70B (GQA, 8 KV
+/// heads); any other `size` is the 70B.
+pub fn llama2(size: u32) -> ModelSpec {
+    let (layers, hidden, heads, kv, ffn) = match size {
+        7 => (32, 4096, 32, 32, 11008),
+        13 => (40, 5120, 40, 40, 13824),
+        _ => (80, 8192, 64, 8, 28672),
+    };
+    ModelSpec {
+        name: format!("llama2-{size}b"),
+        layers,
+        hidden,
+        heads,
+        kv_heads: Some(kv),
+        head_dim: None,
+        ffn_hidden: ffn,
+        ffn_act: FfnAct::Swiglu,
+        vocab: 32000,
+        seq_len: 4096,
+        tied_embeddings: false,
+        norm: None,
+        position: None,
+        bias: None,
+        moe: None,
     }
 }
 

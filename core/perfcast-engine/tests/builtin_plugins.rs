@@ -2,30 +2,10 @@
 //! plausibility against the papers: compute-dominated where they say so, per-layer times and
 //! step times in the published range. Tight accuracy is the validation harness's job.
 
-use perfcast_core::workload::{FfnAct, ModelSpec};
+use perfcast_core::workload::ModelSpec;
 use perfcast_core::AttentionKind;
-use perfcast_engine::testsupport::a100_from_registry;
+use perfcast_engine::testsupport::{a100_from_registry, gpt};
 use perfcast_engine::{Training, TrainingPlan};
-
-fn gpt(l: u64, h: u64, a: u64) -> ModelSpec {
-    ModelSpec {
-        name: String::new(),
-        layers: l,
-        hidden: h,
-        heads: a,
-        kv_heads: None,
-        head_dim: None,
-        ffn_hidden: 4 * h,
-        ffn_act: FfnAct::Gelu,
-        vocab: 51200,
-        seq_len: 2048,
-        tied_embeddings: true,
-        norm: None,
-        position: None,
-        bias: None,
-        moe: None,
-    }
-}
 
 fn plan(tp: u32, pp: u32, mb: u32, gb: u32, recompute: &str, sp: bool) -> TrainingPlan {
     TrainingPlan {

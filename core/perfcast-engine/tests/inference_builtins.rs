@@ -9,9 +9,9 @@
 #[path = "inference_support/systems.rs"]
 mod systems;
 
-use perfcast_core::workload::{FfnAct, ModelSpec};
 use perfcast_core::DType;
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan, Phase};
+use perfcast_engine::testsupport::llama2;
 use std::collections::BTreeMap;
 use systems::{builtin_system, preset_system, Gpu, PRESETS};
 
@@ -20,32 +20,6 @@ enum Metric {
     LatencyS,
     TtftMs,
     TokensPerGpu,
-}
-
-/// Llama-2 (Touvron et al. 2023; released configs).
-fn llama2(size: u32) -> ModelSpec {
-    let (layers, hidden, heads, kv, ffn) = match size {
-        7 => (32, 4096, 32, 32, 11008),
-        13 => (40, 5120, 40, 40, 13824),
-        _ => (80, 8192, 64, 8, 28672),
-    };
-    ModelSpec {
-        name: format!("llama2-{size}b"),
-        layers,
-        hidden,
-        heads,
-        kv_heads: Some(kv),
-        head_dim: None,
-        ffn_hidden: ffn,
-        ffn_act: FfnAct::Swiglu,
-        vocab: 32000,
-        seq_len: 4096,
-        tied_embeddings: false,
-        norm: None,
-        position: None,
-        bias: None,
-        moe: None,
-    }
 }
 
 type Row = (

@@ -1,8 +1,8 @@
 //! Tests of the inference model on A100-like and H100-like systems built from the core traits.
 
 use super::*;
-use perfcast_core::hardware::{ComputeUnit, Engine, Interconnect, MemoryHierarchy, MemoryTier};
-use perfcast_core::workload::FfnAct;
+use crate::testsupport::{llama2, Link, Tier};
+use perfcast_core::hardware::{ComputeUnit, Engine, MemoryHierarchy};
 use perfcast_core::{
     AttentionKind, Bandwidth, Bytes, ComputeOp, DType, FlopRate, Seconds, TierLevel,
 };
@@ -37,54 +37,6 @@ impl ComputeUnit for Gpu {
     }
     fn launch_overhead(&self) -> Seconds {
         Seconds::from_micros(self.launch_us)
-    }
-}
-
-pub(crate) struct Tier {
-    kind: &'static str,
-    level: TierLevel,
-    capacity: Bytes,
-    bandwidth: Bandwidth,
-    efficiency: f64,
-}
-
-impl MemoryTier for Tier {
-    fn kind(&self) -> &str {
-        self.kind
-    }
-    fn level(&self) -> TierLevel {
-        self.level
-    }
-    fn capacity(&self) -> Bytes {
-        self.capacity
-    }
-    fn bandwidth(&self) -> Bandwidth {
-        self.bandwidth
-    }
-    fn efficiency(&self) -> f64 {
-        self.efficiency
-    }
-}
-
-pub(crate) struct Link {
-    kind: &'static str,
-    domain: u32,
-    bandwidth: Bandwidth,
-    latency: Seconds,
-}
-
-impl Interconnect for Link {
-    fn kind(&self) -> &str {
-        self.kind
-    }
-    fn domain_size(&self) -> u32 {
-        self.domain
-    }
-    fn bandwidth(&self) -> Bandwidth {
-        self.bandwidth
-    }
-    fn latency(&self) -> Seconds {
-        self.latency
     }
 }
 
@@ -176,47 +128,15 @@ fn system(
             }),
         ]),
         network: vec![
-            Arc::new(Link {
-                kind: "nvlink",
-                domain: 8,
-                bandwidth: Bandwidth::from_gbs(nvlink_gbs * 0.8),
-                latency: Seconds::from_micros(1.0),
-            }),
-            Arc::new(Link {
-                kind: "infiniband",
-                domain: u32::MAX,
-                bandwidth: Bandwidth::from_gbps(400.0 * 0.9),
-                latency: Seconds::from_micros(5.0),
-            }),
+            Arc::new(Link::new("nvlink", 8, nvlink_gbs * 0.8, 1.0)),
+            Arc::new(Link::with_bandwidth(
+                "infiniband",
+                u32::MAX,
+                Bandwidth::from_gbps(400.0 * 0.9),
+                Seconds::from_micros(5.0),
+            )),
         ],
         devices,
-    }
-}
-
-/// Llama-2 (Touvron et al. 2023, Table 1 and the released configs): 7B, 13B, 70B (GQA, 8 KV
-/// heads).
-pub(crate) fn llama2(size: u32) -> ModelSpec {
-    let (layers, hidden, heads, kv, ffn) = match size {
-        7 => (32, 4096, 32, 32, 11008),
-        13 => (40, 5120, 40, 40, 13824),
-        _ => (80, 8192, 64, 8, 28672),
-    };
-    ModelSpec {
-        name: format!("llama2-{size}b"),
-        layers,
-        hidden,
-        heads,
-        kv_heads: Some(kv),
-        head_dim: None,
-        ffn_hidden: ffn,
-        ffn_act: FfnAct::Swiglu,
-        vocab: 32000,
-        seq_len: 4096,
-        tied_embeddings: false,
-        norm: None,
-        position: None,
-        bias: None,
-        moe: None,
     }
 }
 
