@@ -24,20 +24,23 @@ pub struct DramParams {
     /// Peak bandwidth, decimal TB/s.
     pub bandwidth_tbs: f64,
     /// Achievable fraction of the peak for streaming kernels.
-    #[serde(default = "d_eff")]
+    #[serde(default = "default_dram_efficiency")]
     pub efficiency: f64,
     /// Access latency, nanoseconds (added once per op bound by this tier).
-    #[serde(default = "d_latency")]
+    #[serde(default = "default_dram_latency_ns")]
     pub latency_ns: f64,
     /// Technology label for reports (HBM2e, HBM3, HBM3e, HBM4, GDDR7, LPDDR5X...).
     #[serde(default)]
     pub technology: String,
 }
 
-fn d_eff() -> f64 {
+/// Default `efficiency` of device and host memory: STREAM-like copies reach about 85-92% of
+/// the datasheet peak (module documentation).
+pub fn default_dram_efficiency() -> f64 {
     0.9
 }
-fn d_latency() -> f64 {
+/// Default `latency_ns` of device and host memory.
+pub fn default_dram_latency_ns() -> f64 {
     // DRAM access latency seen by a GPU load, order 500-700 ns end to end; the op-level
     // pipeline hides most of it, so we charge a fraction (Jia et al. 2021 measure ~400-600 ns).
     500.0
@@ -51,13 +54,14 @@ pub struct SramParams {
     pub capacity_mb: f64,
     /// Aggregate bandwidth, TB/s.
     pub bandwidth_tbs: f64,
-    #[serde(default = "d_sram_eff")]
+    #[serde(default = "default_sram_efficiency")]
     pub efficiency: f64,
     #[serde(default)]
     pub latency_ns: f64,
 }
 
-fn d_sram_eff() -> f64 {
+/// Default `efficiency` of on-chip SRAM.
+pub fn default_sram_efficiency() -> f64 {
     0.8
 }
 

@@ -145,15 +145,6 @@ fn build_node_gpu(v: &serde_json::Value) -> Result<Component, PluginError> {
     Ok(Component::ComputeUnit(Arc::new(derive_gpu(&p)?.0)))
 }
 
-fn d_dram_eff() -> f64 {
-    // The `hbm` plugin's default: STREAM-like kernels reach ~85-92 % of the datasheet peak
-    // (Jia et al. 2021; Luo et al. 2024).
-    0.9
-}
-fn d_dram_latency() -> f64 {
-    500.0
-}
-
 /// Parameters of `tech/dram-generation`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -168,9 +159,12 @@ pub struct DramGenParams {
     /// Override of the per-unit capacity, GB.
     #[serde(default)]
     pub unit_capacity_gb: Option<f64>,
-    #[serde(default = "d_dram_eff")]
+    /// Default: the `hbm` plugin's (STREAM-like kernels reach ~85-92 % of the datasheet peak;
+    /// Jia et al. 2021; Luo et al. 2024).
+    #[serde(default = "perfcast_plugin_memory::default_dram_efficiency")]
     pub efficiency: f64,
-    #[serde(default = "d_dram_latency")]
+    /// Default: the `hbm` plugin's.
+    #[serde(default = "perfcast_plugin_memory::default_dram_latency_ns")]
     pub latency_ns: f64,
 }
 
@@ -215,9 +209,6 @@ fn d_ref_tbs() -> f64 {
     // A100 L2 bandwidth, DeepFlow a100 config (seed digest §2.3).
     7.05
 }
-fn d_sram_eff() -> f64 {
-    0.8
-}
 
 /// Parameters of `tech/node-sram`.
 #[derive(Debug, Clone, Deserialize)]
@@ -235,7 +226,8 @@ pub struct NodeSramParams {
     pub reference_capacity_mb: f64,
     #[serde(default = "d_ref_tbs")]
     pub reference_bandwidth_tbs: f64,
-    #[serde(default = "d_sram_eff")]
+    /// Default: the `sram` plugin's.
+    #[serde(default = "perfcast_plugin_memory::default_sram_efficiency")]
     pub efficiency: f64,
 }
 
