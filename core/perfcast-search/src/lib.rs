@@ -4,11 +4,12 @@
 //! - [`best_plans`] / [`search`]: enumerate every plan of a [`SearchSpace`] (TP, PP, DP, CP,
 //!   virtual stages, micro-batch, sequence parallelism, recompute policy including N-layer
 //!   partial full recompute, ZeRO stage, pipeline schedule, precision, TP-communication
-//!   overlap; one or several device counts) under [`Constraints`] (global batch, memory
-//!   headroom, max TP = the NVLink domain by default), discard what the engine refuses and
-//!   what does not fit before timing, prune groups a lower bound proves useless, time the rest
-//!   on the engine's fast path ([`perfcast_engine::training::PlanGroup`]) in parallel (rayon),
-//!   and fully evaluate the top N.
+//!   overlap, placement of the groups on the devices; one or several device counts) under
+//!   [`Constraints`] (global batch, memory headroom, max TP = the NVLink domain by default),
+//!   discard what the engine refuses and what does not fit before timing, prune what a lower
+//!   bound proves useless, time the rest on the engine's fast path
+//!   ([`perfcast_engine::training::PlanGroup`]) in parallel (rayon), and fully evaluate the
+//!   top N.
 //! - [`sweep`]: a grid or list over any config keys, each point evaluated or searched.
 //!
 //! Invariants: results do not depend on the thread count (top N sorted by (objective, plan
@@ -16,10 +17,10 @@
 //! worker, never a list of all plans); fast-path times and memory equal `Training::evaluate`'s
 //! (same engine code; tested); every bad input is a [`SearchError`] naming the key.
 //!
-//! Placement: the engine lays the mesh out TP innermost, then CP, PP, DP (Megatron-LM's
-//! order) and places each group on the network levels it spans; other orders (e.g. DP inside
-//! the NVLink domain, TP across nodes) are not expressible in the engine, so the search does
-//! not enumerate them.
+//! Placement: every order of the mesh axes the engine can lay out
+//! ([`perfcast_engine::training::Placement`]: Megatron-LM's TP, CP, PP, DP, and e.g. DP
+//! inside the NVLink domain with TP across nodes) is a search dimension; orders that place a
+//! plan's groups the same are tried once. PP stays the third axis.
 
 pub mod config;
 pub mod search;

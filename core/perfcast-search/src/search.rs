@@ -6,7 +6,9 @@
 use crate::space::{Constraints, Objective, SearchSpace};
 use crate::SearchError;
 use perfcast_core::{DType, Engine};
-use perfcast_engine::training::{LayerCache, PlanGroup, Training, TrainingPlan, TrainingReport};
+use perfcast_engine::training::{
+    LayerCache, Placement, PlanGroup, Training, TrainingPlan, TrainingReport,
+};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::cmp::Ordering;
@@ -37,6 +39,8 @@ pub struct PlanKey {
     pub recompute_layers: u32,
     /// Index into the training's schedules.
     pub schedule: u8,
+    /// Index into `Placement::all()` (0: Megatron's TP, CP, PP, DP).
+    pub placement: u8,
 }
 
 /// Distinct pipeline schedules one search may walk.
@@ -232,6 +236,8 @@ pub struct RankedPlan {
     pub rank: usize,
     pub objective: f64,
     pub plan: TrainingPlan,
+    /// Order of the mesh axes on the devices, innermost first (`tp-cp-pp-dp`).
+    pub placement: String,
     pub report: TrainingReport,
 }
 
@@ -242,6 +248,7 @@ pub struct ParetoPoint {
     pub time_s: f64,
     pub memory_gib: f64,
     pub plan: TrainingPlan,
+    pub placement: String,
 }
 
 /// Counts and time of a search.
@@ -305,6 +312,8 @@ struct Lists {
     tpo: Vec<bool>,
     ogr: Vec<bool>,
     opg: Vec<bool>,
+    /// Indices into `Placement::all()`.
+    placements: Vec<u8>,
 }
 
 fn divisors(n: u64) -> Vec<u32> {
@@ -380,6 +389,24 @@ fn resolve_lists(training: &Training, space: &SearchSpace) -> Result<Lists, Sear
             .filter(|d| unit.peak(Engine::Matrix, *d).is_some())
             .collect(),
     };
+    let all = Placement::all();
+    let placements = match &space.placement {
+        None => (0..all.len() as u8).collect(),
+        Some(list) => {
+            let mut v = Vec::with_capacity(list.len());
+            for name in list {
+                let p = Placement::parse(name).map_err(|e| SearchError::Invalid {
+                    key: "search.placement".into(),
+                    message: e.to_string(),
+                })?;
+                let i = all.iter().position(|a| *a == p).unwrap_or(0) as u8;
+                if !v.contains(&i) {
+                    v.push(i);
+                }
+            }
+            v
+        }
+    };
     if let Some(z) = space
         .zero_stage
         .as_ref()
@@ -403,6 +430,7 @@ fn resolve_lists(training: &Training, space: &SearchSpace) -> Result<Lists, Sear
         tpo: space.tp_comm_overlap.clone().unwrap_or(vec![false, true]),
         ogr: space.overlap_grad_reduce.clone().unwrap_or(vec![true]),
         opg: space.overlap_param_gather.clone().unwrap_or(vec![true]),
+        placements,
     })
 }
 
@@ -481,6 +509,13 @@ fn variants(l: &Lists, pp: u32, vpp: u32, max_stage_layers: u64, out: &mut Vec<(
     }
 }
 
+fn placement_of(k: &PlanKey) -> Placement {
+    Placement::all()
+        .get(k.placement as usize)
+        .copied()
+        .unwrap_or_default()
+}
+
 fn plan_of(template: &TrainingPlan, training: &Training, k: &PlanKey) -> TrainingPlan {
     let rnames = training.recompute_names();
     let snames = training.schedule_names();
@@ -548,6 +583,18 @@ impl Ctx<'_> {
         let tpos: &[bool] = if o.tp > 1 { &l.tpo } else { &[false] };
         let zeros: &[u8] = if o.dp * o.cp > 1 { &l.zero } else { &[0] };
         let mut var = Vec::with_capacity(128);
+        // Placements that place this mesh differently (same order of the non-trivial axes
+        // = same placement of every group).
+        let all = Placement::all();
+        let mut places: Vec<u8> = Vec::with_capacity(l.placements.len());
+        let mut seen = Vec::with_capacity(l.placements.len());
+        for &i in &l.placements {
+            let e = all[i as usize].effective(o.tp, o.cp, o.pp, o.dp);
+            if !seen.contains(&e) {
+                seen.push(e);
+                places.push(i);
+            }
+        }
         let mut plan = TrainingPlan {
             tp: o.tp,
             pp: o.pp,
@@ -580,7 +627,7 @@ impl Ctx<'_> {
                                 };
                                 for &ogr in ogrs {
                                     for &opg in opgs {
-                                        acc.counts.enumerated += nv;
+                                        acc.counts.enumerated += nv * places.len() as u64;
                                         acc.counts.groups += 1;
                                         plan.vpp = vpp;
                                         plan.micro_batch = mb;
@@ -607,8 +654,9 @@ impl Ctx<'_> {
                                             recompute: 0,
                                             recompute_layers: 0,
                                             schedule: 0,
+                                            placement: 0,
                                         };
-                                        self.group(training, &plan, key, &var, limit, acc);
+                                        self.group(training, &plan, key, &var, &places, limit, acc);
                                     }
                                 }
                             }
@@ -622,16 +670,19 @@ impl Ctx<'_> {
     /// Evaluate the variants of one group: refuse, prune by memory, prune by the lower
     /// bound (a variant that cannot enter the top N, cannot be the fastest of its device count
     /// and would be dominated on the Pareto front), time the rest.
+    #[allow(clippy::too_many_arguments)]
     fn group(
         &self,
         training: &Training,
         plan: &TrainingPlan,
         key: PlanKey,
         var: &[(u8, u32, u8)],
+        places: &[u8],
         limit: f64,
         acc: &mut Acc,
     ) {
-        let nv = var.len() as u64;
+        let np = places.len() as u64;
+        let nv = var.len() as u64 * np;
         let before = acc.cache.timed;
         let mut g: PlanGroup = match training.plan_group(plan, &mut acc.cache) {
             Ok(g) => g,
@@ -652,7 +703,7 @@ impl Ctx<'_> {
                             .iter()
                             .filter(|v| v.2 == s && (v.1 == 0 || v.1 < busiest))
                             .count() as u64;
-                        acc.refuse(&e, n);
+                        acc.refuse(&e, n * np);
                         None
                     }
                     Ok(()) if self.objective == Objective::Memory => Some(0.0),
@@ -668,12 +719,43 @@ impl Ctx<'_> {
             f64::INFINITY
         };
         let mut thr = local.min(self.threshold());
+        let all = Placement::all();
+        for &pi in places {
+            g.set_placement(all[pi as usize]);
+            self.variants_of(
+                &mut g,
+                key,
+                pi,
+                var,
+                busiest,
+                &scheds[..ns],
+                limit,
+                &mut thr,
+                acc,
+            );
+        }
+    }
+
+    /// The variants of one group at one placement.
+    #[allow(clippy::too_many_arguments)]
+    fn variants_of(
+        &self,
+        g: &mut PlanGroup,
+        key: PlanKey,
+        placement: u8,
+        var: &[(u8, u32, u8)],
+        busiest: u32,
+        scheds: &[(u8, Option<f64>)],
+        limit: f64,
+        thr: &mut f64,
+        acc: &mut Acc,
+    ) {
         for &(r, k, s) in var {
             if k >= busiest && k > 0 {
                 acc.counts.enumerated -= 1;
                 continue;
             }
-            let Some(lb) = scheds[..ns].iter().find(|x| x.0 == s).and_then(|x| x.1) else {
+            let Some(lb) = scheds.iter().find(|x| x.0 == s).and_then(|x| x.1) else {
                 continue; // refused with its schedule above
             };
             if let Err(e) = g.set_variant(r as usize, (k > 0).then_some(k), s as usize) {
@@ -694,7 +776,7 @@ impl Ctx<'_> {
                 continue;
             }
             if self.objective != Objective::Memory
-                && self.objective_of(lb, mem, key.devices) > thr
+                && self.objective_of(lb, mem, key.devices) > *thr
                 && acc.fastest.get(&key.devices).is_some_and(|f| f.time < lb)
                 && acc.pareto.dominates_bound(lb, mem)
             {
@@ -714,6 +796,7 @@ impl Ctx<'_> {
                 recompute: r,
                 recompute_layers: k,
                 schedule: s,
+                placement,
                 ..key
             };
             let sc = Scored {
@@ -726,7 +809,7 @@ impl Ctx<'_> {
             if acc.top.len() == self.top_n {
                 if let Some(w) = acc.top.peek() {
                     self.offer_threshold(w.objective);
-                    thr = thr.min(w.objective);
+                    *thr = thr.min(w.objective);
                 }
             }
             acc.pareto.insert(sc);
@@ -919,14 +1002,18 @@ pub fn search(
     for (i, s) in top.iter().enumerate() {
         let t = &trainings[tindex(s.key.devices).unwrap_or(0)];
         let plan = plan_of(template, t, &s.key);
-        let report = t.evaluate(&plan).map_err(|e| SearchError::Model {
-            context: format!("evaluating finalist {plan:?}"),
-            source: e,
-        })?;
+        let placement = placement_of(&s.key);
+        let report = t
+            .evaluate_placed(&plan, &placement)
+            .map_err(|e| SearchError::Model {
+                context: format!("evaluating finalist {plan:?}"),
+                source: e,
+            })?;
         plans.push(RankedPlan {
             rank: i + 1,
             objective: s.objective,
             plan,
+            placement: placement.name(),
             report,
         });
     }
@@ -937,6 +1024,7 @@ pub fn search(
             time_s: s.time,
             memory_gib: s.memory / GIB,
             plan: plan_of(template, t, &s.key),
+            placement: placement_of(&s.key).name(),
         }
     };
     let pareto: Vec<ParetoPoint> = acc.pareto.pts.iter().map(point).collect();

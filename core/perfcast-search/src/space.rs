@@ -50,6 +50,10 @@ pub struct SearchSpace {
     /// Overlap ZeRO parameter gathers with the forward (only with ZeRO 1-2 and `dp x cp >
     /// 1`). Default `[true]`.
     pub overlap_param_gather: Option<Vec<bool>>,
+    /// Orders of the mesh axes on the devices, innermost first (`tp-cp-pp-dp` is
+    /// Megatron-LM's; `dp-tp-pp-cp` puts DP inside the node). Default: all six with PP third
+    /// (orders that place a mesh the same are tried once).
+    pub placement: Option<Vec<String>>,
 }
 
 /// What every plan must meet.
@@ -184,6 +188,7 @@ pub struct SearchConfig {
     pub tp_comm_overlap: Option<Vec<bool>>,
     pub overlap_grad_reduce: Option<Vec<bool>>,
     pub overlap_param_gather: Option<Vec<bool>>,
+    pub placement: Option<Vec<String>>,
     /// Device counts: `1024`, `[512, 1024, 2048]` or `{ min = 512, max = 2048, step = 256 }`.
     /// Default: `system.devices`.
     pub devices: Option<Devices>,
@@ -217,6 +222,7 @@ impl SearchConfig {
             tp_comm_overlap: self.tp_comm_overlap.clone(),
             overlap_grad_reduce: self.overlap_grad_reduce.clone(),
             overlap_param_gather: self.overlap_param_gather.clone(),
+            placement: self.placement.clone(),
         }
     }
 }

@@ -17,7 +17,7 @@
 
 use crate::config::{load_scenario, SECTION};
 use crate::SearchError;
-use perfcast_engine::training::TrainingPlan;
+use perfcast_engine::training::{Placement, TrainingPlan};
 use perfcast_host::{Config, Sources};
 use serde::Deserialize;
 use std::io::Write;
@@ -282,6 +282,8 @@ pub struct PointResult {
     pub memory_gib: f64,
     pub fits: bool,
     pub plan: TrainingPlan,
+    /// Order of the mesh axes on the devices (`tp-cp-pp-dp`).
+    pub placement: String,
     pub evaluated: u64,
     pub seconds: f64,
 }
@@ -309,6 +311,7 @@ pub fn csv_header(keys: &[String]) -> String {
         "schedule",
         "precision",
         "tp_comm_overlap",
+        "placement",
         "plans_evaluated",
         "seconds",
     ] {
@@ -351,6 +354,7 @@ impl PointResult {
             p.schedule_name().to_string(),
             p.precision.name().to_string(),
             p.tp_comm_overlap.to_string(),
+            self.placement.clone(),
             self.evaluated.to_string(),
             format!("{}", self.seconds),
         ]);
@@ -383,7 +387,7 @@ impl Sweep {
                     .unwrap_or_default()
             })
             .collect();
-        let (plan, report, devices, evaluated) = match self.file.mode {
+        let (plan, report, devices, evaluated, placement) = match self.file.mode {
             Mode::Evaluate => {
                 let plan = sc.plan.clone().ok_or_else(|| {
                     bad(
@@ -400,7 +404,7 @@ impl Sweep {
                     context: format!("point {}", i + 1),
                     source: e,
                 })?;
-                (plan, r, t.system().devices, 1)
+                (plan, r, t.system().devices, 1, Placement::MEGATRON.name())
             }
             Mode::Search => {
                 let mut sc = sc;
@@ -419,7 +423,13 @@ impl Sweep {
                         reason: format!("point {}: no plan", i + 1),
                     })?;
                 let d = best.report.devices;
-                (best.plan, best.report, d, res.summary.evaluated)
+                (
+                    best.plan,
+                    best.report,
+                    d,
+                    res.summary.evaluated,
+                    best.placement,
+                )
             }
         };
         Ok(PointResult {
@@ -431,6 +441,7 @@ impl Sweep {
             memory_gib: report.memory.peak.0 / (1024.0 * 1024.0 * 1024.0),
             fits: report.memory.fits,
             plan,
+            placement,
             evaluated,
             seconds: start.elapsed().as_secs_f64(),
         })

@@ -7,7 +7,7 @@ use crate::SearchError;
 use perfcast_core::workload::{FfnAct, ModelSpec};
 use perfcast_core::DType;
 use perfcast_engine::testsupport::a100_from_registry;
-use perfcast_engine::training::{LayerCache, Training, TrainingPlan};
+use perfcast_engine::training::{LayerCache, Placement, Training, TrainingPlan};
 
 fn small_model() -> ModelSpec {
     ModelSpec {
@@ -57,6 +57,7 @@ fn small_space() -> SearchSpace {
         tp_comm_overlap: Some(vec![false, true]),
         overlap_grad_reduce: None,
         overlap_param_gather: None,
+        placement: None,
     }
 }
 
@@ -65,6 +66,22 @@ fn constraints(gb: u32) -> Constraints {
         global_batch: gb,
         ..Constraints::default()
     }
+}
+
+/// Every plan of `small_space` at every placement that places it differently.
+fn brute_placed(devices: u32, gb: u32) -> Vec<(TrainingPlan, Placement)> {
+    let mut out = Vec::new();
+    for plan in brute_plans(devices, gb) {
+        let mut seen = Vec::new();
+        for pl in Placement::all() {
+            let e = pl.effective(plan.tp, plan.cp, plan.pp, plan.dp);
+            if !seen.contains(&e) {
+                seen.push(e);
+                out.push((plan.clone(), pl));
+            }
+        }
+    }
+    out
 }
 
 /// Every plan of `small_space` on `devices`, the way the search folds redundant switches.
@@ -198,8 +215,8 @@ fn search_equals_brute_force() {
     let gb = 64;
     let limit = t.capacity().0;
     let mut all: Vec<(f64, f64)> = Vec::new();
-    for plan in brute_plans(16, gb) {
-        if let Ok(r) = t.evaluate(&plan) {
+    for (plan, pl) in brute_placed(16, gb) {
+        if let Ok(r) = t.evaluate_placed(&plan, &pl) {
             if r.memory.peak.0 <= limit {
                 all.push((r.iteration_time.0, r.memory.peak.0));
             }
@@ -412,6 +429,15 @@ fn bad_input_names_the_constraint() {
             constraints(64),
             3,
             &["search.zero_stage", "0, 1, 2, 3"],
+        ),
+        (
+            SearchSpace {
+                placement: Some(vec!["tp-dp-cp-pp".into()]),
+                ..small_space()
+            },
+            constraints(64),
+            3,
+            &["search.placement", "pp must be the third axis"],
         ),
         (
             SearchSpace {

@@ -70,8 +70,11 @@ fn best_plan_at_least_as_fast_as_published() {
         // TP cap that admits its TP, micro-batches up to its own.
         let mut cp = vec![1, plan.cp];
         cp.dedup();
+        // The published plans run in Megatron-LM's placement; other placements would only
+        // add candidates (and test time).
         let space = SearchSpace {
             cp: Some(cp),
+            placement: Some(vec!["tp-cp-pp-dp".into()]),
             precision: Some(vec![plan.precision]),
             ..SearchSpace::default()
         };

@@ -57,6 +57,16 @@ fn one_or_none(v: &&[perfcast_search::ParetoPoint]) -> bool {
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
+/// `tp8 pp16 dp8 v1 mb1 sp zero1 full(3) 1f1b fp16 tpo [dp-tp-pp-cp]` (the placement only
+/// when it is not Megatron's).
+pub fn placed_label(p: &TrainingPlan, placement: &str) -> String {
+    let mut s = plan_label(p);
+    if placement != "tp-cp-pp-dp" {
+        s.push_str(&format!(" [{placement}]"));
+    }
+    s
+}
+
 /// `tp8 pp16 dp8 cp1 v1 mb1 sp zero1 full(3) 1f1b fp16 tpo`
 pub fn plan_label(p: &TrainingPlan) -> String {
     let mut s = format!(
@@ -195,7 +205,7 @@ fn plans_table(r: &SearchResult) -> Table {
         let mut row = vec![
             p.rank.to_string(),
             p.report.devices.to_string(),
-            plan_label(&p.plan),
+            placed_label(&p.plan, &p.placement),
         ];
         row.extend(report_cells(&p.report));
         t.push(row);
@@ -223,6 +233,7 @@ fn csv_table(r: &SearchResult) -> Table {
         ("tp_comm_overlap", false),
         ("overlap_grad_reduce", false),
         ("overlap_param_gather", false),
+        ("placement", false),
         ("time_s", true),
         ("mfu", true),
         ("memory_gib", true),
@@ -255,6 +266,7 @@ fn csv_table(r: &SearchResult) -> Table {
             p.tp_comm_overlap.to_string(),
             p.overlap_grad_reduce.to_string(),
             p.overlap_param_gather.to_string(),
+            rp.placement.clone(),
             rep.iteration_time.0.to_string(),
             rep.mfu.to_string(),
             (rep.memory.peak.0 / GIB).to_string(),
@@ -323,7 +335,7 @@ fn render(r: &SearchResult, published: Option<&Published>) -> String {
             p.devices.to_string(),
             num(p.time_s),
             num(p.memory_gib),
-            plan_label(&p.plan),
+            placed_label(&p.plan, &p.placement),
         ]);
     }
     out.push_str(&format!(
@@ -337,7 +349,7 @@ fn render(r: &SearchResult, published: Option<&Published>) -> String {
             dt.push(vec![
                 p.devices.to_string(),
                 num(p.time_s),
-                plan_label(&p.plan),
+                placed_label(&p.plan, &p.placement),
             ]);
         }
         out.push_str(&format!(
