@@ -70,19 +70,26 @@ pub const DRAM_GENERATIONS: [DramGeneration; 8] = [
 
 /// The generation called `name` (case-insensitive), or an error listing the known ones.
 pub fn dram_generation(name: &str) -> Result<DramGeneration, PluginError> {
-    DRAM_GENERATIONS
+    by_name(&DRAM_GENERATIONS, |g| g.name, name, "DRAM generation")
+}
+
+/// The entry of `table` whose name (`name_of`) is `name`, ignoring case; else an error on
+/// `generation` naming `what` and listing the known names.
+fn by_name<T: Copy>(
+    table: &[T],
+    name_of: fn(&T) -> &'static str,
+    name: &str,
+    what: &str,
+) -> Result<T, PluginError> {
+    table
         .iter()
         .copied()
-        .find(|g| g.name.eq_ignore_ascii_case(name))
+        .find(|g| name_of(g).eq_ignore_ascii_case(name))
         .ok_or_else(|| PluginError::Params {
             path: "generation".into(),
             message: format!(
-                "unknown DRAM generation `{name}`; known: {}",
-                DRAM_GENERATIONS
-                    .iter()
-                    .map(|g| g.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "unknown {what} `{name}`; known: {}",
+                table.iter().map(name_of).collect::<Vec<_>>().join(", ")
             ),
         })
 }
@@ -184,21 +191,7 @@ pub const LINK_GENERATIONS: [LinkGeneration; 12] = [
 
 /// The link generation called `name` (case-insensitive), or an error listing the known ones.
 pub fn link_generation(name: &str) -> Result<LinkGeneration, PluginError> {
-    LINK_GENERATIONS
-        .iter()
-        .copied()
-        .find(|g| g.name.eq_ignore_ascii_case(name))
-        .ok_or_else(|| PluginError::Params {
-            path: "generation".into(),
-            message: format!(
-                "unknown link generation `{name}`; known: {}",
-                LINK_GENERATIONS
-                    .iter()
-                    .map(|g| g.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        })
+    by_name(&LINK_GENERATIONS, |g| g.name, name, "link generation")
 }
 
 #[cfg(test)]
