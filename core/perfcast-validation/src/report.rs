@@ -69,6 +69,13 @@ pub struct CaseResult {
     pub reference: Option<(f64, Option<f64>)>,
 }
 
+impl CaseResult {
+    /// The result of metric `m`, if the case publishes it.
+    pub fn metric(&self, m: Metric) -> Option<&MetricResult> {
+        self.metrics.iter().find(|x| x.name == m)
+    }
+}
+
 /// The metric a case is scored on.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FirstMetric {
@@ -103,7 +110,7 @@ pub fn first_metric_order(kind: Kind) -> &'static [Metric] {
 /// The first published metric of a case's results, scored when it was predicted.
 /// `None` when the first published metric has no prediction (the case is not scored).
 pub fn first_metric(r: &CaseResult) -> Option<FirstMetric> {
-    let get = |m: Metric| r.metrics.iter().find(|x| x.name == m);
+    let get = |m: Metric| r.metric(m);
     let make = |metric: String, p: f64, meas: f64| {
         let e = (p - meas) / meas;
         e.is_finite().then(|| FirstMetric {

@@ -200,14 +200,7 @@ fn predicted_metrics_follow_the_case_conventions() {
         c.measured.peak_tflops_basis = Some(basis);
         let r = h.run_case(&c);
         assert_eq!(r.status, Status::Ok, "{:?}", r.reason);
-        let get = |m: Metric| {
-            r.metrics
-                .iter()
-                .find(|x| x.name == m)
-                .unwrap()
-                .predicted
-                .unwrap()
-        };
+        let get = |m: Metric| r.metric(m).unwrap().predicted.unwrap();
         let t = get(Metric::IterationTimeS);
         let shape = StepShape {
             global_batch: 64.0,
@@ -346,14 +339,7 @@ fn inference_flop_metrics() {
     c.measured.attention_flops = Some(AttentionFlops::Causal);
     let r = h.run_case(&c);
     assert_eq!(r.status, Status::Ok, "{:?}", r.reason);
-    let get = |m: Metric| {
-        r.metrics
-            .iter()
-            .find(|x| x.name == m)
-            .unwrap()
-            .predicted
-            .unwrap()
-    };
+    let get = |m: Metric| r.metric(m).unwrap().predicted.unwrap();
     let tps = get(Metric::TokensPerSPerGpu);
     // 768 x 128 output tokens in the request time.
     let latency = 768.0 * 128.0 / tps;
