@@ -45,11 +45,16 @@ pub fn hardware_preset(accelerator: &str) -> Option<&'static str> {
     preset_names("hardware").into_iter().find(|n| *n == name)
 }
 
+/// The configuration of built-in preset `name` alone (no `PERFCAST_*` environment: a
+/// validation run does not depend on the shell).
+pub fn preset_config(name: &str) -> Result<Config, HostError> {
+    Config::load(&Sources::files([format!("{PRESET_SCHEME}{name}")]).without_env())
+}
+
 /// A model preset by name (e.g. `llama2-70b`), read by perfcast-host and validated.
 pub fn model_preset(name: &str) -> Result<ModelSpec, String> {
     let preset = format!("{PRESET_SCHEME}{name}");
-    let config = Config::load(&Sources::files([&preset]).without_env())
-        .map_err(|e| format!("model preset: {e}"))?;
+    let config = preset_config(name).map_err(|e| format!("model preset: {e}"))?;
     let model: ModelSpec = config
         .extract("model")
         .map_err(|e| format!("{preset}: {e}"))?;
@@ -349,10 +354,7 @@ mod tests {
         ];
         assert_eq!(table.len(), preset_names("systems").len());
         for (name, devices, domain) in table {
-            let s = Config::load(&Sources::files([format!("{PRESET_SCHEME}{name}")]).without_env())
-                .unwrap()
-                .system()
-                .unwrap();
+            let s = preset_config(name).unwrap().system().unwrap();
             assert_eq!(s.devices, devices, "{name}");
             assert_eq!(s.network[0].domain_size(), domain, "{name}");
             assert!(
