@@ -117,6 +117,14 @@ fn search_table_and_csv() {
     ] {
         assert!(o.stdout.contains(w), "`{w}` missing:\n{}", o.stdout);
     }
+    // One non-default placement: TP across nodes, DP inside them.
+    let mut args = vec!["search", s.as_str(), "--top", "1", "--format", "json"];
+    args.extend(SMALL);
+    args.extend(["--set", "search.placement=[\"dp-cp-pp-tp\"]"]);
+    let o = run(&args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["plans"][0]["placement"], "dp-cp-pp-tp");
     let mut args = vec![
         "search",
         s.as_str(),
