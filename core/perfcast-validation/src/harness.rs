@@ -185,23 +185,22 @@ pub fn training_plan(case: &Case, recompute: &str) -> Result<TrainingPlan, Strin
         .ok_or("not a training case with all parallel degrees")?;
     let t = case.training.as_ref().ok_or("[case.training] missing")?;
     let stack = Stack::of(case);
-    let u32_of =
-        |k: &str, v: u64| u32::try_from(v).map_err(|_| format!("parallel.{k} = {v} is too large"));
+    let u32_of = |k: &str, v: u64| u32::try_from(v).map_err(|_| format!("{k} = {v} is too large"));
     Ok(TrainingPlan {
-        tp: u32_of("tp", p.tp)?,
-        pp: u32_of("pp", p.pp)?,
-        dp: u32_of("dp", p.dp)?,
-        cp: u32_of("cp", p.cp)?,
-        ep: u32_of("ep", p.ep)?,
-        vpp: u32_of("vpp", p.vpp)?,
+        tp: u32_of("parallel.tp", p.tp)?,
+        pp: u32_of("parallel.pp", p.pp)?,
+        dp: u32_of("parallel.dp", p.dp)?,
+        cp: u32_of("parallel.cp", p.cp)?,
+        ep: u32_of("parallel.ep", p.ep)?,
+        vpp: u32_of("parallel.vpp", p.vpp)?,
         sp: p.sp,
         zero_stage: p.zero_stage as u8,
-        micro_batch: u32_of("micro_batch", p.micro_batch)?,
-        global_batch: u32_of("global_batch", p.global_batch)?,
+        micro_batch: u32_of("parallel.micro_batch", p.micro_batch)?,
+        global_batch: u32_of("parallel.global_batch", p.global_batch)?,
         recompute: recompute.to_string(),
         recompute_layers: t
             .recompute_layers
-            .map(|n| u32_of("recompute_layers", n))
+            .map(|n| u32_of("training.recompute_layers", n))
             .transpose()?,
         schedule: None,
         precision: t.precision.dtype(),
