@@ -43,7 +43,15 @@ impl Scenario {
 pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
     let model: ModelSpec = cfg.extract("model")?;
     let system = cfg.system()?;
-    let plan: Option<TrainingPlan> = cfg.extract_opt("plan")?;
+    let mut plan: Option<TrainingPlan> = cfg.extract_opt("plan")?;
+    // As `perfcast predict` reads a plan: without `plan.dp`, DP fills the system.
+    if let Some(p) = plan.as_mut() {
+        let per = p.tp as u64 * p.pp as u64 * p.cp as u64;
+        let n = system.devices as u64;
+        if !cfg.contains("plan.dp") && per > 0 && n.is_multiple_of(per) {
+            p.dp = u32::try_from(n / per).unwrap_or(p.dp);
+        }
+    }
     let sc: SearchConfig = cfg.extract_opt(SECTION)?.unwrap_or_default();
     let global_batch = match (sc.global_batch, &plan) {
         (Some(g), _) => g,
