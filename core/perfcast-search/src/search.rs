@@ -43,6 +43,9 @@ pub struct PlanKey {
     pub placement: u8,
 }
 
+/// Most plans one search reports (each is fully evaluated and printed).
+const MAX_TOP: usize = 10_000;
+
 /// Distinct pipeline schedules one search may walk.
 const MAX_SCHEDULES: usize = 16;
 
@@ -830,10 +833,10 @@ pub fn search(
     top_n: usize,
 ) -> Result<SearchResult, SearchError> {
     let start = Instant::now();
-    if top_n == 0 {
+    if top_n == 0 || top_n > MAX_TOP {
         return Err(SearchError::Invalid {
             key: "top".into(),
-            message: "must be at least 1".into(),
+            message: format!("{top_n} is not allowed: must be 1 to {MAX_TOP}"),
         });
     }
     if trainings.is_empty() {

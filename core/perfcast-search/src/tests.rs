@@ -402,7 +402,8 @@ fn bad_input_names_the_constraint() {
             3,
             &["search.memory_headroom", "[0, 1)"],
         ),
-        (small_space(), constraints(64), 0, &["top", "at least 1"]),
+        (small_space(), constraints(64), 0, &["top", "1 to 10000"]),
+        (small_space(), constraints(64), 20_000, &["top", "20000"]),
         (
             SearchSpace {
                 recompute: Some(vec!["sometimes".into()]),
