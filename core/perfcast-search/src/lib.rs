@@ -13,7 +13,8 @@
 //! - [`sweep`]: a grid or list over any config keys, each point evaluated or searched.
 //!
 //! Invariants: results do not depend on the thread count (top N sorted by (objective, plan
-//! key), Pareto ties broken by plan key); memory is bounded (a top-N heap and a Pareto set per
+//! key), Pareto ties broken by plan key; only the split of the counts between pruned by the
+//! bound and evaluated does, as workers share the N-th best objective as they go); memory is bounded (a top-N heap and a Pareto set per
 //! worker, never a list of all plans); fast-path times and memory equal `Training::evaluate`'s
 //! (same engine code; tested); every bad input is a [`SearchError`] naming the key.
 //!
