@@ -612,6 +612,9 @@ impl Ctx<'_> {
             let chunks = o.pp as u64 * vpp as u64;
             let stage_n = vpp as u64 * m.layers.div_ceil(chunks.max(1));
             variants(l, o.pp, vpp, stage_n, &mut var);
+            if var.is_empty() {
+                continue; // no schedule listed for this interleaving: no plan
+            }
             let nv = var.len() as u64;
             for &mb in &mbs {
                 for &sp in sps {
