@@ -326,7 +326,7 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
         ));
     }
     let finding = format!(
-        "Over both models, all four GPUs and every batch: {}. Decode weight GEMMs are weight streaming on every GPU: {}. A decode GEMM timed compute-bound although left of the ridge reaches only a fraction of peak (m = batch rows fill a fraction of the GPU model's 128-row tiles), and the higher a GPU's ridge, the further left decode sits: faster matrix engines alone do not speed up decode.",
+        "Over both models, all four GPUs and every batch: {}. Decode weight GEMMs are weight streaming on every GPU: {}. A decode GEMM timed compute-bound although left of the ridge reaches only a fraction of peak (its m = batch rows pad the GPU's smallest row tile, `min_tile_m`: 16 rows on A100, 64 on Hopper and Blackwell), and the higher a GPU's ridge, the further left decode sits: faster matrix engines alone do not speed up decode.",
         lines.join("; "),
         per_dev.join("; ")
     );
