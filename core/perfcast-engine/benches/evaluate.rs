@@ -3,27 +3,15 @@
 //! the built-in GPU/HBM/NVLink/InfiniBand plugins.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use perfcast_core::workload::{FfnAct, ModelSpec};
-use perfcast_engine::testsupport::{a100_from_registry, a100_system};
+use perfcast_core::workload::ModelSpec;
+use perfcast_engine::testsupport::{a100_from_registry, a100_system, gpt};
 use perfcast_engine::{Training, TrainingPlan};
 
+/// GPT-3 175B (Narayanan et al. 2021, Table 1).
 fn gpt3() -> ModelSpec {
     ModelSpec {
         name: "gpt3-175b".into(),
-        layers: 96,
-        hidden: 12288,
-        heads: 96,
-        kv_heads: None,
-        head_dim: None,
-        ffn_hidden: 49152,
-        ffn_act: FfnAct::Gelu,
-        vocab: 51200,
-        seq_len: 2048,
-        tied_embeddings: true,
-        norm: None,
-        position: None,
-        bias: None,
-        moe: None,
+        ..gpt(96, 12288, 96)
     }
 }
 

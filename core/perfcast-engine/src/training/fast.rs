@@ -280,26 +280,13 @@ impl<'t> PlanGroup<'t> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testsupport::a100_from_registry;
-    use perfcast_core::workload::FfnAct;
+    use crate::testsupport::{a100_from_registry, gpt};
 
+    /// GPT-3 175B (Narayanan et al. 2021, Table 1).
     fn gpt3() -> ModelSpec {
         ModelSpec {
             name: "gpt3-175b".into(),
-            layers: 96,
-            hidden: 12288,
-            heads: 96,
-            kv_heads: None,
-            head_dim: None,
-            ffn_hidden: 49152,
-            ffn_act: FfnAct::Gelu,
-            vocab: 51200,
-            seq_len: 2048,
-            tied_embeddings: true,
-            norm: None,
-            position: None,
-            bias: None,
-            moe: None,
+            ..gpt(96, 12288, 96)
         }
     }
 

@@ -50,27 +50,7 @@ pub fn step_flops(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perfcast_core::workload::FfnAct;
-
-    fn gpt(l: u64, h: u64, a: u64) -> ModelSpec {
-        ModelSpec {
-            name: String::new(),
-            layers: l,
-            hidden: h,
-            heads: a,
-            kv_heads: None,
-            head_dim: None,
-            ffn_hidden: 4 * h,
-            ffn_act: FfnAct::Gelu,
-            vocab: 51200,
-            seq_len: 2048,
-            tied_embeddings: true,
-            norm: None,
-            position: None,
-            bias: None,
-            moe: None,
-        }
-    }
+    use crate::testsupport::gpt;
 
     /// Narayanan 2021 eq. 3: `96·B·s·L·h²·(1 + s/(6h) + V/(16·L·h))` with full recompute;
     /// model FLOPs `72·B·s·L·h²·(1 + s/(6h) + V/(12·L·h))` (SCHEMA F_model); selective adds the

@@ -2,31 +2,11 @@
 //! strategy/policy/schedule through `evaluate`, and bad input.
 
 use super::*;
-use crate::testsupport::{a100_system, Link, TestGpu, Tier};
+use crate::testsupport::{a100_system, gpt, Link, TestGpu, Tier};
 use perfcast_core::hardware::{ComputeUnit, MemoryHierarchy};
 use perfcast_core::op::ComputeOp;
 use perfcast_core::workload::{FfnAct, ModelSpec};
 use perfcast_core::{AttentionKind, Bandwidth, FlopRate, Interconnect, OpTime, TierLevel};
-
-fn gpt(l: u64, h: u64, a: u64) -> ModelSpec {
-    ModelSpec {
-        name: String::new(),
-        layers: l,
-        hidden: h,
-        heads: a,
-        kv_heads: None,
-        head_dim: None,
-        ffn_hidden: 4 * h,
-        ffn_act: FfnAct::Gelu,
-        vocab: 51200,
-        seq_len: 2048,
-        tied_embeddings: true,
-        norm: None,
-        position: None,
-        bias: None,
-        moe: None,
-    }
-}
 
 fn llama(l: u64, h: u64, a: u64, kv: u64, f: u64) -> ModelSpec {
     ModelSpec {
