@@ -7,25 +7,11 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
+mod common;
+use common::{repo, Out};
 
 fn tmpdir() -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "perfcast-cli-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::tmpdir("perfcast-cli")
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -34,29 +20,12 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 fn perfcast_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Out {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_perfcast"));
-    cmd.current_dir(dir).args(args);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("PERFCAST_") {
-            cmd.env_remove(k);
-        }
-    }
+    let mut cmd = common::command(dir, args);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let o = cmd.output().expect("run perfcast");
-    let out = Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    };
+    let out = common::output(&mut cmd);
     assert!(
         !out.stderr.contains("panicked") && !out.stderr.contains("internal error"),
         "perfcast {args:?} panicked:\n{}",

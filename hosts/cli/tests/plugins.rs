@@ -10,12 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
+mod common;
+use common::{repo, Out};
 
 fn run(cmd: &mut Command) {
     let out = cmd
@@ -74,26 +70,8 @@ fn libs() -> &'static Libs {
     })
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 fn perfcast(args: &[&str]) -> Out {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_perfcast"));
-    cmd.current_dir(repo()).args(args);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("PERFCAST_") {
-            cmd.env_remove(k);
-        }
-    }
-    let o = cmd.output().expect("run perfcast");
-    let out = Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    };
+    let out = common::output(&mut common::command(&repo(), args));
     assert!(
         !out.stderr.contains("panicked at") && !out.stderr.contains("internal error"),
         "{args:?}:\n{}",

@@ -5,15 +5,8 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
+mod common;
+use common::{repo, Out};
 
 fn experiment(name: &str) -> String {
     repo()
@@ -24,38 +17,13 @@ fn experiment(name: &str) -> String {
 }
 
 fn tmpdir() -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "perfcast-predict-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
+    common::tmpdir("perfcast-predict")
 }
 
 /// Run perfcast in a fresh directory without any `PERFCAST_*` variable of the test's own
 /// environment; a panic (exit 101) fails every test.
 fn run_in(dir: &Path, args: &[&str]) -> Out {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_perfcast"));
-    cmd.current_dir(dir).args(args);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("PERFCAST_") {
-            cmd.env_remove(k);
-        }
-    }
-    let o = cmd.output().expect("run perfcast");
-    let out = Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    };
+    let out = common::output(&mut common::command(dir, args));
     assert_ne!(out.code, 101, "internal error: {}", out.stderr);
     for s in [&out.stdout, &out.stderr] {
         let lower = s.to_lowercase();

@@ -4,15 +4,8 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
+mod common;
+use common::{repo, Out};
 
 fn scenario() -> String {
     repo()
@@ -22,33 +15,15 @@ fn scenario() -> String {
 }
 
 fn tmpdir() -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "perfcast-search-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::tmpdir("perfcast-search")
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
+/// `perfcast args` in the crate's directory (where cargo runs the tests).
 fn run(args: &[&str]) -> Out {
-    let o = Command::new(env!("CARGO_BIN_EXE_perfcast"))
-        .args(args)
-        .env_remove("PERFCAST_PLAN__TP")
-        .output()
-        .expect("run perfcast");
-    Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
+    common::output(&mut common::command(
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        args,
+    ))
 }
 
 /// A smaller slice of the shipped space keeps the debug-build tests quick.
