@@ -215,6 +215,27 @@ const NO_RECOMPUTE_YET: RecomputePlan = RecomputePlan {
     working: Bytes::ZERO,
 };
 
+/// The plugin named `name` in `list` (a scan of the few resolved plugins), or an error on
+/// `key` listing the registered names of `what`.
+fn by_name<'a, T: ?Sized>(
+    list: &'a [(String, Arc<T>)],
+    name: &str,
+    key: &str,
+    what: &str,
+) -> Result<&'a T, ModelError> {
+    list.iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, p)| p.as_ref())
+        .ok_or_else(|| {
+            let known: Vec<&str> = list.iter().map(|(n, _)| n.as_str()).collect();
+            ModelError::invalid(
+                key,
+                name,
+                format!("unknown {what}; registered: {}", known.join(", ")),
+            )
+        })
+}
+
 /// Everything of a plan's timing that neither the recompute policy nor the schedule changes:
 /// the layer and end programs, the collectives and their exposed parts, the optimizer step.
 #[derive(Clone, Copy)]
@@ -403,48 +424,21 @@ impl Training {
     }
 
     fn recompute_policy(&self, name: &str) -> Result<&dyn RecomputePolicy, ModelError> {
-        self.comps
-            .recompute
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, p)| p.as_ref())
-            .ok_or_else(|| {
-                let known: Vec<&str> = self
-                    .comps
-                    .recompute
-                    .iter()
-                    .map(|(n, _)| n.as_str())
-                    .collect();
-                ModelError::invalid(
-                    "plan.recompute",
-                    name,
-                    format!("unknown recompute policy; registered: {}", known.join(", ")),
-                )
-            })
+        by_name(
+            &self.comps.recompute,
+            name,
+            "plan.recompute",
+            "recompute policy",
+        )
     }
 
     fn schedule(&self, name: &str) -> Result<&dyn PipelineSchedule, ModelError> {
-        self.comps
-            .schedules
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, p)| p.as_ref())
-            .ok_or_else(|| {
-                let known: Vec<&str> = self
-                    .comps
-                    .schedules
-                    .iter()
-                    .map(|(n, _)| n.as_str())
-                    .collect();
-                ModelError::invalid(
-                    "plan.schedule",
-                    name,
-                    format!(
-                        "unknown pipeline schedule; registered: {}",
-                        known.join(", ")
-                    ),
-                )
-            })
+        by_name(
+            &self.comps.schedules,
+            name,
+            "plan.schedule",
+            "pipeline schedule",
+        )
     }
 
     fn check_plan(&self, plan: &TrainingPlan) -> Result<(), ModelError> {
