@@ -251,18 +251,7 @@ impl Inference {
             0
         };
         let per_device = |x: f64| x / plan.pp as f64;
-        let peak = self
-            .system
-            .compute
-            .peak(Engine::Matrix, sh.engine_dtype())
-            .map(|p| p.0)
-            .unwrap_or(0.0);
-        let bw = self
-            .system
-            .memory
-            .device()
-            .map(|d| d.bandwidth().0)
-            .unwrap_or(0.0);
+        let (peak, bw) = self.matrix_peak_and_bandwidth(sh.engine_dtype());
         let ratio = |num: f64, den: f64| if den > 0.0 { num / den } else { 0.0 };
         let report = InferenceReport {
             model: self.model.name.clone(),
@@ -422,18 +411,7 @@ impl Inference {
         t: &Timed,
         pass_time: f64,
     ) -> Result<GemmPoint, ModelError> {
-        let peak = self
-            .system
-            .compute
-            .peak(Engine::Matrix, op.dtype())
-            .map(|p| p.0)
-            .unwrap_or(0.0);
-        let bw = self
-            .system
-            .memory
-            .device()
-            .map(|d| d.bandwidth().0)
-            .unwrap_or(0.0);
+        let (peak, bw) = self.matrix_peak_and_bandwidth(op.dtype());
         // The datasheet ridge (peak over peak device bandwidth), as rooflines are drawn; the
         // `bound` comes from the timing model, efficiencies included.
         let ridge = if bw > 0.0 { peak / bw } else { 0.0 };
@@ -482,6 +460,24 @@ impl Inference {
             limiter,
             share_of_phase_time: share,
         })
+    }
+
+    /// The device's matrix peak for `dtype` (FLOP/s) and its device-memory bandwidth
+    /// (bytes/s), each 0 when the device has none.
+    fn matrix_peak_and_bandwidth(&self, dtype: DType) -> (f64, f64) {
+        let peak = self
+            .system
+            .compute
+            .peak(Engine::Matrix, dtype)
+            .map(|p| p.0)
+            .unwrap_or(0.0);
+        let bw = self
+            .system
+            .memory
+            .device()
+            .map(|d| d.bandwidth().0)
+            .unwrap_or(0.0);
+        (peak, bw)
     }
 
     /// Check the plan against the model and the system and derive the per-device shapes.
