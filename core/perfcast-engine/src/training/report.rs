@@ -5,6 +5,13 @@ use perfcast_core::{Bytes, FlopCount, ModelError, Seconds};
 use serde::Serialize;
 use std::fmt::Write as _;
 
+/// Share of the step (or, for vector ops, of compute) above which [`TrainingReport::notes`]
+/// mentions a cost. Advisory thresholds chosen for readability, not from a paper; no number
+/// of a report depends on them.
+const NOTE_SHARE: f64 = 0.15;
+/// The same for each class of exposed communication, which the notes list separately.
+const NOTE_COMM_SHARE: f64 = 0.1;
+
 /// Where one step's time goes, on the critical pipeline stage; the parts add up to the
 /// iteration time.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -290,7 +297,7 @@ impl TrainingReport {
                 m.shortfall.gib()
             ));
         }
-        if frac(b.bubble.0) > 0.15 {
+        if frac(b.bubble.0) > NOTE_SHARE {
             n.push(format!(
                 "pipeline bubble is {:.0}% of the step: more micro-batches per step or \
                  interleaving (vpp) shrink it",
@@ -324,7 +331,7 @@ impl TrainingReport {
                 "fewer stages or fewer virtual stages",
             ),
         ] {
-            if frac(x) > 0.1 {
+            if frac(x) > NOTE_COMM_SHARE {
                 n.push(format!(
                     "exposed {what} communication is {:.0}% of the step: {hint}",
                     100.0 * frac(x)
@@ -333,13 +340,13 @@ impl TrainingReport {
         }
         let c = &b.compute;
         let vector = c.total() - c.gemm - c.attention;
-        if c.total() > 0.0 && vector / c.total() > 0.15 {
+        if c.total() > 0.0 && vector / c.total() > NOTE_SHARE {
             n.push(format!(
                 "memory-bound vector ops are {:.0}% of compute: fused kernels would help",
                 100.0 * vector / c.total()
             ));
         }
-        if frac(b.recompute.0) > 0.15 {
+        if frac(b.recompute.0) > NOTE_SHARE {
             n.push(format!(
                 "recompute is {:.0}% of the step: selective recompute keeps most of the memory \
                  saving at a fraction of the cost",
