@@ -103,7 +103,7 @@ pub fn docs_page(outputs: &[StudyOutput]) -> String {
     let mut s = String::from(
         "# Studies\n\n\
 The five studies of the seed paper (Kundu et al. 2024, \"Performance Modeling and Workload Analysis of \
-Distributed LLM Training and Inference\", arXiv:2407.14645; digest in `../shared/research/seed-paper.md`), \
+Distributed LLM Training and Inference\", arXiv:2407.14645), \
 rerun with perfcast's own model. Each is a config under `configs/studies/` (copy it, change it, pass it \
 with `--config`) and writes `NAME.csv` (every number), `NAME.svg` (the plot) and `NAME.md` (the finding) \
 into `--out DIR` (default `out/studies/NAME`). The findings below are generated from the numbers by the \
