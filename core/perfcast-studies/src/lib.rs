@@ -1,5 +1,6 @@
-//! perfcast-studies: the seed paper's five studies (Kundu et al. 2024, digest
-//! `../shared/research/seed-paper.md` §1.1) as reproducible experiments.
+//! perfcast-studies: the seed paper's five studies (Kundu et al. 2024, "Performance Modeling
+//! and Workload Analysis of Distributed LLM Training and Inference", arXiv:2407.14645, IISWC
+//! 2024) as reproducible experiments.
 //!
 //! Each study is a config under `configs/studies/NAME.toml` (copy it and change it) and a
 //! function from that config to three files: `NAME.csv` (every number the model produced),
