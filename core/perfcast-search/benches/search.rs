@@ -5,7 +5,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use perfcast_host::{Config, Sources};
-use perfcast_search::{load_scenario, Objective};
+use perfcast_search::{load_scenario, Objective, Summary};
 use std::path::PathBuf;
 
 fn scenario() -> perfcast_search::Scenario {
@@ -17,22 +17,27 @@ fn scenario() -> perfcast_search::Scenario {
     load_scenario(&cfg).expect("scenario")
 }
 
+/// One line on stderr: what the search of `label` enumerated, pruned and evaluated, how fast.
+fn print_summary(label: &str, s: &Summary) {
+    eprintln!(
+        "{label}: enumerated {} pruned {} (invalid {}, memory {}, bound {}) evaluated {} \
+         in {:.3} s: {:.0} plans/s enumerated, {:.0} evaluations/s",
+        s.enumerated,
+        s.pruned,
+        s.pruned_invalid,
+        s.pruned_memory,
+        s.pruned_bound,
+        s.evaluated,
+        s.seconds,
+        s.plans_per_s,
+        s.evaluations_per_s
+    );
+}
+
 fn bench(c: &mut Criterion) {
     let sc = scenario();
     let r = sc.search().expect("search");
-    eprintln!(
-        "gpt3-175b-a100: enumerated {} pruned {} (invalid {}, memory {}, bound {}) evaluated {} \
-         in {:.3} s: {:.0} plans/s enumerated, {:.0} evaluations/s",
-        r.summary.enumerated,
-        r.summary.pruned,
-        r.summary.pruned_invalid,
-        r.summary.pruned_memory,
-        r.summary.pruned_bound,
-        r.summary.evaluated,
-        r.summary.seconds,
-        r.summary.plans_per_s,
-        r.summary.evaluations_per_s
-    );
+    print_summary("gpt3-175b-a100", &r.summary);
     let mut g = c.benchmark_group("search");
     g.sample_size(10);
     g.bench_function("gpt3-175b 1024xA100 top10 (time)", |b| {
@@ -46,19 +51,7 @@ fn bench(c: &mut Criterion) {
     rich.constraints.max_micro_batch = 64;
     rich.space.cp = Some(vec![1, 2, 4]);
     let r = rich.search().expect("search");
-    eprintln!(
-        "calculon-scale space: enumerated {} pruned {} (invalid {}, memory {}, bound {}) \
-         evaluated {} in {:.3} s: {:.0} plans/s enumerated, {:.0} evaluations/s",
-        r.summary.enumerated,
-        r.summary.pruned,
-        r.summary.pruned_invalid,
-        r.summary.pruned_memory,
-        r.summary.pruned_bound,
-        r.summary.evaluated,
-        r.summary.seconds,
-        r.summary.plans_per_s,
-        r.summary.evaluations_per_s
-    );
+    print_summary("calculon-scale space", &r.summary);
     g.bench_function("gpt3-175b 1024xA100 calculon-scale space", |b| {
         b.iter(|| rich.search().expect("search"))
     });
