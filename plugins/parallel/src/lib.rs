@@ -696,76 +696,60 @@ fn zero_named(name: &'static str, p: &serde_json::Value) -> Result<Component, Pl
     Ok(Component::ParallelStrategy(Arc::new(Zero { name, params })))
 }
 
-perfcast_core::inventory::submit! {
-    BuiltinPlugin {
-        category: Category::ParallelStrategy,
-        name: "tensor",
-        crate_name: env!("CARGO_PKG_NAME"),
-        version: env!("CARGO_PKG_VERSION"),
-        description: "Megatron tensor parallel: column/row split, 2 all-reduces fwd + 2 bwd per layer",
-        factory: tensor,
-    }
+/// Register a built-in parallel strategy with the registry.
+macro_rules! builtin {
+    ($name:expr, $desc:expr, $f:expr) => {
+        perfcast_core::inventory::submit! {
+            BuiltinPlugin {
+                category: Category::ParallelStrategy,
+                name: $name,
+                crate_name: env!("CARGO_PKG_NAME"),
+                version: env!("CARGO_PKG_VERSION"),
+                description: $desc,
+                factory: $f,
+            }
+        }
+    };
 }
-perfcast_core::inventory::submit! {
-    BuiltinPlugin {
-        category: Category::ParallelStrategy,
-        name: "sequence",
-        crate_name: env!("CARGO_PKG_NAME"),
-        version: env!("CARGO_PKG_VERSION"),
-        description: "Megatron sequence parallel: norms/dropout split over TP, all-gather + reduce-scatter",
-        factory: |p| { params::parse::<NoParams>(p)?; Ok(Component::ParallelStrategy(Arc::new(Sequence))) },
+
+builtin!(
+    "tensor",
+    "Megatron tensor parallel: column/row split, 2 all-reduces fwd + 2 bwd per layer",
+    tensor
+);
+builtin!(
+    "sequence",
+    "Megatron sequence parallel: norms/dropout split over TP, all-gather + reduce-scatter",
+    |p| {
+        params::parse::<NoParams>(p)?;
+        Ok(Component::ParallelStrategy(Arc::new(Sequence)))
     }
-}
-perfcast_core::inventory::submit! {
-    BuiltinPlugin {
-        category: Category::ParallelStrategy,
-        name: "context",
-        crate_name: env!("CARGO_PKG_NAME"),
-        version: env!("CARGO_PKG_VERSION"),
-        description: "Context parallel: sequence split, ring K/V exchange overlapped with attention",
-        factory: context,
-    }
-}
-perfcast_core::inventory::submit! {
-    BuiltinPlugin {
-        category: Category::ParallelStrategy,
-        name: "pipeline",
-        crate_name: env!("CARGO_PKG_NAME"),
-        version: env!("CARGO_PKG_VERSION"),
-        description: "Pipeline parallel: layers split into stages, activation hand-offs between them",
-        factory: pipeline,
-    }
-}
-perfcast_core::inventory::submit! {
-    BuiltinPlugin {
-        category: Category::ParallelStrategy,
-        name: "data",
-        crate_name: env!("CARGO_PKG_NAME"),
-        version: env!("CARGO_PKG_VERSION"),
-        description: "Data parallel: gradient all-reduce (reduce-scatter with ZeRO), overlapped with backward",
-        factory: data,
-    }
-}
-perfcast_core::inventory::submit! {
-    BuiltinPlugin {
-        category: Category::ParallelStrategy,
-        name: "zero",
-        crate_name: env!("CARGO_PKG_NAME"),
-        version: env!("CARGO_PKG_VERSION"),
-        description: "ZeRO 1/2/3: optimizer, gradients, weights sharded over DP; parameter all-gathers",
-        factory: |p| zero_named("zero", p),
-    }
-}
-perfcast_core::inventory::submit! {
-    BuiltinPlugin {
-        category: Category::ParallelStrategy,
-        name: "fsdp",
-        crate_name: env!("CARGO_PKG_NAME"),
-        version: env!("CARGO_PKG_VERSION"),
-        description: "PyTorch FSDP (ZeRO with reshard_after_forward switch); plan.zero_stage 3 = FULL_SHARD",
-        factory: |p| zero_named("fsdp", p),
-    }
-}
+);
+builtin!(
+    "context",
+    "Context parallel: sequence split, ring K/V exchange overlapped with attention",
+    context
+);
+builtin!(
+    "pipeline",
+    "Pipeline parallel: layers split into stages, activation hand-offs between them",
+    pipeline
+);
+builtin!(
+    "data",
+    "Data parallel: gradient all-reduce (reduce-scatter with ZeRO), overlapped with backward",
+    data
+);
+builtin!(
+    "zero",
+    "ZeRO 1/2/3: optimizer, gradients, weights sharded over DP; parameter all-gathers",
+    |p| zero_named("zero", p)
+);
+builtin!(
+    "fsdp",
+    "PyTorch FSDP (ZeRO with reshard_after_forward switch); plan.zero_stage 3 = FULL_SHARD",
+    |p| zero_named("fsdp", p)
+);
 
 /// The strategies a training model uses by default, in mesh order.
 pub const DEFAULT_STRATEGIES: [&str; 6] =

@@ -121,36 +121,46 @@ fn params_none(p: &serde_json::Value) -> Result<(), PluginError> {
     perfcast_core::params::parse::<NoParams>(p).map(|_| ())
 }
 
-perfcast_core::inventory::submit! {
-    BuiltinPlugin {
-        category: Category::RecomputePolicy,
-        name: "none",
-        crate_name: env!("CARGO_PKG_NAME"),
-        version: env!("CARGO_PKG_VERSION"),
-        description: "No recompute: every activation kept (Korthikanti 2022 sbh(34 + 5as/h))",
-        factory: |p| { params_none(p)?; Ok(Component::RecomputePolicy(Arc::new(NoRecompute))) },
-    }
+/// Register a built-in recompute policy with the registry.
+macro_rules! builtin {
+    ($name:expr, $desc:expr, $f:expr) => {
+        perfcast_core::inventory::submit! {
+            BuiltinPlugin {
+                category: Category::RecomputePolicy,
+                name: $name,
+                crate_name: env!("CARGO_PKG_NAME"),
+                version: env!("CARGO_PKG_VERSION"),
+                description: $desc,
+                factory: $f,
+            }
+        }
+    };
 }
-perfcast_core::inventory::submit! {
-    BuiltinPlugin {
-        category: Category::RecomputePolicy,
-        name: "selective",
-        crate_name: env!("CARGO_PKG_NAME"),
-        version: env!("CARGO_PKG_VERSION"),
-        description: "Selective (Korthikanti 2022): drop attention scores/softmax/dropout, rerun the attention core",
-        factory: |p| { params_none(p)?; Ok(Component::RecomputePolicy(Arc::new(Selective))) },
+
+builtin!(
+    "none",
+    "No recompute: every activation kept (Korthikanti 2022 sbh(34 + 5as/h))",
+    |p| {
+        params_none(p)?;
+        Ok(Component::RecomputePolicy(Arc::new(NoRecompute)))
     }
-}
-perfcast_core::inventory::submit! {
-    BuiltinPlugin {
-        category: Category::RecomputePolicy,
-        name: "full",
-        crate_name: env!("CARGO_PKG_NAME"),
-        version: env!("CARGO_PKG_VERSION"),
-        description: "Full: keep each layer's input, rerun its forward (optionally only recompute_layers per stage)",
-        factory: |p| { params_none(p)?; Ok(Component::RecomputePolicy(Arc::new(Full))) },
+);
+builtin!(
+    "selective",
+    "Selective (Korthikanti 2022): drop attention scores/softmax/dropout, rerun the attention core",
+    |p| {
+        params_none(p)?;
+        Ok(Component::RecomputePolicy(Arc::new(Selective)))
     }
-}
+);
+builtin!(
+    "full",
+    "Full: keep each layer's input, rerun its forward (optionally only recompute_layers per stage)",
+    |p| {
+        params_none(p)?;
+        Ok(Component::RecomputePolicy(Arc::new(Full)))
+    }
+);
 
 /// Keeps the crate linked when a host names it.
 pub const NAMES: [&str; 3] = ["none", "selective", "full"];

@@ -158,36 +158,46 @@ fn params_none(p: &serde_json::Value) -> Result<(), PluginError> {
     perfcast_core::params::parse::<NoParams>(p).map(|_| ())
 }
 
-perfcast_core::inventory::submit! {
-    BuiltinPlugin {
-        category: Category::PipelineSchedule,
-        name: "gpipe",
-        crate_name: env!("CARGO_PKG_NAME"),
-        version: env!("CARGO_PKG_VERSION"),
-        description: "GPipe: all forwards then all backwards; bubble (p-1)/m, m micro-batches in flight",
-        factory: |p| { params_none(p)?; Ok(Component::PipelineSchedule(Arc::new(GPipe))) },
-    }
+/// Register a built-in pipeline schedule with the registry.
+macro_rules! builtin {
+    ($name:expr, $desc:expr, $f:expr) => {
+        perfcast_core::inventory::submit! {
+            BuiltinPlugin {
+                category: Category::PipelineSchedule,
+                name: $name,
+                crate_name: env!("CARGO_PKG_NAME"),
+                version: env!("CARGO_PKG_VERSION"),
+                description: $desc,
+                factory: $f,
+            }
+        }
+    };
 }
-perfcast_core::inventory::submit! {
-    BuiltinPlugin {
-        category: Category::PipelineSchedule,
-        name: "1f1b",
-        crate_name: env!("CARGO_PKG_NAME"),
-        version: env!("CARGO_PKG_VERSION"),
-        description: "1F1B (PipeDream-Flush): bubble (p-1)/m, stage i holds p-i micro-batches",
-        factory: |p| { params_none(p)?; Ok(Component::PipelineSchedule(Arc::new(OneFOneB))) },
+
+builtin!(
+    "gpipe",
+    "GPipe: all forwards then all backwards; bubble (p-1)/m, m micro-batches in flight",
+    |p| {
+        params_none(p)?;
+        Ok(Component::PipelineSchedule(Arc::new(GPipe)))
     }
-}
-perfcast_core::inventory::submit! {
-    BuiltinPlugin {
-        category: Category::PipelineSchedule,
-        name: "interleaved-1f1b",
-        crate_name: env!("CARGO_PKG_NAME"),
-        version: env!("CARGO_PKG_VERSION"),
-        description: "Interleaved 1F1B with vpp chunks: bubble (p-1)/(v·m), in-flight x(1+(p-1)/(p·v))",
-        factory: |p| { params_none(p)?; Ok(Component::PipelineSchedule(Arc::new(Interleaved))) },
+);
+builtin!(
+    "1f1b",
+    "1F1B (PipeDream-Flush): bubble (p-1)/m, stage i holds p-i micro-batches",
+    |p| {
+        params_none(p)?;
+        Ok(Component::PipelineSchedule(Arc::new(OneFOneB)))
     }
-}
+);
+builtin!(
+    "interleaved-1f1b",
+    "Interleaved 1F1B with vpp chunks: bubble (p-1)/(v·m), in-flight x(1+(p-1)/(p·v))",
+    |p| {
+        params_none(p)?;
+        Ok(Component::PipelineSchedule(Arc::new(Interleaved)))
+    }
+);
 
 /// Keeps the crate linked when a host names it.
 pub const NAMES: [&str; 3] = ["gpipe", "1f1b", "interleaved-1f1b"];
