@@ -249,11 +249,16 @@ impl<'t> PlanGroup<'t> {
     pub fn time(&mut self) -> Result<f64, ModelError> {
         self.need_variant()?;
         let t = self.training;
-        if self.g.is_none() {
-            self.g =
-                Some(t.group_times(&self.plan, &self.p, self.lt, self.ends, &self.placement)?);
-        }
-        let g = self.g.as_ref().expect("set above");
+        let g = match self.g {
+            Some(ref g) => g,
+            None => self.g.insert(t.group_times(
+                &self.plan,
+                &self.p,
+                self.lt,
+                self.ends,
+                &self.placement,
+            )?),
+        };
         Ok(t.compose(&self.plan, &self.p, g)?.iteration)
     }
 
