@@ -69,21 +69,34 @@ pub struct GpuParams {
     pub launch_overhead_us: f64,
 }
 
+// Defaults for a device without calibrated values (the presets in configs/hardware set their
+// own where the validation cases calibrate them; see configs/validation/CALIBRATION.md).
+//
+// Large fp16/bf16 GEMMs reach about 80% of the tensor peak on A100 (NVIDIA Deep Learning
+// Performance Guide, "Matrix Multiplication Background": ~250 of 312 TFLOP/s at 8192^3).
 fn d_matmul_eff() -> f64 {
     0.8
 }
+// Modelling default, not a measurement: vector ops are memory-bound on every preset, so their
+// time comes from the memory tier and this rarely matters.
 fn d_vector_eff() -> f64 {
     0.8
 }
+// CUTLASS's default sm80 threadblock tile is 128x128 (CUTLASS "Efficient GEMM in CUDA").
 fn d_tile() -> u64 {
     128
 }
+// Ampere's smallest tensor-core MMA has 16 rows (mma.sync.m16n8k16, PTX ISA §9.7.13).
 fn d_min_tile_m() -> u64 {
     16
 }
+// Modelling parameter (a tile's fixed prologue/epilogue cost in units of reduction depth),
+// fitted on the per-layer times of Korthikanti et al. 2022, Table 4 (A100).
 fn d_k_half() -> f64 {
     64.0
 }
+// A CUDA kernel launch costs a few microseconds of host and device time (NVIDIA blog "Getting
+// Started with CUDA Graphs", 2019: ~2-4 us per short kernel without graphs).
 fn d_launch() -> f64 {
     3.0
 }
