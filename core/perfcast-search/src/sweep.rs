@@ -345,7 +345,8 @@ impl PointResult {
             p.cp.to_string(),
             p.vpp.to_string(),
             p.micro_batch.to_string(),
-            p.sp.to_string(),
+            // Sequence parallelism only exists with TP > 1 (as the search CSV writes it).
+            (p.sp && p.tp > 1).to_string(),
             p.zero_stage.to_string(),
             p.recompute.clone(),
             p.recompute_layers
