@@ -22,7 +22,7 @@
 pub mod common;
 pub mod csv;
 pub mod error;
-pub mod search;
+pub mod plans;
 pub mod shapley;
 pub mod studies;
 pub mod svg;

@@ -166,6 +166,46 @@ fn bad_config_values_name_the_file_the_key_and_what_is_allowed() {
     let p = write_config(&dir, "technology-nodes", &t);
     let e = run("technology-nodes", Some(&p)).unwrap_err().to_string();
     assert!(e.contains("nodes[0].node") && e.contains("node.vt"), "{e}");
+    // The plan search section (perfcast-search's `[search]`) of a100-to-b200: bad values,
+    // keys the study sets itself, unknown keys and a space where nothing fits.
+    let small = small_a100_to_b200();
+    let search_table: Vec<(String, Vec<&str>)> = vec![
+        (
+            small.replacen(
+                "recompute = [\"selective\", \"full\"]",
+                "recompute = [\"some\"]",
+                1,
+            ),
+            vec!["search.recompute", "some", "none, selective, full"],
+        ),
+        (
+            small.replacen("zero_stage = [1]", "zero_stage = [1]\nglobal_batch = 8", 1),
+            vec!["search.global_batch", "set by the study"],
+        ),
+        (
+            small.replacen("zero_stage = [1]", "zero_stage = [1]\ntpp = [2]", 1),
+            vec!["search.tpp", "unknown field"],
+        ),
+        (
+            small
+                .replacen("pp = [4, 8]", "pp = [1]", 1)
+                .replacen("tp = [8, 16]", "tp = [8]", 1),
+            vec![
+                "jobs[0]",
+                "no plan of the search space fits",
+                "GiB per device",
+                "widen",
+            ],
+        ),
+    ];
+    for (text, want) in search_table {
+        let p = write_config(&dir, "a100-to-b200", &text);
+        let e = run("a100-to-b200", Some(&p)).unwrap_err().to_string();
+        assert!(e.contains(&p.display().to_string()), "file not named: {e}");
+        for w in want {
+            assert!(e.contains(w), "`{w}` missing in: {e}");
+        }
+    }
     let t = shipped("dram-scaling").replacen("generation = \"HBM3\"", "generation = \"HBM9\"", 1);
     let p = write_config(&dir, "dram-scaling", &t);
     let e = run("dram-scaling", Some(&p)).unwrap_err().to_string();

@@ -8,12 +8,13 @@ use crate::common::{
 };
 use crate::csv::{num, Csv};
 use crate::error::StudyError;
-use crate::search::{best_plan, describe, Best, SearchSpace};
+use crate::plans::{describe, resolve, Best};
 use crate::shapley::speedup_factors;
 use crate::svg::{fmt_factor, Axis, Figure, Panel, PanelKind};
 use crate::StudyOutput;
 use perfcast_core::{DType, Engine, Interconnect, MemoryHierarchy, MemoryTier, System};
 use perfcast_engine::training::{Training, TrainingPlan};
+use perfcast_search::SearchConfig;
 use rayon::prelude::*;
 use serde::Deserialize;
 use std::sync::Arc;
@@ -35,8 +36,9 @@ struct Config {
     #[allow(dead_code)]
     study: String,
     jobs: Vec<Job>,
+    /// The plan search of every hybrid (perfcast-search's `[search]` section).
     #[serde(default)]
-    search: SearchSpace,
+    search: SearchConfig,
     /// The format every plan may use (the precision factor adds the narrower ones).
     #[serde(default = "bf16")]
     base_precision: DType,
@@ -140,9 +142,7 @@ pub struct JobResult {
 /// Evaluate every job of the config.
 pub fn evaluate(ctx: &StudyContext) -> Result<(Vec<JobResult>, Option<f64>), StudyError> {
     let cfg: Config = ctx.parse()?;
-    if let Some((k, m)) = cfg.search.check() {
-        return Err(ctx.bad(&format!("search.{k}"), m));
-    }
+    let search = resolve(ctx, "search", &cfg.search)?;
     if cfg.jobs.is_empty() {
         return Err(ctx.bad("jobs", "needs at least one [[jobs]] entry"));
     }
@@ -165,37 +165,30 @@ pub fn evaluate(ctx: &StudyContext) -> Result<(Vec<JobResult>, Option<f64>), Stu
         let sb = ctx.system(&format!("{key}.target"), &job.target, job.gpus)?;
         let pa = parts(ctx, &format!("{key}.baseline"), &sa)?;
         let pb = parts(ctx, &format!("{key}.target"), &sb)?;
-        let template = TrainingPlan::default();
         // Every hybrid searches its own best plan (in parallel: they are independent).
         let results: Vec<Result<Best, StudyError>> = (0..(1usize << n))
             .into_par_iter()
             .map(|mask| {
                 let sys = hybrid(&pa, &pb, mask, job.gpus);
+                // The precision factor adds the search's narrower formats.
                 let precisions: Vec<DType> = if mask & 2 != 0 {
-                    cfg.search.precision.clone()
+                    search.space.precision.clone().unwrap_or_default()
                 } else {
                     vec![cfg.base_precision]
                 };
+                let what = format!(
+                    "`{}` on {} GPUs of the {} system",
+                    job.label,
+                    job.gpus,
+                    match mask {
+                        0 => "baseline".to_string(),
+                        m if m == (1 << n) - 1 => "target".to_string(),
+                        m => format!("hybrid {m:07b}"),
+                    }
+                );
                 let training = Training::new(model.clone(), sys, &registry)
                     .map_err(model_err(format!("{}: hybrid {mask:07b}", job.label)))?;
-                best_plan(
-                    &training,
-                    job.global_batch,
-                    &cfg.search,
-                    &precisions,
-                    &template,
-                )
-                .ok_or_else(|| {
-                    ctx.bad(
-                        &key,
-                        format!(
-                            "no plan of the search grid fits `{}` on {} GPUs of the {} system: widen [search] (tp, pp, recompute) or add GPUs",
-                            job.label,
-                            job.gpus,
-                            if mask == 0 { "baseline" } else { "hybrid/target" }
-                        ),
-                    )
-                })
+                search.best(ctx, &key, &what, &training, job.global_batch, &precisions)
             })
             .collect();
         let mut bests = Vec::with_capacity(results.len());
@@ -272,7 +265,7 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
             csv.row(vec![
                 j.label.clone(),
                 format!("{name}_best_plan"),
-                format!("{} of {} feasible", b.feasible, b.evaluated),
+                format!("{} of {} valid plans fit", b.fit, b.valid),
                 num(b.report.iteration_time.0),
                 num(b.report.iteration_time.0),
                 describe(&b.plan),

@@ -6,7 +6,7 @@
 use crate::common::{caption, model_err, pct, summary, StudyContext};
 use crate::csv::{num, Csv};
 use crate::error::StudyError;
-use crate::search::{best_plan, describe, SearchSpace};
+use crate::plans::{describe, resolve};
 use crate::svg::{Axis, Bar, BarGroup, Figure, Panel, PanelKind};
 use crate::StudyOutput;
 use perfcast_core::{
@@ -16,6 +16,7 @@ use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan, Inf
 use perfcast_engine::training::{Training, TrainingPlan, TrainingReport};
 use perfcast_plugin_technology::node::{NodeScaling, OperatingLimits, OperatingPoint};
 use perfcast_plugin_technology::{derive_gpu, NodeGpuParams, ReferenceGpu};
+use perfcast_search::SearchConfig;
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -62,8 +63,9 @@ struct TrainingJob {
     global_batch: u32,
     /// GPUs per NVLink domain.
     domain_size: u32,
+    /// The plan search (perfcast-search's `[search]` section).
     #[serde(default)]
-    search: SearchSpace,
+    search: SearchConfig,
 }
 
 #[derive(Debug, Deserialize)]
@@ -209,9 +211,7 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Vec<NodeResult>, StudyError> {
     if cfg.nodes.is_empty() {
         return Err(ctx.bad("nodes", "needs at least one [[nodes]] entry"));
     }
-    if let Some((k, m)) = cfg.training.search.check() {
-        return Err(ctx.bad(&format!("training.search.{k}"), m));
-    }
+    let search = resolve(ctx, "training.search", &cfg.training.search)?;
     let t = &cfg.training;
     if t.gpus == 0 || t.global_batch == 0 || t.domain_size == 0 {
         return Err(ctx.bad(
@@ -235,20 +235,14 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Vec<NodeResult>, StudyError> {
         let (tsys, point) = build_system(ctx, &registry, &cfg, i, t.gpus, t.domain_size)?;
         let training = Training::new(tmodel.clone(), tsys.clone(), &registry)
             .map_err(model_err(format!("training at {label}")))?;
-        let precisions: Vec<DType> = t.search.precision.clone();
-        let best = best_plan(
+        let best = search.best(
+            ctx,
+            "training.search",
+            &format!("training at {label}"),
             &training,
             t.global_batch,
-            &t.search,
-            &precisions,
-            &TrainingPlan::default(),
-        )
-        .ok_or_else(|| {
-            ctx.bad(
-                "training.search",
-                format!("no plan of the grid fits at {label}: widen the grid or add GPUs"),
-            )
-        })?;
+            &[DType::Bf16, DType::Fp16, DType::Fp8],
+        )?;
         let (isys, _) = build_system(ctx, &registry, &cfg, i, inf.tp, t.domain_size)?;
         let inference = Inference::new(imodel.clone(), isys, InferenceOptions::default())
             .map_err(model_err(format!("inference at {label}")))?;
