@@ -32,6 +32,45 @@ pub use config::{load_scenario, Scenario};
 pub use search::{search, Counts, ParetoPoint, PlanKey, RankedPlan, SearchResult, Summary};
 pub use space::{Constraints, DeviceRange, Devices, Objective, SearchConfig, SearchSpace};
 
+/// The plan fields that search and sweep outputs (CSV, tables) list, one column each, with
+/// whether the column is numeric.
+pub const PLAN_COLUMNS: [(&str, bool); 13] = [
+    ("tp", true),
+    ("pp", true),
+    ("dp", true),
+    ("cp", true),
+    ("vpp", true),
+    ("micro_batch", true),
+    ("sp", false),
+    ("zero_stage", true),
+    ("recompute", false),
+    ("recompute_layers", true),
+    ("schedule", false),
+    ("precision", false),
+    ("tp_comm_overlap", false),
+];
+
+/// The cells of [`PLAN_COLUMNS`] for `p`. Sequence parallelism only exists with TP > 1.
+pub fn plan_cells(p: &TrainingPlan) -> [String; 13] {
+    [
+        p.tp.to_string(),
+        p.pp.to_string(),
+        p.dp.to_string(),
+        p.cp.to_string(),
+        p.vpp.to_string(),
+        p.micro_batch.to_string(),
+        (p.sp && p.tp > 1).to_string(),
+        p.zero_stage.to_string(),
+        p.recompute.clone(),
+        p.recompute_layers
+            .map(|n| n.to_string())
+            .unwrap_or_default(),
+        p.schedule_name().to_string(),
+        p.precision.name().to_string(),
+        p.tp_comm_overlap.to_string(),
+    ]
+}
+
 use perfcast_engine::training::{Training, TrainingPlan};
 
 /// Errors of a search or a sweep: each names the key (or file) and what is allowed.

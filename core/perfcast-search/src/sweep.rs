@@ -298,23 +298,11 @@ pub fn csv_header(keys: &[String]) -> String {
         "tokens_per_s",
         "memory_gib",
         "fits",
-        "tp",
-        "pp",
-        "dp",
-        "cp",
-        "vpp",
-        "micro_batch",
-        "sp",
-        "zero_stage",
-        "recompute",
-        "recompute_layers",
-        "schedule",
-        "precision",
-        "tp_comm_overlap",
-        "placement",
-        "plans_evaluated",
-        "seconds",
     ] {
+        cols.push(c.to_string());
+    }
+    cols.extend(crate::PLAN_COLUMNS.iter().map(|(c, _)| c.to_string()));
+    for c in ["placement", "plans_evaluated", "seconds"] {
         cols.push(c.to_string());
     }
     cols.join(",") + "\n"
@@ -339,22 +327,9 @@ impl PointResult {
             format!("{}", self.tokens_per_s),
             format!("{}", self.memory_gib),
             self.fits.to_string(),
-            p.tp.to_string(),
-            p.pp.to_string(),
-            p.dp.to_string(),
-            p.cp.to_string(),
-            p.vpp.to_string(),
-            p.micro_batch.to_string(),
-            // Sequence parallelism only exists with TP > 1 (as the search CSV writes it).
-            (p.sp && p.tp > 1).to_string(),
-            p.zero_stage.to_string(),
-            p.recompute.clone(),
-            p.recompute_layers
-                .map(|n| n.to_string())
-                .unwrap_or_default(),
-            p.schedule_name().to_string(),
-            p.precision.name().to_string(),
-            p.tp_comm_overlap.to_string(),
+        ]);
+        cols.extend(crate::plan_cells(p));
+        cols.extend([
             self.placement.clone(),
             self.evaluated.to_string(),
             format!("{}", self.seconds),

@@ -215,22 +215,9 @@ fn plans_table(r: &SearchResult) -> Table {
 
 /// The top plans with one column per plan field (for spreadsheets), full precision.
 fn csv_table(r: &SearchResult) -> Table {
-    let mut t = Table::new(&[
-        ("rank", true),
-        ("devices", true),
-        ("tp", true),
-        ("pp", true),
-        ("dp", true),
-        ("cp", true),
-        ("vpp", true),
-        ("micro_batch", true),
-        ("sp", false),
-        ("zero_stage", true),
-        ("recompute", false),
-        ("recompute_layers", true),
-        ("schedule", false),
-        ("precision", false),
-        ("tp_comm_overlap", false),
+    let mut cols = vec![("rank", true), ("devices", true)];
+    cols.extend(perfcast_search::PLAN_COLUMNS);
+    cols.extend([
         ("overlap_grad_reduce", false),
         ("overlap_param_gather", false),
         ("placement", false),
@@ -242,28 +229,14 @@ fn csv_table(r: &SearchResult) -> Table {
         ("bubble_s", true),
         ("bottleneck", false),
     ]);
+    let mut t = Table::new(&cols);
     for rp in &r.plans {
         let p = &rp.plan;
         let rep = &rp.report;
         let b = &rep.breakdown;
-        t.push(vec![
-            rp.rank.to_string(),
-            rep.devices.to_string(),
-            p.tp.to_string(),
-            p.pp.to_string(),
-            p.dp.to_string(),
-            p.cp.to_string(),
-            p.vpp.to_string(),
-            p.micro_batch.to_string(),
-            (p.sp && p.tp > 1).to_string(),
-            p.zero_stage.to_string(),
-            p.recompute.clone(),
-            p.recompute_layers
-                .map(|n| n.to_string())
-                .unwrap_or_default(),
-            p.schedule_name().to_string(),
-            p.precision.name().to_string(),
-            p.tp_comm_overlap.to_string(),
+        let mut row = vec![rp.rank.to_string(), rep.devices.to_string()];
+        row.extend(perfcast_search::plan_cells(p));
+        row.extend([
             p.overlap_grad_reduce.to_string(),
             p.overlap_param_gather.to_string(),
             rp.placement.clone(),
@@ -275,6 +248,7 @@ fn csv_table(r: &SearchResult) -> Table {
             b.bubble.0.to_string(),
             format!("{:?}", rep.bottleneck),
         ]);
+        t.push(row);
     }
     t
 }
