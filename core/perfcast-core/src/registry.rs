@@ -121,6 +121,25 @@ pub struct BuiltinPlugin {
 
 inventory::collect!(BuiltinPlugin);
 
+/// Register a built-in plugin of the calling crate:
+/// `perfcast_core::builtin!(MemoryTier, "hbm", "description", factory_fn);`.
+/// The crate name and version are the caller's (`env!` expands in the calling crate).
+#[macro_export]
+macro_rules! builtin {
+    ($category:ident, $name:expr, $desc:expr, $factory:expr) => {
+        $crate::inventory::submit! {
+            $crate::registry::BuiltinPlugin {
+                category: $crate::registry::Category::$category,
+                name: $name,
+                crate_name: env!("CARGO_PKG_NAME"),
+                version: env!("CARGO_PKG_VERSION"),
+                description: $desc,
+                factory: $factory,
+            }
+        }
+    };
+}
+
 /// Registry errors.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum RegistryError {

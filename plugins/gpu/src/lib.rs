@@ -25,7 +25,7 @@
 
 use perfcast_core::op::ComputeOp;
 use perfcast_core::params::{self, fraction, non_negative, positive};
-use perfcast_core::registry::{BuiltinPlugin, Category, Component};
+use perfcast_core::registry::Component;
 use perfcast_core::{ComputeUnit, DType, Engine, FlopRate, PluginError, Seconds};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -221,16 +221,12 @@ fn build(params: &serde_json::Value) -> Result<Component, PluginError> {
     Ok(Component::ComputeUnit(Arc::new(Gpu::new(p)?)))
 }
 
-perfcast_core::inventory::submit! {
-    BuiltinPlugin {
-        category: Category::ComputeUnit,
-        name: "gpu",
-        crate_name: env!("CARGO_PKG_NAME"),
-        version: env!("CARGO_PKG_VERSION"),
-        description: "GPU: matrix and vector engines, peak per dtype, GEMM wave/tile efficiency, launch overhead",
-        factory: build,
-    }
-}
+perfcast_core::builtin!(
+    ComputeUnit,
+    "gpu",
+    "GPU: matrix and vector engines, peak per dtype, GEMM wave/tile efficiency, launch overhead",
+    build
+);
 
 #[cfg(test)]
 mod tests {

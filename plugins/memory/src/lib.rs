@@ -10,7 +10,7 @@
 //! - `host-dram`: host memory reached over a link (PCIe, NVLink-C2C), for offload.
 
 use perfcast_core::params::{self, fraction, non_negative, positive};
-use perfcast_core::registry::{BuiltinPlugin, Category, Component};
+use perfcast_core::registry::Component;
 use perfcast_core::{Bandwidth, Bytes, MemoryTier, PluginError, Seconds, TierLevel};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -163,33 +163,30 @@ fn build_sram(v: &serde_json::Value) -> Result<Component, PluginError> {
     })))
 }
 
-macro_rules! builtin {
-    ($name:expr, $desc:expr, $f:ident) => {
-        perfcast_core::inventory::submit! {
-            BuiltinPlugin {
-                category: Category::MemoryTier,
-                name: $name,
-                crate_name: env!("CARGO_PKG_NAME"),
-                version: env!("CARGO_PKG_VERSION"),
-                description: $desc,
-                factory: $f,
-            }
-        }
-    };
-}
-
-builtin!(
+perfcast_core::builtin!(
+    MemoryTier,
     "hbm",
     "High-bandwidth device memory (HBM2e..HBM4)",
     build_hbm
 );
-builtin!("dram", "Other device DRAM (GDDR, LPDDR)", build_dram);
-builtin!(
+perfcast_core::builtin!(
+    MemoryTier,
+    "dram",
+    "Other device DRAM (GDDR, LPDDR)",
+    build_dram
+);
+perfcast_core::builtin!(
+    MemoryTier,
     "host-dram",
     "Host memory over a link (offload tier)",
     build_host
 );
-builtin!("sram", "On-chip SRAM (L2 cache, scratchpad)", build_sram);
+perfcast_core::builtin!(
+    MemoryTier,
+    "sram",
+    "On-chip SRAM (L2 cache, scratchpad)",
+    build_sram
+);
 
 #[cfg(test)]
 mod tests {

@@ -17,7 +17,7 @@
 use perfcast_core::hardware::{collective_time, CollectiveAlgorithm};
 use perfcast_core::op::Collective;
 use perfcast_core::params::{self, fraction, non_negative, positive};
-use perfcast_core::registry::{BuiltinPlugin, Category, Component};
+use perfcast_core::registry::Component;
 use perfcast_core::{Bandwidth, Interconnect, PluginError, Seconds};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -252,25 +252,26 @@ fn build_torus(v: &serde_json::Value) -> Result<Component, PluginError> {
     })))
 }
 
-macro_rules! builtin {
-    ($name:expr, $desc:expr, $f:ident) => {
-        perfcast_core::inventory::submit! {
-            BuiltinPlugin {
-                category: Category::Interconnect,
-                name: $name,
-                crate_name: env!("CARGO_PKG_NAME"),
-                version: env!("CARGO_PKG_VERSION"),
-                description: $desc,
-                factory: $f,
-            }
-        }
-    };
-}
-
-builtin!("nvlink", "NVLink/NVSwitch scale-up domain", build_nvlink);
-builtin!("infiniband", "InfiniBand scale-out fabric", build_ib);
-builtin!("roce", "RoCE (Ethernet RDMA) scale-out fabric", build_roce);
-builtin!(
+perfcast_core::builtin!(
+    Interconnect,
+    "nvlink",
+    "NVLink/NVSwitch scale-up domain",
+    build_nvlink
+);
+perfcast_core::builtin!(
+    Interconnect,
+    "infiniband",
+    "InfiniBand scale-out fabric",
+    build_ib
+);
+perfcast_core::builtin!(
+    Interconnect,
+    "roce",
+    "RoCE (Ethernet RDMA) scale-out fabric",
+    build_roce
+);
+perfcast_core::builtin!(
+    Interconnect,
     "torus",
     "k-dimensional torus of point-to-point links",
     build_torus

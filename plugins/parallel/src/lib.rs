@@ -13,7 +13,7 @@ use perfcast_core::parallel::{
     ParallelStrategy, Phase, PlanShape, StateSplit, Window,
 };
 use perfcast_core::params::{self, fraction};
-use perfcast_core::registry::{BuiltinPlugin, Category, Component};
+use perfcast_core::registry::Component;
 use perfcast_core::workload::ModelSpec;
 use perfcast_core::{Bytes, ModelError, PluginError};
 use serde::Deserialize;
@@ -696,28 +696,14 @@ fn zero_named(name: &'static str, p: &serde_json::Value) -> Result<Component, Pl
     Ok(Component::ParallelStrategy(Arc::new(Zero { name, params })))
 }
 
-/// Register a built-in parallel strategy with the registry.
-macro_rules! builtin {
-    ($name:expr, $desc:expr, $f:expr) => {
-        perfcast_core::inventory::submit! {
-            BuiltinPlugin {
-                category: Category::ParallelStrategy,
-                name: $name,
-                crate_name: env!("CARGO_PKG_NAME"),
-                version: env!("CARGO_PKG_VERSION"),
-                description: $desc,
-                factory: $f,
-            }
-        }
-    };
-}
-
-builtin!(
+perfcast_core::builtin!(
+    ParallelStrategy,
     "tensor",
     "Megatron tensor parallel: column/row split, 2 all-reduces fwd + 2 bwd per layer",
     tensor
 );
-builtin!(
+perfcast_core::builtin!(
+    ParallelStrategy,
     "sequence",
     "Megatron sequence parallel: norms/dropout split over TP, all-gather + reduce-scatter",
     |p| {
@@ -725,27 +711,32 @@ builtin!(
         Ok(Component::ParallelStrategy(Arc::new(Sequence)))
     }
 );
-builtin!(
+perfcast_core::builtin!(
+    ParallelStrategy,
     "context",
     "Context parallel: sequence split, ring K/V exchange overlapped with attention",
     context
 );
-builtin!(
+perfcast_core::builtin!(
+    ParallelStrategy,
     "pipeline",
     "Pipeline parallel: layers split into stages, activation hand-offs between them",
     pipeline
 );
-builtin!(
+perfcast_core::builtin!(
+    ParallelStrategy,
     "data",
     "Data parallel: gradient all-reduce (reduce-scatter with ZeRO), overlapped with backward",
     data
 );
-builtin!(
+perfcast_core::builtin!(
+    ParallelStrategy,
     "zero",
     "ZeRO 1/2/3: optimizer, gradients, weights sharded over DP; parameter all-gathers",
     |p| zero_named("zero", p)
 );
-builtin!(
+perfcast_core::builtin!(
+    ParallelStrategy,
     "fsdp",
     "PyTorch FSDP (ZeRO with reshard_after_forward switch); plan.zero_stage 3 = FULL_SHARD",
     |p| zero_named("fsdp", p)

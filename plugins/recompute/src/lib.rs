@@ -13,7 +13,7 @@
 //!   activations are live once more (`working`).
 
 use perfcast_core::parallel::{LayerActivations, RecomputePlan, RecomputePolicy};
-use perfcast_core::registry::{BuiltinPlugin, Category, Component};
+use perfcast_core::registry::Component;
 use perfcast_core::{Bytes, ModelError, PluginError};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -121,23 +121,8 @@ fn params_none(p: &serde_json::Value) -> Result<(), PluginError> {
     perfcast_core::params::parse::<NoParams>(p).map(|_| ())
 }
 
-/// Register a built-in recompute policy with the registry.
-macro_rules! builtin {
-    ($name:expr, $desc:expr, $f:expr) => {
-        perfcast_core::inventory::submit! {
-            BuiltinPlugin {
-                category: Category::RecomputePolicy,
-                name: $name,
-                crate_name: env!("CARGO_PKG_NAME"),
-                version: env!("CARGO_PKG_VERSION"),
-                description: $desc,
-                factory: $f,
-            }
-        }
-    };
-}
-
-builtin!(
+perfcast_core::builtin!(
+    RecomputePolicy,
     "none",
     "No recompute: every activation kept (Korthikanti 2022 sbh(34 + 5as/h))",
     |p| {
@@ -145,7 +130,8 @@ builtin!(
         Ok(Component::RecomputePolicy(Arc::new(NoRecompute)))
     }
 );
-builtin!(
+perfcast_core::builtin!(
+    RecomputePolicy,
     "selective",
     "Selective (Korthikanti 2022): drop attention scores/softmax/dropout, rerun the attention core",
     |p| {
@@ -153,7 +139,8 @@ builtin!(
         Ok(Component::RecomputePolicy(Arc::new(Selective)))
     }
 );
-builtin!(
+perfcast_core::builtin!(
+    RecomputePolicy,
     "full",
     "Full: keep each layer's input, rerun its forward (optionally only recompute_layers per stage)",
     |p| {

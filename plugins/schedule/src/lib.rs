@@ -16,7 +16,7 @@
 //! one backward hand-off.
 
 use perfcast_core::parallel::{PipelineSchedule, PlanShape, ScheduleInput, ScheduleResult};
-use perfcast_core::registry::{BuiltinPlugin, Category, Component};
+use perfcast_core::registry::Component;
 use perfcast_core::{ModelError, PluginError};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -158,23 +158,8 @@ fn params_none(p: &serde_json::Value) -> Result<(), PluginError> {
     perfcast_core::params::parse::<NoParams>(p).map(|_| ())
 }
 
-/// Register a built-in pipeline schedule with the registry.
-macro_rules! builtin {
-    ($name:expr, $desc:expr, $f:expr) => {
-        perfcast_core::inventory::submit! {
-            BuiltinPlugin {
-                category: Category::PipelineSchedule,
-                name: $name,
-                crate_name: env!("CARGO_PKG_NAME"),
-                version: env!("CARGO_PKG_VERSION"),
-                description: $desc,
-                factory: $f,
-            }
-        }
-    };
-}
-
-builtin!(
+perfcast_core::builtin!(
+    PipelineSchedule,
     "gpipe",
     "GPipe: all forwards then all backwards; bubble (p-1)/m, m micro-batches in flight",
     |p| {
@@ -182,7 +167,8 @@ builtin!(
         Ok(Component::PipelineSchedule(Arc::new(GPipe)))
     }
 );
-builtin!(
+perfcast_core::builtin!(
+    PipelineSchedule,
     "1f1b",
     "1F1B (PipeDream-Flush): bubble (p-1)/m, stage i holds p-i micro-batches",
     |p| {
@@ -190,7 +176,8 @@ builtin!(
         Ok(Component::PipelineSchedule(Arc::new(OneFOneB)))
     }
 );
-builtin!(
+perfcast_core::builtin!(
+    PipelineSchedule,
     "interleaved-1f1b",
     "Interleaved 1F1B with vpp chunks: bubble (p-1)/(v·m), in-flight x(1+(p-1)/(p·v))",
     |p| {

@@ -20,7 +20,7 @@ use generations::{dram_generation, link_generation, LinkFamily};
 use node::{builtin_node, operating_point, NodeScaling, OperatingLimits, OperatingPoint};
 use perfcast_core::hardware::CollectiveAlgorithm;
 use perfcast_core::params::{self, fraction, non_negative, positive};
-use perfcast_core::registry::{BuiltinPlugin, Category, Component};
+use perfcast_core::registry::Component;
 use perfcast_core::{Bandwidth, Bytes, DType, PluginError, Seconds, TierLevel};
 use perfcast_plugin_gpu::{Gpu, GpuParams};
 use perfcast_plugin_memory::Tier;
@@ -334,40 +334,25 @@ fn build_link(v: &serde_json::Value) -> Result<Component, PluginError> {
     Ok(Component::Interconnect(Arc::new(link(&p)?.link)))
 }
 
-macro_rules! builtin {
-    ($cat:ident, $name:expr, $desc:expr, $f:ident) => {
-        perfcast_core::inventory::submit! {
-            BuiltinPlugin {
-                category: Category::$cat,
-                name: $name,
-                crate_name: env!("CARGO_PKG_NAME"),
-                version: env!("CARGO_PKG_VERSION"),
-                description: $desc,
-                factory: $f,
-            }
-        }
-    };
-}
-
-builtin!(
+perfcast_core::builtin!(
     ComputeUnit,
     "tech/node-scaled-gpu",
     "GPU derived from a process node (logic density, energy per op, supply limits) under the reference die's area and power",
     build_node_gpu
 );
-builtin!(
+perfcast_core::builtin!(
     MemoryTier,
     "tech/node-sram",
     "on-chip SRAM sized by a node's SRAM density in the reference SRAM area",
     build_sram
 );
-builtin!(
+perfcast_core::builtin!(
     MemoryTier,
     "tech/dram-generation",
     "device memory from a DRAM generation (HBM2..HBM4e, GDDR7, LPDDR5X) and a stack count",
     build_dram
 );
-builtin!(
+perfcast_core::builtin!(
     Interconnect,
     "tech/link-generation",
     "network level from a link generation (NVLink 2..7, InfiniBand EDR..3.2T)",
