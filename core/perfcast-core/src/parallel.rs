@@ -86,16 +86,22 @@ impl PlanShape {
 /// Even splits give `layers / pp` everywhere. Otherwise every stage gets
 /// `vpp·ceil(layers / (pp·vpp))` layers and the surplus is taken from the first and the last
 /// stage, which also carry the embedding and the LM head (what Llama 3 did: 126 layers on 16
-/// stages, one layer fewer on the first and the last; Dubey et al. 2024 §3.3.2). `None` when
-/// that leaves a stage empty or there are fewer layers than chunks.
+/// stages, one layer fewer on the first and the last; Dubey et al. 2024 §3.3.2). With
+/// interleaving, up to two chunks may hold no layer: Llama 3's first chunk on the first stage
+/// holds only the embedding and its last chunk on the last stage only the LM head and the loss
+/// (ibid.), so 126 layers run as 16 x 8 chunks of one layer. `None` when a stage is left empty
+/// or more than those two chunks would be.
 pub fn stage_layers(layers: u64, pp: u32, vpp: u32) -> Option<(u64, u64, u64)> {
     let pp = pp as u64;
     let chunks = pp * vpp as u64;
-    if pp == 0 || chunks == 0 || layers < chunks {
+    if pp == 0 || chunks == 0 || layers == 0 {
         return None;
     }
     if pp == 1 {
-        return Some((layers, layers, layers));
+        return (layers >= chunks).then_some((layers, layers, layers));
+    }
+    if layers + 2 < chunks {
+        return None;
     }
     let mid = vpp as u64 * layers.div_ceil(chunks);
     let surplus = mid * pp - layers;
@@ -105,6 +111,35 @@ pub fn stage_layers(layers: u64, pp: u32, vpp: u32) -> Option<(u64, u64, u64)> {
         return None;
     }
     Some((mid - from_first, mid, mid - from_last))
+}
+
+/// Interleaving degrees (`vpp`) a run of `layers` on `pp` stages could use.
+///
+/// Even splits: Megatron-LM sets `--num-layers-per-virtual-pipeline-stage N` with `N` dividing
+/// the layers per stage, so `vpp` divides `layers / pp`. Uneven splits: every `vpp` whose
+/// [`stage_layers`] split takes at most one chunk from the first and one from the last stage
+/// (Llama 3's balanced interleaving, Dubey et al. 2024 §3.3.2: 126 layers on 16 stages run
+/// with 2, 4 or 8 chunks per stage, not 3 or 6).
+pub fn interleaving_degrees(layers: u64, pp: u32) -> Vec<u32> {
+    if pp <= 1 || layers == 0 {
+        return vec![1];
+    }
+    let p = pp as u64;
+    if layers.is_multiple_of(p) {
+        let per_stage = layers / p;
+        return (1..=per_stage)
+            .filter(|v| per_stage.is_multiple_of(*v))
+            .filter_map(|v| u32::try_from(v).ok())
+            .collect();
+    }
+    let max = ((layers + 2) / p).min(u32::MAX as u64) as u32;
+    (1..=max)
+        .filter(|&v| {
+            let per_chunk = layers.div_ceil(p * v as u64);
+            let surplus = p * v as u64 * per_chunk - layers;
+            surplus <= 2 * per_chunk && stage_layers(layers, pp, v).is_some()
+        })
+        .collect()
 }
 
 /// Mesh axes of a communication group, as a bit set.
@@ -495,9 +530,34 @@ mod tests {
             (17, 16, 1, None),
             (15, 16, 1, None),
             (10, 2, 2, Some((5, 6, 5))),
+            // Llama 3: an embedding-only first chunk and a head-only last chunk.
+            (126, 16, 8, Some((7, 8, 7))),
+            (127, 16, 8, Some((8, 8, 7))),
+            (125, 16, 8, None),
+            (126, 16, 4, Some((7, 8, 7))),
+            (126, 16, 3, None),
+            (2, 1, 3, None),
+            (0, 4, 1, None),
         ];
         for (l, p, v, want) in table {
             assert_eq!(stage_layers(l, p, v), want, "L={l} p={p} v={v}");
+        }
+    }
+
+    #[test]
+    fn interleaving_degree_table() {
+        // (layers, pp, degrees)
+        let table: &[(u64, u32, &[u32])] = &[
+            (96, 8, &[1, 2, 3, 4, 6, 12]),
+            (112, 16, &[1, 7]),
+            (128, 64, &[1, 2]),
+            (126, 16, &[1, 2, 4, 8]),
+            (125, 16, &[1, 2, 4]),
+            (80, 1, &[1]),
+            (10, 16, &[]),
+        ];
+        for (l, p, want) in table {
+            assert_eq!(interleaving_degrees(*l, *p), *want, "{l} layers, pp {p}");
         }
     }
 

@@ -5,6 +5,7 @@
 
 use crate::space::{Constraints, Objective, SearchSpace};
 use crate::SearchError;
+use perfcast_core::parallel::interleaving_degrees;
 use perfcast_core::{DType, Engine};
 use perfcast_engine::training::{
     LayerCache, Placement, PlanGroup, Training, TrainingPlan, TrainingReport,
@@ -560,14 +561,7 @@ impl Ctx<'_> {
         let limit = training.capacity().0 * (1.0 - self.constraints.memory_headroom);
         let vpps: Vec<u32> = match &l.vpp {
             Some(v) => v.iter().copied().filter(|v| o.pp > 1 || *v == 1).collect(),
-            None if o.pp == 1 => vec![1],
-            None => {
-                if m.layers.is_multiple_of(o.pp as u64) {
-                    divisors(m.layers / o.pp as u64)
-                } else {
-                    vec![1]
-                }
-            }
+            None => interleaving_degrees(m.layers, o.pp),
         };
         let mbs: Vec<u32> = match &l.micro_batch {
             Some(v) => v.clone(),

@@ -20,8 +20,9 @@ pub struct SearchSpace {
     /// Context-parallel degrees. Default: `[1]` (context parallelism only pays off for long
     /// sequences; list e.g. `[1, 2, 4]` to search it).
     pub cp: Option<Vec<u32>>,
-    /// Virtual pipeline stages. Default: every `v` with `layers` divisible by `pp x v`
-    /// (Megatron-LM's interleaving requirement).
+    /// Virtual pipeline stages. Default: `perfcast_core::parallel::interleaving_degrees`
+    /// (every `v` dividing `layers / pp`, Megatron-LM's requirement; with uneven stages, the
+    /// splits that take at most one chunk from the first and the last stage, as Llama 3 ran).
     pub vpp: Option<Vec<u32>>,
     /// Micro-batch sizes. Default: every divisor of `global_batch / dp` up to
     /// [`Constraints::max_micro_batch`].

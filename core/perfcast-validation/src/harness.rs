@@ -23,8 +23,8 @@
 //! * **Recompute** `unknown` (not published): the least recompute that fits in device memory
 //!   (none, else selective, else full), the choice a practitioner makes.
 //! * **Interleaving** listed in `assumed` (not published; the schema calls assumed values soft
-//!   inputs): the fastest plan that fits among the interleavings Megatron-LM allows
-//!   ([`soft_vpp_candidates`]).
+//!   inputs): the fastest plan that fits among the interleavings the layers allow
+//!   ([`perfcast_core::parallel::interleaving_degrees`]).
 //! * **Inference**: `fp8`/`fp4` precision is W8A8/W4A4 (fp8/fp4 GEMMs, as TensorRT-LLM runs
 //!   FP8 on Hopper); `int8`/`int4` are weight-only (16-bit activations). KV cache in
 //!   `kv_precision` (default: the precision). Static and latency modes are one batch prefilled
@@ -41,6 +41,7 @@ use crate::cases::{
 use crate::flops::{self, StepShape};
 use crate::presets;
 use crate::report::{CaseResult, MetricResult, Report, Status};
+use perfcast_core::parallel::interleaving_degrees;
 use perfcast_core::registry::Registry;
 use perfcast_core::workload::{FfnAct, ModelSpec};
 use perfcast_core::{AttentionKind, DType, System};
@@ -250,34 +251,9 @@ pub struct Harness {
     registry: Registry,
     pub inference_options: InferenceOptions,
     /// Treat an unpublished (`assumed`) `parallel.vpp` as a soft input: model the fastest
-    /// interleaving of [`soft_vpp_candidates`] that fits (default true; the schema calls assumed values
-    /// soft inputs).
+    /// interleaving of [`interleaving_degrees`] that fits (default true; the schema calls
+    /// assumed values soft inputs).
     pub soft_assumed_vpp: bool,
-}
-
-/// Interleaving degrees tried for an assumed `parallel.vpp` when the layers do not divide
-/// evenly over the stages (uneven stages, as Llama 3 ran them).
-pub const SOFT_VPP: &[u32] = &[1, 2, 3, 4, 6, 8];
-
-/// Interleaving degrees a run could have used: Megatron-LM sets
-/// `--num-layers-per-virtual-pipeline-stage N` with `N` dividing the layers per stage, so
-/// `vpp = (layers / pp) / N` is a divisor of `layers / pp`; with uneven stages, [`SOFT_VPP`]
-/// (at least one layer per chunk).
-pub fn soft_vpp_candidates(layers: u64, pp: u32) -> Vec<u32> {
-    let pp = pp.max(1) as u64;
-    if layers.is_multiple_of(pp) {
-        let per_stage = layers / pp;
-        (1..=per_stage)
-            .filter(|v| per_stage.is_multiple_of(*v))
-            .filter_map(|v| u32::try_from(v).ok())
-            .collect()
-    } else {
-        SOFT_VPP
-            .iter()
-            .copied()
-            .filter(|v| pp * *v as u64 <= layers)
-            .collect()
-    }
 }
 
 impl Harness {
@@ -373,7 +349,7 @@ impl Harness {
             && base.pp > 1
             && case.assumed.iter().any(|a| a == "parallel.vpp")
         {
-            soft_vpp_candidates(case.model.layers, base.pp)
+            interleaving_degrees(case.model.layers, base.pp)
         } else {
             vec![base.vpp]
         };
@@ -584,25 +560,5 @@ impl Harness {
             ));
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn interleaving_candidates() {
-        // (layers, pp, candidates)
-        let table: &[(u64, u32, &[u32])] = &[
-            (96, 8, &[1, 2, 3, 4, 6, 12]),
-            (112, 16, &[1, 7]),
-            (128, 64, &[1, 2]),
-            (126, 16, &[1, 2, 3, 4, 6]),
-            (10, 16, &[]),
-        ];
-        for (l, p, want) in table {
-            assert_eq!(soft_vpp_candidates(*l, *p), *want, "{l} layers, pp {p}");
-        }
     }
 }

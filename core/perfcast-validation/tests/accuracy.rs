@@ -25,15 +25,7 @@ const TARGETS: &[(&str, f64, f64)] = &[
 
 /// Bounds asserted where the target is not met yet: (group, MAPE bound, worst-case bound,
 /// why the target is not met).
-const BOUNDS: &[(&str, f64, f64, &str)] = &[(
-    "llama3-405b-pretrain",
-    0.13,
-    0.26,
-    "TARGET NOT MET (MAPE 10%): llama3_405b_8k_8192gpu is predicted ~24% slow: its interleaving \
-     is not published (vpp = 1 assumed) and every interleaved plan exceeds 80 GB in the \
-     engine's activation accounting (no recompute), so it keeps the full 1F1B bubble \
-     (15/32 of the compute); the 16k-GPU cases run interleaved and are within 7%",
-)];
+const BOUNDS: &[(&str, f64, f64, &str)] = &[];
 
 #[test]
 fn public_validation_set_meets_targets_or_bounds() {

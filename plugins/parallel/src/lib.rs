@@ -407,7 +407,8 @@ impl ParallelStrategy for Pipeline {
                 format!(
                     "model.layers = {} cannot be split over plan.pp x plan.vpp = {} x {} chunks \
                      (uneven splits take the surplus from the first and last stage; no stage \
-                     may be left empty)",
+                     may be left empty, and at most the first and the last chunk may hold no \
+                     layer)",
                     model.layers, plan.pp, plan.vpp
                 ),
             ));

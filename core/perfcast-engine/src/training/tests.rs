@@ -375,6 +375,22 @@ fn uneven_pipeline_stages() {
     // 7 layers + embedding on stage 0, 8 layers on stage 1.
     assert!(r.memory.peak.0 >= second.total.0);
     assert!(r.breakdown.bubble.0 > 0.0);
+
+    // Llama 3's interleaving: 128 chunks of one layer, the first holding only the embedding
+    // and the last only the LM head (Dubey et al. 2024 §3.3.2). The bubble shrinks by about
+    // v = 8; the busiest stage holds (2(p-2) + (v-1)p + 1)/v micro-batches of its 8 layers.
+    pl.vpp = 8;
+    pl.schedule = Some("interleaved-1f1b".into());
+    let i = t.evaluate(&pl).unwrap();
+    let ratio = r.breakdown.bubble.0 / i.breakdown.bubble.0;
+    assert!((6.0..=8.5).contains(&ratio), "bubble ratio {ratio}");
+    let second8 = i.memory.second_stage.unwrap();
+    assert_eq!(second8.in_flight, (2.0 * 14.0 + 7.0 * 16.0 + 1.0) / 8.0);
+    assert!(second8.activations.0 > second.activations.0);
+    // A ninth chunk per stage would leave more than the two end chunks without a layer.
+    pl.vpp = 9;
+    let e = t.evaluate(&pl).unwrap_err().to_string();
+    assert!(e.contains("plan.pp") && e.contains("16 x 9"), "{e}");
 }
 
 /// Each bad input names its key.
