@@ -1,7 +1,7 @@
 //! Hardware traits: compute units, memory tiers, interconnect levels.
 
 use crate::dtype::DType;
-use crate::error::ModelError;
+use crate::error::{ModelError, PluginError};
 use crate::op::{Collective, CollectiveKind, ComputeOp};
 use crate::units::{Bandwidth, Bytes, FlopCount, FlopRate, Seconds};
 use serde::{Deserialize, Serialize};
@@ -193,6 +193,30 @@ pub trait Interconnect: Send + Sync {
     fn collective_time(&self, c: &Collective, algorithm: CollectiveAlgorithm) -> Seconds {
         collective_time(c, self.bandwidth(), self.latency(), algorithm)
     }
+    /// `collective_time`, or why the level cannot answer (a dynamic plugin's failing call or
+    /// invalid answer). The engines call this one, so that the plugin's own message reaches
+    /// the user; native levels keep the default.
+    fn try_collective_time(
+        &self,
+        c: &Collective,
+        algorithm: CollectiveAlgorithm,
+    ) -> Result<Seconds, PluginError> {
+        let t = self.collective_time(c, algorithm);
+        if t.0.is_finite() && t.0 >= 0.0 {
+            Ok(t)
+        } else {
+            Err(PluginError::BadValue {
+                plugin: self.kind().to_string(),
+                what: format!(
+                    "collective time ({} of {} B over {} ranks)",
+                    c.kind.name(),
+                    c.bytes.0,
+                    c.ranks
+                ),
+                value: t.0,
+            })
+        }
+    }
 }
 
 /// Ring / tree collective time (alpha-beta model): `steps·α + factor·S/B`.
@@ -233,6 +257,38 @@ pub fn collective_time(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A level whose model answers NaN: `try_collective_time` names it and the collective.
+    #[test]
+    fn invalid_collective_time_is_an_error_naming_the_level() {
+        struct Broken;
+        impl Interconnect for Broken {
+            fn kind(&self) -> &str {
+                "broken-link"
+            }
+            fn domain_size(&self) -> u32 {
+                8
+            }
+            fn bandwidth(&self) -> Bandwidth {
+                Bandwidth(f64::NAN)
+            }
+            fn latency(&self) -> Seconds {
+                Seconds(1e-6)
+            }
+        }
+        let c = Collective {
+            kind: CollectiveKind::AllGather,
+            bytes: Bytes(1e6),
+            ranks: 4,
+        };
+        let e = Broken
+            .try_collective_time(&c, CollectiveAlgorithm::Ring)
+            .unwrap_err()
+            .to_string();
+        for w in ["broken-link", "all_gather", "4 ranks", "NaN"] {
+            assert!(e.contains(w), "{w}: {e}");
+        }
+    }
 
     #[test]
     fn ring_all_reduce_alpha_beta() {

@@ -12,7 +12,7 @@
 
 use perfcast_core::op::{Collective, CollectiveKind};
 use perfcast_core::parallel::AxisSet;
-use perfcast_core::{Bytes, CollectiveAlgorithm, Interconnect, ModelError, Seconds};
+use perfcast_core::{Bytes, CollectiveAlgorithm, Interconnect, ModelError, PluginError, Seconds};
 use std::sync::Arc;
 
 /// Degrees of the mesh axes.
@@ -111,23 +111,40 @@ impl Network {
         self.levels.is_empty()
     }
 
-    fn flat(&self, level: usize, kind: CollectiveKind, bytes: f64, ranks: u64) -> f64 {
+    /// One collective on one level; a level that cannot answer (a dynamic plugin's error or
+    /// invalid value) is an error naming the level and the plugin.
+    fn flat(
+        &self,
+        level: usize,
+        kind: CollectiveKind,
+        bytes: f64,
+        ranks: u64,
+    ) -> Result<f64, ModelError> {
         if ranks <= 1 || bytes <= 0.0 {
-            return 0.0;
+            return Ok(0.0);
         }
         let c = Collective {
             kind,
             bytes: Bytes(bytes),
             ranks: ranks.min(u32::MAX as u64) as u32,
         };
-        self.levels[level].collective_time(&c, self.algorithm).0
+        self.levels[level]
+            .try_collective_time(&c, self.algorithm)
+            .map(|t| t.0)
+            .map_err(|e| level_error(level, e))
     }
 
     /// Time of one collective of `bytes` (full buffer) over the group `set` of `mesh`.
-    pub fn time(&self, mesh: &Mesh, set: AxisSet, kind: CollectiveKind, bytes: Bytes) -> Seconds {
+    pub fn time(
+        &self,
+        mesh: &Mesh,
+        set: AxisSet,
+        kind: CollectiveKind,
+        bytes: Bytes,
+    ) -> Result<Seconds, ModelError> {
         let ranks = mesh.ranks(set);
         if ranks <= 1 || bytes.0 <= 0.0 || self.levels.is_empty() {
-            return Seconds::ZERO;
+            return Ok(Seconds::ZERO);
         }
         // Innermost level whose domain holds the group; the outermost level otherwise.
         let last = self.levels.len() - 1;
@@ -142,28 +159,52 @@ impl Network {
         let s = bytes.0;
         use CollectiveKind::*;
         if j == 0 || r_in <= 1 || matches!(kind, SendRecv | AllToAll | Broadcast) {
-            return Seconds(self.flat(j, kind, s, ranks));
+            return self.flat(j, kind, s, ranks).map(Seconds);
         }
         let r_out = ranks.div_ceil(r_in);
         let (inner, outer) = (j - 1, j);
         let t = match kind {
             AllReduce => {
-                self.flat(inner, ReduceScatter, s, r_in)
-                    + self.flat(outer, AllReduce, s / r_in as f64, r_out)
-                    + self.flat(inner, AllGather, s, r_in)
+                self.flat(inner, ReduceScatter, s, r_in)?
+                    + self.flat(outer, AllReduce, s / r_in as f64, r_out)?
+                    + self.flat(inner, AllGather, s, r_in)?
             }
             AllGather => {
-                self.flat(outer, AllGather, s / r_in as f64, r_out)
-                    + self.flat(inner, AllGather, s, r_in)
+                self.flat(outer, AllGather, s / r_in as f64, r_out)?
+                    + self.flat(inner, AllGather, s, r_in)?
             }
             ReduceScatter => {
-                self.flat(inner, ReduceScatter, s, r_in)
-                    + self.flat(outer, ReduceScatter, s / r_in as f64, r_out)
+                self.flat(inner, ReduceScatter, s, r_in)?
+                    + self.flat(outer, ReduceScatter, s / r_in as f64, r_out)?
             }
-            SendRecv | AllToAll | Broadcast => self.flat(j, kind, s, ranks),
+            SendRecv | AllToAll | Broadcast => self.flat(j, kind, s, ranks)?,
         };
-        Seconds(t)
+        Ok(Seconds(t))
     }
+}
+
+/// A network level's failure, with the level's index (`system.network[i]`) added.
+pub(crate) fn level_error(level: usize, e: PluginError) -> ModelError {
+    let at = format!("system.network[{level}]");
+    ModelError::Plugin(match e {
+        PluginError::Failed { plugin, message } => PluginError::Failed {
+            plugin,
+            message: format!("{message} (at {at})"),
+        },
+        PluginError::BadValue {
+            plugin,
+            what,
+            value,
+        } => PluginError::BadValue {
+            plugin,
+            what: format!("{what} at {at}"),
+            value,
+        },
+        PluginError::Params { path, message } => PluginError::Params {
+            path: format!("{at}.{path}"),
+            message,
+        },
+    })
 }
 
 #[cfg(test)]
@@ -223,9 +264,15 @@ mod tests {
             pp: 16,
             dp: 8,
         };
-        let tp = n.time(&m, AxisSet::TENSOR, CollectiveKind::AllReduce, s).0;
+        let tp = n
+            .time(&m, AxisSet::TENSOR, CollectiveKind::AllReduce, s)
+            .unwrap()
+            .0;
         assert!((tp - 1.75 * 1e9 / 300e9).abs() < 1e-12);
-        let dp = n.time(&m, AxisSet::DATA, CollectiveKind::AllReduce, s).0;
+        let dp = n
+            .time(&m, AxisSet::DATA, CollectiveKind::AllReduce, s)
+            .unwrap()
+            .0;
         assert!((dp - 1.75 * 1e9 / 25e9).abs() < 1e-12);
         let m2 = Mesh {
             tp: 2,
@@ -233,11 +280,16 @@ mod tests {
             pp: 1,
             dp: 16,
         };
-        let h = n.time(&m2, AxisSet::DATA, CollectiveKind::AllReduce, s).0;
+        let h = n
+            .time(&m2, AxisSet::DATA, CollectiveKind::AllReduce, s)
+            .unwrap()
+            .0;
         let want = 2.0 * 0.75 * 1e9 / 300e9 + 2.0 * 3.0 / 4.0 * 0.25e9 / 25e9;
         assert!((h - want).abs() < 1e-12, "{h} vs {want}");
         assert_eq!(
-            n.time(&m, AxisSet::CONTEXT, CollectiveKind::AllReduce, s).0,
+            n.time(&m, AxisSet::CONTEXT, CollectiveKind::AllReduce, s)
+                .unwrap()
+                .0,
             0.0
         );
     }

@@ -269,9 +269,9 @@ pub(crate) trait LinkBackend: Send + Sync {
     ) -> Result<f64, CallError>;
 }
 
-/// A foreign interconnect. The native `collective_time` returns plain `Seconds`, so a failing
-/// call or a bad answer comes back as NaN, which the engine's finiteness check
-/// (`units::ensure_finite`) turns into an error.
+/// A foreign interconnect. The engines call `try_collective_time`, which returns the plugin's
+/// error (or names the bad value it returned); the infallible `collective_time` returns NaN
+/// for those.
 pub(crate) struct ForeignInterconnect {
     kind: String,
     props: LinkProps,
@@ -312,15 +312,36 @@ impl Interconnect for ForeignInterconnect {
         Seconds(self.props.latency)
     }
     fn collective_time(&self, c: &Collective, algorithm: CollectiveAlgorithm) -> Seconds {
-        let r = self.backend.collective_time(
-            codes::collective_kind_code(c.kind),
-            c.bytes.0,
-            c.ranks,
-            codes::algorithm_code(algorithm),
-        );
-        match r {
-            Ok(v) if v.is_finite() && v >= 0.0 => Seconds(v),
-            _ => Seconds(f64::NAN),
+        self.try_collective_time(c, algorithm)
+            .unwrap_or(Seconds(f64::NAN))
+    }
+    fn try_collective_time(
+        &self,
+        c: &Collective,
+        algorithm: CollectiveAlgorithm,
+    ) -> Result<Seconds, PluginError> {
+        let v = self
+            .backend
+            .collective_time(
+                codes::collective_kind_code(c.kind),
+                c.bytes.0,
+                c.ranks,
+                codes::algorithm_code(algorithm),
+            )
+            .map_err(|e| e.into_plugin_error(&self.kind))?;
+        if v.is_finite() && v >= 0.0 {
+            Ok(Seconds(v))
+        } else {
+            Err(PluginError::BadValue {
+                plugin: self.kind.clone(),
+                what: format!(
+                    "collective time ({} of {} B over {} ranks)",
+                    c.kind.name(),
+                    c.bytes.0,
+                    c.ranks
+                ),
+                value: v,
+            })
         }
     }
 }

@@ -485,13 +485,21 @@ fn c_interconnect_runs_its_own_ring_model() {
             assert!(close(ring.collective_time(&c, alg).0, want.0), "{kind:?}");
         }
     }
-    // More ranks than the ring holds: the plugin's error comes back as NaN (the native
-    // signature has no error), which the engine's finiteness check rejects.
+    // More ranks than the ring holds: `try_collective_time` (what the engines call) returns
+    // the plugin's message; the infallible `collective_time` gives NaN.
     let too_many = Collective {
         kind: CollectiveKind::AllReduce,
         bytes: Bytes(1e6),
         ranks: 16,
     };
+    let e = ring
+        .try_collective_time(&too_many, CollectiveAlgorithm::Ring)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("cvendor/ring") && e.contains("16 ranks exceed"),
+        "{e}"
+    );
     assert!(ring
         .collective_time(&too_many, CollectiveAlgorithm::Ring)
         .0

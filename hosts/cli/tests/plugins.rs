@@ -378,9 +378,35 @@ fn misbehaving_plugins_are_errors_not_crashes() {
             ],
             &["decode_qkv"],
         ),
+        // A training step whose data-parallel group (16 ranks) exceeds the ring's domain (8):
+        // the plugin's own error, naming the plugin and the network level.
+        (
+            &[
+                "predict",
+                cfg_c,
+                "preset:megatron-gpt-1.7b",
+                "--load",
+                c,
+                "--set",
+                "system.devices=16",
+                "--set",
+                "plan.dp=16",
+                "--set",
+                "plan.global_batch=64",
+            ],
+            &[
+                "cvendor/ring",
+                "16 ranks exceed the ring's domain_size 8",
+                "system.network[0]",
+            ],
+        ),
     ];
     for (args, want) in cases {
-        let mut a = vec!["roofline"];
+        let mut a = if args[0] == "predict" {
+            vec![]
+        } else {
+            vec!["roofline"]
+        };
         a.extend_from_slice(args);
         let o = perfcast(&a);
         assert_eq!(o.code, 1, "{a:?}: {}\n{}", o.stderr, o.stdout);

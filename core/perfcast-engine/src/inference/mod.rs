@@ -630,12 +630,14 @@ impl Inference {
     }
 
     /// The innermost network level whose domain spans `ranks` devices.
-    fn level(&self, ranks: u32, key: &str) -> Result<&dyn Interconnect, ModelError> {
+    /// The innermost network level (its index and itself) spanning `ranks` devices.
+    fn level(&self, ranks: u32, key: &str) -> Result<(usize, &dyn Interconnect), ModelError> {
         self.system
             .network
             .iter()
-            .find(|l| l.domain_size() >= ranks)
-            .map(|l| l.as_ref())
+            .enumerate()
+            .find(|(_, l)| l.domain_size() >= ranks)
+            .map(|(i, l)| (i, l.as_ref()))
             .ok_or_else(|| {
                 ModelError::invalid(
                     key,
@@ -793,11 +795,11 @@ impl Inference {
         if c.ranks <= 1 {
             return Ok(());
         }
-        let level = self.level(c.ranks, "plan")?;
+        let (i, level) = self.level(c.ranks, "plan")?;
         let wire = level
-            .collective_time(&c, self.options.collective_algorithm)
+            .try_collective_time(&c, self.options.collective_algorithm)
+            .map_err(|e| crate::network::level_error(i, e))?
             .0;
-        perfcast_core::units::ensure_finite("collective time", wire)?;
         let fixed = self.options.collective_overhead_us * 1e-6;
         let host = if pass.eager {
             self.options.host_launch_us * 1e-6

@@ -908,7 +908,7 @@ impl Training {
         let mut ctime = [0.0f64; CommList::CAPACITY];
         for (i, c) in comms.iter().enumerate() {
             let group = placement.map(c.group);
-            let tt = self.network.time(&mesh, group, c.kind, c.bytes).0 * c.count;
+            let tt = self.network.time(&mesh, group, c.kind, c.bytes)?.0 * c.count;
             if !(tt.is_finite() && tt >= 0.0) {
                 return Err(ModelError::NonFinite {
                     what: format!("{} {} time", c.class.name(), c.kind.name()),
