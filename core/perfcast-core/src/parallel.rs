@@ -512,6 +512,14 @@ pub trait PipelineSchedule: Send + Sync {
     fn step(&self, input: &ScheduleInput) -> Result<ScheduleResult, ModelError>;
     /// Micro-batches (whole-stage units) stage `stage` (0-based) holds at its peak.
     fn in_flight(&self, input: &ScheduleInput, stage: u32) -> f64;
+    /// Micro-batches whose activations chunk `chunk` (0-based, of `virtual_stages`) of stage
+    /// `stage` holds at that stage's peak. With chunks of equal size their mean is
+    /// `in_flight`; the engine weights them by each chunk's layers, which differ on the first
+    /// and the last stage of an uneven split. Default: every chunk holds `in_flight`.
+    fn chunk_in_flight(&self, input: &ScheduleInput, stage: u32, chunk: u32) -> f64 {
+        let _ = chunk;
+        self.in_flight(input, stage)
+    }
 }
 
 #[cfg(test)]

@@ -152,6 +152,22 @@ impl PipelineSchedule for Interleaved {
         let chunks = 2.0 * (p - i - 1.0) + (v - 1.0) * p + 1.0;
         (chunks / v).min(m)
     }
+    /// Megatron runs the warm-up forwards in groups of `p` micro-batches, chunk 0 first:
+    /// after `k` forwards (the count above, at most `m·v`), chunk `c` holds `R·p` micro-batches
+    /// of the `R = k div (v·p)` full rounds plus `clamp(k mod (v·p) - c·p, 0, p)`.
+    fn chunk_in_flight(&self, input: &ScheduleInput, stage: u32, chunk: u32) -> f64 {
+        if input.stages <= 1 || input.virtual_stages <= 1 {
+            return self.in_flight(input, stage);
+        }
+        let p = input.stages as f64;
+        let v = input.virtual_stages as f64;
+        let i = (stage.min(input.stages - 1)) as f64;
+        let m = input.micro_batches.max(1) as f64;
+        let k = (2.0 * (p - i - 1.0) + (v - 1.0) * p + 1.0).min(m * v);
+        let rounds = (k / (v * p)).floor();
+        let rest = k - rounds * v * p;
+        rounds * p + (rest - chunk.min(input.virtual_stages - 1) as f64 * p).clamp(0.0, p)
+    }
 }
 
 fn params_none(p: &serde_json::Value) -> Result<(), PluginError> {
@@ -235,6 +251,43 @@ mod tests {
         for i in 0..8 {
             assert_eq!(OneFOneB.in_flight(&inp, i), (8 - i) as f64);
         }
+    }
+
+    /// Per-chunk warm-up counts: Llama 3 405B's layout (p 16, v 8, m 32); their mean is
+    /// `in_flight` for every stage and shape.
+    #[test]
+    fn interleaved_chunk_in_flight() {
+        let inp = input(16, 8, 32);
+        let first: Vec<f64> = (0..8)
+            .map(|c| Interleaved.chunk_in_flight(&inp, 0, c))
+            .collect();
+        assert_eq!(first, [31.0, 16.0, 16.0, 16.0, 16.0, 16.0, 16.0, 16.0]);
+        let last: Vec<f64> = (0..8)
+            .map(|c| Interleaved.chunk_in_flight(&inp, 15, c))
+            .collect();
+        assert_eq!(last, [16.0, 16.0, 16.0, 16.0, 16.0, 16.0, 16.0, 1.0]);
+        for (p, v, m) in [
+            (16, 8, 32),
+            (16, 8, 16),
+            (8, 2, 64),
+            (4, 3, 8),
+            (64, 2, 512),
+        ] {
+            let inp = input(p, v, m);
+            for i in 0..p {
+                let sum: f64 = (0..v)
+                    .map(|c| Interleaved.chunk_in_flight(&inp, i, c))
+                    .sum();
+                let want = Interleaved.in_flight(&inp, i);
+                assert!(
+                    (sum / v as f64 - want).abs() < 1e-12,
+                    "p{p} v{v} m{m} stage {i}"
+                );
+            }
+        }
+        // Non-interleaved schedules: every chunk holds the stage's count.
+        let inp = input(8, 1, 64);
+        assert_eq!(OneFOneB.chunk_in_flight(&inp, 3, 0), 5.0);
     }
 
     #[test]

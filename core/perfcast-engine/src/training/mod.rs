@@ -215,6 +215,39 @@ const NO_RECOMPUTE_YET: RecomputePlan = RecomputePlan {
     working: Bytes::ZERO,
 };
 
+/// Micro-batches (whole-stage units) whose activations stage `idx` holds at its peak, each
+/// chunk weighted by its layers. The short chunks of an uneven split (`stage_layers`) are the
+/// first stage's first chunks and the last stage's last ones (Llama 3's embedding-only and
+/// head-only chunks); with equal chunks this is the schedule's `in_flight`.
+fn layer_weighted_in_flight(
+    p: &Prepared,
+    input: &ScheduleInput,
+    idx: u32,
+    vpp: u32,
+    last: u32,
+) -> f64 {
+    let n = if idx == 0 {
+        p.n_first
+    } else if idx == last {
+        p.n_last
+    } else {
+        p.n_mid
+    };
+    if vpp <= 1 || n == 0 || n == p.n_mid {
+        return p.sched.in_flight(input, idx);
+    }
+    let per = p.n_mid / vpp as u64;
+    let deficit = p.n_mid - n;
+    let mut held = 0.0;
+    for c in 0..vpp {
+        // Chunks counted from the stage's short end.
+        let from_end = if idx == 0 { c } else { vpp - 1 - c } as u64;
+        let short = deficit.saturating_sub(from_end * per).min(per);
+        held += p.sched.chunk_in_flight(input, idx, c) * (per - short) as f64;
+    }
+    held / n as f64
+}
+
 /// The plugin named `name` in `list` (a scan of the few resolved plugins), or an error on
 /// `key` listing the registered names of `what`.
 fn by_name<'a, T: ?Sized>(
@@ -768,7 +801,7 @@ impl Training {
         };
         let tok = (p.b * p.s / p.cpd) as f64;
         let reserved = Bytes::from_gib(self.params.runtime_reserve_gib);
-        let in_flight = p.sched.in_flight(input, idx);
+        let in_flight = layer_weighted_in_flight(p, input, idx, plan.vpp, last);
         let mut per_mb = rp.kept.0;
         if with_emb && p.dropout {
             // Input-embedding dropout mask.

@@ -386,6 +386,10 @@ fn uneven_pipeline_stages() {
     assert!((6.0..=8.5).contains(&ratio), "bubble ratio {ratio}");
     let second8 = i.memory.second_stage.unwrap();
     assert_eq!(second8.in_flight, (2.0 * 14.0 + 7.0 * 16.0 + 1.0) / 8.0);
+    // The first stage's extra warm-up forwards are all in its embedding-only chunk, and the
+    // last stage's head-only chunk holds one: each of their 7 layers holds 16 micro-batches.
+    assert_eq!(i.memory.first_stage.in_flight, 16.0);
+    assert_eq!(i.memory.last_stage.in_flight, 16.0);
     assert!(second8.activations.0 > second.activations.0);
     // A ninth chunk per stage would leave more than the two end chunks without a layer.
     pl.vpp = 9;
