@@ -576,7 +576,8 @@ fn d_true() -> bool {
 /// state, 2 also the gradients, 3 also the weights (PyTorch FSDP FULL_SHARD). Stages 1-2
 /// all-gather the updated weights once per step; stage 3 all-gathers each layer's weights
 /// before its forward and (resharding) again before its backward, and reduce-scatters its
-/// gradients after each micro-batch's backward.
+/// gradients after each micro-batch's backward; the embedding and the LM head are gathered
+/// once per micro-batch on their stages.
 #[derive(Debug, Clone)]
 pub struct Zero {
     pub name: &'static str,
@@ -659,7 +660,35 @@ impl ParallelStrategy for Zero {
             1.0,
             prefetch,
             false,
-        ))
+        ))?;
+        // The embedding table (first stage) and the LM head (last stage; the same table when
+        // tied on one stage): FSDP's root unit, gathered at the start of each micro-batch's
+        // forward and kept until its backward has reduce-scattered the gradients. Exposed:
+        // nothing of the micro-batch runs before the first or after the last of them.
+        let x = Overlap::Exposed;
+        let e = d.embedding_params;
+        let ends: &[(Phase, Phase)] = if d.tied_embeddings && plan.pp <= 1 {
+            &[(Phase::EmbeddingForward, Phase::EmbeddingBackward)]
+        } else {
+            &[
+                (Phase::EmbeddingForward, Phase::EmbeddingBackward),
+                (Phase::HeadForward, Phase::HeadBackward),
+            ]
+        };
+        for &(fwd, bwd) in ends {
+            out.push(op(c, fwd, AllGather, e * d.weight_bytes, g, 1.0, x, false))?;
+            out.push(op(
+                CommClass::Data,
+                bwd,
+                ReduceScatter,
+                e * d.grad_bytes,
+                g,
+                1.0,
+                x,
+                false,
+            ))?;
+        }
+        Ok(())
     }
 }
 
@@ -930,7 +959,8 @@ mod tests {
                 "stage {stage}"
             );
         }
-        // ZeRO-3: gather fwd + bwd, reduce-scatter grads per layer; data adds nothing.
+        // ZeRO-3: gather fwd + bwd, reduce-scatter grads per layer; gather and reduce-scatter
+        // the embedding (first stage) and the head (last stage, pp 16); data adds nothing.
         let mut l = CommList::default();
         let p3 = PlanShape {
             zero_stage: 3,
@@ -944,8 +974,24 @@ mod tests {
         }
         .comms(&p3, &dims(), &mut l)
         .unwrap();
-        assert_eq!(l.len(), 3);
+        assert_eq!(l.len(), 7);
         assert!(l.iter().all(|c| c.phase != Phase::Step));
+        let ends = [
+            Phase::EmbeddingForward,
+            Phase::EmbeddingBackward,
+            Phase::HeadForward,
+            Phase::HeadBackward,
+        ];
+        for ph in ends {
+            let c: Vec<_> = l.iter().filter(|c| c.phase == ph).collect();
+            assert_eq!(c.len(), 1, "{ph:?}");
+            assert_eq!(c[0].bytes.0, dims().embedding_params * 2.0, "{ph:?}");
+        }
+        // One stage with tied embeddings: one table.
+        let mut l1 = CommList::default();
+        let p1 = PlanShape { pp: 1, ..p3 };
+        z.comms(&p1, &dims(), &mut l1).unwrap();
+        assert_eq!(l1.len(), 5);
     }
 
     #[test]

@@ -813,8 +813,14 @@ impl Training {
             temp += 4.0 * tok * p.ls.vocab_dev as f64;
         }
         if plan.zero_stage >= 3 {
-            // ZeRO-3: the gathered weights of the current and the prefetched layer.
-            temp += 2.0 * p.layer_dev * p.dims.weight_bytes;
+            // ZeRO-3: the gathered weights of the current and the prefetched layer, and the
+            // gathered embedding table / LM head on their stages (one table when tied on a
+            // single stage).
+            let tables = match (with_emb, with_head) {
+                (true, true) if p.dims.tied_embeddings => 1.0,
+                (e, h) => e as u8 as f64 + h as u8 as f64,
+            };
+            temp += (2.0 * p.layer_dev + tables * p.dims.embedding_params) * p.dims.weight_bytes;
         }
         let st = &p.state;
         let weights = params * st.weights / p.ssplit.weights.max(1) as f64;

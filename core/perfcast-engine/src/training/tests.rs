@@ -278,6 +278,17 @@ fn zero_stages_shard_state() {
     let (z1, z3) = (ev(&m, 1), ev(&m, 3));
     assert!(z3.breakdown.zero_comm.0 > 5.0 * z1.breakdown.zero_comm.0);
     assert!(z3.memory.first_stage.temp.0 > 0.0);
+    // The (tied) embedding table is gathered once per micro-batch: a larger vocabulary adds
+    // its gather to the exposed ZeRO time and its table to the gathered buffers.
+    let mut big = m.clone();
+    big.vocab *= 4;
+    let zb = ev(&big, 3);
+    // Per vocabulary entry: the bf16 table row (2h) and the fp32 logits of the loss (4bs).
+    let dv = (big.vocab - m.vocab) as f64;
+    let want = dv * (2.0 * m.hidden as f64 + 4.0 * 4.0 * m.seq_len as f64);
+    let dt = zb.memory.first_stage.temp.0 - z3.memory.first_stage.temp.0;
+    assert!(close(dt, want, 1e-9), "{dt} vs {want}");
+    assert!(zb.breakdown.zero_comm.0 > z3.breakdown.zero_comm.0);
 }
 
 /// Context parallelism splits the sequence: per-layer compute drops about cp-fold, the ring
