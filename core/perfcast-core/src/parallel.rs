@@ -46,6 +46,30 @@ impl Axis {
     }
 }
 
+/// How context parallelism exchanges keys and values (Megatron-Core `--cp-comm-type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum CpComm {
+    /// Ring attention: each rank passes its K/V block on in `cp - 1` steps overlapped with the
+    /// attention of the block it holds (Liu et al. 2023; Megatron-Core `p2p`, the default).
+    #[default]
+    P2p,
+    /// All-gather K and V before attention (again before its backward) and reduce-scatter
+    /// their gradients after it, in the critical path (Llama 3: Dubey et al. 2024 §3.3.2,
+    /// "the all-gather communication latency is exposed in the critical path"; Megatron-Core
+    /// `all_gather`).
+    AllGather,
+}
+
+impl CpComm {
+    pub const fn name(self) -> &'static str {
+        match self {
+            CpComm::P2p => "p2p",
+            CpComm::AllGather => "all_gather",
+        }
+    }
+}
+
 /// The degrees and switches of an execution plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanShape {
@@ -71,6 +95,8 @@ pub struct PlanShape {
     pub overlap_param_gather: bool,
     /// Gradients accumulated and reduced in fp32 (Megatron `main_grad`).
     pub fp32_grad_accum: bool,
+    /// Context-parallel K/V exchange.
+    pub cp_comm: CpComm,
 }
 
 impl PlanShape {
@@ -606,6 +632,7 @@ mod tests {
             overlap_grad_reduce: false,
             overlap_param_gather: false,
             fp32_grad_accum: false,
+            cp_comm: Default::default(),
         };
         assert_eq!(plan.micro_batches(), 192);
     }

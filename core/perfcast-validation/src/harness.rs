@@ -20,6 +20,9 @@
 //!   (Megatron's local DDP; no bucketed overlap). Later stacks (Megatron-Core, NeMo, Meta's
 //!   Llama 3 stack, TensorRT-LLM) run fused flash-style attention and overlap the gradient
 //!   reduction and parameter gathers; `--tp-comm-overlap` is taken from the case's notes.
+//!   Context parallelism is Megatron-Core's ring (`p2p`), except in Meta's Llama 3 stack
+//!   ([`LLAMA3_STACK_GROUPS`]), which all-gathers K and V in the critical path (Dubey et al.
+//!   2024 §3.3.2).
 //! * **Recompute** `unknown` (not published): the least recompute that fits in device memory
 //!   (none, else selective, else full), the choice a practitioner makes.
 //! * **Interleaving** listed in `assumed` (not published; the schema calls assumed values soft
@@ -41,7 +44,7 @@ use crate::cases::{
 use crate::flops::{self, StepShape};
 use crate::presets;
 use crate::report::{CaseResult, MetricResult, Report, Status};
-use perfcast_core::parallel::interleaving_degrees;
+use perfcast_core::parallel::{interleaving_degrees, CpComm};
 use perfcast_core::registry::Registry;
 use perfcast_core::workload::{FfnAct, ModelSpec};
 use perfcast_core::{AttentionKind, DType, System};
@@ -56,6 +59,9 @@ pub const LEGACY_MEGATRON_GROUPS: &[&str] = &[
     "korthikanti2022-abstract",
 ];
 
+/// Groups whose runs used Meta's Llama 3 training stack (see the module documentation).
+pub const LLAMA3_STACK_GROUPS: &[&str] = &["llama3-405b-pretrain"];
+
 /// What the software stack of a case does, beyond the schema's fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stack {
@@ -63,6 +69,7 @@ pub struct Stack {
     pub overlap_grad_reduce: bool,
     pub overlap_param_gather: bool,
     pub tp_comm_overlap: bool,
+    pub cp_comm: CpComm,
 }
 
 impl Stack {
@@ -78,6 +85,7 @@ impl Stack {
                 overlap_grad_reduce: false,
                 overlap_param_gather: false,
                 tp_comm_overlap: false,
+                cp_comm: CpComm::P2p,
             }
         } else {
             Stack {
@@ -85,6 +93,11 @@ impl Stack {
                 overlap_grad_reduce: true,
                 overlap_param_gather: true,
                 tp_comm_overlap: mentions("--tp-comm-overlap"),
+                cp_comm: if LLAMA3_STACK_GROUPS.contains(&case.group.as_str()) {
+                    CpComm::AllGather
+                } else {
+                    CpComm::P2p
+                },
             }
         }
     }
@@ -209,6 +222,7 @@ pub fn training_plan(case: &Case, recompute: &str) -> Result<TrainingPlan, Strin
         attention: stack.attention,
         dropout: None,
         tp_comm_overlap: stack.tp_comm_overlap,
+        cp_comm: stack.cp_comm,
         overlap_grad_reduce: stack.overlap_grad_reduce,
         overlap_param_gather: stack.overlap_param_gather,
     })

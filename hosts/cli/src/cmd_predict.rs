@@ -309,7 +309,11 @@ fn plan_line(p: &TrainingPlan) -> String {
         p.recompute,
         p.schedule_name(),
         p.precision
-    )
+    ) + &if p.cp > 1 {
+        format!(" cp_comm={}", p.cp_comm.name())
+    } else {
+        String::new()
+    }
 }
 
 fn table(

@@ -314,6 +314,7 @@ mod tests {
             overlap_grad_reduce: false,
             overlap_param_gather: false,
             fp32_grad_accum: false,
+            cp_comm: Default::default(),
         };
         assert!(OneFOneB
             .validate(&plan)

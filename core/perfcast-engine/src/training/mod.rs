@@ -31,8 +31,8 @@ use crate::network::{Mesh, Network};
 use memory::{ActivationShape, StateBytes};
 use ops::{ClassTimes, OpClass, PassTimes, Timer};
 use perfcast_core::parallel::{
-    stage_layers, CommClass, CommList, LayerDims, LayerSplit, Overlap, ParallelStrategy, Phase,
-    PipelineSchedule, RecomputePlan, RecomputePolicy, ScheduleInput, StateSplit,
+    stage_layers, CommClass, CommList, CpComm, LayerDims, LayerSplit, Overlap, ParallelStrategy,
+    Phase, PipelineSchedule, RecomputePlan, RecomputePolicy, ScheduleInput, StateSplit,
 };
 use perfcast_core::registry::{Category, Registry};
 use perfcast_core::workload::{FfnAct, ModelSpec, NormKind, PositionKind};
@@ -811,6 +811,13 @@ impl Training {
         if with_head {
             // fp32 logits of the loss (Korthikanti 2022 §4.1: 4sbV/t).
             temp += 4.0 * tok * p.ls.vocab_dev as f64;
+        }
+        if plan.cp > 1 && plan.cp_comm == CpComm::AllGather {
+            // All-gather context parallelism: the whole sequence's K and V, and in the
+            // backward their gradients (before the reduce-scatter), of one layer.
+            let ls = &p.ls;
+            let kv = 2.0 * (ls.b * ls.s * ls.kv_dev * ls.d) as f64 * p.dims.act_bytes;
+            temp += 2.0 * kv;
         }
         if plan.zero_stage >= 3 {
             // ZeRO-3: the gathered weights of the current and the prefetched layer, and the

@@ -1,6 +1,6 @@
 //! The execution plan of a training run and the engine's shared parameters.
 
-use perfcast_core::parallel::PlanShape;
+use perfcast_core::parallel::{CpComm, PlanShape};
 use perfcast_core::{AttentionKind, DType};
 use serde::{Deserialize, Serialize};
 
@@ -82,6 +82,10 @@ pub struct TrainingPlan {
     /// Overlap TP collectives with GEMMs (Megatron-Core `--tp-comm-overlap`).
     #[serde(default)]
     pub tp_comm_overlap: bool,
+    /// Context-parallel K/V exchange (Megatron-Core `--cp-comm-type`): `p2p` (default; ring,
+    /// overlapped with attention) or `all_gather` (Llama 3; exposed).
+    #[serde(default)]
+    pub cp_comm: CpComm,
     /// Overlap the gradient reduction with the last backward (`--overlap-grad-reduce`).
     #[serde(default = "yes")]
     pub overlap_grad_reduce: bool,
@@ -111,6 +115,7 @@ impl Default for TrainingPlan {
             attention: d_attention(),
             dropout: None,
             tp_comm_overlap: false,
+            cp_comm: CpComm::P2p,
             overlap_grad_reduce: true,
             overlap_param_gather: true,
         }
@@ -135,6 +140,7 @@ impl TrainingPlan {
             overlap_grad_reduce: self.overlap_grad_reduce,
             overlap_param_gather: self.overlap_param_gather,
             fp32_grad_accum: self.fp32_grad_accum,
+            cp_comm: self.cp_comm,
         }
     }
 

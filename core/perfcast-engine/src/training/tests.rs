@@ -313,6 +313,20 @@ fn context_parallel() {
         1e-12
     ));
     assert!(r4.memory.first_stage.activations.0 < r1.memory.first_stage.activations.0 / 3.0);
+
+    // All-gather K/V (Llama 3) instead of the ring: three exposed collectives of the whole
+    // sequence's K/V per layer (forward gather, backward gather and gradient reduce-scatter)
+    // and the gathered buffers in temporary memory.
+    let ring_cp = r4.breakdown.cp_comm.0;
+    pl.cp_comm = perfcast_core::parallel::CpComm::AllGather;
+    let ag = t4.evaluate(&pl).unwrap();
+    assert!(ag.breakdown.cp_comm.0 > ring_cp);
+    assert!(ag.iteration_time.0 > r4.iteration_time.0);
+    // K and V of the whole 8,192-token sequence, 1 KV head of 128 per TP rank, bf16; and
+    // their gradients.
+    let kv = 2.0 * 8192.0 * 128.0 * 2.0;
+    let dt = ag.memory.first_stage.temp.0 - r4.memory.first_stage.temp.0;
+    assert!(close(dt, 2.0 * kv, 1e-9), "{dt}");
 }
 
 /// fp8 (Transformer Engine): GEMMs at the fp8 peak, casts as extra vector work, fp8 weight
