@@ -849,6 +849,9 @@ fn random_plans_are_reports_or_named_errors() {
             pl.schedule = Some(
                 ["1f1b", "gpipe", "interleaved-1f1b"][pick(&mut state, &[0, 1, 2]) as usize].into(),
             );
+            if pick(&mut state, &[0, 1]) == 1 {
+                pl.cp_comm = perfcast_core::parallel::CpComm::AllGather;
+            }
             match t.evaluate(&pl) {
                 Ok(r) => {
                     ok += 1;
