@@ -1,6 +1,7 @@
-//! Built-in pipeline schedules: `gpipe`, `1f1b`, `interleaved-1f1b`.
+//! Built-in pipeline schedules: `gpipe`, `1f1b`, `interleaved-1f1b`,
+//! `flexible-interleaved-1f1b`.
 //!
-//! All three compose one stage's per-micro-batch forward time `t_f` and backward time `t_b`
+//! All compose one stage's per-micro-batch forward time `t_f` and backward time `t_b`
 //! (the slowest stage's, recompute included) over `m` micro-batches on `p` stages:
 //!
 //! * GPipe (Huang et al. 2019) and 1F1B / PipeDream-Flush (Narayanan et al. 2021, §2.2.1):
@@ -10,6 +11,10 @@
 //!   `(m + (p - 1)/v)·(t_f + t_b)`, bubble `(p - 1)/(v·m)`, `v` times the hand-offs; stage
 //!   0 holds `p + (p - 1)/v` micro-batches' worth of activations, i.e. the 1F1B figure times
 //!   `1 + (p - 1)/(p·v)` (Korthikanti et al. 2022, §4.2.3).
+//!
+//! * Flexible interleaved 1F1B (Llama 3; PyTorch's flexible interleaved schedule): the same
+//!   with rounds of `n = m / max(1, m div p)` micro-batches instead of `p`, so `m` need not
+//!   be a multiple of `p`; fewer micro-batches than stages add stalls at each chunk change.
 //!
 //! Point-to-point hand-offs: with blocking sends (Megatron's default) each of the
 //! `m + p - 1` (interleaved: `v·m + p - 1`) time slots of a stage waits for one forward and
@@ -139,34 +144,107 @@ impl PipelineSchedule for Interleaved {
         r.peak_in_flight = self.in_flight(input, 0);
         Ok(r)
     }
-    /// Megatron's warm-up count for rank `i`: `2·(p - i - 1) + (v - 1)·p` chunks, plus the
-    /// one in its first 1F1B step; divided by `v` for whole-stage units.
+    /// Megatron's warm-up: rounds of `p` micro-batches ([`round_in_flight`]).
     fn in_flight(&self, input: &ScheduleInput, stage: u32) -> f64 {
-        let p = input.stages.max(1) as f64;
-        let v = input.virtual_stages.max(1) as f64;
-        let i = (stage.min(input.stages.saturating_sub(1))) as f64;
-        let m = input.micro_batches.max(1) as f64;
-        if input.stages <= 1 {
-            return 1.0;
-        }
-        let chunks = 2.0 * (p - i - 1.0) + (v - 1.0) * p + 1.0;
-        (chunks / v).min(m)
+        round_in_flight(input, stage, input.stages)
     }
-    /// Megatron runs the warm-up forwards in groups of `p` micro-batches, chunk 0 first:
-    /// after `k` forwards (the count above, at most `m·v`), chunk `c` holds `R·p` micro-batches
-    /// of the `R = k div (v·p)` full rounds plus `clamp(k mod (v·p) - c·p, 0, p)`.
     fn chunk_in_flight(&self, input: &ScheduleInput, stage: u32, chunk: u32) -> f64 {
-        if input.stages <= 1 || input.virtual_stages <= 1 {
-            return self.in_flight(input, stage);
+        round_chunk_in_flight(input, stage, chunk, input.stages)
+    }
+}
+
+/// Forward chunk-passes stage `i` has run when its first backward starts, interleaving in
+/// rounds of `n` micro-batches: the warm-up `(v - 1)·n + 2·(p - 1 - i)` plus the forward of
+/// its first 1F1B step, at most `m·v` (Megatron-LM with `n = p`; PyTorch's flexible
+/// interleaved 1F1B with its round size).
+fn warm_up(input: &ScheduleInput, stage: u32, n: u32) -> f64 {
+    let p = input.stages.max(1) as f64;
+    let v = input.virtual_stages.max(1) as f64;
+    let i = stage.min(input.stages.saturating_sub(1)) as f64;
+    let m = input.micro_batches.max(1) as f64;
+    ((v - 1.0) * n as f64 + 2.0 * (p - 1.0 - i) + 1.0).min(m * v)
+}
+
+/// Micro-batches (whole-stage units) stage `stage` holds at its peak: the warm-up's chunk
+/// passes over `v`.
+fn round_in_flight(input: &ScheduleInput, stage: u32, n: u32) -> f64 {
+    if input.stages <= 1 {
+        return 1.0;
+    }
+    warm_up(input, stage, n) / input.virtual_stages.max(1) as f64
+}
+
+/// The warm-up runs round by round, chunk 0 first, `n` micro-batches per chunk: after `k`
+/// forwards, chunk `c` holds `R·n` micro-batches of the `R = k div (v·n)` full rounds plus
+/// `clamp(k mod (v·n) - c·n, 0, n)`.
+fn round_chunk_in_flight(input: &ScheduleInput, stage: u32, chunk: u32, n: u32) -> f64 {
+    if input.stages <= 1 || input.virtual_stages <= 1 {
+        return round_in_flight(input, stage, n);
+    }
+    let v = input.virtual_stages as f64;
+    let n = n.max(1) as f64;
+    let k = warm_up(input, stage, n as u32);
+    let rounds = (k / (v * n)).floor();
+    let rest = k - rounds * v * n;
+    rounds * n + (rest - chunk.min(input.virtual_stages - 1) as f64 * n).clamp(0.0, n)
+}
+
+/// Llama 3's interleaved 1F1B with a flexible number of micro-batches (Dubey et al. 2024
+/// §3.3.2, Figure 6), as PyTorch's flexible interleaved 1F1B implements it: the `m`
+/// micro-batches run in `R = max(1, m div p)` rounds of `n = m / R` (so `m` need only be a
+/// multiple of `R`, not of `p`). Bubble `(p - 1)/(v·m)` as with Megatron's rounds of `p`;
+/// with fewer micro-batches than stages (`n < p`) each of the `v - 1` chunk changes also waits
+/// `p - n` chunk slots, forward and backward, for the first micro-batch to come round.
+#[derive(Debug, Clone, Default)]
+pub struct FlexibleInterleaved;
+
+impl FlexibleInterleaved {
+    /// Micro-batches per round.
+    fn round(input: &ScheduleInput) -> u32 {
+        let m = input.micro_batches.max(1);
+        let rounds = (m / input.stages.max(1)).max(1);
+        m / rounds
+    }
+}
+
+impl PipelineSchedule for FlexibleInterleaved {
+    fn kind(&self) -> &str {
+        "flexible-interleaved-1f1b"
+    }
+    fn validate(&self, plan: &PlanShape) -> Result<(), ModelError> {
+        let m = plan.micro_batches();
+        let rounds = (m / plan.pp.max(1)).max(1);
+        if plan.pp > 1 && plan.vpp > 1 && !m.is_multiple_of(rounds) {
+            return Err(ModelError::invalid(
+                "plan.global_batch",
+                plan.global_batch,
+                format!(
+                    "flexible interleaved 1F1B runs the {m} micro-batches per step in \
+                     max(1, {m} div plan.pp) = {rounds} equal rounds: they must be a \
+                     multiple of {rounds}"
+                ),
+            ));
         }
-        let p = input.stages as f64;
-        let v = input.virtual_stages as f64;
-        let i = (stage.min(input.stages - 1)) as f64;
-        let m = input.micro_batches.max(1) as f64;
-        let k = (2.0 * (p - i - 1.0) + (v - 1.0) * p + 1.0).min(m * v);
-        let rounds = (k / (v * p)).floor();
-        let rest = k - rounds * v * p;
-        rounds * p + (rest - chunk.min(input.virtual_stages - 1) as f64 * p).clamp(0.0, p)
+        Ok(())
+    }
+    fn step(&self, input: &ScheduleInput) -> Result<ScheduleResult, ModelError> {
+        let v = input.virtual_stages.max(1) as f64;
+        let mut r = flushed(input, v)?;
+        let n = Self::round(input);
+        if n < input.stages {
+            let wait = (v - 1.0) * (input.stages - n) as f64 / v;
+            let stall = (input.forward + input.backward) * wait;
+            r.bubble += stall;
+            r.time += stall;
+        }
+        r.peak_in_flight = self.in_flight(input, 0);
+        Ok(r)
+    }
+    fn in_flight(&self, input: &ScheduleInput, stage: u32) -> f64 {
+        round_in_flight(input, stage, Self::round(input))
+    }
+    fn chunk_in_flight(&self, input: &ScheduleInput, stage: u32, chunk: u32) -> f64 {
+        round_chunk_in_flight(input, stage, chunk, Self::round(input))
     }
 }
 
@@ -194,6 +272,15 @@ perfcast_core::builtin!(
 );
 perfcast_core::builtin!(
     PipelineSchedule,
+    "flexible-interleaved-1f1b",
+    "Llama 3 / PyTorch interleaved 1F1B: any micro-batch count in max(1, m div p) rounds",
+    |p| {
+        params_none(p)?;
+        Ok(Component::PipelineSchedule(Arc::new(FlexibleInterleaved)))
+    }
+);
+perfcast_core::builtin!(
+    PipelineSchedule,
     "interleaved-1f1b",
     "Interleaved 1F1B with vpp chunks: bubble (p-1)/(v·m), in-flight x(1+(p-1)/(p·v))",
     |p| {
@@ -203,7 +290,12 @@ perfcast_core::builtin!(
 );
 
 /// Keeps the crate linked when a host names it.
-pub const NAMES: [&str; 3] = ["gpipe", "1f1b", "interleaved-1f1b"];
+pub const NAMES: [&str; 4] = [
+    "gpipe",
+    "1f1b",
+    "interleaved-1f1b",
+    "flexible-interleaved-1f1b",
+];
 
 #[cfg(test)]
 mod tests {
@@ -288,6 +380,69 @@ mod tests {
         // Non-interleaved schedules: every chunk holds the stage's count.
         let inp = input(8, 1, 64);
         assert_eq!(OneFOneB.chunk_in_flight(&inp, 3, 0), 5.0);
+    }
+
+    /// Flexible interleaving: Megatron's rounds when `p` divides `m`; otherwise rounds of
+    /// `m / max(1, m div p)` micro-batches, with stalls when a round is shorter than `p`.
+    #[test]
+    fn flexible_interleaved_rounds() {
+        let f = FlexibleInterleaved;
+        // p divides m: identical to Megatron's interleaving.
+        for (p, v, m) in [(16, 8, 32), (8, 2, 64), (4, 3, 8)] {
+            let inp = input(p, v, m);
+            assert_eq!(f.step(&inp).unwrap(), Interleaved.step(&inp).unwrap());
+            for i in 0..p {
+                assert_eq!(f.in_flight(&inp, i), Interleaved.in_flight(&inp, i));
+            }
+        }
+        // (p, v, m, bubble in slots of t_f + t_b, stage-0 in-flight, per-chunk on stage 0)
+        type Row = (u32, u32, u32, f64, f64, &'static [f64]);
+        let table: [Row; 3] = [
+            // One round of 20: warm-up 20 + 30 + 1 > 40, everything in flight.
+            (16, 2, 20, 15.0 / 2.0, 20.0, &[20.0, 20.0]),
+            // Two rounds of 5: warm-up 5 + 6 + 1 = 12 chunk passes.
+            (4, 2, 10, 3.0 / 2.0, 6.0, &[7.0, 5.0]),
+            // Three micro-batches on four stages: the chunk change waits one slot of v = 2.
+            (4, 2, 3, 3.0 / 2.0 + 1.0 / 2.0, 3.0, &[3.0, 3.0]),
+        ];
+        for (p, v, m, bubble, fl, chunks) in table {
+            let inp = input(p, v, m);
+            let r = f.step(&inp).unwrap();
+            assert!(
+                (r.bubble.0 / 3.0 - bubble).abs() < 1e-12,
+                "p{p} v{v} m{m}: {r:?}"
+            );
+            assert!((r.time.0 - 3.0 * m as f64 - r.bubble.0).abs() < 1e-9);
+            assert_eq!(f.in_flight(&inp, 0), fl, "p{p} v{v} m{m}");
+            let got: Vec<f64> = (0..v).map(|c| f.chunk_in_flight(&inp, 0, c)).collect();
+            assert_eq!(got, chunks, "p{p} v{v} m{m}");
+        }
+        // Validation: m a multiple of the round count, whatever p.
+        let plan = |pp: u32, vpp: u32, global_batch: u32| PlanShape {
+            tp: 1,
+            pp,
+            dp: 1,
+            cp: 1,
+            ep: 1,
+            vpp,
+            sp: false,
+            zero_stage: 0,
+            micro_batch: 1,
+            global_batch,
+            tp_comm_overlap: false,
+            overlap_grad_reduce: true,
+            overlap_param_gather: true,
+            fp32_grad_accum: false,
+            cp_comm: Default::default(),
+        };
+        assert!(f.validate(&plan(4, 2, 10)).is_ok());
+        assert!(Interleaved.validate(&plan(4, 2, 10)).is_err());
+        assert!(f.validate(&plan(4, 2, 3)).is_ok());
+        let e = f.validate(&plan(4, 2, 11)).unwrap_err().to_string();
+        assert!(
+            e.contains("plan.global_batch") && e.contains("multiple of 2"),
+            "{e}"
+        );
     }
 
     #[test]

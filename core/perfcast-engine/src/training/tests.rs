@@ -422,6 +422,27 @@ fn uneven_pipeline_stages() {
     assert!(e.contains("plan.pp") && e.contains("16 x 9"), "{e}");
 }
 
+/// Llama 3's flexible interleaving runs micro-batch counts Megatron's interleaving refuses
+/// (24 on 16 stages: one round of 24), with the interleaved bubble.
+#[test]
+fn flexible_interleaving_any_micro_batch_count() {
+    let t = training(gpt(96, 12288, 96), 1024);
+    let mut pl = plan(8, 16, 8, 1, 24 * 8, "selective");
+    pl.sp = true;
+    pl.vpp = 2;
+    pl.schedule = Some("interleaved-1f1b".into());
+    let e = t.evaluate(&pl).unwrap_err().to_string();
+    assert!(e.contains("plan.global_batch"), "{e}");
+    pl.schedule = Some("flexible-interleaved-1f1b".into());
+    let f = t.evaluate(&pl).unwrap();
+    pl.vpp = 1;
+    pl.schedule = Some("1f1b".into());
+    let o = t.evaluate(&pl).unwrap();
+    // Bubble (p - 1)/(v·m): half of 1F1B's with two chunks.
+    let ratio = o.breakdown.bubble.0 / f.breakdown.bubble.0;
+    assert!((1.8..=2.2).contains(&ratio), "{ratio}");
+}
+
 /// Each bad input names its key.
 #[test]
 fn bad_input_names_the_key() {
