@@ -357,7 +357,13 @@ impl<T: Interconnect + 'static> FfiInterconnect for SdkInterconnect<T> {
                 bytes: Bytes(bytes),
                 ranks,
             };
-            Ok(self.0.collective_time(&c, algorithm).0)
+            self.0
+                .try_collective_time(&c, algorithm)
+                .map(|t| t.0)
+                .map_err(|e| match e {
+                    PluginError::Failed { message, .. } => FfiError::failed(message),
+                    other => FfiError::failed(other.to_string()),
+                })
         })
     }
 }

@@ -115,8 +115,9 @@ impl PlanShape {
 /// stages, one layer fewer on the first and the last; Dubey et al. 2024 §3.3.2). With
 /// interleaving, up to two chunks may hold no layer: Llama 3's first chunk on the first stage
 /// holds only the embedding and its last chunk on the last stage only the LM head and the loss
-/// (ibid.), so 126 layers run as 16 x 8 chunks of one layer. `None` when a stage is left empty
-/// or more than those two chunks would be.
+/// (ibid.), so 126 layers run as 16 x 8 chunks of one layer. `None` when a stage is left
+/// empty, or, interleaved, when an end stage would give up more than one chunk's worth of
+/// layers (so at most those two chunks are empty).
 pub fn stage_layers(layers: u64, pp: u32, vpp: u32) -> Option<(u64, u64, u64)> {
     let pp = pp as u64;
     let chunks = pp * vpp as u64;
@@ -129,11 +130,13 @@ pub fn stage_layers(layers: u64, pp: u32, vpp: u32) -> Option<(u64, u64, u64)> {
     if layers + 2 < chunks {
         return None;
     }
-    let mid = vpp as u64 * layers.div_ceil(chunks);
+    let per_chunk = layers.div_ceil(chunks);
+    let mid = vpp as u64 * per_chunk;
     let surplus = mid * pp - layers;
     let from_last = surplus.div_ceil(2);
     let from_first = surplus - from_last;
-    if from_last >= mid || from_first >= mid {
+    // No empty stage, and with interleaving at most one chunk's worth from each end stage.
+    if from_last >= mid || (vpp > 1 && from_last > per_chunk) {
         return None;
     }
     Some((mid - from_first, mid, mid - from_last))
@@ -143,9 +146,9 @@ pub fn stage_layers(layers: u64, pp: u32, vpp: u32) -> Option<(u64, u64, u64)> {
 ///
 /// Even splits: Megatron-LM sets `--num-layers-per-virtual-pipeline-stage N` with `N` dividing
 /// the layers per stage, so `vpp` divides `layers / pp`. Uneven splits: every `vpp` whose
-/// [`stage_layers`] split takes at most one chunk from the first and one from the last stage
-/// (Llama 3's balanced interleaving, Dubey et al. 2024 §3.3.2: 126 layers on 16 stages run
-/// with 2, 4 or 8 chunks per stage, not 3 or 6).
+/// [`stage_layers`] accepts (at most one chunk's worth of layers taken from the first and one
+/// from the last stage, the balancing Llama 3 used, Dubey et al. 2024 §3.3.2); for 126 layers
+/// on 16 stages that is 1, 2, 4 or 8 chunks per stage.
 pub fn interleaving_degrees(layers: u64, pp: u32) -> Vec<u32> {
     if pp <= 1 || layers == 0 {
         return vec![1];
@@ -160,11 +163,7 @@ pub fn interleaving_degrees(layers: u64, pp: u32) -> Vec<u32> {
     }
     let max = ((layers + 2) / p).min(u32::MAX as u64) as u32;
     (1..=max)
-        .filter(|&v| {
-            let per_chunk = layers.div_ceil(p * v as u64);
-            let surplus = p * v as u64 * per_chunk - layers;
-            surplus <= 2 * per_chunk && stage_layers(layers, pp, v).is_some()
-        })
+        .filter(|&v| stage_layers(layers, pp, v).is_some())
         .collect()
 }
 
@@ -538,13 +537,18 @@ pub trait PipelineSchedule: Send + Sync {
     fn step(&self, input: &ScheduleInput) -> Result<ScheduleResult, ModelError>;
     /// Micro-batches (whole-stage units) stage `stage` (0-based) holds at its peak.
     fn in_flight(&self, input: &ScheduleInput, stage: u32) -> f64;
-    /// Micro-batches whose activations chunk `chunk` (0-based, of `virtual_stages`) of stage
-    /// `stage` holds at that stage's peak. With chunks of equal size their mean is
-    /// `in_flight`; the engine weights them by each chunk's layers, which differ on the first
-    /// and the last stage of an uneven split. Default: every chunk holds `in_flight`.
-    fn chunk_in_flight(&self, input: &ScheduleInput, stage: u32, chunk: u32) -> f64 {
-        let _ = chunk;
-        self.in_flight(input, stage)
+    /// Peak of layer-micro-batches whose activations stage `stage` holds, its chunk `c`
+    /// (0-based, of `virtual_stages`) having `chunk_layers(c)` layers: the activations it keeps
+    /// are this many times one layer's. Chunks differ on the first and the last stage of an
+    /// uneven split. Default: `in_flight` times the stage's layers (chunks advance together).
+    fn peak_layers_held(
+        &self,
+        input: &ScheduleInput,
+        stage: u32,
+        chunk_layers: &dyn Fn(u32) -> f64,
+    ) -> f64 {
+        let layers: f64 = (0..input.virtual_stages.max(1)).map(chunk_layers).sum();
+        self.in_flight(input, stage) * layers
     }
 }
 
@@ -572,6 +576,10 @@ mod tests {
             (126, 16, 3, None),
             (2, 1, 3, None),
             (0, 4, 1, None),
+            // More than one chunk's worth from an end stage.
+            (20, 4, 4, None),
+            (96, 8, 5, None),
+            (100, 16, 1, Some((1, 7, 1))),
         ];
         for (l, p, v, want) in table {
             assert_eq!(stage_layers(l, p, v), want, "L={l} p={p} v={v}");

@@ -5,7 +5,7 @@ use crate::error::StudyError;
 use crate::StudyInfo;
 use perfcast_core::{
     Bandwidth, Bytes, Collective, CollectiveAlgorithm, Interconnect, MemoryTier, ModelError,
-    ModelSpec, Registry, Seconds, System, TierLevel,
+    ModelSpec, PluginError, Registry, Seconds, System, TierLevel,
 };
 use perfcast_host::{Config, Sources};
 use serde::de::DeserializeOwned;
@@ -231,6 +231,13 @@ impl Interconnect for ResizedLink {
     }
     fn collective_time(&self, c: &Collective, algorithm: CollectiveAlgorithm) -> Seconds {
         self.link.collective_time(c, algorithm)
+    }
+    fn try_collective_time(
+        &self,
+        c: &Collective,
+        algorithm: CollectiveAlgorithm,
+    ) -> Result<Seconds, PluginError> {
+        self.link.try_collective_time(c, algorithm)
     }
 }
 

@@ -427,8 +427,8 @@ impl ParallelStrategy for Pipeline {
                 format!(
                     "model.layers = {} cannot be split over plan.pp x plan.vpp = {} x {} chunks \
                      (uneven splits take the surplus from the first and last stage; no stage \
-                     may be left empty, and at most the first and the last chunk may hold no \
-                     layer)",
+                     may be left empty, and interleaved, each end stage gives up at most one \
+                     chunk's worth of layers)",
                     model.layers, plan.pp, plan.vpp
                 ),
             ));

@@ -49,7 +49,7 @@ fn check(input: &ScheduleInput) -> Result<(f64, f64, f64), ModelError> {
     ))
 }
 
-/// Flushed schedule over `m` micro-batches with `v` chunks: shared by all three.
+/// Flushed schedule over `m` micro-batches with `v` chunks: shared by all four.
 fn flushed(input: &ScheduleInput, v: f64) -> Result<ScheduleResult, ModelError> {
     let (p, m, _) = check(input)?;
     let slot = input.forward + input.backward;
@@ -99,7 +99,8 @@ impl PipelineSchedule for OneFOneB {
             return Err(ModelError::invalid(
                 "plan.vpp",
                 plan.vpp,
-                "virtual stages > 1 need schedule = \"interleaved-1f1b\"",
+                "virtual stages > 1 need schedule = \"interleaved-1f1b\" or \
+                 \"flexible-interleaved-1f1b\"",
             ));
         }
         Ok(())
@@ -148,45 +149,94 @@ impl PipelineSchedule for Interleaved {
     fn in_flight(&self, input: &ScheduleInput, stage: u32) -> f64 {
         round_in_flight(input, stage, input.stages)
     }
-    fn chunk_in_flight(&self, input: &ScheduleInput, stage: u32, chunk: u32) -> f64 {
-        round_chunk_in_flight(input, stage, chunk, input.stages)
+    fn peak_layers_held(
+        &self,
+        input: &ScheduleInput,
+        stage: u32,
+        chunk_layers: &dyn Fn(u32) -> f64,
+    ) -> f64 {
+        round_peak_held(input, stage, input.stages, chunk_layers)
     }
 }
 
-/// Forward chunk-passes stage `i` has run when its first backward starts, interleaving in
-/// rounds of `n` micro-batches: the warm-up `(v - 1)·n + 2·(p - 1 - i)` plus the forward of
-/// its first 1F1B step, at most `m·v` (Megatron-LM with `n = p`; PyTorch's flexible
-/// interleaved 1F1B with its round size).
-fn warm_up(input: &ScheduleInput, stage: u32, n: u32) -> f64 {
-    let p = input.stages.max(1) as f64;
-    let v = input.virtual_stages.max(1) as f64;
-    let i = stage.min(input.stages.saturating_sub(1)) as f64;
-    let m = input.micro_batches.max(1) as f64;
-    ((v - 1.0) * n as f64 + 2.0 * (p - 1.0 - i) + 1.0).min(m * v)
+/// Forward chunk-passes stage `i` runs before its first backward, interleaving in rounds of
+/// `n` micro-batches: `(v - 1)·n + 2·(p - 1 - i)`, at most `m·v` (Megatron-LM with `n = p`;
+/// PyTorch's flexible interleaved 1F1B with its round size).
+fn warm_up(input: &ScheduleInput, stage: u32, n: u32) -> u64 {
+    let p = input.stages.max(1) as u64;
+    let v = input.virtual_stages.max(1) as u64;
+    let i = stage.min(input.stages.saturating_sub(1)) as u64;
+    let m = input.micro_batches.max(1) as u64;
+    ((v - 1) * n as u64 + 2 * (p - 1 - i)).min(m * v)
 }
 
 /// Micro-batches (whole-stage units) stage `stage` holds at its peak: the warm-up's chunk
-/// passes over `v`.
+/// passes plus the forward of its first 1F1B step (at most all `m·v`), over `v`.
 fn round_in_flight(input: &ScheduleInput, stage: u32, n: u32) -> f64 {
     if input.stages <= 1 {
         return 1.0;
     }
-    warm_up(input, stage, n) / input.virtual_stages.max(1) as f64
+    let v = input.virtual_stages.max(1) as u64;
+    let all = input.micro_batches.max(1) as u64 * v;
+    (warm_up(input, stage, n) + 1).min(all) as f64 / v as f64
 }
 
-/// The warm-up runs round by round, chunk 0 first, `n` micro-batches per chunk: after `k`
-/// forwards, chunk `c` holds `R·n` micro-batches of the `R = k div (v·n)` full rounds plus
-/// `clamp(k mod (v·n) - c·n, 0, n)`.
-fn round_chunk_in_flight(input: &ScheduleInput, stage: u32, chunk: u32, n: u32) -> f64 {
-    if input.stages <= 1 || input.virtual_stages <= 1 {
-        return round_in_flight(input, stage, n);
+/// Peak layer-micro-batches of a stage whose chunks hold `chunk_layers(c)` layers.
+///
+/// Forwards run round by round, `n` micro-batches of chunk 0, then of chunk 1, ...;
+/// backwards in the same rounds with the chunks reversed. After the `W` warm-up forwards, each
+/// 1F1B step runs one forward, then one backward, so the stage holds
+/// `g(k) = S_f(W + k + 1) - S_b(k)` at step `k`, `S_f`/`S_b` the layers of the first forwards
+/// / backwards. `g` is linear between the points where either changes chunk, so its maximum
+/// is at one of them. Equal chunks give `round_in_flight` times the stage's layers.
+fn round_peak_held(
+    input: &ScheduleInput,
+    stage: u32,
+    n: u32,
+    chunk_layers: &dyn Fn(u32) -> f64,
+) -> f64 {
+    let vu = input.virtual_stages.max(1);
+    let total: f64 = (0..vu).map(chunk_layers).sum();
+    if input.stages <= 1 || vu == 1 {
+        return round_in_flight(input, stage, n) * total;
     }
-    let v = input.virtual_stages as f64;
-    let n = n.max(1) as f64;
-    let k = warm_up(input, stage, n as u32);
-    let rounds = (k / (v * n)).floor();
-    let rest = k - rounds * v * n;
-    rounds * n + (rest - chunk.min(input.virtual_stages - 1) as f64 * n).clamp(0.0, n)
+    let v = vu as u64;
+    let n = n.max(1) as u64;
+    let all = input.micro_batches.max(1) as u64 * v;
+    let w = warm_up(input, stage, n as u32);
+    // Layers of the first `x` passes, chunks in order or reversed.
+    let passes = |x: u64, reversed: bool| -> f64 {
+        let chunk = |j: u64| {
+            let c = j as u32;
+            chunk_layers(if reversed { vu - 1 - c } else { c })
+        };
+        let blocks = (x / n) % v;
+        let mut s = (x / (v * n)) as f64 * n as f64 * total;
+        for j in 0..blocks {
+            s += n as f64 * chunk(j);
+        }
+        if !x.is_multiple_of(n) {
+            s += (x % n) as f64 * chunk(blocks);
+        }
+        s
+    };
+    if w >= all {
+        return passes(all, false);
+    }
+    let last = all - w - 1; // the last step with a forward
+    let g = |k: u64| passes(w + k + 1, false) - passes(k, true);
+    let mut best = g(0).max(g(last));
+    // Steps where the forward or the backward sequence changes chunk.
+    let shift = (n - (w + 1) % n) % n;
+    let mut j = 0;
+    while j * n <= last {
+        best = best.max(g(j * n));
+        if j * n + shift <= last {
+            best = best.max(g(j * n + shift));
+        }
+        j += 1;
+    }
+    best
 }
 
 /// Llama 3's interleaved 1F1B with a flexible number of micro-batches (Dubey et al. 2024
@@ -243,8 +293,13 @@ impl PipelineSchedule for FlexibleInterleaved {
     fn in_flight(&self, input: &ScheduleInput, stage: u32) -> f64 {
         round_in_flight(input, stage, Self::round(input))
     }
-    fn chunk_in_flight(&self, input: &ScheduleInput, stage: u32, chunk: u32) -> f64 {
-        round_chunk_in_flight(input, stage, chunk, Self::round(input))
+    fn peak_layers_held(
+        &self,
+        input: &ScheduleInput,
+        stage: u32,
+        chunk_layers: &dyn Fn(u32) -> f64,
+    ) -> f64 {
+        round_peak_held(input, stage, Self::round(input), chunk_layers)
     }
 }
 
@@ -345,41 +400,98 @@ mod tests {
         }
     }
 
-    /// Per-chunk warm-up counts: Llama 3 405B's layout (p 16, v 8, m 32); their mean is
-    /// `in_flight` for every stage and shape.
+    /// Replay of the interleaved order (forwards round by round, chunk 0 first; backwards
+    /// with the chunks reversed; after the warm-up one forward then one backward per step):
+    /// the peak of layers held, each chunk weighted by its layers.
+    fn replay(p: u32, v: u32, m: u32, n: u32, i: u32, layers: &[f64]) -> f64 {
+        let mut fwd = Vec::new();
+        let mut bwd = Vec::new();
+        for _ in 0..m / n {
+            for c in 0..v {
+                fwd.extend(std::iter::repeat_n(c, n as usize));
+                bwd.extend(std::iter::repeat_n(v - 1 - c, n as usize));
+            }
+        }
+        let w = (((v - 1) * n + 2 * (p - 1 - i)) as usize).min(fwd.len());
+        let mut held: f64 = fwd[..w].iter().map(|&c| layers[c as usize]).sum();
+        let mut peak = held;
+        for k in 0..bwd.len() {
+            if w + k < fwd.len() {
+                held += layers[fwd[w + k] as usize];
+                peak = peak.max(held);
+            }
+            held -= layers[bwd[k] as usize];
+        }
+        peak
+    }
+
+    /// `peak_layers_held` equals the replay for equal and uneven chunks (Llama 3's
+    /// embedding-only first and head-only last chunk), and with equal chunks it is
+    /// `in_flight` times the stage's layers.
     #[test]
-    fn interleaved_chunk_in_flight() {
-        let inp = input(16, 8, 32);
-        let first: Vec<f64> = (0..8)
-            .map(|c| Interleaved.chunk_in_flight(&inp, 0, c))
-            .collect();
-        assert_eq!(first, [31.0, 16.0, 16.0, 16.0, 16.0, 16.0, 16.0, 16.0]);
-        let last: Vec<f64> = (0..8)
-            .map(|c| Interleaved.chunk_in_flight(&inp, 15, c))
-            .collect();
-        assert_eq!(last, [16.0, 16.0, 16.0, 16.0, 16.0, 16.0, 16.0, 1.0]);
+    fn peak_layers_held_replays_the_schedule() {
+        let scheds: [(&dyn PipelineSchedule, bool); 2] =
+            [(&Interleaved, false), (&FlexibleInterleaved, true)];
         for (p, v, m) in [
             (16, 8, 32),
             (16, 8, 16),
             (8, 2, 64),
             (4, 3, 8),
-            (64, 2, 512),
+            (4, 2, 8),
+            (4, 2, 10),
+            (4, 2, 3),
+            (16, 2, 20),
         ] {
             let inp = input(p, v, m);
-            for i in 0..p {
-                let sum: f64 = (0..v)
-                    .map(|c| Interleaved.chunk_in_flight(&inp, i, c))
-                    .sum();
-                let want = Interleaved.in_flight(&inp, i);
-                assert!(
-                    (sum / v as f64 - want).abs() < 1e-12,
-                    "p{p} v{v} m{m} stage {i}"
-                );
+            for (s, flexible) in scheds {
+                if !flexible && m % p != 0 {
+                    continue;
+                }
+                let n = if flexible {
+                    FlexibleInterleaved::round(&inp)
+                } else {
+                    p
+                };
+                for i in 0..p {
+                    let equal = vec![2.0; v as usize];
+                    let mut first = equal.clone();
+                    first[0] = 0.0;
+                    let mut last = equal.clone();
+                    last[v as usize - 1] = 1.0;
+                    for layers in [&equal, &first, &last] {
+                        let got = s.peak_layers_held(&inp, i, &|c| layers[c as usize]);
+                        let want = replay(p, v, m, n, i, layers);
+                        assert_eq!(
+                            got,
+                            want,
+                            "{} p{p} v{v} m{m} stage {i} {layers:?}",
+                            s.kind()
+                        );
+                    }
+                    let whole = s.in_flight(&inp, i) * 2.0 * v as f64;
+                    let got = s.peak_layers_held(&inp, i, &|_| 2.0);
+                    assert!((got - whole).abs() < 1e-9, "p{p} v{v} m{m} stage {i}");
+                }
             }
         }
-        // Non-interleaved schedules: every chunk holds the stage's count.
-        let inp = input(8, 1, 64);
-        assert_eq!(OneFOneB.chunk_in_flight(&inp, 3, 0), 5.0);
+        // Llama 3 405B (p 16, v 8, m 32, one layer per chunk): the first stage's extra
+        // warm-up forwards are in its embedding-only chunk (112 = 16 x 7); the last stage's
+        // head-only chunk runs first in the backward, so a forward into a layer chunk comes
+        // before the first backward that frees one (113).
+        let inp = input(16, 8, 32);
+        let first = |c: u32| if c == 0 { 0.0 } else { 1.0 };
+        let last = |c: u32| if c == 7 { 0.0 } else { 1.0 };
+        assert_eq!(Interleaved.peak_layers_held(&inp, 0, &first), 112.0);
+        assert_eq!(Interleaved.peak_layers_held(&inp, 15, &last), 113.0);
+        assert_eq!(
+            Interleaved.peak_layers_held(&input(4, 2, 8), 3, &|c| 1.0 - c as f64),
+            5.0
+        );
+        // Non-interleaved schedules: in-flight micro-batches times the layers.
+        assert_eq!(
+            OneFOneB.peak_layers_held(&input(8, 1, 64), 3, &|_| 3.0),
+            15.0
+        );
     }
 
     /// Flexible interleaving: Megatron's rounds when `p` divides `m`; otherwise rounds of
@@ -395,17 +507,16 @@ mod tests {
                 assert_eq!(f.in_flight(&inp, i), Interleaved.in_flight(&inp, i));
             }
         }
-        // (p, v, m, bubble in slots of t_f + t_b, stage-0 in-flight, per-chunk on stage 0)
-        type Row = (u32, u32, u32, f64, f64, &'static [f64]);
-        let table: [Row; 3] = [
+        // (p, v, m, bubble in slots of t_f + t_b, stage-0 in-flight)
+        let table: [(u32, u32, u32, f64, f64); 3] = [
             // One round of 20: warm-up 20 + 30 + 1 > 40, everything in flight.
-            (16, 2, 20, 15.0 / 2.0, 20.0, &[20.0, 20.0]),
+            (16, 2, 20, 15.0 / 2.0, 20.0),
             // Two rounds of 5: warm-up 5 + 6 + 1 = 12 chunk passes.
-            (4, 2, 10, 3.0 / 2.0, 6.0, &[7.0, 5.0]),
+            (4, 2, 10, 3.0 / 2.0, 6.0),
             // Three micro-batches on four stages: the chunk change waits one slot of v = 2.
-            (4, 2, 3, 3.0 / 2.0 + 1.0 / 2.0, 3.0, &[3.0, 3.0]),
+            (4, 2, 3, 3.0 / 2.0 + 1.0 / 2.0, 3.0),
         ];
-        for (p, v, m, bubble, fl, chunks) in table {
+        for (p, v, m, bubble, fl) in table {
             let inp = input(p, v, m);
             let r = f.step(&inp).unwrap();
             assert!(
@@ -414,8 +525,6 @@ mod tests {
             );
             assert!((r.time.0 - 3.0 * m as f64 - r.bubble.0).abs() < 1e-9);
             assert_eq!(f.in_flight(&inp, 0), fl, "p{p} v{v} m{m}");
-            let got: Vec<f64> = (0..v).map(|c| f.chunk_in_flight(&inp, 0, c)).collect();
-            assert_eq!(got, chunks, "p{p} v{v} m{m}");
         }
         // Validation: m a multiple of the round count, whatever p.
         let plan = |pp: u32, vpp: u32, global_batch: u32| PlanShape {

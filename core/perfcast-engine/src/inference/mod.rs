@@ -629,7 +629,6 @@ impl Inference {
         Ok(base)
     }
 
-    /// The innermost network level whose domain spans `ranks` devices.
     /// The innermost network level (its index and itself) spanning `ranks` devices.
     fn level(&self, ranks: u32, key: &str) -> Result<(usize, &dyn Interconnect), ModelError> {
         self.system
@@ -800,6 +799,7 @@ impl Inference {
             .try_collective_time(&c, self.options.collective_algorithm)
             .map_err(|e| crate::network::level_error(i, e))?
             .0;
+        perfcast_core::units::ensure_finite("collective time", wire)?;
         let fixed = self.options.collective_overhead_us * 1e-6;
         let host = if pass.eager {
             self.options.host_launch_us * 1e-6

@@ -216,7 +216,8 @@ const NO_RECOMPUTE_YET: RecomputePlan = RecomputePlan {
 };
 
 /// Micro-batches (whole-stage units) whose activations stage `idx` holds at its peak, each
-/// chunk weighted by its layers. The short chunks of an uneven split (`stage_layers`) are the
+/// chunk weighted by its layers (the schedule's `peak_layers_held` over the stage's layers).
+/// The short chunks of an uneven split (`stage_layers`) are the
 /// first stage's first chunks and the last stage's last ones (Llama 3's embedding-only and
 /// head-only chunks); with equal chunks this is the schedule's `in_flight`.
 fn layer_weighted_in_flight(
@@ -238,14 +239,12 @@ fn layer_weighted_in_flight(
     }
     let per = p.n_mid / vpp as u64;
     let deficit = p.n_mid - n;
-    let mut held = 0.0;
-    for c in 0..vpp {
+    let chunk_layers = |c: u32| {
         // Chunks counted from the stage's short end.
         let from_end = if idx == 0 { c } else { vpp - 1 - c } as u64;
-        let short = deficit.saturating_sub(from_end * per).min(per);
-        held += p.sched.chunk_in_flight(input, idx, c) * (per - short) as f64;
-    }
-    held / n as f64
+        (per - deficit.saturating_sub(from_end * per).min(per)) as f64
+    };
+    p.sched.peak_layers_held(input, idx, &chunk_layers) / n as f64
 }
 
 /// The plugin named `name` in `list` (a scan of the few resolved plugins), or an error on
@@ -819,7 +818,7 @@ impl Training {
             let kv = 2.0 * (ls.b * ls.s * ls.kv_dev * ls.d) as f64 * p.dims.act_bytes;
             temp += 2.0 * kv;
         }
-        if plan.zero_stage >= 3 {
+        if plan.zero_stage >= 3 && p.ssplit.weights > 1 {
             // ZeRO-3: the gathered weights of the current and the prefetched layer, and the
             // gathered embedding table / LM head on their stages (one table when tied on a
             // single stage).
