@@ -116,49 +116,6 @@ impl PipelineSchedule for OneFOneB {
     }
 }
 
-/// Interleaved 1F1B with `v` model chunks per device.
-#[derive(Debug, Clone, Default)]
-pub struct Interleaved;
-
-impl PipelineSchedule for Interleaved {
-    fn kind(&self) -> &str {
-        "interleaved-1f1b"
-    }
-    fn validate(&self, plan: &PlanShape) -> Result<(), ModelError> {
-        if plan.pp > 1 && plan.vpp > 1 && !plan.micro_batches().is_multiple_of(plan.pp) {
-            return Err(ModelError::invalid(
-                "plan.global_batch",
-                plan.global_batch,
-                format!(
-                    "interleaved 1F1B needs the micro-batches per step ({}) to be a multiple \
-                     of plan.pp = {} (Megatron-LM requirement)",
-                    plan.micro_batches(),
-                    plan.pp
-                ),
-            ));
-        }
-        Ok(())
-    }
-    fn step(&self, input: &ScheduleInput) -> Result<ScheduleResult, ModelError> {
-        let v = input.virtual_stages.max(1) as f64;
-        let mut r = flushed(input, v)?;
-        r.peak_in_flight = self.in_flight(input, 0);
-        Ok(r)
-    }
-    /// Megatron's warm-up: rounds of `p` micro-batches ([`round_in_flight`]).
-    fn in_flight(&self, input: &ScheduleInput, stage: u32) -> f64 {
-        round_in_flight(input, stage, input.stages)
-    }
-    fn peak_layers_held(
-        &self,
-        input: &ScheduleInput,
-        stage: u32,
-        chunk_layers: &dyn Fn(u32) -> f64,
-    ) -> f64 {
-        round_peak_held(input, stage, input.stages, chunk_layers)
-    }
-}
-
 /// Forward chunk-passes stage `i` runs before its first backward, interleaving in rounds of
 /// `n` micro-batches: `(v - 1)·n + 2·(p - 1 - i)`, at most `m·v` (Megatron-LM with `n = p`;
 /// PyTorch's flexible interleaved 1F1B with its round size).
@@ -239,32 +196,64 @@ fn round_peak_held(
     best
 }
 
-/// Llama 3's interleaved 1F1B with a flexible number of micro-batches (Dubey et al. 2024
-/// §3.3.2, Figure 6), as PyTorch's flexible interleaved 1F1B implements it: the `m`
-/// micro-batches run in `R = max(1, m div p)` rounds of `n = m / R` (so `m` need only be a
-/// multiple of `R`, not of `p`). Bubble `(p - 1)/(v·m)` as with Megatron's rounds of `p`;
-/// with fewer micro-batches than stages (`n < p`) each of the `v - 1` chunk changes also waits
-/// `p - n` chunk slots, forward and backward, for the first micro-batch to come round.
-#[derive(Debug, Clone, Default)]
-pub struct FlexibleInterleaved;
+/// Interleaved 1F1B with `v` model chunks per device, in rounds of `n` micro-batches.
+///
+/// * Megatron-LM's (`interleaved-1f1b`, Narayanan et al. 2021 §2.2.2): rounds of `n = p`, so
+///   the micro-batches per step must be a multiple of `p`.
+/// * Llama 3's flexible one (`flexible-interleaved-1f1b`, Dubey et al. 2024 §3.3.2, Figure 6),
+///   as PyTorch's flexible interleaved 1F1B implements it: the `m` micro-batches run in
+///   `R = max(1, m div p)` rounds of `n = m / R`, so `m` need only be a multiple of `R`.
+///
+/// Bubble `(p - 1)/(v·m)`; with fewer micro-batches than stages (`n < p`) each of the `v - 1`
+/// chunk changes also waits `p - n` chunk slots, forward and backward, for the first
+/// micro-batch to come round.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Interleaved {
+    pub flexible: bool,
+}
 
-impl FlexibleInterleaved {
+impl Interleaved {
+    pub const MEGATRON: Interleaved = Interleaved { flexible: false };
+    pub const FLEXIBLE: Interleaved = Interleaved { flexible: true };
+
     /// Micro-batches per round.
-    fn round(input: &ScheduleInput) -> u32 {
+    fn round(&self, input: &ScheduleInput) -> u32 {
+        if !self.flexible {
+            return input.stages;
+        }
         let m = input.micro_batches.max(1);
         let rounds = (m / input.stages.max(1)).max(1);
         m / rounds
     }
 }
 
-impl PipelineSchedule for FlexibleInterleaved {
+impl PipelineSchedule for Interleaved {
     fn kind(&self) -> &str {
-        "flexible-interleaved-1f1b"
+        if self.flexible {
+            "flexible-interleaved-1f1b"
+        } else {
+            "interleaved-1f1b"
+        }
     }
     fn validate(&self, plan: &PlanShape) -> Result<(), ModelError> {
+        if plan.pp <= 1 || plan.vpp <= 1 {
+            return Ok(());
+        }
         let m = plan.micro_batches();
-        let rounds = (m / plan.pp.max(1)).max(1);
-        if plan.pp > 1 && plan.vpp > 1 && !m.is_multiple_of(rounds) {
+        if !self.flexible && !m.is_multiple_of(plan.pp) {
+            return Err(ModelError::invalid(
+                "plan.global_batch",
+                plan.global_batch,
+                format!(
+                    "interleaved 1F1B needs the micro-batches per step ({m}) to be a multiple \
+                     of plan.pp = {} (Megatron-LM requirement; flexible-interleaved-1f1b \
+                     lifts it)",
+                    plan.pp
+                ),
+            ));
+        }
+        let rounds = (m / plan.pp).max(1);
+        if self.flexible && !m.is_multiple_of(rounds) {
             return Err(ModelError::invalid(
                 "plan.global_batch",
                 plan.global_batch,
@@ -280,7 +269,7 @@ impl PipelineSchedule for FlexibleInterleaved {
     fn step(&self, input: &ScheduleInput) -> Result<ScheduleResult, ModelError> {
         let v = input.virtual_stages.max(1) as f64;
         let mut r = flushed(input, v)?;
-        let n = Self::round(input);
+        let n = self.round(input);
         if n < input.stages {
             let wait = (v - 1.0) * (input.stages - n) as f64 / v;
             let stall = (input.forward + input.backward) * wait;
@@ -291,7 +280,7 @@ impl PipelineSchedule for FlexibleInterleaved {
         Ok(r)
     }
     fn in_flight(&self, input: &ScheduleInput, stage: u32) -> f64 {
-        round_in_flight(input, stage, Self::round(input))
+        round_in_flight(input, stage, self.round(input))
     }
     fn peak_layers_held(
         &self,
@@ -299,7 +288,7 @@ impl PipelineSchedule for FlexibleInterleaved {
         stage: u32,
         chunk_layers: &dyn Fn(u32) -> f64,
     ) -> f64 {
-        round_peak_held(input, stage, Self::round(input), chunk_layers)
+        round_peak_held(input, stage, self.round(input), chunk_layers)
     }
 }
 
@@ -331,7 +320,7 @@ perfcast_core::builtin!(
     "Llama 3 / PyTorch interleaved 1F1B: any micro-batch count in max(1, m div p) rounds",
     |p| {
         params_none(p)?;
-        Ok(Component::PipelineSchedule(Arc::new(FlexibleInterleaved)))
+        Ok(Component::PipelineSchedule(Arc::new(Interleaved::FLEXIBLE)))
     }
 );
 perfcast_core::builtin!(
@@ -340,7 +329,7 @@ perfcast_core::builtin!(
     "Interleaved 1F1B with vpp chunks: bubble (p-1)/(v·m), in-flight x(1+(p-1)/(p·v))",
     |p| {
         params_none(p)?;
-        Ok(Component::PipelineSchedule(Arc::new(Interleaved)))
+        Ok(Component::PipelineSchedule(Arc::new(Interleaved::MEGATRON)))
     }
 );
 
@@ -371,7 +360,7 @@ mod tests {
     /// (schedule, p, v, m, bubble fraction of the ideal m·(tf+tb), stage-0 in-flight)
     #[test]
     fn bubble_and_in_flight_table() {
-        let scheds: [&dyn PipelineSchedule; 3] = [&GPipe, &OneFOneB, &Interleaved];
+        let scheds: [&dyn PipelineSchedule; 3] = [&GPipe, &OneFOneB, &Interleaved::MEGATRON];
         let table: [(usize, u32, u32, u32, f64, f64); 7] = [
             (0, 8, 1, 64, 7.0 / 64.0, 64.0),
             (1, 8, 1, 64, 7.0 / 64.0, 8.0),
@@ -430,8 +419,10 @@ mod tests {
     /// `in_flight` times the stage's layers.
     #[test]
     fn peak_layers_held_replays_the_schedule() {
-        let scheds: [(&dyn PipelineSchedule, bool); 2] =
-            [(&Interleaved, false), (&FlexibleInterleaved, true)];
+        let scheds: [(&dyn PipelineSchedule, bool); 2] = [
+            (&Interleaved::MEGATRON, false),
+            (&Interleaved::FLEXIBLE, true),
+        ];
         for (p, v, m) in [
             (16, 8, 32),
             (16, 8, 16),
@@ -448,7 +439,7 @@ mod tests {
                     continue;
                 }
                 let n = if flexible {
-                    FlexibleInterleaved::round(&inp)
+                    Interleaved::FLEXIBLE.round(&inp)
                 } else {
                     p
                 };
@@ -481,10 +472,16 @@ mod tests {
         let inp = input(16, 8, 32);
         let first = |c: u32| if c == 0 { 0.0 } else { 1.0 };
         let last = |c: u32| if c == 7 { 0.0 } else { 1.0 };
-        assert_eq!(Interleaved.peak_layers_held(&inp, 0, &first), 112.0);
-        assert_eq!(Interleaved.peak_layers_held(&inp, 15, &last), 113.0);
         assert_eq!(
-            Interleaved.peak_layers_held(&input(4, 2, 8), 3, &|c| 1.0 - c as f64),
+            Interleaved::MEGATRON.peak_layers_held(&inp, 0, &first),
+            112.0
+        );
+        assert_eq!(
+            Interleaved::MEGATRON.peak_layers_held(&inp, 15, &last),
+            113.0
+        );
+        assert_eq!(
+            Interleaved::MEGATRON.peak_layers_held(&input(4, 2, 8), 3, &|c| 1.0 - c as f64),
             5.0
         );
         // Non-interleaved schedules: in-flight micro-batches times the layers.
@@ -498,13 +495,19 @@ mod tests {
     /// `m / max(1, m div p)` micro-batches, with stalls when a round is shorter than `p`.
     #[test]
     fn flexible_interleaved_rounds() {
-        let f = FlexibleInterleaved;
+        let f = Interleaved::FLEXIBLE;
         // p divides m: identical to Megatron's interleaving.
         for (p, v, m) in [(16, 8, 32), (8, 2, 64), (4, 3, 8)] {
             let inp = input(p, v, m);
-            assert_eq!(f.step(&inp).unwrap(), Interleaved.step(&inp).unwrap());
+            assert_eq!(
+                f.step(&inp).unwrap(),
+                Interleaved::MEGATRON.step(&inp).unwrap()
+            );
             for i in 0..p {
-                assert_eq!(f.in_flight(&inp, i), Interleaved.in_flight(&inp, i));
+                assert_eq!(
+                    f.in_flight(&inp, i),
+                    Interleaved::MEGATRON.in_flight(&inp, i)
+                );
             }
         }
         // (p, v, m, bubble in slots of t_f + t_b, stage-0 in-flight)
@@ -545,7 +548,7 @@ mod tests {
             cp_comm: Default::default(),
         };
         assert!(f.validate(&plan(4, 2, 10)).is_ok());
-        assert!(Interleaved.validate(&plan(4, 2, 10)).is_err());
+        assert!(Interleaved::MEGATRON.validate(&plan(4, 2, 10)).is_err());
         assert!(f.validate(&plan(4, 2, 3)).is_ok());
         let e = f.validate(&plan(4, 2, 11)).unwrap_err().to_string();
         assert!(
@@ -585,9 +588,12 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("plan.vpp"));
-        let e = Interleaved.validate(&plan).unwrap_err().to_string();
+        let e = Interleaved::MEGATRON
+            .validate(&plan)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("plan.global_batch"), "{e}");
-        assert!(Interleaved
+        assert!(Interleaved::MEGATRON
             .validate(&PlanShape {
                 global_batch: 8,
                 ..plan
