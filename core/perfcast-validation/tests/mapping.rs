@@ -1,5 +1,6 @@
 //! How cases become engine scenarios, and how predictions become the published metrics.
 
+use perfcast_core::parallel::CpComm;
 use perfcast_core::workload::FfnAct;
 use perfcast_core::{AttentionKind, DType};
 use perfcast_validation::cases::{
@@ -66,6 +67,11 @@ fn plans_from_cases() {
     assert_eq!(p.attention, AttentionKind::Flash);
     assert!(p.tp_comm_overlap && p.overlap_grad_reduce && p.overlap_param_gather);
     assert_eq!((p.zero_stage, p.precision), (1, DType::Bf16));
+    assert_eq!(p.cp_comm, CpComm::P2p);
+    // Meta's Llama 3 stack: all-gather context parallelism.
+    let c = case(&f, "llama3_405b_128k_16384gpu");
+    let p = harness::training_plan(c, "none").unwrap();
+    assert_eq!((p.cp, p.cp_comm), (16, CpComm::AllGather));
     let c = case(&f, "trtllm_v061_llama2_70b_h100_bs96_tp2_2048_128");
     let p = harness::inference_plan(c).unwrap();
     assert_eq!(

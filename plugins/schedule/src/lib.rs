@@ -11,7 +11,6 @@
 //!   `(m + (p - 1)/v)·(t_f + t_b)`, bubble `(p - 1)/(v·m)`, `v` times the hand-offs; stage
 //!   0 holds `p + (p - 1)/v` micro-batches' worth of activations, i.e. the 1F1B figure times
 //!   `1 + (p - 1)/(p·v)` (Korthikanti et al. 2022, §4.2.3).
-//!
 //! * Flexible interleaved 1F1B (Llama 3; PyTorch's flexible interleaved schedule): the same
 //!   with rounds of `n = m / max(1, m div p)` micro-batches instead of `p`, so `m` need not
 //!   be a multiple of `p`; fewer micro-batches than stages add stalls at each chunk change.
