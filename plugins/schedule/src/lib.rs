@@ -117,12 +117,17 @@ impl PipelineSchedule for OneFOneB {
 
 /// Forward chunk-passes stage `i` runs before its first backward, interleaving in rounds of
 /// `n` micro-batches: `(v - 1)·n + 2·(p - 1 - i)`, at most `m·v` (Megatron-LM with `n = p`;
-/// PyTorch's flexible interleaved 1F1B with its round size).
+/// PyTorch's flexible interleaved 1F1B with its round size); with one chunk, 1F1B's
+/// `p - 1 - i`.
 fn warm_up(input: &ScheduleInput, stage: u32, n: u32) -> u64 {
     let p = input.stages.max(1) as u64;
     let v = input.virtual_stages.max(1) as u64;
     let i = stage.min(input.stages.saturating_sub(1)) as u64;
     let m = input.micro_batches.max(1) as u64;
+    if v == 1 {
+        // One chunk: plain 1F1B's warm-up.
+        return (p - 1 - i).min(m);
+    }
     ((v - 1) * n as u64 + 2 * (p - 1 - i)).min(m * v)
 }
 
@@ -488,6 +493,28 @@ mod tests {
             OneFOneB.peak_layers_held(&input(8, 1, 64), 3, &|_| 3.0),
             15.0
         );
+    }
+
+    /// One chunk per device: both interleaved schedules are plain 1F1B.
+    #[test]
+    fn interleaved_with_one_chunk_is_1f1b() {
+        for (p, m) in [(8, 64), (16, 8), (4, 4)] {
+            let inp = input(p, 1, m);
+            for s in [Interleaved::MEGATRON, Interleaved::FLEXIBLE] {
+                assert_eq!(s.step(&inp).unwrap(), OneFOneB.step(&inp).unwrap());
+                for i in 0..p {
+                    assert_eq!(
+                        s.in_flight(&inp, i),
+                        OneFOneB.in_flight(&inp, i),
+                        "p{p} m{m}"
+                    );
+                    assert_eq!(
+                        s.peak_layers_held(&inp, i, &|_| 3.0),
+                        OneFOneB.in_flight(&inp, i) * 3.0
+                    );
+                }
+            }
+        }
     }
 
     /// Flexible interleaving: Megatron's rounds when `p` divides `m`; otherwise rounds of
