@@ -67,6 +67,19 @@ fn flushed(input: &ScheduleInput, v: f64) -> Result<ScheduleResult, ModelError> 
     })
 }
 
+/// Non-interleaved schedules run one model chunk per device.
+fn one_chunk(plan: &PlanShape) -> Result<(), ModelError> {
+    if plan.vpp > 1 {
+        return Err(ModelError::invalid(
+            "plan.vpp",
+            plan.vpp,
+            "virtual stages > 1 need schedule = \"interleaved-1f1b\" or \
+             \"flexible-interleaved-1f1b\"",
+        ));
+    }
+    Ok(())
+}
+
 /// GPipe: all forwards, then all backwards.
 #[derive(Debug, Clone, Default)]
 pub struct GPipe;
@@ -74,6 +87,9 @@ pub struct GPipe;
 impl PipelineSchedule for GPipe {
     fn kind(&self) -> &str {
         "gpipe"
+    }
+    fn validate(&self, plan: &PlanShape) -> Result<(), ModelError> {
+        one_chunk(plan)
     }
     fn step(&self, input: &ScheduleInput) -> Result<ScheduleResult, ModelError> {
         let mut r = flushed(input, 1.0)?;
@@ -94,15 +110,7 @@ impl PipelineSchedule for OneFOneB {
         "1f1b"
     }
     fn validate(&self, plan: &PlanShape) -> Result<(), ModelError> {
-        if plan.vpp > 1 {
-            return Err(ModelError::invalid(
-                "plan.vpp",
-                plan.vpp,
-                "virtual stages > 1 need schedule = \"interleaved-1f1b\" or \
-                 \"flexible-interleaved-1f1b\"",
-            ));
-        }
-        Ok(())
+        one_chunk(plan)
     }
     fn step(&self, input: &ScheduleInput) -> Result<ScheduleResult, ModelError> {
         let mut r = flushed(input, 1.0)?;
@@ -609,11 +617,13 @@ mod tests {
             fp32_grad_accum: false,
             cp_comm: Default::default(),
         };
-        assert!(OneFOneB
-            .validate(&plan)
-            .unwrap_err()
-            .to_string()
-            .contains("plan.vpp"));
+        for s in [&OneFOneB as &dyn PipelineSchedule, &GPipe] {
+            assert!(s
+                .validate(&plan)
+                .unwrap_err()
+                .to_string()
+                .contains("plan.vpp"));
+        }
         let e = Interleaved::MEGATRON
             .validate(&plan)
             .unwrap_err()
