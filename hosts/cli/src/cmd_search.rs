@@ -184,7 +184,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             published: published.as_ref(),
         })?),
         Format::Csv => print(&csv_table(&r).csv()),
-        Format::Table => print(&render(&r, published.as_ref())),
+        Format::Table => print(&render(&r, published.as_ref(), sc.constraints.global_batch)),
     }
 }
 
@@ -253,7 +253,9 @@ fn csv_table(r: &SearchResult) -> Table {
     t
 }
 
-fn render(r: &SearchResult, published: Option<&Published>) -> String {
+/// The table output; `global_batch` is the searched plans' (the `[plan]` may differ: then the
+/// comparison is per sequence).
+fn render(r: &SearchResult, published: Option<&Published>, global_batch: u32) -> String {
     let s = &r.summary;
     let mut out = format!(
         "top {} plans by {}:\n{}",
@@ -284,10 +286,17 @@ fn render(r: &SearchResult, published: Option<&Published>) -> String {
                     .iter()
                     .find(|f| f.devices as u64 == p.plan.devices());
                 if let Some(best) = same {
+                    let (gp, gs) = (p.plan.global_batch, global_batch);
+                    let speedup = (t / gp as f64) / (best.time_s / gs as f64);
                     out.push_str(&format!(
-                        "; the fastest plan found on {} devices is {:.2}x as fast",
+                        "; the fastest plan found on {} devices is {:.2}x as fast{}",
                         best.devices,
-                        t / best.time_s
+                        speedup,
+                        if gp == gs {
+                            String::new()
+                        } else {
+                            format!(" per sequence (global batch {gs}; the [plan]'s is {gp})")
+                        }
                     ));
                 }
                 out.push('\n');

@@ -89,9 +89,22 @@ fn search_table_and_csv() {
         "Pareto front",
         "plans enumerated",
         "the config's [plan]",
+        "x as fast\n",
     ] {
         assert!(o.stdout.contains(w), "`{w}` missing:\n{}", o.stdout);
     }
+    // Another global batch than the [plan]'s: the comparison is per sequence.
+    let mut args = vec!["search", s.as_str(), "--top", "1"];
+    args.extend(SMALL);
+    args.extend(["--set", "search.global_batch=768"]);
+    let o = run(&args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout
+            .contains("as fast per sequence (global batch 768; the [plan]'s is 1536)"),
+        "{}",
+        o.stdout
+    );
     // One non-default placement: TP across nodes, DP inside them.
     let mut args = vec!["search", s.as_str(), "--top", "1", "--format", "json"];
     args.extend(SMALL);
