@@ -1,11 +1,12 @@
 //! A search scenario from a merged configuration: `[model]`, the system (`[system]` and its
 //! components), the optional `[plan]` (the template of every field the search does not walk,
-//! and the published plan to compare with) and the optional `[search]` section.
+//! and the published plan to compare with), the optional `[options]` (engine options and
+//! strategy parameters, as `perfcast predict` reads them) and the optional `[search]` section.
 
 use crate::space::{Constraints, Objective, SearchConfig, SearchSpace};
 use crate::SearchError;
 use perfcast_core::workload::ModelSpec;
-use perfcast_engine::training::{Training, TrainingPlan};
+use perfcast_engine::training::{Training, TrainingOptions, TrainingPlan};
 use perfcast_host::Config;
 
 /// The config's top-level section this crate reads.
@@ -115,14 +116,18 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
     let mut counts = counts;
     counts.sort_unstable();
     counts.dedup();
+    // Engine options and strategy parameters, as `perfcast predict` reads them.
+    let options: TrainingOptions = cfg.extract_opt("options")?.unwrap_or_default();
     let mut trainings = Vec::with_capacity(counts.len());
     for n in counts {
         let mut sys = system.clone();
         sys.devices = n;
         let t =
-            Training::new(model.clone(), sys, cfg.registry()).map_err(|e| SearchError::Model {
-                context: format!("model and system with {n} devices"),
-                source: e,
+            Training::with_options(model.clone(), sys, cfg.registry(), &options).map_err(|e| {
+                SearchError::Model {
+                    context: format!("model and system with {n} devices"),
+                    source: e,
+                }
             })?;
         trainings.push(t);
     }

@@ -93,6 +93,31 @@ fn search_table_and_csv() {
     ] {
         assert!(o.stdout.contains(w), "`{w}` missing:\n{}", o.stdout);
     }
+    // `[options]` reaches the search as it reaches `predict`: 20 GiB of runtime reserve
+    // instead of 1 raises every plan's memory by 19 GiB.
+    let top_memory = |extra: &[&str]| {
+        let mut args = vec!["search", s.as_str(), "--top", "1", "--format", "json"];
+        args.extend(SMALL);
+        args.extend(["--set", "search.tp=[8]", "--set", "search.pp=[16]"]);
+        args.extend([
+            "--set",
+            "search.recompute=[\"full\"]",
+            "--set",
+            "search.zero_stage=[0]",
+        ]);
+        args.extend(["--set", "search.partial_recompute=false"]);
+        args.extend(extra);
+        let o = run(&args);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let v: Value = serde_json::from_str(&o.stdout).unwrap();
+        v["plans"][0]["report"]["memory"]["peak"].as_f64().unwrap() / (1u64 << 30) as f64
+    };
+    let base = top_memory(&[]);
+    let reserved = top_memory(&["--set", "options.engine.runtime_reserve_gib=20"]);
+    assert!(
+        (reserved - base - 19.0).abs() < 1e-6,
+        "{base} -> {reserved}"
+    );
     // Another global batch than the [plan]'s: the comparison is per sequence.
     let mut args = vec!["search", s.as_str(), "--top", "1"];
     args.extend(SMALL);
