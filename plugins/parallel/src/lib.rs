@@ -779,6 +779,9 @@ perfcast_core::builtin!(
     "Data parallel: gradient all-reduce (reduce-scatter with ZeRO), overlapped with backward",
     data
 );
+
+// `register(&mut Registry)`: this crate's built-ins, composed by `perfcast-builtins`.
+perfcast_core::register_fn!();
 perfcast_core::builtin!(
     ParallelStrategy,
     "zero",

@@ -149,8 +149,8 @@ perfcast_core::builtin!(
     }
 );
 
-/// Keeps the crate linked when a host names it.
-pub const NAMES: [&str; 3] = ["none", "selective", "full"];
+// `register(&mut Registry)`: this crate's built-ins, composed by `perfcast-builtins`.
+perfcast_core::register_fn!();
 
 #[cfg(test)]
 mod tests {

@@ -345,13 +345,8 @@ perfcast_core::builtin!(
     }
 );
 
-/// Keeps the crate linked when a host names it.
-pub const NAMES: [&str; 4] = [
-    "gpipe",
-    "1f1b",
-    "interleaved-1f1b",
-    "flexible-interleaved-1f1b",
-];
+// `register(&mut Registry)`: this crate's built-ins, composed by `perfcast-builtins`.
+perfcast_core::register_fn!();
 
 #[cfg(test)]
 mod tests {

@@ -39,8 +39,11 @@ use perfcast_core::workload::{FfnAct, ModelSpec, NormKind, PositionKind};
 use perfcast_core::{Bytes, DType, Engine, FlopCount, ModelError, Seconds, System};
 use std::sync::Arc;
 
-/// The parallel strategies a `Training` uses by default, in mesh order.
-pub const DEFAULT_STRATEGIES: [&str; 6] = perfcast_plugin_parallel::DEFAULT_STRATEGIES;
+/// Registry names of the parallel strategies a `Training` uses by default, in mesh order
+/// (Megatron-LM's: TP innermost, then SP, CP, PP, DP, and ZeRO sharding over DP). Any
+/// registry that holds strategies of these names serves; the built-ins do.
+pub const DEFAULT_STRATEGIES: [&str; 6] =
+    ["tensor", "sequence", "context", "pipeline", "data", "zero"];
 
 /// The execution plugins a `Training` evaluates plans with.
 #[derive(Clone)]
@@ -71,11 +74,6 @@ impl TrainingComponents {
         registry: &Registry,
         options: &TrainingOptions,
     ) -> Result<Self, ModelError> {
-        // Naming the built-in plugin crates keeps them (and their registrations) linked.
-        let _ = (
-            perfcast_plugin_recompute::NAMES.len(),
-            perfcast_plugin_schedule::NAMES.len(),
-        );
         let names: Vec<&str> = match &options.strategies {
             Some(list) => list.iter().map(String::as_str).collect(),
             None => DEFAULT_STRATEGIES.to_vec(),

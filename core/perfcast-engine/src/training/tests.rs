@@ -21,7 +21,7 @@ fn llama(l: u64, h: u64, a: u64, kv: u64, f: u64) -> ModelSpec {
 }
 
 fn registry() -> Registry {
-    Registry::with_builtins().unwrap()
+    perfcast_builtins::registry().unwrap()
 }
 
 fn training(m: ModelSpec, devices: u32) -> Training {
