@@ -121,7 +121,7 @@ impl Training {
                 ModelError::invalid("plan.schedule", "", "no pipeline schedule is registered")
             })?;
         // The schedule is validated per variant; prepare without it.
-        let p = self.prepare_checked(plan, sched, false)?;
+        let p = self.prepare_checked(plan, sched)?;
         let key = layer_key(&p.ls);
         let (lt, ends) = match cache.map.get(&key) {
             Some(v) => *v,
