@@ -30,7 +30,8 @@ pub use ops::{ComputeBreakdown, OpLine};
 pub use placement::{MeshAxis, Placement};
 pub use plan::{EngineParams, TrainingPlan};
 pub use report::{
-    Bottleneck, Feasibility, LayerReport, MemoryReport, StageMemory, TimeBreakdown, TrainingReport,
+    Bottleneck, Feasibility, LayerReport, MemoryReport, StageField, StageMemory, TimeBreakdown,
+    TrainingReport,
 };
 
 pub use components::{TrainingComponents, TrainingOptions};

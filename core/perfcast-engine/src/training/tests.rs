@@ -578,8 +578,9 @@ fn renderings() {
     }
     let csv = r.to_csv();
     assert!(csv.starts_with("metric,value,unit\n"));
-    // pp = 16: the second stage's five lines are there too.
-    assert_eq!(csv.lines().count(), 1 + r.metrics().len() + 5 + 2);
+    // pp = 16: the first, second and last stages, every field of each.
+    let fields = StageMemory::FIELDS.len();
+    assert_eq!(csv.lines().count(), 1 + r.metrics().len() + 3 * fields + 2);
     assert!(csv.contains("memory.second.total,"));
     let json = serde_json::to_value(r).unwrap();
     assert!(
