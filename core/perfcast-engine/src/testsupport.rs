@@ -215,7 +215,11 @@ pub fn a100_from_registry(
 ) -> Result<System, perfcast_core::ModelError> {
     use serde_json::json;
     let err = |e: perfcast_core::registry::RegistryError| {
-        perfcast_core::ModelError::invalid("registry", e.to_string(), "built-in plugin missing")
+        perfcast_core::ModelError::invalid(
+            perfcast_core::Key::other("registry"),
+            e.to_string(),
+            "built-in plugin missing",
+        )
     };
     let gpu = registry
         .compute_unit(

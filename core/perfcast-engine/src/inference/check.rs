@@ -8,12 +8,12 @@ impl Inference {
     pub(super) fn shard(&self, plan: &InferencePlan) -> Result<Shard, ModelError> {
         let m = &self.model;
         for (key, v) in [
-            ("plan.batch", plan.batch),
-            ("plan.input_len", plan.input_len),
-            ("plan.output_len", plan.output_len),
-            ("plan.tp", plan.tp),
-            ("plan.pp", plan.pp),
-            ("plan.replicas", plan.replicas),
+            (Key::inference("batch"), plan.batch),
+            (Key::inference("input_len"), plan.input_len),
+            (Key::inference("output_len"), plan.output_len),
+            (Key::inference("tp"), plan.tp),
+            (Key::inference("pp"), plan.pp),
+            (Key::inference("replicas"), plan.replicas),
         ] {
             if v == 0 {
                 return Err(ModelError::invalid(key, v, "must be >= 1"));
@@ -22,7 +22,7 @@ impl Inference {
         let tp = plan.tp as u64;
         if !m.heads.is_multiple_of(tp) {
             return Err(ModelError::invalid(
-                "plan.tp",
+                Key::inference("tp"),
                 tp,
                 format!("must divide model.heads = {}", m.heads),
             ));
@@ -30,7 +30,7 @@ impl Inference {
         let kv = m.kv_heads();
         if kv >= tp && !kv.is_multiple_of(tp) {
             return Err(ModelError::invalid(
-                "plan.tp",
+                Key::inference("tp"),
                 tp,
                 format!(
                     "must divide model.kv_heads = {kv} (or be a multiple of it: KV heads are then replicated)"
@@ -39,7 +39,7 @@ impl Inference {
         }
         if kv < tp && !tp.is_multiple_of(kv) {
             return Err(ModelError::invalid(
-                "plan.tp",
+                Key::inference("tp"),
                 tp,
                 format!(
                     "exceeds model.kv_heads = {kv}, so must be a multiple of it (each KV head is replicated on tp / kv_heads devices)"
@@ -48,14 +48,14 @@ impl Inference {
         }
         if !m.ffn_hidden.is_multiple_of(tp) {
             return Err(ModelError::invalid(
-                "plan.tp",
+                Key::inference("tp"),
                 tp,
                 format!("must divide model.ffn_hidden = {}", m.ffn_hidden),
             ));
         }
         if plan.pp as u64 > m.layers {
             return Err(ModelError::invalid(
-                "plan.pp",
+                Key::inference("pp"),
                 plan.pp,
                 format!("must not exceed model.layers = {}", m.layers),
             ));
@@ -63,10 +63,11 @@ impl Inference {
         let context = plan.input_len as u64 + plan.output_len as u64;
         if context > m.seq_len {
             return Err(ModelError::invalid(
-                "plan.input_len + plan.output_len",
-                context,
+                Key::inference("output_len"),
+                plan.output_len,
                 format!(
-                    "must not exceed the model's context length model.seq_len = {}",
+                    "inference.input_len + inference.output_len = {context} must not exceed the \
+                     model's context length model.seq_len = {}",
                     m.seq_len
                 ),
             ));
@@ -74,19 +75,20 @@ impl Inference {
         let gpus = plan.gpus() as u64;
         if gpus > self.system.devices as u64 {
             return Err(ModelError::invalid(
-                "plan.tp x plan.pp x plan.replicas",
-                gpus,
+                Key::inference("replicas"),
+                plan.replicas,
                 format!(
-                    "must not exceed the devices of system `{}` = {}",
+                    "inference.tp x inference.pp x inference.replicas = {gpus} must not exceed \
+                     the devices of system `{}` = {}",
                     self.system.name, self.system.devices
                 ),
             ));
         }
         if tp > 1 {
-            self.level(tp as u32, "plan.tp")?;
+            self.level(tp as u32, Key::inference("tp"))?;
         }
         if plan.pp > 1 {
-            self.level(plan.gpus_per_replica(), "plan.pp")?;
+            self.level(plan.gpus_per_replica(), Key::inference("pp"))?;
         }
         let base = self.check_dtypes(plan)?;
         Ok(Shard::new(m, plan, base))
@@ -107,9 +109,9 @@ impl Inference {
         let engine = if act.bytes() >= w.bytes() { act } else { w };
         if cu.peak(Engine::Matrix, engine).is_none() {
             let key = if engine == act {
-                "plan.activation_dtype"
+                Key::inference("activation_dtype")
             } else {
-                "plan.weight_dtype"
+                Key::inference("weight_dtype")
             };
             return Err(ModelError::invalid(
                 key,
@@ -129,7 +131,7 @@ impl Inference {
             DType::Fp16
         } else {
             return Err(ModelError::invalid(
-                "plan.activation_dtype",
+                Key::inference("activation_dtype"),
                 act,
                 format!(
                     "needs a 16-bit matrix format (bf16 or fp16) on device `{}` for attention and the LM head (it has: {})",
@@ -141,7 +143,7 @@ impl Inference {
         let kv = plan.kv_dtype;
         if kv != base && cu.peak(Engine::Matrix, kv).is_none() {
             return Err(ModelError::invalid(
-                "plan.kv_dtype",
+                Key::inference("kv_dtype"),
                 kv,
                 format!(
                     "device `{}` has no arithmetic for {kv} to dequantise the KV cache (it has: {})",
@@ -157,7 +159,7 @@ impl Inference {
     pub(super) fn level(
         &self,
         ranks: u32,
-        key: &str,
+        key: Key,
     ) -> Result<(usize, &dyn Interconnect), ModelError> {
         self.system
             .network

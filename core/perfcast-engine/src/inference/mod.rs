@@ -66,7 +66,7 @@ pub use shard::GemmName;
 
 use perfcast_core::op::{Collective, CollectiveKind, ComputeOp};
 use perfcast_core::{
-    DType, Engine, Interconnect, ModelError, ModelSpec, Seconds, System, TimeBound,
+    DType, Engine, Interconnect, Key, ModelError, ModelSpec, Seconds, System, TimeBound,
 };
 use shard::{OpClass, Shard};
 use time::{Acc, Adjust, Pass, Timed};
@@ -91,14 +91,14 @@ impl Inference {
         options.validate()?;
         if model.moe.is_some() {
             return Err(ModelError::invalid(
-                "model.moe",
+                Key::model("moe"),
                 "set",
                 "the inference model covers dense models only (no expert routing yet)",
             ));
         }
         if system.memory.device().is_none() {
             return Err(ModelError::invalid(
-                "system.memory",
+                Key::system("memory"),
                 format!("{:?}", system.memory),
                 "needs a device-level memory tier (HBM/DRAM) for weights and KV cache",
             ));
@@ -211,10 +211,10 @@ impl Inference {
         let one = self.memory_report(&sh, plan, 1);
         if !one.fits {
             return Err(ModelError::invalid(
-                "plan.batch",
+                Key::inference("batch"),
                 1,
                 format!(
-                    "does not fit: weights {:.2} GB + KV cache {:.2} GB + workspace {:.2} GB + reserve {:.2} GB = {:.2} GB > usable {:.2} GB per device; raise plan.tp or plan.pp, or narrow plan.weight_dtype / plan.kv_dtype",
+                    "does not fit: weights {:.2} GB + KV cache {:.2} GB + workspace {:.2} GB + reserve {:.2} GB = {:.2} GB > usable {:.2} GB per device; raise inference.tp or inference.pp, or narrow inference.weight_dtype / inference.kv_dtype",
                     one.weights.gb(),
                     one.kv_cache.gb(),
                     one.workspace.gb(),

@@ -237,7 +237,7 @@ impl Inference {
         if c.ranks <= 1 {
             return Ok(());
         }
-        let (i, level) = self.level(c.ranks, "plan")?;
+        let (i, level) = self.level(c.ranks, Key::inference(""))?;
         let wire = level
             .try_collective_time(&c, self.options.collective_algorithm)
             .map_err(|e| crate::network::level_error(i, e))?

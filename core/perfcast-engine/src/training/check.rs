@@ -3,7 +3,7 @@
 
 use super::*;
 
-fn positive(key: &'static str, v: u32) -> Result<(), ModelError> {
+fn positive(key: Key, v: u32) -> Result<(), ModelError> {
     if v == 0 {
         Err(ModelError::invalid(key, v, "must be a positive integer"))
     } else {
@@ -52,28 +52,28 @@ impl Training {
         let bound = l * per_layer + 2 * v * h + (model.seq_len as u128) * h;
         if bound >= 1u128 << 60 {
             return Err(ModelError::invalid(
-                "model.hidden",
+                Key::model("hidden"),
                 model.hidden,
                 format!("the model's parameter count (~{bound}) is beyond 2^60"),
             ));
         }
         if model.moe.is_some() {
             return Err(ModelError::invalid(
-                "model.moe",
+                Key::model("moe"),
                 "set",
                 "mixture-of-experts training is not modelled yet (dense models only)",
             ));
         }
         if system.devices == 0 {
             return Err(ModelError::invalid(
-                "system.devices",
+                Key::system("devices"),
                 0,
                 "must be a positive integer",
             ));
         }
         if !(params.runtime_reserve_gib.is_finite() && params.runtime_reserve_gib >= 0.0) {
             return Err(ModelError::invalid(
-                "engine.runtime_reserve_gib",
+                Key::options("engine.runtime_reserve_gib"),
                 params.runtime_reserve_gib,
                 "must be a finite number >= 0",
             ));
@@ -84,21 +84,21 @@ impl Training {
             .map(|t| t.capacity())
             .ok_or_else(|| {
                 ModelError::invalid(
-                    "system.memory",
+                    Key::system("memory"),
                     format!("{:?}", system.memory),
                     "needs a device-level memory tier (e.g. HBM)",
                 )
             })?;
         if !(capacity.0.is_finite() && capacity.0 > 0.0) {
             return Err(ModelError::invalid(
-                "system.memory device capacity",
+                Key::system("memory device capacity"),
                 capacity.0,
                 "must be finite and > 0",
             ));
         }
         if system.network.is_empty() && system.devices > 1 {
             return Err(ModelError::invalid(
-                "system.network",
+                Key::system("network"),
                 "[]",
                 "a system of more than one device needs at least one network level",
             ));
@@ -106,7 +106,7 @@ impl Training {
         let network = Network::new(&system.network)?;
         if comps.strategies.is_empty() {
             return Err(ModelError::invalid(
-                "parallel strategies",
+                Key::other("parallel strategies"),
                 "[]",
                 "at least one strategy is needed",
             ));
@@ -122,24 +122,24 @@ impl Training {
     }
 
     pub(super) fn check_plan(&self, plan: &TrainingPlan) -> Result<(), ModelError> {
-        positive("plan.tp", plan.tp)?;
-        positive("plan.pp", plan.pp)?;
-        positive("plan.dp", plan.dp)?;
-        positive("plan.cp", plan.cp)?;
-        positive("plan.ep", plan.ep)?;
-        positive("plan.vpp", plan.vpp)?;
-        positive("plan.micro_batch", plan.micro_batch)?;
-        positive("plan.global_batch", plan.global_batch)?;
+        positive(Key::plan("tp"), plan.tp)?;
+        positive(Key::plan("pp"), plan.pp)?;
+        positive(Key::plan("dp"), plan.dp)?;
+        positive(Key::plan("cp"), plan.cp)?;
+        positive(Key::plan("ep"), plan.ep)?;
+        positive(Key::plan("vpp"), plan.vpp)?;
+        positive(Key::plan("micro_batch"), plan.micro_batch)?;
+        positive(Key::plan("global_batch"), plan.global_batch)?;
         if plan.ep != 1 {
             return Err(ModelError::invalid(
-                "plan.ep",
+                Key::plan("ep"),
                 plan.ep,
                 "must be 1: expert parallelism needs a mixture-of-experts model",
             ));
         }
         if !matches!(plan.precision, DType::Bf16 | DType::Fp16 | DType::Fp8) {
             return Err(ModelError::invalid(
-                "plan.precision",
+                Key::plan("precision"),
                 plan.precision,
                 "must be bf16, fp16 or fp8",
             ));
@@ -152,7 +152,7 @@ impl Training {
                 .map(|d| d.name())
                 .collect();
             return Err(ModelError::invalid(
-                "plan.precision",
+                Key::plan("precision"),
                 plan.precision,
                 format!(
                     "device `{}` has no matrix-engine peak for it; it has: {}",
@@ -167,7 +167,7 @@ impl Training {
         }
         if plan.devices() != self.system.devices as u64 {
             return Err(ModelError::invalid(
-                "plan.tp*pp*dp*cp",
+                Key::plan("tp*pp*dp*cp"),
                 format!(
                     "{}x{}x{}x{} = {}",
                     plan.tp,

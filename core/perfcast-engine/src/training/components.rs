@@ -16,7 +16,7 @@ pub struct TrainingComponents {
 
 fn registry_error(e: perfcast_core::registry::RegistryError) -> ModelError {
     let s = e.to_string();
-    ModelError::invalid("plugin", s.clone(), s)
+    ModelError::invalid(Key::other("plugin"), s.clone(), s)
 }
 
 impl TrainingComponents {
@@ -39,7 +39,7 @@ impl TrainingComponents {
         for key in options.strategy_params.keys() {
             if !names.contains(&key.as_str()) {
                 return Err(ModelError::invalid(
-                    format!("training.strategy_params.{key}"),
+                    Key::owned(Section::Options, format!("strategy_params.{key}")),
                     key,
                     format!("not a strategy in use; in use: {}", names.join(", ")),
                 ));
@@ -98,7 +98,7 @@ pub struct TrainingOptions {
 pub(super) fn by_name<'a, T: ?Sized>(
     list: &'a [(String, Arc<T>)],
     name: &str,
-    key: &str,
+    key: Key,
     what: &str,
 ) -> Result<&'a T, ModelError> {
     list.iter()
@@ -119,7 +119,7 @@ impl Training {
         by_name(
             &self.comps.recompute,
             name,
-            "plan.recompute",
+            Key::plan("recompute"),
             "recompute policy",
         )
     }
@@ -128,7 +128,7 @@ impl Training {
         by_name(
             &self.comps.schedules,
             name,
-            "plan.schedule",
+            Key::plan("schedule"),
             "pipeline schedule",
         )
     }

@@ -46,7 +46,7 @@ use perfcast_core::parallel::{
 };
 use perfcast_core::registry::{Category, Registry};
 use perfcast_core::workload::{FfnAct, ModelSpec, NormKind, PositionKind};
-use perfcast_core::{Bytes, DType, Engine, FlopCount, ModelError, Seconds, System};
+use perfcast_core::{Bytes, DType, Engine, FlopCount, Key, ModelError, Seconds, Section, System};
 use prepare::Prepared;
 use std::sync::Arc;
 use time::{pool, GroupTimes};

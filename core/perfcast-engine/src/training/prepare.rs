@@ -83,7 +83,7 @@ impl Training {
         let (b, s, h) = (plan.micro_batch as u64, m.seq_len, m.hidden);
         if !s.is_multiple_of(cpd) || !m.heads.is_multiple_of(t) {
             return Err(ModelError::invalid(
-                "plan",
+                Key::plan(""),
                 format!("tokens split {cpd}, weights split {t}"),
                 "the strategies' splits must divide model.seq_len and model.heads",
             ));
@@ -221,7 +221,7 @@ impl Training {
                 && rp.working.0 >= 0.0)
             {
                 return Err(ModelError::invalid(
-                    "plan.recompute",
+                    Key::plan("recompute"),
                     name,
                     format!("the policy returned an inconsistent plan for {n} layers: {rp:?}"),
                 ));
@@ -273,7 +273,7 @@ fn stage_params(m: &ModelSpec, plan: &TrainingPlan, t: u64) -> Result<StageParam
         (m.attention_weights() + m.mlp_weights()) as f64 / tf + 2.0 * norm_params + bias_params;
     let (n_first, n_mid, n_last) = stage_layers(m.layers, plan.pp, plan.vpp).ok_or_else(|| {
         ModelError::invalid(
-            "plan.pp",
+            Key::plan("pp"),
             plan.pp,
             format!(
                 "model.layers = {} cannot be split over plan.pp x plan.vpp = {} x {}",
@@ -328,7 +328,7 @@ fn check_tensor_sizes(m: &ModelSpec, plan: &TrainingPlan) -> Result<(), ModelErr
     let largest = (b as u128) * (s as u128) * (widest as u128);
     if largest >= 1u128 << 53 {
         return Err(ModelError::invalid(
-            "plan.micro_batch",
+            Key::plan("micro_batch"),
             plan.micro_batch,
             format!(
                 "micro_batch x seq_len x widest tensor dimension = {largest} elements is \

@@ -655,7 +655,7 @@ fn options_configure_strategies() {
     }))
     .unwrap();
     let e = ev(&bad).unwrap_err().to_string();
-    assert!(e.contains("training.strategy_params.dataa"), "{e}");
+    assert!(e.contains("options.strategy_params.dataa"), "{e}");
     let bad: TrainingOptions = serde_json::from_value(serde_json::json!({
         "strategy_params": {"data": {"overlap_efficiency": 2.0}}
     }))
