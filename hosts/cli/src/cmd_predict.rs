@@ -31,7 +31,7 @@ pub(crate) fn load(args: &ConfigArgs) -> anyhow::Result<Config> {
     let mut sections = SECTIONS.to_vec();
     sections.push("search");
     sources.sections = sections;
-    Config::load(&sources).map_err(anyhow::Error::new)
+    crate::common::load_config(&sources)
 }
 
 /// What `predict --format json` prints.
