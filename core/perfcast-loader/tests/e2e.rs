@@ -155,7 +155,7 @@ fn fixtures() -> &'static Fixtures {
 }
 
 /// Broken C descriptors (C source after the header include) and what the error must say.
-const MALFORMED: [(&str, &str); 4] = [
+const MALFORMED: [(&str, &str); 9] = [
     (
         "static const perfcast_plugin p = { .struct_size = 8, .abi_major = 1 };
          const perfcast_plugin *perfcast_plugin_entry_v1(void) { return &p; }",
@@ -186,6 +186,63 @@ const MALFORMED: [(&str, &str); 4] = [
              .n_components = 1, .name = \"x\", .version = \"1\", .components = cs };
          const perfcast_plugin *perfcast_plugin_entry_v1(void) { return &p; }",
         "must be namespaced",
+    ),
+    // The checks of each component, before any of its code runs.
+    (
+        "static const perfcast_component *const cs[] = { 0 };
+         static const perfcast_plugin p = { .struct_size = sizeof p, .abi_major = 1,
+             .n_components = 1, .name = \"x\", .components = cs };
+         const perfcast_plugin *perfcast_plugin_entry_v1(void) { return &p; }",
+        "component 0 is NULL",
+    ),
+    (
+        "static const perfcast_memory_tier_vtable vt = { .struct_size = sizeof vt };
+         static const perfcast_component c = { .struct_size = sizeof c,
+             .category = PERFCAST_CATEGORY_MEMORY_TIER, .name = \"x/t\", .vtable = &vt };
+         static const perfcast_component *const cs[] = { &c };
+         static const perfcast_plugin p = { .struct_size = sizeof p, .abi_major = 1,
+             .n_components = 1, .name = \"x\", .components = cs };
+         const perfcast_plugin *perfcast_plugin_entry_v1(void) { return &p; }",
+        "component `x/t` has no create function",
+    ),
+    (
+        "static int create(const char *j, void **o, char *e, size_t n) {
+             (void)j; (void)e; (void)n; *o = 0; return 0; }
+         static const perfcast_compute_unit_vtable vt = { .struct_size = sizeof vt };
+         static const perfcast_component c = { .struct_size = sizeof c,
+             .category = PERFCAST_CATEGORY_COMPUTE_UNIT, .name = \"x/cu\", .create = create,
+             .vtable = &vt };
+         static const perfcast_component *const cs[] = { &c };
+         static const perfcast_plugin p = { .struct_size = sizeof p, .abi_major = 1,
+             .n_components = 1, .name = \"x\", .components = cs };
+         const perfcast_plugin *perfcast_plugin_entry_v1(void) { return &p; }",
+        "`x/cu`: vtable has no peak function",
+    ),
+    (
+        "static int create(const char *j, void **o, char *e, size_t n) {
+             (void)j; (void)e; (void)n; *o = 0; return 0; }
+         static const perfcast_memory_tier_vtable vt = { .struct_size = 4 };
+         static const perfcast_component c = { .struct_size = sizeof c,
+             .category = PERFCAST_CATEGORY_MEMORY_TIER, .name = \"x/t\", .create = create,
+             .vtable = &vt };
+         static const perfcast_component *const cs[] = { &c };
+         static const perfcast_plugin p = { .struct_size = sizeof p, .abi_major = 1,
+             .n_components = 1, .name = \"x\", .components = cs };
+         const perfcast_plugin *perfcast_plugin_entry_v1(void) { return &p; }",
+        "`x/t`: memory tier vtable struct_size 4 is below the 1.0 layout",
+    ),
+    (
+        "static int create(const char *j, void **o, char *e, size_t n) {
+             (void)j; (void)e; (void)n; *o = 0; return 0; }
+         static const perfcast_interconnect_vtable vt = { .struct_size = sizeof vt };
+         static const perfcast_component c = { .struct_size = sizeof c,
+             .category = PERFCAST_CATEGORY_INTERCONNECT, .name = \"x/l\", .create = create,
+             .vtable = &vt };
+         static const perfcast_component *const cs[] = { &c };
+         static const perfcast_plugin p = { .struct_size = sizeof p, .abi_major = 1,
+             .n_components = 1, .name = \"x\", .components = cs };
+         const perfcast_plugin *perfcast_plugin_entry_v1(void) { return &p; }",
+        "`x/l`: vtable has no properties function",
     ),
 ];
 
