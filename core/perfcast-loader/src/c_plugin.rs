@@ -361,6 +361,37 @@ unsafe fn candidate(
     }))
 }
 
+/// The vtable of component `cname`, read up to its `struct_size`, which must cover the
+/// `layout` layout (`min` bytes) of a `what` vtable.
+///
+/// # Safety
+/// `vp` must be the component's (non-NULL) vtable.
+unsafe fn read_vtable<T: Copy>(
+    path: &Path,
+    cname: &str,
+    vp: *const T,
+    min: usize,
+    what: &str,
+    layout: &str,
+) -> Result<T, LoadError> {
+    let vsize = struct_size(vp);
+    if vsize < min {
+        return Err(invalid(
+            path,
+            format!("`{cname}`: {what} vtable struct_size {vsize} is below the {layout} layout"),
+        ));
+    }
+    Ok(read_prefix(vp, vsize))
+}
+
+/// A required function the vtable of `cname` lacks.
+fn no_function(path: &Path, cname: &str, function: &str) -> LoadError {
+    invalid(
+        path,
+        format!("`{cname}`: vtable has no {function} function"),
+    )
+}
+
 /// Creates an instance of a component from its parameters (the component's `create`).
 trait NewInstance:
     Fn(&serde_json::Value) -> Result<Instance, PluginError> + Send + Sync + 'static
@@ -381,19 +412,16 @@ unsafe fn compute_unit(
     vp: *const PcComputeUnitVtable,
     new_instance: impl NewInstance,
 ) -> Result<Factory, LoadError> {
-    let vsize = struct_size(vp);
-    if vsize < v1_0::compute_unit_vtable_size() {
-        return Err(invalid(
-            path,
-            format!("`{cname}`: compute unit vtable struct_size {vsize} is below the 1.0 layout"),
-        ));
-    }
-    let vt: PcComputeUnitVtable = read_prefix(vp, vsize);
+    let vt = read_vtable(
+        path,
+        cname,
+        vp,
+        v1_0::compute_unit_vtable_size(),
+        "compute unit",
+        "1.0",
+    )?;
     if vt.peak.is_none() {
-        return Err(invalid(
-            path,
-            format!("`{cname}`: vtable has no peak function"),
-        ));
+        return Err(no_function(path, cname, "peak"));
     }
     let n = cname.to_string();
     Ok(Arc::new(move |params: &serde_json::Value| {
@@ -413,19 +441,16 @@ unsafe fn memory_tier(
     vp: *const PcMemoryTierVtable,
     new_instance: impl NewInstance,
 ) -> Result<Factory, LoadError> {
-    let vsize = struct_size(vp);
-    if vsize < v1_0::memory_tier_vtable_size() {
-        return Err(invalid(
-            path,
-            format!("`{cname}`: memory tier vtable struct_size {vsize} is below the 1.0 layout"),
-        ));
-    }
-    let vt: PcMemoryTierVtable = read_prefix(vp, vsize);
+    let vt = read_vtable(
+        path,
+        cname,
+        vp,
+        v1_0::memory_tier_vtable_size(),
+        "memory tier",
+        "1.0",
+    )?;
     let Some(props_fn) = vt.properties else {
-        return Err(invalid(
-            path,
-            format!("`{cname}`: vtable has no properties function"),
-        ));
+        return Err(no_function(path, cname, "properties"));
     };
     let n = cname.to_string();
     Ok(Arc::new(move |params: &serde_json::Value| {
@@ -463,19 +488,16 @@ unsafe fn interconnect(
     vp: *const PcInterconnectVtable,
     new_instance: impl NewInstance,
 ) -> Result<Factory, LoadError> {
-    let vsize = struct_size(vp);
-    if vsize < v1_1::interconnect_vtable_size() {
-        return Err(invalid(
-            path,
-            format!("`{cname}`: interconnect vtable struct_size {vsize} is below the 1.1 layout"),
-        ));
-    }
-    let vt: PcInterconnectVtable = read_prefix(vp, vsize);
+    let vt = read_vtable(
+        path,
+        cname,
+        vp,
+        v1_1::interconnect_vtable_size(),
+        "interconnect",
+        "1.1",
+    )?;
     let Some(props_fn) = vt.properties else {
-        return Err(invalid(
-            path,
-            format!("`{cname}`: vtable has no properties function"),
-        ));
+        return Err(no_function(path, cname, "properties"));
     };
     let n = cname.to_string();
     Ok(Arc::new(move |params: &serde_json::Value| {
