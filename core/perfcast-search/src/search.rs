@@ -10,6 +10,7 @@ use perfcast_core::{DType, Engine};
 use perfcast_engine::training::{
     LayerCache, Placement, PlanGroup, Training, TrainingPlan, TrainingReport,
 };
+use perfcast_output::GIB;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::cmp::Ordering;
@@ -1065,5 +1066,3 @@ pub fn search(
         summary,
     })
 }
-
-const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
