@@ -20,12 +20,10 @@
 //! file, the key and what is allowed; it never panics on user input.
 
 pub mod common;
-pub mod csv;
 pub mod error;
 pub mod plans;
 pub mod shapley;
 pub mod studies;
-pub mod svg;
 
 pub use error::StudyError;
 

@@ -11,12 +11,13 @@ mod lines;
 #[cfg(test)]
 mod tests;
 
-use crate::axis::{AxisMap, Scale};
-use crate::marks::{marker, Legend, Marker};
+use crate::axis::AxisMap;
+use crate::marks::{marker, Legend};
 use crate::palette::{pick, OKABE_ITO};
 use crate::svg::{Px, Svg, XMLNS};
 
-pub use crate::axis::Axis;
+pub use crate::axis::{Axis, Scale};
+pub use crate::marks::Marker;
 
 /// An error drawing a figure: the plot (panel or figure title) and what is wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
