@@ -4,7 +4,9 @@
 /// Axis scale.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Scale {
+    /// Equal steps for equal differences.
     Linear,
+    /// Equal steps for equal ratios (decades).
     Log10,
 }
 
@@ -13,6 +15,7 @@ pub enum Scale {
 pub struct Axis {
     /// The label, units included by the caller.
     pub label: String,
+    /// Linear or log.
     pub scale: Scale,
     /// Range; `None` fits the data (linear axes start at zero when the data are >= 0).
     pub range: Option<(f64, f64)>,
@@ -174,10 +177,15 @@ pub fn fit_range(axis: &Axis, values: &[f64]) -> Result<(f64, f64), String> {
 /// has `p0` at the bottom).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AxisMap {
+    /// Linear or log.
     pub scale: Scale,
+    /// The lowest value shown.
     pub lo: f64,
+    /// The highest value shown.
     pub hi: f64,
+    /// The pixel of `lo`.
     pub p0: f64,
+    /// The pixel of `hi`.
     pub p1: f64,
     /// `lo` and `hi` on the scale (their log10 on a log axis).
     a: f64,

@@ -15,6 +15,8 @@
 //! Invariant: this crate only formats; it depends on `perfcast-core` and `perfcast-engine`
 //! (for the types it labels and draws) and on nothing above them.
 
+#![warn(missing_docs)]
+
 pub mod axis;
 pub mod charts;
 pub mod figure;

@@ -21,8 +21,11 @@ pub fn stack(start: f64, values: impl IntoIterator<Item = f64>) -> Vec<(f64, f64
 /// Point markers.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Marker {
+    /// A dot (prefill, the first series).
     Circle,
+    /// A triangle pointing up (decode, the second series).
     Triangle,
+    /// A square (the third series).
     Square,
 }
 
@@ -95,8 +98,11 @@ pub fn polyline<'a>(
 /// Where a legend's rows go: entry `i` at `y + row * i`, its key from `x`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Legend {
+    /// Where the keys start.
     pub x: f64,
+    /// The baseline of the first row.
     pub y: f64,
+    /// Row height.
     pub row: f64,
 }
 

@@ -3,9 +3,11 @@
 /// A table rendered as aligned text or CSV.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Table {
+    /// The column headers.
     pub headers: Vec<String>,
     /// Columns aligned to the right (numbers).
     pub numeric: Vec<bool>,
+    /// The cells, row by row.
     pub rows: Vec<Vec<String>>,
 }
 

@@ -23,14 +23,18 @@ pub use crate::marks::Marker;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("plot `{plot}`: {message}")]
 pub struct PlotError {
+    /// The panel's or the figure's title.
     pub plot: String,
+    /// What is wrong with its data.
     pub message: String,
 }
 
 /// A bar made of stacked segments (one value per series, in series order).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bar {
+    /// Written under the bar.
     pub label: String,
+    /// One value per series, stacked from the axis up.
     pub segments: Vec<f64>,
     /// Text written above the bar (e.g. "fits", "x1.3").
     pub note: String,
@@ -39,21 +43,27 @@ pub struct Bar {
 /// Bars under a group label.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BarGroup {
+    /// Written in bold under the group's bars.
     pub label: String,
+    /// The bars, side by side.
     pub bars: Vec<Bar>,
 }
 
 /// A horizontal reference line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RefLine {
+    /// Where the line is drawn, in y-axis units.
     pub value: f64,
+    /// Written above the line's right end.
     pub label: String,
 }
 
 /// A series of an x-y plot.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
+    /// The legend entry (none when empty).
     pub name: String,
+    /// (x, y) in axis units.
     pub points: Vec<(f64, f64)>,
     /// Join the points with a line.
     pub line: bool,
@@ -61,6 +71,7 @@ pub struct Series {
     pub marker: Option<Marker>,
     /// Palette index.
     pub color: usize,
+    /// Draw the line dashed.
     pub dashed: bool,
 }
 
@@ -69,23 +80,35 @@ pub struct Series {
 pub enum PanelKind {
     /// Stacked bars in groups; `series` names the segments.
     StackedBars {
+        /// The segments' names (the legend), in stacking order.
         series: Vec<String>,
+        /// Groups of bars, left to right.
         groups: Vec<BarGroup>,
+        /// A horizontal line across the panel (e.g. the device capacity).
         reference: Option<RefLine>,
     },
     /// Multiplicative waterfall from 1: one bar per factor, spanning from the running product
     /// before it to the running product after it, then a total bar. Log y axis.
     Waterfall {
+        /// (name, factor > 0), in order.
         factors: Vec<(String, f64)>,
+        /// The name under the total bar.
         total_label: String,
     },
     /// Series over categories (x positions 0..n), e.g. generations.
     CategoryLines {
+        /// The x labels, left to right.
         categories: Vec<String>,
+        /// (name, one value per category).
         series: Vec<(String, Vec<f64>)>,
     },
     /// Series over a value x axis.
-    XY { x: Axis, series: Vec<Series> },
+    XY {
+        /// The x axis.
+        x: Axis,
+        /// Lines and/or markers.
+        series: Vec<Series>,
+    },
 }
 
 /// One panel of a figure.
@@ -93,16 +116,22 @@ pub enum PanelKind {
 pub struct Panel {
     /// The first line bold, a second line (after `\n`) as a smaller subtitle.
     pub title: String,
+    /// The value axis.
     pub y: Axis,
+    /// What the panel draws.
     pub kind: PanelKind,
 }
 
 /// A figure: a title and panels stacked vertically.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Figure {
+    /// Written at the top, and the document's `<title>`.
     pub title: String,
+    /// Width in pixels.
     pub width: f64,
+    /// Height of each panel in pixels.
     pub panel_height: f64,
+    /// The panels, top to bottom.
     pub panels: Vec<Panel>,
     /// A line of small print under the figure (e.g. the command that made it).
     pub caption: String,

@@ -3,9 +3,7 @@
 //! swapping one component at a time (Shapley values over all 2^7 hybrids, in log space so the
 //! factors multiply to the total exactly).
 
-use crate::common::{
-    caption, device_tier, model_err, summary, MixedTier, ResizedLink, StudyContext,
-};
+use crate::common::{caption, device_tier, model_err, MixedTier, ResizedLink, StudyContext};
 use crate::error::StudyError;
 use crate::plans::{resolve, Best};
 use crate::shapley::speedup_factors;
@@ -230,14 +228,7 @@ pub fn evaluate(ctx: &StudyContext) -> Result<(Vec<JobResult>, Option<f64>), Stu
 /// Run the study: the CSV, the figure and the finding.
 pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
     let (jobs, paper) = evaluate(ctx)?;
-    let finding = finding(&jobs, paper);
-    Ok(StudyOutput {
-        name: ctx.info.name.to_string(),
-        csv: table(&jobs).csv(),
-        svg: figure(ctx, &jobs).render()?,
-        summary: summary(ctx, &finding),
-        finding,
-    })
+    StudyOutput::new(ctx, table(&jobs), figure(ctx, &jobs), finding(&jobs, paper))
 }
 
 /// Every number: per job the Shapley factors, the total, both best plans and every hybrid.

@@ -2,7 +2,7 @@
 //! generations (HBM2e .. HBM4e, and GDDR7 / LPDDR5X for contrast), bandwidth and capacity
 //! together and each alone; which latency falls (TPOT) and which does not (TTFT).
 
-use crate::common::{caption, device_tier, model_err, summary, MixedTier, StudyContext};
+use crate::common::{caption, device_tier, model_err, MixedTier, StudyContext};
 use crate::error::StudyError;
 use crate::StudyOutput;
 use perfcast_core::{MemoryHierarchy, MemoryTier, System};
@@ -204,14 +204,7 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Vec<Row>, StudyError> {
 /// Run the study: the CSV, the figure and the finding.
 pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
     let rows = evaluate(ctx)?;
-    let finding = finding(&rows);
-    Ok(StudyOutput {
-        name: ctx.info.name.to_string(),
-        csv: table(&rows).csv(),
-        svg: figure(ctx, &rows).render()?,
-        summary: summary(ctx, &finding),
-        finding,
-    })
+    StudyOutput::new(ctx, table(&rows), figure(ctx, &rows), finding(&rows))
 }
 
 /// Every number: one row per (memory, variant).

@@ -2,7 +2,7 @@
 //! model, batch and GPU, placed on the GPU's roofline by `Inference::gemm_roofline`:
 //! compute- or memory-bound, and by how much (intensity over the op's achievable ridge).
 
-use crate::common::{caption, model_err, summary, StudyContext};
+use crate::common::{caption, model_err, StudyContext};
 use crate::error::StudyError;
 use crate::StudyOutput;
 use perfcast_core::{DType, Engine, TimeBound};
@@ -159,14 +159,7 @@ fn uniq<T: PartialEq + Clone>(v: impl Iterator<Item = T>) -> Vec<T> {
 /// Run the study: the CSV, the figure and the finding.
 pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
     let pts = evaluate(ctx)?;
-    let finding = finding(&pts);
-    Ok(StudyOutput {
-        name: ctx.info.name.to_string(),
-        csv: table(&pts).csv(),
-        svg: figure(ctx, &pts).render()?,
-        summary: summary(ctx, &finding),
-        finding,
-    })
+    StudyOutput::new(ctx, table(&pts), figure(ctx, &pts), finding(&pts))
 }
 
 /// Every number: one row per (model, device, batch, GEMM).

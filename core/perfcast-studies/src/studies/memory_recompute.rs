@@ -2,7 +2,7 @@
 //! on A100-80GB with their published plans, under each recompute policy; which fit; the time
 //! each policy costs.
 
-use crate::common::{caption, model_err, summary, StudyContext};
+use crate::common::{caption, model_err, StudyContext};
 use crate::error::StudyError;
 use crate::StudyOutput;
 use perfcast_core::{AttentionKind, DType};
@@ -171,14 +171,7 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Vec<Row>, StudyError> {
 /// Run the study: the CSV, the figure and the finding.
 pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
     let rows = evaluate(ctx)?;
-    let finding = finding(&rows);
-    Ok(StudyOutput {
-        name: ctx.info.name.to_string(),
-        csv: table(&rows).csv(),
-        svg: figure(ctx, &rows).render()?,
-        summary: summary(ctx, &finding),
-        finding,
-    })
+    StudyOutput::new(ctx, table(&rows), figure(ctx, &rows), finding(&rows))
 }
 
 /// The distinct values of `f` over `rows`, in order of appearance (models, policies).

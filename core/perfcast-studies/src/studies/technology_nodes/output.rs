@@ -2,7 +2,7 @@
 //! bars (training step, prefill, decode step), and the finding.
 
 use super::{evaluate, NodeResult, CATEGORIES};
-use crate::common::{caption, summary, StudyContext};
+use crate::common::{caption, StudyContext};
 use crate::error::StudyError;
 use crate::StudyOutput;
 use perfcast_core::{DType, Engine, TierLevel};
@@ -30,14 +30,7 @@ fn s0(r: &NodeResult) -> String {
 /// Run the study: the CSV, the figure and the finding.
 pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
     let res = evaluate(ctx)?;
-    let finding = finding(ctx, &res)?;
-    Ok(StudyOutput {
-        name: ctx.info.name.to_string(),
-        csv: table(&res).csv(),
-        svg: figure(ctx, &res).render()?,
-        summary: summary(ctx, &finding),
-        finding,
-    })
+    StudyOutput::new(ctx, table(&res), figure(ctx, &res), finding(ctx, &res)?)
 }
 
 /// Every number: one row per node.
