@@ -77,7 +77,8 @@ pub fn validate_to_string(
         Format::Json => {
             serde_json::to_string_pretty(&r.to_json()).map_err(|e| e.to_string())? + "\n"
         }
-        _ => r.to_table(),
+        // CSV was refused above.
+        Format::Table | Format::Csv => r.to_table(),
     })
 }
 
