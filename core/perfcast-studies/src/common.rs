@@ -130,20 +130,19 @@ impl StudyContext {
             file: self.path.clone(),
             key: key.to_string(),
             target,
-            source: Box::new(source),
+            source: Box::new(source.into()),
         })
     }
 
     /// The `[model]` of the model file named at `key`.
     pub fn model(&self, key: &str, rel: &str) -> Result<ModelSpec, StudyError> {
         let cfg = self.host_config(key, rel, &[])?;
-        cfg.extract::<ModelSpec>("model")
-            .map_err(|source| StudyError::Host {
-                file: self.path.clone(),
-                key: key.to_string(),
-                target: self.resolve(rel),
-                source: Box::new(source),
-            })
+        perfcast_scenario::model(&cfg).map_err(|source| StudyError::Host {
+            file: self.path.clone(),
+            key: key.to_string(),
+            target: self.resolve(rel),
+            source: Box::new(source),
+        })
     }
 
     /// The system of the system or hardware file named at `key`, with `devices` devices.
@@ -156,7 +155,7 @@ impl StudyContext {
             file: self.path.clone(),
             key: key.to_string(),
             target: self.resolve(rel),
-            source: Box::new(source),
+            source: Box::new(source.into()),
         })
     }
 }

@@ -32,7 +32,7 @@ pub enum StudyError {
         key: String,
         target: PathBuf,
         #[source]
-        source: Box<perfcast_host::HostError>,
+        source: Box<perfcast_scenario::ScenarioError>,
     },
 
     /// The model rejected a scenario of the study.
