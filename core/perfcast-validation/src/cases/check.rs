@@ -3,7 +3,8 @@
 //! (identity, model, system, parallel and the kind's own table, measured, reference).
 
 use super::schema::{
-    AttentionType, Batch, Case, CaseModel, CaseSystem, Kind, Metric, Mode, Precision, Recompute,
+    AttentionType, Batch, Case, CaseModel, CaseSystem, Fp8Recipe, Kind, Metric, Mode, Precision,
+    Recompute,
 };
 
 fn valid_id(id: &str) -> bool {
@@ -39,6 +40,9 @@ fn identity(c: &Case, e: &mut Vec<String>) {
         if v.trim().is_empty() {
             e.push(format!("{k} is empty"));
         }
+    }
+    if c.software.as_deref().is_some_and(|s| s.trim().is_empty()) {
+        e.push("software is empty".into());
     }
 }
 
@@ -190,12 +194,27 @@ fn training_degrees(c: &Case, e: &mut Vec<String>) {
             c.system.num_gpus
         ));
     }
-    if (t.tp * t.dp * t.cp) % t.ep != 0 {
+    let etp = c.parallel.etp.unwrap_or(1).max(1);
+    if (t.tp * t.dp * t.cp) % (t.ep * etp) != 0 {
         e.push(format!(
-            "parallel.ep = {} does not divide tp*dp*cp = {}",
-            t.ep,
+            "parallel: ep*etp = {} does not divide tp*dp*cp = {} (the expert-parallel group is carved out of TP*DP*CP)",
+            t.ep * etp,
             t.tp * t.dp * t.cp
         ));
+    }
+    if let Some(fs) = c.parallel.fsdp_shard {
+        if fs == 0 || (t.tp * t.dp * t.cp) % fs != 0 {
+            e.push(format!(
+                "parallel.fsdp_shard = {fs} does not divide tp*dp*cp = {}",
+                t.tp * t.dp * t.cp
+            ));
+        }
+        if t.zero_stage < 2 {
+            e.push(
+                "parallel.fsdp_shard given but zero_stage < 2 (FSDP/HSDP shards at least gradients)"
+                    .into(),
+            );
+        }
     }
     if t.global_batch % (t.dp * t.micro_batch) != 0 && !inconsistent {
         e.push(format!(
@@ -217,15 +236,21 @@ fn training_table(c: &Case, e: &mut Vec<String>) {
     let Some(t) = &c.training else {
         return;
     };
-    if t.fp8_recipe.is_some() && t.precision != Precision::Fp8 {
-        e.push("training.fp8_recipe given but training.precision is not \"fp8\"".into());
+    match (t.fp8_recipe, t.precision) {
+        (Some(Fp8Recipe::Nvfp4), p) if p != Precision::Fp4 => {
+            e.push("training.fp8_recipe = \"nvfp4\" requires training.precision = \"fp4\"".into())
+        }
+        (Some(r), p) if r != Fp8Recipe::Nvfp4 && p != Precision::Fp8 => {
+            e.push("training.fp8_recipe given but training.precision is not \"fp8\"".into())
+        }
+        _ => {}
     }
     if !matches!(
         t.precision,
-        Precision::Fp16 | Precision::Bf16 | Precision::Fp8
+        Precision::Fp16 | Precision::Bf16 | Precision::Fp8 | Precision::Fp4
     ) {
         e.push(format!(
-            "training.precision = {:?}: expected one of fp16, bf16, fp8",
+            "training.precision = {:?}: expected one of fp16, bf16, fp8, fp4",
             t.precision
         ));
     }
@@ -268,6 +293,21 @@ fn inference(c: &Case, e: &mut Vec<String>) {
     if p.sp.is_some() {
         e.push("unknown key `parallel.sp` for an inference case (allowed: tp, pp, dp, ep)".into());
     }
+    if p.fsdp_shard.is_some() {
+        e.push("unknown key `parallel.fsdp_shard` for an inference case".into());
+    }
+    if let Some(tp) = p.tp {
+        let (ep, etp) = (p.ep.unwrap_or(1), p.etp.unwrap_or(1));
+        if ep > 0 && etp > 0 && tp % (ep * etp) != 0 {
+            e.push(format!(
+                "parallel: ep*etp = {} does not divide tp = {tp} (experts are spread over one TP group)",
+                ep * etp
+            ));
+        }
+        if c.model.moe.is_none() && (ep > 1 || etp > 1) {
+            e.push("parallel.ep/etp > 1 for a dense model".into());
+        }
+    }
     for (k, v) in [("tp", p.tp), ("pp", p.pp), ("dp", p.dp)] {
         match v {
             None => e.push(format!(
@@ -298,6 +338,25 @@ fn inference(c: &Case, e: &mut Vec<String>) {
                 "inference.batch = \"max\" requires mode \"offline-max-throughput\" or \"server\""
                     .into(),
             );
+        }
+        if let Some(r) = i.request_rate {
+            if !(r.is_finite() && r > 0.0) {
+                e.push(format!(
+                    "inference.request_rate = {r}: expected a positive number"
+                ));
+            }
+            if i.mode != Mode::Server {
+                e.push("inference.request_rate only with mode = \"server\"".into());
+            }
+        }
+        for (k, v) in [
+            ("num_requests", i.num_requests),
+            ("concurrency", i.concurrency),
+            ("max_batch", i.max_batch),
+        ] {
+            if v == Some(0) {
+                e.push(format!("inference.{k} = 0: expected a positive integer"));
+            }
         }
     }
 }
@@ -341,6 +400,9 @@ fn measured(c: &Case, e: &mut Vec<String>) {
     }
     if (me.mfu.is_some() || me.hfu.is_some()) && me.peak_tflops_basis.is_none() {
         e.push("measured.peak_tflops_basis missing (required with mfu or hfu)".into());
+    }
+    if me.layer_scope.is_some() && me.layer_fwd_ms.is_none() && me.layer_bwd_ms.is_none() {
+        e.push("measured.layer_scope without layer_fwd_ms/layer_bwd_ms".into());
     }
     if let Some(b) = me.peak_tflops_basis {
         if !(b.is_finite() && b > 0.0) {

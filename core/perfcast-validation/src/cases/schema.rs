@@ -99,6 +99,29 @@ pub struct CaseParallel {
     pub zero_stage: Option<u64>,
     pub micro_batch: Option<u64>,
     pub global_batch: Option<u64>,
+    /// Expert tensor parallelism (Megatron `--expert-tensor-parallel-size`; inference: the
+    /// MoE tensor-parallel degree). Default 1.
+    pub etp: Option<u64>,
+    /// MoE token dispatch/combine implementation.
+    pub moe_dispatcher: Option<MoeDispatcher>,
+    /// FSDP/HSDP sharding-group size when it differs from `dp` (training).
+    pub fsdp_shard: Option<u64>,
+    /// Attention data-parallel across the TP ranks (inference, MoE).
+    pub attention_dp: Option<bool>,
+}
+
+/// `parallel.moe_dispatcher`: how MoE tokens reach their experts and come back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MoeDispatcher {
+    /// NCCL all-to-all.
+    Alltoall,
+    /// All-gather of the tokens, each rank keeping its experts' share.
+    Allgather,
+    /// DeepEP's NVLink + RDMA kernels.
+    Deepep,
+    /// NVIDIA HybridEP.
+    Hybridep,
 }
 
 /// `training.recompute`.
@@ -140,10 +163,20 @@ impl Precision {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Fp8Recipe {
+    /// Delayed scaling (amax history).
     Delayed,
+    /// Per-tensor current scaling (Transformer Engine).
     Current,
+    /// torchao dynamic per-tensor scaling (the same scheme as `current`).
+    Tensorwise,
+    /// torchao per-row/column scaling.
+    Rowwise,
+    /// MXFP8: 1x32 blocks with E8M0 scales.
     Mx,
+    /// Blockwise: 1x128 activations, 128x128 weights (DeepSeek-V3).
     Block,
+    /// NVFP4: 16-element blocks with FP8 scales and a per-tensor scale (precision fp4).
+    Nvfp4,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -249,6 +282,18 @@ pub struct CaseInference {
     #[serde(default)]
     pub kv_precision: Option<Precision>,
     pub mode: Mode,
+    /// Offered load, requests/s (mode `server` only).
+    #[serde(default)]
+    pub request_rate: Option<f64>,
+    /// Requests in the benchmark run.
+    #[serde(default)]
+    pub num_requests: Option<u64>,
+    /// Closed-loop clients / requests in flight imposed by the load generator.
+    #[serde(default)]
+    pub concurrency: Option<u64>,
+    /// Engine limit on concurrently scheduled sequences.
+    #[serde(default)]
+    pub max_batch: Option<u64>,
 }
 
 /// `measured.flops_convention`.
@@ -289,9 +334,24 @@ pub struct Measured {
     pub tpot_ms: Option<f64>,
     pub latency_s: Option<f64>,
     pub time_to_train_min: Option<f64>,
+    pub requests_per_s: Option<f64>,
+    pub gpu_hours_per_trillion_tokens: Option<f64>,
     pub flops_convention: Option<FlopsConvention>,
     pub peak_tflops_basis: Option<f64>,
     pub attention_flops: Option<AttentionFlops>,
+    /// What `layer_fwd_ms` / `layer_bwd_ms` time.
+    pub layer_scope: Option<LayerScope>,
+}
+
+/// `measured.layer_scope`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LayerScope {
+    /// One whole transformer layer.
+    #[default]
+    Transformer,
+    /// Only the MoE block: router, dispatch/combine, expert GEMMs and shared experts.
+    Moe,
 }
 
 /// A metric of the schema (the names of `[case.measured]`).
@@ -311,10 +371,12 @@ pub enum Metric {
     TpotMs,
     LatencyS,
     TimeToTrainMin,
+    RequestsPerS,
+    GpuHoursPerTrillionTokens,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 13] = [
+    pub const ALL: [Metric; 15] = [
         Metric::IterationTimeS,
         Metric::TokensPerSPerGpu,
         Metric::TokensPerS,
@@ -328,6 +390,8 @@ impl Metric {
         Metric::TpotMs,
         Metric::LatencyS,
         Metric::TimeToTrainMin,
+        Metric::RequestsPerS,
+        Metric::GpuHoursPerTrillionTokens,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -345,6 +409,8 @@ impl Metric {
             Metric::TpotMs => "tpot_ms",
             Metric::LatencyS => "latency_s",
             Metric::TimeToTrainMin => "time_to_train_min",
+            Metric::RequestsPerS => "requests_per_s",
+            Metric::GpuHoursPerTrillionTokens => "gpu_hours_per_trillion_tokens",
         }
     }
 
@@ -352,7 +418,7 @@ impl Metric {
     pub fn allowed(self, kind: Kind) -> bool {
         use Metric::*;
         match kind {
-            Kind::Training => !matches!(self, TtftMs | TpotMs | LatencyS),
+            Kind::Training => !matches!(self, TtftMs | TpotMs | LatencyS | RequestsPerS),
             Kind::Inference => matches!(
                 self,
                 TokensPerS
@@ -363,6 +429,7 @@ impl Metric {
                     | MemoryGibPerGpu
                     | TflopsPerGpu
                     | Mfu
+                    | RequestsPerS
             ),
         }
     }
@@ -390,6 +457,8 @@ impl Measured {
             Metric::TpotMs => self.tpot_ms,
             Metric::LatencyS => self.latency_s,
             Metric::TimeToTrainMin => self.time_to_train_min,
+            Metric::RequestsPerS => self.requests_per_s,
+            Metric::GpuHoursPerTrillionTokens => self.gpu_hours_per_trillion_tokens,
         }
     }
 
@@ -418,6 +487,10 @@ pub struct Case {
     pub kind: Kind,
     pub group: String,
     pub source: String,
+    /// The framework and version that produced the measurement (what the software-stack
+    /// table maps to a stack profile).
+    #[serde(default)]
+    pub software: Option<String>,
     #[serde(default)]
     pub notes: Option<String>,
     #[serde(default)]
