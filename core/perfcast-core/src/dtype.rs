@@ -4,20 +4,31 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
+/// A numeric format. Configurations spell it in lowercase (`bf16`); [`DType::code`] is its
+/// number across the FFI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
+    /// IEEE 754 single precision (4 bytes).
     Fp32,
+    /// TensorFloat-32: the tensor-core format of fp32 GEMMs, stored as fp32 (4 bytes).
     Tf32,
+    /// bfloat16 (2 bytes).
     Bf16,
+    /// IEEE 754 half precision (2 bytes).
     Fp16,
+    /// 8-bit floating point (1 byte).
     Fp8,
+    /// 4-bit floating point (half a byte).
     Fp4,
+    /// 8-bit integer (1 byte).
     Int8,
+    /// 4-bit integer (half a byte).
     Int4,
 }
 
 impl DType {
+    /// Every format, in [`DType::code`] order.
     pub const ALL: [DType; 8] = [
         DType::Fp32,
         DType::Tf32,
@@ -40,6 +51,7 @@ impl DType {
         }
     }
 
+    /// The lowercase name configurations use (`fp32`, `bf16`, ...); also `Display`.
     pub const fn name(self) -> &'static str {
         match self {
             DType::Fp32 => "fp32",
@@ -67,6 +79,7 @@ impl DType {
         }
     }
 
+    /// The format whose [`DType::code`] is `code`; `None` for an unknown code.
     pub fn from_code(code: u32) -> Option<DType> {
         DType::ALL.iter().copied().find(|d| d.code() == code)
     }

@@ -1,4 +1,6 @@
-//! Errors shared by plugins and the engine.
+//! Errors shared by plugins and the engine: [`PluginError`] (what a plugin or its factory
+//! reports), [`ModelError`] (what the model reports about a scenario, a plugin's error
+//! included), and the typed configuration [`Key`] an error is about.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -122,15 +124,28 @@ pub enum PluginError {
     /// The parameters given to a factory were rejected (`path` is the key path inside the
     /// component's parameter table, empty for the table itself).
     #[error("invalid parameter{}: {message}", if path.is_empty() { String::new() } else { format!(" `{path}`") })]
-    Params { path: String, message: String },
+    Params {
+        /// Key path inside the parameter table (`inner.b`, `matrix_tflops.bf16`).
+        path: String,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
     /// The plugin returned an error or panicked; `message` is what it said.
     #[error("plugin `{plugin}` failed: {message}")]
-    Failed { plugin: String, message: String },
+    Failed {
+        /// The component's registered kind.
+        plugin: String,
+        /// The plugin's own message.
+        message: String,
+    },
     /// A value returned by a plugin was NaN, infinite or negative.
     #[error("plugin `{plugin}` returned an invalid {what}: {value}")]
     BadValue {
+        /// The component's registered kind.
         plugin: String,
+        /// The quantity, with what it was asked for (e.g. the collective and its size).
         what: String,
+        /// The value returned.
         value: f64,
     },
 }
@@ -138,12 +153,24 @@ pub enum PluginError {
 /// An error raised by the model while evaluating a scenario.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum ModelError {
+    /// A quantity computed or returned was NaN, infinite or negative; the roofline also
+    /// reports a non-positive peak or bandwidth, or an efficiency outside (0, 1], as this.
     #[error("{what} is not finite or is negative ({value})")]
-    NonFinite { what: String, value: f64 },
+    NonFinite {
+        /// The quantity, and whose it is.
+        what: String,
+        /// The value found.
+        value: f64,
+    },
+    /// The compute unit has no peak for an op's format on the op's engine
+    /// ([`crate::ComputeUnit::peak`] returned `None`).
     #[error("device `{device}` has no {engine} engine for {dtype}")]
     UnsupportedDType {
+        /// The compute unit's kind.
         device: String,
+        /// The engine's name ([`crate::Engine::name`]).
         engine: String,
+        /// The format's name ([`crate::DType::name`]).
         dtype: String,
     },
     /// A value the model refuses: the key, the value as text, and the rule it breaks.
@@ -156,6 +183,7 @@ pub enum ModelError {
         /// What is allowed.
         rule: String,
     },
+    /// A plugin's error, passed on unchanged.
     #[error(transparent)]
     Plugin(#[from] PluginError),
 }

@@ -1,4 +1,6 @@
-//! Hardware traits: compute units, memory tiers, interconnect levels.
+//! Hardware traits: compute units ([`ComputeUnit`]), memory tiers ([`MemoryTier`], ordered in
+//! a [`MemoryHierarchy`]) and interconnect levels ([`Interconnect`], with the alpha-beta
+//! [`collective_time`]); a [`System`] is identical devices joined by a network of levels.
 
 use crate::dtype::DType;
 use crate::error::{ModelError, PluginError};
@@ -18,12 +20,15 @@ pub enum Engine {
 }
 
 impl Engine {
+    /// The engine that runs `op`: GEMMs and attention on the matrix engine, vector ops on the
+    /// vector engine.
     pub fn of(op: &ComputeOp) -> Engine {
         match op {
             ComputeOp::Gemm(_) | ComputeOp::Attention(_) => Engine::Matrix,
             ComputeOp::Vector(_) => Engine::Vector,
         }
     }
+    /// Lowercase name (`matrix`, `vector`), as configurations and messages spell it.
     pub const fn name(self) -> &'static str {
         match self {
             Engine::Matrix => "matrix",
@@ -36,27 +41,32 @@ impl Engine {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "bound", content = "tier")]
 pub enum TimeBound {
+    /// The engine's throughput: compute time is at least every tier's memory time.
     Compute,
     /// Bandwidth of the memory tier with this index in the `MemoryHierarchy`.
     Memory(u8),
-    /// Fixed costs (kernel launch, memory latency) exceed both.
+    /// Fixed costs (kernel launches) exceed both compute and memory time.
     Overhead,
 }
 
 /// The result of timing one compute op.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct OpTime {
-    /// Total time including launch overhead.
+    /// Total time, `overhead` included (the roofline's `max(compute, memory) + overhead`).
     pub time: Seconds,
-    /// Time the engine needs at its achievable throughput.
+    /// Time the engine needs at its achievable throughput (`flops / (peak · efficiency)`).
+    /// A model that cannot split its time may leave this and `memory` at zero.
     pub compute: Seconds,
     /// Time of the slowest memory tier (transfer plus latency).
     pub memory: Seconds,
     /// Launch and other fixed overheads included in `time`.
     pub overhead: Seconds,
+    /// What limits the op.
     pub bound: TimeBound,
+    /// Operations the op performs ([`ComputeOp::flops`] for the roofline).
     pub flops: FlopCount,
-    /// Bytes moved at the device-memory tier (or the farthest tier listed).
+    /// Bytes moved through device memory. The roofline reports the traffic at the farthest
+    /// tier of the hierarchy (the device tier unless a host tier is listed after it).
     pub device_bytes: Bytes,
 }
 
@@ -76,19 +86,23 @@ pub enum TierLevel {
 pub trait MemoryTier: Send + Sync {
     /// Registered kind (e.g. `hbm`).
     fn kind(&self) -> &str;
+    /// Where the tier sits; a [`MemoryHierarchy`] orders its tiers by it.
     fn level(&self) -> TierLevel;
+    /// Capacity seen by one device. The device tier's bounds what fits; an on-chip tier's
+    /// sets the GEMM tile held in front of the next tier ([`crate::roofline`]).
     fn capacity(&self) -> Bytes;
-    /// Peak bandwidth.
+    /// Peak bandwidth seen by one device.
     fn bandwidth(&self) -> Bandwidth;
-    /// Achievable fraction of `bandwidth` for streaming kernels, in (0, 1].
+    /// Achievable fraction of `bandwidth` for streaming kernels, in (0, 1]. Default 1.
     fn efficiency(&self) -> f64 {
         1.0
     }
-    /// Access latency added once per op that is bound by this tier.
+    /// Access latency, added once per op to the time of its traffic through this tier
+    /// (so it matters when this tier bounds the op). Default zero.
     fn latency(&self) -> Seconds {
         Seconds::ZERO
     }
-    /// Achievable bandwidth.
+    /// Achievable bandwidth: `bandwidth · efficiency` (what the roofline divides by).
     fn effective_bandwidth(&self) -> Bandwidth {
         self.bandwidth() * self.efficiency()
     }
@@ -97,10 +111,14 @@ pub trait MemoryTier: Send + Sync {
 /// The memory tiers a device sees, ordered from the closest to the compute to the farthest.
 #[derive(Clone, Default)]
 pub struct MemoryHierarchy {
+    /// The tiers, closest first ([`MemoryHierarchy::new`] sorts them; [`TimeBound::Memory`]
+    /// indexes this list).
     pub tiers: Vec<Arc<dyn MemoryTier>>,
 }
 
 impl MemoryHierarchy {
+    /// A hierarchy of `tiers`, sorted by [`TierLevel`] (stable: tiers of one level keep their
+    /// order).
     pub fn new(mut tiers: Vec<Arc<dyn MemoryTier>>) -> Self {
         tiers.sort_by_key(|t| t.level());
         MemoryHierarchy { tiers }
@@ -144,23 +162,30 @@ impl std::fmt::Debug for MemoryHierarchy {
 pub trait ComputeUnit: Send + Sync {
     /// Registered kind (e.g. `gpu`, `acme/npu9`).
     fn kind(&self) -> &str;
-    /// Peak dense throughput of an engine in a format; `None` when the device has no such path.
+    /// Peak dense throughput (no sparsity) of `engine` in `dtype`; `None` when the device has
+    /// no such path. The roofline then fails with [`ModelError::UnsupportedDType`], and the
+    /// engines refuse a plan whose precision has no matrix-engine peak.
     fn peak(&self, engine: Engine, dtype: DType) -> Option<FlopRate>;
-    /// Achievable fraction of peak for this op, in (0, 1]. Default: peak is reached.
+    /// Achievable fraction of peak for this op, in (0, 1] (the roofline refuses other values).
+    /// Default 1: peak is reached.
     fn efficiency(&self, _op: &ComputeOp) -> f64 {
         1.0
     }
-    /// Fixed cost of launching one kernel.
+    /// Fixed cost of launching one kernel; the roofline adds it once per
+    /// [`ComputeOp::launches`]. Default zero.
     fn launch_overhead(&self) -> Seconds {
         Seconds::ZERO
     }
     /// Edge of the output tile (elements) one core keeps on chip while it streams a GEMM's
-    /// operands from the closest memory tier: sets the on-chip traffic of a GEMM.
+    /// operands from the closest memory tier: sets the on-chip traffic of a GEMM
+    /// ([`crate::roofline::gemm_traffic`]). Default 128.
     fn gemm_tile(&self) -> u64 {
         128
     }
-    /// Time one op. The default is the hierarchical roofline of `crate::roofline`; a plugin with
-    /// a model of its own (a simulator, a lookup table) overrides this.
+    /// Time one op. The default is the hierarchical roofline
+    /// ([`crate::roofline::hierarchical`]); a plugin with a model of its own (a simulator, a
+    /// lookup table) overrides this. The engines time each op of a device's program with it
+    /// and refuse a time that is not finite and non-negative.
     fn op_time(&self, op: &ComputeOp, memory: &MemoryHierarchy) -> Result<OpTime, ModelError> {
         crate::roofline::hierarchical(self, op, memory)
     }
@@ -170,9 +195,12 @@ pub trait ComputeUnit: Send + Sync {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum CollectiveAlgorithm {
-    /// Whichever of ring and tree is faster for the message (as NCCL's tuner picks).
+    /// Whichever of ring and tree is faster for the message (as NCCL's tuner picks);
+    /// [`collective_time`] compares them for all-reduce and broadcast, and uses ring for the
+    /// other kinds.
     #[default]
     Auto,
+    /// Ring: `p - 1` latency steps (all-reduce `2(p - 1)`, send/recv 1).
     Ring,
     /// Double binary tree: log-depth latency, same bandwidth term as ring for large messages.
     Tree,
@@ -184,18 +212,24 @@ pub trait Interconnect: Send + Sync {
     /// Registered kind (e.g. `nvlink`, `infiniband`).
     fn kind(&self) -> &str;
     /// Devices one domain of this level connects (`u32::MAX` for a fabric without a limit).
+    /// At least 1; a [`System`] lists its levels smallest domain first (the training engine
+    /// refuses other orders).
     fn domain_size(&self) -> u32;
-    /// Achievable bandwidth per device, one direction.
+    /// Achievable bandwidth per device, one direction (the `B` of [`collective_time`]).
     fn bandwidth(&self) -> Bandwidth;
-    /// Latency of one algorithm step (per message hop, software included).
+    /// Latency of one algorithm step (per message hop, software included; the `α` of
+    /// [`collective_time`]).
     fn latency(&self) -> Seconds;
-    /// Time of a collective over `c.ranks` devices all inside one domain of this level.
+    /// Time of a collective over `c.ranks` devices all inside one domain of this level (the
+    /// training engine splits a group that spans levels into one collective per level).
+    /// Default: [`collective_time`] of `bandwidth` and `latency`.
     fn collective_time(&self, c: &Collective, algorithm: CollectiveAlgorithm) -> Seconds {
         collective_time(c, self.bandwidth(), self.latency(), algorithm)
     }
     /// `collective_time`, or why the level cannot answer (a dynamic plugin's failing call or
     /// invalid answer). The engines call this one, so that the plugin's own message reaches
-    /// the user; native levels keep the default.
+    /// the user; native levels keep the default, which checks that the time is finite and
+    /// non-negative ([`PluginError::BadValue`] otherwise).
     fn try_collective_time(
         &self,
         c: &Collective,
@@ -336,8 +370,11 @@ mod tests {
 /// network of levels, innermost (scale-up) first.
 #[derive(Clone)]
 pub struct System {
+    /// Name for reports and messages.
     pub name: String,
+    /// Each device's compute unit.
     pub compute: Arc<dyn ComputeUnit>,
+    /// The memory tiers each device sees.
     pub memory: MemoryHierarchy,
     /// Network levels, innermost first (e.g. NVLink domain, then InfiniBand fabric).
     pub network: Vec<Arc<dyn Interconnect>>,

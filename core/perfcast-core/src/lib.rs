@@ -1,12 +1,24 @@
 //! perfcast-core: the plugin API.
 //!
-//! Everything a plugin author needs and nothing else: unit types, data types, the workload
-//! description and its op IR, the hardware and execution traits, and the registry that maps
-//! `(category, name)` to a factory. No I/O, no FFI, no configuration parsing.
+//! Everything a plugin author needs and nothing else: unit types ([`units`]), numeric formats
+//! ([`dtype`]), the workload description ([`workload`]) and its op IR ([`op`]), the hardware
+//! traits and the [`System`] ([`hardware`]) with the default op timing ([`roofline`]), the
+//! execution traits ([`parallel`]), errors ([`error`]), parameter parsing ([`params`]) and the
+//! [`Registry`] that maps `(category, name)` to a factory ([`registry`]). No I/O, no FFI, no
+//! configuration parsing.
+//!
+//! A plugin implements one trait per component: [`ComputeUnit`], [`MemoryTier`] or
+//! [`Interconnect`] (hardware; also loadable from a shared library through `perfcast-abi`), or
+//! [`parallel::ParallelStrategy`], [`parallel::RecomputePolicy`] or
+//! [`parallel::PipelineSchedule`] (execution; built-in only). Its factory reads its parameters
+//! with [`params::parse`]; a built-in crate submits each factory with [`builtin!`] and exposes
+//! them with [`register_fn!`].
 //!
 //! Invariant: every quantity that crosses a trait boundary carries its unit in its type
-//! (`Seconds`, `Bytes`, `FlopCount`, `FlopRate`, `Bandwidth`), and every value returned by a
-//! plugin is checked for finiteness by the caller (`units::ensure_finite`).
+//! ([`Seconds`], [`Bytes`], [`FlopCount`], [`FlopRate`], [`Bandwidth`]), and every value
+//! returned by a plugin is checked for finiteness by the caller ([`units::ensure_finite`]).
+
+#![warn(missing_docs)]
 
 pub mod dtype;
 pub mod error;

@@ -9,9 +9,13 @@ use serde::{Deserialize, Serialize};
 /// A (batched) matrix multiply `C[m,n] = A[m,k] · B[k,n]`, `batch` times.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Gemm {
+    /// Rows of A and C (tokens, for a layer's linear projections).
     pub m: u64,
+    /// Columns of B and C.
     pub n: u64,
+    /// Reduction depth: columns of A, rows of B.
     pub k: u64,
+    /// Independent GEMMs of this shape (default 1).
     #[serde(default = "one")]
     pub batch: u64,
     /// Format of the A (activation) operand; also the matrix-engine format used.
@@ -39,6 +43,7 @@ impl Gemm {
             out: dtype,
         }
     }
+    /// The same GEMM `batch` times (e.g. once per attention head).
     pub fn batched(mut self, batch: u64) -> Self {
         self.batch = batch;
         self
@@ -91,14 +96,19 @@ pub struct Attention {
     pub heads: u64,
     /// Key/value heads on this device.
     pub kv_heads: u64,
+    /// Query positions per sequence (1 for a decode step).
     pub q_len: u64,
+    /// Key/value positions each query attends over (the context so far, in decode).
     pub kv_len: u64,
+    /// Elements per head.
     pub head_dim: u64,
     /// Causal masking: only about half of the score matrix is computed (by flash kernels).
     pub causal: bool,
+    /// Kernel: plain or flash.
     pub kind: AttentionKind,
+    /// Format of Q, K, V, the output and the scores; also the matrix-engine format used.
     pub dtype: DType,
-    /// Backward pass (about 2.5x the forward FLOPs for flash: recompute of scores included).
+    /// Backward pass (2x the forward FLOPs, 2.5x for flash: recompute of scores included).
     #[serde(default)]
     pub backward: bool,
 }
@@ -156,9 +166,11 @@ impl Attention {
 pub enum VectorOpKind {
     /// LayerNorm or RMSNorm.
     Norm,
+    /// Softmax (of attention scores, or of logits when sampling).
     Softmax,
     /// Activation function (GeLU, SiLU·gate, squared ReLU).
     Activation,
+    /// Dropout, forward or backward.
     Dropout,
     /// Residual addition, bias add and other binary elementwise ops.
     Elementwise,
@@ -175,6 +187,7 @@ pub enum VectorOpKind {
 }
 
 impl VectorOpKind {
+    /// Snake-case name, as configurations and reports spell it (`norm`, `rope`, ...).
     pub const fn name(self) -> &'static str {
         match self {
             VectorOpKind::Norm => "norm",
@@ -194,12 +207,15 @@ impl VectorOpKind {
 /// A memory-bound op over `elements` output elements.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct VectorOp {
+    /// What the op computes.
     pub kind: VectorOpKind,
+    /// Output elements.
     pub elements: u64,
     /// Arithmetic per output element.
     pub flops_per_element: f64,
     /// Device-memory bytes moved per output element (reads + writes).
     pub bytes_per_element: f64,
+    /// Format of the elements; the vector-engine format `peak` is asked for.
     pub dtype: DType,
     /// Kernel launches the op takes (fused ops take one).
     #[serde(default = "one_u32")]
@@ -211,9 +227,11 @@ fn one_u32() -> u32 {
 }
 
 impl VectorOp {
+    /// `elements · flops_per_element`.
     pub fn flops(&self) -> FlopCount {
         FlopCount(self.elements as f64 * self.flops_per_element)
     }
+    /// Device-memory traffic: `elements · bytes_per_element`.
     pub fn bytes(&self) -> Bytes {
         Bytes(self.elements as f64 * self.bytes_per_element)
     }
@@ -223,12 +241,16 @@ impl VectorOp {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum ComputeOp {
+    /// A matrix multiply (matrix engine).
     Gemm(Gemm),
+    /// An attention core (matrix engine).
     Attention(Attention),
+    /// A memory-bound op (vector engine).
     Vector(VectorOp),
 }
 
 impl ComputeOp {
+    /// Operations the op performs.
     pub fn flops(&self) -> FlopCount {
         match self {
             ComputeOp::Gemm(g) => g.flops(),
@@ -244,6 +266,8 @@ impl ComputeOp {
             ComputeOp::Vector(v) => v.bytes(),
         }
     }
+    /// The format the op runs in, the one [`crate::ComputeUnit::peak`] is asked for: a
+    /// GEMM's [`Gemm::compute_dtype`], else the op's `dtype`.
     pub fn dtype(&self) -> DType {
         match self {
             ComputeOp::Gemm(g) => g.compute_dtype(),
@@ -251,7 +275,8 @@ impl ComputeOp {
             ComputeOp::Vector(v) => v.dtype,
         }
     }
-    /// Kernel launches.
+    /// Kernel launches: one per GEMM and flash attention, five for plain attention, a
+    /// vector op's `launches`.
     pub fn launches(&self) -> u32 {
         match self {
             ComputeOp::Gemm(_) => 1,
@@ -263,7 +288,7 @@ impl ComputeOp {
             ComputeOp::Vector(v) => v.launches,
         }
     }
-    /// Short label for reports.
+    /// Short label for reports: `gemm`, `attention`, or the vector op's kind name.
     pub fn class(&self) -> &'static str {
         match self {
             ComputeOp::Gemm(_) => "gemm",
@@ -277,16 +302,22 @@ impl ComputeOp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CollectiveKind {
+    /// Every rank ends with the elementwise reduction of all ranks' buffers.
     AllReduce,
+    /// Every rank ends with the concatenation of all ranks' shards.
     AllGather,
+    /// Every rank ends with its shard of the reduction of all ranks' buffers.
     ReduceScatter,
+    /// Every rank sends a distinct shard of its buffer to every other rank.
     AllToAll,
     /// Point-to-point transfer between two ranks (pipeline hand-off).
     SendRecv,
+    /// One rank's buffer copied to every rank.
     Broadcast,
 }
 
 impl CollectiveKind {
+    /// Snake-case name, as reports and messages spell it (`all_reduce`, ...).
     pub const fn name(self) -> &'static str {
         match self {
             CollectiveKind::AllReduce => "all_reduce",
@@ -300,7 +331,8 @@ impl CollectiveKind {
 
     /// Bytes each rank sends over the wire for a ring (bus-bandwidth) implementation, as a
     /// multiple of the buffer size `S`: all-reduce 2(p-1)/p, all-gather and reduce-scatter
-    /// (p-1)/p, all-to-all (p-1)/p, send/recv 1 (NCCL performance notes; Thakur et al. 2005).
+    /// (p-1)/p, all-to-all (p-1)/p, send/recv 1, broadcast 1 (0 for one rank) (NCCL
+    /// performance notes; Thakur et al. 2005).
     pub fn ring_traffic_factor(self, ranks: u32) -> f64 {
         let p = ranks.max(1) as f64;
         match self {
@@ -319,7 +351,8 @@ impl CollectiveKind {
         }
     }
 
-    /// Sequential latency steps of a ring implementation over `ranks` ranks.
+    /// Sequential latency steps of a ring implementation over `ranks` ranks: all-reduce
+    /// 2(p-1), send/recv 1, the others p-1.
     pub fn ring_steps(self, ranks: u32) -> f64 {
         let p = ranks.max(1) as f64;
         match self {
@@ -333,6 +366,7 @@ impl CollectiveKind {
 /// A collective over a group of ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Collective {
+    /// The pattern.
     pub kind: CollectiveKind,
     /// The full buffer size `S` (all-reduce: the tensor; all-gather: the gathered output;
     /// reduce-scatter: the input; send/recv: the message).
@@ -345,7 +379,9 @@ pub struct Collective {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Op {
+    /// Work on the device.
     Compute(ComputeOp),
+    /// Communication with other devices.
     Collective(Collective),
 }
 

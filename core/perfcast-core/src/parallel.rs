@@ -25,15 +25,23 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Axis {
+    /// Tensor parallelism (Megatron TP: weights, heads and MLP width split).
     Tensor,
+    /// Sequence parallelism (Korthikanti 2022: the ops outside the TP region, over the TP
+    /// group).
     Sequence,
+    /// Context parallelism (the sequence split for attention).
     Context,
+    /// Expert parallelism (mixture-of-experts; no built-in strategy yet).
     Expert,
+    /// Pipeline parallelism (layers split into stages).
     Pipeline,
+    /// Data parallelism (replicas), and ZeRO/FSDP sharding over them.
     Data,
 }
 
 impl Axis {
+    /// Lowercase name (`tensor`, `sequence`, ...).
     pub const fn name(self) -> &'static str {
         match self {
             Axis::Tensor => "tensor",
@@ -62,6 +70,7 @@ pub enum CpComm {
 }
 
 impl CpComm {
+    /// The name configurations use (`p2p`, `all_gather`).
     pub const fn name(self) -> &'static str {
         match self {
             CpComm::P2p => "p2p",
@@ -73,14 +82,21 @@ impl CpComm {
 /// The degrees and switches of an execution plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanShape {
+    /// Tensor-parallel degree.
     pub tp: u32,
+    /// Pipeline-parallel degree (stages).
     pub pp: u32,
+    /// Data-parallel degree (replicas).
     pub dp: u32,
+    /// Context-parallel degree.
     pub cp: u32,
+    /// Expert-parallel degree (the training engine accepts only 1: dense models).
     pub ep: u32,
     /// Virtual pipeline stages (model chunks) per device.
     pub vpp: u32,
+    /// Sequence parallelism (the engine sets it only with `tp > 1`).
     pub sp: bool,
+    /// ZeRO stage 0..=3 over the `dp x cp` ranks (0: no sharding).
     pub zero_stage: u8,
     /// Sequences per micro-batch.
     pub micro_batch: u32,
@@ -100,7 +116,8 @@ pub struct PlanShape {
 }
 
 impl PlanShape {
-    /// Micro-batches per optimizer step on one pipeline (gradient-accumulation steps).
+    /// Micro-batches per optimizer step on one pipeline (gradient-accumulation steps):
+    /// `global_batch / (micro_batch · dp)`, rounded down (zero degrees count as 1).
     pub fn micro_batches(&self) -> u32 {
         let per = self.micro_batch.max(1) * self.dp.max(1);
         self.global_batch / per
@@ -173,9 +190,13 @@ pub fn interleaving_degrees(layers: u64, pp: u32) -> Vec<u32> {
 pub struct AxisSet(pub u8);
 
 impl AxisSet {
+    /// The tensor-parallel group (sequence parallelism shares it).
     pub const TENSOR: AxisSet = AxisSet(1);
+    /// The context-parallel group.
     pub const CONTEXT: AxisSet = AxisSet(2);
+    /// The pipeline group (one rank per stage; hand-offs between neighbours).
     pub const PIPELINE: AxisSet = AxisSet(4);
+    /// The data-parallel group (replicas).
     pub const DATA: AxisSet = AxisSet(8);
     /// Megatron's data-parallel group when context parallelism is on: gradients are reduced
     /// over `dp x cp` ranks.
@@ -183,42 +204,52 @@ impl AxisSet {
     /// The first and the last pipeline stage (Megatron's embedding group: tied input and
     /// output embeddings synchronise their gradients); two ranks when `pp > 1`.
     pub const PIPELINE_ENDS: AxisSet = AxisSet(16);
+    /// Whether every axis of `other` is in `self` (false for an empty `other`).
     pub const fn contains(self, other: AxisSet) -> bool {
         self.0 & other.0 == other.0 && other.0 != 0
     }
+    /// The axes of both.
     pub const fn union(self, other: AxisSet) -> AxisSet {
         AxisSet(self.0 | other.0)
     }
 }
 
-/// Dimensions of one transformer layer as seen by the strategies (whole model, unsharded).
+/// Dimensions of one transformer layer as seen by the strategies: the sizes are the whole
+/// model's (unsharded); the parameter counts are per device.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LayerDims {
     /// Sequences per micro-batch.
     pub micro_batch: u64,
+    /// Sequence length (before context parallelism splits it).
     pub seq_len: u64,
+    /// Hidden size `h`.
     pub hidden: u64,
+    /// Query heads.
     pub heads: u64,
+    /// Key/value heads.
     pub kv_heads: u64,
+    /// Elements per head.
     pub head_dim: u64,
+    /// MLP inner width.
     pub ffn_hidden: u64,
-    /// Bytes of one activation element (2 for bf16/fp16 training).
+    /// Bytes of one activation element (2 for bf16/fp16 training, and for fp8: activations
+    /// stay bf16).
     pub act_bytes: f64,
-    /// Weights of one layer on one device (all matrices, biases and norms; after TP).
+    /// Parameters of one layer on one device (all matrices, biases and norms; after TP).
     pub layer_params: f64,
-    /// Weights on one device of the stage with the most (sharded by TP and PP, not by DP).
+    /// Parameters on one device of the stage with the most (sharded by TP and PP, not by DP).
     pub device_params: f64,
     /// Bytes of one gradient element as reduced (2, or 4 with fp32 accumulation).
     pub grad_bytes: f64,
     /// Bytes of one weight element as stored for compute (2 for bf16/fp16/fp8 recipes).
     pub weight_bytes: f64,
-    /// Word-embedding table on one device (`vocab x hidden / tp`).
+    /// Parameters of the word-embedding table on one device (`vocab x hidden / tp`).
     pub embedding_params: f64,
     /// Input and output embeddings share one table.
     pub tied_embeddings: bool,
 }
 
-/// When a collective runs.
+/// When a collective runs (and, with [`CommOp::count`], how often).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
@@ -240,7 +271,11 @@ pub enum Phase {
     HeadBackward,
 }
 
-/// The compute a collective may hide behind.
+/// The compute a collective may hide behind. The engine sizes the windows per [`Phase`]:
+/// `Forward`, `Backward` and `Boundary` collectives see the layer's windows (`LayerGemms`,
+/// `Attention`, `LayerCompute`; the forward's for `Boundary`), `Step` collectives the
+/// critical stage's `LastBackward` and `FirstForward`, the embedding and head phases none.
+/// A window its phase lacks is empty: a collective behind it is exposed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Window {
@@ -257,6 +292,7 @@ pub enum Window {
 }
 
 impl Window {
+    /// Every window, in [`Window::index`] order.
     pub const ALL: [Window; 5] = [
         Window::LayerGemms,
         Window::Attention,
@@ -264,6 +300,7 @@ impl Window {
         Window::LastBackward,
         Window::FirstForward,
     ];
+    /// Position in per-window arrays (0..5).
     pub const fn index(self) -> usize {
         match self {
             Window::LayerGemms => 0,
@@ -282,22 +319,34 @@ pub enum Overlap {
     /// On the critical path.
     Exposed,
     /// Hidden behind `window`: exposed time is `max(0, comm - efficiency · window)`,
-    /// collectives sharing a window are pooled.
-    Behind { window: Window, efficiency: f64 },
+    /// collectives sharing a window are pooled (their times summed, the largest efficiency
+    /// taken) and the exposed part shared out in proportion to their times.
+    Behind {
+        /// The compute it hides behind.
+        window: Window,
+        /// Fraction of the window that can hide communication (clamped to [0, 1]).
+        efficiency: f64,
+    },
 }
 
 /// Which ledger a collective's exposed time goes to in the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CommClass {
+    /// Tensor- (and sequence-) parallel collectives (`tp`).
     Tensor,
+    /// Context-parallel K/V exchange (`cp`).
     Context,
+    /// Pipeline hand-offs and the embedding group's all-reduce (`pp`).
     Pipeline,
+    /// Gradient reductions (`dp`; ZeRO-3's reduce-scatters included).
     Data,
+    /// ZeRO/FSDP parameter all-gathers (`zero`).
     Zero,
 }
 
 impl CommClass {
+    /// Every class, in [`CommClass::index`] order.
     pub const ALL: [CommClass; 5] = [
         CommClass::Tensor,
         CommClass::Context,
@@ -305,6 +354,7 @@ impl CommClass {
         CommClass::Data,
         CommClass::Zero,
     ];
+    /// Position in per-class arrays (0..5).
     pub const fn index(self) -> usize {
         match self {
             CommClass::Tensor => 0,
@@ -314,6 +364,7 @@ impl CommClass {
             CommClass::Zero => 4,
         }
     }
+    /// Short name, as reports spell it (`tp`, `cp`, `pp`, `dp`, `zero`).
     pub const fn name(self) -> &'static str {
         match self {
             CommClass::Tensor => "tp",
@@ -328,17 +379,23 @@ impl CommClass {
 /// One collective a strategy adds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CommOp {
+    /// The report ledger its exposed time goes to.
     pub class: CommClass,
+    /// When it runs.
     pub phase: Phase,
+    /// The pattern.
     pub kind: CollectiveKind,
     /// Full buffer size `S` (see [`crate::op::Collective`]).
     pub bytes: Bytes,
     /// Mesh axes of the group; the engine derives ranks and placement on the network.
     pub group: AxisSet,
-    /// Times it is issued per layer (Forward/Backward) or per step (Step).
+    /// Times it is issued each time its `phase` comes round (per layer for Forward/Backward,
+    /// per step for Step, ...); the engine multiplies its time by this.
     pub count: f64,
+    /// How it overlaps with compute.
     pub overlap: Overlap,
-    /// Issued again when the layer's forward is recomputed (full recompute).
+    /// Issued again when the layer's forward is recomputed (full recompute; only
+    /// `Forward` collectives are re-issued).
     pub with_recompute: bool,
 }
 
@@ -359,6 +416,7 @@ impl Default for CommList {
 }
 
 impl CommList {
+    /// Most collectives the strategies of one plan may add together.
     pub const CAPACITY: usize = 24;
     /// Add a collective; an error when the list is full.
     pub fn push(&mut self, op: CommOp) -> Result<(), ModelError> {
@@ -376,15 +434,19 @@ impl CommList {
         self.len += 1;
         Ok(())
     }
+    /// Collectives in the list.
     pub fn len(&self) -> usize {
         self.len
     }
+    /// No collective yet.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    /// Remove every collective.
     pub fn clear(&mut self) {
         self.len = 0;
     }
+    /// The collectives, in the order they were pushed.
     pub fn iter(&self) -> impl Iterator<Item = &CommOp> {
         self.items[..self.len].iter().flatten()
     }
@@ -416,8 +478,11 @@ impl Default for LayerSplit {
 /// How the model state on one device is sharded beyond TP and PP (divisors).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct StateSplit {
+    /// Divides the weights (ZeRO-3 / FSDP).
     pub weights: u32,
+    /// Divides the gradients (ZeRO-2 and up).
     pub grads: u32,
+    /// Divides the optimizer state (ZeRO-1 and up): also the optimizer step's work.
     pub optimizer: u32,
 }
 
@@ -431,15 +496,21 @@ impl Default for StateSplit {
     }
 }
 
-/// A parallel strategy: one axis of the device mesh. Called a few times per evaluation.
+/// A parallel strategy: one axis of the device mesh. Called a few times per evaluation; the
+/// engine applies every strategy in use in order (mesh order by default).
 pub trait ParallelStrategy: Send + Sync {
+    /// Registered kind (e.g. `tensor`), for messages.
     fn kind(&self) -> &str;
+    /// The mesh axis this strategy shards (descriptive: the engine places each collective by
+    /// its [`CommOp::group`], not by this).
     fn axis(&self) -> Axis;
     /// Check the plan's degree on this axis against the model (e.g. heads divisible by TP).
+    /// Called for every plan before anything is worked out.
     fn validate(&self, model: &ModelSpec, plan: &PlanShape) -> Result<(), ModelError>;
-    /// Multiply this axis's factors into `split`.
+    /// Multiply this axis's factors into `split`. Default: no split.
     fn split_layer(&self, _plan: &PlanShape, _split: &mut LayerSplit) {}
-    /// Add the collectives this axis needs per layer (Forward/Backward) and per step.
+    /// Add the collectives this axis needs (per layer, per micro-batch, per step: see
+    /// [`Phase`]). Default: none.
     fn comms(
         &self,
         _plan: &PlanShape,
@@ -448,11 +519,12 @@ pub trait ParallelStrategy: Send + Sync {
     ) -> Result<(), ModelError> {
         Ok(())
     }
-    /// Multiply this axis's state-sharding divisors into `split`.
+    /// Multiply this axis's state-sharding divisors into `split`. Default: no sharding.
     fn split_state(&self, _plan: &PlanShape, _split: &mut StateSplit) {}
 }
 
-/// Activation bytes one layer keeps for one micro-batch with nothing recomputed, by class.
+/// Activation bytes one layer keeps on one device for one micro-batch with nothing
+/// recomputed, by class (Korthikanti 2022 §4.1, generalised by the engine).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LayerActivations {
     /// The layer's input (what full recompute keeps).
@@ -465,6 +537,7 @@ pub struct LayerActivations {
 }
 
 impl LayerActivations {
+    /// Every class: what a layer keeps without recompute.
     pub fn total(&self) -> Bytes {
         self.input + self.attention_core + self.other
     }
@@ -473,21 +546,29 @@ impl LayerActivations {
 /// What a recompute policy decides for one pipeline stage.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RecomputePlan {
-    /// Layers of the stage that keep only their input and rerun their whole forward.
+    /// Layers of the stage that keep only their input and rerun their whole forward (in
+    /// 0..=layers).
     pub full_layers: f64,
-    /// Layers that drop the attention core and rerun it in the backward pass.
+    /// Layers that drop the attention core and rerun it in the backward pass (in
+    /// 0..=layers).
     pub attention_layers: f64,
-    /// Activation bytes the stage keeps per micro-batch.
+    /// Activation bytes the stage keeps per micro-batch (all its layers); the engine
+    /// multiplies it by the micro-batches in flight.
     pub kept: Bytes,
-    /// Extra bytes live while a recomputed layer runs its backward (one layer's activations).
+    /// Extra bytes live while a recomputed layer runs its backward (what it rebuilt: one
+    /// layer's activations, or its attention core); added once to the stage's memory.
     pub working: Bytes,
 }
 
 /// An activation-recompute policy.
 pub trait RecomputePolicy: Send + Sync {
+    /// Registered kind (e.g. `selective`), for messages.
     fn kind(&self) -> &str;
     /// Decide for a stage of `layers` layers, each keeping `act` without recompute.
-    /// `recompute_layers` is the plan's optional per-stage layer count.
+    /// `recompute_layers` is the plan's optional per-stage layer count (capped at `layers`
+    /// by the engine). Called for the first, a middle and the last stage of each plan; the
+    /// engine refuses a plan whose counts leave 0..=layers or whose bytes are not finite and
+    /// non-negative.
     fn plan(
         &self,
         act: &LayerActivations,
@@ -505,9 +586,11 @@ pub struct ScheduleInput {
     pub virtual_stages: u32,
     /// Micro-batches per optimizer step on one pipeline.
     pub micro_batches: u32,
-    /// Forward time of one micro-batch through one stage (all its chunks).
+    /// Forward time of one micro-batch through one stage (all its chunks; the slowest
+    /// stage's, exposed communication included).
     pub forward: Seconds,
-    /// Backward time (including recompute) of one micro-batch through one stage.
+    /// Backward time (including recompute) of one micro-batch through one stage (the
+    /// slowest stage's).
     pub backward: Seconds,
     /// Exposed point-to-point time of one hand-off between stages (one direction).
     pub p2p: Seconds,
@@ -516,31 +599,43 @@ pub struct ScheduleInput {
 /// What a pipeline schedule returns.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ScheduleResult {
-    /// Time from the first forward to the last backward of the step.
+    /// Time from the first forward to the last backward of the step (bubble and
+    /// point-to-point time included).
     pub time: Seconds,
-    /// Idle time of a stage in that span (the bubble).
+    /// Idle time of a stage in that span (the bubble); reported, part of `time`.
     pub bubble: Seconds,
-    /// Point-to-point time on the critical path.
+    /// Point-to-point time on the critical path; reported with the pipeline communication,
+    /// part of `time`.
     pub p2p: Seconds,
     /// Micro-batches whose activations the first stage holds at its peak, counted in units of
     /// one micro-batch through the whole stage (interleaving can make this fractional).
+    /// Informational: the engine sizes memory with [`PipelineSchedule::in_flight`] and
+    /// [`PipelineSchedule::peak_layers_held`].
     pub peak_in_flight: f64,
 }
 
-/// A pipeline schedule: GPipe, 1F1B, interleaved 1F1B...
+/// A pipeline schedule: GPipe, 1F1B, interleaved 1F1B (Huang et al. 2019; Narayanan et al.
+/// 2021 §2.2)...
 pub trait PipelineSchedule: Send + Sync {
+    /// Registered kind (e.g. `1f1b`), for messages.
     fn kind(&self) -> &str;
-    /// Check the plan (e.g. interleaving needs virtual stages > 1).
+    /// Check the plan (e.g. a non-interleaved schedule refuses virtual stages > 1). Called
+    /// for every plan that uses the schedule, before `step`. Default: any plan.
     fn validate(&self, _plan: &PlanShape) -> Result<(), ModelError> {
         Ok(())
     }
+    /// Compose the stage times over the micro-batches into the pipeline's time. The engine
+    /// refuses times that are not finite and non-negative; the search's lower bound assumes
+    /// `time` does not decrease when `forward + backward` grows.
     fn step(&self, input: &ScheduleInput) -> Result<ScheduleResult, ModelError>;
-    /// Micro-batches (whole-stage units) stage `stage` (0-based) holds at its peak.
+    /// Micro-batches (whole-stage units) stage `stage` (0-based) holds at its peak. Must
+    /// depend on the counts of `input` only: memory is also sized with zero times.
     fn in_flight(&self, input: &ScheduleInput, stage: u32) -> f64;
     /// Peak of layer-micro-batches whose activations stage `stage` holds, its chunk `c`
     /// (0-based, of `virtual_stages`) having `chunk_layers(c)` layers: the activations it keeps
     /// are this many times one layer's. Chunks differ on the first and the last stage of an
-    /// uneven split. Default: `in_flight` times the stage's layers (chunks advance together).
+    /// uneven split. Like `in_flight`, it must not depend on the times. Default: `in_flight`
+    /// times the stage's layers (chunks advance together).
     fn peak_layers_held(
         &self,
         input: &ScheduleInput,

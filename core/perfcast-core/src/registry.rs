@@ -1,5 +1,8 @@
-//! The registry: one `name -> factory` map per category, fed by built-in plugins (collected
-//! with `inventory`) and by dynamic plugins (added by the host's loader) alike.
+//! The registry: one `name -> factory` map per category, fed by built-in plugins and by
+//! dynamic plugins (added by the host's loader) alike. Built-ins are discovered with
+//! `inventory` ([`builtin!`](crate::builtin!)) and added crate by crate, as the host
+//! chooses ([`Registry::register_builtins_of`], [`register_fn!`](crate::register_fn!),
+//! [`PluginGroup`]).
 
 use crate::error::PluginError;
 use crate::hardware::{ComputeUnit, Interconnect, MemoryTier};
@@ -15,15 +18,22 @@ use thiserror::Error;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
+    /// [`ComputeUnit`] plugins.
     ComputeUnit,
+    /// [`MemoryTier`] plugins.
     MemoryTier,
+    /// [`Interconnect`] plugins.
     Interconnect,
+    /// [`ParallelStrategy`] plugins.
     ParallelStrategy,
+    /// [`RecomputePolicy`] plugins.
     RecomputePolicy,
+    /// [`PipelineSchedule`] plugins.
     PipelineSchedule,
 }
 
 impl Category {
+    /// Every category, in declaration order.
     pub const ALL: [Category; 6] = [
         Category::ComputeUnit,
         Category::MemoryTier,
@@ -32,6 +42,7 @@ impl Category {
         Category::RecomputePolicy,
         Category::PipelineSchedule,
     ];
+    /// Snake-case name (`compute_unit`, ...), as messages and listings spell it.
     pub const fn name(self) -> &'static str {
         match self {
             Category::ComputeUnit => "compute_unit",
@@ -53,15 +64,22 @@ impl fmt::Display for Category {
 /// A built component: the trait object of its category.
 #[derive(Clone)]
 pub enum Component {
+    /// A compute unit.
     ComputeUnit(Arc<dyn ComputeUnit>),
+    /// A memory tier.
     MemoryTier(Arc<dyn MemoryTier>),
+    /// An interconnect level.
     Interconnect(Arc<dyn Interconnect>),
+    /// A parallel strategy.
     ParallelStrategy(Arc<dyn ParallelStrategy>),
+    /// A recompute policy.
     RecomputePolicy(Arc<dyn RecomputePolicy>),
+    /// A pipeline schedule.
     PipelineSchedule(Arc<dyn PipelineSchedule>),
 }
 
 impl Component {
+    /// The category of the trait object held.
     pub fn category(&self) -> Category {
         match self {
             Component::ComputeUnit(_) => Category::ComputeUnit,
@@ -96,12 +114,17 @@ impl fmt::Display for Origin {
 /// What the registry knows about a plugin.
 #[derive(Debug, Clone, Serialize)]
 pub struct PluginInfo {
+    /// The trait it implements.
     pub category: Category,
+    /// Registered name, unique in its category (`vendor/name` for dynamic plugins).
     pub name: String,
+    /// Where it comes from.
     pub origin: Origin,
+    /// The providing crate's version (built-ins) or the library's own version.
     pub version: String,
     /// ABI the plugin was built against (`None` for built-ins, which need none).
     pub abi_version: Option<String>,
+    /// One line on what it models, for listings.
     pub description: String,
 }
 
@@ -110,12 +133,18 @@ pub type Factory = Arc<dyn Fn(&serde_json::Value) -> Result<Component, PluginErr
 
 /// A built-in plugin, submitted with `perfcast_core::inventory::submit!`.
 pub struct BuiltinPlugin {
+    /// The trait it implements.
     pub category: Category,
+    /// Registered name, unique in its category.
     pub name: &'static str,
     /// The crate that provides it (`env!("CARGO_PKG_NAME")`).
     pub crate_name: &'static str,
+    /// The crate's version (`env!("CARGO_PKG_VERSION")`).
     pub version: &'static str,
+    /// One line on what it models, for listings.
     pub description: &'static str,
+    /// Builds the component from its parameters (JSON; `null` when none are given, which
+    /// [`crate::params::parse`] reads as an empty table).
     pub factory: fn(&serde_json::Value) -> Result<Component, PluginError>,
 }
 
@@ -168,8 +197,9 @@ macro_rules! builtin {
 }
 
 /// Define the calling plugin crate's `pub fn register(registry: &mut Registry)`, which adds
-/// every plugin the crate submitted with [`builtin!`]. Hosts compose crates by calling their
-/// `register` (naming the function also keeps the crate, and its inventory entries, linked).
+/// every plugin the crate submitted with [`builtin!`](crate::builtin!). Hosts compose crates
+/// by calling their `register` (naming the function also keeps the crate, and its inventory
+/// entries, linked).
 #[macro_export]
 macro_rules! register_fn {
     () => {
@@ -187,33 +217,60 @@ macro_rules! register_fn {
 /// Registry errors.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum RegistryError {
+    /// A name already taken in its category.
     #[error("{category} `{name}` is registered twice: by {first} and by {second}")]
     Duplicate {
+        /// The category.
         category: Category,
+        /// The name.
         name: String,
+        /// Origin of the plugin registered first.
         first: String,
+        /// Origin of the one refused.
         second: String,
     },
+    /// No plugin of this name in the category.
     #[error("unknown {category} kind `{name}`; registered: {}", if known.is_empty() { "none".to_string() } else { known.join(", ") })]
     Unknown {
+        /// The category.
         category: Category,
+        /// The name asked for.
         name: String,
+        /// The names registered in the category, sorted.
         known: Vec<String>,
     },
+    /// The factory refused its parameters or failed.
     #[error("{category} `{name}`: {source}")]
     Build {
+        /// The category.
         category: Category,
+        /// The plugin's name.
         name: String,
+        /// What the factory said.
         source: PluginError,
     },
+    /// A built-in crate named (e.g. to leave it out of a group) is not one of the group's.
     #[error("no built-in plugin crate `{name}`; built-in crates: {}", known.join(", "))]
-    NoCrate { name: String, known: Vec<String> },
+    NoCrate {
+        /// The crate name given.
+        name: String,
+        /// The group's crate names.
+        known: Vec<String>,
+    },
+    /// A crate registered through [`Registry::register_builtins_of`] submitted no built-in.
     #[error("plugin crate `{crate_name}` registered no built-in (is it linked?)")]
-    NoBuiltins { crate_name: String },
+    NoBuiltins {
+        /// The crate name given.
+        crate_name: String,
+    },
+    /// A factory built a component of another category than it was registered under.
     #[error("{category} `{name}` built a {built} component")]
     WrongCategory {
+        /// The category asked for (and registered under).
         category: Category,
+        /// The plugin's name.
         name: String,
+        /// The category of what the factory built.
         built: Category,
     },
 }
@@ -230,14 +287,18 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// An empty registry (no built-ins: add them with [`Registry::register_builtins_of`] or
+    /// a [`PluginGroup`]).
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Register every built-in that the crate `crate_name` submitted with [`builtin!`]
-    /// (inventory is how built-ins are discovered; which crates a registry holds is the
-    /// host's choice: see `perfcast-builtins`). Returns how many were registered; a crate
-    /// with none is an error, since its registrations were lost (the crate not linked).
+    /// Register every built-in that the crate `crate_name` submitted with
+    /// [`builtin!`](crate::builtin!) (inventory is how built-ins are discovered; which crates
+    /// a registry holds is the host's choice: see `perfcast-builtins`). Returns how many were
+    /// registered; a crate with none is an error, since its registrations were lost (the
+    /// crate not linked). A name already taken is an error; the crate's plugins registered
+    /// before it stay.
     pub fn register_builtins_of(&mut self, crate_name: &str) -> Result<usize, RegistryError> {
         let mut builtins: Vec<&BuiltinPlugin> = inventory::iter::<BuiltinPlugin>
             .into_iter()
@@ -309,6 +370,7 @@ impl Registry {
         Ok(())
     }
 
+    /// Whether `name` is registered in `category`.
     pub fn contains(&self, category: Category, name: &str) -> bool {
         self.entries.contains_key(&(category, name.to_string()))
     }
@@ -327,13 +389,16 @@ impl Registry {
         self.entries.values().map(|e| &e.info)
     }
 
+    /// What is registered as `name` in `category`, if anything.
     pub fn info(&self, category: Category, name: &str) -> Option<&PluginInfo> {
         self.entries
             .get(&(category, name.to_string()))
             .map(|e| &e.info)
     }
 
-    /// Build a component of `category` named `name` from `params`.
+    /// Build a component of `category` named `name` from `params`: an error if the name is
+    /// unknown (listing the registered ones), the factory fails, or it builds another
+    /// category.
     pub fn build(
         &self,
         category: Category,

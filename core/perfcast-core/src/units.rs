@@ -13,19 +13,24 @@ macro_rules! unit {
         pub struct $name(pub f64);
 
         impl $name {
+            /// Zero.
             pub const ZERO: Self = Self(0.0);
+            /// The value as a plain `f64` in this unit.
             #[inline]
             pub fn get(self) -> f64 {
                 self.0
             }
+            /// The larger of the two (`f64::max`: a NaN operand yields the other).
             #[inline]
             pub fn max(self, other: Self) -> Self {
                 Self(self.0.max(other.0))
             }
+            /// The smaller of the two (`f64::min`: a NaN operand yields the other).
             #[inline]
             pub fn min(self, other: Self) -> Self {
                 Self(self.0.min(other.0))
             }
+            /// Neither NaN nor infinite.
             #[inline]
             pub fn is_finite(self) -> bool {
                 self.0.is_finite()
@@ -95,21 +100,26 @@ unit!(
     Bandwidth, "B/s");
 
 impl Seconds {
+    /// From microseconds.
     pub fn from_micros(us: f64) -> Self {
         Self(us * 1e-6)
     }
+    /// From nanoseconds.
     pub fn from_nanos(ns: f64) -> Self {
         Self(ns * 1e-9)
     }
+    /// In microseconds.
     pub fn micros(self) -> f64 {
         self.0 * 1e6
     }
+    /// In milliseconds.
     pub fn millis(self) -> f64 {
         self.0 * 1e3
     }
 }
 
 impl Bytes {
+    /// From binary gibibytes (2^30 bytes).
     pub fn from_gib(g: f64) -> Self {
         Self(g * 1024.0 * 1024.0 * 1024.0)
     }
@@ -117,27 +127,33 @@ impl Bytes {
     pub fn from_gb(g: f64) -> Self {
         Self(g * 1e9)
     }
+    /// From binary mebibytes (2^20 bytes).
     pub fn from_mib(m: f64) -> Self {
         Self(m * 1024.0 * 1024.0)
     }
+    /// In binary gibibytes (2^30 bytes).
     pub fn gib(self) -> f64 {
         self.0 / (1024.0 * 1024.0 * 1024.0)
     }
+    /// In decimal gigabytes (10^9 bytes).
     pub fn gb(self) -> f64 {
         self.0 / 1e9
     }
 }
 
 impl FlopRate {
+    /// From TFLOP/s (10^12 operations per second; TOPS for integer formats).
     pub fn from_tflops(t: f64) -> Self {
         Self(t * 1e12)
     }
+    /// In TFLOP/s (10^12 operations per second).
     pub fn tflops(self) -> f64 {
         self.0 / 1e12
     }
 }
 
 impl FlopCount {
+    /// In units of 10^12 operations.
     pub fn tera(self) -> f64 {
         self.0 / 1e12
     }
@@ -156,6 +172,7 @@ impl Bandwidth {
     pub fn from_gbps(g: f64) -> Self {
         Self(g * 1e9 / 8.0)
     }
+    /// In decimal GB/s.
     pub fn gbs(self) -> f64 {
         self.0 / 1e9
     }

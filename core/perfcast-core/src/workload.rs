@@ -25,13 +25,17 @@ impl FfnAct {
     }
 }
 
+/// Normalisation layers (two per layer, one final).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NormKind {
+    /// LayerNorm: scale and shift, `2·hidden` parameters.
     LayerNorm,
+    /// RMSNorm: scale only, `hidden` parameters.
     RmsNorm,
 }
 
+/// Position encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PositionKind {
@@ -41,17 +45,24 @@ pub enum PositionKind {
     Rope,
 }
 
-/// Mixture-of-experts MLP (the validation schema's `[case.model.moe]`).
+/// Mixture-of-experts MLP (the validation schema's `[case.model.moe]`). Counted by
+/// [`ModelSpec::params`]; the engines refuse MoE models for now (dense only).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MoeSpec {
+    /// Routed experts per MoE layer.
     pub experts: u64,
+    /// Experts each token is routed to.
     pub top_k: u64,
+    /// MLP inner width of one expert (MLP type `ffn_act`).
     pub expert_ffn_hidden: u64,
+    /// Experts every token passes through, each `expert_ffn_hidden` wide (default 0).
     #[serde(default)]
     pub shared_experts: u64,
+    /// Leading layers with a dense MLP of `ffn_hidden` (default 0).
     #[serde(default)]
     pub dense_layers: u64,
+    /// One layer in this many of the rest is MoE (default 1: all of them).
     #[serde(default = "one")]
     pub moe_layer_freq: u64,
 }
@@ -64,10 +75,14 @@ fn one() -> u64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSpec {
+    /// Name for reports.
     #[serde(default)]
     pub name: String,
+    /// Transformer layers.
     pub layers: u64,
+    /// Hidden size `h` (the residual stream's width).
     pub hidden: u64,
+    /// Query heads `a`.
     pub heads: u64,
     /// Key/value heads (query groups); defaults to `heads` (multi-head attention).
     #[serde(default)]
@@ -75,11 +90,15 @@ pub struct ModelSpec {
     /// Defaults to `hidden / heads`.
     #[serde(default)]
     pub head_dim: Option<u64>,
+    /// MLP inner width (with MoE: of the dense layers).
     pub ffn_hidden: u64,
+    /// MLP type.
     pub ffn_act: FfnAct,
+    /// Vocabulary size (padded where the source pads it).
     pub vocab: u64,
     /// Training sequence length (or context length for inference).
     pub seq_len: u64,
+    /// The LM head shares the input embedding's table.
     #[serde(default)]
     pub tied_embeddings: bool,
     /// Defaults: LayerNorm for GeLU/ReLU² models, RMSNorm for SwiGLU models.
@@ -91,29 +110,36 @@ pub struct ModelSpec {
     /// Linear layers carry biases (default: true for GeLU/ReLU² GPT-style models).
     #[serde(default)]
     pub bias: Option<bool>,
+    /// Mixture-of-experts MLP; `None` for a dense model.
     #[serde(default)]
     pub moe: Option<MoeSpec>,
 }
 
 impl ModelSpec {
+    /// Key/value heads in effect (`kv_heads`, else `heads`).
     pub fn kv_heads(&self) -> u64 {
         self.kv_heads.unwrap_or(self.heads)
     }
+    /// Head size in effect (`head_dim`, else `hidden / heads`).
     pub fn head_dim(&self) -> u64 {
         self.head_dim.unwrap_or(self.hidden / self.heads.max(1))
     }
+    /// Normalisation in effect (`norm`, else RMSNorm for SwiGLU models, LayerNorm otherwise).
     pub fn norm(&self) -> NormKind {
         self.norm.unwrap_or(match self.ffn_act {
             FfnAct::Swiglu => NormKind::RmsNorm,
             _ => NormKind::LayerNorm,
         })
     }
+    /// Position encoding in effect (`position`, else rotary for SwiGLU models, learned
+    /// otherwise).
     pub fn position(&self) -> PositionKind {
         self.position.unwrap_or(match self.ffn_act {
             FfnAct::Swiglu => PositionKind::Rope,
             _ => PositionKind::Learned,
         })
     }
+    /// Whether linear layers carry biases (`bias`, else all but SwiGLU models).
     pub fn bias(&self) -> bool {
         self.bias.unwrap_or(self.ffn_act != FfnAct::Swiglu)
     }
