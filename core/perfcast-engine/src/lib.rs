@@ -10,7 +10,6 @@
 
 pub mod inference;
 pub mod network;
-pub mod testsupport;
 pub mod training;
 
 // Name the built-in execution plugin crates so that they are linked (and their inventory

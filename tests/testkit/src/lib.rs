@@ -25,3 +25,24 @@ pub mod systems;
 pub use models::{gpt, llama2};
 pub use process::{tmpdir, workspace_root};
 pub use systems::{a100_from_registry, a100_system, registry};
+
+#[cfg(test)]
+mod tests {
+    /// The engine dev-depends on this crate: a dependency on the engine (or on a crate above
+    /// it) would be a cycle that links a second copy of the engine into its own tests.
+    #[test]
+    fn depends_on_core_and_builtins_only() {
+        let manifest = include_str!("../Cargo.toml");
+        let deps = manifest
+            .split("\n[dependencies]\n")
+            .nth(1)
+            .and_then(|s| s.split("\n[").next())
+            .unwrap_or_default();
+        let names: Vec<&str> = deps
+            .lines()
+            .filter_map(|l| l.split(['=', '.', ' ']).next())
+            .filter(|n| n.starts_with("perfcast"))
+            .collect();
+        assert_eq!(names, ["perfcast-core", "perfcast-builtins"], "{deps}");
+    }
+}
