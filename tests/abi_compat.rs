@@ -10,7 +10,7 @@ use perfcast_core::{DType, Engine, FlopRate, MemoryHierarchy, Registry, TimeBoun
 use perfcast_loader::{load_library, LoadError};
 use perfcast_testkit::examples::{decode_qkv, dsp_params, lpddr_params, residual};
 use perfcast_testkit::plugins::{
-    build_rust, c_vendor_source, cc_plugin_source, cc_program, cc_shared,
+    build_rust, c_vendor, c_vendor_abi1_0, cc_plugin_source, cc_program,
 };
 use perfcast_testkit::process::output;
 use serde_json::json;
@@ -33,13 +33,7 @@ fn fixtures() -> &'static Fixtures {
     F.get_or_init(|| {
         let dir = perfcast_testkit::tmpdir("perfcast-abi-compat");
         let rust = build_rust(&["abi-v2-fixture", "abi-mismatch-fixture"], &dir);
-        let c_v1_1 = cc_shared(&dir, &c_vendor_source(), "libc_vendor.so", &[]);
-        let c_v1_0 = cc_shared(
-            &dir,
-            &c_vendor_source(),
-            "libc_vendor_abi1_0.so",
-            &["-DPERFCAST_PLUGIN_ABI_MINOR=0"],
-        );
+        let (c_v1_1, c_v1_0) = (c_vendor(&dir), c_vendor_abi1_0(&dir));
         let c_major2 = cc_plugin_source(
             &dir,
             "major2",

@@ -15,7 +15,7 @@ use perfcast_loader::{load_library, sha256_file, LoadError};
 use perfcast_testkit::examples::{
     big_gemm, decode_qkv, dsp_params, hbm_x_params, lpddr_params, npu_params, residual,
 };
-use perfcast_testkit::plugins::{build_rust, c_vendor_source, cc_plugin_source, cc_shared};
+use perfcast_testkit::plugins::{build_rust, c_vendor, c_vendor_abi1_0, cc_plugin_source};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -43,13 +43,7 @@ fn fixtures() -> &'static Fixtures {
         let (acme, sram) = (rust[0].clone(), rust[1].clone());
         let acme_copy = dir.join("libacme_npu_copy.so");
         std::fs::copy(&acme, &acme_copy).unwrap();
-        let c_v1_1 = cc_shared(&dir, &c_vendor_source(), "libc_vendor.so", &[]);
-        let c_v1_0 = cc_shared(
-            &dir,
-            &c_vendor_source(),
-            "libc_vendor_abi1_0.so",
-            &["-DPERFCAST_PLUGIN_ABI_MINOR=0"],
-        );
+        let (c_v1_1, c_v1_0) = (c_vendor(&dir), c_vendor_abi1_0(&dir));
         let not_plugin_so = cc_plugin_source(&dir, "nothing", "int nothing(void) { return 0; }");
         let malformed = MALFORMED
             .iter()

@@ -5,7 +5,7 @@
 //! built-in's numbers. Selecting the device is a matter of configuration only.
 
 use perfcast_core::{ComputeOp, DType, Gemm, MemoryHierarchy, VectorOp, VectorOpKind};
-use perfcast_testkit::plugins::{build_rust, c_vendor_source, cc_shared};
+use perfcast_testkit::plugins::{build_rust, c_vendor};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -27,7 +27,7 @@ fn libs() -> &'static Libs {
     L.get_or_init(|| {
         let dir = common::tmpdir("perfcast-cli-plugins");
         let rust = build_rust(&["acme-npu", "abi-v2-fixture"], &dir);
-        let c = cc_shared(&dir, &c_vendor_source(), "libc_vendor.so", &[]);
+        let c = c_vendor(&dir);
         Libs {
             dir,
             acme: rust[0].clone(),

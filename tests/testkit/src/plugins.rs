@@ -64,6 +64,22 @@ pub fn c_vendor_source() -> PathBuf {
     workspace_root().join("plugins/examples/c-vendor/c_vendor.c")
 }
 
+/// The example C plugin compiled for the header's current C ABI, as `dir/libc_vendor.so`.
+pub fn c_vendor(dir: &Path) -> PathBuf {
+    cc_shared(dir, &c_vendor_source(), "libc_vendor.so", &[])
+}
+
+/// The example C plugin compiled for C ABI 1.0 (no interconnect, no `gemm_tile`), as
+/// `dir/libc_vendor_abi1_0.so`: what a library built against the first header looks like.
+pub fn c_vendor_abi1_0(dir: &Path) -> PathBuf {
+    cc_shared(
+        dir,
+        &c_vendor_source(),
+        "libc_vendor_abi1_0.so",
+        &["-DPERFCAST_PLUGIN_ABI_MINOR=0"],
+    )
+}
+
 fn compiler() -> Command {
     Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
 }

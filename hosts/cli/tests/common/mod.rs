@@ -4,7 +4,7 @@
 //! `PERFCAST_*` environment. Each test file adds its own checks of the output on top.
 
 // Each test binary compiles this module and uses only part of it.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub use perfcast_testkit::process::{output, Out};
 pub use perfcast_testkit::{tmpdir, workspace_root as repo};
