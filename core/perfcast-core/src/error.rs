@@ -1,6 +1,120 @@
 //! Errors shared by plugins and the engine.
 
+use std::borrow::Cow;
+use std::fmt;
 use thiserror::Error;
+
+/// The configuration section a [`Key`] lives in. Section names are the configuration's own
+/// (`[model]`, `[plan]`, `[inference]`, `[options]`, `[system]`), so a host shows a key as
+/// the user spells it without rewriting it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Section {
+    /// `[model]`: the workload.
+    Model,
+    /// `[plan]`: the training plan.
+    Plan,
+    /// `[inference]`: the inference plan.
+    Inference,
+    /// `[options]`: the engine's options (training or inference).
+    Options,
+    /// `[system]`: devices, memory and network.
+    System,
+    /// Not a configuration key (a plugin, the registry, a derived quantity): shown as is.
+    Other,
+}
+
+impl Section {
+    /// The section's name in configurations (empty for [`Section::Other`]).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Section::Model => "model",
+            Section::Plan => "plan",
+            Section::Inference => "inference",
+            Section::Options => "options",
+            Section::System => "system",
+            Section::Other => "",
+        }
+    }
+}
+
+/// What an error is about: a key of the scenario's configuration (a section and the path
+/// inside it), typed so that hosts map it to provenance without parsing or rewriting text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    /// The section.
+    pub section: Section,
+    /// The path inside the section (`tp`, `network[0].domain_size`; empty for the section).
+    pub path: Cow<'static, str>,
+}
+
+impl Key {
+    /// A key of `section`.
+    pub const fn new(section: Section, path: &'static str) -> Key {
+        Key {
+            section,
+            path: Cow::Borrowed(path),
+        }
+    }
+    /// A key of `section` with a path built at run time.
+    pub fn owned(section: Section, path: String) -> Key {
+        Key {
+            section,
+            path: Cow::Owned(path),
+        }
+    }
+    /// `model.<path>`.
+    pub const fn model(path: &'static str) -> Key {
+        Key::new(Section::Model, path)
+    }
+    /// `plan.<path>` (the training plan).
+    pub const fn plan(path: &'static str) -> Key {
+        Key::new(Section::Plan, path)
+    }
+    /// `inference.<path>` (the inference plan).
+    pub const fn inference(path: &'static str) -> Key {
+        Key::new(Section::Inference, path)
+    }
+    /// `options.<path>`.
+    pub const fn options(path: &'static str) -> Key {
+        Key::new(Section::Options, path)
+    }
+    /// `system.<path>`.
+    pub const fn system(path: &'static str) -> Key {
+        Key::new(Section::System, path)
+    }
+    /// Something that is not a configuration key, shown as `what`.
+    pub const fn other(what: &'static str) -> Key {
+        Key::new(Section::Other, what)
+    }
+    /// A key given as text (`plan.tp`), e.g. by a dynamic plugin: the section when the first
+    /// component names one, else [`Section::Other`].
+    pub fn parse(text: &str) -> Key {
+        let (head, rest) = text.split_once('.').unwrap_or((text, ""));
+        let section = [
+            Section::Model,
+            Section::Plan,
+            Section::Inference,
+            Section::Options,
+            Section::System,
+        ]
+        .into_iter()
+        .find(|s| s.name() == head);
+        match section {
+            Some(s) => Key::owned(s, rest.to_string()),
+            None => Key::owned(Section::Other, text.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.section, self.path.is_empty()) {
+            (Section::Other, _) => f.write_str(&self.path),
+            (s, true) => f.write_str(s.name()),
+            (s, false) => write!(f, "{}.{}", s.name(), self.path),
+        }
+    }
+}
 
 /// An error raised while building or calling a plugin.
 #[derive(Debug, Error, Clone, PartialEq)]
@@ -32,10 +146,14 @@ pub enum ModelError {
         engine: String,
         dtype: String,
     },
+    /// A value the model refuses: the key, the value as text, and the rule it breaks.
     #[error("invalid `{key}` = {value}: {rule}")]
     Invalid {
-        key: String,
+        /// What the error is about.
+        key: Key,
+        /// The refused value, as text.
         value: String,
+        /// What is allowed.
         rule: String,
     },
     #[error(transparent)]
@@ -43,11 +161,36 @@ pub enum ModelError {
 }
 
 impl ModelError {
-    pub fn invalid(key: impl Into<String>, value: impl ToString, rule: impl Into<String>) -> Self {
+    /// [`ModelError::Invalid`] of `key`.
+    pub fn invalid(key: Key, value: impl ToString, rule: impl Into<String>) -> Self {
         ModelError::Invalid {
-            key: key.into(),
+            key,
             value: value.to_string(),
             rule: rule.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_display_and_parse() {
+        let table = [
+            (Key::plan("tp"), "plan.tp"),
+            (Key::inference(""), "inference"),
+            (
+                Key::owned(Section::System, "network[1].domain_size".into()),
+                "system.network[1].domain_size",
+            ),
+            (Key::other("parallel strategies"), "parallel strategies"),
+        ];
+        for (k, text) in table {
+            assert_eq!(k.to_string(), text);
+            assert_eq!(Key::parse(text), k, "{text}");
+        }
+        assert_eq!(Key::parse("options.engine.x").path, "engine.x");
+        assert_eq!(Key::parse("registry").section, Section::Other);
     }
 }

@@ -20,7 +20,7 @@ pub mod units;
 pub mod workload;
 
 pub use dtype::DType;
-pub use error::{ModelError, PluginError};
+pub use error::{Key, ModelError, PluginError, Section};
 pub use hardware::{
     CollectiveAlgorithm, ComputeUnit, Engine, Interconnect, MemoryHierarchy, MemoryTier, OpTime,
     System, TierLevel, TimeBound,

@@ -15,7 +15,7 @@
 //! * A [`PipelineSchedule`] composes one stage's forward/backward times over the micro-batches
 //!   into the pipeline time and says how many micro-batches each stage holds at its peak.
 
-use crate::error::ModelError;
+use crate::error::{Key, ModelError};
 use crate::op::CollectiveKind;
 use crate::units::{Bytes, Seconds};
 use crate::workload::ModelSpec;
@@ -364,7 +364,7 @@ impl CommList {
     pub fn push(&mut self, op: CommOp) -> Result<(), ModelError> {
         if self.len == Self::CAPACITY {
             return Err(ModelError::invalid(
-                "parallel strategies",
+                Key::other("parallel strategies"),
                 self.len,
                 format!(
                     "at most {} collectives per plan may be added",

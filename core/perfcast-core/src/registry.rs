@@ -119,6 +119,33 @@ pub struct BuiltinPlugin {
     pub factory: fn(&serde_json::Value) -> Result<Component, PluginError>,
 }
 
+impl BuiltinPlugin {
+    /// What the registry records of this built-in.
+    pub fn info(&self) -> PluginInfo {
+        PluginInfo {
+            category: self.category,
+            name: self.name.to_string(),
+            origin: Origin::BuiltIn(self.crate_name.to_string()),
+            version: self.version.to_string(),
+            abi_version: None,
+            description: self.description.to_string(),
+        }
+    }
+}
+
+/// Every built-in linked into this binary, whichever crate submitted it (for checks that no
+/// crate is left out of a group).
+pub fn linked_builtins() -> impl Iterator<Item = &'static BuiltinPlugin> {
+    inventory::iter::<BuiltinPlugin>.into_iter()
+}
+
+/// A set of plugins a host adds to a registry in one call, as bevy's `PluginGroup`: each
+/// plugin crate exposes `register(&mut Registry)`, and `perfcast-builtins` composes them.
+pub trait PluginGroup {
+    /// Add this group's plugins to `registry`.
+    fn register(&self, registry: &mut Registry) -> Result<(), RegistryError>;
+}
+
 inventory::collect!(BuiltinPlugin);
 
 /// Register a built-in plugin of the calling crate:
@@ -136,6 +163,23 @@ macro_rules! builtin {
                 description: $desc,
                 factory: $factory,
             }
+        }
+    };
+}
+
+/// Define the calling plugin crate's `pub fn register(registry: &mut Registry)`, which adds
+/// every plugin the crate submitted with [`builtin!`]. Hosts compose crates by calling their
+/// `register` (naming the function also keeps the crate, and its inventory entries, linked).
+#[macro_export]
+macro_rules! register_fn {
+    () => {
+        /// Register this crate's built-in plugins in `registry` (an error if a name is taken).
+        pub fn register(
+            registry: &mut $crate::Registry,
+        ) -> ::std::result::Result<(), $crate::registry::RegistryError> {
+            registry
+                .register_builtins_of(env!("CARGO_PKG_NAME"))
+                .map(|_| ())
         }
     };
 }
@@ -162,6 +206,10 @@ pub enum RegistryError {
         name: String,
         source: PluginError,
     },
+    #[error("no built-in plugin crate `{name}`; built-in crates: {}", known.join(", "))]
+    NoCrate { name: String, known: Vec<String> },
+    #[error("plugin crate `{crate_name}` registered no built-in (is it linked?)")]
+    NoBuiltins { crate_name: String },
     #[error("{category} `{name}` built a {built} component")]
     WrongCategory {
         category: Category,
@@ -186,27 +234,64 @@ impl Registry {
         Self::default()
     }
 
-    /// A registry holding every built-in linked into this binary.
-    pub fn with_builtins() -> Result<Self, RegistryError> {
-        let mut r = Registry::new();
-        let mut builtins: Vec<&BuiltinPlugin> =
-            inventory::iter::<BuiltinPlugin>.into_iter().collect();
-        builtins.sort_by_key(|b| (b.category, b.name));
-        for b in builtins {
-            let f = b.factory;
-            r.register(
-                PluginInfo {
-                    category: b.category,
-                    name: b.name.to_string(),
-                    origin: Origin::BuiltIn(b.crate_name.to_string()),
-                    version: b.version.to_string(),
-                    abi_version: None,
-                    description: b.description.to_string(),
-                },
-                Arc::new(f),
-            )?;
+    /// Register every built-in that the crate `crate_name` submitted with [`builtin!`]
+    /// (inventory is how built-ins are discovered; which crates a registry holds is the
+    /// host's choice: see `perfcast-builtins`). Returns how many were registered; a crate
+    /// with none is an error, since its registrations were lost (the crate not linked).
+    pub fn register_builtins_of(&mut self, crate_name: &str) -> Result<usize, RegistryError> {
+        let mut builtins: Vec<&BuiltinPlugin> = inventory::iter::<BuiltinPlugin>
+            .into_iter()
+            .filter(|b| b.crate_name == crate_name)
+            .collect();
+        if builtins.is_empty() {
+            return Err(RegistryError::NoBuiltins {
+                crate_name: crate_name.to_string(),
+            });
         }
-        Ok(r)
+        builtins.sort_by_key(|b| (b.category, b.name));
+        for b in &builtins {
+            let f = b.factory;
+            self.register(b.info(), Arc::new(f))?;
+        }
+        Ok(builtins.len())
+    }
+
+    /// Add every plugin of `group` (bevy's `PluginGroup`).
+    pub fn add_group(&mut self, group: &dyn PluginGroup) -> Result<(), RegistryError> {
+        group.register(self)
+    }
+
+    /// Move every plugin of `other` into this registry (a name taken in both is an error
+    /// naming both origins, and nothing of `other` is added).
+    pub fn merge(&mut self, other: Registry) -> Result<(), RegistryError> {
+        for (key, e) in &other.entries {
+            if let Some(prev) = self.entries.get(key) {
+                return Err(RegistryError::Duplicate {
+                    category: key.0,
+                    name: key.1.clone(),
+                    first: prev.info.origin.to_string(),
+                    second: e.info.origin.to_string(),
+                });
+            }
+        }
+        self.entries.extend(other.entries);
+        Ok(())
+    }
+
+    /// Remove a plugin; what it was, if it was registered.
+    pub fn remove(&mut self, category: Category, name: &str) -> Option<PluginInfo> {
+        self.entries
+            .remove(&(category, name.to_string()))
+            .map(|e| e.info)
+    }
+
+    /// Register a plugin in place of the one of the same category and name (or add it);
+    /// what it replaced, if anything.
+    pub fn replace(&mut self, info: PluginInfo, factory: Factory) -> Option<PluginInfo> {
+        let key = (info.category, info.name.clone());
+        self.entries
+            .insert(key, Entry { info, factory })
+            .map(|e| e.info)
     }
 
     /// Add a plugin; a name already taken in its category is an error naming both origins.

@@ -1,6 +1,6 @@
 //! The workload: a dense (or mixture-of-experts) decoder-only transformer.
 
-use crate::error::ModelError;
+use crate::error::{Key, ModelError};
 use serde::{Deserialize, Serialize};
 
 /// MLP type (the validation schema's `ffn_act`).
@@ -208,14 +208,14 @@ impl ModelSpec {
     /// Reject sizes that are zero or inconsistent.
     pub fn validate(&self) -> Result<(), ModelError> {
         for (k, v) in [
-            ("model.layers", self.layers),
-            ("model.hidden", self.hidden),
-            ("model.heads", self.heads),
-            ("model.ffn_hidden", self.ffn_hidden),
-            ("model.vocab", self.vocab),
-            ("model.seq_len", self.seq_len),
-            ("model.kv_heads", self.kv_heads()),
-            ("model.head_dim", self.head_dim()),
+            (Key::model("layers"), self.layers),
+            (Key::model("hidden"), self.hidden),
+            (Key::model("heads"), self.heads),
+            (Key::model("ffn_hidden"), self.ffn_hidden),
+            (Key::model("vocab"), self.vocab),
+            (Key::model("seq_len"), self.seq_len),
+            (Key::model("kv_heads"), self.kv_heads()),
+            (Key::model("head_dim"), self.head_dim()),
         ] {
             if v == 0 {
                 return Err(ModelError::invalid(k, v, "must be a positive integer"));
@@ -223,14 +223,14 @@ impl ModelSpec {
         }
         if !self.heads.is_multiple_of(self.kv_heads()) {
             return Err(ModelError::invalid(
-                "model.kv_heads",
+                Key::model("kv_heads"),
                 self.kv_heads(),
                 format!("must divide model.heads = {}", self.heads),
             ));
         }
         if self.head_dim.is_none() && !self.hidden.is_multiple_of(self.heads) {
             return Err(ModelError::invalid(
-                "model.heads",
+                Key::model("heads"),
                 self.heads,
                 format!(
                     "must divide model.hidden = {} (or set model.head_dim)",
@@ -241,7 +241,7 @@ impl ModelSpec {
         if let Some(m) = &self.moe {
             if m.experts == 0 || m.top_k == 0 || m.top_k > m.experts || m.expert_ffn_hidden == 0 {
                 return Err(ModelError::invalid(
-                    "model.moe",
+                    Key::model("moe"),
                     format!("experts={}, top_k={}", m.experts, m.top_k),
                     "needs experts >= top_k >= 1 and expert_ffn_hidden > 0",
                 ));

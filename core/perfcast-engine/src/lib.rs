@@ -12,10 +12,4 @@ pub mod inference;
 pub mod network;
 pub mod training;
 
-// Name the built-in execution plugin crates so that they are linked (and their inventory
-// registrations present) in every binary that uses the engine.
-pub use perfcast_plugin_parallel as parallel_plugins;
-pub use perfcast_plugin_recompute as recompute_plugins;
-pub use perfcast_plugin_schedule as schedule_plugins;
-
 pub use training::{EngineParams, Training, TrainingOptions, TrainingPlan, TrainingReport};

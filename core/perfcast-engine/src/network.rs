@@ -12,7 +12,9 @@
 
 use perfcast_core::op::{Collective, CollectiveKind};
 use perfcast_core::parallel::AxisSet;
-use perfcast_core::{Bytes, CollectiveAlgorithm, Interconnect, ModelError, PluginError, Seconds};
+use perfcast_core::{
+    Bytes, CollectiveAlgorithm, Interconnect, Key, ModelError, PluginError, Seconds, Section,
+};
 use std::sync::Arc;
 
 /// Degrees of the mesh axes.
@@ -77,14 +79,17 @@ impl Network {
             let bw = l.bandwidth().0;
             if d == 0 {
                 return Err(ModelError::invalid(
-                    format!("system.network[{i}].domain_size"),
+                    Key::owned(Section::System, format!("network[{i}].domain_size")),
                     d,
                     "must be at least 1",
                 ));
             }
             if !(bw.is_finite() && bw > 0.0) {
                 return Err(ModelError::invalid(
-                    format!("system.network[{i}] ({}) bandwidth", l.kind()),
+                    Key::owned(
+                        Section::System,
+                        format!("network[{i}] ({}) bandwidth", l.kind()),
+                    ),
                     bw,
                     "must be finite and > 0",
                 ));
@@ -92,7 +97,7 @@ impl Network {
             if let Some(&prev) = domains.last() {
                 if (d as u64) < prev {
                     return Err(ModelError::invalid(
-                        format!("system.network[{i}].domain_size"),
+                        Key::owned(Section::System, format!("network[{i}].domain_size")),
                         d,
                         "network levels must be listed innermost (smallest domain) first",
                     ));

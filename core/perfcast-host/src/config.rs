@@ -105,6 +105,7 @@ pub struct Config {
     layers: Vec<LayerOrigin>,
     registry: Registry,
     libraries: Vec<LibraryInfo>,
+    ignored_env: Vec<String>,
 }
 
 impl std::fmt::Debug for Config {
@@ -124,9 +125,12 @@ impl Config {
         for f in &sources.files {
             all.extend(layers::read_config(f)?);
         }
-        if sources.env {
-            all.push(layers::environment()?);
-        }
+        let ignored_env = if sources.env {
+            all.push(layers::environment(&sources.sections)?);
+            layers::ignored_env_vars(&sources.sections)
+        } else {
+            Vec::new()
+        };
         for s in &sources.sets {
             all.push(layers::parse_set(s)?);
         }
@@ -147,6 +151,7 @@ impl Config {
             layers: origins,
             registry: perfcast_builtins::registry()?,
             libraries: Vec::new(),
+            ignored_env,
         };
         cfg.check_top_level(&sources.sections)?;
         cfg.check_finite(&cfg.value, String::new())?;
@@ -187,6 +192,12 @@ impl Config {
             cfg.libraries.push(info);
         }
         Ok(cfg)
+    }
+
+    /// `PERFCAST_*` environment variables that set no allowed top-level key and were left out
+    /// (hosts warn about them: a typo in a section name, or another tool's variable).
+    pub fn ignored_env(&self) -> &[String] {
+        &self.ignored_env
     }
 
     /// The merged figment (for hosts that need more than [`Config::extract`]).

@@ -134,8 +134,15 @@ pub fn defaults() -> Layer {
 
 /// The `PERFCAST_*` environment as a layer: `PERFCAST_A__B=v` sets `a.b` (keys lower-cased).
 /// Values are parsed like figment parses environment values (numbers, booleans, arrays).
-pub fn environment() -> Result<Layer, HostError> {
-    let env = Env::prefixed(ENV_PREFIX).split("__").global();
+/// Only variables whose first key is one of `sections` are configuration; the others (e.g.
+/// `PERFCAST_ROOT`, a variable of some other tool) are left out: [`ignored_env_vars`] names
+/// them for a warning.
+pub fn environment(sections: &[&str]) -> Result<Layer, HostError> {
+    let allowed: Vec<String> = sections.iter().map(|s| s.to_ascii_lowercase()).collect();
+    let env = Env::prefixed(ENV_PREFIX)
+        .filter(move |k| allowed.iter().any(|a| a == &first_segment(k.as_str())))
+        .split("__")
+        .global();
     let map = env.data().map_err(|e| HostError::Invalid {
         key: e.path.join("."),
         origin: Some("environment".into()),
@@ -146,6 +153,28 @@ pub fn environment() -> Result<Layer, HostError> {
         origin: LayerOrigin::Env,
         data,
     })
+}
+
+/// The top-level key a `PERFCAST_`-stripped variable name sets (lower-cased).
+fn first_segment(name: &str) -> String {
+    name.split("__").next().unwrap_or("").to_ascii_lowercase()
+}
+
+/// The `PERFCAST_*` variables of the environment that set no key of `sections` (so
+/// [`environment`] leaves them out), sorted: what a host warns about, in one line each.
+pub fn ignored_env_vars(sections: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| {
+            k.strip_prefix(ENV_PREFIX).is_some_and(|rest| {
+                !sections
+                    .iter()
+                    .any(|s| s.eq_ignore_ascii_case(&first_segment(rest)))
+            })
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// The environment variable that sets `key_path` (for provenance).

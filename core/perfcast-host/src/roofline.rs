@@ -11,7 +11,7 @@ use crate::error::HostError;
 use crate::ops::NamedOp;
 use perfcast_core::hardware::TierLevel;
 use perfcast_core::units::ensure_finite;
-use perfcast_core::{Engine, ModelError, TimeBound};
+use perfcast_core::{Engine, Key, ModelError, TimeBound};
 use serde::Serialize;
 
 /// One memory tier of the device.
@@ -163,7 +163,7 @@ pub fn analyze(device: &Device, ops: &[NamedOp]) -> Result<RooflineReport, HostE
                     .cloned()
                     .ok_or_else(|| {
                         model(ModelError::invalid(
-                            "bound",
+                            Key::other("bound"),
                             format!("memory tier {i}"),
                             format!("the device has {} tiers", tiers.len()),
                         ))

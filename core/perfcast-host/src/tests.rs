@@ -119,6 +119,14 @@ fn environment_sits_between_files_and_sets() {
             e.contains("plan.tp") && e.contains("PERFCAST_PLAN__TP"),
             "{e}"
         );
+        // A variable that sets no allowed top-level key is left out and reported, not an
+        // "unknown top-level key" error.
+        jail.set_env("PERFCAST_PLAN__TP", "3");
+        jail.set_env("PERFCAST_ROOT", "/somewhere");
+        let cfg = Config::load(&Sources::files(["x.toml"])).unwrap();
+        assert_eq!(cfg.ignored_env(), ["PERFCAST_ROOT"]);
+        assert!(!cfg.contains("root"));
+        assert_eq!(cfg.extract::<Plan>("plan").unwrap().tp, 3);
         Ok(())
     });
 }

@@ -1,7 +1,7 @@
 //! perfcast-loader: load dynamic plugins (Rust/abi_stable or C) into the one [`Registry`].
 //!
 //! ```ignore
-//! let mut registry = Registry::with_builtins()?;
+//! let mut registry = perfcast_builtins::registry()?;
 //! let lib = perfcast_loader::load_library(Path::new("libacme_npu.so"), None, &mut registry)?;
 //! let npu = registry.compute_unit("acme/npu9", &params)?; // an Arc<dyn ComputeUnit>
 //! ```

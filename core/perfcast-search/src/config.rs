@@ -5,9 +5,9 @@
 
 use crate::space::{Constraints, Objective, SearchConfig, SearchSpace};
 use crate::SearchError;
-use perfcast_core::workload::ModelSpec;
-use perfcast_engine::training::{Training, TrainingOptions, TrainingPlan};
+use perfcast_engine::training::{Training, TrainingPlan};
 use perfcast_host::Config;
+use perfcast_scenario::training::{options, plan, resolve_devices};
 
 /// The config's top-level section this crate reads.
 pub const SECTION: &str = "search";
@@ -42,15 +42,17 @@ impl Scenario {
 
 /// Resolve a scenario from `cfg` (load it with [`SECTION`] among the allowed sections).
 pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
-    let model: ModelSpec = cfg.extract("model")?;
-    let system = cfg.system()?;
-    let mut plan: Option<TrainingPlan> = cfg.extract_opt("plan")?;
-    // As `perfcast predict` reads a plan: without `plan.dp`, DP fills the system.
+    let model = perfcast_scenario::model(cfg)?;
+    let mut system = cfg.system()?;
+    let mut plan: Option<TrainingPlan> = plan(cfg)?;
+    // The [plan]'s devices as `perfcast predict` reconciles them (without `plan.dp`, DP
+    // fills the system; without `system.devices`, the plan sets it). A [plan] for another
+    // device count than the system's (e.g. `--set system.devices=512`) stays as written: it is
+    // then compared only if its count is searched, and reported as not searched otherwise.
     if let Some(p) = plan.as_mut() {
-        let per = p.tp as u64 * p.pp as u64 * p.cp as u64;
-        let n = system.devices as u64;
-        if !cfg.contains("plan.dp") && per > 0 && n.is_multiple_of(per) {
-            p.dp = u32::try_from(n / per).unwrap_or(p.dp);
+        let mut reconciled = p.clone();
+        if resolve_devices(cfg, &mut reconciled, &mut system).is_ok() {
+            *p = reconciled;
         }
     }
     let sc: SearchConfig = cfg.extract_opt(SECTION)?.unwrap_or_default();
@@ -117,7 +119,7 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
     counts.sort_unstable();
     counts.dedup();
     // Engine options and strategy parameters, as `perfcast predict` reads them.
-    let options: TrainingOptions = cfg.extract_opt("options")?.unwrap_or_default();
+    let options = options(cfg)?;
     let mut trainings = Vec::with_capacity(counts.len());
     for n in counts {
         let mut sys = system.clone();

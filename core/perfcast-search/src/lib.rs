@@ -88,6 +88,8 @@ pub enum SearchError {
     },
     #[error(transparent)]
     Host(#[from] perfcast_host::HostError),
+    #[error(transparent)]
+    Scenario(#[from] perfcast_scenario::ScenarioError),
     #[error("{path}: {message}")]
     File { path: String, message: String },
 }

@@ -165,7 +165,7 @@ struct Acc {
     pareto: Pareto,
     counts: Counts,
     /// Why plans were refused: the first message per key, and how many.
-    invalid: BTreeMap<String, (u64, String)>,
+    invalid: BTreeMap<perfcast_core::Key, (u64, String)>,
     /// Smallest peak memory seen (bytes), fitting or not.
     min_memory: f64,
     /// Fastest plan per device count (the front of time vs GPU count).
@@ -210,14 +210,15 @@ impl Acc {
     fn refuse(&mut self, e: &perfcast_core::ModelError, plans: u64) {
         self.counts.pruned_invalid += plans;
         self.counts.pruned += plans;
+        const OTHER: perfcast_core::Key = perfcast_core::Key::other("model");
         let key = match e {
-            perfcast_core::ModelError::Invalid { key, .. } => key.as_str(),
-            _ => "model",
+            perfcast_core::ModelError::Invalid { key, .. } => key,
+            _ => &OTHER,
         };
         match self.invalid.get_mut(key) {
             Some(entry) => entry.0 += plans,
             None => {
-                self.invalid.insert(key.to_string(), (plans, e.to_string()));
+                self.invalid.insert(key.clone(), (plans, e.to_string()));
             }
         }
     }
@@ -989,7 +990,9 @@ pub fn search(
             "every plan was refused by the engine's checks".to_string()
         };
         let mut reasons: Vec<_> = acc.invalid.iter().collect();
-        reasons.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(b.0)));
+        reasons.sort_by(|a, b| {
+            (b.1 .0.cmp(&a.1 .0)).then_with(|| a.0.to_string().cmp(&b.0.to_string()))
+        });
         for (k, (c, m)) in reasons.iter().take(3) {
             reason.push_str(&format!("; {c} plans refused on `{k}`: {m}"));
         }

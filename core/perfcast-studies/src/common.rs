@@ -166,7 +166,7 @@ pub fn registry() -> Result<Registry, StudyError> {
     perfcast_builtins::registry().map_err(|e| StudyError::Model {
         context: "plugin registry".into(),
         source: Box::new(ModelError::invalid(
-            "plugins",
+            perfcast_core::Key::other("plugins"),
             e.to_string(),
             "built-in plugins must not clash",
         )),

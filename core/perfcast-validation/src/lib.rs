@@ -1,7 +1,6 @@
 //! perfcast-validation: presets and the validation harness.
 //!
 //! * [`cases`]: the cases file (schema `perfcast-validation/1`), parsed strictly.
-//! * [`hf`]: a Hugging Face `config.json` read into a [`perfcast_core::workload::ModelSpec`].
 //! * [`presets`]: the hardware of a case's accelerator (perfcast-host's presets of
 //!   `configs/`, or a table built from the accelerator catalog) and model presets, composed
 //!   into a [`perfcast_core::System`] by perfcast-host.
@@ -19,7 +18,6 @@
 pub mod cases;
 pub mod flops;
 pub mod harness;
-pub mod hf;
 pub mod presets;
 pub mod report;
 

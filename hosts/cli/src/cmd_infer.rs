@@ -1,16 +1,11 @@
 //! `perfcast infer`: serving the config's `[model]` on its `[device]` / `[system]` with the
-//! `[inference]` plan (static batching; serving-stack options from `[options]`).
-//!
-//! Devices: `system.devices` left at its built-in default becomes `tp x pp x replicas`;
-//! otherwise the plan may use at most `system.devices`.
+//! `[inference]` plan (static batching; serving-stack options from `[options]`), read through
+//! `perfcast-scenario`.
 
-use crate::cmd_predict::{engine_error, is_set, load, model, Keys};
+use crate::cmd_predict::load;
 use crate::common::{print, to_json, ConfigArgs, Format, Table};
-use anyhow::bail;
-use perfcast_engine::inference::{
-    Inference, InferenceOptions, InferencePlan, InferenceReport, MemoryReport,
-};
-use perfcast_host::Config;
+use perfcast_engine::inference::{Inference, InferencePlan, InferenceReport, MemoryReport};
+use perfcast_scenario::{engine_error, InferenceScenario};
 use serde::Serialize;
 
 #[derive(Debug, clap::Args)]
@@ -23,28 +18,6 @@ pub struct Args {
     /// sequence) and workspace fit on every device, instead of the report.
     #[arg(long)]
     pub max_batch: bool,
-}
-
-/// The model, the system and the `[inference]` plan of a configuration, resolved.
-pub(crate) fn resolve(cfg: &Config) -> anyhow::Result<(Inference, InferencePlan)> {
-    let model = model(cfg)?;
-    let mut system = cfg.system()?;
-    if !cfg.contains("inference") {
-        bail!(
-            "no `[inference]` in the configuration: it needs the serving plan (batch, input_len, output_len; tp, pp, replicas, weight_dtype, activation_dtype, kv_dtype, attention, graph_capture optional; README.md, \"infer\")"
-        );
-    }
-    let plan: InferencePlan = cfg.extract("inference")?;
-    let options: InferenceOptions = cfg.extract_opt("options")?.unwrap_or_default();
-    if !is_set(cfg, "system.devices") {
-        let gpus = plan.gpus();
-        if gpus > 0 && gpus < u32::MAX {
-            system.devices = gpus;
-        }
-    }
-    let inference = Inference::new(model, system, options)
-        .map_err(|e| engine_error(cfg, e, Keys::Inference))?;
-    Ok((inference, plan))
 }
 
 /// What `--max-batch` reports.
@@ -61,8 +34,8 @@ struct MaxBatch<'a> {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let cfg = load(&a.config)?;
-    let (inference, plan) = resolve(&cfg)?;
-    let err = |e| engine_error(&cfg, e, Keys::Inference);
+    let InferenceScenario { inference, plan } = InferenceScenario::from_config(&cfg)?;
+    let err = |e| engine_error(&cfg, e);
     if a.max_batch {
         let n = inference.max_batch(&plan).map_err(err)?;
         let at = InferencePlan {

@@ -160,18 +160,18 @@ pub enum ModelPhase {
 /// (`Inference::gemm_roofline`: the ridge is the datasheet one, matrix peak over peak device
 /// bandwidth; the bound comes from the timing model, efficiencies and launch costs included).
 fn run_model(a: &Args, cfg: &perfcast_host::Config) -> anyhow::Result<()> {
-    use crate::cmd_predict::{engine_error, Keys};
     use perfcast_engine::inference::Phase;
+    use perfcast_scenario::{engine_error, InferenceScenario};
     if cfg.contains("model") && !cfg.contains("inference") {
         anyhow::bail!(
             "the roofline of a model needs an `[inference]` plan for its GEMM shapes (batch, input_len, output_len; tp, pp, dtypes optional: see configs/experiments/roofline-llama2-70b.toml), or `[[ops]]` entries to time instead"
         );
     }
-    let (inference, plan) = crate::cmd_infer::resolve(cfg)?;
+    let InferenceScenario { inference, plan } = InferenceScenario::from_config(cfg)?;
     let phase = a.phase.unwrap_or(ModelPhase::Both);
     let points: Vec<_> = inference
         .gemm_roofline(&plan)
-        .map_err(|e| engine_error(cfg, e, Keys::Inference))?
+        .map_err(|e| engine_error(cfg, e))?
         .into_iter()
         .filter(|p| match phase {
             ModelPhase::Both => true,

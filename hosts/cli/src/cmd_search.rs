@@ -119,7 +119,7 @@ fn report_cells(r: &TrainingReport) -> Vec<String> {
 fn load(a: &Args) -> anyhow::Result<(Config, perfcast_search::Scenario)> {
     let mut sources = a.config.sources();
     sources.sections.push(perfcast_search::config::SECTION);
-    let cfg = Config::load(&sources)?;
+    let cfg = crate::common::load_config(&sources)?;
     let mut sc = load_scenario(&cfg)?;
     if let Some(n) = a.top {
         if n == 0 {

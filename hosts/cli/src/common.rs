@@ -61,8 +61,33 @@ impl ConfigArgs {
 
     /// Load the configuration (files < environment < --set) with its plugin libraries.
     pub fn load(&self) -> anyhow::Result<Config> {
-        Config::load(&self.sources()).map_err(anyhow::Error::new)
+        load_config(&self.sources())
     }
+}
+
+/// Load a configuration, warning (on stderr, once per process) about the `PERFCAST_*`
+/// variables it left out because they set no allowed top-level key.
+pub fn load_config(sources: &Sources) -> anyhow::Result<Config> {
+    let cfg = Config::load(sources)?;
+    warn_ignored_env(cfg.ignored_env(), &sources.sections);
+    Ok(cfg)
+}
+
+/// One `warning:` line per ignored `PERFCAST_*` variable, the first time only.
+pub fn warn_ignored_env(vars: &[String], sections: &[&str]) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if vars.is_empty() {
+        return;
+    }
+    WARNED.call_once(|| {
+        for v in vars {
+            eprintln!(
+                "warning: ignoring environment variable {v}: it sets no configuration key \
+                 (PERFCAST_<SECTION>__<KEY>; sections: {})",
+                sections.join(", ")
+            );
+        }
+    });
 }
 
 /// Write `text` to stdout; a closed pipe (`perfcast ... | head`) is not an error.

@@ -232,6 +232,20 @@ fn config_explain_shows_where_each_value_came_from() {
         ("16".into(), "environment variable PERFCAST_PLAN__DP".into())
     );
     assert_eq!(row("plan.pp"), ("4".into(), "file top.yaml".into()));
+    // A PERFCAST_* variable that sets no configuration key is ignored with a warning.
+    let o = perfcast_in(
+        &d,
+        &["config", "explain", "top.yaml"],
+        &[("PERFCAST_ROOT", "/somewhere"), ("PERFCAST_PLAN__DP", "16")],
+    );
+    ok(&o);
+    assert!(
+        o.stderr
+            .contains("warning: ignoring environment variable PERFCAST_ROOT"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
     let (_, src) = row("components.h100_sxm5_80gb.sm_count");
     assert!(src.starts_with("preset:h100-sxm5-80gb"), "{src}");
     assert_eq!(row("system.devices").1, "built-in default");

@@ -277,6 +277,9 @@ perfcast_core::builtin!(
     build_torus
 );
 
+// `register(&mut Registry)`: this crate's built-ins, composed by `perfcast-builtins`.
+perfcast_core::register_fn!();
+
 #[cfg(test)]
 mod tests {
     use super::*;

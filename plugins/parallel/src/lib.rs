@@ -15,6 +15,7 @@ use perfcast_core::parallel::{
 use perfcast_core::params::{self, fraction};
 use perfcast_core::registry::Component;
 use perfcast_core::workload::ModelSpec;
+use perfcast_core::Key;
 use perfcast_core::{Bytes, ModelError, PluginError};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -90,14 +91,14 @@ impl ParallelStrategy for Tensor {
         let t = plan.tp as u64;
         if t == 0 {
             return Err(ModelError::invalid(
-                "plan.tp",
+                Key::plan("tp"),
                 plan.tp,
                 "must be a positive integer",
             ));
         }
         if !model.heads.is_multiple_of(t) {
             return Err(ModelError::invalid(
-                "plan.tp",
+                Key::plan("tp"),
                 plan.tp,
                 format!("must divide model.heads = {}", model.heads),
             ));
@@ -105,7 +106,7 @@ impl ParallelStrategy for Tensor {
         let kv = model.kv_heads();
         if !(kv.is_multiple_of(t) || t.is_multiple_of(kv)) {
             return Err(ModelError::invalid(
-                "plan.tp",
+                Key::plan("tp"),
                 plan.tp,
                 format!(
                     "must divide model.kv_heads = {kv} or be a multiple of it (KV heads replicated)"
@@ -114,7 +115,7 @@ impl ParallelStrategy for Tensor {
         }
         if !model.ffn_hidden.is_multiple_of(t) {
             return Err(ModelError::invalid(
-                "plan.tp",
+                Key::plan("tp"),
                 plan.tp,
                 format!("must divide model.ffn_hidden = {}", model.ffn_hidden),
             ));
@@ -222,7 +223,7 @@ impl ParallelStrategy for Sequence {
             let local = model.seq_len / plan.cp.max(1) as u64;
             if !(local * plan.micro_batch as u64).is_multiple_of(plan.tp as u64) {
                 return Err(ModelError::invalid(
-                    "plan.sp",
+                    Key::plan("sp"),
                     plan.sp,
                     format!(
                         "sequence parallelism needs the tokens per device \
@@ -281,14 +282,14 @@ impl ParallelStrategy for Context {
     fn validate(&self, model: &ModelSpec, plan: &PlanShape) -> Result<(), ModelError> {
         if plan.cp == 0 {
             return Err(ModelError::invalid(
-                "plan.cp",
+                Key::plan("cp"),
                 plan.cp,
                 "must be a positive integer",
             ));
         }
         if plan.cp > 1 && !model.seq_len.is_multiple_of(2 * plan.cp as u64) {
             return Err(ModelError::invalid(
-                "plan.cp",
+                Key::plan("cp"),
                 plan.cp,
                 format!(
                     "2 x plan.cp must divide model.seq_len = {} (load-balanced causal chunks)",
@@ -401,28 +402,28 @@ impl ParallelStrategy for Pipeline {
     fn validate(&self, model: &ModelSpec, plan: &PlanShape) -> Result<(), ModelError> {
         if plan.pp == 0 {
             return Err(ModelError::invalid(
-                "plan.pp",
+                Key::plan("pp"),
                 plan.pp,
                 "must be a positive integer",
             ));
         }
         if plan.vpp == 0 {
             return Err(ModelError::invalid(
-                "plan.vpp",
+                Key::plan("vpp"),
                 plan.vpp,
                 "must be a positive integer",
             ));
         }
         if plan.vpp > 1 && plan.pp == 1 {
             return Err(ModelError::invalid(
-                "plan.vpp",
+                Key::plan("vpp"),
                 plan.vpp,
                 "virtual pipeline stages need plan.pp > 1",
             ));
         }
         if stage_layers(model.layers, plan.pp, plan.vpp).is_none() {
             return Err(ModelError::invalid(
-                "plan.pp",
+                Key::plan("pp"),
                 plan.pp,
                 format!(
                     "model.layers = {} cannot be split over plan.pp x plan.vpp = {} x {} chunks \
@@ -515,9 +516,9 @@ impl ParallelStrategy for Data {
     }
     fn validate(&self, _model: &ModelSpec, plan: &PlanShape) -> Result<(), ModelError> {
         for (k, v) in [
-            ("plan.dp", plan.dp),
-            ("plan.micro_batch", plan.micro_batch),
-            ("plan.global_batch", plan.global_batch),
+            (Key::plan("dp"), plan.dp),
+            (Key::plan("micro_batch"), plan.micro_batch),
+            (Key::plan("global_batch"), plan.global_batch),
         ] {
             if v == 0 {
                 return Err(ModelError::invalid(k, v, "must be a positive integer"));
@@ -526,7 +527,7 @@ impl ParallelStrategy for Data {
         let per = plan.micro_batch as u64 * plan.dp as u64;
         if !(plan.global_batch as u64).is_multiple_of(per) {
             return Err(ModelError::invalid(
-                "plan.global_batch",
+                Key::plan("global_batch"),
                 plan.global_batch,
                 format!(
                     "must be a multiple of plan.micro_batch x plan.dp = {} x {} = {per}",
@@ -614,7 +615,7 @@ impl ParallelStrategy for Zero {
     fn validate(&self, _model: &ModelSpec, plan: &PlanShape) -> Result<(), ModelError> {
         if plan.zero_stage > 3 {
             return Err(ModelError::invalid(
-                "plan.zero_stage",
+                Key::plan("zero_stage"),
                 plan.zero_stage,
                 "must be 0, 1, 2 or 3",
             ));
@@ -779,6 +780,9 @@ perfcast_core::builtin!(
     "Data parallel: gradient all-reduce (reduce-scatter with ZeRO), overlapped with backward",
     data
 );
+
+// `register(&mut Registry)`: this crate's built-ins, composed by `perfcast-builtins`.
+perfcast_core::register_fn!();
 perfcast_core::builtin!(
     ParallelStrategy,
     "zero",

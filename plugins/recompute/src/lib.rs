@@ -14,7 +14,7 @@
 
 use perfcast_core::parallel::{LayerActivations, RecomputePlan, RecomputePolicy};
 use perfcast_core::registry::Component;
-use perfcast_core::{Bytes, ModelError, PluginError};
+use perfcast_core::{Bytes, Key, ModelError, PluginError};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -27,7 +27,7 @@ fn no_layer_count(kind: &str, n: Option<u32>) -> Result<(), ModelError> {
     match n {
         None => Ok(()),
         Some(n) => Err(ModelError::invalid(
-            "plan.recompute_layers",
+            Key::plan("recompute_layers"),
             n,
             format!("only applies to recompute = \"full\", not \"{kind}\""),
         )),
@@ -100,7 +100,7 @@ impl RecomputePolicy for Full {
             None => layers,
             Some(n) if n == 0 || n > layers => {
                 return Err(ModelError::invalid(
-                    "plan.recompute_layers",
+                    Key::plan("recompute_layers"),
                     n,
                     format!("must be in 1..={layers} (the layers of one pipeline stage chunk set)"),
                 ))
@@ -149,8 +149,8 @@ perfcast_core::builtin!(
     }
 );
 
-/// Keeps the crate linked when a host names it.
-pub const NAMES: [&str; 3] = ["none", "selective", "full"];
+// `register(&mut Registry)`: this crate's built-ins, composed by `perfcast-builtins`.
+perfcast_core::register_fn!();
 
 #[cfg(test)]
 mod tests {

@@ -21,7 +21,7 @@
 
 use perfcast_core::parallel::{PipelineSchedule, PlanShape, ScheduleInput, ScheduleResult};
 use perfcast_core::registry::Component;
-use perfcast_core::{ModelError, PluginError};
+use perfcast_core::{Key, ModelError, PluginError};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -33,7 +33,7 @@ pub struct NoParams {}
 fn check(input: &ScheduleInput) -> Result<(f64, f64, f64), ModelError> {
     if input.stages == 0 || input.micro_batches == 0 || input.virtual_stages == 0 {
         return Err(ModelError::invalid(
-            "plan",
+            Key::plan(""),
             format!(
                 "pp={}, vpp={}, micro-batches={}",
                 input.stages, input.virtual_stages, input.micro_batches
@@ -71,7 +71,7 @@ fn flushed(input: &ScheduleInput, v: f64) -> Result<ScheduleResult, ModelError> 
 fn one_chunk(plan: &PlanShape) -> Result<(), ModelError> {
     if plan.vpp > 1 {
         return Err(ModelError::invalid(
-            "plan.vpp",
+            Key::plan("vpp"),
             plan.vpp,
             "virtual stages > 1 need schedule = \"interleaved-1f1b\" or \
              \"flexible-interleaved-1f1b\"",
@@ -254,7 +254,7 @@ impl PipelineSchedule for Interleaved {
         let m = plan.micro_batches();
         if !self.flexible && !m.is_multiple_of(plan.pp) {
             return Err(ModelError::invalid(
-                "plan.global_batch",
+                Key::plan("global_batch"),
                 plan.global_batch,
                 format!(
                     "interleaved 1F1B needs the micro-batches per step ({m}) to be a multiple \
@@ -267,7 +267,7 @@ impl PipelineSchedule for Interleaved {
         let rounds = (m / plan.pp).max(1);
         if self.flexible && !m.is_multiple_of(rounds) {
             return Err(ModelError::invalid(
-                "plan.global_batch",
+                Key::plan("global_batch"),
                 plan.global_batch,
                 format!(
                     "flexible interleaved 1F1B runs the {m} micro-batches per step in \
@@ -345,13 +345,8 @@ perfcast_core::builtin!(
     }
 );
 
-/// Keeps the crate linked when a host names it.
-pub const NAMES: [&str; 4] = [
-    "gpipe",
-    "1f1b",
-    "interleaved-1f1b",
-    "flexible-interleaved-1f1b",
-];
+// `register(&mut Registry)`: this crate's built-ins, composed by `perfcast-builtins`.
+perfcast_core::register_fn!();
 
 #[cfg(test)]
 mod tests {

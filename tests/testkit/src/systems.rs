@@ -13,7 +13,7 @@
 
 use perfcast_core::hardware::{ComputeUnit, Engine, Interconnect, MemoryHierarchy, MemoryTier};
 use perfcast_core::registry::RegistryError;
-use perfcast_core::{ComputeOp, DType, FlopRate, ModelError, Registry, Seconds, System};
+use perfcast_core::{ComputeOp, DType, FlopRate, Key, ModelError, Registry, Seconds, System};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -118,7 +118,11 @@ pub fn a100_system(devices: u32) -> System {
 /// NIC per GPU) and the plugins' default efficiencies.
 pub fn a100_from_registry(registry: &Registry, devices: u32) -> Result<System, ModelError> {
     let err = |e: RegistryError| {
-        ModelError::invalid("registry", e.to_string(), "built-in plugin missing")
+        ModelError::invalid(
+            Key::other("registry"),
+            e.to_string(),
+            "built-in plugin missing",
+        )
     };
     let gpu = registry
         .compute_unit(

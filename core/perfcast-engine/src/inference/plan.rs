@@ -1,7 +1,7 @@
 //! What to evaluate (`InferencePlan`) and the serving-stack parameters shared by every
 //! evaluation (`InferenceOptions`).
 
-use perfcast_core::{AttentionKind, CollectiveAlgorithm, DType, ModelError};
+use perfcast_core::{AttentionKind, CollectiveAlgorithm, DType, Key, ModelError};
 use serde::{Deserialize, Serialize};
 
 fn one() -> u32 {
@@ -221,14 +221,17 @@ impl InferenceOptions {
     /// Reject values outside their documented ranges, naming the key.
     pub fn validate(&self) -> Result<(), ModelError> {
         for (key, v) in [
-            ("inference.host_launch_us", self.host_launch_us),
-            ("inference.graph_launch_us", self.graph_launch_us),
+            (Key::options("host_launch_us"), self.host_launch_us),
+            (Key::options("graph_launch_us"), self.graph_launch_us),
             (
-                "inference.collective_overhead_us",
+                Key::options("collective_overhead_us"),
                 self.collective_overhead_us,
             ),
-            ("inference.step_overhead_us", self.step_overhead_us),
-            ("inference.runtime_reserve_gib", self.runtime_reserve_gib),
+            (Key::options("step_overhead_us"), self.step_overhead_us),
+            (
+                Key::options("runtime_reserve_gib"),
+                self.runtime_reserve_gib,
+            ),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(ModelError::invalid(key, v, "must be a finite number >= 0"));
@@ -236,11 +239,11 @@ impl InferenceOptions {
         }
         for (key, v) in [
             (
-                "inference.compute_memory_overlap",
+                Key::options("compute_memory_overlap"),
                 self.compute_memory_overlap,
             ),
             (
-                "inference.decode_kv_group_reread",
+                Key::options("decode_kv_group_reread"),
                 self.decode_kv_group_reread,
             ),
         ] {
@@ -251,21 +254,21 @@ impl InferenceOptions {
         let u = self.usable_memory_fraction;
         if !(u.is_finite() && u > 0.0 && u <= 1.0) {
             return Err(ModelError::invalid(
-                "inference.usable_memory_fraction",
+                Key::options("usable_memory_fraction"),
                 u,
                 "must be in (0, 1]",
             ));
         }
         if self.max_prefill_tokens == 0 {
             return Err(ModelError::invalid(
-                "inference.max_prefill_tokens",
+                Key::options("max_prefill_tokens"),
                 0,
                 "must be >= 1",
             ));
         }
         if !(1..=64).contains(&self.decode_segments) {
             return Err(ModelError::invalid(
-                "inference.decode_segments",
+                Key::options("decode_segments"),
                 self.decode_segments,
                 "must be in 1..=64",
             ));

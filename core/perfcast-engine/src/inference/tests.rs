@@ -334,10 +334,20 @@ fn bad_inputs_name_the_key() {
     // (model, system, plan edit, key expected in the message)
     type Edit = fn(&mut InferencePlan);
     let cases: Vec<(ModelSpec, System, Edit, &str)> = vec![
-        (llama2(7), a100(8), |p| p.batch = 0, "plan.batch"),
-        (llama2(7), a100(8), |p| p.input_len = 0, "plan.input_len"),
-        (llama2(7), a100(8), |p| p.output_len = 0, "plan.output_len"),
-        (llama2(7), a100(8), |p| p.replicas = 0, "plan.replicas"),
+        (llama2(7), a100(8), |p| p.batch = 0, "inference.batch"),
+        (
+            llama2(7),
+            a100(8),
+            |p| p.input_len = 0,
+            "inference.input_len",
+        ),
+        (
+            llama2(7),
+            a100(8),
+            |p| p.output_len = 0,
+            "inference.output_len",
+        ),
+        (llama2(7), a100(8), |p| p.replicas = 0, "inference.replicas"),
         (llama2(7), a100(8), |p| p.tp = 3, "model.heads"),
         (gqa.clone(), a100(8), |p| p.tp = 3, "model.kv_heads"),
         (gqa.clone(), a100(8), |p| p.tp = 6, "model.kv_heads"),
@@ -351,13 +361,13 @@ fn bad_inputs_name_the_key() {
                 p.weight_dtype = DType::Fp8;
                 p.activation_dtype = DType::Fp8;
             },
-            "plan.activation_dtype",
+            "inference.activation_dtype",
         ),
         (
             llama2(7),
             a100(8),
             |p| p.kv_dtype = DType::Fp8,
-            "plan.kv_dtype",
+            "inference.kv_dtype",
         ),
         (
             llama2(7),
@@ -366,13 +376,13 @@ fn bad_inputs_name_the_key() {
                 p.weight_dtype = DType::Fp4;
                 p.activation_dtype = DType::Fp4;
             },
-            "plan.activation_dtype",
+            "inference.activation_dtype",
         ),
         (
             llama2(7),
             h100(8),
             |p| p.weight_dtype = DType::Fp32,
-            "plan.weight_dtype",
+            "inference.weight_dtype",
         ),
     ];
     for (i, (model, sys, edit, key)) in cases.into_iter().enumerate() {
@@ -397,7 +407,7 @@ fn bad_inputs_name_the_key() {
     let e = Inference::new(llama2(7), a100(1), bad)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("inference.compute_memory_overlap"), "{e}");
+    assert!(e.contains("options.compute_memory_overlap"), "{e}");
     let nan = InferenceOptions {
         host_launch_us: f64::NAN,
         ..InferenceOptions::default()
@@ -433,7 +443,7 @@ fn memory_that_does_not_fit() {
     ));
     let e = inf.max_batch(&p).unwrap_err().to_string();
     assert!(
-        e.contains("plan.batch") && e.contains("GB") && e.contains("weights"),
+        e.contains("inference.batch") && e.contains("GB") && e.contains("weights"),
         "{e}"
     );
     // KV cache too large for the batch: fits at max_batch, not one above.
@@ -625,7 +635,7 @@ fn sweep_never_panics_and_stays_finite() {
                                     assert!(r.tokens_per_s_per_gpu.is_finite());
                                     assert!(inf.gemm_roofline(&p).is_ok());
                                 }
-                                Err(e) => assert!(e.to_string().contains("plan."), "{e}"),
+                                Err(e) => assert!(e.to_string().contains("inference."), "{e}"),
                             }
                         }
                     }

@@ -118,10 +118,14 @@ impl Training {
             .first()
             .map(|(_, s)| s.as_ref())
             .ok_or_else(|| {
-                ModelError::invalid("plan.schedule", "", "no pipeline schedule is registered")
+                ModelError::invalid(
+                    Key::plan("schedule"),
+                    "",
+                    "no pipeline schedule is registered",
+                )
             })?;
         // The schedule is validated per variant; prepare without it.
-        let p = self.prepare_checked(plan, sched, false)?;
+        let p = self.prepare_checked(plan, sched)?;
         let key = layer_key(&p.ls);
         let (lt, ends) = match cache.map.get(&key) {
             Some(v) => *v,
@@ -159,13 +163,13 @@ impl<'t> PlanGroup<'t> {
         self.variant_set = false;
         let (rname, policy) = t.comps.recompute.get(recompute).ok_or_else(|| {
             ModelError::invalid(
-                "plan.recompute",
+                Key::plan("recompute"),
                 recompute,
                 "no such recompute policy index",
             )
         })?;
         let (_, sched) = t.comps.schedules.get(schedule).ok_or_else(|| {
-            ModelError::invalid("plan.schedule", schedule, "no such schedule index")
+            ModelError::invalid(Key::plan("schedule"), schedule, "no such schedule index")
         })?;
         sched.validate(&self.p.shape)?;
         self.p.sched = sched.as_ref();
@@ -178,7 +182,7 @@ impl<'t> PlanGroup<'t> {
     /// as `evaluate` does: once per group instead of once per variant.
     pub fn check_schedule(&self, schedule: usize) -> Result<(), ModelError> {
         let (_, sched) = self.training.comps.schedules.get(schedule).ok_or_else(|| {
-            ModelError::invalid("plan.schedule", schedule, "no such schedule index")
+            ModelError::invalid(Key::plan("schedule"), schedule, "no such schedule index")
         })?;
         sched.validate(&self.p.shape)
     }
@@ -188,7 +192,7 @@ impl<'t> PlanGroup<'t> {
             Ok(())
         } else {
             Err(ModelError::invalid(
-                "plan",
+                Key::plan(""),
                 "no variant",
                 "call set_variant (successfully) first",
             ))
@@ -214,7 +218,7 @@ impl<'t> PlanGroup<'t> {
     pub fn time_lower_bound(&mut self, schedule: usize) -> Result<f64, ModelError> {
         let t = self.training;
         let (_, sched) = t.comps.schedules.get(schedule).ok_or_else(|| {
-            ModelError::invalid("plan.schedule", schedule, "no such schedule index")
+            ModelError::invalid(Key::plan("schedule"), schedule, "no such schedule index")
         })?;
         let n = self.p.n_first.max(self.p.n_mid).max(self.p.n_last) as f64;
         let input = ScheduleInput {

@@ -11,7 +11,7 @@
 
 use crate::network::Mesh;
 use perfcast_core::parallel::AxisSet;
-use perfcast_core::ModelError;
+use perfcast_core::{Key, ModelError};
 use serde::{Deserialize, Serialize};
 
 /// A mesh axis.
@@ -70,14 +70,14 @@ impl Placement {
         seen.sort();
         if seen != [MeshAxis::Tp, MeshAxis::Cp, MeshAxis::Pp, MeshAxis::Dp] {
             return Err(ModelError::invalid(
-                "placement",
+                Key::other("placement"),
                 Placement { order }.name(),
                 "must order each of tp, cp, pp, dp exactly once",
             ));
         }
         if order[2] != MeshAxis::Pp {
             return Err(ModelError::invalid(
-                "placement",
+                Key::other("placement"),
                 Placement { order }.name(),
                 "pp must be the third axis (the first-and-last-stage group is placed relative \
                  to it); orders: any of tp, cp, dp around it, e.g. dp-tp-pp-cp",
@@ -95,14 +95,14 @@ impl Placement {
             "pp" => Ok(MeshAxis::Pp),
             "dp" => Ok(MeshAxis::Dp),
             other => Err(ModelError::invalid(
-                "placement",
+                Key::other("placement"),
                 s,
                 format!("`{other}` is not an axis; axes: tp, cp, pp, dp (e.g. dp-tp-pp-cp)"),
             )),
         };
         if parts.len() != 4 {
             return Err(ModelError::invalid(
-                "placement",
+                Key::other("placement"),
                 s,
                 "needs the four axes innermost first, e.g. tp-cp-pp-dp",
             ));

@@ -79,6 +79,95 @@ pub struct StageMemory {
     pub total: Bytes,
 }
 
+/// One quantity of a stage's memory: its key in CSV and JSON, its label in tables, its unit
+/// (`B` for bytes; tables show bytes in GiB) and how to read it. [`StageMemory::FIELDS`] is
+/// the one list every rendering and the finiteness check use.
+#[derive(Clone, Copy)]
+pub struct StageField {
+    /// The key (the JSON field name of [`StageMemory`]).
+    pub name: &'static str,
+    /// The row or column label in tables.
+    pub label: &'static str,
+    /// `B` for byte quantities, empty for counts.
+    pub unit: &'static str,
+    /// The value, in bytes for byte quantities.
+    pub get: fn(&StageMemory) -> f64,
+}
+
+impl StageField {
+    /// The value as a table shows it: GiB for bytes, the count otherwise.
+    pub fn display_value(&self, m: &StageMemory) -> f64 {
+        let v = (self.get)(m);
+        if self.unit == "B" {
+            Bytes(v).gib()
+        } else {
+            v
+        }
+    }
+}
+
+impl StageMemory {
+    /// Every quantity of a stage, in the order reports list them.
+    pub const FIELDS: [StageField; 8] = [
+        StageField {
+            name: "in_flight",
+            label: "in flight (micro-b.)",
+            unit: "",
+            get: |m| m.in_flight,
+        },
+        StageField {
+            name: "weights",
+            label: "weights",
+            unit: "B",
+            get: |m| m.weights.0,
+        },
+        StageField {
+            name: "grads",
+            label: "gradients",
+            unit: "B",
+            get: |m| m.grads.0,
+        },
+        StageField {
+            name: "optimizer",
+            label: "optimizer",
+            unit: "B",
+            get: |m| m.optimizer.0,
+        },
+        StageField {
+            name: "activations",
+            label: "activations",
+            unit: "B",
+            get: |m| m.activations.0,
+        },
+        StageField {
+            name: "temp",
+            label: "temporary",
+            unit: "B",
+            get: |m| m.temp.0,
+        },
+        StageField {
+            name: "reserved",
+            label: "reserved",
+            unit: "B",
+            get: |m| m.reserved.0,
+        },
+        StageField {
+            name: "total",
+            label: "total",
+            unit: "B",
+            get: |m| m.total.0,
+        },
+    ];
+
+    /// The first quantity that is NaN, infinite or negative, with its name.
+    pub fn first_invalid(&self) -> Option<(&'static str, f64)> {
+        Self::FIELDS
+            .iter()
+            .map(|f| (f.name, (f.get)(self)))
+            .find(|(_, v)| !(v.is_finite() && *v >= 0.0))
+    }
+}
+
 /// Memory per device against the device tier's capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct MemoryReport {
@@ -163,13 +252,21 @@ pub struct TrainingReport {
 }
 
 impl TrainingReport {
-    /// Every number, named (for finiteness checks and CSV).
-    pub fn metrics(&self) -> [(&'static str, f64, &'static str); 52] {
+    /// The stages the report keeps (first, second when there are more than two, last), with
+    /// their names in CSV keys.
+    pub fn stages(&self) -> impl Iterator<Item = (&'static str, &StageMemory)> {
+        let m = &self.memory;
+        std::iter::once(("first", &m.first_stage))
+            .chain(m.second_stage.as_ref().map(|s| ("second", s)))
+            .chain(std::iter::once(("last", &m.last_stage)))
+    }
+
+    /// Every number but the stage memories, named (for finiteness checks and CSV).
+    pub fn metrics(&self) -> [(&'static str, f64, &'static str); 39] {
         let b = &self.breakdown;
         let c = &b.compute;
         let l = &self.layer;
         let m = &self.memory;
-        let (f, la) = (&m.first_stage, &m.last_stage);
         [
             ("iteration_time", self.iteration_time.0, "s"),
             ("devices", self.devices as f64, ""),
@@ -215,19 +312,6 @@ impl TrainingReport {
             ("layer_forward_compute", l.forward_compute.0, "s"),
             ("layer_backward_compute", l.backward_compute.0, "s"),
             ("layer_recompute", l.recompute.0, "s"),
-            ("memory.first.in_flight", f.in_flight, ""),
-            ("memory.first.weights", f.weights.0, "B"),
-            ("memory.first.grads", f.grads.0, "B"),
-            ("memory.first.optimizer", f.optimizer.0, "B"),
-            ("memory.first.activations", f.activations.0, "B"),
-            ("memory.first.temp", f.temp.0, "B"),
-            ("memory.first.total", f.total.0, "B"),
-            ("memory.last.in_flight", la.in_flight, ""),
-            ("memory.last.weights", la.weights.0, "B"),
-            ("memory.last.activations", la.activations.0, "B"),
-            ("memory.last.temp", la.temp.0, "B"),
-            ("memory.last.total", la.total.0, "B"),
-            ("memory.reserved", f.reserved.0, "B"),
             ("memory.peak", m.peak.0, "B"),
             ("memory.capacity", m.capacity.0, "B"),
             ("memory.shortfall", m.shortfall.0, "B"),
@@ -236,20 +320,19 @@ impl TrainingReport {
 
     /// Error if any number is NaN, infinite or negative.
     pub fn check_finite(&self) -> Result<(), ModelError> {
-        let second = self.memory.second_stage.map(|m| {
-            [
-                ("memory.second.in_flight", m.in_flight),
-                ("memory.second.weights", m.weights.0),
-                ("memory.second.activations", m.activations.0),
-                ("memory.second.total", m.total.0),
-            ]
-        });
-        let extra = second.into_iter().flatten().map(|(n, v)| (n, v, ""));
-        for (name, v, _) in self.metrics().into_iter().chain(extra) {
+        for (name, v, _) in self.metrics() {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(ModelError::NonFinite {
                     what: format!("training report `{name}`"),
                     value: v,
+                });
+            }
+        }
+        for (which, st) in self.stages() {
+            if let Some((name, value)) = st.first_invalid() {
+                return Err(ModelError::NonFinite {
+                    what: format!("training report `memory.{which}.{name}`"),
+                    value,
                 });
             }
         }
@@ -262,15 +345,9 @@ impl TrainingReport {
         for (n, v, u) in self.metrics() {
             let _ = writeln!(s, "{n},{v},{u}");
         }
-        if let Some(m) = &self.memory.second_stage {
-            for (n, v, u) in [
-                ("memory.second.in_flight", m.in_flight, ""),
-                ("memory.second.weights", m.weights.0, "B"),
-                ("memory.second.activations", m.activations.0, "B"),
-                ("memory.second.temp", m.temp.0, "B"),
-                ("memory.second.total", m.total.0, "B"),
-            ] {
-                let _ = writeln!(s, "{n},{v},{u}");
+        for (which, st) in self.stages() {
+            for f in &StageMemory::FIELDS {
+                let _ = writeln!(s, "memory.{which}.{},{},{}", f.name, (f.get)(st), f.unit);
             }
         }
         let _ = writeln!(s, "fits,{},", self.memory.fits);
@@ -415,31 +492,15 @@ impl TrainingReport {
             l.recompute.millis()
         );
         let m = &self.memory;
-        let mut stages = vec![("first", m.first_stage)];
-        if let Some(sm) = m.second_stage {
-            stages.push(("second", sm));
-        }
-        stages.push(("last", m.last_stage));
         let _ = write!(s, "Memory per device (GiB) ");
-        for (n, st) in &stages {
+        for (n, st) in self.stages() {
             let _ = write!(s, " {:>8} ({:>2})", n, st.stage);
         }
         let _ = writeln!(s);
-        type Field = fn(&StageMemory) -> f64;
-        let rows: [(&str, Field); 8] = [
-            ("in flight (micro-b.)", |x| x.in_flight),
-            ("weights", |x| x.weights.gib()),
-            ("gradients", |x| x.grads.gib()),
-            ("optimizer", |x| x.optimizer.gib()),
-            ("activations", |x| x.activations.gib()),
-            ("temporary", |x| x.temp.gib()),
-            ("reserved", |x| x.reserved.gib()),
-            ("total", |x| x.total.gib()),
-        ];
-        for (n, f) in rows {
-            let _ = write!(s, "  {:<22}", n);
-            for (_, st) in &stages {
-                let _ = write!(s, " {:>13.2}", f(st));
+        for f in &StageMemory::FIELDS {
+            let _ = write!(s, "  {:<22}", f.label);
+            for (_, st) in self.stages() {
+                let _ = write!(s, " {:>13.2}", f.display_value(st));
             }
             let _ = writeln!(s);
         }

@@ -593,8 +593,9 @@ fn renderings() {
     }
     let csv = r.to_csv();
     assert!(csv.starts_with("metric,value,unit\n"));
-    // pp = 16: the second stage's five lines are there too.
-    assert_eq!(csv.lines().count(), 1 + r.metrics().len() + 5 + 2);
+    // pp = 16: the first, second and last stages, every field of each.
+    let fields = StageMemory::FIELDS.len();
+    assert_eq!(csv.lines().count(), 1 + r.metrics().len() + 3 * fields + 2);
     assert!(csv.contains("memory.second.total,"));
     let json = serde_json::to_value(r).unwrap();
     assert!(
@@ -669,7 +670,7 @@ fn options_configure_strategies() {
     }))
     .unwrap();
     let e = ev(&bad).unwrap_err().to_string();
-    assert!(e.contains("training.strategy_params.dataa"), "{e}");
+    assert!(e.contains("options.strategy_params.dataa"), "{e}");
     let bad: TrainingOptions = serde_json::from_value(serde_json::json!({
         "strategy_params": {"data": {"overlap_efficiency": 2.0}}
     }))

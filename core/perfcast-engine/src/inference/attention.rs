@@ -1,0 +1,109 @@
+//! The attention core: prefill's `Attention` op, decode's GQA-folded dot products over the
+//! KV cache, and the closed-form sum of decode attention over a growing context.
+
+use super::*;
+
+impl Inference {
+    /// Passes over each KV head a decode attention kernel makes (`q_len == 1`).
+    pub(super) fn kv_passes(&self, sh: &Shard, q_len: u64) -> f64 {
+        if q_len == 1 {
+            1.0 + self.options.decode_kv_group_reread * (sh.group() - 1) as f64
+        } else {
+            1.0
+        }
+    }
+
+    /// One layer's attention core, as the op handed to the plugin and its time.
+    ///
+    /// Prefill: the core `Attention` op. Decode (one query row per head): the query heads
+    /// that share a KV head are folded into the M dimension (`q_len = group`, one "head" per
+    /// KV head, no causal mask), as GQA decode kernels do (TensorRT-LLM XQA, FlashInfer); the
+    /// dot products run on the matrix engine or on the vector units, whichever is faster
+    /// (masked multi-head attention kernels use CUDA cores for a single query row). The
+    /// device-memory time is rescaled to the KV-cache format and to `kv_passes` passes.
+    pub(super) fn attention_timed(
+        &self,
+        sh: &Shard,
+        pass: Pass,
+        batch: u64,
+        q_len: u64,
+        kv_len: u64,
+    ) -> Result<(ComputeOp, Timed), ModelError> {
+        let decode = q_len == 1;
+        let a = if decode {
+            let mut a = sh.attention_op(batch, sh.group(), kv_len);
+            a.heads = sh.kv_heads;
+            a.causal = false;
+            a
+        } else {
+            sh.attention_op(batch, q_len, kv_len)
+        };
+        let op = ComputeOp::Attention(a);
+        let op_bytes = op.min_bytes().0;
+        let mem_scale = if op_bytes > 0.0 {
+            sh.attention_bytes(&a, self.kv_passes(sh, q_len)) / op_bytes
+        } else {
+            1.0
+        };
+        let compute = if decode {
+            self.vector_time(a.flops().0, sh.base, batch * sh.q_heads * kv_len)
+        } else {
+            None
+        };
+        let t = self.compute_adjusted(&op, pass, Adjust { mem_scale, compute })?;
+        Ok((op, t))
+    }
+
+    /// One layer's attention core, accumulated.
+    pub(super) fn attention(
+        &self,
+        sh: &Shard,
+        pass: Pass,
+        batch: u64,
+        q_len: u64,
+        kv_len: u64,
+    ) -> Result<Acc, ModelError> {
+        let (op, t) = self.attention_timed(sh, pass, batch, q_len, kv_len)?;
+        Ok(Acc {
+            attention: t.busy,
+            overhead: t.overhead,
+            flops: t.flops,
+            bytes: t.bytes,
+            kernels: op.launches() as f64,
+            ..Acc::default()
+        })
+    }
+
+    /// Attention of one layer summed over decode steps j = 1..=n (context input_len + j), in
+    /// `decode_segments` segments; within a segment the sum of an affine function over
+    /// integer points is `count x (first + last) / 2`, exact.
+    pub(super) fn decode_attention_sum(
+        &self,
+        sh: &Shard,
+        pass: Pass,
+        batch: u64,
+        input_len: u64,
+        n: u64,
+    ) -> Result<Acc, ModelError> {
+        let segments = (self.options.decode_segments as u64).min(n).max(1);
+        let mut acc = Acc::default();
+        let mut lo = 1u64;
+        for i in 0..segments {
+            let hi = n * (i + 1) / segments;
+            if hi < lo {
+                continue;
+            }
+            let count = (hi - lo + 1) as f64;
+            let first = self.attention(sh, pass, batch, 1, input_len + lo)?;
+            if hi == lo {
+                acc.add_scaled(&first, 1.0);
+            } else {
+                let last = self.attention(sh, pass, batch, 1, input_len + hi)?;
+                acc.add_scaled(&first, count / 2.0);
+                acc.add_scaled(&last, count / 2.0);
+            }
+            lo = hi + 1;
+        }
+        Ok(acc)
+    }
+}

@@ -1,0 +1,335 @@
+//! Timing one pass: each compute op on the device (GEMMs also as split-K and GEMV variants,
+//! with the engine's fixed costs), each collective on its network level, accumulated by class.
+
+use super::*;
+
+/// Time and traffic accumulated over a set of ops.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct Acc {
+    pub(super) gemm: f64,
+    pub(super) attention: f64,
+    pub(super) other: f64,
+    pub(super) comm: f64,
+    pub(super) overhead: f64,
+    pub(super) flops: f64,
+    pub(super) bytes: f64,
+    pub(super) kernels: f64,
+}
+
+impl Acc {
+    pub(super) fn total(&self) -> f64 {
+        self.gemm + self.attention + self.other + self.comm + self.overhead
+    }
+    /// `self += k * o`.
+    pub(super) fn add_scaled(&mut self, o: &Acc, k: f64) {
+        self.gemm += k * o.gemm;
+        self.attention += k * o.attention;
+        self.other += k * o.other;
+        self.comm += k * o.comm;
+        self.overhead += k * o.overhead;
+        self.flops += k * o.flops;
+        self.bytes += k * o.bytes;
+        self.kernels += k * o.kernels;
+    }
+    pub(super) fn breakdown(&self, steps: u32) -> PhaseBreakdown {
+        PhaseBreakdown {
+            total: Seconds(self.total()),
+            gemm: Seconds(self.gemm),
+            attention: Seconds(self.attention),
+            other_ops: Seconds(self.other),
+            communication: Seconds(self.comm),
+            overheads: Seconds(self.overhead),
+            steps,
+            flops: self.flops,
+            device_bytes: self.bytes,
+        }
+    }
+}
+
+/// One timed compute op.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Timed {
+    /// Device busy time (compute and memory combined per `compute_memory_overlap`).
+    pub(super) busy: f64,
+    /// Device launch overhead plus exposed host launch.
+    pub(super) overhead: f64,
+    pub(super) flops: f64,
+    pub(super) bytes: f64,
+    pub(super) bound: TimeBound,
+}
+
+/// Split-K factors tried for a GEMM (1 is always tried).
+pub(super) const SPLIT_K: [u64; 5] = [2, 4, 8, 16, 32];
+/// Rows up to which a GEMM may run as a GEMV on the vector units.
+pub(super) const GEMV_MAX_ROWS: u64 = 16;
+/// Shallowest reduction slice a split may leave.
+pub(super) const MIN_SPLIT_DEPTH: u64 = 128;
+
+/// How the engine adjusts a plugin's timing of an op the core IR cannot fully describe.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Adjust {
+    /// Factor on the device-memory time (KV cache in its own format, KV re-reads).
+    pub(super) mem_scale: f64,
+    /// An alternative compute time (another engine); the faster one is used.
+    pub(super) compute: Option<f64>,
+}
+
+impl Adjust {
+    const NONE: Adjust = Adjust {
+        mem_scale: 1.0,
+        compute: None,
+    };
+}
+
+/// Which kind of pass is being timed.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Pass {
+    /// Tokens processed.
+    pub(super) tokens: u64,
+    /// Tokens that need logits (last token of each sequence).
+    pub(super) logits: u64,
+    /// Host launch cost applies per kernel (not graph-captured).
+    pub(super) eager: bool,
+}
+
+impl Inference {
+    /// Time one compute op as the plugin models it, GEMMs with the best split-K.
+    pub(super) fn compute(&self, op: &ComputeOp, pass: Pass) -> Result<Timed, ModelError> {
+        match op {
+            ComputeOp::Gemm(g) => self.gemm(g, pass),
+            _ => self.compute_adjusted(op, pass, Adjust::NONE),
+        }
+    }
+
+    /// A GEMM timed as libraries run it: when its output tiles cannot fill the device (skinny
+    /// decode and short-prompt GEMMs), cuBLAS/CUTLASS heuristics split the reduction
+    /// dimension over `s` thread-block groups and sum fp32 partials (split-K, CUTLASS
+    /// documentation "Efficient GEMM in CUDA"; TensorRT-LLM's GEMM plugins do the same). The
+    /// split is an ordinary batched GEMM of depth `k / s` with `s` fp32 partial outputs, so the
+    /// compute-unit plugin times it with its own efficiency model; the fastest `s` is kept.
+    pub(super) fn gemm(&self, g: &perfcast_core::Gemm, pass: Pass) -> Result<Timed, ModelError> {
+        let op = ComputeOp::Gemm(*g);
+        // A few rows (decode at small batch) also run as a GEMV on the vector units, which
+        // pad nothing (cuBLAS gemv, TensorRT-LLM's batched-GEMV kernels for m <= 4-8); the
+        // faster engine is used. Beyond a few rows the matrix engine always wins.
+        let gemv = if g.m <= GEMV_MAX_ROWS {
+            self.vector_time(g.flops().0, g.compute_dtype(), g.m * g.n * g.batch)
+        } else {
+            None
+        };
+        let adj = Adjust {
+            mem_scale: 1.0,
+            compute: gemv,
+        };
+        let mut best = self.compute_adjusted(&op, pass, adj)?;
+        for s in SPLIT_K {
+            let depth = g.k.div_ceil(s);
+            if depth < MIN_SPLIT_DEPTH {
+                break;
+            }
+            let split = perfcast_core::Gemm {
+                k: depth,
+                batch: g.batch * s,
+                out: DType::Fp32,
+                ..*g
+            };
+            let t = self.compute_adjusted(&ComputeOp::Gemm(split), pass, Adjust::NONE)?;
+            if t.busy + t.overhead < best.busy + best.overhead {
+                best = Timed {
+                    flops: g.flops().0,
+                    ..t
+                };
+            }
+        }
+        Ok(best)
+    }
+
+    /// Compute time of `flops` of dot products producing `outputs` values in `dtype` on the
+    /// vector engine, at the plugin's peak and efficiency for such an op.
+    pub(super) fn vector_time(&self, flops: f64, dtype: DType, outputs: u64) -> Option<f64> {
+        let v = perfcast_core::VectorOp {
+            kind: perfcast_core::VectorOpKind::Elementwise,
+            elements: outputs.max(1),
+            flops_per_element: flops / outputs.max(1) as f64,
+            bytes_per_element: 0.0,
+            dtype,
+            launches: 1,
+        };
+        let cu = &self.system.compute;
+        let eff = cu.efficiency(&ComputeOp::Vector(v));
+        cu.peak(Engine::Vector, dtype)
+            .filter(|p| p.0 > 0.0 && p.0.is_finite() && eff > 0.0 && eff <= 1.0)
+            .map(|p| flops / (p.0 * eff))
+    }
+
+    /// Time one compute op with the engine's adjustments (see [`Adjust`]).
+    pub(super) fn compute_adjusted(
+        &self,
+        op: &ComputeOp,
+        pass: Pass,
+        adj: Adjust,
+    ) -> Result<Timed, ModelError> {
+        let t = self.system.compute.op_time(op, &self.system.memory)?;
+        for (what, v) in [
+            ("op time", t.time.0),
+            ("op compute time", t.compute.0),
+            ("op memory time", t.memory.0),
+            ("op overhead", t.overhead.0),
+        ] {
+            perfcast_core::units::ensure_finite(what, v)?;
+        }
+        let ov = self.options.compute_memory_overlap;
+        let plugin_busy = (t.time.0 - t.overhead.0).max(0.0);
+        // A plugin with its own timing model may report only a total; adjust only what it
+        // splits into compute and memory.
+        let split = t.compute.0 > 0.0 || t.memory.0 > 0.0;
+        let (busy, bound) = if !split {
+            (plugin_busy * adj.mem_scale, t.bound)
+        } else if ov >= 1.0 && adj == Adjust::NONE {
+            (plugin_busy, t.bound)
+        } else {
+            let mem = t.memory.0 * adj.mem_scale;
+            let c = match adj.compute {
+                Some(alt) => t.compute.0.min(alt),
+                None => t.compute.0,
+            };
+            let busy = c.max(mem) + (1.0 - ov) * c.min(mem);
+            let bound = if t.overhead.0 > busy {
+                TimeBound::Overhead
+            } else if mem > c {
+                match t.bound {
+                    TimeBound::Memory(i) => TimeBound::Memory(i),
+                    _ => TimeBound::Memory(self.system.memory.device_index().unwrap_or(0) as u8),
+                }
+            } else {
+                TimeBound::Compute
+            };
+            (busy, bound)
+        };
+        let device = busy + t.overhead.0;
+        let host = if pass.eager {
+            op.launches() as f64 * self.options.host_launch_us * 1e-6
+        } else {
+            0.0
+        };
+        let exposed = (host - device).max(0.0);
+        let overhead = t.overhead.0 + exposed;
+        Ok(Timed {
+            busy,
+            overhead,
+            flops: t.flops.0,
+            bytes: t.device_bytes.0 * adj.mem_scale,
+            bound: if overhead > busy {
+                TimeBound::Overhead
+            } else {
+                bound
+            },
+        })
+    }
+
+    /// Time one collective over the innermost level spanning its ranks.
+    pub(super) fn collective(
+        &self,
+        c: Collective,
+        pass: Pass,
+        acc: &mut Acc,
+    ) -> Result<(), ModelError> {
+        if c.ranks <= 1 {
+            return Ok(());
+        }
+        let (i, level) = self.level(c.ranks, Key::inference(""))?;
+        let wire = level
+            .try_collective_time(&c, self.options.collective_algorithm)
+            .map_err(|e| crate::network::level_error(i, e))?
+            .0;
+        perfcast_core::units::ensure_finite("collective time", wire)?;
+        let fixed = self.options.collective_overhead_us * 1e-6;
+        let host = if pass.eager {
+            self.options.host_launch_us * 1e-6
+        } else {
+            0.0
+        };
+        acc.comm += wire;
+        acc.overhead += fixed + (host - wire - fixed).max(0.0);
+        acc.kernels += 1.0;
+        Ok(())
+    }
+
+    pub(super) fn add_compute(
+        &self,
+        class: OpClass,
+        op: &ComputeOp,
+        pass: Pass,
+        acc: &mut Acc,
+    ) -> Result<(), ModelError> {
+        let t = self.compute(op, pass)?;
+        match class {
+            OpClass::Gemm(_) => acc.gemm += t.busy,
+            OpClass::Other => acc.other += t.busy,
+        }
+        acc.overhead += t.overhead;
+        acc.flops += t.flops;
+        acc.bytes += t.bytes;
+        acc.kernels += op.launches() as f64;
+        Ok(())
+    }
+
+    /// One forward pass of a replica (all stages in sequence) without the attention cores.
+    pub(super) fn pass_without_attention(
+        &self,
+        sh: &Shard,
+        plan: &InferencePlan,
+        pass: Pass,
+    ) -> Result<Acc, ModelError> {
+        let m = pass.tokens;
+        let act_bytes = m as f64 * sh.hidden as f64 * sh.base.bytes();
+        let tp = plan.tp;
+
+        let mut layer = Acc::default();
+        for (class, op) in sh.layer_ops(m) {
+            self.add_compute(class, &op, pass, &mut layer)?;
+        }
+        let all_reduce = Collective {
+            kind: CollectiveKind::AllReduce,
+            bytes: perfcast_core::Bytes(act_bytes),
+            ranks: tp,
+        };
+        // After the attention output projection and after the MLP down projection.
+        self.collective(all_reduce, pass, &mut layer)?;
+        self.collective(all_reduce, pass, &mut layer)?;
+
+        let mut acc = Acc::default();
+        acc.add_scaled(&layer, sh.layers as f64);
+        for (class, op) in sh.edge_ops(m, pass.logits) {
+            self.add_compute(class, &op, pass, &mut acc)?;
+        }
+        // Vocab-parallel embedding: partial lookups summed across TP.
+        self.collective(all_reduce, pass, &mut acc)?;
+        // Logits gathered across TP (fp32).
+        self.collective(
+            Collective {
+                kind: CollectiveKind::AllGather,
+                bytes: perfcast_core::Bytes(pass.logits as f64 * sh.vocab_full as f64 * 4.0),
+                ranks: tp,
+            },
+            pass,
+            &mut acc,
+        )?;
+        // Pipeline hand-offs, one per stage boundary.
+        if plan.pp > 1 {
+            let mut p2p = Acc::default();
+            self.collective(
+                Collective {
+                    kind: CollectiveKind::SendRecv,
+                    bytes: perfcast_core::Bytes(act_bytes),
+                    ranks: plan.gpus_per_replica(),
+                },
+                pass,
+                &mut p2p,
+            )?;
+            acc.add_scaled(&p2p, (plan.pp - 1) as f64);
+        }
+        acc.overhead += self.options.step_overhead_us * 1e-6;
+        Ok(acc)
+    }
+}

@@ -1,0 +1,184 @@
+//! Building a `Training` (the model and the system checked once) and the checks every plan
+//! passes before anything is worked out.
+
+use super::*;
+
+fn positive(key: Key, v: u32) -> Result<(), ModelError> {
+    if v == 0 {
+        Err(ModelError::invalid(key, v, "must be a positive integer"))
+    } else {
+        Ok(())
+    }
+}
+
+impl Training {
+    /// Resolve the default execution plugins from `registry`.
+    pub fn new(model: ModelSpec, system: System, registry: &Registry) -> Result<Self, ModelError> {
+        let comps = TrainingComponents::from_registry(registry)?;
+        Self::with_components(model, system, comps, EngineParams::default())
+    }
+
+    /// Resolve the execution plugins from `registry` as `options` say.
+    pub fn with_options(
+        model: ModelSpec,
+        system: System,
+        registry: &Registry,
+        options: &TrainingOptions,
+    ) -> Result<Self, ModelError> {
+        let comps = TrainingComponents::from_options(registry, options)?;
+        Self::with_components(model, system, comps, options.engine.clone())
+    }
+
+    /// Use explicit execution plugins and engine parameters.
+    pub fn with_components(
+        model: ModelSpec,
+        system: System,
+        comps: TrainingComponents,
+        params: EngineParams,
+    ) -> Result<Self, ModelError> {
+        model.validate()?;
+        // Parameter counts are u64 in the core: refuse sizes whose count would overflow.
+        let (l, h, f, v) = (
+            model.layers as u128,
+            model.hidden as u128,
+            model.ffn_hidden as u128,
+            model.vocab as u128,
+        );
+        let q = (model.heads as u128) * (model.head_dim() as u128);
+        let per_layer = h * (q + 2 * (model.kv_heads() as u128) * (model.head_dim() as u128))
+            + q * h
+            + 3 * h * f
+            + 8 * h;
+        let bound = l * per_layer + 2 * v * h + (model.seq_len as u128) * h;
+        if bound >= 1u128 << 60 {
+            return Err(ModelError::invalid(
+                Key::model("hidden"),
+                model.hidden,
+                format!("the model's parameter count (~{bound}) is beyond 2^60"),
+            ));
+        }
+        if model.moe.is_some() {
+            return Err(ModelError::invalid(
+                Key::model("moe"),
+                "set",
+                "mixture-of-experts training is not modelled yet (dense models only)",
+            ));
+        }
+        if system.devices == 0 {
+            return Err(ModelError::invalid(
+                Key::system("devices"),
+                0,
+                "must be a positive integer",
+            ));
+        }
+        if !(params.runtime_reserve_gib.is_finite() && params.runtime_reserve_gib >= 0.0) {
+            return Err(ModelError::invalid(
+                Key::options("engine.runtime_reserve_gib"),
+                params.runtime_reserve_gib,
+                "must be a finite number >= 0",
+            ));
+        }
+        let capacity = system
+            .memory
+            .device()
+            .map(|t| t.capacity())
+            .ok_or_else(|| {
+                ModelError::invalid(
+                    Key::system("memory"),
+                    format!("{:?}", system.memory),
+                    "needs a device-level memory tier (e.g. HBM)",
+                )
+            })?;
+        if !(capacity.0.is_finite() && capacity.0 > 0.0) {
+            return Err(ModelError::invalid(
+                Key::system("memory device capacity"),
+                capacity.0,
+                "must be finite and > 0",
+            ));
+        }
+        if system.network.is_empty() && system.devices > 1 {
+            return Err(ModelError::invalid(
+                Key::system("network"),
+                "[]",
+                "a system of more than one device needs at least one network level",
+            ));
+        }
+        let network = Network::new(&system.network)?;
+        if comps.strategies.is_empty() {
+            return Err(ModelError::invalid(
+                Key::other("parallel strategies"),
+                "[]",
+                "at least one strategy is needed",
+            ));
+        }
+        Ok(Training {
+            model,
+            system,
+            network,
+            params,
+            comps,
+            capacity,
+        })
+    }
+
+    pub(super) fn check_plan(&self, plan: &TrainingPlan) -> Result<(), ModelError> {
+        positive(Key::plan("tp"), plan.tp)?;
+        positive(Key::plan("pp"), plan.pp)?;
+        positive(Key::plan("dp"), plan.dp)?;
+        positive(Key::plan("cp"), plan.cp)?;
+        positive(Key::plan("ep"), plan.ep)?;
+        positive(Key::plan("vpp"), plan.vpp)?;
+        positive(Key::plan("micro_batch"), plan.micro_batch)?;
+        positive(Key::plan("global_batch"), plan.global_batch)?;
+        if plan.ep != 1 {
+            return Err(ModelError::invalid(
+                Key::plan("ep"),
+                plan.ep,
+                "must be 1: expert parallelism needs a mixture-of-experts model",
+            ));
+        }
+        if !matches!(plan.precision, DType::Bf16 | DType::Fp16 | DType::Fp8) {
+            return Err(ModelError::invalid(
+                Key::plan("precision"),
+                plan.precision,
+                "must be bf16, fp16 or fp8",
+            ));
+        }
+        let unit = self.system.compute.as_ref();
+        if unit.peak(Engine::Matrix, plan.precision).is_none() {
+            let have: Vec<&str> = [DType::Bf16, DType::Fp16, DType::Fp8]
+                .into_iter()
+                .filter(|d| unit.peak(Engine::Matrix, *d).is_some())
+                .map(|d| d.name())
+                .collect();
+            return Err(ModelError::invalid(
+                Key::plan("precision"),
+                plan.precision,
+                format!(
+                    "device `{}` has no matrix-engine peak for it; it has: {}",
+                    unit.kind(),
+                    if have.is_empty() {
+                        "none".to_string()
+                    } else {
+                        have.join(", ")
+                    }
+                ),
+            ));
+        }
+        if plan.devices() != self.system.devices as u64 {
+            return Err(ModelError::invalid(
+                Key::plan("tp*pp*dp*cp"),
+                format!(
+                    "{}x{}x{}x{} = {}",
+                    plan.tp,
+                    plan.pp,
+                    plan.dp,
+                    plan.cp,
+                    plan.devices()
+                ),
+                format!("must equal the system's devices = {}", self.system.devices),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,129 @@
+//! Composing a timed plan: each stage's forward and backward per micro-batch (recompute
+//! included), the critical stage, the schedule over the micro-batches, and the step-level
+//! collectives and optimizer on top.
+
+use super::*;
+
+/// One stage's per-micro-batch times.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct StageTimes {
+    pub(super) layers: f64,
+    pub(super) rc_compute: f64,
+    pub(super) rc_comm: f64,
+    pub(super) fwd: f64,
+    pub(super) bwd: f64,
+    pub(super) compute: ClassTimes,
+    pub(super) comm: ClassComm,
+}
+
+/// The composed step of a plan.
+#[derive(Clone, Copy)]
+pub(super) struct Composed {
+    pub(super) crit: StageTimes,
+    pub(super) input: ScheduleInput,
+    pub(super) sr: perfcast_core::parallel::ScheduleResult,
+    pub(super) step_ex: ClassComm,
+    pub(super) iteration: f64,
+}
+
+impl Training {
+    /// Compose the stages of a prepared plan (its recompute decided) over the schedule.
+    pub(super) fn compose(
+        &self,
+        plan: &TrainingPlan,
+        p: &Prepared,
+        g: &GroupTimes,
+    ) -> Result<Composed, ModelError> {
+        let lt = &g.lt;
+        let ends = &g.ends;
+        let (fwd_ex, bwd_ex, rc_ex) = (g.fwd_ex, g.bwd_ex, g.rc_ex);
+        // Per-micro-batch stage times.
+        let stage = |n: u64, rp: &RecomputePlan, with_emb: bool, with_head: bool| {
+            let nf = n as f64;
+            let mut st = StageTimes {
+                layers: nf,
+                rc_compute: rp.full_layers * lt.fwd.total
+                    + rp.attention_layers * lt.attention_core_fwd,
+                rc_comm: rp.full_layers * sum(&rc_ex),
+                ..StageTimes::default()
+            };
+            st.compute.add_scaled(&lt.fwd.classes, nf + rp.full_layers);
+            st.compute.add_scaled(&lt.bwd.classes, nf);
+            st.compute.0[OpClass::Attention as usize] +=
+                rp.attention_layers * lt.attention_core_fwd;
+            for k in 0..5 {
+                st.comm[k] = nf * (fwd_ex[k] + bwd_ex[k]) + rp.full_layers * rc_ex[k];
+            }
+            st.fwd = nf * (lt.fwd.total + sum(&fwd_ex));
+            st.bwd = nf * (lt.bwd.total + sum(&bwd_ex)) + st.rc_compute + st.rc_comm;
+            let mut add = |p: &PassTimes, ex: &ClassComm, fwd: bool| {
+                let x = p.total + sum(ex);
+                if fwd {
+                    st.fwd += x;
+                } else {
+                    st.bwd += x;
+                }
+                st.compute.add_scaled(&p.classes, 1.0);
+                for (c, e) in st.comm.iter_mut().zip(ex) {
+                    *c += e;
+                }
+            };
+            if with_emb {
+                add(&ends.embedding_fwd, &g.emb_f_ex, true);
+                add(&ends.embedding_bwd, &g.emb_b_ex, false);
+            }
+            if with_head {
+                add(&ends.head_fwd, &g.head_f_ex, true);
+                add(&ends.head_bwd, &g.head_b_ex, false);
+            }
+            st
+        };
+        let single = p.single;
+        let first = stage(p.n_first, &p.rp_first, true, single);
+        let last = stage(p.n_last, &p.rp_last, single, true);
+        let mut crit = if first.fwd + first.bwd >= last.fwd + last.bwd {
+            first
+        } else {
+            last
+        };
+        if plan.pp > 2 {
+            let mid = stage(p.n_mid, &p.rp_mid, false, false);
+            if mid.fwd + mid.bwd > crit.fwd + crit.bwd {
+                crit = mid;
+            }
+        }
+
+        let mb = p.shape.micro_batches();
+        let input = ScheduleInput {
+            stages: plan.pp,
+            virtual_stages: plan.vpp,
+            micro_batches: mb,
+            forward: Seconds(crit.fwd),
+            backward: Seconds(crit.bwd),
+            p2p: Seconds(g.p2p),
+        };
+        let sr = p.sched.step(&input)?;
+        for (what, v) in [
+            ("schedule time", sr.time.0),
+            ("schedule bubble", sr.bubble.0),
+            ("schedule p2p", sr.p2p.0),
+        ] {
+            perfcast_core::units::ensure_finite(what, v)?;
+        }
+        let step_ex = pool(
+            &g.comms,
+            &g.ctime,
+            Phase::Step,
+            false,
+            [0.0, 0.0, 0.0, crit.bwd, crit.fwd],
+        );
+        let iteration = sr.time.0 + sum(&step_ex) + g.opt;
+        Ok(Composed {
+            crit,
+            input,
+            sr,
+            step_ex,
+            iteration,
+        })
+    }
+}

@@ -1,0 +1,340 @@
+//! A validated plan with everything that needs no timing worked out: the layer shape on one
+//! device, the layers and parameters of each stage, the model state, the dimensions the
+//! strategies see, the activations, and (set per variant) the recompute plan.
+
+use super::*;
+
+/// A validated plan with everything that needs no timing worked out.
+#[derive(Clone, Copy)]
+pub(super) struct Prepared<'a> {
+    pub(super) shape: perfcast_core::parallel::PlanShape,
+    pub(super) sched: &'a dyn PipelineSchedule,
+    pub(super) ssplit: StateSplit,
+    pub(super) cpd: u64,
+    pub(super) ps: u64,
+    pub(super) b: u64,
+    pub(super) s: u64,
+    pub(super) precision: DType,
+    pub(super) dropout: bool,
+    pub(super) ls: ops::LayerShape,
+    pub(super) hf: f64,
+    pub(super) layer_dev: f64,
+    pub(super) n_first: u64,
+    pub(super) n_mid: u64,
+    pub(super) n_last: u64,
+    pub(super) single: bool,
+    pub(super) first_params: f64,
+    pub(super) mid_params: f64,
+    pub(super) last_params: f64,
+    pub(super) device_params: f64,
+    pub(super) state: StateBytes,
+    pub(super) dims: LayerDims,
+    pub(super) rp_first: RecomputePlan,
+    pub(super) rp_mid: RecomputePlan,
+    pub(super) rp_last: RecomputePlan,
+    /// One layer's activations with nothing recomputed (what the recompute policy decides on).
+    pub(super) act: perfcast_core::parallel::LayerActivations,
+}
+
+/// A recompute plan before a policy has decided (the fast path sets it per variant).
+pub(super) const NO_RECOMPUTE_YET: RecomputePlan = RecomputePlan {
+    full_layers: 0.0,
+    attention_layers: 0.0,
+    kept: Bytes::ZERO,
+    working: Bytes::ZERO,
+};
+
+impl Training {
+    /// Validate `plan` and work out everything that does not need timing.
+    pub(super) fn prepare(&self, plan: &TrainingPlan) -> Result<Prepared<'_>, ModelError> {
+        self.check_plan(plan)?;
+        let shape = plan.shape();
+        for s in &self.comps.strategies {
+            s.validate(&self.model, &shape)?;
+        }
+        let policy = self.recompute_policy(&plan.recompute)?;
+        let sched = self.schedule(plan.schedule_name())?;
+        sched.validate(&plan.shape())?;
+        let mut p = self.prepare_checked(plan, sched)?;
+        self.set_recompute(&mut p, policy, plan.recompute_layers, &plan.recompute)?;
+        Ok(p)
+    }
+
+    /// [`Training::prepare`] after the plan's own checks, the strategies' and the schedule's
+    /// validation (the fast path validates the schedule per variant), with no recompute
+    /// decided yet.
+    pub(super) fn prepare_checked<'a>(
+        &'a self,
+        plan: &TrainingPlan,
+        sched: &'a dyn PipelineSchedule,
+    ) -> Result<Prepared<'a>, ModelError> {
+        let m = &self.model;
+        let shape = plan.shape();
+
+        let mut split = LayerSplit::default();
+        let mut ssplit = StateSplit::default();
+        for s in &self.comps.strategies {
+            s.split_layer(&shape, &mut split);
+            s.split_state(&shape, &mut ssplit);
+        }
+        let t = split.weights.max(1) as u64;
+        let cpd = split.tokens.max(1) as u64;
+        let ps = split.pointwise.max(1) as u64;
+        let (b, s, h) = (plan.micro_batch as u64, m.seq_len, m.hidden);
+        if !s.is_multiple_of(cpd) || !m.heads.is_multiple_of(t) {
+            return Err(ModelError::invalid(
+                Key::plan(""),
+                format!("tokens split {cpd}, weights split {t}"),
+                "the strategies' splits must divide model.seq_len and model.heads",
+            ));
+        }
+        check_tensor_sizes(m, plan)?;
+        let precision = plan.precision;
+        let fp8 = precision == DType::Fp8;
+        let act_dtype = if fp8 { DType::Bf16 } else { precision };
+        let e = act_dtype.bytes();
+        let dropout = plan.dropout.unwrap_or(m.ffn_act == FfnAct::Gelu);
+        let kv = m.kv_heads();
+        let ls = ops::LayerShape {
+            b,
+            sq: s / cpd,
+            s,
+            h,
+            a_dev: m.heads / t,
+            kv_dev: (kv / t).max(1),
+            d: m.head_dim(),
+            f_dev: m.ffn_hidden / t,
+            mat: m.ffn_act.matrices(),
+            ps,
+            vocab_dev: m.vocab.div_ceil(t),
+            gemm_dtype: precision,
+            act_dtype,
+            fp32_grads: plan.fp32_grad_accum,
+            dropout,
+            norm: m.norm(),
+            rope: m.position() == PositionKind::Rope,
+            learned_positions: m.position() == PositionKind::Learned,
+            swiglu: m.ffn_act == FfnAct::Swiglu,
+            attention: plan.attention,
+        };
+        let StageParams {
+            layer_dev,
+            n_first,
+            n_mid,
+            n_last,
+            first_params,
+            mid_params,
+            last_params,
+            device_params,
+            table,
+        } = stage_params(m, plan, t)?;
+        let (tf, hf) = (t as f64, h as f64);
+        let single = plan.pp == 1;
+        let state = StateBytes::mixed_precision_adam(plan.fp32_grad_accum, fp8);
+        let dims = LayerDims {
+            micro_batch: b,
+            seq_len: s,
+            hidden: h,
+            heads: m.heads,
+            kv_heads: kv,
+            head_dim: m.head_dim(),
+            ffn_hidden: m.ffn_hidden,
+            act_bytes: e,
+            layer_params: layer_dev,
+            device_params,
+            grad_bytes: state.grads,
+            weight_bytes: 2.0,
+            embedding_params: table,
+            tied_embeddings: m.tied_embeddings,
+        };
+
+        // Recompute.
+        let act = ActivationShape {
+            micro_batch: b as f64,
+            seq_len: s as f64,
+            hidden: hf,
+            heads: m.heads as f64,
+            kv_heads: kv as f64,
+            head_dim: m.head_dim() as f64,
+            ffn_hidden: m.ffn_hidden as f64,
+            ffn_matrices: m.ffn_act.matrices() as f64,
+            tp: tf,
+            pointwise: ps as f64,
+            cp: cpd as f64,
+            elem: e,
+            dropout,
+            attention: plan.attention,
+        }
+        .layer();
+
+        Ok(Prepared {
+            shape,
+            sched,
+            ssplit,
+            cpd,
+            ps,
+            b,
+            s,
+            precision,
+            dropout,
+            ls,
+            hf,
+            layer_dev,
+            n_first,
+            n_mid,
+            n_last,
+            single,
+            first_params,
+            mid_params,
+            last_params,
+            device_params,
+            state,
+            dims,
+            rp_first: NO_RECOMPUTE_YET,
+            rp_mid: NO_RECOMPUTE_YET,
+            rp_last: NO_RECOMPUTE_YET,
+            act,
+        })
+    }
+
+    /// Let `policy` decide the recompute plan of every stage of `p`.
+    pub(super) fn set_recompute(
+        &self,
+        p: &mut Prepared,
+        policy: &dyn RecomputePolicy,
+        recompute_layers: Option<u32>,
+        name: &str,
+    ) -> Result<(), ModelError> {
+        let act = p.act;
+        let recompute_plan = |n: u64| -> Result<RecomputePlan, ModelError> {
+            let n32 = u32::try_from(n).unwrap_or(u32::MAX);
+            let rl = recompute_layers.map(|r| r.min(n32.max(1)));
+            let rp = policy.plan(&act, n32, rl)?;
+            let nf = n as f64;
+            if !(rp.full_layers >= 0.0
+                && rp.full_layers <= nf
+                && rp.attention_layers >= 0.0
+                && rp.attention_layers <= nf
+                && rp.kept.0.is_finite()
+                && rp.kept.0 >= 0.0
+                && rp.working.0.is_finite()
+                && rp.working.0 >= 0.0)
+            {
+                return Err(ModelError::invalid(
+                    Key::plan("recompute"),
+                    name,
+                    format!("the policy returned an inconsistent plan for {n} layers: {rp:?}"),
+                ));
+            }
+            Ok(rp)
+        };
+        p.rp_first = recompute_plan(p.n_first)?;
+        p.rp_mid = recompute_plan(p.n_mid)?;
+        p.rp_last = recompute_plan(p.n_last)?;
+        Ok(())
+    }
+}
+
+/// Parameters on one device of each pipeline stage (TP shards the matrices; the first stage
+/// holds the embedding, the last the LM head and the final norm).
+#[derive(Clone, Copy)]
+struct StageParams {
+    /// One layer's parameters on one device.
+    layer_dev: f64,
+    n_first: u64,
+    n_mid: u64,
+    n_last: u64,
+    first_params: f64,
+    mid_params: f64,
+    last_params: f64,
+    /// The stage with the most.
+    device_params: f64,
+    /// The word-embedding table on one device.
+    table: f64,
+}
+
+fn stage_params(m: &ModelSpec, plan: &TrainingPlan, t: u64) -> Result<StageParams, ModelError> {
+    let s = m.seq_len;
+    let tf = t as f64;
+    let hf = m.hidden as f64;
+    let norm_params = match m.norm() {
+        NormKind::LayerNorm => 2.0 * hf,
+        NormKind::RmsNorm => hf,
+    };
+    let bias_params = if m.bias() {
+        (m.q_width() + 2 * m.kv_width()) as f64 / tf
+            + hf
+            + (m.ffn_act.matrices() - 1) as f64 * m.ffn_hidden as f64 / tf
+            + hf
+    } else {
+        0.0
+    };
+    let layer_dev =
+        (m.attention_weights() + m.mlp_weights()) as f64 / tf + 2.0 * norm_params + bias_params;
+    let (n_first, n_mid, n_last) = stage_layers(m.layers, plan.pp, plan.vpp).ok_or_else(|| {
+        ModelError::invalid(
+            Key::plan("pp"),
+            plan.pp,
+            format!(
+                "model.layers = {} cannot be split over plan.pp x plan.vpp = {} x {}",
+                m.layers, plan.pp, plan.vpp
+            ),
+        )
+    })?;
+    let table = m.vocab as f64 * hf / tf;
+    let emb_dev = table
+        + match m.position() {
+            PositionKind::Learned => s as f64 * hf,
+            PositionKind::Rope => 0.0,
+        };
+    let head_dev = if !m.tied_embeddings || plan.pp > 1 {
+        table
+    } else {
+        0.0
+    };
+    let single = plan.pp == 1;
+    let first_params =
+        n_first as f64 * layer_dev + emb_dev + if single { head_dev + norm_params } else { 0.0 };
+    let mid_params = n_mid as f64 * layer_dev;
+    let last_params =
+        n_last as f64 * layer_dev + head_dev + norm_params + if single { emb_dev } else { 0.0 };
+    let device_params = first_params.max(last_params).max(mid_params);
+    Ok(StageParams {
+        layer_dev,
+        n_first,
+        n_mid,
+        n_last,
+        first_params,
+        mid_params,
+        last_params,
+        device_params,
+        table,
+    })
+}
+
+/// The largest tensor a device touches (logits, attention scores, MLP activations) must count
+/// its elements exactly in u64 and f64: below 2^53.
+fn check_tensor_sizes(m: &ModelSpec, plan: &TrainingPlan) -> Result<(), ModelError> {
+    let (b, s, h) = (plan.micro_batch as u64, m.seq_len, m.hidden);
+    let widest = [
+        m.vocab,
+        m.ffn_hidden * m.ffn_act.matrices(),
+        h,
+        m.heads.saturating_mul(s),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0);
+    let largest = (b as u128) * (s as u128) * (widest as u128);
+    if largest >= 1u128 << 53 {
+        return Err(ModelError::invalid(
+            Key::plan("micro_batch"),
+            plan.micro_batch,
+            format!(
+                "micro_batch x seq_len x widest tensor dimension = {largest} elements is \
+             beyond what any device holds (limit 2^53)"
+            ),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,175 @@
+//! Timing a prepared plan: the layer and end programs on the device, every collective on the
+//! network levels its group spans, what the overlap windows expose, the optimizer step.
+
+use super::*;
+
+/// Everything of a plan's timing that neither the recompute policy nor the schedule changes:
+/// the layer and end programs, the collectives and their exposed parts, the optimizer step.
+#[derive(Clone, Copy)]
+pub(super) struct GroupTimes {
+    pub(super) lt: ops::LayerTimes,
+    pub(super) ends: ops::EndTimes,
+    pub(super) comms: CommList,
+    pub(super) ctime: [f64; CommList::CAPACITY],
+    pub(super) fwd_ex: ClassComm,
+    pub(super) bwd_ex: ClassComm,
+    pub(super) rc_ex: ClassComm,
+    pub(super) emb_f_ex: ClassComm,
+    pub(super) emb_b_ex: ClassComm,
+    pub(super) head_f_ex: ClassComm,
+    pub(super) head_b_ex: ClassComm,
+    pub(super) p2p: f64,
+    pub(super) opt: f64,
+}
+
+/// Exposed time per class of the collectives of `phase` (pooled per overlap window).
+pub(super) fn pool(
+    comms: &CommList,
+    ctime: &[f64; CommList::CAPACITY],
+    phase: Phase,
+    recompute_only: bool,
+    windows: [f64; 5],
+) -> ClassComm {
+    let mut exposed = [0.0; 5];
+    let mut total_w = [0.0; 5];
+    let mut cap_w = [0.0f64; 5];
+    let mut by = [[0.0; 5]; 5];
+    for (i, c) in comms.iter().enumerate() {
+        if c.phase != phase || (recompute_only && !c.with_recompute) {
+            continue;
+        }
+        let k = c.class.index();
+        match c.overlap {
+            Overlap::Exposed => exposed[k] += ctime[i],
+            Overlap::Behind { window, efficiency } => {
+                let w = window.index();
+                total_w[w] += ctime[i];
+                cap_w[w] = cap_w[w].max(efficiency.clamp(0.0, 1.0) * windows[w]);
+                by[w][k] += ctime[i];
+            }
+        }
+    }
+    for w in 0..5 {
+        if total_w[w] > 0.0 {
+            let ex = (total_w[w] - cap_w[w]).max(0.0);
+            for k in 0..5 {
+                exposed[k] += ex * by[w][k] / total_w[w];
+            }
+        }
+    }
+    exposed
+}
+
+impl Training {
+    /// Every compute op of one device's program under `plan`, timed: one layer forward and
+    /// backward (one micro-batch), the embedding and the LM head with the loss (one
+    /// micro-batch), and the optimizer step. For reports that show what bounds each op; not
+    /// for the hot path (it allocates).
+    pub fn op_breakdown(&self, plan: &TrainingPlan) -> Result<Vec<OpLine>, ModelError> {
+        let p = self.prepare(plan)?;
+        let trace = std::cell::RefCell::new(Vec::with_capacity(64));
+        let timer = Timer {
+            unit: self.system.compute.as_ref(),
+            memory: &self.system.memory,
+            trace: Some(&trace),
+            part: std::cell::Cell::new(""),
+        };
+        ops::layer(&timer, &p.ls)?;
+        ops::ends(&timer, &p.ls)?;
+        ops::optimizer(
+            &timer,
+            p.device_params / p.ssplit.optimizer.max(1) as f64,
+            p.state.grads,
+        )?;
+        Ok(trace.into_inner())
+    }
+
+    /// Time the layer program, the ends and every collective of a prepared plan (what its
+    /// recompute and schedule variants share).
+    pub(super) fn group_times(
+        &self,
+        plan: &TrainingPlan,
+        p: &Prepared,
+        lt: ops::LayerTimes,
+        ends: ops::EndTimes,
+        placement: &Placement,
+    ) -> Result<GroupTimes, ModelError> {
+        let timer = Timer {
+            unit: self.system.compute.as_ref(),
+            memory: &self.system.memory,
+            trace: None,
+            part: std::cell::Cell::new(""),
+        };
+        let mut comms = CommList::default();
+        for st in &self.comps.strategies {
+            st.comms(&p.shape, &p.dims, &mut comms)?;
+        }
+        let mesh: Mesh = placement.mesh(plan.tp, plan.cp, plan.pp, plan.dp);
+        let mut ctime = [0.0f64; CommList::CAPACITY];
+        for (i, c) in comms.iter().enumerate() {
+            let group = placement.map(c.group);
+            let tt = self.network.time(&mesh, group, c.kind, c.bytes)?.0 * c.count;
+            if !(tt.is_finite() && tt >= 0.0) {
+                return Err(ModelError::NonFinite {
+                    what: format!("{} {} time", c.class.name(), c.kind.name()),
+                    value: tt,
+                });
+            }
+            ctime[i] = tt;
+        }
+        let layer_windows = |p: &PassTimes| [p.gemm, p.attention, p.total, 0.0, 0.0];
+        let none = [0.0; 5];
+        let opt = ops::optimizer(
+            &timer,
+            p.device_params / p.ssplit.optimizer.max(1) as f64,
+            p.state.grads,
+        )?;
+        Ok(GroupTimes {
+            fwd_ex: pool(
+                &comms,
+                &ctime,
+                Phase::Forward,
+                false,
+                layer_windows(&lt.fwd),
+            ),
+            bwd_ex: pool(
+                &comms,
+                &ctime,
+                Phase::Backward,
+                false,
+                layer_windows(&lt.bwd),
+            ),
+            rc_ex: pool(&comms, &ctime, Phase::Forward, true, layer_windows(&lt.fwd)),
+            emb_f_ex: pool(&comms, &ctime, Phase::EmbeddingForward, false, none),
+            emb_b_ex: pool(&comms, &ctime, Phase::EmbeddingBackward, false, none),
+            head_f_ex: pool(&comms, &ctime, Phase::HeadForward, false, none),
+            head_b_ex: pool(&comms, &ctime, Phase::HeadBackward, false, none),
+            p2p: sum(&pool(
+                &comms,
+                &ctime,
+                Phase::Boundary,
+                false,
+                layer_windows(&lt.fwd),
+            )),
+            lt,
+            ends,
+            comms,
+            ctime,
+            opt,
+        })
+    }
+
+    /// The layer and end programs of a prepared plan, timed.
+    pub(super) fn layer_times(
+        &self,
+        p: &Prepared,
+    ) -> Result<(ops::LayerTimes, ops::EndTimes), ModelError> {
+        let timer = Timer {
+            unit: self.system.compute.as_ref(),
+            memory: &self.system.memory,
+            trace: None,
+            part: std::cell::Cell::new(""),
+        };
+        Ok((ops::layer(&timer, &p.ls)?, ops::ends(&timer, &p.ls)?))
+    }
+}

@@ -1,0 +1,66 @@
+//! perfcast-scenario: a merged configuration turned into what the engines evaluate.
+//!
+//! Every host (the CLI's commands, the search, the studies, the validation harness, later the
+//! Python bindings) goes through this one layer to read a scenario, so that they agree on:
+//!
+//! - the **model** of `[model]`: its `ModelSpec` fields, an included model preset, or
+//!   `hf_config = "config.json"` (a Hugging Face config, [`hf`]) ([`model`]);
+//! - the **devices**: `plan.dp` and `system.devices` reconciled ([`training::resolve_devices`];
+//!   an inference plan fills `system.devices` when it is left at its default);
+//! - the engines' **options** from `[options]` ([`training::options`], [`inference::options`]);
+//! - **errors**: the engine's typed keys ([`perfcast_core::Key`], whose sections are the
+//!   configuration's own) turned into configuration errors that say where the value came
+//!   from ([`engine_error`]), with no text rewritten.
+//!
+//! Invariant: nothing here panics on user input; every error names the key and its origin.
+
+pub mod hf;
+pub mod inference;
+mod model;
+pub mod training;
+
+pub use inference::InferenceScenario;
+pub use model::model;
+pub use training::TrainingScenario;
+
+use perfcast_core::ModelError;
+use perfcast_host::{Config, HostError, LayerOrigin};
+
+/// Why a configuration does not make a scenario.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// A configuration error (a key, its origin, what is allowed).
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// A model error that names no key (a plugin's failure, a non-finite number).
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// A section the command needs is absent.
+    #[error("no `[{section}]` in the configuration: {hint}")]
+    Missing {
+        /// The missing section.
+        section: &'static str,
+        /// What it should hold and where to read about it.
+        hint: &'static str,
+    },
+}
+
+/// An engine error as a configuration error: the key as the configuration spells it (the
+/// engine's [`perfcast_core::Key`] sections are the configuration's sections), with where
+/// its value came from.
+pub fn engine_error(cfg: &Config, e: ModelError) -> ScenarioError {
+    match e {
+        ModelError::Invalid { key, value, rule } => {
+            ScenarioError::Host(cfg.invalid(&key.to_string(), format!("got `{value}`; {rule}")))
+        }
+        other => ScenarioError::Model(other),
+    }
+}
+
+/// Whether `key` is set by a layer above the built-in defaults.
+pub fn is_set(cfg: &Config, key: &str) -> bool {
+    cfg.contains(key)
+        && cfg
+            .origin_of(key)
+            .is_some_and(|o| o != LayerOrigin::Default.label())
+}

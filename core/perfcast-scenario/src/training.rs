@@ -1,0 +1,120 @@
+//! A training scenario: `[model]`, the system, `[plan]` and `[options]`.
+//!
+//! Devices: `system.devices` and `plan.dp` may each be left out. With `plan.dp` omitted it is
+//! derived as `system.devices / (tp x pp x cp)` (which must divide); with `system.devices`
+//! left at its built-in default it becomes `tp x pp x dp x cp`; with both given, the product
+//! must equal `system.devices`.
+
+use crate::{engine_error, is_set, ScenarioError};
+use perfcast_core::System;
+use perfcast_engine::{Training, TrainingOptions, TrainingPlan};
+use perfcast_host::{Config, HostError};
+
+/// A model on a system with a training plan, ready to evaluate.
+pub struct TrainingScenario {
+    /// The model on the system, with the engine options of `[options]`.
+    pub training: Training,
+    /// The `[plan]`, its devices reconciled with the system's.
+    pub plan: TrainingPlan,
+}
+
+impl TrainingScenario {
+    /// The scenario of `cfg`: a `[model]`, a `[plan]` and a system are required.
+    pub fn from_config(cfg: &Config) -> Result<Self, ScenarioError> {
+        let model = crate::model(cfg)?;
+        let mut system = cfg.system()?;
+        let mut plan = plan(cfg)?.ok_or(ScenarioError::Missing {
+            section: "plan",
+            hint: "`perfcast predict` needs the training plan (tp, pp, dp, micro_batch, global_batch, recompute, ...; README.md, \"predict\")",
+        })?;
+        resolve_devices(cfg, &mut plan, &mut system)?;
+        let training = Training::with_options(model, system, cfg.registry(), &options(cfg)?)
+            .map_err(|e| engine_error(cfg, e))?;
+        Ok(TrainingScenario { training, plan })
+    }
+}
+
+/// The `[plan]`, if the configuration has one (devices not yet reconciled).
+pub fn plan(cfg: &Config) -> Result<Option<TrainingPlan>, ScenarioError> {
+    Ok(cfg.extract_opt("plan")?)
+}
+
+/// The training engine's options of `[options]` (defaults when absent).
+pub fn options(cfg: &Config) -> Result<TrainingOptions, ScenarioError> {
+    Ok(cfg.extract_opt("options")?.unwrap_or_default())
+}
+
+/// The device count of a user value, checked.
+fn product(parts: &[u32]) -> Option<u32> {
+    parts
+        .iter()
+        .try_fold(1u32, |acc, p| acc.checked_mul(*p))
+        .filter(|p| *p > 0)
+}
+
+/// Reconcile `plan.dp` and `system.devices` (see the module documentation).
+pub fn resolve_devices(
+    cfg: &Config,
+    plan: &mut TrainingPlan,
+    system: &mut System,
+) -> Result<(), HostError> {
+    let devices_set = is_set(cfg, "system.devices");
+    let Some(per) = product(&[plan.tp, plan.pp, plan.cp]) else {
+        return Ok(()); // a zero or absurd degree: the engine names it
+    };
+    if is_set(cfg, "plan.dp") {
+        let Some(all) = product(&[per, plan.dp]) else {
+            return Ok(());
+        };
+        if !devices_set {
+            system.devices = all;
+        } else if all != system.devices {
+            return Err(cfg.invalid(
+                "plan.dp",
+                format!(
+                    "plan.tp x plan.pp x plan.dp x plan.cp = {} x {} x {} x {} = {all} must equal system.devices = {}{}; or omit plan.dp to derive it",
+                    plan.tp,
+                    plan.pp,
+                    plan.dp,
+                    plan.cp,
+                    system.devices,
+                    cfg.origin_of("system.devices")
+                        .map(|o| format!(" (from {o})"))
+                        .unwrap_or_default()
+                ),
+            ));
+        }
+    } else if devices_set {
+        if !system.devices.is_multiple_of(per) {
+            return Err(cfg.invalid(
+                "system.devices",
+                format!(
+                    "{} devices cannot be split into data-parallel replicas of plan.tp x plan.pp x plan.cp = {} x {} x {} = {per} devices: it must be a multiple of {per} (or set plan.dp)",
+                    system.devices, plan.tp, plan.pp, plan.cp
+                ),
+            ));
+        }
+        plan.dp = system.devices / per;
+    } else {
+        system.devices = per;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn products_reject_zero_and_overflow() {
+        let table: [(&[u32], Option<u32>); 4] = [
+            (&[8, 16, 1], Some(128)),
+            (&[8, 0, 1], None),
+            (&[u32::MAX, 2], None),
+            (&[], Some(1)),
+        ];
+        for (parts, want) in table {
+            assert_eq!(product(parts), want, "{parts:?}");
+        }
+    }
+}
