@@ -57,6 +57,31 @@ pub fn engine_error(cfg: &Config, e: ModelError) -> ScenarioError {
     }
 }
 
+/// The configuration a report was produced from, as JSON a host can write to a file and feed
+/// back (`perfcast predict config.json` gives the same report): the merged configuration,
+/// every layer applied, with `[model]` replaced by the resolved `model` (a `hf_config` path is
+/// relative to a file that need not travel with the report).
+///
+/// This is how reports carry their configuration instead of serialising trait objects
+/// (`typetag`): a component is its registry kind plus its parameter table, which is plain
+/// data for built-ins and dynamic plugins alike.
+pub fn reproducible_config(
+    cfg: &Config,
+    model: &perfcast_core::ModelSpec,
+) -> Result<serde_json::Value, ScenarioError> {
+    let internal = |e: serde_json::Error| {
+        ScenarioError::Host(cfg.invalid("", format!("cannot serialise the configuration: {e}")))
+    };
+    let mut v = serde_json::to_value(cfg.value()).map_err(internal)?;
+    if let Some(top) = v.as_object_mut() {
+        top.insert(
+            "model".into(),
+            serde_json::to_value(model).map_err(internal)?,
+        );
+    }
+    Ok(v)
+}
+
 /// Whether `key` is set by a layer above the built-in defaults.
 pub fn is_set(cfg: &Config, key: &str) -> bool {
     cfg.contains(key)

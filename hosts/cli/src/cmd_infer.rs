@@ -20,6 +20,15 @@ pub struct Args {
     pub max_batch: bool,
 }
 
+/// What `infer --format json` prints: the report's fields and the configuration that
+/// produced it (feed it back as a `.json` config).
+#[derive(Serialize)]
+struct WithConfig<'a> {
+    #[serde(flatten)]
+    report: &'a InferenceReport,
+    config: serde_json::Value,
+}
+
 /// What `--max-batch` reports.
 #[derive(Serialize)]
 struct MaxBatch<'a> {
@@ -59,7 +68,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let report = inference.evaluate(&plan).map_err(err)?;
     let text = match a.format {
-        Format::Json => to_json(&report)?,
+        Format::Json => to_json(&WithConfig {
+            report: &report,
+            config: perfcast_scenario::reproducible_config(&cfg, inference.model())?,
+        })?,
         Format::Csv => report.to_csv(),
         Format::Table => report.to_table(),
     };

@@ -44,6 +44,8 @@ struct Output<'a> {
     /// Every pipeline stage's device memory (the report keeps the first, second and last).
     memory_per_stage: &'a [StageMemory],
     notes: Vec<String>,
+    /// The configuration that produced the report (feed it back as a `.json` config).
+    config: serde_json::Value,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -70,6 +72,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             report: &report,
             memory_per_stage: &stages,
             notes: report.notes(),
+            config: perfcast_scenario::reproducible_config(&cfg, training.model())?,
         })?,
         Format::Csv => csv(&plan, &report, &stages),
         Format::Table => table(&model_name, &system_name, &plan, &report, &stages),

@@ -672,3 +672,33 @@ fn model_roofline_bad_inputs() {
         &["[model]"],
     );
 }
+
+/// A JSON report carries the configuration that produced it; fed back as a config file it
+/// gives the same report (training and inference).
+#[test]
+fn json_reports_carry_a_reproducible_config() {
+    let d = tmpdir();
+    for (cmd, file, report_of) in [
+        ("predict", "gpt3-175b-a100.toml", "report"),
+        ("infer", "llama2-70b-h100.toml", ""),
+    ] {
+        let first = json(&[cmd, &experiment(file), "--format", "json"]);
+        let config = &first["config"];
+        assert!(config["model"]["layers"].as_u64().is_some(), "{config}");
+        let path = d.join(format!("{cmd}.json"));
+        std::fs::write(&path, serde_json::to_string(config).unwrap()).unwrap();
+        let again = json(&[cmd, path.to_str().unwrap(), "--format", "json"]);
+        let part = |v: &Value| {
+            let mut v = v.clone();
+            if let Some(o) = v.as_object_mut() {
+                o.remove("config");
+            }
+            if report_of.is_empty() {
+                v
+            } else {
+                v[report_of].clone()
+            }
+        };
+        assert_eq!(part(&first), part(&again), "{cmd}");
+    }
+}
