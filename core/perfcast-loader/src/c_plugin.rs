@@ -11,12 +11,13 @@ use crate::adapter::{
 use crate::{params_json, Candidate, LoadError, LoadedLibrary};
 use perfcast_abi::c::{
     v1_0, v1_1, PcComponent, PcComputeUnitVtable, PcEntry, PcInterconnectVtable, PcLink,
-    PcMemoryTierVtable, PcTier, C_ABI_MAJOR,
+    PcMemoryTierVtable, PcPlugin, PcTier, C_ABI_MAJOR,
 };
 use perfcast_abi::codes::{self, ERR_UNSUPPORTED, OK};
 use perfcast_abi::{LinkProps, PcOp, PcOpTime, TierProps};
 use perfcast_core::hardware::collective_time;
-use perfcast_core::{Bandwidth, Bytes, Category, Collective, Component, Seconds};
+use perfcast_core::registry::Factory;
+use perfcast_core::{Bandwidth, Bytes, Category, Collective, Component, PluginError, Seconds};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::mem::{size_of, MaybeUninit};
 use std::path::Path;
@@ -241,6 +242,33 @@ pub(crate) unsafe fn load(
     path: &Path,
     entry: PcEntry,
 ) -> Result<(LoadedLibrary, Vec<Candidate>), LoadError> {
+    let plugin = read_plugin(path, entry)?;
+    let name = c_string(plugin.name).ok_or_else(|| invalid(path, "plugin name is NULL".into()))?;
+    let version = c_string(plugin.version).unwrap_or_default();
+    if plugin.n_components > 0 && plugin.components.is_null() {
+        return Err(invalid(path, "components is NULL".into()));
+    }
+    let mut candidates = Vec::new();
+    for i in 0..plugin.n_components as usize {
+        if let Some(c) = candidate(path, i, *plugin.components.add(i))? {
+            candidates.push(c);
+        }
+    }
+    let lib = LoadedLibrary {
+        path: path.to_path_buf(),
+        plugin: name,
+        version,
+        abi: format!("c {}.{}", plugin.abi_major, plugin.abi_minor),
+        components: Vec::new(),
+    };
+    Ok((lib, candidates))
+}
+
+/// The plugin descriptor: not NULL, at least the 1.0 layout, this host's major version.
+///
+/// # Safety
+/// As [`load`].
+unsafe fn read_plugin(path: &Path, entry: PcEntry) -> Result<PcPlugin, LoadError> {
     let p = entry();
     if p.is_null() {
         return Err(invalid(
@@ -268,185 +296,239 @@ pub(crate) unsafe fn load(
             details: None,
         });
     }
-    let name = c_string(plugin.name).ok_or_else(|| invalid(path, "plugin name is NULL".into()))?;
-    let version = c_string(plugin.version).unwrap_or_default();
-    if plugin.n_components > 0 && plugin.components.is_null() {
-        return Err(invalid(path, "components is NULL".into()));
+    Ok(plugin)
+}
+
+/// Component `i` of the descriptor, checked, as a registry candidate; `None` for a category
+/// this host does not know (a newer plugin may offer more).
+///
+/// # Safety
+/// `cp` must be the descriptor's `components[i]`.
+unsafe fn candidate(
+    path: &Path,
+    i: usize,
+    cp: *const PcComponent,
+) -> Result<Option<Candidate>, LoadError> {
+    if cp.is_null() {
+        return Err(invalid(path, format!("component {i} is NULL")));
     }
-    let mut candidates = Vec::new();
-    for i in 0..plugin.n_components as usize {
-        let cp = *plugin.components.add(i);
-        if cp.is_null() {
-            return Err(invalid(path, format!("component {i} is NULL")));
-        }
-        let csize = struct_size(cp);
-        if csize < v1_0::component_size() {
-            return Err(invalid(
-                path,
-                format!("component {i}: struct_size {csize} is below the 1.0 layout"),
-            ));
-        }
-        let c: PcComponent = read_prefix(cp, csize);
-        let cname = c_string(c.name)
-            .ok_or_else(|| invalid(path, format!("component {i} has a NULL name")))?;
-        let description = c_string(c.description).unwrap_or_default();
-        let create = c
-            .create
-            .ok_or_else(|| invalid(path, format!("component `{cname}` has no create function")))?;
-        if c.vtable.is_null() {
-            return Err(invalid(path, format!("component `{cname}` has no vtable")));
-        }
-        let destroy = c.destroy;
-        let n = cname.clone();
-        let new_instance = move |params: &serde_json::Value| {
-            let json = CString::new(params_json(params)).unwrap_or_default();
-            let mut this: *mut c_void = std::ptr::null_mut();
-            call(|e, cap| create(json.as_ptr(), &mut this, e, cap))
-                .map_err(|e| e.into_plugin_error(&n))?;
-            Ok::<_, perfcast_core::PluginError>(Instance { this, destroy })
-        };
-        let (category, factory): (Category, perfcast_core::registry::Factory) = match c.category {
-            codes::CATEGORY_COMPUTE_UNIT => {
-                let vp = c.vtable as *const PcComputeUnitVtable;
-                let vsize = struct_size(vp);
-                if vsize < v1_0::compute_unit_vtable_size() {
-                    return Err(invalid(
-                        path,
-                        format!("`{cname}`: compute unit vtable struct_size {vsize} is below the 1.0 layout"),
-                    ));
-                }
-                let vt: PcComputeUnitVtable = read_prefix(vp, vsize);
-                if vt.peak.is_none() {
-                    return Err(invalid(
-                        path,
-                        format!("`{cname}`: vtable has no peak function"),
-                    ));
-                }
-                let n = cname.clone();
-                (
-                    Category::ComputeUnit,
-                    Arc::new(move |params: &serde_json::Value| {
-                        let inst = new_instance(params)?;
-                        let unit =
-                            ForeignComputeUnit::new(&n, Box::new(CComputeUnit { inst, vt }))?;
-                        Ok(Component::ComputeUnit(Arc::new(unit)))
-                    }),
-                )
-            }
-            codes::CATEGORY_MEMORY_TIER => {
-                let vp = c.vtable as *const PcMemoryTierVtable;
-                let vsize = struct_size(vp);
-                if vsize < v1_0::memory_tier_vtable_size() {
-                    return Err(invalid(
-                        path,
-                        format!("`{cname}`: memory tier vtable struct_size {vsize} is below the 1.0 layout"),
-                    ));
-                }
-                let vt: PcMemoryTierVtable = read_prefix(vp, vsize);
-                let Some(props_fn) = vt.properties else {
-                    return Err(invalid(
-                        path,
-                        format!("`{cname}`: vtable has no properties function"),
-                    ));
-                };
-                let n = cname.clone();
-                (
-                    Category::MemoryTier,
-                    Arc::new(move |params: &serde_json::Value| {
-                        let inst = new_instance(params)?;
-                        let mut out = PcTier {
-                            struct_size: size_of::<PcTier>() as u32,
-                            level: u32::MAX,
-                            kind: std::ptr::null(),
-                            capacity: f64::NAN,
-                            bandwidth: f64::NAN,
-                            efficiency: f64::NAN,
-                            latency: f64::NAN,
-                        };
-                        let props = call(|e, cap| unsafe { props_fn(inst.this, &mut out, e, cap) })
-                            .map(|()| TierProps {
-                                level: out.level,
-                                capacity: out.capacity,
-                                bandwidth: out.bandwidth,
-                                efficiency: out.efficiency,
-                                latency: out.latency,
-                            });
-                        let tier = ForeignMemoryTier::new(
-                            &n,
-                            props,
-                            Box::new(CMemoryTier { _inst: inst }),
-                        )?;
-                        Ok(Component::MemoryTier(Arc::new(tier)))
-                    }),
-                )
-            }
-            codes::CATEGORY_INTERCONNECT => {
-                let vp = c.vtable as *const PcInterconnectVtable;
-                let vsize = struct_size(vp);
-                if vsize < v1_1::interconnect_vtable_size() {
-                    return Err(invalid(
-                        path,
-                        format!("`{cname}`: interconnect vtable struct_size {vsize} is below the 1.1 layout"),
-                    ));
-                }
-                let vt: PcInterconnectVtable = read_prefix(vp, vsize);
-                let Some(props_fn) = vt.properties else {
-                    return Err(invalid(
-                        path,
-                        format!("`{cname}`: vtable has no properties function"),
-                    ));
-                };
-                let n = cname.clone();
-                (
-                    Category::Interconnect,
-                    Arc::new(move |params: &serde_json::Value| {
-                        let inst = new_instance(params)?;
-                        let mut out = PcLink {
-                            struct_size: size_of::<PcLink>() as u32,
-                            domain_size: 0,
-                            bandwidth: f64::NAN,
-                            latency: f64::NAN,
-                        };
-                        let props = call(|e, cap| unsafe { props_fn(inst.this, &mut out, e, cap) })
-                            .map(|()| LinkProps {
-                                domain_size: out.domain_size,
-                                bandwidth: out.bandwidth,
-                                latency: out.latency,
-                            });
-                        // Checked by ForeignInterconnect::new before any call.
-                        let checked = props.as_ref().map(|p| *p).unwrap_or(LinkProps {
-                            domain_size: 0,
-                            bandwidth: f64::NAN,
-                            latency: f64::NAN,
-                        });
-                        let backend = CInterconnect {
-                            inst,
-                            vt,
-                            props: checked,
-                        };
-                        let link = ForeignInterconnect::new(&n, props, Box::new(backend))?;
-                        Ok(Component::Interconnect(Arc::new(link)))
-                    }),
-                )
-            }
-            // A category this host does not know is skipped (a newer plugin may offer more).
-            _ => continue,
-        };
-        candidates.push(Candidate {
-            category,
-            name: cname,
-            description,
-            factory,
-        });
+    let csize = struct_size(cp);
+    if csize < v1_0::component_size() {
+        return Err(invalid(
+            path,
+            format!("component {i}: struct_size {csize} is below the 1.0 layout"),
+        ));
     }
-    let lib = LoadedLibrary {
-        path: path.to_path_buf(),
-        plugin: name,
-        version,
-        abi: format!("c {}.{}", plugin.abi_major, plugin.abi_minor),
-        components: Vec::new(),
+    let c: PcComponent = read_prefix(cp, csize);
+    let cname =
+        c_string(c.name).ok_or_else(|| invalid(path, format!("component {i} has a NULL name")))?;
+    let description = c_string(c.description).unwrap_or_default();
+    let create = c
+        .create
+        .ok_or_else(|| invalid(path, format!("component `{cname}` has no create function")))?;
+    if c.vtable.is_null() {
+        return Err(invalid(path, format!("component `{cname}` has no vtable")));
+    }
+    let destroy = c.destroy;
+    let n = cname.clone();
+    let new_instance = move |params: &serde_json::Value| {
+        let json = CString::new(params_json(params)).unwrap_or_default();
+        let mut this: *mut c_void = std::ptr::null_mut();
+        call(|e, cap| create(json.as_ptr(), &mut this, e, cap))
+            .map_err(|e| e.into_plugin_error(&n))?;
+        Ok::<_, perfcast_core::PluginError>(Instance { this, destroy })
     };
-    Ok((lib, candidates))
+    let (category, factory) = match c.category {
+        codes::CATEGORY_COMPUTE_UNIT => (
+            Category::ComputeUnit,
+            compute_unit(path, &cname, c.vtable.cast(), new_instance)?,
+        ),
+        codes::CATEGORY_MEMORY_TIER => (
+            Category::MemoryTier,
+            memory_tier(path, &cname, c.vtable.cast(), new_instance)?,
+        ),
+        codes::CATEGORY_INTERCONNECT => (
+            Category::Interconnect,
+            interconnect(path, &cname, c.vtable.cast(), new_instance)?,
+        ),
+        _ => return Ok(None),
+    };
+    Ok(Some(Candidate {
+        category,
+        name: cname,
+        description,
+        factory,
+    }))
+}
+
+/// The vtable of component `cname`, read up to its `struct_size`, which must cover the
+/// `layout` layout (`min` bytes) of a `what` vtable.
+///
+/// # Safety
+/// `vp` must be the component's (non-NULL) vtable.
+unsafe fn read_vtable<T: Copy>(
+    path: &Path,
+    cname: &str,
+    vp: *const T,
+    min: usize,
+    what: &str,
+    layout: &str,
+) -> Result<T, LoadError> {
+    let vsize = struct_size(vp);
+    if vsize < min {
+        return Err(invalid(
+            path,
+            format!("`{cname}`: {what} vtable struct_size {vsize} is below the {layout} layout"),
+        ));
+    }
+    Ok(read_prefix(vp, vsize))
+}
+
+/// A required function the vtable of `cname` lacks.
+fn no_function(path: &Path, cname: &str, function: &str) -> LoadError {
+    invalid(
+        path,
+        format!("`{cname}`: vtable has no {function} function"),
+    )
+}
+
+/// Creates an instance of a component from its parameters (the component's `create`).
+trait NewInstance:
+    Fn(&serde_json::Value) -> Result<Instance, PluginError> + Send + Sync + 'static
+{
+}
+impl<F> NewInstance for F where
+    F: Fn(&serde_json::Value) -> Result<Instance, PluginError> + Send + Sync + 'static
+{
+}
+
+/// The factory of compute unit `cname` (its vtable checked: the 1.0 layout, a `peak`).
+///
+/// # Safety
+/// `vp` must be the component's (non-NULL) vtable.
+unsafe fn compute_unit(
+    path: &Path,
+    cname: &str,
+    vp: *const PcComputeUnitVtable,
+    new_instance: impl NewInstance,
+) -> Result<Factory, LoadError> {
+    let vt = read_vtable(
+        path,
+        cname,
+        vp,
+        v1_0::compute_unit_vtable_size(),
+        "compute unit",
+        "1.0",
+    )?;
+    if vt.peak.is_none() {
+        return Err(no_function(path, cname, "peak"));
+    }
+    let n = cname.to_string();
+    Ok(Arc::new(move |params: &serde_json::Value| {
+        let inst = new_instance(params)?;
+        let unit = ForeignComputeUnit::new(&n, Box::new(CComputeUnit { inst, vt }))?;
+        Ok(Component::ComputeUnit(Arc::new(unit)))
+    }))
+}
+
+/// The factory of memory tier `cname` (its vtable checked: the 1.0 layout, `properties`).
+///
+/// # Safety
+/// `vp` must be the component's (non-NULL) vtable.
+unsafe fn memory_tier(
+    path: &Path,
+    cname: &str,
+    vp: *const PcMemoryTierVtable,
+    new_instance: impl NewInstance,
+) -> Result<Factory, LoadError> {
+    let vt = read_vtable(
+        path,
+        cname,
+        vp,
+        v1_0::memory_tier_vtable_size(),
+        "memory tier",
+        "1.0",
+    )?;
+    let Some(props_fn) = vt.properties else {
+        return Err(no_function(path, cname, "properties"));
+    };
+    let n = cname.to_string();
+    Ok(Arc::new(move |params: &serde_json::Value| {
+        let inst = new_instance(params)?;
+        let mut out = PcTier {
+            struct_size: size_of::<PcTier>() as u32,
+            level: u32::MAX,
+            kind: std::ptr::null(),
+            capacity: f64::NAN,
+            bandwidth: f64::NAN,
+            efficiency: f64::NAN,
+            latency: f64::NAN,
+        };
+        // SAFETY: function and instance come from the plugin, per the header's contract.
+        let props =
+            call(|e, cap| unsafe { props_fn(inst.this, &mut out, e, cap) }).map(|()| TierProps {
+                level: out.level,
+                capacity: out.capacity,
+                bandwidth: out.bandwidth,
+                efficiency: out.efficiency,
+                latency: out.latency,
+            });
+        let tier = ForeignMemoryTier::new(&n, props, Box::new(CMemoryTier { _inst: inst }))?;
+        Ok(Component::MemoryTier(Arc::new(tier)))
+    }))
+}
+
+/// The factory of interconnect `cname` (its vtable checked: the 1.1 layout, `properties`).
+///
+/// # Safety
+/// `vp` must be the component's (non-NULL) vtable.
+unsafe fn interconnect(
+    path: &Path,
+    cname: &str,
+    vp: *const PcInterconnectVtable,
+    new_instance: impl NewInstance,
+) -> Result<Factory, LoadError> {
+    let vt = read_vtable(
+        path,
+        cname,
+        vp,
+        v1_1::interconnect_vtable_size(),
+        "interconnect",
+        "1.1",
+    )?;
+    let Some(props_fn) = vt.properties else {
+        return Err(no_function(path, cname, "properties"));
+    };
+    let n = cname.to_string();
+    Ok(Arc::new(move |params: &serde_json::Value| {
+        let inst = new_instance(params)?;
+        let mut out = PcLink {
+            struct_size: size_of::<PcLink>() as u32,
+            domain_size: 0,
+            bandwidth: f64::NAN,
+            latency: f64::NAN,
+        };
+        // SAFETY: function and instance come from the plugin, per the header's contract.
+        let props =
+            call(|e, cap| unsafe { props_fn(inst.this, &mut out, e, cap) }).map(|()| LinkProps {
+                domain_size: out.domain_size,
+                bandwidth: out.bandwidth,
+                latency: out.latency,
+            });
+        // Checked by ForeignInterconnect::new before any call.
+        let checked = props.as_ref().map(|p| *p).unwrap_or(LinkProps {
+            domain_size: 0,
+            bandwidth: f64::NAN,
+            latency: f64::NAN,
+        });
+        let backend = CInterconnect {
+            inst,
+            vt,
+            props: checked,
+        };
+        let link = ForeignInterconnect::new(&n, props, Box::new(backend))?;
+        Ok(Component::Interconnect(Arc::new(link)))
+    }))
 }
 
 #[cfg(test)]

@@ -45,14 +45,17 @@ fn fixtures() -> &'static Fixtures {
         std::fs::copy(&acme, &acme_copy).unwrap();
         let (c_v1_1, c_v1_0) = (c_vendor(&dir), c_vendor_abi1_0(&dir));
         let not_plugin_so = cc_plugin_source(&dir, "nothing", "int nothing(void) { return 0; }");
+        let components = MALFORMED_COMPONENTS
+            .iter()
+            .map(|(vtable, fields, want)| (one_component_plugin(vtable, fields), *want));
         let malformed = MALFORMED
             .iter()
+            .map(|(body, want)| (body.to_string(), *want))
+            .chain(components)
             .enumerate()
             .map(|(i, (body, want))| {
-                (
-                    cc_plugin_source(&dir, &format!("malformed{i}"), body),
-                    *want,
-                )
+                let lib = cc_plugin_source(&dir, &format!("malformed{i}"), &body);
+                (lib, want)
             })
             .collect();
         let text = dir.join("notes.txt");
@@ -72,7 +75,7 @@ fn fixtures() -> &'static Fixtures {
 }
 
 /// Broken C descriptors (C source after the header include) and what the error must say.
-const MALFORMED: [(&str, &str); 4] = [
+const MALFORMED: [(&str, &str); 5] = [
     (
         "static const perfcast_plugin p = { .struct_size = 8, .abi_major = 1 };
          const perfcast_plugin *perfcast_plugin_entry_v1(void) { return &p; }",
@@ -104,7 +107,55 @@ const MALFORMED: [(&str, &str); 4] = [
          const perfcast_plugin *perfcast_plugin_entry_v1(void) { return &p; }",
         "must be namespaced",
     ),
+    (
+        "static const perfcast_component *const cs[] = { 0 };
+         static const perfcast_plugin p = { .struct_size = sizeof p, .abi_major = 1,
+             .n_components = 1, .name = \"x\", .components = cs };
+         const perfcast_plugin *perfcast_plugin_entry_v1(void) { return &p; }",
+        "component 0 is NULL",
+    ),
 ];
+
+/// Broken components of an otherwise well-formed C plugin (checked before any of its code
+/// runs): (the vtable's definition, the component's fields, what the error must say).
+const MALFORMED_COMPONENTS: [(&str, &str, &str); 4] = [
+    (
+        "static const perfcast_memory_tier_vtable vt = { .struct_size = sizeof vt };",
+        ".category = PERFCAST_CATEGORY_MEMORY_TIER, .name = \"x/t\"",
+        "component `x/t` has no create function",
+    ),
+    (
+        "static const perfcast_compute_unit_vtable vt = { .struct_size = sizeof vt };",
+        ".category = PERFCAST_CATEGORY_COMPUTE_UNIT, .name = \"x/cu\", .create = create",
+        "`x/cu`: vtable has no peak function",
+    ),
+    (
+        "static const perfcast_memory_tier_vtable vt = { .struct_size = 4 };",
+        ".category = PERFCAST_CATEGORY_MEMORY_TIER, .name = \"x/t\", .create = create",
+        "`x/t`: memory tier vtable struct_size 4 is below the 1.0 layout",
+    ),
+    (
+        "static const perfcast_interconnect_vtable vt = { .struct_size = sizeof vt };",
+        ".category = PERFCAST_CATEGORY_INTERCONNECT, .name = \"x/l\", .create = create",
+        "`x/l`: vtable has no properties function",
+    ),
+];
+
+/// The C source of a plugin with one component: `vtable` defines `vt`; `fields` are the
+/// component's category, name and (when it has one) `.create = create`.
+fn one_component_plugin(vtable: &str, fields: &str) -> String {
+    format!(
+        "int create(const char *j, void **o, char *e, size_t n) {{
+             (void)j; (void)e; (void)n; *o = 0; return 0; }}
+         {vtable}
+         static const perfcast_component c = {{ .struct_size = sizeof c, {fields},
+             .vtable = &vt }};
+         static const perfcast_component *const cs[] = {{ &c }};
+         static const perfcast_plugin p = {{ .struct_size = sizeof p, .abi_major = 1,
+             .n_components = 1, .name = \"x\", .components = cs }};
+         const perfcast_plugin *perfcast_plugin_entry_v1(void) {{ return &p; }}"
+    )
+}
 
 /// A native compute unit standing in for a built-in plugin.
 struct FakeGpu;

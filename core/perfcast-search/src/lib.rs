@@ -1,7 +1,7 @@
 //! perfcast-search: the best way to run a model on a system, and how the answer moves as the
 //! hardware changes.
 //!
-//! - [`best_plans`] / [`search`]: enumerate every plan of a [`SearchSpace`] (TP, PP, DP, CP,
+//! - [`best_plans`] / [`search()`]: enumerate every plan of a [`SearchSpace`] (TP, PP, DP, CP,
 //!   virtual stages, micro-batch, sequence parallelism, recompute policy including N-layer
 //!   partial full recompute, ZeRO stage, pipeline schedule, precision, TP-communication
 //!   overlap, placement of the groups on the devices; one or several device counts) under

@@ -5,56 +5,114 @@
 use perfcast_core::DType;
 use serde::{Deserialize, Serialize};
 
-/// Values allowed per plan dimension. `None` means "every value that can work" (the default
-/// rule is given per field).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SearchSpace {
-    /// Tensor-parallel degrees. Default: every divisor of the device count up to
-    /// [`Constraints::max_tp`].
-    pub tp: Option<Vec<u32>>,
-    /// Pipeline-parallel degrees. Default: every divisor of the device count.
-    pub pp: Option<Vec<u32>>,
-    /// Data-parallel degrees. Default: whatever `devices / (tp x pp x cp)` is.
-    pub dp: Option<Vec<u32>>,
-    /// Context-parallel degrees. Default: `[1]` (context parallelism only pays off for long
-    /// sequences; list e.g. `[1, 2, 4]` to search it).
-    pub cp: Option<Vec<u32>>,
-    /// Virtual pipeline stages. Default: `perfcast_core::parallel::interleaving_degrees`
-    /// (every `v` dividing `layers / pp`, Megatron-LM's requirement; with uneven stages, the
-    /// splits that take at most one chunk from the first and the last stage, as Llama 3 ran).
-    pub vpp: Option<Vec<u32>>,
-    /// Micro-batch sizes. Default: every divisor of `global_batch / dp` up to
-    /// [`Constraints::max_micro_batch`].
-    pub micro_batch: Option<Vec<u32>>,
-    /// Sequence parallelism (only with `tp > 1`). Default `[false, true]`.
-    pub sp: Option<Vec<bool>>,
-    /// Recompute policies (registry names). Default: every registered policy.
-    pub recompute: Option<Vec<String>>,
-    /// Also try `full` recompute of only N layers per stage, N = 1 .. layers per stage - 1
-    /// (Megatron `--recompute-method block`). Default true.
-    pub partial_recompute: Option<bool>,
-    /// ZeRO stages (only with `dp x cp > 1`). Default `[0, 1, 2, 3]`.
-    pub zero_stage: Option<Vec<u8>>,
-    /// Pipeline schedules (registry names), with `pp > 1`. Default `["1f1b",
-    /// "interleaved-1f1b"]`; non-interleaved schedules are tried with `vpp = 1`, interleaved
-    /// ones with `vpp > 1`.
-    pub schedule: Option<Vec<String>>,
-    /// GEMM precisions. Default: `bf16`, and `fp8` when the device has an fp8 matrix peak.
-    pub precision: Option<Vec<DType>>,
-    /// Overlap TP collectives with GEMMs (only with `tp > 1`). Default `[false, true]`.
-    pub tp_comm_overlap: Option<Vec<bool>>,
-    /// Overlap the gradient reduction with the last backward (only with `dp x cp > 1`).
-    /// Default `[true]` (overlapping never costs time in the engine; list `[false, true]` to
-    /// walk it).
-    pub overlap_grad_reduce: Option<Vec<bool>>,
-    /// Overlap ZeRO parameter gathers with the forward (only with ZeRO 1-2 and `dp x cp >
-    /// 1`). Default `[true]`.
-    pub overlap_param_gather: Option<Vec<bool>>,
-    /// Orders of the mesh axes on the devices, innermost first (`tp-cp-pp-dp` is
-    /// Megatron-LM's; `dp-tp-pp-cp` puts DP inside the node). Default: all six with PP third
-    /// (orders that place a mesh the same are tried once).
-    pub placement: Option<Vec<String>>,
+/// Declares [`SearchSpace`] and [`SearchConfig`] from one list of the space's fields, with
+/// [`SearchConfig::space`]: the `[search]` section is one flat table whose first keys are the
+/// space's, and the two cannot drift apart. (Not `#[serde(flatten)]`: through it, a bad value
+/// is reported at `search` instead of its key, e.g. `search.tp.0`, and an unknown key no
+/// longer lists the allowed ones.)
+macro_rules! space_and_config {
+    (
+        $(#[$space_meta:meta])*
+        pub struct SearchSpace {
+            $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)*
+        }
+        $(#[$config_meta:meta])*
+        pub struct SearchConfig {
+            $($(#[$extra_meta:meta])* pub $extra:ident: $extra_ty:ty,)*
+        }
+    ) => {
+        $(#[$space_meta])*
+        pub struct SearchSpace {
+            $($(#[$field_meta])* pub $field: $ty,)*
+        }
+
+        $(#[$config_meta])*
+        pub struct SearchConfig {
+            $($(#[$field_meta])* pub $field: $ty,)*
+            $($(#[$extra_meta])* pub $extra: $extra_ty,)*
+        }
+
+        impl SearchConfig {
+            /// The space part.
+            pub fn space(&self) -> SearchSpace {
+                SearchSpace {
+                    $($field: self.$field.clone(),)*
+                }
+            }
+        }
+    };
+}
+
+space_and_config! {
+    /// Values allowed per plan dimension. `None` means "every value that can work" (the
+    /// default rule is given per field).
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct SearchSpace {
+        /// Tensor-parallel degrees. Default: every divisor of the device count up to
+        /// [`Constraints::max_tp`].
+        pub tp: Option<Vec<u32>>,
+        /// Pipeline-parallel degrees. Default: every divisor of the device count.
+        pub pp: Option<Vec<u32>>,
+        /// Data-parallel degrees. Default: whatever `devices / (tp x pp x cp)` is.
+        pub dp: Option<Vec<u32>>,
+        /// Context-parallel degrees. Default: `[1]` (context parallelism only pays off for long
+        /// sequences; list e.g. `[1, 2, 4]` to search it).
+        pub cp: Option<Vec<u32>>,
+        /// Virtual pipeline stages. Default: `perfcast_core::parallel::interleaving_degrees`
+        /// (every `v` dividing `layers / pp`, Megatron-LM's requirement; with uneven stages, the
+        /// splits that take at most one chunk from the first and the last stage, as Llama 3 ran).
+        pub vpp: Option<Vec<u32>>,
+        /// Micro-batch sizes. Default: every divisor of `global_batch / dp` up to
+        /// [`Constraints::max_micro_batch`].
+        pub micro_batch: Option<Vec<u32>>,
+        /// Sequence parallelism (only with `tp > 1`). Default `[false, true]`.
+        pub sp: Option<Vec<bool>>,
+        /// Recompute policies (registry names). Default: every registered policy.
+        pub recompute: Option<Vec<String>>,
+        /// Also try `full` recompute of only N layers per stage, N = 1 .. layers per stage - 1
+        /// (Megatron `--recompute-method block`). Default true.
+        pub partial_recompute: Option<bool>,
+        /// ZeRO stages (only with `dp x cp > 1`). Default `[0, 1, 2, 3]`.
+        pub zero_stage: Option<Vec<u8>>,
+        /// Pipeline schedules (registry names), with `pp > 1`. Default `["1f1b",
+        /// "interleaved-1f1b"]`; non-interleaved schedules are tried with `vpp = 1`, interleaved
+        /// ones with `vpp > 1`.
+        pub schedule: Option<Vec<String>>,
+        /// GEMM precisions. Default: `bf16`, and `fp8` when the device has an fp8 matrix peak.
+        pub precision: Option<Vec<DType>>,
+        /// Overlap TP collectives with GEMMs (only with `tp > 1`). Default `[false, true]`.
+        pub tp_comm_overlap: Option<Vec<bool>>,
+        /// Overlap the gradient reduction with the last backward (only with `dp x cp > 1`).
+        /// Default `[true]` (overlapping never costs time in the engine; list `[false, true]` to
+        /// walk it).
+        pub overlap_grad_reduce: Option<Vec<bool>>,
+        /// Overlap ZeRO parameter gathers with the forward (only with ZeRO 1-2 and `dp x cp >
+        /// 1`). Default `[true]`.
+        pub overlap_param_gather: Option<Vec<bool>>,
+        /// Orders of the mesh axes on the devices, innermost first (`tp-cp-pp-dp` is
+        /// Megatron-LM's; `dp-tp-pp-cp` puts DP inside the node). Default: all six with PP third
+        /// (orders that place a mesh the same are tried once).
+        pub placement: Option<Vec<String>>,
+    }
+
+    /// The `[search]` config section: the space and the constraints in one flat table.
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct SearchConfig {
+        /// Device counts: `1024`, `[512, 1024, 2048]` or `{ min = 512, max = 2048, step = 256 }`.
+        /// Default: `system.devices`.
+        pub devices: Option<Devices>,
+        /// Default: `plan.global_batch`.
+        pub global_batch: Option<u32>,
+        pub memory_headroom: Option<f64>,
+        pub max_tp: Option<u32>,
+        pub max_micro_batch: Option<u32>,
+        /// Plans to report. Default 10.
+        pub top: Option<usize>,
+        /// Default `time`.
+        pub objective: Option<Objective>,
+    }
 }
 
 /// What every plan must meet.
@@ -166,64 +224,6 @@ impl Objective {
             Objective::Time => "time",
             Objective::Memory => "memory",
             Objective::Cost => "cost",
-        }
-    }
-}
-
-/// The `[search]` config section: the space and the constraints in one flat table.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SearchConfig {
-    pub tp: Option<Vec<u32>>,
-    pub pp: Option<Vec<u32>>,
-    pub dp: Option<Vec<u32>>,
-    pub cp: Option<Vec<u32>>,
-    pub vpp: Option<Vec<u32>>,
-    pub micro_batch: Option<Vec<u32>>,
-    pub sp: Option<Vec<bool>>,
-    pub recompute: Option<Vec<String>>,
-    pub partial_recompute: Option<bool>,
-    pub zero_stage: Option<Vec<u8>>,
-    pub schedule: Option<Vec<String>>,
-    pub precision: Option<Vec<DType>>,
-    pub tp_comm_overlap: Option<Vec<bool>>,
-    pub overlap_grad_reduce: Option<Vec<bool>>,
-    pub overlap_param_gather: Option<Vec<bool>>,
-    pub placement: Option<Vec<String>>,
-    /// Device counts: `1024`, `[512, 1024, 2048]` or `{ min = 512, max = 2048, step = 256 }`.
-    /// Default: `system.devices`.
-    pub devices: Option<Devices>,
-    /// Default: `plan.global_batch`.
-    pub global_batch: Option<u32>,
-    pub memory_headroom: Option<f64>,
-    pub max_tp: Option<u32>,
-    pub max_micro_batch: Option<u32>,
-    /// Plans to report. Default 10.
-    pub top: Option<usize>,
-    /// Default `time`.
-    pub objective: Option<Objective>,
-}
-
-impl SearchConfig {
-    /// The space part.
-    pub fn space(&self) -> SearchSpace {
-        SearchSpace {
-            tp: self.tp.clone(),
-            pp: self.pp.clone(),
-            dp: self.dp.clone(),
-            cp: self.cp.clone(),
-            vpp: self.vpp.clone(),
-            micro_batch: self.micro_batch.clone(),
-            sp: self.sp.clone(),
-            recompute: self.recompute.clone(),
-            partial_recompute: self.partial_recompute,
-            zero_stage: self.zero_stage.clone(),
-            schedule: self.schedule.clone(),
-            precision: self.precision.clone(),
-            tp_comm_overlap: self.tp_comm_overlap.clone(),
-            overlap_grad_reduce: self.overlap_grad_reduce.clone(),
-            overlap_param_gather: self.overlap_param_gather.clone(),
-            placement: self.placement.clone(),
         }
     }
 }

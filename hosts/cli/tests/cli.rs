@@ -322,178 +322,116 @@ fn bad_files_name_the_file_and_the_position() {
     }
 }
 
-/// (arguments after `roofline`, environment, fragments the message must contain)
-type BadCase<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a [&'a str]);
+/// A bad configuration: the arguments after `roofline` (split at spaces), the environment,
+/// and the fragments the message must contain (separated by `|`).
+type BadCase<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
 
 #[test]
 fn bad_values_name_the_key_and_where_it_came_from() {
     let d = tmpdir();
     let ops = "[[ops]]\nop = \"gemm\"\nm = 64\nn = 64\nk = 64\ndtype = \"bf16\"\n";
-    let cfg = |name: &str, body: &str| {
-        write(
-            &d,
-            name,
-            &format!("include = [\"preset:a100-sxm4-80gb\"]\n{body}\n{ops}"),
-        );
-    };
-    cfg(
-        "kind.toml",
-        "[components.npu]\nkind = \"acme/npu9\"\n[device]\ncompute = \"npu\"",
-    );
-    cfg(
-        "param.toml",
-        "[components.a100_sxm4_80gb]\nfp8_tops = 1979.0",
-    );
-    cfg(
-        "type.toml",
-        "[components.a100_sxm4_80gb_hbm]\ncapacity_gb = \"eighty\"",
-    );
-    cfg(
-        "undef.toml",
-        "[device]\nmemory = [\"a100_sxm4_80gb_l2\", \"hbm9\"]",
-    );
-    cfg("slot.toml", "[device]\ncompute = \"a100_sxm4_80gb_nvlink\"");
-    cfg("top.toml", "[modle]\nlayers = 96");
-    cfg("devicekey.toml", "[device]\nmemroy = []");
-    cfg(
-        "range.toml",
-        "[components.a100_sxm4_80gb]\nmatmul_efficiency = 1.5",
-    );
+    // Each on top of the A100 preset and one GEMM.
+    let files = [
+        (
+            "kind",
+            "[components.npu]\nkind = \"acme/npu9\"\n[device]\ncompute = \"npu\"",
+        ),
+        ("param", "[components.a100_sxm4_80gb]\nfp8_tops = 1979.0"),
+        (
+            "type",
+            "[components.a100_sxm4_80gb_hbm]\ncapacity_gb = \"eighty\"",
+        ),
+        (
+            "undef",
+            "[device]\nmemory = [\"a100_sxm4_80gb_l2\", \"hbm9\"]",
+        ),
+        ("slot", "[device]\ncompute = \"a100_sxm4_80gb_nvlink\""),
+        ("top", "[modle]\nlayers = 96"),
+        ("devicekey", "[device]\nmemroy = []"),
+        (
+            "range",
+            "[components.a100_sxm4_80gb]\nmatmul_efficiency = 1.5",
+        ),
+        // A file that is not a plugin library, named in a config.
+        ("lib", "[[plugins]]\npath = \"notes.so\""),
+        // An op the device cannot run names the op.
+        (
+            "fp8",
+            "[[ops]]\nname = \"fp8_gemm\"\nop = \"gemm\"\nm = 64\nn = 64\nk = 64\ndtype = \"fp8\"",
+        ),
+    ];
+    for (name, body) in files {
+        let text = format!("include = [\"preset:a100-sxm4-80gb\"]\n{body}\n{ops}");
+        write(&d, &format!("{name}.toml"), &text);
+    }
+    write(&d, "notes.so", "not a library");
+    let sm_env = "PERFCAST_COMPONENTS__A100_SXM4_80GB__SM_COUNT";
     let cases: &[BadCase] = &[
         (
-            &["kind.toml"],
+            "kind.toml",
             &[],
-            &[
-                "unknown kind `acme/npu9`",
-                "components.npu.kind",
-                "kind.toml",
-                "compute_unit: gpu",
-            ],
+            "unknown kind `acme/npu9`|components.npu.kind|kind.toml|compute_unit: gpu",
         ),
         (
-            &["param.toml"],
+            "param.toml",
             &[],
-            &[
-                "components.a100_sxm4_80gb.fp8_tops",
-                "param.toml",
-                "unknown field",
-                "matrix_tflops",
-            ],
+            "components.a100_sxm4_80gb.fp8_tops|param.toml|unknown field|matrix_tflops",
         ),
         (
-            &["type.toml"],
+            "type.toml",
             &[],
-            &[
-                "components.a100_sxm4_80gb_hbm.capacity_gb",
-                "type.toml",
-                "invalid type",
-            ],
+            "components.a100_sxm4_80gb_hbm.capacity_gb|type.toml|invalid type",
         ),
         (
-            &["undef.toml"],
+            "undef.toml",
             &[],
-            &["device.memory[1]", "`hbm9`", "not defined", "undef.toml"],
+            "device.memory[1]|`hbm9`|not defined|undef.toml",
         ),
         (
-            &["slot.toml"],
+            "slot.toml",
             &[],
-            &[
-                "device.compute",
-                "interconnect",
-                "slot.toml",
-                "compute_unit kinds: gpu",
-            ],
+            "device.compute|interconnect|slot.toml|compute_unit kinds: gpu",
+        ),
+        ("top.toml", &[], "unknown top-level key `modle`|top.toml"),
+        ("devicekey.toml", &[], "device.memroy|devicekey.toml"),
+        (
+            "range.toml",
+            &[],
+            "components.a100_sxm4_80gb.matmul_efficiency|range.toml|1.5",
         ),
         (
-            &["top.toml"],
+            "param.toml --set components.a100_sxm4_80gb.sm_count=many",
             &[],
-            &["unknown top-level key `modle`", "top.toml"],
+            "components.a100_sxm4_80gb",
         ),
         (
-            &["devicekey.toml"],
+            "undef.toml --set device.memory=[\"a100_sxm4_80gb_hbm\"] \
+             --set components.a100_sxm4_80gb.sm_count=-3",
             &[],
-            &["device.memroy", "devicekey.toml"],
+            "components.a100_sxm4_80gb.sm_count|--set components.a100_sxm4_80gb.sm_count=-3",
         ),
         (
-            &["range.toml"],
-            &[],
-            &[
-                "components.a100_sxm4_80gb.matmul_efficiency",
-                "range.toml",
-                "1.5",
-            ],
+            "undef.toml --set device.memory=[\"a100_sxm4_80gb_hbm\"]",
+            &[(sm_env, "lots")],
+            "components.a100_sxm4_80gb.sm_count|PERFCAST_COMPONENTS__A100_SXM4_80GB__SM_COUNT",
         ),
         (
-            &[
-                "param.toml",
-                "--set",
-                "components.a100_sxm4_80gb.sm_count=many",
-            ],
+            "undef.toml --set device.memory=[\"a100_sxm4_80gb_hbm\"] --set ops.0.m=0",
             &[],
-            &["components.a100_sxm4_80gb"],
+            "ops",
         ),
         (
-            &[
-                "undef.toml",
-                "--set",
-                "device.memory=[\"a100_sxm4_80gb_hbm\"]",
-                "--set",
-                "components.a100_sxm4_80gb.sm_count=-3",
-            ],
+            "undef.toml --load nothere.so",
             &[],
-            &[
-                "components.a100_sxm4_80gb.sm_count",
-                "--set components.a100_sxm4_80gb.sm_count=-3",
-            ],
+            "nothere.so|does not exist|--load",
         ),
-        (
-            &[
-                "undef.toml",
-                "--set",
-                "device.memory=[\"a100_sxm4_80gb_hbm\"]",
-            ],
-            &[("PERFCAST_COMPONENTS__A100_SXM4_80GB__SM_COUNT", "lots")],
-            &[
-                "components.a100_sxm4_80gb.sm_count",
-                "PERFCAST_COMPONENTS__A100_SXM4_80GB__SM_COUNT",
-            ],
-        ),
-        (
-            &[
-                "undef.toml",
-                "--set",
-                "device.memory=[\"a100_sxm4_80gb_hbm\"]",
-                "--set",
-                "ops.0.m=0",
-            ],
-            &[],
-            &["ops"],
-        ),
-        (
-            &["undef.toml", "--load", "nothere.so"],
-            &[],
-            &["nothere.so", "does not exist", "--load"],
-        ),
+        ("lib.toml", &[], "notes.so|lib.toml"),
+        ("fp8.toml", &[], "op `fp8_gemm`|ops[0]|fp8"),
     ];
     for (args, env, want) in cases {
         let mut a = vec!["roofline"];
-        a.extend_from_slice(args);
-        fails(&perfcast_in(&d, &a, env), want);
+        a.extend(args.split(' '));
+        let want: Vec<&str> = want.split('|').collect();
+        fails(&perfcast_in(&d, &a, env), &want);
     }
-    // A file that is not a plugin library, named in a config.
-    write(&d, "notes.so", "not a library");
-    cfg("lib.toml", "[[plugins]]\npath = \"notes.so\"");
-    fails(
-        &perfcast_in(&d, &["roofline", "lib.toml"], &[]),
-        &["notes.so", "lib.toml"],
-    );
-    // An op the device cannot run names the op.
-    cfg(
-        "fp8.toml",
-        "[[ops]]\nname = \"fp8_gemm\"\nop = \"gemm\"\nm = 64\nn = 64\nk = 64\ndtype = \"fp8\"",
-    );
-    fails(
-        &perfcast_in(&d, &["roofline", "fp8.toml"], &[]),
-        &["op `fp8_gemm`", "ops[0]", "fp8"],
-    );
 }

@@ -1,0 +1,155 @@
+//! The finalists: the top N plans fully evaluated (`Training::evaluate_placed`), the Pareto
+//! fronts and the fastest plan per device count decoded from their keys, the summary; or,
+//! when no plan was timed, an error that says why.
+
+use super::accumulate::{Acc, Scored};
+use super::results::{Counts, ParetoPoint, PlanKey, RankedPlan, SearchResult, Summary, PRECISIONS};
+use crate::space::{Constraints, Objective};
+use crate::SearchError;
+use perfcast_engine::training::{Placement, Training, TrainingPlan};
+use std::time::Instant;
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+fn placement_of(k: &PlanKey) -> Placement {
+    Placement::all()
+        .get(k.placement as usize)
+        .copied()
+        .unwrap_or_default()
+}
+
+fn plan_of(template: &TrainingPlan, training: &Training, k: &PlanKey) -> TrainingPlan {
+    let rnames = training.recompute_names();
+    let snames = training.schedule_names();
+    TrainingPlan {
+        tp: k.tp,
+        pp: k.pp,
+        dp: k.dp,
+        cp: k.cp,
+        vpp: k.vpp,
+        sp: k.sp,
+        zero_stage: k.zero_stage,
+        micro_batch: k.micro_batch,
+        recompute: rnames[k.recompute as usize].to_string(),
+        recompute_layers: (k.recompute_layers > 0).then_some(k.recompute_layers),
+        schedule: Some(snames[k.schedule as usize].to_string()),
+        precision: PRECISIONS[k.precision as usize],
+        tp_comm_overlap: k.tp_comm_overlap,
+        overlap_grad_reduce: k.overlap_grad_reduce,
+        overlap_param_gather: k.overlap_param_gather,
+        ..template.clone()
+    }
+}
+
+/// Why no plan was timed: the space lists none, none fits in memory (the limit and the
+/// smallest need), or the engine refused them all; with the three most frequent refusals.
+pub(super) fn no_plan(acc: &Acc, trainings: &[Training], constraints: &Constraints) -> SearchError {
+    let counts = &acc.counts;
+    let limit_gib = trainings[0].capacity().0 * (1.0 - constraints.memory_headroom) / GIB;
+    let mut reason = if counts.enumerated == 0 {
+        "the space lists no plan (check search.vpp, search.micro_batch, search.recompute, \
+         search.schedule, search.precision)"
+            .to_string()
+    } else if counts.pruned_memory > 0 {
+        format!(
+            "no plan fits in memory: the limit is {limit_gib:.2} GiB per device \
+             (capacity x (1 - search.memory_headroom = {})), the smallest plan needs {:.2} GiB",
+            constraints.memory_headroom,
+            acc.min_memory / GIB
+        )
+    } else {
+        "every plan was refused by the engine's checks".to_string()
+    };
+    let mut reasons: Vec<_> = acc.invalid.iter().collect();
+    reasons
+        .sort_by(|a, b| (b.1 .0.cmp(&a.1 .0)).then_with(|| a.0.to_string().cmp(&b.0.to_string())));
+    for (k, (c, m)) in reasons.iter().take(3) {
+        reason.push_str(&format!("; {c} plans refused on `{k}`: {m}"));
+    }
+    SearchError::Empty { reason }
+}
+
+/// The result of a search that timed at least one plan: the top N fully evaluated (ranked
+/// by objective, ties by key), the fronts, and the summary (`start` is when the search
+/// began).
+pub(super) fn finish(
+    acc: Acc,
+    trainings: &[Training],
+    template: &TrainingPlan,
+    objective: Objective,
+    start: Instant,
+) -> Result<SearchResult, SearchError> {
+    let training_of = |s: &Scored| {
+        let i = trainings
+            .iter()
+            .position(|t| t.system().devices == s.key.devices);
+        &trainings[i.unwrap_or(0)]
+    };
+    let mut top: Vec<Scored> = acc.top.into_vec();
+    top.sort();
+    let mut plans = Vec::with_capacity(top.len());
+    for (i, s) in top.iter().enumerate() {
+        let t = training_of(s);
+        let plan = plan_of(template, t, &s.key);
+        let placement = placement_of(&s.key);
+        let report = t
+            .evaluate_placed(&plan, &placement)
+            .map_err(|e| SearchError::Model {
+                context: format!("evaluating finalist {plan:?}"),
+                source: e,
+            })?;
+        plans.push(RankedPlan {
+            rank: i + 1,
+            objective: s.objective,
+            plan,
+            placement: placement.name(),
+            report,
+        });
+    }
+    let point = |s: &Scored| ParetoPoint {
+        devices: s.key.devices,
+        time_s: s.time,
+        memory_gib: s.memory / GIB,
+        plan: plan_of(template, training_of(s), &s.key),
+        placement: placement_of(&s.key).name(),
+    };
+    let pareto: Vec<ParetoPoint> = acc.pareto.pts.iter().map(point).collect();
+    let fastest: Vec<ParetoPoint> = acc.fastest.values().map(point).collect();
+    // Fastest per device count, kept when faster than every smaller count.
+    let mut pareto_devices = Vec::new();
+    if trainings.len() > 1 {
+        let mut best = f64::INFINITY;
+        for s in acc.fastest.values() {
+            if s.time < best {
+                best = s.time;
+                pareto_devices.push(point(s));
+            }
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(SearchResult {
+        plans,
+        pareto,
+        pareto_devices,
+        fastest,
+        summary: summary(&acc.counts, seconds, objective),
+    })
+}
+
+fn summary(counts: &Counts, seconds: f64, objective: Objective) -> Summary {
+    Summary {
+        enumerated: counts.enumerated,
+        pruned: counts.pruned,
+        evaluated: counts.evaluated,
+        seconds,
+        pruned_invalid: counts.pruned_invalid,
+        pruned_memory: counts.pruned_memory,
+        pruned_bound: counts.pruned_bound,
+        groups: counts.groups,
+        layer_programs: counts.layer_programs,
+        plans_per_s: counts.enumerated as f64 / seconds.max(1e-9),
+        evaluations_per_s: counts.evaluated as f64 / seconds.max(1e-9),
+        objective,
+        threads: rayon::current_num_threads(),
+    }
+}

@@ -1,0 +1,312 @@
+//! Space resolution: the inputs checked, and a [`SearchSpace`] with its [`Constraints`] turned
+//! into what the walk takes: the outer tuples (device count, TP, PP, DP, CP) and, per
+//! training, the lists of every other dimension ([`Lists`]).
+
+use super::results::precision_code;
+use crate::space::{Constraints, SearchSpace};
+use crate::SearchError;
+use perfcast_core::{DType, Engine};
+use perfcast_engine::training::{Placement, Training};
+
+/// Most plans one search reports (each is fully evaluated and printed).
+const MAX_TOP: usize = 10_000;
+
+/// Distinct pipeline schedules one search may walk.
+pub(super) const MAX_SCHEDULES: usize = 16;
+
+/// The outer tuple a worker takes: everything but the switches walked inside.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Outer {
+    /// Index of the training (device count).
+    pub(super) t: usize,
+    pub(super) devices: u32,
+    pub(super) tp: u32,
+    pub(super) pp: u32,
+    pub(super) dp: u32,
+    pub(super) cp: u32,
+}
+
+/// The resolved lists of a space for one training.
+pub(super) struct Lists {
+    pub(super) vpp: Option<Vec<u32>>,
+    pub(super) micro_batch: Option<Vec<u32>>,
+    pub(super) sp: Vec<bool>,
+    pub(super) recompute: Vec<u8>,
+    pub(super) full: Option<u8>,
+    pub(super) partial: bool,
+    pub(super) zero: Vec<u8>,
+    /// (schedule index, interleaved)
+    pub(super) schedules: Vec<(u8, bool)>,
+    pub(super) precision: Vec<DType>,
+    pub(super) tpo: Vec<bool>,
+    pub(super) ogr: Vec<bool>,
+    pub(super) opg: Vec<bool>,
+    /// Indices into `Placement::all()`.
+    pub(super) placements: Vec<u8>,
+}
+
+/// The divisors of `n` (those that fit in a `u32`), ascending.
+pub(super) fn divisors(n: u64) -> Vec<u32> {
+    let mut v: Vec<u32> = (1..=n)
+        .take_while(|d| d * d <= n)
+        .filter(|d| n.is_multiple_of(*d))
+        .flat_map(|d| [d, n / d])
+        .filter_map(|d| u32::try_from(d).ok())
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The lists of every dimension walked inside an outer tuple, for `training` (its registered
+/// recompute policies and schedules, its device's precisions), each checked.
+pub(super) fn lists(training: &Training, space: &SearchSpace) -> Result<Lists, SearchError> {
+    let rnames = training.recompute_names();
+    let snames = training.schedule_names();
+    let pick = |names: &[&str], list: &[String], key: &str| -> Result<Vec<u8>, SearchError> {
+        list.iter()
+            .map(|n| {
+                names
+                    .iter()
+                    .position(|x| x == n)
+                    .map(|i| i as u8)
+                    .ok_or_else(|| SearchError::Invalid {
+                        key: key.into(),
+                        message: format!(
+                            "`{n}` is not registered; registered: {}",
+                            names.join(", ")
+                        ),
+                    })
+            })
+            .collect()
+    };
+    let recompute = match &space.recompute {
+        Some(l) => pick(&rnames, l, "search.recompute")?,
+        None => (0..rnames.len() as u8).collect(),
+    };
+    let full = rnames.iter().position(|n| *n == "full").map(|i| i as u8);
+    let default_sched = vec!["1f1b".to_string(), "interleaved-1f1b".to_string()];
+    let slist = space.schedule.as_ref().unwrap_or(&default_sched);
+    let mut sidx = pick(&snames, slist, "search.schedule")?;
+    sidx.sort_unstable();
+    sidx.dedup();
+    if sidx.len() > MAX_SCHEDULES {
+        return Err(SearchError::Invalid {
+            key: "search.schedule".into(),
+            message: format!("at most {MAX_SCHEDULES} schedules per search"),
+        });
+    }
+    let schedules = sidx
+        .into_iter()
+        .map(|i| (i, snames[i as usize].contains("interleaved")))
+        .collect();
+    let unit = training.system().compute.as_ref();
+    let precision = match &space.precision {
+        Some(l) => {
+            for d in l {
+                if precision_code(*d).is_none() {
+                    return Err(SearchError::Invalid {
+                        key: "search.precision".into(),
+                        message: format!(
+                            "`{}` is not a training precision; allowed: bf16, fp16, fp8",
+                            d.name()
+                        ),
+                    });
+                }
+            }
+            l.clone()
+        }
+        None => [DType::Bf16, DType::Fp8]
+            .into_iter()
+            .filter(|d| unit.peak(Engine::Matrix, *d).is_some())
+            .collect(),
+    };
+    let all = Placement::all();
+    let placements = match &space.placement {
+        None => (0..all.len() as u8).collect(),
+        Some(list) => {
+            let mut v = Vec::with_capacity(list.len());
+            for name in list {
+                let p = Placement::parse(name).map_err(|e| SearchError::Invalid {
+                    key: "search.placement".into(),
+                    message: e.to_string(),
+                })?;
+                let i = all.iter().position(|a| *a == p).unwrap_or(0) as u8;
+                if !v.contains(&i) {
+                    v.push(i);
+                }
+            }
+            v
+        }
+    };
+    if let Some(z) = space
+        .zero_stage
+        .as_ref()
+        .and_then(|z| z.iter().find(|s| **s > 3))
+    {
+        return Err(SearchError::Invalid {
+            key: "search.zero_stage".into(),
+            message: format!("{z} is not a ZeRO stage; allowed: 0, 1, 2, 3"),
+        });
+    }
+    Ok(Lists {
+        vpp: space.vpp.clone(),
+        micro_batch: space.micro_batch.clone(),
+        sp: space.sp.clone().unwrap_or(vec![false, true]),
+        recompute,
+        full,
+        partial: space.partial_recompute.unwrap_or(true),
+        zero: space.zero_stage.clone().unwrap_or(vec![0, 1, 2, 3]),
+        schedules,
+        precision,
+        tpo: space.tp_comm_overlap.clone().unwrap_or(vec![false, true]),
+        ogr: space.overlap_grad_reduce.clone().unwrap_or(vec![true]),
+        opg: space.overlap_param_gather.clone().unwrap_or(vec![true]),
+        placements,
+    })
+}
+
+fn check_list(key: &str, list: &Option<Vec<u32>>) -> Result<(), SearchError> {
+    if let Some(l) = list {
+        if l.contains(&0) {
+            return Err(SearchError::Invalid {
+                key: key.into(),
+                message: "values must be positive integers".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The inputs every search checks before resolving anything: `top`, the device counts, the
+/// memory headroom, the global batch and the degree lists.
+pub(super) fn check(
+    trainings: &[Training],
+    space: &SearchSpace,
+    constraints: &Constraints,
+    top_n: usize,
+) -> Result<(), SearchError> {
+    if top_n == 0 || top_n > MAX_TOP {
+        return Err(SearchError::Invalid {
+            key: "top".into(),
+            message: format!("{top_n} is not allowed: must be 1 to {MAX_TOP}"),
+        });
+    }
+    if trainings.is_empty() {
+        return Err(SearchError::Invalid {
+            key: "search.devices".into(),
+            message: "no device count to search".into(),
+        });
+    }
+    if !(constraints.memory_headroom.is_finite()
+        && (0.0..1.0).contains(&constraints.memory_headroom))
+    {
+        return Err(SearchError::Invalid {
+            key: "search.memory_headroom".into(),
+            message: format!(
+                "{} is not allowed: a fraction in [0, 1)",
+                constraints.memory_headroom
+            ),
+        });
+    }
+    if constraints.global_batch == 0 {
+        return Err(SearchError::Invalid {
+            key: "search.global_batch".into(),
+            message: "must be a positive integer".into(),
+        });
+    }
+    for (k, l) in [
+        ("search.tp", &space.tp),
+        ("search.pp", &space.pp),
+        ("search.dp", &space.dp),
+        ("search.cp", &space.cp),
+        ("search.vpp", &space.vpp),
+        ("search.micro_batch", &space.micro_batch),
+    ] {
+        check_list(k, l)?;
+    }
+    Ok(())
+}
+
+/// The outer tuples (device count, TP, PP, DP, CP with tp x cp x pp x dp = devices) of the
+/// space, or why there is none for any device count.
+pub(super) fn outer_tuples(
+    trainings: &[Training],
+    space: &SearchSpace,
+    constraints: &Constraints,
+) -> Result<Vec<Outer>, SearchError> {
+    let mut outers = Vec::new();
+    let mut why_empty: Vec<String> = Vec::new();
+    for (ti, t) in trainings.iter().enumerate() {
+        let n = t.system().devices;
+        let domain = t
+            .system()
+            .network
+            .first()
+            .map(|l| l.domain_size())
+            .unwrap_or(1);
+        let max_tp = constraints.max_tp.unwrap_or(domain);
+        let divs = divisors(n as u64);
+        let allowed =
+            |list: &Option<Vec<u32>>, v: u32| list.as_ref().is_none_or(|l| l.contains(&v));
+        let tps: Vec<u32> = divs
+            .iter()
+            .copied()
+            .filter(|v| *v <= max_tp && allowed(&space.tp, *v))
+            .collect();
+        if tps.is_empty() {
+            why_empty.push(format!(
+                "{n} devices: no tensor-parallel degree in search.tp = {:?} divides {n} and is <= max_tp = {max_tp}",
+                space.tp
+            ));
+        }
+        let cps: Vec<u32> = divs
+            .iter()
+            .copied()
+            .filter(|v| match &space.cp {
+                Some(l) => l.contains(v),
+                None => *v == 1,
+            })
+            .collect();
+        if cps.is_empty() {
+            why_empty.push(format!(
+                "{n} devices: no context-parallel degree in search.cp = {:?} divides {n}",
+                space.cp
+            ));
+        }
+        let before = outers.len();
+        for &tp in &tps {
+            for &cp in &cps {
+                if !(n as u64).is_multiple_of(tp as u64 * cp as u64) {
+                    continue;
+                }
+                let rest = n / (tp * cp);
+                for pp in divisors(rest as u64) {
+                    let dp = rest / pp;
+                    if allowed(&space.pp, pp) && allowed(&space.dp, dp) {
+                        outers.push(Outer {
+                            t: ti,
+                            devices: n,
+                            tp,
+                            pp,
+                            dp,
+                            cp,
+                        });
+                    }
+                }
+            }
+        }
+        if outers.len() == before && !tps.is_empty() && !cps.is_empty() {
+            why_empty.push(format!(
+                "{n} devices: no pp in search.pp = {:?} and dp in search.dp = {:?} with tp x cp x pp x dp = {n}",
+                space.pp, space.dp
+            ));
+        }
+    }
+    if outers.is_empty() {
+        return Err(SearchError::Empty {
+            reason: why_empty.join("; "),
+        });
+    }
+    Ok(outers)
+}

@@ -1,0 +1,364 @@
+//! The walk: every plan group of an outer tuple enumerated, refused or pruned (memory, the
+//! time lower bound) before timing, the rest timed on the engine's fast path, in parallel
+//! over the outer tuples (rayon), each worker with its own [`Acc`].
+
+use super::accumulate::{push_top, Acc, Scored};
+use super::resolve::{divisors, Lists, Outer, MAX_SCHEDULES};
+use super::results::{precision_code, PlanKey};
+use crate::space::{Constraints, Objective};
+use perfcast_core::parallel::interleaving_degrees;
+use perfcast_engine::training::{Placement, PlanGroup, Training, TrainingPlan};
+use rayon::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+
+/// Shared, read-only state of one search.
+pub(super) struct Ctx<'a> {
+    pub(super) trainings: &'a [Training],
+    /// Per training.
+    pub(super) lists: Vec<Lists>,
+    pub(super) template: &'a TrainingPlan,
+    pub(super) constraints: &'a Constraints,
+    pub(super) objective: Objective,
+    pub(super) top_n: usize,
+    /// f64 bits of the best known N-th objective (an upper bound on the final N-th best).
+    pub(super) threshold: AtomicU64,
+}
+
+/// Walk every outer tuple in parallel (one rayon task each), then merge the workers'
+/// accumulators.
+pub(super) fn run(ctx: &Ctx<'_>, outers: &[Outer]) -> Acc {
+    outers
+        .par_iter()
+        .with_max_len(1)
+        .fold(Acc::new, |mut acc, o| {
+            ctx.walk(*o, &mut acc);
+            acc
+        })
+        .reduce(Acc::new, |a, b| a.merge(b, ctx.top_n))
+}
+
+impl Ctx<'_> {
+    fn threshold(&self) -> f64 {
+        f64::from_bits(self.threshold.load(AtomicOrdering::Relaxed))
+    }
+    fn offer_threshold(&self, v: f64) {
+        let mut cur = self.threshold.load(AtomicOrdering::Relaxed);
+        while v < f64::from_bits(cur) {
+            match self.threshold.compare_exchange_weak(
+                cur,
+                v.to_bits(),
+                AtomicOrdering::Relaxed,
+                AtomicOrdering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(c) => cur = c,
+            }
+        }
+    }
+}
+
+/// Variants of one group: (recompute index, layers, schedule index).
+fn variants(l: &Lists, pp: u32, vpp: u32, max_stage_layers: u64, out: &mut Vec<(u8, u32, u8)>) {
+    out.clear();
+    let scheds: Vec<u8> = if pp == 1 {
+        // The schedule does not matter on one stage: the first non-interleaved one.
+        l.schedules
+            .iter()
+            .find(|s| !s.1)
+            .or(l.schedules.first())
+            .map(|s| vec![s.0])
+            .unwrap_or_default()
+    } else {
+        l.schedules
+            .iter()
+            .filter(|s| s.1 == (vpp > 1))
+            .map(|s| s.0)
+            .collect()
+    };
+    for &s in &scheds {
+        for &r in &l.recompute {
+            out.push((r, 0, s));
+            if l.partial && Some(r) == l.full {
+                let n = max_stage_layers.min(u32::MAX as u64) as u32;
+                for k in 1..n {
+                    out.push((r, k, s));
+                }
+            }
+        }
+    }
+}
+
+impl Ctx<'_> {
+    fn objective_of(&self, time: f64, memory: f64, devices: u32) -> f64 {
+        match self.objective {
+            Objective::Time => time,
+            Objective::Memory => memory,
+            Objective::Cost => time * devices as f64,
+        }
+    }
+
+    /// Walk every group of one outer tuple.
+    fn walk(&self, o: Outer, acc: &mut Acc) {
+        let training = &self.trainings[o.t];
+        let l = &self.lists[o.t];
+        let m = training.model();
+        let gb = self.constraints.global_batch;
+        let limit = training.capacity().0 * (1.0 - self.constraints.memory_headroom);
+        let vpps: Vec<u32> = match &l.vpp {
+            Some(v) => v.iter().copied().filter(|v| o.pp > 1 || *v == 1).collect(),
+            None => interleaving_degrees(m.layers, o.pp),
+        };
+        let mbs: Vec<u32> = match &l.micro_batch {
+            Some(v) => v.clone(),
+            None => {
+                if gb.is_multiple_of(o.dp) {
+                    divisors((gb / o.dp) as u64)
+                        .into_iter()
+                        .filter(|b| *b <= self.constraints.max_micro_batch)
+                        .collect()
+                } else {
+                    vec![1]
+                }
+            }
+        };
+        let sps: &[bool] = if o.tp > 1 { &l.sp } else { &[false] };
+        let tpos: &[bool] = if o.tp > 1 { &l.tpo } else { &[false] };
+        let zeros: &[u8] = if o.dp * o.cp > 1 { &l.zero } else { &[0] };
+        let mut var = Vec::with_capacity(128);
+        // Placements that place this mesh differently (same order of the non-trivial axes
+        // = same placement of every group).
+        let all = Placement::all();
+        let mut places: Vec<u8> = Vec::with_capacity(l.placements.len());
+        let mut seen = Vec::with_capacity(l.placements.len());
+        for &i in &l.placements {
+            let e = all[i as usize].effective(o.tp, o.cp, o.pp, o.dp);
+            if !seen.contains(&e) {
+                seen.push(e);
+                places.push(i);
+            }
+        }
+        let mut plan = TrainingPlan {
+            tp: o.tp,
+            pp: o.pp,
+            dp: o.dp,
+            cp: o.cp,
+            global_batch: gb,
+            ..self.template.clone()
+        };
+        for &vpp in &vpps {
+            // Layers of the busiest stage (for the partial-recompute counts), even if the
+            // split turns out invalid.
+            let chunks = o.pp as u64 * vpp as u64;
+            let stage_n = vpp as u64 * m.layers.div_ceil(chunks.max(1));
+            variants(l, o.pp, vpp, stage_n, &mut var);
+            if var.is_empty() {
+                continue; // no schedule listed for this interleaving: no plan
+            }
+            let nv = var.len() as u64;
+            for &mb in &mbs {
+                for &sp in sps {
+                    for &zero in zeros {
+                        for &prec in &l.precision {
+                            for &tpo in tpos {
+                                let ogrs: &[bool] = if o.dp * o.cp > 1 {
+                                    &l.ogr
+                                } else {
+                                    std::slice::from_ref(&self.template.overlap_grad_reduce)
+                                };
+                                let opgs: &[bool] = if o.dp * o.cp > 1 && (1..=2).contains(&zero) {
+                                    &l.opg
+                                } else {
+                                    std::slice::from_ref(&self.template.overlap_param_gather)
+                                };
+                                for &ogr in ogrs {
+                                    for &opg in opgs {
+                                        acc.counts.enumerated += nv * places.len() as u64;
+                                        acc.counts.groups += 1;
+                                        plan.vpp = vpp;
+                                        plan.micro_batch = mb;
+                                        plan.sp = sp;
+                                        plan.zero_stage = zero;
+                                        plan.precision = prec;
+                                        plan.tp_comm_overlap = tpo;
+                                        plan.overlap_grad_reduce = ogr;
+                                        plan.overlap_param_gather = opg;
+                                        let key = PlanKey {
+                                            devices: o.devices,
+                                            tp: o.tp,
+                                            pp: o.pp,
+                                            dp: o.dp,
+                                            cp: o.cp,
+                                            vpp,
+                                            micro_batch: mb,
+                                            sp,
+                                            zero_stage: zero,
+                                            precision: precision_code(prec).unwrap_or(0),
+                                            tp_comm_overlap: tpo,
+                                            overlap_grad_reduce: ogr,
+                                            overlap_param_gather: opg,
+                                            recompute: 0,
+                                            recompute_layers: 0,
+                                            schedule: 0,
+                                            placement: 0,
+                                        };
+                                        self.group(training, &plan, key, &var, &places, limit, acc);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Evaluate the variants of one group: refuse, prune by memory, prune by the lower
+    /// bound (a variant that cannot enter the top N, cannot be the fastest of its device count
+    /// and would be dominated on the Pareto front), time the rest.
+    #[allow(clippy::too_many_arguments)]
+    fn group(
+        &self,
+        training: &Training,
+        plan: &TrainingPlan,
+        key: PlanKey,
+        var: &[(u8, u32, u8)],
+        places: &[u8],
+        limit: f64,
+        acc: &mut Acc,
+    ) {
+        let np = places.len() as u64;
+        let nv = var.len() as u64 * np;
+        let before = acc.cache.timed;
+        let mut g: PlanGroup = match training.plan_group(plan, &mut acc.cache) {
+            Ok(g) => g,
+            Err(e) => return acc.refuse(&e, nv),
+        };
+        acc.counts.layer_programs += acc.cache.timed - before;
+        // The partial counts beyond this group's real stage size are not plans of it.
+        let (n1, n2, n3) = g.stage_layers();
+        let busiest = n1.max(n2).max(n3) as u32;
+        // Per schedule of the variants: refused (with how many plans), or its time bound.
+        let mut scheds: [(u8, Option<f64>); MAX_SCHEDULES] = [(u8::MAX, None); MAX_SCHEDULES];
+        let mut ns = 0;
+        for &(_, _, s) in var {
+            if ns < scheds.len() && !scheds[..ns].iter().any(|x| x.0 == s) {
+                let bound = match g.check_schedule(s as usize) {
+                    Err(e) => {
+                        let n = var
+                            .iter()
+                            .filter(|v| v.2 == s && (v.1 == 0 || v.1 < busiest))
+                            .count() as u64;
+                        acc.refuse(&e, n * np);
+                        None
+                    }
+                    Ok(()) if self.objective == Objective::Memory => Some(0.0),
+                    Ok(()) => Some(g.time_lower_bound(s as usize).unwrap_or(0.0)),
+                };
+                scheds[ns] = (s, bound);
+                ns += 1;
+            }
+        }
+        let local = if acc.top.len() == self.top_n {
+            acc.top.peek().map(|w| w.objective).unwrap_or(f64::INFINITY)
+        } else {
+            f64::INFINITY
+        };
+        let mut thr = local.min(self.threshold());
+        let all = Placement::all();
+        for &pi in places {
+            g.set_placement(all[pi as usize]);
+            self.variants_of(
+                &mut g,
+                key,
+                pi,
+                var,
+                busiest,
+                &scheds[..ns],
+                limit,
+                &mut thr,
+                acc,
+            );
+        }
+    }
+
+    /// The variants of one group at one placement.
+    #[allow(clippy::too_many_arguments)]
+    fn variants_of(
+        &self,
+        g: &mut PlanGroup,
+        key: PlanKey,
+        placement: u8,
+        var: &[(u8, u32, u8)],
+        busiest: u32,
+        scheds: &[(u8, Option<f64>)],
+        limit: f64,
+        thr: &mut f64,
+        acc: &mut Acc,
+    ) {
+        for &(r, k, s) in var {
+            if k >= busiest && k > 0 {
+                acc.counts.enumerated -= 1;
+                continue;
+            }
+            let Some(lb) = scheds.iter().find(|x| x.0 == s).and_then(|x| x.1) else {
+                continue; // refused with its schedule above
+            };
+            if let Err(e) = g.set_variant(r as usize, (k > 0).then_some(k), s as usize) {
+                acc.refuse(&e, 1);
+                continue;
+            }
+            let mem = match g.memory_peak() {
+                Ok(m) => m,
+                Err(e) => {
+                    acc.refuse(&e, 1);
+                    continue;
+                }
+            };
+            acc.min_memory = acc.min_memory.min(mem);
+            if mem > limit {
+                acc.counts.pruned_memory += 1;
+                acc.counts.pruned += 1;
+                continue;
+            }
+            if self.objective != Objective::Memory
+                && self.objective_of(lb, mem, key.devices) > *thr
+                && acc.fastest.get(&key.devices).is_some_and(|f| f.time < lb)
+                && acc.pareto.dominates_bound(lb, mem)
+            {
+                acc.counts.pruned_bound += 1;
+                acc.counts.pruned += 1;
+                continue;
+            }
+            let time = match g.time() {
+                Ok(t) => t,
+                Err(e) => {
+                    acc.refuse(&e, 1);
+                    continue;
+                }
+            };
+            acc.counts.evaluated += 1;
+            let key = PlanKey {
+                recompute: r,
+                recompute_layers: k,
+                schedule: s,
+                placement,
+                ..key
+            };
+            let sc = Scored {
+                objective: self.objective_of(time, mem, key.devices),
+                time,
+                memory: mem,
+                key,
+            };
+            push_top(&mut acc.top, sc, self.top_n);
+            if acc.top.len() == self.top_n {
+                if let Some(w) = acc.top.peek() {
+                    self.offer_threshold(w.objective);
+                    *thr = thr.min(w.objective);
+                }
+            }
+            acc.pareto.insert(sc);
+            acc.offer_fastest(sc);
+        }
+    }
+}
