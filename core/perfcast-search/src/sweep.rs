@@ -19,6 +19,7 @@ use crate::config::{load_scenario, SECTION};
 use crate::SearchError;
 use perfcast_engine::training::{Placement, TrainingPlan};
 use perfcast_host::{Config, Sources};
+use perfcast_output::csv_cell;
 use serde::Deserialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -308,14 +309,6 @@ pub fn csv_header(keys: &[String]) -> String {
     cols.join(",") + "\n"
 }
 
-fn csv_cell(c: &str) -> String {
-    if c.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", c.replace('"', "\"\""))
-    } else {
-        c.to_string()
-    }
-}
-
 impl PointResult {
     pub fn csv_row(&self) -> String {
         let p = &self.plan;
@@ -414,7 +407,7 @@ impl Sweep {
             time_s: report.iteration_time.0,
             mfu: report.mfu,
             tokens_per_s: report.tokens_per_s,
-            memory_gib: report.memory.peak.0 / (1024.0 * 1024.0 * 1024.0),
+            memory_gib: report.memory.peak.gib(),
             fits: report.memory.fits,
             plan,
             placement,

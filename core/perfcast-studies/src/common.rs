@@ -247,11 +247,6 @@ pub fn device_tier(s: &System) -> Option<(usize, Arc<dyn MemoryTier>)> {
     Some((i, s.memory.tiers[i].clone()))
 }
 
-/// Percent text with one decimal.
-pub fn pct(x: f64) -> String {
-    format!("{:.1}%", 100.0 * x)
-}
-
 /// The caption of a study's plot.
 pub fn caption(ctx: &StudyContext) -> String {
     format!("perfcast (analytical model) - reproduce: {}", ctx.command)

@@ -20,12 +20,10 @@
 //! file, the key and what is allowed; it never panics on user input.
 
 pub mod common;
-pub mod csv;
 pub mod error;
 pub mod plans;
 pub mod shapley;
 pub mod studies;
-pub mod svg;
 
 pub use error::StudyError;
 
@@ -75,6 +73,23 @@ pub struct StudyOutput {
 }
 
 impl StudyOutput {
+    /// The outputs of the study of `ctx`: its table as CSV, its figure rendered, and the
+    /// summary around `finding`.
+    pub fn new(
+        ctx: &common::StudyContext,
+        table: perfcast_output::Table,
+        figure: perfcast_output::figure::Figure,
+        finding: String,
+    ) -> Result<Self, StudyError> {
+        Ok(StudyOutput {
+            name: ctx.info.name.to_string(),
+            csv: table.csv(),
+            svg: figure.render()?,
+            summary: common::summary(ctx, &finding),
+            finding,
+        })
+    }
+
     /// Write `NAME.csv`, `NAME.svg` and `NAME.md` into `dir` (created if needed).
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, StudyError> {
         std::fs::create_dir_all(dir).map_err(|source| StudyError::Write {

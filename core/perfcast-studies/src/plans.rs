@@ -249,24 +249,6 @@ impl StudySearch {
     }
 }
 
-/// A plan as short text: `TP8 PP8 DP16 mb1 selective bf16 Z1`.
-pub fn describe(p: &TrainingPlan) -> String {
-    format!(
-        "TP{} PP{} DP{} mb{} {} {}{}",
-        p.tp,
-        p.pp,
-        p.dp,
-        p.micro_batch,
-        p.recompute,
-        p.precision,
-        if p.zero_stage > 0 {
-            format!(" Z{}", p.zero_stage)
-        } else {
-            String::new()
-        }
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,20 +308,5 @@ mod tests {
         assert_eq!(s.space.zero_stage, Some(vec![1]));
         assert_eq!(s.space.schedule, Some(vec!["1f1b".to_string()]));
         assert_eq!(s.space.partial_recompute, Some(false));
-    }
-
-    #[test]
-    fn describe_is_compact() {
-        let p = TrainingPlan {
-            tp: 8,
-            pp: 4,
-            dp: 2,
-            micro_batch: 2,
-            global_batch: 64,
-            recompute: "selective".into(),
-            zero_stage: 1,
-            ..TrainingPlan::default()
-        };
-        assert_eq!(describe(&p), "TP8 PP4 DP2 mb2 selective bf16 Z1");
     }
 }

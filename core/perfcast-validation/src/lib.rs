@@ -26,25 +26,9 @@ use std::path::{Path, PathBuf};
 /// The cases file used when none is named (relative to the repository root).
 pub const DEFAULT_CASES: &str = "configs/validation/cases.toml";
 
-/// Output format of [`validate`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Table,
-    Json,
-}
-
-impl std::str::FromStr for Format {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "table" => Ok(Format::Table),
-            "json" => Ok(Format::Json),
-            other => Err(format!(
-                "unknown format `{other}`: expected `table` or `json`"
-            )),
-        }
-    }
-}
+/// Output format of [`validate_to_string`]: table or JSON (a report of nested cases has no
+/// CSV form).
+pub use perfcast_output::Format;
 
 /// Find a cases file: the path as given, else relative to any ancestor of the current
 /// directory (so `configs/validation/cases.toml` works from inside the repository).
@@ -82,12 +66,17 @@ pub fn validate_to_string(
     group: Option<&str>,
     format: Format,
 ) -> Result<String, String> {
+    let supported = [Format::Table, Format::Json];
+    if !supported.contains(&format) {
+        return Err(format.unsupported(&supported));
+    }
     let r = validate(path, group)?;
     Ok(match format {
-        Format::Table => r.to_table(),
         Format::Json => {
             serde_json::to_string_pretty(&r.to_json()).map_err(|e| e.to_string())? + "\n"
         }
+        // CSV was refused above.
+        Format::Table | Format::Csv => r.to_table(),
     })
 }
 
@@ -102,8 +91,8 @@ mod tests {
     fn default_file_format_and_group_errors() {
         let p = locate_cases(None).unwrap();
         assert!(p.ends_with(DEFAULT_CASES), "{}", p.display());
-        assert_eq!("json".parse::<Format>(), Ok(Format::Json));
-        assert!("csv".parse::<Format>().unwrap_err().contains("table"));
+        let e = validate_to_string(None, None, Format::Csv).unwrap_err();
+        assert!(e.contains("`table` or `json`"), "{e}");
         let e = validate(None, Some("no-such-group")).unwrap_err();
         assert!(e.contains("narayanan2021-table1"), "{e}");
         let e = locate_cases(Some(Path::new("no/such/cases.toml"))).unwrap_err();

@@ -7,6 +7,7 @@ use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
 use anyhow::Context as _;
 use perfcast_engine::training::{TrainingPlan, TrainingReport};
 use perfcast_host::Config;
+use perfcast_output::{placed_plan_label, plan_label, PlanStyle};
 use perfcast_search::{load_scenario, Objective, SearchResult};
 use serde::Serialize;
 
@@ -55,60 +56,12 @@ fn one_or_none(v: &&[perfcast_search::ParetoPoint]) -> bool {
     v.len() <= 1
 }
 
-const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
-
-/// `tp8 pp16 dp8 v1 mb1 sp zero1 full(3) 1f1b fp16 tpo [dp-tp-pp-cp]` (the placement only
-/// when it is not Megatron's).
-pub fn placed_label(p: &TrainingPlan, placement: &str) -> String {
-    let mut s = plan_label(p);
-    if placement != "tp-cp-pp-dp" {
-        s.push_str(&format!(" [{placement}]"));
-    }
-    s
-}
-
-/// `tp8 pp16 dp8 cp1 v1 mb1 sp zero1 full(3) 1f1b fp16 tpo`
-pub fn plan_label(p: &TrainingPlan) -> String {
-    let mut s = format!(
-        "tp{} pp{} dp{}{} v{} mb{}",
-        p.tp,
-        p.pp,
-        p.dp,
-        if p.cp > 1 {
-            format!(" cp{}", p.cp)
-        } else {
-            String::new()
-        },
-        p.vpp,
-        p.micro_batch
-    );
-    if p.sp && p.tp > 1 {
-        s.push_str(" sp");
-    }
-    s.push_str(&format!(" zero{}", p.zero_stage));
-    s.push(' ');
-    s.push_str(&p.recompute);
-    if let Some(n) = p.recompute_layers {
-        s.push_str(&format!("({n})"));
-    }
-    if p.pp > 1 {
-        s.push(' ');
-        s.push_str(p.schedule_name());
-    }
-    s.push(' ');
-    s.push_str(p.precision.name());
-    if p.tp_comm_overlap {
-        s.push_str(" tpo");
-    }
-    s
-}
-
 fn report_cells(r: &TrainingReport) -> Vec<String> {
     let b = &r.breakdown;
     vec![
         num(r.iteration_time.0),
         format!("{:.1}%", r.mfu * 100.0),
-        num(r.memory.peak.0 / GIB),
+        num(r.memory.peak.gib()),
         num(b.compute.total()),
         num(b.tp_comm.0 + b.cp_comm.0 + b.pp_comm.0 + b.dp_comm.0 + b.zero_comm.0),
         num(b.bubble.0),
@@ -149,7 +102,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 plan: p.clone(),
                 time_s: Some(rep.iteration_time.0),
                 mfu: Some(rep.mfu),
-                memory_gib: Some(rep.memory.peak.0 / GIB),
+                memory_gib: Some(rep.memory.peak.gib()),
                 fits: Some(rep.memory.fits),
                 error: None,
             },
@@ -205,7 +158,7 @@ fn plans_table(r: &SearchResult) -> Table {
         let mut row = vec![
             p.rank.to_string(),
             p.report.devices.to_string(),
-            placed_label(&p.plan, &p.placement),
+            placed_plan_label(&p.plan, &p.placement),
         ];
         row.extend(report_cells(&p.report));
         t.push(row);
@@ -242,7 +195,7 @@ fn csv_table(r: &SearchResult) -> Table {
             rp.placement.clone(),
             rep.iteration_time.0.to_string(),
             rep.mfu.to_string(),
-            (rep.memory.peak.0 / GIB).to_string(),
+            rep.memory.peak.gib().to_string(),
             b.compute.total().to_string(),
             (b.tp_comm.0 + b.cp_comm.0 + b.pp_comm.0 + b.dp_comm.0 + b.zero_comm.0).to_string(),
             b.bubble.0.to_string(),
@@ -266,7 +219,7 @@ fn render(r: &SearchResult, published: Option<&Published>, global_batch: u32) ->
     if let Some(p) = published {
         out.push_str(&format!(
             "\nthe config's [plan] ({}): ",
-            plan_label(&p.plan)
+            plan_label(&p.plan, PlanStyle::Compact)
         ));
         match (p.time_s, p.mfu, p.memory_gib, &p.error) {
             (Some(t), Some(m), Some(g), _) => {
@@ -318,7 +271,7 @@ fn render(r: &SearchResult, published: Option<&Published>, global_batch: u32) ->
             p.devices.to_string(),
             num(p.time_s),
             num(p.memory_gib),
-            placed_label(&p.plan, &p.placement),
+            placed_plan_label(&p.plan, &p.placement),
         ]);
     }
     out.push_str(&format!(
@@ -332,7 +285,7 @@ fn render(r: &SearchResult, published: Option<&Published>, global_batch: u32) ->
             dt.push(vec![
                 p.devices.to_string(),
                 num(p.time_s),
-                placed_label(&p.plan, &p.placement),
+                placed_plan_label(&p.plan, &p.placement),
             ]);
         }
         out.push_str(&format!(

@@ -6,19 +6,20 @@
 //! cannot be read or breaks the schema, or a group with no case (the message names the file,
 //! the case and the key).
 
-use crate::common::print;
+use crate::common::{print, Format};
 use std::path::PathBuf;
 
-/// Output of `perfcast validate`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum ValidateFormat {
-    /// Per group: each case's metrics, predicted / measured / error, the time breakdown; then
-    /// the summary.
-    #[default]
-    Table,
-    /// `{"cases":[{"id","group","kind","status","reason","metrics":[...]}],"summary":{...}}`.
-    Json,
-}
+/// The outputs of `perfcast validate` (no CSV: a report of nested cases), with their help.
+const FORMATS: [(Format, &str); 2] = [
+    (
+        Format::Table,
+        "Per group: each case's metrics, predicted / measured / error, the time breakdown; then the summary",
+    ),
+    (
+        Format::Json,
+        "`{\"cases\":[{\"id\",\"group\",\"kind\",\"status\",\"reason\",\"metrics\":[...]}],\"summary\":{...}}`",
+    ),
+];
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -29,17 +30,13 @@ pub struct Args {
     /// Only the cases of this group.
     #[arg(long, value_name = "G")]
     pub group: Option<String>,
-    #[arg(long, value_enum, default_value_t)]
-    pub format: ValidateFormat,
+    #[arg(long, value_parser = Format::parser(&FORMATS), default_value_t)]
+    pub format: Format,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let format = match a.format {
-        ValidateFormat::Table => perfcast_validation::Format::Table,
-        ValidateFormat::Json => perfcast_validation::Format::Json,
-    };
     let text =
-        perfcast_validation::validate_to_string(a.cases.as_deref(), a.group.as_deref(), format)
+        perfcast_validation::validate_to_string(a.cases.as_deref(), a.group.as_deref(), a.format)
             .map_err(anyhow::Error::msg)?;
     print(&text)
 }

@@ -1,8 +1,7 @@
-//! What every command shares: output formats and rendering, the config arguments, error
-//! printing and exit codes.
+//! What every command shares: the output format and rendering (perfcast-output), the config
+//! arguments, error printing and exit codes.
 
 use anyhow::Context as _;
-use clap::ValueEnum;
 use perfcast_host::{Config, Sources};
 use serde::Serialize;
 use std::io::Write as _;
@@ -18,17 +17,8 @@ pub const EXIT_USAGE: u8 = 2;
 /// Exit code: a bug in perfcast (a panic, reported by the hook).
 pub const EXIT_INTERNAL: u8 = 101;
 
-/// Output format of a command.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// Aligned columns for a terminal.
-    #[default]
-    Table,
-    /// Pretty-printed JSON, full precision.
-    Json,
-    /// Comma-separated values with a header line, full precision.
-    Csv,
-}
+// The output format, tables and numbers are perfcast-output's (shared with the studies).
+pub use perfcast_output::{num, Format, Table};
 
 /// Config files and overrides, for every command that reads a configuration.
 #[derive(Debug, Clone, clap::Args)]
@@ -107,101 +97,6 @@ pub fn to_json<T: Serialize>(v: &T) -> anyhow::Result<String> {
     Ok(s)
 }
 
-/// A table rendered as aligned text or CSV.
-#[derive(Debug, Clone, Default)]
-pub struct Table {
-    pub headers: Vec<String>,
-    /// Columns aligned to the right (numbers).
-    pub numeric: Vec<bool>,
-    pub rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    pub fn new(headers: &[(&str, bool)]) -> Self {
-        Table {
-            headers: headers.iter().map(|(h, _)| h.to_string()).collect(),
-            numeric: headers.iter().map(|(_, n)| *n).collect(),
-            rows: Vec::new(),
-        }
-    }
-
-    pub fn push(&mut self, row: Vec<String>) {
-        self.rows.push(row);
-    }
-
-    /// Aligned columns separated by two spaces, a dashed rule under the header.
-    pub fn render(&self) -> String {
-        let n = self.headers.len();
-        let mut width: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
-        for r in &self.rows {
-            for (i, c) in r.iter().enumerate().take(n) {
-                width[i] = width[i].max(c.chars().count());
-            }
-        }
-        let line = |cells: &[String], out: &mut String| {
-            let mut s = String::new();
-            for (i, c) in cells.iter().enumerate().take(n) {
-                let pad = width[i].saturating_sub(c.chars().count());
-                if i > 0 {
-                    s.push_str("  ");
-                }
-                if self.numeric[i] {
-                    s.push_str(&" ".repeat(pad));
-                    s.push_str(c);
-                } else {
-                    s.push_str(c);
-                    if i + 1 < n {
-                        s.push_str(&" ".repeat(pad));
-                    }
-                }
-            }
-            out.push_str(s.trim_end());
-            out.push('\n');
-        };
-        let mut out = String::new();
-        line(&self.headers, &mut out);
-        let rule: Vec<String> = width.iter().map(|w| "-".repeat(*w)).collect();
-        line(&rule, &mut out);
-        for r in &self.rows {
-            line(r, &mut out);
-        }
-        out
-    }
-
-    /// RFC 4180 CSV.
-    pub fn csv(&self) -> String {
-        let mut out = String::new();
-        for r in std::iter::once(&self.headers).chain(&self.rows) {
-            let cells: Vec<String> = r.iter().map(|c| csv_cell(c)).collect();
-            out.push_str(&cells.join(","));
-            out.push('\n');
-        }
-        out
-    }
-}
-
-fn csv_cell(c: &str) -> String {
-    if c.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", c.replace('"', "\"\""))
-    } else {
-        c.to_string()
-    }
-}
-
-/// Four significant digits, no exponent for everyday magnitudes (`1235`, `12.35`, `0.001235`).
-/// Callers only pass finite numbers (the host checks them).
-pub fn num(v: f64) -> String {
-    if v == 0.0 {
-        return "0".into();
-    }
-    let mag = v.abs().log10().floor() as i32;
-    if !(-4..=9).contains(&mag) {
-        return format!("{v:.3e}");
-    }
-    let decimals = (3 - mag).clamp(0, 9) as usize;
-    format!("{v:.decimals$}")
-}
-
 /// Print `error: ...` with the cause chain (causes already in the message are not repeated).
 pub fn print_error(e: &anyhow::Error) {
     let mut msg = format!("error: {e}");
@@ -257,21 +152,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn numbers_have_four_significant_digits() {
-        let table = [
-            (0.0, "0"),
-            (1234.6, "1235"),
-            (12.345, "12.35"),
-            (0.0012346, "0.001235"),
-            (312e12, "3.120e14"),
-            (-2.5, "-2.500"),
-        ];
-        for (v, want) in table {
-            assert_eq!(num(v), want, "{v}");
-        }
-    }
-
-    #[test]
     fn outcomes_map_to_exit_codes() {
         assert_eq!(finish(Ok(Ok(()))), ExitCode::from(EXIT_OK));
         assert_eq!(
@@ -281,18 +161,5 @@ mod tests {
         // A panic (caught at the top of main) is an internal error, not a crash.
         let caught = std::panic::catch_unwind(|| -> anyhow::Result<()> { panic!("a bug") });
         assert_eq!(finish(caught), ExitCode::from(EXIT_INTERNAL));
-    }
-
-    #[test]
-    fn table_aligns_and_csv_quotes() {
-        let mut t = Table::new(&[("name", false), ("value", true)]);
-        t.push(vec!["a".into(), "1".into()]);
-        t.push(vec!["long,name".into(), "100".into()]);
-        let r = t.render();
-        assert_eq!(
-            r,
-            "name       value\n---------  -----\na              1\nlong,name    100\n"
-        );
-        assert_eq!(t.csv(), "name,value\na,1\n\"long,name\",100\n");
     }
 }

@@ -2,12 +2,17 @@
 //! Waterman & Patterson 2009). x: arithmetic intensity at the device tier (FLOP/B); y:
 //! throughput (TFLOP/s). Roofs: one horizontal line per engine/dtype peak the ops use, one
 //! diagonal per memory tier (its achievable bandwidth); points: each op's achieved throughput.
+//! Drawn with perfcast-output's primitives (`predict --plot` is `perfcast_output::charts`).
 //!
 //! Only finite, positive numbers reach the drawing (the host checked them; points without
 //! FLOPs are left out), so the file never contains NaN.
 
 use perfcast_host::roofline::RooflineReport;
-use std::fmt::Write as _;
+use perfcast_output::axis::{tick_label, AxisMap};
+use perfcast_output::marks::Legend;
+use perfcast_output::num;
+use perfcast_output::palette::{pick, POINTS};
+use perfcast_output::svg::{Px, Svg, XMLNS};
 
 const W: f64 = 840.0;
 /// Minimum height; the legend (tiers, then one line per op) can make the chart taller.
@@ -18,219 +23,257 @@ const LEFT: f64 = 70.0;
 const RIGHT: f64 = 240.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 50.0;
+const TFLOPS: f64 = 1e12;
 
-/// Log-scale axis over whole decades.
-struct Axis {
-    lo: f64,
-    hi: f64,
-    from: f64,
-    to: f64,
+/// What the chart shows, in TFLOP/s and TB/s.
+struct Roofs<'a> {
+    /// (op name, intensity, achieved TFLOP/s) of the ops with FLOPs.
+    points: Vec<(&'a str, f64, f64)>,
+    /// (`engine dtype`, peak TFLOP/s), once per pair the ops use.
+    peaks: Vec<(String, f64)>,
+    /// (tier name, achievable TB/s) of the tiers with bandwidth.
+    tiers: Vec<(&'a str, f64)>,
 }
 
-impl Axis {
-    fn new(min: f64, max: f64, from: f64, to: f64) -> Axis {
-        let lo = min.log10().floor();
-        let hi = max.log10().ceil().max(lo + 1.0);
-        Axis { lo, hi, from, to }
+impl<'a> Roofs<'a> {
+    fn of(r: &'a RooflineReport) -> Self {
+        let points = r
+            .ops
+            .iter()
+            .filter(|o| o.flops > 0.0 && o.achieved_flops_per_s > 0.0)
+            .map(|o| {
+                (
+                    o.name.as_str(),
+                    o.intensity,
+                    o.achieved_flops_per_s / TFLOPS,
+                )
+            })
+            .collect();
+        let mut peaks: Vec<(String, f64)> = Vec::new();
+        for o in &r.ops {
+            let name = format!("{} {}", o.engine, o.dtype);
+            if !peaks.iter().any(|(n, _)| *n == name) {
+                peaks.push((name, o.peak_flops_per_s / TFLOPS));
+            }
+        }
+        let tiers = r
+            .memory
+            .iter()
+            .map(|t| (t.name.as_str(), t.effective_bandwidth_bytes_per_s / TFLOPS))
+            .filter(|t| t.1 > 0.0)
+            .collect();
+        Roofs {
+            points,
+            peaks,
+            tiers,
+        }
     }
-    fn at(&self, v: f64) -> f64 {
-        let t = (v.log10() - self.lo) / (self.hi - self.lo);
-        self.from + t * (self.to - self.from)
+
+    fn top_peak(&self) -> f64 {
+        self.peaks.iter().map(|p| p.1).fold(0.0, f64::max)
     }
-    fn decades(&self) -> impl Iterator<Item = f64> {
-        (self.lo as i32..=self.hi as i32).map(|e| 10f64.powi(e))
+
+    /// The (x, y) axes over whole decades: the ops, every ridge point of a roof pair and the
+    /// peaks, with room on both sides; `None` when there is nothing to draw.
+    fn axes(&self, height: f64) -> Option<(AxisMap, AxisMap)> {
+        let top_peak = self.top_peak();
+        let min_peak = self.peaks.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+        let ridges = self
+            .tiers
+            .iter()
+            .flat_map(|t| self.peaks.iter().map(move |p| p.1 / t.1));
+        let xs = self.points.iter().map(|p| p.1).chain(ridges);
+        let (xmin, xmax) = xs.fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(x), b.max(x)));
+        let ys = self.points.iter().map(|p| p.2).chain([min_peak, top_peak]);
+        let (ymin, ymax) = ys.fold((f64::INFINITY, 0.0f64), |(a, b), y| (a.min(y), b.max(y)));
+        if !(xmin.is_finite() && xmax > 0.0 && ymin.is_finite() && ymax > 0.0) {
+            return None;
+        }
+        Some((
+            AxisMap::decades(xmin / 2.0, xmax * 2.0, LEFT, W - RIGHT),
+            AxisMap::decades(ymin / 2.0, ymax * 2.0, height - BOTTOM, TOP),
+        ))
     }
 }
-
-fn label(v: f64) -> String {
-    if v >= 1.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v}")
-    }
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-const COLORS: [&str; 6] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
-];
 
 /// The chart as an SVG document.
 pub fn roofline_svg(r: &RooflineReport) -> String {
-    let tflops = 1e12;
-    let points: Vec<(&str, f64, f64)> = r
-        .ops
-        .iter()
-        .filter(|o| o.flops > 0.0 && o.achieved_flops_per_s > 0.0)
-        .map(|o| {
-            (
-                o.name.as_str(),
-                o.intensity,
-                o.achieved_flops_per_s / tflops,
-            )
-        })
-        .collect();
-    let mut peaks: Vec<(String, f64)> = Vec::new();
-    for o in &r.ops {
-        let name = format!("{} {}", o.engine, o.dtype);
-        if !peaks.iter().any(|(n, _)| *n == name) {
-            peaks.push((name, o.peak_flops_per_s / tflops));
-        }
+    let roofs = Roofs::of(r);
+    let h = MIN_H.max(TOP + LINE * (roofs.tiers.len() + roofs.points.len() + 2) as f64 + BOTTOM);
+    let Some((x, y)) = roofs.axes(h) else {
+        let mut s = Svg::new();
+        s.el("svg")
+            .attr("xmlns", XMLNS)
+            .attr("width", 10)
+            .attr("height", 10)
+            .end()
+            .nl();
+        return s.as_str().to_string();
+    };
+    let mut s = Svg::plain(W, h);
+    s.el("text")
+        .attr("x", LEFT)
+        .attr("y", 22)
+        .attr("font-size", 14)
+        .text(&format!(
+            "Roofline: {} ({}), intensity at {}",
+            r.device, r.compute_kind, r.device_tier
+        ))
+        .nl();
+    grid(&mut s, &x, &y, h);
+    let legend = Legend {
+        x: W - RIGHT,
+        y: TOP + LINE,
+        row: LINE,
+    };
+    roof_lines(&mut s, r, &roofs, &x, &y, &legend);
+    // Ops: numbered points, named in the legend under the tiers (labels on the chart would
+    // overlap where ops share a shape class).
+    for (i, (name, ix, t)) in roofs.points.iter().enumerate() {
+        let c = pick(&POINTS, i);
+        let (px, py) = (x.at(*ix), y.at(*t));
+        let ly = legend.y(roofs.tiers.len() + 1 + i);
+        s.el("circle")
+            .attr("cx", Px(px))
+            .attr("cy", Px(py))
+            .attr("r", 4)
+            .attr("fill", c)
+            .titled(name);
+        s.el("text")
+            .attr("x", Px(px + 5.0))
+            .attr("y", Px(py - 4.0))
+            .attr("fill", c)
+            .attr("font-size", 9)
+            .text(&(i + 1).to_string());
+        s.el("circle")
+            .attr("cx", Px(legend.x + 19.0))
+            .attr("cy", Px(ly - 4.0))
+            .attr("r", 4)
+            .attr("fill", c)
+            .end();
+        s.el("text")
+            .attr("x", Px(legend.x + 34.0))
+            .attr("y", Px(ly))
+            .attr("fill", c)
+            .text(&format!("{} {name}", i + 1))
+            .nl();
     }
-    let top_peak = peaks.iter().map(|p| p.1).fold(0.0, f64::max);
-    let min_peak = peaks.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
-    let tiers: Vec<(&str, f64)> = r
-        .memory
-        .iter()
-        .map(|t| (t.name.as_str(), t.effective_bandwidth_bytes_per_s / tflops))
-        .filter(|t| t.1 > 0.0)
-        .collect();
-    // Ridge points of every roof pair bound the x range along with the ops.
-    let ridges: Vec<f64> = tiers
-        .iter()
-        .flat_map(|t| peaks.iter().map(move |p| p.1 / t.1))
-        .collect();
-    let xs = points.iter().map(|p| p.1).chain(ridges.iter().copied());
-    let (xmin, xmax) = xs.fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(x), b.max(x)));
-    let ys = points.iter().map(|p| p.2).chain([min_peak, top_peak]);
-    let (ymin, ymax) = ys.fold((f64::INFINITY, 0.0f64), |(a, b), y| (a.min(y), b.max(y)));
-    if !(xmin.is_finite() && xmax > 0.0 && ymin.is_finite() && ymax > 0.0) {
-        return String::from(
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" height=\"10\"/>\n",
-        );
-    }
-    #[allow(non_snake_case)]
-    let H = MIN_H.max(TOP + LINE * (tiers.len() + points.len() + 2) as f64 + BOTTOM);
-    let x = Axis::new(xmin / 2.0, xmax * 2.0, LEFT, W - RIGHT);
-    let y = Axis::new(ymin / 2.0, ymax * 2.0, H - BOTTOM, TOP);
+    s.finish()
+}
 
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" \
-         font-family=\"sans-serif\" font-size=\"11\">"
-    );
-    let _ = writeln!(s, "<rect width=\"{W}\" height=\"{H}\" fill=\"white\"/>");
-    let _ = writeln!(
-        s,
-        "<text x=\"{LEFT}\" y=\"22\" font-size=\"14\">Roofline: {} ({}), intensity at {}</text>",
-        esc(&r.device),
-        esc(&r.compute_kind),
-        esc(&r.device_tier)
-    );
-    // Grid and tick labels.
-    for v in x.decades() {
-        let px = x.at(v);
-        let _ = writeln!(
-            s,
-            "<line x1=\"{px:.1}\" y1=\"{TOP}\" x2=\"{px:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>\
-             <text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-            H - BOTTOM,
-            H - BOTTOM + 16.0,
-            label(v)
-        );
+/// The decade grid, its labels and the axis titles.
+fn grid(s: &mut Svg, x: &AxisMap, y: &AxisMap, h: f64) {
+    for v in x.decade_ticks() {
+        let px = Px(x.at(v));
+        s.el("line")
+            .attr("x1", px)
+            .attr("y1", TOP)
+            .attr("x2", px)
+            .attr("y2", Px(h - BOTTOM))
+            .attr("stroke", "#ddd")
+            .end();
+        s.el("text")
+            .attr("x", px)
+            .attr("y", Px(h - BOTTOM + 16.0))
+            .attr("text-anchor", "middle")
+            .text(&tick_label(v))
+            .nl();
     }
-    for v in y.decades() {
-        let py = y.at(v);
-        let _ = writeln!(
-            s,
-            "<line x1=\"{LEFT}\" y1=\"{py:.1}\" x2=\"{:.1}\" y2=\"{py:.1}\" stroke=\"#ddd\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            W - RIGHT,
-            LEFT - 6.0,
-            py + 4.0,
-            label(v)
-        );
+    for v in y.decade_ticks() {
+        let py = Px(y.at(v));
+        s.el("line")
+            .attr("x1", LEFT)
+            .attr("y1", py)
+            .attr("x2", Px(W - RIGHT))
+            .attr("y2", py)
+            .attr("stroke", "#ddd")
+            .end();
+        s.el("text")
+            .attr("x", Px(LEFT - 6.0))
+            .attr("y", Px(py.0 + 4.0))
+            .attr("text-anchor", "end")
+            .text(&tick_label(v))
+            .nl();
     }
-    let _ = writeln!(
-        s,
-        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">arithmetic intensity (FLOP/B)</text>\
-         <text transform=\"translate(18 {:.1}) rotate(-90)\" text-anchor=\"middle\">TFLOP/s</text>",
-        (LEFT + W - RIGHT) / 2.0,
-        H - 12.0,
-        (TOP + H - BOTTOM) / 2.0
-    );
-    // Roofs: each tier's diagonal up to the highest peak, each peak's horizontal line.
-    let (x0, x1) = (10f64.powf(x.lo), 10f64.powf(x.hi));
-    for (i, (name, bw)) in tiers.iter().enumerate() {
+    s.el("text")
+        .attr("x", Px((LEFT + W - RIGHT) / 2.0))
+        .attr("y", Px(h - 12.0))
+        .attr("text-anchor", "middle")
+        .text("arithmetic intensity (FLOP/B)");
+    s.el("text")
+        .attr(
+            "transform",
+            format_args!("translate(18 {}) rotate(-90)", Px((TOP + h - BOTTOM) / 2.0)),
+        )
+        .attr("text-anchor", "middle")
+        .text("TFLOP/s")
+        .nl();
+}
+
+/// Each tier's diagonal up to the highest peak (the device tier solid, the others dashed,
+/// each with a legend row), then each peak's horizontal line from the device tier's ridge.
+fn roof_lines(
+    s: &mut Svg,
+    r: &RooflineReport,
+    roofs: &Roofs,
+    x: &AxisMap,
+    y: &AxisMap,
+    legend: &Legend,
+) {
+    let (x0, x1) = (x.lo, x.hi);
+    let top_peak = roofs.top_peak();
+    for (i, (name, bw)) in roofs.tiers.iter().enumerate() {
         let knee = (top_peak / bw).clamp(x0, x1);
-        let start = x0.max(10f64.powf(y.lo) / bw);
-        // The device tier solid, the others dashed; a legend entry for each.
-        let dash = if *name == r.device_tier {
-            ""
-        } else {
-            " stroke-dasharray=\"5 3\""
-        };
-        let ly = TOP + LINE * (i as f64 + 1.0);
-        let _ = writeln!(
-            s,
-            "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#444\" stroke-width=\"1.5\"{dash}/>\
-             <line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#444\" stroke-width=\"1.5\"{dash}/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" fill=\"#444\">{} {} TB/s</text>",
-            x.at(start),
-            y.at(start * bw),
-            x.at(knee),
-            y.at(knee * bw),
-            W - RIGHT + 8.0,
-            ly - 4.0,
-            W - RIGHT + 30.0,
-            ly - 4.0,
-            W - RIGHT + 34.0,
-            ly,
-            esc(name),
-            crate::common::num(*bw)
-        );
+        let start = x0.max(y.lo / bw);
+        let dash = (*name != r.device_tier).then_some("5 3");
+        let ly = legend.y(i);
+        let segments = [
+            (x.at(start), y.at(start * bw), x.at(knee), y.at(knee * bw)),
+            (legend.x + 8.0, ly - 4.0, legend.x + 30.0, ly - 4.0),
+        ];
+        for (x1, y1, x2, y2) in segments {
+            let el = s
+                .el("line")
+                .attr("x1", Px(x1))
+                .attr("y1", Px(y1))
+                .attr("x2", Px(x2))
+                .attr("y2", Px(y2))
+                .attr("stroke", "#444")
+                .attr("stroke-width", 1.5);
+            match dash {
+                Some(d) => el.attr("stroke-dasharray", d).end(),
+                None => el.end(),
+            };
+        }
+        s.el("text")
+            .attr("x", Px(legend.x + 34.0))
+            .attr("y", Px(ly))
+            .attr("fill", "#444")
+            .text(&format!("{name} {} TB/s", num(*bw)))
+            .nl();
     }
-    let device_bw = tiers
+    let device_bw = roofs
+        .tiers
         .iter()
         .find(|t| t.0 == r.device_tier)
         .map(|t| t.1)
         .unwrap_or(f64::INFINITY);
-    for (name, peak) in &peaks {
+    for (name, peak) in &roofs.peaks {
         let knee = (peak / device_bw).clamp(x0, x1);
-        let _ = writeln!(
-            s,
-            "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#000\" stroke-width=\"1.5\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{} peak {} TFLOP/s</text>",
-            x.at(knee),
-            y.at(*peak),
-            x.at(x1),
-            y.at(*peak),
-            x.at(x1) - 4.0,
-            y.at(*peak) - 4.0,
-            esc(name),
-            crate::common::num(*peak)
-        );
+        let py = Px(y.at(*peak));
+        s.el("line")
+            .attr("x1", Px(x.at(knee)))
+            .attr("y1", py)
+            .attr("x2", Px(x.at(x1)))
+            .attr("y2", py)
+            .attr("stroke", "#000")
+            .attr("stroke-width", 1.5)
+            .end();
+        s.el("text")
+            .attr("x", Px(x.at(x1) - 4.0))
+            .attr("y", Px(py.0 - 4.0))
+            .attr("text-anchor", "end")
+            .text(&format!("{name} peak {} TFLOP/s", num(*peak)))
+            .nl();
     }
-    // Ops: numbered points, named in the legend under the tiers (labels on the chart would
-    // overlap where ops share a shape class).
-    for (i, (name, ix, t)) in points.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
-        let (px, py) = (x.at(*ix), y.at(*t));
-        let ly = TOP + LINE * ((tiers.len() + i) as f64 + 2.0);
-        let _ = writeln!(
-            s,
-            "<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"4\" fill=\"{c}\"><title>{}</title></circle>\
-             <text x=\"{:.1}\" y=\"{:.1}\" fill=\"{c}\" font-size=\"9\">{}</text>\
-             <circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"4\" fill=\"{c}\"/>\
-             <text x=\"{:.1}\" y=\"{ly:.1}\" fill=\"{c}\">{} {}</text>",
-            esc(name),
-            px + 5.0,
-            py - 4.0,
-            i + 1,
-            W - RIGHT + 19.0,
-            ly - 4.0,
-            W - RIGHT + 34.0,
-            i + 1,
-            esc(name)
-        );
-    }
-    s.push_str("</svg>\n");
-    s
 }

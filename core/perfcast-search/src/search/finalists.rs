@@ -9,7 +9,7 @@ use crate::SearchError;
 use perfcast_engine::training::{Placement, Training, TrainingPlan};
 use std::time::Instant;
 
-const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+use perfcast_output::GIB;
 
 fn placement_of(k: &PlanKey) -> Placement {
     Placement::all()

@@ -3,17 +3,16 @@
 //! swapping one component at a time (Shapley values over all 2^7 hybrids, in log space so the
 //! factors multiply to the total exactly).
 
-use crate::common::{
-    caption, device_tier, model_err, summary, MixedTier, ResizedLink, StudyContext,
-};
-use crate::csv::{num, Csv};
+use crate::common::{caption, device_tier, model_err, MixedTier, ResizedLink, StudyContext};
 use crate::error::StudyError;
-use crate::plans::{describe, resolve, Best};
+use crate::plans::{resolve, Best};
 use crate::shapley::speedup_factors;
-use crate::svg::{fmt_factor, Axis, Figure, Panel, PanelKind};
 use crate::StudyOutput;
 use perfcast_core::{DType, Engine, Interconnect, MemoryHierarchy, MemoryTier, System};
 use perfcast_engine::training::{Training, TrainingPlan};
+use perfcast_output::figure::{Axis, Figure, Panel, PanelKind};
+use perfcast_output::fmt_factor;
+use perfcast_output::{num6, plan_label, PlanStyle, Table};
 use perfcast_search::SearchConfig;
 use rayon::prelude::*;
 use serde::Deserialize;
@@ -226,9 +225,15 @@ pub fn evaluate(ctx: &StudyContext) -> Result<(Vec<JobResult>, Option<f64>), Stu
     Ok((out, cfg.paper_speedup))
 }
 
+/// Run the study: the CSV, the figure and the finding.
 pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
     let (jobs, paper) = evaluate(ctx)?;
-    let mut csv = Csv::new(&[
+    StudyOutput::new(ctx, table(&jobs), figure(ctx, &jobs), finding(&jobs, paper))
+}
+
+/// Every number: per job the Shapley factors, the total, both best plans and every hybrid.
+fn table(jobs: &[JobResult]) -> Table {
+    let mut csv = Table::with_headers(&[
         "job",
         "row",
         "factor_or_mask",
@@ -238,39 +243,39 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
         "tokens_per_s",
         "mfu",
     ]);
-    for j in &jobs {
+    for j in jobs {
         for (i, f) in j.factors.iter().enumerate() {
-            csv.row(vec![
+            csv.push(vec![
                 j.label.clone(),
                 "shapley_factor".into(),
                 FACTORS[i].into(),
-                num(*f),
+                num6(*f),
                 String::new(),
                 String::new(),
                 String::new(),
                 String::new(),
             ]);
         }
-        csv.row(vec![
+        csv.push(vec![
             j.label.clone(),
             "total_speedup".into(),
             "all".into(),
-            num(j.total),
+            num6(j.total),
             String::new(),
             String::new(),
             String::new(),
             String::new(),
         ]);
         for (name, b) in [("baseline", &j.baseline), ("target", &j.target)] {
-            csv.row(vec![
+            csv.push(vec![
                 j.label.clone(),
                 format!("{name}_best_plan"),
                 format!("{} of {} valid plans fit", b.fit, b.valid),
-                num(b.report.iteration_time.0),
-                num(b.report.iteration_time.0),
-                describe(&b.plan),
-                num(b.report.tokens_per_s),
-                num(b.report.mfu),
+                num6(b.report.iteration_time.0),
+                num6(b.report.iteration_time.0),
+                plan_label(&b.plan, PlanStyle::Brief),
+                num6(b.report.tokens_per_s),
+                num6(b.report.mfu),
             ]);
         }
         for (mask, t) in j.times.iter().enumerate() {
@@ -278,7 +283,7 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
                 .filter(|i| mask & (1 << i) != 0)
                 .map(|i| FACTORS[i])
                 .collect();
-            csv.row(vec![
+            csv.push(vec![
                 j.label.clone(),
                 "hybrid".into(),
                 if on.is_empty() {
@@ -286,14 +291,19 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
                 } else {
                     on.join(" + ")
                 },
-                num(j.times[0] / t),
-                num(*t),
-                describe(&j.plans[mask]),
+                num6(j.times[0] / t),
+                num6(*t),
+                plan_label(&j.plans[mask], PlanStyle::Brief),
                 String::new(),
                 String::new(),
             ]);
         }
     }
+    csv
+}
+
+/// One waterfall per job: the factors multiplying up to the speed-up.
+fn figure(ctx: &StudyContext, jobs: &[JobResult]) -> Figure {
     let panels = jobs
         .iter()
         .map(|j| Panel {
@@ -301,8 +311,8 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
                 "{}: x{}\nbest plans: {} -> {}",
                 j.label,
                 fmt_factor(j.total),
-                describe(&j.baseline.plan),
-                describe(&j.target.plan)
+                plan_label(&j.baseline.plan, PlanStyle::Brief),
+                plan_label(&j.target.plan, PlanStyle::Brief)
             ),
             y: Axis::log("cumulative speed-up over A100 (x, log)"),
             kind: PanelKind::Waterfall {
@@ -315,17 +325,19 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
             },
         })
         .collect();
-    let fig = Figure {
+    Figure {
         title: ctx.info.title.to_string(),
         width: 1100.0,
         panel_height: 420.0,
         panels,
         caption: caption(ctx),
-    };
-    let svg = fig.render()?;
+    }
+}
 
+/// The finding: each job's speed-up and its leading factors, against the paper's figure.
+fn finding(jobs: &[JobResult], paper: Option<f64>) -> String {
     let mut parts = Vec::new();
-    for j in &jobs {
+    for j in jobs {
         let mut order: Vec<(usize, f64)> = j.factors.iter().copied().enumerate().collect();
         order.sort_by(|a, b| b.1.total_cmp(&a.1));
         let top: Vec<String> = order
@@ -344,8 +356,8 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
             fmt_factor(j.total),
             j.baseline.report.iteration_time.0,
             j.target.report.iteration_time.0,
-            describe(&j.baseline.plan),
-            describe(&j.target.plan),
+            plan_label(&j.baseline.plan, PlanStyle::Brief),
+            plan_label(&j.target.plan, PlanStyle::Brief),
             top.join(", "),
             fmt_factor(j.factors[5]),
             if small.is_empty() {
@@ -371,16 +383,9 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
         ),
         None => String::new(),
     };
-    let finding = format!(
+    format!(
         "Same GPU count, best plan on each side: {}. The factors are Shapley values over all 128 hybrids of the two systems (each hybrid re-searches its best plan), computed in log space so they multiply to the total.{}",
         parts.join("; "),
         paper_text
-    );
-    Ok(StudyOutput {
-        name: ctx.info.name.to_string(),
-        csv: csv.render(),
-        svg,
-        summary: summary(ctx, &finding),
-        finding,
-    })
+    )
 }

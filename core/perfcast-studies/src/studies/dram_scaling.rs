@@ -2,15 +2,15 @@
 //! generations (HBM2e .. HBM4e, and GDDR7 / LPDDR5X for contrast), bandwidth and capacity
 //! together and each alone; which latency falls (TPOT) and which does not (TTFT).
 
-use crate::common::{caption, device_tier, model_err, summary, MixedTier, StudyContext};
-use crate::csv::{num, Csv};
+use crate::common::{caption, device_tier, model_err, MixedTier, StudyContext};
 use crate::error::StudyError;
-use crate::svg::{Axis, Figure, Panel, PanelKind};
 use crate::StudyOutput;
 use perfcast_core::{MemoryHierarchy, MemoryTier, System};
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan, InferenceReport};
-use perfcast_plugin_technology::{dram_tier, DramGenParams};
+use perfcast_output::figure::{Axis, Figure, Panel, PanelKind};
+use perfcast_output::{num6, Table};
 use serde::Deserialize;
+use serde_json::json;
 use std::sync::Arc;
 
 #[derive(Debug, Deserialize)]
@@ -104,18 +104,23 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Vec<Row>, StudyError> {
     let base_sys = ctx.system("compute_system", &cfg.compute_system, cfg.tp)?;
     let (dev_i, _) = device_tier(&base_sys)
         .ok_or_else(|| ctx.bad("compute_system", "the system has no device-memory tier"))?;
+    let registry = crate::common::registry()?;
     let mut tiers: Vec<Arc<dyn MemoryTier>> = Vec::new();
     for (i, m) in cfg.memories.iter().enumerate() {
-        let p = DramGenParams {
-            generation: m.generation.clone(),
-            units: m.units,
-            unit_bandwidth_gbs: m.unit_bandwidth_gbs,
-            unit_capacity_gb: m.unit_capacity_gb,
-            efficiency: 0.9,
-            latency_ns: 500.0,
-        };
-        let t = dram_tier(&p).map_err(|e| ctx.bad(&format!("memories[{i}]"), e.to_string()))?;
-        tiers.push(Arc::new(t));
+        // The technology plugin's DRAM generation; every memory at the same achievable
+        // fraction and latency, so that only the generation's bandwidth and capacity differ.
+        let params = json!({
+            "generation": m.generation,
+            "units": m.units,
+            "unit_bandwidth_gbs": m.unit_bandwidth_gbs,
+            "unit_capacity_gb": m.unit_capacity_gb,
+            "efficiency": 0.9,
+            "latency_ns": 500.0,
+        });
+        let t = registry
+            .memory_tier("tech/dram-generation", &params)
+            .map_err(|e| ctx.bad(&format!("memories[{i}]"), e.to_string()))?;
+        tiers.push(t);
     }
     let base = cfg
         .memories
@@ -196,9 +201,15 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Vec<Row>, StudyError> {
     Ok(rows)
 }
 
+/// Run the study: the CSV, the figure and the finding.
 pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
     let rows = evaluate(ctx)?;
-    let mut csv = Csv::new(&[
+    StudyOutput::new(ctx, table(&rows), figure(ctx, &rows), finding(&rows))
+}
+
+/// Every number: one row per (memory, variant).
+fn table(rows: &[Row]) -> Table {
+    let mut csv = Table::with_headers(&[
         "memory",
         "variant",
         "contrast",
@@ -215,37 +226,44 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
         "tokens_per_s_at_max_batch",
         "tpot_ms_at_max_batch",
     ]);
-    for r in &rows {
+    for r in rows {
         let a = &r.at_batch;
-        csv.row(vec![
+        csv.push(vec![
             r.memory.clone(),
             r.variant.name().into(),
             r.contrast.to_string(),
-            num(r.bandwidth_tbs),
-            num(r.capacity_gb),
+            num6(r.bandwidth_tbs),
+            num6(r.capacity_gb),
             a.plan.batch.to_string(),
-            num(a.ttft.millis()),
-            num(a.tpot.millis()),
-            num(a.latency.millis()),
-            num(a.tokens_per_s),
+            num6(a.ttft.millis()),
+            num6(a.tpot.millis()),
+            num6(a.latency.millis()),
+            num6(a.tokens_per_s),
             a.memory.fits.to_string(),
-            num(a.decode.device_bytes / a.decode.steps.max(1) as f64),
+            num6(a.decode.device_bytes / a.decode.steps.max(1) as f64),
             r.max_batch
                 .as_ref()
                 .map(|m| m.0.to_string())
                 .unwrap_or_else(|| "0".into()),
-            num(r
-                .max_batch
-                .as_ref()
-                .map(|m| m.1.tokens_per_s)
-                .unwrap_or(0.0)),
-            num(r
-                .max_batch
-                .as_ref()
-                .map(|m| m.1.tpot.millis())
-                .unwrap_or(0.0)),
+            num6(
+                r.max_batch
+                    .as_ref()
+                    .map(|m| m.1.tokens_per_s)
+                    .unwrap_or(0.0),
+            ),
+            num6(
+                r.max_batch
+                    .as_ref()
+                    .map(|m| m.1.tpot.millis())
+                    .unwrap_or(0.0),
+            ),
         ]);
     }
+    csv
+}
+
+/// Latency at the configured batch and throughput at the largest batch, per memory.
+fn figure(ctx: &StudyContext, rows: &[Row]) -> Figure {
     let labels: Vec<String> = rows
         .iter()
         .filter(|r| r.variant == Variant::Both)
@@ -255,7 +273,7 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
         rows.iter().filter(|r| r.variant == v).map(f).collect()
     };
     let batch = rows.first().map(|r| r.at_batch.plan.batch).unwrap_or(0);
-    let fig = Figure {
+    Figure {
         title: ctx.info.title.to_string(),
         width: 1100.0,
         panel_height: 430.0,
@@ -301,14 +319,17 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
             },
         ],
         caption: caption(ctx),
-    };
-    let svg = fig.render()?;
+    }
+}
 
+/// The finding: how TPOT and TTFT move with bandwidth, where TPOT saturates, what capacity
+/// does, and the contrast memories.
+fn finding(rows: &[Row]) -> String {
     let trend: Vec<&Row> = rows
         .iter()
         .filter(|r| r.variant == Variant::Both && !r.contrast)
         .collect();
-    let finding = match (trend.first(), trend.last()) {
+    match (trend.first(), trend.last()) {
         (Some(a), Some(b)) => {
             let bw = b.bandwidth_tbs / a.bandwidth_tbs;
             let tpot = a.at_batch.tpot.0 / b.at_batch.tpot.0;
@@ -368,12 +389,5 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
             )
         }
         _ => "No HBM generation configured.".into(),
-    };
-    Ok(StudyOutput {
-        name: ctx.info.name.to_string(),
-        csv: csv.render(),
-        svg,
-        summary: summary(ctx, &finding),
-        finding,
-    })
+    }
 }

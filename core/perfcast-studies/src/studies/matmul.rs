@@ -2,13 +2,13 @@
 //! model, batch and GPU, placed on the GPU's roofline by `Inference::gemm_roofline`:
 //! compute- or memory-bound, and by how much (intensity over the op's achievable ridge).
 
-use crate::common::{caption, model_err, summary, StudyContext};
-use crate::csv::{num, Csv};
+use crate::common::{caption, model_err, StudyContext};
 use crate::error::StudyError;
-use crate::svg::{Axis, Figure, Marker, Panel, PanelKind, Series};
 use crate::StudyOutput;
 use perfcast_core::{DType, Engine, TimeBound};
 use perfcast_engine::inference::{GemmPoint, Inference, InferenceOptions, InferencePlan};
+use perfcast_output::figure::{Axis, Figure, Marker, Panel, PanelKind, Scale, Series};
+use perfcast_output::{num6, Table};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -156,9 +156,15 @@ fn uniq<T: PartialEq + Clone>(v: impl Iterator<Item = T>) -> Vec<T> {
     out
 }
 
+/// Run the study: the CSV, the figure and the finding.
 pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
     let pts = evaluate(ctx)?;
-    let mut csv = Csv::new(&[
+    StudyOutput::new(ctx, table(&pts), figure(ctx, &pts), finding(&pts))
+}
+
+/// Every number: one row per (model, device, batch, GEMM).
+fn table(pts: &[Point]) -> Table {
+    let mut csv = Table::with_headers(&[
         "model",
         "device",
         "phase",
@@ -179,9 +185,9 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
         "achieved_tflops",
         "share_of_phase_time",
     ]);
-    for p in &pts {
+    for p in pts {
         let g = &p.gemm;
-        csv.row(vec![
+        csv.push(vec![
             p.model.clone(),
             p.device.clone(),
             g.phase.name().into(),
@@ -192,17 +198,22 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
             g.k.to_string(),
             g.count.to_string(),
             g.dtype.to_string(),
-            num(g.flops / 1e9),
-            num(g.bytes / 1e6),
-            num(g.intensity),
-            num(g.ridge),
+            num6(g.flops / 1e9),
+            num6(g.bytes / 1e6),
+            num6(g.intensity),
+            num6(g.ridge),
             p.limiter(),
-            num(p.ridge_over_intensity()),
-            num(g.time.0 * 1e6),
-            num(p.achieved() / 1e12),
-            num(g.share_of_phase_time),
+            num6(p.ridge_over_intensity()),
+            num6(g.time.0 * 1e6),
+            num6(p.achieved() / 1e12),
+            num6(g.share_of_phase_time),
         ]);
     }
+    csv
+}
+
+/// One log-log panel per model: every GEMM on each device's datasheet roofline.
+fn figure(ctx: &StudyContext, pts: &[Point]) -> Figure {
     let models = uniq(pts.iter().map(|p| p.model.clone()));
     let devices = uniq(pts.iter().map(|p| p.device.clone()));
     let batches = uniq(pts.iter().map(|p| p.batch));
@@ -264,24 +275,26 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
             kind: PanelKind::XY {
                 x: Axis {
                     label: "arithmetic intensity at device memory (FLOP/byte, log)".into(),
-                    scale: crate::svg::Scale::Log10,
+                    scale: Scale::Log10,
                     range: Some((xlo, xhi)),
                 },
                 series,
             },
         });
     }
-    let fig = Figure {
+    Figure {
         title: ctx.info.title.to_string(),
         width: 1100.0,
         panel_height: 520.0,
         panels,
         caption: caption(ctx),
-    };
-    let svg = fig.render()?;
+    }
+}
 
-    // Finding: where the ops sit against the datasheet ridge, and what the timing model says
-    // limits them.
+/// The finding: where the ops sit against the datasheet ridge, and what the timing model
+/// says limits them.
+fn finding(pts: &[Point]) -> String {
+    let devices = uniq(pts.iter().map(|p| p.device.clone()));
     let mut lines = Vec::new();
     for phase in ["prefill", "decode"] {
         let ph: Vec<&Point> = pts
@@ -325,16 +338,9 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
             at_max.len()
         ));
     }
-    let finding = format!(
+    format!(
         "Over both models, all four GPUs and every batch: {}. Decode weight GEMMs are weight streaming on every GPU: {}. A decode GEMM timed compute-bound although left of the ridge reaches only a fraction of peak (its m = batch rows pad the GPU's smallest row tile, `min_tile_m`: 16 rows on A100, 64 on Hopper and Blackwell), and the higher a GPU's ridge, the further left decode sits: faster matrix engines alone do not speed up decode.",
         lines.join("; "),
         per_dev.join("; ")
-    );
-    Ok(StudyOutput {
-        name: ctx.info.name.to_string(),
-        csv: csv.render(),
-        svg,
-        summary: summary(ctx, &finding),
-        finding,
-    })
+    )
 }

@@ -2,13 +2,13 @@
 //! on A100-80GB with their published plans, under each recompute policy; which fit; the time
 //! each policy costs.
 
-use crate::common::{caption, model_err, summary, StudyContext};
-use crate::csv::{num, Csv};
+use crate::common::{caption, model_err, StudyContext};
 use crate::error::StudyError;
-use crate::svg::{Axis, Bar, BarGroup, Figure, Panel, PanelKind, RefLine};
 use crate::StudyOutput;
 use perfcast_core::{AttentionKind, DType};
 use perfcast_engine::training::{StageMemory, Training, TrainingPlan, TrainingReport};
+use perfcast_output::figure::{Axis, Bar, BarGroup, Figure, Panel, PanelKind, RefLine};
+use perfcast_output::{num6, Table};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -168,9 +168,34 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Vec<Row>, StudyError> {
     Ok(rows)
 }
 
+/// Run the study: the CSV, the figure and the finding.
 pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
     let rows = evaluate(ctx)?;
-    let mut csv = Csv::new(&[
+    StudyOutput::new(ctx, table(&rows), figure(ctx, &rows), finding(&rows))
+}
+
+/// The distinct values of `f` over `rows`, in order of appearance (models, policies).
+fn distinct(rows: &[Row], f: impl Fn(&Row) -> &String) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in rows {
+        if !out.contains(f(r)) {
+            out.push(f(r).clone());
+        }
+    }
+    out
+}
+
+/// The iteration time of `model` under the first policy (what the others are relative to).
+fn first_time(rows: &[Row], model: &str) -> f64 {
+    rows.iter()
+        .find(|r| r.model == model)
+        .map(|r| r.report.iteration_time.0)
+        .unwrap_or(1.0)
+}
+
+/// Every number: one row per (model, policy).
+fn table(rows: &[Row]) -> Table {
+    let mut csv = Table::with_headers(&[
         "model",
         "policy",
         "recompute",
@@ -194,23 +219,11 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
         "mfu",
         "hfu",
     ]);
-    let mut models: Vec<String> = Vec::new();
-    for r in &rows {
-        if !models.contains(&r.model) {
-            models.push(r.model.clone());
-        }
-    }
-    let first_time = |model: &str| {
-        rows.iter()
-            .find(|r| r.model == model)
-            .map(|r| r.report.iteration_time.0)
-            .unwrap_or(1.0)
-    };
-    for r in &rows {
+    for r in rows {
         let c = components(&r.stage);
         let rep = &r.report;
         let p = &r.plan;
-        csv.row(vec![
+        csv.push(vec![
             r.model.clone(),
             r.policy.clone(),
             p.recompute.clone(),
@@ -220,31 +233,30 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
             p.vpp.to_string(),
             p.micro_batch.to_string(),
             r.stage.stage.to_string(),
-            num(c[0]),
-            num(c[1]),
-            num(c[2]),
-            num(c[3]),
-            num(c[4]),
-            num(r.stage.total.gb()),
-            num(rep.memory.capacity.gb()),
+            num6(c[0]),
+            num6(c[1]),
+            num6(c[2]),
+            num6(c[3]),
+            num6(c[4]),
+            num6(r.stage.total.gb()),
+            num6(rep.memory.capacity.gb()),
             rep.memory.fits.to_string(),
-            num(rep.iteration_time.0),
-            num(rep.iteration_time.0 / first_time(&r.model)),
-            num(rep.breakdown.recompute.0),
-            num(rep.mfu),
-            num(rep.hfu),
+            num6(rep.iteration_time.0),
+            num6(rep.iteration_time.0 / first_time(rows, &r.model)),
+            num6(rep.breakdown.recompute.0),
+            num6(rep.mfu),
+            num6(rep.hfu),
         ]);
     }
-    let capacity = rows
-        .first()
-        .map(|r| r.report.memory.capacity.gb())
-        .unwrap_or(0.0);
-    let mut policies: Vec<String> = Vec::new();
-    for r in &rows {
-        if !policies.contains(&r.policy) {
-            policies.push(r.policy.clone());
-        }
-    }
+    csv
+}
+
+/// Memory per GPU by component (with the capacity line) and the relative iteration time,
+/// one bar per policy, grouped by model.
+fn figure(ctx: &StudyContext, rows: &[Row]) -> Figure {
+    let models = distinct(rows, |r| &r.model);
+    let policies = distinct(rows, |r| &r.policy);
+    let capacity = capacity_gb(rows);
     let groups: Vec<BarGroup> = models
         .iter()
         .map(|m| BarGroup {
@@ -272,7 +284,7 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
                 .iter()
                 .filter(|r| &r.model == m)
                 .map(|r| {
-                    let rel = r.report.iteration_time.0 / first_time(m);
+                    let rel = r.report.iteration_time.0 / first_time(rows, m);
                     Bar {
                         label: r.policy.clone(),
                         segments: vec![rel],
@@ -282,7 +294,7 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
                 .collect(),
         })
         .collect();
-    let fig = Figure {
+    Figure {
         title: ctx.info.title.to_string(),
         width: 1100.0,
         panel_height: 470.0,
@@ -313,10 +325,22 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
             },
         ],
         caption: caption(ctx),
-    };
-    let svg = fig.render()?;
+    }
+}
 
-    // The finding, from the numbers.
+/// The device capacity, GB (decimal, as vendors quote it).
+fn capacity_gb(rows: &[Row]) -> f64 {
+    rows.first()
+        .map(|r| r.report.memory.capacity.gb())
+        .unwrap_or(0.0)
+}
+
+/// The finding, from the numbers: which models fit under each policy, what each costs in
+/// time, and the fastest policy that fits.
+fn finding(rows: &[Row]) -> String {
+    let models = distinct(rows, |r| &r.model);
+    let policies = distinct(rows, |r| &r.policy);
+    let capacity = capacity_gb(rows);
     let range = |v: &[f64], digits: usize| {
         let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -334,7 +358,7 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
         let peaks: Vec<f64> = rs.iter().map(|r| r.stage.total.gb()).collect();
         let rel: Vec<f64> = rs
             .iter()
-            .map(|r| r.report.iteration_time.0 / first_time(&r.model))
+            .map(|r| r.report.iteration_time.0 / first_time(rows, &r.model))
             .collect();
         fits.push(format!(
             "{p} {n_fit} of {} ({} GB)",
@@ -374,7 +398,7 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
         .first()
         .map(|r| r.report.memory.capacity.gib())
         .unwrap_or(0.0);
-    let finding = format!(
+    format!(
         "With the published plans on {capacity:.1} GB ({cap_gib:.0} GiB) per GPU, the models that fit (peak memory of the most loaded stage) are: {}. Iteration time relative to `{}`: {}. The fastest policy that fits is {} for every model, {} faster than full recompute (components: weights, gradients, optimizer state, activations per the Korthikanti et al. 2022 formulas, transient buffers and runtime reserve; times are the training engine's predictions).",
         fits.join("; "),
         policies.first().cloned().unwrap_or_default(),
@@ -392,12 +416,5 @@ pub fn run(ctx: &StudyContext) -> Result<StudyOutput, StudyError> {
                 range(&savings.iter().map(|x| 100.0 * x).collect::<Vec<_>>(), 0)
             )
         }
-    );
-    Ok(StudyOutput {
-        name: ctx.info.name.to_string(),
-        csv: csv.render(),
-        svg,
-        summary: summary(ctx, &finding),
-        finding,
-    })
+    )
 }

@@ -1,0 +1,199 @@
+//! Charts of engine reports for the CLI's `--plot` (texts inherit the root's font).
+
+use crate::marks::{stack, Legend};
+use crate::palette::{pick, TAB16};
+use crate::svg::{Px, Svg};
+use perfcast_engine::training::{StageMemory, TrainingReport};
+
+const WIDTH: f64 = 900.0;
+const HEIGHT: f64 = 480.0;
+const TOP: f64 = 60.0;
+const BOTTOM: f64 = 60.0;
+const PLOT_H: f64 = HEIGHT - TOP - BOTTOM;
+
+/// `predict --plot`: two panels, the step time as one stacked bar (compute per op class,
+/// exposed communication, bubble, optimizer; the parts sum to the iteration time) and one
+/// stacked bar of device memory per pipeline stage against the capacity line.
+pub fn training_svg(
+    model: &str,
+    system: &str,
+    r: &TrainingReport,
+    stages: &[StageMemory],
+) -> String {
+    let mut s = Svg::plain(WIDTH, HEIGHT);
+    s.el("text")
+        .attr("x", 20)
+        .attr("y", 22)
+        .attr("font-size", 14)
+        .text(&format!(
+            "{model} on {system}: {:.3} s per step, MFU {:.1}%",
+            r.iteration_time.0,
+            100.0 * r.mfu
+        ))
+        .nl();
+    time_bar(&mut s, r);
+    memory_bars(&mut s, r, stages);
+    s.finish()
+}
+
+/// A legend row: a 10 px swatch at (x, y) and `label` beside it.
+fn swatch_row(s: &mut Svg, x: f64, y: f64, color: &str, label: &str) {
+    s.el("rect")
+        .attr("x", Px(x))
+        .attr("y", Px(y))
+        .attr("width", 10)
+        .attr("height", 10)
+        .attr("fill", color)
+        .end();
+    s.el("text")
+        .attr("x", Px(x + 15.0))
+        .attr("y", Px(y + 9.0))
+        .text(label);
+}
+
+/// The parts of the step time, in stacking order (positive and finite ones only).
+fn time_parts(r: &TrainingReport) -> Vec<(String, f64)> {
+    let b = &r.breakdown;
+    let mut parts: Vec<(String, f64)> = b
+        .compute
+        .fields()
+        .into_iter()
+        .map(|(n, v)| (format!("compute {n}"), v))
+        .collect();
+    parts.extend([
+        ("exposed TP comm".to_string(), b.tp_comm.0),
+        ("exposed CP comm".to_string(), b.cp_comm.0),
+        ("pipeline p2p".to_string(), b.pp_comm.0),
+        ("exposed DP comm".to_string(), b.dp_comm.0),
+        ("exposed ZeRO comm".to_string(), b.zero_comm.0),
+        ("pipeline bubble".to_string(), b.bubble.0),
+        ("optimizer".to_string(), b.optimizer.0),
+    ]);
+    parts.retain(|(_, v)| v.is_finite() && *v > 0.0);
+    parts
+}
+
+/// Panel 1: the time bar, its parts named in the legend beside it.
+fn time_bar(s: &mut Svg, r: &TrainingReport) {
+    s.el("text")
+        .attr("x", 20)
+        .attr("y", 44)
+        .text("Time per step (critical stage), s")
+        .nl();
+    let parts = time_parts(r);
+    let total: f64 = parts.iter().map(|p| p.1).sum();
+    let percent = |v: f64| if total > 0.0 { 100.0 * v / total } else { 0.0 };
+    let (bx, bw) = (40.0, 60.0);
+    let heights: Vec<f64> = parts
+        .iter()
+        .map(|p| {
+            if total > 0.0 {
+                PLOT_H * p.1 / total
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let legend = Legend {
+        x: bx + bw + 15.0,
+        y: TOP,
+        row: 16.0,
+    };
+    let segments = stack(TOP + PLOT_H, heights.iter().map(|h| -h));
+    for (i, ((name, v), (_, y))) in parts.iter().zip(segments).enumerate() {
+        let c = pick(&TAB16, i);
+        s.el("rect")
+            .attr("x", bx)
+            .attr("y", Px(y))
+            .attr("width", bw)
+            .attr("height", Px(heights[i]))
+            .attr("fill", c)
+            .titled(&format!("{name} {v:.4} s"));
+        let label = format!("{name} {v:.4} s ({:.1}%)", percent(*v));
+        swatch_row(s, legend.x, legend.y(i), c, &label);
+        s.nl();
+    }
+}
+
+/// Panel 2: one stacked bar of memory per pipeline stage, the capacity as a dashed line.
+fn memory_bars(s: &mut Svg, r: &TrainingReport, stages: &[StageMemory]) {
+    type Part = (&'static str, fn(&StageMemory) -> f64);
+    let kinds: [Part; 6] = [
+        ("weights", |x| x.weights.gib()),
+        ("gradients", |x| x.grads.gib()),
+        ("optimizer", |x| x.optimizer.gib()),
+        ("activations", |x| x.activations.gib()),
+        ("temporary", |x| x.temp.gib()),
+        ("reserved", |x| x.reserved.gib()),
+    ];
+    let cap = r.memory.capacity.gib();
+    let peak = stages.iter().map(|st| st.total.gib()).fold(cap, f64::max);
+    let (px0, px1) = (380.0, WIDTH - 150.0);
+    let bottom = TOP + PLOT_H;
+    s.el("text")
+        .attr("x", px0)
+        .attr("y", 44)
+        .text(&format!(
+            "Memory per device by pipeline stage, GiB (line: capacity {cap:.1})"
+        ))
+        .nl();
+    let n = stages.len().max(1) as f64;
+    let slot = (px1 - px0) / n;
+    let bar = (slot * 0.7).max(1.0);
+    let scale = |g: f64| if peak > 0.0 { PLOT_H * g / peak } else { 0.0 };
+    for (i, st) in stages.iter().enumerate() {
+        let x = px0 + slot * i as f64;
+        // (kind, GiB, pixels) of the parts present.
+        let parts: Vec<(usize, f64, f64)> = kinds
+            .iter()
+            .enumerate()
+            .map(|(k, (_, f))| (k, f(st)))
+            .filter(|(_, v)| v.is_finite() && *v > 0.0)
+            .map(|(k, v)| (k, v, scale(v)))
+            .collect();
+        let segments = stack(bottom, parts.iter().map(|p| -p.2));
+        for ((k, v, h), (_, y)) in parts.into_iter().zip(segments) {
+            let name = kinds[k].0;
+            s.el("rect")
+                .attr("x", Px(x))
+                .attr("y", Px(y))
+                .attr("width", Px(bar))
+                .attr("height", Px(h))
+                .attr("fill", TAB16[k])
+                .titled(&format!("stage {} {name} {v:.2} GiB", st.stage))
+                .nl();
+        }
+        if stages.len() <= 32 || i % 4 == 0 {
+            s.el("text")
+                .attr("x", Px(x + bar / 2.0))
+                .attr("y", Px(bottom + 14.0))
+                .attr("text-anchor", "middle")
+                .text(&st.stage.to_string())
+                .nl();
+        }
+    }
+    let cy = bottom - scale(cap);
+    s.el("line")
+        .attr("x1", px0)
+        .attr("y1", Px(cy))
+        .attr("x2", px1)
+        .attr("y2", Px(cy))
+        .attr("stroke", "#000")
+        .attr("stroke-dasharray", "5 3")
+        .end();
+    s.el("text")
+        .attr("x", Px((px0 + px1) / 2.0))
+        .attr("y", Px(bottom + 32.0))
+        .attr("text-anchor", "middle")
+        .text("pipeline stage")
+        .nl();
+    let legend = Legend {
+        x: px1 + 20.0,
+        y: TOP,
+        row: 16.0,
+    };
+    for (k, (name, _)) in kinds.iter().enumerate() {
+        swatch_row(s, legend.x, legend.y(k), TAB16[k], name);
+        s.nl();
+    }
+}

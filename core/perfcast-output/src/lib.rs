@@ -1,0 +1,38 @@
+//! perfcast-output: what perfcast writes, one module shared by the CLI and the studies (and,
+//! later, the Python bindings and a web page).
+//!
+//! - [`Format`]: table, JSON or CSV (`--format`; with the `clap` feature a `clap::ValueEnum`,
+//!   and [`Format::parser`] for commands that accept only some formats).
+//! - [`Table`]: rows rendered as aligned text or RFC 4180 CSV; [`num`] (four significant
+//!   digits, for tables) and [`num6`] (six, for data files).
+//! - [`plan_label`]: a training plan as text, in the styles of [`PlanStyle`].
+//! - [`svg`]: an SVG document written element by element, with text escaping; [`axis`]:
+//!   linear and log axes (ranges, ticks, labels); [`marks`]: stacked bars, markers, lines and
+//!   legend rows; [`palette`]: the colours.
+//! - [`figure`]: figures of panels (stacked bars, waterfall, lines, x-y) for the studies;
+//!   [`charts`]: the CLI's charts of engine reports (`predict --plot`).
+//!
+//! Invariant: this crate only formats; it depends on `perfcast-core` and `perfcast-engine`
+//! (for the types it labels and draws) and on nothing above them.
+
+#![warn(missing_docs)]
+
+pub mod axis;
+pub mod charts;
+pub mod figure;
+pub mod format;
+pub mod label;
+pub mod marks;
+pub mod num;
+pub mod palette;
+pub mod svg;
+pub mod table;
+
+pub use format::Format;
+pub use label::{placed_plan_label, plan_label, PlanStyle};
+pub use num::{fmt_factor, num, num6, pct};
+pub use table::{csv_cell, Table};
+
+/// Bytes in a gibibyte (2^30): memory per device is reported in GiB, as frameworks and
+/// `nvidia-smi` report it. (`perfcast_core::Bytes::gib` where the value is a `Bytes`.)
+pub const GIB: f64 = (1u64 << 30) as f64;

@@ -1,0 +1,135 @@
+//! Tables: rows of text cells rendered as aligned columns for a terminal or as RFC 4180 CSV.
+
+/// A table rendered as aligned text or CSV.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Table {
+    /// The column headers.
+    pub headers: Vec<String>,
+    /// Columns aligned to the right (numbers).
+    pub numeric: Vec<bool>,
+    /// The cells, row by row.
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these `(header, numeric)` columns and no rows.
+    pub fn new(headers: &[(&str, bool)]) -> Self {
+        Table {
+            headers: headers.iter().map(|(h, _)| h.to_string()).collect(),
+            numeric: headers.iter().map(|(_, n)| *n).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// A table of left-aligned columns (for tables only written as CSV).
+    pub fn with_headers(headers: &[&str]) -> Self {
+        Table {
+            headers: headers.iter().map(|h| h.to_string()).collect(),
+            numeric: vec![false; headers.len()],
+            rows: Vec::new(),
+        }
+    }
+
+    /// Add a row (one cell per column; extra cells are not rendered).
+    pub fn push(&mut self, row: Vec<String>) {
+        self.rows.push(row);
+    }
+
+    /// Rows so far.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// No rows yet.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Aligned columns separated by two spaces, a dashed rule under the header.
+    pub fn render(&self) -> String {
+        let n = self.headers.len();
+        let mut width: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate().take(n) {
+                width[i] = width[i].max(c.chars().count());
+            }
+        }
+        let line = |cells: &[String], out: &mut String| {
+            let mut s = String::new();
+            for (i, c) in cells.iter().enumerate().take(n) {
+                let pad = width[i].saturating_sub(c.chars().count());
+                if i > 0 {
+                    s.push_str("  ");
+                }
+                if self.numeric[i] {
+                    s.push_str(&" ".repeat(pad));
+                    s.push_str(c);
+                } else {
+                    s.push_str(c);
+                    if i + 1 < n {
+                        s.push_str(&" ".repeat(pad));
+                    }
+                }
+            }
+            out.push_str(s.trim_end());
+            out.push('\n');
+        };
+        let mut out = String::new();
+        line(&self.headers, &mut out);
+        let rule: Vec<String> = width.iter().map(|w| "-".repeat(*w)).collect();
+        line(&rule, &mut out);
+        for r in &self.rows {
+            line(r, &mut out);
+        }
+        out
+    }
+
+    /// RFC 4180 CSV: a header line, then one line per row.
+    pub fn csv(&self) -> String {
+        let mut out = String::new();
+        for r in std::iter::once(&self.headers).chain(&self.rows) {
+            out.push_str(&csv_line(r));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// One CSV line (no line break) of `cells`.
+pub fn csv_line(cells: &[String]) -> String {
+    let cells: Vec<String> = cells.iter().map(|c| csv_cell(c)).collect();
+    cells.join(",")
+}
+
+/// A CSV field (RFC 4180): quoted, with inner quotes doubled, when it holds a comma, a quote
+/// or a line break.
+pub fn csv_cell(c: &str) -> String {
+    if c.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", c.replace('"', "\"\""))
+    } else {
+        c.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns_and_csv_quotes() {
+        let mut t = Table::new(&[("name", false), ("value", true)]);
+        t.push(vec!["a".into(), "1".into()]);
+        t.push(vec!["long,name".into(), "100".into()]);
+        let r = t.render();
+        assert_eq!(
+            r,
+            "name       value\n---------  -----\na              1\nlong,name    100\n"
+        );
+        assert_eq!(t.csv(), "name,value\na,1\n\"long,name\",100\n");
+        let mut c = Table::with_headers(&["a", "b"]);
+        c.push(vec!["x,y".into(), "say \"hi\"".into()]);
+        assert_eq!(c.csv(), "a,b\n\"x,y\",\"say \"\"hi\"\"\"\n");
+        assert_eq!((c.len(), c.is_empty()), (1, false));
+        assert_eq!(csv_cell("a\r\nb"), "\"a\r\nb\"");
+    }
+}
