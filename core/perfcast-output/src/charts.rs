@@ -3,7 +3,7 @@
 use crate::marks::{stack, Legend};
 use crate::palette::{pick, TAB16};
 use crate::svg::{Px, Svg};
-use perfcast_engine::training::{StageMemory, TrainingReport};
+use perfcast_engine::training::{StageField, StageMemory, TrainingReport};
 
 const WIDTH: f64 = 900.0;
 const HEIGHT: f64 = 480.0;
@@ -117,15 +117,11 @@ fn time_bar(s: &mut Svg, r: &TrainingReport) {
 
 /// Panel 2: one stacked bar of memory per pipeline stage, the capacity as a dashed line.
 fn memory_bars(s: &mut Svg, r: &TrainingReport, stages: &[StageMemory]) {
-    type Part = (&'static str, fn(&StageMemory) -> f64);
-    let kinds: [Part; 6] = [
-        ("weights", |x| x.weights.gib()),
-        ("gradients", |x| x.grads.gib()),
-        ("optimizer", |x| x.optimizer.gib()),
-        ("activations", |x| x.activations.gib()),
-        ("temporary", |x| x.temp.gib()),
-        ("reserved", |x| x.reserved.gib()),
-    ];
+    let kinds: Vec<(&str, &StageField)> = StageMemory::FIELDS
+        .iter()
+        .filter(|f| f.part)
+        .map(|f| (f.label, f))
+        .collect();
     let cap = r.memory.capacity.gib();
     let peak = stages.iter().map(|st| st.total.gib()).fold(cap, f64::max);
     let (px0, px1) = (380.0, WIDTH - 150.0);
@@ -147,7 +143,7 @@ fn memory_bars(s: &mut Svg, r: &TrainingReport, stages: &[StageMemory]) {
         let parts: Vec<(usize, f64, f64)> = kinds
             .iter()
             .enumerate()
-            .map(|(k, (_, f))| (k, f(st)))
+            .map(|(k, (_, f))| (k, f.display_value(st)))
             .filter(|(_, v)| v.is_finite() && *v > 0.0)
             .map(|(k, v)| (k, v, scale(v)))
             .collect();

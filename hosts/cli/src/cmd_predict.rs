@@ -63,8 +63,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let model_name = training.model().name.clone();
 
     if let Some(path) = &a.plot {
-        std::fs::write(path, training_svg(&model_name, &system_name, &report, &stages))
-            .with_context(|| format!("cannot write the plot to `{}`", path.display()))?;
+        std::fs::write(
+            path,
+            training_svg(&model_name, &system_name, &report, &stages),
+        )
+        .with_context(|| format!("cannot write the plot to `{}`", path.display()))?;
     }
     let text = match a.format {
         Format::Json => to_json(&Output {
@@ -125,29 +128,19 @@ fn table(
     s.push_str(&r.to_table());
     if stages.len() > 3 {
         let _ = writeln!(s, "Memory of every pipeline stage (GiB per device)");
-        let mut t = Table::new(&[
-            ("stage", true),
-            ("in flight", true),
-            ("weights", true),
-            ("gradients", true),
-            ("optimizer", true),
-            ("activations", true),
-            ("temporary", true),
-            ("reserved", true),
-            ("total", true),
-        ]);
+        let mut headers = vec![("stage", true)];
+        headers.extend(StageMemory::FIELDS.iter().map(|f| (f.label, true)));
+        let mut t = Table::new(&headers);
         for st in stages {
-            t.push(vec![
-                st.stage.to_string(),
-                num(st.in_flight),
-                format!("{:.2}", st.weights.gib()),
-                format!("{:.2}", st.grads.gib()),
-                format!("{:.2}", st.optimizer.gib()),
-                format!("{:.2}", st.activations.gib()),
-                format!("{:.2}", st.temp.gib()),
-                format!("{:.2}", st.reserved.gib()),
-                format!("{:.2}", st.total.gib()),
-            ]);
+            let mut row = vec![st.stage.to_string()];
+            row.extend(StageMemory::FIELDS.iter().map(|f| {
+                if f.unit == "B" {
+                    format!("{:.2}", f.display_value(st))
+                } else {
+                    num((f.get)(st))
+                }
+            }));
+            t.push(row);
         }
         for line in t.render().lines() {
             let _ = writeln!(s, "  {line}");
@@ -170,17 +163,15 @@ fn csv(plan: &TrainingPlan, r: &TrainingReport, stages: &[StageMemory]) -> Strin
         let _ = writeln!(s, "{k},{v},");
     }
     for st in stages {
-        for (k, v, u) in [
-            ("in_flight", st.in_flight, ""),
-            ("weights", st.weights.0, "B"),
-            ("grads", st.grads.0, "B"),
-            ("optimizer", st.optimizer.0, "B"),
-            ("activations", st.activations.0, "B"),
-            ("temp", st.temp.0, "B"),
-            ("reserved", st.reserved.0, "B"),
-            ("total", st.total.0, "B"),
-        ] {
-            let _ = writeln!(s, "memory.stage{}.{k},{v},{u}", st.stage);
+        for f in &StageMemory::FIELDS {
+            let _ = writeln!(
+                s,
+                "memory.stage{}.{},{},{}",
+                st.stage,
+                f.name,
+                (f.get)(st),
+                f.unit
+            );
         }
     }
     s

@@ -92,6 +92,8 @@ pub struct StageField {
     pub unit: &'static str,
     /// The value, in bytes for byte quantities.
     pub get: fn(&StageMemory) -> f64,
+    /// One of the parts that add up to `total` (what a memory stack draws).
+    pub part: bool,
 }
 
 impl StageField {
@@ -114,48 +116,56 @@ impl StageMemory {
             label: "in flight (micro-b.)",
             unit: "",
             get: |m| m.in_flight,
+            part: false,
         },
         StageField {
             name: "weights",
             label: "weights",
             unit: "B",
             get: |m| m.weights.0,
+            part: true,
         },
         StageField {
             name: "grads",
             label: "gradients",
             unit: "B",
             get: |m| m.grads.0,
+            part: true,
         },
         StageField {
             name: "optimizer",
             label: "optimizer",
             unit: "B",
             get: |m| m.optimizer.0,
+            part: true,
         },
         StageField {
             name: "activations",
             label: "activations",
             unit: "B",
             get: |m| m.activations.0,
+            part: true,
         },
         StageField {
             name: "temp",
             label: "temporary",
             unit: "B",
             get: |m| m.temp.0,
+            part: true,
         },
         StageField {
             name: "reserved",
             label: "reserved",
             unit: "B",
             get: |m| m.reserved.0,
+            part: true,
         },
         StageField {
             name: "total",
             label: "total",
             unit: "B",
             get: |m| m.total.0,
+            part: false,
         },
     ];
 
