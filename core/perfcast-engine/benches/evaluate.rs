@@ -4,8 +4,8 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use perfcast_core::workload::ModelSpec;
-use perfcast_engine::testsupport::{a100_from_registry, a100_system, gpt};
 use perfcast_engine::{Training, TrainingPlan};
+use perfcast_testkit::{a100_from_registry, a100_system, gpt};
 
 /// GPT-3 175B (Narayanan et al. 2021, Table 1).
 fn gpt3() -> ModelSpec {

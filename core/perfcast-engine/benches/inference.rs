@@ -3,7 +3,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan};
-use perfcast_engine::testsupport::llama2;
+use perfcast_testkit::llama2;
 
 #[path = "../tests/inference_support/systems.rs"]
 mod builtin_systems;

@@ -10,7 +10,6 @@
 
 pub mod inference;
 pub mod network;
-pub mod testsupport;
 pub mod training;
 
 pub use training::{EngineParams, Training, TrainingOptions, TrainingPlan, TrainingReport};

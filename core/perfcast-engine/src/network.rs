@@ -215,14 +215,28 @@ pub(crate) fn level_error(level: usize, e: PluginError) -> ModelError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testsupport::Link;
+    use perfcast_testkit::systems::link;
+    use serde_json::json;
+
+    /// NVLink at 300 GB/s per direction, InfiniBand at 25 GB/s, both at line rate with no
+    /// latency (the built-in plugins).
+    fn nvlink() -> Arc<dyn Interconnect> {
+        link(
+            "nvlink",
+            json!({"bandwidth_gbs_bidir": 600.0, "domain_size": 8, "efficiency": 1.0,
+                   "latency_us": 0.0, "base_latency_us": 0.0}),
+        )
+    }
+    fn ib() -> Arc<dyn Interconnect> {
+        link(
+            "infiniband",
+            json!({"bandwidth_gbps": 200.0, "efficiency": 1.0, "latency_us": 0.0,
+                   "base_latency_us": 0.0}),
+        )
+    }
 
     fn net() -> Network {
-        Network::new(&[
-            Arc::new(Link::new("nvlink", 8, 300.0, 0.0)) as Arc<dyn Interconnect>,
-            Arc::new(Link::new("ib", u32::MAX, 25.0, 0.0)),
-        ])
-        .unwrap()
+        Network::new(&[nvlink(), ib()]).unwrap()
     }
 
     #[test]
@@ -301,12 +315,25 @@ mod tests {
 
     #[test]
     fn bad_levels() {
-        let e = Network::new(&[
-            Arc::new(Link::new("ib", u32::MAX, 25.0, 0.0)) as Arc<dyn Interconnect>,
-            Arc::new(Link::new("nvlink", 8, 300.0, 0.0)),
-        ]);
+        let e = Network::new(&[ib(), nvlink()]);
         assert!(e.is_err());
-        let e = Network::new(&[Arc::new(Link::new("x", 8, 0.0, 0.0)) as Arc<dyn Interconnect>]);
+        // A level without bandwidth, as a dynamic plugin might answer (the built-ins refuse).
+        struct Dead;
+        impl Interconnect for Dead {
+            fn kind(&self) -> &str {
+                "dead"
+            }
+            fn domain_size(&self) -> u32 {
+                8
+            }
+            fn bandwidth(&self) -> perfcast_core::Bandwidth {
+                perfcast_core::Bandwidth(0.0)
+            }
+            fn latency(&self) -> Seconds {
+                Seconds::ZERO
+            }
+        }
+        let e = Network::new(&[Arc::new(Dead) as Arc<dyn Interconnect>]);
         assert!(e.is_err());
     }
 }

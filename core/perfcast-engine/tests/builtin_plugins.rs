@@ -4,8 +4,8 @@
 
 use perfcast_core::workload::ModelSpec;
 use perfcast_core::AttentionKind;
-use perfcast_engine::testsupport::{a100_from_registry, gpt};
 use perfcast_engine::{Training, TrainingPlan};
+use perfcast_testkit::{a100_from_registry, gpt};
 
 fn plan(tp: u32, pp: u32, mb: u32, gb: u32, recompute: &str, sp: bool) -> TrainingPlan {
     TrainingPlan {

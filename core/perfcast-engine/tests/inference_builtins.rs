@@ -11,7 +11,7 @@ mod systems;
 
 use perfcast_core::DType;
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan, Phase};
-use perfcast_engine::testsupport::llama2;
+use perfcast_testkit::llama2;
 use std::collections::BTreeMap;
 use systems::{builtin_system, preset_system, Gpu, PRESETS};
 

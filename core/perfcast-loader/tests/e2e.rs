@@ -1,131 +1,50 @@
-//! End to end: build the example plugins (the acme-npu Rust cdylib, the ABI-2.0 Rust fixture,
-//! the C plugin at ABI 1.1 and 1.0), load them into a registry that also holds a built-in,
-//! and check what comes out, including every error path. The builds run once per test
-//! process (a `OnceLock`); cargo's incremental build makes re-runs take a second or two.
+//! End to end: build the example plugins (the acme-npu and sram-fixture Rust cdylibs, the C
+//! plugin at ABI 1.1 and 1.0, broken C descriptors), load them into a registry that also holds
+//! a built-in, and check what comes out, including every error path. The builds run once per
+//! test process (a `OnceLock`); cargo's incremental build makes re-runs take a second or two.
+//! Compatibility with other ABI versions and layouts (the ABI fixtures, the C header against
+//! the Rust mirrors) is tested across crates in `tests/abi_compat.rs`.
 
 use perfcast_core::registry::{Factory, RegistryError};
 use perfcast_core::{
     Bandwidth, Bytes, Category, Collective, CollectiveAlgorithm, CollectiveKind, Component,
     ComputeOp, ComputeUnit, DType, Engine, FlopRate, Gemm, MemoryHierarchy, ModelError, Origin,
-    PluginError, PluginInfo, Registry, Seconds, TierLevel, TimeBound, VectorOp, VectorOpKind,
+    PluginError, PluginInfo, Registry, Seconds, TierLevel, TimeBound,
 };
 use perfcast_loader::{load_library, sha256_file, LoadError};
+use perfcast_testkit::examples::{
+    big_gemm, decode_qkv, dsp_params, hbm_x_params, lpddr_params, npu_params, residual,
+};
+use perfcast_testkit::plugins::{build_rust, c_vendor, c_vendor_abi1_0, cc_plugin_source};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
 struct Fixtures {
     dir: PathBuf,
     acme: PathBuf,
     acme_copy: PathBuf,
-    abi_v2: PathBuf,
-    abi_mismatch: PathBuf,
     sram: PathBuf,
     c_v1_1: PathBuf,
     c_v1_0: PathBuf,
-    c_major2: PathBuf,
     not_plugin_so: PathBuf,
     /// C plugins with broken descriptors: (library, what the error must say).
     malformed: Vec<(PathBuf, &'static str)>,
     text: PathBuf,
 }
 
-/// The cdylib crates the tests load (built with the workspace's cargo and target dir).
-const PLUGIN_CRATES: [&str; 4] = [
-    "acme-npu",
-    "abi-v2-fixture",
-    "abi-mismatch-fixture",
-    "sram-fixture",
-];
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn run(cmd: &mut Command) {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn cc(dir: &Path, src: &Path, out: &str, extra: &[&str]) -> PathBuf {
-    let include = workspace_root().join("core/perfcast-abi/include");
-    let dst = dir.join(out);
-    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    run(Command::new(compiler)
-        .args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror"])
-        .args(extra)
-        .arg("-I")
-        .arg(&include)
-        .arg(src)
-        .arg("-o")
-        .arg(&dst)
-        .arg("-lm"));
-    dst
-}
-
+/// Build every fixture once per test process: the Rust cdylibs with the workspace's cargo, the
+/// C ones with `cc` (perfcast-testkit's helpers).
 fn fixtures() -> &'static Fixtures {
     static F: OnceLock<Fixtures> = OnceLock::new();
     F.get_or_init(|| {
-        let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .parent()
-            .expect("target dir")
-            .to_path_buf();
-        let mut build = Command::new(env!("CARGO"));
-        build
-            .current_dir(workspace_root())
-            .args(["build", "--quiet"]);
-        for krate in PLUGIN_CRATES {
-            build.args(["-p", krate]);
-        }
-        run(build.arg("--target-dir").arg(&target));
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("perfcast-loader-e2e-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        // Cargo re-creates the uplifted `target/debug/lib*.so` only when it recompiles, so
-        // fall back to the `deps/` copy if someone deleted it.
-        let built = |name: &str| {
-            let top = target.join("debug").join(name);
-            if top.exists() {
-                top
-            } else {
-                target.join("debug").join("deps").join(name)
-            }
-        };
-        let acme = dir.join("libacme_npu.so");
+        let dir = perfcast_testkit::tmpdir("perfcast-loader-e2e");
+        let rust = build_rust(&["acme-npu", "sram-fixture"], &dir);
+        let (acme, sram) = (rust[0].clone(), rust[1].clone());
         let acme_copy = dir.join("libacme_npu_copy.so");
-        let abi_v2 = dir.join("libabi_v2_fixture.so");
-        std::fs::copy(built("libacme_npu.so"), &acme).unwrap();
-        std::fs::copy(built("libacme_npu.so"), &acme_copy).unwrap();
-        std::fs::copy(built("libabi_v2_fixture.so"), &abi_v2).unwrap();
-        let abi_mismatch = dir.join("libabi_mismatch_fixture.so");
-        std::fs::copy(built("libabi_mismatch_fixture.so"), &abi_mismatch).unwrap();
-        let sram = dir.join("libsram_fixture.so");
-        std::fs::copy(built("libsram_fixture.so"), &sram).unwrap();
-        let c_src = workspace_root().join("plugins/examples/c-vendor/c_vendor.c");
-        let c_v1_1 = cc(&dir, &c_src, "libc_vendor.so", &[]);
-        let c_v1_0 = cc(
-            &dir,
-            &c_src,
-            "libc_vendor_abi1_0.so",
-            &["-DPERFCAST_PLUGIN_ABI_MINOR=0"],
-        );
-        let major2 = dir.join("major2.c");
-        std::fs::write(
-            &major2,
-            "const void *perfcast_plugin_entry_v2(void) { return 0; }\n",
-        )
-        .unwrap();
-        let c_major2 = cc(&dir, &major2, "libmajor2.so", &[]);
-        let nothing = dir.join("nothing.c");
-        std::fs::write(&nothing, "int nothing(void) { return 0; }\n").unwrap();
-        let not_plugin_so = cc(&dir, &nothing, "libnothing.so", &[]);
+        std::fs::copy(&acme, &acme_copy).unwrap();
+        let (c_v1_1, c_v1_0) = (c_vendor(&dir), c_vendor_abi1_0(&dir));
+        let not_plugin_so = cc_plugin_source(&dir, "nothing", "int nothing(void) { return 0; }");
         let components = MALFORMED_COMPONENTS
             .iter()
             .map(|(vtable, fields, want)| (one_component_plugin(vtable, fields), *want));
@@ -135,9 +54,8 @@ fn fixtures() -> &'static Fixtures {
             .chain(components)
             .enumerate()
             .map(|(i, (body, want))| {
-                let src = dir.join(format!("malformed{i}.c"));
-                std::fs::write(&src, format!("#include \"perfcast_plugin.h\"\n{body}\n")).unwrap();
-                (cc(&dir, &src, &format!("libmalformed{i}.so"), &[]), want)
+                let lib = cc_plugin_source(&dir, &format!("malformed{i}"), &body);
+                (lib, want)
             })
             .collect();
         let text = dir.join("notes.txt");
@@ -146,12 +64,9 @@ fn fixtures() -> &'static Fixtures {
             dir,
             acme,
             acme_copy,
-            abi_v2,
-            abi_mismatch,
             sram,
             c_v1_1,
             c_v1_0,
-            c_major2,
             not_plugin_so,
             malformed,
             text,
@@ -274,36 +189,6 @@ fn registry_with_builtin(name: &str) -> Registry {
     r
 }
 
-fn npu_params() -> serde_json::Value {
-    json!({
-        "fp8_tops": 1800.0, "bf16_tflops": 900.0, "vector_tflops": 60.0,
-        "cores": 8, "array_dim": 128, "launch_us": 2.5
-    })
-}
-
-fn hbm_params() -> serde_json::Value {
-    json!({ "stacks": 6, "pin_gbps": 8.0, "gib_per_stack": 24.0, "efficiency": 0.9, "latency_ns": 600.0 })
-}
-
-fn decode_qkv() -> ComputeOp {
-    ComputeOp::Gemm(Gemm::new(1, 12288, 4096, DType::Bf16))
-}
-
-fn big_gemm() -> ComputeOp {
-    ComputeOp::Gemm(Gemm::new(4096, 4096, 4096, DType::Bf16))
-}
-
-fn residual() -> ComputeOp {
-    ComputeOp::Vector(VectorOp {
-        kind: VectorOpKind::Elementwise,
-        elements: 8_388_608,
-        flops_per_element: 1.0,
-        bytes_per_element: 6.0,
-        dtype: DType::Bf16,
-        launches: 1,
-    })
-}
-
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-12 * a.abs().max(b.abs())
 }
@@ -390,7 +275,7 @@ fn acme_numbers_are_the_plugins_own_model() {
     let mut r = registry_with_builtin("fake/gpu");
     load_library(&f.acme, None, &mut r).unwrap();
     let npu = r.compute_unit("acme/npu9", &npu_params()).unwrap();
-    let hbm = r.memory_tier("acme/hbm-x", &hbm_params()).unwrap();
+    let hbm = r.memory_tier("acme/hbm-x", &hbm_x_params()).unwrap();
     // HBM-X: stacks x 1024 pins x pin rate / 8; stacks x GiB per stack.
     let bw = 6.0 * 1024.0 * 8.0e9 / 8.0;
     assert!(close(hbm.bandwidth().0, bw));
@@ -460,7 +345,7 @@ fn two_rust_plugins_do_not_alias() {
     assert!(close(t.bandwidth().0, 40e12));
     // And acme still answers as acme, next to it.
     let npu = r.compute_unit("acme/npu9", &npu_params()).unwrap();
-    let hbm = r.memory_tier("acme/hbm-x", &hbm_params()).unwrap();
+    let hbm = r.memory_tier("acme/hbm-x", &hbm_x_params()).unwrap();
     let both = MemoryHierarchy::new(vec![hbm, t]);
     assert_eq!(both.tiers[0].kind(), "fixture/sram");
     assert!(npu.op_time(&residual(), &both).is_ok());
@@ -588,110 +473,6 @@ fn rust_interconnect_crosses_too() {
     ));
 }
 
-fn dsp_params(extra: serde_json::Value) -> serde_json::Value {
-    let mut p = json!({
-        "bf16_tflops": 50.0, "int8_tops": 100.0, "vector_gflops": 2000.0,
-        "mac_efficiency": 0.8, "launch_us": 4.0, "tile": 32
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        p[k] = v.clone();
-    }
-    p
-}
-
-fn lpddr_params() -> serde_json::Value {
-    json!({"channels": 8, "bus_bits": 16, "mts": 6400, "capacity_gib": 32, "efficiency": 0.75, "latency_ns": 120})
-}
-
-#[test]
-fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
-    let f = fixtures();
-    let lp_bw = 8.0 * 16.0 / 8.0 * 6400e6;
-    let lp_lat = 120e-9;
-    let mut times = Vec::new();
-    for (path, abi, tile) in [(&f.c_v1_1, "c 1.1", 32), (&f.c_v1_0, "c 1.0", 128)] {
-        let mut r = registry_with_builtin("fake/gpu");
-        let lib = load_library(path, None, &mut r).unwrap();
-        assert_eq!(lib.abi, abi);
-        let dsp = r
-            .compute_unit("cvendor/dsp1", &dsp_params(json!({})))
-            .unwrap();
-        let lp = r.memory_tier("cvendor/lpddr", &lpddr_params()).unwrap();
-        assert!(close(lp.bandwidth().0, lp_bw));
-        assert!(close(lp.capacity().0, 32.0 * 1073741824.0));
-        assert_eq!(lp.efficiency(), 0.75);
-        assert_eq!(
-            dsp.peak(Engine::Matrix, DType::Int8),
-            Some(FlopRate(100e12))
-        );
-        assert_eq!(dsp.peak(Engine::Matrix, DType::Fp32), None);
-        // 1.0 has no gemm_tile: the documented default (128) applies.
-        assert_eq!(dsp.gemm_tile(), tile);
-        let mem = MemoryHierarchy::new(vec![lp]);
-        let op = residual();
-        let t = dsp.op_time(&op, &mem).unwrap();
-        let compute = op.flops().0 / 2000e9;
-        let memory = op.min_bytes().0 / (lp_bw * 0.75) + lp_lat;
-        let want = if abi == "c 1.1" {
-            // The plugin's own op_time: no overlap of DMA and compute.
-            compute + memory + 4e-6
-        } else {
-            // No op_time in 1.0: the host's roofline (overlapped).
-            compute.max(memory) + 4e-6
-        };
-        assert!(close(t.time.0, want), "{abi}: {} vs {want}", t.time.0);
-        assert_eq!(t.bound, TimeBound::Memory(0));
-        let g = dsp.op_time(&decode_qkv(), &mem).unwrap();
-        assert!(close(g.compute.0, decode_qkv().flops().0 / (50e12 * 0.8)));
-        times.push(t.time.0);
-    }
-    assert!(times[0] > times[1]);
-}
-
-#[test]
-fn incompatible_rust_abi_is_rejected_in_a_few_lines() {
-    let f = fixtures();
-    let e = load_err(&f.abi_v2, None);
-    let msg = e.to_string();
-    assert!(matches!(e, LoadError::IncompatibleAbi { .. }), "{msg}");
-    assert!(msg.lines().count() < 10, "{msg}");
-    assert!(msg.contains(&f.abi_v2.display().to_string()), "{msg}");
-    assert!(
-        msg.contains("2.0.0") && msg.contains("1.x"),
-        "both versions: {msg}"
-    );
-}
-
-#[test]
-fn a_layout_mismatch_is_summarised_and_the_report_kept() {
-    let f = fixtures();
-    let e = load_err(&f.abi_mismatch, None);
-    let msg = e.to_string();
-    assert!(matches!(e, LoadError::IncompatibleAbi { .. }), "{msg}");
-    assert_eq!(msg.lines().count(), 1, "{msg}");
-    // abi_stable's own last error, on the same line.
-    assert!(
-        msg.contains("mismatched package Expected: perfcast-abi Found: abi-mismatch-fixture"),
-        "{msg}"
-    );
-    assert!(msg.len() < 400, "{msg}");
-    assert!(msg.contains("libabi_mismatch_fixture.so"), "{msg}");
-    assert!(
-        msg.contains("built for Rust ABI 1.0.0 with a different layout"),
-        "{msg}"
-    );
-    let details = e.details().expect("the full report is kept");
-    assert!(details.lines().count() > 20, "{details}");
-}
-
-#[test]
-fn c_plugin_of_another_major_is_rejected() {
-    let f = fixtures();
-    let e = load_err(&f.c_major2, None).to_string();
-    assert!(e.contains("C ABI 2") && e.contains("C ABI 1.x"), "{e}");
-    assert!(e.contains("libmajor2.so"), "{e}");
-}
-
 #[test]
 fn missing_unreadable_and_non_plugin_files() {
     let f = fixtures();
@@ -780,7 +561,7 @@ fn nan_and_plugin_errors_surface_from_op_time() {
     let mut p = npu_params();
     p["nan_in_op_time"] = json!(true);
     let npu = r.compute_unit("acme/npu9", &p).unwrap();
-    let hbm = r.memory_tier("acme/hbm-x", &hbm_params()).unwrap();
+    let hbm = r.memory_tier("acme/hbm-x", &hbm_x_params()).unwrap();
     let mem = MemoryHierarchy::new(vec![hbm]);
     match npu.op_time(&decode_qkv(), &mem) {
         Err(ModelError::Plugin(PluginError::BadValue { what, value, .. })) => {
@@ -879,97 +660,4 @@ fn duplicates_name_both_origins_and_register_nothing() {
         e.contains("libacme_npu.so") && e.contains("libacme_npu_copy.so"),
         "{e}"
     );
-}
-
-/// The Rust mirrors in `perfcast_abi::c` have the header's layout: compile a C program that
-/// prints sizeof/offsetof and compare.
-#[test]
-fn c_header_layout_matches_the_rust_mirrors() {
-    use perfcast_abi::c::*;
-    use std::mem::{offset_of, size_of};
-    let f = fixtures();
-    let src = f.dir.join("layout.c");
-    std::fs::write(
-        &src,
-        r#"#include <stdio.h>
-#include <stddef.h>
-#include "perfcast_plugin.h"
-#define S(t) printf(#t " %zu\n", sizeof(t));
-#define O(t, f) printf(#t "." #f " %zu\n", offsetof(t, f));
-int main(void) {
-  S(perfcast_op) O(perfcast_op, flops) O(perfcast_op, m) O(perfcast_op, att_batch)
-  O(perfcast_op, elements) O(perfcast_op, vector_kind)
-  S(perfcast_tier) O(perfcast_tier, kind) O(perfcast_tier, latency)
-  S(perfcast_op_time) O(perfcast_op_time, time) O(perfcast_op_time, device_bytes)
-  S(perfcast_compute_unit_vtable) O(perfcast_compute_unit_vtable, op_time)
-  S(perfcast_memory_tier_vtable) S(perfcast_component) O(perfcast_component, vtable)
-  S(perfcast_plugin) O(perfcast_plugin, components)
-  S(perfcast_link) O(perfcast_link, latency)
-  S(perfcast_interconnect_vtable) O(perfcast_interconnect_vtable, collective_time)
-  return 0;
-}
-"#,
-    )
-    .unwrap();
-    let exe = f.dir.join("layout");
-    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    run(Command::new(compiler)
-        .arg("-I")
-        .arg(workspace_root().join("core/perfcast-abi/include"))
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe));
-    let out = Command::new(&exe).output().unwrap();
-    assert!(out.status.success());
-    let got = String::from_utf8(out.stdout).unwrap();
-    let want = [
-        ("perfcast_op", size_of::<PcOp>()),
-        ("perfcast_op.flops", offset_of!(PcOp, flops)),
-        ("perfcast_op.m", offset_of!(PcOp, m)),
-        ("perfcast_op.att_batch", offset_of!(PcOp, att_batch)),
-        ("perfcast_op.elements", offset_of!(PcOp, elements)),
-        ("perfcast_op.vector_kind", offset_of!(PcOp, vector_kind)),
-        ("perfcast_tier", size_of::<PcTier>()),
-        ("perfcast_tier.kind", offset_of!(PcTier, kind)),
-        ("perfcast_tier.latency", offset_of!(PcTier, latency)),
-        ("perfcast_op_time", size_of::<PcOpTime>()),
-        ("perfcast_op_time.time", offset_of!(PcOpTime, time)),
-        (
-            "perfcast_op_time.device_bytes",
-            offset_of!(PcOpTime, device_bytes),
-        ),
-        (
-            "perfcast_compute_unit_vtable",
-            size_of::<PcComputeUnitVtable>(),
-        ),
-        (
-            "perfcast_compute_unit_vtable.op_time",
-            offset_of!(PcComputeUnitVtable, op_time),
-        ),
-        (
-            "perfcast_memory_tier_vtable",
-            size_of::<PcMemoryTierVtable>(),
-        ),
-        ("perfcast_component", size_of::<PcComponent>()),
-        ("perfcast_component.vtable", offset_of!(PcComponent, vtable)),
-        ("perfcast_plugin", size_of::<PcPlugin>()),
-        (
-            "perfcast_plugin.components",
-            offset_of!(PcPlugin, components),
-        ),
-        ("perfcast_link", size_of::<PcLink>()),
-        ("perfcast_link.latency", offset_of!(PcLink, latency)),
-        (
-            "perfcast_interconnect_vtable",
-            size_of::<PcInterconnectVtable>(),
-        ),
-        (
-            "perfcast_interconnect_vtable.collective_time",
-            offset_of!(PcInterconnectVtable, collective_time),
-        ),
-    ]
-    .iter()
-    .map(|(k, v)| format!("{k} {v}\n"))
-    .collect::<String>();
-    assert_eq!(got, want);
 }

@@ -6,8 +6,8 @@ use crate::space::{Constraints, Objective, SearchSpace};
 use crate::SearchError;
 use perfcast_core::workload::{FfnAct, ModelSpec};
 use perfcast_core::DType;
-use perfcast_engine::testsupport::a100_from_registry;
 use perfcast_engine::training::{LayerCache, Placement, Training, TrainingPlan};
+use perfcast_testkit::a100_from_registry;
 
 fn small_model() -> ModelSpec {
     ModelSpec {

@@ -5,24 +5,13 @@
 //! built-in's numbers. Selecting the device is a matter of configuration only.
 
 use perfcast_core::{ComputeOp, DType, Gemm, MemoryHierarchy, VectorOp, VectorOpKind};
+use perfcast_testkit::plugins::{build_rust, c_vendor};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 mod common;
 use common::{repo, Out};
-
-fn run(cmd: &mut Command) {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 struct Libs {
     dir: PathBuf,
@@ -36,36 +25,14 @@ struct Libs {
 fn libs() -> &'static Libs {
     static L: OnceLock<Libs> = OnceLock::new();
     L.get_or_init(|| {
-        let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .parent()
-            .expect("target dir")
-            .to_path_buf();
-        run(Command::new(env!("CARGO"))
-            .current_dir(repo())
-            .args(["build", "--quiet", "-p", "acme-npu", "-p", "abi-v2-fixture"])
-            .arg("--target-dir")
-            .arg(&target));
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("perfcast-cli-plugins-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let acme = dir.join("libacme_npu.so");
-        std::fs::copy(target.join("debug/libacme_npu.so"), &acme).unwrap();
-        let abi_v2 = dir.join("libabi_v2_fixture.so");
-        std::fs::copy(target.join("debug/libabi_v2_fixture.so"), &abi_v2).unwrap();
-        let c = dir.join("libc_vendor.so");
-        let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-        run(Command::new(compiler)
-            .args(["-shared", "-fPIC", "-O1", "-I"])
-            .arg(repo().join("core/perfcast-abi/include"))
-            .arg(repo().join("plugins/examples/c-vendor/c_vendor.c"))
-            .arg("-o")
-            .arg(&c)
-            .arg("-lm"));
+        let dir = common::tmpdir("perfcast-cli-plugins");
+        let rust = build_rust(&["acme-npu", "abi-v2-fixture"], &dir);
+        let c = c_vendor(&dir);
         Libs {
             dir,
-            acme,
+            acme: rust[0].clone(),
             c,
-            abi_v2,
+            abi_v2: rust[1].clone(),
         }
     })
 }

@@ -1,11 +1,12 @@
-//! Tests of the inference model on A100-like and H100-like systems built from the core traits.
+//! Tests of the inference model on A100-like and H100-like systems: a flat-efficiency GPU
+//! fixture on the built-in `sram`, `hbm`, `nvlink` and `infiniband` plugins.
 
 use super::*;
-use crate::testsupport::{llama2, Link, Tier};
 use perfcast_core::hardware::{ComputeUnit, Engine, MemoryHierarchy};
-use perfcast_core::{
-    AttentionKind, Bandwidth, Bytes, ComputeOp, DType, FlopRate, Seconds, TierLevel,
-};
+use perfcast_core::{AttentionKind, ComputeOp, DType, FlopRate, Seconds};
+use perfcast_testkit::llama2;
+use perfcast_testkit::systems::{link, tier};
+use serde_json::json;
 use std::sync::Arc;
 
 /// GPU fixture: dense peaks per dtype, one flat GEMM efficiency, a launch overhead.
@@ -112,29 +113,28 @@ fn system(
             launch_us,
         }),
         memory: MemoryHierarchy::new(vec![
-            Arc::new(Tier {
-                kind: "l2",
-                level: TierLevel::OnChip,
-                capacity: Bytes(l2_mb * 1e6),
-                bandwidth: Bandwidth::from_tbs(l2_tbs),
-                efficiency: 0.8,
-            }),
-            Arc::new(Tier {
-                kind: "hbm",
-                level: TierLevel::Device,
-                capacity: Bytes::from_gb(hbm_gb),
-                bandwidth: Bandwidth::from_tbs(hbm_tbs),
-                efficiency: 0.9,
-            }),
+            tier(
+                "sram",
+                json!({"capacity_mb": l2_mb, "bandwidth_tbs": l2_tbs, "efficiency": 0.8}),
+            ),
+            // No access latency: the tests' rooflines are bandwidth-only.
+            tier(
+                "hbm",
+                json!({"capacity_gb": hbm_gb, "bandwidth_tbs": hbm_tbs, "efficiency": 0.9,
+                       "latency_ns": 0.0}),
+            ),
         ]),
         network: vec![
-            Arc::new(Link::new("nvlink", 8, nvlink_gbs * 0.8, 1.0)),
-            Arc::new(Link::with_bandwidth(
+            link(
+                "nvlink",
+                json!({"bandwidth_gbs_bidir": 2.0 * nvlink_gbs, "domain_size": 8,
+                       "efficiency": 0.8, "latency_us": 1.0, "base_latency_us": 0.0}),
+            ),
+            link(
                 "infiniband",
-                u32::MAX,
-                Bandwidth::from_gbps(400.0 * 0.9),
-                Seconds::from_micros(5.0),
-            )),
+                json!({"bandwidth_gbps": 400.0, "efficiency": 0.9, "latency_us": 5.0,
+                       "base_latency_us": 0.0}),
+            ),
         ],
         devices,
     }

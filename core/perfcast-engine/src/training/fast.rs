@@ -289,7 +289,7 @@ impl<'t> PlanGroup<'t> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testsupport::{a100_from_registry, gpt};
+    use perfcast_testkit::{a100_from_registry, gpt};
 
     /// GPT-3 175B (Narayanan et al. 2021, Table 1).
     fn gpt3() -> ModelSpec {

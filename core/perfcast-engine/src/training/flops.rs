@@ -50,7 +50,7 @@ pub fn step_flops(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testsupport::gpt;
+    use perfcast_testkit::gpt;
 
     /// Narayanan 2021 eq. 3: `96·B·s·L·h²·(1 + s/(6h) + V/(16·L·h))` with full recompute;
     /// model FLOPs `72·B·s·L·h²·(1 + s/(6h) + V/(12·L·h))` (SCHEMA F_model); selective adds the

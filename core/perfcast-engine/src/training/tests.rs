@@ -2,11 +2,13 @@
 //! strategy/policy/schedule through `evaluate`, and bad input.
 
 use super::*;
-use crate::testsupport::{a100_system, gpt, Link, TestGpu, Tier};
 use perfcast_core::hardware::{ComputeUnit, MemoryHierarchy};
 use perfcast_core::op::ComputeOp;
 use perfcast_core::workload::{FfnAct, ModelSpec};
-use perfcast_core::{AttentionKind, Bandwidth, FlopRate, Interconnect, OpTime, TierLevel};
+use perfcast_core::{AttentionKind, Bandwidth, FlopRate, Interconnect, OpTime};
+use perfcast_testkit::systems::{tier, TestGpu};
+use perfcast_testkit::{a100_system, gpt};
+use serde_json::json;
 
 fn llama(l: u64, h: u64, a: u64, kv: u64, f: u64) -> ModelSpec {
     ModelSpec {
@@ -21,7 +23,7 @@ fn llama(l: u64, h: u64, a: u64, kv: u64, f: u64) -> ModelSpec {
 }
 
 fn registry() -> Registry {
-    perfcast_builtins::registry().unwrap()
+    perfcast_testkit::registry()
 }
 
 fn training(m: ModelSpec, devices: u32) -> Training {
@@ -511,13 +513,10 @@ fn bad_input_names_the_key() {
         .to_string();
     assert!(e.contains("model.hidden"), "{e}");
     let mut sys = a100_system(8);
-    sys.memory = MemoryHierarchy::new(vec![Arc::new(Tier {
-        kind: "l2",
-        level: TierLevel::OnChip,
-        capacity: Bytes::from_mib(40.0),
-        bandwidth: Bandwidth::from_gbs(7000.0),
-        efficiency: 1.0,
-    })]);
+    sys.memory = MemoryHierarchy::new(vec![tier(
+        "sram",
+        json!({"capacity_mb": 40.0 * 1.048576, "bandwidth_tbs": 7.0, "efficiency": 1.0}),
+    )]);
     let e = Training::new(gpt(2, 64, 4), sys, &registry())
         .err()
         .unwrap()
@@ -526,8 +525,24 @@ fn bad_input_names_the_key() {
     let mut sys = a100_system(16);
     sys.network = vec![];
     assert!(Training::new(gpt(2, 64, 4), sys, &registry()).is_err());
+    // A level answering NaN, as a dynamic plugin might (the built-ins check their parameters).
+    struct NanLink;
+    impl Interconnect for NanLink {
+        fn kind(&self) -> &str {
+            "nan-link"
+        }
+        fn domain_size(&self) -> u32 {
+            8
+        }
+        fn bandwidth(&self) -> Bandwidth {
+            Bandwidth(f64::NAN)
+        }
+        fn latency(&self) -> Seconds {
+            Seconds::from_micros(1.0)
+        }
+    }
     let mut sys = a100_system(16);
-    sys.network = vec![Arc::new(Link::new("bad", 8, f64::NAN, 1.0)) as Arc<dyn Interconnect>];
+    sys.network = vec![Arc::new(NanLink) as Arc<dyn Interconnect>];
     assert!(Training::new(gpt(2, 64, 4), sys, &registry()).is_err());
 }
 

@@ -7,6 +7,9 @@
 //! (the measured MAPE and worst case plus a small margin) so that a regression fails, and the
 //! gap is named here and in the closing report. Tighten a bound to its target as soon as the
 //! model meets it.
+//!
+//! Cross-crate: it runs the whole stack a user runs (host presets, built-in plugins, engine,
+//! validation harness) on the shipped cases, so it lives in the top-level tests crate.
 
 use perfcast_validation::report::Status;
 
@@ -29,8 +32,7 @@ const BOUNDS: &[(&str, f64, f64, &str)] = &[];
 
 #[test]
 fn public_validation_set_meets_targets_or_bounds() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../configs/validation/cases.toml");
+    let path = perfcast_testkit::workspace_root().join("configs/validation/cases.toml");
     let report = perfcast_validation::validate(Some(&path), None).unwrap();
     eprintln!("{}", report.to_table());
     let mut failures = Vec::new();

@@ -1,0 +1,243 @@
+//! Golden (snapshot) tests: the table, JSON and CSV output of `perfcast predict`, `infer` and
+//! `search` on every shipped experiment config they apply to, and of `perfcast validate` on the
+//! public validation cases, compared byte for byte with the files under `tests/golden/`, so
+//! that a change in output is reviewed, not accidental.
+//!
+//! Only what legitimately varies between runs is masked before comparing (`search`'s summary):
+//! the time taken and the rates, the thread count, and the split of plans pruned by the time
+//! bound vs evaluated (workers share the N-th best time as they go, README "perfcast search");
+//! the counts refused and over memory, the plans and the Pareto front are compared exactly.
+//!
+//! After an intended change, update the files and commit them with it:
+//!
+//! ```sh
+//! UPDATE_GOLDEN=1 cargo test -p perfcast-cli --test golden
+//! ```
+//!
+//! (Not a `PERFCAST_*` variable: the configuration loader reads those as config keys, and the
+//! binary runs without the test's own `PERFCAST_*` environment.) The test lives beside the
+//! binary for `CARGO_BIN_EXE_perfcast` (ARCHITECTURE.md, "End-to-end tests live beside the
+//! binary"); the golden files live in the top-level `tests/` folder with the other cross-crate
+//! checks.
+
+use perfcast_testkit::golden;
+use std::path::PathBuf;
+
+mod common;
+use common::repo;
+
+const UPDATE: &str = "UPDATE_GOLDEN=1 cargo test -p perfcast-cli --test golden";
+
+/// Every config of `configs/experiments/` and the commands whose golden outputs are kept for
+/// it (the others refuse it: no `[plan]`, no `[inference]`, no model). A new config must be
+/// added here (the test checks), which decides what of it is compared.
+const EXPERIMENTS: &[(&str, &[&str])] = &[
+    ("gpt3-175b-a100", &["predict", "search"]),
+    ("korthikanti-175b-selective", &["predict", "search"]),
+    ("llama2-70b-h100", &["infer"]),
+    ("llama3-8b-h100", &["predict", "search"]),
+    ("roofline-a100", &[]),
+    ("roofline-llama2-70b", &["infer"]),
+];
+
+const ALL_FORMATS: &[&str] = &["table", "json", "csv"];
+
+fn golden_dir() -> PathBuf {
+    repo().join("tests/golden")
+}
+
+fn extension(format: &str) -> &str {
+    match format {
+        "table" => "txt",
+        other => other,
+    }
+}
+
+/// Run `perfcast args` in the repository root (paths in the output stay relative) and compare
+/// its normalised output with `tests/golden/<command>/<name>.<ext>`. A failure to run is a
+/// mismatch too, with the command's stderr.
+fn check(command: &str, name: &str, config: &str, formats: &[&str], failures: &mut Vec<String>) {
+    for format in formats {
+        let args = [command, config, "--format", format];
+        let out = common::output(&mut common::command(&repo(), &args));
+        if out.code != 0 {
+            failures.push(format!(
+                "perfcast {}: exit {}\n{}",
+                args.join(" "),
+                out.code,
+                out.stderr
+            ));
+            continue;
+        }
+        let mut text = normalise(command, format, &out.stdout);
+        if !out.stderr.is_empty() {
+            text.push_str("--- stderr ---\n");
+            text.push_str(&out.stderr);
+        }
+        let file = golden_dir()
+            .join(command)
+            .join(format!("{name}.{}", extension(format)));
+        if let Err(e) = golden::compare(&file, &text) {
+            failures.push(format!("perfcast {}\n{e}", args.join(" ")));
+        }
+    }
+}
+
+fn experiments(command: &str) {
+    let mut failures = Vec::new();
+    for (name, commands) in EXPERIMENTS {
+        if commands.contains(&command) {
+            let config = format!("configs/experiments/{name}.toml");
+            check(command, name, &config, ALL_FORMATS, &mut failures);
+        }
+    }
+    golden::assert_none_failed(&failures, UPDATE);
+}
+
+/// What varies between runs of the same search, masked: see the module documentation.
+fn normalise(command: &str, format: &str, text: &str) -> String {
+    if command != "search" {
+        return text.to_string();
+    }
+    match format {
+        "table" => text
+            .split_inclusive('\n')
+            .map(|line| {
+                if line.contains(" plans enumerated, ") {
+                    mask_numbers_before(
+                        line,
+                        &[
+                            " pruned (",
+                            " by the time bound)",
+                            " evaluated in ",
+                            " s on ",
+                            " threads (",
+                            " plans/s, ",
+                            " evaluations/s)",
+                        ],
+                    )
+                } else {
+                    line.to_string()
+                }
+            })
+            .collect(),
+        "json" => mask_json_summary(text),
+        _ => text.to_string(),
+    }
+}
+
+/// Replace the number that ends right before each `marker` in `line` by `<varies>`.
+fn mask_numbers_before(line: &str, markers: &[&str]) -> String {
+    let mut out = line.to_string();
+    for marker in markers {
+        if let Some(at) = out.find(marker) {
+            let start = out[..at]
+                .rfind(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .map_or(0, |i| i + 1);
+            out.replace_range(start..at, "<varies>");
+        }
+    }
+    out
+}
+
+/// In the pretty-printed JSON's `"summary"` object, the values of the keys that vary.
+fn mask_json_summary(text: &str) -> String {
+    const VARYING: [&str; 7] = [
+        "pruned",
+        "evaluated",
+        "seconds",
+        "pruned_bound",
+        "plans_per_s",
+        "evaluations_per_s",
+        "threads",
+    ];
+    let mut in_summary = false;
+    text.split_inclusive('\n')
+        .map(|line| {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("\"summary\": {") {
+                in_summary = true;
+            } else if in_summary && trimmed.starts_with('}') {
+                in_summary = false;
+            } else if in_summary {
+                let key = trimmed.split('"').nth(1).unwrap_or_default();
+                if VARYING.contains(&key) {
+                    let indent = &line[..line.len() - trimmed.len()];
+                    let comma = if line.trim_end().ends_with(',') {
+                        ","
+                    } else {
+                        ""
+                    };
+                    let newline = if line.ends_with('\n') { "\n" } else { "" };
+                    return format!("{indent}\"{key}\": \"<varies>\"{comma}{newline}");
+                }
+            }
+            line.to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn golden_predict() {
+    experiments("predict");
+}
+
+#[test]
+fn golden_infer() {
+    experiments("infer");
+}
+
+#[test]
+fn golden_search() {
+    experiments("search");
+}
+
+#[test]
+fn golden_validate() {
+    let mut failures = Vec::new();
+    let cases = "configs/validation/cases.toml";
+    check(
+        "validate",
+        "cases",
+        cases,
+        &["table", "json"],
+        &mut failures,
+    );
+    golden::assert_none_failed(&failures, UPDATE);
+}
+
+/// Every shipped experiment is listed in `EXPERIMENTS` (so a new one gets golden outputs), and
+/// the search summary masking leaves the rest of a line alone.
+#[test]
+fn every_experiment_is_listed_and_masking_is_narrow() {
+    let mut shipped: Vec<String> = std::fs::read_dir(repo().join("configs/experiments"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".toml").map(str::to_string)
+        })
+        .collect();
+    shipped.sort();
+    let listed: Vec<&str> = EXPERIMENTS.iter().map(|(n, _)| *n).collect();
+    assert_eq!(
+        shipped,
+        listed,
+        "add the new config to EXPERIMENTS in {}",
+        file!()
+    );
+    let line = "\n10 plans enumerated, 7 pruned (1 refused, 2 over memory, 4 by the time bound), \
+                3 evaluated in 0.123 s on 2 threads (81 plans/s, 24 evaluations/s)\n";
+    assert_eq!(
+        normalise("search", "table", line),
+        "\n10 plans enumerated, <varies> pruned (1 refused, 2 over memory, <varies> by the time \
+         bound), <varies> evaluated in <varies> s on <varies> threads (<varies> plans/s, \
+         <varies> evaluations/s)\n"
+    );
+    let json = "{\n  \"plans\": [],\n  \"summary\": {\n    \"enumerated\": 10,\n    \
+                \"pruned\": 7,\n    \"threads\": 2\n  },\n  \"evaluated\": 1\n}";
+    assert_eq!(
+        normalise("search", "json", json),
+        "{\n  \"plans\": [],\n  \"summary\": {\n    \"enumerated\": 10,\n    \
+         \"pruned\": \"<varies>\",\n    \"threads\": \"<varies>\"\n  },\n  \"evaluated\": 1\n}"
+    );
+}

@@ -1,0 +1,233 @@
+//! Plugin ABI compatibility across crates: the ABI contract of `perfcast-abi` (its C header and
+//! its Rust root module) as `perfcast-loader` enforces it against libraries built separately:
+//! the Rust fixtures declaring another ABI major (`abi-v2-fixture`) or another layout
+//! (`abi-mismatch-fixture`), the example C plugin compiled for C ABI 1.1 and 1.0, a C library
+//! of another major, and the C header's layout against the Rust mirrors. The loader's own
+//! behaviour (origins, pins, errors, threads) is tested beside it, in
+//! `core/perfcast-loader/tests/e2e.rs`.
+
+use perfcast_core::{DType, Engine, FlopRate, MemoryHierarchy, Registry, TimeBound};
+use perfcast_loader::{load_library, LoadError};
+use perfcast_testkit::examples::{decode_qkv, dsp_params, lpddr_params, residual};
+use perfcast_testkit::plugins::{
+    build_rust, c_vendor, c_vendor_abi1_0, cc_plugin_source, cc_program,
+};
+use perfcast_testkit::process::output;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+struct Fixtures {
+    dir: PathBuf,
+    abi_v2: PathBuf,
+    abi_mismatch: PathBuf,
+    c_v1_1: PathBuf,
+    c_v1_0: PathBuf,
+    c_major2: PathBuf,
+}
+
+/// Build every fixture once per test process.
+fn fixtures() -> &'static Fixtures {
+    static F: OnceLock<Fixtures> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = perfcast_testkit::tmpdir("perfcast-abi-compat");
+        let rust = build_rust(&["abi-v2-fixture", "abi-mismatch-fixture"], &dir);
+        let (c_v1_1, c_v1_0) = (c_vendor(&dir), c_vendor_abi1_0(&dir));
+        let c_major2 = cc_plugin_source(
+            &dir,
+            "major2",
+            "const void *perfcast_plugin_entry_v2(void) { return 0; }",
+        );
+        Fixtures {
+            dir,
+            abi_v2: rust[0].clone(),
+            abi_mismatch: rust[1].clone(),
+            c_v1_1,
+            c_v1_0,
+            c_major2,
+        }
+    })
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-12 * a.abs().max(b.abs())
+}
+
+fn load_err(path: &Path) -> LoadError {
+    load_library(path, None, &mut Registry::new()).expect_err("load must fail")
+}
+
+#[test]
+fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
+    let f = fixtures();
+    let lp_bw = 8.0 * 16.0 / 8.0 * 6400e6;
+    let lp_lat = 120e-9;
+    let mut times = Vec::new();
+    for (path, abi, tile) in [(&f.c_v1_1, "c 1.1", 32), (&f.c_v1_0, "c 1.0", 128)] {
+        let mut r = Registry::new();
+        let lib = load_library(path, None, &mut r).unwrap();
+        assert_eq!(lib.abi, abi);
+        let dsp = r
+            .compute_unit("cvendor/dsp1", &dsp_params(json!({})))
+            .unwrap();
+        let lp = r.memory_tier("cvendor/lpddr", &lpddr_params()).unwrap();
+        assert!(close(lp.bandwidth().0, lp_bw));
+        assert!(close(lp.capacity().0, 32.0 * 1073741824.0));
+        assert_eq!(lp.efficiency(), 0.75);
+        assert_eq!(
+            dsp.peak(Engine::Matrix, DType::Int8),
+            Some(FlopRate(100e12))
+        );
+        assert_eq!(dsp.peak(Engine::Matrix, DType::Fp32), None);
+        // 1.0 has no gemm_tile: the documented default (128) applies.
+        assert_eq!(dsp.gemm_tile(), tile);
+        let mem = MemoryHierarchy::new(vec![lp]);
+        let op = residual();
+        let t = dsp.op_time(&op, &mem).unwrap();
+        let compute = op.flops().0 / 2000e9;
+        let memory = op.min_bytes().0 / (lp_bw * 0.75) + lp_lat;
+        let want = if abi == "c 1.1" {
+            // The plugin's own op_time: no overlap of DMA and compute.
+            compute + memory + 4e-6
+        } else {
+            // No op_time in 1.0: the host's roofline (overlapped).
+            compute.max(memory) + 4e-6
+        };
+        assert!(close(t.time.0, want), "{abi}: {} vs {want}", t.time.0);
+        assert_eq!(t.bound, TimeBound::Memory(0));
+        let g = dsp.op_time(&decode_qkv(), &mem).unwrap();
+        assert!(close(g.compute.0, decode_qkv().flops().0 / (50e12 * 0.8)));
+        times.push(t.time.0);
+    }
+    assert!(times[0] > times[1]);
+}
+
+#[test]
+fn incompatible_rust_abi_is_rejected_in_a_few_lines() {
+    let f = fixtures();
+    let e = load_err(&f.abi_v2);
+    let msg = e.to_string();
+    assert!(matches!(e, LoadError::IncompatibleAbi { .. }), "{msg}");
+    assert!(msg.lines().count() < 10, "{msg}");
+    assert!(msg.contains(&f.abi_v2.display().to_string()), "{msg}");
+    assert!(
+        msg.contains("2.0.0") && msg.contains("1.x"),
+        "both versions: {msg}"
+    );
+}
+
+#[test]
+fn a_layout_mismatch_is_summarised_and_the_report_kept() {
+    let f = fixtures();
+    let e = load_err(&f.abi_mismatch);
+    let msg = e.to_string();
+    assert!(matches!(e, LoadError::IncompatibleAbi { .. }), "{msg}");
+    assert_eq!(msg.lines().count(), 1, "{msg}");
+    // abi_stable's own last error, on the same line.
+    assert!(
+        msg.contains("mismatched package Expected: perfcast-abi Found: abi-mismatch-fixture"),
+        "{msg}"
+    );
+    assert!(msg.len() < 400, "{msg}");
+    assert!(msg.contains("libabi_mismatch_fixture.so"), "{msg}");
+    assert!(
+        msg.contains("built for Rust ABI 1.0.0 with a different layout"),
+        "{msg}"
+    );
+    let details = e.details().expect("the full report is kept");
+    assert!(details.lines().count() > 20, "{details}");
+}
+
+#[test]
+fn c_plugin_of_another_major_is_rejected() {
+    let f = fixtures();
+    let e = load_err(&f.c_major2).to_string();
+    assert!(e.contains("C ABI 2") && e.contains("C ABI 1.x"), "{e}");
+    assert!(e.contains("libmajor2.so"), "{e}");
+}
+
+/// The Rust mirrors in `perfcast_abi::c` have the header's layout: compile a C program that
+/// prints sizeof/offsetof and compare.
+#[test]
+fn c_header_layout_matches_the_rust_mirrors() {
+    use perfcast_abi::c::*;
+    use std::mem::{offset_of, size_of};
+    let f = fixtures();
+    let src = f.dir.join("layout.c");
+    std::fs::write(
+        &src,
+        r#"#include <stdio.h>
+#include <stddef.h>
+#include "perfcast_plugin.h"
+#define S(t) printf(#t " %zu\n", sizeof(t));
+#define O(t, f) printf(#t "." #f " %zu\n", offsetof(t, f));
+int main(void) {
+  S(perfcast_op) O(perfcast_op, flops) O(perfcast_op, m) O(perfcast_op, att_batch)
+  O(perfcast_op, elements) O(perfcast_op, vector_kind)
+  S(perfcast_tier) O(perfcast_tier, kind) O(perfcast_tier, latency)
+  S(perfcast_op_time) O(perfcast_op_time, time) O(perfcast_op_time, device_bytes)
+  S(perfcast_compute_unit_vtable) O(perfcast_compute_unit_vtable, op_time)
+  S(perfcast_memory_tier_vtable) S(perfcast_component) O(perfcast_component, vtable)
+  S(perfcast_plugin) O(perfcast_plugin, components)
+  S(perfcast_link) O(perfcast_link, latency)
+  S(perfcast_interconnect_vtable) O(perfcast_interconnect_vtable, collective_time)
+  return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = cc_program(&f.dir, &src, "layout");
+    let out = output(&mut Command::new(&exe));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let want = [
+        ("perfcast_op", size_of::<PcOp>()),
+        ("perfcast_op.flops", offset_of!(PcOp, flops)),
+        ("perfcast_op.m", offset_of!(PcOp, m)),
+        ("perfcast_op.att_batch", offset_of!(PcOp, att_batch)),
+        ("perfcast_op.elements", offset_of!(PcOp, elements)),
+        ("perfcast_op.vector_kind", offset_of!(PcOp, vector_kind)),
+        ("perfcast_tier", size_of::<PcTier>()),
+        ("perfcast_tier.kind", offset_of!(PcTier, kind)),
+        ("perfcast_tier.latency", offset_of!(PcTier, latency)),
+        ("perfcast_op_time", size_of::<PcOpTime>()),
+        ("perfcast_op_time.time", offset_of!(PcOpTime, time)),
+        (
+            "perfcast_op_time.device_bytes",
+            offset_of!(PcOpTime, device_bytes),
+        ),
+        (
+            "perfcast_compute_unit_vtable",
+            size_of::<PcComputeUnitVtable>(),
+        ),
+        (
+            "perfcast_compute_unit_vtable.op_time",
+            offset_of!(PcComputeUnitVtable, op_time),
+        ),
+        (
+            "perfcast_memory_tier_vtable",
+            size_of::<PcMemoryTierVtable>(),
+        ),
+        ("perfcast_component", size_of::<PcComponent>()),
+        ("perfcast_component.vtable", offset_of!(PcComponent, vtable)),
+        ("perfcast_plugin", size_of::<PcPlugin>()),
+        (
+            "perfcast_plugin.components",
+            offset_of!(PcPlugin, components),
+        ),
+        ("perfcast_link", size_of::<PcLink>()),
+        ("perfcast_link.latency", offset_of!(PcLink, latency)),
+        (
+            "perfcast_interconnect_vtable",
+            size_of::<PcInterconnectVtable>(),
+        ),
+        (
+            "perfcast_interconnect_vtable.collective_time",
+            offset_of!(PcInterconnectVtable, collective_time),
+        ),
+    ]
+    .iter()
+    .map(|(k, v)| format!("{k} {v}\n"))
+    .collect::<String>();
+    assert_eq!(out.stdout, want);
+}
