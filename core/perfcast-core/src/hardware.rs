@@ -182,6 +182,13 @@ pub trait ComputeUnit: Send + Sync {
     fn gemm_tile(&self) -> u64 {
         128
     }
+    /// What the plugin derived from its parameters that reports and studies may show (e.g. a
+    /// technology model's supply voltage, clock and active MAC fraction), as a JSON object
+    /// of named values; `Null` (the default) when it derives nothing beyond its peaks. Not
+    /// called by the engines.
+    fn derived(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
     /// Time one op. The default is the hierarchical roofline
     /// ([`crate::roofline::hierarchical`]); a plugin with a model of its own (a simulator, a
     /// lookup table) overrides this. The engines time each op of a device's program with it

@@ -19,9 +19,12 @@ pub mod node;
 use generations::{dram_generation, link_generation, LinkFamily};
 use node::{builtin_node, operating_point, NodeScaling, OperatingLimits, OperatingPoint};
 use perfcast_core::hardware::CollectiveAlgorithm;
+use perfcast_core::op::ComputeOp;
 use perfcast_core::params::{self, fraction, non_negative, positive};
 use perfcast_core::registry::Component;
-use perfcast_core::{Bandwidth, Bytes, DType, PluginError, Seconds, TierLevel};
+use perfcast_core::{
+    Bandwidth, Bytes, ComputeUnit, DType, Engine, FlopRate, PluginError, Seconds, TierLevel,
+};
 use perfcast_plugin_gpu::{Gpu, GpuParams};
 use perfcast_plugin_memory::Tier;
 use perfcast_plugin_network::Link;
@@ -140,9 +143,53 @@ pub fn derive_gpu(p: &NodeGpuParams) -> Result<(Gpu, OperatingPoint), PluginErro
     Ok((Gpu::new(gp)?, point))
 }
 
+/// The compute unit of `tech/node-scaled-gpu`: the built-in GPU model with the derived
+/// peaks, and the operating point it was derived at (reported by [`ComputeUnit::derived`]).
+struct NodeGpu {
+    gpu: Gpu,
+    point: OperatingPoint,
+}
+
+impl ComputeUnit for NodeGpu {
+    fn kind(&self) -> &str {
+        self.gpu.kind()
+    }
+    fn peak(&self, engine: Engine, dtype: DType) -> Option<FlopRate> {
+        self.gpu.peak(engine, dtype)
+    }
+    fn efficiency(&self, op: &ComputeOp) -> f64 {
+        self.gpu.efficiency(op)
+    }
+    fn launch_overhead(&self) -> Seconds {
+        self.gpu.launch_overhead()
+    }
+    fn gemm_tile(&self) -> u64 {
+        self.gpu.gemm_tile()
+    }
+    /// The operating point: `node_nm`, `mac_units`, `voltage` (V), `clock` and `throughput`
+    /// (relative to the reference), `clock_ghz` (the derived clock), `active` (fraction of
+    /// MACs powered), `power` (relative to the budget) and `limit` (which limit set it, in
+    /// words).
+    fn derived(&self) -> serde_json::Value {
+        let p = &self.point;
+        serde_json::json!({
+            "node_nm": p.node_nm,
+            "mac_units": p.mac_units,
+            "voltage": p.voltage,
+            "clock": p.clock,
+            "clock_ghz": self.gpu.params.clock_ghz,
+            "active": p.active,
+            "power": p.power,
+            "throughput": p.throughput,
+            "limit": p.limit.name(),
+        })
+    }
+}
+
 fn build_node_gpu(v: &serde_json::Value) -> Result<Component, PluginError> {
     let p: NodeGpuParams = params::parse(v)?;
-    Ok(Component::ComputeUnit(Arc::new(derive_gpu(&p)?.0)))
+    let (gpu, point) = derive_gpu(&p)?;
+    Ok(Component::ComputeUnit(Arc::new(NodeGpu { gpu, point })))
 }
 
 /// Parameters of `tech/dram-generation`.

@@ -79,15 +79,15 @@ impl Training {
             st
         };
         let single = p.single;
-        let first = stage(p.n_first, &p.rp_first, true, single);
-        let last = stage(p.n_last, &p.rp_last, single, true);
+        let first = stage(p.params.n_first, &p.rp_first, true, single);
+        let last = stage(p.params.n_last, &p.rp_last, single, true);
         let mut crit = if first.fwd + first.bwd >= last.fwd + last.bwd {
             first
         } else {
             last
         };
         if plan.pp > 2 {
-            let mid = stage(p.n_mid, &p.rp_mid, false, false);
+            let mid = stage(p.params.n_mid, &p.rp_mid, false, false);
             if mid.fwd + mid.bwd > crit.fwd + crit.bwd {
                 crit = mid;
             }

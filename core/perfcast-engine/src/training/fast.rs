@@ -220,7 +220,12 @@ impl<'t> PlanGroup<'t> {
         let (_, sched) = t.comps.schedules.get(schedule).ok_or_else(|| {
             ModelError::invalid(Key::plan("schedule"), schedule, "no such schedule index")
         })?;
-        let n = self.p.n_first.max(self.p.n_mid).max(self.p.n_last) as f64;
+        let n = self
+            .p
+            .params
+            .n_first
+            .max(self.p.params.n_mid)
+            .max(self.p.params.n_last) as f64;
         let input = ScheduleInput {
             stages: self.plan.pp,
             virtual_stages: self.plan.vpp,
@@ -240,7 +245,7 @@ impl<'t> PlanGroup<'t> {
                 };
                 ops::optimizer(
                     &timer,
-                    self.p.device_params / self.p.ssplit.optimizer.max(1) as f64,
+                    self.p.params.device_params / self.p.ssplit.optimizer.max(1) as f64,
                     self.p.state.grads,
                 )?
             }
@@ -277,7 +282,11 @@ impl<'t> PlanGroup<'t> {
 
     /// Layers per device on the first, a middle and the last stage.
     pub fn stage_layers(&self) -> (u64, u64, u64) {
-        (self.p.n_first, self.p.n_mid, self.p.n_last)
+        (
+            self.p.params.n_first,
+            self.p.params.n_mid,
+            self.p.params.n_last,
+        )
     }
 
     /// Micro-batches per step on one pipeline.

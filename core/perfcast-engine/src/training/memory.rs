@@ -126,17 +126,17 @@ pub(super) fn layer_weighted_in_flight(
     last: u32,
 ) -> f64 {
     let n = if idx == 0 {
-        p.n_first
+        p.params.n_first
     } else if idx == last {
-        p.n_last
+        p.params.n_last
     } else {
-        p.n_mid
+        p.params.n_mid
     };
-    if vpp <= 1 || n == 0 || n == p.n_mid {
+    if vpp <= 1 || n == 0 || n == p.params.n_mid {
         return p.sched.in_flight(input, idx);
     }
-    let per = p.n_mid / vpp as u64;
-    let deficit = p.n_mid - n;
+    let per = p.params.n_mid / vpp as u64;
+    let deficit = p.params.n_mid - n;
     let chunk_layers = |c: u32| {
         // Chunks counted from the stage's short end.
         let from_end = if idx == 0 { c } else { vpp - 1 - c } as u64;
@@ -158,11 +158,11 @@ impl Training {
         let with_emb = idx == 0;
         let with_head = idx == last;
         let (params, rp) = if idx == 0 {
-            (p.first_params, &p.rp_first)
+            (p.params.first_params, &p.rp_first)
         } else if idx == last {
-            (p.last_params, &p.rp_last)
+            (p.params.last_params, &p.rp_last)
         } else {
-            (p.mid_params, &p.rp_mid)
+            (p.params.mid_params, &p.rp_mid)
         };
         let tok = (p.b * p.s / p.cpd) as f64;
         let reserved = Bytes::from_gib(self.params.runtime_reserve_gib);
@@ -192,7 +192,8 @@ impl Training {
                 (true, true) if p.dims.tied_embeddings => 1.0,
                 (e, h) => e as u8 as f64 + h as u8 as f64,
             };
-            temp += (2.0 * p.layer_dev + tables * p.dims.embedding_params) * p.dims.weight_bytes;
+            temp +=
+                (2.0 * p.params.layer_dev + tables * p.dims.embedding_params) * p.dims.weight_bytes;
         }
         let st = &p.state;
         let weights = params * st.weights / p.ssplit.weights.max(1) as f64;

@@ -18,15 +18,9 @@ pub(super) struct Prepared<'a> {
     pub(super) dropout: bool,
     pub(super) ls: ops::LayerShape,
     pub(super) hf: f64,
-    pub(super) layer_dev: f64,
-    pub(super) n_first: u64,
-    pub(super) n_mid: u64,
-    pub(super) n_last: u64,
+    /// Layers and parameters of each stage on one device.
+    pub(super) params: StageParams,
     pub(super) single: bool,
-    pub(super) first_params: f64,
-    pub(super) mid_params: f64,
-    pub(super) last_params: f64,
-    pub(super) device_params: f64,
     pub(super) state: StateBytes,
     pub(super) dims: LayerDims,
     pub(super) rp_first: RecomputePlan,
@@ -117,17 +111,7 @@ impl Training {
             swiglu: m.ffn_act == FfnAct::Swiglu,
             attention: plan.attention,
         };
-        let StageParams {
-            layer_dev,
-            n_first,
-            n_mid,
-            n_last,
-            first_params,
-            mid_params,
-            last_params,
-            device_params,
-            table,
-        } = stage_params(m, plan, t)?;
+        let params = stage_params(m, plan, t)?;
         let (tf, hf) = (t as f64, h as f64);
         let single = plan.pp == 1;
         let state = StateBytes::mixed_precision_adam(plan.fp32_grad_accum, fp8);
@@ -140,11 +124,11 @@ impl Training {
             head_dim: m.head_dim(),
             ffn_hidden: m.ffn_hidden,
             act_bytes: e,
-            layer_params: layer_dev,
-            device_params,
+            layer_params: params.layer_dev,
+            device_params: params.device_params,
             grad_bytes: state.grads,
             weight_bytes: 2.0,
-            embedding_params: table,
+            embedding_params: params.table,
             tied_embeddings: m.tied_embeddings,
         };
 
@@ -179,15 +163,8 @@ impl Training {
             dropout,
             ls,
             hf,
-            layer_dev,
-            n_first,
-            n_mid,
-            n_last,
+            params,
             single,
-            first_params,
-            mid_params,
-            last_params,
-            device_params,
             state,
             dims,
             rp_first: NO_RECOMPUTE_YET,
@@ -228,9 +205,9 @@ impl Training {
             }
             Ok(rp)
         };
-        p.rp_first = recompute_plan(p.n_first)?;
-        p.rp_mid = recompute_plan(p.n_mid)?;
-        p.rp_last = recompute_plan(p.n_last)?;
+        p.rp_first = recompute_plan(p.params.n_first)?;
+        p.rp_mid = recompute_plan(p.params.n_mid)?;
+        p.rp_last = recompute_plan(p.params.n_last)?;
         Ok(())
     }
 }
@@ -238,19 +215,21 @@ impl Training {
 /// Parameters on one device of each pipeline stage (TP shards the matrices; the first stage
 /// holds the embedding, the last the LM head and the final norm).
 #[derive(Clone, Copy)]
-struct StageParams {
+pub(super) struct StageParams {
     /// One layer's parameters on one device.
-    layer_dev: f64,
-    n_first: u64,
-    n_mid: u64,
-    n_last: u64,
-    first_params: f64,
-    mid_params: f64,
-    last_params: f64,
+    pub(super) layer_dev: f64,
+    /// Layers of the first, a middle and the last stage.
+    pub(super) n_first: u64,
+    pub(super) n_mid: u64,
+    pub(super) n_last: u64,
+    /// Parameters on one device of the first, a middle and the last stage.
+    pub(super) first_params: f64,
+    pub(super) mid_params: f64,
+    pub(super) last_params: f64,
     /// The stage with the most.
-    device_params: f64,
+    pub(super) device_params: f64,
     /// The word-embedding table on one device.
-    table: f64,
+    pub(super) table: f64,
 }
 
 fn stage_params(m: &ModelSpec, plan: &TrainingPlan, t: u64) -> Result<StageParams, ModelError> {

@@ -78,7 +78,7 @@ impl Training {
         ops::ends(&timer, &p.ls)?;
         ops::optimizer(
             &timer,
-            p.device_params / p.ssplit.optimizer.max(1) as f64,
+            p.params.device_params / p.ssplit.optimizer.max(1) as f64,
             p.state.grads,
         )?;
         Ok(trace.into_inner())
@@ -121,7 +121,7 @@ impl Training {
         let none = [0.0; 5];
         let opt = ops::optimizer(
             &timer,
-            p.device_params / p.ssplit.optimizer.max(1) as f64,
+            p.params.device_params / p.ssplit.optimizer.max(1) as f64,
             p.state.grads,
         )?;
         Ok(GroupTimes {

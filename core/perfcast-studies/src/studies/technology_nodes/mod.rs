@@ -22,11 +22,7 @@ mod output;
 
 pub use output::run;
 
-use node::{operating_point, NodeScaling, OperatingLimits, OperatingPoint};
-
-/// The reference GPU's boost clock, GHz: A100-SXM4, 1.41 GHz (NVIDIA A100 datasheet), the
-/// `tech/node-scaled-gpu` plugin's default when `reference.clock_ghz` is left out.
-const REFERENCE_CLOCK_GHZ: f64 = 1.41;
+use node::OperatingPoint;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -35,8 +31,10 @@ struct Config {
     study: String,
     #[serde(default)]
     reference: Reference,
+    /// Operating-point limits of the derivation (the `tech/*` plugins' `limits`; their
+    /// defaults when absent).
     #[serde(default)]
-    limits: OperatingLimits,
+    limits: Option<serde_json::Value>,
     nodes: Vec<NodeRow>,
     training: TrainingJob,
     inference: InferenceJob,
@@ -65,7 +63,8 @@ struct Reference {
 #[serde(deny_unknown_fields)]
 struct NodeRow {
     label: String,
-    node: NodeScaling,
+    /// The node row relative to the reference node (the `tech/*` plugins' `node`).
+    node: serde_json::Value,
     memory: MemoryGen,
     scale_up: String,
     scale_out: String,
@@ -118,8 +117,6 @@ pub const CATEGORIES: [&str; 4] = [
 pub struct NodeResult {
     pub label: String,
     pub point: OperatingPoint,
-    /// Derived clock, GHz.
-    pub clock_ghz: f64,
     pub system: System,
     pub plan: TrainingPlan,
     pub training: TrainingReport,
@@ -184,22 +181,25 @@ fn build_system(
     let n = &cfg.nodes[i];
     let key = format!("nodes[{i}]");
     let bad = |k: &str, e: String| ctx.bad(&format!("{key}.{k}"), e);
-    let gpu_params = json!({
+    // The node and, when the config sets them, the limits: what every tech/* plugin takes.
+    let with_node = |mut v: serde_json::Value| {
+        v["node"] = n.node.clone();
+        if let Some(l) = &cfg.limits {
+            v["limits"] = l.clone();
+        }
+        v
+    };
+    let gpu_params = with_node(json!({
         "name": format!("{} GPU", n.label),
-        "node": n.node,
         "reference": cfg.reference,
-        "limits": cfg.limits,
         "extra_formats": n.extra_formats,
-    });
-    let point = operating_point(&n.node, &cfg.limits).map_err(|e| bad("node", e.to_string()))?;
+    }));
     let compute = registry
         .compute_unit("tech/node-scaled-gpu", &gpu_params)
         .map_err(|e| bad("node", e.to_string()))?;
+    let point = OperatingPoint::of(compute.as_ref()).map_err(|e| bad("node", e))?;
     let sram: Arc<dyn MemoryTier> = registry
-        .memory_tier(
-            "tech/node-sram",
-            &json!({"node": n.node, "limits": cfg.limits}),
-        )
+        .memory_tier("tech/node-sram", &with_node(json!({})))
         .map_err(|e| bad("node", e.to_string()))?;
     let dram = registry
         .memory_tier(
@@ -282,7 +282,6 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Vec<NodeResult>, StudyError> {
         out.push(NodeResult {
             label,
             point,
-            clock_ghz: cfg.reference.clock_ghz.unwrap_or(REFERENCE_CLOCK_GHZ) * point.clock,
             system: tsys,
             train_shares: training_split(&best.report),
             plan: best.plan,

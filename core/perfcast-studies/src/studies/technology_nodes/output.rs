@@ -75,9 +75,9 @@ fn table(res: &[NodeResult]) -> Table {
             .find(|t| t.level() == TierLevel::OnChip);
         let mut row = vec![
             r.label.clone(),
-            r.point.limit.name().to_string(),
+            r.point.limit.clone(),
             num6(r.point.voltage),
-            num6(r.clock_ghz),
+            num6(r.point.clock_ghz),
             num6(r.point.mac_units),
             num6(
                 s.compute
@@ -187,7 +187,7 @@ fn finding(ctx: &StudyContext, res: &[NodeResult]) -> Result<String, StudyError>
     let frac = |v: &[f64; 4], i: usize| v[i] / v.iter().sum::<f64>().max(1e-300);
     let limits: Vec<String> = res
         .iter()
-        .map(|r| format!("{}: {}", r.label, r.point.limit.name()))
+        .map(|r| format!("{}: {}", r.label, r.point.limit))
         .collect();
     let bw = |r: &NodeResult| {
         r.system
