@@ -25,7 +25,7 @@ pub use c::{PcOp, PcOpTime};
 pub use rust_abi::{
     ComponentDesc, FfiComputeUnit, FfiComputeUnitBox, FfiComputeUnit_TO, FfiError, FfiInterconnect,
     FfiInterconnectBox, FfiInterconnect_TO, FfiMemoryTier, FfiMemoryTierBox, FfiMemoryTier_TO,
-    FfiTier, LinkProps, PluginDescriptor, PluginModule, PluginModuleRef, TierProps,
+    FfiTier, LinkProps, PluginDescriptor, PluginModule, PluginModuleRef, PropsTier, TierProps,
     RUST_ABI_VERSION,
 };
 

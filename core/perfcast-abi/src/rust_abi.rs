@@ -65,6 +65,55 @@ pub struct TierProps {
     pub latency: f64,
 }
 
+/// A memory tier described by plain data, as either side of the ABI rebuilds one from
+/// [`TierProps`]: the SDK for the tiers a host hands a plugin, the loader for a plugin's
+/// tiers. `keep` owns whatever must live as long as the tier (on the host side, the
+/// plugin's instance).
+pub struct PropsTier {
+    kind: String,
+    level: perfcast_core::TierLevel,
+    props: TierProps,
+    _keep: Option<Box<dyn Send + Sync>>,
+}
+
+impl PropsTier {
+    /// A tier of `kind` at `level` (the level code of `props` already decoded).
+    pub fn new(
+        kind: String,
+        level: perfcast_core::TierLevel,
+        props: TierProps,
+        keep: Option<Box<dyn Send + Sync>>,
+    ) -> Self {
+        PropsTier {
+            kind,
+            level,
+            props,
+            _keep: keep,
+        }
+    }
+}
+
+impl perfcast_core::MemoryTier for PropsTier {
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+    fn level(&self) -> perfcast_core::TierLevel {
+        self.level
+    }
+    fn capacity(&self) -> perfcast_core::Bytes {
+        perfcast_core::Bytes(self.props.capacity)
+    }
+    fn bandwidth(&self) -> perfcast_core::Bandwidth {
+        perfcast_core::Bandwidth(self.props.bandwidth)
+    }
+    fn efficiency(&self) -> f64 {
+        self.props.efficiency
+    }
+    fn latency(&self) -> perfcast_core::Seconds {
+        perfcast_core::Seconds(self.props.latency)
+    }
+}
+
 /// A tier handed to `op_time`: its registered name and its properties.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, Copy)]

@@ -29,8 +29,8 @@ use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RErr, ROk, ROption, RResult, RSlice, RVec};
 use perfcast_core::{
-    Bandwidth, Bytes, Collective, ComputeOp, ComputeUnit, Interconnect, MemoryHierarchy,
-    MemoryTier, ModelError, PluginError, Seconds, TierLevel,
+    Bytes, Collective, ComputeOp, ComputeUnit, Interconnect, MemoryHierarchy, MemoryTier,
+    ModelError, PluginError,
 };
 use serde::de::DeserializeOwned;
 use std::any::Any;
@@ -230,34 +230,6 @@ fn native_op(op: &PcOp) -> Result<ComputeOp, FfiError> {
     op.to_native().map_err(FfiError::unsupported)
 }
 
-/// A tier the host described as plain data, rebuilt on the plugin side.
-struct PlainTier {
-    kind: String,
-    level: TierLevel,
-    props: TierProps,
-}
-
-impl MemoryTier for PlainTier {
-    fn kind(&self) -> &str {
-        &self.kind
-    }
-    fn level(&self) -> TierLevel {
-        self.level
-    }
-    fn capacity(&self) -> Bytes {
-        Bytes(self.props.capacity)
-    }
-    fn bandwidth(&self) -> Bandwidth {
-        Bandwidth(self.props.bandwidth)
-    }
-    fn efficiency(&self) -> f64 {
-        self.props.efficiency
-    }
-    fn latency(&self) -> Seconds {
-        Seconds(self.props.latency)
-    }
-}
-
 /// The host's memory tiers, in the host's order (so `TimeBound::Memory(i)` indices agree).
 pub fn hierarchy(tiers: RSlice<'_, FfiTier<'_>>) -> Result<MemoryHierarchy, FfiError> {
     let mut out: Vec<Arc<dyn MemoryTier>> = Vec::with_capacity(tiers.len());
@@ -268,11 +240,12 @@ pub fn hierarchy(tiers: RSlice<'_, FfiTier<'_>>) -> Result<MemoryHierarchy, FfiE
                 t.kind, t.props.level
             ))
         })?;
-        out.push(Arc::new(PlainTier {
-            kind: t.kind.to_string(),
+        out.push(Arc::new(PropsTier::new(
+            t.kind.to_string(),
             level,
-            props: t.props,
-        }));
+            t.props,
+            None,
+        )));
     }
     Ok(MemoryHierarchy { tiers: out })
 }

@@ -10,11 +10,10 @@
 
 use perfcast_abi::codes::{self, ERR_PARAMS, ERR_UNSUPPORTED};
 use perfcast_abi::convert::{bad_value, check_fraction, check_non_negative, check_positive};
-use perfcast_abi::{LinkProps, PcOp, PcOpTime, TierProps};
+use perfcast_abi::{LinkProps, PcOp, PcOpTime, PropsTier, TierProps};
 use perfcast_core::{
-    Bandwidth, Bytes, Collective, CollectiveAlgorithm, ComputeOp, ComputeUnit, DType, Engine,
-    FlopRate, Interconnect, MemoryHierarchy, MemoryTier, ModelError, OpTime, PluginError, Seconds,
-    TierLevel,
+    Bandwidth, Collective, CollectiveAlgorithm, ComputeOp, ComputeUnit, DType, Engine, FlopRate,
+    Interconnect, MemoryHierarchy, MemoryTier, ModelError, OpTime, PluginError, Seconds,
 };
 use std::sync::Mutex;
 
@@ -204,58 +203,23 @@ impl ComputeUnit for ForeignComputeUnit {
     }
 }
 
-/// A foreign memory tier: its properties, read and checked once. `keep` owns the foreign
-/// object (dropping it releases the plugin's instance).
-pub(crate) struct ForeignMemoryTier {
-    kind: String,
-    level: TierLevel,
-    props: TierProps,
-    _keep: Box<dyn Send + Sync>,
-}
-
-impl ForeignMemoryTier {
-    pub fn new(
-        kind: &str,
-        props: Result<TierProps, CallError>,
-        keep: Box<dyn Send + Sync>,
-    ) -> Result<Self, PluginError> {
-        let p = props.map_err(|e| e.into_plugin_error(kind))?;
-        let level = codes::tier_level_from_code(p.level).ok_or_else(|| PluginError::Failed {
-            plugin: kind.to_string(),
-            message: format!("unknown memory tier level code {}", p.level),
-        })?;
-        check_non_negative(kind, "capacity", p.capacity)?;
-        check_positive(kind, "bandwidth", p.bandwidth)?;
-        check_fraction(kind, "efficiency", p.efficiency)?;
-        check_non_negative(kind, "latency", p.latency)?;
-        Ok(ForeignMemoryTier {
-            kind: kind.to_string(),
-            level,
-            props: p,
-            _keep: keep,
-        })
-    }
-}
-
-impl MemoryTier for ForeignMemoryTier {
-    fn kind(&self) -> &str {
-        &self.kind
-    }
-    fn level(&self) -> TierLevel {
-        self.level
-    }
-    fn capacity(&self) -> Bytes {
-        Bytes(self.props.capacity)
-    }
-    fn bandwidth(&self) -> Bandwidth {
-        Bandwidth(self.props.bandwidth)
-    }
-    fn efficiency(&self) -> f64 {
-        self.props.efficiency
-    }
-    fn latency(&self) -> Seconds {
-        Seconds(self.props.latency)
-    }
+/// A foreign memory tier: its properties, read and checked once, as a [`PropsTier`]; `keep`
+/// owns the foreign object (dropping it releases the plugin's instance).
+pub(crate) fn foreign_memory_tier(
+    kind: &str,
+    props: Result<TierProps, CallError>,
+    keep: Box<dyn Send + Sync>,
+) -> Result<PropsTier, PluginError> {
+    let p = props.map_err(|e| e.into_plugin_error(kind))?;
+    let level = codes::tier_level_from_code(p.level).ok_or_else(|| PluginError::Failed {
+        plugin: kind.to_string(),
+        message: format!("unknown memory tier level code {}", p.level),
+    })?;
+    check_non_negative(kind, "capacity", p.capacity)?;
+    check_positive(kind, "bandwidth", p.bandwidth)?;
+    check_fraction(kind, "efficiency", p.efficiency)?;
+    check_non_negative(kind, "latency", p.latency)?;
+    Ok(PropsTier::new(kind.to_string(), level, p, Some(keep)))
 }
 
 /// The calls a foreign interconnect answers.
@@ -350,7 +314,7 @@ impl Interconnect for ForeignInterconnect {
 mod tests {
     use super::*;
     use perfcast_abi::codes::ERR_FAILED;
-    use perfcast_core::{Gemm, TimeBound};
+    use perfcast_core::{Bytes, Gemm, TierLevel, TimeBound};
     use std::sync::Arc;
 
     #[derive(Clone)]
@@ -584,7 +548,7 @@ mod tests {
             efficiency: 1.0,
             latency: 0.0,
         };
-        assert!(ForeignMemoryTier::new("t", Ok(p), Box::new(())).is_ok());
+        assert!(foreign_memory_tier("t", Ok(p), Box::new(())).is_ok());
         for bad in [
             TierProps { level: 9, ..p },
             TierProps {
@@ -601,7 +565,7 @@ mod tests {
             },
             TierProps { latency: -1.0, ..p },
         ] {
-            assert!(ForeignMemoryTier::new("t", Ok(bad), Box::new(())).is_err());
+            assert!(foreign_memory_tier("t", Ok(bad), Box::new(())).is_err());
         }
     }
 }

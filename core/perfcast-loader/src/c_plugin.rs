@@ -5,7 +5,7 @@
 //! have read as `None` (NULL function pointer) and take their documented default.
 
 use crate::adapter::{
-    CallError, ComputeBackend, ForeignComputeUnit, ForeignInterconnect, ForeignMemoryTier,
+    foreign_memory_tier, CallError, ComputeBackend, ForeignComputeUnit, ForeignInterconnect,
     LinkBackend, TierData,
 };
 use crate::{params_json, Candidate, LoadError, LoadedLibrary};
@@ -473,7 +473,7 @@ unsafe fn memory_tier(
                 efficiency: out.efficiency,
                 latency: out.latency,
             });
-        let tier = ForeignMemoryTier::new(&n, props, Box::new(CMemoryTier { _inst: inst }))?;
+        let tier = foreign_memory_tier(&n, props, Box::new(CMemoryTier { _inst: inst }))?;
         Ok(Component::MemoryTier(Arc::new(tier)))
     }))
 }

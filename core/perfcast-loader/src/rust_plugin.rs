@@ -1,7 +1,7 @@
 //! Loading Rust (abi_stable) plugins.
 
 use crate::adapter::{
-    CallError, ComputeBackend, ForeignComputeUnit, ForeignInterconnect, ForeignMemoryTier,
+    foreign_memory_tier, CallError, ComputeBackend, ForeignComputeUnit, ForeignInterconnect,
     LinkBackend, TierData,
 };
 use crate::{params_json, Candidate, LoadError, LoadedLibrary};
@@ -213,7 +213,7 @@ pub(crate) fn load(path: &Path) -> Result<(LoadedLibrary, Vec<Candidate>), LoadE
                 ))
                 .map_err(|e| e.into_plugin_error(&n))?;
                 let props = res(obj.properties());
-                let tier = ForeignMemoryTier::new(&n, props, Box::new(obj))?;
+                let tier = foreign_memory_tier(&n, props, Box::new(obj))?;
                 Ok(Component::MemoryTier(Arc::new(tier)))
             }),
             Category::Interconnect => Arc::new(move |params| {
