@@ -80,7 +80,9 @@ impl Gemm {
 /// is a tiled ("flash") kernel: scores stay on chip, device-memory traffic is Q, K, V and O
 /// only (Dao et al. 2022); the families differ in how much of the matrix peak they reach
 /// (a compute unit may model each: the built-in GPU takes one efficiency per family).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum AttentionKind {
     /// Scores materialised in device memory: QKᵀ GEMM, softmax, ·V GEMM.
