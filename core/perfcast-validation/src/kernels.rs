@@ -186,7 +186,9 @@ fn ops(k: &Kernel) -> Result<(Vec<ComputeOp>, f64), String> {
     let gemm = |m, n, kk, batch| {
         let mut g = Gemm::new(m, n, kk, dt).batched(batch);
         g.out = out;
-        g.scaling = k.scaling.map_or(GemmScaling::Tensor, KernelScaling::scaling);
+        g.scaling = k
+            .scaling
+            .map_or(GemmScaling::Tensor, KernelScaling::scaling);
         ComputeOp::Gemm(g)
     };
     match k.kind {
