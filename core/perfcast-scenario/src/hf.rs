@@ -218,14 +218,11 @@ pub fn model_from_hf_config(cfg: &Value) -> Result<ModelSpec, HfError> {
         positive_int(cfg, "num_local_experts")?,
         positive_int(cfg, "num_experts")?,
     ) {
-        (Some(experts), _) => Some(MoeSpec {
+        (Some(experts), _) => Some(MoeSpec::new(
             experts,
-            top_k: required(cfg, &["num_experts_per_tok"])?,
-            expert_ffn_hidden: ffn_hidden,
-            shared_experts: 0,
-            dense_layers: 0,
-            moe_layer_freq: 1,
-        }),
+            required(cfg, &["num_experts_per_tok"])?,
+            ffn_hidden,
+        )),
         (None, Some(_)) => {
             return Err(HfError::Unsupported {
                 what: "`num_experts` (Qwen/DeepSeek-style MoE)".into(),
@@ -257,6 +254,11 @@ pub fn model_from_hf_config(cfg: &Value) -> Result<ModelSpec, HfError> {
         position: Some(position),
         bias: Some(bias),
         moe,
+        attention: None,
+        mla: None,
+        sliding_window: None,
+        sliding_window_layers: None,
+        mtp_layers: 0,
     };
     m.validate().map_err(|e| HfError::Invalid(e.to_string()))?;
     Ok(m)

@@ -173,6 +173,11 @@ pub fn model_spec(case: &Case) -> ModelSpec {
         position: None,
         bias: None,
         moe: m.moe,
+        attention: m.attention,
+        mla: m.mla,
+        sliding_window: None,
+        sliding_window_layers: None,
+        mtp_layers: 0,
     }
 }
 

@@ -240,14 +240,7 @@ fn unsupported_and_failing_cases_are_listed() {
     let f = file();
     let h = Harness::new().unwrap();
     let mut moe = case(&f, "mcore_h100_weak_7p1b").clone();
-    moe.model.moe = Some(perfcast_core::workload::MoeSpec {
-        experts: 8,
-        top_k: 2,
-        expert_ffn_hidden: 14336,
-        shared_experts: 0,
-        dense_layers: 0,
-        moe_layer_freq: 1,
-    });
+    moe.model.moe = Some(perfcast_core::workload::MoeSpec::new(8, 2, 14336));
     let mut offline = case(&f, "trtllm_v061_llama2_7b_h100_bs768_tp1_128_128").clone();
     offline.inference.as_mut().unwrap().mode = Mode::OfflineMaxThroughput;
     let mut mla = case(&f, "mcore_h100_weak_7p1b").clone();

@@ -20,6 +20,11 @@ pub(crate) fn model() -> ModelSpec {
         position: None,
         bias: None,
         moe: None,
+        attention: None,
+        mla: None,
+        sliding_window: None,
+        sliding_window_layers: None,
+        mtp_layers: 0,
     }
 }
 

@@ -22,6 +22,11 @@ pub fn gpt(l: u64, h: u64, a: u64) -> ModelSpec {
         position: None,
         bias: None,
         moe: None,
+        attention: None,
+        mla: None,
+        sliding_window: None,
+        sliding_window_layers: None,
+        mtp_layers: 0,
     }
 }
 
@@ -49,5 +54,10 @@ pub fn llama2(size: u32) -> ModelSpec {
         position: None,
         bias: None,
         moe: None,
+        attention: None,
+        mla: None,
+        sliding_window: None,
+        sliding_window_layers: None,
+        mtp_layers: 0,
     }
 }

@@ -414,14 +414,7 @@ fn bad_inputs_name_the_key() {
     };
     assert!(Inference::new(llama2(7), a100(1), nan).is_err());
     let mut moe = llama2(7);
-    moe.moe = Some(perfcast_core::workload::MoeSpec {
-        experts: 8,
-        top_k: 2,
-        expert_ffn_hidden: 1024,
-        shared_experts: 0,
-        dense_layers: 0,
-        moe_layer_freq: 1,
-    });
+    moe.moe = Some(perfcast_core::workload::MoeSpec::new(8, 2, 1024));
     let e = Inference::new(moe, a100(1), InferenceOptions::default())
         .unwrap_err()
         .to_string();

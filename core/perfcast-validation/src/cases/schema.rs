@@ -23,26 +23,12 @@ impl Kind {
     }
 }
 
-/// `model.attention`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AttentionType {
-    Mha,
-    Gqa,
-    Mqa,
-    Mla,
-}
+/// `model.attention`: the core's attention layout.
+pub use perfcast_core::workload::AttentionLayout as AttentionType;
 
-/// `[case.model.mla]` (multi-head latent attention, DeepSeek-V2/V3).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MlaSpec {
-    pub q_lora_rank: u64,
-    pub kv_lora_rank: u64,
-    pub qk_nope_head_dim: u64,
-    pub qk_rope_head_dim: u64,
-    pub v_head_dim: u64,
-}
+/// `[case.model.mla]` (multi-head latent attention, DeepSeek-V2/V3): the core's latent
+/// attention.
+pub use perfcast_core::workload::MlaSpec;
 
 /// `[case.model]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
