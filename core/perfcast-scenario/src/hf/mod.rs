@@ -18,9 +18,14 @@
 //! Architecture defaults the config does not spell out (norm, positions, biases) follow the
 //! model family: GPT-2 LayerNorm + learned positions + biases; GPT-NeoX LayerNorm + rotary +
 //! biases; Nemotron LayerNorm + rotary, no biases; Llama-like RMSNorm + rotary, no biases.
-//! Mixtral-style MoE (`num_local_experts`, `num_experts_per_tok`) becomes a [`MoeSpec`].
+//! Mixture-of-experts, latent attention, sliding windows and multi-token prediction are read
+//! by [`sparse`] (Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3 and Kimi K2, GPT-OSS, Llama 4 keys).
+//! A Llama 4-style config nests the language model under `text_config`; it is read from
+//! there.
 
-use perfcast_core::workload::{FfnAct, ModelSpec, MoeSpec, NormKind, PositionKind};
+mod sparse;
+
+use perfcast_core::workload::{FfnAct, ModelSpec, NormKind, PositionKind};
 use serde_json::Value;
 use thiserror::Error;
 
@@ -64,9 +69,17 @@ const GATED: &[&str] = &[
     "internlm2",
     "yi",
     "baichuan",
+    "qwen2_moe",
+    "qwen3_moe",
+    "deepseek_v2",
+    "deepseek_v3",
+    "kimi_k2",
+    "gpt_oss",
+    "llama4",
+    "llama4_text",
 ];
 
-fn positive_int(cfg: &Value, key: &str) -> Result<Option<u64>, HfError> {
+pub(crate) fn positive_int(cfg: &Value, key: &str) -> Result<Option<u64>, HfError> {
     match cfg.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => match v.as_u64() {
@@ -81,7 +94,7 @@ fn positive_int(cfg: &Value, key: &str) -> Result<Option<u64>, HfError> {
 }
 
 /// The first key present among `keys` (the first is the canonical name in messages).
-fn required(cfg: &Value, keys: &[&str]) -> Result<u64, HfError> {
+pub(crate) fn required(cfg: &Value, keys: &[&str]) -> Result<u64, HfError> {
     for k in keys {
         if let Some(v) = positive_int(cfg, k)? {
             return Ok(v);
@@ -93,7 +106,7 @@ fn required(cfg: &Value, keys: &[&str]) -> Result<u64, HfError> {
     })
 }
 
-fn string<'a>(cfg: &'a Value, key: &str) -> Result<Option<&'a str>, HfError> {
+pub(crate) fn string<'a>(cfg: &'a Value, key: &str) -> Result<Option<&'a str>, HfError> {
     match cfg.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -105,7 +118,7 @@ fn string<'a>(cfg: &'a Value, key: &str) -> Result<Option<&'a str>, HfError> {
     }
 }
 
-fn boolean(cfg: &Value, key: &str) -> Result<Option<bool>, HfError> {
+pub(crate) fn boolean(cfg: &Value, key: &str) -> Result<Option<bool>, HfError> {
     match cfg.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
@@ -122,16 +135,23 @@ pub fn model_from_hf_config(cfg: &Value) -> Result<ModelSpec, HfError> {
     if !cfg.is_object() {
         return Err(HfError::NotAnObject);
     }
+    // Multimodal configs (Llama 4) nest the language model's fields.
+    let outer = cfg;
+    let cfg = match cfg.get("text_config") {
+        Some(t) if t.is_object() && cfg.get("hidden_size").is_none() => t,
+        _ => cfg,
+    };
     let model_type = string(cfg, "model_type")?
         .unwrap_or("")
         .to_ascii_lowercase();
     let is_gpt2 =
         model_type == "gpt2" || (cfg.get("n_embd").is_some() && cfg.get("hidden_size").is_none());
-    let name = string(cfg, "_name_or_path")?
+    let name = string(outer, "_name_or_path")?
         .filter(|s| !s.is_empty())
         .map(str::to_string)
         .or_else(|| {
-            cfg.get("architectures")
+            outer
+                .get("architectures")
                 .and_then(|a| a.get(0))
                 .and_then(|a| a.as_str())
                 .map(str::to_string)
@@ -214,29 +234,9 @@ pub fn model_from_hf_config(cfg: &Value) -> Result<ModelSpec, HfError> {
         }
     };
 
-    let moe = match (
-        positive_int(cfg, "num_local_experts")?,
-        positive_int(cfg, "num_experts")?,
-    ) {
-        (Some(experts), _) => Some(MoeSpec::new(
-            experts,
-            required(cfg, &["num_experts_per_tok"])?,
-            ffn_hidden,
-        )),
-        (None, Some(_)) => {
-            return Err(HfError::Unsupported {
-                what: "`num_experts` (Qwen/DeepSeek-style MoE)".into(),
-                why: "only Mixtral-style `num_local_experts` + `num_experts_per_tok` is read; write the [model.moe] table by hand".into(),
-            })
-        }
-        _ => None,
-    };
-    if cfg.get("kv_lora_rank").is_some_and(|v| !v.is_null()) {
-        return Err(HfError::Unsupported {
-            what: "multi-head latent attention (`kv_lora_rank`)".into(),
-            why: "ModelSpec has no MLA attention".into(),
-        });
-    }
+    let sp = sparse::read(cfg, &model_type, layers, ffn_hidden)?;
+    // GPT-OSS and other MoE families with biases say so per module.
+    let bias = bias || boolean(cfg, "attention_bias")?.unwrap_or(false);
 
     let m = ModelSpec {
         name,
@@ -245,7 +245,7 @@ pub fn model_from_hf_config(cfg: &Value) -> Result<ModelSpec, HfError> {
         heads,
         kv_heads: Some(kv_heads),
         head_dim,
-        ffn_hidden,
+        ffn_hidden: sp.dense_ffn_hidden.unwrap_or(ffn_hidden),
         ffn_act,
         vocab,
         seq_len,
@@ -253,12 +253,12 @@ pub fn model_from_hf_config(cfg: &Value) -> Result<ModelSpec, HfError> {
         norm: Some(norm),
         position: Some(position),
         bias: Some(bias),
-        moe,
-        attention: None,
-        mla: None,
-        sliding_window: None,
-        sliding_window_layers: None,
-        mtp_layers: 0,
+        moe: sp.moe,
+        attention: sp.attention,
+        mla: sp.mla,
+        sliding_window: sp.sliding_window,
+        sliding_window_layers: sp.sliding_window_layers,
+        mtp_layers: sp.mtp_layers,
     };
     m.validate().map_err(|e| HfError::Invalid(e.to_string()))?;
     Ok(m)
