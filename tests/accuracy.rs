@@ -24,11 +24,33 @@ const TARGETS: &[(&str, f64, f64)] = &[
     ("llama2-e2e-latency-a100", 0.15, 0.35),
     ("trtllm-v05-ttft", 0.15, 0.35),
     ("trtllm-v061-static", 0.15, 0.35),
+    // Issue 11: mixture-of-experts training (the MoE layer group on forward and backward).
+    ("automodel-h100", 0.15, 0.30),
+    ("mcore-moe-layer-h100", 0.15, 0.30),
+    ("mlm-dsv3-gb200-2025", 0.15, 0.30),
+    ("deepseek-v3-report", 0.15, 0.30),
 ];
 
 /// Bounds asserted where the target is not met yet: (group, MAPE bound, worst-case bound,
 /// why the target is not met).
-const BOUNDS: &[(&str, f64, f64, &str)] = &[];
+const BOUNDS: &[(&str, f64, f64, &str)] = &[
+    (
+        "mcore-moe-layer-h100",
+        0.19,
+        0.40,
+        "BF16 rows 0-20% (MAPE 8%); the FP8 rows (Transformer Engine's blockwise recipe) are \
+         timed as tensor-scaled FP8 until the low-precision training recipe (issue 11 item 3) \
+         lands: measured FP8 is only 0-15% faster than BF16, modelled 30-40%",
+    ),
+    (
+        "mlm-dsv3-gb200-2025",
+        0.90,
+        1.45,
+        "the baseline is host-bound (the source: CPU launch overhead) and the optimised run \
+         30% below the modelled device time: host costs and CUDA graphs are the software \
+         stack profiles' (not modelled yet)",
+    ),
+];
 
 #[test]
 fn public_validation_set_meets_targets_or_bounds() {

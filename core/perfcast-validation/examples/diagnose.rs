@@ -1,5 +1,6 @@
 //! `cargo run -p perfcast-validation --example diagnose -- CASE_ID...`: the engine's own report
-//! for cases of the repository's cases file, as the harness maps them.
+//! for cases of the repository's cases file, as the harness maps them
+//! (`PERFCAST_DIAGNOSE_OPS=1`: also every op of one layer, timed).
 use perfcast_validation::cases::{CasesFile, Kind, Recompute};
 use perfcast_validation::harness::{self, Harness};
 
@@ -33,9 +34,22 @@ fn main() {
                 if let Some(v) = vpp {
                     plan.vpp = v;
                 }
-                match t.evaluate(&plan) {
+                match t.evaluate_placed(&plan, &harness::placement(&plan)) {
                     Ok(r) => println!("{}", r.to_table()),
                     Err(e) => println!("error: {e}"),
+                }
+                // `--ops`: every op of one layer, the ends and the optimizer, timed.
+                if std::env::var("PERFCAST_DIAGNOSE_OPS").is_ok() {
+                    for l in t.op_breakdown(&plan).unwrap_or_default() {
+                        println!(
+                            "  {:<18} {:<12} {:>10.1} us x{} {:?}",
+                            l.part,
+                            l.class,
+                            l.time.time.0 * 1e6,
+                            l.count,
+                            l.op
+                        );
+                    }
                 }
             }
             Kind::Inference => {

@@ -23,6 +23,8 @@
 //!   Context parallelism is Megatron-Core's ring (`p2p`), except in Meta's Llama 3 stack
 //!   ([`LLAMA3_STACK_GROUPS`]), which all-gathers K and V in the critical path (Dubey et al.
 //!   2024 §3.3.2).
+//! * **Placement**: expert-parallel plans use Megatron-Core's MoE rank order (pipeline
+//!   stages outermost: [`placement`]); the others the engine's default.
 //! * **Recompute** `unknown` (not published): the least recompute that fits in device memory
 //!   (none, else selective, else full), the choice a practitioner makes.
 //! * **Interleaving** listed in `assumed` (not published; the schema calls assumed values soft
@@ -38,8 +40,8 @@
 //! case's `flops_convention` (and `attention_flops`), MFU/HFU against `peak_tflops_basis`.
 
 use crate::cases::{
-    AttentionType, Batch, Case, CasesFile, FlopsConvention, Kind, Metric, Mode, Precision,
-    Recompute, Task,
+    AttentionType, Batch, Case, CasesFile, FlopsConvention, Kind, LayerScope, Metric, Mode,
+    Precision, Recompute, Task,
 };
 use crate::flops::{self, StepShape};
 use crate::presets;
@@ -49,7 +51,7 @@ use perfcast_core::registry::Registry;
 use perfcast_core::workload::{FfnAct, ModelSpec};
 use perfcast_core::{AttentionKind, DType, System};
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan, InferenceReport};
-use perfcast_engine::training::{Training, TrainingPlan, TrainingReport};
+use perfcast_engine::training::{Placement, Training, TrainingPlan, TrainingReport};
 
 /// Groups whose runs used Megatron-LM of 2021-22 (see the module documentation).
 pub const LEGACY_MEGATRON_GROUPS: &[&str] = &[
@@ -70,6 +72,9 @@ pub struct Stack {
     pub overlap_param_gather: bool,
     pub tp_comm_overlap: bool,
     pub cp_comm: CpComm,
+    /// MoE dispatch overlapped with another micro-batch's compute: DeepSeek's DualPipe and
+    /// Megatron-Core's `--overlap-moe-expert-parallel-comm`, when the case names them.
+    pub ep_comm_overlap: bool,
 }
 
 impl Stack {
@@ -86,6 +91,7 @@ impl Stack {
                 overlap_param_gather: false,
                 tp_comm_overlap: false,
                 cp_comm: CpComm::P2p,
+                ep_comm_overlap: false,
             }
         } else {
             Stack {
@@ -93,6 +99,8 @@ impl Stack {
                 overlap_grad_reduce: true,
                 overlap_param_gather: true,
                 tp_comm_overlap: mentions("--tp-comm-overlap"),
+                ep_comm_overlap: mentions("DualPipe")
+                    || mentions("--overlap-moe-expert-parallel-comm"),
                 cp_comm: if LLAMA3_STACK_GROUPS.contains(&case.group.as_str()) {
                     CpComm::AllGather
                 } else {
@@ -106,15 +114,16 @@ impl Stack {
 /// Why a case cannot be modelled (before the engine is asked).
 pub fn unsupported_reason(case: &Case) -> Option<String> {
     let m = &case.model;
-    if m.moe.is_some() {
+    if case.kind == Kind::Inference && m.moe.is_some() {
         return Some(
-            "mixture-of-experts model: the engines model dense transformers only (no expert routing, all-to-all or expert parallelism yet)"
+            "mixture-of-experts inference: the inference engine models dense transformers only (no expert routing yet)"
                 .into(),
         );
     }
-    if m.attention == Some(AttentionType::Mla) || m.mla.is_some() {
+    if case.kind == Kind::Inference && (m.attention == Some(AttentionType::Mla) || m.mla.is_some())
+    {
         return Some(
-            "multi-head latent attention (MLA): ModelSpec has no latent-attention projections"
+            "multi-head latent attention (MLA) in inference: no latent KV cache in the inference engine yet"
                 .into(),
         );
     }
@@ -172,7 +181,23 @@ pub fn model_spec(case: &Case) -> ModelSpec {
         norm: None,
         position: None,
         bias: None,
-        moe: m.moe,
+        moe: m.moe.map(|mut x| {
+            // NeMo AutoModel's FakeBalancedGate gives token i the experts i·k .. i·k + k - 1
+            // (mod E) (nemo_automodel/components/moe/layers.py): every token's experts are
+            // `top_k` consecutive ones, i.e. one group of `top_k` (group-limited routing
+            // with E / k groups, one per token), perfectly balanced.
+            if case
+                .notes
+                .as_deref()
+                .is_some_and(|n| n.contains("fake balanced gate"))
+                && x.experts.is_multiple_of(x.top_k)
+            {
+                x.expert_groups = Some(x.experts / x.top_k);
+                x.group_top_k = Some(1);
+                x.load_imbalance = Some(1.0);
+            }
+            x
+        }),
         attention: m.attention,
         mla: m.mla,
         sliding_window: None,
@@ -221,6 +246,9 @@ pub fn training_plan(case: &Case, recompute: &str) -> Result<TrainingPlan, Strin
             .recompute_layers
             .map(|n| u32_of("training.recompute_layers", n))
             .transpose()?,
+        etp: u32_of("parallel.etp", p_etp(case))?,
+        moe_dispatcher: case.parallel.moe_dispatcher.unwrap_or_default(),
+        ep_comm_overlap: stack.ep_comm_overlap,
         schedule: None,
         precision: t.precision.dtype(),
         fp32_grad_accum: false,
@@ -231,6 +259,23 @@ pub fn training_plan(case: &Case, recompute: &str) -> Result<TrainingPlan, Strin
         overlap_grad_reduce: stack.overlap_grad_reduce,
         overlap_param_gather: stack.overlap_param_gather,
     })
+}
+
+fn p_etp(case: &Case) -> u64 {
+    case.parallel.etp.unwrap_or(1)
+}
+
+/// Where a case's mesh axes sit on the devices. Expert-parallel runs use Megatron-Core's
+/// rank order for MoE models, `tp-cp-ep-dp-pp` (pipeline stages outermost, so a stage's
+/// expert-parallel group takes consecutive devices; Megatron-Core `parallel_state`
+/// `RankGenerator`, MoE parallel folding, Liu et al. 2024 §3): with `cp = 1` that is the
+/// placement `tp-dp-pp-cp`. Every other plan keeps the engine's default (`tp-cp-pp-dp`).
+pub fn placement(plan: &TrainingPlan) -> Placement {
+    if plan.ep > 1 && plan.cp == 1 && plan.pp > 1 {
+        Placement::parse("tp-dp-pp-cp").unwrap_or(Placement::MEGATRON)
+    } else {
+        Placement::MEGATRON
+    }
 }
 
 /// The inference plan of a case.
@@ -380,7 +425,7 @@ impl Harness {
             for name in policies {
                 let mut plan = training_plan(case, name)?;
                 plan.vpp = v;
-                match engine.evaluate(&plan) {
+                match engine.evaluate_placed(&plan, &placement(&plan)) {
                     Ok(rep) => {
                         let fits = rep.memory.fits;
                         chosen = Some((rep, name.to_string(), v));
@@ -458,8 +503,19 @@ impl Harness {
                     .peak_tflops_basis
                     .map(|b| flops::utilisation(f_hw, time, gpus, b)),
                 Metric::MemoryGibPerGpu => Some(rep.memory.peak.gib()),
-                Metric::LayerFwdMs => Some(rep.layer.forward.millis()),
-                Metric::LayerBwdMs => Some(rep.layer.backward.millis()),
+                // Device-hours per 10^12 tokens at the predicted step time (the published
+                // figure averages a production run, its overheads included).
+                Metric::GpuHoursPerTrillionTokens => Some(gpus * 1e12 / (tokens / time) / 3600.0),
+                Metric::LayerFwdMs => Some(match me.layer_scope {
+                    Some(LayerScope::Moe) => rep.layer.moe_block_forward.map(|t| t.millis()),
+                    _ => Some(rep.layer.forward.millis()),
+                })
+                .flatten(),
+                Metric::LayerBwdMs => Some(match me.layer_scope {
+                    Some(LayerScope::Moe) => rep.layer.moe_block_backward.map(|t| t.millis()),
+                    _ => Some(rep.layer.backward.millis()),
+                })
+                .flatten(),
                 _ => None,
             };
             r.metrics
@@ -479,6 +535,7 @@ impl Harness {
             ("pp".into(), frac(b.pp_comm.0)),
             ("dp".into(), frac(b.dp_comm.0)),
             ("zero".into(), frac(b.zero_comm.0)),
+            ("ep".into(), frac(b.ep_comm.0)),
             ("bubble".into(), frac(b.bubble.0)),
             ("optimizer".into(), frac(b.optimizer.0)),
             ("mem GiB".into(), rep.memory.peak.gib()),

@@ -302,6 +302,18 @@ mod tests {
         ("llama3.1-8b", 8.03, 0.001),
         ("llama3.1-70b", 70.55, 0.001),
         ("llama3.1-405b", 405.85, 0.001),
+        // Mixture-of-experts presets: totals and tolerances as in
+        // perfcast-scenario/tests/moe_presets.rs (which also checks the active counts).
+        ("mixtral-8x7b", 46.7, 0.005),
+        ("mixtral-8x22b", 141.0, 0.005),
+        ("deepseek-v2", 236.0, 0.005),
+        ("deepseek-v3", 671.0, 0.005),
+        ("kimi-k2", 1040.0, 0.015),
+        ("qwen3-30b-a3b", 30.5, 0.005),
+        ("qwen3-235b-a22b", 235.0, 0.005),
+        ("gpt-oss-120b", 116.8, 0.005),
+        ("llama4-scout", 109.0, 0.015),
+        ("llama4-maverick", 400.0, 0.005),
     ];
 
     #[test]

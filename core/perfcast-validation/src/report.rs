@@ -96,6 +96,7 @@ pub fn first_metric_order(kind: Kind) -> &'static [Metric] {
             Metric::TokensPerSPerGpu,
             Metric::TflopsPerGpu,
             Metric::Mfu,
+            Metric::GpuHoursPerTrillionTokens,
         ],
         Kind::Inference => &[
             Metric::LatencyS,

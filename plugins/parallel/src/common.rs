@@ -25,6 +25,7 @@ pub(crate) fn op(
         count,
         overlap,
         with_recompute,
+        dispatch: None,
     }
 }
 

@@ -1,7 +1,9 @@
 //! Built-in parallel strategies, one per mesh axis: `tensor`, `sequence`, `context`,
-//! `pipeline`, `data`, `zero` (and `fsdp`, ZeRO with PyTorch FSDP's resharding switch).
+//! `expert`, `pipeline`, `data`, `zero` (and `fsdp`, ZeRO with PyTorch FSDP's resharding
+//! switch).
 //!
-//! Mesh order (Megatron-LM): TP innermost, then CP, PP, DP outermost. Each strategy divides
+//! Mesh order (Megatron-LM): TP innermost, then CP, PP, DP outermost; the MoE layers' expert
+//! mesh (ETP, EP, EDP) is folded into a stage's TP x CP x DP ranks (`expert`). Each strategy divides
 //! one layer's work ([`LayerSplit`]), adds its collectives ([`CommOp`], tagged with the axes of
 //! their group; the engine places the group on the network levels) and shards the model state
 //! ([`StateSplit`]). Volumes follow the papers cited on each strategy. Overlap efficiencies are
@@ -17,6 +19,7 @@
 mod common;
 mod context;
 mod data;
+mod expert;
 mod pipeline;
 mod sequence;
 mod tensor;
@@ -26,6 +29,7 @@ mod zero;
 
 pub use context::{Context, ContextParams};
 pub use data::{Data, DataParams};
+pub use expert::{expert_data_degree, Expert, ExpertParams};
 pub use pipeline::{Pipeline, PipelineParams};
 pub use sequence::Sequence;
 pub use tensor::{Tensor, TensorParams};
@@ -65,6 +69,13 @@ fn data(p: &serde_json::Value) -> Result<Component, PluginError> {
     fraction("overlap_efficiency", params.overlap_efficiency)?;
     Ok(Component::ParallelStrategy(Arc::new(Data { params })))
 }
+fn expert(p: &serde_json::Value) -> Result<Component, PluginError> {
+    let params: ExpertParams = params::parse(p)?;
+    fraction("overlap_efficiency", params.overlap_efficiency)?;
+    fraction("grad_overlap_efficiency", params.grad_overlap_efficiency)?;
+    fraction("prefetch_efficiency", params.prefetch_efficiency)?;
+    Ok(Component::ParallelStrategy(Arc::new(Expert { params })))
+}
 fn zero_named(name: &'static str, p: &serde_json::Value) -> Result<Component, PluginError> {
     let params: ZeroParams = params::parse(p)?;
     fraction("prefetch_efficiency", params.prefetch_efficiency)?;
@@ -91,6 +102,12 @@ perfcast_core::builtin!(
     "context",
     "Context parallel: sequence split, ring K/V exchange overlapped with attention",
     context
+);
+perfcast_core::builtin!(
+    ParallelStrategy,
+    "expert",
+    "Expert parallel (MoE): experts split over EP x ETP ranks folded into TP x CP x DP; token dispatch/combine all-to-all per MoE layer",
+    expert
 );
 perfcast_core::builtin!(
     ParallelStrategy,
@@ -129,23 +146,26 @@ mod tests {
 
     /// The strategies in the engine's default mesh order.
     fn all() -> Vec<Arc<dyn ParallelStrategy>> {
-        ["tensor", "sequence", "context", "pipeline", "data", "zero"]
-            .iter()
-            .map(|n| {
-                let c = match *n {
-                    "tensor" => tensor(&serde_json::Value::Null),
-                    "context" => context(&serde_json::Value::Null),
-                    "data" => data(&serde_json::Value::Null),
-                    "zero" => zero_named("zero", &serde_json::Value::Null),
-                    "sequence" => Ok(Component::ParallelStrategy(Arc::new(Sequence))),
-                    _ => pipeline(&serde_json::Value::Null),
-                };
-                match c.unwrap() {
-                    Component::ParallelStrategy(s) => s,
-                    _ => unreachable!(),
-                }
-            })
-            .collect()
+        [
+            "tensor", "sequence", "context", "expert", "pipeline", "data", "zero",
+        ]
+        .iter()
+        .map(|n| {
+            let c = match *n {
+                "tensor" => tensor(&serde_json::Value::Null),
+                "context" => context(&serde_json::Value::Null),
+                "data" => data(&serde_json::Value::Null),
+                "zero" => zero_named("zero", &serde_json::Value::Null),
+                "expert" => expert(&serde_json::Value::Null),
+                "sequence" => Ok(Component::ParallelStrategy(Arc::new(Sequence))),
+                _ => pipeline(&serde_json::Value::Null),
+            };
+            match c.unwrap() {
+                Component::ParallelStrategy(s) => s,
+                _ => unreachable!(),
+            }
+        })
+        .collect()
     }
 
     /// Bad degrees: (mutation, key named in the error).
@@ -198,5 +218,7 @@ mod tests {
         assert!(tensor(&serde_json::json!({"overlap_efficiency": 1.5})).is_err());
         assert!(data(&serde_json::json!({"overlap": 0.5})).is_err());
         assert!(zero_named("zero", &serde_json::json!({"prefetch_efficiency": 0.5})).is_ok());
+        assert!(expert(&serde_json::json!({"overlap_efficiency": 2.0})).is_err());
+        assert!(expert(&serde_json::json!({"dispatcher": "x"})).is_err());
     }
 }

@@ -35,6 +35,9 @@ pub(crate) fn plan() -> PlanShape {
         dp: 8,
         cp: 1,
         ep: 1,
+        etp: 1,
+        moe_dispatcher: Default::default(),
+        ep_comm_overlap: false,
         vpp: 1,
         sp: false,
         zero_stage: 0,
@@ -64,5 +67,6 @@ pub(crate) fn dims() -> LayerDims {
         weight_bytes: 2.0,
         embedding_params: 51200.0 * 12288.0 / 8.0,
         tied_embeddings: true,
+        moe: None,
     }
 }

@@ -49,19 +49,18 @@ impl Training {
             + q * h
             + 3 * h * f
             + 8 * h;
-        let bound = l * per_layer + 2 * v * h + (model.seq_len as u128) * h;
+        let experts = model.moe.map_or(0, |m| {
+            (m.experts + m.shared_experts) as u128
+                * 3
+                * h
+                * m.expert_ffn_hidden.max(m.shared_ffn_hidden()) as u128
+        });
+        let bound = l * (per_layer + experts) + 2 * v * h + (model.seq_len as u128) * h;
         if bound >= 1u128 << 60 {
             return Err(ModelError::invalid(
                 Key::model("hidden"),
                 model.hidden,
                 format!("the model's parameter count (~{bound}) is beyond 2^60"),
-            ));
-        }
-        if model.moe.is_some() {
-            return Err(ModelError::invalid(
-                Key::model("moe"),
-                "set",
-                "mixture-of-experts training is not modelled yet (dense models only)",
             ));
         }
         if system.devices == 0 {
@@ -130,12 +129,30 @@ impl Training {
         positive(Key::plan("vpp"), plan.vpp)?;
         positive(Key::plan("micro_batch"), plan.micro_batch)?;
         positive(Key::plan("global_batch"), plan.global_batch)?;
-        if plan.ep != 1 {
-            return Err(ModelError::invalid(
-                Key::plan("ep"),
-                plan.ep,
-                "must be 1: expert parallelism needs a mixture-of-experts model",
-            ));
+        positive(Key::plan("etp"), plan.etp)?;
+        if plan.ep > 1 || plan.etp > 1 {
+            let key = if plan.ep > 1 { "ep" } else { "etp" };
+            let v = plan.ep.max(plan.etp);
+            if self.model.moe.is_none() {
+                return Err(ModelError::invalid(
+                    Key::plan(key),
+                    v,
+                    "must be 1: expert parallelism needs a mixture-of-experts model",
+                ));
+            }
+            if !self
+                .comps
+                .strategies
+                .iter()
+                .any(|s| s.axis() == perfcast_core::parallel::Axis::Expert)
+            {
+                return Err(ModelError::invalid(
+                    Key::plan(key),
+                    v,
+                    "needs an expert-parallel strategy (the built-in `expert`) among \
+                     options.strategies",
+                ));
+            }
         }
         if !matches!(plan.precision, DType::Bf16 | DType::Fp16 | DType::Fp8) {
             return Err(ModelError::invalid(

@@ -6,7 +6,7 @@ use super::*;
 
 /// One stage's per-micro-batch times.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct StageTimes {
+pub(crate) struct StageTimes {
     pub(super) layers: f64,
     pub(super) rc_compute: f64,
     pub(super) rc_comm: f64,
@@ -56,7 +56,7 @@ impl Training {
             st.compute.add_scaled(&lt.bwd.classes, nf);
             st.compute.0[OpClass::Attention as usize] +=
                 rp.attention_layers * lt.attention_core_fwd;
-            for k in 0..5 {
+            for k in 0..6 {
                 st.comm[k] = nf * (fwd_ex[k] + bwd_ex[k]) + rp.full_layers * rc_ex[k];
             }
             st.fwd = nf * (lt.fwd.total + sum(&fwd_ex));
@@ -84,15 +84,37 @@ impl Training {
             st
         };
         let single = p.single;
-        let first = stage(p.params.n_first, &p.rp_first, true, single);
-        let last = stage(p.params.n_last, &p.rp_last, single, true);
+        let mixed = |mix: &moe::StageMix, rp: &RecomputePlan, emb: bool, head: f64| {
+            moe::stage_mixed(g, mix, rp, emb, head)
+        };
+        let (first, last) = match &p.moe {
+            None => (
+                stage(p.params.n_first, &p.rp_first, true, single),
+                stage(p.params.n_last, &p.rp_last, single, true),
+            ),
+            Some(mp) => {
+                let heads = 1.0 + mp.mtp_heads;
+                (
+                    mixed(
+                        &mp.first,
+                        &p.rp_first,
+                        true,
+                        if single { heads } else { 0.0 },
+                    ),
+                    mixed(&mp.last, &p.rp_last, single, heads),
+                )
+            }
+        };
         let mut crit = if first.fwd + first.bwd >= last.fwd + last.bwd {
             first
         } else {
             last
         };
         if plan.pp > 2 {
-            let mid = stage(p.params.n_mid, &p.rp_mid, false, false);
+            let mid = match &p.moe {
+                None => stage(p.params.n_mid, &p.rp_mid, false, false),
+                Some(mp) => mixed(&mp.mid, &p.rp_mid, false, 0.0),
+            };
             if mid.fwd + mid.bwd > crit.fwd + crit.bwd {
                 crit = mid;
             }
@@ -118,7 +140,7 @@ impl Training {
         let step = pool(
             &g.comms,
             &g.ctime,
-            Phase::Step,
+            &[Phase::Step],
             false,
             [0.0, 0.0, 0.0, crit.bwd, crit.fwd],
             self.params.overlap_compute_share,

@@ -18,8 +18,8 @@ impl Training {
         placement: &Placement,
     ) -> Result<TrainingReport, ModelError> {
         let p = self.prepare(plan)?;
-        let (lt, ends) = self.layer_times(&p)?;
-        let g = self.group_times(plan, &p, lt, ends, placement)?;
+        let (lt, ends, moe_lt) = self.layer_times(&p)?;
+        let g = self.group_times(plan, &p, lt, ends, moe_lt, placement)?;
         let Composed {
             crit,
             input,
@@ -38,7 +38,6 @@ impl Training {
             ..
         } = p;
         let m = &self.model;
-        let (fwd_ex, bwd_ex) = (g.fwd_ex, g.bwd_ex);
         let opt = g.opt;
         let mb = input.micro_batches;
 
@@ -55,6 +54,7 @@ impl Training {
             pp_comm: Seconds(comm_of(CommClass::Pipeline) + sr.p2p.0),
             dp_comm: Seconds(comm_of(CommClass::Data)),
             zero_comm: Seconds(comm_of(CommClass::Zero)),
+            ep_comm: Seconds(comm_of(CommClass::Expert)),
             bubble: sr.bubble,
             optimizer: Seconds(opt),
             hidden_comm: Seconds(mbf * crit.hidden + step_hidden),
@@ -106,6 +106,7 @@ impl Training {
             (Bottleneck::PipelineBubble, breakdown.bubble.0),
             (Bottleneck::DataComm, breakdown.dp_comm.0),
             (Bottleneck::ZeroComm, breakdown.zero_comm.0),
+            (Bottleneck::ExpertComm, breakdown.ep_comm.0),
             (Bottleneck::Optimizer, breakdown.optimizer.0),
         ];
         let mut bottleneck = candidates[0];
@@ -115,7 +116,6 @@ impl Training {
             }
         }
 
-        let rc_avg = (crit.rc_compute + crit.rc_comm) / crit.layers.max(1.0);
         let report = TrainingReport {
             iteration_time: Seconds(iteration),
             devices: self.system.devices,
@@ -131,13 +131,7 @@ impl Training {
             mfu,
             hfu,
             breakdown,
-            layer: LayerReport {
-                forward: Seconds(lt.fwd.total + sum(&fwd_ex)),
-                backward: Seconds(lt.bwd.total + sum(&bwd_ex) + rc_avg),
-                forward_compute: Seconds(lt.fwd.total),
-                backward_compute: Seconds(lt.bwd.total),
-                recompute: Seconds(rc_avg),
-            },
+            layer: layer_report(&g, &crit),
             memory,
             feasibility: if fits {
                 Feasibility::Fits
@@ -148,5 +142,35 @@ impl Training {
         };
         report.check_finite()?;
         Ok(report)
+    }
+}
+
+/// One layer, one micro-batch: the dense layer's, or an MoE model's MoE layer (whose block
+/// alone adds its exposed dispatch and combine).
+fn layer_report(g: &GroupTimes, crit: &compose::StageTimes) -> LayerReport {
+    let rc_avg = (crit.rc_compute + crit.rc_comm) / crit.layers.max(1.0);
+    let (lt, fwd_ex, bwd_ex, block) = match &g.moe {
+        Some(k) => {
+            let ep = CommClass::Expert.index();
+            (
+                k.lt,
+                k.fwd_ex,
+                k.bwd_ex,
+                Some((
+                    Seconds(k.lt.block_fwd + k.fwd_ex[ep]),
+                    Seconds(k.lt.block_bwd + k.bwd_ex[ep]),
+                )),
+            )
+        }
+        None => (g.lt, g.fwd_ex, g.bwd_ex, None),
+    };
+    LayerReport {
+        forward: Seconds(lt.fwd.total + sum(&fwd_ex)),
+        backward: Seconds(lt.bwd.total + sum(&bwd_ex) + rc_avg),
+        forward_compute: Seconds(lt.fwd.total),
+        backward_compute: Seconds(lt.bwd.total),
+        recompute: Seconds(rc_avg),
+        moe_block_forward: block.map(|b| b.0),
+        moe_block_backward: block.map(|b| b.1),
     }
 }

@@ -15,14 +15,25 @@ use std::collections::HashMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct LayerKey {
     dims: [u64; 8],
+    /// The MoE layer's: local experts, rows per expert, expert width, dispatcher fusion.
+    moe: [u64; 4],
     gemm: DType,
     act: DType,
     flags: u8,
 }
 
-fn layer_key(ls: &ops::LayerShape) -> LayerKey {
+fn layer_key(ls: &ops::LayerShape, moe: Option<&moe::MoePrep>) -> LayerKey {
     let attention = ls.attention as u8;
+    let m = moe.and_then(|m| m.ls.moe);
     LayerKey {
+        moe: m.map_or([0; 4], |m| {
+            [
+                m.local_experts,
+                m.rows_per_expert,
+                m.f_dev,
+                m.fused_permute as u64,
+            ]
+        }),
         dims: [
             ls.b,
             ls.sq,
@@ -43,7 +54,7 @@ fn layer_key(ls: &ops::LayerShape) -> LayerKey {
 /// thread; bounded by the distinct shapes of a search, a few thousand at most).
 #[derive(Default)]
 pub struct LayerCache {
-    map: HashMap<LayerKey, (ops::LayerTimes, ops::EndTimes)>,
+    map: HashMap<LayerKey, time::LayerPrograms>,
     /// Programs timed (cache misses).
     pub timed: u64,
 }
@@ -69,6 +80,7 @@ pub struct PlanGroup<'t> {
     p: Prepared<'t>,
     lt: ops::LayerTimes,
     ends: ops::EndTimes,
+    moe_lt: Option<ops::LayerTimes>,
     g: Option<GroupTimes>,
     variant_set: bool,
     placement: Placement,
@@ -123,8 +135,8 @@ impl Training {
             })?;
         // The schedule is validated per variant; prepare without it.
         let p = self.prepare_checked(plan, sched)?;
-        let key = layer_key(&p.ls);
-        let (lt, ends) = match cache.map.get(&key) {
+        let key = layer_key(&p.ls, p.moe.as_ref());
+        let (lt, ends, moe_lt) = match cache.map.get(&key) {
             Some(v) => *v,
             None => {
                 let v = self.layer_times(&p)?;
@@ -139,6 +151,7 @@ impl Training {
             p,
             lt,
             ends,
+            moe_lt,
             g: None,
             variant_set: false,
             placement: Placement::MEGATRON,
@@ -223,12 +236,17 @@ impl<'t> PlanGroup<'t> {
             .n_first
             .max(self.p.params.n_mid)
             .max(self.p.params.n_last) as f64;
+        // An MoE model's layers: the cheaper kind's (a bound for any mix of them).
+        let per_layer = match &self.moe_lt {
+            Some(m) => (self.lt.fwd.total + self.lt.bwd.total).min(m.fwd.total + m.bwd.total),
+            None => self.lt.fwd.total + self.lt.bwd.total,
+        };
         let input = ScheduleInput {
             stages: self.plan.pp,
             virtual_stages: self.plan.vpp,
             micro_batches: self.p.shape.micro_batches(),
             forward: Seconds::ZERO,
-            backward: Seconds(n * (self.lt.fwd.total + self.lt.bwd.total)),
+            backward: Seconds(n * per_layer),
             p2p: Seconds::ZERO,
         };
         let opt = match &self.g {
@@ -240,11 +258,7 @@ impl<'t> PlanGroup<'t> {
                     trace: None,
                     part: std::cell::Cell::new(""),
                 };
-                ops::optimizer(
-                    &timer,
-                    self.p.params.device_params / self.p.ssplit.optimizer.max(1) as f64,
-                    self.p.state.grads,
-                )?
+                ops::optimizer(&timer, time::optimizer_params(&self.p), self.p.state.grads)?
             }
         };
         Ok(sched.step(&input)?.time.0 + opt)
@@ -262,6 +276,7 @@ impl<'t> PlanGroup<'t> {
                 &self.p,
                 self.lt,
                 self.ends,
+                self.moe_lt,
                 &self.placement,
             )?),
         };

@@ -19,11 +19,19 @@ pub struct StepFlops {
 
 /// Forward attention-core FLOPs per token per layer: `2·s·heads·(d_qk + d_v)`.
 pub fn attention_fwd_per_token(m: &ModelSpec) -> f64 {
+    if m.mla.is_some() {
+        return 2.0 * m.seq_len as f64 * m.heads as f64 * (m.qk_head_dim() + m.v_head_dim()) as f64;
+    }
     2.0 * m.seq_len as f64 * m.heads as f64 * 2.0 * m.head_dim() as f64
 }
 
-/// Matmul weights of one layer.
+/// Matmul weights one token passes through in one layer (an MoE model's: the mean over its
+/// layers of the weights a token uses, `top_k` routed experts and the shared ones).
 pub fn layer_matmul_params(m: &ModelSpec) -> f64 {
+    if m.moe.is_some() {
+        let per_token = m.matmul_params_per_token() - m.vocab * m.hidden;
+        return per_token as f64 / m.layers as f64;
+    }
     (m.attention_weights() + m.mlp_weights()) as f64
 }
 
@@ -38,7 +46,14 @@ pub fn step_flops(
     let tokens = sequences * m.seq_len as f64;
     let l = m.layers as f64;
     let attn = attention_fwd_per_token(m);
-    let model = tokens * (6.0 * m.matmul_params_per_token() as f64 + 3.0 * l * attn);
+    let mut model = tokens * (6.0 * m.matmul_params_per_token() as f64 + 3.0 * l * attn);
+    if m.mtp_layers > 0 {
+        // Each multi-token-prediction module: one more layer, its 2h -> h projection and one
+        // more logit layer per token (DeepSeek 2024 §2.2).
+        let h = m.hidden as f64;
+        let module = layer_matmul_params(m) + 2.0 * h * h + h * m.vocab as f64;
+        model += tokens * m.mtp_layers as f64 * (6.0 * module + 3.0 * attn);
+    }
     let layer_fwd = 2.0 * layer_matmul_params(m) + attn;
     let extra = tokens * l * (full_fraction * layer_fwd + attention_fraction * attn);
     StepFlops {

@@ -30,6 +30,8 @@ pub struct ActivationShape {
     pub elem: f64,
     pub dropout: bool,
     pub attention: AttentionKind,
+    /// Latent attention's widths (`None`: QKV of `heads`/`kv_heads` x `head_dim`).
+    pub mla: Option<super::ops_moe::MlaShape>,
 }
 
 impl ActivationShape {
@@ -59,11 +61,29 @@ impl ActivationShape {
 
         let input = e * sbh / sp;
         let ln2_in = e * sbh / sp;
-        let attn_linear = e * sbh / sp
-            + e * tok * (a_dev + kv_dev) * d
-            + e * tok * kv_dev * d
-            + e * tok * a_dev * d
-            + mask * sbh / sp;
+        let attn_linear = match &self.mla {
+            None => {
+                e * sbh / sp
+                    + e * tok * (a_dev + kv_dev) * d
+                    + e * tok * kv_dev * d
+                    + e * tok * a_dev * d
+                    + mask * sbh / sp
+            }
+            // MLA: the input, the normed query latent, the query, the key/value latent with
+            // the rotary key, the up-projected keys (no-rope part) and values, the keys with
+            // their rotary part, the output projection's input.
+            Some(l) => {
+                let (q_lat, kv_lat) = (l.q_rank as f64, (l.kv_rank + l.rope) as f64);
+                let (qk, nope, v) = ((l.nope + l.rope) as f64, l.nope as f64, l.v as f64);
+                e * sbh / sp
+                    + e * tok * (q_lat + a_dev * qk)
+                    + e * tok * kv_lat
+                    + e * tok * a_dev * (nope + v)
+                    + e * tok * a_dev * qk
+                    + e * tok * a_dev * v
+                    + mask * sbh / sp
+            }
+        };
         // Keys/values span the whole sequence under context parallelism.
         let scores = a_dev * sq * self.seq_len * self.micro_batch;
         let core = if self.attention.is_flash() {
@@ -154,12 +174,12 @@ impl Training {
         let last = plan.pp.saturating_sub(1);
         let with_emb = idx == 0;
         let with_head = idx == last;
-        let (params, rp) = if idx == 0 {
-            (p.params.first_params, &p.rp_first)
+        let (params, rp, eparams) = if idx == 0 {
+            (p.params.first_params, &p.rp_first, p.params.first_expert)
         } else if idx == last {
-            (p.params.last_params, &p.rp_last)
+            (p.params.last_params, &p.rp_last, p.params.last_expert)
         } else {
-            (p.params.mid_params, &p.rp_mid)
+            (p.params.mid_params, &p.rp_mid, p.params.mid_expert)
         };
         let tok = (p.b * p.s / p.cpd) as f64;
         let reserved = Bytes::from_gib(self.params.runtime_reserve_gib);
@@ -192,10 +212,23 @@ impl Training {
             temp +=
                 (2.0 * p.params.layer_dev + tables * p.dims.embedding_params) * p.dims.weight_bytes;
         }
+        if plan.zero_stage >= 3 && p.ssplit.expert_weights > 1 {
+            // ZeRO-3 over the expert data-parallel group: the gathered experts of the current
+            // and the prefetched MoE layer.
+            if let Some(mp) = &p.moe {
+                temp += 2.0 * mp.expert_layer_params * p.dims.weight_bytes;
+            }
+        }
         let st = &p.state;
-        let weights = params * st.weights / p.ssplit.weights.max(1) as f64;
-        let grads = params * st.grads / p.ssplit.grads.max(1) as f64;
-        let optimizer = params * st.optimizer / p.ssplit.optimizer.max(1) as f64;
+        let mut weights = params * st.weights / p.ssplit.weights.max(1) as f64;
+        let mut grads = params * st.grads / p.ssplit.grads.max(1) as f64;
+        let mut optimizer = params * st.optimizer / p.ssplit.optimizer.max(1) as f64;
+        if eparams > 0.0 {
+            let ss = &p.ssplit;
+            weights += eparams * st.weights / ss.expert_weights.max(1) as f64;
+            grads += eparams * st.grads / ss.expert_grads.max(1) as f64;
+            optimizer += eparams * st.optimizer / ss.expert_optimizer.max(1) as f64;
+        }
         let activations = in_flight * per_mb;
         let total = weights + grads + optimizer + activations + temp + reserved.0;
         StageMemory {
@@ -291,6 +324,7 @@ mod tests {
             elem: 2.0,
             dropout: true,
             attention: AttentionKind::Plain,
+            mla: None,
         }
     }
 

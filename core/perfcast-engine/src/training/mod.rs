@@ -18,7 +18,9 @@ mod evaluate;
 pub mod fast;
 pub mod flops;
 pub mod memory;
+pub mod moe;
 pub mod ops;
+pub mod ops_moe;
 pub mod placement;
 mod plan;
 mod prepare;
@@ -52,10 +54,12 @@ use std::sync::Arc;
 use time::{pool, GroupTimes};
 
 /// Registry names of the parallel strategies a `Training` uses by default, in mesh order
-/// (Megatron-LM's: TP innermost, then SP, CP, PP, DP, and ZeRO sharding over DP). Any
-/// registry that holds strategies of these names serves; the built-ins do.
-pub const DEFAULT_STRATEGIES: [&str; 6] =
-    ["tensor", "sequence", "context", "pipeline", "data", "zero"];
+/// (Megatron-LM's: TP innermost, then SP, CP, EP (the MoE layers' expert mesh, folded into
+/// TP x CP x DP), PP, DP, and ZeRO sharding over DP). Any registry that holds strategies of
+/// these names serves; the built-ins do.
+pub const DEFAULT_STRATEGIES: [&str; 7] = [
+    "tensor", "sequence", "context", "expert", "pipeline", "data", "zero",
+];
 
 /// A model on a system, resolved and ready to evaluate training plans.
 #[derive(Clone)]
@@ -69,7 +73,7 @@ pub struct Training {
 }
 
 /// Per-class exposed communication time.
-type ClassComm = [f64; 5];
+type ClassComm = [f64; 6];
 
 fn sum(c: &ClassComm) -> f64 {
     c.iter().sum()
@@ -89,3 +93,5 @@ impl Training {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_moe;

@@ -172,12 +172,17 @@ impl OpClass {
 }
 
 impl Timer<'_> {
-    fn add(&self, acc: &mut ClassTimes, op: ComputeOp, count: f64) -> Result<f64, ModelError> {
+    pub(super) fn add(
+        &self,
+        acc: &mut ClassTimes,
+        op: ComputeOp,
+        count: f64,
+    ) -> Result<f64, ModelError> {
         self.add_as(acc, op, count, class_of(&op))
     }
 
     /// Time `op` and book it under `class`.
-    fn add_as(
+    pub(super) fn add_as(
         &self,
         acc: &mut ClassTimes,
         op: ComputeOp,
@@ -236,16 +241,32 @@ pub struct LayerShape {
     pub learned_positions: bool,
     pub swiglu: bool,
     pub attention: AttentionKind,
+    /// Latent attention's projections (`None`: the fused QKV projection of `a_dev`,
+    /// `kv_dev` heads of `d`).
+    pub mla: Option<super::ops_moe::MlaShape>,
+    /// The MoE block of an MoE layer (`None`: the dense MLP of `f_dev`).
+    pub moe: Option<super::ops_moe::MoeShape>,
+    /// Sliding-window attention: the share of the layers that use it and the window.
+    pub window: Option<(f64, u64)>,
 }
 
 impl LayerShape {
-    fn tokens(&self) -> u64 {
+    pub(super) fn tokens(&self) -> u64 {
         self.b * self.sq
     }
-    fn fp8(&self) -> bool {
+    /// Tokens of the tensor-parallel region (the whole micro-batch's local sequence).
+    pub(super) fn tokens_total(&self) -> u64 {
+        self.b * self.sq
+    }
+    /// Tokens one rank holds outside the tensor-parallel region (the sequence-parallel
+    /// shard): what enters an MoE block.
+    pub(super) fn tokens_per_rank(&self) -> u64 {
+        (self.b * self.sq).div_ceil(self.ps.max(1))
+    }
+    pub(super) fn fp8(&self) -> bool {
         self.gemm_dtype == DType::Fp8
     }
-    fn gemm(&self, m: u64, n: u64, k: u64) -> ComputeOp {
+    pub(super) fn gemm(&self, m: u64, n: u64, k: u64) -> ComputeOp {
         let out = if self.fp8() {
             self.act_dtype
         } else {
@@ -262,7 +283,7 @@ impl LayerShape {
             scaling: self.scaling,
         })
     }
-    fn wgrad(&self, m: u64, n: u64, k: u64) -> ComputeOp {
+    pub(super) fn wgrad(&self, m: u64, n: u64, k: u64) -> ComputeOp {
         match self.gemm(m, n, k) {
             ComputeOp::Gemm(mut g) => {
                 if self.fp32_grads {
@@ -273,7 +294,13 @@ impl LayerShape {
             other => other,
         }
     }
-    fn vec(&self, kind: VectorOpKind, elements: u64, flops: f64, bytes: f64) -> ComputeOp {
+    pub(super) fn vec(
+        &self,
+        kind: VectorOpKind,
+        elements: u64,
+        flops: f64,
+        bytes: f64,
+    ) -> ComputeOp {
         ComputeOp::Vector(VectorOp {
             kind,
             elements,
@@ -311,6 +338,28 @@ impl LayerShape {
         backward: bool,
     ) -> Result<f64, ModelError> {
         let class = OpClass::Attention;
+        if let Some((share, w)) = self.window {
+            if w < self.s {
+                // The windowed layers' queries attend over at most `w` keys: `q x w` scores,
+                // no causal skipping left to do (w << s; the first w queries' triangle is
+                // counted whole).
+                let full = LayerShape {
+                    window: None,
+                    ..*self
+                };
+                let mut acc_full = ClassTimes::default();
+                let t_full = full.attention(timer, &mut acc_full, backward)?;
+                acc.add_scaled(&acc_full, 1.0 - share);
+                let mut t = (1.0 - share) * t_full;
+                let mut win = self.attention_op(backward);
+                if let ComputeOp::Attention(a) = &mut win {
+                    a.kv_len = w;
+                    a.causal = false;
+                }
+                t += timer.add_as(acc, win, share, class)?;
+                return Ok(t);
+            }
+        }
         if self.attention.is_flash() {
             return timer.add_as(acc, self.attention_op(backward), 1.0, class);
         }
@@ -355,24 +404,51 @@ impl LayerShape {
         }
         Ok(t)
     }
-    fn e(&self) -> f64 {
+    pub(super) fn e(&self) -> f64 {
         self.act_dtype.bytes()
     }
-    fn norm_flops(&self) -> f64 {
+    pub(super) fn norm_flops(&self) -> f64 {
         match self.norm {
             NormKind::LayerNorm => 5.0,
             NormKind::RmsNorm => 3.0,
         }
     }
-    /// The four GEMMs of a layer as `(m, n, k)` of the forward pass.
-    fn gemms(&self) -> [(u64, u64, u64); 4] {
+    /// The GEMMs of a layer as `(m, n, k)` of the forward pass: the attention projections
+    /// (QKV and output, or latent attention's five), then the dense MLP's up and down
+    /// projections unless the layer is MoE (its block is timed by `ops_moe`).
+    pub(super) fn gemms(&self) -> ([(u64, u64, u64); 7], usize) {
         let t = self.tokens();
-        [
-            (t, (self.a_dev + 2 * self.kv_dev) * self.d, self.h),
-            (t, self.h, self.a_dev * self.d),
-            (t, (self.mat - 1) * self.f_dev, self.h),
-            (t, self.h, self.f_dev),
-        ]
+        let mut g = [(0, 0, 0); 7];
+        let mut n = 0;
+        let mut push = |x: (u64, u64, u64)| {
+            g[n] = x;
+            n += 1;
+        };
+        match &self.mla {
+            None => {
+                push((t, (self.a_dev + 2 * self.kv_dev) * self.d, self.h));
+                push((t, self.h, self.a_dev * self.d));
+            }
+            Some(l) => {
+                for x in l.gemms(t, self.h, self.a_dev) {
+                    push(x);
+                }
+            }
+        }
+        if self.moe.is_none() {
+            push((t, (self.mat - 1) * self.f_dev, self.h));
+            push((t, self.h, self.f_dev));
+        }
+        (g, n)
+    }
+
+    /// Elements the rotary embedding rotates: the queries' and keys' rotary parts.
+    fn rope_elements(&self) -> u64 {
+        let t = self.tokens();
+        match &self.mla {
+            None => t * (self.a_dev + self.kv_dev) * self.d,
+            Some(l) => t * (self.a_dev + 1) * l.rope,
+        }
     }
 }
 
@@ -392,6 +468,10 @@ pub struct LayerTimes {
     pub bwd: PassTimes,
     /// Forward time of the attention core alone (what selective recompute reruns).
     pub attention_core_fwd: f64,
+    /// Compute time of the MoE block (router, permutes, experts, shared experts) forward and
+    /// backward; 0 for a dense layer.
+    pub block_fwd: f64,
+    pub block_bwd: f64,
 }
 
 /// Build and time one layer's forward and backward op program.
@@ -405,7 +485,8 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
     } else {
         VectorOpKind::Elementwise
     };
-    let gemms = x.gemms();
+    let (gemm_list, n_gemms) = x.gemms();
+    let gemms = &gemm_list[..n_gemms];
 
     // Forward.
     timer.part.set("layer forward");
@@ -414,23 +495,32 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
     timer.add(&mut f, norm, 2.0)?;
     timer.add(&mut f, x.vec(bda_kind, pw, 2.0, 3.0 * e + mask), 2.0)?;
     let mut gemm_f = 0.0;
-    for (m, n, k) in gemms {
+    for &(m, n, k) in gemms {
         gemm_f += timer.add(&mut f, x.gemm(m, n, k), 1.0)?;
         if x.fp8() {
             timer.add(&mut f, x.vec(VectorOpKind::Cast, m * k, 1.0, 3.0), 1.0)?;
         }
     }
+    if let Some(l) = &x.mla {
+        // The latents' RMSNorms.
+        let el = tok * (l.q_rank + l.kv_rank);
+        timer.add(&mut f, x.vec(VectorOpKind::Norm, el, 3.0, 2.0 * e), 1.0)?;
+    }
     if x.rope {
-        let el = tok * (x.a_dev + x.kv_dev) * x.d;
+        let el = x.rope_elements();
         timer.add(&mut f, x.vec(VectorOpKind::Rope, el, 6.0, 2.0 * e), 1.0)?;
     }
     let act_bytes = if x.swiglu { 3.0 * e } else { 2.0 * e };
-    timer.add(
-        &mut f,
-        x.vec(VectorOpKind::Activation, tok * x.f_dev, 8.0, act_bytes),
-        1.0,
-    )?;
+    if x.moe.is_none() {
+        timer.add(
+            &mut f,
+            x.vec(VectorOpKind::Activation, tok * x.f_dev, 8.0, act_bytes),
+            1.0,
+        )?;
+    }
     let attn_f = x.attention(timer, &mut f, false)?;
+    let block_f = super::ops_moe::moe_block(timer, x, &mut f, false)?;
+    gemm_f += block_f.gemm;
 
     // Backward.
     timer.part.set("layer backward");
@@ -445,7 +535,7 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
         2.0,
     )?;
     let mut gemm_b = 0.0;
-    for (m, n, k) in gemms {
+    for &(m, n, k) in gemms {
         gemm_b += timer.add(&mut b, x.gemm(m, k, n), 1.0)?; // dX = dY·Wᵀ
         gemm_b += timer.add(&mut b, x.wgrad(k, n, m), 1.0)?; // dW = Xᵀ·dY
         if x.fp8() {
@@ -453,17 +543,25 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
             timer.add(&mut b, x.vec(VectorOpKind::Cast, m * k, 0.0, 2.0), 1.0)?;
         }
     }
+    if let Some(l) = &x.mla {
+        let el = tok * (l.q_rank + l.kv_rank);
+        timer.add(&mut b, x.vec(VectorOpKind::Norm, el, 6.0, 3.0 * e), 1.0)?;
+    }
     if x.rope {
-        let el = tok * (x.a_dev + x.kv_dev) * x.d;
+        let el = x.rope_elements();
         timer.add(&mut b, x.vec(VectorOpKind::Rope, el, 6.0, 2.0 * e), 1.0)?;
     }
     let act_b = if x.swiglu { 5.0 * e } else { 3.0 * e };
-    timer.add(
-        &mut b,
-        x.vec(VectorOpKind::Activation, tok * x.f_dev, 10.0, act_b),
-        1.0,
-    )?;
+    if x.moe.is_none() {
+        timer.add(
+            &mut b,
+            x.vec(VectorOpKind::Activation, tok * x.f_dev, 10.0, act_b),
+            1.0,
+        )?;
+    }
     let attn_b = x.attention(timer, &mut b, true)?;
+    let block_b = super::ops_moe::moe_block(timer, x, &mut b, true)?;
+    gemm_b += block_b.gemm;
 
     Ok(LayerTimes {
         fwd: PassTimes {
@@ -479,6 +577,8 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
             attention: attn_b,
         },
         attention_core_fwd: attn_f,
+        block_fwd: block_f.total,
+        block_bwd: block_b.total,
     })
 }
 

@@ -168,12 +168,12 @@ impl Placement {
             MeshAxis::Pp => pp,
             MeshAxis::Dp => dp,
         };
-        Mesh {
-            tp: deg(self.order[0]),
-            cp: deg(self.order[1]),
-            pp: deg(self.order[2]),
-            dp: deg(self.order[3]),
-        }
+        Mesh::new(
+            deg(self.order[0]),
+            deg(self.order[1]),
+            deg(self.order[2]),
+            deg(self.order[3]),
+        )
     }
 
     /// A group's logical axes as physical slots of [`Placement::mesh`].
@@ -181,7 +181,9 @@ impl Placement {
         if *self == Placement::MEGATRON {
             return set;
         }
-        let mut out = set.0 & AxisSet::PIPELINE_ENDS.0;
+        // The expert mesh fills a stage's non-pipeline devices innermost first whatever
+        // their order: its bits are placed by the mesh itself.
+        let mut out = set.0 & (AxisSet::PIPELINE_ENDS.0 | AxisSet::EXPERT_MESH.0);
         for (slot, a) in self.order.iter().enumerate() {
             if set.0 & a.bit() != 0 {
                 out |= SLOT_BITS[slot];

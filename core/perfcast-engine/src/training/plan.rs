@@ -1,6 +1,6 @@
 //! The execution plan of a training run and the engine's shared parameters.
 
-use perfcast_core::parallel::{CpComm, PlanShape};
+use perfcast_core::parallel::{CpComm, Dispatcher, PlanShape};
 use perfcast_core::{AttentionKind, DType};
 use serde::{Deserialize, Serialize};
 
@@ -9,6 +9,15 @@ fn one() -> u32 {
 }
 fn yes() -> bool {
     true
+}
+fn is_one(v: &u32) -> bool {
+    *v == 1
+}
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+fn is_alltoall(d: &Dispatcher) -> bool {
+    *d == Dispatcher::Alltoall
 }
 fn d_recompute() -> String {
     "none".to_string()
@@ -37,9 +46,21 @@ pub struct TrainingPlan {
     /// Context-parallel degree (sequence split for attention).
     #[serde(default = "one")]
     pub cp: u32,
-    /// Expert-parallel degree (mixture-of-experts only; must be 1 for dense models).
+    /// Expert-parallel degree (mixture-of-experts only; must be 1 for dense models): the
+    /// routed experts of each MoE layer split over `ep` ranks carved out of `tp x cp x dp`.
     #[serde(default = "one")]
     pub ep: u32,
+    /// Expert tensor-parallel degree: each expert's matrices split over `etp` ranks
+    /// (`ep x etp` divides `tp x cp x dp`). Default 1.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub etp: u32,
+    /// MoE token dispatcher: `alltoall` (default, NCCL), `allgather`, `deepep`, `hybridep`.
+    #[serde(default, skip_serializing_if = "is_alltoall")]
+    pub moe_dispatcher: Dispatcher,
+    /// Overlap the MoE dispatch and combine of one micro-batch with another's compute
+    /// (Megatron-Core `--overlap-moe-expert-parallel-comm`, DeepSeek's DualPipe). Default false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ep_comm_overlap: bool,
     /// Virtual pipeline stages (model chunks) per device; > 1 means interleaved 1F1B.
     #[serde(default = "one")]
     pub vpp: u32,
@@ -102,6 +123,9 @@ impl Default for TrainingPlan {
             dp: 1,
             cp: 1,
             ep: 1,
+            etp: 1,
+            moe_dispatcher: Dispatcher::Alltoall,
+            ep_comm_overlap: false,
             vpp: 1,
             sp: false,
             zero_stage: 0,
@@ -131,6 +155,9 @@ impl TrainingPlan {
             dp: self.dp,
             cp: self.cp,
             ep: self.ep,
+            etp: self.etp,
+            moe_dispatcher: self.moe_dispatcher,
+            ep_comm_overlap: self.ep_comm_overlap,
             vpp: self.vpp,
             sp: self.sp && self.tp > 1,
             zero_stage: self.zero_stage,

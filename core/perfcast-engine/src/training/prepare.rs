@@ -28,6 +28,9 @@ pub(super) struct Prepared<'a> {
     pub(super) rp_last: RecomputePlan,
     /// One layer's activations with nothing recomputed (what the recompute policy decides on).
     pub(super) act: perfcast_core::parallel::LayerActivations,
+    /// The MoE layers and the stages' layer mix (`None` for a dense model without
+    /// multi-token prediction: every layer is `ls`).
+    pub(super) moe: Option<moe::MoePrep>,
 }
 
 /// A recompute plan before a policy has decided (the fast path sets it per variant).
@@ -89,6 +92,14 @@ impl Training {
         let e = act_dtype.bytes();
         let dropout = plan.dropout.unwrap_or(m.ffn_act == FfnAct::Gelu);
         let kv = m.kv_heads();
+        let mla = moe::mla_shape(m);
+        let d = match &mla {
+            // The attention op has one head width: the mean of Q/K's and V's carries the
+            // same work (2·(d_qk + d_v) per score).
+            Some(l) => (l.nope + l.rope + l.v).div_ceil(2),
+            None => m.head_dim(),
+        };
+        let (slide_layers, window) = m.sliding();
         let ls = ops::LayerShape {
             b,
             sq: s / cpd,
@@ -96,7 +107,7 @@ impl Training {
             h,
             a_dev: m.heads / t,
             kv_dev: (kv / t).max(1),
-            d: m.head_dim(),
+            d,
             f_dev: m.ffn_hidden / t,
             mat: m.ffn_act.matrices(),
             ps,
@@ -111,12 +122,15 @@ impl Training {
             learned_positions: m.position() == PositionKind::Learned,
             swiglu: m.ffn_act == FfnAct::Swiglu,
             attention: plan.attention,
+            mla,
+            moe: None,
+            window: (slide_layers > 0).then(|| (slide_layers as f64 / m.layers as f64, window)),
         };
-        let params = stage_params(m, plan, t)?;
+        let mut params = stage_params(m, plan, t)?;
         let (tf, hf) = (t as f64, h as f64);
         let single = plan.pp == 1;
         let state = StateBytes::mixed_precision_adam(plan.fp32_grad_accum, fp8);
-        let dims = LayerDims {
+        let mut dims = LayerDims {
             micro_batch: b,
             seq_len: s,
             hidden: h,
@@ -131,10 +145,11 @@ impl Training {
             weight_bytes: 2.0,
             embedding_params: params.table,
             tied_embeddings: m.tied_embeddings,
+            moe: None,
         };
 
         // Recompute.
-        let act = ActivationShape {
+        let act_shape = ActivationShape {
             micro_batch: b as f64,
             seq_len: s as f64,
             hidden: hf,
@@ -149,8 +164,16 @@ impl Training {
             elem: e,
             dropout,
             attention: plan.attention,
+            mla,
+        };
+        let act = act_shape.layer();
+        let moe = self.prepare_moe(plan, &split, &ls, &params, &act_shape)?;
+        if let Some(mp) = &moe {
+            params.apply_mix(m, mp, tf);
+            dims.device_params = params.device_params;
+            dims.layer_params = params.mean_layer_dense;
+            dims.moe = moe::moe_dims(m, mp, e, params.expert_params);
         }
-        .layer();
 
         Ok(Prepared {
             shape,
@@ -172,6 +195,7 @@ impl Training {
             rp_mid: NO_RECOMPUTE_YET,
             rp_last: NO_RECOMPUTE_YET,
             act,
+            moe,
         })
     }
 
@@ -183,8 +207,26 @@ impl Training {
         recompute_layers: Option<u32>,
         name: &str,
     ) -> Result<(), ModelError> {
-        let act = p.act;
-        let recompute_plan = |n: u64| -> Result<RecomputePlan, ModelError> {
+        let stage_act = |mix: Option<moe::StageMix>| match (mix, &p.moe) {
+            (Some(x), Some(mp)) if x.layers() > 0.0 => {
+                let w = |a: Bytes, b: Bytes| Bytes((x.dense * a.0 + x.moe * b.0) / x.layers());
+                perfcast_core::parallel::LayerActivations {
+                    input: w(p.act.input, mp.act.input),
+                    attention_core: w(p.act.attention_core, mp.act.attention_core),
+                    other: w(p.act.other, mp.act.other),
+                }
+            }
+            _ => p.act,
+        };
+        let mixes = p.moe.map(|mp| (mp.first, mp.mid, mp.last));
+        let acts = (
+            stage_act(mixes.map(|x| x.0)),
+            stage_act(mixes.map(|x| x.1)),
+            stage_act(mixes.map(|x| x.2)),
+        );
+        let recompute_plan = |n: u64,
+                              act: perfcast_core::parallel::LayerActivations|
+         -> Result<RecomputePlan, ModelError> {
             let n32 = u32::try_from(n).unwrap_or(u32::MAX);
             let rl = recompute_layers.map(|r| r.min(n32.max(1)));
             let rp = policy.plan(&act, n32, rl)?;
@@ -206,9 +248,11 @@ impl Training {
             }
             Ok(rp)
         };
-        p.rp_first = recompute_plan(p.params.n_first)?;
-        p.rp_mid = recompute_plan(p.params.n_mid)?;
-        p.rp_last = recompute_plan(p.params.n_last)?;
+        let layers =
+            |n: u64, mix: Option<moe::StageMix>| mix.map_or(n, |x| x.layers().round() as u64);
+        p.rp_first = recompute_plan(layers(p.params.n_first, mixes.map(|x| x.0)), acts.0)?;
+        p.rp_mid = recompute_plan(layers(p.params.n_mid, mixes.map(|x| x.1)), acts.1)?;
+        p.rp_last = recompute_plan(layers(p.params.n_last, mixes.map(|x| x.2)), acts.2)?;
         Ok(())
     }
 }
@@ -231,6 +275,57 @@ pub(super) struct StageParams {
     pub(super) device_params: f64,
     /// The word-embedding table on one device.
     pub(super) table: f64,
+    /// Routed-expert parameters on one device of the first, a middle and the last stage,
+    /// and of the stage with the most (0 for dense models; sharded by the expert mesh, not
+    /// by the dense state split).
+    pub(super) first_expert: f64,
+    pub(super) mid_expert: f64,
+    pub(super) last_expert: f64,
+    pub(super) expert_params: f64,
+    /// Non-expert parameters of one layer on one device, averaged over the model's layers
+    /// (`layer_dev` for dense models).
+    pub(super) mean_layer_dense: f64,
+}
+
+impl StageParams {
+    /// Re-count the stages' parameters for the mix of dense and MoE layers (and MTP modules)
+    /// of `mp`: an MoE layer holds attention, the router and the shared experts (split by
+    /// TP; the router replicated) and its share of the routed experts (`expert_*`).
+    fn apply_mix(&mut self, m: &ModelSpec, mp: &moe::MoePrep, tf: f64) {
+        let hf = m.hidden as f64;
+        let norms = match m.norm() {
+            NormKind::LayerNorm => 4.0 * hf,
+            NormKind::RmsNorm => 2.0 * hf,
+        } + m.mla.map_or(0.0, |l| l.norm_params() as f64);
+        let router = match &m.moe {
+            Some(s) => hf * s.experts as f64,
+            None => 0.0,
+        };
+        let moe_dense = (m.attention_weights() as f64 + m.moe_dense_params() as f64 - router) / tf
+            + router
+            + norms;
+        let mla_norms = m.mla.map_or(0.0, |l| l.norm_params() as f64);
+        let dense = self.layer_dev + mla_norms;
+        // The MTP modules' `2h -> h` projections and norms, on the last stage.
+        let mtp = m.mtp_layers as f64 * (2.0 * hf * hf / tf + 2.0 * hf);
+        let layers = |n: u64, x: &moe::StageMix| {
+            x.dense * dense + x.moe * moe_dense - n as f64 * self.layer_dev
+        };
+        let single = self.n_first == self.n_last && self.first_params == self.last_params;
+        self.first_params += layers(self.n_first, &mp.first);
+        self.mid_params += layers(self.n_mid, &mp.mid);
+        self.last_params += layers(self.n_last, &mp.last) + mtp;
+        if single && mp.first == mp.last {
+            self.first_params = self.last_params;
+        }
+        self.device_params = self.first_params.max(self.mid_params).max(self.last_params);
+        self.first_expert = mp.first.expert_params;
+        self.mid_expert = mp.mid.expert_params;
+        self.last_expert = mp.last.expert_params;
+        self.expert_params = self.first_expert.max(self.mid_expert).max(self.last_expert);
+        let (nd, nm) = (m.dense_layers() as f64, m.moe_layers() as f64);
+        self.mean_layer_dense = (nd * dense + nm * moe_dense) / (nd + nm).max(1.0);
+    }
 }
 
 fn stage_params(m: &ModelSpec, plan: &TrainingPlan, t: u64) -> Result<StageParams, ModelError> {
@@ -289,6 +384,11 @@ fn stage_params(m: &ModelSpec, plan: &TrainingPlan, t: u64) -> Result<StageParam
         last_params,
         device_params,
         table,
+        first_expert: 0.0,
+        mid_expert: 0.0,
+        last_expert: 0.0,
+        expert_params: 0.0,
+        mean_layer_dense: layer_dev,
     })
 }
 
@@ -296,11 +396,17 @@ fn stage_params(m: &ModelSpec, plan: &TrainingPlan, t: u64) -> Result<StageParam
 /// its elements exactly in u64 and f64: below 2^53.
 fn check_tensor_sizes(m: &ModelSpec, plan: &TrainingPlan) -> Result<(), ModelError> {
     let (b, s, h) = (plan.micro_batch as u64, m.seq_len, m.hidden);
+    let routed = m.moe.map_or(0, |x| {
+        x.top_k
+            .saturating_mul(x.expert_ffn_hidden.max(m.hidden))
+            .saturating_mul(m.ffn_act.matrices())
+    });
     let widest = [
         m.vocab,
         m.ffn_hidden * m.ffn_act.matrices(),
         h,
         m.heads.saturating_mul(s),
+        routed,
     ]
     .into_iter()
     .max()

@@ -26,6 +26,9 @@ pub struct TimeBreakdown {
     pub pp_comm: Seconds,
     pub dp_comm: Seconds,
     pub zero_comm: Seconds,
+    /// MoE token dispatch and combine (left out of JSON when zero: dense models).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ep_comm: Seconds,
     /// Pipeline fill and drain.
     pub bubble: Seconds,
     /// Optimizer step.
@@ -47,12 +50,24 @@ impl TimeBreakdown {
             + self.pp_comm
             + self.dp_comm
             + self.zero_comm
+            + self.ep_comm
             + self.bubble
             + self.optimizer
     }
 }
 
-/// One transformer layer, one micro-batch, on one device.
+fn is_zero(s: &Seconds) -> bool {
+    s.0 == 0.0
+}
+
+/// Metrics that only MoE models have: left out of CSV when zero.
+pub(crate) const MOE_METRICS: [&str; 3] = [
+    "ep_comm",
+    "layer_moe_block_forward",
+    "layer_moe_block_backward",
+];
+
+/// One transformer layer, one micro-batch, on one device (an MoE model's MoE layer).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LayerReport {
     /// Forward time (compute plus exposed layer communication).
@@ -63,6 +78,12 @@ pub struct LayerReport {
     pub backward_compute: Seconds,
     /// Recompute time per layer (averaged over the stage's layers).
     pub recompute: Seconds,
+    /// The MoE block alone (router, permutes, experts, shared experts, and the exposed
+    /// dispatch and combine), forward and backward; `None` for a dense model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moe_block_forward: Option<Seconds>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moe_block_backward: Option<Seconds>,
 }
 
 /// Memory of one pipeline stage's device.
@@ -218,6 +239,8 @@ pub enum Bottleneck {
     PipelineBubble,
     DataComm,
     ZeroComm,
+    /// Exposed MoE token dispatch and combine.
+    ExpertComm,
     Optimizer,
 }
 
@@ -232,6 +255,7 @@ impl Bottleneck {
             Bottleneck::PipelineBubble => "pipeline bubble",
             Bottleneck::DataComm => "exposed gradient reduction",
             Bottleneck::ZeroComm => "exposed ZeRO parameter gathers",
+            Bottleneck::ExpertComm => "exposed MoE token dispatch and combine",
             Bottleneck::Optimizer => "optimizer step",
         }
     }
@@ -275,7 +299,7 @@ impl TrainingReport {
     }
 
     /// Every number but the stage memories, named (for finiteness checks and CSV).
-    pub fn metrics(&self) -> [(&'static str, f64, &'static str); 40] {
+    pub fn metrics(&self) -> [(&'static str, f64, &'static str); 43] {
         let b = &self.breakdown;
         let c = &b.compute;
         let l = &self.layer;
@@ -318,6 +342,7 @@ impl TrainingReport {
             ("pp_comm", b.pp_comm.0, "s"),
             ("dp_comm", b.dp_comm.0, "s"),
             ("zero_comm", b.zero_comm.0, "s"),
+            ("ep_comm", b.ep_comm.0, "s"),
             ("bubble", b.bubble.0, "s"),
             ("optimizer", b.optimizer.0, "s"),
             ("hidden_comm", b.hidden_comm.0, "s"),
@@ -326,6 +351,16 @@ impl TrainingReport {
             ("layer_forward_compute", l.forward_compute.0, "s"),
             ("layer_backward_compute", l.backward_compute.0, "s"),
             ("layer_recompute", l.recompute.0, "s"),
+            (
+                "layer_moe_block_forward",
+                l.moe_block_forward.map_or(0.0, |t| t.0),
+                "s",
+            ),
+            (
+                "layer_moe_block_backward",
+                l.moe_block_backward.map_or(0.0, |t| t.0),
+                "s",
+            ),
             ("memory.peak", m.peak.0, "B"),
             ("memory.capacity", m.capacity.0, "B"),
             ("memory.shortfall", m.shortfall.0, "B"),
@@ -357,6 +392,9 @@ impl TrainingReport {
     pub fn to_csv(&self) -> String {
         let mut s = String::from("metric,value,unit\n");
         for (n, v, u) in self.metrics() {
+            if v == 0.0 && MOE_METRICS.contains(&n) {
+                continue;
+            }
             let _ = writeln!(s, "{n},{v},{u}");
         }
         for (which, st) in self.stages() {
@@ -415,6 +453,12 @@ impl TrainingReport {
                 "ZeRO",
                 b.zero_comm.0,
                 "a lower ZeRO stage or overlapped parameter gathers",
+            ),
+            (
+                "expert-parallel",
+                b.ep_comm.0,
+                "keep the EP group inside the NVLink domain, a hierarchical dispatcher \
+                 (deepep) or ep_comm_overlap",
             ),
             (
                 "pipeline hand-off",
@@ -490,6 +534,7 @@ impl TrainingReport {
             ("pipeline p2p", b.pp_comm.0),
             ("exposed DP comm", b.dp_comm.0),
             ("exposed ZeRO comm", b.zero_comm.0),
+            ("exposed EP comm", b.ep_comm.0),
             ("pipeline bubble", b.bubble.0),
             ("optimizer", b.optimizer.0),
             ("(comm hidden, overlap)", b.hidden_comm.0),
@@ -506,6 +551,15 @@ impl TrainingReport {
             l.backward.millis(),
             l.recompute.millis()
         );
+        if let (Some(f), Some(b)) = (l.moe_block_forward, l.moe_block_backward) {
+            let _ = writeln!(
+                s,
+                "MoE block, one micro-batch: forward {:.3} ms, backward {:.3} ms (dispatch and \
+                 combine included)",
+                f.millis(),
+                b.millis()
+            );
+        }
         let m = &self.memory;
         let _ = write!(s, "Memory per device (GiB) ");
         for (n, st) in self.stages() {

@@ -593,9 +593,12 @@ fn renderings() {
     }
     let csv = r.to_csv();
     assert!(csv.starts_with("metric,value,unit\n"));
-    // pp = 16: the first, second and last stages, every field of each.
+    // pp = 16: the first, second and last stages, every field of each; a dense model's CSV
+    // leaves out the MoE-only metrics.
     let fields = StageMemory::FIELDS.len();
-    assert_eq!(csv.lines().count(), 1 + r.metrics().len() + 3 * fields + 2);
+    let metrics = r.metrics().len() - report::MOE_METRICS.len();
+    assert_eq!(csv.lines().count(), 1 + metrics + 3 * fields + 2);
+    assert!(!csv.contains("ep_comm,"));
     assert!(csv.contains("memory.second.total,"));
     let json = serde_json::to_value(r).unwrap();
     assert!(

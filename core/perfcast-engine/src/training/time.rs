@@ -25,6 +25,20 @@ pub(super) struct GroupTimes {
     pub(super) head_b_ex: ClassComm,
     pub(super) p2p: f64,
     pub(super) opt: f64,
+    /// The MoE layers' program and exposures (`None` for a dense model).
+    pub(super) moe: Option<KindTimes>,
+}
+
+/// One kind of layer's program and the exposure of its collectives.
+#[derive(Clone, Copy)]
+pub(super) struct KindTimes {
+    pub(super) lt: ops::LayerTimes,
+    pub(super) fwd_ex: ClassComm,
+    pub(super) bwd_ex: ClassComm,
+    pub(super) rc_ex: ClassComm,
+    pub(super) fwd_hidden: f64,
+    pub(super) bwd_hidden: f64,
+    pub(super) rc_hidden: f64,
 }
 
 /// What the collectives of one phase cost.
@@ -38,23 +52,23 @@ pub(super) struct Pooled {
     pub(super) hidden: f64,
 }
 
-/// The collectives of `phase`, pooled per overlap window: each window hides up to
+/// The collectives of `phases`, pooled per overlap window: each window hides up to
 /// `efficiency x window` of its collectives' time; the hidden part slows the window's
 /// compute by `share x hidden`.
 pub(super) fn pool(
     comms: &CommList,
     ctime: &[f64; CommList::CAPACITY],
-    phase: Phase,
+    phases: &[Phase],
     recompute_only: bool,
     windows: [f64; 5],
     share: f64,
 ) -> Pooled {
-    let mut exposed = [0.0; 5];
+    let mut exposed = [0.0; 6];
     let mut total_w = [0.0; 5];
     let mut cap_w = [0.0f64; 5];
-    let mut by = [[0.0; 5]; 5];
+    let mut by = [[0.0; 6]; 5];
     for (i, c) in comms.iter().enumerate() {
-        if c.phase != phase || (recompute_only && !c.with_recompute) {
+        if !phases.contains(&c.phase) || (recompute_only && !c.with_recompute) {
             continue;
         }
         let k = c.class.index();
@@ -74,12 +88,25 @@ pub(super) fn pool(
             let ex = (total_w[w] - cap_w[w]).max(0.0);
             let hid = total_w[w] - ex;
             hidden += hid;
-            for k in 0..5 {
+            for k in 0..6 {
                 exposed[k] += (ex + share * hid) * by[w][k] / total_w[w];
             }
         }
     }
     Pooled { exposed, hidden }
+}
+
+/// The timed dense layer, the ends, and the MoE layer of a plan.
+pub(super) type LayerPrograms = (ops::LayerTimes, ops::EndTimes, Option<ops::LayerTimes>);
+
+/// Parameters whose optimizer state one device updates: its dense share and its experts'.
+pub(super) fn optimizer_params(p: &Prepared) -> f64 {
+    let dense = p.params.device_params / p.ssplit.optimizer.max(1) as f64;
+    if p.params.expert_params > 0.0 {
+        dense + p.params.expert_params / p.ssplit.expert_optimizer.max(1) as f64
+    } else {
+        dense
+    }
 }
 
 impl Training {
@@ -96,13 +123,10 @@ impl Training {
             trace: Some(&trace),
             part: std::cell::Cell::new(""),
         };
-        ops::layer(&timer, &p.ls)?;
+        // A mixture-of-experts model's layers are shown as its MoE layer.
+        ops::layer(&timer, p.moe.as_ref().map_or(&p.ls, |m| &m.ls))?;
         ops::ends(&timer, &p.ls)?;
-        ops::optimizer(
-            &timer,
-            p.params.device_params / p.ssplit.optimizer.max(1) as f64,
-            p.state.grads,
-        )?;
+        ops::optimizer(&timer, optimizer_params(&p), p.state.grads)?;
         Ok(trace.into_inner())
     }
 
@@ -114,6 +138,7 @@ impl Training {
         p: &Prepared,
         lt: ops::LayerTimes,
         ends: ops::EndTimes,
+        moe_lt: Option<ops::LayerTimes>,
         placement: &Placement,
     ) -> Result<GroupTimes, ModelError> {
         let timer = Timer {
@@ -126,11 +151,17 @@ impl Training {
         for st in &self.comps.strategies {
             st.comms(&p.shape, &p.dims, &mut comms)?;
         }
-        let mesh: Mesh = placement.mesh(plan.tp, plan.cp, plan.pp, plan.dp);
+        let mut mesh: Mesh = placement.mesh(plan.tp, plan.cp, plan.pp, plan.dp);
+        mesh.ep = p.shape.ep;
+        mesh.etp = p.shape.etp;
         let mut ctime = [0.0f64; CommList::CAPACITY];
         for (i, c) in comms.iter().enumerate() {
             let group = placement.map(c.group);
-            let tt = self.network.time(&mesh, group, c.kind, c.bytes)?.0 * c.count;
+            let tt = self
+                .network
+                .time_dispatch(&mesh, group, c.kind, c.bytes, c.dispatch.as_ref())?
+                .0
+                * c.count;
             if !(tt.is_finite() && tt >= 0.0) {
                 return Err(ModelError::NonFinite {
                     what: format!("{} {} time", c.class.name(), c.kind.name()),
@@ -141,18 +172,33 @@ impl Training {
         }
         let layer_windows = |p: &PassTimes| [p.gemm, p.attention, p.total, 0.0, 0.0];
         let none = [0.0; 5];
-        let opt = ops::optimizer(
-            &timer,
-            p.params.device_params / p.ssplit.optimizer.max(1) as f64,
-            p.state.grads,
-        )?;
+        let opt = ops::optimizer(&timer, optimizer_params(p), p.state.grads)?;
         let share = self.params.overlap_compute_share;
-        let phase = |ph: Phase, rc: bool, w: [f64; 5]| pool(&comms, &ctime, ph, rc, w, share);
+        let phase = |ph: Phase, rc: bool, w: [f64; 5]| pool(&comms, &ctime, &[ph], rc, w, share);
         let (fwd, bwd) = (
             phase(Phase::Forward, false, layer_windows(&lt.fwd)),
             phase(Phase::Backward, false, layer_windows(&lt.bwd)),
         );
         let rc = phase(Phase::Forward, true, layer_windows(&lt.fwd));
+        let moe = moe_lt.map(|ml| {
+            let f = [Phase::Forward, Phase::ExpertForward];
+            let b = [Phase::Backward, Phase::ExpertBackward];
+            let kind = |ph: &[Phase], rc: bool, w| pool(&comms, &ctime, ph, rc, w, share);
+            let (mf, mb, mr) = (
+                kind(&f, false, layer_windows(&ml.fwd)),
+                kind(&b, false, layer_windows(&ml.bwd)),
+                kind(&f, true, layer_windows(&ml.fwd)),
+            );
+            KindTimes {
+                lt: ml,
+                fwd_ex: mf.exposed,
+                bwd_ex: mb.exposed,
+                rc_ex: mr.exposed,
+                fwd_hidden: mf.hidden,
+                bwd_hidden: mb.hidden,
+                rc_hidden: mr.hidden,
+            }
+        });
         Ok(GroupTimes {
             fwd_ex: fwd.exposed,
             bwd_ex: bwd.exposed,
@@ -170,20 +216,22 @@ impl Training {
             comms,
             ctime,
             opt,
+            moe,
         })
     }
 
-    /// The layer and end programs of a prepared plan, timed.
-    pub(super) fn layer_times(
-        &self,
-        p: &Prepared,
-    ) -> Result<(ops::LayerTimes, ops::EndTimes), ModelError> {
+    /// The layer and end programs of a prepared plan, timed (and the MoE layer's).
+    pub(super) fn layer_times(&self, p: &Prepared) -> Result<LayerPrograms, ModelError> {
         let timer = Timer {
             unit: self.system.compute.as_ref(),
             memory: &self.system.memory,
             trace: None,
             part: std::cell::Cell::new(""),
         };
-        Ok((ops::layer(&timer, &p.ls)?, ops::ends(&timer, &p.ls)?))
+        let moe = match &p.moe {
+            Some(m) => Some(ops::layer(&timer, &m.ls)?),
+            None => None,
+        };
+        Ok((ops::layer(&timer, &p.ls)?, ops::ends(&timer, &p.ls)?, moe))
     }
 }

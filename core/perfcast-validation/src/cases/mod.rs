@@ -13,6 +13,7 @@ mod schema;
 pub use load::{CasesError, CasesFile, SCHEMA};
 pub use schema::{
     AttentionFlops, AttentionType, Batch, Case, CaseInference, CaseModel, CaseParallel, CaseSystem,
-    CaseTraining, FlopsConvention, Fp8Recipe, InferenceParallel, Kind, Measured, Metric, MlaSpec,
-    Mode, Optimizer, Precision, Recompute, Reference, Task, TrainingParallel,
+    CaseTraining, FlopsConvention, Fp8Recipe, InferenceParallel, Kind, LayerScope, Measured,
+    Metric, MlaSpec, Mode, MoeDispatcher, Optimizer, Precision, Recompute, Reference, Task,
+    TrainingParallel,
 };

@@ -96,19 +96,9 @@ pub struct CaseParallel {
     pub attention_dp: Option<bool>,
 }
 
-/// `parallel.moe_dispatcher`: how MoE tokens reach their experts and come back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MoeDispatcher {
-    /// NCCL all-to-all.
-    Alltoall,
-    /// All-gather of the tokens, each rank keeping its experts' share.
-    Allgather,
-    /// DeepEP's NVLink + RDMA kernels.
-    Deepep,
-    /// NVIDIA HybridEP.
-    Hybridep,
-}
+/// `parallel.moe_dispatcher`: how MoE tokens reach their experts and come back (the core's
+/// dispatcher: `alltoall`, `allgather`, `deepep`, `hybridep`).
+pub use perfcast_core::parallel::Dispatcher as MoeDispatcher;
 
 /// `training.recompute`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -21,6 +21,9 @@ use crate::units::{Bytes, Seconds};
 use crate::workload::ModelSpec;
 use serde::{Deserialize, Serialize};
 
+mod expert;
+pub use expert::{Dispatch, Dispatcher, MoeDims};
+
 /// The mesh axis a strategy shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -32,7 +35,8 @@ pub enum Axis {
     Sequence,
     /// Context parallelism (the sequence split for attention).
     Context,
-    /// Expert parallelism (mixture-of-experts; no built-in strategy yet).
+    /// Expert parallelism (mixture-of-experts: the routed experts split over the ranks,
+    /// carved out of TP x CP x DP for the MoE layers, Megatron-Core's folding).
     Expert,
     /// Pipeline parallelism (layers split into stages).
     Pipeline,
@@ -90,8 +94,18 @@ pub struct PlanShape {
     pub dp: u32,
     /// Context-parallel degree.
     pub cp: u32,
-    /// Expert-parallel degree (the training engine accepts only 1: dense models).
+    /// Expert-parallel degree: MoE layers' routed experts split over `ep` ranks (1 for dense
+    /// models).
     pub ep: u32,
+    /// Expert tensor-parallel degree: each expert's matrices split over `etp` ranks
+    /// (Megatron-Core `--expert-tensor-parallel-size`). `ep x etp` divides `tp x cp x dp`.
+    pub etp: u32,
+    /// How MoE tokens are dispatched and combined.
+    pub moe_dispatcher: Dispatcher,
+    /// Overlap the dispatch and combine of one micro-batch with another's compute (Megatron-
+    /// Core's 1F1B all-to-all overlap `--overlap-moe-expert-parallel-comm`; DeepSeek's
+    /// DualPipe).
+    pub ep_comm_overlap: bool,
     /// Virtual pipeline stages (model chunks) per device.
     pub vpp: u32,
     /// Sequence parallelism (the engine sets it only with `tp > 1`).
@@ -204,9 +218,24 @@ impl AxisSet {
     /// The first and the last pipeline stage (Megatron's embedding group: tied input and
     /// output embeddings synchronise their gradients); two ranks when `pp > 1`.
     pub const PIPELINE_ENDS: AxisSet = AxisSet(16);
+    /// The expert-parallel group of the MoE layers: `ep` ranks spaced `etp` apart among the
+    /// `tp x cp x dp` ranks of a pipeline stage, filled innermost first (Megatron-Core's
+    /// expert mesh, ETP innermost, then EP, then expert data parallelism).
+    pub const EXPERT: AxisSet = AxisSet(32);
+    /// The expert tensor-parallel group (`etp` neighbouring ranks).
+    pub const EXPERT_TENSOR: AxisSet = AxisSet(64);
+    /// The expert data-parallel group: the `tp x cp x dp / (ep x etp)` ranks holding the same
+    /// experts, over which their gradients are reduced and their state sharded.
+    pub const EXPERT_DATA: AxisSet = AxisSet(128);
+    /// The expert mesh's axes (`EXPERT`, `EXPERT_TENSOR`, `EXPERT_DATA`).
+    pub const EXPERT_MESH: AxisSet = AxisSet(32 | 64 | 128);
     /// Whether every axis of `other` is in `self` (false for an empty `other`).
     pub const fn contains(self, other: AxisSet) -> bool {
         self.0 & other.0 == other.0 && other.0 != 0
+    }
+    /// Whether `self` and `other` share an axis.
+    pub const fn intersects(self, other: AxisSet) -> bool {
+        self.0 & other.0 != 0
     }
     /// The axes of both.
     pub const fn union(self, other: AxisSet) -> AxisSet {
@@ -247,6 +276,8 @@ pub struct LayerDims {
     pub embedding_params: f64,
     /// Input and output embeddings share one table.
     pub tied_embeddings: bool,
+    /// The MoE layers' dimensions (`None` for a dense model).
+    pub moe: Option<MoeDims>,
 }
 
 /// When a collective runs (and, with [`CommOp::count`], how often).
@@ -269,11 +300,16 @@ pub enum Phase {
     HeadForward,
     /// Once per micro-batch on the last stage: LM head and loss backward.
     HeadBackward,
+    /// Once per MoE layer per micro-batch, in the forward pass (token dispatch and combine).
+    ExpertForward,
+    /// Once per MoE layer per micro-batch, in the backward pass.
+    ExpertBackward,
 }
 
 /// The compute a collective may hide behind. The engine sizes the windows per [`Phase`]:
 /// `Forward`, `Backward` and `Boundary` collectives see the layer's windows (`LayerGemms`,
-/// `Attention`, `LayerCompute`; the forward's for `Boundary`), `Step` collectives the
+/// `Attention`, `LayerCompute`; the forward's for `Boundary`; an MoE layer's for
+/// `ExpertForward` and `ExpertBackward`), `Step` collectives the
 /// critical stage's `LastBackward` and `FirstForward`, the embedding and head phases none.
 /// A window its phase lacks is empty: a collective behind it is exposed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -343,18 +379,21 @@ pub enum CommClass {
     Data,
     /// ZeRO/FSDP parameter all-gathers (`zero`).
     Zero,
+    /// MoE token dispatch and combine (`ep`).
+    Expert,
 }
 
 impl CommClass {
     /// Every class, in [`CommClass::index`] order.
-    pub const ALL: [CommClass; 5] = [
+    pub const ALL: [CommClass; 6] = [
         CommClass::Tensor,
         CommClass::Context,
         CommClass::Pipeline,
         CommClass::Data,
         CommClass::Zero,
+        CommClass::Expert,
     ];
-    /// Position in per-class arrays (0..5).
+    /// Position in per-class arrays (0..6).
     pub const fn index(self) -> usize {
         match self {
             CommClass::Tensor => 0,
@@ -362,9 +401,10 @@ impl CommClass {
             CommClass::Pipeline => 2,
             CommClass::Data => 3,
             CommClass::Zero => 4,
+            CommClass::Expert => 5,
         }
     }
-    /// Short name, as reports spell it (`tp`, `cp`, `pp`, `dp`, `zero`).
+    /// Short name, as reports spell it (`tp`, `cp`, `pp`, `dp`, `zero`, `ep`).
     pub const fn name(self) -> &'static str {
         match self {
             CommClass::Tensor => "tp",
@@ -372,6 +412,7 @@ impl CommClass {
             CommClass::Pipeline => "pp",
             CommClass::Data => "dp",
             CommClass::Zero => "zero",
+            CommClass::Expert => "ep",
         }
     }
 }
@@ -395,8 +436,12 @@ pub struct CommOp {
     /// How it overlaps with compute.
     pub overlap: Overlap,
     /// Issued again when the layer's forward is recomputed (full recompute; only
-    /// `Forward` collectives are re-issued).
+    /// `Forward` and `ExpertForward` collectives are re-issued).
     pub with_recompute: bool,
+    /// A token dispatch or combine (an all-to-all whose rows go to the ranks of each token's
+    /// experts): what the engine needs to place it on a group spanning several scale-up
+    /// domains. `None` for every other collective.
+    pub dispatch: Option<Dispatch>,
 }
 
 /// A fixed-capacity list of collectives (no allocation on the hot path).
@@ -417,7 +462,7 @@ impl Default for CommList {
 
 impl CommList {
     /// Most collectives the strategies of one plan may add together.
-    pub const CAPACITY: usize = 24;
+    pub const CAPACITY: usize = 32;
     /// Add a collective; an error when the list is full.
     pub fn push(&mut self, op: CommOp) -> Result<(), ModelError> {
         if self.len == Self::CAPACITY {
@@ -463,6 +508,10 @@ pub struct LayerSplit {
     /// Divides the work of the ops outside the tensor-parallel region: norms, dropout,
     /// residual adds (sequence parallel), and the activations they keep.
     pub pointwise: u32,
+    /// Divides the routed experts of an MoE layer (expert parallelism).
+    pub experts: u32,
+    /// Divides each expert's matrices (expert tensor parallelism).
+    pub expert_weights: u32,
 }
 
 impl Default for LayerSplit {
@@ -471,6 +520,8 @@ impl Default for LayerSplit {
             tokens: 1,
             weights: 1,
             pointwise: 1,
+            experts: 1,
+            expert_weights: 1,
         }
     }
 }
@@ -484,6 +535,14 @@ pub struct StateSplit {
     pub grads: u32,
     /// Divides the optimizer state (ZeRO-1 and up): also the optimizer step's work.
     pub optimizer: u32,
+    /// Divide the routed experts' weights, gradients and optimizer state beyond EP and ETP
+    /// (ZeRO over the expert data-parallel group; the dense divisors above do not apply to
+    /// them).
+    pub expert_weights: u32,
+    /// See `expert_weights`.
+    pub expert_grads: u32,
+    /// See `expert_weights`.
+    pub expert_optimizer: u32,
 }
 
 impl Default for StateSplit {
@@ -492,6 +551,9 @@ impl Default for StateSplit {
             weights: 1,
             grads: 1,
             optimizer: 1,
+            expert_weights: 1,
+            expert_grads: 1,
+            expert_optimizer: 1,
         }
     }
 }
@@ -709,6 +771,7 @@ mod tests {
             count: 2.0,
             overlap: Overlap::Exposed,
             with_recompute: true,
+            dispatch: None,
         };
         let mut l = CommList::default();
         for _ in 0..CommList::CAPACITY {
@@ -726,6 +789,9 @@ mod tests {
             dp: 8,
             cp: 1,
             ep: 1,
+            etp: 1,
+            moe_dispatcher: Dispatcher::Alltoall,
+            ep_comm_overlap: false,
             vpp: 1,
             sp: false,
             zero_stage: 0,

@@ -1,0 +1,255 @@
+//! The parts of a layer's op program that latent attention and mixture-of-experts add: MLA's
+//! projections ([`MlaShape`]) and the MoE block ([`MoeShape`], [`moe_block`]).
+//!
+//! The MoE block on one rank, forward (Megatron-Core's MoELayer; DeepSeek-V3 §3.2.2): the
+//! router GEMM (`tokens x experts x hidden`, kept in the 16-bit format as FP8 recipes keep
+//! it) and its top-k softmax; with an unfused dispatcher a permute that copies each token once
+//! per routed expert (read and write `e` bytes per element) before the all-to-all; after the
+//! dispatch a local sort into expert order (with more than one local expert); the experts as
+//! grouped GEMMs (one batched GEMM of `local experts` groups of `rows per expert`, the busiest
+//! rank's, for the up and the down projection, with the activation between); the sort undone;
+//! with an unfused dispatcher the weighted un-permute after the combine (reads `top_k` rows
+//! and writes one); the shared experts as a dense MLP on the layer's tokens. Backward: the
+//! same ops' gradients (dX and dW GEMMs; the weight gradient of a grouped GEMM contracts each
+//! expert's own rows). Token dispatch and combine themselves are collectives of the `expert`
+//! strategy. With FP8, each expert GEMM input is cast as the dense GEMMs' are.
+
+use super::ops::{ClassTimes, LayerShape, OpClass, Timer};
+use perfcast_core::op::{ComputeOp, Gemm, VectorOpKind};
+use perfcast_core::ModelError;
+
+/// Latent attention's widths on one device (MLA, DeepSeek-V2 §2.1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MlaShape {
+    /// Query latent rank (0: a full-rank query projection).
+    pub q_rank: u64,
+    /// Key/value latent rank.
+    pub kv_rank: u64,
+    pub nope: u64,
+    pub rope: u64,
+    pub v: u64,
+}
+
+impl MlaShape {
+    /// The projections of `t` tokens with `heads` query heads on this device, forward `(m, n,
+    /// k)`: query down and up (or the full projection), key/value down (latent and rotary
+    /// key), key/value up, output. The down-projections are replicated across tensor-parallel
+    /// ranks (Megatron-Core's MLA duplicates them); the rest split by heads.
+    pub fn gemms(&self, t: u64, h: u64, heads: u64) -> impl Iterator<Item = (u64, u64, u64)> {
+        let qk = self.nope + self.rope;
+        let q: [Option<(u64, u64, u64)>; 2] = if self.q_rank > 0 {
+            [
+                Some((t, self.q_rank, h)),
+                Some((t, heads * qk, self.q_rank)),
+            ]
+        } else {
+            [Some((t, heads * qk, h)), None]
+        };
+        q.into_iter().flatten().chain([
+            (t, self.kv_rank + self.rope, h),
+            (t, heads * (self.nope + self.v), self.kv_rank),
+            (t, h, heads * self.v),
+        ])
+    }
+}
+
+/// The MoE block of a layer on one rank.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MoeShape {
+    /// Tokens entering the block on this rank (the sequence-parallel shard).
+    pub tokens: u64,
+    /// Experts each token is routed to.
+    pub top_k: u64,
+    /// Routed experts (the router's width).
+    pub experts: u64,
+    /// Routed experts on this rank.
+    pub local_experts: u64,
+    /// Token copies this (the busiest) rank's experts process: its share of the routed
+    /// copies, load imbalance and the expert tensor-parallel gather included.
+    pub routed: u64,
+    /// Rows per local expert (`routed / local_experts`, rounded up).
+    pub rows_per_expert: u64,
+    /// One expert's inner width on this rank (after expert tensor parallelism).
+    pub f_dev: u64,
+    /// The shared experts' combined inner width on this rank (after tensor parallelism; 0:
+    /// none) and the tokens they see (the layer's, the tensor-parallel region's).
+    pub shared_f_dev: u64,
+    pub shared_tokens: u64,
+    /// The dispatcher reads the tokens in place and combines in its kernel (DeepEP,
+    /// HybridEP): no separate permute before nor weighted un-permute after.
+    pub fused_permute: bool,
+}
+
+/// The time of a block's ops and of its GEMMs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BlockTime {
+    pub total: f64,
+    pub gemm: f64,
+}
+
+/// Time the MoE block of `x` (nothing for a dense layer), booking its ops into `acc`.
+pub fn moe_block(
+    timer: &Timer,
+    x: &LayerShape,
+    acc: &mut ClassTimes,
+    backward: bool,
+) -> Result<BlockTime, ModelError> {
+    let Some(m) = &x.moe else {
+        return Ok(BlockTime::default());
+    };
+    let e = x.e();
+    let h = x.h;
+    let mut bt = BlockTime::default();
+    let router = LayerShape {
+        gemm_dtype: x.act_dtype,
+        ..*x
+    };
+    let rows = m.routed * h;
+    // Permutes, casts and the router's softmax, booked as elementwise (casts as casts).
+    let vec = |acc: &mut ClassTimes, kind: VectorOpKind, el: u64, fl: f64, by: f64| {
+        let class = if kind == VectorOpKind::Cast {
+            OpClass::Cast
+        } else {
+            OpClass::Elementwise
+        };
+        timer.add_as(acc, x.vec(kind, el, fl, by), 1.0, class)
+    };
+    // Router: scores, top-k softmax (fp32 in, fp32 out).
+    let t = m.tokens;
+    let (act_fl, act_by) = if x.swiglu {
+        (8.0, 3.0 * e)
+    } else {
+        (8.0, 2.0 * e)
+    };
+    if !backward {
+        let g = timer.add(acc, router.gemm(t, m.experts, h), 1.0)?;
+        bt.total += g;
+        bt.gemm += g;
+        bt.total += vec(acc, VectorOpKind::Softmax, t * m.experts, 6.0, 8.0)?;
+        if !m.fused_permute {
+            // One copy of each token per routed expert.
+            bt.total += vec(
+                acc,
+                VectorOpKind::Elementwise,
+                t * m.top_k * h,
+                0.0,
+                2.0 * e,
+            )?;
+        }
+        if m.local_experts > 1 {
+            bt.total += vec(acc, VectorOpKind::Elementwise, rows, 0.0, 2.0 * e)?;
+        }
+    } else {
+        let g = timer.add(acc, router.gemm(t, h, m.experts), 1.0)?
+            + timer.add(acc, router.wgrad(h, m.experts, t), 1.0)?;
+        bt.total += g;
+        bt.gemm += g;
+        bt.total += vec(acc, VectorOpKind::Softmax, t * m.experts, 4.0, 12.0)?;
+        if !m.fused_permute {
+            // The weighted un-permute's gradient: each token's gradient to its k copies.
+            bt.total += vec(
+                acc,
+                VectorOpKind::Elementwise,
+                t * m.top_k * h,
+                2.0,
+                2.0 * e,
+            )?;
+        }
+        if m.local_experts > 1 {
+            bt.total += vec(acc, VectorOpKind::Elementwise, rows, 0.0, 2.0 * e)?;
+        }
+    }
+    // The experts: grouped GEMMs, one group per local expert.
+    let (g, r) = (m.local_experts, m.rows_per_expert);
+    let grouped = |mm: u64, nn: u64, kk: u64, wgrad: bool| {
+        let op = if wgrad {
+            x.wgrad(mm, nn, kk)
+        } else {
+            x.gemm(mm, nn, kk)
+        };
+        match op {
+            ComputeOp::Gemm(gm) => ComputeOp::Gemm(Gemm { batch: g, ..gm }),
+            other => other,
+        }
+    };
+    let up_n = (x.mat - 1) * m.f_dev;
+    let mlp = [(r, up_n, h), (r, h, m.f_dev)];
+    for (mm, nn, kk) in mlp {
+        if !backward {
+            let t = timer.add(acc, grouped(mm, nn, kk, false), 1.0)?;
+            bt.total += t;
+            bt.gemm += t;
+            if x.fp8() {
+                bt.total += vec(acc, VectorOpKind::Cast, g * mm * kk, 1.0, 3.0)?;
+            }
+        } else {
+            let t = timer.add(acc, grouped(mm, kk, nn, false), 1.0)?
+                + timer.add(acc, grouped(kk, nn, mm, true), 1.0)?;
+            bt.total += t;
+            bt.gemm += t;
+            if x.fp8() {
+                bt.total += vec(acc, VectorOpKind::Cast, g * mm * nn, 1.0, 4.0)?;
+                bt.total += vec(acc, VectorOpKind::Cast, g * mm * kk, 0.0, 2.0)?;
+            }
+        }
+    }
+    let (act_kind, fl, by) = if backward {
+        let b = if x.swiglu { 5.0 * e } else { 3.0 * e };
+        (VectorOpKind::Activation, 10.0, b)
+    } else {
+        (VectorOpKind::Activation, act_fl, act_by)
+    };
+    let t_act = timer.add(acc, x.vec(act_kind, m.routed * m.f_dev, fl, by), 1.0)?;
+    bt.total += t_act;
+    if m.local_experts > 1 {
+        bt.total += vec(acc, VectorOpKind::Elementwise, rows, 0.0, 2.0 * e)?;
+    }
+    if !m.fused_permute {
+        let k = m.top_k as f64;
+        if !backward {
+            // Weighted sum of each token's k expert outputs.
+            bt.total += vec(
+                acc,
+                VectorOpKind::Elementwise,
+                t * h,
+                2.0 * k,
+                (k + 1.0) * e,
+            )?;
+        } else {
+            bt.total += vec(
+                acc,
+                VectorOpKind::Elementwise,
+                t * m.top_k * h,
+                0.0,
+                2.0 * e,
+            )?;
+        }
+    }
+    // Shared experts: a dense MLP over the layer's tokens.
+    if m.shared_f_dev > 0 {
+        let st = m.shared_tokens;
+        let up = (x.mat - 1) * m.shared_f_dev;
+        for (mm, nn, kk) in [(st, up, h), (st, h, m.shared_f_dev)] {
+            let t = if !backward {
+                let t = timer.add(acc, x.gemm(mm, nn, kk), 1.0)?;
+                if x.fp8() {
+                    bt.total += vec(acc, VectorOpKind::Cast, mm * kk, 1.0, 3.0)?;
+                }
+                t
+            } else {
+                let t = timer.add(acc, x.gemm(mm, kk, nn), 1.0)?
+                    + timer.add(acc, x.wgrad(kk, nn, mm), 1.0)?;
+                if x.fp8() {
+                    bt.total += vec(acc, VectorOpKind::Cast, mm * nn, 1.0, 4.0)?;
+                    bt.total += vec(acc, VectorOpKind::Cast, mm * kk, 0.0, 2.0)?;
+                }
+                t
+            };
+            bt.total += t;
+            bt.gemm += t;
+        }
+        let t = timer.add(acc, x.vec(act_kind, st * m.shared_f_dev, fl, by), 1.0)?;
+        bt.total += t;
+    }
+    Ok(bt)
+}
