@@ -1,8 +1,13 @@
 //! The execution plan of a training run and the engine's shared parameters.
 
+use crate::software::{
+    validate_recipes, EfficiencyScales, FlashKernel, Fp8RecipeCosts, FsdpParams, FusedOps,
+    GpuGeneration, HostCosts, SelectiveRecompute,
+};
 use perfcast_core::parallel::{CpComm, PlanShape};
-use perfcast_core::{AttentionKind, DType};
+use perfcast_core::{AttentionKind, DType, ModelError};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 fn one() -> u32 {
     1
@@ -166,6 +171,11 @@ fn d_reserve() -> f64 {
 /// Engine parameters shared by every scenario (documented defaults; never per case).
 /// Overlap efficiencies live with the strategies that overlap (plugin parameters of
 /// `tensor`, `context`, `data`, `zero`).
+///
+/// The fields after `runtime_reserve_gib` describe the software stack (set by a stack
+/// profile, `stack = "NAME"`, beneath the user's `[options.engine]`; [`crate::software`]).
+/// Their defaults are the engine's behaviour without a stack; several are not modelled yet
+/// (their types say which).
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct EngineParams {
@@ -174,12 +184,77 @@ pub struct EngineParams {
     /// and library handles of PyTorch take about 0.5-1 GiB on A100/H100).
     #[serde(default = "d_reserve")]
     pub runtime_reserve_gib: f64,
+    /// The fused attention kernel of `plan.attention = "flash"` (not modelled yet). Default
+    /// `generic`.
+    #[serde(default)]
+    pub flash_kernel: FlashKernel,
+    /// Per GPU generation, the fused kernel where it differs from `flash_kernel` (not modelled
+    /// yet).
+    #[serde(default)]
+    pub flash_kernel_by_generation: BTreeMap<GpuGeneration, FlashKernel>,
+    /// Multipliers on the framework's kernel throughput (not modelled yet). Default 1.
+    #[serde(default)]
+    pub efficiency: EfficiencyScales,
+    /// Host-side costs: per step, per kernel, CUDA graphs (not modelled yet). Default 0, none.
+    #[serde(default)]
+    pub host: HostCosts,
+    /// Which element-wise ops run fused (not modelled yet: the defaults are what the op
+    /// program books).
+    #[serde(default)]
+    pub fused: FusedOps,
+    /// The recipe of `plan.precision = "fp8"` when the plan names none (a name of
+    /// [`crate::software::FP8_RECIPES`]). Default none: the engine's fp8 cast model.
+    #[serde(default)]
+    pub fp8_recipe: Option<String>,
+    /// Quantisation costs per recipe name (not modelled yet beyond the defaults, which are
+    /// the engine's fp8 cast model).
+    #[serde(default)]
+    pub fp8_recipes: BTreeMap<String, Fp8RecipeCosts>,
+    /// Parameters all-gathered in fp8 (torchtitan `enable_fsdp_float8_all_gather`,
+    /// Megatron-Core `--fp8-param-gather`) instead of 16 bits (not modelled yet). Default
+    /// false.
+    #[serde(default)]
+    pub fp8_param_gather: bool,
+    /// What `plan.recompute = "selective"` saves (`op_sac` not modelled yet). Default
+    /// `attention_core`.
+    #[serde(default)]
+    pub selective_recompute: SelectiveRecompute,
+    /// FSDP implementation details (not modelled yet).
+    #[serde(default)]
+    pub fsdp: FsdpParams,
 }
 
 impl Default for EngineParams {
     fn default() -> Self {
         EngineParams {
             runtime_reserve_gib: d_reserve(),
+            flash_kernel: FlashKernel::default(),
+            flash_kernel_by_generation: BTreeMap::new(),
+            efficiency: EfficiencyScales::default(),
+            host: HostCosts::default(),
+            fused: FusedOps::default(),
+            fp8_recipe: None,
+            fp8_recipes: BTreeMap::new(),
+            fp8_param_gather: false,
+            selective_recompute: SelectiveRecompute::default(),
+            fsdp: FsdpParams::default(),
         }
+    }
+}
+
+impl EngineParams {
+    /// Reject the software fields' values outside their documented ranges, naming the key.
+    pub fn validate_software(&self) -> Result<(), ModelError> {
+        self.efficiency.validate("engine.")?;
+        self.host.validate()?;
+        validate_recipes(self.fp8_recipe.as_deref(), &self.fp8_recipes)?;
+        if self.fsdp.prefetch_depth == 0 {
+            return Err(ModelError::invalid(
+                perfcast_core::Key::options("engine.fsdp.prefetch_depth"),
+                0,
+                "must be >= 1",
+            ));
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,467 @@
+//! What a software stack does, as the engines take it: the option types a stack profile
+//! (`configs/stacks/*.toml`, read by perfcast-scenario) sets beneath the user's own
+//! `[options]`.
+//!
+//! Every default here is the engine's behaviour before stacks existed, so a configuration that
+//! names no stack gets the numbers it always got. Several of these fields are declared and
+//! validated but **not yet modelled** (each says so: the field's doc begins "Not modelled
+//! yet"); the stack profiles already carry sourced values for them, so the model behind a
+//! field can be switched on without touching the profiles.
+
+use perfcast_core::{Key, ModelError, Section};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+fn yes() -> bool {
+    true
+}
+fn one_f() -> f64 {
+    1.0
+}
+fn one_u() -> u32 {
+    1
+}
+
+/// Which fused attention kernel a plan with `attention = "flash"` runs.
+///
+/// Not modelled yet: every fused kernel is timed by the compute unit's one fused-attention
+/// model (FlashAttention-style traffic and FLOPs). The kernels differ in achieved throughput
+/// per GPU generation (Dao 2023, FlashAttention-2: 50-73% of A100 peak forward;
+/// Shah et al. 2024, FlashAttention-3: 1.5-2.0x FlashAttention-2 on H100 in BF16, up to
+/// 740 TFLOP/s); the kernel-grounded efficiency curves (issue 14, item 2) read this field.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FlashKernel {
+    /// No particular kernel: the compute unit's fused-attention model (default).
+    #[default]
+    Generic,
+    /// FlashAttention-2 (Dao 2023), also PyTorch SDPA's flash backend.
+    Flash2,
+    /// FlashAttention-3 (Shah et al. 2024; Hopper: warp specialisation, TMA, FP8).
+    Flash3,
+    /// cuDNN fused attention (cuDNN 8.9+ "fused flash attention"; Transformer Engine's
+    /// `FusedAttention` backend, PyTorch SDPA's cuDNN backend).
+    Cudnn,
+    /// TensorRT-LLM's own kernels: fused multi-head attention for the context phase, masked
+    /// multi-head attention (or XQA for grouped heads) for generation.
+    Trtllm,
+    /// FlashInfer (Ye et al. 2025), vLLM's and SGLang's kernels on Blackwell.
+    Flashinfer,
+}
+
+/// A GPU architecture generation, for stack properties that differ by generation (which
+/// fused attention kernel a framework picks, e.g. Transformer Engine prefers cuDNN on Hopper
+/// and later, FlashAttention on Ampere).
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuGeneration {
+    /// sm70 (V100).
+    Volta,
+    /// sm80 (A100, A10, A30).
+    Ampere,
+    /// sm89 (L4, L40S).
+    Ada,
+    /// sm90 (H100, H200, H800, GH200).
+    Hopper,
+    /// sm100 and later (B200, GB200, B300).
+    Blackwell,
+}
+
+impl FlashKernel {
+    /// The name configurations use.
+    pub const fn name(self) -> &'static str {
+        match self {
+            FlashKernel::Generic => "generic",
+            FlashKernel::Flash2 => "flash2",
+            FlashKernel::Flash3 => "flash3",
+            FlashKernel::Cudnn => "cudnn",
+            FlashKernel::Trtllm => "trtllm",
+            FlashKernel::Flashinfer => "flashinfer",
+        }
+    }
+}
+
+/// Multipliers on the achieved throughput of a framework's kernels, where they differ from
+/// the kernels the hardware plugins' efficiencies describe (cuBLAS GEMMs, fused attention,
+/// bandwidth-bound fused element-wise kernels). 1 is "the same"; 0.9 means the framework's
+/// kernels take 1/0.9 of the time. Shared by every plan of the stack, never per case.
+///
+/// Not modelled yet: no op time reads them (all stack profiles ship 1.0 until a kernel-level
+/// measurement says otherwise).
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EfficiencyScales {
+    /// GEMMs. Default 1.
+    #[serde(default = "one_f")]
+    pub gemm: f64,
+    /// The attention core. Default 1.
+    #[serde(default = "one_f")]
+    pub attention: f64,
+    /// Element-wise and reduction kernels (norms, activations, casts, loss). Default 1.
+    #[serde(default = "one_f")]
+    pub vector: f64,
+}
+
+impl Default for EfficiencyScales {
+    fn default() -> Self {
+        EfficiencyScales {
+            gemm: 1.0,
+            attention: 1.0,
+            vector: 1.0,
+        }
+    }
+}
+
+impl EfficiencyScales {
+    /// Each scale must be finite and in (0, 2].
+    /// `prefix` is where the table sits (`engine.` in training, empty in inference).
+    pub fn validate(&self, prefix: &str) -> Result<(), ModelError> {
+        for (name, v) in [
+            ("gemm", self.gemm),
+            ("attention", self.attention),
+            ("vector", self.vector),
+        ] {
+            if !(v.is_finite() && v > 0.0 && v <= 2.0) {
+                return Err(ModelError::invalid(
+                    options(format!("{prefix}efficiency.{name}")),
+                    v,
+                    "must be in (0, 2] (a multiplier on achieved throughput)",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Host-side (CPU) costs of a training step: what the GPU waits for when the framework cannot
+/// run ahead of it.
+///
+/// Not modelled yet: the training engine assumes the host is always ahead (today's numbers);
+/// these fields carry the stack's values for the model of host-bound steps (small
+/// micro-batches, eager PyTorch).
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct HostCosts {
+    /// Fixed host time per optimizer step (data loader hand-off, logging, the Python training
+    /// loop), µs. Default 0.
+    #[serde(default)]
+    pub step_overhead_us: f64,
+    /// Host time to issue one kernel when not graph-captured (framework dispatch plus the CUDA
+    /// launch), µs: a kernel costs `max(device time, kernel_launch_us)`. Default 0.
+    #[serde(default)]
+    pub kernel_launch_us: f64,
+    /// The layer's forward and backward are replayed as captured CUDA graphs (Megatron-Core
+    /// `--enable-cuda-graph` / `--cuda-graph-impl`): no per-kernel host cost, one
+    /// `graph_launch_us` per graph. Default false.
+    #[serde(default)]
+    pub cuda_graphs: bool,
+    /// Host time to launch one captured graph, µs. Default 0.
+    #[serde(default)]
+    pub graph_launch_us: f64,
+}
+
+impl HostCosts {
+    /// Every time must be finite and >= 0.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        for (name, v) in [
+            ("step_overhead_us", self.step_overhead_us),
+            ("kernel_launch_us", self.kernel_launch_us),
+            ("graph_launch_us", self.graph_launch_us),
+        ] {
+            non_negative(options(format!("engine.host.{name}")), v)?;
+        }
+        Ok(())
+    }
+}
+
+/// Which element-wise ops the framework runs as single fused kernels (read each input once,
+/// write each output once: the traffic `training::ops` documents). An op that is not fused
+/// runs as the framework's separate kernels, each reading and writing its operands.
+///
+/// Not modelled yet: the op program always books the fused traffic of the defaults below
+/// (Megatron-LM/Apex/Transformer Engine kernels); an unfused op's extra kernels and traffic
+/// are the model behind this table.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct FusedOps {
+    /// LayerNorm/RMSNorm as one kernel (Apex `FusedLayerNorm`, TE). Default true.
+    #[serde(default = "yes")]
+    pub norm: bool,
+    /// Bias + GeLU, or SwiGLU's gate-times-up, as one kernel. Default true.
+    #[serde(default = "yes")]
+    pub activation: bool,
+    /// Bias + dropout + residual add as one kernel. Default true.
+    #[serde(default = "yes")]
+    pub residual: bool,
+    /// Rotary embedding of q and k as one kernel. Default true.
+    #[serde(default = "yes")]
+    pub rope: bool,
+    /// Scale + mask + softmax of materialised scores as one kernel (`attention = "plain"`).
+    /// Default true.
+    #[serde(default = "yes")]
+    pub softmax: bool,
+    /// The cross-entropy loss as one kernel over the logits. Default false: the engine books
+    /// Megatron-LM's vocabulary-parallel cross entropy as 6 separate kernels forward and 2
+    /// backward (`training::ops`).
+    #[serde(default)]
+    pub cross_entropy: bool,
+    /// fp8: the quantisation of a GEMM input fused into the kernel that produces it (TE
+    /// `LayerNormLinear` writes the norm's output in fp8). Default false: a separate cast.
+    #[serde(default)]
+    pub fp8_cast: bool,
+}
+
+impl Default for FusedOps {
+    fn default() -> Self {
+        FusedOps {
+            norm: true,
+            activation: true,
+            residual: true,
+            rope: true,
+            softmax: true,
+            cross_entropy: false,
+            fp8_cast: false,
+        }
+    }
+}
+
+/// The low-precision scaling recipes, as the validation schema names them
+/// (`training.fp8_recipe`): `delayed` (amax history), `current` (per-tensor current scaling,
+/// Transformer Engine), `tensorwise` (torchao dynamic per-tensor), `rowwise` (torchao per-row
+/// and per-column), `mx` (MXFP8: 1x32 blocks, E8M0 scales), `block` (1x128 activations,
+/// 128x128 weights), `nvfp4` (fp4: 16-element blocks with fp8 scales and a per-tensor scale).
+pub const FP8_RECIPES: [&str; 7] = [
+    "delayed",
+    "current",
+    "tensorwise",
+    "rowwise",
+    "mx",
+    "block",
+    "nvfp4",
+];
+
+fn d_cast() -> f64 {
+    3.0
+}
+fn d_grad_cast() -> f64 {
+    4.0
+}
+fn d_transpose() -> f64 {
+    2.0
+}
+
+/// What quantising for one low-precision recipe costs in a framework: bytes of device-memory
+/// traffic per element of the quantised tensor, kernels per quantisation, and per-step
+/// bookkeeping.
+///
+/// The defaults are the engine's fp8 model (Transformer Engine delayed scaling, `training::ops`):
+/// each GEMM input cast reading 16 bits and writing 8 (`3`); in the backward pass the output
+/// gradient cast and transposed (`4`) and the saved input transposed (`2`); amax taken inside
+/// the cast kernel. `cast_bytes`, `grad_cast_bytes` and `transpose_bytes` are modelled today
+/// only at these defaults (the engine's constants); the other fields are **not modelled
+/// yet**.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Fp8RecipeCosts {
+    /// Forward: bytes per element to quantise a GEMM input (read the 16-bit tensor, write the
+    /// low-precision one and, for recipes that need both, its transposed or column-wise copy).
+    #[serde(default = "d_cast")]
+    pub cast_bytes: f64,
+    /// Bytes per element read to find the scale before the cast can run (current and dynamic
+    /// scaling reduce the whole tensor's amax first: a second pass over its 16-bit values; 0
+    /// when the amax comes from history or is fused into the cast or its producer).
+    #[serde(default)]
+    pub amax_bytes: f64,
+    /// Backward: bytes per element to quantise the output gradient (cast and transpose, or
+    /// both orientations for block-scaled recipes).
+    #[serde(default = "d_grad_cast")]
+    pub grad_cast_bytes: f64,
+    /// Backward: bytes per element to lay out the saved input for the weight-gradient GEMM (a
+    /// transpose of the fp8 copy; 0 when the forward already wrote both orientations; 3 when
+    /// it is re-quantised column-wise from a 16-bit copy).
+    #[serde(default = "d_transpose")]
+    pub transpose_bytes: f64,
+    /// Scale factors written per element (fp32 per 128-element block: 4/128; E8M0 per 32:
+    /// 1/32; 0 for one scale per tensor).
+    #[serde(default)]
+    pub scale_bytes: f64,
+    /// Kernels per quantisation (host cost and launch gaps when not fused). Default 1.
+    #[serde(default = "one_u")]
+    pub kernels: u32,
+    /// Per-step bookkeeping, µs: amax-history roll and scale update, the amax all-reduce over
+    /// the data-parallel group. Default 0.
+    #[serde(default)]
+    pub bookkeeping_us: f64,
+}
+
+impl Default for Fp8RecipeCosts {
+    fn default() -> Self {
+        Fp8RecipeCosts {
+            cast_bytes: d_cast(),
+            amax_bytes: 0.0,
+            grad_cast_bytes: d_grad_cast(),
+            transpose_bytes: d_transpose(),
+            scale_bytes: 0.0,
+            kernels: 1,
+            bookkeeping_us: 0.0,
+        }
+    }
+}
+
+impl Fp8RecipeCosts {
+    /// Every quantity finite and >= 0, at least one kernel.
+    pub fn validate(&self, recipe: &str) -> Result<(), ModelError> {
+        for (name, v) in [
+            ("cast_bytes", self.cast_bytes),
+            ("amax_bytes", self.amax_bytes),
+            ("grad_cast_bytes", self.grad_cast_bytes),
+            ("transpose_bytes", self.transpose_bytes),
+            ("scale_bytes", self.scale_bytes),
+            ("bookkeeping_us", self.bookkeeping_us),
+        ] {
+            non_negative(options(format!("engine.fp8_recipes.{recipe}.{name}")), v)?;
+        }
+        if self.kernels == 0 {
+            return Err(ModelError::invalid(
+                options(format!("engine.fp8_recipes.{recipe}.kernels")),
+                0,
+                "must be >= 1",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Check a recipe name and its costs table.
+pub fn validate_recipes(
+    default: Option<&str>,
+    recipes: &BTreeMap<String, Fp8RecipeCosts>,
+) -> Result<(), ModelError> {
+    let known = |name: &str, key: Key| {
+        if FP8_RECIPES.contains(&name) {
+            Ok(())
+        } else {
+            Err(ModelError::invalid(
+                key,
+                name,
+                format!("unknown recipe; recipes: {}", FP8_RECIPES.join(", ")),
+            ))
+        }
+    };
+    if let Some(r) = default {
+        known(r, Key::options("engine.fp8_recipe"))?;
+    }
+    for (name, costs) in recipes {
+        known(name, options(format!("engine.fp8_recipes.{name}")))?;
+        costs.validate(name)?;
+    }
+    Ok(())
+}
+
+/// What a framework's "selective" recompute saves and reruns.
+///
+/// `attention_core` is modelled (the `selective` policy, Korthikanti et al. 2022); `op_sac`
+/// is **not modelled yet** (the `selective` policy recomputes the attention core whatever
+/// this says).
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SelectiveRecompute {
+    /// Megatron's selective recompute: only the attention core (scores, softmax, dropout,
+    /// ·V) is rerun in the backward pass (Korthikanti et al. 2022 §5; Megatron-LM
+    /// `--recompute-granularity selective`). Default.
+    #[default]
+    AttentionCore,
+    /// torchtitan's per-op selective activation checkpointing: every op of a layer is rerun
+    /// except the saved ones: the attention kernel's output, every second matmul's output and
+    /// the TP reduce-scatters (torchtitan `activation_checkpoint.selective_ac_option = "op"`,
+    /// its `_save_list` in `parallelize_llama.py`).
+    OpSac,
+}
+
+/// How a framework's fully sharded data parallelism works, beyond what `plan.zero_stage` and
+/// the `zero`/`fsdp` strategy parameters (`prefetch_efficiency`, `reshard_after_forward`)
+/// say.
+///
+/// Not modelled yet: the engine models FSDP as ZeRO-3 with one layer's gathers prefetched
+/// behind its neighbour's compute.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct FsdpParams {
+    /// Per-parameter sharding (PyTorch FSDP2 `fully_shard`: each parameter a DTensor sharded
+    /// on dim 0, all-gathered into a flat buffer and copied out per parameter, reduce-scatter
+    /// inputs copied in) instead of FSDP1's one flat parameter per unit (views, no copies).
+    /// Default false.
+    #[serde(default)]
+    pub per_parameter: bool,
+    /// Units whose all-gather is issued ahead of the one computing (FSDP2 prefetches the next
+    /// unit implicitly; `set_modules_to_forward_prefetch` raises it). Default 1.
+    #[serde(default = "one_u")]
+    pub prefetch_depth: u32,
+}
+
+impl Default for FsdpParams {
+    fn default() -> Self {
+        FsdpParams {
+            per_parameter: false,
+            prefetch_depth: 1,
+        }
+    }
+}
+
+fn options(path: String) -> Key {
+    Key::owned(Section::Options, path)
+}
+
+fn non_negative(key: Key, v: f64) -> Result<(), ModelError> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(ModelError::invalid(key, v, "must be a finite number >= 0"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_validation() {
+        assert_eq!(FusedOps::default(), toml::from_str::<FusedOps>("").unwrap());
+        assert_eq!(
+            Fp8RecipeCosts::default(),
+            toml::from_str::<Fp8RecipeCosts>("").unwrap()
+        );
+        assert!(toml::from_str::<FusedOps>("nrom = true").is_err());
+        let mut r = BTreeMap::new();
+        r.insert("mx".to_string(), Fp8RecipeCosts::default());
+        validate_recipes(Some("delayed"), &r).unwrap();
+        let e = validate_recipes(Some("mxfp8"), &r).unwrap_err().to_string();
+        assert!(
+            e.contains("engine.fp8_recipe") && e.contains("tensorwise"),
+            "{e}"
+        );
+        r.insert(
+            "block".into(),
+            Fp8RecipeCosts {
+                amax_bytes: -1.0,
+                ..Fp8RecipeCosts::default()
+            },
+        );
+        let e = validate_recipes(None, &r).unwrap_err().to_string();
+        assert!(e.contains("engine.fp8_recipes.block.amax_bytes"), "{e}");
+        let bad = EfficiencyScales {
+            gemm: 0.0,
+            ..EfficiencyScales::default()
+        };
+        let e = bad.validate("engine.").unwrap_err().to_string();
+        assert!(e.contains("engine.efficiency.gemm"), "{e}");
+        let e = HostCosts {
+            kernel_launch_us: f64::NAN,
+            ..HostCosts::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("engine.host.kernel_launch_us"), "{e}");
+    }
+}
