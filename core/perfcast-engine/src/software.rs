@@ -6,7 +6,8 @@
 //! names no stack gets the numbers it always got. Several of these fields are declared and
 //! validated but **not yet modelled** (each says so: the field's doc begins "Not modelled
 //! yet"); the stack profiles already carry sourced values for them, so the model behind a
-//! field can be switched on without touching the profiles.
+//! field can be switched on without touching the profiles. (The attention kernel a stack
+//! runs is the plan's own `attention`, a kernel family of [`perfcast_core::AttentionKind`].)
 
 use perfcast_core::{Key, ModelError, Section};
 use serde::{Deserialize, Serialize};
@@ -20,65 +21,6 @@ fn one_f() -> f64 {
 }
 fn one_u() -> u32 {
     1
-}
-
-/// Which fused attention kernel a plan with `attention = "flash"` runs.
-///
-/// Not modelled yet: every fused kernel is timed by the compute unit's one fused-attention
-/// model (FlashAttention-style traffic and FLOPs). The kernels differ in achieved throughput
-/// per GPU generation (Dao 2023, FlashAttention-2: 50-73% of A100 peak forward;
-/// Shah et al. 2024, FlashAttention-3: 1.5-2.0x FlashAttention-2 on H100 in BF16, up to
-/// 740 TFLOP/s); the kernel-grounded efficiency curves (issue 14, item 2) read this field.
-#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum FlashKernel {
-    /// No particular kernel: the compute unit's fused-attention model (default).
-    #[default]
-    Generic,
-    /// FlashAttention-2 (Dao 2023), also PyTorch SDPA's flash backend.
-    Flash2,
-    /// FlashAttention-3 (Shah et al. 2024; Hopper: warp specialisation, TMA, FP8).
-    Flash3,
-    /// cuDNN fused attention (cuDNN 8.9+ "fused flash attention"; Transformer Engine's
-    /// `FusedAttention` backend, PyTorch SDPA's cuDNN backend).
-    Cudnn,
-    /// TensorRT-LLM's own kernels: fused multi-head attention for the context phase, masked
-    /// multi-head attention (or XQA for grouped heads) for generation.
-    Trtllm,
-    /// FlashInfer (Ye et al. 2025), vLLM's and SGLang's kernels on Blackwell.
-    Flashinfer,
-}
-
-/// A GPU architecture generation, for stack properties that differ by generation (which
-/// fused attention kernel a framework picks, e.g. Transformer Engine prefers cuDNN on Hopper
-/// and later, FlashAttention on Ampere).
-#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[serde(rename_all = "lowercase")]
-pub enum GpuGeneration {
-    /// sm70 (V100).
-    Volta,
-    /// sm80 (A100, A10, A30).
-    Ampere,
-    /// sm89 (L4, L40S).
-    Ada,
-    /// sm90 (H100, H200, H800, GH200).
-    Hopper,
-    /// sm100 and later (B200, GB200, B300).
-    Blackwell,
-}
-
-impl FlashKernel {
-    /// The name configurations use.
-    pub const fn name(self) -> &'static str {
-        match self {
-            FlashKernel::Generic => "generic",
-            FlashKernel::Flash2 => "flash2",
-            FlashKernel::Flash3 => "flash3",
-            FlashKernel::Cudnn => "cudnn",
-            FlashKernel::Trtllm => "trtllm",
-            FlashKernel::Flashinfer => "flashinfer",
-        }
-    }
 }
 
 /// Multipliers on the achieved throughput of a framework's kernels, where they differ from

@@ -3,7 +3,7 @@
 //! Devices: `system.devices` left at its built-in default becomes `tp x pp x replicas`;
 //! otherwise the plan may use at most `system.devices`.
 
-use crate::stack::{inference_stack, user_set};
+use crate::stack::{generation, inference_stack, user_set};
 use crate::{engine_error, is_set, ScenarioError};
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan};
 use perfcast_host::Config;
@@ -28,7 +28,7 @@ impl InferenceScenario {
             });
         }
         let mut plan: InferencePlan = cfg.extract("inference")?;
-        inference_stack(cfg)?.apply_inference_plan(&mut plan, &user_set(cfg));
+        inference_stack(cfg)?.apply_inference_plan(&mut plan, &user_set(cfg), generation(cfg)?);
         if !is_set(cfg, "system.devices") {
             let gpus = plan.gpus();
             if gpus > 0 && gpus < u32::MAX {

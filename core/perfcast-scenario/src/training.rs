@@ -8,7 +8,7 @@
 //! The stack (`stack = "NAME"`, [`crate::stack`]) fills the plan and option fields the
 //! configuration leaves unset.
 
-use crate::stack::{training_stack, user_set};
+use crate::stack::{generation, training_stack, user_set};
 use crate::{engine_error, is_set, ScenarioError};
 use perfcast_core::System;
 use perfcast_engine::{Training, TrainingOptions, TrainingPlan};
@@ -44,7 +44,7 @@ pub fn plan(cfg: &Config) -> Result<Option<TrainingPlan>, ScenarioError> {
     let Some(mut p) = cfg.extract_opt::<TrainingPlan>("plan")? else {
         return Ok(None);
     };
-    training_stack(cfg)?.apply_training_plan(&mut p, &user_set(cfg));
+    training_stack(cfg)?.apply_training_plan(&mut p, &user_set(cfg), generation(cfg)?);
     Ok(Some(p))
 }
 
@@ -55,7 +55,7 @@ pub fn template(cfg: &Config) -> Result<TrainingPlan, ScenarioError> {
         Some(p) => Ok(p),
         None => {
             let mut p = TrainingPlan::default();
-            training_stack(cfg)?.apply_training_plan(&mut p, &user_set(cfg));
+            training_stack(cfg)?.apply_training_plan(&mut p, &user_set(cfg), generation(cfg)?);
             Ok(p)
         }
     }

@@ -42,7 +42,7 @@ use crate::cases::{
 use crate::flops::{self, StepShape};
 use crate::presets;
 use crate::report::{CaseResult, MetricResult, Report, Status};
-use crate::stacks::StackTable;
+use crate::stacks::{generation_of, StackTable};
 use perfcast_core::parallel::interleaving_degrees;
 use perfcast_core::registry::Registry;
 use perfcast_core::workload::{FfnAct, ModelSpec};
@@ -178,7 +178,7 @@ pub fn training_plan(case: &Case, recompute: &str, stack: &Stack) -> Result<Trai
         dropout: None,
         ..TrainingPlan::default()
     };
-    stack.apply_training_plan(&mut plan, &|_| false);
+    stack.apply_training_plan(&mut plan, &|_| false, generation_of(&case.system.gpu));
     if stack.overlap.tp_comm == TpComm::Available {
         plan.tp_comm_overlap = mentions(case, "--tp-comm-overlap");
     }
@@ -214,7 +214,7 @@ pub fn inference_plan(case: &Case, stack: &Stack) -> Result<InferencePlan, Strin
         kv_dtype: i.kv_precision.unwrap_or(i.precision).dtype(),
         ..InferencePlan::new(1, 1, 1)
     };
-    stack.apply_inference_plan(&mut plan, &|_| false);
+    stack.apply_inference_plan(&mut plan, &|_| false, generation_of(&case.system.gpu));
     Ok(plan)
 }
 

@@ -5,6 +5,7 @@
 
 use crate::cases::Case;
 use perfcast_host::{Config, Sources};
+use perfcast_scenario::stack::GpuGeneration;
 use perfcast_scenario::{Stack, StackKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -159,6 +160,23 @@ impl StackTable {
     }
 }
 
+/// The GPU generation of a catalog accelerator: the first word of its `arch`
+/// (`configs/validation/accelerators.toml`: "Ampere GA100", "Hopper GH100", "Blackwell (2
+/// dies)"); `None` for an architecture that is no NVIDIA generation (CDNA, TPU, Gaudi) or an
+/// unknown id.
+pub fn generation_of(accelerator: &str) -> Option<GpuGeneration> {
+    let cat: toml::Table = toml::from_str(crate::presets::ACCELERATORS).ok()?;
+    let arch = cat
+        .get("gpu")?
+        .as_array()?
+        .iter()
+        .find(|g| g.get("id").and_then(|i| i.as_str()) == Some(accelerator))?
+        .get("arch")?
+        .as_str()?
+        .to_string();
+    GpuGeneration::parse(arch.split_whitespace().next()?)
+}
+
 static FALLBACK: std::sync::LazyLock<Stack> = std::sync::LazyLock::new(Stack::default);
 
 /// A stack preset resolved as `stack = "NAME"` resolves it in a configuration (its base stacks
@@ -221,6 +239,20 @@ mod tests {
         ];
         for (s, want) in table {
             assert_eq!(by_software.get(s).map(String::as_str), Some(want), "{s}");
+        }
+    }
+
+    #[test]
+    fn generations_from_the_catalog() {
+        let table = [
+            ("A100-SXM4-80GB", Some(GpuGeneration::Ampere)),
+            ("H100-SXM5-80GB", Some(GpuGeneration::Hopper)),
+            ("B200-SXM-180GB", Some(GpuGeneration::Blackwell)),
+            ("MI300X", None),
+            ("no-such-gpu", None),
+        ];
+        for (id, want) in table {
+            assert_eq!(generation_of(id), want, "{id}");
         }
     }
 

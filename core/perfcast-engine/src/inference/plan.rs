@@ -1,7 +1,7 @@
 //! What to evaluate (`InferencePlan`) and the serving-stack parameters shared by every
 //! evaluation (`InferenceOptions`).
 
-use crate::software::{EfficiencyScales, FlashKernel, GpuGeneration};
+use crate::software::EfficiencyScales;
 use perfcast_core::{AttentionKind, CollectiveAlgorithm, DType, Key, ModelError};
 use serde::{Deserialize, Serialize};
 
@@ -198,14 +198,6 @@ pub struct InferenceOptions {
     /// Collective algorithm asked of the interconnect (`auto` lets it pick ring or tree).
     #[serde(default)]
     pub collective_algorithm: CollectiveAlgorithm,
-    /// The fused attention kernel of `inference.attention = "flash"` (set by a stack; not
-    /// modelled yet, [`FlashKernel`]). Default `generic`.
-    #[serde(default)]
-    pub flash_kernel: FlashKernel,
-    /// Per GPU generation, the fused kernel where it differs from `flash_kernel` (not modelled
-    /// yet).
-    #[serde(default)]
-    pub flash_kernel_by_generation: std::collections::BTreeMap<GpuGeneration, FlashKernel>,
     /// Multipliers on the runtime's kernel throughput (set by a stack; not modelled yet).
     /// Default 1.
     #[serde(default)]
@@ -226,8 +218,6 @@ impl Default for InferenceOptions {
             max_prefill_tokens: d_prefill_tokens(),
             decode_segments: d_segments(),
             collective_algorithm: CollectiveAlgorithm::Auto,
-            flash_kernel: FlashKernel::default(),
-            flash_kernel_by_generation: Default::default(),
             efficiency: EfficiencyScales::default(),
         }
     }

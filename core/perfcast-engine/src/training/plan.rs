@@ -1,8 +1,8 @@
 //! The execution plan of a training run and the engine's shared parameters.
 
 use crate::software::{
-    validate_recipes, EfficiencyScales, FlashKernel, Fp8RecipeCosts, FsdpParams, FusedOps,
-    GpuGeneration, HostCosts, SelectiveRecompute,
+    validate_recipes, EfficiencyScales, Fp8RecipeCosts, FsdpParams, FusedOps, HostCosts,
+    SelectiveRecompute,
 };
 use perfcast_core::parallel::{CpComm, PlanShape};
 use perfcast_core::{AttentionKind, DType, ModelError};
@@ -184,14 +184,6 @@ pub struct EngineParams {
     /// and library handles of PyTorch take about 0.5-1 GiB on A100/H100).
     #[serde(default = "d_reserve")]
     pub runtime_reserve_gib: f64,
-    /// The fused attention kernel of `plan.attention = "flash"` (not modelled yet). Default
-    /// `generic`.
-    #[serde(default)]
-    pub flash_kernel: FlashKernel,
-    /// Per GPU generation, the fused kernel where it differs from `flash_kernel` (not modelled
-    /// yet).
-    #[serde(default)]
-    pub flash_kernel_by_generation: BTreeMap<GpuGeneration, FlashKernel>,
     /// Multipliers on the framework's kernel throughput (not modelled yet). Default 1.
     #[serde(default)]
     pub efficiency: EfficiencyScales,
@@ -228,8 +220,6 @@ impl Default for EngineParams {
     fn default() -> Self {
         EngineParams {
             runtime_reserve_gib: d_reserve(),
-            flash_kernel: FlashKernel::default(),
-            flash_kernel_by_generation: BTreeMap::new(),
             efficiency: EfficiencyScales::default(),
             host: HostCosts::default(),
             fused: FusedOps::default(),
