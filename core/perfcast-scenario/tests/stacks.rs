@@ -219,12 +219,9 @@ fn the_gpu_generation_picks_the_kernel() {
     ] {
         let f = training_file(&d, node, "stack = \"megatron-core-2024\"\n");
         let cfg = load(&[f], &[]).unwrap();
-        assert_eq!(
-            perfcast_scenario::stack::generation(&cfg)
-                .unwrap()
-                .is_some(),
-            true
-        );
+        assert!(perfcast_scenario::stack::generation(&cfg)
+            .unwrap()
+            .is_some());
         assert_eq!(
             training::plan(&cfg).unwrap().unwrap().attention,
             want,

@@ -66,7 +66,8 @@ fn plans_from_cases() {
     assert!(!p.overlap_grad_reduce);
     let c = case(&f, "mcore_h100_weak_70b");
     let p = harness::training_plan(c, "none", &st(c)).unwrap();
-    assert_eq!(p.attention, AttentionKind::Flash);
+    // Megatron-Core with Transformer Engine runs cuDNN attention on Hopper.
+    assert_eq!(p.attention, AttentionKind::Cudnn);
     assert!(p.tp_comm_overlap && p.overlap_grad_reduce && p.overlap_param_gather);
     assert_eq!((p.zero_stage, p.precision), (1, DType::Bf16));
     assert_eq!(p.cp_comm, CpComm::P2p);
@@ -322,7 +323,11 @@ fn whole_file_keeps_every_case_and_json_shape() {
     let j = r.to_json();
     for c in j["cases"].as_array().unwrap() {
         let keys: Vec<&String> = c.as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["group", "id", "kind", "metrics", "reason", "status"]);
+        assert_eq!(
+            keys,
+            ["group", "id", "kind", "metrics", "reason", "stack", "status"]
+        );
+        assert!(c["stack"]["name"].is_string() && c["stack"]["rule"].as_u64() > Some(0));
         for m in c["metrics"].as_array().unwrap() {
             let keys: Vec<&String> = m.as_object().unwrap().keys().collect();
             assert_eq!(keys, ["measured", "name", "predicted", "rel_error"]);
