@@ -217,7 +217,7 @@ fn the_gpu_generation_picks_the_kernel() {
         ("dgx-a100", AttentionKind::Flash),
         ("dgx-h100", AttentionKind::Cudnn),
     ] {
-        let f = training_file(&d, node, "stack = \"megatron-core-2024\"\n");
+        let f = training_file(&d, node, "stack = \"megatron-core-2025\"\n");
         let cfg = load(&[f], &[]).unwrap();
         assert!(perfcast_scenario::stack::generation(&cfg)
             .unwrap()

@@ -12,8 +12,18 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let filter = std::env::args().nth(1).unwrap_or_default();
-    let results = kernels::run(&ks);
+    // Arguments: an id filter, then `GPU_ID:key=value` overrides.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let filter = args.first().cloned().unwrap_or_default();
+    let mut sets: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for a in args.iter().skip(1) {
+        if let Some((gpu, kv)) = a.split_once(':') {
+            sets.entry(gpu.to_string())
+                .or_default()
+                .push(kv.to_string());
+        }
+    }
+    let results = kernels::run_with(&ks, &sets);
     let mut groups: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for (k, r) in ks.iter().zip(&results) {
         match r.relative_error() {

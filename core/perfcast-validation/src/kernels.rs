@@ -67,6 +67,9 @@ pub struct Kernel {
     #[serde(default)]
     pub out_dtype: Option<KernelDType>,
     pub tflops: f64,
+    /// The library or kernel and its version.
+    #[serde(default)]
+    pub software: String,
     // GEMM shapes.
     #[serde(default)]
     pub m: Option<u64>,
@@ -127,6 +130,20 @@ pub fn parse(text: &str) -> Result<Vec<Kernel>, String> {
         ));
     }
     Ok(f.kernel)
+}
+
+/// The attention kernel family of a measurement, from the library its `software` names
+/// (FlashAttention-3, cuDNN's fused attention, else FlashAttention-2's generation).
+pub fn attention_family(software: &str) -> AttentionKind {
+    let s = software.to_ascii_lowercase();
+    if s.contains("cudnn") {
+        AttentionKind::Cudnn
+    } else if s.contains("flashattention-3") || s.contains("flashattention 3") || s.contains("fa3")
+    {
+        AttentionKind::Flash3
+    } else {
+        AttentionKind::Flash
+    }
 }
 
 /// The source of a measurement: its id's prefix (`mamf`, `deepgemm`, `fa2`, `cudnn`, ...).
@@ -197,7 +214,7 @@ fn ops(k: &Kernel) -> Result<(Vec<ComputeOp>, f64), String> {
                     kv_len: skv,
                     head_dim: (dqk + dv).div_ceil(2),
                     causal,
-                    kind: AttentionKind::Flash,
+                    kind: attention_family(&k.software),
                     dtype: dt,
                     backward,
                 })
@@ -234,13 +251,30 @@ impl KernelResult {
 
 /// Predict every measurement of `kernels` (one device built per accelerator id).
 pub fn run(kernels: &[Kernel]) -> Vec<KernelResult> {
+    run_with(kernels, &BTreeMap::new())
+}
+
+/// [`run`] with `key=value` overrides per accelerator id (`--set` style, e.g. to fit a
+/// device's parameters to its measurements).
+pub fn run_with(kernels: &[Kernel], sets: &BTreeMap<String, Vec<String>>) -> Vec<KernelResult> {
     let mut systems: BTreeMap<String, Result<System, String>> = BTreeMap::new();
     kernels
         .iter()
         .map(|k| {
-            let sys = systems
-                .entry(k.gpu.clone())
-                .or_insert_with(|| Hardware::of(&k.gpu).and_then(|h| h.system()));
+            let sys = systems.entry(k.gpu.clone()).or_insert_with(|| {
+                let mut h = Hardware::of(&k.gpu)?;
+                // Kernels timed alone run at the clock their measurements define: the
+                // sustained-load ratio of end-to-end runs does not apply.
+                let compute: String = h
+                    .config()?
+                    .extract("device.compute")
+                    .map_err(|e| e.to_string())?;
+                h.set(&format!("components.{compute}.sustained_clock_ratio"), 1.0);
+                if let Some(s) = sets.get(&k.gpu) {
+                    h.set_raw(s);
+                }
+                h.system()
+            });
             let predicted = match sys {
                 Ok(s) => predict(k, s),
                 Err(e) => Err(e.clone()),
@@ -258,7 +292,8 @@ pub fn run(kernels: &[Kernel]) -> Vec<KernelResult> {
         .collect()
 }
 
-/// The TFLOP/s `system`'s device reaches on `k`, counted as the source counts.
+/// The TFLOP/s `system`'s device reaches on `k`, counted as the source counts (the kernel's
+/// duration without its launch overhead).
 pub fn predict(k: &Kernel, system: &System) -> Result<f64, String> {
     let (ops, flops) = ops(k)?;
     let mut t = 0.0;
@@ -267,7 +302,10 @@ pub fn predict(k: &Kernel, system: &System) -> Result<f64, String> {
             .compute
             .op_time(op, &system.memory)
             .map_err(|e| format!("{}: {e}", k.id))?;
-        t += r.time.0;
+        // The sources time the kernel's own duration (CUDA events or profiler traces over
+        // back-to-back launches), not the host's launch: the device's launch overhead is
+        // left out.
+        t += r.time.0 - r.overhead.0;
     }
     if !(t.is_finite() && t > 0.0) {
         return Err(format!("{}: predicted time {t} s", k.id));

@@ -66,8 +66,7 @@ fn plans_from_cases() {
     assert!(!p.overlap_grad_reduce);
     let c = case(&f, "mcore_h100_weak_70b");
     let p = harness::training_plan(c, "none", &st(c)).unwrap();
-    // Megatron-Core with Transformer Engine runs cuDNN attention on Hopper.
-    assert_eq!(p.attention, AttentionKind::Cudnn);
+    assert_eq!(p.attention, AttentionKind::Flash);
     assert!(p.tp_comm_overlap && p.overlap_grad_reduce && p.overlap_param_gather);
     assert_eq!((p.zero_stage, p.precision), (1, DType::Bf16));
     assert_eq!(p.cp_comm, CpComm::P2p);

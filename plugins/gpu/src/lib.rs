@@ -93,9 +93,24 @@ pub struct GpuParams {
     /// for narrow tiles).
     #[serde(default)]
     pub tile_n_half: f64,
+    /// Edge of the square output tile whose operand reuse equals the kernels' from the
+    /// on-chip tier (what sets a GEMM's L2 traffic in the roofline; default
+    /// `max(tile_m, tile_n)`). With TMA multicast in a cluster, a cluster of CTAs shares
+    /// operand loads: e.g. a 2x1 cluster of 256x256 two-SM tiles reads A once per 256 columns
+    /// and B once per 512 rows, the reuse of a square tile of 2 / (1/256 + 1/512) = 341.
+    #[serde(default)]
+    pub l2_tile: Option<u64>,
     /// Flash attention per kernel family (`flash`, `flash3`, `cudnn`).
     #[serde(default)]
     pub attention: BTreeMap<AttentionKind, AttentionParams>,
+    /// The clock a device holds under continuous whole-device load (a training step or a
+    /// serving loop: GEMMs, memory-bound kernels, NVLink and NIC traffic back to back)
+    /// relative to the clock its kernel measurements (`matmul_efficiency`, `attention`) were
+    /// taken at, in (0, 1]: the power and thermal limits bind harder when every engine of the
+    /// device draws power. A per-device (per-die) parameter fitted on end-to-end runs; 1 by
+    /// default.
+    #[serde(default = "d_sustained")]
+    pub sustained_clock_ratio: f64,
     /// The power the peaks and efficiencies hold at (the TDP), W ([`power`]).
     #[serde(default)]
     pub rated_power_w: Option<f64>,
@@ -134,6 +149,9 @@ fn d_min_tile_m() -> u64 {
 fn d_k_half() -> f64 {
     64.0
 }
+fn d_sustained() -> f64 {
+    1.0
+}
 // A CUDA kernel launch costs a few microseconds of host and device time (NVIDIA blog "Getting
 // Started with CUDA Graphs", 2019: ~2-4 us per short kernel without graphs).
 fn d_launch() -> f64 {
@@ -146,7 +164,7 @@ pub struct Gpu {
     pub params: GpuParams,
     matrix: [Option<f64>; 8],
     vector: [Option<f64>; 8],
-    /// Clock under the power limit relative to the rated clock.
+    /// Clock relative to the kernel measurements': sustained ratio x power limit.
     clock: f64,
     /// `params.attention` by kind code (no map lookup on the hot path).
     attention: [Option<AttentionParams>; 4],
@@ -210,6 +228,12 @@ impl Gpu {
             });
         }
         non_negative("tile_n_half", p.tile_n_half)?;
+        if p.l2_tile == Some(0) {
+            return Err(PluginError::Params {
+                path: "l2_tile".into(),
+                message: "must be >= 1".into(),
+            });
+        }
         for (kind, a) in &p.attention {
             if !kind.is_flash() {
                 return Err(PluginError::Params {
@@ -221,12 +245,14 @@ impl Gpu {
             }
             a.validate(&format!("attention.{}", kind.name()))?;
         }
-        let clock = PowerParams {
-            rated_power_w: p.rated_power_w,
-            power_limit_w: p.power_limit_w,
-            static_power_fraction: p.static_power_fraction,
-        }
-        .clock_ratio()?;
+        fraction("sustained_clock_ratio", p.sustained_clock_ratio)?;
+        let clock = p.sustained_clock_ratio
+            * PowerParams {
+                rated_power_w: p.rated_power_w,
+                power_limit_w: p.power_limit_w,
+                static_power_fraction: p.static_power_fraction,
+            }
+            .clock_ratio()?;
         if p.min_tile_m == 0 || p.min_tile_m > p.tile_m {
             return Err(PluginError::Params {
                 path: "min_tile_m".into(),
@@ -265,7 +291,8 @@ impl Gpu {
         }
     }
 
-    /// Clock under the power limit relative to the rated clock (1 without a limit).
+    /// Clock relative to the kernel measurements': the sustained ratio times the power limit's
+    /// (1 with neither).
     pub fn clock_ratio(&self) -> f64 {
         self.clock
     }
@@ -310,7 +337,9 @@ impl ComputeUnit for Gpu {
     }
 
     fn gemm_tile(&self) -> u64 {
-        self.params.tile_m.max(self.params.tile_n)
+        self.params
+            .l2_tile
+            .unwrap_or(self.params.tile_m.max(self.params.tile_n))
     }
 }
 

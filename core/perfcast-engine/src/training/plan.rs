@@ -172,7 +172,7 @@ fn d_reserve() -> f64 {
 /// Overlap efficiencies live with the strategies that overlap (plugin parameters of
 /// `tensor`, `context`, `data`, `zero`).
 ///
-/// The fields after `runtime_reserve_gib` describe the software stack (set by a stack
+/// The fields after `overlap_compute_share` describe the software stack (set by a stack
 /// profile, `stack = "NAME"`, beneath the user's `[options.engine]`; [`crate::software`]).
 /// Their defaults are the engine's behaviour without a stack; several are not modelled yet
 /// (their types say which).
@@ -184,6 +184,15 @@ pub struct EngineParams {
     /// and library handles of PyTorch take about 0.5-1 GiB on A100/H100).
     #[serde(default = "d_reserve")]
     pub runtime_reserve_gib: f64,
+    /// Fraction of the device's compute a collective's kernels take while they run beside
+    /// compute (overlap is not free: NCCL runs one thread block per channel on an SM, and
+    /// Transformer Engine's userbuffers kernels use up to 32 SMs, `UB_MAX_SM`): compute
+    /// overlapped by a collective for a time `t` is slowed by `share x t`. Default 0.12: 16
+    /// thread blocks of a 132-SM H100, between the 8 CTAs MLPerf's TP-overlap configurations
+    /// give NCCL (`NCCL_MIN_CTAS=8`) and userbuffers' 32 (a modelling default). 0 for
+    /// collectives driven by copy engines.
+    #[serde(default = "d_overlap_share")]
+    pub overlap_compute_share: f64,
     /// Multipliers on the framework's kernel throughput (not modelled yet). Default 1.
     #[serde(default)]
     pub efficiency: EfficiencyScales,
@@ -216,10 +225,15 @@ pub struct EngineParams {
     pub fsdp: FsdpParams,
 }
 
+fn d_overlap_share() -> f64 {
+    0.12
+}
+
 impl Default for EngineParams {
     fn default() -> Self {
         EngineParams {
             runtime_reserve_gib: d_reserve(),
+            overlap_compute_share: d_overlap_share(),
             efficiency: EfficiencyScales::default(),
             host: HostCosts::default(),
             fused: FusedOps::default(),
