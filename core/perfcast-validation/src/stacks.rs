@@ -165,17 +165,24 @@ impl StackTable {
 /// dies)"); `None` for an architecture that is no NVIDIA generation (CDNA, TPU, Gaudi) or an
 /// unknown id.
 pub fn generation_of(accelerator: &str) -> Option<GpuGeneration> {
-    let cat: toml::Table = toml::from_str(crate::presets::ACCELERATORS).ok()?;
-    let arch = cat
-        .get("gpu")?
-        .as_array()?
-        .iter()
-        .find(|g| g.get("id").and_then(|i| i.as_str()) == Some(accelerator))?
-        .get("arch")?
-        .as_str()?
-        .to_string();
-    GpuGeneration::parse(arch.split_whitespace().next()?)
+    GENERATIONS.get(accelerator).copied().flatten()
 }
+
+/// The catalog's `arch` of every accelerator, read once.
+static GENERATIONS: std::sync::LazyLock<BTreeMap<String, Option<GpuGeneration>>> =
+    std::sync::LazyLock::new(|| {
+        let cat: toml::Table = toml::from_str(crate::presets::ACCELERATORS).unwrap_or_default();
+        let gpus = cat.get("gpu").and_then(|g| g.as_array());
+        gpus.into_iter()
+            .flatten()
+            .filter_map(|g| {
+                let id = g.get("id")?.as_str()?.to_string();
+                let arch = g.get("arch").and_then(|a| a.as_str()).unwrap_or("");
+                let first = arch.split_whitespace().next().unwrap_or("");
+                Some((id, GpuGeneration::parse(first)))
+            })
+            .collect()
+    });
 
 static FALLBACK: std::sync::LazyLock<Stack> = std::sync::LazyLock::new(Stack::default);
 
