@@ -530,6 +530,26 @@ fn stacks_are_selected_listed_and_explained() {
         &perfcast_in(&d, &["predict", &cfg, "--set", "stack=vllm-2025"], &[]),
         &["inference runtime", "training stack"],
     );
+    // A sweep over stacks (the base config names one, so the key exists).
+    write(
+        &d,
+        "base.toml",
+        &format!("stack = \"generic\"\ninclude = [\"{cfg}\"]\n"),
+    );
+    write(
+        &d,
+        "stacks.toml",
+        "configs = [\"base.toml\"]\nmode = \"evaluate\"\n[[points]]\nstack = \"megatron-lm-2021\"\n[[points]]\nstack = \"megatron-core-2024\"\n",
+    );
+    let o = perfcast_in(&d, &["sweep", "stacks.toml"], &[]);
+    ok(&o);
+    let rows: Vec<&str> = o.stdout.lines().collect();
+    assert!(
+        rows[0].starts_with("stack,") && rows.len() == 3,
+        "{}",
+        o.stdout
+    );
+    assert!(rows[1].starts_with("megatron-lm-2021,") && rows[2].starts_with("megatron-core-2024,"));
     write(&d, "bad-stack.toml", "[software.host]\ncuda_graph = true\n");
     fails(
         &perfcast_in(&d, &["predict", &cfg, "--set", "stack=bad-stack.toml"], &[]),
