@@ -9,9 +9,9 @@
 //! field can be switched on without touching the profiles. (The attention kernel a stack
 //! runs is the plan's own `attention`, a kernel family of [`perfcast_core::AttentionKind`].)
 
+use crate::training::CastCosts;
 use perfcast_core::{Key, ModelError, Section};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 fn yes() -> bool {
     true
@@ -167,137 +167,77 @@ impl Default for FusedOps {
     }
 }
 
-/// The low-precision scaling recipes, as the validation schema names them
-/// (`training.fp8_recipe`): `delayed` (amax history), `current` (per-tensor current scaling,
-/// Transformer Engine), `tensorwise` (torchao dynamic per-tensor), `rowwise` (torchao per-row
-/// and per-column), `mx` (MXFP8: 1x32 blocks, E8M0 scales), `block` (1x128 activations,
-/// 128x128 weights), `nvfp4` (fp4: 16-element blocks with fp8 scales and a per-tensor scale).
-pub const FP8_RECIPES: [&str; 7] = [
-    "delayed",
-    "current",
-    "tensorwise",
-    "rowwise",
-    "mx",
-    "block",
-    "nvfp4",
-];
-
-fn d_cast() -> f64 {
-    3.0
-}
-fn d_grad_cast() -> f64 {
-    4.0
-}
-fn d_transpose() -> f64 {
-    2.0
-}
-
-/// What quantising for one low-precision recipe costs in a framework: bytes of device-memory
-/// traffic per element of the quantised tensor, kernels per quantisation, and per-step
-/// bookkeeping.
-///
-/// The defaults are the engine's fp8 model (Transformer Engine delayed scaling, `training::ops`):
-/// each GEMM input cast reading 16 bits and writing 8 (`3`); in the backward pass the output
-/// gradient cast and transposed (`4`) and the saved input transposed (`2`); amax taken inside
-/// the cast kernel. `cast_bytes`, `grad_cast_bytes` and `transpose_bytes` are modelled today
-/// only at these defaults (the engine's constants); the other fields are **not modelled
-/// yet**.
-#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq)]
+/// A framework's own quantisation costs for one low-precision recipe, where they differ from
+/// the compulsory traffic of fused kernels ([`crate::training::Fp8Recipe::costs`], the
+/// engine's model): bytes of device-memory traffic per element of the quantised 16-bit
+/// tensor, kernels per quantisation. Each field is optional: an unset field keeps the
+/// engine's value. Eager PyTorch, for one, runs the amax and the cast as several kernels
+/// (more traffic); Transformer Engine writes an MX or block-scaled tensor's row- and
+/// column-wise copies in one pass (less). Applied by [`crate::EngineParams::recipe_costs`].
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
-pub struct Fp8RecipeCosts {
-    /// Forward: bytes per element to quantise a GEMM input (read the 16-bit tensor, write the
-    /// low-precision one and, for recipes that need both, its transposed or column-wise copy).
-    #[serde(default = "d_cast")]
-    pub cast_bytes: f64,
-    /// Bytes per element read to find the scale before the cast can run (current and dynamic
-    /// scaling reduce the whole tensor's amax first: a second pass over its 16-bit values; 0
-    /// when the amax comes from history or is fused into the cast or its producer).
+pub struct CastCostsOverride {
+    /// Forward: quantise a GEMM input.
     #[serde(default)]
-    pub amax_bytes: f64,
-    /// Backward: bytes per element to quantise the output gradient (cast and transpose, or
-    /// both orientations for block-scaled recipes).
-    #[serde(default = "d_grad_cast")]
-    pub grad_cast_bytes: f64,
-    /// Backward: bytes per element to lay out the saved input for the weight-gradient GEMM (a
-    /// transpose of the fp8 copy; 0 when the forward already wrote both orientations; 3 when
-    /// it is re-quantised column-wise from a 16-bit copy).
-    #[serde(default = "d_transpose")]
-    pub transpose_bytes: f64,
-    /// Scale factors written per element (fp32 per 128-element block: 4/128; E8M0 per 32:
-    /// 1/32; 0 for one scale per tensor).
+    pub cast: Option<f64>,
+    /// Read for the amax before the cast can run.
     #[serde(default)]
-    pub scale_bytes: f64,
-    /// Kernels per quantisation (host cost and launch gaps when not fused). Default 1.
-    #[serde(default = "one_u")]
-    pub kernels: u32,
-    /// Per-step bookkeeping, µs: amax-history roll and scale update, the amax all-reduce over
-    /// the data-parallel group. Default 0.
+    pub amax: Option<f64>,
+    /// Backward: quantise the output gradient for both backward GEMMs.
     #[serde(default)]
-    pub bookkeeping_us: f64,
+    pub grad_cast: Option<f64>,
+    /// Backward: lay out the saved input for the weight-gradient GEMM.
+    #[serde(default)]
+    pub transpose: Option<f64>,
+    /// Scale factors written per quantised element.
+    #[serde(default)]
+    pub scale: Option<f64>,
+    /// Kernels per quantisation.
+    #[serde(default)]
+    pub kernels: Option<u32>,
+    /// Per-step bookkeeping, µs: amax-history roll and scale update, the amax all-reduce
+    /// over the data-parallel group. Not modelled yet. Default none (0).
+    #[serde(default)]
+    pub bookkeeping_us: Option<f64>,
 }
 
-impl Default for Fp8RecipeCosts {
-    fn default() -> Self {
-        Fp8RecipeCosts {
-            cast_bytes: d_cast(),
-            amax_bytes: 0.0,
-            grad_cast_bytes: d_grad_cast(),
-            transpose_bytes: d_transpose(),
-            scale_bytes: 0.0,
-            kernels: 1,
-            bookkeeping_us: 0.0,
+impl CastCostsOverride {
+    /// `base` with the fields this sets replaced.
+    pub fn apply(&self, base: CastCosts) -> CastCosts {
+        CastCosts {
+            cast: self.cast.unwrap_or(base.cast),
+            amax: self.amax.unwrap_or(base.amax),
+            grad_cast: self.grad_cast.unwrap_or(base.grad_cast),
+            transpose: self.transpose.unwrap_or(base.transpose),
+            scale: self.scale.unwrap_or(base.scale),
+            kernels: self.kernels.unwrap_or(base.kernels),
         }
     }
-}
 
-impl Fp8RecipeCosts {
-    /// Every quantity finite and >= 0, at least one kernel.
-    pub fn validate(&self, recipe: &str) -> Result<(), ModelError> {
+    /// Every quantity finite and >= 0, at least one kernel; `path` names the table in errors
+    /// (`engine.fp8_recipes.mx`).
+    pub fn validate(&self, path: &str) -> Result<(), ModelError> {
         for (name, v) in [
-            ("cast_bytes", self.cast_bytes),
-            ("amax_bytes", self.amax_bytes),
-            ("grad_cast_bytes", self.grad_cast_bytes),
-            ("transpose_bytes", self.transpose_bytes),
-            ("scale_bytes", self.scale_bytes),
+            ("cast", self.cast),
+            ("amax", self.amax),
+            ("grad_cast", self.grad_cast),
+            ("transpose", self.transpose),
+            ("scale", self.scale),
             ("bookkeeping_us", self.bookkeeping_us),
         ] {
-            non_negative(options(format!("engine.fp8_recipes.{recipe}.{name}")), v)?;
+            if let Some(v) = v {
+                non_negative(options(format!("{path}.{name}")), v)?;
+            }
         }
-        if self.kernels == 0 {
+        if self.kernels == Some(0) {
             return Err(ModelError::invalid(
-                options(format!("engine.fp8_recipes.{recipe}.kernels")),
+                options(format!("{path}.kernels")),
                 0,
                 "must be >= 1",
             ));
         }
         Ok(())
     }
-}
-
-/// Check a recipe name and its costs table.
-pub fn validate_recipes(
-    default: Option<&str>,
-    recipes: &BTreeMap<String, Fp8RecipeCosts>,
-) -> Result<(), ModelError> {
-    let known = |name: &str, key: Key| {
-        if FP8_RECIPES.contains(&name) {
-            Ok(())
-        } else {
-            Err(ModelError::invalid(
-                key,
-                name,
-                format!("unknown recipe; recipes: {}", FP8_RECIPES.join(", ")),
-            ))
-        }
-    };
-    if let Some(r) = default {
-        known(r, Key::options("engine.fp8_recipe"))?;
-    }
-    for (name, costs) in recipes {
-        known(name, options(format!("engine.fp8_recipes.{name}")))?;
-        costs.validate(name)?;
-    }
-    Ok(())
 }
 
 /// What a framework's "selective" recompute saves and reruns.
@@ -369,28 +309,29 @@ mod tests {
     #[test]
     fn defaults_and_validation() {
         assert_eq!(FusedOps::default(), toml::from_str::<FusedOps>("").unwrap());
-        assert_eq!(
-            Fp8RecipeCosts::default(),
-            toml::from_str::<Fp8RecipeCosts>("").unwrap()
-        );
         assert!(toml::from_str::<FusedOps>("nrom = true").is_err());
-        let mut r = BTreeMap::new();
-        r.insert("mx".to_string(), Fp8RecipeCosts::default());
-        validate_recipes(Some("delayed"), &r).unwrap();
-        let e = validate_recipes(Some("mxfp8"), &r).unwrap_err().to_string();
-        assert!(
-            e.contains("engine.fp8_recipe") && e.contains("tensorwise"),
-            "{e}"
-        );
-        r.insert(
-            "block".into(),
-            Fp8RecipeCosts {
-                amax_bytes: -1.0,
-                ..Fp8RecipeCosts::default()
-            },
-        );
-        let e = validate_recipes(None, &r).unwrap_err().to_string();
-        assert!(e.contains("engine.fp8_recipes.block.amax_bytes"), "{e}");
+        // An override replaces only what it sets.
+        let base = crate::training::Fp8Recipe::Tensorwise.costs();
+        let o: CastCostsOverride = toml::from_str("amax = 6.0\nkernels = 7").unwrap();
+        let c = o.apply(base);
+        assert_eq!((c.amax, c.kernels, c.cast), (6.0, 7, base.cast));
+        assert_eq!(CastCostsOverride::default().apply(base), base);
+        let e = CastCostsOverride {
+            grad_cast: Some(-1.0),
+            ..Default::default()
+        }
+        .validate("engine.fp8_recipes.block")
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("engine.fp8_recipes.block.grad_cast"), "{e}");
+        let e = CastCostsOverride {
+            kernels: Some(0),
+            ..Default::default()
+        }
+        .validate("engine.fp8_recipes.mx")
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("engine.fp8_recipes.mx.kernels"), "{e}");
         let bad = EfficiencyScales {
             gemm: 0.0,
             ..EfficiencyScales::default()

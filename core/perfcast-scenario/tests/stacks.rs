@@ -5,6 +5,7 @@ use perfcast_core::parallel::CpComm;
 use perfcast_core::AttentionKind;
 use perfcast_engine::inference::InferenceOptions;
 use perfcast_engine::software::SelectiveRecompute;
+use perfcast_engine::training::Fp8Recipe;
 use perfcast_engine::TrainingOptions;
 use perfcast_host::{stack_names, Config, Sources};
 use perfcast_scenario::stack::{GpuGeneration, TpComm, MAPPING};
@@ -186,10 +187,35 @@ fn option_fields_follow_the_stack() {
     assert_eq!(e.selective_recompute, SelectiveRecompute::OpSac);
     assert!(e.fsdp.per_parameter && e.fused.cross_entropy && !e.host.cuda_graphs);
     assert_eq!(e.host.kernel_launch_us, 3.0, "the user's value wins");
-    assert_eq!(e.fp8_recipe.as_deref(), Some("tensorwise"));
-    // The base's eager costs are replaced by the compiled ones, recipe by recipe.
-    assert_eq!(e.fp8_recipes["tensorwise"].cast_bytes, 3.0);
-    assert_eq!(e.fp8_recipes["rowwise"].grad_cast_bytes, 6.0);
+    // The compiled stack keeps the engine's fused quantisation costs; the eager one sets its
+    // own, field by field, over them.
+    assert!(e.fp8_recipes.is_empty());
+    let cfg = load(std::slice::from_ref(&f), &["stack=torchtitan-eager-2025"]).unwrap();
+    let e = training::options(&cfg).unwrap().engine;
+    let t = e.recipe_costs(Fp8Recipe::Tensorwise);
+    let fused = Fp8Recipe::Tensorwise.costs();
+    assert_eq!((t.cast, t.amax, t.kernels), (27.0, 6.0, 7));
+    assert_eq!(t.scale, fused.scale, "unset fields keep the engine's");
+    assert_eq!(e.recipe_costs(Fp8Recipe::Mx), Fp8Recipe::Mx.costs());
+    // The stack's recipe for an fp8 plan that names none; a named one stays.
+    let p = training::plan(&load(std::slice::from_ref(&f), &["plan.precision=\"fp8\""]).unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!(p.fp8_recipe, Some(Fp8Recipe::Tensorwise));
+    let p = training::plan(
+        &load(
+            std::slice::from_ref(&f),
+            &["plan.precision=\"fp8\"", "plan.fp8_recipe=\"rowwise\""],
+        )
+        .unwrap(),
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(p.fp8_recipe, Some(Fp8Recipe::Rowwise));
+    let p = training::plan(&load(std::slice::from_ref(&f), &[]).unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!(p.fp8_recipe, None, "a bf16 plan takes no recipe");
     let i = write(
         &d,
         "infer.toml",

@@ -174,6 +174,7 @@ pub fn training_plan(case: &Case, recompute: &str, stack: &Stack) -> Result<Trai
             .transpose()?,
         schedule: None,
         precision: t.precision.dtype(),
+        fp8_recipe: t.fp8_recipe,
         fp32_grad_accum: false,
         dropout: None,
         ..TrainingPlan::default()

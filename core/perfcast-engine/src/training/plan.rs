@@ -1,8 +1,8 @@
 //! The execution plan of a training run and the engine's shared parameters.
 
+use super::recipe::{CastCosts, Fp8Recipe};
 use crate::software::{
-    validate_recipes, EfficiencyScales, Fp8RecipeCosts, FsdpParams, FusedOps, HostCosts,
-    SelectiveRecompute,
+    CastCostsOverride, EfficiencyScales, FsdpParams, FusedOps, HostCosts, SelectiveRecompute,
 };
 use perfcast_core::parallel::{CpComm, PlanShape};
 use perfcast_core::{AttentionKind, DType, ModelError};
@@ -69,10 +69,15 @@ pub struct TrainingPlan {
     /// Default: `interleaved-1f1b` when `vpp > 1`, else `1f1b`.
     #[serde(default)]
     pub schedule: Option<String>,
-    /// GEMM precision: `bf16`, `fp16` (mixed precision, fp32 master weights) or `fp8`
-    /// (Transformer Engine: fp8 GEMM inputs, bf16 activations elsewhere).
+    /// GEMM precision: `bf16`, `fp16` (mixed precision, fp32 master weights), `fp8` (fp8
+    /// GEMM inputs, bf16 activations elsewhere) or `fp4` (NVFP4 GEMMs).
     #[serde(default = "d_precision")]
     pub precision: DType,
+    /// The low-precision recipe of `fp8`/`fp4` GEMMs ([`Fp8Recipe`]: `delayed`, `current`,
+    /// `tensorwise`, `rowwise`, `block`, `mx`, `nvfp4`). Default: `delayed` for fp8
+    /// (Transformer Engine's default), `nvfp4` for fp4.
+    #[serde(default)]
+    pub fp8_recipe: Option<Fp8Recipe>,
     /// Gradients accumulated and reduced in fp32 (18 instead of 16 bytes per parameter).
     #[serde(default)]
     pub fp32_grad_accum: bool,
@@ -116,6 +121,7 @@ impl Default for TrainingPlan {
             recompute_layers: None,
             schedule: None,
             precision: d_precision(),
+            fp8_recipe: None,
             fp32_grad_accum: false,
             attention: d_attention(),
             dropout: None,
@@ -128,6 +134,10 @@ impl Default for TrainingPlan {
 }
 
 impl TrainingPlan {
+    /// The low-precision recipe the GEMMs run (none for 16-bit plans).
+    pub fn recipe(&self) -> Option<Fp8Recipe> {
+        self.fp8_recipe.or(Fp8Recipe::default_for(self.precision))
+    }
     /// The plain-data view the execution plugins see.
     pub fn shape(&self) -> PlanShape {
         PlanShape {
@@ -203,14 +213,11 @@ pub struct EngineParams {
     /// program books).
     #[serde(default)]
     pub fused: FusedOps,
-    /// The recipe of `plan.precision = "fp8"` when the plan names none (a name of
-    /// [`crate::software::FP8_RECIPES`]). Default none: the engine's fp8 cast model.
+    /// Per recipe, a framework's own quantisation costs where they differ from the fused
+    /// kernels' compulsory traffic of [`Fp8Recipe::costs`] (each field optional; set by a
+    /// stack, e.g. eager PyTorch's separate amax and cast kernels). Default none.
     #[serde(default)]
-    pub fp8_recipe: Option<String>,
-    /// Quantisation costs per recipe name (not modelled yet beyond the defaults, which are
-    /// the engine's fp8 cast model).
-    #[serde(default)]
-    pub fp8_recipes: BTreeMap<String, Fp8RecipeCosts>,
+    pub fp8_recipes: BTreeMap<Fp8Recipe, CastCostsOverride>,
     /// Parameters all-gathered in fp8 (torchtitan `enable_fsdp_float8_all_gather`,
     /// Megatron-Core `--fp8-param-gather`) instead of 16 bits (not modelled yet). Default
     /// false.
@@ -237,7 +244,6 @@ impl Default for EngineParams {
             efficiency: EfficiencyScales::default(),
             host: HostCosts::default(),
             fused: FusedOps::default(),
-            fp8_recipe: None,
             fp8_recipes: BTreeMap::new(),
             fp8_param_gather: false,
             selective_recompute: SelectiveRecompute::default(),
@@ -247,11 +253,23 @@ impl Default for EngineParams {
 }
 
 impl EngineParams {
+    /// The quantisation costs of `recipe`: the compulsory traffic of fused kernels with the
+    /// stack's overrides ([`EngineParams::fp8_recipes`]) applied.
+    pub fn recipe_costs(&self, recipe: Fp8Recipe) -> CastCosts {
+        let base = recipe.costs();
+        match self.fp8_recipes.get(&recipe) {
+            Some(o) => o.apply(base),
+            None => base,
+        }
+    }
+
     /// Reject the software fields' values outside their documented ranges, naming the key.
     pub fn validate_software(&self) -> Result<(), ModelError> {
         self.efficiency.validate("engine.")?;
         self.host.validate()?;
-        validate_recipes(self.fp8_recipe.as_deref(), &self.fp8_recipes)?;
+        for (recipe, o) in &self.fp8_recipes {
+            o.validate(&format!("engine.fp8_recipes.{recipe}"))?;
+        }
         if self.fsdp.prefetch_depth == 0 {
             return Err(ModelError::invalid(
                 perfcast_core::Key::options("engine.fsdp.prefetch_depth"),

@@ -105,9 +105,9 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
     ),
     (
         "fp8.recipe",
-        "options.engine.fp8_recipe",
+        "plan.fp8_recipe",
         "-",
-        "not modelled yet",
+        "modelled; for a plan of the recipe's format that names none",
     ),
     (
         "fp8.param_gather",
@@ -119,7 +119,7 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
         "fp8.recipes.*",
         "options.engine.fp8_recipes.*",
         "-",
-        "not modelled yet beyond the defaults (the engine's fp8 cast model)",
+        "modelled: each field set replaces the engine's compulsory quantisation traffic of that recipe (`bookkeeping_us` not modelled yet)",
     ),
     (
         "fsdp.per_parameter",
@@ -229,6 +229,12 @@ impl Stack {
             o.param_gather,
         );
         put(set, "plan.cp_comm", &mut plan.cp_comm, o.cp_exchange);
+        // The stack's recipe, for a plan of its format that names none.
+        if let Some(r) = self.fp8.recipe {
+            if plan.fp8_recipe.is_none() && r.dtype() == plan.precision {
+                put(set, "plan.fp8_recipe", &mut plan.fp8_recipe, Some(r));
+            }
+        }
     }
 
     /// Set the stack's training-option fields of `opts` that the user did not set.
@@ -272,23 +278,15 @@ impl Stack {
             &mut e.host.step_overhead_us,
             h.step_overhead_us,
         );
-        if self.fp8.recipe.is_some() {
-            put(
-                set,
-                &k("fp8_recipe"),
-                &mut e.fp8_recipe,
-                self.fp8.recipe.clone(),
-            );
-        }
         put(
             set,
             &k("fp8_param_gather"),
             &mut e.fp8_param_gather,
             self.fp8.param_gather,
         );
-        for (name, costs) in &self.fp8.recipes {
-            if !set(&k(&format!("fp8_recipes.{name}"))) {
-                e.fp8_recipes.insert(name.clone(), *costs);
+        for (recipe, costs) in &self.fp8.recipes {
+            if !set(&k(&format!("fp8_recipes.{recipe}"))) {
+                e.fp8_recipes.insert(*recipe, *costs);
             }
         }
         put(

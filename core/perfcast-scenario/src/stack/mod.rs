@@ -21,7 +21,7 @@ pub use sections::{
 };
 
 use crate::{is_set, ScenarioError};
-use perfcast_engine::software::{EfficiencyScales, FusedOps, FP8_RECIPES};
+use perfcast_engine::software::{EfficiencyScales, FusedOps};
 use perfcast_host::Config;
 use serde::{Deserialize, Serialize};
 
@@ -131,26 +131,10 @@ impl Stack {
                 );
             }
         }
-        let recipes = FP8_RECIPES.join(", ");
-        if let Some(r) = &self.fp8.recipe {
-            if !FP8_RECIPES.contains(&r.as_str()) {
-                return bad(
-                    "software.fp8.recipe",
-                    &format!("unknown recipe `{r}`; recipes: {recipes}"),
-                );
-            }
-        }
         for (r, c) in &self.fp8.recipes {
-            if !FP8_RECIPES.contains(&r.as_str()) {
-                return bad(
-                    &format!("software.fp8.recipes.{r}"),
-                    &format!("unknown recipe; recipes: {recipes}"),
-                );
-            }
-            if let Err(e) = c.validate(r) {
+            if let Err(e) = c.validate(&format!("software.fp8.recipes.{r}")) {
                 let (k, m) = key_and_rule(e);
-                let field = k.rsplit('.').next().unwrap_or_default().to_string();
-                return bad(&format!("software.fp8.recipes.{r}.{field}"), &m);
+                return bad(&k, &m);
             }
         }
         let o = &self.overlap;

@@ -2,7 +2,8 @@
 
 use perfcast_core::parallel::CpComm;
 use perfcast_core::AttentionKind;
-use perfcast_engine::software::{Fp8RecipeCosts, SelectiveRecompute};
+use perfcast_engine::software::{CastCostsOverride, SelectiveRecompute};
+use perfcast_engine::training::Fp8Recipe;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -193,12 +194,14 @@ pub struct HostSw {
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct Fp8Sw {
-    /// The recipe fp8 training uses when the plan names none.
-    pub recipe: Option<String>,
+    /// The recipe low-precision training uses when the plan names none (of the plan's
+    /// format: an fp8 recipe for `precision = "fp8"`, `nvfp4` for `fp4`).
+    pub recipe: Option<Fp8Recipe>,
     /// Parameters all-gathered in fp8.
     pub param_gather: bool,
-    /// Quantisation costs per recipe (`[software.fp8.recipes.NAME]`).
-    pub recipes: BTreeMap<String, Fp8RecipeCosts>,
+    /// The framework's own quantisation costs per recipe, where they differ from the fused
+    /// kernels' compulsory traffic (`[software.fp8.recipes.NAME]`, each field optional).
+    pub recipes: BTreeMap<Fp8Recipe, CastCostsOverride>,
 }
 
 fn one() -> u32 {
