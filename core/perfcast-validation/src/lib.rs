@@ -19,6 +19,7 @@ pub mod cases;
 pub mod collectives;
 pub mod flops;
 pub mod harness;
+pub mod kernels;
 pub mod presets;
 pub mod report;
 
