@@ -300,11 +300,21 @@ impl Switched {
         }
     }
 
-    /// Whether `g`'s rings leave their domain on another rail than they arrive on.
-    fn crosses_rails(g: &GroupPlacement, u: u64) -> bool {
-        g.axes()
-            .iter()
-            .any(|a| a.stride % u != 0 && (a.degree - 1) * a.stride >= u)
+    /// Two members of `g` that talk across domains on different rails, if any: a ring's
+    /// neighbours (all-to-all: any two members), in member order.
+    fn cross_rail_pair(g: &GroupPlacement, u: u64, kind: CollectiveKind) -> Option<(u64, u64)> {
+        let p = g.ranks();
+        let crosses = |a: u64, b: u64| a / u != b / u && a % u != b % u;
+        if kind == CollectiveKind::AllToAll {
+            let first = g.member(0);
+            return (1..p)
+                .map(|i| g.member(i))
+                .find(|&b| crosses(first, b))
+                .map(|b| (first, b));
+        }
+        (0..p)
+            .map(|i| (g.member(i), g.member((i + 1) % p)))
+            .find(|&(a, b)| crosses(a, b))
     }
 }
 
@@ -388,16 +398,13 @@ impl Topology for Switched {
         }
         let nic = links::nic(self.kind, &l)?;
         if let Wiring::RailOnly { forwarding: false } = self.wiring {
-            if Self::crosses_rails(g, l.domain) || (kind == CollectiveKind::AllToAll && shape.r > 1)
-            {
+            if let Some((a, b)) = Self::cross_rail_pair(g, l.domain, kind) {
                 return Err(self.fail(format!(
-                    "cannot place the group: its traffic goes between rails and forwarding \
-                     through the scale-up domain is off (forwarding = false); ranks {} and {} \
-                     are on rails {} and {}",
-                    g.member(0),
-                    g.member(shape.r.min(shape.p - 1)),
-                    g.member(0) % l.domain,
-                    g.member(shape.r.min(shape.p - 1)) % l.domain
+                    "cannot place the group: devices {a} (rail {}) and {b} (rail {}) are in \
+                     different nodes and on different rails, and forwarding through the \
+                     scale-up domain is off (forwarding = false)",
+                    a % l.domain,
+                    b % l.domain
                 )));
             }
         }
