@@ -169,6 +169,36 @@ pub trait FfiInterconnect: Send + Sync {
     ) -> RResult<f64, FfiError>;
 }
 
+/// The root module of Rust ABI 1.0, frozen: what a plugin built against 1.0 exports. The
+/// loader checks a library against it when the current layout does not match, and serves
+/// the 1.0 categories (compute units, memory tiers, interconnects).
+pub mod v1_0 {
+    use super::*;
+
+    /// Rust ABI 1.0's root module (never changes).
+    #[repr(C)]
+    #[derive(StableAbi)]
+    #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
+    #[sabi(missing_field(panic))]
+    pub struct PluginModule {
+        pub describe: extern "C" fn() -> PluginDescriptor,
+        pub new_compute_unit:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiComputeUnitBox, FfiError>,
+        pub new_memory_tier:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiMemoryTierBox, FfiError>,
+        #[sabi(last_prefix_field)]
+        pub new_interconnect:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>,
+    }
+
+    impl RootModule for PluginModuleRef {
+        declare_root_module_statics! {PluginModuleRef}
+        const BASE_NAME: &'static str = "perfcast_plugin";
+        const NAME: &'static str = "perfcast_plugin";
+        const VERSION_STRINGS: VersionStrings = VersionStrings::new("1.0.0");
+    }
+}
+
 /// A network level as a topology plugin sees it (Rust ABI 1.1).
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, Copy, PartialEq)]
@@ -322,36 +352,6 @@ impl RootModule for PluginModuleRef {
     const BASE_NAME: &'static str = "perfcast_plugin";
     const NAME: &'static str = "perfcast_plugin";
     const VERSION_STRINGS: VersionStrings = VersionStrings::new(RUST_ABI_VERSION);
-}
-
-/// The root module of Rust ABI 1.0, frozen: what a plugin built against 1.0 exports. The
-/// loader checks a library against it when the current layout does not match, and serves
-/// the 1.0 categories (compute units, memory tiers, interconnects).
-pub mod v1_0 {
-    use super::*;
-
-    /// Rust ABI 1.0's root module (never changes).
-    #[repr(C)]
-    #[derive(StableAbi)]
-    #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
-    #[sabi(missing_field(panic))]
-    pub struct PluginModule {
-        pub describe: extern "C" fn() -> PluginDescriptor,
-        pub new_compute_unit:
-            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiComputeUnitBox, FfiError>,
-        pub new_memory_tier:
-            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiMemoryTierBox, FfiError>,
-        #[sabi(last_prefix_field)]
-        pub new_interconnect:
-            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>,
-    }
-
-    impl RootModule for PluginModuleRef {
-        declare_root_module_statics! {PluginModuleRef}
-        const BASE_NAME: &'static str = "perfcast_plugin";
-        const NAME: &'static str = "perfcast_plugin";
-        const VERSION_STRINGS: VersionStrings = VersionStrings::new("1.0.0");
-    }
 }
 
 /// The exported symbol abi_stable looks for (`abi_stable::library::ROOT_MODULE_LOADER_NAME`),

@@ -8,7 +8,7 @@
 //! `src/graph/tuning.cc`, 2.19: `baseLat`, `hwLat`, the LL/LL128 factors and CollNet's
 //! 0.9 x 0.85); the efficiencies NCCL has no figure for are fitted once on the nccl-tests
 //! sweeps of `configs/validation/collectives.toml` (shared by every case; see
-//! `configs/validation/CALIBRATION.md`). Every one is a named parameter of the `collectives`
+//! `configs/validation/COLLECTIVES.md`). Every one is a named parameter of the `collectives`
 //! table of a topology component.
 //!
 //! A step takes the slower of the link's own latency (its level's `latency`) and NCCL's

@@ -51,6 +51,8 @@ pub struct GroupSummary {
     pub passing: usize,
     /// Mean |predicted / measured - 1|, percent.
     pub mean_abs_error_pct: f64,
+    /// The same over the entries of the bandwidth regime (the 15% target), if any.
+    pub bandwidth_mean_abs_error_pct: Option<f64>,
     /// The ratio farthest from 1 (in log terms).
     pub worst_ratio: f64,
 }
@@ -102,6 +104,14 @@ impl Report {
                     100.0 * ratios.iter().map(|r| (r - 1.0).abs()).sum::<f64>()
                         / ratios.len() as f64
                 };
+                let bw: Vec<f64> = es
+                    .iter()
+                    .filter(|e| matches!(&e.outcome, Ok(p) if p.regime == Regime::Bandwidth))
+                    .filter_map(|e| e.ratio())
+                    .collect();
+                let bandwidth_mean_abs_error_pct = (!bw.is_empty()).then(|| {
+                    100.0 * bw.iter().map(|r| (r - 1.0).abs()).sum::<f64>() / bw.len() as f64
+                });
                 let worst = ratios.iter().copied().fold(1.0, |w: f64, r| {
                     if r.ln().abs() > w.ln().abs() {
                         r
@@ -115,6 +125,7 @@ impl Report {
                     predicted: ratios.len(),
                     passing: es.iter().filter(|e| e.passes()).count(),
                     mean_abs_error_pct: mean,
+                    bandwidth_mean_abs_error_pct,
                     worst_ratio: worst,
                 }
             })
@@ -161,6 +172,7 @@ impl Report {
                 json!({
                     "group": g.group, "entries": g.entries, "predicted": g.predicted,
                     "passing": g.passing, "mean_abs_error_pct": g.mean_abs_error_pct,
+                    "bandwidth_mean_abs_error_pct": g.bandwidth_mean_abs_error_pct,
                     "worst_ratio": g.worst_ratio,
                 })
             })
@@ -234,14 +246,23 @@ impl Report {
                 ]),
             }
         }
-        let mut g =
-            Table::with_headers(&["group", "entries", "passing", "mean |error|", "worst ratio"]);
+        let mut g = Table::with_headers(&[
+            "group",
+            "entries",
+            "passing",
+            "mean |error|",
+            "mean |error| (bandwidth)",
+            "worst ratio",
+        ]);
         for s in self.groups() {
             g.push(vec![
                 s.group,
                 s.entries.to_string(),
                 format!("{}/{}", s.passing, s.predicted),
                 format!("{:.1}%", s.mean_abs_error_pct),
+                s.bandwidth_mean_abs_error_pct
+                    .map(|v| format!("{v:.1}%"))
+                    .unwrap_or_else(|| "-".into()),
                 format!("{:.2}", s.worst_ratio),
             ]);
         }
