@@ -218,6 +218,7 @@ pub fn training_plan(case: &Case, recompute: &str) -> Result<TrainingPlan, Strin
             .transpose()?,
         schedule: None,
         precision: t.precision.dtype(),
+        fp8_recipe: t.fp8_recipe,
         fp32_grad_accum: false,
         attention: stack.attention,
         dropout: None,

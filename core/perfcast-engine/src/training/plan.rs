@@ -1,5 +1,6 @@
 //! The execution plan of a training run and the engine's shared parameters.
 
+use super::recipe::Fp8Recipe;
 use perfcast_core::parallel::{CpComm, PlanShape};
 use perfcast_core::{AttentionKind, DType};
 use serde::{Deserialize, Serialize};
@@ -64,10 +65,15 @@ pub struct TrainingPlan {
     /// Default: `interleaved-1f1b` when `vpp > 1`, else `1f1b`.
     #[serde(default)]
     pub schedule: Option<String>,
-    /// GEMM precision: `bf16`, `fp16` (mixed precision, fp32 master weights) or `fp8`
-    /// (Transformer Engine: fp8 GEMM inputs, bf16 activations elsewhere).
+    /// GEMM precision: `bf16`, `fp16` (mixed precision, fp32 master weights), `fp8` (fp8
+    /// GEMM inputs, bf16 activations elsewhere) or `fp4` (NVFP4 GEMMs).
     #[serde(default = "d_precision")]
     pub precision: DType,
+    /// The low-precision recipe of `fp8`/`fp4` GEMMs ([`Fp8Recipe`]: `delayed`, `current`,
+    /// `tensorwise`, `rowwise`, `block`, `mx`, `nvfp4`). Default: `delayed` for fp8
+    /// (Transformer Engine's default), `nvfp4` for fp4.
+    #[serde(default)]
+    pub fp8_recipe: Option<Fp8Recipe>,
     /// Gradients accumulated and reduced in fp32 (18 instead of 16 bytes per parameter).
     #[serde(default)]
     pub fp32_grad_accum: bool,
@@ -111,6 +117,7 @@ impl Default for TrainingPlan {
             recompute_layers: None,
             schedule: None,
             precision: d_precision(),
+            fp8_recipe: None,
             fp32_grad_accum: false,
             attention: d_attention(),
             dropout: None,
@@ -123,6 +130,10 @@ impl Default for TrainingPlan {
 }
 
 impl TrainingPlan {
+    /// The low-precision recipe the GEMMs run (none for 16-bit plans).
+    pub fn recipe(&self) -> Option<Fp8Recipe> {
+        self.fp8_recipe.or(Fp8Recipe::default_for(self.precision))
+    }
     /// The plain-data view the execution plugins see.
     pub fn shape(&self) -> PlanShape {
         PlanShape {
