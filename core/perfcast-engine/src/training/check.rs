@@ -71,6 +71,7 @@ impl Training {
                 "must be a positive integer",
             ));
         }
+        params.validate_software()?;
         if !(params.runtime_reserve_gib.is_finite() && params.runtime_reserve_gib >= 0.0) {
             return Err(ModelError::invalid(
                 Key::options("engine.runtime_reserve_gib"),

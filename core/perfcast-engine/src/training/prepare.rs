@@ -107,7 +107,7 @@ impl Training {
             vocab_dev: m.vocab.div_ceil(t),
             gemm_dtype: precision,
             scaling: recipe.map_or(perfcast_core::GemmScaling::Tensor, |r| r.scaling()),
-            cast: recipe.map(|r| r.costs()),
+            cast: recipe.map(|r| self.params.recipe_costs(r)),
             act_dtype,
             fp32_grads: plan.fp32_grad_accum,
             dropout,
