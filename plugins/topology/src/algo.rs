@@ -21,7 +21,8 @@
 use crate::links::{Links, Tech};
 use perfcast_core::op::CollectiveKind;
 use perfcast_core::params::{fraction, non_negative};
-use perfcast_core::PluginError;
+use perfcast_core::topology::{CollectiveCost, GroupPlacement, LinkLoad, LinkLoads};
+use perfcast_core::{PluginError, Seconds};
 use serde::Deserialize;
 
 /// The algorithm a topology runs: `auto` picks the fastest of NCCL's (ring, tree, NVLS,
@@ -207,6 +208,48 @@ pub struct Shape {
     pub r: u64,
     /// Domains spanned.
     pub n: u64,
+}
+
+impl Shape {
+    /// The shape of `g` over scale-up domains of `domain` devices.
+    pub fn of(g: &GroupPlacement, domain: u64) -> Shape {
+        Shape {
+            p: g.ranks(),
+            r: g.members_within(domain).max(1),
+            n: g.blocks(domain).max(1),
+        }
+    }
+}
+
+/// The cost of a group that stays in one scale-up domain (no NIC traffic, no loads).
+pub fn in_domain(m: &Model<'_>, kind: CollectiveKind, bytes: f64, s: &Shape) -> CollectiveCost {
+    CollectiveCost {
+        time: Seconds(m.eval(kind, bytes, s, &NO_PATHS).time),
+        loads: LinkLoads::default(),
+    }
+}
+
+/// The loads of a collective across domains: every member's NIC (class 0) for `busy`, and
+/// on each further class `(links, busy)`.
+pub fn loads(
+    p: u64,
+    busy: f64,
+    classes: impl Iterator<Item = (f64, f64)>,
+) -> Result<LinkLoads, PluginError> {
+    let mut l = LinkLoads::default();
+    l.push(LinkLoad {
+        class: 0,
+        links: p as f64,
+        busy: Seconds(busy),
+    })?;
+    for (i, (links, busy)) in classes.enumerate() {
+        l.push(LinkLoad {
+            class: (i + 1) as u32,
+            links,
+            busy: Seconds(busy),
+        })?;
+    }
+    Ok(l)
 }
 
 /// Per-device NIC bandwidth (B/s) the topology grants each traffic pattern of a group that

@@ -12,14 +12,12 @@
 //! B_local)`, likewise for groups with `p a` NICs over `a h / (g - 1)` global links (minimal)
 //! or all `a h` at two hops (Valiant). All-to-all traffic spreads over every link.
 
-use crate::algo::{Caps, CollectiveParams, Model, Paths, Pattern, Shape, NO_PATHS};
+use crate::algo::{self, Caps, CollectiveParams, Model, Paths, Pattern, Shape};
 use crate::cost::{Bill, Prices};
 use crate::links::{self, Links};
 use perfcast_core::op::CollectiveKind;
 use perfcast_core::params::positive;
-use perfcast_core::topology::{
-    CollectiveCost, GroupPlacement, LinkClass, LinkLoad, LinkLoads, NetworkCost,
-};
+use perfcast_core::topology::{CollectiveCost, GroupPlacement, LinkClass, NetworkCost};
 use perfcast_core::{Bandwidth, Bytes, Interconnect, PluginError, Seconds, Topology};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -229,11 +227,7 @@ impl Topology for Dragonfly {
         bytes: Bytes,
     ) -> Result<CollectiveCost, PluginError> {
         let l = links::links("dragonfly", network, g.devices())?;
-        let shape = Shape {
-            p: g.ranks(),
-            r: g.members_within(l.domain).max(1),
-            n: g.blocks(l.domain).max(1),
-        };
+        let shape = Shape::of(g, l.domain);
         let model = Model {
             params: &self.p.collectives,
             links: &l,
@@ -243,11 +237,7 @@ impl Topology for Dragonfly {
             },
         };
         if shape.n <= 1 {
-            let e = model.eval(kind, bytes.0, &shape, &NO_PATHS);
-            return Ok(CollectiveCost {
-                time: Seconds(e.time),
-                loads: LinkLoads::default(),
-            });
+            return Ok(algo::in_domain(&model, kind, bytes.0, &shape));
         }
         let nic = links::nic("dragonfly", &l)?;
         let (ring_f, a2a_f) = self.route(g, &l, nic.bw);
@@ -263,28 +253,20 @@ impl Topology for Dragonfly {
         let busy = e.nic_bytes / nic.bw;
         let share = shape.p as f64 / g.devices() as f64;
         let routers = (self.groups(g.devices()) * self.p.routers_per_group) as f64;
-        let classes = [
+        let counts = [
             (routers * (self.p.routers_per_group as f64 - 1.0)).max(1.0),
             (routers * self.p.global_links_per_router as f64).max(1.0),
         ];
-        let mut loads = LinkLoads::default();
-        loads.push(LinkLoad {
-            class: 0,
-            links: shape.p as f64,
-            busy: Seconds(busy),
-        })?;
         let f = if e.pattern == Pattern::AllToAll {
             a2a_f
         } else {
             ring_f
         };
-        for (i, fi) in f.iter().enumerate() {
-            loads.push(LinkLoad {
-                class: (i + 1) as u32,
-                links: classes[i] * share,
-                busy: Seconds(fi * busy),
-            })?;
-        }
+        let loads = algo::loads(
+            shape.p,
+            busy,
+            (0..2).map(|i| (counts[i] * share, f[i] * busy)),
+        )?;
         Ok(CollectiveCost {
             time: Seconds(e.time),
             loads,

@@ -17,14 +17,12 @@
 //! leaf inside a scalable unit. SHARP reductions send one reduced stream up per switch and
 //! see no taper.
 
-use crate::algo::{Caps, CollectiveParams, Model, Paths, Pattern, Shape, NO_PATHS};
+use crate::algo::{self, Caps, CollectiveParams, Model, Paths, Pattern, Shape};
 use crate::clos::{Clos, ClosParams, MAX_TIERS};
 use crate::cost::{self, Prices};
 use crate::links::{self, Links};
 use perfcast_core::op::CollectiveKind;
-use perfcast_core::topology::{
-    CollectiveCost, GroupPlacement, LinkClass, LinkLoad, LinkLoads, NetworkCost,
-};
+use perfcast_core::topology::{CollectiveCost, GroupPlacement, LinkClass, NetworkCost};
 use perfcast_core::{Bandwidth, Bytes, Interconnect, PluginError, Seconds, Topology};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -376,11 +374,7 @@ impl Topology for Switched {
         bytes: Bytes,
     ) -> Result<CollectiveCost, PluginError> {
         let mut l = links::links(self.kind, network, g.devices())?;
-        let shape = Shape {
-            p: g.ranks(),
-            r: g.members_within(l.domain).max(1),
-            n: g.blocks(l.domain).max(1),
-        };
+        let shape = Shape::of(g, l.domain);
         if self.scale_up == ScaleUp::Mesh && l.domain > 1 && shape.r > 1 {
             l.up.bw *= (shape.r - 1) as f64 / (l.domain - 1) as f64;
         }
@@ -390,11 +384,7 @@ impl Topology for Switched {
             caps: self.caps,
         };
         if shape.n <= 1 {
-            let e = model.eval(kind, bytes.0, &shape, &NO_PATHS);
-            return Ok(CollectiveCost {
-                time: Seconds(e.time),
-                loads: LinkLoads::default(),
-            });
+            return Ok(algo::in_domain(&model, kind, bytes.0, &shape));
         }
         let nic = links::nic(self.kind, &l)?;
         if let Wiring::RailOnly { forwarding: false } = self.wiring {
@@ -420,26 +410,20 @@ impl Topology for Switched {
         };
         let e = model.eval(kind, bytes.0, &shape, &paths);
         let busy = e.nic_bytes / nic.bw;
-        let mut loads = LinkLoads::default();
-        loads.push(LinkLoad {
-            class: 0,
-            links: shape.p as f64,
-            busy: Seconds(busy),
-        })?;
         let rails = self.rails(&l);
-        for t in 0..c.tiers - 1 {
+        let tiers = (0..c.tiers - 1).map(|t| {
             let f = match e.pattern {
                 Pattern::Ring | Pattern::P2p => route.ring[t],
                 Pattern::AllToAll => route.a2a[t],
                 Pattern::Sharp => 0.0,
             };
             let count = (c.uplinks(t) * rails).max(1) as f64;
-            loads.push(LinkLoad {
-                class: (t + 1) as u32,
-                links: count * shape.p as f64 / g.devices() as f64,
-                busy: Seconds(f * route.taper[t] * busy),
-            })?;
-        }
+            (
+                count * shape.p as f64 / g.devices() as f64,
+                f * route.taper[t] * busy,
+            )
+        });
+        let loads = algo::loads(shape.p, busy, tiers)?;
         Ok(CollectiveCost {
             time: Seconds(e.time),
             loads,
