@@ -18,6 +18,7 @@
 //! never scored.
 
 pub mod cases;
+pub mod collectives;
 pub mod flops;
 pub mod harness;
 pub mod kernels;
@@ -64,7 +65,27 @@ pub fn validate(path: Option<&Path>, group: Option<&str>) -> Result<report::Repo
     Ok(h.run(&file, group))
 }
 
-/// [`validate`] rendered in `format`.
+/// Load, check and predict a collectives file (schema `perfcast-collectives/1`); `Err` for a
+/// bad file or an unknown group.
+pub fn validate_collectives(
+    path: &Path,
+    group: Option<&str>,
+) -> Result<collectives::report::Report, String> {
+    let file = collectives::CollectivesFile::load(path)?;
+    if let Some(g) = group {
+        if !file.entries.iter().any(|e| e.group == g) {
+            return Err(format!(
+                "{}: no collective of group `{g}`; groups: {}",
+                path.display(),
+                file.groups().join(", ")
+            ));
+        }
+    }
+    Ok(collectives::report::run(&file, group))
+}
+
+/// [`validate`] rendered in `format` (a file whose `schema` is `perfcast-collectives/1` is
+/// [`validate_collectives`]).
 pub fn validate_to_string(
     path: Option<&Path>,
     group: Option<&str>,
@@ -73,6 +94,17 @@ pub fn validate_to_string(
     let supported = [Format::Table, Format::Json];
     if !supported.contains(&format) {
         return Err(format.unsupported(&supported));
+    }
+    if let Some(p) = path.and_then(presets::find_repo_file) {
+        if std::fs::read_to_string(&p).is_ok_and(|t| collectives::is_collectives(&t)) {
+            let r = validate_collectives(&p, group)?;
+            return Ok(match format {
+                Format::Json => {
+                    serde_json::to_string_pretty(&r.to_json()).map_err(|e| e.to_string())? + "\n"
+                }
+                Format::Table | Format::Csv => r.to_table(),
+            });
+        }
     }
     let r = validate(path, group)?;
     Ok(match format {

@@ -134,17 +134,8 @@ impl Training {
         }
         let mesh: Mesh = placement.mesh(plan.tp, plan.cp, plan.pp, plan.dp);
         let mut ctime = [0.0f64; CommList::CAPACITY];
-        for (i, c) in comms.iter().enumerate() {
-            let group = placement.map(c.group);
-            let tt = self.network.time(&mesh, group, c.kind, c.bytes)?.0 * c.count;
-            if !(tt.is_finite() && tt >= 0.0) {
-                return Err(ModelError::NonFinite {
-                    what: format!("{} {} time", c.class.name(), c.kind.name()),
-                    value: tt,
-                });
-            }
-            ctime[i] = tt;
-        }
+        self.network
+            .time_comms(&mesh, &comms, |g| placement.map(g), &mut ctime)?;
         let layer_windows = |p: &PassTimes| [p.gemm, p.attention, p.total, 0.0, 0.0];
         let none = [0.0; 5];
         let opt = ops::optimizer(
