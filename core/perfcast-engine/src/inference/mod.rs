@@ -55,14 +55,18 @@ mod plan;
 mod report;
 mod roofline;
 mod shard;
+mod step;
 mod time;
 
 #[cfg(test)]
-mod tests;
+mod step_tests;
+#[cfg(test)]
+pub(crate) mod tests;
 
 pub use plan::{InferenceOptions, InferencePlan};
 pub use report::{gemm_table, GemmPoint, InferenceReport, MemoryReport, Phase, PhaseBreakdown};
 pub use shard::GemmName;
+pub use step::{PrefillChunk, ServingMemory, StepBatch, StepCosts};
 
 use perfcast_core::op::{Collective, CollectiveKind, ComputeOp};
 use perfcast_core::{
