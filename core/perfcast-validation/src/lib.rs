@@ -20,6 +20,7 @@ pub mod flops;
 pub mod harness;
 pub mod presets;
 pub mod report;
+pub mod serving;
 
 use std::path::{Path, PathBuf};
 

@@ -232,6 +232,18 @@ pub fn kv_caches(
     }
     let mut out = Vec::with_capacity(d.pools.len());
     for (i, pool) in d.pools.iter().enumerate() {
+        if let Some(s) = d.speculative {
+            if s.draft_len + 1 > pool.max_num_tokens {
+                return Err(ModelError::invalid(
+                    pool_key(d, i, "max_num_tokens"),
+                    pool.max_num_tokens,
+                    format!(
+                        "cannot hold one draft verification (serving.speculative.draft_len + 1 = {} tokens)",
+                        s.draft_len + 1
+                    ),
+                ));
+            }
+        }
         if !d.chunked_prefill && pool.role != PoolRole::Decode && max_input > pool.max_num_tokens {
             return Err(ModelError::invalid(
                 pool_key(d, i, "max_num_tokens"),

@@ -1,0 +1,283 @@
+//! The `server` and `offline-max-throughput` modes: a case mapped to a serving deployment,
+//! its workload and its software stack's scheduler, simulated by
+//! [`perfcast_engine::serving`], and every published metric compared.
+//!
+//! Mapping (shared by every case; nothing keys on a group or an id):
+//!
+//! * **Deployment**: the case's `tp`, `pp` and `dp` (replicas), formats as the static modes
+//!   map them ([`crate::harness::inference_plan`]'s rules).
+//! * **Workload**: `num_requests` requests (default 500) of the case's uniform lengths;
+//!   `server` at `request_rate` (a Poisson process: the sources do not state theirs, and
+//!   Poisson is the load generators' default), or a closed loop of `concurrency` clients;
+//!   `offline-max-throughput` with every request at once. Seed 0.
+//! * **Software stack** ([`ServingStack::of`], from the case's `software`, one table): the
+//!   scheduler settings the stack's documentation gives for that benchmark (sources beside
+//!   each value). `max_batch` when the case publishes it.
+//!
+//! Metrics: `ttft_ms`, `tpot_ms` (the token-weighted inter-token latency, which is what the
+//! sources record there), `latency_s`, `tokens_per_s` (output), `tokens_per_s_per_gpu`,
+//! `requests_per_s`, each the simulated run's mean or rate over the run.
+
+use crate::cases::{Case, Metric, Mode};
+use crate::harness::{inference_plan, model_spec, system_for, Harness};
+use crate::report::{CaseResult, MetricResult};
+use perfcast_core::workload::ModelSpec;
+use perfcast_engine::inference::{Inference, InferenceOptions};
+use perfcast_engine::serving::{
+    ArrivalProcess, Length, Load, ServingConfig, ServingReport, Simulator, WorkloadSpec,
+};
+
+/// Requests of a case that does not say how many.
+pub const DEFAULT_REQUESTS: u32 = 500;
+
+/// The scheduler settings of a software stack for a benchmark.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ServingStack {
+    /// TensorRT-LLM served through Triton's `tensorrtllm_backend` (in-flight batcher).
+    TritonTrtllm,
+    /// `trtllm-bench throughput`: an engine built by `trtllm-bench build --dataset` (its
+    /// tuning heuristic picks `max_batch_size` and `max_num_tokens`), all requests queued.
+    TrtllmBench,
+}
+
+impl ServingStack {
+    /// The stack of a case, from its `software` field; `None` for a stack without a profile.
+    pub fn of(case: &Case) -> Option<ServingStack> {
+        let s = case.software.as_deref()?;
+        if s.contains("trtllm-bench") {
+            Some(ServingStack::TrtllmBench)
+        } else if s.contains("tensorrtllm_backend") || s.contains("Triton") {
+            Some(ServingStack::TritonTrtllm)
+        } else {
+            None
+        }
+    }
+
+    /// The inference engine's options for this stack: the harness's, with the decode
+    /// attention kernel of TensorRT-LLM since 0.7, XQA, which reads each KV head once for its
+    /// whole query group (TensorRT-LLM blog "New XQA-kernel provides 2.4x more Llama-70B
+    /// throughput", 2024-01-30): `decode_kv_group_reread = 0`, as its documentation says for
+    /// current runtimes.
+    pub fn options(self, base: &InferenceOptions) -> InferenceOptions {
+        InferenceOptions {
+            decode_kv_group_reread: 0.0,
+            ..base.clone()
+        }
+    }
+
+    /// The `[serving]` settings of this stack for `case` (`model` its model).
+    pub fn config(self, case: &Case, model: &ModelSpec, capacity_bytes: f64) -> ServingConfig {
+        let mut c = ServingConfig {
+            // TensorRT-LLM's paged KV cache: 64 tokens per block (`tokens_per_block`
+            // default); GUARANTEED_NO_EVICT is the default capacity scheduler policy of the
+            // executor and of the Triton backend (tensorrtllm_backend docs/model_config.md
+            // @v0.14.0, `batch_scheduler_policy`); TensorRT engines run without CUDA graphs
+            // unless asked (`cuda_graph_mode` default false).
+            kv_block_size: 64,
+            cuda_graphs: false,
+            ..ServingConfig::default()
+        };
+        let (isl, osl) = case
+            .inference
+            .as_ref()
+            .map(|i| (i.input_len as u32, i.output_len as u32))
+            .unwrap_or((1, 1));
+        let (tp, pp) = case
+            .inference_parallel()
+            .map(|p| (p.tp as u32, p.pp as u32))
+            .unwrap_or((1, 1));
+        match self {
+            ServingStack::TritonTrtllm => {
+                // tensorrtllm_backend docs/model_config.md @v0.14.0: enable_chunked_context
+                // default false, kv_cache_free_gpu_mem_fraction default 0.9. Engine limits
+                // (not published for these runs): trtllm-build's defaults, max_num_tokens
+                // 8192 and max_batch_size 2048 (`trtllm-build --help`, TensorRT-LLM 0.14).
+                c.chunked_prefill = false;
+                c.kv_memory_fraction = 0.9;
+                c.max_num_tokens = 8192;
+                c.max_batch = 2048;
+            }
+            ServingStack::TrtllmBench => {
+                // perf-overview.md @258c7540c0: "--kv_cache_free_gpu_mem_fraction 0.95 in the
+                // majority of cases". Chunked context on: without it the heuristic's
+                // max_num_tokens (below the 5000- and 20000-token prompts of the grid) could
+                // not schedule the long-prompt cells the source reports.
+                c.kv_memory_fraction = 0.95;
+                c.chunked_prefill = true;
+                let (mb, mnt) =
+                    trtllm_bench_settings(model, case, tp, pp, isl, osl, capacity_bytes);
+                c.max_batch = mb;
+                c.max_num_tokens = mnt;
+            }
+        }
+        if let Some(mb) = case.inference.as_ref().and_then(|i| i.max_batch) {
+            c.max_batch = mb.min(u32::MAX as u64) as u32;
+        }
+        c
+    }
+}
+
+/// `trtllm-bench build --dataset`'s engine settings (TensorRT-LLM
+/// `tensorrt_llm/bench/build/tuning.py`, `calc_engine_setting` and `finetune_setting`):
+/// the requests the KV cache holds at the dataset's lengths (95% of the memory the FP8
+/// engine leaves, each GPU holding at least one KV head), capped at 4096 and divided over
+/// the pipeline stages, rounded up (to 32 below 256, 128 below 1024, else 256; at least 64);
+/// `max_num_tokens` = that batch x (1 + ISL/OSL), capped at 32768, rounded up (256 below
+/// 4096, 512 below 8192, else 1024; at least 2048).
+pub fn trtllm_bench_settings(
+    model: &ModelSpec,
+    case: &Case,
+    tp: u32,
+    pp: u32,
+    isl: u32,
+    osl: u32,
+    capacity_bytes: f64,
+) -> (u32, u32) {
+    const GIB: f64 = (1u64 << 30) as f64;
+    let bytes_of = |fp8: bool| if fp8 { 1.0 } else { 2.0 };
+    let fp8 = case
+        .inference
+        .as_ref()
+        .is_some_and(|i| i.precision.dtype().bytes() <= 1.0);
+    let kv_heads = (tp as u64).max(model.kv_heads()) as f64;
+    let per_token =
+        2.0 * model.layers as f64 * kv_heads * model.head_dim() as f64 * bytes_of(fp8) / GIB;
+    let gpus = (tp * pp) as f64;
+    let engine = model.params() as f64 * bytes_of(fp8) / GIB;
+    let available = capacity_bytes / GIB * gpus - engine;
+    let cache = available * 0.95;
+    let requests = (cache / (per_token * (isl + osl) as f64)).max(1.0);
+    let raw_bs = requests.min(4096.0) / pp as f64;
+    let raw_token = (raw_bs * (1.0 + isl as f64 / osl as f64)).min(32768.0);
+    let up = |x: f64, m: f64| m * (x / m).ceil();
+    let bs = if raw_bs < 256.0 {
+        up(raw_bs, 32.0).max(64.0)
+    } else if raw_bs < 1024.0 {
+        up(raw_bs, 128.0)
+    } else {
+        up(raw_bs, 256.0)
+    };
+    let tokens = if raw_token < 4096.0 {
+        up(raw_token, 256.0).max(2048.0)
+    } else if raw_token < 8192.0 {
+        up(raw_token, 512.0)
+    } else {
+        up(raw_token, 1024.0)
+    };
+    (bs as u32, tokens as u32)
+}
+
+/// Whether this module models the case's mode.
+pub fn models_mode(mode: Mode) -> bool {
+    matches!(mode, Mode::Server | Mode::OfflineMaxThroughput)
+}
+
+/// Why a serving case cannot be modelled (before simulating), if it cannot.
+pub fn unsupported_reason(case: &Case) -> Option<String> {
+    if ServingStack::of(case).is_none() {
+        return Some(format!(
+            "no serving-stack profile for software `{}` (profiles: Triton tensorrtllm_backend, trtllm-bench)",
+            case.software.as_deref().unwrap_or("(none)")
+        ));
+    }
+    None
+}
+
+/// The workload of a case.
+pub fn workload(case: &Case) -> Result<WorkloadSpec, String> {
+    let i = case.inference.as_ref().ok_or("[case.inference] missing")?;
+    let u32_of = |k: &str, v: u64| u32::try_from(v).map_err(|_| format!("{k} = {v} is too large"));
+    let load = match (i.mode, i.concurrency, i.request_rate) {
+        (_, Some(c), _) => Load::Concurrency(u32_of("inference.concurrency", c)?),
+        (Mode::Server, None, Some(r)) => Load::Rate {
+            rate: r,
+            process: ArrivalProcess::Poisson,
+        },
+        _ => Load::Burst,
+    };
+    Ok(WorkloadSpec {
+        input_len: Length::Fixed(u32_of("inference.input_len", i.input_len)?),
+        output_len: Length::Fixed(u32_of("inference.output_len", i.output_len)?),
+        requests: i
+            .num_requests
+            .map(|n| u32_of("inference.num_requests", n))
+            .transpose()?
+            .unwrap_or(DEFAULT_REQUESTS),
+        load,
+        seed: 0,
+    })
+}
+
+/// Simulate a serving case: the report and the stack used.
+pub fn simulate(h: &Harness, case: &Case) -> Result<(ServingReport, ServingStack), String> {
+    let stack = ServingStack::of(case).ok_or("no serving-stack profile")?;
+    let model = model_spec(case);
+    let system = system_for(case, h.registry())?;
+    let capacity = system
+        .memory
+        .device()
+        .map(|d| d.capacity().0)
+        .unwrap_or(0.0);
+    let plan = inference_plan_for_serving(case)?;
+    let inf = Inference::new(model.clone(), system, stack.options(&h.inference_options))
+        .map_err(|e| e.to_string())?;
+    let cfg = stack.config(case, &model, capacity);
+    let wl = workload(case)?;
+    let traffic = wl.traffic();
+    let d = cfg
+        .deployment(Some(&plan), traffic.max_context())
+        .map_err(|e| e.to_string())?;
+    let mut sim = Simulator::new(&inf);
+    let rep = sim
+        .run(&d, &traffic, wl.seed, None)
+        .map_err(|e| e.to_string())?;
+    Ok((rep, stack))
+}
+
+/// The static-mode plan of a case with its engine-chosen batch replaced by 1 (the serving
+/// simulation takes the parallelism and formats only).
+fn inference_plan_for_serving(
+    case: &Case,
+) -> Result<perfcast_engine::inference::InferencePlan, String> {
+    let mut c = case.clone();
+    if let Some(i) = c.inference.as_mut() {
+        i.batch = crate::cases::Batch::Fixed(1);
+    }
+    inference_plan(&c)
+}
+
+/// Predict every published metric of a serving case into `r`.
+pub fn predict(h: &Harness, case: &Case, r: &mut CaseResult) -> Result<(), String> {
+    let (rep, stack) = simulate(h, case)?;
+    for (metric, measured) in case.measured.metrics() {
+        let predicted = match metric {
+            Metric::TtftMs => Some(rep.ttft.mean.millis()),
+            Metric::TpotMs => Some(rep.itl_mean.millis()),
+            Metric::LatencyS => Some(rep.e2e.mean.0),
+            Metric::TokensPerS => Some(rep.output_tokens_per_s),
+            Metric::TokensPerSPerGpu => Some(rep.output_tokens_per_s_per_gpu),
+            Metric::RequestsPerS => Some(rep.requests_per_s),
+            _ => None,
+        };
+        r.metrics
+            .push(MetricResult::new(metric, predicted, measured));
+    }
+    let pool = rep.pools.first();
+    r.breakdown = vec![
+        ("duration s".into(), rep.duration.0),
+        ("req/s".into(), rep.requests_per_s),
+        ("batch".into(), pool.map_or(0.0, |p| p.mean_batch)),
+        ("step tok".into(), pool.map_or(0.0, |p| p.mean_step_tokens)),
+        ("kv occ".into(), pool.map_or(0.0, |p| p.kv_mean_occupancy)),
+        ("max_batch".into(), pool.map_or(0.0, |p| p.max_batch as f64)),
+        (
+            "max_tokens".into(),
+            pool.map_or(0.0, |p| p.max_num_tokens as f64),
+        ),
+    ];
+    r.reason = Some(format!(
+        "serving simulation ({:?} profile): {} requests, {} completed",
+        stack, rep.requests, rep.completed
+    ));
+    Ok(())
+}
