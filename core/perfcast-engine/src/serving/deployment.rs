@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "lowercase")]
 pub enum PoolRole {
     /// Prefill and decode (aggregated serving).
+    #[serde(rename = "aggregated")]
     Both,
     /// Prefill only; the KV cache then goes to a decode instance.
     Prefill,

@@ -43,6 +43,9 @@ pub(super) struct Run<'r, 'a> {
     pub next_closed: usize,
     pub closed_ready: VecDeque<(f64, u32)>,
     pub inf: &'a Inference,
+    /// Requests completed so far, and who wants to know.
+    pub completed: u32,
+    pub progress: &'r mut dyn FnMut(u32, u32),
 }
 
 /// Steps allowed per token of work before a run is declared stuck (it cannot be: every step
@@ -97,6 +100,19 @@ impl<'a> Simulator<'a> {
         seed: u64,
         slo: Option<&Slo>,
     ) -> Result<ServingReport, ModelError> {
+        self.run_with_progress(d, traffic, seed, slo, &mut |_, _| {})
+    }
+
+    /// [`Simulator::run`], calling `progress(completed, requests)` every 256 completed
+    /// requests and at the end (for a host's progress bar).
+    pub fn run_with_progress(
+        &mut self,
+        d: &Deployment,
+        traffic: &Traffic,
+        seed: u64,
+        slo: Option<&Slo>,
+        progress: &mut dyn FnMut(u32, u32),
+    ) -> Result<ServingReport, ModelError> {
         let max_input = traffic.max_input();
         let max_context = traffic.max_context();
         let kv = kv_caches(self.inf, d, max_input, max_context)?;
@@ -149,8 +165,12 @@ impl<'a> Simulator<'a> {
             next_closed: 0,
             closed_ready: VecDeque::new(),
             inf: self.inf,
+            completed: 0,
+            progress,
         };
         run.event_loop(traffic)?;
+        let n = run.seqs.len() as u32;
+        (run.progress)(run.completed, n);
         Ok(report::build(&run, traffic, slo))
     }
 }
@@ -284,6 +304,10 @@ impl Run<'_, '_> {
         inst.kv_touch(t);
         inst.kv_free += blocks;
         inst.load = inst.load.saturating_sub(1);
+        self.completed += 1;
+        if self.completed % 256 == 0 {
+            (self.progress)(self.completed, self.seqs.len() as u32);
+        }
         if self.next_closed > 0 && self.next_closed < self.seqs.len() {
             self.closed_ready.push_back((t, self.next_closed as u32));
             self.next_closed += 1;
