@@ -229,7 +229,7 @@ pub fn simulate(h: &Harness, case: &Case) -> Result<(ServingReport, ServingStack
         .map_err(|e| e.to_string())?;
     let mut sim = Simulator::new(&inf);
     let rep = sim
-        .run(&d, &traffic, wl.seed, None)
+        .run(&d, &traffic, wl.seed, &[])
         .map_err(|e| e.to_string())?;
     Ok((rep, stack))
 }

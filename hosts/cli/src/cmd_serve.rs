@@ -96,6 +96,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .map_err(|e| engine_error(&cfg, e))?;
     let total: u64 = loads.len() as u64 * traffic0.requests().len() as u64;
     let bar = progress_bar(total);
+    let slos: Vec<_> = sc.slo.into_iter().collect();
     let mut sim = Simulator::new(&sc.inference);
     let mut runs = Vec::with_capacity(loads.len());
     for (i, load) in loads.iter().enumerate() {
@@ -107,7 +108,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             }
         };
         let mut r = sim
-            .run_with_progress(&d, &traffic, sc.seed(), sc.slo.as_ref(), &mut tick)
+            .run_with_progress(&d, &traffic, sc.seed(), &slos, &mut tick)
             .map_err(|e| engine_error(&cfg, e))?;
         label_load(&mut r, *load, &sc);
         runs.push(r);
@@ -296,10 +297,11 @@ fn runs_table(runs: &[ServingReport]) -> Table {
         row.push(num(r.e2e.p99.0));
         row.push(
             r.slo
+                .first()
                 .map(|s| num(s.goodput_requests_per_s))
                 .unwrap_or_default(),
         );
-        row.push(r.slo.map(|s| num(s.attainment)).unwrap_or_default());
+        row.push(r.slo.first().map(|s| num(s.attainment)).unwrap_or_default());
         let occ = r
             .pools
             .iter()
@@ -439,7 +441,7 @@ fn single(r: &ServingReport) -> Table {
     if let Some(k) = &r.kv_transfer {
         row("kv_transfer.mean", num(k.mean.millis()), "ms");
     }
-    if let Some(s) = &r.slo {
+    if let Some(s) = r.slo.first() {
         row("slo.attainment", num(s.attainment), "");
         row("slo.goodput", num(s.goodput_requests_per_s), "req/s");
         row("slo.met", s.met.to_string(), "");

@@ -10,6 +10,7 @@ mod cmd_plugins;
 mod cmd_predict;
 mod cmd_roofline;
 mod cmd_search;
+mod cmd_search_serving;
 mod cmd_serve;
 mod cmd_study;
 mod cmd_sweep;

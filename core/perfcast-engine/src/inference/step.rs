@@ -128,6 +128,25 @@ impl<'a> StepCosts<'a> {
         &self.plan
     }
 
+    /// Compute the per-token table up to `max_tokens` and the per-logit table up to
+    /// `max_logits` (eager steps) now, e.g. once before the table is cloned into parallel
+    /// simulations.
+    pub fn warm(&mut self, max_tokens: u64, max_logits: u64) -> Result<(), ModelError> {
+        let inf = self.inf;
+        let (sh, plan) = (self.sh, &self.plan);
+        for m in 1..=max_tokens {
+            memo(&mut self.tokens_eager, m, || {
+                inf.tokens_part(&sh, plan, m, true)
+            })?;
+        }
+        for l in 1..=max_logits {
+            memo(&mut self.logits_eager, l, || {
+                inf.logits_part(&sh, plan, l, true)
+            })?;
+        }
+        Ok(())
+    }
+
     /// Time of one step, seconds (the same number as [`Inference::step_time`]).
     pub fn time(&mut self, b: &StepBatch) -> Result<f64, ModelError> {
         let q = b.decode_q();

@@ -101,6 +101,11 @@ pub struct SloReport {
     pub goodput_requests_per_s: f64,
     /// Whether `attainment >= slo.attainment`.
     pub met: bool,
+    /// The smallest factor by which every limit would have to be multiplied for the load to
+    /// meet the SLO: the largest, over the limits, of the metric's `slo.attainment`
+    /// quantile over its limit (per limit; <= 1 when each limit alone is met; the joint
+    /// attainment is `met`). Large for a load that never completes.
+    pub factor: f64,
 }
 
 /// The result of one simulated run.
@@ -143,14 +148,14 @@ pub struct ServingReport {
     pub kv_transfer: Option<Stats>,
     /// Preemptions (recomputed sequences).
     pub preemptions: u64,
-    /// Goodput under the SLO, when one is given.
-    pub slo: Option<SloReport>,
+    /// Goodput under each SLO given (none: empty).
+    pub slo: Vec<SloReport>,
     /// Per pool.
     pub pools: Vec<PoolReport>,
 }
 
 /// Assemble the report of a finished run.
-pub(super) fn build(run: &Run, traffic: &Traffic, slo: Option<&Slo>) -> ServingReport {
+pub(super) fn build(run: &Run, traffic: &Traffic, slos: &[Slo]) -> ServingReport {
     let done: Vec<_> = run.seqs.iter().filter(|s| s.done()).collect();
     let t0 = run
         .seqs
@@ -193,23 +198,47 @@ pub(super) fn build(run: &Run, traffic: &Traffic, slo: Option<&Slo>) -> ServingR
         .filter(|s| !s.received.is_nan())
         .map(|s| s.received - s.first)
         .collect();
-    let slo = slo.map(|slo| {
-        let met = done
-            .iter()
-            .filter(|s| {
-                let tp = if s.output > 1 { tpot_of(s) } else { 0.0 };
-                slo.met(s.first - s.arrival, tp, s.finish - s.arrival)
-            })
-            .count();
-        let n = run.seqs.len().max(1) as f64;
-        let attainment = met as f64 / n;
-        SloReport {
-            slo: *slo,
-            attainment,
-            goodput_requests_per_s: per_s(met as f64),
-            met: attainment >= slo.attainment,
-        }
-    });
+    let slo = slos
+        .iter()
+        .map(|slo| {
+            let met = done
+                .iter()
+                .filter(|s| {
+                    let tp = if s.output > 1 { tpot_of(s) } else { 0.0 };
+                    slo.met(s.first - s.arrival, tp, s.finish - s.arrival)
+                })
+                .count();
+            let n = run.seqs.len().max(1) as f64;
+            let attainment = met as f64 / n;
+            // Requests that never completed count as infinitely late: the quantile is over all
+            // requests, so an incomplete run needs an unbounded factor (reported as 1e9).
+            let q = |v: &[f64], lim: Option<f64>| -> f64 {
+                let Some(l) = lim else { return 0.0 };
+                let k = (slo.attainment * n).ceil().max(1.0) as usize;
+                if k > v.len() {
+                    return 1e9;
+                }
+                let mut w = v.to_vec();
+                w.sort_by(f64::total_cmp);
+                w[k - 1] * 1e3 / l
+            };
+            let tp: Vec<f64> = done
+                .iter()
+                .map(|s| if s.output > 1 { tpot_of(s) } else { 0.0 })
+                .collect();
+            let factor = q(&ttft, slo.ttft_ms)
+                .max(q(&tp, slo.tpot_ms))
+                .max(q(&e2e, slo.e2e_ms))
+                .min(1e9);
+            SloReport {
+                slo: *slo,
+                attainment,
+                goodput_requests_per_s: per_s(met as f64),
+                met: attainment >= slo.attainment,
+                factor,
+            }
+        })
+        .collect();
     let gpus = run.d.gpus();
     let (offered_rate, concurrency) = match traffic {
         Traffic::Closed { clients, .. } => (None, Some(*clients)),

@@ -62,6 +62,12 @@ impl<'a> Simulator<'a> {
         }
     }
 
+    /// A simulator that starts from step tables already computed (e.g. warmed with
+    /// [`StepCosts::warm`] and cloned into each worker of a search).
+    pub fn with_costs(inf: &'a Inference, costs: Vec<StepCosts<'a>>) -> Simulator<'a> {
+        Simulator { inf, costs }
+    }
+
     /// The inference engine it times steps with.
     pub fn inference(&self) -> &'a Inference {
         self.inf
@@ -92,15 +98,16 @@ impl<'a> Simulator<'a> {
         Ok(self.costs.len() - 1)
     }
 
-    /// Simulate `traffic` on `d`; `seed` drives the draft acceptance draws, `slo` the goodput.
+    /// Simulate `traffic` on `d`; `seed` drives the draft acceptance draws, `slos` the
+    /// goodput (one [`super::SloReport`] each).
     pub fn run(
         &mut self,
         d: &Deployment,
         traffic: &Traffic,
         seed: u64,
-        slo: Option<&Slo>,
+        slos: &[Slo],
     ) -> Result<ServingReport, ModelError> {
-        self.run_with_progress(d, traffic, seed, slo, &mut |_, _| {})
+        self.run_with_progress(d, traffic, seed, slos, &mut |_, _| {})
     }
 
     /// [`Simulator::run`], calling `progress(completed, requests)` every 256 completed
@@ -110,7 +117,7 @@ impl<'a> Simulator<'a> {
         d: &Deployment,
         traffic: &Traffic,
         seed: u64,
-        slo: Option<&Slo>,
+        slos: &[Slo],
         progress: &mut dyn FnMut(u32, u32),
     ) -> Result<ServingReport, ModelError> {
         let max_input = traffic.max_input();
@@ -171,7 +178,7 @@ impl<'a> Simulator<'a> {
         run.event_loop(traffic)?;
         let n = run.seqs.len() as u32;
         (run.progress)(run.completed, n);
-        Ok(report::build(&run, traffic, slo))
+        Ok(report::build(&run, traffic, slos))
     }
 }
 
@@ -305,7 +312,7 @@ impl Run<'_, '_> {
         inst.kv_free += blocks;
         inst.load = inst.load.saturating_sub(1);
         self.completed += 1;
-        if self.completed % 256 == 0 {
+        if self.completed.is_multiple_of(256) {
             (self.progress)(self.completed, self.seqs.len() as u32);
         }
         if self.next_closed > 0 && self.next_closed < self.seqs.len() {

@@ -36,7 +36,7 @@ fn run(
 ) -> Result<ServingReport, perfcast_core::ModelError> {
     let traffic = spec(c, load).traffic();
     let d = c.deployment(None, traffic.max_context())?;
-    Simulator::new(inf).run(&d, &traffic, c.seed, None)
+    Simulator::new(inf).run(&d, &traffic, c.seed, &[])
 }
 
 fn poisson(rate: f64) -> Load {
@@ -292,12 +292,24 @@ fn slo_goodput_and_finite_reports() {
         ..loose
     };
     let mut sim = Simulator::new(&inf);
-    let a = sim.run(&d, &traffic, 0, Some(&loose)).unwrap();
-    let b = sim.run(&d, &traffic, 0, Some(&tight)).unwrap();
-    let (sa, sb) = (a.slo.unwrap(), b.slo.unwrap());
+    let a = sim.run(&d, &traffic, 0, &[loose]).unwrap();
+    let b = sim.run(&d, &traffic, 0, &[tight]).unwrap();
+    let (sa, sb) = (a.slo[0], b.slo[0]);
     assert!(sa.met && (sa.attainment - 1.0).abs() < 1e-12);
     assert!((sa.goodput_requests_per_s - r.requests_per_s).abs() < 1e-9);
     assert!(!sb.met && sb.attainment == 0.0 && sb.goodput_requests_per_s == 0.0);
+    assert!(
+        sa.factor <= 1e-3 && sb.factor > 1.0,
+        "{} {}",
+        sa.factor,
+        sb.factor
+    );
+    // The factor is what the limits must be relaxed by: relaxed by it, the load meets them.
+    let relaxed = Slo {
+        ttft_ms: Some(1e-3 * sb.factor * 1.000001),
+        ..tight
+    };
+    assert!(sim.run(&d, &traffic, 0, &[relaxed]).unwrap().slo[0].met);
     let v = serde_json::to_value(&a).unwrap();
     fn finite(v: &serde_json::Value) -> bool {
         match v {
@@ -622,7 +634,7 @@ fn traces_parse_and_name_bad_lines() {
     let inf = engine(7, 1);
     let traffic = Traffic::Open(r);
     let d = cfg().deployment(None, traffic.max_context()).unwrap();
-    let rep = Simulator::new(&inf).run(&d, &traffic, 0, None).unwrap();
+    let rep = Simulator::new(&inf).run(&d, &traffic, 0, &[]).unwrap();
     assert_eq!(rep.completed, 2);
 }
 
