@@ -164,3 +164,158 @@ pub fn read_trace(path: &Path) -> Result<Vec<Request>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     parse_trace(&text, format).map_err(|e| format!("{}: {e}", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfcast_host::Sources;
+
+    fn config(sets: &[&str]) -> Result<Config, perfcast_host::HostError> {
+        let mut s = Sources::files(["preset:llama3.1-8b", "preset:h100-sxm5-80gb"])
+            .without_env()
+            .with_sets(sets.iter().map(|x| x.to_string()));
+        s.sections.extend(SECTIONS);
+        Config::load(&s)
+    }
+
+    fn scenario(sets: &[&str]) -> Result<ServingScenario, ScenarioError> {
+        ServingScenario::from_config(&config(sets)?)
+    }
+
+    #[test]
+    fn serving_over_inference_defaults() {
+        let sc = scenario(&[
+            "inference={ tp = 2, batch = 1, input_len = 300, output_len = 40, kv_dtype = \"fp8\" }",
+            "serving.rate=3.0",
+            "serving.requests=20",
+        ])
+        .unwrap();
+        let t = sc.traffic();
+        let d = sc.deployment(&t).unwrap();
+        assert_eq!(
+            (d.pools[0].plan.tp, d.pools[0].plan.kv_dtype),
+            (2, perfcast_core::DType::Fp8)
+        );
+        assert_eq!(
+            (t.requests().len(), t.max_input(), t.max_context()),
+            (20, 300, 340)
+        );
+        // The system takes the deployment's devices when system.devices is not set.
+        assert_eq!(sc.inference.system().devices, 2);
+        match &sc.requests {
+            Requests::Generated(w) => {
+                assert!(matches!(w.load, Load::Rate { rate, .. } if rate == 3.0))
+            }
+            other => panic!("{other:?}"),
+        }
+        // [serving] wins over [inference].
+        let sc = scenario(&[
+            "inference={ tp = 2, batch = 1, input_len = 300, output_len = 40 }",
+            "serving.tp=1",
+            "serving.input_len={ min = 10, max = 20 }",
+            "serving.concurrency=4",
+        ])
+        .unwrap();
+        let t = sc.traffic();
+        assert_eq!(sc.deployment(&t).unwrap().pools[0].plan.tp, 1);
+        assert!(t
+            .requests()
+            .iter()
+            .all(|r| (10..=20).contains(&r.input) && r.output == 40));
+        assert!(matches!(t, Traffic::Closed { clients: 4, .. }));
+    }
+
+    #[test]
+    fn bad_serving_sections_name_the_key() {
+        for (sets, want) in [
+            (&["serving.output_len=10"][..], "serving.input_len"),
+            (
+                &[
+                    "serving.input_len=10",
+                    "serving.output_len=10",
+                    "serving.rate=0.0",
+                ],
+                "serving.rate",
+            ),
+            (
+                &[
+                    "serving.input_len=10",
+                    "serving.output_len=10",
+                    "serving.max_btach=3",
+                ],
+                "max_btach",
+            ),
+            (
+                &[
+                    "serving.input_len=10",
+                    "serving.output_len=10",
+                    "serving.kv_memory_fraction=2.0",
+                ],
+                "serving.kv_memory_fraction",
+            ),
+            (
+                &[
+                    "serving.input_len=10",
+                    "serving.output_len=10",
+                    "slo.ttft_ms=-5.0",
+                ],
+                "slo.ttft_ms",
+            ),
+            (
+                &[
+                    "serving.input_len=10",
+                    "serving.output_len=10",
+                    "serving.trace=\"no/such.csv\"",
+                ],
+                "serving.trace",
+            ),
+            (
+                &[
+                    "serving.input_len=10",
+                    "serving.output_len=10",
+                    "serving.trace=\"x.txt\"",
+                ],
+                "unknown trace format",
+            ),
+        ] {
+            let e = match scenario(sets) {
+                Ok(_) => panic!("{sets:?} accepted"),
+                Err(e) => e.to_string(),
+            };
+            assert!(e.contains(want), "{sets:?}: {e}");
+        }
+        let e = match ServingScenario::from_config(&config(&[]).unwrap()) {
+            Ok(_) => panic!("no [serving] accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains("[serving]"), "{e}");
+    }
+
+    #[test]
+    fn traces_are_read_relative_and_checked() {
+        let dir = std::env::temp_dir().join(format!("perfcast-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("t.csv");
+        std::fs::write(&good, "arrival_s,input_len,output_len\n0,10,5\n1,20,5\n").unwrap();
+        assert_eq!(read_trace(&good).unwrap().len(), 2);
+        let bad = dir.join("b.jsonl");
+        std::fs::write(&bad, "{\"arrival_s\": 0, \"input_len\": 10, \"output_len\": 5}\n{\"arrival_s\": 1, \"input_len\": -2, \"output_len\": 5}\n").unwrap();
+        let e = read_trace(&bad).unwrap_err();
+        assert!(
+            e.contains("b.jsonl: line 2: `input_len` = -2 is negative"),
+            "{e}"
+        );
+        // A trace named in a file is read relative to that file.
+        let cfg_file = dir.join("serve.toml");
+        std::fs::write(
+            &cfg_file,
+            "include = [\"preset:llama3.1-8b\", \"preset:h100-sxm5-80gb\"]\n[serving]\ntrace = \"t.csv\"\n",
+        )
+        .unwrap();
+        let mut s = Sources::files([cfg_file]).without_env();
+        s.sections.extend(SECTIONS);
+        let sc = ServingScenario::from_config(&Config::load(&s).unwrap()).unwrap();
+        assert!(matches!(&sc.requests, Requests::Trace { requests, .. } if requests.len() == 2));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -281,3 +281,126 @@ pub fn predict(h: &Harness, case: &Case, r: &mut CaseResult) -> Result<(), Strin
     ));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cases::CasesFile;
+    use crate::report::Status;
+    use std::path::PathBuf;
+
+    /// The public cases with the serving groups: the repository's copy once it has them
+    /// (`configs/validation/cases.toml`), else the shared one it is copied from.
+    fn cases() -> CasesFile {
+        let repo =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../configs/validation/cases.toml");
+        let shared = PathBuf::from("/work/shared/validation/cases.toml");
+        for p in [repo, shared] {
+            if let Ok(f) = CasesFile::load(&p) {
+                if f.cases.iter().any(|c| c.group == "trtllm-v014-online") {
+                    return f;
+                }
+            }
+        }
+        panic!("no cases file with the trtllm-v014-online group (configs/validation/cases.toml or /work/shared/validation/cases.toml)");
+    }
+
+    #[test]
+    fn stacks_and_engine_settings() {
+        let f = cases();
+        let by_id = |id: &str| f.cases.iter().find(|c| c.id == id).unwrap();
+        let online = by_id("trtllm_v014_llama31_70b_h100_tp4_467_256_qps2");
+        let offline = by_id("trtllm_v017_llama31_8b_h100_tp1_128_2048");
+        assert_eq!(ServingStack::of(online), Some(ServingStack::TritonTrtllm));
+        assert_eq!(ServingStack::of(offline), Some(ServingStack::TrtllmBench));
+        assert!(models_mode(Mode::Server) && !models_mode(Mode::Static));
+        // trtllm-bench's heuristic for 8B FP8 on one H100 at 128/2048: 8 KV heads x 32
+        // layers x 128 x 2 (K and V) x 1 byte = 64 KiB per token; (79.6 GiB - 7.48 GiB of FP8
+        // weights) x 0.95 / (2176 x 64 KiB) = 516 requests -> 640 (rounded up to 128);
+        // 640 x (1 + 128/2048) = 680 tokens -> 2048 (the floor). At 128/128: 4,383 requests,
+        // capped at 4096; 4096 x 2 = 8192 tokens.
+        let m = model_spec(offline);
+        let (bs, mnt) = trtllm_bench_settings(&m, offline, 1, 1, 128, 2048, 85.5e9);
+        assert_eq!((bs, mnt), (640, 2048));
+        let (bs, mnt) = trtllm_bench_settings(&m, offline, 1, 1, 128, 128, 85.5e9);
+        assert_eq!((bs, mnt), (4096, 8192));
+        let w = workload(online).unwrap();
+        assert_eq!(w.requests, 500);
+        assert!(matches!(w.load, Load::Rate { rate, .. } if rate == 2.0));
+        let mut c = offline.clone();
+        c.software = Some("an unknown server".into());
+        assert!(unsupported_reason(&c)
+            .unwrap()
+            .contains("no serving-stack profile"));
+    }
+
+    /// The online group: every case runs; below saturation (offered rate under the measured
+    /// maximum) TTFT and TPOT within the 25%, output throughput within 15% over
+    /// every rate. The offline grid: the dense cases run (MoE ones are unsupported until the
+    /// inference engine routes experts), output throughput within 15% MAPE.
+    #[test]
+    fn serving_groups_reach_their_targets() {
+        let f = cases();
+        let h = Harness::new().unwrap();
+        let mut err: std::collections::BTreeMap<(&str, &str), Vec<f64>> = Default::default();
+        for c in f
+            .cases
+            .iter()
+            .filter(|c| c.group.starts_with("trtllm-v01") && c.group != "trtllm-v05-ttft")
+        {
+            let r = h.run_case(c);
+            if c.model.moe.is_some() {
+                assert_eq!(r.status, Status::Unsupported, "{}", c.id);
+                continue;
+            }
+            assert_eq!(r.status, Status::Ok, "{}: {:?}", c.id, r.reason);
+            let i = c.inference.as_ref().unwrap();
+            let below = i.request_rate.is_some_and(|rate| {
+                let series = f.cases.iter().find(|o| {
+                    o.group == c.group
+                        && o.model.name == c.model.name
+                        && o.system.gpu == c.system.gpu
+                        && o.inference.as_ref().is_some_and(|x| {
+                            x.mode == Mode::OfflineMaxThroughput
+                                && x.input_len == i.input_len
+                                && x.output_len == i.output_len
+                        })
+                });
+                series
+                    .and_then(|s| s.measured.requests_per_s)
+                    .is_some_and(|sat| rate < sat)
+            });
+            for m in &r.metrics {
+                let Some(e) = m.rel_error else { continue };
+                let key = match m.name {
+                    Metric::TtftMs | Metric::TpotMs if !below => continue,
+                    Metric::TtftMs => "ttft below saturation",
+                    Metric::TpotMs => "tpot below saturation",
+                    Metric::TokensPerS => "output throughput",
+                    _ => continue,
+                };
+                err.entry((c.group.as_str(), key))
+                    .or_default()
+                    .push(e.abs());
+            }
+        }
+        let mape = |g: &str, k: &str| {
+            let v = &err[&(g, k)];
+            v.iter().sum::<f64>() / v.len() as f64
+        };
+        for (g, k, target) in [
+            ("trtllm-v014-online", "output throughput", 0.15),
+            ("trtllm-v014-online", "ttft below saturation", 0.25),
+            ("trtllm-v014-online", "tpot below saturation", 0.25),
+            ("trtllm-v017-offline", "output throughput", 0.15),
+        ] {
+            let m = mape(g, k);
+            assert!(
+                m <= target,
+                "{g} {k}: MAPE {:.1}% > {:.0}%",
+                100.0 * m,
+                100.0 * target
+            );
+        }
+    }
+}

@@ -19,12 +19,12 @@ pub struct Args {
     #[command(flatten)]
     pub config: ConfigArgs,
     /// Offered load, requests/s (`inf`: every request at once, the maximum throughput).
-    #[arg(long, value_name = "R", value_parser = parse_rate,
+    #[arg(long, value_name = "R", value_parser = parse_rate, allow_hyphen_values = true,
           conflicts_with_all = ["rates", "concurrency", "trace"])]
     pub rate: Option<f64>,
     /// Several offered loads, one run each (a latency-throughput curve).
     #[arg(long, value_name = "R1,R2,...", value_delimiter = ',', value_parser = parse_rate,
-          conflicts_with_all = ["concurrency", "trace"])]
+          allow_hyphen_values = true, conflicts_with_all = ["concurrency", "trace"])]
     pub rates: Vec<f64>,
     /// A closed loop of N clients.
     #[arg(long, value_name = "N", conflicts_with = "trace")]

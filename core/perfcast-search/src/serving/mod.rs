@@ -18,6 +18,9 @@
 
 mod walk;
 
+#[cfg(test)]
+mod tests;
+
 pub use walk::{search, BestForSlo, SearchPoint, ServingSearchResult};
 
 use crate::SearchError;
