@@ -175,8 +175,9 @@ pub fn models_mode(mode: Mode) -> bool {
 /// Why a serving case cannot be modelled (before simulating), if it cannot.
 pub fn unsupported_reason(case: &Case) -> Option<String> {
     if ServingStack::of(case).is_none() {
+        let mode = case.inference.as_ref().map_or("?", |i| i.mode.name());
         return Some(format!(
-            "no serving-stack profile for software `{}` (profiles: Triton tensorrtllm_backend, trtllm-bench)",
+            "inference mode \"{mode}\" is simulated for known serving stacks, and software `{}` has no serving-stack profile (profiles: Triton tensorrtllm_backend, trtllm-bench)",
             case.software.as_deref().unwrap_or("(none)")
         ));
     }

@@ -160,113 +160,137 @@ fn candidates(s: &ServingSearch) -> Vec<Candidate> {
     };
     let mut out = Vec::new();
     let mut below = 0;
-    let mut push = |cfg: ServingConfig, p: SearchPoint, below: u32| {
-        out.push(Candidate {
-            cfg,
-            point: p,
-            below,
-        })
-    };
     for &mb in &mbs {
         for &mnt in &mnts {
             let chunks = c.chunk_size.clone().unwrap_or_else(|| vec![mnt]);
             for &chunk in chunks.iter().filter(|&&x| x <= mnt) {
-                let sched = ServingConfig {
-                    max_batch: mb,
-                    max_num_tokens: mnt,
-                    chunk_size: Some(chunk),
-                    chunked_prefill: true,
-                    disaggregated: None,
-                    ..base.clone()
+                let sched = Sched {
+                    cfg: ServingConfig {
+                        max_batch: mb,
+                        max_num_tokens: mnt,
+                        chunk_size: Some(chunk),
+                        chunked_prefill: true,
+                        disaggregated: None,
+                        ..base.clone()
+                    },
+                    point: SearchPoint {
+                        max_batch: mb,
+                        max_num_tokens: mnt,
+                        chunk_size: chunk,
+                        ..empty.clone()
+                    },
+                    suffix: format!("mb{mb} mnt{mnt} chunk{chunk}"),
+                    below,
                 };
-                let sfx = format!("mb{mb} mnt{mnt} chunk{chunk}");
                 if c.aggregated != Some(false) {
-                    for &tp in &tps {
-                        for &pp in &pps {
-                            let g = tp * pp;
-                            if g > s.gpus {
-                                continue;
-                            }
-                            let reps = c.replicas.clone().unwrap_or_else(|| vec![s.gpus / g]);
-                            for &r in reps.iter().filter(|&&r| r * g <= s.gpus) {
-                                let cfg = ServingConfig {
-                                    tp: Some(tp),
-                                    pp: Some(pp),
-                                    replicas: Some(r),
-                                    ..sched.clone()
-                                };
-                                push(
-                                    cfg,
-                                    SearchPoint {
-                                        label: format!("agg tp{tp} pp{pp} x{r} {sfx}"),
-                                        tp,
-                                        pp,
-                                        instances: r,
-                                        max_batch: mb,
-                                        max_num_tokens: mnt,
-                                        chunk_size: chunk,
-                                        gpus: g * r,
-                                        ..empty.clone()
-                                    },
-                                    below,
-                                );
-                            }
-                        }
-                    }
+                    aggregated(s, &tps, &pps, &sched, &mut out);
                 }
                 if c.disaggregated == Some(true) {
-                    let ptps = c.prefill_tp.clone().unwrap_or_else(|| tps.clone());
-                    let dtps = c.decode_tp.clone().unwrap_or_else(|| tps.clone());
-                    for &tp_p in &ptps {
-                        for &tp_d in &dtps {
-                            let mut np = 1;
-                            while np * tp_p + tp_d <= s.gpus {
-                                let nd = (s.gpus - np * tp_p) / tp_d;
-                                let pool = |tp, instances| PoolConfig {
-                                    tp,
-                                    pp: 1,
-                                    instances,
-                                    max_batch: None,
-                                    max_num_tokens: None,
-                                };
-                                let cfg = ServingConfig {
-                                    disaggregated: Some(DisaggregatedConfig {
-                                        prefill: pool(tp_p, np),
-                                        decode: pool(tp_d, nd),
-                                        transfer_overhead_us: base
-                                            .disaggregated
-                                            .map_or(0.0, |d| d.transfer_overhead_us),
-                                    }),
-                                    ..sched.clone()
-                                };
-                                push(
-                                    cfg,
-                                    SearchPoint {
-                                        label: format!(
-                                            "disagg {np} x tp{tp_p} + {nd} x tp{tp_d} {sfx}"
-                                        ),
-                                        disaggregated: true,
-                                        tp: tp_d,
-                                        instances: nd,
-                                        prefill: Some((np, tp_p)),
-                                        max_batch: mb,
-                                        max_num_tokens: mnt,
-                                        chunk_size: chunk,
-                                        gpus: np * tp_p + nd * tp_d,
-                                        ..empty.clone()
-                                    },
-                                    below,
-                                );
-                                np += 1;
-                            }
-                        }
-                    }
+                    disaggregated(s, &tps, &sched, &mut out);
                 }
             }
         }
         below = mb;
     }
     out
+}
+
+/// The scheduler limits of a group of candidates.
+struct Sched {
+    cfg: ServingConfig,
+    point: SearchPoint,
+    suffix: String,
+    below: u32,
+}
+
+/// Aggregated candidates: every TP x PP instance that fits, replicated.
+fn aggregated(
+    s: &ServingSearch,
+    tps: &[u32],
+    pps: &[u32],
+    sched: &Sched,
+    out: &mut Vec<Candidate>,
+) {
+    for &tp in tps {
+        for &pp in pps {
+            let g = tp * pp;
+            if g > s.gpus {
+                continue;
+            }
+            let reps = s
+                .config
+                .replicas
+                .clone()
+                .unwrap_or_else(|| vec![s.gpus / g]);
+            for &r in reps.iter().filter(|&&r| r * g <= s.gpus) {
+                out.push(Candidate {
+                    cfg: ServingConfig {
+                        tp: Some(tp),
+                        pp: Some(pp),
+                        replicas: Some(r),
+                        ..sched.cfg.clone()
+                    },
+                    point: SearchPoint {
+                        label: format!("agg tp{tp} pp{pp} x{r} {}", sched.suffix),
+                        tp,
+                        pp,
+                        instances: r,
+                        gpus: g * r,
+                        ..sched.point.clone()
+                    },
+                    below: sched.below,
+                });
+            }
+        }
+    }
+}
+
+/// Disaggregated candidates: for every prefill and decode TP, every split of the budget
+/// into at least one prefill instance and as many decode instances as the rest holds.
+fn disaggregated(s: &ServingSearch, tps: &[u32], sched: &Sched, out: &mut Vec<Candidate>) {
+    let ptps = s.config.prefill_tp.clone().unwrap_or_else(|| tps.to_vec());
+    let dtps = s.config.decode_tp.clone().unwrap_or_else(|| tps.to_vec());
+    let pool = |tp, instances| PoolConfig {
+        tp,
+        pp: 1,
+        instances,
+        max_batch: None,
+        max_num_tokens: None,
+    };
+    let overhead = s
+        .scenario
+        .config
+        .disaggregated
+        .map_or(0.0, |d| d.transfer_overhead_us);
+    for &tp_p in &ptps {
+        for &tp_d in &dtps {
+            let mut np = 1;
+            while np * tp_p + tp_d <= s.gpus {
+                let nd = (s.gpus - np * tp_p) / tp_d;
+                out.push(Candidate {
+                    cfg: ServingConfig {
+                        disaggregated: Some(DisaggregatedConfig {
+                            prefill: pool(tp_p, np),
+                            decode: pool(tp_d, nd),
+                            transfer_overhead_us: overhead,
+                        }),
+                        ..sched.cfg.clone()
+                    },
+                    point: SearchPoint {
+                        label: format!("disagg {np} x tp{tp_p} + {nd} x tp{tp_d} {}", sched.suffix),
+                        disaggregated: true,
+                        tp: tp_d,
+                        instances: nd,
+                        prefill: Some((np, tp_p)),
+                        gpus: np * tp_p + nd * tp_d,
+                        ..sched.point.clone()
+                    },
+                    below: sched.below,
+                });
+                np += 1;
+            }
+        }
+    }
 }
 
 /// The lengths of the scenario's requests.
