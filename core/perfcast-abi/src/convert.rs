@@ -28,6 +28,7 @@ impl PcOp {
                 p.a_dtype = g.a.code();
                 p.b_dtype = g.b.code();
                 p.out_dtype = g.out.code();
+                p.reserved1 = gemm_scaling_code(g.scaling);
             }
             ComputeOp::Attention(a) => {
                 p.kind = OP_ATTENTION;
@@ -39,6 +40,7 @@ impl PcOp {
                 p.head_dim = a.head_dim;
                 p.causal = a.causal as u32;
                 p.attention_kind = attention_kind_code(a.kind);
+                p.reserved2 = attention_family_code(a.kind);
                 p.backward = a.backward as u32;
             }
             ComputeOp::Vector(v) => {
@@ -66,6 +68,8 @@ impl PcOp {
                 a: dt("a_dtype", self.a_dtype)?,
                 b: dt("b_dtype", self.b_dtype)?,
                 out: dt("out_dtype", self.out_dtype)?,
+                scaling: gemm_scaling_from_code(self.reserved1)
+                    .ok_or_else(|| format!("unknown GEMM scaling code {}", self.reserved1))?,
             })),
             OP_ATTENTION => Ok(ComputeOp::Attention(Attention {
                 batch: self.att_batch,
@@ -75,9 +79,14 @@ impl PcOp {
                 kv_len: self.kv_len,
                 head_dim: self.head_dim,
                 causal: self.causal != 0,
-                kind: attention_kind_from_code(self.attention_kind).ok_or_else(|| {
-                    format!("unknown attention kind code {}", self.attention_kind)
-                })?,
+                kind: attention_kind_from_code(self.attention_kind, self.reserved2).ok_or_else(
+                    || {
+                        format!(
+                            "unknown attention kind code {} (family {})",
+                            self.attention_kind, self.reserved2
+                        )
+                    },
+                )?,
                 dtype: dt("dtype", self.dtype)?,
                 backward: self.backward != 0,
             })),

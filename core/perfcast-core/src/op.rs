@@ -24,6 +24,65 @@ pub struct Gemm {
     pub b: DType,
     /// Format of the output.
     pub out: DType,
+    /// How 8- and 4-bit operands are scaled (default: one scale per tensor, or none).
+    #[serde(default)]
+    pub scaling: GemmScaling,
+}
+
+/// The scaling granularity of a low-precision GEMM's operands: what the kernel must apply in
+/// its main loop or epilogue besides the multiply-adds (the recipes of FP8/FP4 training and
+/// inference; a compute unit may time each differently).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum GemmScaling {
+    /// One scale per tensor (or none: 16-bit GEMMs): FP8 delayed or current/tensorwise
+    /// scaling (Transformer Engine, torchao tensorwise).
+    #[default]
+    Tensor,
+    /// One scale per row of A and per column of B (torchao rowwise).
+    Row,
+    /// 1x128 activation groups and 128x128 weight blocks with FP32 scales (DeepSeek-V3,
+    /// DeepGEMM; Transformer Engine's blockwise recipe).
+    Block,
+    /// MX formats: 32-element blocks with E8M0 scales (MXFP8, MXFP4; OCP MX spec v1.0),
+    /// applied by Blackwell's tensor cores.
+    Mx,
+    /// NVFP4: 16-element blocks with FP8 (E4M3) scales and a per-tensor FP32 scale.
+    Nv,
+}
+
+impl GemmScaling {
+    /// Every scaling, in code order.
+    pub const ALL: [GemmScaling; 5] = [
+        GemmScaling::Tensor,
+        GemmScaling::Row,
+        GemmScaling::Block,
+        GemmScaling::Mx,
+        GemmScaling::Nv,
+    ];
+    /// The name in configurations.
+    pub const fn name(self) -> &'static str {
+        match self {
+            GemmScaling::Tensor => "tensor",
+            GemmScaling::Row => "row",
+            GemmScaling::Block => "block",
+            GemmScaling::Mx => "mx",
+            GemmScaling::Nv => "nv",
+        }
+    }
+    /// Bytes of scale factors stored per element of the scaled operand (activations and
+    /// weights alike, to first order): 4 B per 32 (MX: 1 B per 32), per 16 (NVFP4: 1 B), per
+    /// 128 (block: 4 B), none for tensor and row scaling (one value per tensor or row).
+    pub fn scale_bytes_per_element(self) -> f64 {
+        match self {
+            GemmScaling::Tensor | GemmScaling::Row => 0.0,
+            GemmScaling::Block => 4.0 / 128.0,
+            GemmScaling::Mx => 1.0 / 32.0,
+            GemmScaling::Nv => 1.0 / 16.0,
+        }
+    }
 }
 
 fn one() -> u64 {
@@ -41,6 +100,7 @@ impl Gemm {
             a: dtype,
             b: dtype,
             out: dtype,
+            scaling: GemmScaling::Tensor,
         }
     }
     /// The same GEMM `batch` times (e.g. once per attention head).
@@ -53,7 +113,7 @@ impl Gemm {
     pub fn flops(&self) -> FlopCount {
         FlopCount(2.0 * self.m as f64 * self.n as f64 * self.k as f64 * self.batch as f64)
     }
-    /// Compulsory traffic: read A and B once, write C once.
+    /// Compulsory traffic: read A and B once (with their block scales), write C once.
     #[inline]
     pub fn min_bytes(&self) -> Bytes {
         let (m, n, k, b) = (
@@ -62,7 +122,12 @@ impl Gemm {
             self.k as f64,
             self.batch as f64,
         );
-        Bytes(b * (m * k * self.a.bytes() + k * n * self.b.bytes() + m * n * self.out.bytes()))
+        let scales = self.scaling.scale_bytes_per_element();
+        Bytes(
+            b * (m * k * (self.a.bytes() + scales)
+                + k * n * (self.b.bytes() + scales)
+                + m * n * self.out.bytes()),
+        )
     }
     /// The format the matrix engine runs in: the wider of the two inputs (weight-only
     /// quantised weights are dequantised to the activation format).
@@ -76,15 +141,50 @@ impl Gemm {
     }
 }
 
-/// How attention scores are computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+/// How attention scores are computed, and by which kernel family. Every kind but `Plain`
+/// is a tiled ("flash") kernel: scores stay on chip, device-memory traffic is Q, K, V and O
+/// only (Dao et al. 2022); the families differ in how much of the matrix peak they reach
+/// (a compute unit may model each: the built-in GPU takes one efficiency per family).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum AttentionKind {
     /// Scores materialised in device memory: QKᵀ GEMM, softmax, ·V GEMM.
     #[default]
     Plain,
-    /// Tiled in on-chip memory (FlashAttention): device-memory traffic only for Q, K, V, O.
+    /// FlashAttention-2 (Dao 2023) and kernels of its generation (Ampere-style MMA; e.g.
+    /// Transformer Engine's flash backend, PyTorch SDPA's flash kernel).
     Flash,
+    /// FlashAttention-3 (Shah et al. 2024): Hopper's asynchronous warpgroup MMA (wgmma) and
+    /// TMA, producer/consumer warp specialisation.
+    Flash3,
+    /// cuDNN's fused scaled-dot-product attention (cuDNN 9 frontend), the kernel family of
+    /// Transformer Engine's fused-attention backend and PyTorch SDPA's cuDNN backend.
+    Cudnn,
+}
+
+impl AttentionKind {
+    /// Every kind, in code order.
+    pub const ALL: [AttentionKind; 4] = [
+        AttentionKind::Plain,
+        AttentionKind::Flash,
+        AttentionKind::Flash3,
+        AttentionKind::Cudnn,
+    ];
+    /// A tiled kernel (every kind but `Plain`): no score matrix in device memory.
+    pub const fn is_flash(self) -> bool {
+        !matches!(self, AttentionKind::Plain)
+    }
+    /// The name in configurations.
+    pub const fn name(self) -> &'static str {
+        match self {
+            AttentionKind::Plain => "plain",
+            AttentionKind::Flash => "flash",
+            AttentionKind::Flash3 => "flash3",
+            AttentionKind::Cudnn => "cudnn",
+        }
+    }
 }
 
 /// The attention core (after the QKV projection, before the output projection).
@@ -104,7 +204,7 @@ pub struct Attention {
     pub head_dim: u64,
     /// Causal masking: only about half of the score matrix is computed (by flash kernels).
     pub causal: bool,
-    /// Kernel: plain or flash.
+    /// Kernel: plain or a flash family.
     pub kind: AttentionKind,
     /// Format of Q, K, V, the output and the scores; also the matrix-engine format used.
     pub dtype: DType,
@@ -123,14 +223,14 @@ impl Attention {
             * self.q_len as f64
             * self.kv_len as f64
             * self.head_dim as f64;
-        let causal = if self.causal && self.kind == AttentionKind::Flash && self.q_len > 1 {
+        let causal = if self.causal && self.kind.is_flash() && self.q_len > 1 {
             0.5
         } else {
             1.0
         };
         let pass = if self.backward {
             // dQ, dK, dV, dP: 2x forward; flash also recomputes the scores: +0.5x.
-            if self.kind == AttentionKind::Flash {
+            if self.kind.is_flash() {
                 2.5
             } else {
                 2.0
@@ -153,9 +253,10 @@ impl Attention {
         let io = q + kv + o;
         let scores = b * self.heads as f64 * self.q_len as f64 * self.kv_len as f64 * e;
         let pass = if self.backward { 2.5 } else { 1.0 };
-        match self.kind {
-            AttentionKind::Flash => Bytes(io * pass),
-            AttentionKind::Plain => Bytes((io + 4.0 * scores) * pass),
+        if self.kind.is_flash() {
+            Bytes(io * pass)
+        } else {
+            Bytes((io + 4.0 * scores) * pass)
         }
     }
 }
@@ -280,11 +381,14 @@ impl ComputeOp {
     pub fn launches(&self) -> u32 {
         match self {
             ComputeOp::Gemm(_) => 1,
-            ComputeOp::Attention(a) => match a.kind {
-                AttentionKind::Flash => 1,
-                // QKᵀ, scale+mask, softmax, dropout, ·V
-                AttentionKind::Plain => 5,
-            },
+            // Plain: QKᵀ, scale+mask, softmax, dropout, ·V.
+            ComputeOp::Attention(a) => {
+                if a.kind.is_flash() {
+                    1
+                } else {
+                    5
+                }
+            }
             ComputeOp::Vector(v) => v.launches,
         }
     }
