@@ -22,6 +22,7 @@ use crate::cases::{Case, Metric, Mode};
 use crate::harness::{inference_plan, model_spec, system_for, Harness};
 use crate::report::{CaseResult, MetricResult};
 use perfcast_core::workload::ModelSpec;
+use perfcast_core::AttentionKind;
 use perfcast_engine::inference::{Inference, InferenceOptions};
 use perfcast_engine::serving::{
     ArrivalProcess, Length, Load, ServingConfig, ServingReport, Simulator, WorkloadSpec,
@@ -63,6 +64,14 @@ impl ServingStack {
             decode_kv_group_reread: 0.0,
             ..base.clone()
         }
+    }
+
+    /// The attention kernels of this stack: TensorRT-LLM's own fused attention (`fmha_v2`
+    /// for prompts, XQA for decode), whose Hopper kernels are warp-specialised wgmma/TMA
+    /// kernels, the FlashAttention-3 design (Shah et al. 2024) rather than FlashAttention-2's;
+    /// a device without data for that family falls back on its GEMM efficiency.
+    pub fn attention(self) -> AttentionKind {
+        AttentionKind::Flash3
     }
 
     /// The `[serving]` settings of this stack for `case` (`model` its model).
@@ -219,7 +228,8 @@ pub fn simulate(h: &Harness, case: &Case) -> Result<(ServingReport, ServingStack
         .device()
         .map(|d| d.capacity().0)
         .unwrap_or(0.0);
-    let plan = inference_plan_for_serving(case)?;
+    let mut plan = inference_plan_for_serving(case)?;
+    plan.attention = stack.attention();
     let inf = Inference::new(model.clone(), system, stack.options(&h.inference_options))
         .map_err(|e| e.to_string())?;
     let cfg = stack.config(case, &model, capacity);
@@ -276,10 +286,12 @@ pub fn predict(h: &Harness, case: &Case, r: &mut CaseResult) -> Result<(), Strin
             pool.map_or(0.0, |p| p.max_num_tokens as f64),
         ),
     ];
-    r.reason = Some(format!(
-        "serving simulation ({:?} profile): {} requests, {} completed",
-        stack, rep.requests, rep.completed
-    ));
+    if rep.completed < rep.requests {
+        r.reason = Some(format!(
+            "serving simulation ({stack:?} profile): only {} of {} requests completed",
+            rep.completed, rep.requests
+        ));
+    }
     Ok(())
 }
 
