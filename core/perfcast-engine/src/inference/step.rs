@@ -18,6 +18,8 @@
 
 use super::*;
 use perfcast_core::Bytes;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// A prefill chunk of one sequence in a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,6 +103,30 @@ pub struct StepCosts<'a> {
     logits_graph: Vec<f64>,
     /// Chunk groups of the step being timed (reused buffer).
     groups: Vec<(u32, u32, u64)>,
+    /// Attention cores already timed: (sequences, new tokens each, prior or attended
+    /// context, decode kernel, eager) -> (busy, overhead) of one layer.
+    attention: HashMap<(u64, u64, u64, bool, bool), (f64, f64), BuildHasherDefault<Mix>>,
+}
+
+/// A multiplicative hasher for the small integer keys of the attention memo (no need for
+/// SipHash's flooding resistance: the keys are the simulator's own).
+#[derive(Default, Clone, Copy)]
+struct Mix(u64);
+
+impl Hasher for Mix {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(*b as u64);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0 ^ x)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(29);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 fn memo(
@@ -178,7 +204,64 @@ impl<'a> StepCosts<'a> {
             logits: l,
             eager,
         };
-        t += inf.step_attention(&sh, pass, b, &mut self.groups)? * sh.layers as f64;
+        t += self.step_attention(pass, b)? * sh.layers as f64;
+        Ok(t)
+    }
+    /// One layer's attention cores of a step. Context (prefill) kernels run all chunks in one
+    /// launch: chunks of equal length and prior context form one op (its batch), each
+    /// group's busy time counts, the launch overhead once (the largest). Decodes are one op
+    /// over their mean context (the KV bytes and FLOPs of a decode kernel are linear in the
+    /// summed context). Each distinct op is timed once (memoised, exact).
+    fn step_attention(&mut self, pass: Pass, b: &StepBatch) -> Result<f64, ModelError> {
+        let (inf, sh) = (self.inf, self.sh);
+        let memo = &mut self.attention;
+        let mut timed =
+            |n: u64, q: u64, ctx: u64, decode: bool| -> Result<(f64, f64), ModelError> {
+                let key = (n, q, ctx, decode, pass.eager);
+                if let Some(v) = memo.get(&key) {
+                    return Ok(*v);
+                }
+                let a = if decode {
+                    inf.attention_timed(&sh, pass, n, 1, ctx)?.1
+                } else {
+                    inf.chunk_attention(&sh, pass, n, q, ctx)?
+                };
+                memo.insert(key, (a.busy, a.overhead));
+                Ok((a.busy, a.overhead))
+            };
+        let mut t = 0.0;
+        if !b.chunks.is_empty() {
+            let groups = &mut self.groups;
+            groups.clear();
+            groups.extend(b.chunks.iter().map(|c| (c.tokens, c.prior, 1u64)));
+            groups.sort_unstable();
+            groups.dedup_by(|x, y| {
+                let same = x.0 == y.0 && x.1 == y.1;
+                if same {
+                    y.2 += x.2;
+                }
+                same
+            });
+            let mut overhead = 0.0f64;
+            for &(q, prior, n) in groups.iter() {
+                let (busy, o) = timed(n, q as u64, prior as u64, false)?;
+                t += busy;
+                overhead = overhead.max(o);
+            }
+            t += overhead;
+        }
+        if b.decodes > 0 {
+            let n = b.decodes as u64;
+            let q = b.decode_q();
+            let kv = (b.decode_context + n / 2) / n;
+            let (busy, o) = if q == 1 {
+                timed(n, 1, kv.max(1), true)?
+            } else {
+                // Verifying a draft: `q` new tokens after `kv - q` cached ones.
+                timed(n, q, kv.saturating_sub(q), false)?
+            };
+            t += busy + o;
+        }
         Ok(t)
     }
 }
@@ -196,6 +279,7 @@ impl Inference {
             logits_eager: Vec::new(),
             logits_graph: Vec::new(),
             groups: Vec::new(),
+            attention: HashMap::default(),
         })
     }
 
@@ -318,54 +402,6 @@ impl Inference {
         )?;
         let t = acc.total();
         perfcast_core::units::ensure_finite("step time", t)?;
-        Ok(t)
-    }
-
-    /// One layer's attention cores of a step. Context (prefill) kernels run all chunks in one
-    /// launch: chunks of equal length and prior context form one op (its batch), each
-    /// group's busy time counts, the launch overhead once (the largest). Decodes are one op
-    /// over their mean context (the KV bytes and FLOPs of a decode kernel are linear in the
-    /// summed context).
-    fn step_attention(
-        &self,
-        sh: &Shard,
-        pass: Pass,
-        b: &StepBatch,
-        groups: &mut Vec<(u32, u32, u64)>,
-    ) -> Result<f64, ModelError> {
-        let mut t = 0.0;
-        if !b.chunks.is_empty() {
-            groups.clear();
-            groups.extend(b.chunks.iter().map(|c| (c.tokens, c.prior, 1u64)));
-            groups.sort_unstable();
-            groups.dedup_by(|x, y| {
-                let same = x.0 == y.0 && x.1 == y.1;
-                if same {
-                    y.2 += x.2;
-                }
-                same
-            });
-            let mut overhead = 0.0f64;
-            for &(q, prior, n) in groups.iter() {
-                let a = self.chunk_attention(sh, pass, n, q as u64, prior as u64)?;
-                t += a.busy;
-                overhead = overhead.max(a.overhead);
-            }
-            t += overhead;
-        }
-        if b.decodes > 0 {
-            let n = b.decodes as u64;
-            let q = b.decode_q();
-            let kv = (b.decode_context + n / 2) / n;
-            let a = if q == 1 {
-                self.attention_timed(sh, pass, n, 1, kv.max(1))?.1
-            } else {
-                // Verifying a draft: `q` new tokens after `kv - q` cached ones.
-                let prior = kv.saturating_sub(q);
-                self.chunk_attention(sh, pass, n, q, prior)?
-            };
-            t += a.busy + a.overhead;
-        }
         Ok(t)
     }
 

@@ -41,7 +41,7 @@ impl Stats {
         if v.is_empty() {
             return Stats::default();
         }
-        v.sort_by(f64::total_cmp);
+        v.sort_unstable_by(f64::total_cmp);
         let mean = v.iter().sum::<f64>() / v.len() as f64;
         Stats {
             mean: Seconds(mean),

@@ -86,6 +86,24 @@ impl Run<'_, '_> {
         let mut k = 0;
         while k < running.len() {
             let s = running[k];
+            // The common case first: a decode under the guaranteed policy.
+            if !on_demand {
+                let seq = &self.seqs[s as usize];
+                if seq.prefilled >= seq.target {
+                    if q <= budget - tokens {
+                        decodes += 1;
+                        ctx += (seq.kv + q) as u64;
+                        tokens += q;
+                        work.push(Work {
+                            seq: s,
+                            tokens: q,
+                            decode: true,
+                        });
+                    }
+                    k += 1;
+                    continue;
+                }
+            }
             let seq = self.seqs[s as usize];
             let room = budget - tokens;
             let take = if seq.decoding() {
@@ -271,8 +289,20 @@ impl Run<'_, '_> {
         let block = self.d.kv_block_size;
         let prefill_only = self.prefill_only(i);
         let mut leaving = false;
+        let spec = self.d.speculative.is_some();
         for w in &work {
             let s = w.seq as usize;
+            if w.decode && !spec && !on_demand {
+                // The common case: one token, no blocks to give back.
+                let seq = &mut self.seqs[s];
+                seq.generated += 1;
+                seq.kv += 1;
+                if seq.generated >= seq.output {
+                    self.finish(w.seq, t);
+                    leaving = true;
+                }
+                continue;
+            }
             if w.decode {
                 let g = self.gained();
                 let seq = &mut self.seqs[s];
