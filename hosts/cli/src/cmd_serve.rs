@@ -63,17 +63,6 @@ fn parse_rate(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-/// Top-level sections `serve` accepts: the host's, the serving ones, and the search
-/// sections experiment files share with `search`.
-pub(crate) fn load(args: &ConfigArgs) -> anyhow::Result<perfcast_host::Config> {
-    let mut sources = args.sources();
-    let mut sections = perfcast_host::SECTIONS.to_vec();
-    sections.extend(perfcast_scenario::serving::SECTIONS);
-    sections.extend(["search", "serving_search"]);
-    sources.sections = sections;
-    crate::common::load_config(&sources)
-}
-
 /// What `serve --format json` prints.
 #[derive(Serialize)]
 struct Output<'a> {
@@ -86,7 +75,8 @@ struct Output<'a> {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let cfg = load(&a.config)?;
+    // The sections of `predict` and `infer`, which include the serving ones.
+    let cfg = crate::cmd_predict::load(&a.config)?;
     let mut sc = ServingScenario::from_config(&cfg)?;
     apply_overrides(&mut sc, &a)?;
     let loads = loads(&sc, &a);

@@ -105,8 +105,11 @@ pub struct StepCosts<'a> {
     groups: Vec<(u32, u32, u64)>,
     /// Attention cores already timed: (sequences, new tokens each, prior or attended
     /// context, decode kernel, eager) -> (busy, overhead) of one layer.
-    attention: HashMap<(u64, u64, u64, bool, bool), (f64, f64), BuildHasherDefault<Mix>>,
+    attention: HashMap<AttentionKey, (f64, f64), BuildHasherDefault<Mix>>,
 }
+
+/// (sequences, new tokens each, prior or attended context, decode kernel, eager).
+type AttentionKey = (u64, u64, u64, bool, bool);
 
 /// A multiplicative hasher for the small integer keys of the attention memo (no need for
 /// SipHash's flooding resistance: the keys are the simulator's own).
@@ -353,19 +356,7 @@ impl Inference {
         let [(class, embedding), ..] = sh.edge_ops(m, 1);
         self.add_compute(class, &embedding, pass, &mut acc)?;
         self.collective(all_reduce, pass, &mut acc)?;
-        if plan.pp > 1 {
-            let mut p2p = Acc::default();
-            self.collective(
-                Collective {
-                    kind: CollectiveKind::SendRecv,
-                    bytes: perfcast_core::Bytes(act_bytes),
-                    ranks: plan.gpus_per_replica(),
-                },
-                pass,
-                &mut p2p,
-            )?;
-            acc.add_scaled(&p2p, (plan.pp - 1) as f64);
-        }
+        self.pipeline_handoffs(plan, act_bytes, pass, &mut acc)?;
         acc.overhead += self.options.step_overhead_us * 1e-6;
         let t = acc.total();
         perfcast_core::units::ensure_finite("step time", t)?;
