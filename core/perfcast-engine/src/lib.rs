@@ -13,6 +13,7 @@
 pub mod inference;
 pub mod network;
 pub mod serving;
+pub mod software;
 pub mod training;
 
 pub use training::{EngineParams, Training, TrainingOptions, TrainingPlan, TrainingReport};

@@ -1,6 +1,7 @@
 //! A serving scenario: `[model]`, the system, `[serving]` (falling back on `[inference]` for
-//! the plan's fields and the request lengths), `[options]` and `[slo]`; a trace file named
-//! by `serving.trace` is read here, relative to the file that names it.
+//! the plan's fields and the request lengths, and on the software stack for the attention
+//! kernel, CUDA graphs and the host costs), `[options]` and `[slo]`; a trace file named by
+//! `serving.trace` is read here, relative to the file that names it.
 //!
 //! Devices: `system.devices` left at its built-in default becomes the deployment's devices;
 //! otherwise the deployment may use at most `system.devices`.
@@ -37,8 +38,11 @@ pub struct ServingScenario {
     pub inference: Inference,
     /// `[serving]`.
     pub config: ServingConfig,
-    /// `[inference]`, when present: the defaults of the plan's fields.
+    /// `[inference]`, when present: the defaults of the request lengths.
     pub defaults: Option<InferencePlan>,
+    /// The defaults of the deployment's plan fields: `[inference]`'s, with the software
+    /// stack's beneath them.
+    pub plan: InferencePlan,
     /// The requests.
     pub requests: Requests,
     /// `[slo]`, when present.
@@ -57,14 +61,27 @@ impl ServingScenario {
                 hint: "it needs the deployment and its traffic (tp, pp, replicas, max_batch, max_num_tokens, input_len, output_len, rate or concurrency or trace, ...; README.md, \"serve\"); an [inference] section gives defaults",
             });
         }
-        let config: ServingConfig = cfg.extract_opt("serving")?.unwrap_or_default();
+        let mut config: ServingConfig = cfg.extract_opt("serving")?.unwrap_or_default();
         let defaults: Option<InferencePlan> = cfg.extract_opt("inference")?;
+        // The plan fields a software stack sets (attention kernel, CUDA graphs), beneath
+        // [inference]'s and [serving]'s own.
+        let mut plan = defaults
+            .clone()
+            .unwrap_or_else(|| InferencePlan::new(1, 1, 1));
+        crate::stack::inference_stack(cfg)?.apply_inference_plan(
+            &mut plan,
+            &crate::stack::user_set(cfg),
+            crate::stack::generation(cfg)?,
+        );
+        if !is_set(cfg, "serving.cuda_graphs") {
+            config.cuda_graphs = plan.graph_capture;
+        }
         let slo: Option<Slo> = cfg.extract_opt("slo")?;
         if let Some(s) = &slo {
             s.validate().map_err(|e| engine_error(cfg, e))?;
         }
         let d = config
-            .deployment(defaults.as_ref(), 2)
+            .deployment(Some(&plan), 2)
             .map_err(|e| engine_error(cfg, e))?;
         if !is_set(cfg, "system.devices") {
             system.devices = d.gpus().max(1);
@@ -75,6 +92,7 @@ impl ServingScenario {
         Ok(ServingScenario {
             inference,
             config,
+            plan,
             defaults,
             requests,
             slo,
@@ -92,7 +110,7 @@ impl ServingScenario {
     /// The deployment for `traffic` (its longest request bounds the context).
     pub fn deployment(&self, traffic: &Traffic) -> Result<Deployment, perfcast_core::ModelError> {
         self.config
-            .deployment(self.defaults.as_ref(), traffic.max_context())
+            .deployment(Some(&self.plan), traffic.max_context())
     }
 
     /// The seed of the random draws.

@@ -10,9 +10,12 @@
 //!   `server` at `request_rate` (a Poisson process: the sources do not state theirs, and
 //!   Poisson is the load generators' default), or a closed loop of `concurrency` clients;
 //!   `offline-max-throughput` with every request at once. Seed 0.
-//! * **Software stack** ([`ServingStack::of`], from the case's `software`, one table): the
-//!   scheduler settings the stack's documentation gives for that benchmark (sources beside
-//!   each value). `max_batch` when the case publishes it.
+//! * **Software stack**: the kernels and host costs are the case's stack of
+//!   `configs/validation/stacks.toml`, as for the static modes (TensorRT-LLM 0.x: XQA decode
+//!   attention). The **benchmark's scheduler** ([`ServingStack::of`], from the case's
+//!   `software`): the engine limits, KV-cache fraction and capacity policy the benchmark
+//!   tool's documentation gives (sources beside each value); `max_batch` when the case
+//!   publishes it.
 //!
 //! Metrics: `ttft_ms`, `tpot_ms` (the token-weighted inter-token latency, which is what the
 //! sources record there), `latency_s`, `tokens_per_s` (output), `tokens_per_s_per_gpu`,
@@ -22,8 +25,7 @@ use crate::cases::{Case, Metric, Mode};
 use crate::harness::{inference_plan, model_spec, system_for, Harness};
 use crate::report::{CaseResult, MetricResult};
 use perfcast_core::workload::ModelSpec;
-use perfcast_core::AttentionKind;
-use perfcast_engine::inference::{Inference, InferenceOptions};
+use perfcast_engine::inference::Inference;
 use perfcast_engine::serving::{
     ArrivalProcess, Length, Load, ServingConfig, ServingReport, Simulator, WorkloadSpec,
 };
@@ -52,26 +54,6 @@ impl ServingStack {
         } else {
             None
         }
-    }
-
-    /// The inference engine's options for this stack: the harness's, with the decode
-    /// attention kernel of TensorRT-LLM since 0.7, XQA, which reads each KV head once for its
-    /// whole query group (TensorRT-LLM blog "New XQA-kernel provides 2.4x more Llama-70B
-    /// throughput", 2024-01-30): `decode_kv_group_reread = 0`, as its documentation says for
-    /// current runtimes.
-    pub fn options(self, base: &InferenceOptions) -> InferenceOptions {
-        InferenceOptions {
-            decode_kv_group_reread: 0.0,
-            ..base.clone()
-        }
-    }
-
-    /// The attention kernels of this stack: TensorRT-LLM's own fused attention (`fmha_v2`
-    /// for prompts, XQA for decode), whose Hopper kernels are warp-specialised wgmma/TMA
-    /// kernels, the FlashAttention-3 design (Shah et al. 2024) rather than FlashAttention-2's;
-    /// a device without data for that family falls back on its GEMM efficiency.
-    pub fn attention(self) -> AttentionKind {
-        AttentionKind::Flash3
     }
 
     /// The `[serving]` settings of this stack for `case` (`model` its model).
@@ -228,10 +210,12 @@ pub fn simulate(h: &Harness, case: &Case) -> Result<(ServingReport, ServingStack
         .device()
         .map(|d| d.capacity().0)
         .unwrap_or(0.0);
-    let mut plan = inference_plan_for_serving(case)?;
-    plan.attention = stack.attention();
-    let inf = Inference::new(model.clone(), system, stack.options(&h.inference_options))
-        .map_err(|e| e.to_string())?;
+    // Kernels and host costs: the case's software stack, as for the static modes.
+    let software = h.stack_of(case);
+    let plan = inference_plan_for_serving(case, software)?;
+    let mut options = h.inference_options.clone();
+    software.apply_inference_options(&mut options, &|_| false);
+    let inf = Inference::new(model.clone(), system, options).map_err(|e| e.to_string())?;
     let cfg = stack.config(case, &model, capacity);
     let wl = workload(case)?;
     let traffic = wl.traffic();
@@ -249,12 +233,13 @@ pub fn simulate(h: &Harness, case: &Case) -> Result<(ServingReport, ServingStack
 /// simulation takes the parallelism and formats only).
 fn inference_plan_for_serving(
     case: &Case,
+    stack: &perfcast_scenario::Stack,
 ) -> Result<perfcast_engine::inference::InferencePlan, String> {
     let mut c = case.clone();
     if let Some(i) = c.inference.as_mut() {
         i.batch = crate::cases::Batch::Fixed(1);
     }
-    inference_plan(&c)
+    inference_plan(&c, stack)
 }
 
 /// Predict every published metric of a serving case into `r`.

@@ -319,7 +319,7 @@ pub fn search(s: &ServingSearch) -> Result<ServingSearchResult, SearchError> {
         });
     }
     let inf = &s.scenario.inference;
-    let defaults = s.scenario.defaults.as_ref();
+    let defaults = Some(&s.scenario.plan);
     // The distinct pool plans, each with the largest step and batch it must time.
     let mut plans: Vec<(InferencePlan, u64, u64)> = Vec::new();
     for c in &cands {
