@@ -29,8 +29,8 @@
 //! * **Inference**: `fp8`/`fp4` precision is W8A8/W4A4 (fp8/fp4 GEMMs, as TensorRT-LLM runs
 //!   FP8 on Hopper); `int8`/`int4` are weight-only (16-bit activations). KV cache in
 //!   `kv_precision` (default: the precision). Static and latency modes are one batch prefilled
-//!   then decoded; offline-max-throughput and server modes need a serving-engine model
-//!   (in-flight batching under load) and are reported unsupported.
+//!   then decoded; offline-max-throughput and server modes are simulated under in-flight
+//!   batching by [`crate::serving`].
 //!
 //! Derived metrics follow the schema's FLOP conventions ([`crate::flops`]): TFLOP/s in the
 //! case's `flops_convention` (and `attention_flops`), MFU/HFU against `peak_tflops_basis`.
@@ -84,11 +84,10 @@ pub fn unsupported_reason(case: &Case) -> Option<String> {
     }
     if let Some(i) = &case.inference {
         match i.mode {
+            // Serving hook (issue 12): server and offline-max-throughput cases are simulated
+            // by `crate::serving`.
             Mode::OfflineMaxThroughput | Mode::Server => {
-                return Some(format!(
-                    "inference mode \"{}\": throughput under in-flight batching and a saturating (or rate-limited) load needs a serving-engine model (scheduler, batch composition over time); only static-batch and latency modes are modelled",
-                    i.mode.name()
-                ))
+                return crate::serving::unsupported_reason(case);
             }
             Mode::Static | Mode::Latency => {}
         }
@@ -232,6 +231,12 @@ pub struct Harness {
 }
 
 impl Harness {
+    /// The software stack of a case (`configs/validation/stacks.toml`). Serving hook (issue
+    /// 12): `crate::serving` times its steps on the case's stack.
+    pub(crate) fn stack_of(&self, case: &Case) -> &Stack {
+        self.stacks.of(case).1
+    }
+
     /// A harness over the built-in plugins.
     pub fn new() -> Result<Harness, String> {
         // Name the engine so that its execution plugins are linked and registered.
@@ -480,6 +485,14 @@ impl Harness {
     }
 
     fn predict_inference(&self, case: &Case, r: &mut CaseResult) -> Result<(), String> {
+        // Serving hook (issue 12): the serving modes are simulated by `crate::serving`.
+        if case
+            .inference
+            .as_ref()
+            .is_some_and(|i| crate::serving::models_mode(i.mode))
+        {
+            return crate::serving::predict(self, case, r);
+        }
         let model = model_spec(case);
         let system = system_for(case, &self.registry)?;
         let stack = self.stacks.of(case).1;

@@ -24,6 +24,7 @@ pub mod harness;
 pub mod kernels;
 pub mod presets;
 pub mod report;
+pub mod serving;
 pub mod stacks;
 
 use std::path::{Path, PathBuf};

@@ -26,12 +26,13 @@ pub struct Args {
     pub plot: Option<PathBuf>,
 }
 
-/// Top-level sections `predict` and `infer` accept: the host's, plus `search` (the plan
-/// search's section, which experiment files share with `predict`).
+/// Top-level sections `predict` and `infer` accept: the host's, plus those of `search` and
+/// `serve` (`search`, `serving`, `slo`, `serving_search`), which experiment files share.
 pub(crate) fn load(args: &ConfigArgs) -> anyhow::Result<Config> {
     let mut sources = args.sources();
     let mut sections = SECTIONS.to_vec();
-    sections.push("search");
+    // Experiment files may carry the sections of `search` and `serve` too.
+    sections.extend(["search", "serving", "slo", "serving_search"]);
     sources.sections = sections;
     crate::common::load_config(&sources)
 }

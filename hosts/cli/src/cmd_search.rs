@@ -1,7 +1,9 @@
 //! `perfcast search CONFIG... [--set k=v]... [--top N] [--objective time|memory|cost]
 //! [--format table|json|csv] [--bench]`: the best plans for the config's model and system
 //! (the `[search]` section gives the space and constraints), the Pareto front of step time vs
-//! memory per GPU, and how many plans were enumerated, pruned and evaluated.
+//! memory per GPU, and how many plans were enumerated, pruned and evaluated. With a
+//! `[serving_search]` section it is the deployment search for serving instead
+//! (`cmd_search_serving`).
 
 use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
 use anyhow::Context as _;
@@ -69,10 +71,14 @@ fn report_cells(r: &TrainingReport) -> Vec<String> {
     ]
 }
 
-fn load(a: &Args) -> anyhow::Result<(Config, perfcast_search::Scenario)> {
+fn load_config(a: &Args) -> anyhow::Result<Config> {
     let mut sources = a.config.sources();
     sources.sections.push(perfcast_search::config::SECTION);
-    let cfg = crate::common::load_config(&sources)?;
+    sources.sections.extend(crate::cmd_search_serving::SECTIONS);
+    crate::common::load_config(&sources)
+}
+
+fn load(a: &Args, cfg: Config) -> anyhow::Result<(Config, perfcast_search::Scenario)> {
     let mut sc = load_scenario(&cfg)?;
     if let Some(n) = a.top {
         if n == 0 {
@@ -87,7 +93,12 @@ fn load(a: &Args) -> anyhow::Result<(Config, perfcast_search::Scenario)> {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let (_cfg, sc) = load(&a)?;
+    let cfg = load_config(&a)?;
+    // A deployment search for serving (issue 12) when the config has [serving_search].
+    if cfg.contains(perfcast_search::serving::SECTION) {
+        return crate::cmd_search_serving::run(&a, &cfg);
+    }
+    let (_cfg, sc) = load(&a, cfg)?;
     if a.bench {
         return bench(&sc);
     }

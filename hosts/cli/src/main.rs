@@ -10,6 +10,8 @@ mod cmd_plugins;
 mod cmd_predict;
 mod cmd_roofline;
 mod cmd_search;
+mod cmd_search_serving;
+mod cmd_serve;
 mod cmd_study;
 mod cmd_sweep;
 mod cmd_validate;
@@ -48,6 +50,8 @@ enum Command {
     Search(cmd_search::Args),
     /// A grid over config keys (hardware included), each point evaluated or searched.
     Sweep(cmd_sweep::Args),
+    /// Serving under load (continuous batching, paged KV cache): latency, throughput, goodput.
+    Serve(cmd_serve::Args),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -61,6 +65,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sweep(a) => cmd_sweep::run(a),
         Command::Predict(a) => cmd_predict::run(a),
         Command::Infer(a) => cmd_infer::run(a),
+        Command::Serve(a) => cmd_serve::run(a),
     }
 }
 
