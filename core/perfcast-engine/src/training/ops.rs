@@ -13,7 +13,9 @@
 //! (`8`), exp (`8`), sum (`4`), normalise into the saved softmax (`8`): `e + 36` bytes per
 //! logit in 6 kernels forward; backward scales the saved softmax by the loss gradient (`8`)
 //! and casts back (`4 + e`): `12 + e` in 2 kernels. Low-precision GEMMs quantise their inputs
-//! (forward), the output gradient and the saved input (backward) at the costs of the plan's
+//! and weights (forward: every micro-batch; Transformer Engine's caching of a step's fp8
+//! weights across micro-batches is not modelled), the output gradient, the saved input and
+//! the weight's other orientation (backward) at the costs of the plan's
 //! recipe ([`super::recipe`]; Transformer Engine's delayed scaling: `2 + 1` bytes per input
 //! element, `2 + 1 + 1` for the gradient's cast and transposed copy, `1 + 1` for the saved
 //! input's transpose).
@@ -589,6 +591,9 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
                 let op = x.cast_op(m * k, c.amax + c.cast, c.scale, c.kernels);
                 timer.add(&mut f, op, 1.0)?;
             }
+            // The weight, quantised for this micro-batch's forward.
+            let w = x.cast_op(k * n, c.amax + c.cast, c.scale, c.kernels);
+            timer.add(&mut f, w, 1.0)?;
         }
     }
     let rope_el = tok * (x.a_dev + x.kv_dev) * x.d;
@@ -653,6 +658,8 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
             let grad = x.cast_op(m * n, c.amax + c.grad_cast, 2.0 * c.scale, c.kernels);
             timer.add(&mut b, grad, 1.0)?;
             timer.add(&mut b, x.cast_op(m * k, c.transpose, c.scale, 1), 1.0)?;
+            // The weight laid out for the data gradient.
+            timer.add(&mut b, x.cast_op(k * n, c.transpose, c.scale, 1), 1.0)?;
         }
     }
     if x.rope {
