@@ -208,6 +208,17 @@ fn check_file(path: &Path, sha256: Option<&str>) -> Result<(), LoadError> {
     Ok(())
 }
 
+/// The path to hand dlopen for the file `path`: a relative path is the working directory's
+/// file (made absolute), as for every other file a user names.
+fn dlopen_path(path: &Path) -> PathBuf {
+    if path.is_relative() {
+        if let Ok(cwd) = std::env::current_dir() {
+            return cwd.join(path);
+        }
+    }
+    path.to_path_buf()
+}
+
 /// Load the plugin at `path` into `registry` (see the crate docs). `sha256`, when given, is
 /// the expected lowercase-hex digest of the file (an optional `sha256:` prefix is accepted);
 /// it is checked before the library is opened.
@@ -217,9 +228,12 @@ pub fn load_library(
     registry: &mut Registry,
 ) -> Result<LoadedLibrary, LoadError> {
     check_file(path, sha256)?;
+    // dlopen reads a name without a `/` as a library to look up in the system's search path,
+    // never in the working directory: hand it the file that was just checked instead.
+    let file = dlopen_path(path);
     // SAFETY: loading a library runs its initialisers; the host only loads paths the user
     // named (config or --load), optionally pinned by sha256.
-    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| LoadError::NotAPlugin {
+    let lib = unsafe { libloading::Library::new(&file) }.map_err(|e| LoadError::NotAPlugin {
         path: path.to_path_buf(),
         reason: format!("cannot be loaded as a shared library ({e})"),
     })?;
@@ -233,7 +247,7 @@ pub fn load_library(
         // SAFETY: `entry` is the plugin's perfcast_plugin_entry_v1.
         unsafe { c_plugin::load(path, entry)? }
     } else if unsafe { lib.get::<*const u8>(RUST_ROOT_SYMBOL) }.is_ok() {
-        rust_plugin::load(path)?
+        rust_plugin::load(&file)?
     } else {
         let other_major = (0..=16u32).filter(|m| *m != C_ABI_MAJOR).find(|m| {
             let sym = format!("perfcast_plugin_entry_v{m}\0");

@@ -71,13 +71,21 @@ pub fn warn_ignored_env(vars: &[String], sections: &[&str]) {
     }
     WARNED.call_once(|| {
         for v in vars {
-            eprintln!(
+            eprint_line(&format!(
                 "warning: ignoring environment variable {v}: it sets no configuration key \
                  (PERFCAST_<SECTION>__<KEY>; sections: {})",
                 sections.join(", ")
-            );
+            ));
         }
     });
+}
+
+/// Write one line to stderr. A closed or broken stderr (`perfcast ... 2>&1 | true`) loses the
+/// message and nothing else: the exit code still says what happened (`eprintln!` would panic
+/// there, and the panic hook's own message would abort the process).
+pub fn eprint_line(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{text}").and_then(|_| err.flush());
 }
 
 /// Write `text` to stdout; a closed pipe (`perfcast ... | head`) is not an error.
@@ -108,7 +116,7 @@ pub fn print_error(e: &anyhow::Error) {
         }
         last = c;
     }
-    eprintln!("{msg}");
+    eprint_line(&msg);
 }
 
 /// A panic is a bug: say so clearly (the process then exits with [`EXIT_INTERNAL`]).
@@ -124,7 +132,9 @@ pub fn install_panic_hook() {
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
             .unwrap_or_default();
-        eprintln!("error: internal error (a bug in perfcast, please report it): {msg}{at}");
+        eprint_line(&format!(
+            "error: internal error (a bug in perfcast, please report it): {msg}{at}"
+        ));
     }));
 }
 

@@ -435,3 +435,36 @@ fn bad_values_name_the_key_and_where_it_came_from() {
         fails(&perfcast_in(&d, &a, env), &want);
     }
 }
+
+/// Run `perfcast args` with stdout or stderr connected to a pipe whose reading end is already
+/// closed (as in `perfcast ... 2>&1 | true`): every write fails with EPIPE.
+fn with_closed(stream: &str, args: &[&str]) -> i32 {
+    with_closed_env(stream, args, &[])
+}
+
+fn with_closed_env(stream: &str, args: &[&str], env: &[(&str, &str)]) -> i32 {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut cmd = common::command(&tmpdir(), args);
+    cmd.envs(env.iter().copied());
+    match stream {
+        "stdout" => cmd.stdout(writer).stderr(std::process::Stdio::null()),
+        _ => cmd.stderr(writer).stdout(std::process::Stdio::null()),
+    };
+    cmd.status().unwrap().code().unwrap_or(-1)
+}
+
+#[test]
+fn a_closed_stdout_or_stderr_ends_quietly_with_the_documented_exit_code() {
+    // An error reported to a closed stderr still exits 1 (it used to abort: 134).
+    assert_eq!(with_closed("stderr", &["predict", "missing.toml"]), 1);
+    // A usage error, likewise 2; a successful command whose output nobody reads, 0.
+    assert_eq!(with_closed("stderr", &["predict", "--bogus"]), 2);
+    assert_eq!(with_closed("stdout", &["config", "presets"]), 0);
+    assert_eq!(with_closed("stdout", &["predict", "--help"]), 0);
+    let exp = experiment();
+    assert_eq!(with_closed("stdout", &["roofline", &exp]), 0);
+    // A warning (an ignored PERFCAST_* variable) that nobody can read does not fail a command.
+    let env = [("PERFCAST_ROOT", "/x")];
+    assert_eq!(with_closed_env("stderr", &["roofline", &exp], &env), 0);
+}

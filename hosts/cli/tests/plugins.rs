@@ -403,3 +403,17 @@ fn a_plugin_for_another_abi_is_a_short_error() {
         assert!(o.stderr.lines().count() <= 4, "not short:\n{}", o.stderr);
     }
 }
+
+#[test]
+fn load_takes_a_bare_file_name_in_the_working_directory() {
+    // `--load libacme_npu.so` (no `/`) is the file in the working directory, not a name for
+    // dlopen's search path.
+    // (A copy under a name of its own: cargo's LD_LIBRARY_PATH holds the original's directory.)
+    let l = libs();
+    let dir = common::tmpdir("perfcast-cli-bare-load");
+    std::fs::copy(&l.acme, dir.join("libacme_bare.so")).unwrap();
+    let mut cmd = common::command(&dir, &["plugins", "--load", "libacme_bare.so"]);
+    let o = common::output(cmd.env_remove("LD_LIBRARY_PATH"));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("acme/npu9"), "{}", o.stdout);
+}
