@@ -28,6 +28,7 @@ pub mod parallel;
 pub mod params;
 pub mod registry;
 pub mod roofline;
+pub mod suggest;
 pub mod units;
 pub mod workload;
 

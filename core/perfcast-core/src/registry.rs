@@ -230,7 +230,7 @@ pub enum RegistryError {
         second: String,
     },
     /// No plugin of this name in the category.
-    #[error("unknown {category} kind `{name}`; registered: {}", if known.is_empty() { "none".to_string() } else { known.join(", ") })]
+    #[error("unknown {category} kind `{name}`{}; registered: {}", crate::suggest::did_you_mean(name, known.iter().map(String::as_str)), if known.is_empty() { "none".to_string() } else { known.join(", ") })]
     Unknown {
         /// The category.
         category: Category,

@@ -315,10 +315,7 @@ impl Config {
         let origin = self
             .origin_of(&key)
             .or_else(|| e.metadata.as_ref().map(|m| m.name.to_string()));
-        let mut message = e.kind.to_string();
-        if let figment::error::Kind::UnknownField(..) = e.kind {
-            message.push_str(" (misspelt key?)");
-        }
+        let message = figment_message(&e.kind);
         HostError::Invalid {
             key: if key.is_empty() {
                 root.to_string()
@@ -434,4 +431,33 @@ pub(crate) fn lookup<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
         };
     }
     Some(cur)
+}
+
+/// A figment error's kind in perfcast's words: an unknown key or value with the nearest
+/// allowed ones, a wrong type as the rule the value breaks and the value itself
+/// (`expected a non-negative integer, got -4`), not serde's type names.
+fn figment_message(kind: &figment::error::Kind) -> String {
+    use figment::error::Kind;
+    use perfcast_core::suggest::{did_you_mean, rewrite_serde};
+    let unknown = |what: &str, word: &str, expected: &[&str]| {
+        let allowed: Vec<String> = expected.iter().map(|e| format!("`{e}`")).collect();
+        format!(
+            "unknown {what} `{word}`{} (allowed: {})",
+            did_you_mean(word, expected.iter().copied()),
+            if allowed.is_empty() {
+                "none".to_string()
+            } else {
+                allowed.join(", ")
+            }
+        )
+    };
+    match kind {
+        Kind::UnknownField(f, expected) => unknown("key", f, expected),
+        Kind::UnknownVariant(v, expected) => unknown("value", v, expected),
+        Kind::InvalidType(actual, exp) | Kind::InvalidValue(actual, exp) => {
+            rewrite_serde(&format!("invalid type: {actual}, expected {exp}"))
+        }
+        Kind::Message(m) => rewrite_serde(m),
+        other => other.to_string(),
+    }
 }

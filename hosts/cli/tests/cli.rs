@@ -375,12 +375,12 @@ fn bad_values_name_the_key_and_where_it_came_from() {
         (
             "param.toml",
             &[],
-            "components.a100_sxm4_80gb.fp8_tops|param.toml|unknown field|matrix_tflops",
+            "components.a100_sxm4_80gb.fp8_tops|param.toml|unknown key|matrix_tflops",
         ),
         (
             "type.toml",
             &[],
-            "components.a100_sxm4_80gb_hbm.capacity_gb|type.toml|invalid type",
+            "components.a100_sxm4_80gb_hbm.capacity_gb|type.toml|expected a number, got \"eighty\"",
         ),
         (
             "undef.toml",
@@ -467,4 +467,72 @@ fn a_closed_stdout_or_stderr_ends_quietly_with_the_documented_exit_code() {
     // A warning (an ignored PERFCAST_* variable) that nobody can read does not fail a command.
     let env = [("PERFCAST_ROOT", "/x")];
     assert_eq!(with_closed_env("stderr", &["roofline", &exp], &env), 0);
+}
+
+#[test]
+fn unknown_names_suggest_the_nearest_and_values_say_the_rule() {
+    let exp = repo()
+        .join("configs/experiments/gpt3-175b-a100.toml")
+        .display()
+        .to_string();
+    // (arguments after `predict EXPERIMENT`, fragments of the message)
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["--set", "plan.global_bacth=4"],
+            &["plan.global_bacth", "did you mean `global_batch`?"],
+        ),
+        (&["preset:llama-3-8b"], &["did you mean `llama3-8b`?"]),
+        (
+            &["--set", "components.a100_sxm4_80gb.kind=\"gpuu\""],
+            &["did you mean `gpu`?"],
+        ),
+        (
+            &["--set", "device.compute=\"a100_sxm4_80gbb\""],
+            &["did you mean `a100_sxm4_80gb`"],
+        ),
+        (&["--set", "modle.x=1"], &["did you mean `model`?"]),
+        (
+            &["--set", "components.a100_sxm4_80gb.sm_cont=3"],
+            &["unknown key `sm_cont`; did you mean `sm_count`?"],
+        ),
+        (
+            &["--set", "plan.recompute=\"ful\""],
+            &["did you mean `full`?"],
+        ),
+        (
+            &["--set", "plan.precision=\"bf61\""],
+            &["unknown value `bf61`; did you mean `bf16`?"],
+        ),
+        (
+            &["--set", "plan.tp=-4"],
+            &["`plan.tp`", "expected a non-negative integer, got -4"],
+        ),
+        (&["--set", "plan.sp=3"], &["expected true or false, got 3"]),
+        (
+            &["--set", "components.a100_sxm4_80gb.sm_count=\"many\""],
+            &["expected a non-negative integer, got \"many\""],
+        ),
+    ];
+    for (extra, want) in cases {
+        let mut args = vec!["predict", exp.as_str()];
+        args.extend_from_slice(extra);
+        let o = perfcast(&args);
+        fails(&o, want);
+        for serde in [
+            "signed int",
+            "expected u32",
+            "unknown field",
+            "unknown variant",
+        ] {
+            assert!(
+                !o.stderr.contains(serde),
+                "{args:?}: serde wording:\n{}",
+                o.stderr
+            );
+        }
+    }
+    fails(
+        &perfcast(&["study", "memory-vs-recomput"]),
+        &["did you mean `memory-vs-recompute`?"],
+    );
 }
