@@ -536,3 +536,53 @@ fn unknown_names_suggest_the_nearest_and_values_say_the_rule() {
         &["did you mean `memory-vs-recompute`?"],
     );
 }
+
+/// A new directory outside the repository (the tests' own temporary directories are inside
+/// its `target/`, where a search of the parents would find `configs/`).
+fn outside_repo(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("perfcast-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn studies_and_validation_cases_are_built_in_and_name_no_build_path() {
+    let d = outside_repo("portable");
+    let root = repo().display().to_string();
+    for study in ["matmul-boundedness", "memory-vs-recompute"] {
+        let o = perfcast_in(&d, &["study", study, "--out", "out"], &[]);
+        ok(&o);
+        let md = std::fs::read_to_string(d.join(format!("out/{study}.md"))).unwrap();
+        assert!(md.contains("(built-in)"), "{md}");
+        for text in [&md, &o.stdout] {
+            assert!(
+                !text.contains(&root) && !text.contains("../"),
+                "a build path in:\n{text}"
+            );
+        }
+    }
+    let o = perfcast_in(
+        &d,
+        &[
+            "validate",
+            "--group",
+            "korthikanti2022-abstract",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    ok(&o);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["cases"].as_array().unwrap().len(), 2);
+    // A named file overrides the built-in copy, relative to the working directory.
+    std::fs::copy(
+        repo().join("configs/validation/cases.toml"),
+        d.join("mine.toml"),
+    )
+    .unwrap();
+    let o = perfcast_in(&d, &["validate", "mine.toml", "--group", "x"], &[]);
+    fails(&o, &["mine.toml", "no case of group `x`"]);
+    let _ = std::fs::remove_dir_all(&d);
+}
