@@ -17,6 +17,7 @@
 pub mod hf;
 pub mod inference;
 mod model;
+pub mod plausible;
 pub mod training;
 
 pub use inference::InferenceScenario;

@@ -61,6 +61,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .memory_per_stage(&plan)
         .map_err(|e| engine_error(&cfg, e))?;
     let model_name = training.model().name.clone();
+    let system = training.system();
+    let warnings =
+        perfcast_scenario::plausible::hardware_warnings(&*system.compute, &system.memory);
 
     if let Some(path) = &a.plot {
         std::fs::write(
@@ -76,11 +79,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             plan: &plan,
             report: &report,
             memory_per_stage: &stages,
-            notes: report.notes(),
+            notes: report.notes().into_iter().chain(warnings).collect(),
             config: perfcast_scenario::reproducible_config(&cfg, training.model())?,
         })?,
-        Format::Csv => csv(&plan, &report, &stages),
-        Format::Table => table(&model_name, &system_name, &plan, &report, &stages),
+        Format::Csv => csv(&plan, &report, &stages, &warnings),
+        Format::Table => table(
+            &model_name,
+            &system_name,
+            &plan,
+            &report,
+            &stages,
+            &warnings,
+        ),
     };
     print(&text)?;
     if !report.memory.fits {
@@ -119,6 +129,7 @@ fn table(
     plan: &TrainingPlan,
     r: &TrainingReport,
     stages: &[StageMemory],
+    warnings: &[String],
 ) -> String {
     let mut s = format!(
         "{model} on {system}, {} devices\n  {}\n",
@@ -126,6 +137,10 @@ fn table(
         plan_label(plan, PlanStyle::Fields)
     );
     s.push_str(&r.to_table());
+    // The report's table ends with its notes: the hardware warnings continue the list.
+    for w in warnings {
+        let _ = writeln!(s, "  - {w}");
+    }
     if stages.len() > 3 {
         let _ = writeln!(s, "Memory of every pipeline stage (GiB per device)");
         let mut headers = vec![("stage", true)];
@@ -149,7 +164,12 @@ fn table(
     s
 }
 
-fn csv(plan: &TrainingPlan, r: &TrainingReport, stages: &[StageMemory]) -> String {
+fn csv(
+    plan: &TrainingPlan,
+    r: &TrainingReport,
+    stages: &[StageMemory],
+    warnings: &[String],
+) -> String {
     let mut s = r.to_csv();
     for (k, v) in [
         ("plan.tp", plan.tp),
@@ -173,6 +193,9 @@ fn csv(plan: &TrainingPlan, r: &TrainingReport, stages: &[StageMemory]) -> Strin
                 f.unit
             );
         }
+    }
+    for w in warnings {
+        let _ = writeln!(s, "warning,{},", perfcast_output::csv_cell(w));
     }
     s
 }

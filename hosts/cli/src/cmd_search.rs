@@ -91,6 +91,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.bench {
         return bench(&sc);
     }
+    if let Some(t) = sc.trainings.first() {
+        crate::common::warn_hardware(&*t.system().compute, &t.system().memory);
+    }
     let r = sc.search()?;
     let published = sc.plan.as_ref().map(|p| {
         let t = sc

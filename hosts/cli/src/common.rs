@@ -88,6 +88,18 @@ pub fn eprint_line(text: &str) {
     let _ = writeln!(err, "{text}").and_then(|_| err.flush());
 }
 
+/// One `warning:` line on stderr per suspicious property of a device (no on-chip tier, a
+/// peak or bandwidth outside the range of known devices: `perfcast_scenario::plausible`), for
+/// commands whose output has no notes to carry them.
+pub fn warn_hardware(
+    compute: &dyn perfcast_core::ComputeUnit,
+    memory: &perfcast_core::MemoryHierarchy,
+) {
+    for w in perfcast_scenario::plausible::hardware_warnings(compute, memory) {
+        eprint_line(&format!("warning: {w}"));
+    }
+}
+
 /// Write `text` to stdout; a closed pipe (`perfcast ... | head`) is not an error.
 pub fn print(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();

@@ -702,3 +702,40 @@ fn json_reports_carry_a_reproducible_config() {
         assert_eq!(part(&first), part(&again), "{cmd}");
     }
 }
+
+#[test]
+fn suspicious_hardware_is_a_note_once_never_silent() {
+    let exp = &experiment("gpt3-175b-a100.toml");
+    let cases: &[(&str, &str)] = &[
+        (
+            "device.memory=[\"a100_sxm4_80gb_hbm\"]",
+            "no on-chip memory tier",
+        ),
+        (
+            "components.a100_sxm4_80gb_hbm.bandwidth_tbs=2039",
+            "the device-memory bandwidth 2039 TB/s is outside the plausible range",
+        ),
+        (
+            "components.a100_sxm4_80gb.matrix_tflops.bf16=312000",
+            "matrix peak 312000 TFLOP/s is outside the plausible range",
+        ),
+    ];
+    for (set, want) in cases {
+        let o = ok(&["predict", exp, "--set", set]);
+        let notes = o.split("Notes\n").nth(1).unwrap_or("");
+        assert_eq!(notes.matches(want).count(), 1, "{set}:\n{o}");
+        let v = json(&["predict", exp, "--set", set, "--format", "json"]);
+        let n = v["notes"].as_array().unwrap();
+        assert_eq!(
+            n.iter()
+                .filter(|x| x.as_str().unwrap().contains(want))
+                .count(),
+            1
+        );
+    }
+    // The ridge point of the mistyped bandwidth is far from every known device too.
+    let o = ok(&["predict", exp, "--set", cases[1].0]);
+    assert!(o.contains("the ridge point"), "{o}");
+    // The shipped experiment has none.
+    assert!(!ok(&["predict", exp]).contains("suspicious"));
+}
