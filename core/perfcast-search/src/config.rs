@@ -3,7 +3,7 @@
 //! and the published plan to compare with), the optional `[options]` (engine options and
 //! strategy parameters, as `perfcast predict` reads them) and the optional `[search]` section.
 
-use crate::space::{Constraints, Objective, SearchConfig, SearchSpace};
+use crate::space::{Budget, Constraints, Objective, SearchConfig, SearchSpace};
 use crate::SearchError;
 use perfcast_engine::training::{Training, TrainingPlan};
 use perfcast_host::Config;
@@ -24,18 +24,22 @@ pub struct Scenario {
     pub plan: Option<TrainingPlan>,
     pub objective: Objective,
     pub top: usize,
+    /// How long the walk may take (`search.max_seconds`, default
+    /// [`crate::space::DEFAULT_MAX_SECONDS`]).
+    pub budget: Budget,
 }
 
 impl Scenario {
     /// Run the search.
     pub fn search(&self) -> Result<crate::SearchResult, SearchError> {
-        crate::search(
+        crate::search::search_within(
             &self.trainings,
             &self.space,
             &self.constraints,
             &self.template,
             self.objective,
             self.top,
+            self.budget,
         )
     }
 }
@@ -115,6 +119,17 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
             )
             .into());
     }
+    let budget = Budget {
+        max_seconds: Some(sc.max_seconds.unwrap_or(crate::space::DEFAULT_MAX_SECONDS)),
+    };
+    if let Some(s) = budget.max_seconds.filter(|s| !(s.is_finite() && *s > 0.0)) {
+        return Err(cfg
+            .invalid(
+                "search.max_seconds",
+                format!("{s} is not allowed: a positive number of seconds"),
+            )
+            .into());
+    }
     let mut counts = counts;
     counts.sort_unstable();
     counts.dedup();
@@ -145,5 +160,6 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
         plan,
         objective: sc.objective.unwrap_or_default(),
         top: sc.top.unwrap_or(10),
+        budget,
     })
 }

@@ -112,7 +112,35 @@ space_and_config! {
         pub top: Option<usize>,
         /// Default `time`.
         pub objective: Option<Objective>,
+        /// Seconds the search may walk before it reports the best found so far. Default
+        /// [`DEFAULT_MAX_SECONDS`].
+        pub max_seconds: Option<f64>,
     }
+}
+
+/// How long a search may walk: once `max_seconds` have passed, workers stop and the
+/// search reports the best plans found so far and what it did not visit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    /// Seconds of walking before the search stops (`None`: no limit).
+    pub max_seconds: Option<f64>,
+}
+
+/// The default of `--max-seconds` / `search.max_seconds`: the same 300 s as a sweep's
+/// `max_seconds` (a search of the shipped experiments takes about a second).
+pub const DEFAULT_MAX_SECONDS: f64 = 300.0;
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            max_seconds: Some(DEFAULT_MAX_SECONDS),
+        }
+    }
+}
+
+impl Budget {
+    /// No limit.
+    pub const UNLIMITED: Budget = Budget { max_seconds: None };
 }
 
 /// What every plan must meet.

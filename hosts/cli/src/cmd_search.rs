@@ -26,6 +26,10 @@ pub struct Args {
     /// Run the search several times and report its speed (plans per second).
     #[arg(long)]
     pub bench: bool,
+    /// Stop walking after this many seconds and report the best plans found so far and what
+    /// was not visited (default: search.max_seconds, else 300, as a sweep's max_seconds).
+    #[arg(long, value_name = "SECONDS")]
+    pub max_seconds: Option<f64>,
 }
 
 /// The config's own `[plan]`, evaluated for comparison.
@@ -82,6 +86,12 @@ fn load(a: &Args) -> anyhow::Result<(Config, perfcast_search::Scenario)> {
     }
     if let Some(o) = &a.objective {
         sc.objective = Objective::parse(o).context("--objective")?;
+    }
+    if let Some(s) = a.max_seconds {
+        if !(s.is_finite() && s > 0.0) {
+            anyhow::bail!("invalid `--max-seconds {s}`: a positive number of seconds");
+        }
+        sc.budget.max_seconds = Some(s);
     }
     Ok((cfg, sc))
 }
@@ -296,6 +306,7 @@ fn render(r: &SearchResult, published: Option<&Published>, global_batch: u32) ->
             dt.render()
         ));
     }
+    out.push_str(&walk_note(s));
     out.push_str(&format!(
         "\n{} plans enumerated, {} pruned ({} refused, {} over memory, {} by the time bound), \
          {} evaluated in {:.3} s on {} threads ({:.0} plans/s, {:.0} evaluations/s)\n",
@@ -310,6 +321,34 @@ fn render(r: &SearchResult, published: Option<&Published>, global_batch: u32) ->
         s.plans_per_s,
         s.evaluations_per_s
     ));
+    out
+}
+
+/// The size of the space as estimated before the walk and, when the time limit stopped it,
+/// what was not visited.
+fn walk_note(s: &perfcast_search::Summary) -> String {
+    let mut out = format!("\nspace: {} plans (counted before the walk)", s.estimated);
+    if s.complete {
+        out.push_str(", all visited\n");
+        return out;
+    }
+    out.push_str(&format!(
+        "; STOPPED at the time limit of {} s (--max-seconds): the plans above are the best \
+         found so far; not visited: {} plans in {} of the (tp, pp, dp, cp) tuples",
+        s.max_seconds.unwrap_or(0.0),
+        s.not_visited,
+        s.not_visited_tuple_count
+    ));
+    for t in &s.not_visited_tuples {
+        out.push_str(&format!("\n  {t}"));
+    }
+    if s.not_visited_tuple_count > s.not_visited_tuples.len() {
+        out.push_str(&format!(
+            "\n  ... and {} more",
+            s.not_visited_tuple_count - s.not_visited_tuples.len()
+        ));
+    }
+    out.push('\n');
     out
 }
 

@@ -278,3 +278,38 @@ fn sweep_bad_input() {
     let o = run(&["sweep", &f, "--force"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
 }
+
+#[test]
+fn search_is_bounded_estimated_and_refuses_a_hopeless_space_at_once() {
+    let s = scenario();
+    // The 65,536-layer model: refused before the walk, with the figures.
+    let start = std::time::Instant::now();
+    let o = run(&["search", &s, "--set", "model.layers=65536"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("no plan can fit in memory") && o.stderr.contains("1729.16 GiB"),
+        "{}",
+        o.stderr
+    );
+    assert!(start.elapsed().as_secs_f64() < 5.0);
+    // The estimate is in the summary; a walk stopped by the limit says what it left.
+    let mut args = vec!["search", s.as_str(), "--format", "json"];
+    args.extend(SMALL);
+    let o = run(&args);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let sum = &v["summary"];
+    assert_eq!(sum["complete"], true);
+    assert!(sum["estimated"].as_u64().unwrap() >= sum["enumerated"].as_u64().unwrap());
+    assert_eq!(sum["max_seconds"], 300.0);
+    let o = run(&["search", &s, "--max-seconds", "0.000001"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("--max-seconds") && o.stderr.contains("not visited"),
+        "{}",
+        o.stderr
+    );
+    let o = run(&["search", &s, "--max-seconds=-3"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let o = run(&["search", &s, "--set", "search.max_seconds=0"]);
+    assert!(o.stderr.contains("search.max_seconds"), "{}", o.stderr);
+}
