@@ -250,3 +250,69 @@ mod tests {
         assert!(neg.to_native("x", 2).is_err());
     }
 }
+
+impl crate::rust_abi::ParamDesc {
+    /// Encode a declared parameter.
+    pub fn from_spec(p: &perfcast_core::ParamSpec) -> Self {
+        let default = match &p.default {
+            perfcast_core::ParamDefault::Required => String::new(),
+            perfcast_core::ParamDefault::Value(v) | perfcast_core::ParamDefault::Derived(v) => {
+                v.to_string()
+            }
+        };
+        crate::rust_abi::ParamDesc {
+            name: p.name.as_ref().into(),
+            ty: p.ty.code(),
+            default_kind: p.default.code(),
+            unit: p.unit.as_ref().into(),
+            default: default.as_str().into(),
+            range: p.range.as_ref().into(),
+            doc: p.doc.as_ref().into(),
+            source: p.source.as_ref().into(),
+        }
+    }
+
+    /// Decode a declared parameter; an unknown type or default code is an error naming the
+    /// parameter (a plugin of a newer minor may know more codes).
+    pub fn to_spec(&self) -> Result<perfcast_core::ParamSpec, String> {
+        param_spec(
+            self.name.as_str(),
+            self.ty,
+            self.default_kind,
+            [
+                self.unit.as_str(),
+                self.default.as_str(),
+                self.range.as_str(),
+                self.doc.as_str(),
+                self.source.as_str(),
+            ],
+        )
+    }
+}
+
+/// A `ParamSpec` from the plain fields both ABIs carry: name, type code, default code, and
+/// the texts unit, default, range, doc, source.
+pub fn param_spec(
+    name: &str,
+    ty: u32,
+    default_kind: u32,
+    [unit, default, range, doc, source]: [&str; 5],
+) -> Result<perfcast_core::ParamSpec, String> {
+    use std::borrow::Cow;
+    if name.is_empty() {
+        return Err("a declared parameter has no name".into());
+    }
+    let ty = perfcast_core::ParamType::from_code(ty)
+        .ok_or_else(|| format!("parameter `{name}`: unknown type code {ty}"))?;
+    let default = perfcast_core::ParamDefault::from_code(default_kind, default.to_string())
+        .ok_or_else(|| format!("parameter `{name}`: unknown default code {default_kind}"))?;
+    Ok(perfcast_core::ParamSpec {
+        name: Cow::Owned(name.to_string()),
+        ty,
+        unit: Cow::Owned(unit.to_string()),
+        default,
+        range: Cow::Owned(range.to_string()),
+        doc: Cow::Owned(doc.to_string()),
+        source: Cow::Owned(source.to_string()),
+    })
+}

@@ -25,7 +25,7 @@ use abi_stable::{
 /// as the root module's `VERSION_STRINGS` (equal majors) and records in every type layout.
 pub const RUST_ABI_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const RUST_ABI_MAJOR: u32 = 1;
-pub const RUST_ABI_MINOR: u32 = 0;
+pub const RUST_ABI_MINOR: u32 = 1;
 
 /// An error crossing the boundary. `code` is one of `codes::ERR_*`; `path` is the parameter
 /// key path for `ERR_PARAMS` (empty otherwise).
@@ -195,6 +195,31 @@ pub struct PluginDescriptor {
     pub components: RVec<ComponentDesc>,
 }
 
+/// One declared parameter of a component (1.1): `perfcast_core::ParamSpec` as plain data.
+/// `ty` is `ParamType::code()`, `default_kind` `ParamDefault::code()` (0 required, 1 the
+/// TOML value `default`, 2 derived as `default` says).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct ParamDesc {
+    pub name: RString,
+    pub ty: u32,
+    pub default_kind: u32,
+    pub unit: RString,
+    pub default: RString,
+    pub range: RString,
+    pub doc: RString,
+    pub source: RString,
+}
+
+/// The declared parameters of one component (1.1), by category code and name.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct ComponentParams {
+    pub category: u32,
+    pub name: RString,
+    pub params: RVec<ParamDesc>,
+}
+
 /// Factory signature: `(registered name, params as a JSON object)`.
 pub type NewComputeUnit = extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiComputeUnitBox, FfiError>;
 pub type NewMemoryTier = extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiMemoryTierBox, FfiError>;
@@ -202,7 +227,10 @@ pub type NewInterconnect =
     extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>;
 
 /// The root module every Rust plugin exports (through `export_plugin!`). A prefix type:
-/// fields may be appended after `new_interconnect` in a later version.
+/// fields are appended after `new_interconnect` (the last prefix field), each optional to
+/// the host (a plugin built against an older minor lacks it):
+///
+/// - 1.1 `describe_params`: the parameters of each component (absent: "not declared").
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
@@ -215,6 +243,9 @@ pub struct PluginModule {
     #[sabi(last_prefix_field)]
     pub new_interconnect:
         extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>,
+    /// 1.1: the declared parameters of the plugin's components.
+    #[sabi(missing_field(option))]
+    pub describe_params: extern "C" fn() -> RVec<ComponentParams>,
 }
 
 impl RootModule for PluginModuleRef {

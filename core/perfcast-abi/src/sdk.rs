@@ -10,10 +10,14 @@
 //! perfcast_abi::export_plugin! {
 //!     name: "acme",
 //!     version: env!("CARGO_PKG_VERSION"),
-//!     compute_units: [ "acme/npu9" => build_npu : "Acme NPU9 accelerator" ],
+//!     compute_units: [ "acme/npu9" => build_npu : "Acme NPU9 accelerator" [NPU_PARAMS] ],
 //!     memory_tiers: [ "acme/hbm-x" => build_hbm ],
 //! }
 //! ```
+//!
+//! `[NPU_PARAMS]` (optional, a `&'static [perfcast_core::ParamSpec]`) declares the
+//! component's parameters (Rust ABI 1.1): `perfcast plugins --describe acme/npu9` prints
+//! them; a component without one is shown as "not declared".
 //!
 //! A builder is any `fn(P) -> Result<T, PluginError>` where `P: Deserialize` (use
 //! `#[serde(deny_unknown_fields)]`; `serde_json::Value` takes the raw table) and `T`
@@ -151,6 +155,25 @@ pub fn describe(name: &str, version: &str, components: &[(u32, &str, &str)]) -> 
     }
 }
 
+/// What `describe_params` returns: the declared parameters of each `(category code, name,
+/// params)`; a panic while building it gives no declarations (the host then shows the
+/// components as "not declared").
+pub fn describe_params(
+    list: impl FnOnce() -> Vec<(u32, &'static str, &'static [perfcast_core::ParamSpec])>,
+) -> RVec<ComponentParams> {
+    match guard(|| Ok(list())) {
+        ROk(list) => list
+            .into_iter()
+            .map(|(category, name, params)| ComponentParams {
+                category,
+                name: name.into(),
+                params: params.iter().map(ParamDesc::from_spec).collect(),
+            })
+            .collect(),
+        RErr(_) => RVec::new(),
+    }
+}
+
 /// Run a `describe` body; a panic (in an expression given for the name or version) yields a
 /// descriptor with an empty name, which the loader rejects, instead of unwinding out of an
 /// `extern "C"` function (an abort).
@@ -174,12 +197,14 @@ pub fn root_module(
     new_compute_unit: NewComputeUnit,
     new_memory_tier: NewMemoryTier,
     new_interconnect: NewInterconnect,
+    describe_params: extern "C" fn() -> RVec<ComponentParams>,
 ) -> PluginModuleRef {
     PluginModule {
         describe,
         new_compute_unit,
         new_memory_tier,
         new_interconnect,
+        describe_params,
     }
     .leak_into_prefix()
 }
@@ -349,9 +374,9 @@ macro_rules! export_plugin {
     (
         name: $name:expr,
         version: $version:expr
-        $(, compute_units: [ $( $cu:literal => $cu_build:path $(: $cu_desc:literal)? ),* $(,)? ] )?
-        $(, memory_tiers: [ $( $mt:literal => $mt_build:path $(: $mt_desc:literal)? ),* $(,)? ] )?
-        $(, interconnects: [ $( $ic:literal => $ic_build:path $(: $ic_desc:literal)? ),* $(,)? ] )?
+        $(, compute_units: [ $( $cu:literal => $cu_build:path $(: $cu_desc:literal)? $([$cu_params:expr])? ),* $(,)? ] )?
+        $(, memory_tiers: [ $( $mt:literal => $mt_build:path $(: $mt_desc:literal)? $([$mt_params:expr])? ),* $(,)? ] )?
+        $(, interconnects: [ $( $ic:literal => $ic_build:path $(: $ic_desc:literal)? $([$ic_params:expr])? ),* $(,)? ] )?
         $(,)?
     ) => {
         #[doc(hidden)]
@@ -366,6 +391,18 @@ macro_rules! export_plugin {
                     $($( ($crate::codes::CATEGORY_MEMORY_TIER, $mt, $crate::export_plugin!(@desc $($mt_desc)?)), )*)?
                     $($( ($crate::codes::CATEGORY_INTERCONNECT, $ic, $crate::export_plugin!(@desc $($ic_desc)?)), )*)?
                 ]))
+            }
+
+            extern "C" fn describe_params(
+            ) -> $crate::__private::abi_stable::std_types::RVec<$crate::rust_abi::ComponentParams> {
+                $crate::sdk::describe_params(|| {
+                    let mut v: ::std::vec::Vec<(u32, &'static str, &'static [$crate::__private::ParamSpec])> =
+                        ::std::vec::Vec::new();
+                    $($( $( v.push(($crate::codes::CATEGORY_COMPUTE_UNIT, $cu, $cu_params)); )? )*)?
+                    $($( $( v.push(($crate::codes::CATEGORY_MEMORY_TIER, $mt, $mt_params)); )? )*)?
+                    $($( $( v.push(($crate::codes::CATEGORY_INTERCONNECT, $ic, $ic_params)); )? )*)?
+                    v
+                })
             }
 
             extern "C" fn new_compute_unit(
@@ -402,7 +439,13 @@ macro_rules! export_plugin {
             }
 
             fn root_module() -> $crate::PluginModuleRef {
-                $crate::sdk::root_module(describe, new_compute_unit, new_memory_tier, new_interconnect)
+                $crate::sdk::root_module(
+                    describe,
+                    new_compute_unit,
+                    new_memory_tier,
+                    new_interconnect,
+                    describe_params,
+                )
             }
 
             // What `#[abi_stable::export_root_module]` expands to, with paths through this

@@ -25,6 +25,7 @@ pub mod error;
 pub mod hardware;
 pub mod op;
 pub mod parallel;
+pub mod param_spec;
 pub mod params;
 pub mod registry;
 pub mod roofline;
@@ -42,6 +43,7 @@ pub use op::{
     Attention, AttentionKind, Collective, CollectiveKind, ComputeOp, Gemm, Op, VectorOp,
     VectorOpKind,
 };
+pub use param_spec::{ParamDefault, ParamSpec, ParamType};
 pub use registry::{BuiltinPlugin, Category, Component, Origin, PluginInfo, Registry};
 pub use units::{Bandwidth, Bytes, FlopCount, FlopRate, Seconds};
 pub use workload::ModelSpec;

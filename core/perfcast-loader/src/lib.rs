@@ -132,6 +132,8 @@ pub(crate) struct Candidate {
     pub name: String,
     pub description: String,
     pub factory: Factory,
+    /// The parameters the library declares for it (`None`: not declared).
+    pub params: Option<Vec<perfcast_core::ParamSpec>>,
 }
 
 /// Parameters as the JSON text a plugin receives (`null` becomes `{}`).
@@ -332,6 +334,7 @@ fn register_all(
             version: loaded.version.clone(),
             abi_version: Some(loaded.abi.clone()),
             description: c.description,
+            params: c.params,
         };
         registry
             .register(info, c.factory)

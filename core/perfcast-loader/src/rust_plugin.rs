@@ -12,7 +12,8 @@ use perfcast_abi::rust_abi::RUST_ABI_VERSION;
 use perfcast_abi::{
     FfiComputeUnitBox, FfiError, FfiInterconnectBox, FfiTier, PcOp, PcOpTime, PluginModuleRef,
 };
-use perfcast_core::{Category, Component};
+use perfcast_core::{Category, Component, ParamSpec};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -164,6 +165,32 @@ fn map_library_error(path: &Path, declared: Option<&str>, e: LibraryError) -> Lo
 }
 
 /// Load the abi_stable root module of `path` and describe its components.
+/// The parameters the plugin declares (Rust ABI 1.1, `describe_params`), by (category code,
+/// name); none for a plugin built against 1.0. A declaration that does not decode is an error
+/// naming the component and the parameter.
+fn declared_params(
+    path: &Path,
+    module: &PluginModuleRef,
+) -> Result<HashMap<(u32, String), Vec<ParamSpec>>, LoadError> {
+    let mut out = HashMap::new();
+    let Some(describe_params) = module.describe_params() else {
+        return Ok(out);
+    };
+    for c in describe_params().iter() {
+        let specs = c
+            .params
+            .iter()
+            .map(|p| p.to_spec())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|m| LoadError::Invalid {
+                path: path.to_path_buf(),
+                message: format!("parameters of `{}`: {m}", c.name),
+            })?;
+        out.insert((c.category, c.name.to_string()), specs);
+    }
+    Ok(out)
+}
+
 pub(crate) fn load(path: &Path) -> Result<(LoadedLibrary, Vec<Candidate>), LoadError> {
     // Per-file loading: `RootModule::load_from_file` would memoize one library per root-module
     // type, so a second vendor plugin would alias the first.
@@ -186,6 +213,7 @@ pub(crate) fn load(path: &Path) -> Result<(LoadedLibrary, Vec<Candidate>), LoadE
         it.next().unwrap_or("?")
     );
     let plugin = desc.name.to_string();
+    let declared = declared_params(path, &module)?;
     let mut candidates = Vec::new();
     for c in desc.components.iter() {
         // A category this host does not know is skipped (a newer plugin may offer more).
@@ -234,11 +262,13 @@ pub(crate) fn load(path: &Path) -> Result<(LoadedLibrary, Vec<Candidate>), LoadE
                 })
             }
         };
+        let params = declared.get(&(c.category, name.clone())).cloned();
         candidates.push(Candidate {
             category,
             name,
             description: c.description.to_string(),
             factory,
+            params,
         });
     }
     let lib = LoadedLibrary {

@@ -177,6 +177,7 @@ fn builtin(name: &str) -> (PluginInfo, Factory) {
             version: "0.0.1".into(),
             abi_version: None,
             description: "fake built-in".into(),
+            params: None,
         },
         Arc::new(|_| Ok(Component::ComputeUnit(Arc::new(FakeGpu)))),
     )

@@ -26,7 +26,9 @@
 use perfcast_core::op::ComputeOp;
 use perfcast_core::params::{self, fraction, non_negative, positive};
 use perfcast_core::registry::Component;
-use perfcast_core::{ComputeUnit, DType, Engine, FlopRate, PluginError, Seconds};
+use perfcast_core::{
+    ComputeUnit, DType, Engine, FlopRate, ParamSpec, ParamType, PluginError, Seconds,
+};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -221,11 +223,51 @@ fn build(params: &serde_json::Value) -> Result<Component, PluginError> {
     Ok(Component::ComputeUnit(Arc::new(Gpu::new(p)?)))
 }
 
+/// The parameters of `kind = "gpu"` (`perfcast plugins --describe gpu`), defaults and sources
+/// as in [`GpuParams`]'s default functions.
+pub static PARAMS: &[ParamSpec] = &[
+    ParamSpec::with_default("name", ParamType::String, "", "\"\"", "", "device name for reports", "-"),
+    ParamSpec::required(
+        "matrix_tflops",
+        ParamType::Table,
+        "TFLOP/s (TOPS for integers)",
+        "a dtype -> > 0 table, at least one entry",
+        "dense matrix-engine (tensor core) peak per dtype, no sparsity",
+        "the device's datasheet (configs/hardware cites each)",
+    ),
+    ParamSpec::required(
+        "vector_tflops",
+        ParamType::Table,
+        "TFLOP/s",
+        "a dtype -> > 0 table with an `fp32` entry",
+        "vector-engine (SIMT) peak per dtype; fp32 is the fallback for other dtypes",
+        "the device's datasheet",
+    ),
+    ParamSpec::required("sm_count", ParamType::Integer, "", ">= 1", "streaming multiprocessors (for wave quantisation)", "the device's datasheet"),
+    ParamSpec::with_default("clock_ghz", ParamType::Float, "GHz", "0.0", ">= 0", "boost clock (informational: the peaks already include it)", "the device's datasheet"),
+    ParamSpec::with_default(
+        "matmul_efficiency",
+        ParamType::Float,
+        "",
+        "0.8",
+        "(0, 1]",
+        "fraction of the matrix peak large, well-shaped GEMMs reach",
+        "NVIDIA Deep Learning Performance Guide, Matrix Multiplication Background: ~250 of 312 TFLOP/s at 8192^3 on A100",
+    ),
+    ParamSpec::with_default("vector_efficiency", ParamType::Float, "", "0.8", "(0, 1]", "fraction of the vector peak reached by vector ops", "modelling default (vector ops are memory-bound on every preset)"),
+    ParamSpec::with_default("tile_m", ParamType::Integer, "elements", "128", ">= 1", "GEMM output-tile rows one SM computes at a time", "CUTLASS default sm80 threadblock tile 128x128"),
+    ParamSpec::with_default("tile_n", ParamType::Integer, "elements", "128", ">= 1", "GEMM output-tile columns one SM computes at a time", "CUTLASS default sm80 threadblock tile 128x128"),
+    ParamSpec::with_default("min_tile_m", ParamType::Integer, "elements", "16", "[1, tile_m]", "smallest row tile kernels use for GEMMs with few rows", "Ampere mma.sync.m16n8k16, PTX ISA 9.7.13 (64 for Hopper wgmma)"),
+    ParamSpec::with_default("k_half", ParamType::Float, "elements", "64.0", ">= 0", "reduction depth at which GEMM efficiency halves", "fitted on Korthikanti et al. 2022, Table 4 per-layer times (A100)"),
+    ParamSpec::with_default("launch_overhead_us", ParamType::Float, "us", "3.0", ">= 0", "fixed cost per kernel launch", "NVIDIA blog Getting Started with CUDA Graphs (2019): ~2-4 us per short kernel"),
+];
+
 perfcast_core::builtin!(
     ComputeUnit,
     "gpu",
     "GPU: matrix and vector engines, peak per dtype, GEMM wave/tile efficiency, launch overhead",
-    build
+    build,
+    params = PARAMS
 );
 
 // `register(&mut Registry)`: this crate's built-ins, composed by `perfcast-builtins`.
