@@ -251,47 +251,8 @@ mod tests {
     }
 }
 
-impl crate::rust_abi::ParamDesc {
-    /// Encode a declared parameter.
-    pub fn from_spec(p: &perfcast_core::ParamSpec) -> Self {
-        let default = match &p.default {
-            perfcast_core::ParamDefault::Required => String::new(),
-            perfcast_core::ParamDefault::Value(v) | perfcast_core::ParamDefault::Derived(v) => {
-                v.to_string()
-            }
-        };
-        crate::rust_abi::ParamDesc {
-            name: p.name.as_ref().into(),
-            ty: p.ty.code(),
-            default_kind: p.default.code(),
-            unit: p.unit.as_ref().into(),
-            default: default.as_str().into(),
-            range: p.range.as_ref().into(),
-            doc: p.doc.as_ref().into(),
-            source: p.source.as_ref().into(),
-        }
-    }
-
-    /// Decode a declared parameter; an unknown type or default code is an error naming the
-    /// parameter (a plugin of a newer minor may know more codes).
-    pub fn to_spec(&self) -> Result<perfcast_core::ParamSpec, String> {
-        param_spec(
-            self.name.as_str(),
-            self.ty,
-            self.default_kind,
-            [
-                self.unit.as_str(),
-                self.default.as_str(),
-                self.range.as_str(),
-                self.doc.as_str(),
-                self.source.as_str(),
-            ],
-        )
-    }
-}
-
-/// A `ParamSpec` from the plain fields both ABIs carry: name, type code, default code, and
-/// the texts unit, default, range, doc, source.
+/// A `ParamSpec` from the plain fields of a C `perfcast_param`: name, type code, default
+/// code, and the texts unit, default, range, doc, source.
 pub fn param_spec(
     name: &str,
     ty: u32,

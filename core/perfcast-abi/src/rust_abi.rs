@@ -25,7 +25,7 @@ use abi_stable::{
 /// as the root module's `VERSION_STRINGS` (equal majors) and records in every type layout.
 pub const RUST_ABI_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const RUST_ABI_MAJOR: u32 = 1;
-pub const RUST_ABI_MINOR: u32 = 1;
+pub const RUST_ABI_MINOR: u32 = 0;
 
 /// An error crossing the boundary. `code` is one of `codes::ERR_*`; `path` is the parameter
 /// key path for `ERR_PARAMS` (empty otherwise).
@@ -195,31 +195,6 @@ pub struct PluginDescriptor {
     pub components: RVec<ComponentDesc>,
 }
 
-/// One declared parameter of a component (1.1): `perfcast_core::ParamSpec` as plain data.
-/// `ty` is `ParamType::code()`, `default_kind` `ParamDefault::code()` (0 required, 1 the
-/// TOML value `default`, 2 derived as `default` says).
-#[repr(C)]
-#[derive(StableAbi, Debug, Clone, PartialEq)]
-pub struct ParamDesc {
-    pub name: RString,
-    pub ty: u32,
-    pub default_kind: u32,
-    pub unit: RString,
-    pub default: RString,
-    pub range: RString,
-    pub doc: RString,
-    pub source: RString,
-}
-
-/// The declared parameters of one component (1.1), by category code and name.
-#[repr(C)]
-#[derive(StableAbi, Debug, Clone, PartialEq)]
-pub struct ComponentParams {
-    pub category: u32,
-    pub name: RString,
-    pub params: RVec<ParamDesc>,
-}
-
 /// Factory signature: `(registered name, params as a JSON object)`.
 pub type NewComputeUnit = extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiComputeUnitBox, FfiError>;
 pub type NewMemoryTier = extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiMemoryTierBox, FfiError>;
@@ -227,10 +202,7 @@ pub type NewInterconnect =
     extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>;
 
 /// The root module every Rust plugin exports (through `export_plugin!`). A prefix type:
-/// fields are appended after `new_interconnect` (the last prefix field), each optional to
-/// the host (a plugin built against an older minor lacks it):
-///
-/// - 1.1 `describe_params`: the parameters of each component (absent: "not declared").
+/// fields may be appended after `new_interconnect` in a later version.
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
@@ -243,9 +215,6 @@ pub struct PluginModule {
     #[sabi(last_prefix_field)]
     pub new_interconnect:
         extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>,
-    /// 1.1: the declared parameters of the plugin's components.
-    #[sabi(missing_field(option))]
-    pub describe_params: extern "C" fn() -> RVec<ComponentParams>,
 }
 
 impl RootModule for PluginModuleRef {
@@ -254,6 +223,13 @@ impl RootModule for PluginModuleRef {
     const NAME: &'static str = "perfcast_plugin";
     const VERSION_STRINGS: VersionStrings = VersionStrings::new(RUST_ABI_VERSION);
 }
+
+/// The optional plain C symbol beside the root module by which a Rust plugin declares its
+/// components' parameters (`extern "C" fn() -> *const c_char`: NUL-terminated JSON, see
+/// `sdk::params_json`), NUL-terminated. Not part of the root module: abi_stable rejects a
+/// library whose prefix type has fewer fields than the host's, so a field appended there
+/// would lock out every plugin built before it.
+pub const RUST_PARAMS_SYMBOL: &[u8] = b"perfcast_rust_params_v1\0";
 
 /// The exported symbol abi_stable looks for (`abi_stable::library::ROOT_MODULE_LOADER_NAME`),
 /// NUL-terminated.

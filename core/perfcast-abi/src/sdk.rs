@@ -16,8 +16,9 @@
 //! ```
 //!
 //! `[NPU_PARAMS]` (optional, a `&'static [perfcast_core::ParamSpec]`) declares the
-//! component's parameters (Rust ABI 1.1): `perfcast plugins --describe acme/npu9` prints
-//! them; a component without one is shown as "not declared".
+//! component's parameters (exported as JSON by the symbol `perfcast_rust_params_v1`, beside
+//! the root module): `perfcast plugins --describe acme/npu9` prints them; a component
+//! without one is shown as "not declared".
 //!
 //! A builder is any `fn(P) -> Result<T, PluginError>` where `P: Deserialize` (use
 //! `#[serde(deny_unknown_fields)]`; `serde_json::Value` takes the raw table) and `T`
@@ -155,23 +156,31 @@ pub fn describe(name: &str, version: &str, components: &[(u32, &str, &str)]) -> 
     }
 }
 
-/// What `describe_params` returns: the declared parameters of each `(category code, name,
-/// params)`; a panic while building it gives no declarations (the host then shows the
-/// components as "not declared").
-pub fn describe_params(
+/// What the plugin's `perfcast_rust_params_v1` symbol returns: the declared parameters of
+/// each `(category code, name, params)` as JSON (`[{"category", "name", "params":
+/// [ParamSpec...]}]`), NUL-terminated, built once and kept for the life of the process. A
+/// panic while building it gives a null pointer (the host then shows the components as "not
+/// declared").
+pub fn params_json(
     list: impl FnOnce() -> Vec<(u32, &'static str, &'static [perfcast_core::ParamSpec])>,
-) -> RVec<ComponentParams> {
-    match guard(|| Ok(list())) {
-        ROk(list) => list
-            .into_iter()
-            .map(|(category, name, params)| ComponentParams {
-                category,
-                name: name.into(),
-                params: params.iter().map(ParamDesc::from_spec).collect(),
-            })
-            .collect(),
-        RErr(_) => RVec::new(),
-    }
+) -> *const std::ffi::c_char {
+    static JSON: std::sync::OnceLock<Option<std::ffi::CString>> = std::sync::OnceLock::new();
+    let text = JSON.get_or_init(|| {
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            let entries: Vec<serde_json::Value> = list()
+                .into_iter()
+                .map(|(category, name, params)| {
+                    serde_json::json!({"category": category, "name": name, "params": params})
+                })
+                .collect();
+            serde_json::to_string(&entries).ok()
+        }));
+        built
+            .ok()
+            .flatten()
+            .and_then(|s| std::ffi::CString::new(s).ok())
+    });
+    text.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())
 }
 
 /// Run a `describe` body; a panic (in an expression given for the name or version) yields a
@@ -197,14 +206,12 @@ pub fn root_module(
     new_compute_unit: NewComputeUnit,
     new_memory_tier: NewMemoryTier,
     new_interconnect: NewInterconnect,
-    describe_params: extern "C" fn() -> RVec<ComponentParams>,
 ) -> PluginModuleRef {
     PluginModule {
         describe,
         new_compute_unit,
         new_memory_tier,
         new_interconnect,
-        describe_params,
     }
     .leak_into_prefix()
 }
@@ -393,9 +400,11 @@ macro_rules! export_plugin {
                 ]))
             }
 
-            extern "C" fn describe_params(
-            ) -> $crate::__private::abi_stable::std_types::RVec<$crate::rust_abi::ComponentParams> {
-                $crate::sdk::describe_params(|| {
+            /// The declared parameters (a plain C symbol beside abi_stable's root module, so
+            /// that declaring them changes no abi_stable layout: see plugins/examples/README.md).
+            #[no_mangle]
+            pub extern "C" fn perfcast_rust_params_v1() -> *const ::std::ffi::c_char {
+                $crate::sdk::params_json(|| {
                     let mut v: ::std::vec::Vec<(u32, &'static str, &'static [$crate::__private::ParamSpec])> =
                         ::std::vec::Vec::new();
                     $($( $( v.push(($crate::codes::CATEGORY_COMPUTE_UNIT, $cu, $cu_params)); )? )*)?
@@ -439,13 +448,7 @@ macro_rules! export_plugin {
             }
 
             fn root_module() -> $crate::PluginModuleRef {
-                $crate::sdk::root_module(
-                    describe,
-                    new_compute_unit,
-                    new_memory_tier,
-                    new_interconnect,
-                    describe_params,
-                )
+                $crate::sdk::root_module(describe, new_compute_unit, new_memory_tier, new_interconnect)
             }
 
             // What `#[abi_stable::export_root_module]` expands to, with paths through this

@@ -16,12 +16,12 @@
 //! assert_eq!(PARAMS[1].default.value(), Some("0.9"));
 //! ```
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::fmt;
 
 /// The type of a parameter's value, as a configuration spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ParamType {
     /// A number (TOML float or integer).
@@ -76,7 +76,7 @@ impl fmt::Display for ParamType {
 }
 
 /// What a parameter is when a configuration leaves it out.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "value")]
 pub enum ParamDefault {
     /// It must be given.
@@ -125,7 +125,7 @@ impl fmt::Display for ParamDefault {
 }
 
 /// One parameter of a plugin.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParamSpec {
     /// The key in the component's table (`matmul_efficiency`).
     pub name: Cow<'static, str>,

@@ -96,6 +96,15 @@ pub enum HostError {
         known: String,
     },
 
+    /// No plugin of this kind in any category (`perfcast plugins --describe KIND`).
+    #[error("no plugin kind `{kind}`{hint}; registered: {}", known.join(", "))]
+    UnknownPlugin {
+        kind: String,
+        /// `; did you mean ...?` or empty.
+        hint: String,
+        known: Vec<String>,
+    },
+
     /// A plugin library that could not be loaded (`message` is the loader's, naming the file).
     #[error("cannot load {message}{}", named_by(origin))]
     Library {

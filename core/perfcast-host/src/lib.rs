@@ -26,7 +26,10 @@ pub use config::{Config, Explained, PluginSpec, Sources, SECTIONS};
 pub use error::HostError;
 pub use layers::{preset, preset_groups, preset_names, LayerOrigin, ENV_PREFIX, PRESET_SCHEME};
 pub use ops::{NamedOp, OP_KINDS};
-pub use plugins::{plugin_rows, registry_with, LibraryInfo, PluginRow};
+pub use plugins::{
+    describe, plugin_rows, reference_markdown, registry_with, Described, LibraryInfo, ParamRow,
+    PluginRow,
+};
 pub use roofline::{RooflineReport, RooflineRow};
 
 #[cfg(test)]

@@ -79,3 +79,129 @@ pub fn plugin_rows(registry: &Registry) -> Vec<PluginRow> {
         })
         .collect()
 }
+
+/// One declared parameter of a plugin, as `perfcast plugins --describe` prints it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ParamRow {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+    pub unit: String,
+    /// `required`, the TOML value, or `(how it is computed)`.
+    pub default: String,
+    pub range: String,
+    pub description: String,
+    pub source: String,
+}
+
+/// What `perfcast plugins --describe KIND` shows of one plugin.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Described {
+    pub category: Category,
+    pub name: String,
+    pub origin: String,
+    pub description: String,
+    /// `None`: the plugin declares no parameters (a library built before declarations).
+    pub params: Option<Vec<ParamRow>>,
+}
+
+fn param_rows(params: &[perfcast_core::ParamSpec]) -> Vec<ParamRow> {
+    params
+        .iter()
+        .map(|p| ParamRow {
+            name: p.name.to_string(),
+            ty: p.ty.to_string(),
+            unit: p.unit.to_string(),
+            default: p.default.to_string(),
+            range: p.range.to_string(),
+            description: p.doc.to_string(),
+            source: p.source.to_string(),
+        })
+        .collect()
+}
+
+/// The plugins registered as `kind` (in any category), or an error naming the nearest kinds.
+pub fn describe(registry: &Registry, kind: &str) -> Result<Vec<Described>, HostError> {
+    let found: Vec<Described> = registry
+        .plugins()
+        .filter(|p| p.name == kind)
+        .map(|p| Described {
+            category: p.category,
+            name: p.name.clone(),
+            origin: p.origin.to_string(),
+            description: p.description.clone(),
+            params: p.params.as_deref().map(param_rows),
+        })
+        .collect();
+    if found.is_empty() {
+        let names: Vec<String> = registry.plugins().map(|p| p.name.clone()).collect();
+        let mut known = names.clone();
+        known.sort();
+        known.dedup();
+        return Err(HostError::UnknownPlugin {
+            hint: perfcast_core::suggest::did_you_mean(kind, names.iter().map(String::as_str)),
+            kind: kind.to_string(),
+            known,
+        });
+    }
+    Ok(found)
+}
+
+/// The parameter reference of every plugin of `registry`, as Markdown: `docs/reference.md`
+/// is this for the built-ins (`perfcast plugins --reference > docs/reference.md`; a test
+/// fails when the file is stale).
+pub fn reference_markdown(registry: &Registry) -> String {
+    use std::fmt::Write as _;
+    let cell = |s: &str| s.replace('|', "\\|");
+    let mut s = String::from(
+        "# Plugin parameter reference\n\n\
+         Every registered plugin and its parameters: the keys of a `[components.NAME]` table \
+         of that `kind` (hardware) or of `options.strategy_params.NAME` (parallel strategies), \
+         with type, unit, default (`required`, a value, or how it is computed), the values \
+         allowed, what it means and where the default comes from. Generated from the plugins' \
+         own declarations: `perfcast plugins --reference > docs/reference.md` (a test fails \
+         when this file is stale); `perfcast plugins --describe KIND` prints one plugin, \
+         loaded libraries included.\n",
+    );
+    for c in Category::ALL {
+        let plugins: Vec<&perfcast_core::PluginInfo> =
+            registry.plugins().filter(|p| p.category == c).collect();
+        if plugins.is_empty() {
+            continue;
+        }
+        let _ = write!(s, "\n## {c}\n");
+        for p in plugins {
+            let _ = write!(
+                s,
+                "\n### `{}`\n\n{} ({}).\n\n",
+                p.name,
+                cell(&p.description),
+                p.origin
+            );
+            match &p.params {
+                None => s.push_str("Parameters not declared.\n"),
+                Some(ps) if ps.is_empty() => s.push_str("No parameters.\n"),
+                Some(ps) => {
+                    s.push_str(
+                        "| parameter | type | unit | default | allowed | meaning | source |\n\
+                         |---|---|---|---|---|---|---|\n",
+                    );
+                    for r in param_rows(ps) {
+                        let _ = writeln!(
+                            s,
+                            "| `{}` | {} | {} | {} | {} | {} | {} |",
+                            r.name,
+                            r.ty,
+                            cell(&r.unit),
+                            cell(&r.default),
+                            cell(&r.range),
+                            cell(&r.description),
+                            cell(&r.source)
+                        );
+                    }
+                }
+            }
+        }
+    }
+    s
+}

@@ -44,7 +44,7 @@ pub struct LoadedLibrary {
     pub plugin: String,
     /// The plugin's own version.
     pub version: String,
-    /// ABI and version it was built against, e.g. `rust-abi_stable 1.0` or `c 1.1`.
+    /// ABI and version it was built against, e.g. `rust-abi_stable 1.0` or `c 1.2`.
     pub abi: String,
     /// What it registered.
     pub components: Vec<(Category, String)>,
@@ -249,7 +249,7 @@ pub fn load_library(
         // SAFETY: `entry` is the plugin's perfcast_plugin_entry_v1.
         unsafe { c_plugin::load(path, entry)? }
     } else if unsafe { lib.get::<*const u8>(RUST_ROOT_SYMBOL) }.is_ok() {
-        rust_plugin::load(&file)?
+        rust_plugin::load(&file, lib)?
     } else {
         let other_major = (0..=16u32).filter(|m| *m != C_ABI_MAJOR).find(|m| {
             let sym = format!("perfcast_plugin_entry_v{m}\0");

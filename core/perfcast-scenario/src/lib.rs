@@ -14,6 +14,7 @@
 //!
 //! Invariant: nothing here panics on user input; every error names the key and its origin.
 
+pub mod explain;
 pub mod hf;
 pub mod inference;
 mod model;

@@ -586,3 +586,66 @@ fn studies_and_validation_cases_are_built_in_and_name_no_build_path() {
     fails(&o, &["mine.toml", "no case of group `x`"]);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn plugin_parameters_are_described_and_defaults_explained() {
+    let o = perfcast(&["plugins", "--describe", "nvlink"]);
+    ok(&o);
+    for w in [
+        "bandwidth_gbs_bidir",
+        "required",
+        "latency_us",
+        "1.0",
+        "us",
+        "nccl-tests",
+    ] {
+        assert!(o.stdout.contains(w), "{w}:\n{}", o.stdout);
+    }
+    let o = perfcast(&["plugins", "--describe", "gpu", "--format", "json"]);
+    ok(&o);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let eff = v[0]["params"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "matmul_efficiency")
+        .unwrap();
+    assert_eq!(eff["default"], "0.8");
+    assert_eq!(eff["range"], "(0, 1]");
+    let o = perfcast(&["plugins", "--describe", "gpu", "--format", "csv"]);
+    ok(&o);
+    assert!(o
+        .stdout
+        .starts_with("category,kind,parameter,type,unit,default,allowed,meaning,source\n"));
+    fails(
+        &perfcast(&["plugins", "--describe", "hbn"]),
+        &["no plugin kind `hbn`", "did you mean `hbm`?"],
+    );
+    let o = perfcast(&["plugins", "--reference"]);
+    ok(&o);
+    assert_eq!(
+        o.stdout,
+        std::fs::read_to_string(repo().join("docs/reference.md")).unwrap()
+    );
+    // Every value in force: the experiment's own, then the defaults with their origin.
+    let exp = repo().join("configs/experiments/gpt3-175b-a100.toml");
+    let o = perfcast(&["config", "explain", exp.to_str().unwrap(), "--all"]);
+    ok(&o);
+    let line = |key: &str| {
+        o.stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(key))
+            .unwrap_or_else(|| panic!("{key} missing:\n{}", o.stdout))
+            .to_string()
+    };
+    assert!(line("components.a100_sxm4_80gb_nvlink.latency_us")
+        .contains("default of interconnect `nvlink`"));
+    assert!(line("components.a100_sxm4_80gb.launch_overhead_us").contains("3.0"));
+    assert!(line("options.strategy_params.tensor.overlap_efficiency").contains("0.6"));
+    assert!(line("plan.vpp").contains("built-in default (TrainingPlan)"));
+    assert!(line("plan.tp").contains("gpt3-175b-a100.toml:22"));
+    // Without --all only what the configuration sets.
+    let o = perfcast(&["config", "explain", exp.to_str().unwrap()]);
+    ok(&o);
+    assert!(!o.stdout.contains("plan.vpp") && o.stdout.contains("plan.tp"));
+}

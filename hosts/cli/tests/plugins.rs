@@ -171,7 +171,7 @@ fn plugins_lists_library_components_with_origin_and_abi() {
     assert_eq!(dsp["origin"], l.c.display().to_string());
     assert_eq!(
         (dsp["abi"].as_str(), dsp["version"].as_str()),
-        (Some("c 1.1"), Some("1.2.0"))
+        (Some("c 1.2"), Some("1.2.0"))
     );
     assert_eq!(row("acme/xlink")["category"], "interconnect");
     assert_eq!(row("gpu")["abi"], "-");
@@ -416,4 +416,65 @@ fn load_takes_a_bare_file_name_in_the_working_directory() {
     let o = common::output(cmd.env_remove("LD_LIBRARY_PATH"));
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stdout.contains("acme/npu9"), "{}", o.stdout);
+}
+
+#[test]
+fn libraries_declare_their_parameters_through_both_abis() {
+    let l = libs();
+    let (acme, c) = (l.acme.to_str().unwrap(), l.c.to_str().unwrap());
+    let v = json(&[
+        "plugins",
+        "--load",
+        acme,
+        "--describe",
+        "acme/npu9",
+        "--format",
+        "json",
+    ]);
+    let params = v[0]["params"].as_array().unwrap();
+    let launch = params.iter().find(|p| p["name"] == "launch_us").unwrap();
+    assert_eq!(launch["default"], "3.0");
+    assert_eq!(launch["unit"], "us");
+    let v = json(&[
+        "plugins",
+        "--load",
+        c,
+        "--describe",
+        "cvendor/dsp1",
+        "--format",
+        "json",
+    ]);
+    let names: Vec<&str> = v[0]["params"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"mac_efficiency") && names.len() == 8,
+        "{names:?}"
+    );
+    // A component that declares nothing is shown as such.
+    let o = perfcast(&["plugins", "--load", c, "--describe", "cvendor/lpddr"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("parameters not declared"), "{}", o.stdout);
+    // config explain --all fills a library component's defaults from its declaration.
+    let o = perfcast(&[
+        "config",
+        "explain",
+        "configs/examples/acme-npu.toml",
+        "--load",
+        acme,
+        "--all",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let line = o
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("components.npu9.nan_in_op_time"))
+        .unwrap_or_else(|| panic!("{}", o.stdout));
+    assert!(
+        line.contains("false") && line.contains("default of compute_unit `acme/npu9`"),
+        "{line}"
+    );
 }
