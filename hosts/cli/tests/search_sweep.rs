@@ -252,7 +252,7 @@ fn sweep_bad_input() {
         ),
         (
             "[grid]\n\"search.memory_headroom\" = [0.0, 0.99]\n",
-            &["empty plan space", "point 2", "no plan fits in memory"],
+            &["empty plan space", "point 2", "fit in memory"],
         ),
         ("[grid]\n\"system.devices\" = []\n", &["non-empty array"]),
         (
