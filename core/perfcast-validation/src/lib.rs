@@ -18,6 +18,7 @@
 pub mod cases;
 pub mod flops;
 pub mod harness;
+pub mod kernels;
 pub mod presets;
 pub mod report;
 
