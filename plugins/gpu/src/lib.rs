@@ -387,6 +387,15 @@ pub static PARAMS: &[ParamSpec] = &[
     ParamSpec::with_default("min_tile_m", ParamType::Integer, "elements", "16", "[1, tile_m]", "smallest row tile kernels use for GEMMs with few rows", "Ampere mma.sync.m16n8k16, PTX ISA 9.7.13 (64 for Hopper wgmma)"),
     ParamSpec::with_default("k_half", ParamType::Float, "elements", "64.0", ">= 0", "reduction depth at which GEMM efficiency halves", "fitted on Korthikanti et al. 2022, Table 4 per-layer times (A100)"),
     ParamSpec::with_default("launch_overhead_us", ParamType::Float, "us", "3.0", ">= 0", "fixed cost per kernel launch", "NVIDIA blog Getting Started with CUDA Graphs (2019): ~2-4 us per short kernel"),
+    ParamSpec::with_default("matmul_efficiency_by_dtype", ParamType::Table, "", "{}", "a dtype -> (0, 1] table", "matmul_efficiency per matrix dtype where it differs (e.g. fp8); other dtypes use matmul_efficiency", "fitted per die on configs/validation/kernels.toml"),
+    ParamSpec::with_default("tile_n_choices", ParamType::List, "elements", "[]", "widths >= 1", "column-tile widths the GEMM libraries choose from per problem (empty: tile_n alone)", "CUTLASS/cuBLAS kernel families"),
+    ParamSpec::with_default("tile_n_half", ParamType::Float, "elements", "0.0", ">= 0", "width at which a narrow column tile's operand reuse halves its efficiency (0: no cost)", "fitted on configs/validation/kernels.toml"),
+    ParamSpec::derived("l2_tile", ParamType::Integer, "elements", "max(tile_m, tile_n)", ">= 1", "edge of the square output tile whose operand reuse sets a GEMM's L2 traffic (e.g. 341 for 2x1 clusters of 256x256 two-SM tiles)", "NVIDIA Hopper/Blackwell TMA multicast in clusters"),
+    ParamSpec::with_default("attention", ParamType::Table, "", "{}", "tables per kernel family: flash, flash3, cudnn", "flash-attention efficiency per kernel family (forward, backward, head_dim_half, kv_overhead, q_tile, ...)", "fitted per die on configs/validation/kernels.toml"),
+    ParamSpec::with_default("sustained_clock_ratio", ParamType::Float, "", "1.0", "(0, 1]", "clock held under continuous whole-device load relative to the kernel measurements' clock", "fitted per die on end-to-end runs (configs/validation/CALIBRATION.md)"),
+    ParamSpec::derived("rated_power_w", ParamType::Float, "W", "none: no power model", "> 0", "the power the peaks and efficiencies hold at (the TDP)", "the device's datasheet"),
+    ParamSpec::derived("power_limit_w", ParamType::Float, "W", "the rated power", "> 0", "the power limit the device runs under", "the system's configuration"),
+    ParamSpec::derived("static_power_fraction", ParamType::Float, "", "0.15 (power::DEFAULT_STATIC_FRACTION)", "[0, 1)", "the clock-independent part of the rated power", "modelling default (ASSUMPTION): a 700 W H100 capped at 500 W runs ~13% slower, within the reported 10-15%"),
 ];
 
 perfcast_core::builtin!(
