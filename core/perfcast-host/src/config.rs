@@ -23,6 +23,8 @@ pub const SECTIONS: &[&str] = &[
     "inference",
     "options",
     "ops",
+    // Published figures of the scenario, shown beside predictions (perfcast-scenario).
+    "reference",
 ];
 
 /// What a configuration is made of, lowest layer last-but-one: built-in defaults, `files` in

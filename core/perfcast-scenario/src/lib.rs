@@ -19,6 +19,7 @@ pub mod hf;
 pub mod inference;
 mod model;
 pub mod plausible;
+pub mod reference;
 pub mod training;
 
 pub use inference::InferenceScenario;

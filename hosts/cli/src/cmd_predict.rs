@@ -46,6 +46,9 @@ struct Output<'a> {
     /// Every pipeline stage's device memory (the report keeps the first, second and last).
     memory_per_stage: &'a [StageMemory],
     notes: Vec<String>,
+    /// The config's published figures beside the prediction, if it has `[reference]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reference: Option<crate::reference::ReferenceOut<'a>>,
     /// The configuration that produced the report (feed it back as a `.json` config).
     config: serde_json::Value,
 }
@@ -64,6 +67,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let system = training.system();
     let warnings =
         perfcast_scenario::plausible::hardware_warnings(&*system.compute, &system.memory);
+    let published = perfcast_scenario::reference::reference(&cfg)?;
+    let reference = published.as_ref().map(|r| {
+        crate::reference::compare(r, |key| match key {
+            "iteration_time_s" => Some(report.iteration_time.0),
+            "tokens_per_s" => Some(report.tokens_per_s),
+            "tflops_per_gpu" => Some(report.tflops_per_gpu_model),
+            "tflops_per_gpu_hardware" => Some(report.tflops_per_gpu_hardware),
+            "mfu" => Some(report.mfu),
+            "hfu" => Some(report.hfu),
+            _ => None,
+        })
+    });
 
     if let Some(path) = &a.plot {
         std::fs::write(
@@ -80,17 +95,23 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             report: &report,
             memory_per_stage: &stages,
             notes: report.notes().into_iter().chain(warnings).collect(),
+            reference,
             config: perfcast_scenario::reproducible_config(&cfg, training.model())?,
         })?,
-        Format::Csv => csv(&plan, &report, &stages, &warnings),
-        Format::Table => table(
-            &model_name,
-            &system_name,
-            &plan,
-            &report,
-            &stages,
-            &warnings,
-        ),
+        Format::Csv => {
+            let mut s = csv(&plan, &report, &stages, &warnings);
+            if let Some(r) = &reference {
+                s.push_str(&crate::reference::csv(r));
+            }
+            s
+        }
+        Format::Table => {
+            let mut s = table(&model_name, &system_name, &plan, &report, &stages, &warnings);
+            if let Some(r) = &reference {
+                s.push_str(&crate::reference::table(r));
+            }
+            s
+        }
     };
     print(&text)?;
     if !report.memory.fits {

@@ -14,7 +14,9 @@ mod cmd_study;
 mod cmd_sweep;
 mod cmd_validate;
 mod common;
+mod infer_report;
 mod plot;
+mod reference;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
