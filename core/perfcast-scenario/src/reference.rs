@@ -81,7 +81,10 @@ pub fn reference(cfg: &Config) -> Result<Option<Reference>, crate::ScenarioError
     for (key, v) in r.figures() {
         if !(v.is_finite() && v > 0.0) {
             return Err(cfg
-                .invalid(&format!("reference.{key}"), format!("{v} is not allowed: a published figure is > 0"))
+                .invalid(
+                    &format!("reference.{key}"),
+                    format!("{v} is not allowed: a published figure is > 0"),
+                )
                 .into());
         }
     }

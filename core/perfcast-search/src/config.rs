@@ -24,6 +24,8 @@ pub struct Scenario {
     pub plan: Option<TrainingPlan>,
     pub objective: Objective,
     pub top: usize,
+    /// USD per GPU-hour, for reporting the cost objective (`search.price_per_gpu_hour`).
+    pub price_per_gpu_hour: f64,
     /// How long the walk may take (`search.max_seconds`, default
     /// [`crate::space::DEFAULT_MAX_SECONDS`]).
     pub budget: Budget,
@@ -130,6 +132,17 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
             )
             .into());
     }
+    let price = sc
+        .price_per_gpu_hour
+        .unwrap_or(crate::space::DEFAULT_PRICE_PER_GPU_HOUR);
+    if !(price.is_finite() && price > 0.0) {
+        return Err(cfg
+            .invalid(
+                "search.price_per_gpu_hour",
+                format!("{price} is not allowed: a positive price in USD"),
+            )
+            .into());
+    }
     let mut counts = counts;
     counts.sort_unstable();
     counts.dedup();
@@ -160,6 +173,7 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
         plan,
         objective: sc.objective.unwrap_or_default(),
         top: sc.top.unwrap_or(10),
+        price_per_gpu_hour: price,
         budget,
     })
 }

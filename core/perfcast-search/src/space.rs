@@ -115,6 +115,9 @@ space_and_config! {
         /// Seconds the search may walk before it reports the best found so far. Default
         /// [`DEFAULT_MAX_SECONDS`].
         pub max_seconds: Option<f64>,
+        /// USD per GPU-hour for the cost objective's price column. Default
+        /// [`DEFAULT_PRICE_PER_GPU_HOUR`].
+        pub price_per_gpu_hour: Option<f64>,
     }
 }
 
@@ -142,6 +145,15 @@ impl Budget {
     /// No limit.
     pub const UNLIMITED: Budget = Budget { max_seconds: None };
 }
+
+/// Default `search.price_per_gpu_hour`, USD: an on-demand A100 in a public cloud, AWS EC2
+/// p4d.24xlarge (8x A100-SXM4-40GB) at 32.77 USD per hour in us-east-1 = 4.10 per GPU-hour
+/// ([`PRICE_SOURCE`]). Set your own: prices differ by provider, GPU and commitment.
+pub const DEFAULT_PRICE_PER_GPU_HOUR: f64 = 4.10;
+
+/// Where [`DEFAULT_PRICE_PER_GPU_HOUR`] comes from, for outputs.
+pub const PRICE_SOURCE: &str =
+    "4.10, AWS EC2 p4d.24xlarge on-demand, 32.77 USD/h for 8 A100, us-east-1";
 
 /// What every plan must meet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

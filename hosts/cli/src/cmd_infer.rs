@@ -145,7 +145,11 @@ fn max_batch_table(o: &MaxBatch, format: Format) -> String {
         ("output_len", o.output_len.to_string(), "tokens"),
         ("memory.weights", format!("{:.2}", m.weights.gib()), "GiB"),
         ("memory.kv_cache", format!("{:.2}", m.kv_cache.gib()), "GiB"),
-        ("memory.workspace", format!("{:.2}", m.workspace.gib()), "GiB"),
+        (
+            "memory.workspace",
+            format!("{:.2}", m.workspace.gib()),
+            "GiB",
+        ),
         ("memory.reserve", format!("{:.2}", m.reserve.gib()), "GiB"),
         ("memory.total", format!("{:.2}", m.total.gib()), "GiB"),
         ("memory.capacity", format!("{:.2}", m.capacity.gib()), "GiB"),

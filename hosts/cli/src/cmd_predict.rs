@@ -106,7 +106,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             s
         }
         Format::Table => {
-            let mut s = table(&model_name, &system_name, &plan, &report, &stages, &warnings);
+            let mut s = table(
+                &model_name,
+                &system_name,
+                &plan,
+                &report,
+                &stages,
+                &warnings,
+            );
             if let Some(r) = &reference {
                 s.push_str(&crate::reference::table(r));
             }

@@ -100,14 +100,25 @@ pub fn table(r: &InferenceReport, notes: &[String]) -> String {
         "  output tokens/s       {:>12.1} batch, {:.1} deployment, {:.1} per GPU",
         r.tokens_per_s_batch, r.tokens_per_s, r.tokens_per_s_per_gpu
     );
-    let _ = writeln!(s, "  prefill MFU           {:>11.1}%", 100.0 * r.prefill_mfu);
+    let _ = writeln!(
+        s,
+        "  prefill MFU           {:>11.1}%",
+        100.0 * r.prefill_mfu
+    );
     let _ = writeln!(
         s,
         "  decode bandwidth use  {:>11.1}% of the peak device bandwidth",
         100.0 * r.decode_bandwidth_utilization
     );
-    let _ = writeln!(s, "  kernels per decode step {:>10}", r.kernels_per_decode_step);
-    let _ = writeln!(s, "Time breakdown            prefill (ms)       decode (ms)");
+    let _ = writeln!(
+        s,
+        "  kernels per decode step {:>10}",
+        r.kernels_per_decode_step
+    );
+    let _ = writeln!(
+        s,
+        "Time breakdown            prefill (ms)       decode (ms)"
+    );
     let (pf, dc) = (&r.prefill, &r.decode);
     let pct = |x: f64, t: f64| if t > 0.0 { 100.0 * x / t } else { 0.0 };
     for ((label, _, a), (_, _, b)) in parts(pf).into_iter().zip(parts(dc)) {
@@ -166,9 +177,17 @@ pub fn csv(r: &InferenceReport, warnings: &[String]) -> String {
     row("ttft", r.ttft.0.to_string(), "s");
     row("tpot", r.tpot.0.to_string(), "s");
     row("latency", r.latency.0.to_string(), "s");
-    row("tokens_per_s_batch", r.tokens_per_s_batch.to_string(), "tok/s");
+    row(
+        "tokens_per_s_batch",
+        r.tokens_per_s_batch.to_string(),
+        "tok/s",
+    );
     row("tokens_per_s", r.tokens_per_s.to_string(), "tok/s");
-    row("tokens_per_s_per_gpu", r.tokens_per_s_per_gpu.to_string(), "tok/s");
+    row(
+        "tokens_per_s_per_gpu",
+        r.tokens_per_s_per_gpu.to_string(),
+        "tok/s",
+    );
     for (phase, b) in [("prefill", &r.prefill), ("decode", &r.decode)] {
         row(&format!("{phase}.total"), b.total.0.to_string(), "s");
         for (_, key, v) in parts(b) {

@@ -15,10 +15,7 @@ pub struct ReferenceOut<'a> {
 }
 
 /// The comparison of `r` with the report's metrics (`predicted(key)`).
-pub fn compare<'a>(
-    r: &'a Reference,
-    predicted: impl Fn(&str) -> Option<f64>,
-) -> ReferenceOut<'a> {
+pub fn compare<'a>(r: &'a Reference, predicted: impl Fn(&str) -> Option<f64>) -> ReferenceOut<'a> {
     ReferenceOut {
         source: &r.source,
         note: r.note.as_deref(),
@@ -58,7 +55,11 @@ pub fn csv(out: &ReferenceOut<'_>) -> String {
     let mut s = String::new();
     for c in &out.compared {
         let _ = writeln!(s, "reference.{},{},{}", c.key, c.published, c.unit);
-        let _ = writeln!(s, "reference.{}.difference,{},fraction", c.key, c.difference);
+        let _ = writeln!(
+            s,
+            "reference.{}.difference,{},fraction",
+            c.key, c.difference
+        );
     }
     s
 }

@@ -757,7 +757,10 @@ fn published_figures_are_shown_beside_the_prediction() {
     let v = json(&["predict", &exp, "--format", "json"]);
     let c = &v["reference"]["compared"][0];
     assert_eq!(c["key"], "iteration_time_s");
-    let (p, q) = (c["predicted"].as_f64().unwrap(), c["published"].as_f64().unwrap());
+    let (p, q) = (
+        c["predicted"].as_f64().unwrap(),
+        c["published"].as_f64().unwrap(),
+    );
     assert_eq!(q, 13.75);
     assert!((c["difference"].as_f64().unwrap() - (p - q) / q).abs() < 1e-12);
     assert!((p - v["report"]["iteration_time"].as_f64().unwrap()).abs() < 1e-12);
@@ -765,11 +768,19 @@ fn published_figures_are_shown_beside_the_prediction() {
     assert_eq!(metric(&rows, "reference.mfu"), 0.514);
     // Serving figures beside infer's metrics; a bad or unknown figure names its key.
     let inf = experiment("llama2-70b-h100.toml");
-    let set = ["--set", "reference.source=\"a test\"", "--set", "reference.ttft_ms=800"];
+    let set = [
+        "--set",
+        "reference.source=\"a test\"",
+        "--set",
+        "reference.ttft_ms=800",
+    ];
     let mut args = vec!["infer", inf.as_str()];
     args.extend(set);
     let t = ok(&args);
-    assert!(t.contains("time to first token") && t.contains("published"), "{t}");
+    assert!(
+        t.contains("time to first token") && t.contains("published"),
+        "{t}"
+    );
     fails(
         &["predict", &exp, "--set", "reference.mfu=-1"],
         &["reference.mfu", "> 0"],
