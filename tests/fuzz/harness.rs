@@ -244,7 +244,8 @@ fn edit(rng: &mut Rng, t: &str) -> String {
                 .find(|&i| !(chars[i].is_ascii_alphanumeric() || chars[i] == '.'))
                 .unwrap_or(chars.len());
             let mut s: String = chars[..start].iter().collect();
-            s.push_str(*rng.pick(NASTY));
+            let nasty: &&str = rng.pick(NASTY);
+            s.push_str(nasty);
             s.extend(&chars[end..]);
             s
         }

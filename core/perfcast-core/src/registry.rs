@@ -16,7 +16,9 @@ use std::sync::Arc;
 use thiserror::Error;
 
 /// Plugin categories: one trait each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
     /// [`ComputeUnit`] plugins.

@@ -42,6 +42,12 @@ pub struct Sources {
     pub libraries: Vec<PathBuf>,
     /// Allowed top-level keys.
     pub sections: Vec<&'static str>,
+    /// How to run an isolated library (`--isolate`, `isolate = true`): the plugin host
+    /// program and its time limit per call. `None`: isolation is not available to this host
+    /// (an `isolate = true` entry is then an error).
+    pub plugin_host: Option<perfcast_loader::isolate::IsolateOptions>,
+    /// Isolate every library (`--isolate`), not only the `[[plugins]]` entries that ask.
+    pub isolate_all: bool,
 }
 
 impl Default for Sources {
@@ -52,6 +58,8 @@ impl Default for Sources {
             env: true,
             libraries: Vec::new(),
             sections: SECTIONS.to_vec(),
+            plugin_host: None,
+            isolate_all: false,
         }
     }
 }
@@ -87,6 +95,13 @@ pub struct PluginSpec {
     /// Optional sha256 pin of the file (hex).
     #[serde(default)]
     pub sha256: Option<String>,
+    /// Run the library in a child process (`perfcast plugin-host`): a crash, hang or exit
+    /// of the plugin becomes an error instead of ending perfcast.
+    #[serde(default)]
+    pub isolate: bool,
+    /// Time limit of one call of an isolated library, seconds (default 10).
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
 }
 
 /// One line of `config explain`.
@@ -171,6 +186,8 @@ impl Config {
                 PluginSpec {
                     path: p.clone(),
                     sha256: None,
+                    isolate: false,
+                    timeout_s: None,
                 },
                 Some("--load".into()),
             ));
@@ -185,12 +202,41 @@ impl Config {
                 continue;
             }
             seen.push(id);
-            let info = plugins::load_library(&spec.path, spec.sha256.as_deref(), &mut cfg.registry)
-                .map_err(|message| HostError::Library {
-                    path: spec.path.clone(),
-                    origin,
-                    message,
-                })?;
+            let isolate = match (spec.isolate || sources.isolate_all, &sources.plugin_host) {
+                (false, _) => None,
+                (true, Some(host)) => {
+                    let mut host = host.clone();
+                    if let Some(t) = spec.timeout_s {
+                        if !(t.is_finite() && t > 0.0) {
+                            return Err(HostError::Library {
+                                path: spec.path.clone(),
+                                origin,
+                                message: format!("timeout_s = {t}: a positive number of seconds"),
+                            });
+                        }
+                        host.timeout = std::time::Duration::from_secs_f64(t.min(1e6));
+                    }
+                    Some(host)
+                }
+                (true, None) => {
+                    return Err(HostError::Library {
+                        path: spec.path.clone(),
+                        origin,
+                        message: "isolate = true, but this host cannot run a plugin host".into(),
+                    })
+                }
+            };
+            let info = plugins::load_library(
+                &spec.path,
+                spec.sha256.as_deref(),
+                &mut cfg.registry,
+                isolate.as_ref(),
+            )
+            .map_err(|message| HostError::Library {
+                path: spec.path.clone(),
+                origin,
+                message,
+            })?;
             cfg.libraries.push(info);
         }
         Ok(cfg)

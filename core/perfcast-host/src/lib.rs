@@ -26,6 +26,8 @@ pub use config::{Config, Explained, PluginSpec, Sources, SECTIONS};
 pub use error::HostError;
 pub use layers::{preset, preset_groups, preset_names, LayerOrigin, ENV_PREFIX, PRESET_SCHEME};
 pub use ops::{NamedOp, OP_KINDS};
+/// Plugin isolation (`--isolate`): the options of a plugin host and its server side.
+pub use perfcast_loader::isolate;
 pub use plugins::{
     describe, plugin_rows, reference_markdown, registry_with, Described, LibraryInfo, ParamRow,
     PluginRow,

@@ -26,8 +26,13 @@ pub fn load_library(
     path: &Path,
     sha256: Option<&str>,
     registry: &mut Registry,
+    isolate: Option<&perfcast_loader::isolate::IsolateOptions>,
 ) -> Result<LibraryInfo, String> {
-    let lib = perfcast_loader::load_library(path, sha256, registry).map_err(|e| e.to_string())?;
+    let lib = match isolate {
+        Some(opts) => perfcast_loader::load_library_isolated(path, sha256, registry, opts),
+        None => perfcast_loader::load_library(path, sha256, registry),
+    }
+    .map_err(|e| e.to_string())?;
     Ok(LibraryInfo {
         path: lib.path,
         plugin: lib.plugin,
@@ -37,15 +42,21 @@ pub fn load_library(
     })
 }
 
-/// The built-in registry plus `libraries`, for hosts that list plugins without a config.
-pub fn registry_with(libraries: &[PathBuf]) -> Result<(Registry, Vec<LibraryInfo>), HostError> {
+/// The built-in registry plus `libraries` (each isolated with `isolate`, if given), for hosts
+/// that list plugins without a config.
+pub fn registry_with(
+    libraries: &[PathBuf],
+    isolate: Option<&perfcast_loader::isolate::IsolateOptions>,
+) -> Result<(Registry, Vec<LibraryInfo>), HostError> {
     let mut registry = perfcast_builtins::registry()?;
     let mut infos = Vec::new();
     for p in libraries {
-        let info = load_library(p, None, &mut registry).map_err(|message| HostError::Library {
-            path: p.clone(),
-            origin: Some("--load".into()),
-            message,
+        let info = load_library(p, None, &mut registry, isolate).map_err(|message| {
+            HostError::Library {
+                path: p.clone(),
+                origin: Some("--load".into()),
+                message,
+            }
         })?;
         infos.push(info);
     }

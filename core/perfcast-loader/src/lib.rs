@@ -24,6 +24,7 @@
 
 mod adapter;
 mod c_plugin;
+pub mod isolate;
 mod rust_plugin;
 
 use perfcast_abi::c::{PcEntry, C_ABI_MAJOR, C_ENTRY_SYMBOL};
@@ -269,6 +270,26 @@ pub fn load_library(
             },
         });
     };
+    register_all(path, &mut loaded, candidates, registry)?;
+    Ok(loaded)
+}
+
+/// Load the plugin at `path` into `registry` isolated: in a child process started as
+/// `opts.program opts.args... PATH` (`perfcast plugin-host PATH`), which loads it and answers
+/// every call over a pipe ([`isolate`]). The file and its sha256 pin are checked here first;
+/// the components register as with [`load_library`], under the same origin. A crash, a hang
+/// (longer than `opts.timeout`), an exit or a garbage answer of the child is an error naming
+/// the plugin and the call, never the end of the host.
+pub fn load_library_isolated(
+    path: &Path,
+    sha256: Option<&str>,
+    registry: &mut Registry,
+    opts: &isolate::IsolateOptions,
+) -> Result<LoadedLibrary, LoadError> {
+    check_file(path, sha256)?;
+    let file = dlopen_path(path);
+    let (mut loaded, candidates) = isolate::load(&file, opts)?;
+    loaded.path = path.to_path_buf();
     register_all(path, &mut loaded, candidates, registry)?;
     Ok(loaded)
 }

@@ -14,6 +14,8 @@ pub struct Args {
     /// source), as the plugin declares them.
     #[arg(long, value_name = "KIND", conflicts_with = "reference")]
     pub describe: Option<String>,
+    #[command(flatten)]
+    pub isolation: crate::common::IsolationArgs,
     /// The parameter reference of every plugin, as Markdown (docs/reference.md is this for
     /// the built-ins).
     #[arg(long)]
@@ -21,7 +23,12 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let (registry, _libs) = perfcast_host::registry_with(&a.load)?;
+    let isolate = if a.isolation.isolate {
+        Some(a.isolation.options()?)
+    } else {
+        None
+    };
+    let (registry, _libs) = perfcast_host::registry_with(&a.load, isolate.as_ref())?;
     if a.reference {
         return print(&perfcast_scenario::explain::reference(&registry));
     }

@@ -34,6 +34,42 @@ pub struct ConfigArgs {
     /// Load a plugin shared library (in addition to the config's `[[plugins]]`).
     #[arg(long = "load", value_name = "PATH")]
     pub load: Vec<PathBuf>,
+    #[command(flatten)]
+    pub isolation: IsolationArgs,
+}
+
+/// How plugin libraries run: in perfcast's process (the default) or each in a child
+/// `perfcast plugin-host` process.
+#[derive(Debug, Clone, clap::Args)]
+pub struct IsolationArgs {
+    /// Run every plugin library in a child process (`perfcast plugin-host`): a library that
+    /// crashes, hangs or exits becomes an error naming it and the call (per library:
+    /// `isolate = true` in its `[[plugins]]` entry).
+    #[arg(long)]
+    pub isolate: bool,
+    /// Time limit of one call of an isolated library, seconds (default 10; per library:
+    /// `timeout_s`).
+    #[arg(long, value_name = "SECONDS")]
+    pub plugin_timeout: Option<f64>,
+}
+
+impl IsolationArgs {
+    /// The plugin host: this executable's `plugin-host` subcommand.
+    pub fn options(&self) -> anyhow::Result<perfcast_host::isolate::IsolateOptions> {
+        let program = std::env::current_exe().context("cannot find the perfcast executable")?;
+        let timeout = match self.plugin_timeout {
+            None => perfcast_host::isolate::DEFAULT_TIMEOUT,
+            Some(t) if t.is_finite() && t > 0.0 => std::time::Duration::from_secs_f64(t.min(1e6)),
+            Some(t) => {
+                anyhow::bail!("invalid `--plugin-timeout {t}`: a positive number of seconds")
+            }
+        };
+        Ok(perfcast_host::isolate::IsolateOptions {
+            program,
+            args: vec!["plugin-host".into()],
+            timeout,
+        })
+    }
 }
 
 fn parse_set_arg(s: &str) -> Result<String, String> {
@@ -44,13 +80,17 @@ fn parse_set_arg(s: &str) -> Result<String, String> {
 
 impl ConfigArgs {
     pub fn sources(&self) -> Sources {
-        Sources::files(self.configs.iter().cloned())
+        let mut s = Sources::files(self.configs.iter().cloned())
             .with_sets(self.sets.iter().cloned())
-            .with_libraries(self.load.iter().cloned())
+            .with_libraries(self.load.iter().cloned());
+        s.plugin_host = self.isolation.options().ok();
+        s.isolate_all = self.isolation.isolate;
+        s
     }
 
     /// Load the configuration (files < environment < --set) with its plugin libraries.
     pub fn load(&self) -> anyhow::Result<Config> {
+        self.isolation.options()?;
         load_config(&self.sources())
     }
 }

@@ -50,6 +50,15 @@ enum Command {
     Search(cmd_search::Args),
     /// A grid over config keys (hardware included), each point evaluated or searched.
     Sweep(cmd_sweep::Args),
+    /// Serve a plugin library on stdin/stdout for an isolated load (`--isolate`); started by
+    /// perfcast itself, not by hand.
+    PluginHost(PluginHostArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct PluginHostArgs {
+    /// The plugin library to serve.
+    path: std::path::PathBuf,
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -63,6 +72,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sweep(a) => cmd_sweep::run(a),
         Command::Predict(a) => cmd_predict::run(a),
         Command::Infer(a) => cmd_infer::run(a),
+        Command::PluginHost(a) => {
+            perfcast_host::isolate::serve(&a.path).map_err(anyhow::Error::msg)
+        }
     }
 }
 
