@@ -14,6 +14,8 @@ use std::path::PathBuf;
 /// otherwise be silently ignored). Hosts with sections of their own add them to
 /// [`Sources::sections`].
 pub const SECTIONS: &[&str] = &[
+    "stack",
+    "software",
     "plugins",
     "components",
     "device",
@@ -151,6 +153,9 @@ impl Config {
         for s in &sources.sets {
             all.push(layers::parse_set(s)?);
         }
+        // The selected stack sits right above the built-in defaults, beneath every file.
+        let stack = crate::stacks::stack_layers(&all)?;
+        all.splice(1..1, stack);
         let mut figment = Figment::new();
         let mut origins = Vec::with_capacity(all.len());
         for l in all {
@@ -317,6 +322,7 @@ impl Config {
             }
             Some(figment::Source::Custom(c)) => c
                 .strip_prefix(layers::PRESET_SCHEME)
+                .or_else(|| c.strip_prefix(crate::stacks::STACK_SCHEME))
                 .and_then(layers::preset)
                 .map(str::to_string),
             _ => None,
