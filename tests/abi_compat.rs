@@ -69,10 +69,19 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
     let lp_bw = 8.0 * 16.0 / 8.0 * 6400e6;
     let lp_lat = 120e-9;
     let mut times = Vec::new();
-    for (path, abi, tile) in [(&f.c_v1_1, "c 1.1", 32), (&f.c_v1_0, "c 1.0", 128)] {
+    for (path, abi, tile) in [(&f.c_v1_1, "c 1.2", 32), (&f.c_v1_0, "c 1.0", 128)] {
         let mut r = Registry::new();
         let lib = load_library(path, None, &mut r).unwrap();
         assert_eq!(lib.abi, abi);
+        // Parameter declarations are C ABI 1.2: a 1.0 library's components are "not
+        // declared", the current one declares dsp1's (and leaves lpddr undeclared).
+        let declared = |name: &str| {
+            r.info(perfcast_core::Category::ComputeUnit, name)
+                .or_else(|| r.info(perfcast_core::Category::MemoryTier, name))
+                .and_then(|i| i.params.as_ref().map(Vec::len))
+        };
+        assert_eq!(declared("cvendor/dsp1"), (abi == "c 1.2").then_some(8));
+        assert_eq!(declared("cvendor/lpddr"), None);
         let dsp = r
             .compute_unit("cvendor/dsp1", &dsp_params(json!({})))
             .unwrap();
@@ -92,7 +101,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
         let t = dsp.op_time(&op, &mem).unwrap();
         let compute = op.flops().0 / 2000e9;
         let memory = op.min_bytes().0 / (lp_bw * 0.75) + lp_lat;
-        let want = if abi == "c 1.1" {
+        let want = if abi == "c 1.2" {
             // The plugin's own op_time: no overlap of DMA and compute.
             compute + memory + 4e-6
         } else {
@@ -205,6 +214,8 @@ int main(void) {
   S(perfcast_plugin) O(perfcast_plugin, components)
   S(perfcast_link) O(perfcast_link, latency)
   S(perfcast_interconnect_vtable) O(perfcast_interconnect_vtable, collective_time)
+  O(perfcast_component, params) S(perfcast_param) O(perfcast_param, name)
+  O(perfcast_param, source)
   return 0;
 }
 "#,
@@ -258,6 +269,10 @@ int main(void) {
             "perfcast_interconnect_vtable.collective_time",
             offset_of!(PcInterconnectVtable, collective_time),
         ),
+        ("perfcast_component.params", offset_of!(PcComponent, params)),
+        ("perfcast_param", size_of::<PcParam>()),
+        ("perfcast_param.name", offset_of!(PcParam, name)),
+        ("perfcast_param.source", offset_of!(PcParam, source)),
     ]
     .iter()
     .map(|(k, v)| format!("{k} {v}\n"))

@@ -34,5 +34,6 @@ pub use rust_abi::{
 #[doc(hidden)]
 pub mod __private {
     pub use abi_stable;
+    pub use perfcast_core::ParamSpec;
     pub use serde_json;
 }

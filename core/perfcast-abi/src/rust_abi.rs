@@ -354,6 +354,13 @@ impl RootModule for PluginModuleRef {
     const VERSION_STRINGS: VersionStrings = VersionStrings::new(RUST_ABI_VERSION);
 }
 
+/// The optional plain C symbol beside the root module by which a Rust plugin declares its
+/// components' parameters (`extern "C" fn() -> *const c_char`: NUL-terminated JSON, see
+/// `sdk::params_json`), NUL-terminated. Not part of the root module: abi_stable rejects a
+/// library whose prefix type has fewer fields than the host's, so a field appended there
+/// would lock out every plugin built before it.
+pub const RUST_PARAMS_SYMBOL: &[u8] = b"perfcast_rust_params_v1\0";
+
 /// The exported symbol abi_stable looks for (`abi_stable::library::ROOT_MODULE_LOADER_NAME`),
 /// NUL-terminated.
 pub const RUST_ROOT_SYMBOL: &[u8] = b"_1as_0lib_1header_0root_bmodule_bloader\0";

@@ -10,10 +10,15 @@
 //! perfcast_abi::export_plugin! {
 //!     name: "acme",
 //!     version: env!("CARGO_PKG_VERSION"),
-//!     compute_units: [ "acme/npu9" => build_npu : "Acme NPU9 accelerator" ],
+//!     compute_units: [ "acme/npu9" => build_npu : "Acme NPU9 accelerator" [NPU_PARAMS] ],
 //!     memory_tiers: [ "acme/hbm-x" => build_hbm ],
 //! }
 //! ```
+//!
+//! `[NPU_PARAMS]` (optional, a `&'static [perfcast_core::ParamSpec]`) declares the
+//! component's parameters (exported as JSON by the symbol `perfcast_rust_params_v1`, beside
+//! the root module): `perfcast plugins --describe acme/npu9` prints them; a component
+//! without one is shown as "not declared".
 //!
 //! A builder is any `fn(P) -> Result<T, PluginError>` where `P: Deserialize` (use
 //! `#[serde(deny_unknown_fields)]`; `serde_json::Value` takes the raw table) and `T`
@@ -153,6 +158,33 @@ pub fn describe(name: &str, version: &str, components: &[(u32, &str, &str)]) -> 
             })
             .collect::<RVec<_>>(),
     }
+}
+
+/// What the plugin's `perfcast_rust_params_v1` symbol returns: the declared parameters of
+/// each `(category code, name, params)` as JSON (`[{"category", "name", "params":
+/// [ParamSpec...]}]`), NUL-terminated, built once and kept for the life of the process. A
+/// panic while building it gives a null pointer (the host then shows the components as "not
+/// declared").
+pub fn params_json(
+    list: impl FnOnce() -> Vec<(u32, &'static str, &'static [perfcast_core::ParamSpec])>,
+) -> *const std::ffi::c_char {
+    static JSON: std::sync::OnceLock<Option<std::ffi::CString>> = std::sync::OnceLock::new();
+    let text = JSON.get_or_init(|| {
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            let entries: Vec<serde_json::Value> = list()
+                .into_iter()
+                .map(|(category, name, params)| {
+                    serde_json::json!({"category": category, "name": name, "params": params})
+                })
+                .collect();
+            serde_json::to_string(&entries).ok()
+        }));
+        built
+            .ok()
+            .flatten()
+            .and_then(|s| std::ffi::CString::new(s).ok())
+    });
+    text.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())
 }
 
 /// Run a `describe` body; a panic (in an expression given for the name or version) yields a
@@ -491,10 +523,10 @@ macro_rules! export_plugin {
     (
         name: $name:expr,
         version: $version:expr
-        $(, compute_units: [ $( $cu:literal => $cu_build:path $(: $cu_desc:literal)? ),* $(,)? ] )?
-        $(, memory_tiers: [ $( $mt:literal => $mt_build:path $(: $mt_desc:literal)? ),* $(,)? ] )?
-        $(, interconnects: [ $( $ic:literal => $ic_build:path $(: $ic_desc:literal)? ),* $(,)? ] )?
-        $(, topologies: [ $( $tp:literal => $tp_build:path $(: $tp_desc:literal)? ),* $(,)? ] )?
+        $(, compute_units: [ $( $cu:literal => $cu_build:path $(: $cu_desc:literal)? $([$cu_params:expr])? ),* $(,)? ] )?
+        $(, memory_tiers: [ $( $mt:literal => $mt_build:path $(: $mt_desc:literal)? $([$mt_params:expr])? ),* $(,)? ] )?
+        $(, interconnects: [ $( $ic:literal => $ic_build:path $(: $ic_desc:literal)? $([$ic_params:expr])? ),* $(,)? ] )?
+        $(, topologies: [ $( $tp:literal => $tp_build:path $(: $tp_desc:literal)? $([$tp_params:expr])? ),* $(,)? ] )?
         $(,)?
     ) => {
         #[doc(hidden)]
@@ -510,6 +542,21 @@ macro_rules! export_plugin {
                     $($( ($crate::codes::CATEGORY_INTERCONNECT, $ic, $crate::export_plugin!(@desc $($ic_desc)?)), )*)?
                     $($( ($crate::codes::CATEGORY_TOPOLOGY, $tp, $crate::export_plugin!(@desc $($tp_desc)?)), )*)?
                 ]))
+            }
+
+            /// The declared parameters (a plain C symbol beside abi_stable's root module, so
+            /// that declaring them changes no abi_stable layout: see plugins/examples/README.md).
+            #[no_mangle]
+            pub extern "C" fn perfcast_rust_params_v1() -> *const ::std::ffi::c_char {
+                $crate::sdk::params_json(|| {
+                    let mut v: ::std::vec::Vec<(u32, &'static str, &'static [$crate::__private::ParamSpec])> =
+                        ::std::vec::Vec::new();
+                    $($( $( v.push(($crate::codes::CATEGORY_COMPUTE_UNIT, $cu, $cu_params)); )? )*)?
+                    $($( $( v.push(($crate::codes::CATEGORY_MEMORY_TIER, $mt, $mt_params)); )? )*)?
+                    $($( $( v.push(($crate::codes::CATEGORY_INTERCONNECT, $ic, $ic_params)); )? )*)?
+                    $($( $( v.push(($crate::codes::CATEGORY_TOPOLOGY, $tp, $tp_params)); )? )*)?
+                    v
+                })
             }
 
             extern "C" fn new_compute_unit(

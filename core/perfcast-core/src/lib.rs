@@ -26,9 +26,11 @@ pub mod error;
 pub mod hardware;
 pub mod op;
 pub mod parallel;
+pub mod param_spec;
 pub mod params;
 pub mod registry;
 pub mod roofline;
+pub mod suggest;
 pub mod topology;
 pub mod units;
 pub mod workload;
@@ -43,6 +45,7 @@ pub use op::{
     Attention, AttentionKind, Collective, CollectiveKind, ComputeOp, Gemm, GemmScaling, Op,
     VectorOp, VectorOpKind,
 };
+pub use param_spec::{ParamDefault, ParamSpec, ParamType};
 pub use registry::{BuiltinPlugin, Category, Component, Origin, PluginInfo, Registry};
 pub use topology::{CollectiveCost, GroupAxis, GroupPlacement, LinkLoad, NetworkCost, Topology};
 pub use units::{Bandwidth, Bytes, FlopCount, FlopRate, Seconds};

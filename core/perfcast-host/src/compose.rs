@@ -193,7 +193,8 @@ impl Config {
                             };
                             // serde reports an unknown field at its parent: name the field.
                             if let Some(field) = message
-                                .strip_prefix("unknown field `")
+                                .strip_prefix("unknown key `")
+                                .or_else(|| message.strip_prefix("unknown field `"))
                                 .and_then(|m| m.split('`').next())
                             {
                                 if !key.ends_with(&format!(".{field}")) {

@@ -32,7 +32,12 @@ pub use layers::{
     STACKS_GROUP,
 };
 pub use ops::{NamedOp, OP_KINDS};
-pub use plugins::{plugin_rows, registry_with, LibraryInfo, PluginRow};
+/// Plugin isolation (`--isolate`): the options of a plugin host and its server side.
+pub use perfcast_loader::isolate;
+pub use plugins::{
+    describe, plugin_rows, reference_markdown, registry_with, Described, LibraryInfo, ParamRow,
+    PluginRow,
+};
 pub use roofline::{RooflineReport, RooflineRow};
 pub use stacks::{stack_names, STACK_SCHEME};
 

@@ -12,13 +12,14 @@ use perfcast_abi::codes::category_from_code;
 use perfcast_abi::rust_abi::{
     v1_0, FfiCollectiveCost, FfiGroupAxis, FfiLevel, FfiLinkClass, FfiMemoryTierBox,
     FfiNetworkCost, NewComputeUnit, NewInterconnect, NewMemoryTier, NewTopology, PluginDescriptor,
-    RUST_ABI_VERSION,
+    RUST_ABI_VERSION, RUST_PARAMS_SYMBOL,
 };
 use perfcast_abi::{
     FfiComputeUnitBox, FfiError, FfiInterconnectBox, FfiTier, FfiTopologyBox, PcOp, PcOpTime,
     PluginModuleRef,
 };
-use perfcast_core::{Category, Component};
+use perfcast_core::{Category, Component, ParamSpec};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -243,7 +244,47 @@ fn map_library_error(path: &Path, declared: Option<&str>, e: LibraryError) -> Lo
 }
 
 /// Load the abi_stable root module of `path` and describe its components.
-pub(crate) fn load(path: &Path) -> Result<(LoadedLibrary, Vec<Candidate>), LoadError> {
+/// One entry of a Rust plugin's parameter declarations (`perfcast_rust_params_v1`).
+#[derive(serde::Deserialize)]
+struct Declared {
+    category: u32,
+    name: String,
+    params: Vec<ParamSpec>,
+}
+
+/// The parameters the plugin declares through its optional `perfcast_rust_params_v1`
+/// symbol, by (category code, name); none for a plugin without it. Declarations that do not
+/// parse are an error naming the file.
+fn declared_params(
+    path: &Path,
+    lib: &libloading::Library,
+) -> Result<HashMap<(u32, String), Vec<ParamSpec>>, LoadError> {
+    type ParamsFn = extern "C" fn() -> *const std::ffi::c_char;
+    let mut out = HashMap::new();
+    // SAFETY: the symbol's type is `RUST_PARAMS_SYMBOL`'s documented one.
+    let Ok(f) = (unsafe { lib.get::<ParamsFn>(RUST_PARAMS_SYMBOL) }) else {
+        return Ok(out);
+    };
+    let p = f();
+    if p.is_null() {
+        return Ok(out);
+    }
+    // SAFETY: a non-null answer is a NUL-terminated string the plugin keeps alive.
+    let text = unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy();
+    let entries: Vec<Declared> = serde_json::from_str(&text).map_err(|e| LoadError::Invalid {
+        path: path.to_path_buf(),
+        message: format!("its parameter declarations do not parse: {e}"),
+    })?;
+    for d in entries {
+        out.insert((d.category, d.name), d.params);
+    }
+    Ok(out)
+}
+
+pub(crate) fn load(
+    path: &Path,
+    lib: &libloading::Library,
+) -> Result<(LoadedLibrary, Vec<Candidate>), LoadError> {
     // Per-file loading: `RootModule::load_from_file` would memoize one library per root-module
     // type, so a second vendor plugin would alias the first.
     let header = lib_header_from_path(path).map_err(|e| map_library_error(path, None, e))?;
@@ -274,6 +315,7 @@ pub(crate) fn load(path: &Path) -> Result<(LoadedLibrary, Vec<Candidate>), LoadE
         it.next().unwrap_or("?")
     );
     let plugin = desc.name.to_string();
+    let declared = declared_params(path, lib)?;
     let mut candidates = Vec::new();
     for c in desc.components.iter() {
         // A category this host does not know is skipped (a newer plugin may offer more).
@@ -335,11 +377,13 @@ pub(crate) fn load(path: &Path) -> Result<(LoadedLibrary, Vec<Candidate>), LoadE
                 })
             }
         };
+        let params = declared.get(&(c.category, name.clone())).cloned();
         candidates.push(Candidate {
             category,
             name,
             description: c.description.to_string(),
             factory,
+            params,
         });
     }
     let lib = LoadedLibrary {

@@ -18,9 +18,12 @@
 //!
 //! Invariant: nothing here panics on user input; every error names the key and its origin.
 
+pub mod explain;
 pub mod hf;
 pub mod inference;
 mod model;
+pub mod plausible;
+pub mod reference;
 pub mod serving;
 pub mod stack;
 pub mod training;

@@ -5,7 +5,7 @@
 //! plan fields fill the template, and a stack without an overlap narrows that dimension) and
 //! the optional `[search]` section.
 
-use crate::space::{Constraints, Objective, SearchConfig, SearchSpace};
+use crate::space::{Budget, Constraints, Objective, SearchConfig, SearchSpace};
 use crate::SearchError;
 use perfcast_engine::training::{Training, TrainingPlan};
 use perfcast_host::Config;
@@ -27,18 +27,24 @@ pub struct Scenario {
     pub plan: Option<TrainingPlan>,
     pub objective: Objective,
     pub top: usize,
+    /// USD per GPU-hour, for reporting the cost objective (`search.price_per_gpu_hour`).
+    pub price_per_gpu_hour: f64,
+    /// How long the walk may take (`search.max_seconds`, default
+    /// [`crate::space::DEFAULT_MAX_SECONDS`]).
+    pub budget: Budget,
 }
 
 impl Scenario {
     /// Run the search.
     pub fn search(&self) -> Result<crate::SearchResult, SearchError> {
-        crate::search(
+        crate::search::search_within(
             &self.trainings,
             &self.space,
             &self.constraints,
             &self.template,
             self.objective,
             self.top,
+            self.budget,
         )
     }
 }
@@ -118,6 +124,28 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
             )
             .into());
     }
+    let budget = Budget {
+        max_seconds: Some(sc.max_seconds.unwrap_or(crate::space::DEFAULT_MAX_SECONDS)),
+    };
+    if let Some(s) = budget.max_seconds.filter(|s| !(s.is_finite() && *s > 0.0)) {
+        return Err(cfg
+            .invalid(
+                "search.max_seconds",
+                format!("{s} is not allowed: a positive number of seconds"),
+            )
+            .into());
+    }
+    let price = sc
+        .price_per_gpu_hour
+        .unwrap_or(crate::space::DEFAULT_PRICE_PER_GPU_HOUR);
+    if !(price.is_finite() && price > 0.0) {
+        return Err(cfg
+            .invalid(
+                "search.price_per_gpu_hour",
+                format!("{price} is not allowed: a positive price in USD"),
+            )
+            .into());
+    }
     let mut counts = counts;
     counts.sort_unstable();
     counts.dedup();
@@ -159,5 +187,7 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
         plan,
         objective: sc.objective.unwrap_or_default(),
         top: sc.top.unwrap_or(10),
+        price_per_gpu_hour: price,
+        budget,
     })
 }

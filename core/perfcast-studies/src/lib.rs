@@ -206,33 +206,62 @@ pub fn info(name: &str) -> Result<StudyInfo, StudyError> {
         })
 }
 
-/// The repository's `configs/studies` directory (where the shipped configs live).
+/// The repository's `configs/studies` directory (where the shipped configs live; tests read
+/// them there, the binary carries its own copy: [`builtin_config`]).
 pub fn configs_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/studies")
 }
 
-/// The shipped config of study `name`: `configs/studies/NAME.toml` under the current
-/// directory if it exists there, else the repository's copy.
-pub fn default_config(name: &str) -> PathBuf {
-    let local = Path::new("configs/studies").join(format!("{name}.toml"));
-    if local.is_file() {
-        local
-    } else {
-        configs_dir().join(format!("{name}.toml"))
-    }
+/// The shipped configs of `configs/studies/`, embedded at build time (as the presets are), so
+/// that `perfcast study NAME` works from any directory: `(study, TOML text)`.
+pub static BUILTIN_CONFIGS: [(&str, &str); 5] = [
+    (
+        "memory-vs-recompute",
+        include_str!("../../../configs/studies/memory-vs-recompute.toml"),
+    ),
+    (
+        "a100-to-b200",
+        include_str!("../../../configs/studies/a100-to-b200.toml"),
+    ),
+    (
+        "technology-nodes",
+        include_str!("../../../configs/studies/technology-nodes.toml"),
+    ),
+    (
+        "matmul-boundedness",
+        include_str!("../../../configs/studies/matmul-boundedness.toml"),
+    ),
+    (
+        "dram-scaling",
+        include_str!("../../../configs/studies/dram-scaling.toml"),
+    ),
+];
+
+/// The built-in config of study `name` (its text as shipped in `configs/studies/NAME.toml`).
+pub fn builtin_config(name: &str) -> Option<&'static str> {
+    BUILTIN_CONFIGS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, text)| *text)
 }
 
 /// Run study `name` from `config` (default: its shipped config).
 pub fn run(name: &str, config: Option<&Path>) -> Result<StudyOutput, StudyError> {
     let info = info(name)?;
-    let path = config
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| default_config(name));
-    let command = match config {
-        Some(p) => format!("perfcast study {name} --config {}", p.display()),
-        None => format!("perfcast study {name}"),
+    let ctx = match config {
+        Some(p) => common::StudyContext::new(
+            info,
+            p,
+            format!("perfcast study {name} --config {}", p.display()),
+        )?,
+        None => {
+            let text = builtin_config(name).ok_or_else(|| StudyError::Unknown {
+                name: name.to_string(),
+                known: names().into_iter().map(String::from).collect(),
+            })?;
+            common::StudyContext::builtin(info, text)
+        }
     };
-    let ctx = common::StudyContext::new(info, &path, command)?;
     match name {
         "memory-vs-recompute" => studies::memory_recompute::run(&ctx),
         "a100-to-b200" => studies::a100_to_b200::run(&ctx),

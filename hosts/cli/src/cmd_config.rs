@@ -18,6 +18,11 @@ pub struct ExplainArgs {
     pub config: ConfigArgs,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
+    /// Every value in force, defaults included: each component's parameters the config
+    /// leaves out (at the plugin's declared default), the strategies' parameters, and the
+    /// engine's `[plan]` / `[inference]` / `[options]` fields, each with its origin.
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -34,8 +39,13 @@ pub fn run(c: Command) -> anyhow::Result<()> {
 }
 
 fn explain(a: ExplainArgs) -> anyhow::Result<()> {
-    let cfg = a.config.load()?;
-    let rows = cfg.explain();
+    // The sections `predict` and `infer` read (the experiments' `[search]` included).
+    let cfg = crate::cmd_predict::load(&a.config)?;
+    let rows = if a.all {
+        perfcast_scenario::explain::explain_all(&cfg)
+    } else {
+        cfg.explain()
+    };
     let text = match a.format {
         Format::Json => to_json(&rows)?,
         Format::Table | Format::Csv => {

@@ -19,6 +19,7 @@
 pub mod algo;
 pub mod clos;
 pub mod cost;
+pub mod declared;
 pub mod dragonfly;
 pub mod links;
 pub mod switched;
@@ -74,43 +75,50 @@ perfcast_core::builtin!(
     Topology,
     "hierarchical",
     "network levels alone, innermost level holding the group (the default)",
-    build_hierarchical
+    build_hierarchical,
+    params = declared::HIERARCHICAL
 );
 perfcast_core::builtin!(
     Topology,
     "fat-tree",
     "k-tier fat-tree (folded Clos) with per-tier oversubscription",
-    build_fat_tree
+    build_fat_tree,
+    params = declared::SWITCHED
 );
 perfcast_core::builtin!(
     Topology,
     "rail-optimized",
     "rail-optimised Clos: one leaf per rail, cross-rail via NVLink or the spine",
-    build_rail_optimized
+    build_rail_optimized,
+    params = declared::SWITCHED
 );
 perfcast_core::builtin!(
     Topology,
     "rail-only",
     "rail-only network (Wang et al. 2023): one Clos per rail, no spine",
-    build_rail_only
+    build_rail_only,
+    params = declared::SWITCHED
 );
 perfcast_core::builtin!(
     Topology,
     "torus",
     "k-dimensional torus of scale-up domains",
-    build_torus
+    build_torus,
+    params = declared::TORUS
 );
 perfcast_core::builtin!(
     Topology,
     "dragonfly",
     "dragonfly: router groups, local and global links",
-    build_dragonfly
+    build_dragonfly,
+    params = declared::DRAGONFLY
 );
 perfcast_core::builtin!(
     Topology,
     "nvl72",
     "GB200 NVL72 racks (NVLink switches, NVLS), rail-optimised scale-out",
-    build_nvl72
+    build_nvl72,
+    params = declared::SWITCHED
 );
 
 // `register(&mut Registry)`: this crate's built-ins, composed by `perfcast-builtins`.

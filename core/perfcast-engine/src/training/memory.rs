@@ -286,6 +286,23 @@ impl Training {
         }
     }
 
+    /// A lower bound on the peak memory per device of every plan of this model on `devices`
+    /// devices, whatever its degrees, ZeRO stage, recompute or precision: the model state
+    /// sharded over all of them at the least bytes per parameter any plan keeps
+    /// ([`StateBytes::mixed_precision_adam`] without fp32 gradients or fp8 copies, 16 B),
+    /// plus the runtime reserve. Sound because each stage's weights, gradients and optimizer
+    /// state are split at most `tp x cp x dp` ways and the busiest of `pp` stages holds at
+    /// least `1/pp` of the parameters; activations only add. For refusing a hopeless search
+    /// at once.
+    pub fn memory_floor(&self, devices: u32) -> Bytes {
+        let state = StateBytes::mixed_precision_adam(false, false).total();
+        let params = self.model.params() as f64;
+        Bytes(
+            params * state / devices.max(1) as f64
+                + Bytes::from_gib(self.params.runtime_reserve_gib).0,
+        )
+    }
+
     /// Memory per device of `plan` without timing it (cheap: for pruning plans that cannot
     /// fit before they are evaluated). Same numbers as `evaluate(plan)?.memory`.
     pub fn memory(&self, plan: &TrainingPlan) -> Result<MemoryReport, ModelError> {

@@ -953,3 +953,28 @@ fn random_plans_are_reports_or_named_errors() {
     }
     assert!(ok > 50 && err > 50, "ok {ok}, err {err}");
 }
+
+/// `memory_floor` is below the peak memory of plans of every shape, and close to it for the
+/// most-sharded one (ZeRO-3 over every device, full recompute, micro-batch 1).
+#[test]
+fn memory_floor_is_below_every_plan() {
+    let t = training(gpt(8, 2048, 16), 8);
+    let floor = t.memory_floor(8).0;
+    for (tp, pp, dp, zero) in [
+        (1, 1, 8, 3),
+        (2, 2, 2, 3),
+        (8, 1, 1, 0),
+        (1, 8, 1, 0),
+        (2, 1, 4, 1),
+    ] {
+        let p = TrainingPlan {
+            zero_stage: zero,
+            ..plan(tp, pp, dp, 1, 8, "full")
+        };
+        let m = t.memory(&p).unwrap().peak.0;
+        assert!(floor <= m, "{tp} {pp} {dp} {zero}: floor {floor} > {m}");
+        if zero == 3 && tp == 1 {
+            assert!(floor > 0.5 * m, "floor {floor} far below {m}");
+        }
+    }
+}

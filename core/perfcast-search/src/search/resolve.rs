@@ -73,7 +73,8 @@ pub(super) fn lists(training: &Training, space: &SearchSpace) -> Result<Lists, S
                     .ok_or_else(|| SearchError::Invalid {
                         key: key.into(),
                         message: format!(
-                            "`{n}` is not registered; registered: {}",
+                            "`{n}` is not registered{}; registered: {}",
+                            perfcast_core::suggest::did_you_mean(n, names.iter().copied()),
                             names.join(", ")
                         ),
                     })

@@ -98,6 +98,20 @@ pub struct ParetoPoint {
 /// Counts and time of a search.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
+    /// Plans in the space, counted before the walk (an upper bound on `enumerated`, which
+    /// leaves out partial-recompute counts beyond a group's real stage size).
+    pub estimated: u64,
+    /// Whether the walk finished (false: `max_seconds` stopped it; the plans are the best
+    /// found so far).
+    pub complete: bool,
+    /// Plans the time limit left unvisited (0 when complete).
+    pub not_visited: u64,
+    /// How many (tp, pp, dp, cp, devices) tuples were not walked to the end.
+    pub not_visited_tuple_count: usize,
+    /// Those tuples (the first 20), each with its unvisited plans.
+    pub not_visited_tuples: Vec<String>,
+    /// The time limit of the walk, seconds (`None`: none).
+    pub max_seconds: Option<f64>,
     pub enumerated: u64,
     pub pruned: u64,
     pub evaluated: u64,
