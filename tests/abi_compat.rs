@@ -22,6 +22,7 @@ struct Fixtures {
     dir: PathBuf,
     abi_v2: PathBuf,
     abi_mismatch: PathBuf,
+    abi_v1_0: PathBuf,
     c_v1_1: PathBuf,
     c_v1_0: PathBuf,
     c_major2: PathBuf,
@@ -32,7 +33,10 @@ fn fixtures() -> &'static Fixtures {
     static F: OnceLock<Fixtures> = OnceLock::new();
     F.get_or_init(|| {
         let dir = perfcast_testkit::tmpdir("perfcast-abi-compat");
-        let rust = build_rust(&["abi-v2-fixture", "abi-mismatch-fixture"], &dir);
+        let rust = build_rust(
+            &["abi-v2-fixture", "abi-mismatch-fixture", "abi-v1-0-fixture"],
+            &dir,
+        );
         let (c_v1_1, c_v1_0) = (c_vendor(&dir), c_vendor_abi1_0(&dir));
         let c_major2 = cc_plugin_source(
             &dir,
@@ -43,6 +47,7 @@ fn fixtures() -> &'static Fixtures {
             dir,
             abi_v2: rust[0].clone(),
             abi_mismatch: rust[1].clone(),
+            abi_v1_0: rust[2].clone(),
             c_v1_1,
             c_v1_0,
             c_major2,
@@ -64,10 +69,19 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
     let lp_bw = 8.0 * 16.0 / 8.0 * 6400e6;
     let lp_lat = 120e-9;
     let mut times = Vec::new();
-    for (path, abi, tile) in [(&f.c_v1_1, "c 1.1", 32), (&f.c_v1_0, "c 1.0", 128)] {
+    for (path, abi, tile) in [(&f.c_v1_1, "c 1.2", 32), (&f.c_v1_0, "c 1.0", 128)] {
         let mut r = Registry::new();
         let lib = load_library(path, None, &mut r).unwrap();
         assert_eq!(lib.abi, abi);
+        // Parameter declarations are C ABI 1.2: a 1.0 library's components are "not
+        // declared", the current one declares dsp1's (and leaves lpddr undeclared).
+        let declared = |name: &str| {
+            r.info(perfcast_core::Category::ComputeUnit, name)
+                .or_else(|| r.info(perfcast_core::Category::MemoryTier, name))
+                .and_then(|i| i.params.as_ref().map(Vec::len))
+        };
+        assert_eq!(declared("cvendor/dsp1"), (abi == "c 1.2").then_some(8));
+        assert_eq!(declared("cvendor/lpddr"), None);
         let dsp = r
             .compute_unit("cvendor/dsp1", &dsp_params(json!({})))
             .unwrap();
@@ -87,7 +101,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
         let t = dsp.op_time(&op, &mem).unwrap();
         let compute = op.flops().0 / 2000e9;
         let memory = op.min_bytes().0 / (lp_bw * 0.75) + lp_lat;
-        let want = if abi == "c 1.1" {
+        let want = if abi == "c 1.2" {
             // The plugin's own op_time: no overlap of DMA and compute.
             compute + memory + 4e-6
         } else {
@@ -115,6 +129,34 @@ fn incompatible_rust_abi_is_rejected_in_a_few_lines() {
         msg.contains("2.0.0") && msg.contains("1.x"),
         "both versions: {msg}"
     );
+}
+
+/// A plugin built against the previous minor (Rust ABI 1.0's root module, without
+/// `new_topology`) still loads on this 1.1 host and serves what 1.0 offers.
+#[test]
+fn a_rust_plugin_of_the_previous_minor_loads() {
+    let f = fixtures();
+    let mut r = Registry::new();
+    let lib = load_library(&f.abi_v1_0, None, &mut r).unwrap();
+    assert_eq!(lib.abi, "rust-abi_stable 1.0");
+    assert_eq!(lib.components.len(), 1);
+    let t = r
+        .memory_tier(
+            "fixture10/tier",
+            &json!({"capacity_gib": 96.0, "bandwidth_tbs": 4.0}),
+        )
+        .unwrap();
+    assert!(close(t.capacity().0, 96.0 * 1073741824.0));
+    assert!(close(t.bandwidth().0, 4e12));
+    let e = r
+        .memory_tier(
+            "fixture10/tier",
+            &json!({"capacity_gib": -1.0, "bandwidth_tbs": 4.0}),
+        )
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("capacity_gib"), "{e}");
 }
 
 #[test]
@@ -172,6 +214,8 @@ int main(void) {
   S(perfcast_plugin) O(perfcast_plugin, components)
   S(perfcast_link) O(perfcast_link, latency)
   S(perfcast_interconnect_vtable) O(perfcast_interconnect_vtable, collective_time)
+  O(perfcast_component, params) S(perfcast_param) O(perfcast_param, name)
+  O(perfcast_param, source)
   return 0;
 }
 "#,
@@ -225,6 +269,10 @@ int main(void) {
             "perfcast_interconnect_vtable.collective_time",
             offset_of!(PcInterconnectVtable, collective_time),
         ),
+        ("perfcast_component.params", offset_of!(PcComponent, params)),
+        ("perfcast_param", size_of::<PcParam>()),
+        ("perfcast_param.name", offset_of!(PcParam, name)),
+        ("perfcast_param.source", offset_of!(PcParam, source)),
     ]
     .iter()
     .map(|(k, v)| format!("{k} {v}\n"))

@@ -35,6 +35,14 @@ const TARGETS: &[(&str, f64, f64)] = &[
 /// why the target is not met).
 const BOUNDS: &[(&str, f64, f64, &str)] = &[
     (
+        "automodel-h100",
+        0.14,
+        0.32,
+        "MAPE 13% meets the target; Kimi K2 on 256 H100 is predicted 31% fast (the worst-case \
+         target is 30%): every MoE case is predicted fast (bias -13%), which points at the \
+         grouped-GEMM efficiency of 384 small experts or unmodelled permute/router kernels",
+    ),
+    (
         "mcore-moe-layer-h100",
         0.19,
         0.40,

@@ -27,6 +27,8 @@
  *        memory tier {properties}.
  *   1.1  compute unit vtable gains `gemm_tile` and `op_time` (both optional); a new category,
  *        PERFCAST_CATEGORY_INTERCONNECT (perfcast_interconnect_vtable, perfcast_link).
+ *   1.2  perfcast_component gains `n_params` / `params`: the component's declared parameters
+ *        (perfcast_param; optional: absent or NULL means "not declared").
  *
  * Codes (dtype, engine, op kinds...) are plain uint32_t values; new values may be added in a
  * minor version, so plugins must answer PERFCAST_ERR_UNSUPPORTED for a code they do not know.
@@ -60,7 +62,7 @@ extern "C" {
 
 #define PERFCAST_PLUGIN_ABI_MAJOR 1
 /* The newest minor this header describes. */
-#define PERFCAST_PLUGIN_ABI_MINOR_LATEST 1
+#define PERFCAST_PLUGIN_ABI_MINOR_LATEST 2
 /* The minor a plugin is compiled against (override with -DPERFCAST_PLUGIN_ABI_MINOR=0). */
 #ifndef PERFCAST_PLUGIN_ABI_MINOR
 #define PERFCAST_PLUGIN_ABI_MINOR PERFCAST_PLUGIN_ABI_MINOR_LATEST
@@ -246,6 +248,33 @@ typedef struct perfcast_interconnect_vtable {
                                uint32_t algorithm, double *out_s, char *err, size_t err_cap);
 } perfcast_interconnect_vtable;
 
+/* ---- declared parameters (perfcast_core::ParamType, ParamDefault), 1.2 ------------------ */
+#define PERFCAST_PARAM_FLOAT 0
+#define PERFCAST_PARAM_INTEGER 1
+#define PERFCAST_PARAM_BOOL 2
+#define PERFCAST_PARAM_STRING 3
+#define PERFCAST_PARAM_TABLE 4
+#define PERFCAST_PARAM_LIST 5
+
+#define PERFCAST_DEFAULT_REQUIRED 0 /* must be given; default_value is ignored */
+#define PERFCAST_DEFAULT_VALUE 1    /* default_value is the default, as TOML ("0.8", "true") */
+#define PERFCAST_DEFAULT_DERIVED 2  /* computed when left out; default_value says how */
+
+/* One parameter of a component (plugin -> host, static storage), 1.2. Strings are
+ * NUL-terminated UTF-8; NULL reads as "". */
+typedef struct perfcast_param {
+    uint32_t struct_size;       /* sizeof(perfcast_param) as compiled by the plugin */
+    uint32_t type;              /* PERFCAST_PARAM_* */
+    uint32_t default_kind;      /* PERFCAST_DEFAULT_* */
+    uint32_t reserved0;
+    const char *name;           /* the key in the component's table */
+    const char *unit;           /* e.g. "TFLOP/s", "GB", "us"; "" for none */
+    const char *default_value;  /* see default_kind */
+    const char *range;          /* the values allowed, e.g. "> 0", "(0, 1]"; "" for any */
+    const char *doc;            /* one line on what it means */
+    const char *source;         /* where the default comes from (datasheet, paper, ...) */
+} perfcast_param;
+
 /* One component the plugin provides. */
 typedef struct perfcast_component {
     uint32_t struct_size;
@@ -261,6 +290,14 @@ typedef struct perfcast_component {
     /* REQUIRED. perfcast_compute_unit_vtable*, perfcast_memory_tier_vtable* or (1.1)
      * perfcast_interconnect_vtable* by category. */
     const void *vtable;
+#if PERFCAST_PLUGIN_ABI_MINOR >= 2
+    /* 1.2, optional. The component's parameters: an array of n_params pointers (pointers,
+     * so perfcast_param can grow). `params == NULL` means "not declared"; a component that
+     * takes no parameters declares that with n_params = 0 and a non-NULL `params`. */
+    uint32_t n_params;
+    uint32_t reserved1;
+    const perfcast_param *const *params;
+#endif
 } perfcast_component;
 
 /* What perfcast_plugin_entry_v1() returns. */

@@ -10,7 +10,7 @@ use std::ffi::{c_char, c_void};
 /// Major version of the C ABI (part of the entry symbol name).
 pub const C_ABI_MAJOR: u32 = 1;
 /// Newest minor of the C ABI this crate (and the host) knows.
-pub const C_ABI_MINOR: u32 = 1;
+pub const C_ABI_MINOR: u32 = 2;
 /// The entry symbol, NUL-terminated.
 pub const C_ENTRY_SYMBOL: &[u8] = b"perfcast_plugin_entry_v1\0";
 
@@ -152,6 +152,26 @@ pub struct PcComponent {
     pub create: Option<unsafe extern "C" fn(*const c_char, *mut *mut c_void, ErrBuf, usize) -> i32>,
     pub destroy: Option<unsafe extern "C" fn(*mut c_void)>,
     pub vtable: *const c_void,
+    /// 1.2: declared parameters (`params` NULL: not declared).
+    pub n_params: u32,
+    pub reserved1: u32,
+    pub params: *const *const PcParam,
+}
+
+/// `perfcast_param` (1.2): one declared parameter of a component.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PcParam {
+    pub struct_size: u32,
+    pub ty: u32,
+    pub default_kind: u32,
+    pub reserved0: u32,
+    pub name: *const c_char,
+    pub unit: *const c_char,
+    pub default_value: *const c_char,
+    pub range: *const c_char,
+    pub doc: *const c_char,
+    pub source: *const c_char,
 }
 
 /// `perfcast_plugin`.

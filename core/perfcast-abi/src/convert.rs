@@ -190,6 +190,33 @@ pub fn bad_value(plugin: &str, what: &str, v: f64) -> PluginError {
     }
 }
 
+/// A `ParamSpec` from the plain fields of a C `perfcast_param`: name, type code, default
+/// code, and the texts unit, default, range, doc, source.
+pub fn param_spec(
+    name: &str,
+    ty: u32,
+    default_kind: u32,
+    [unit, default, range, doc, source]: [&str; 5],
+) -> Result<perfcast_core::ParamSpec, String> {
+    use std::borrow::Cow;
+    if name.is_empty() {
+        return Err("a declared parameter has no name".into());
+    }
+    let ty = perfcast_core::ParamType::from_code(ty)
+        .ok_or_else(|| format!("parameter `{name}`: unknown type code {ty}"))?;
+    let default = perfcast_core::ParamDefault::from_code(default_kind, default.to_string())
+        .ok_or_else(|| format!("parameter `{name}`: unknown default code {default_kind}"))?;
+    Ok(perfcast_core::ParamSpec {
+        name: Cow::Owned(name.to_string()),
+        ty,
+        unit: Cow::Owned(unit.to_string()),
+        default,
+        range: Cow::Owned(range.to_string()),
+        doc: Cow::Owned(doc.to_string()),
+        source: Cow::Owned(source.to_string()),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,14 +10,22 @@
 //! perfcast_abi::export_plugin! {
 //!     name: "acme",
 //!     version: env!("CARGO_PKG_VERSION"),
-//!     compute_units: [ "acme/npu9" => build_npu : "Acme NPU9 accelerator" ],
+//!     compute_units: [ "acme/npu9" => build_npu : "Acme NPU9 accelerator" [NPU_PARAMS] ],
 //!     memory_tiers: [ "acme/hbm-x" => build_hbm ],
 //! }
 //! ```
 //!
+//! `[NPU_PARAMS]` (optional, a `&'static [perfcast_core::ParamSpec]`) declares the
+//! component's parameters (exported as JSON by the symbol `perfcast_rust_params_v1`, beside
+//! the root module): `perfcast plugins --describe acme/npu9` prints them; a component
+//! without one is shown as "not declared".
+//!
 //! A builder is any `fn(P) -> Result<T, PluginError>` where `P: Deserialize` (use
 //! `#[serde(deny_unknown_fields)]`; `serde_json::Value` takes the raw table) and `T`
-//! implements `ComputeUnit`, `MemoryTier` or `Interconnect`. The SDK parses the parameters with
+//! implements `ComputeUnit`, `MemoryTier`, `Interconnect` or (Rust ABI 1.1) `Topology`. A
+//! topology plugin sees the host's network levels as [`LevelView`]s: their domain,
+//! bandwidth, latency and per-collective overhead (a level's own `collective_time` is the
+//! host's; a level view answers the alpha-beta formula of those numbers). The SDK parses the parameters with
 //! `perfcast_core::params::parse` (so errors carry the key path), wraps the object, and runs
 //! every call under `catch_unwind`: a panic comes back to the host as an error message, never
 //! as an abort. Plugins must be built with `panic = "unwind"` (the default).
@@ -28,9 +36,10 @@ use crate::rust_abi::*;
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RErr, ROk, ROption, RResult, RSlice, RVec};
+use perfcast_core::topology::{GroupAxis, GroupPlacement};
 use perfcast_core::{
-    Bytes, Collective, ComputeOp, ComputeUnit, Interconnect, MemoryHierarchy, MemoryTier,
-    ModelError, PluginError,
+    Bandwidth, Bytes, Collective, ComputeOp, ComputeUnit, Interconnect, MemoryHierarchy,
+    MemoryTier, ModelError, PluginError, Seconds, Topology,
 };
 use serde::de::DeserializeOwned;
 use std::any::Any;
@@ -151,6 +160,33 @@ pub fn describe(name: &str, version: &str, components: &[(u32, &str, &str)]) -> 
     }
 }
 
+/// What the plugin's `perfcast_rust_params_v1` symbol returns: the declared parameters of
+/// each `(category code, name, params)` as JSON (`[{"category", "name", "params":
+/// [ParamSpec...]}]`), NUL-terminated, built once and kept for the life of the process. A
+/// panic while building it gives a null pointer (the host then shows the components as "not
+/// declared").
+pub fn params_json(
+    list: impl FnOnce() -> Vec<(u32, &'static str, &'static [perfcast_core::ParamSpec])>,
+) -> *const std::ffi::c_char {
+    static JSON: std::sync::OnceLock<Option<std::ffi::CString>> = std::sync::OnceLock::new();
+    let text = JSON.get_or_init(|| {
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            let entries: Vec<serde_json::Value> = list()
+                .into_iter()
+                .map(|(category, name, params)| {
+                    serde_json::json!({"category": category, "name": name, "params": params})
+                })
+                .collect();
+            serde_json::to_string(&entries).ok()
+        }));
+        built
+            .ok()
+            .flatten()
+            .and_then(|s| std::ffi::CString::new(s).ok())
+    });
+    text.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())
+}
+
 /// Run a `describe` body; a panic (in an expression given for the name or version) yields a
 /// descriptor with an empty name, which the loader rejects, instead of unwinding out of an
 /// `extern "C"` function (an abort).
@@ -174,14 +210,152 @@ pub fn root_module(
     new_compute_unit: NewComputeUnit,
     new_memory_tier: NewMemoryTier,
     new_interconnect: NewInterconnect,
+    new_topology: NewTopology,
 ) -> PluginModuleRef {
     PluginModule {
         describe,
         new_compute_unit,
         new_memory_tier,
         new_interconnect,
+        new_topology,
     }
     .leak_into_prefix()
+}
+
+pub fn build_topology<P, T, F>(build: F, params_json: &str) -> Result<FfiTopologyBox, FfiError>
+where
+    P: DeserializeOwned,
+    T: Topology + 'static,
+    F: FnOnce(P) -> Result<T, PluginError>,
+{
+    let t = build(parse_params(params_json)?).map_err(plugin_error)?;
+    Ok(FfiTopology_TO::from_value(SdkTopology(t), TD_Opaque))
+}
+
+/// A host network level as a topology plugin sees it: its numbers.
+#[derive(Debug, Clone, Copy)]
+pub struct LevelView(pub FfiLevel);
+
+impl Interconnect for LevelView {
+    fn kind(&self) -> &str {
+        "host-level"
+    }
+    fn domain_size(&self) -> u32 {
+        self.0.domain_size
+    }
+    fn bandwidth(&self) -> Bandwidth {
+        Bandwidth(self.0.bandwidth)
+    }
+    fn latency(&self) -> Seconds {
+        Seconds(self.0.latency)
+    }
+    fn collective_overhead(&self) -> Seconds {
+        Seconds(self.0.overhead)
+    }
+}
+
+/// The host's levels as native interconnects.
+pub fn levels(l: RSlice<'_, FfiLevel>) -> Vec<Arc<dyn Interconnect>> {
+    l.iter()
+        .map(|p| Arc::new(LevelView(*p)) as Arc<dyn Interconnect>)
+        .collect()
+}
+
+/// A native level as data.
+pub fn level_data(l: &dyn Interconnect) -> FfiLevel {
+    FfiLevel {
+        domain_size: l.domain_size(),
+        bandwidth: l.bandwidth().0,
+        latency: l.latency().0,
+        overhead: l.collective_overhead().0,
+    }
+}
+
+struct SdkTopology<T>(T);
+
+impl<T: Topology + 'static> FfiTopology for SdkTopology<T> {
+    fn check(&self, l: RSlice<'_, FfiLevel>, devices: u64) -> RResult<(), FfiError> {
+        guard(|| self.0.check(&levels(l), devices).map_err(plugin_error))
+    }
+    fn links(
+        &self,
+        l: RSlice<'_, FfiLevel>,
+        devices: u64,
+    ) -> RResult<RVec<FfiLinkClass>, FfiError> {
+        guard(|| {
+            let v = self.0.links(&levels(l), devices).map_err(plugin_error)?;
+            Ok(v.into_iter()
+                .map(|c| FfiLinkClass {
+                    name: c.name.into(),
+                    count: c.count,
+                    bandwidth: c.bandwidth.0,
+                })
+                .collect())
+        })
+    }
+    fn cost(
+        &self,
+        l: RSlice<'_, FfiLevel>,
+        devices: u64,
+    ) -> RResult<ROption<FfiNetworkCost>, FfiError> {
+        guard(|| {
+            let c = self.0.cost(&levels(l), devices).map_err(plugin_error)?;
+            Ok(c.map(|c| FfiNetworkCost {
+                switches: c.switches,
+                switch_ports: c.switch_ports,
+                optics: c.optics,
+                items: c
+                    .items
+                    .into_iter()
+                    .map(|i| FfiCostItem {
+                        item: i.item.into(),
+                        count: i.count,
+                        unit_usd: i.unit_usd,
+                    })
+                    .collect(),
+            })
+            .into())
+        })
+    }
+    fn collective(
+        &self,
+        l: RSlice<'_, FfiLevel>,
+        axes: RSlice<'_, FfiGroupAxis>,
+        devices: u64,
+        kind: u32,
+        bytes: f64,
+    ) -> RResult<FfiCollectiveCost, FfiError> {
+        guard(|| {
+            let kind = codes::collective_kind_from_code(kind).ok_or_else(|| {
+                FfiError::unsupported(format!("unknown collective kind code {kind}"))
+            })?;
+            let axes: Vec<GroupAxis> = axes
+                .iter()
+                .map(|a| GroupAxis {
+                    degree: a.degree,
+                    stride: a.stride,
+                })
+                .collect();
+            let g = GroupPlacement::new(&axes, devices).map_err(plugin_error)?;
+            let c = self
+                .0
+                .collective(&levels(l), &g, kind, Bytes(bytes))
+                .map_err(plugin_error)?;
+            Ok(FfiCollectiveCost {
+                time: c.time.0,
+                loads: c
+                    .loads
+                    .as_slice()
+                    .iter()
+                    .map(|l| FfiLinkLoad {
+                        class: l.class,
+                        links: l.links,
+                        busy: l.busy.0,
+                    })
+                    .collect(),
+            })
+        })
+    }
 }
 
 pub fn build_compute_unit<P, T, F>(
@@ -349,9 +523,10 @@ macro_rules! export_plugin {
     (
         name: $name:expr,
         version: $version:expr
-        $(, compute_units: [ $( $cu:literal => $cu_build:path $(: $cu_desc:literal)? ),* $(,)? ] )?
-        $(, memory_tiers: [ $( $mt:literal => $mt_build:path $(: $mt_desc:literal)? ),* $(,)? ] )?
-        $(, interconnects: [ $( $ic:literal => $ic_build:path $(: $ic_desc:literal)? ),* $(,)? ] )?
+        $(, compute_units: [ $( $cu:literal => $cu_build:path $(: $cu_desc:literal)? $([$cu_params:expr])? ),* $(,)? ] )?
+        $(, memory_tiers: [ $( $mt:literal => $mt_build:path $(: $mt_desc:literal)? $([$mt_params:expr])? ),* $(,)? ] )?
+        $(, interconnects: [ $( $ic:literal => $ic_build:path $(: $ic_desc:literal)? $([$ic_params:expr])? ),* $(,)? ] )?
+        $(, topologies: [ $( $tp:literal => $tp_build:path $(: $tp_desc:literal)? $([$tp_params:expr])? ),* $(,)? ] )?
         $(,)?
     ) => {
         #[doc(hidden)]
@@ -365,7 +540,23 @@ macro_rules! export_plugin {
                     $($( ($crate::codes::CATEGORY_COMPUTE_UNIT, $cu, $crate::export_plugin!(@desc $($cu_desc)?)), )*)?
                     $($( ($crate::codes::CATEGORY_MEMORY_TIER, $mt, $crate::export_plugin!(@desc $($mt_desc)?)), )*)?
                     $($( ($crate::codes::CATEGORY_INTERCONNECT, $ic, $crate::export_plugin!(@desc $($ic_desc)?)), )*)?
+                    $($( ($crate::codes::CATEGORY_TOPOLOGY, $tp, $crate::export_plugin!(@desc $($tp_desc)?)), )*)?
                 ]))
+            }
+
+            /// The declared parameters (a plain C symbol beside abi_stable's root module, so
+            /// that declaring them changes no abi_stable layout: see plugins/examples/README.md).
+            #[no_mangle]
+            pub extern "C" fn perfcast_rust_params_v1() -> *const ::std::ffi::c_char {
+                $crate::sdk::params_json(|| {
+                    let mut v: ::std::vec::Vec<(u32, &'static str, &'static [$crate::__private::ParamSpec])> =
+                        ::std::vec::Vec::new();
+                    $($( $( v.push(($crate::codes::CATEGORY_COMPUTE_UNIT, $cu, $cu_params)); )? )*)?
+                    $($( $( v.push(($crate::codes::CATEGORY_MEMORY_TIER, $mt, $mt_params)); )? )*)?
+                    $($( $( v.push(($crate::codes::CATEGORY_INTERCONNECT, $ic, $ic_params)); )? )*)?
+                    $($( $( v.push(($crate::codes::CATEGORY_TOPOLOGY, $tp, $tp_params)); )? )*)?
+                    v
+                })
             }
 
             extern "C" fn new_compute_unit(
@@ -401,8 +592,25 @@ macro_rules! export_plugin {
                 })
             }
 
+            extern "C" fn new_topology(
+                name: RStr<'_>,
+                params: RStr<'_>,
+            ) -> RResult<$crate::FfiTopologyBox, $crate::FfiError> {
+                let _ = &params;
+                $crate::sdk::guard(|| match name.as_str() {
+                    $($( $tp => $crate::sdk::build_topology($tp_build, params.as_str()), )*)?
+                    other => Err($crate::sdk::unknown("topology", other)),
+                })
+            }
+
             fn root_module() -> $crate::PluginModuleRef {
-                $crate::sdk::root_module(describe, new_compute_unit, new_memory_tier, new_interconnect)
+                $crate::sdk::root_module(
+                    describe,
+                    new_compute_unit,
+                    new_memory_tier,
+                    new_interconnect,
+                    new_topology,
+                )
             }
 
             // What `#[abi_stable::export_root_module]` expands to, with paths through this

@@ -101,7 +101,8 @@ impl FromStr for DType {
             .find(|d| d.name() == l)
             .ok_or_else(|| {
                 format!(
-                    "unknown dtype `{s}`; expected one of {}",
+                    "unknown dtype `{s}`{}; expected one of {}",
+                    crate::suggest::did_you_mean(&l, DType::ALL.map(|d| d.name())),
                     DType::ALL.map(|d| d.name()).join(", ")
                 )
             })

@@ -21,6 +21,10 @@ pub enum Section {
     Options,
     /// `[system]`: devices, memory and network.
     System,
+    /// `[serving]`: the serving deployment, its scheduler and its workload.
+    Serving,
+    /// `[slo]`: the latency objectives of serving.
+    Slo,
     /// Not a configuration key (a plugin, the registry, a derived quantity): shown as is.
     Other,
 }
@@ -34,6 +38,8 @@ impl Section {
             Section::Inference => "inference",
             Section::Options => "options",
             Section::System => "system",
+            Section::Serving => "serving",
+            Section::Slo => "slo",
             Section::Other => "",
         }
     }
@@ -84,6 +90,14 @@ impl Key {
     pub const fn system(path: &'static str) -> Key {
         Key::new(Section::System, path)
     }
+    /// `serving.<path>`.
+    pub const fn serving(path: &'static str) -> Key {
+        Key::new(Section::Serving, path)
+    }
+    /// `slo.<path>`.
+    pub const fn slo(path: &'static str) -> Key {
+        Key::new(Section::Slo, path)
+    }
     /// Something that is not a configuration key, shown as `what`.
     pub const fn other(what: &'static str) -> Key {
         Key::new(Section::Other, what)
@@ -98,6 +112,8 @@ impl Key {
             Section::Inference,
             Section::Options,
             Section::System,
+            Section::Serving,
+            Section::Slo,
         ]
         .into_iter()
         .find(|s| s.name() == head);

@@ -14,7 +14,7 @@ pub fn parse<T: DeserializeOwned>(params: &serde_json::Value) -> Result<T, Plugi
         let path = e.path().to_string();
         PluginError::Params {
             path: if path == "." { String::new() } else { path },
-            message: e.into_inner().to_string(),
+            message: crate::suggest::rewrite_serde(&e.into_inner().to_string()),
         }
     })
 }
@@ -82,7 +82,7 @@ mod tests {
             "{e}"
         );
         let e = parse::<P>(&serde_json::json!({"a": 1.0, "inner": {"b": 1, "c": 2}})).unwrap_err();
-        assert!(e.to_string().contains("unknown field `c`"), "{e}");
+        assert!(e.to_string().contains("unknown key `c`"), "{e}");
         assert!(positive("x", f64::NAN).is_err());
         assert!(fraction("x", 1.5).is_err());
         assert!(non_negative("x", 0.0).is_ok());

@@ -7,6 +7,8 @@
 use crate::error::PluginError;
 use crate::hardware::{ComputeUnit, Interconnect, MemoryTier};
 use crate::parallel::{ParallelStrategy, PipelineSchedule, RecomputePolicy};
+pub use crate::param_spec::{ParamDefault, ParamSpec, ParamType};
+use crate::topology::Topology;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -15,7 +17,9 @@ use std::sync::Arc;
 use thiserror::Error;
 
 /// Plugin categories: one trait each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
     /// [`ComputeUnit`] plugins.
@@ -30,17 +34,20 @@ pub enum Category {
     RecomputePolicy,
     /// [`PipelineSchedule`] plugins.
     PipelineSchedule,
+    /// [`Topology`] plugins.
+    Topology,
 }
 
 impl Category {
     /// Every category, in declaration order.
-    pub const ALL: [Category; 6] = [
+    pub const ALL: [Category; 7] = [
         Category::ComputeUnit,
         Category::MemoryTier,
         Category::Interconnect,
         Category::ParallelStrategy,
         Category::RecomputePolicy,
         Category::PipelineSchedule,
+        Category::Topology,
     ];
     /// Snake-case name (`compute_unit`, ...), as messages and listings spell it.
     pub const fn name(self) -> &'static str {
@@ -51,6 +58,7 @@ impl Category {
             Category::ParallelStrategy => "parallel_strategy",
             Category::RecomputePolicy => "recompute_policy",
             Category::PipelineSchedule => "pipeline_schedule",
+            Category::Topology => "topology",
         }
     }
 }
@@ -76,6 +84,8 @@ pub enum Component {
     RecomputePolicy(Arc<dyn RecomputePolicy>),
     /// A pipeline schedule.
     PipelineSchedule(Arc<dyn PipelineSchedule>),
+    /// A network topology.
+    Topology(Arc<dyn Topology>),
 }
 
 impl Component {
@@ -88,6 +98,7 @@ impl Component {
             Component::ParallelStrategy(_) => Category::ParallelStrategy,
             Component::RecomputePolicy(_) => Category::RecomputePolicy,
             Component::PipelineSchedule(_) => Category::PipelineSchedule,
+            Component::Topology(_) => Category::Topology,
         }
     }
 }
@@ -126,6 +137,9 @@ pub struct PluginInfo {
     pub abi_version: Option<String>,
     /// One line on what it models, for listings.
     pub description: String,
+    /// Its parameters as the plugin declares them (`None`: the plugin declared nothing, as a
+    /// library built before declarations existed).
+    pub params: Option<Vec<ParamSpec>>,
 }
 
 /// Builds a component from its parameters (a JSON object).
@@ -146,6 +160,8 @@ pub struct BuiltinPlugin {
     /// Builds the component from its parameters (JSON; `null` when none are given, which
     /// [`crate::params::parse`] reads as an empty table).
     pub factory: fn(&serde_json::Value) -> Result<Component, PluginError>,
+    /// Its parameters (`None`: not declared; `Some(&[])`: it takes none).
+    pub params: Option<&'static [ParamSpec]>,
 }
 
 impl BuiltinPlugin {
@@ -158,6 +174,7 @@ impl BuiltinPlugin {
             version: self.version.to_string(),
             abi_version: None,
             description: self.description.to_string(),
+            params: self.params.map(<[ParamSpec]>::to_vec),
         }
     }
 }
@@ -177,12 +194,14 @@ pub trait PluginGroup {
 
 inventory::collect!(BuiltinPlugin);
 
-/// Register a built-in plugin of the calling crate:
-/// `perfcast_core::builtin!(MemoryTier, "hbm", "description", factory_fn);`.
+/// Register a built-in plugin of the calling crate, with its parameters:
+/// `perfcast_core::builtin!(MemoryTier, "hbm", "description", factory_fn, params = HBM_PARAMS);`
+/// (`HBM_PARAMS: &[ParamSpec]`, a `static`; `params = &[]` for a plugin that takes none).
+/// The form without `params` registers a plugin whose parameters are not declared.
 /// The crate name and version are the caller's (`env!` expands in the calling crate).
 #[macro_export]
 macro_rules! builtin {
-    ($category:ident, $name:expr, $desc:expr, $factory:expr) => {
+    ($category:ident, $name:expr, $desc:expr, $factory:expr, params = $params:expr $(,)?) => {
         $crate::inventory::submit! {
             $crate::registry::BuiltinPlugin {
                 category: $crate::registry::Category::$category,
@@ -191,6 +210,20 @@ macro_rules! builtin {
                 version: env!("CARGO_PKG_VERSION"),
                 description: $desc,
                 factory: $factory,
+                params: ::std::option::Option::Some($params),
+            }
+        }
+    };
+    ($category:ident, $name:expr, $desc:expr, $factory:expr $(,)?) => {
+        $crate::inventory::submit! {
+            $crate::registry::BuiltinPlugin {
+                category: $crate::registry::Category::$category,
+                name: $name,
+                crate_name: env!("CARGO_PKG_NAME"),
+                version: env!("CARGO_PKG_VERSION"),
+                description: $desc,
+                factory: $factory,
+                params: ::std::option::Option::None,
             }
         }
     };
@@ -230,7 +263,7 @@ pub enum RegistryError {
         second: String,
     },
     /// No plugin of this name in the category.
-    #[error("unknown {category} kind `{name}`; registered: {}", if known.is_empty() { "none".to_string() } else { known.join(", ") })]
+    #[error("unknown {category} kind `{name}`{}; registered: {}", crate::suggest::did_you_mean(name, known.iter().map(String::as_str)), if known.is_empty() { "none".to_string() } else { known.join(", ") })]
     Unknown {
         /// The category.
         category: Category,
@@ -457,6 +490,7 @@ typed_build!(interconnect, Interconnect, Interconnect);
 typed_build!(parallel_strategy, ParallelStrategy, ParallelStrategy);
 typed_build!(recompute_policy, RecomputePolicy, RecomputePolicy);
 typed_build!(pipeline_schedule, PipelineSchedule, PipelineSchedule);
+typed_build!(topology, Topology, Topology);
 
 #[cfg(test)]
 mod tests {
@@ -483,6 +517,7 @@ mod tests {
             version: "1".into(),
             abi_version: None,
             description: String::new(),
+            params: None,
         }
     }
 

@@ -1,27 +1,55 @@
-//! Placement of communication groups on the network levels and hierarchical collectives.
+//! Placement of communication groups on the devices, and collectives timed through the
+//! system's topology.
 //!
 //! The mesh is laid out TP innermost, then CP, PP, DP outermost (Megatron-LM's rank order):
 //! consecutive TP ranks are neighbours, a CP step is `tp` ranks, a PP step `tp·cp`, a DP step
 //! `tp·cp·pp`; the first and last pipeline stage (the embedding group) are `tp·cp·(pp-1)`
-//! apart. A group of several axes has, inside a domain of `D` devices, the product over
-//! its axes of `clamp(D / stride, 1, degree)` members. A collective runs on the innermost
-//! level whose domain holds the whole group; when the level below already holds `r_in > 1`
-//! members, it runs hierarchically (the two-level scheme of NCCL's CollNet/tree and of
-//! Horovod's hierarchical all-reduce): reduce-scatter inside the inner domain, the reduced
-//! shard (`S / r_in`) across domains, all-gather inside again.
+//! apart. A group of several axes is the lattice of those axes' `(degree, stride)`
+//! ([`GroupPlacement`]); the system's [`Topology`] times each collective on it (the default,
+//! [`Hierarchical`], runs it on the innermost level whose domain holds the group, in two
+//! stages when the level below already holds several members: see its docs).
 //!
 //! The MoE layers' expert mesh (ETP innermost, then EP, then expert data parallelism) fills a
 //! stage's non-pipeline devices innermost first: an expert group is a run of the flattened
-//! TP, CP, DP positions, decomposed here into pieces of those axes with their strides. An
-//! all-to-all over a group spanning domains sends the rows for the own domain over the inner
-//! level and the rest over the outer one at the same time (NCCL's peer-to-peer all-to-all
-//! drives NVLink and the NICs concurrently): the slower of the two. A hierarchical token
-//! dispatch (DeepEP) sends a token once per destination domain ([`Network::time_dispatch`]).
+//! TP, CP, DP positions, decomposed here into pieces of those axes with their strides. An MoE
+//! token dispatch or combine (an all-to-all tagged with its [`Dispatch`]) over a group
+//! spanning scale-up domains sends the rows for the own domain inside it and the rest across
+//! domains at the same time (NCCL's peer-to-peer all-to-all drives NVLink and the NICs
+//! concurrently): the slower of the two, each timed by the topology on its sub-group. A
+//! hierarchical token dispatch (DeepEP) sends a token once per destination domain
+//! ([`Network::time_dispatch`]).
+//!
+//! # Concurrency
+//!
+//! Which collectives the engine assumes to run at the same time, and so to share links:
+//!
+//! 1. **Sibling groups.** Every collective runs at once in all the groups of its axes (the
+//!    many DP groups of a plan, its TP groups, every pipeline boundary of a micro-batch):
+//!    SPMD training issues the same collective on every rank. The topology accounts for it
+//!    itself ([`perfcast_core::topology::CollectiveCost::time`] is the time with the
+//!    siblings running); on the hierarchical default siblings do not interact (each device
+//!    has each level's bandwidth to itself).
+//! 2. **The step's hidden reductions and the last backward's hand-off.** A collective of the
+//!    step (`Phase::Step`) hidden behind the last micro-batch's backward (`Overlap::Behind`
+//!    `Window::LastBackward`: the DP gradient reduce-scatter or all-reduce with
+//!    `overlap_grad_reduce`, bucket by bucket) runs while that backward hands its activation
+//!    gradient to the previous stage (`Phase::Boundary`, once). Where both load a link class
+//!    (the NIC of a node whose PP and DP groups both leave it), the reduction takes at least
+//!    `sum over both (groups * links * busy) / links of the class`; the hand-off, one of
+//!    many per step, keeps its own time.
+//!
+//! Nothing else is concurrent: collectives exposed on the critical path run one after the
+//! other, and collectives hidden behind the same compute window are pooled by the overlap
+//! model (their times summed). The hierarchical default reports no link loads, so (2) never
+//! changes its times.
 
-use perfcast_core::op::{Collective, CollectiveKind};
-use perfcast_core::parallel::{AxisSet, Dispatch};
+use perfcast_core::op::CollectiveKind;
+use perfcast_core::parallel::{AxisSet, CommList, Dispatch, Overlap, Phase, Window};
+use perfcast_core::topology::{
+    CollectiveCost, GroupAxis, GroupPlacement, Hierarchical, LinkClass, MAX_GROUP_AXES,
+};
 use perfcast_core::{
-    Bytes, CollectiveAlgorithm, Interconnect, Key, ModelError, PluginError, Seconds, Section,
+    Bytes, Interconnect, Key, ModelError, PluginError, Seconds, Section, Topology,
 };
 use std::sync::Arc;
 
@@ -116,6 +144,14 @@ impl Mesh {
         out
     }
 
+    /// Devices of the mesh.
+    pub fn devices(&self) -> u64 {
+        [self.tp, self.cp, self.pp, self.dp]
+            .iter()
+            .map(|&d| d.max(1) as u64)
+            .product()
+    }
+
     /// Ranks in a group over `set`.
     pub fn ranks(&self, set: AxisSet) -> u64 {
         self.axes(set).iter().map(|a| a.0).product()
@@ -128,19 +164,41 @@ impl Mesh {
             .map(|&(deg, stride)| (domain / stride).clamp(1, deg))
             .product()
     }
+
+    /// The group over `set` as a lattice of device numbers (every bit of an [`AxisSet`] is
+    /// an axis the mesh lays out: the dense mesh's and the expert mesh's).
+    pub fn placement(&self, set: AxisSet) -> Result<GroupPlacement, ModelError> {
+        let mut axes = [GroupAxis::default(); 14];
+        for (a, (degree, stride)) in axes.iter_mut().zip(self.axes(set)) {
+            *a = GroupAxis { degree, stride };
+        }
+        GroupPlacement::new(&axes, self.devices()).map_err(ModelError::Plugin)
+    }
 }
 
-/// The network levels of a system, innermost first.
+/// The network of a system: its levels (innermost first) and the topology that wires them.
 #[derive(Clone)]
 pub struct Network {
     levels: Vec<Arc<dyn Interconnect>>,
-    domains: Vec<u64>,
-    pub algorithm: CollectiveAlgorithm,
+    topology: Arc<dyn Topology>,
+    /// The topology's link classes for the system's devices (what loads index).
+    classes: Vec<LinkClass>,
 }
 
 impl Network {
+    /// The hierarchical network of `levels`.
     pub fn new(levels: &[Arc<dyn Interconnect>]) -> Result<Self, ModelError> {
-        let mut domains = Vec::with_capacity(levels.len());
+        Self::with_topology(levels, None, 1)
+    }
+
+    /// `levels` wired as `topology` says (the hierarchical network when `None`) for
+    /// `devices` devices: the levels are checked, then the topology (`check`, `links`).
+    pub fn with_topology(
+        levels: &[Arc<dyn Interconnect>],
+        topology: Option<Arc<dyn Topology>>,
+        devices: u64,
+    ) -> Result<Self, ModelError> {
+        let mut prev: Option<u64> = None;
         for (i, l) in levels.iter().enumerate() {
             let d = l.domain_size();
             let bw = l.bandwidth().0;
@@ -161,7 +219,7 @@ impl Network {
                     "must be finite and > 0",
                 ));
             }
-            if let Some(&prev) = domains.last() {
+            if let Some(prev) = prev {
                 if (d as u64) < prev {
                     return Err(ModelError::invalid(
                         Key::owned(Section::System, format!("network[{i}].domain_size")),
@@ -170,12 +228,32 @@ impl Network {
                     ));
                 }
             }
-            domains.push(d as u64);
+            prev = Some(d as u64);
         }
+        let (topology, classes) = match topology {
+            None => (Arc::new(Hierarchical) as Arc<dyn Topology>, Vec::new()),
+            Some(t) => {
+                t.check(levels, devices)
+                    .map_err(|e| topology_error(&*t, e))?;
+                let classes = t
+                    .links(levels, devices)
+                    .map_err(|e| topology_error(&*t, e))?;
+                for c in &classes {
+                    if !(c.count.is_finite() && c.count > 0.0) {
+                        return Err(ModelError::Plugin(PluginError::BadValue {
+                            plugin: t.kind().to_string(),
+                            what: format!("link count of class `{}`", c.name),
+                            value: c.count,
+                        }));
+                    }
+                }
+                (t, classes)
+            }
+        };
         Ok(Network {
             levels: levels.to_vec(),
-            domains,
-            algorithm: CollectiveAlgorithm::Auto,
+            topology,
+            classes,
         })
     }
 
@@ -183,27 +261,63 @@ impl Network {
         self.levels.is_empty()
     }
 
-    /// One collective on one level; a level that cannot answer (a dynamic plugin's error or
-    /// invalid value) is an error naming the level and the plugin.
-    fn flat(
+    /// The topology's registered kind.
+    pub fn topology(&self) -> &str {
+        self.topology.kind()
+    }
+
+    /// One collective of `bytes` over `group`, checked: finite and non-negative time and
+    /// loads on known link classes.
+    fn cost(
         &self,
-        level: usize,
+        group: &GroupPlacement,
         kind: CollectiveKind,
-        bytes: f64,
-        ranks: u64,
-    ) -> Result<f64, ModelError> {
-        if ranks <= 1 || bytes <= 0.0 {
-            return Ok(0.0);
+        bytes: Bytes,
+    ) -> Result<CollectiveCost, ModelError> {
+        if group.ranks() <= 1 || bytes.0 <= 0.0 || self.levels.is_empty() {
+            return Ok(CollectiveCost::default());
         }
-        let c = Collective {
-            kind,
-            bytes: Bytes(bytes),
-            ranks: ranks.min(u32::MAX as u64) as u32,
+        let t = &*self.topology;
+        let c = t
+            .collective(&self.levels, group, kind, bytes)
+            .map_err(|e| placement_error(t, group, kind, e))?;
+        let what = || {
+            format!(
+                "{} time of {} B over {} ranks",
+                kind.name(),
+                bytes.0,
+                group.ranks()
+            )
         };
-        self.levels[level]
-            .try_collective_time(&c, self.algorithm)
-            .map(|t| t.0)
-            .map_err(|e| level_error(level, e))
+        if !(c.time.0.is_finite() && c.time.0 >= 0.0) {
+            return Err(ModelError::Plugin(PluginError::BadValue {
+                plugin: t.kind().to_string(),
+                what: what(),
+                value: c.time.0,
+            }));
+        }
+        for l in c.loads.as_slice() {
+            if l.class as usize >= self.classes.len() {
+                return Err(ModelError::Plugin(PluginError::BadValue {
+                    plugin: t.kind().to_string(),
+                    what: format!(
+                        "link class index of a load ({} link classes)",
+                        self.classes.len()
+                    ),
+                    value: l.class as f64,
+                }));
+            }
+            for (name, v) in [("links", l.links), ("busy time", l.busy.0)] {
+                if !(v.is_finite() && v >= 0.0) {
+                    return Err(ModelError::Plugin(PluginError::BadValue {
+                        plugin: t.kind().to_string(),
+                        what: format!("{name} of a load of the {}", what()),
+                        value: v,
+                    }));
+                }
+            }
+        }
+        Ok(c)
     }
 
     /// Time of one collective of `bytes` (full buffer) over the group `set` of `mesh`.
@@ -217,11 +331,8 @@ impl Network {
         self.time_dispatch(mesh, set, kind, bytes, None)
     }
 
-    /// [`Network::time`], for an MoE token dispatch (`dispatch`) placed as one: over a group
-    /// spanning domains, the rows for the own domain go over the inner level and the others
-    /// over the outer one concurrently; a hierarchical dispatch sends a token once per
-    /// destination domain (the expected number of distinct domains its experts are in,
-    /// [`distinct_domains`]) and forwards it inside the domain.
+    /// [`Network::time`], for an MoE token dispatch or combine (`dispatch`; `None`: any other
+    /// collective, timed as [`Network::time`] does).
     pub fn time_dispatch(
         &self,
         mesh: &Mesh,
@@ -230,71 +341,220 @@ impl Network {
         bytes: Bytes,
         dispatch: Option<&Dispatch>,
     ) -> Result<Seconds, ModelError> {
-        let ranks = mesh.ranks(set);
-        if ranks <= 1 || bytes.0 <= 0.0 || self.levels.is_empty() {
+        if mesh.ranks(set) <= 1 || bytes.0 <= 0.0 || self.levels.is_empty() {
             return Ok(Seconds::ZERO);
         }
-        // Innermost level whose domain holds the group; the outermost level otherwise.
-        let last = self.levels.len() - 1;
-        let j = (0..self.levels.len())
-            .find(|&i| mesh.members_in_domain(set, self.domains[i]) >= ranks)
-            .unwrap_or(last);
-        let r_in = if j == 0 {
-            ranks
-        } else {
-            mesh.members_in_domain(set, self.domains[j - 1])
+        let g = mesh.placement(set)?;
+        Ok(self.dispatch_cost(&g, kind, bytes, dispatch)?.time)
+    }
+
+    /// One collective over `group`; an MoE all-to-all (`dispatch`) over a group that spans
+    /// scale-up domains is split (module docs): the rows for the own domain over the
+    /// group's members inside the domain (`S / r_out` of the buffer, `r_out` domains), the
+    /// rest over one member per domain (the full buffer, as each device sends `S (r_out - 1)
+    /// / r_out` across), at the same time; the slower sets the time and both load their
+    /// links. A hierarchical dispatch sends each token once per destination rank (across
+    /// domains: once per destination domain, forwarded inside it): the buffer of `top_k`
+    /// copies per token shrinks to the expected distinct destinations ([`distinct_domains`]).
+    fn dispatch_cost(
+        &self,
+        group: &GroupPlacement,
+        kind: CollectiveKind,
+        bytes: Bytes,
+        dispatch: Option<&Dispatch>,
+    ) -> Result<CollectiveCost, ModelError> {
+        let Some(d) = dispatch.filter(|_| kind == CollectiveKind::AllToAll) else {
+            return self.cost(group, kind, bytes);
         };
+        let ranks = group.ranks();
+        if ranks <= 1 || bytes.0 <= 0.0 || self.levels.is_empty() {
+            return Ok(CollectiveCost::default());
+        }
         let s = bytes.0;
-        use CollectiveKind::*;
-        // A hierarchical dispatch sends each token once per destination rank (and, across
-        // domains, once per destination domain, forwarded inside it): the buffer of `top_k`
-        // copies per token shrinks to the expected distinct ranks (domains) per token.
-        let dedup = |parts: u64| match dispatch {
-            Some(d) if d.hierarchical && d.top_k > 0 => {
+        let dedup = |parts: u64| {
+            if d.hierarchical && d.top_k > 0 {
                 s * distinct_domains(d, parts) / d.top_k as f64
+            } else {
+                s
             }
-            _ => s,
         };
-        if kind == AllToAll && (j == 0 || r_in <= 1) {
-            return self.flat(j, kind, dedup(ranks), ranks).map(Seconds);
-        }
-        if kind == AllToAll && j > 0 && r_in > 1 {
-            let r_out = ranks.div_ceil(r_in);
-            let (inner, outer) = match dispatch {
-                Some(d) if d.hierarchical && d.top_k > 0 => (
-                    self.flat(j - 1, AllToAll, dedup(ranks), r_in)?,
-                    self.flat(j, AllToAll, dedup(r_out), r_out)?,
-                ),
-                _ => (
-                    self.flat(j - 1, AllToAll, s / r_out as f64, r_in)?,
-                    self.flat(j, AllToAll, s, r_out)?,
-                ),
-            };
-            return Ok(Seconds(inner.max(outer)));
-        }
-        if j == 0 || r_in <= 1 || matches!(kind, SendRecv | AllToAll | Broadcast) {
-            return self.flat(j, kind, s, ranks).map(Seconds);
+        let domain = self.levels[0].domain_size().max(1) as u64;
+        let r_in = group.members_within(domain);
+        if r_in >= ranks || r_in <= 1 {
+            return self.cost(group, kind, Bytes(dedup(ranks)));
         }
         let r_out = ranks.div_ceil(r_in);
-        let (inner, outer) = (j - 1, j);
-        let t = match kind {
-            AllReduce => {
-                self.flat(inner, ReduceScatter, s, r_in)?
-                    + self.flat(outer, AllReduce, s / r_in as f64, r_out)?
-                    + self.flat(inner, AllGather, s, r_in)?
-            }
-            AllGather => {
-                self.flat(outer, AllGather, s / r_in as f64, r_out)?
-                    + self.flat(inner, AllGather, s, r_in)?
-            }
-            ReduceScatter => {
-                self.flat(inner, ReduceScatter, s, r_in)?
-                    + self.flat(outer, ReduceScatter, s / r_in as f64, r_out)?
-            }
-            SendRecv | AllToAll | Broadcast => self.flat(j, kind, s, ranks)?,
+        // Split each axis at the domain boundary: the part inside one domain and the part
+        // across (mesh strides divide the domain or are multiples of it).
+        let one = GroupAxis {
+            degree: 1,
+            stride: 1,
         };
-        Ok(Seconds(t))
+        let mut inner = [one; MAX_GROUP_AXES];
+        let mut outer = [one; MAX_GROUP_AXES];
+        for (i, a) in group.axes().iter().enumerate() {
+            let d_in = (domain / a.stride).clamp(1, a.degree);
+            inner[i] = GroupAxis {
+                degree: d_in,
+                stride: a.stride,
+            };
+            outer[i] = GroupAxis {
+                degree: a.degree.div_ceil(d_in),
+                stride: a.stride * d_in,
+            };
+        }
+        let devices = group.devices();
+        let inner = GroupPlacement::new(&inner, devices).map_err(ModelError::Plugin)?;
+        let outer = GroupPlacement::new(&outer, devices).map_err(ModelError::Plugin)?;
+        let (b_in, b_out) = if d.hierarchical && d.top_k > 0 {
+            (dedup(ranks), dedup(r_out))
+        } else {
+            (s / r_out as f64, s)
+        };
+        let ci = self.cost(&inner, kind, Bytes(b_in))?;
+        let co = self.cost(&outer, kind, Bytes(b_out))?;
+        let mut c = CollectiveCost {
+            time: Seconds(ci.time.0.max(co.time.0)),
+            loads: ci.loads,
+        };
+        for l in co.loads.as_slice() {
+            c.loads.push(*l).map_err(ModelError::Plugin)?;
+        }
+        Ok(c)
     }
+
+    /// The time of every collective of `comms` (times its `count`) on `mesh`, with the
+    /// concurrency of the [module docs](self); `map` turns a collective's logical axes into
+    /// the mesh slots it is laid out on.
+    pub(crate) fn time_comms(
+        &self,
+        mesh: &Mesh,
+        comms: &CommList,
+        map: impl Fn(AxisSet) -> AxisSet,
+        out: &mut [f64; CommList::CAPACITY],
+    ) -> Result<(), ModelError> {
+        let timed = |c: &perfcast_core::parallel::CommOp, t: f64| -> Result<f64, ModelError> {
+            let tt = t * c.count;
+            if !(tt.is_finite() && tt >= 0.0) {
+                return Err(ModelError::NonFinite {
+                    what: format!("{} {} time", c.class.name(), c.kind.name()),
+                    value: tt,
+                });
+            }
+            Ok(tt)
+        };
+        if self.classes.is_empty() {
+            // No link classes (the hierarchical default): nothing is shared, each collective
+            // is its own time.
+            for (i, c) in comms.iter().enumerate() {
+                let t =
+                    self.time_dispatch(mesh, map(c.group), c.kind, c.bytes, c.dispatch.as_ref())?;
+                out[i] = timed(c, t.0)?;
+            }
+            return Ok(());
+        }
+        let mut costs = [CollectiveCost::default(); CommList::CAPACITY];
+        let mut groups = [1u64; CommList::CAPACITY];
+        for (i, c) in comms.iter().enumerate() {
+            let set = map(c.group);
+            if mesh.ranks(set) <= 1 || c.bytes.0 <= 0.0 || self.levels.is_empty() {
+                continue;
+            }
+            let g = mesh.placement(set)?;
+            groups[i] = g.groups();
+            costs[i] = self.dispatch_cost(&g, c.kind, c.bytes, c.dispatch.as_ref())?;
+        }
+        self.share_with_handoff(comms, &groups, &mut costs);
+        for (i, c) in comms.iter().enumerate() {
+            out[i] = timed(c, costs[i].time.0)?;
+        }
+        Ok(())
+    }
+
+    /// Concurrency (2) of the module docs: the step's reductions hidden behind the last
+    /// backward share their link classes with the backward hand-off.
+    fn share_with_handoff(
+        &self,
+        comms: &CommList,
+        groups: &[u64; CommList::CAPACITY],
+        costs: &mut [CollectiveCost; CommList::CAPACITY],
+    ) {
+        let demand = |costs: &[CollectiveCost], i: usize, class: u32| -> f64 {
+            costs[i]
+                .loads
+                .as_slice()
+                .iter()
+                .filter(|l| l.class == class)
+                .map(|l| groups[i] as f64 * l.links * l.busy.0)
+                .sum::<f64>()
+                / self.classes[class as usize].count
+        };
+        for (i, c) in comms.iter().enumerate() {
+            let behind_last = matches!(
+                c.overlap,
+                Overlap::Behind {
+                    window: Window::LastBackward,
+                    ..
+                }
+            );
+            if c.phase != Phase::Step || !behind_last {
+                continue;
+            }
+            let mut t = costs[i].time.0;
+            for l in costs[i].loads.as_slice() {
+                let mut d = demand(&costs[..], i, l.class);
+                for (j, h) in comms.iter().enumerate() {
+                    if h.phase == Phase::Boundary {
+                        d += demand(&costs[..], j, l.class);
+                    }
+                }
+                t = t.max(d);
+            }
+            costs[i].time = Seconds(t);
+        }
+    }
+}
+
+/// A topology's failure in `check` or `links`, naming it.
+fn topology_error(t: &dyn Topology, e: PluginError) -> ModelError {
+    ModelError::Plugin(match e {
+        PluginError::Params { path, message } => PluginError::Failed {
+            plugin: t.kind().to_string(),
+            message: format!("{path}: {message}"),
+        },
+        other => other,
+    })
+}
+
+/// A topology's failure for one group: which group (its axes) and which collective.
+fn placement_error(
+    t: &dyn Topology,
+    g: &GroupPlacement,
+    kind: CollectiveKind,
+    e: PluginError,
+) -> ModelError {
+    let axes: Vec<String> = g
+        .axes()
+        .iter()
+        .map(|a| format!("{}x stride {}", a.degree, a.stride))
+        .collect();
+    let at = format!(
+        "{} over the group [{}] of {} devices",
+        kind.name(),
+        axes.join(", "),
+        g.devices()
+    );
+    ModelError::Plugin(match e {
+        PluginError::Failed { plugin, message } => PluginError::Failed {
+            plugin,
+            message: format!("{message} ({at})"),
+        },
+        PluginError::Params { path, message } => PluginError::Failed {
+            plugin: t.kind().to_string(),
+            message: format!("{path}: {message} ({at})"),
+        },
+        bad @ PluginError::BadValue { .. } => bad,
+    })
 }
 
 /// Expected number of the `domains` (equal shares of the experts: ranks or scale-up domains)
@@ -343,26 +603,7 @@ fn miss(total: u64, picks: u64, parts: u64) -> f64 {
 
 /// A network level's failure, with the level's index (`system.network[i]`) added.
 pub(crate) fn level_error(level: usize, e: PluginError) -> ModelError {
-    let at = format!("system.network[{level}]");
-    ModelError::Plugin(match e {
-        PluginError::Failed { plugin, message } => PluginError::Failed {
-            plugin,
-            message: format!("{message} (at {at})"),
-        },
-        PluginError::BadValue {
-            plugin,
-            what,
-            value,
-        } => PluginError::BadValue {
-            plugin,
-            what: format!("{what} at {at}"),
-            value,
-        },
-        PluginError::Params { path, message } => PluginError::Params {
-            path: format!("{at}.{path}"),
-            message,
-        },
-    })
+    ModelError::Plugin(perfcast_core::topology::at_level(level, e))
 }
 
 #[cfg(test)]
@@ -490,5 +731,180 @@ mod tests {
         }
         let e = Network::new(&[Arc::new(Dead) as Arc<dyn Interconnect>]);
         assert!(e.is_err());
+    }
+}
+
+#[cfg(test)]
+mod topology_tests {
+    use super::*;
+    use perfcast_core::parallel::{CommClass, CommOp};
+    use perfcast_core::topology::{LinkLoad, LinkLoads};
+    use perfcast_testkit::systems::link;
+    use serde_json::json;
+
+    fn levels() -> Vec<Arc<dyn Interconnect>> {
+        vec![
+            link(
+                "nvlink",
+                json!({"bandwidth_gbs_bidir": 600.0, "domain_size": 8}),
+            ),
+            link("infiniband", json!({"bandwidth_gbps": 200.0})),
+        ]
+    }
+
+    /// A topology answering a fixed time (which may be invalid) and a load of that time on
+    /// one class of `count` links, per group of `ranks` links.
+    struct Fixed {
+        time: f64,
+        count: f64,
+    }
+    impl Topology for Fixed {
+        fn kind(&self) -> &str {
+            "test/fixed"
+        }
+        fn links(
+            &self,
+            _: &[Arc<dyn Interconnect>],
+            _: u64,
+        ) -> Result<Vec<LinkClass>, PluginError> {
+            Ok(vec![LinkClass {
+                name: "uplink".into(),
+                count: self.count,
+                bandwidth: perfcast_core::Bandwidth(1e9),
+            }])
+        }
+        fn collective(
+            &self,
+            _: &[Arc<dyn Interconnect>],
+            g: &GroupPlacement,
+            _: CollectiveKind,
+            _: Bytes,
+        ) -> Result<CollectiveCost, PluginError> {
+            let mut loads = LinkLoads::default();
+            loads.push(LinkLoad {
+                class: 0,
+                links: g.ranks() as f64,
+                busy: Seconds(self.time.abs()),
+            })?;
+            Ok(CollectiveCost {
+                time: Seconds(self.time),
+                loads,
+            })
+        }
+    }
+
+    fn fixed(time: f64) -> Network {
+        let t: Arc<dyn Topology> = Arc::new(Fixed {
+            time,
+            count: 1024.0,
+        });
+        Network::with_topology(&levels(), Some(t), 1024).unwrap()
+    }
+
+    const MESH: Mesh = Mesh {
+        tp: 8,
+        cp: 1,
+        pp: 16,
+        dp: 8,
+        ep: 1,
+        etp: 1,
+    };
+
+    /// The default network is the hierarchical topology of core, bit for bit.
+    #[test]
+    fn default_is_hierarchical() {
+        let a = Network::new(&levels()).unwrap();
+        assert_eq!(a.topology(), "hierarchical");
+        let g = MESH.placement(AxisSet::DATA).unwrap();
+        let want = Hierarchical
+            .collective(&levels(), &g, CollectiveKind::AllReduce, Bytes(1e9))
+            .unwrap()
+            .time;
+        let got = a
+            .time(&MESH, AxisSet::DATA, CollectiveKind::AllReduce, Bytes(1e9))
+            .unwrap();
+        assert_eq!(got, want);
+    }
+
+    /// A topology that answers NaN or a negative time is an error naming it, never a number.
+    #[test]
+    fn invalid_topology_answers_are_errors() {
+        for bad in [f64::NAN, -1.0, f64::INFINITY] {
+            let e = fixed(bad)
+                .time(&MESH, AxisSet::DATA, CollectiveKind::AllReduce, Bytes(1e9))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("test/fixed") && e.contains("all_reduce"), "{e}");
+        }
+    }
+
+    /// The expert mesh's groups: EP 8 inside the TP x DP ranks of a stage; without EP a
+    /// single-rank group.
+    #[test]
+    fn expert_groups_are_laid_out() {
+        assert_eq!(MESH.placement(AxisSet::EXPERT).unwrap().ranks(), 1);
+        let m = Mesh {
+            tp: 2,
+            dp: 8,
+            ep: 8,
+            ..MESH
+        };
+        let g = m.placement(AxisSet::EXPERT).unwrap();
+        assert_eq!(g.ranks(), 8);
+        // ETP 1: the group takes the 2 TP positions (stride 1), then 4 DP steps of
+        // tp x cp x pp = 32 devices: 2 members in an 8-device domain.
+        assert_eq!(g.members_within(8), 2);
+    }
+
+    fn op(phase: Phase, overlap: Overlap, group: AxisSet) -> CommOp {
+        CommOp {
+            class: CommClass::Data,
+            phase,
+            kind: CollectiveKind::ReduceScatter,
+            bytes: Bytes(1e9),
+            group,
+            count: 1.0,
+            overlap,
+            with_recompute: false,
+            dispatch: None,
+        }
+    }
+
+    /// Concurrency (2): the DP reduction hidden behind the last backward shares its links
+    /// with the pipeline hand-off; an exposed one does not.
+    #[test]
+    fn hidden_reduction_shares_links_with_the_handoff() {
+        let n = fixed(1.0);
+        let behind = Overlap::Behind {
+            window: Window::LastBackward,
+            efficiency: 1.0,
+        };
+        for (overlap, want) in [(behind, 2.0), (Overlap::Exposed, 1.0)] {
+            let mut comms = CommList::default();
+            comms.push(op(Phase::Step, overlap, AxisSet::DATA)).unwrap();
+            comms
+                .push(op(Phase::Boundary, Overlap::Exposed, AxisSet::PIPELINE))
+                .unwrap();
+            let mut out = [0.0; CommList::CAPACITY];
+            n.time_comms(&MESH, &comms, |g| g, &mut out).unwrap();
+            // Each group loads its ranks' links for 1 s; all 128 DP groups (8 ranks) and
+            // 64 PP groups (16 ranks) cover the 1024 links once each: 1 s + 1 s.
+            assert_eq!(out[0], want, "{overlap:?}");
+            assert_eq!(out[1], 1.0);
+        }
+    }
+
+    /// A topology that cannot hold the system is refused when the network is built.
+    #[test]
+    fn bad_link_count_is_refused() {
+        let t: Arc<dyn Topology> = Arc::new(Fixed {
+            time: 1.0,
+            count: 0.0,
+        });
+        let e = Network::with_topology(&levels(), Some(t), 1024)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("test/fixed") && e.contains("uplink"), "{e}");
     }
 }

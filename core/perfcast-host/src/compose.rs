@@ -21,6 +21,11 @@ pub struct DeviceSpec {
     pub compute: String,
     /// Memory-tier components (any order: they are sorted from on-chip to host).
     pub memory: Vec<String>,
+    /// The GPU architecture generation (`volta`, `ampere`, `ada`, `hopper`, `blackwell`):
+    /// what a software stack's per-generation choices key on (perfcast-scenario reads and
+    /// checks it). Optional.
+    #[serde(default)]
+    pub generation: Option<String>,
 }
 
 /// `[system]`.
@@ -32,6 +37,9 @@ pub struct SystemSpec {
     /// Interconnect components, innermost (scale-up) first.
     #[serde(default)]
     pub network: Vec<String>,
+    /// A topology component (how the levels are wired); none: the hierarchical levels.
+    #[serde(default)]
+    pub topology: Option<String>,
     /// Devices in the cluster.
     pub devices: u32,
 }
@@ -185,7 +193,8 @@ impl Config {
                             };
                             // serde reports an unknown field at its parent: name the field.
                             if let Some(field) = message
-                                .strip_prefix("unknown field `")
+                                .strip_prefix("unknown key `")
+                                .or_else(|| message.strip_prefix("unknown field `"))
                                 .and_then(|m| m.split('`').next())
                             {
                                 if !key.ends_with(&format!(".{field}")) {
@@ -292,11 +301,19 @@ impl Config {
                 other => return Err(wrong_built(&slot, name, other)),
             }
         }
+        let topology = match &spec.topology {
+            None => None,
+            Some(name) => match self.component("system.topology", name, Category::Topology)? {
+                Component::Topology(t) => Some(t),
+                other => return Err(wrong_built("system.topology", name, other)),
+            },
+        };
         Ok(System {
             name: spec.name.unwrap_or_else(|| device.compute_name.clone()),
             compute: device.compute,
             memory: device.memory,
             network,
+            topology,
             devices: spec.devices,
         })
     }

@@ -14,6 +14,8 @@ use std::path::PathBuf;
 /// otherwise be silently ignored). Hosts with sections of their own add them to
 /// [`Sources::sections`].
 pub const SECTIONS: &[&str] = &[
+    "stack",
+    "software",
     "plugins",
     "components",
     "device",
@@ -23,6 +25,8 @@ pub const SECTIONS: &[&str] = &[
     "inference",
     "options",
     "ops",
+    // Published figures of the scenario, shown beside predictions (perfcast-scenario).
+    "reference",
 ];
 
 /// What a configuration is made of, lowest layer last-but-one: built-in defaults, `files` in
@@ -40,6 +44,12 @@ pub struct Sources {
     pub libraries: Vec<PathBuf>,
     /// Allowed top-level keys.
     pub sections: Vec<&'static str>,
+    /// How to run an isolated library (`--isolate`, `isolate = true`): the plugin host
+    /// program and its time limit per call. `None`: isolation is not available to this host
+    /// (an `isolate = true` entry is then an error).
+    pub plugin_host: Option<perfcast_loader::isolate::IsolateOptions>,
+    /// Isolate every library (`--isolate`), not only the `[[plugins]]` entries that ask.
+    pub isolate_all: bool,
 }
 
 impl Default for Sources {
@@ -50,6 +60,8 @@ impl Default for Sources {
             env: true,
             libraries: Vec::new(),
             sections: SECTIONS.to_vec(),
+            plugin_host: None,
+            isolate_all: false,
         }
     }
 }
@@ -85,6 +97,13 @@ pub struct PluginSpec {
     /// Optional sha256 pin of the file (hex).
     #[serde(default)]
     pub sha256: Option<String>,
+    /// Run the library in a child process (`perfcast plugin-host`): a crash, hang or exit
+    /// of the plugin becomes an error instead of ending perfcast.
+    #[serde(default)]
+    pub isolate: bool,
+    /// Time limit of one call of an isolated library, seconds (default 10).
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
 }
 
 /// One line of `config explain`.
@@ -134,6 +153,9 @@ impl Config {
         for s in &sources.sets {
             all.push(layers::parse_set(s)?);
         }
+        // The selected stack sits right above the built-in defaults, beneath every file.
+        let stack = crate::stacks::stack_layers(&all)?;
+        all.splice(1..1, stack);
         let mut figment = Figment::new();
         let mut origins = Vec::with_capacity(all.len());
         for l in all {
@@ -169,6 +191,8 @@ impl Config {
                 PluginSpec {
                     path: p.clone(),
                     sha256: None,
+                    isolate: false,
+                    timeout_s: None,
                 },
                 Some("--load".into()),
             ));
@@ -183,12 +207,41 @@ impl Config {
                 continue;
             }
             seen.push(id);
-            let info = plugins::load_library(&spec.path, spec.sha256.as_deref(), &mut cfg.registry)
-                .map_err(|message| HostError::Library {
-                    path: spec.path.clone(),
-                    origin,
-                    message,
-                })?;
+            let isolate = match (spec.isolate || sources.isolate_all, &sources.plugin_host) {
+                (false, _) => None,
+                (true, Some(host)) => {
+                    let mut host = host.clone();
+                    if let Some(t) = spec.timeout_s {
+                        if !(t.is_finite() && t > 0.0) {
+                            return Err(HostError::Library {
+                                path: spec.path.clone(),
+                                origin,
+                                message: format!("timeout_s = {t}: a positive number of seconds"),
+                            });
+                        }
+                        host.timeout = std::time::Duration::from_secs_f64(t.min(1e6));
+                    }
+                    Some(host)
+                }
+                (true, None) => {
+                    return Err(HostError::Library {
+                        path: spec.path.clone(),
+                        origin,
+                        message: "isolate = true, but this host cannot run a plugin host".into(),
+                    })
+                }
+            };
+            let info = plugins::load_library(
+                &spec.path,
+                spec.sha256.as_deref(),
+                &mut cfg.registry,
+                isolate.as_ref(),
+            )
+            .map_err(|message| HostError::Library {
+                path: spec.path.clone(),
+                origin,
+                message,
+            })?;
             cfg.libraries.push(info);
         }
         Ok(cfg)
@@ -269,6 +322,7 @@ impl Config {
             }
             Some(figment::Source::Custom(c)) => c
                 .strip_prefix(layers::PRESET_SCHEME)
+                .or_else(|| c.strip_prefix(crate::stacks::STACK_SCHEME))
                 .and_then(layers::preset)
                 .map(str::to_string),
             _ => None,
@@ -315,10 +369,7 @@ impl Config {
         let origin = self
             .origin_of(&key)
             .or_else(|| e.metadata.as_ref().map(|m| m.name.to_string()));
-        let mut message = e.kind.to_string();
-        if let figment::error::Kind::UnknownField(..) = e.kind {
-            message.push_str(" (misspelt key?)");
-        }
+        let message = figment_message(&e.kind);
         HostError::Invalid {
             key: if key.is_empty() {
                 root.to_string()
@@ -434,4 +485,33 @@ pub(crate) fn lookup<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
         };
     }
     Some(cur)
+}
+
+/// A figment error's kind in perfcast's words: an unknown key or value with the nearest
+/// allowed ones, a wrong type as the rule the value breaks and the value itself
+/// (`expected a non-negative integer, got -4`), not serde's type names.
+fn figment_message(kind: &figment::error::Kind) -> String {
+    use figment::error::Kind;
+    use perfcast_core::suggest::{did_you_mean, rewrite_serde};
+    let unknown = |what: &str, word: &str, expected: &[&str]| {
+        let allowed: Vec<String> = expected.iter().map(|e| format!("`{e}`")).collect();
+        format!(
+            "unknown {what} `{word}`{} (allowed: {})",
+            did_you_mean(word, expected.iter().copied()),
+            if allowed.is_empty() {
+                "none".to_string()
+            } else {
+                allowed.join(", ")
+            }
+        )
+    };
+    match kind {
+        Kind::UnknownField(f, expected) => unknown("key", f, expected),
+        Kind::UnknownVariant(v, expected) => unknown("value", v, expected),
+        Kind::InvalidType(actual, exp) | Kind::InvalidValue(actual, exp) => {
+            rewrite_serde(&format!("invalid type: {actual}, expected {exp}"))
+        }
+        Kind::Message(m) => rewrite_serde(m),
+        other => other.to_string(),
+    }
 }

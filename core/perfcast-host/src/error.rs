@@ -36,10 +36,25 @@ pub enum HostError {
     IncludeCycle { chain: Vec<String> },
 
     /// `preset:NAME` names no built-in preset.
-    #[error("unknown preset `{name}`{}; built-in presets: {}", included(included_by), known.join(", "))]
+    #[error("unknown preset `{name}`{}{}; built-in presets: {}", included(included_by), near(name, known), known.join(", "))]
     UnknownPreset {
         name: String,
         included_by: Option<String>,
+        known: Vec<String>,
+    },
+
+    /// `stack = "NAME"` names no stack preset (`configs/stacks/`) and no stack file.
+    #[error(
+        "unknown stack `{name}` (from {origin}){}; stacks: {}",
+        if nearest.is_empty() { String::new() } else { format!("; nearest: {}", nearest.join(", ")) },
+        known.join(", ")
+    )]
+    UnknownStack {
+        name: String,
+        /// Where `stack` was set.
+        origin: String,
+        /// The known names closest to `name`, closest first.
+        nearest: Vec<String>,
         known: Vec<String>,
     },
 
@@ -48,7 +63,7 @@ pub enum HostError {
     BadSet { arg: String, message: String },
 
     /// A top-level key perfcast does not know.
-    #[error("unknown top-level key `{key}` (from {origin}); allowed: {}", allowed.join(", "))]
+    #[error("unknown top-level key `{key}` (from {origin}){}; allowed: {}", near(key, allowed), allowed.join(", "))]
     UnknownKey {
         key: String,
         origin: String,
@@ -65,8 +80,9 @@ pub enum HostError {
 
     /// A slot names a component that `[components]` does not define.
     #[error(
-        "`{slot}` names component `{name}`{}, which is not defined; defined components: {}",
+        "`{slot}` names component `{name}`{}, which is not defined{}; defined components: {}",
         from(origin),
+        near(name, defined),
         list(defined)
     )]
     UndefinedComponent {
@@ -82,8 +98,9 @@ pub enum HostError {
 
     /// A component kind that no category of the registry knows.
     #[error(
-        "unknown kind `{kind}` for `components.{name}.kind`{}; registered kinds: {}",
+        "unknown kind `{kind}` for `components.{name}.kind`{}{}; registered kinds: {}",
         from(origin),
+        near_listed(kind, known),
         known
     )]
     UnknownKind {
@@ -92,6 +109,15 @@ pub enum HostError {
         origin: Option<String>,
         /// `category: a, b; category: c` for every category.
         known: String,
+    },
+
+    /// No plugin of this kind in any category (`perfcast plugins --describe KIND`).
+    #[error("no plugin kind `{kind}`{hint}; registered: {}", known.join(", "))]
+    UnknownPlugin {
+        kind: String,
+        /// `; did you mean ...?` or empty.
+        hint: String,
+        known: Vec<String>,
     },
 
     /// A plugin library that could not be loaded (`message` is the loader's, naming the file).
@@ -113,6 +139,21 @@ pub enum HostError {
         #[source]
         source: perfcast_core::ModelError,
     },
+}
+
+/// `; did you mean ...?` for the nearest of `known`.
+fn near<S: AsRef<str>>(word: &str, known: &[S]) -> String {
+    perfcast_core::suggest::did_you_mean(word, known.iter().map(AsRef::as_ref))
+}
+
+/// [`near`] over the names of a `category: a, b; category: c` listing.
+fn near_listed(word: &str, listing: &str) -> String {
+    let names = listing
+        .split(';')
+        .filter_map(|part| part.split_once(':').map(|(_, names)| names))
+        .flat_map(|names| names.split(','))
+        .map(str::trim);
+    perfcast_core::suggest::did_you_mean(word, names)
 }
 
 fn included(by: &Option<String>) -> String {

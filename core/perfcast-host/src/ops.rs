@@ -244,7 +244,8 @@ impl Config {
                 return Err(invalid(
                     "op",
                     format!(
-                        "unknown op `{other}`; expected one of {}",
+                        "unknown op `{other}`{}; expected one of {}",
+                        perfcast_core::suggest::did_you_mean(other, OP_KINDS.iter().copied()),
                         OP_KINDS.join(", ")
                     ),
                 ))
@@ -269,9 +270,9 @@ impl Config {
             } else {
                 format!("{key}.{path}")
             };
-            let message = e.into_inner().to_string();
+            let message = perfcast_core::suggest::rewrite_serde(&e.into_inner().to_string());
             if let Some(field) = message
-                .strip_prefix("unknown field `")
+                .strip_prefix("unknown key `")
                 .and_then(|m| m.split('`').next())
             {
                 if !k.ends_with(&format!(".{field}")) {

@@ -26,8 +26,13 @@ pub fn load_library(
     path: &Path,
     sha256: Option<&str>,
     registry: &mut Registry,
+    isolate: Option<&perfcast_loader::isolate::IsolateOptions>,
 ) -> Result<LibraryInfo, String> {
-    let lib = perfcast_loader::load_library(path, sha256, registry).map_err(|e| e.to_string())?;
+    let lib = match isolate {
+        Some(opts) => perfcast_loader::load_library_isolated(path, sha256, registry, opts),
+        None => perfcast_loader::load_library(path, sha256, registry),
+    }
+    .map_err(|e| e.to_string())?;
     Ok(LibraryInfo {
         path: lib.path,
         plugin: lib.plugin,
@@ -37,15 +42,21 @@ pub fn load_library(
     })
 }
 
-/// The built-in registry plus `libraries`, for hosts that list plugins without a config.
-pub fn registry_with(libraries: &[PathBuf]) -> Result<(Registry, Vec<LibraryInfo>), HostError> {
+/// The built-in registry plus `libraries` (each isolated with `isolate`, if given), for hosts
+/// that list plugins without a config.
+pub fn registry_with(
+    libraries: &[PathBuf],
+    isolate: Option<&perfcast_loader::isolate::IsolateOptions>,
+) -> Result<(Registry, Vec<LibraryInfo>), HostError> {
     let mut registry = perfcast_builtins::registry()?;
     let mut infos = Vec::new();
     for p in libraries {
-        let info = load_library(p, None, &mut registry).map_err(|message| HostError::Library {
-            path: p.clone(),
-            origin: Some("--load".into()),
-            message,
+        let info = load_library(p, None, &mut registry, isolate).map_err(|message| {
+            HostError::Library {
+                path: p.clone(),
+                origin: Some("--load".into()),
+                message,
+            }
         })?;
         infos.push(info);
     }
@@ -78,4 +89,130 @@ pub fn plugin_rows(registry: &Registry) -> Vec<PluginRow> {
             description: p.description.clone(),
         })
         .collect()
+}
+
+/// One declared parameter of a plugin, as `perfcast plugins --describe` prints it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ParamRow {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+    pub unit: String,
+    /// `required`, the TOML value, or `(how it is computed)`.
+    pub default: String,
+    pub range: String,
+    pub description: String,
+    pub source: String,
+}
+
+/// What `perfcast plugins --describe KIND` shows of one plugin.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Described {
+    pub category: Category,
+    pub name: String,
+    pub origin: String,
+    pub description: String,
+    /// `None`: the plugin declares no parameters (a library built before declarations).
+    pub params: Option<Vec<ParamRow>>,
+}
+
+fn param_rows(params: &[perfcast_core::ParamSpec]) -> Vec<ParamRow> {
+    params
+        .iter()
+        .map(|p| ParamRow {
+            name: p.name.to_string(),
+            ty: p.ty.to_string(),
+            unit: p.unit.to_string(),
+            default: p.default.to_string(),
+            range: p.range.to_string(),
+            description: p.doc.to_string(),
+            source: p.source.to_string(),
+        })
+        .collect()
+}
+
+/// The plugins registered as `kind` (in any category), or an error naming the nearest kinds.
+pub fn describe(registry: &Registry, kind: &str) -> Result<Vec<Described>, HostError> {
+    let found: Vec<Described> = registry
+        .plugins()
+        .filter(|p| p.name == kind)
+        .map(|p| Described {
+            category: p.category,
+            name: p.name.clone(),
+            origin: p.origin.to_string(),
+            description: p.description.clone(),
+            params: p.params.as_deref().map(param_rows),
+        })
+        .collect();
+    if found.is_empty() {
+        let names: Vec<String> = registry.plugins().map(|p| p.name.clone()).collect();
+        let mut known = names.clone();
+        known.sort();
+        known.dedup();
+        return Err(HostError::UnknownPlugin {
+            hint: perfcast_core::suggest::did_you_mean(kind, names.iter().map(String::as_str)),
+            kind: kind.to_string(),
+            known,
+        });
+    }
+    Ok(found)
+}
+
+/// The parameter reference of every plugin of `registry`, as Markdown: `docs/reference.md`
+/// is this for the built-ins (`perfcast plugins --reference > docs/reference.md`; a test
+/// fails when the file is stale).
+pub fn reference_markdown(registry: &Registry) -> String {
+    use std::fmt::Write as _;
+    let cell = |s: &str| s.replace('|', "\\|");
+    let mut s = String::from(
+        "# Plugin parameter reference\n\n\
+         Every registered plugin and its parameters: the keys of a `[components.NAME]` table \
+         of that `kind` (hardware) or of `options.strategy_params.NAME` (parallel strategies), \
+         with type, unit, default (`required`, a value, or how it is computed), the values \
+         allowed, what it means and where the default comes from. Generated from the plugins' \
+         own declarations: `perfcast plugins --reference > docs/reference.md` (a test fails \
+         when this file is stale); `perfcast plugins --describe KIND` prints one plugin, \
+         loaded libraries included.\n",
+    );
+    for c in Category::ALL {
+        let plugins: Vec<&perfcast_core::PluginInfo> =
+            registry.plugins().filter(|p| p.category == c).collect();
+        if plugins.is_empty() {
+            continue;
+        }
+        let _ = write!(s, "\n## {c}\n");
+        for p in plugins {
+            let _ = write!(
+                s,
+                "\n### `{}`\n\n{} ({}).\n\n",
+                p.name,
+                cell(&p.description),
+                p.origin
+            );
+            match &p.params {
+                None => s.push_str("Parameters not declared.\n"),
+                Some(ps) if ps.is_empty() => s.push_str("No parameters.\n"),
+                Some(ps) => {
+                    s.push_str(
+                        "| parameter | type | unit | default | allowed | meaning | source |\n\
+                         |---|---|---|---|---|---|---|\n",
+                    );
+                    for r in param_rows(ps) {
+                        let _ = writeln!(
+                            s,
+                            "| `{}` | {} | {} | {} | {} | {} | {} |",
+                            r.name,
+                            r.ty,
+                            cell(&r.unit),
+                            cell(&r.default),
+                            cell(&r.range),
+                            cell(&r.description),
+                            cell(&r.source)
+                        );
+                    }
+                }
+            }
+        }
+    }
+    s
 }

@@ -11,7 +11,7 @@ use crate::adapter::{
 use crate::{params_json, Candidate, LoadError, LoadedLibrary};
 use perfcast_abi::c::{
     v1_0, v1_1, PcComponent, PcComputeUnitVtable, PcEntry, PcInterconnectVtable, PcLink,
-    PcMemoryTierVtable, PcPlugin, PcTier, C_ABI_MAJOR,
+    PcMemoryTierVtable, PcParam, PcPlugin, PcTier, C_ABI_MAJOR,
 };
 use perfcast_abi::codes::{self, ERR_UNSUPPORTED, OK};
 use perfcast_abi::{LinkProps, PcOp, PcOpTime, TierProps};
@@ -353,12 +353,70 @@ unsafe fn candidate(
         ),
         _ => return Ok(None),
     };
+    let params = if c.params.is_null() {
+        None
+    } else {
+        Some(declared_params(path, &cname, c.n_params, c.params)?)
+    };
     Ok(Some(Candidate {
         category,
         name: cname,
         description,
         factory,
+        params,
     }))
+}
+
+/// Most parameters one component may declare (a guard against a garbage count).
+const MAX_PARAMS: u32 = 4096;
+
+/// The `n` parameters `params` points to (C ABI 1.2), each read up to its `struct_size`.
+///
+/// # Safety
+/// `params` must point to `n` pointers to `perfcast_param`s, as the header says.
+unsafe fn declared_params(
+    path: &Path,
+    cname: &str,
+    n: u32,
+    params: *const *const PcParam,
+) -> Result<Vec<perfcast_core::ParamSpec>, LoadError> {
+    if n > MAX_PARAMS {
+        return Err(invalid(
+            path,
+            format!("component `{cname}` declares {n} parameters (at most {MAX_PARAMS})"),
+        ));
+    }
+    let mut out = Vec::with_capacity(n as usize);
+    for j in 0..n as usize {
+        let pp = *params.add(j);
+        if pp.is_null() {
+            return Err(invalid(path, format!("`{cname}`: parameter {j} is NULL")));
+        }
+        let size = struct_size(pp);
+        if size < size_of::<PcParam>() {
+            return Err(invalid(
+                path,
+                format!("`{cname}`: parameter {j} has struct_size {size}, below the 1.2 layout"),
+            ));
+        }
+        let p: PcParam = read_prefix(pp, size);
+        let text = |s: *const std::ffi::c_char| c_string(s).unwrap_or_default();
+        let spec = perfcast_abi::convert::param_spec(
+            &text(p.name),
+            p.ty,
+            p.default_kind,
+            [
+                &text(p.unit),
+                &text(p.default_value),
+                &text(p.range),
+                &text(p.doc),
+                &text(p.source),
+            ],
+        )
+        .map_err(|m| invalid(path, format!("`{cname}`: {m}")))?;
+        out.push(spec);
+    }
+    Ok(out)
 }
 
 /// The vtable of component `cname`, read up to its `struct_size`, which must cover the

@@ -24,7 +24,9 @@
 
 mod adapter;
 mod c_plugin;
+pub mod isolate;
 mod rust_plugin;
+mod topology;
 
 use perfcast_abi::c::{PcEntry, C_ABI_MAJOR, C_ENTRY_SYMBOL};
 use perfcast_abi::rust_abi::RUST_ROOT_SYMBOL;
@@ -44,7 +46,7 @@ pub struct LoadedLibrary {
     pub plugin: String,
     /// The plugin's own version.
     pub version: String,
-    /// ABI and version it was built against, e.g. `rust-abi_stable 1.0` or `c 1.1`.
+    /// ABI and version it was built against, e.g. `rust-abi_stable 1.1` or `c 1.2`.
     pub abi: String,
     /// What it registered.
     pub components: Vec<(Category, String)>,
@@ -132,6 +134,8 @@ pub(crate) struct Candidate {
     pub name: String,
     pub description: String,
     pub factory: Factory,
+    /// The parameters the library declares for it (`None`: not declared).
+    pub params: Option<Vec<perfcast_core::ParamSpec>>,
 }
 
 /// Parameters as the JSON text a plugin receives (`null` becomes `{}`).
@@ -208,6 +212,17 @@ fn check_file(path: &Path, sha256: Option<&str>) -> Result<(), LoadError> {
     Ok(())
 }
 
+/// The path to hand dlopen for the file `path`: a relative path is the working directory's
+/// file (made absolute), as for every other file a user names.
+fn dlopen_path(path: &Path) -> PathBuf {
+    if path.is_relative() {
+        if let Ok(cwd) = std::env::current_dir() {
+            return cwd.join(path);
+        }
+    }
+    path.to_path_buf()
+}
+
 /// Load the plugin at `path` into `registry` (see the crate docs). `sha256`, when given, is
 /// the expected lowercase-hex digest of the file (an optional `sha256:` prefix is accepted);
 /// it is checked before the library is opened.
@@ -217,9 +232,12 @@ pub fn load_library(
     registry: &mut Registry,
 ) -> Result<LoadedLibrary, LoadError> {
     check_file(path, sha256)?;
+    // dlopen reads a name without a `/` as a library to look up in the system's search path,
+    // never in the working directory: hand it the file that was just checked instead.
+    let file = dlopen_path(path);
     // SAFETY: loading a library runs its initialisers; the host only loads paths the user
     // named (config or --load), optionally pinned by sha256.
-    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| LoadError::NotAPlugin {
+    let lib = unsafe { libloading::Library::new(&file) }.map_err(|e| LoadError::NotAPlugin {
         path: path.to_path_buf(),
         reason: format!("cannot be loaded as a shared library ({e})"),
     })?;
@@ -233,7 +251,7 @@ pub fn load_library(
         // SAFETY: `entry` is the plugin's perfcast_plugin_entry_v1.
         unsafe { c_plugin::load(path, entry)? }
     } else if unsafe { lib.get::<*const u8>(RUST_ROOT_SYMBOL) }.is_ok() {
-        rust_plugin::load(path)?
+        rust_plugin::load(&file, lib)?
     } else {
         let other_major = (0..=16u32).filter(|m| *m != C_ABI_MAJOR).find(|m| {
             let sym = format!("perfcast_plugin_entry_v{m}\0");
@@ -253,6 +271,26 @@ pub fn load_library(
             },
         });
     };
+    register_all(path, &mut loaded, candidates, registry)?;
+    Ok(loaded)
+}
+
+/// Load the plugin at `path` into `registry` isolated: in a child process started as
+/// `opts.program opts.args... PATH` (`perfcast plugin-host PATH`), which loads it and answers
+/// every call over a pipe ([`isolate`]). The file and its sha256 pin are checked here first;
+/// the components register as with [`load_library`], under the same origin. A crash, a hang
+/// (longer than `opts.timeout`), an exit or a garbage answer of the child is an error naming
+/// the plugin and the call, never the end of the host.
+pub fn load_library_isolated(
+    path: &Path,
+    sha256: Option<&str>,
+    registry: &mut Registry,
+    opts: &isolate::IsolateOptions,
+) -> Result<LoadedLibrary, LoadError> {
+    check_file(path, sha256)?;
+    let file = dlopen_path(path);
+    let (mut loaded, candidates) = isolate::load(&file, opts)?;
+    loaded.path = path.to_path_buf();
     register_all(path, &mut loaded, candidates, registry)?;
     Ok(loaded)
 }
@@ -318,6 +356,7 @@ fn register_all(
             version: loaded.version.clone(),
             abi_version: Some(loaded.abi.clone()),
             description: c.description,
+            params: c.params,
         };
         registry
             .register(info, c.factory)

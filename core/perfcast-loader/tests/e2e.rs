@@ -177,6 +177,7 @@ fn builtin(name: &str) -> (PluginInfo, Factory) {
             version: "0.0.1".into(),
             abi_version: None,
             description: "fake built-in".into(),
+            params: None,
         },
         Arc::new(|_| Ok(Component::ComputeUnit(Arc::new(FakeGpu)))),
     )
@@ -205,7 +206,7 @@ fn lists_components_origins_and_versions() {
     let acme = load_library(&f.acme, None, &mut r).unwrap();
     assert_eq!(acme.plugin, "acme");
     assert_eq!(acme.version, env!("CARGO_PKG_VERSION"));
-    assert_eq!(acme.abi, "rust-abi_stable 1.0");
+    assert_eq!(acme.abi, "rust-abi_stable 1.1");
     assert_eq!(acme.path, f.acme);
     assert_eq!(
         acme.components,
@@ -218,7 +219,7 @@ fn lists_components_origins_and_versions() {
     let c = load_library(&f.c_v1_1, None, &mut r).unwrap();
     assert_eq!(
         (c.plugin.as_str(), c.version.as_str(), c.abi.as_str()),
-        ("cvendor", "1.2.0", "c 1.1")
+        ("cvendor", "1.2.0", "c 1.2")
     );
     assert_eq!(
         c.components,
@@ -239,12 +240,12 @@ fn lists_components_origins_and_versions() {
     );
     let info = r.info(Category::ComputeUnit, "acme/npu9").unwrap();
     assert_eq!(info.origin, Origin::Library(f.acme.clone()));
-    assert_eq!(info.abi_version.as_deref(), Some("rust-abi_stable 1.0"));
+    assert_eq!(info.abi_version.as_deref(), Some("rust-abi_stable 1.1"));
     assert!(info.description.contains("systolic"), "{info:?}");
     let info = r.info(Category::MemoryTier, "cvendor/lpddr").unwrap();
     assert_eq!(info.origin, Origin::Library(f.c_v1_1.clone()));
     assert_eq!(info.version, "1.2.0");
-    assert_eq!(info.abi_version.as_deref(), Some("c 1.1"));
+    assert_eq!(info.abi_version.as_deref(), Some("c 1.2"));
     let fake = r.info(Category::ComputeUnit, "fake/gpu").unwrap();
     assert_eq!(fake.origin, Origin::BuiltIn("fake-builtin".into()));
     assert_eq!(fake.abi_version, None);

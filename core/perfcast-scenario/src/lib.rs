@@ -8,19 +8,30 @@
 //! - the **devices**: `plan.dp` and `system.devices` reconciled ([`training::resolve_devices`];
 //!   an inference plan fills `system.devices` when it is left at its default);
 //! - the engines' **options** from `[options]` ([`training::options`], [`inference::options`]);
+//! - a **serving** scenario ([`serving`]): `[serving]` over `[inference]`'s plan fields and
+//!   lengths, `[slo]`, a trace file relative to the file that names it;
+//! - the **software stack** (`stack = "NAME"`, `[software]`): a typed [`Stack`] whose fields
+//!   fill the plan and option fields the configuration leaves unset ([`stack::MAPPING`]);
 //! - **errors**: the engine's typed keys ([`perfcast_core::Key`], whose sections are the
 //!   configuration's own) turned into configuration errors that say where the value came
 //!   from ([`engine_error`]), with no text rewritten.
 //!
 //! Invariant: nothing here panics on user input; every error names the key and its origin.
 
+pub mod explain;
 pub mod hf;
 pub mod inference;
 mod model;
+pub mod plausible;
+pub mod reference;
+pub mod serving;
+pub mod stack;
 pub mod training;
 
 pub use inference::InferenceScenario;
 pub use model::model;
+pub use serving::ServingScenario;
+pub use stack::{Stack, StackKind};
 pub use training::TrainingScenario;
 
 use perfcast_core::ModelError;

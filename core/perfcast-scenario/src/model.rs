@@ -53,7 +53,7 @@ fn from_hf_config(cfg: &Config) -> Result<ModelSpec, ScenarioError> {
 
 /// `rel` resolved against the directory of the file that set `key` (the working directory
 /// for values from presets, the environment or `--set`).
-fn relative_to_origin(cfg: &Config, key: &str, rel: &str) -> PathBuf {
+pub(crate) fn relative_to_origin(cfg: &Config, key: &str, rel: &str) -> PathBuf {
     let p = Path::new(rel);
     if p.is_absolute() {
         return p.to_path_buf();

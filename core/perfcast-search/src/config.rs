@@ -1,13 +1,16 @@
 //! A search scenario from a merged configuration: `[model]`, the system (`[system]` and its
 //! components), the optional `[plan]` (the template of every field the search does not walk,
 //! and the published plan to compare with), the optional `[options]` (engine options and
-//! strategy parameters, as `perfcast predict` reads them) and the optional `[search]` section.
+//! strategy parameters, as `perfcast predict` reads them), the stack (`stack = "NAME"`: its
+//! plan fields fill the template, and a stack without an overlap narrows that dimension) and
+//! the optional `[search]` section.
 
-use crate::space::{Constraints, Objective, SearchConfig, SearchSpace};
+use crate::space::{Budget, Constraints, Objective, SearchConfig, SearchSpace};
 use crate::SearchError;
 use perfcast_engine::training::{Training, TrainingPlan};
 use perfcast_host::Config;
-use perfcast_scenario::training::{options, plan, resolve_devices};
+use perfcast_scenario::stack::training_stack;
+use perfcast_scenario::training::{options, plan, resolve_devices, template};
 
 /// The config's top-level section this crate reads.
 pub const SECTION: &str = "search";
@@ -24,18 +27,24 @@ pub struct Scenario {
     pub plan: Option<TrainingPlan>,
     pub objective: Objective,
     pub top: usize,
+    /// USD per GPU-hour, for reporting the cost objective (`search.price_per_gpu_hour`).
+    pub price_per_gpu_hour: f64,
+    /// How long the walk may take (`search.max_seconds`, default
+    /// [`crate::space::DEFAULT_MAX_SECONDS`]).
+    pub budget: Budget,
 }
 
 impl Scenario {
     /// Run the search.
     pub fn search(&self) -> Result<crate::SearchResult, SearchError> {
-        crate::search(
+        crate::search::search_within(
             &self.trainings,
             &self.space,
             &self.constraints,
             &self.template,
             self.objective,
             self.top,
+            self.budget,
         )
     }
 }
@@ -115,6 +124,28 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
             )
             .into());
     }
+    let budget = Budget {
+        max_seconds: Some(sc.max_seconds.unwrap_or(crate::space::DEFAULT_MAX_SECONDS)),
+    };
+    if let Some(s) = budget.max_seconds.filter(|s| !(s.is_finite() && *s > 0.0)) {
+        return Err(cfg
+            .invalid(
+                "search.max_seconds",
+                format!("{s} is not allowed: a positive number of seconds"),
+            )
+            .into());
+    }
+    let price = sc
+        .price_per_gpu_hour
+        .unwrap_or(crate::space::DEFAULT_PRICE_PER_GPU_HOUR);
+    if !(price.is_finite() && price > 0.0) {
+        return Err(cfg
+            .invalid(
+                "search.price_per_gpu_hour",
+                format!("{price} is not allowed: a positive price in USD"),
+            )
+            .into());
+    }
     let mut counts = counts;
     counts.sort_unstable();
     counts.dedup();
@@ -133,17 +164,30 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
             })?;
         trainings.push(t);
     }
+    let base = match &plan {
+        Some(p) => p.clone(),
+        None => template(cfg)?,
+    };
     let template = TrainingPlan {
         global_batch,
-        ..plan.clone().unwrap_or_default()
+        ..base
     };
+    // The stack narrows the overlap dimensions the section leaves open.
+    let mut space = sc.space();
+    training_stack(cfg)?.narrow_search(
+        &mut space.tp_comm_overlap,
+        &mut space.overlap_grad_reduce,
+        &mut space.overlap_param_gather,
+    );
     Ok(Scenario {
         trainings,
-        space: sc.space(),
+        space,
         constraints,
         template,
         plan,
         objective: sc.objective.unwrap_or_default(),
         top: sc.top.unwrap_or(10),
+        price_per_gpu_hour: price,
+        budget,
     })
 }

@@ -11,6 +11,9 @@
 //!   ([`perfcast_engine::training::PlanGroup`]) in parallel (rayon), and fully evaluate the
 //!   top N.
 //! - [`sweep`]: a grid or list over any config keys, each point evaluated or searched.
+//! - [`serving`]: deployments for serving (TP, PP, replicas, scheduler limits, aggregated or
+//!   disaggregated), each simulated at several loads; the Pareto front of tokens/s per GPU
+//!   against tokens/s per user and the best deployment per SLO (`[serving_search]`).
 //!
 //! Invariants: results do not depend on the thread count (top N sorted by (objective, plan
 //! key), Pareto ties broken by plan key; only the split of the counts between pruned by the
@@ -25,6 +28,7 @@
 
 pub mod config;
 pub mod search;
+pub mod serving;
 pub mod space;
 pub mod sweep;
 

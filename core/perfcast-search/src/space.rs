@@ -112,8 +112,48 @@ space_and_config! {
         pub top: Option<usize>,
         /// Default `time`.
         pub objective: Option<Objective>,
+        /// Seconds the search may walk before it reports the best found so far. Default
+        /// [`DEFAULT_MAX_SECONDS`].
+        pub max_seconds: Option<f64>,
+        /// USD per GPU-hour for the cost objective's price column. Default
+        /// [`DEFAULT_PRICE_PER_GPU_HOUR`].
+        pub price_per_gpu_hour: Option<f64>,
     }
 }
+
+/// How long a search may walk: once `max_seconds` have passed, workers stop and the
+/// search reports the best plans found so far and what it did not visit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    /// Seconds of walking before the search stops (`None`: no limit).
+    pub max_seconds: Option<f64>,
+}
+
+/// The default of `--max-seconds` / `search.max_seconds`: the same 300 s as a sweep's
+/// `max_seconds` (a search of the shipped experiments takes about a second).
+pub const DEFAULT_MAX_SECONDS: f64 = 300.0;
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            max_seconds: Some(DEFAULT_MAX_SECONDS),
+        }
+    }
+}
+
+impl Budget {
+    /// No limit.
+    pub const UNLIMITED: Budget = Budget { max_seconds: None };
+}
+
+/// Default `search.price_per_gpu_hour`, USD: an on-demand A100 in a public cloud, AWS EC2
+/// p4d.24xlarge (8x A100-SXM4-40GB) at 32.77 USD per hour in us-east-1 = 4.10 per GPU-hour
+/// ([`PRICE_SOURCE`]). Set your own: prices differ by provider, GPU and commitment.
+pub const DEFAULT_PRICE_PER_GPU_HOUR: f64 = 4.10;
+
+/// Where [`DEFAULT_PRICE_PER_GPU_HOUR`] comes from, for outputs.
+pub const PRICE_SOURCE: &str =
+    "4.10, AWS EC2 p4d.24xlarge on-demand, 32.77 USD/h for 8 A100, us-east-1";
 
 /// What every plan must meet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

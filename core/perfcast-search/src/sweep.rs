@@ -75,20 +75,8 @@ fn bad(path: &Path, message: impl Into<String>) -> SearchError {
     }
 }
 
-/// Levenshtein distance (for "did you mean" lists).
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
+/// Levenshtein distance (perfcast-core's, shared by every "did you mean").
+pub use perfcast_core::suggest::edit_distance;
 
 /// Every leaf key path of a JSON value (`a.b.c`; arrays as leaves).
 fn leaf_keys(v: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {

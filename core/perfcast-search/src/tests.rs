@@ -385,7 +385,7 @@ fn bad_input_names_the_constraint() {
                 ..constraints(64)
             },
             3,
-            &["no plan fits in memory", "memory_headroom", "GiB"],
+            &["fit in memory", "memory_headroom", "GiB"],
         ),
         (
             SearchSpace {
@@ -461,4 +461,70 @@ fn bad_input_names_the_constraint() {
             assert!(msg.contains(w), "case {i}: `{w}` not in: {msg}");
         }
     }
+}
+
+/// The space is counted before the walk: a complete search visits exactly that many plans
+/// (its `enumerated` leaves out the partial counts beyond a group's real stage size).
+#[test]
+fn the_space_is_estimated_before_the_walk() {
+    let t = training(16);
+    let r = search(
+        std::slice::from_ref(&t),
+        &small_space(),
+        &constraints(64),
+        &TrainingPlan::default(),
+        Objective::Time,
+        3,
+    )
+    .unwrap();
+    let s = &r.summary;
+    assert!(s.complete && s.not_visited == 0 && s.not_visited_tuples.is_empty());
+    assert!(s.estimated >= s.enumerated && s.enumerated > 0, "{s:?}");
+    let brute = brute_placed(16, 64).len() as u64;
+    assert_eq!(s.enumerated, brute);
+}
+
+/// A time limit that has passed before the walk begins visits nothing and says so; a
+/// model whose state cannot fit even sharded over every device is refused at once.
+#[test]
+fn a_search_is_bounded_in_time_and_refused_when_hopeless() {
+    use crate::search::search_within;
+    use crate::space::Budget;
+    let t = training(16);
+    let run = |t: &Training, max_seconds: f64| {
+        search_within(
+            std::slice::from_ref(t),
+            &small_space(),
+            &constraints(64),
+            &TrainingPlan::default(),
+            Objective::Time,
+            3,
+            Budget {
+                max_seconds: Some(max_seconds),
+            },
+        )
+    };
+    let e = run(&t, 1e-9).unwrap_err().to_string();
+    assert!(
+        e.contains("search.max_seconds") && e.contains("not visited"),
+        "{e}"
+    );
+    assert!(run(&t, 60.0).unwrap().summary.complete);
+    let e = run(&t, -1.0).unwrap_err().to_string();
+    assert!(e.contains("search.max_seconds"), "{e}");
+    // 65,536 layers of 1024 wide: 8.2e11 parameters, 16 B each over 16 devices > 80 GiB.
+    let registry = perfcast_builtins::registry().unwrap();
+    let sys = a100_from_registry(&registry, 16).unwrap();
+    let deep = ModelSpec {
+        layers: 65536,
+        ..small_model()
+    };
+    let deep = Training::new(deep, sys, &registry).unwrap();
+    let start = std::time::Instant::now();
+    let e = run(&deep, 60.0).unwrap_err().to_string();
+    assert!(
+        e.contains("no plan can fit in memory") && e.contains("GiB per device"),
+        "{e}"
+    );
+    assert!(start.elapsed().as_secs_f64() < 1.0);
 }

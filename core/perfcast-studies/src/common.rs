@@ -16,10 +16,12 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct StudyContext {
     pub info: StudyInfo,
-    /// The config file.
+    /// The config file (for a built-in config, `configs/studies/NAME.toml (built-in)`: a
+    /// name, not a path on this machine).
     pub path: PathBuf,
-    /// The directory relative paths in the config are resolved against.
-    pub dir: PathBuf,
+    /// The directory relative paths in the config are resolved against; `None` for a
+    /// built-in config, whose `../models/X.toml`-style paths name the built-in presets.
+    pub dir: Option<PathBuf>,
     pub text: String,
     /// The command that reproduces the run (for the summary and the plot caption).
     pub command: String,
@@ -38,10 +40,23 @@ impl StudyContext {
         Ok(StudyContext {
             info,
             path: path.to_path_buf(),
-            dir,
+            dir: Some(dir),
             text,
             command,
         })
+    }
+
+    /// A context over the built-in config `text` of a study: its relative paths
+    /// (`../models/gpt3-175b.toml`, `../systems/dgx-a100.toml`, `../hardware/...`) are the
+    /// presets of the same name, so nothing is read from the file system.
+    pub fn builtin(info: StudyInfo, text: &str) -> Self {
+        StudyContext {
+            info,
+            path: PathBuf::from(format!("configs/studies/{}.toml (built-in)", info.name)),
+            dir: None,
+            text: text.to_string(),
+            command: format!("perfcast study {}", info.name),
+        }
     }
 
     /// A context over a config given as text (tests; relative paths resolve against `dir`).
@@ -49,7 +64,7 @@ impl StudyContext {
         StudyContext {
             info,
             path: dir.join(format!("{}.toml", info.name)),
-            dir: dir.to_path_buf(),
+            dir: Some(dir.to_path_buf()),
             text: text.to_string(),
             command: format!("perfcast study {}", info.name),
         }
@@ -100,25 +115,38 @@ impl StudyContext {
         }
     }
 
+    /// The file (or `preset:NAME`) that `rel` names: `preset:NAME` as it is, an absolute path
+    /// as it is, a relative one against the config's directory, or, in a built-in config, the
+    /// preset of the file's stem (`../models/gpt3-175b.toml` -> `preset:gpt3-175b`).
     fn resolve(&self, rel: &str) -> PathBuf {
         let p = Path::new(rel);
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            self.dir.join(p)
+        if rel.starts_with("preset:") || p.is_absolute() {
+            return p.to_path_buf();
+        }
+        match &self.dir {
+            Some(dir) => dir.join(p),
+            None => match p.file_stem().and_then(|s| s.to_str()) {
+                Some(stem) if perfcast_host::layers::preset(stem).is_some() => {
+                    PathBuf::from(format!("preset:{stem}"))
+                }
+                _ => p.to_path_buf(),
+            },
         }
     }
 
     /// Load a perfcast config file (with its includes) named at `key`, with `sets` on top.
     pub fn host_config(&self, key: &str, rel: &str, sets: &[String]) -> Result<Config, StudyError> {
         let target = self.resolve(rel);
-        if !target.is_file() {
+        let preset = target.to_str().is_some_and(|t| t.starts_with("preset:"));
+        if !preset && !target.is_file() {
+            let hint = if self.dir.is_some() {
+                "paths are relative to the study config's directory"
+            } else {
+                "a built-in study config names presets: `preset:NAME` or `../models/NAME.toml`"
+            };
             return Err(self.bad(
                 key,
-                format!(
-                    "file `{}` does not exist (paths are relative to the study config's directory)",
-                    target.display()
-                ),
+                format!("file `{}` does not exist ({hint})", target.display()),
             ));
         }
         Config::load(
@@ -227,6 +255,9 @@ impl Interconnect for ResizedLink {
     }
     fn latency(&self) -> Seconds {
         self.link.latency()
+    }
+    fn collective_overhead(&self) -> Seconds {
+        self.link.collective_overhead()
     }
     fn collective_time(&self, c: &Collective, algorithm: CollectiveAlgorithm) -> Seconds {
         self.link.collective_time(c, algorithm)

@@ -6,7 +6,7 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum StudyError {
     /// A study name that is not one of [`crate::STUDIES`].
-    #[error("unknown study `{name}`; known studies: {}", known.join(", "))]
+    #[error("unknown study `{name}`{}; known studies: {}", perfcast_core::suggest::did_you_mean(name, known.iter().map(String::as_str)), known.join(", "))]
     Unknown { name: String, known: Vec<String> },
 
     /// The study config cannot be read.

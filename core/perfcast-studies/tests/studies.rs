@@ -371,3 +371,21 @@ fn the_docs_page_shows_every_study_with_its_plot_and_command() {
         assert!(page.contains(&format!("finding of {}", s.name)));
     }
 }
+
+#[test]
+fn built_in_configs_are_the_shipped_files_and_name_presets() {
+    for (name, text) in perfcast_studies::BUILTIN_CONFIGS {
+        let file = std::fs::read_to_string(configs_dir().join(format!("{name}.toml"))).unwrap();
+        assert_eq!(text, file, "{name}: the built-in copy is stale");
+    }
+    // A built-in config's `../models/NAME.toml` is the preset; a missing one is an error
+    // that says how a built-in config names files.
+    let info = info("memory-vs-recompute").unwrap();
+    let ctx = StudyContext::builtin(info, "");
+    assert!(ctx.model("m", "../models/gpt3-175b.toml").is_ok());
+    let e = ctx
+        .model("m", "../models/nope.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("preset:NAME") && e.contains("(built-in)"), "{e}");
+}

@@ -14,17 +14,17 @@
 //!   [`presets`]); `num_gpus` devices;
 //!   `scaleout_gbps_per_gpu` overrides the scale-out NIC rate. The scale-up domain is the
 //!   preset's NVLink domain (the catalog's `scaleup_domain`), as the schema says.
-//! * **Software stack** ([`Stack`]): the training runs of Narayanan 2021 and Korthikanti 2022
-//!   used Megatron-LM of 2021-22: attention with materialised scores (FlashAttention appeared
-//!   in May 2022 and reached Megatron later), gradients all-reduced after the pipeline flush
-//!   (Megatron's local DDP; no bucketed overlap). Later stacks (Megatron-Core, NeMo, Meta's
-//!   Llama 3 stack, TensorRT-LLM) run fused flash-style attention and overlap the gradient
-//!   reduction and parameter gathers; `--tp-comm-overlap` is taken from the case's notes.
-//!   Context parallelism is Megatron-Core's ring (`p2p`), except in Meta's Llama 3 stack
-//!   ([`LLAMA3_STACK_GROUPS`]), which all-gathers K and V in the critical path (Dubey et al.
-//!   2024 §3.3.2).
+//! * **Software stack** ([`crate::stacks`]): the case's `software` string is matched against
+//!   the ordered rules of `configs/validation/stacks.toml`, the one documented table; the
+//!   stack preset it names (`configs/stacks/`, read as `stack = "NAME"` is) sets the plan's
+//!   attention kernel, overlaps and context-parallel exchange and the engine options, as for
+//!   any configuration. Per-case facts stay with the case: a Megatron `--tp-comm-overlap` in
+//!   its notes turns TP overlap on where the stack offers it (`overlap.tp_comm =
+//!   "available"`).
 //! * **Placement**: expert-parallel plans use Megatron-Core's MoE rank order (pipeline
-//!   stages outermost: [`placement`]); the others the engine's default.
+//!   stages outermost: [`placement`]); the others the engine's default. MoE token dispatch
+//!   overlapped with another micro-batch's compute (`ep_comm_overlap`) where the case names
+//!   DeepSeek's DualPipe or Megatron-Core's `--overlap-moe-expert-parallel-comm`.
 //! * **Recompute** `unknown` (not published): the least recompute that fits in device memory
 //!   (none, else selective, else full), the choice a practitioner makes.
 //! * **Interleaving** listed in `assumed` (not published; the schema calls assumed values soft
@@ -33,8 +33,8 @@
 //! * **Inference**: `fp8`/`fp4` precision is W8A8/W4A4 (fp8/fp4 GEMMs, as TensorRT-LLM runs
 //!   FP8 on Hopper); `int8`/`int4` are weight-only (16-bit activations). KV cache in
 //!   `kv_precision` (default: the precision). Static and latency modes are one batch prefilled
-//!   then decoded; offline-max-throughput and server modes need a serving-engine model
-//!   (in-flight batching under load) and are reported unsupported.
+//!   then decoded; offline-max-throughput and server modes are simulated under in-flight
+//!   batching by [`crate::serving`].
 //!
 //! Derived metrics follow the schema's FLOP conventions ([`crate::flops`]): TFLOP/s in the
 //! case's `flops_convention` (and `attention_flops`), MFU/HFU against `peak_tflops_basis`.
@@ -46,69 +46,23 @@ use crate::cases::{
 use crate::flops::{self, StepShape};
 use crate::presets;
 use crate::report::{CaseResult, MetricResult, Report, Status};
-use perfcast_core::parallel::{interleaving_degrees, CpComm};
+use crate::stacks::{generation_of, StackTable};
+use perfcast_core::parallel::interleaving_degrees;
 use perfcast_core::registry::Registry;
 use perfcast_core::workload::{FfnAct, ModelSpec};
-use perfcast_core::{AttentionKind, DType, System};
+use perfcast_core::{DType, System};
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan, InferenceReport};
-use perfcast_engine::training::{Placement, Training, TrainingPlan, TrainingReport};
+use perfcast_engine::training::{
+    Placement, Training, TrainingOptions, TrainingPlan, TrainingReport,
+};
+use perfcast_scenario::stack::TpComm;
+use perfcast_scenario::Stack;
 
-/// Groups whose runs used Megatron-LM of 2021-22 (see the module documentation).
-pub const LEGACY_MEGATRON_GROUPS: &[&str] = &[
-    "narayanan2021-table1",
-    "korthikanti2022-table4",
-    "korthikanti2022-table5",
-    "korthikanti2022-abstract",
-];
-
-/// Groups whose runs used Meta's Llama 3 training stack (see the module documentation).
-pub const LLAMA3_STACK_GROUPS: &[&str] = &["llama3-405b-pretrain"];
-
-/// What the software stack of a case does, beyond the schema's fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stack {
-    pub attention: AttentionKind,
-    pub overlap_grad_reduce: bool,
-    pub overlap_param_gather: bool,
-    pub tp_comm_overlap: bool,
-    pub cp_comm: CpComm,
-    /// MoE dispatch overlapped with another micro-batch's compute: DeepSeek's DualPipe and
-    /// Megatron-Core's `--overlap-moe-expert-parallel-comm`, when the case names them.
-    pub ep_comm_overlap: bool,
-}
-
-impl Stack {
-    pub fn of(case: &Case) -> Stack {
-        let legacy = LEGACY_MEGATRON_GROUPS.contains(&case.group.as_str());
-        let mentions = |flag: &str| {
-            case.notes.as_deref().is_some_and(|n| n.contains(flag))
-                || case.derived.iter().any(|d| d.contains(flag))
-        };
-        if legacy {
-            Stack {
-                attention: AttentionKind::Plain,
-                overlap_grad_reduce: false,
-                overlap_param_gather: false,
-                tp_comm_overlap: false,
-                cp_comm: CpComm::P2p,
-                ep_comm_overlap: false,
-            }
-        } else {
-            Stack {
-                attention: AttentionKind::Flash,
-                overlap_grad_reduce: true,
-                overlap_param_gather: true,
-                tp_comm_overlap: mentions("--tp-comm-overlap"),
-                ep_comm_overlap: mentions("DualPipe")
-                    || mentions("--overlap-moe-expert-parallel-comm"),
-                cp_comm: if LLAMA3_STACK_GROUPS.contains(&case.group.as_str()) {
-                    CpComm::AllGather
-                } else {
-                    CpComm::P2p
-                },
-            }
-        }
-    }
+/// Whether a case's notes or derived values name a framework flag (e.g. `--tp-comm-overlap`):
+/// what the case itself states about its run.
+fn mentions(case: &Case, flag: &str) -> bool {
+    case.notes.as_deref().is_some_and(|n| n.contains(flag))
+        || case.derived.iter().any(|d| d.contains(flag))
 }
 
 /// Why a case cannot be modelled (before the engine is asked).
@@ -137,11 +91,10 @@ pub fn unsupported_reason(case: &Case) -> Option<String> {
     }
     if let Some(i) = &case.inference {
         match i.mode {
+            // Serving hook (issue 12): server and offline-max-throughput cases are simulated
+            // by `crate::serving`.
             Mode::OfflineMaxThroughput | Mode::Server => {
-                return Some(format!(
-                    "inference mode \"{}\": throughput under in-flight batching and a saturating (or rate-limited) load needs a serving-engine model (scheduler, batch composition over time); only static-batch and latency modes are modelled",
-                    i.mode.name()
-                ))
+                return crate::serving::unsupported_reason(case);
             }
             Mode::Static | Mode::Latency => {}
         }
@@ -222,15 +175,15 @@ pub fn system_for(case: &Case, _registry: &Registry) -> Result<System, String> {
     hw.system()
 }
 
-/// The training plan of a case with recompute policy `recompute` (a registry name).
-pub fn training_plan(case: &Case, recompute: &str) -> Result<TrainingPlan, String> {
+/// The training plan of a case with recompute policy `recompute` (a registry name), on
+/// `stack`.
+pub fn training_plan(case: &Case, recompute: &str, stack: &Stack) -> Result<TrainingPlan, String> {
     let p = case
         .training_parallel()
         .ok_or("not a training case with all parallel degrees")?;
     let t = case.training.as_ref().ok_or("[case.training] missing")?;
-    let stack = Stack::of(case);
     let u32_of = |k: &str, v: u64| u32::try_from(v).map_err(|_| format!("{k} = {v} is too large"));
-    Ok(TrainingPlan {
+    let mut plan = TrainingPlan {
         tp: u32_of("parallel.tp", p.tp)?,
         pp: u32_of("parallel.pp", p.pp)?,
         dp: u32_of("parallel.dp", p.dp)?,
@@ -248,17 +201,20 @@ pub fn training_plan(case: &Case, recompute: &str) -> Result<TrainingPlan, Strin
             .transpose()?,
         etp: u32_of("parallel.etp", p_etp(case))?,
         moe_dispatcher: case.parallel.moe_dispatcher.unwrap_or_default(),
-        ep_comm_overlap: stack.ep_comm_overlap,
+        ep_comm_overlap: mentions(case, "DualPipe")
+            || mentions(case, "--overlap-moe-expert-parallel-comm"),
         schedule: None,
         precision: t.precision.dtype(),
+        fp8_recipe: t.fp8_recipe,
         fp32_grad_accum: false,
-        attention: stack.attention,
         dropout: None,
-        tp_comm_overlap: stack.tp_comm_overlap,
-        cp_comm: stack.cp_comm,
-        overlap_grad_reduce: stack.overlap_grad_reduce,
-        overlap_param_gather: stack.overlap_param_gather,
-    })
+        ..TrainingPlan::default()
+    };
+    stack.apply_training_plan(&mut plan, &|_| false, generation_of(&case.system.gpu));
+    if stack.overlap.tp_comm == TpComm::Available {
+        plan.tp_comm_overlap = mentions(case, "--tp-comm-overlap");
+    }
+    Ok(plan)
 }
 
 fn p_etp(case: &Case) -> u64 {
@@ -278,8 +234,8 @@ pub fn placement(plan: &TrainingPlan) -> Placement {
     }
 }
 
-/// The inference plan of a case.
-pub fn inference_plan(case: &Case) -> Result<InferencePlan, String> {
+/// The inference plan of a case, on `stack`.
+pub fn inference_plan(case: &Case, stack: &Stack) -> Result<InferencePlan, String> {
     let p = case
         .inference_parallel()
         .ok_or("not an inference case with tp, pp and dp")?;
@@ -295,7 +251,7 @@ pub fn inference_plan(case: &Case) -> Result<InferencePlan, String> {
         // Weight-only quantisation: 16-bit activations and GEMMs.
         Precision::Int8 | Precision::Int4 => DType::Fp16,
     };
-    Ok(InferencePlan {
+    let mut plan = InferencePlan {
         tp: u32_of("parallel.tp", p.tp)?,
         pp: u32_of("parallel.pp", p.pp)?,
         replicas: u32_of("parallel.dp", p.dp)?,
@@ -305,14 +261,17 @@ pub fn inference_plan(case: &Case) -> Result<InferencePlan, String> {
         weight_dtype: weights,
         activation_dtype: activations,
         kv_dtype: i.kv_precision.unwrap_or(i.precision).dtype(),
-        attention: Stack::of(case).attention,
-        graph_capture: false,
-    })
+        ..InferencePlan::new(1, 1, 1)
+    };
+    stack.apply_inference_plan(&mut plan, &|_| false, generation_of(&case.system.gpu));
+    Ok(plan)
 }
 
 /// Runs cases against the engines.
 pub struct Harness {
     registry: Registry,
+    /// The `software` -> stack rules and their stacks (`configs/validation/stacks.toml`).
+    stacks: StackTable,
     pub inference_options: InferenceOptions,
     /// Treat an unpublished (`assumed`) `parallel.vpp` as a soft input: model the fastest
     /// interleaving of [`interleaving_degrees`] that fits (default true; the schema calls
@@ -321,6 +280,12 @@ pub struct Harness {
 }
 
 impl Harness {
+    /// The software stack of a case (`configs/validation/stacks.toml`). Serving hook (issue
+    /// 12): `crate::serving` times its steps on the case's stack.
+    pub(crate) fn stack_of(&self, case: &Case) -> &Stack {
+        self.stacks.of(case).1
+    }
+
     /// A harness over the built-in plugins.
     pub fn new() -> Result<Harness, String> {
         // Name the engine so that its execution plugins are linked and registered.
@@ -328,6 +293,7 @@ impl Harness {
         let registry = perfcast_builtins::registry().map_err(|e| e.to_string())?;
         Ok(Harness {
             registry,
+            stacks: StackTable::builtin()?,
             inference_options: InferenceOptions::default(),
             soft_assumed_vpp: std::env::var("PERFCAST_VALIDATION_HARD_VPP").is_err(),
         })
@@ -335,6 +301,11 @@ impl Harness {
 
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// The stack rules and their resolved stacks.
+    pub fn stacks(&self) -> &StackTable {
+        &self.stacks
     }
 
     /// Validate the cases of `group` (all when `None`).
@@ -354,6 +325,7 @@ impl Harness {
             first: None,
             breakdown: Vec::new(),
             reference: None,
+            stack: Some(self.stacks.of(case).0),
         };
         let unpredicted = |case: &Case| {
             case.measured
@@ -408,7 +380,8 @@ impl Harness {
             Recompute::Full => &["full"],
             Recompute::Unknown => &["none", "selective", "full"],
         };
-        let base = training_plan(case, policies[0])?;
+        let stack = self.stacks.of(case).1;
+        let base = training_plan(case, policies[0], stack)?;
         let vpps: Vec<u32> = if self.soft_assumed_vpp
             && base.pp > 1
             && case.assumed.iter().any(|a| a == "parallel.vpp")
@@ -423,7 +396,7 @@ impl Harness {
             // The least recompute that fits, at this interleaving.
             let mut chosen = None;
             for name in policies {
-                let mut plan = training_plan(case, name)?;
+                let mut plan = training_plan(case, name, stack)?;
                 plan.vpp = v;
                 match engine.evaluate_placed(&plan, &placement(&plan)) {
                     Ok(rep) => {
@@ -458,7 +431,13 @@ impl Harness {
     fn predict_training(&self, case: &Case, r: &mut CaseResult) -> Result<(), String> {
         let model = model_spec(case);
         let system = system_for(case, &self.registry)?;
-        let engine = Training::new(model, system, &self.registry).map_err(|e| e.to_string())?;
+        let mut options = TrainingOptions::default();
+        self.stacks
+            .of(case)
+            .1
+            .apply_training_options(&mut options, &|_| false);
+        let engine = Training::with_options(model, system, &self.registry, &options)
+            .map_err(|e| e.to_string())?;
         let (rep, policy, vpp) = self.evaluate_training(case, &engine)?;
         let t = case.training.as_ref().ok_or("[case.training] missing")?;
         let p = case.training_parallel().ok_or("parallel degrees missing")?;
@@ -567,11 +546,21 @@ impl Harness {
     }
 
     fn predict_inference(&self, case: &Case, r: &mut CaseResult) -> Result<(), String> {
+        // Serving hook (issue 12): the serving modes are simulated by `crate::serving`.
+        if case
+            .inference
+            .as_ref()
+            .is_some_and(|i| crate::serving::models_mode(i.mode))
+        {
+            return crate::serving::predict(self, case, r);
+        }
         let model = model_spec(case);
         let system = system_for(case, &self.registry)?;
-        let plan = inference_plan(case)?;
-        let engine = Inference::new(model, system, self.inference_options.clone())
-            .map_err(|e| e.to_string())?;
+        let stack = self.stacks.of(case).1;
+        let plan = inference_plan(case, stack)?;
+        let mut options = self.inference_options.clone();
+        stack.apply_inference_options(&mut options, &|_| false);
+        let engine = Inference::new(model, system, options).map_err(|e| e.to_string())?;
         let rep: InferenceReport = engine.evaluate(&plan).map_err(|e| e.to_string())?;
         let me = &case.measured;
         // Whole deployment: every replica runs the batch.

@@ -5,6 +5,8 @@
 //!   `configs/`, or a table built from the accelerator catalog) and model presets, composed
 //!   into a [`perfcast_core::System`] by perfcast-host.
 //! * [`flops`]: the FLOP conventions published TFLOP/s, MFU and HFU are counted in.
+//! * [`stacks`]: a case's `software` string mapped to a stack preset by the ordered rules of
+//!   `configs/validation/stacks.toml` (the one table; nothing keys on a case's group or id).
 //! * [`harness`]: each case mapped to a training or inference scenario of the engine, every
 //!   published metric predicted and compared.
 //! * [`report`]: per case, per group (MAPE on each case's first published metric) and
@@ -16,23 +18,51 @@
 //! never scored.
 
 pub mod cases;
+pub mod collectives;
 pub mod flops;
 pub mod harness;
 pub mod kernels;
 pub mod presets;
 pub mod report;
+pub mod serving;
+pub mod stacks;
 
 use std::path::{Path, PathBuf};
 
 /// The cases file used when none is named (relative to the repository root).
 pub const DEFAULT_CASES: &str = "configs/validation/cases.toml";
 
+/// The text of [`DEFAULT_CASES`] as it was when perfcast was built: `validate` without a
+/// file runs these, from any directory.
+pub const BUILTIN_CASES: &str = include_str!("../../../configs/validation/cases.toml");
+
+/// How the built-in cases are named in messages and reports (never a path of the machine
+/// that built the binary).
+pub const BUILTIN_CASES_LABEL: &str = "configs/validation/cases.toml (built-in)";
+
+/// The cases file named `path`, or the built-in cases when `path` is `None`.
+pub fn load_cases(path: Option<&Path>) -> Result<(cases::CasesFile, String), String> {
+    match path {
+        Some(p) => {
+            let p = locate_cases(Some(p))?;
+            let file = cases::CasesFile::load(&p).map_err(|e| e.to_string())?;
+            Ok((file, p.display().to_string()))
+        }
+        None => {
+            let file = cases::CasesFile::parse(BUILTIN_CASES, BUILTIN_CASES_LABEL)
+                .map_err(|e| e.to_string())?;
+            Ok((file, BUILTIN_CASES_LABEL.to_string()))
+        }
+    }
+}
+
 /// Output format of [`validate_to_string`]: table or JSON (a report of nested cases has no
 /// CSV form).
 pub use perfcast_output::Format;
 
-/// Find a cases file: the path as given, else relative to any ancestor of the current
-/// directory (so `configs/validation/cases.toml` works from inside the repository).
+/// Find a cases file named on the command line: the path as given, else relative to any
+/// ancestor of the current directory (so `configs/validation/cases.toml` works from inside
+/// the repository). Without a name, `validate` runs [`BUILTIN_CASES`].
 pub fn locate_cases(path: Option<&Path>) -> Result<PathBuf, String> {
     let p = path.unwrap_or(Path::new(DEFAULT_CASES));
     presets::find_repo_file(p).ok_or_else(|| {
@@ -46,14 +76,14 @@ pub fn locate_cases(path: Option<&Path>) -> Result<PathBuf, String> {
 /// Load, check and run a cases file; `Err` for a bad file or an unknown group (the CLI exits
 /// non-zero), `Ok` with the report however good or bad the accuracy is.
 pub fn validate(path: Option<&Path>, group: Option<&str>) -> Result<report::Report, String> {
-    let p = locate_cases(path)?;
-    let file = cases::CasesFile::load(&p).map_err(|e| e.to_string())?;
+    let (file, name) = load_cases(path)?;
     if let Some(g) = group {
         if !file.cases.iter().any(|c| c.group == g) {
+            let groups = file.groups();
             return Err(format!(
-                "{}: no case of group `{g}`; groups: {}",
-                p.display(),
-                file.groups().join(", ")
+                "{name}: no case of group `{g}`{}; groups: {}",
+                perfcast_core::suggest::did_you_mean(g, groups.iter().map(String::as_str)),
+                groups.join(", ")
             ));
         }
     }
@@ -61,7 +91,27 @@ pub fn validate(path: Option<&Path>, group: Option<&str>) -> Result<report::Repo
     Ok(h.run(&file, group))
 }
 
-/// [`validate`] rendered in `format`.
+/// Load, check and predict a collectives file (schema `perfcast-collectives/1`); `Err` for a
+/// bad file or an unknown group.
+pub fn validate_collectives(
+    path: &Path,
+    group: Option<&str>,
+) -> Result<collectives::report::Report, String> {
+    let file = collectives::CollectivesFile::load(path)?;
+    if let Some(g) = group {
+        if !file.entries.iter().any(|e| e.group == g) {
+            return Err(format!(
+                "{}: no collective of group `{g}`; groups: {}",
+                path.display(),
+                file.groups().join(", ")
+            ));
+        }
+    }
+    Ok(collectives::report::run(&file, group))
+}
+
+/// [`validate`] rendered in `format` (a file whose `schema` is `perfcast-collectives/1` is
+/// [`validate_collectives`]).
 pub fn validate_to_string(
     path: Option<&Path>,
     group: Option<&str>,
@@ -70,6 +120,17 @@ pub fn validate_to_string(
     let supported = [Format::Table, Format::Json];
     if !supported.contains(&format) {
         return Err(format.unsupported(&supported));
+    }
+    if let Some(p) = path.and_then(presets::find_repo_file) {
+        if std::fs::read_to_string(&p).is_ok_and(|t| collectives::is_collectives(&t)) {
+            let r = validate_collectives(&p, group)?;
+            return Ok(match format {
+                Format::Json => {
+                    serde_json::to_string_pretty(&r.to_json()).map_err(|e| e.to_string())? + "\n"
+                }
+                Format::Table | Format::Csv => r.to_table(),
+            });
+        }
     }
     let r = validate(path, group)?;
     Ok(match format {
@@ -96,6 +157,11 @@ mod tests {
         assert!(e.contains("`table` or `json`"), "{e}");
         let e = validate(None, Some("no-such-group")).unwrap_err();
         assert!(e.contains("narayanan2021-table1"), "{e}");
+        // The built-in cases are the repository's file as built.
+        assert_eq!(BUILTIN_CASES, std::fs::read_to_string(&p).unwrap());
+        let e = validate(None, Some("narayanan2021-tabel1")).unwrap_err();
+        assert!(e.starts_with(BUILTIN_CASES_LABEL), "{e}");
+        assert!(e.contains("did you mean `narayanan2021-table1`?"), "{e}");
         let e = locate_cases(Some(Path::new("no/such/cases.toml"))).unwrap_err();
         assert!(e.contains("no/such/cases.toml"), "{e}");
         let out = validate_to_string(None, Some("korthikanti2022-abstract"), Format::Json).unwrap();

@@ -7,6 +7,7 @@
 //! latency, else TTFT, else TPOT, else tokens/s per GPU, else tokens/s.
 
 use crate::cases::{Kind, Metric};
+use crate::stacks::StackMatch;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -67,6 +68,10 @@ pub struct CaseResult {
     /// `[case.reference]` step time and the predicted one: shown, never scored.
     #[serde(skip)]
     pub reference: Option<(f64, Option<f64>)>,
+    /// The software stack the case was mapped to (`configs/validation/stacks.toml`) and the
+    /// rule that chose it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack: Option<StackMatch>,
 }
 
 impl CaseResult {
@@ -328,6 +333,7 @@ impl Report {
                         if let Some(r) = &c.reason {
                             let _ = writeln!(out, "  {:<46} warning: {r}", "");
                         }
+                        stack_line(&mut out, c);
                     }
                     Status::Unsupported | Status::Error => {
                         let _ = writeln!(
@@ -341,6 +347,7 @@ impl Report {
                             },
                             c.reason.as_deref().unwrap_or("")
                         );
+                        stack_line(&mut out, c);
                     }
                 }
             }
@@ -387,6 +394,13 @@ impl Report {
             }
         }
         out
+    }
+}
+
+/// `stack: NAME (rule N: "pattern")` under a case.
+fn stack_line(out: &mut String, c: &CaseResult) {
+    if let Some(m) = &c.stack {
+        let _ = writeln!(out, "  {:<46} stack: {}", "", m.describe());
     }
 }
 
@@ -440,6 +454,7 @@ mod tests {
             first: None,
             breakdown: Vec::new(),
             reference: None,
+            stack: None,
         }
     }
 

@@ -8,7 +8,7 @@ pub enum Command {
     /// environment variable, --set, default).
     Explain(ExplainArgs),
     /// The presets built into perfcast: hardware, systems (nodes), models
-    /// (`include = ["preset:NAME"]`).
+    /// (`include = ["preset:NAME"]`), and the software stacks (`stack = "NAME"`).
     Presets(PresetArgs),
 }
 
@@ -18,6 +18,11 @@ pub struct ExplainArgs {
     pub config: ConfigArgs,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
+    /// Every value in force, defaults included: each component's parameters the config
+    /// leaves out (at the plugin's declared default), the strategies' parameters, and the
+    /// engine's `[plan]` / `[inference]` / `[options]` fields, each with its origin.
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -34,8 +39,13 @@ pub fn run(c: Command) -> anyhow::Result<()> {
 }
 
 fn explain(a: ExplainArgs) -> anyhow::Result<()> {
-    let cfg = a.config.load()?;
-    let rows = cfg.explain();
+    // The sections `predict` and `infer` read (the experiments' `[search]` included).
+    let cfg = crate::cmd_predict::load(&a.config)?;
+    let rows = if a.all {
+        perfcast_scenario::explain::explain_all(&cfg)
+    } else {
+        cfg.explain()
+    };
     let text = match a.format {
         Format::Json => to_json(&rows)?,
         Format::Table | Format::Csv => {
@@ -58,21 +68,43 @@ fn presets(a: PresetArgs) -> anyhow::Result<()> {
         Some(name) => {
             let text = perfcast_host::preset(&name).ok_or_else(|| {
                 anyhow::anyhow!(
-                    "unknown preset `{name}`; built-in presets: {}",
-                    perfcast_host::preset_names().join(", ")
+                    "unknown preset `{name}`; built-in presets: {}; stacks: {}",
+                    perfcast_host::preset_names().join(", "),
+                    perfcast_host::stack_names().join(", ")
                 )
             })?;
             print(text)
         }
         None => {
             let mut t = Table::new(&[("preset", false), ("group", false)]);
+            let mut stacks = Table::new(&[("stack", false), ("description", false)]);
             for (n, g) in perfcast_host::preset_groups() {
-                t.push(vec![
-                    format!("{}{n}", perfcast_host::PRESET_SCHEME),
-                    g.to_string(),
-                ]);
+                if g == perfcast_host::STACKS_GROUP {
+                    stacks.push(vec![format!("stack = \"{n}\""), stack_description(n)]);
+                } else {
+                    t.push(vec![
+                        format!("{}{n}", perfcast_host::PRESET_SCHEME),
+                        g.to_string(),
+                    ]);
+                }
             }
-            print(&t.render())
+            print(&format!("{}\n{}", t.render(), stacks.render()))
         }
     }
+}
+
+/// A stack's `software.description`, as its own file (with its base beneath) gives it.
+fn stack_description(name: &str) -> String {
+    perfcast_host::Config::load(
+        &perfcast_host::Sources::default()
+            .without_env()
+            .with_sets([format!("stack=\"{name}\"")]),
+    )
+    .ok()
+    .and_then(|c| {
+        c.extract_opt::<String>("software.description")
+            .ok()
+            .flatten()
+    })
+    .unwrap_or_default()
 }

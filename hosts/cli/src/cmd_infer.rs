@@ -26,6 +26,11 @@ pub struct Args {
 struct WithConfig<'a> {
     #[serde(flatten)]
     report: &'a InferenceReport,
+    /// What limits each phase, memory, and any suspicious hardware.
+    notes: &'a [String],
+    /// The config's published figures beside the prediction, if it has `[reference]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reference: Option<&'a crate::reference::ReferenceOut<'a>>,
     config: serde_json::Value,
 }
 
@@ -67,13 +72,42 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return print(&text);
     }
     let report = inference.evaluate(&plan).map_err(err)?;
+    let system = inference.system();
+    let warnings =
+        perfcast_scenario::plausible::hardware_warnings(&*system.compute, &system.memory);
+    let mut notes = crate::infer_report::notes(&report);
+    notes.extend(warnings.iter().cloned());
+    let published = perfcast_scenario::reference::reference(&cfg)?;
+    let reference = published.as_ref().map(|r| {
+        crate::reference::compare(r, |key| match key {
+            "ttft_ms" => Some(report.ttft.millis()),
+            "tpot_ms" => Some(report.tpot.millis()),
+            "latency_s" => Some(report.latency.0),
+            "output_tokens_per_s" => Some(report.tokens_per_s),
+            _ => None,
+        })
+    });
     let text = match a.format {
         Format::Json => to_json(&WithConfig {
             report: &report,
+            notes: &notes,
+            reference: reference.as_ref(),
             config: perfcast_scenario::reproducible_config(&cfg, inference.model())?,
         })?,
-        Format::Csv => report.to_csv(),
-        Format::Table => report.to_table(),
+        Format::Csv => {
+            let mut s = crate::infer_report::csv(&report, &warnings);
+            if let Some(r) = &reference {
+                s.push_str(&crate::reference::csv(r));
+            }
+            s
+        }
+        Format::Table => {
+            let mut s = crate::infer_report::table(&report, &notes);
+            if let Some(r) = &reference {
+                s.push_str(&crate::reference::table(r));
+            }
+            s
+        }
     };
     print(&text)?;
     if !report.memory.fits {
@@ -89,17 +123,17 @@ fn does_not_fit(inf: &Inference, plan: &InferencePlan, r: &InferenceReport) -> a
         Err(_) => "not even a batch of 1 fits: raise inference.tp or inference.pp, or narrow inference.weight_dtype / inference.kv_dtype".into(),
     };
     anyhow::anyhow!(
-        "the plan does not fit in device memory: weights {:.2} GB + KV cache {:.2} GB ({} sequences x {} tokens x {:.1} KB per token) + workspace {:.2} GB + reserve {:.2} GB = {:.2} GB per device, but {:.2} GB is usable: short by {:.2} GB; {hint}",
-        m.weights.gb(),
-        m.kv_cache.gb(),
+        "the plan does not fit in device memory: weights {:.2} GiB + KV cache {:.2} GiB ({} sequences x {} tokens x {:.1} KiB per token) + workspace {:.2} GiB + reserve {:.2} GiB = {:.2} GiB per device, but {:.2} GiB is usable: short by {:.2} GiB; {hint}",
+        m.weights.gib(),
+        m.kv_cache.gib(),
         plan.batch,
         plan.input_len as u64 + plan.output_len as u64,
-        m.kv_per_token.0 / 1e3,
-        m.workspace.gb(),
-        m.reserve.gb(),
-        m.total.gb(),
-        m.capacity.gb(),
-        m.shortfall.gb(),
+        m.kv_per_token.0 / 1024.0,
+        m.workspace.gib(),
+        m.reserve.gib(),
+        m.total.gib(),
+        m.capacity.gib(),
+        m.shortfall.gib(),
     )
 }
 
@@ -109,12 +143,16 @@ fn max_batch_table(o: &MaxBatch, format: Format) -> String {
         ("max_batch", o.max_batch.to_string(), "sequences"),
         ("input_len", o.input_len.to_string(), "tokens"),
         ("output_len", o.output_len.to_string(), "tokens"),
-        ("memory.weights", format!("{:.2}", m.weights.gb()), "GB"),
-        ("memory.kv_cache", format!("{:.2}", m.kv_cache.gb()), "GB"),
-        ("memory.workspace", format!("{:.2}", m.workspace.gb()), "GB"),
-        ("memory.reserve", format!("{:.2}", m.reserve.gb()), "GB"),
-        ("memory.total", format!("{:.2}", m.total.gb()), "GB"),
-        ("memory.capacity", format!("{:.2}", m.capacity.gb()), "GB"),
+        ("memory.weights", format!("{:.2}", m.weights.gib()), "GiB"),
+        ("memory.kv_cache", format!("{:.2}", m.kv_cache.gib()), "GiB"),
+        (
+            "memory.workspace",
+            format!("{:.2}", m.workspace.gib()),
+            "GiB",
+        ),
+        ("memory.reserve", format!("{:.2}", m.reserve.gib()), "GiB"),
+        ("memory.total", format!("{:.2}", m.total.gib()), "GiB"),
+        ("memory.capacity", format!("{:.2}", m.capacity.gib()), "GiB"),
     ];
     let mut t = Table::new(&[("metric", false), ("value", true), ("unit", false)]);
     for (k, v, u) in rows {

@@ -26,12 +26,13 @@ pub struct Args {
     pub plot: Option<PathBuf>,
 }
 
-/// Top-level sections `predict` and `infer` accept: the host's, plus `search` (the plan
-/// search's section, which experiment files share with `predict`).
+/// Top-level sections `predict` and `infer` accept: the host's, plus those of `search` and
+/// `serve` (`search`, `serving`, `slo`, `serving_search`), which experiment files share.
 pub(crate) fn load(args: &ConfigArgs) -> anyhow::Result<Config> {
     let mut sources = args.sources();
     let mut sections = SECTIONS.to_vec();
-    sections.push("search");
+    // Experiment files may carry the sections of `search` and `serve` too.
+    sections.extend(["search", "serving", "slo", "serving_search"]);
     sources.sections = sections;
     crate::common::load_config(&sources)
 }
@@ -46,6 +47,9 @@ struct Output<'a> {
     /// Every pipeline stage's device memory (the report keeps the first, second and last).
     memory_per_stage: &'a [StageMemory],
     notes: Vec<String>,
+    /// The config's published figures beside the prediction, if it has `[reference]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reference: Option<crate::reference::ReferenceOut<'a>>,
     /// The configuration that produced the report (feed it back as a `.json` config).
     config: serde_json::Value,
 }
@@ -61,6 +65,21 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .memory_per_stage(&plan)
         .map_err(|e| engine_error(&cfg, e))?;
     let model_name = training.model().name.clone();
+    let system = training.system();
+    let warnings =
+        perfcast_scenario::plausible::hardware_warnings(&*system.compute, &system.memory);
+    let published = perfcast_scenario::reference::reference(&cfg)?;
+    let reference = published.as_ref().map(|r| {
+        crate::reference::compare(r, |key| match key {
+            "iteration_time_s" => Some(report.iteration_time.0),
+            "tokens_per_s" => Some(report.tokens_per_s),
+            "tflops_per_gpu" => Some(report.tflops_per_gpu_model),
+            "tflops_per_gpu_hardware" => Some(report.tflops_per_gpu_hardware),
+            "mfu" => Some(report.mfu),
+            "hfu" => Some(report.hfu),
+            _ => None,
+        })
+    });
 
     if let Some(path) = &a.plot {
         std::fs::write(
@@ -76,11 +95,31 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             plan: &plan,
             report: &report,
             memory_per_stage: &stages,
-            notes: report.notes(),
+            notes: report.notes().into_iter().chain(warnings).collect(),
+            reference,
             config: perfcast_scenario::reproducible_config(&cfg, training.model())?,
         })?,
-        Format::Csv => csv(&plan, &report, &stages),
-        Format::Table => table(&model_name, &system_name, &plan, &report, &stages),
+        Format::Csv => {
+            let mut s = csv(&plan, &report, &stages, &warnings);
+            if let Some(r) = &reference {
+                s.push_str(&crate::reference::csv(r));
+            }
+            s
+        }
+        Format::Table => {
+            let mut s = table(
+                &model_name,
+                &system_name,
+                &plan,
+                &report,
+                &stages,
+                &warnings,
+            );
+            if let Some(r) = &reference {
+                s.push_str(&crate::reference::table(r));
+            }
+            s
+        }
     };
     print(&text)?;
     if !report.memory.fits {
@@ -119,6 +158,7 @@ fn table(
     plan: &TrainingPlan,
     r: &TrainingReport,
     stages: &[StageMemory],
+    warnings: &[String],
 ) -> String {
     let mut s = format!(
         "{model} on {system}, {} devices\n  {}\n",
@@ -126,6 +166,10 @@ fn table(
         plan_label(plan, PlanStyle::Fields)
     );
     s.push_str(&r.to_table());
+    // The report's table ends with its notes: the hardware warnings continue the list.
+    for w in warnings {
+        let _ = writeln!(s, "  - {w}");
+    }
     if stages.len() > 3 {
         let _ = writeln!(s, "Memory of every pipeline stage (GiB per device)");
         let mut headers = vec![("stage", true)];
@@ -149,7 +193,12 @@ fn table(
     s
 }
 
-fn csv(plan: &TrainingPlan, r: &TrainingReport, stages: &[StageMemory]) -> String {
+fn csv(
+    plan: &TrainingPlan,
+    r: &TrainingReport,
+    stages: &[StageMemory],
+    warnings: &[String],
+) -> String {
     let mut s = r.to_csv();
     for (k, v) in [
         ("plan.tp", plan.tp),
@@ -173,6 +222,9 @@ fn csv(plan: &TrainingPlan, r: &TrainingReport, stages: &[StageMemory]) -> Strin
                 f.unit
             );
         }
+    }
+    for w in warnings {
+        let _ = writeln!(s, "warning,{},", perfcast_output::csv_cell(w));
     }
     s
 }

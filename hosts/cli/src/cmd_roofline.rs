@@ -33,6 +33,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         );
     }
     let report = roofline::analyze(&device, &ops)?;
+    crate::common::warn_hardware(&*device.compute, &device.memory);
     if let Some(path) = &a.plot {
         std::fs::write(path, crate::plot::roofline_svg(&report))
             .with_context(|| format!("cannot write the plot to `{}`", path.display()))?;
@@ -180,6 +181,8 @@ fn run_model(a: &Args, cfg: &perfcast_host::Config) -> anyhow::Result<()> {
         })
         .collect();
     let (model, system) = (&inference.model().name, &inference.system().name);
+    let sys = inference.system();
+    crate::common::warn_hardware(&*sys.compute, &sys.memory);
     if let Some(path) = &a.plot {
         let device = cfg.device()?;
         std::fs::write(

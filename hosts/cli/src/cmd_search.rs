@@ -1,7 +1,9 @@
 //! `perfcast search CONFIG... [--set k=v]... [--top N] [--objective time|memory|cost]
 //! [--format table|json|csv] [--bench]`: the best plans for the config's model and system
 //! (the `[search]` section gives the space and constraints), the Pareto front of step time vs
-//! memory per GPU, and how many plans were enumerated, pruned and evaluated.
+//! memory per GPU, and how many plans were enumerated, pruned and evaluated. With a
+//! `[serving_search]` section it is the deployment search for serving instead
+//! (`cmd_search_serving`).
 
 use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
 use anyhow::Context as _;
@@ -26,6 +28,14 @@ pub struct Args {
     /// Run the search several times and report its speed (plans per second).
     #[arg(long)]
     pub bench: bool,
+    /// Price of one GPU-hour for the cost objective's USD column (default:
+    /// search.price_per_gpu_hour, else perfcast_search::space::DEFAULT_PRICE_PER_GPU_HOUR).
+    #[arg(long, value_name = "USD")]
+    pub price_per_gpu_hour: Option<f64>,
+    /// Stop walking after this many seconds and report the best plans found so far and what
+    /// was not visited (default: search.max_seconds, else 300, as a sweep's max_seconds).
+    #[arg(long, value_name = "SECONDS")]
+    pub max_seconds: Option<f64>,
 }
 
 /// The config's own `[plan]`, evaluated for comparison.
@@ -50,6 +60,39 @@ struct Output<'a> {
     summary: &'a perfcast_search::Summary,
     #[serde(skip_serializing_if = "Option::is_none")]
     published: Option<&'a Published>,
+    /// With the cost objective: the price used and each ranked plan's cost per step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cost: Option<Cost>,
+}
+
+/// The cost objective's figures.
+#[derive(Debug, Serialize)]
+struct Cost {
+    price_per_gpu_hour: f64,
+    /// Per ranked plan, in rank order: `(gpu_hours_per_step, usd_per_step)`.
+    per_step: Vec<CostRow>,
+}
+
+#[derive(Debug, Serialize)]
+struct CostRow {
+    rank: usize,
+    gpu_hours: f64,
+    usd: f64,
+}
+
+fn cost_of(r: &SearchResult, price: f64) -> Option<Cost> {
+    (r.summary.objective == Objective::Cost).then(|| Cost {
+        price_per_gpu_hour: price,
+        per_step: r
+            .plans
+            .iter()
+            .map(|p| CostRow {
+                rank: p.rank,
+                gpu_hours: gpu_hours(&p.report),
+                usd: gpu_hours(&p.report) * price,
+            })
+            .collect(),
+    })
 }
 
 fn one_or_none(v: &&[perfcast_search::ParetoPoint]) -> bool {
@@ -69,10 +112,14 @@ fn report_cells(r: &TrainingReport) -> Vec<String> {
     ]
 }
 
-fn load(a: &Args) -> anyhow::Result<(Config, perfcast_search::Scenario)> {
+fn load_config(a: &Args) -> anyhow::Result<Config> {
     let mut sources = a.config.sources();
     sources.sections.push(perfcast_search::config::SECTION);
-    let cfg = crate::common::load_config(&sources)?;
+    sources.sections.extend(crate::cmd_search_serving::SECTIONS);
+    crate::common::load_config(&sources)
+}
+
+fn load(a: &Args, cfg: Config) -> anyhow::Result<(Config, perfcast_search::Scenario)> {
     let mut sc = load_scenario(&cfg)?;
     if let Some(n) = a.top {
         if n == 0 {
@@ -83,13 +130,33 @@ fn load(a: &Args) -> anyhow::Result<(Config, perfcast_search::Scenario)> {
     if let Some(o) = &a.objective {
         sc.objective = Objective::parse(o).context("--objective")?;
     }
+    if let Some(p) = a.price_per_gpu_hour {
+        if !(p.is_finite() && p > 0.0) {
+            anyhow::bail!("invalid `--price-per-gpu-hour {p}`: a positive price");
+        }
+        sc.price_per_gpu_hour = p;
+    }
+    if let Some(s) = a.max_seconds {
+        if !(s.is_finite() && s > 0.0) {
+            anyhow::bail!("invalid `--max-seconds {s}`: a positive number of seconds");
+        }
+        sc.budget.max_seconds = Some(s);
+    }
     Ok((cfg, sc))
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let (_cfg, sc) = load(&a)?;
+    let cfg = load_config(&a)?;
+    // A deployment search for serving (issue 12) when the config has [serving_search].
+    if cfg.contains(perfcast_search::serving::SECTION) {
+        return crate::cmd_search_serving::run(&a, &cfg);
+    }
+    let (_cfg, sc) = load(&a, cfg)?;
     if a.bench {
         return bench(&sc);
+    }
+    if let Some(t) = sc.trainings.first() {
+        crate::common::warn_hardware(&*t.system().compute, &t.system().memory);
     }
     let r = sc.search()?;
     let published = sc.plan.as_ref().map(|p| {
@@ -135,18 +202,35 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             fastest: &r.fastest,
             summary: &r.summary,
             published: published.as_ref(),
+            cost: cost_of(&r, sc.price_per_gpu_hour),
         })?),
-        Format::Csv => print(&csv_table(&r).csv()),
-        Format::Table => print(&render(&r, published.as_ref(), sc.constraints.global_batch)),
+        Format::Csv => print(&csv_table(&r, sc.price_per_gpu_hour).csv()),
+        Format::Table => print(&render(
+            &r,
+            published.as_ref(),
+            sc.constraints.global_batch,
+            sc.price_per_gpu_hour,
+        )),
     }
 }
 
-fn plans_table(r: &SearchResult) -> Table {
-    let mut t = Table::new(&[
+/// The top plans, plans with identical results (same devices, time, memory and breakdown:
+/// they differ only in a choice that changes nothing here, such as a placement that lays
+/// this mesh out alike) collapsed into one row with their count; with the cost objective,
+/// GPU-hours and the price per step.
+fn plans_table(r: &SearchResult, price: f64) -> Table {
+    let cost = r.summary.objective == Objective::Cost;
+    let mut cols = vec![
         ("rank", true),
+        ("plans", true),
         ("devices", true),
         ("plan", false),
         ("time_s", true),
+    ];
+    if cost {
+        cols.extend([("gpu_h_step", true), ("usd_step", true)]);
+    }
+    cols.extend([
         ("mfu", true),
         ("memory_gib", true),
         ("compute_s", true),
@@ -154,20 +238,70 @@ fn plans_table(r: &SearchResult) -> Table {
         ("bubble_s", true),
         ("bottleneck", false),
     ]);
-    for p in &r.plans {
+    let mut t = Table::new(&cols);
+    let same = |a: &TrainingReport, b: &TrainingReport| {
+        let bd = |r: &TrainingReport| {
+            let b = &r.breakdown;
+            [
+                r.iteration_time.0,
+                r.memory.peak.0,
+                b.compute.total(),
+                b.tp_comm.0 + b.cp_comm.0 + b.pp_comm.0 + b.dp_comm.0 + b.zero_comm.0,
+                b.bubble.0,
+            ]
+        };
+        a.devices == b.devices && bd(a) == bd(b)
+    };
+    let mut i = 0;
+    while i < r.plans.len() {
+        let p = &r.plans[i];
+        let n = r.plans[i..]
+            .iter()
+            .take_while(|q| same(&q.report, &p.report))
+            .count();
         let mut row = vec![
-            p.rank.to_string(),
+            if n > 1 {
+                format!("{}-{}", p.rank, p.rank + n - 1)
+            } else {
+                p.rank.to_string()
+            },
+            n.to_string(),
             p.report.devices.to_string(),
             placed_plan_label(&p.plan, &p.placement),
         ];
-        row.extend(report_cells(&p.report));
+        let cells = report_cells(&p.report);
+        row.push(cells[0].clone());
+        if cost {
+            let gpu_h = gpu_hours(&p.report);
+            row.extend([num(gpu_h), num(gpu_h * price)]);
+        }
+        row.extend(cells[1..].iter().cloned());
         t.push(row);
+        i += n;
     }
     t
 }
 
+/// GPU-hours of one optimizer step: step time x devices.
+fn gpu_hours(r: &TrainingReport) -> f64 {
+    r.iteration_time.0 * r.devices as f64 / 3600.0
+}
+
+/// What the compact plan labels and the columns abbreviate.
+const LEGEND: &str = "\
+legend: tpN/ppN/dpN/cpN tensor/pipeline/data/context-parallel degrees; vN virtual pipeline
+  stages per device (interleaving); mbN micro-batch size; sp sequence parallelism; zeroN ZeRO
+  stage; none/selective/full recompute, full(N) full recompute of N layers per stage; the
+  pipeline schedule (1f1b, interleaved-1f1b, ...); the GEMM precision; tpo TP communication
+  overlapped with GEMMs; [a-b-c-d] the order of the mesh axes on the devices, innermost first,
+  when not Megatron-LM's tp-cp-pp-dp. plans: how many ranked plans share the row's results
+  (they differ only in choices that change nothing here, e.g. a placement or an overlap
+  switch); comm_s exposed communication, bubble_s pipeline bubble, per step.
+";
+
 /// The top plans with one column per plan field (for spreadsheets), full precision.
-fn csv_table(r: &SearchResult) -> Table {
+fn csv_table(r: &SearchResult, price: f64) -> Table {
+    let cost = r.summary.objective == Objective::Cost;
     let mut cols = vec![("rank", true), ("devices", true)];
     cols.extend(perfcast_search::PLAN_COLUMNS);
     cols.extend([
@@ -182,6 +316,9 @@ fn csv_table(r: &SearchResult) -> Table {
         ("bubble_s", true),
         ("bottleneck", false),
     ]);
+    if cost {
+        cols.extend([("gpu_hours_per_step", true), ("usd_per_step", true)]);
+    }
     let mut t = Table::new(&cols);
     for rp in &r.plans {
         let p = &rp.plan;
@@ -201,6 +338,10 @@ fn csv_table(r: &SearchResult) -> Table {
             b.bubble.0.to_string(),
             format!("{:?}", rep.bottleneck),
         ]);
+        if cost {
+            let h = gpu_hours(rep);
+            row.extend([h.to_string(), (h * price).to_string()]);
+        }
         t.push(row);
     }
     t
@@ -208,13 +349,18 @@ fn csv_table(r: &SearchResult) -> Table {
 
 /// The table output; `global_batch` is the searched plans' (the `[plan]` may differ: then the
 /// comparison is per sequence).
-fn render(r: &SearchResult, published: Option<&Published>, global_batch: u32) -> String {
+fn render(
+    r: &SearchResult,
+    published: Option<&Published>,
+    global_batch: u32,
+    price: f64,
+) -> String {
     let s = &r.summary;
     let mut out = format!(
         "top {} plans by {}:\n{}",
         r.plans.len(),
         s.objective.name(),
-        plans_table(r).render()
+        plans_table(r, price).render()
     );
     if let Some(p) = published {
         out.push_str(&format!(
@@ -293,6 +439,17 @@ fn render(r: &SearchResult, published: Option<&Published>, global_batch: u32) ->
             dt.render()
         ));
     }
+    if s.objective == Objective::Cost {
+        out.push_str(&format!(
+            "\ncost: gpu_h_step = step time x devices / 3600; usd_step at {} USD per GPU-hour \
+             (search.price_per_gpu_hour / --price-per-gpu-hour; default: {})\n",
+            num(price),
+            perfcast_search::space::PRICE_SOURCE
+        ));
+    }
+    out.push('\n');
+    out.push_str(LEGEND);
+    out.push_str(&walk_note(s));
     out.push_str(&format!(
         "\n{} plans enumerated, {} pruned ({} refused, {} over memory, {} by the time bound), \
          {} evaluated in {:.3} s on {} threads ({:.0} plans/s, {:.0} evaluations/s)\n",
@@ -307,6 +464,34 @@ fn render(r: &SearchResult, published: Option<&Published>, global_batch: u32) ->
         s.plans_per_s,
         s.evaluations_per_s
     ));
+    out
+}
+
+/// The size of the space as estimated before the walk and, when the time limit stopped it,
+/// what was not visited.
+fn walk_note(s: &perfcast_search::Summary) -> String {
+    let mut out = format!("\nspace: {} plans (counted before the walk)", s.estimated);
+    if s.complete {
+        out.push_str(", all visited\n");
+        return out;
+    }
+    out.push_str(&format!(
+        "; STOPPED at the time limit of {} s (--max-seconds): the plans above are the best \
+         found so far; not visited: {} plans in {} of the (tp, pp, dp, cp) tuples",
+        s.max_seconds.unwrap_or(0.0),
+        s.not_visited,
+        s.not_visited_tuple_count
+    ));
+    for t in &s.not_visited_tuples {
+        out.push_str(&format!("\n  {t}"));
+    }
+    if s.not_visited_tuple_count > s.not_visited_tuples.len() {
+        out.push_str(&format!(
+            "\n  ... and {} more",
+            s.not_visited_tuple_count - s.not_visited_tuples.len()
+        ));
+    }
+    out.push('\n');
     out
 }
 

@@ -15,7 +15,8 @@ pub struct Args {
     /// Directory for NAME.csv, NAME.svg and NAME.md (default: out/studies/NAME).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Study config to read instead of configs/studies/NAME.toml (copy one and edit it).
+    /// Study config to read instead of the built-in configs/studies/NAME.toml (copy one and
+    /// edit it; its relative paths are resolved against its own directory).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
@@ -26,7 +27,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         for s in perfcast_studies::STUDIES {
             t.push(vec![
                 s.name.to_string(),
-                format!("configs/studies/{}.toml", s.name),
+                format!("configs/studies/{}.toml (built-in)", s.name),
                 s.title.to_string(),
             ]);
         }

@@ -3,6 +3,7 @@
 //! `DIR/STUDY.csv`, with a progress bar (indicatif) on a terminal (stderr) once it runs past a
 //! second.
 
+use crate::common;
 use anyhow::Context as _;
 use perfcast_search::sweep::Sweep;
 use std::io::{IsTerminal as _, Write as _};
@@ -56,8 +57,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             let mut w = std::io::BufWriter::new(file);
             let n = sweep.run(&mut w, a.force, &mut progress)?;
             w.flush()?;
-            println!("wrote {} ({n} points)", path.display());
-            Ok(())
+            common::print(&format!("wrote {} ({n} points)\n", path.display()))
         }
         None => {
             let stdout = std::io::stdout();

@@ -23,8 +23,8 @@ const FORMATS: [(Format, &str); 2] = [
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Cases file (schema perfcast-validation/1). Default: configs/validation/cases.toml, looked
-    /// up from the current directory and each of its parents.
+    /// Cases file (schema perfcast-validation/1). Default: the built-in copy of
+    /// configs/validation/cases.toml (as it was when perfcast was built).
     #[arg(value_name = "CASES.toml")]
     pub cases: Option<PathBuf>,
     /// Only the cases of this group.

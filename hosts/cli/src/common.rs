@@ -34,6 +34,42 @@ pub struct ConfigArgs {
     /// Load a plugin shared library (in addition to the config's `[[plugins]]`).
     #[arg(long = "load", value_name = "PATH")]
     pub load: Vec<PathBuf>,
+    #[command(flatten)]
+    pub isolation: IsolationArgs,
+}
+
+/// How plugin libraries run: in perfcast's process (the default) or each in a child
+/// `perfcast plugin-host` process.
+#[derive(Debug, Clone, clap::Args)]
+pub struct IsolationArgs {
+    /// Run every plugin library in a child process (`perfcast plugin-host`): a library that
+    /// crashes, hangs or exits becomes an error naming it and the call (per library:
+    /// `isolate = true` in its `[[plugins]]` entry).
+    #[arg(long)]
+    pub isolate: bool,
+    /// Time limit of one call of an isolated library, seconds (default 10; per library:
+    /// `timeout_s`).
+    #[arg(long, value_name = "SECONDS")]
+    pub plugin_timeout: Option<f64>,
+}
+
+impl IsolationArgs {
+    /// The plugin host: this executable's `plugin-host` subcommand.
+    pub fn options(&self) -> anyhow::Result<perfcast_host::isolate::IsolateOptions> {
+        let program = std::env::current_exe().context("cannot find the perfcast executable")?;
+        let timeout = match self.plugin_timeout {
+            None => perfcast_host::isolate::DEFAULT_TIMEOUT,
+            Some(t) if t.is_finite() && t > 0.0 => std::time::Duration::from_secs_f64(t.min(1e6)),
+            Some(t) => {
+                anyhow::bail!("invalid `--plugin-timeout {t}`: a positive number of seconds")
+            }
+        };
+        Ok(perfcast_host::isolate::IsolateOptions {
+            program,
+            args: vec!["plugin-host".into()],
+            timeout,
+        })
+    }
 }
 
 fn parse_set_arg(s: &str) -> Result<String, String> {
@@ -44,13 +80,17 @@ fn parse_set_arg(s: &str) -> Result<String, String> {
 
 impl ConfigArgs {
     pub fn sources(&self) -> Sources {
-        Sources::files(self.configs.iter().cloned())
+        let mut s = Sources::files(self.configs.iter().cloned())
             .with_sets(self.sets.iter().cloned())
-            .with_libraries(self.load.iter().cloned())
+            .with_libraries(self.load.iter().cloned());
+        s.plugin_host = self.isolation.options().ok();
+        s.isolate_all = self.isolation.isolate;
+        s
     }
 
     /// Load the configuration (files < environment < --set) with its plugin libraries.
     pub fn load(&self) -> anyhow::Result<Config> {
+        self.isolation.options()?;
         load_config(&self.sources())
     }
 }
@@ -71,13 +111,33 @@ pub fn warn_ignored_env(vars: &[String], sections: &[&str]) {
     }
     WARNED.call_once(|| {
         for v in vars {
-            eprintln!(
+            eprint_line(&format!(
                 "warning: ignoring environment variable {v}: it sets no configuration key \
                  (PERFCAST_<SECTION>__<KEY>; sections: {})",
                 sections.join(", ")
-            );
+            ));
         }
     });
+}
+
+/// Write one line to stderr. A closed or broken stderr (`perfcast ... 2>&1 | true`) loses the
+/// message and nothing else: the exit code still says what happened (`eprintln!` would panic
+/// there, and the panic hook's own message would abort the process).
+pub fn eprint_line(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{text}").and_then(|_| err.flush());
+}
+
+/// One `warning:` line on stderr per suspicious property of a device (no on-chip tier, a
+/// peak or bandwidth outside the range of known devices: `perfcast_scenario::plausible`), for
+/// commands whose output has no notes to carry them.
+pub fn warn_hardware(
+    compute: &dyn perfcast_core::ComputeUnit,
+    memory: &perfcast_core::MemoryHierarchy,
+) {
+    for w in perfcast_scenario::plausible::hardware_warnings(compute, memory) {
+        eprint_line(&format!("warning: {w}"));
+    }
 }
 
 /// Write `text` to stdout; a closed pipe (`perfcast ... | head`) is not an error.
@@ -108,7 +168,7 @@ pub fn print_error(e: &anyhow::Error) {
         }
         last = c;
     }
-    eprintln!("{msg}");
+    eprint_line(&msg);
 }
 
 /// A panic is a bug: say so clearly (the process then exits with [`EXIT_INTERNAL`]).
@@ -124,7 +184,9 @@ pub fn install_panic_hook() {
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
             .unwrap_or_default();
-        eprintln!("error: internal error (a bug in perfcast, please report it): {msg}{at}");
+        eprint_line(&format!(
+            "error: internal error (a bug in perfcast, please report it): {msg}{at}"
+        ));
     }));
 }
 

@@ -10,11 +10,15 @@ mod cmd_plugins;
 mod cmd_predict;
 mod cmd_roofline;
 mod cmd_search;
+mod cmd_search_serving;
+mod cmd_serve;
 mod cmd_study;
 mod cmd_sweep;
 mod cmd_validate;
 mod common;
+mod infer_report;
 mod plot;
+mod reference;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -48,6 +52,17 @@ enum Command {
     Search(cmd_search::Args),
     /// A grid over config keys (hardware included), each point evaluated or searched.
     Sweep(cmd_sweep::Args),
+    /// Serving under load (continuous batching, paged KV cache): latency, throughput, goodput.
+    Serve(cmd_serve::Args),
+    /// Serve a plugin library on stdin/stdout for an isolated load (`--isolate`); started by
+    /// perfcast itself, not by hand.
+    PluginHost(PluginHostArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct PluginHostArgs {
+    /// The plugin library to serve.
+    path: std::path::PathBuf,
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -61,6 +76,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sweep(a) => cmd_sweep::run(a),
         Command::Predict(a) => cmd_predict::run(a),
         Command::Infer(a) => cmd_infer::run(a),
+        Command::Serve(a) => cmd_serve::run(a),
+        Command::PluginHost(a) => {
+            perfcast_host::isolate::serve(&a.path).map_err(anyhow::Error::msg)
+        }
     }
 }
 

@@ -375,12 +375,12 @@ fn bad_values_name_the_key_and_where_it_came_from() {
         (
             "param.toml",
             &[],
-            "components.a100_sxm4_80gb.fp8_tops|param.toml|unknown field|matrix_tflops",
+            "components.a100_sxm4_80gb.fp8_tops|param.toml|unknown key|matrix_tflops",
         ),
         (
             "type.toml",
             &[],
-            "components.a100_sxm4_80gb_hbm.capacity_gb|type.toml|invalid type",
+            "components.a100_sxm4_80gb_hbm.capacity_gb|type.toml|expected a number, got \"eighty\"",
         ),
         (
             "undef.toml",
@@ -434,4 +434,339 @@ fn bad_values_name_the_key_and_where_it_came_from() {
         let want: Vec<&str> = want.split('|').collect();
         fails(&perfcast_in(&d, &a, env), &want);
     }
+}
+
+/// Software stacks from the command line: listed, printed, selected by file, `--set` and
+/// `PERFCAST_STACK`, shown by `config explain`; bad names and wrong kinds exit 1.
+#[test]
+fn stacks_are_selected_listed_and_explained() {
+    let d = tmpdir();
+    let o = perfcast(&["config", "presets"]);
+    ok(&o);
+    assert!(o.stdout.contains("stack = \"megatron-lm-2021\"") && o.stdout.contains("vllm-2025"));
+    let o = perfcast(&["config", "presets", "torchtitan-compile-asynctp-2025"]);
+    ok(&o);
+    assert!(o.stdout.contains("tp_comm = \"on\""), "{}", o.stdout);
+    let cfg = write(
+        &d,
+        "train.toml",
+        "include = [\"preset:llama2-7b\", \"preset:dgx-a100\"]\n[plan]\ntp = 8\nglobal_batch = 8\nrecompute = \"full\"\n",
+    )
+    .display()
+    .to_string();
+    let explain = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut args = vec!["config", "explain", cfg.as_str()];
+        args.extend_from_slice(extra);
+        let o = perfcast_in(&d, &args, env);
+        ok(&o);
+        o.stdout
+    };
+    let out = explain(&["--set", "stack=megatron-lm-2022"], &[]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("software.recompute.selective"))
+        .unwrap();
+    assert!(line.contains("stack:megatron-lm-2022:"), "{line}");
+    let out = explain(&[], &[("PERFCAST_STACK", "meta-llama3-2024")]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("software.overlap.cp_exchange"))
+        .unwrap();
+    assert!(
+        line.contains("all_gather") && line.contains("stack:meta-llama3-2024:"),
+        "{line}"
+    );
+    let line = out.lines().find(|l| l.starts_with("stack ")).unwrap();
+    assert!(
+        line.contains("environment variable PERFCAST_STACK"),
+        "{line}"
+    );
+    // The stack changes the prediction; the user's explicit plan key wins over it.
+    let o = perfcast_in(
+        &d,
+        &[
+            "predict",
+            &cfg,
+            "--set",
+            "stack=megatron-lm-2021",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    ok(&o);
+    let legacy: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(legacy["plan"]["attention"], "plain", "{}", o.stderr);
+    let o = perfcast_in(
+        &d,
+        &[
+            "predict",
+            &cfg,
+            "--set",
+            "stack=megatron-lm-2021",
+            "--set",
+            "plan.attention=\"flash\"",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    ok(&o);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["plan"]["attention"], "flash");
+    assert!(
+        legacy["report"]["iteration_time"].as_f64() > v["report"]["iteration_time"].as_f64(),
+        "materialised attention is slower"
+    );
+    fails(
+        &perfcast_in(&d, &["predict", &cfg, "--set", "stack=vllm"], &[]),
+        &[
+            "unknown stack `vllm`",
+            "nearest: vllm-2025",
+            "--set stack=vllm",
+        ],
+    );
+    fails(
+        &perfcast_in(&d, &["predict", &cfg, "--set", "stack=vllm-2025"], &[]),
+        &["inference runtime", "training stack"],
+    );
+    // A sweep over stacks (the base config names one, so the key exists).
+    write(
+        &d,
+        "base.toml",
+        &format!("stack = \"generic\"\ninclude = [\"{cfg}\"]\n"),
+    );
+    write(
+        &d,
+        "stacks.toml",
+        "configs = [\"base.toml\"]\nmode = \"evaluate\"\n[[points]]\nstack = \"megatron-lm-2021\"\n[[points]]\nstack = \"megatron-core-2024\"\n",
+    );
+    let o = perfcast_in(&d, &["sweep", "stacks.toml"], &[]);
+    ok(&o);
+    let rows: Vec<&str> = o.stdout.lines().collect();
+    assert!(
+        rows[0].starts_with("stack,") && rows.len() == 3,
+        "{}",
+        o.stdout
+    );
+    assert!(rows[1].starts_with("megatron-lm-2021,") && rows[2].starts_with("megatron-core-2024,"));
+    write(&d, "bad-stack.toml", "[software.host]\ncuda_graph = true\n");
+    fails(
+        &perfcast_in(&d, &["predict", &cfg, "--set", "stack=bad-stack.toml"], &[]),
+        &["software.host.cuda_graph", "bad-stack.toml:2"],
+    );
+}
+
+/// Run `perfcast args` with stdout or stderr connected to a pipe whose reading end is already
+/// closed (as in `perfcast ... 2>&1 | true`): every write fails with EPIPE.
+fn with_closed(stream: &str, args: &[&str]) -> i32 {
+    with_closed_env(stream, args, &[])
+}
+
+fn with_closed_env(stream: &str, args: &[&str], env: &[(&str, &str)]) -> i32 {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut cmd = common::command(&tmpdir(), args);
+    cmd.envs(env.iter().copied());
+    match stream {
+        "stdout" => cmd.stdout(writer).stderr(std::process::Stdio::null()),
+        _ => cmd.stderr(writer).stdout(std::process::Stdio::null()),
+    };
+    cmd.status().unwrap().code().unwrap_or(-1)
+}
+
+#[test]
+fn a_closed_stdout_or_stderr_ends_quietly_with_the_documented_exit_code() {
+    // An error reported to a closed stderr still exits 1 (it used to abort: 134).
+    assert_eq!(with_closed("stderr", &["predict", "missing.toml"]), 1);
+    // A usage error, likewise 2; a successful command whose output nobody reads, 0.
+    assert_eq!(with_closed("stderr", &["predict", "--bogus"]), 2);
+    assert_eq!(with_closed("stdout", &["config", "presets"]), 0);
+    assert_eq!(with_closed("stdout", &["predict", "--help"]), 0);
+    let exp = experiment();
+    assert_eq!(with_closed("stdout", &["roofline", &exp]), 0);
+    // A warning (an ignored PERFCAST_* variable) that nobody can read does not fail a command.
+    let env = [("PERFCAST_ROOT", "/x")];
+    assert_eq!(with_closed_env("stderr", &["roofline", &exp], &env), 0);
+}
+
+#[test]
+fn unknown_names_suggest_the_nearest_and_values_say_the_rule() {
+    let exp = repo()
+        .join("configs/experiments/gpt3-175b-a100.toml")
+        .display()
+        .to_string();
+    // (arguments after `predict EXPERIMENT`, fragments of the message)
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["--set", "plan.global_bacth=4"],
+            &["plan.global_bacth", "did you mean `global_batch`?"],
+        ),
+        (&["preset:llama-3-8b"], &["did you mean `llama3-8b`?"]),
+        (
+            &["--set", "components.a100_sxm4_80gb.kind=\"gpuu\""],
+            &["did you mean `gpu`?"],
+        ),
+        (
+            &["--set", "device.compute=\"a100_sxm4_80gbb\""],
+            &["did you mean `a100_sxm4_80gb`"],
+        ),
+        (&["--set", "modle.x=1"], &["did you mean `model`?"]),
+        (
+            &["--set", "components.a100_sxm4_80gb.sm_cont=3"],
+            &["unknown key `sm_cont`; did you mean `sm_count`?"],
+        ),
+        (
+            &["--set", "plan.recompute=\"ful\""],
+            &["did you mean `full`?"],
+        ),
+        (
+            &["--set", "plan.precision=\"bf61\""],
+            &["unknown value `bf61`; did you mean `bf16`?"],
+        ),
+        (
+            &["--set", "plan.tp=-4"],
+            &["`plan.tp`", "expected a non-negative integer, got -4"],
+        ),
+        (&["--set", "plan.sp=3"], &["expected true or false, got 3"]),
+        (
+            &["--set", "components.a100_sxm4_80gb.sm_count=\"many\""],
+            &["expected a non-negative integer, got \"many\""],
+        ),
+    ];
+    for (extra, want) in cases {
+        let mut args = vec!["predict", exp.as_str()];
+        args.extend_from_slice(extra);
+        let o = perfcast(&args);
+        fails(&o, want);
+        for serde in [
+            "signed int",
+            "expected u32",
+            "unknown field",
+            "unknown variant",
+        ] {
+            assert!(
+                !o.stderr.contains(serde),
+                "{args:?}: serde wording:\n{}",
+                o.stderr
+            );
+        }
+    }
+    fails(
+        &perfcast(&["study", "memory-vs-recomput"]),
+        &["did you mean `memory-vs-recompute`?"],
+    );
+}
+
+/// A new directory outside the repository (the tests' own temporary directories are inside
+/// its `target/`, where a search of the parents would find `configs/`).
+fn outside_repo(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("perfcast-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn studies_and_validation_cases_are_built_in_and_name_no_build_path() {
+    let d = outside_repo("portable");
+    let root = repo().display().to_string();
+    for study in ["matmul-boundedness", "memory-vs-recompute"] {
+        let o = perfcast_in(&d, &["study", study, "--out", "out"], &[]);
+        ok(&o);
+        let md = std::fs::read_to_string(d.join(format!("out/{study}.md"))).unwrap();
+        assert!(md.contains("(built-in)"), "{md}");
+        for text in [&md, &o.stdout] {
+            assert!(
+                !text.contains(&root) && !text.contains("../"),
+                "a build path in:\n{text}"
+            );
+        }
+    }
+    let o = perfcast_in(
+        &d,
+        &[
+            "validate",
+            "--group",
+            "korthikanti2022-abstract",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    ok(&o);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["cases"].as_array().unwrap().len(), 2);
+    // A named file overrides the built-in copy, relative to the working directory.
+    std::fs::copy(
+        repo().join("configs/validation/cases.toml"),
+        d.join("mine.toml"),
+    )
+    .unwrap();
+    let o = perfcast_in(&d, &["validate", "mine.toml", "--group", "x"], &[]);
+    fails(&o, &["mine.toml", "no case of group `x`"]);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn plugin_parameters_are_described_and_defaults_explained() {
+    let o = perfcast(&["plugins", "--describe", "nvlink"]);
+    ok(&o);
+    for w in [
+        "bandwidth_gbs_bidir",
+        "required",
+        "latency_us",
+        "1.0",
+        "us",
+        "nccl-tests",
+    ] {
+        assert!(o.stdout.contains(w), "{w}:\n{}", o.stdout);
+    }
+    let o = perfcast(&["plugins", "--describe", "gpu", "--format", "json"]);
+    ok(&o);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let eff = v[0]["params"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "matmul_efficiency")
+        .unwrap();
+    assert_eq!(eff["default"], "0.8");
+    assert_eq!(eff["range"], "(0, 1]");
+    let o = perfcast(&["plugins", "--describe", "gpu", "--format", "csv"]);
+    ok(&o);
+    assert!(o
+        .stdout
+        .starts_with("category,kind,parameter,type,unit,default,allowed,meaning,source\n"));
+    fails(
+        &perfcast(&["plugins", "--describe", "hbn"]),
+        &["no plugin kind `hbn`", "did you mean `hbm`?"],
+    );
+    let o = perfcast(&["plugins", "--reference"]);
+    ok(&o);
+    assert_eq!(
+        o.stdout,
+        std::fs::read_to_string(repo().join("docs/reference.md")).unwrap()
+    );
+    // Every value in force: the experiment's own, then the defaults with their origin.
+    let exp = repo().join("configs/experiments/gpt3-175b-a100.toml");
+    let o = perfcast(&["config", "explain", exp.to_str().unwrap(), "--all"]);
+    ok(&o);
+    let line = |key: &str| {
+        o.stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(key))
+            .unwrap_or_else(|| panic!("{key} missing:\n{}", o.stdout))
+            .to_string()
+    };
+    assert!(line("components.a100_sxm4_80gb_nvlink.latency_us")
+        .contains("default of interconnect `nvlink`"));
+    assert!(line("components.a100_sxm4_80gb.launch_overhead_us").contains("3.0"));
+    assert!(line("options.strategy_params.tensor.overlap_efficiency").contains("1.0"));
+    assert!(line("plan.vpp").contains("built-in default (TrainingPlan)"));
+    assert!(line("plan.tp").contains("gpt3-175b-a100.toml:22"));
+    // Without --all only what the configuration sets.
+    let o = perfcast(&["config", "explain", exp.to_str().unwrap()]);
+    ok(&o);
+    assert!(!o.stdout.contains("plan.vpp") && o.stdout.contains("plan.tp"));
 }

@@ -19,6 +19,8 @@ struct Libs {
     c: PathBuf,
     /// A Rust plugin built for a future, incompatible ABI major.
     abi_v2: PathBuf,
+    /// The example topology plugin.
+    dragonfly_plus: PathBuf,
 }
 
 /// Build both plugins once per test process (cargo's incremental build makes re-runs quick).
@@ -26,13 +28,14 @@ fn libs() -> &'static Libs {
     static L: OnceLock<Libs> = OnceLock::new();
     L.get_or_init(|| {
         let dir = common::tmpdir("perfcast-cli-plugins");
-        let rust = build_rust(&["acme-npu", "abi-v2-fixture"], &dir);
+        let rust = build_rust(&["acme-npu", "abi-v2-fixture", "dragonfly-plus"], &dir);
         let c = c_vendor(&dir);
         Libs {
             dir,
             acme: rust[0].clone(),
             c,
             abi_v2: rust[1].clone(),
+            dragonfly_plus: rust[2].clone(),
         }
     })
 }
@@ -166,12 +169,12 @@ fn plugins_lists_library_components_with_origin_and_abi() {
     let npu = row("acme/npu9");
     assert_eq!(npu["category"], "compute_unit");
     assert_eq!(npu["origin"], l.acme.display().to_string());
-    assert_eq!(npu["abi"], "rust-abi_stable 1.0");
+    assert_eq!(npu["abi"], "rust-abi_stable 1.1");
     let dsp = row("cvendor/dsp1");
     assert_eq!(dsp["origin"], l.c.display().to_string());
     assert_eq!(
         (dsp["abi"].as_str(), dsp["version"].as_str()),
-        (Some("c 1.1"), Some("1.2.0"))
+        (Some("c 1.2"), Some("1.2.0"))
     );
     assert_eq!(row("acme/xlink")["category"], "interconnect");
     assert_eq!(row("gpu")["abi"], "-");
@@ -402,4 +405,269 @@ fn a_plugin_for_another_abi_is_a_short_error() {
         assert!(o.stderr.contains("2.0"), "{}", o.stderr);
         assert!(o.stderr.lines().count() <= 4, "not short:\n{}", o.stderr);
     }
+}
+
+/// The example topology plugin: `predict` on the example config with `--load` (the topology
+/// changes the communication, not the compute), listed by `plugins`; without the library the
+/// config's kind is an error naming it.
+#[test]
+fn predict_over_the_example_topology_plugin() {
+    let l = libs();
+    let lib = l.dragonfly_plus.to_str().unwrap();
+    let cfg = "plugins/examples/dragonfly-plus/gpt3-175b-dragonfly-plus.toml";
+    let with = json(&["predict", cfg, "--load", lib, "--format", "json"]);
+    let base = json(&[
+        "predict",
+        "configs/experiments/gpt3-175b-a100.toml",
+        "--format",
+        "json",
+    ]);
+    let t = |v: &Value| v["report"]["iteration_time"].as_f64().unwrap();
+    assert!(t(&with) > 0.0 && t(&with).is_finite());
+    assert_ne!(t(&with), t(&base));
+    let list = perfcast(&["plugins", "--load", lib]);
+    assert!(
+        list.stdout.contains("example/dragonfly-plus"),
+        "{}",
+        list.stdout
+    );
+    let without = perfcast(&["predict", cfg]);
+    assert_eq!(without.code, 1);
+    assert!(
+        without.stderr.contains("example/dragonfly-plus") && without.stderr.contains("topology"),
+        "{}",
+        without.stderr
+    );
+}
+
+#[test]
+fn load_takes_a_bare_file_name_in_the_working_directory() {
+    // `--load libacme_npu.so` (no `/`) is the file in the working directory, not a name for
+    // dlopen's search path.
+    // (A copy under a name of its own: cargo's LD_LIBRARY_PATH holds the original's directory.)
+    let l = libs();
+    let dir = common::tmpdir("perfcast-cli-bare-load");
+    std::fs::copy(&l.acme, dir.join("libacme_bare.so")).unwrap();
+    let mut cmd = common::command(&dir, &["plugins", "--load", "libacme_bare.so"]);
+    let o = common::output(cmd.env_remove("LD_LIBRARY_PATH"));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("acme/npu9"), "{}", o.stdout);
+}
+
+#[test]
+fn libraries_declare_their_parameters_through_both_abis() {
+    let l = libs();
+    let (acme, c) = (l.acme.to_str().unwrap(), l.c.to_str().unwrap());
+    let v = json(&[
+        "plugins",
+        "--load",
+        acme,
+        "--describe",
+        "acme/npu9",
+        "--format",
+        "json",
+    ]);
+    let params = v[0]["params"].as_array().unwrap();
+    let launch = params.iter().find(|p| p["name"] == "launch_us").unwrap();
+    assert_eq!(launch["default"], "3.0");
+    assert_eq!(launch["unit"], "us");
+    let v = json(&[
+        "plugins",
+        "--load",
+        c,
+        "--describe",
+        "cvendor/dsp1",
+        "--format",
+        "json",
+    ]);
+    let names: Vec<&str> = v[0]["params"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"mac_efficiency") && names.len() == 8,
+        "{names:?}"
+    );
+    // A component that declares nothing is shown as such.
+    let o = perfcast(&["plugins", "--load", c, "--describe", "cvendor/lpddr"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("parameters not declared"), "{}", o.stdout);
+    // config explain --all fills a library component's defaults from its declaration.
+    let o = perfcast(&[
+        "config",
+        "explain",
+        "configs/examples/acme-npu.toml",
+        "--load",
+        acme,
+        "--all",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let line = o
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("components.npu9.nan_in_op_time"))
+        .unwrap_or_else(|| panic!("{}", o.stdout));
+    assert!(
+        line.contains("false") && line.contains("default of compute_unit `acme/npu9`"),
+        "{line}"
+    );
+}
+
+/// A C plugin whose compute unit's `efficiency` does `misbehave` first (built by the test).
+fn crashing_plugin(dir: &std::path::Path, name: &str, misbehave: &str) -> PathBuf {
+    let body = format!(
+        r#"
+#include <stdio.h>
+#include <stdlib.h>
+static int create(const char *json, void **out, char *err, size_t cap) {{
+    (void)json; (void)err; (void)cap; *out = (void *)1; return PERFCAST_OK;
+}}
+static int32_t peak(const void *self, uint32_t engine, uint32_t dtype, double *out, char *err,
+                    size_t cap) {{
+    (void)self; (void)engine; (void)dtype; (void)err; (void)cap; *out = 1e14; return PERFCAST_OK;
+}}
+static int32_t efficiency(const void *self, const perfcast_op *op, double *out, char *err,
+                          size_t cap) {{
+    (void)self; (void)op; (void)err; (void)cap;
+    {misbehave}
+    *out = 0.5; return PERFCAST_OK;
+}}
+static const perfcast_compute_unit_vtable vt = {{
+    .struct_size = sizeof(perfcast_compute_unit_vtable), .peak = peak, .efficiency = efficiency,
+}};
+static const perfcast_component comp = {{
+    .struct_size = sizeof(perfcast_component), .category = PERFCAST_CATEGORY_COMPUTE_UNIT,
+    .name = "crash/dev", .description = "misbehaves in efficiency", .create = create,
+    .vtable = &vt,
+}};
+static const perfcast_component *const comps[] = {{&comp}};
+static const perfcast_plugin plugin = {{
+    .struct_size = sizeof(perfcast_plugin), .abi_major = PERFCAST_PLUGIN_ABI_MAJOR,
+    .abi_minor = PERFCAST_PLUGIN_ABI_MINOR, .n_components = 1, .name = "crash",
+    .version = "0.0.1", .components = comps,
+}};
+const perfcast_plugin *perfcast_plugin_entry_v1(void) {{ return &plugin; }}
+"#
+    );
+    perfcast_testkit::plugins::cc_plugin_source(dir, name, &body)
+}
+
+const CRASH_CONFIG: &str = r#"
+[components.dev]
+kind = "crash/dev"
+[components.mem]
+kind = "hbm"
+capacity_gb = 80.0
+bandwidth_tbs = 2.0
+[device]
+compute = "dev"
+memory = ["mem"]
+[[ops]]
+name = "g"
+op = "gemm"
+m = 1024
+n = 1024
+k = 1024
+dtype = "bf16"
+"#;
+
+#[test]
+fn an_isolated_plugin_that_crashes_hangs_exits_or_babbles_is_a_one_line_error() {
+    let dir = common::tmpdir("perfcast-cli-isolate");
+    let cfg = dir.join("crash.toml");
+    std::fs::write(&cfg, CRASH_CONFIG).unwrap();
+    let cfg = cfg.to_str().unwrap().to_string();
+    let cases: &[(&str, &str, &str)] = &[
+        ("segv", "*(volatile int *)0 = 1;", "SIGSEGV"),
+        ("exits", "exit(3);", "exited with status 3"),
+        (
+            "babbles",
+            "printf(\"hello from the plugin\\n\"); fflush(stdout);",
+            "garbage",
+        ),
+        (
+            "hangs",
+            "volatile int spin = 1; while (spin) {}",
+            "did not answer `op_time` within 0.5 s",
+        ),
+    ];
+    for (name, misbehave, want) in cases {
+        let lib = crashing_plugin(&dir, name, misbehave);
+        let lib = lib.to_str().unwrap();
+        let o = perfcast(&[
+            "roofline",
+            &cfg,
+            "--load",
+            lib,
+            "--isolate",
+            "--plugin-timeout",
+            "0.5",
+        ]);
+        assert_eq!(o.code, 1, "{name}: {}", o.stderr);
+        let first = o
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("error:"))
+            .unwrap_or_default();
+        assert!(
+            first.contains(want) && first.contains(lib) && first.contains("op_time"),
+            "{name}: {}",
+            o.stderr
+        );
+        assert_eq!(
+            o.stderr.lines().filter(|l| l.starts_with("error:")).count(),
+            1
+        );
+    }
+    // Without isolation the segfault takes perfcast down (what --isolate is for).
+    let lib = crashing_plugin(&dir, "segv2", "*(volatile int *)0 = 1;");
+    let o = common::output(&mut common::command(
+        &repo(),
+        &["roofline", &cfg, "--load", lib.to_str().unwrap()],
+    ));
+    assert!(o.code != 0 && o.code != 1, "{}", o.code);
+}
+
+#[test]
+fn an_isolated_library_gives_the_in_process_numbers() {
+    let l = libs();
+    let acme = l.acme.to_str().unwrap();
+    let cfg = "configs/examples/acme-npu.toml";
+    let a = perfcast(&["roofline", cfg, "--load", acme, "--format", "csv"]);
+    let b = perfcast(&[
+        "roofline",
+        cfg,
+        "--load",
+        acme,
+        "--isolate",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(a.code, 0, "{}", a.stderr);
+    assert_eq!(b.code, 0, "{}", b.stderr);
+    assert_eq!(a.stdout, b.stdout);
+    let v = json(&["plugins", "--load", acme, "--isolate", "--format", "json"]);
+    let npu = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "acme/npu9")
+        .unwrap();
+    assert_eq!(npu["abi"], "rust-abi_stable 1.0, isolated");
+    // A config entry asks for isolation itself.
+    let dir = common::tmpdir("perfcast-cli-isolate-cfg");
+    let c = dir.join("iso.toml");
+    std::fs::write(
+        &c,
+        format!(
+            "include = [\"{}\"]\n[[plugins]]\npath = \"{acme}\"\nisolate = true\ntimeout_s = 5\n",
+            repo().join(cfg).display()
+        ),
+    )
+    .unwrap();
+    let o = perfcast(&["roofline", c.to_str().unwrap(), "--format", "csv"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.stdout, a.stdout);
 }

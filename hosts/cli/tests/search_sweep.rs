@@ -252,7 +252,7 @@ fn sweep_bad_input() {
         ),
         (
             "[grid]\n\"search.memory_headroom\" = [0.0, 0.99]\n",
-            &["empty plan space", "point 2", "no plan fits in memory"],
+            &["empty plan space", "point 2", "fit in memory"],
         ),
         ("[grid]\n\"system.devices\" = []\n", &["non-empty array"]),
         (
@@ -277,4 +277,118 @@ fn sweep_bad_input() {
     assert_eq!(run(&["sweep", &f]).code, 1);
     let o = run(&["sweep", &f, "--force"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
+}
+
+#[test]
+fn search_is_bounded_estimated_and_refuses_a_hopeless_space_at_once() {
+    let s = scenario();
+    // The 65,536-layer model: refused before the walk, with the figures.
+    let start = std::time::Instant::now();
+    let o = run(&["search", &s, "--set", "model.layers=65536"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("no plan can fit in memory") && o.stderr.contains("1729.16 GiB"),
+        "{}",
+        o.stderr
+    );
+    assert!(start.elapsed().as_secs_f64() < 5.0);
+    // The estimate is in the summary; a walk stopped by the limit says what it left.
+    let mut args = vec!["search", s.as_str(), "--format", "json"];
+    args.extend(SMALL);
+    let o = run(&args);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let sum = &v["summary"];
+    assert_eq!(sum["complete"], true);
+    assert!(sum["estimated"].as_u64().unwrap() >= sum["enumerated"].as_u64().unwrap());
+    assert_eq!(sum["max_seconds"], 300.0);
+    let o = run(&["search", &s, "--max-seconds", "0.000001"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("--max-seconds") && o.stderr.contains("not visited"),
+        "{}",
+        o.stderr
+    );
+    let o = run(&["search", &s, "--max-seconds=-3"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let o = run(&["search", &s, "--set", "search.max_seconds=0"]);
+    assert!(o.stderr.contains("search.max_seconds"), "{}", o.stderr);
+}
+
+#[test]
+fn search_table_collapses_alike_plans_explains_its_abbreviations_and_prices_the_cost() {
+    let s = scenario();
+    let mut args = vec!["search", s.as_str()];
+    args.extend(SMALL);
+    let o = run(&args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let top: Vec<&str> = o
+        .stdout
+        .lines()
+        .skip(3)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    // Each row's results differ from the next row's: alike plans share one row, counted.
+    let results = |l: &str| l.split_whitespace().skip(3).collect::<Vec<_>>().join(" ");
+    for w in top.windows(2) {
+        assert_ne!(
+            results(w[0]),
+            results(w[1]),
+            "alike rows not collapsed:\n{}",
+            o.stdout
+        );
+    }
+    let counted: usize = top
+        .iter()
+        .map(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .unwrap()
+                .parse::<usize>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(counted, 10, "{}", o.stdout);
+    for w in [
+        "legend:",
+        "tpo TP communication",
+        "full(N)",
+        "vN virtual pipeline",
+    ] {
+        assert!(o.stdout.contains(w), "{w}:\n{}", o.stdout);
+    }
+    // The cost objective shows GPU-hours and the price per step, at a configurable price.
+    let mut args = vec![
+        "search",
+        s.as_str(),
+        "--objective",
+        "cost",
+        "--price-per-gpu-hour",
+        "2",
+    ];
+    args.extend(SMALL);
+    let o = run(&args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("gpu_h_step") && o.stdout.contains("usd_step"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains("at 2.000 USD per GPU-hour"),
+        "{}",
+        o.stdout
+    );
+    args.extend(["--format", "json"]);
+    let v: Value = serde_json::from_str(&run(&args).stdout).unwrap();
+    let c = &v["cost"]["per_step"][0];
+    let p = &v["plans"][0]["report"];
+    let h = p["iteration_time"].as_f64().unwrap() * p["devices"].as_f64().unwrap() / 3600.0;
+    assert!((c["gpu_hours"].as_f64().unwrap() - h).abs() < 1e-9 * h);
+    assert!((c["usd"].as_f64().unwrap() - 2.0 * h).abs() < 1e-9 * h);
+    let o = run(&["search", &s, "--set", "search.price_per_gpu_hour=-1"]);
+    assert!(
+        o.stderr.contains("search.price_per_gpu_hour"),
+        "{}",
+        o.stderr
+    );
 }

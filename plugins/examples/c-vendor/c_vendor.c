@@ -483,6 +483,34 @@ static const perfcast_interconnect_vtable ring_vtable = {
 
 static void destroy(void *self) { free(self); }
 
+#if PERFCAST_PLUGIN_ABI_MINOR >= 2
+/* The parameters of cvendor/dsp1 (C ABI 1.2), as `perfcast plugins --describe cvendor/dsp1`
+ * shows them. lpddr and ring declare none: the host shows them as "not declared". */
+#define PARAM(n, t, u, k, d, r, doc, src)                                                      \
+    static const perfcast_param n = {sizeof(perfcast_param), t, k, 0, #n, u, d, r, doc, src}
+PARAM(bf16_tflops, PERFCAST_PARAM_FLOAT, "TFLOP/s", PERFCAST_DEFAULT_REQUIRED, "", "> 0",
+      "dense bf16 throughput of the MAC array", "cvendor DSP1 datasheet (fictional)");
+PARAM(int8_tops, PERFCAST_PARAM_FLOAT, "TOPS", PERFCAST_DEFAULT_DERIVED, "no int8 path", "> 0",
+      "dense int8 throughput (left out: the device has no int8 path)",
+      "cvendor DSP1 datasheet (fictional)");
+PARAM(vector_gflops, PERFCAST_PARAM_FLOAT, "GFLOP/s", PERFCAST_DEFAULT_REQUIRED, "", "> 0",
+      "vector-unit throughput", "cvendor DSP1 datasheet (fictional)");
+PARAM(mac_efficiency, PERFCAST_PARAM_FLOAT, "", PERFCAST_DEFAULT_VALUE, "0.85", "(0, 1]",
+      "fraction of the MAC peak a GEMM reaches", "modelling default (fictional)");
+PARAM(launch_us, PERFCAST_PARAM_FLOAT, "us", PERFCAST_DEFAULT_VALUE, "5.0", ">= 0",
+      "fixed cost per kernel launch", "modelling default (fictional)");
+PARAM(tile, PERFCAST_PARAM_FLOAT, "elements", PERFCAST_DEFAULT_VALUE, "64.0", ">= 1",
+      "output-tile edge kept on chip", "modelling default (fictional)");
+PARAM(fail_in_op_time, PERFCAST_PARAM_FLOAT, "", PERFCAST_DEFAULT_VALUE, "0.0", "0 or 1",
+      "test switch: fail inside op_time", "-");
+PARAM(nan_efficiency, PERFCAST_PARAM_FLOAT, "", PERFCAST_DEFAULT_VALUE, "0.0", "0 or 1",
+      "test switch: return a non-finite efficiency", "-");
+static const perfcast_param *const dsp1_params[] = {
+    &bf16_tflops, &int8_tops, &vector_gflops, &mac_efficiency,
+    &launch_us, &tile, &fail_in_op_time, &nan_efficiency,
+};
+#endif
+
 static const perfcast_component dsp1_component = {
     .struct_size = sizeof(perfcast_component),
     .category = PERFCAST_CATEGORY_COMPUTE_UNIT,
@@ -491,6 +519,10 @@ static const perfcast_component dsp1_component = {
     .create = dsp1_create,
     .destroy = destroy,
     .vtable = &dsp1_vtable,
+#if PERFCAST_PLUGIN_ABI_MINOR >= 2
+    .n_params = sizeof dsp1_params / sizeof dsp1_params[0],
+    .params = dsp1_params,
+#endif
 };
 
 static const perfcast_component lpddr_component = {

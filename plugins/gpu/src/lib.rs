@@ -40,7 +40,9 @@ pub use power::PowerParams;
 use perfcast_core::op::{AttentionKind, ComputeOp, GemmScaling};
 use perfcast_core::params::{self, fraction, non_negative, positive};
 use perfcast_core::registry::Component;
-use perfcast_core::{ComputeUnit, DType, Engine, FlopRate, PluginError, Seconds};
+use perfcast_core::{
+    ComputeUnit, DType, Engine, FlopRate, ParamSpec, ParamType, PluginError, Seconds,
+};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -369,11 +371,61 @@ fn build(params: &serde_json::Value) -> Result<Component, PluginError> {
     Ok(Component::ComputeUnit(Arc::new(Gpu::new(p)?)))
 }
 
+/// The parameters of `kind = "gpu"` (`perfcast plugins --describe gpu`), defaults and sources
+/// as in [`GpuParams`]'s default functions.
+pub static PARAMS: &[ParamSpec] = &[
+    ParamSpec::with_default("name", ParamType::String, "", "\"\"", "", "device name for reports", "-"),
+    ParamSpec::required(
+        "matrix_tflops",
+        ParamType::Table,
+        "TFLOP/s (TOPS for integers)",
+        "a dtype -> > 0 table, at least one entry",
+        "dense matrix-engine (tensor core) peak per dtype, no sparsity",
+        "the device's datasheet (configs/hardware cites each)",
+    ),
+    ParamSpec::required(
+        "vector_tflops",
+        ParamType::Table,
+        "TFLOP/s",
+        "a dtype -> > 0 table with an `fp32` entry",
+        "vector-engine (SIMT) peak per dtype; fp32 is the fallback for other dtypes",
+        "the device's datasheet",
+    ),
+    ParamSpec::required("sm_count", ParamType::Integer, "", ">= 1", "streaming multiprocessors (for wave quantisation)", "the device's datasheet"),
+    ParamSpec::with_default("clock_ghz", ParamType::Float, "GHz", "0.0", ">= 0", "boost clock (informational: the peaks already include it)", "the device's datasheet"),
+    ParamSpec::with_default(
+        "matmul_efficiency",
+        ParamType::Float,
+        "",
+        "0.8",
+        "(0, 1]",
+        "fraction of the matrix peak large, well-shaped GEMMs reach",
+        "NVIDIA Deep Learning Performance Guide, Matrix Multiplication Background: ~250 of 312 TFLOP/s at 8192^3 on A100",
+    ),
+    ParamSpec::with_default("vector_efficiency", ParamType::Float, "", "0.8", "(0, 1]", "fraction of the vector peak reached by vector ops", "modelling default (vector ops are memory-bound on every preset)"),
+    ParamSpec::with_default("tile_m", ParamType::Integer, "elements", "128", ">= 1", "GEMM output-tile rows one SM computes at a time", "CUTLASS default sm80 threadblock tile 128x128"),
+    ParamSpec::with_default("tile_n", ParamType::Integer, "elements", "128", ">= 1", "GEMM output-tile columns one SM computes at a time", "CUTLASS default sm80 threadblock tile 128x128"),
+    ParamSpec::with_default("min_tile_m", ParamType::Integer, "elements", "16", "[1, tile_m]", "smallest row tile kernels use for GEMMs with few rows", "Ampere mma.sync.m16n8k16, PTX ISA 9.7.13 (64 for Hopper wgmma)"),
+    ParamSpec::with_default("k_half", ParamType::Float, "elements", "64.0", ">= 0", "reduction depth at which GEMM efficiency halves", "fitted on Korthikanti et al. 2022, Table 4 per-layer times (A100)"),
+    ParamSpec::with_default("launch_overhead_us", ParamType::Float, "us", "3.0", ">= 0", "fixed cost per kernel launch", "NVIDIA blog Getting Started with CUDA Graphs (2019): ~2-4 us per short kernel"),
+    ParamSpec::with_default("matmul_efficiency_by_dtype", ParamType::Table, "", "{}", "a dtype -> (0, 1] table", "matmul_efficiency per matrix dtype where it differs (e.g. fp8); other dtypes use matmul_efficiency", "fitted per die on configs/validation/kernels.toml"),
+    ParamSpec::with_default("matmul_scaling_efficiency", ParamType::Table, "", "{}", "an operand scaling -> (0, 1] table (tensor, row, block, ...)", "efficiency of 8- and 4-bit GEMMs per operand scaling relative to one scale per tensor (empty: 1, scales applied in hardware)", "fitted per die on configs/validation/kernels.toml (Hopper block scaling rescales every 128 of K)"),
+        ParamSpec::with_default("tile_n_choices", ParamType::List, "elements", "[]", "widths >= 1", "column-tile widths the GEMM libraries choose from per problem (empty: tile_n alone)", "CUTLASS/cuBLAS kernel families"),
+    ParamSpec::with_default("tile_n_half", ParamType::Float, "elements", "0.0", ">= 0", "width at which a narrow column tile's operand reuse halves its efficiency (0: no cost)", "fitted on configs/validation/kernels.toml"),
+    ParamSpec::derived("l2_tile", ParamType::Integer, "elements", "max(tile_m, tile_n)", ">= 1", "edge of the square output tile whose operand reuse sets a GEMM's L2 traffic (e.g. 341 for 2x1 clusters of 256x256 two-SM tiles)", "NVIDIA Hopper/Blackwell TMA multicast in clusters"),
+    ParamSpec::with_default("attention", ParamType::Table, "", "{}", "tables per kernel family: flash, flash3, cudnn", "flash-attention efficiency per kernel family (forward, backward, head_dim_half, kv_overhead, q_tile, ...)", "fitted per die on configs/validation/kernels.toml"),
+    ParamSpec::with_default("sustained_clock_ratio", ParamType::Float, "", "1.0", "(0, 1]", "clock held under continuous whole-device load relative to the kernel measurements' clock", "fitted per die on end-to-end runs (configs/validation/CALIBRATION.md)"),
+    ParamSpec::derived("rated_power_w", ParamType::Float, "W", "none: no power model", "> 0", "the power the peaks and efficiencies hold at (the TDP)", "the device's datasheet"),
+    ParamSpec::derived("power_limit_w", ParamType::Float, "W", "the rated power", "> 0", "the power limit the device runs under", "the system's configuration"),
+    ParamSpec::derived("static_power_fraction", ParamType::Float, "", "0.15 (power::DEFAULT_STATIC_FRACTION)", "[0, 1)", "the clock-independent part of the rated power", "modelling default (ASSUMPTION): a 700 W H100 capped at 500 W runs ~13% slower, within the reported 10-15%"),
+];
+
 perfcast_core::builtin!(
     ComputeUnit,
     "gpu",
     "GPU: matrix and vector engines, peak per dtype, GEMM wave/tile efficiency, launch overhead",
-    build
+    build,
+    params = PARAMS
 );
 
 // `register(&mut Registry)`: this crate's built-ins, composed by `perfcast-builtins`.

@@ -11,7 +11,9 @@
 
 use perfcast_core::params::{self, fraction, non_negative, positive};
 use perfcast_core::registry::Component;
-use perfcast_core::{Bandwidth, Bytes, MemoryTier, PluginError, Seconds, TierLevel};
+use perfcast_core::{
+    Bandwidth, Bytes, MemoryTier, ParamSpec, ParamType, PluginError, Seconds, TierLevel,
+};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -163,29 +165,123 @@ fn build_sram(v: &serde_json::Value) -> Result<Component, PluginError> {
     })))
 }
 
+const EFFICIENCY_SOURCE: &str =
+    "STREAM-like copies reach ~85-92% of the datasheet peak on A100/H100 \
+     (Jia et al. 2021; Luo et al. 2024)";
+
+/// The parameters of `hbm`, `dram` and `host-dram` (defaults: [`default_dram_efficiency`],
+/// [`default_dram_latency_ns`]).
+pub static DRAM_PARAMS: &[ParamSpec] = &[
+    ParamSpec::required(
+        "capacity_gb",
+        ParamType::Float,
+        "GB",
+        "> 0",
+        "capacity, decimal GB as vendors quote it",
+        "the device's datasheet",
+    ),
+    ParamSpec::required(
+        "bandwidth_tbs",
+        ParamType::Float,
+        "TB/s",
+        "> 0",
+        "peak bandwidth, decimal TB/s",
+        "the device's datasheet",
+    ),
+    ParamSpec::with_default(
+        "efficiency",
+        ParamType::Float,
+        "",
+        "0.9",
+        "(0, 1]",
+        "achievable fraction of the peak for streaming kernels",
+        EFFICIENCY_SOURCE,
+    ),
+    ParamSpec::with_default(
+        "latency_ns",
+        ParamType::Float,
+        "ns",
+        "500.0",
+        ">= 0",
+        "access latency, added once per op bound by this tier",
+        "Jia et al. 2021 measure ~400-600 ns GPU DRAM load latency",
+    ),
+    ParamSpec::with_default(
+        "technology",
+        ParamType::String,
+        "",
+        "\"\"",
+        "",
+        "technology label for reports (HBM3, GDDR7, LPDDR5X...)",
+        "-",
+    ),
+];
+
+/// The parameters of `sram` (default efficiency: [`default_sram_efficiency`]).
+pub static SRAM_PARAMS: &[ParamSpec] = &[
+    ParamSpec::required(
+        "capacity_mb",
+        ParamType::Float,
+        "MB",
+        "> 0",
+        "capacity, decimal MB as quoted",
+        "the device's datasheet or whitepaper",
+    ),
+    ParamSpec::required(
+        "bandwidth_tbs",
+        ParamType::Float,
+        "TB/s",
+        "> 0",
+        "aggregate bandwidth",
+        "the device's whitepaper or a microbenchmark",
+    ),
+    ParamSpec::with_default(
+        "efficiency",
+        ParamType::Float,
+        "",
+        "0.8",
+        "(0, 1]",
+        "achievable fraction of the peak",
+        "modelling default",
+    ),
+    ParamSpec::with_default(
+        "latency_ns",
+        ParamType::Float,
+        "ns",
+        "0.0",
+        ">= 0",
+        "access latency, added once per op bound by this tier",
+        "modelling default",
+    ),
+];
+
 perfcast_core::builtin!(
     MemoryTier,
     "hbm",
     "High-bandwidth device memory (HBM2e..HBM4)",
-    build_hbm
+    build_hbm,
+    params = DRAM_PARAMS
 );
 perfcast_core::builtin!(
     MemoryTier,
     "dram",
     "Other device DRAM (GDDR, LPDDR)",
-    build_dram
+    build_dram,
+    params = DRAM_PARAMS
 );
 perfcast_core::builtin!(
     MemoryTier,
     "host-dram",
     "Host memory over a link (offload tier)",
-    build_host
+    build_host,
+    params = DRAM_PARAMS
 );
 perfcast_core::builtin!(
     MemoryTier,
     "sram",
     "On-chip SRAM (L2 cache, scratchpad)",
-    build_sram
+    build_sram,
+    params = SRAM_PARAMS
 );
 
 // `register(&mut Registry)`: this crate's built-ins, composed by `perfcast-builtins`.

@@ -18,7 +18,7 @@ use perfcast_core::hardware::{collective_time, CollectiveAlgorithm};
 use perfcast_core::op::Collective;
 use perfcast_core::params::{self, fraction, non_negative, positive};
 use perfcast_core::registry::Component;
-use perfcast_core::{Bandwidth, Interconnect, PluginError, Seconds};
+use perfcast_core::{Bandwidth, Interconnect, ParamSpec, ParamType, PluginError, Seconds};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -70,6 +70,9 @@ impl Interconnect for Link {
     }
     fn latency(&self) -> Seconds {
         self.latency
+    }
+    fn collective_overhead(&self) -> Seconds {
+        self.base_latency
     }
     fn collective_time(&self, c: &Collective, algorithm: CollectiveAlgorithm) -> Seconds {
         if c.ranks <= 1 {
@@ -252,29 +255,181 @@ fn build_torus(v: &serde_json::Value) -> Result<Component, PluginError> {
     })))
 }
 
+const ALGORITHM: ParamSpec = ParamSpec::with_default(
+    "algorithm",
+    ParamType::String,
+    "",
+    "\"auto\"",
+    "one of: auto, ring, tree",
+    "collective algorithm when the caller asks for auto (auto: whichever of ring and tree is faster, as NCCL's tuner picks)",
+    "NCCL",
+);
+const BASE_LATENCY: ParamSpec = ParamSpec::with_default(
+    "base_latency_us",
+    ParamType::Float,
+    "us",
+    "5.0",
+    ">= 0",
+    "fixed cost per collective (launch, synchronisation)",
+    "modelling default: an 8-GPU small-message all-reduce of ~10-15 us (nccl-tests all_reduce_perf, DGX A100/H100)",
+);
+
+/// The parameters of `nvlink`.
+pub static NVLINK_PARAMS: &[ParamSpec] = &[
+    ParamSpec::required(
+        "bandwidth_gbs_bidir",
+        ParamType::Float,
+        "GB/s",
+        "> 0",
+        "per-GPU bandwidth, both directions summed (as datasheets quote)",
+        "the device's datasheet (A100 600, H100 900, B200 1800)",
+    ),
+    ParamSpec::required(
+        "domain_size",
+        ParamType::Integer,
+        "devices",
+        ">= 1",
+        "GPUs in one NVLink domain (8 for DGX/HGX, 72 for GB200 NVL72)",
+        "the system's datasheet",
+    ),
+    ParamSpec::with_default(
+        "efficiency",
+        ParamType::Float,
+        "",
+        "0.8",
+        "(0, 1]",
+        "achievable fraction of the per-direction bandwidth (NCCL bus bandwidth / line rate)",
+        "nccl-tests on 8x A100 NVSwitch: ~230 of 300 GB/s per direction",
+    ),
+    ParamSpec::with_default(
+        "latency_us",
+        ParamType::Float,
+        "us",
+        "1.0",
+        ">= 0",
+        "latency per algorithm step",
+        "modelling default (see base_latency_us)",
+    ),
+    BASE_LATENCY,
+    ALGORITHM,
+];
+
+/// The parameters of `infiniband` and `roce`.
+pub static FABRIC_PARAMS: &[ParamSpec] = &[
+    ParamSpec::required(
+        "bandwidth_gbps",
+        ParamType::Float,
+        "Gb/s",
+        "> 0",
+        "NIC line rate per GPU (HDR 200, NDR 400, XDR 800)",
+        "the NIC's datasheet",
+    ),
+    ParamSpec::with_default(
+        "efficiency",
+        ParamType::Float,
+        "",
+        "0.9",
+        "(0, 1]",
+        "achievable fraction of the line rate (protocol and header overheads)",
+        "InfiniBand HDR/NDR ib_write_bw and nccl-tests multi-node: ~90-95% of line rate",
+    ),
+    ParamSpec::with_default(
+        "latency_us",
+        ParamType::Float,
+        "us",
+        "5.0",
+        ">= 0",
+        "latency per algorithm step (switch hops + NIC + software)",
+        "modelling default: ~1-2 us NIC + switch (ConnectX/Quantum) plus NCCL proxy overhead",
+    ),
+    BASE_LATENCY,
+    ParamSpec::with_default(
+        "oversubscription",
+        ParamType::Float,
+        "",
+        "1.0",
+        ">= 1",
+        "bandwidth taper of the fabric (1 = full bisection, 2 = 2:1 oversubscribed)",
+        "the fabric's design",
+    ),
+    ParamSpec::derived(
+        "domain_size",
+        ParamType::Integer,
+        "devices",
+        "unlimited",
+        ">= 1",
+        "devices the fabric can reach",
+        "the fabric's design",
+    ),
+    ALGORITHM,
+];
+
+/// The parameters of `torus`.
+pub static TORUS_PARAMS: &[ParamSpec] = &[
+    ParamSpec::required(
+        "dims",
+        ParamType::List,
+        "devices",
+        "sizes >= 1, at least one",
+        "size of each dimension (e.g. [4, 4, 4])",
+        "the system's design",
+    ),
+    ParamSpec::required(
+        "link_bandwidth_gbs",
+        ParamType::Float,
+        "GB/s",
+        "> 0",
+        "bandwidth of one link, one direction",
+        "the device's datasheet",
+    ),
+    ParamSpec::with_default(
+        "efficiency",
+        ParamType::Float,
+        "",
+        "0.9",
+        "(0, 1]",
+        "achievable fraction of the link bandwidth",
+        "as infiniband's default",
+    ),
+    ParamSpec::with_default(
+        "latency_us",
+        ParamType::Float,
+        "us",
+        "1.0",
+        ">= 0",
+        "latency per hop",
+        "modelling default (as nvlink's)",
+    ),
+    BASE_LATENCY,
+];
+
 perfcast_core::builtin!(
     Interconnect,
     "nvlink",
     "NVLink/NVSwitch scale-up domain",
-    build_nvlink
+    build_nvlink,
+    params = NVLINK_PARAMS
 );
 perfcast_core::builtin!(
     Interconnect,
     "infiniband",
     "InfiniBand scale-out fabric",
-    build_ib
+    build_ib,
+    params = FABRIC_PARAMS
 );
 perfcast_core::builtin!(
     Interconnect,
     "roce",
     "RoCE (Ethernet RDMA) scale-out fabric",
-    build_roce
+    build_roce,
+    params = FABRIC_PARAMS
 );
 perfcast_core::builtin!(
     Interconnect,
     "torus",
     "k-dimensional torus of point-to-point links",
-    build_torus
+    build_torus,
+    params = TORUS_PARAMS
 );
 
 // `register(&mut Registry)`: this crate's built-ins, composed by `perfcast-builtins`.

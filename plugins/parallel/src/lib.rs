@@ -37,7 +37,7 @@ pub use zero::{Zero, ZeroParams};
 
 use perfcast_core::params::{self, fraction};
 use perfcast_core::registry::Component;
-use perfcast_core::PluginError;
+use perfcast_core::{ParamSpec, ParamType, PluginError};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -82,11 +82,80 @@ fn zero_named(name: &'static str, p: &serde_json::Value) -> Result<Component, Pl
     Ok(Component::ParallelStrategy(Arc::new(Zero { name, params })))
 }
 
+/// The parameter every overlap-taking strategy has, with its meaning and source.
+const fn overlap(
+    name: &'static str,
+    default: &'static str,
+    doc: &'static str,
+    source: &'static str,
+) -> ParamSpec {
+    ParamSpec::with_default(name, ParamType::Float, "", default, "(0, 1]", doc, source)
+}
+
+/// The parameters of `tensor` (defaults as [`TensorParams`]' documentation says).
+pub static TENSOR_PARAMS: &[ParamSpec] = &[overlap(
+    "overlap_efficiency",
+    "1.0",
+    "with plan.tp_comm_overlap: fraction of the TP collectives' chunks after the first (1/tp stays exposed) that hides behind the layer's GEMMs",
+    "decomposition (Wang et al. 2022, ASPLOS'23; Transformer Engine userbuffers); 1 = complete; stacks set what their implementation reaches (configs/validation/CALIBRATION.md)",
+)];
+/// The parameters of `context`.
+pub static CONTEXT_PARAMS: &[ParamSpec] = &[overlap(
+    "overlap_efficiency",
+    "0.8",
+    "fraction of the attention core's time that hides the ring K/V exchange",
+    "RAPID-LLM's CP overlap fraction (Korthikanti validation config)",
+)];
+/// The parameters of `pipeline`.
+pub static PIPELINE_PARAMS: &[ParamSpec] = &[
+    ParamSpec::with_default(
+        "overlap_p2p",
+        ParamType::Bool,
+        "",
+        "false",
+        "true or false",
+        "overlap hand-offs with compute in interleaved schedules",
+        "Megatron-Core --overlap-p2p-communication; Megatron-LM of 2021-22 blocked on them",
+    ),
+    overlap(
+        "p2p_overlap_efficiency",
+        "0.8",
+        "with overlap_p2p: fraction of one layer's compute that hides a hand-off",
+        "modelling default",
+    ),
+];
+/// The parameters of `data`.
+pub static DATA_PARAMS: &[ParamSpec] = &[overlap(
+    "overlap_efficiency",
+    "0.8",
+    "with plan.overlap_grad_reduce: fraction of the last micro-batch's backward that can hide the bucketed gradient reduction",
+    "PyTorch DDP, Li et al. 2020 3.2.3 (the last bucket is ready only when the backward ends); modelling default",
+)];
+/// The parameters of `zero` and `fsdp`.
+pub static ZERO_PARAMS: &[ParamSpec] = &[
+    overlap(
+        "prefetch_efficiency",
+        "0.8",
+        "fraction of a layer's compute (stage 3) or of the first micro-batch's forward (stages 1-2, plan.overlap_param_gather) that hides prefetched parameter all-gathers",
+        "modelling default",
+    ),
+    ParamSpec::with_default(
+        "reshard_after_forward",
+        ParamType::Bool,
+        "",
+        "true",
+        "true or false",
+        "stage 3: free gathered weights after the forward and gather them again for the backward",
+        "PyTorch FSDP reshard_after_forward; DeepSpeed ZeRO-3",
+    ),
+];
+
 perfcast_core::builtin!(
     ParallelStrategy,
     "tensor",
     "Megatron tensor parallel: column/row split, 2 all-reduces fwd + 2 bwd per layer",
-    tensor
+    tensor,
+    params = TENSOR_PARAMS
 );
 perfcast_core::builtin!(
     ParallelStrategy,
@@ -95,13 +164,15 @@ perfcast_core::builtin!(
     |p| {
         params::parse::<NoParams>(p)?;
         Ok(Component::ParallelStrategy(Arc::new(Sequence)))
-    }
+    },
+    params = &[]
 );
 perfcast_core::builtin!(
     ParallelStrategy,
     "context",
     "Context parallel: sequence split, ring K/V exchange overlapped with attention",
-    context
+    context,
+    params = CONTEXT_PARAMS
 );
 perfcast_core::builtin!(
     ParallelStrategy,
@@ -113,25 +184,29 @@ perfcast_core::builtin!(
     ParallelStrategy,
     "pipeline",
     "Pipeline parallel: layers split into stages, activation hand-offs between them",
-    pipeline
+    pipeline,
+    params = PIPELINE_PARAMS
 );
 perfcast_core::builtin!(
     ParallelStrategy,
     "data",
     "Data parallel: gradient all-reduce (reduce-scatter with ZeRO), overlapped with backward",
-    data
+    data,
+    params = DATA_PARAMS
 );
 perfcast_core::builtin!(
     ParallelStrategy,
     "zero",
     "ZeRO 1/2/3: optimizer, gradients, weights sharded over DP; parameter all-gathers",
-    |p| zero_named("zero", p)
+    |p| zero_named("zero", p),
+    params = ZERO_PARAMS
 );
 perfcast_core::builtin!(
     ParallelStrategy,
     "fsdp",
     "PyTorch FSDP (ZeRO with reshard_after_forward switch); plan.zero_stage 3 = FULL_SHARD",
-    |p| zero_named("fsdp", p)
+    |p| zero_named("fsdp", p),
+    params = ZERO_PARAMS
 );
 
 // `register(&mut Registry)`: this crate's built-ins, composed by `perfcast-builtins`.
@@ -143,6 +218,36 @@ mod tests {
     use crate::testing::{model, plan};
     use perfcast_core::parallel::{ParallelStrategy, PlanShape};
     use perfcast_core::workload::ModelSpec;
+
+    /// The declared defaults of the fractions are the serde defaults in force.
+    #[test]
+    fn declared_defaults_are_the_ones_in_force() {
+        let declared = |specs: &[ParamSpec], name: &str| -> f64 {
+            let p = specs.iter().find(|p| p.name == name).unwrap();
+            p.default.value().unwrap().parse().unwrap()
+        };
+        let empty = serde_json::json!({});
+        let t: tensor::TensorParams = serde_json::from_value(empty.clone()).unwrap();
+        assert_eq!(
+            declared(TENSOR_PARAMS, "overlap_efficiency"),
+            t.overlap_efficiency
+        );
+        let c: context::ContextParams = serde_json::from_value(empty.clone()).unwrap();
+        assert_eq!(
+            declared(CONTEXT_PARAMS, "overlap_efficiency"),
+            c.overlap_efficiency
+        );
+        let d: data::DataParams = serde_json::from_value(empty.clone()).unwrap();
+        assert_eq!(
+            declared(DATA_PARAMS, "overlap_efficiency"),
+            d.overlap_efficiency
+        );
+        let p: pipeline::PipelineParams = serde_json::from_value(empty).unwrap();
+        assert_eq!(
+            declared(PIPELINE_PARAMS, "p2p_overlap_efficiency"),
+            p.p2p_overlap_efficiency
+        );
+    }
 
     /// The strategies in the engine's default mesh order.
     fn all() -> Vec<Arc<dyn ParallelStrategy>> {

@@ -128,7 +128,8 @@ perfcast_core::builtin!(
     |p| {
         params_none(p)?;
         Ok(Component::RecomputePolicy(Arc::new(NoRecompute)))
-    }
+    },
+    params = &[]
 );
 perfcast_core::builtin!(
     RecomputePolicy,
@@ -137,7 +138,8 @@ perfcast_core::builtin!(
     |p| {
         params_none(p)?;
         Ok(Component::RecomputePolicy(Arc::new(Selective)))
-    }
+    },
+    params = &[]
 );
 perfcast_core::builtin!(
     RecomputePolicy,
@@ -146,7 +148,8 @@ perfcast_core::builtin!(
     |p| {
         params_none(p)?;
         Ok(Component::RecomputePolicy(Arc::new(Full)))
-    }
+    },
+    params = &[]
 );
 
 // `register(&mut Registry)`: this crate's built-ins, composed by `perfcast-builtins`.

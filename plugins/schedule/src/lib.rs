@@ -315,7 +315,8 @@ perfcast_core::builtin!(
     |p| {
         params_none(p)?;
         Ok(Component::PipelineSchedule(Arc::new(GPipe)))
-    }
+    },
+    params = &[]
 );
 perfcast_core::builtin!(
     PipelineSchedule,
@@ -324,7 +325,8 @@ perfcast_core::builtin!(
     |p| {
         params_none(p)?;
         Ok(Component::PipelineSchedule(Arc::new(OneFOneB)))
-    }
+    },
+    params = &[]
 );
 perfcast_core::builtin!(
     PipelineSchedule,
@@ -333,7 +335,8 @@ perfcast_core::builtin!(
     |p| {
         params_none(p)?;
         Ok(Component::PipelineSchedule(Arc::new(Interleaved::FLEXIBLE)))
-    }
+    },
+    params = &[]
 );
 perfcast_core::builtin!(
     PipelineSchedule,
@@ -342,7 +345,8 @@ perfcast_core::builtin!(
     |p| {
         params_none(p)?;
         Ok(Component::PipelineSchedule(Arc::new(Interleaved::MEGATRON)))
-    }
+    },
+    params = &[]
 );
 
 // `register(&mut Registry)`: this crate's built-ins, composed by `perfcast-builtins`.

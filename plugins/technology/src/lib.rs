@@ -13,6 +13,7 @@
 //! peaks, so the GEMM efficiency terms (wave and tile quantisation, reduction depth) are the
 //! same as for shipped devices.
 
+pub mod declared;
 pub mod generations;
 pub mod node;
 
@@ -385,25 +386,29 @@ perfcast_core::builtin!(
     ComputeUnit,
     "tech/node-scaled-gpu",
     "GPU derived from a process node (logic density, energy per op, supply limits) under the reference die's area and power",
-    build_node_gpu
+    build_node_gpu,
+    params = declared::NODE_GPU
 );
 perfcast_core::builtin!(
     MemoryTier,
     "tech/node-sram",
     "on-chip SRAM sized by a node's SRAM density in the reference SRAM area",
-    build_sram
+    build_sram,
+    params = declared::NODE_SRAM
 );
 perfcast_core::builtin!(
     MemoryTier,
     "tech/dram-generation",
     "device memory from a DRAM generation (HBM2..HBM4e, GDDR7, LPDDR5X) and a stack count",
-    build_dram
+    build_dram,
+    params = declared::DRAM_GENERATION
 );
 perfcast_core::builtin!(
     Interconnect,
     "tech/link-generation",
     "network level from a link generation (NVLink 2..7, InfiniBand EDR..3.2T)",
-    build_link
+    build_link,
+    params = declared::LINK_GENERATION
 );
 
 // `register(&mut Registry)`: this crate's built-ins, composed by `perfcast-builtins`.

@@ -43,10 +43,11 @@
 //!   bytes / TP` per token) + activation workspace + runtime reserve against the device
 //!   tier's capacity; `max_batch` searches the largest batch that fits.
 //!
-//! Not modelled (reported as such by callers): in-flight / continuous batching and chunked
-//! prefill scheduling (the prefill is one pass; `max_prefill_tokens` only sizes the
-//! workspace), micro-batch pipelining of a static batch across PP stages, speculative
-//! decoding, mixture-of-experts and MLA models, prefix caching.
+//! Serving under load (in-flight batching, chunked prefill, a paged KV cache, speculative
+//! decoding, prefix caching) is [`crate::serving`], which times each engine step of a mixed
+//! batch with [`Inference::step_time`] ([`StepCosts`]). Not modelled here (reported as such
+//! by callers): micro-batch pipelining of a static batch across PP stages,
+//! mixture-of-experts and MLA models; `max_prefill_tokens` only sizes the static workspace.
 
 mod attention;
 mod check;
@@ -55,14 +56,18 @@ mod plan;
 mod report;
 mod roofline;
 mod shard;
+mod step;
 mod time;
 
 #[cfg(test)]
-mod tests;
+mod step_tests;
+#[cfg(test)]
+pub(crate) mod tests;
 
 pub use plan::{InferenceOptions, InferencePlan};
 pub use report::{gemm_table, GemmPoint, InferenceReport, MemoryReport, Phase, PhaseBreakdown};
 pub use shard::GemmName;
+pub use step::{PrefillChunk, ServingMemory, StepBatch, StepCosts};
 
 use perfcast_core::op::{Collective, CollectiveKind, ComputeOp};
 use perfcast_core::{

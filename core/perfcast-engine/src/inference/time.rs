@@ -315,7 +315,19 @@ impl Inference {
             pass,
             &mut acc,
         )?;
-        // Pipeline hand-offs, one per stage boundary.
+        self.pipeline_handoffs(plan, act_bytes, pass, &mut acc)?;
+        acc.overhead += self.options.step_overhead_us * 1e-6;
+        Ok(acc)
+    }
+
+    /// Pipeline hand-offs of a pass's activations (`act_bytes`), one per stage boundary.
+    pub(super) fn pipeline_handoffs(
+        &self,
+        plan: &InferencePlan,
+        act_bytes: f64,
+        pass: Pass,
+        acc: &mut Acc,
+    ) -> Result<(), ModelError> {
         if plan.pp > 1 {
             let mut p2p = Acc::default();
             self.collective(
@@ -329,7 +341,6 @@ impl Inference {
             )?;
             acc.add_scaled(&p2p, (plan.pp - 1) as f64);
         }
-        acc.overhead += self.options.step_overhead_us * 1e-6;
-        Ok(acc)
+        Ok(())
     }
 }

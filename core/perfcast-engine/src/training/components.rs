@@ -109,7 +109,11 @@ pub(super) fn by_name<'a, T: ?Sized>(
             ModelError::invalid(
                 key,
                 name,
-                format!("unknown {what}; registered: {}", known.join(", ")),
+                format!(
+                    "unknown {what}{}; registered: {}",
+                    perfcast_core::suggest::did_you_mean(name, known.iter().copied()),
+                    known.join(", ")
+                ),
             )
         })
 }

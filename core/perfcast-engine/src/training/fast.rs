@@ -257,6 +257,7 @@ impl<'t> PlanGroup<'t> {
                     memory: &t.system.memory,
                     trace: None,
                     part: std::cell::Cell::new(""),
+                    scales: t.params.efficiency,
                 };
                 ops::optimizer(&timer, time::optimizer_params(&self.p), self.p.state.grads)?
             }

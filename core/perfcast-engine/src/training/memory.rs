@@ -104,6 +104,30 @@ impl ActivationShape {
             other: Bytes(ln2_in + attn_linear + mlp),
         }
     }
+
+    /// Bytes one layer keeps under torchtitan's per-op selective checkpointing (`op_sac`):
+    /// its input, the outputs of the 1st, 3rd, ... matmul (Llama: `wq`, `wv`, `w1`, `w2`; GPT:
+    /// `q`, `v`, `fc1`), the attention kernel's output and log-sum-exp, and with sequence
+    /// parallelism the two reduce-scatters' outputs.
+    pub fn op_sac_kept(&self) -> Bytes {
+        let e = self.elem;
+        let t = self.tp.max(1.0);
+        let sp = self.pointwise.max(1.0);
+        let kv_dev = (self.kv_heads / t).max(1.0);
+        let a_dev = self.heads / t;
+        let tok = self.micro_batch * self.seq_len / self.cp.max(1.0);
+        let sbh = tok * self.hidden;
+        let d = self.head_dim;
+        let f_dev = self.ffn_hidden / t;
+        let mms = if self.ffn_matrices >= 3.0 {
+            e * tok * (a_dev * d + kv_dev * d + f_dev) + e * sbh
+        } else {
+            e * tok * (a_dev * d + kv_dev * d + f_dev)
+        };
+        let sdpa = e * tok * a_dev * d + 4.0 * a_dev * tok;
+        let rs = if sp > 1.0 { 2.0 * e * sbh / sp } else { 0.0 };
+        Bytes(e * sbh / sp + mms + sdpa + rs)
+    }
 }
 
 /// Bytes of model state per parameter, mixed-precision Adam (Korthikanti 2022 §2, ZeRO §3):
@@ -293,6 +317,23 @@ impl Training {
             backward: Seconds::ZERO,
             p2p: Seconds::ZERO,
         }
+    }
+
+    /// A lower bound on the peak memory per device of every plan of this model on `devices`
+    /// devices, whatever its degrees, ZeRO stage, recompute or precision: the model state
+    /// sharded over all of them at the least bytes per parameter any plan keeps
+    /// ([`StateBytes::mixed_precision_adam`] without fp32 gradients or fp8 copies, 16 B),
+    /// plus the runtime reserve. Sound because each stage's weights, gradients and optimizer
+    /// state are split at most `tp x cp x dp` ways and the busiest of `pp` stages holds at
+    /// least `1/pp` of the parameters; activations only add. For refusing a hopeless search
+    /// at once.
+    pub fn memory_floor(&self, devices: u32) -> Bytes {
+        let state = StateBytes::mixed_precision_adam(false, false).total();
+        let params = self.model.params() as f64;
+        Bytes(
+            params * state / devices.max(1) as f64
+                + Bytes::from_gib(self.params.runtime_reserve_gib).0,
+        )
     }
 
     /// Memory per device of `plan` without timing it (cheap: for pruning plans that cannot

@@ -24,6 +24,7 @@ pub mod ops_moe;
 pub mod placement;
 mod plan;
 mod prepare;
+pub mod recipe;
 pub mod report;
 mod time;
 
@@ -31,6 +32,7 @@ pub use fast::{LayerCache, PlanGroup};
 pub use ops::{ComputeBreakdown, OpLine};
 pub use placement::{MeshAxis, Placement};
 pub use plan::{EngineParams, TrainingPlan};
+pub use recipe::{CastCosts, Fp8Recipe};
 pub use report::{
     Bottleneck, Feasibility, LayerReport, MemoryReport, StageField, StageMemory, TimeBreakdown,
     TrainingReport,
@@ -41,7 +43,7 @@ pub use components::{TrainingComponents, TrainingOptions};
 use crate::network::{Mesh, Network};
 use compose::Composed;
 use memory::{ActivationShape, StateBytes};
-use ops::{ClassTimes, OpClass, PassTimes, Timer};
+use ops::{ClassTimes, PassTimes, Timer};
 use perfcast_core::parallel::{
     stage_layers, CommClass, CommList, CpComm, LayerDims, LayerSplit, Overlap, ParallelStrategy,
     Phase, PipelineSchedule, RecomputePlan, RecomputePolicy, ScheduleInput, StateSplit,

@@ -274,8 +274,9 @@ pub(super) fn stage_mixed(
     let mut st = compose::StageTimes {
         layers: nd + nm,
         rc_compute: full * (wd * d.lt.fwd.total + wm * k.lt.fwd.total)
-            + rp.attention_layers * d.lt.attention_core_fwd,
-        rc_comm: full * (wd * sum(&d.rc_ex) + wm * sum(&k.rc_ex)),
+            + rp.attention_layers * (wd * d.lt.selective.total() + wm * k.lt.selective.total()),
+        rc_comm: full * (wd * sum(&d.rc_ex) + wm * sum(&k.rc_ex))
+            + rp.attention_layers * g.selective_comm,
         hidden: nd * (d.fwd_hidden + d.bwd_hidden)
             + nm * (k.fwd_hidden + k.bwd_hidden)
             + full * (wd * d.rc_hidden + wm * k.rc_hidden),
@@ -285,12 +286,16 @@ pub(super) fn stage_mixed(
     st.compute.add_scaled(&k.lt.fwd.classes, nm + full * wm);
     st.compute.add_scaled(&d.lt.bwd.classes, nd);
     st.compute.add_scaled(&k.lt.bwd.classes, nm);
-    st.compute.0[OpClass::Attention as usize] += rp.attention_layers * d.lt.attention_core_fwd;
+    st.compute
+        .add_scaled(&d.lt.selective, rp.attention_layers * wd);
+    st.compute
+        .add_scaled(&k.lt.selective, rp.attention_layers * wm);
     for c in 0..6 {
         st.comm[c] = nd * (d.fwd_ex[c] + d.bwd_ex[c])
             + nm * (k.fwd_ex[c] + k.bwd_ex[c])
             + full * (wd * d.rc_ex[c] + wm * k.rc_ex[c]);
     }
+    st.comm[CommClass::Tensor.index()] += rp.attention_layers * g.selective_comm;
     st.fwd = nd * (d.lt.fwd.total + sum(&d.fwd_ex)) + nm * (k.lt.fwd.total + sum(&k.fwd_ex));
     st.bwd = nd * (d.lt.bwd.total + sum(&d.bwd_ex))
         + nm * (k.lt.bwd.total + sum(&k.bwd_ex))

@@ -100,10 +100,15 @@ pub fn moe_block(
     let e = x.e();
     let h = x.h;
     let mut bt = BlockTime::default();
+    // The router stays in the 16-bit format (Megatron-Core's fp32/bf16 router; DeepSeek-V3
+    // §3.3.1 keeps the gating in BF16/FP32).
     let router = LayerShape {
         gemm_dtype: x.act_dtype,
+        scaling: perfcast_core::GemmScaling::Tensor,
+        cast: None,
         ..*x
     };
+    let (_, act_pw, _, _) = x.pointwise();
     let rows = m.routed * h;
     // Permutes, casts and the router's softmax, booked as elementwise (casts as casts).
     let vec = |acc: &mut ClassTimes, kind: VectorOpKind, el: u64, fl: f64, by: f64| {
@@ -116,11 +121,6 @@ pub fn moe_block(
     };
     // Router: scores, top-k softmax (fp32 in, fp32 out).
     let t = m.tokens;
-    let (act_fl, act_by) = if x.swiglu {
-        (8.0, 3.0 * e)
-    } else {
-        (8.0, 2.0 * e)
-    };
     if !backward {
         let g = timer.add(acc, router.gemm(t, m.experts, h), 1.0)?;
         bt.total += g;
@@ -159,6 +159,44 @@ pub fn moe_block(
             bt.total += vec(acc, VectorOpKind::Elementwise, rows, 0.0, 2.0 * e)?;
         }
     }
+    // The low-precision recipe's quantisations around `groups` GEMMs of `(mm, nn, kk)`, as
+    // the dense layer's (`ops::layer`): forward the input and the weights; backward the
+    // output gradient, the input and the weights laid out for the other GEMMs.
+    let casts = |acc: &mut ClassTimes,
+                 groups: u64,
+                 mm: u64,
+                 nn: u64,
+                 kk: u64,
+                 backward: bool|
+     -> Result<f64, ModelError> {
+        let Some(c) = x.cast else { return Ok(0.0) };
+        let mut t = 0.0;
+        if !backward {
+            let input = x.cast_op(groups * mm * kk, c.amax + c.cast, c.scale, c.kernels);
+            t += timer.add(acc, input, 1.0)?;
+            let w = x.cast_op(groups * kk * nn, c.amax + c.cast, c.scale, c.kernels);
+            t += timer.add(acc, w, 1.0)?;
+        } else {
+            let grad = x.cast_op(
+                groups * mm * nn,
+                c.amax + c.grad_cast,
+                2.0 * c.scale,
+                c.kernels,
+            );
+            t += timer.add(acc, grad, 1.0)?;
+            t += timer.add(
+                acc,
+                x.cast_op(groups * mm * kk, c.transpose, c.scale, 1),
+                1.0,
+            )?;
+            t += timer.add(
+                acc,
+                x.cast_op(groups * kk * nn, c.transpose, c.scale, 1),
+                1.0,
+            )?;
+        }
+        Ok(t)
+    };
     // The experts: grouped GEMMs, one group per local expert.
     let (g, r) = (m.local_experts, m.rows_per_expert);
     let grouped = |mm: u64, nn: u64, kk: u64, wgrad: bool| {
@@ -179,27 +217,36 @@ pub fn moe_block(
             let t = timer.add(acc, grouped(mm, nn, kk, false), 1.0)?;
             bt.total += t;
             bt.gemm += t;
-            if x.fp8() {
-                bt.total += vec(acc, VectorOpKind::Cast, g * mm * kk, 1.0, 3.0)?;
-            }
+            bt.total += casts(acc, g, mm, nn, kk, false)?;
         } else {
             let t = timer.add(acc, grouped(mm, kk, nn, false), 1.0)?
                 + timer.add(acc, grouped(kk, nn, mm, true), 1.0)?;
             bt.total += t;
             bt.gemm += t;
-            if x.fp8() {
-                bt.total += vec(acc, VectorOpKind::Cast, g * mm * nn, 1.0, 4.0)?;
-                bt.total += vec(acc, VectorOpKind::Cast, g * mm * kk, 0.0, 2.0)?;
-            }
+            bt.total += casts(acc, g, mm, nn, kk, true)?;
         }
     }
-    let (act_kind, fl, by) = if backward {
-        let b = if x.swiglu { 5.0 * e } else { 3.0 * e };
-        (VectorOpKind::Activation, 10.0, b)
+    // The activation as the dense MLP's (fused or the framework's kernels).
+    let (act_kind, fl, by, kernels) = if backward {
+        (
+            VectorOpKind::Activation,
+            10.0,
+            act_pw.bwd,
+            act_pw.bwd_kernels,
+        )
     } else {
-        (VectorOpKind::Activation, act_fl, act_by)
+        (
+            VectorOpKind::Activation,
+            8.0,
+            act_pw.fwd,
+            act_pw.fwd_kernels,
+        )
     };
-    let t_act = timer.add(acc, x.vec(act_kind, m.routed * m.f_dev, fl, by), 1.0)?;
+    let t_act = timer.add(
+        acc,
+        x.pointwise_op(act_kind, m.routed * m.f_dev, fl, by, kernels),
+        1.0,
+    )?;
     bt.total += t_act;
     if m.local_experts > 1 {
         bt.total += vec(acc, VectorOpKind::Elementwise, rows, 0.0, 2.0 * e)?;
@@ -231,24 +278,17 @@ pub fn moe_block(
         let up = (x.mat - 1) * m.shared_f_dev;
         for (mm, nn, kk) in [(st, up, h), (st, h, m.shared_f_dev)] {
             let t = if !backward {
-                let t = timer.add(acc, x.gemm(mm, nn, kk), 1.0)?;
-                if x.fp8() {
-                    bt.total += vec(acc, VectorOpKind::Cast, mm * kk, 1.0, 3.0)?;
-                }
-                t
+                timer.add(acc, x.gemm(mm, nn, kk), 1.0)?
             } else {
-                let t = timer.add(acc, x.gemm(mm, kk, nn), 1.0)?
-                    + timer.add(acc, x.wgrad(kk, nn, mm), 1.0)?;
-                if x.fp8() {
-                    bt.total += vec(acc, VectorOpKind::Cast, mm * nn, 1.0, 4.0)?;
-                    bt.total += vec(acc, VectorOpKind::Cast, mm * kk, 0.0, 2.0)?;
-                }
-                t
+                timer.add(acc, x.gemm(mm, kk, nn), 1.0)?
+                    + timer.add(acc, x.wgrad(kk, nn, mm), 1.0)?
             };
+            bt.total += casts(acc, 1, mm, nn, kk, backward)?;
             bt.total += t;
             bt.gemm += t;
         }
-        let t = timer.add(acc, x.vec(act_kind, st * m.shared_f_dev, fl, by), 1.0)?;
+        let op = x.pointwise_op(act_kind, st * m.shared_f_dev, fl, by, kernels);
+        let t = timer.add(acc, op, 1.0)?;
         bt.total += t;
     }
     Ok(bt)

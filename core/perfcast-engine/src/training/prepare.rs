@@ -31,6 +31,8 @@ pub(super) struct Prepared<'a> {
     /// The MoE layers and the stages' layer mix (`None` for a dense model without
     /// multi-token prediction: every layer is `ls`).
     pub(super) moe: Option<moe::MoePrep>,
+    /// The shape `act` was computed from.
+    pub(super) act_shape: ActivationShape,
 }
 
 /// A recompute plan before a policy has decided (the fast path sets it per variant).
@@ -87,8 +89,12 @@ impl Training {
         }
         check_tensor_sizes(m, plan)?;
         let precision = plan.precision;
-        let fp8 = precision == DType::Fp8;
-        let act_dtype = if fp8 { DType::Bf16 } else { precision };
+        let recipe = plan.recipe();
+        let act_dtype = if recipe.is_some() {
+            DType::Bf16
+        } else {
+            precision
+        };
         let e = act_dtype.bytes();
         let dropout = plan.dropout.unwrap_or(m.ffn_act == FfnAct::Gelu);
         let kv = m.kv_heads();
@@ -113,7 +119,8 @@ impl Training {
             ps,
             vocab_dev: m.vocab.div_ceil(t),
             gemm_dtype: precision,
-            scaling: perfcast_core::GemmScaling::Tensor,
+            scaling: recipe.map_or(perfcast_core::GemmScaling::Tensor, |r| r.scaling()),
+            cast: recipe.map(|r| self.params.recipe_costs(r)),
             act_dtype,
             fp32_grads: plan.fp32_grad_accum,
             dropout,
@@ -125,11 +132,13 @@ impl Training {
             mla,
             moe: None,
             window: (slide_layers > 0).then(|| (slide_layers as f64 / m.layers as f64, window)),
+            fused: self.params.fused,
+            op_sac: self.params.selective_recompute == crate::software::SelectiveRecompute::OpSac,
         };
         let mut params = stage_params(m, plan, t)?;
         let (tf, hf) = (t as f64, h as f64);
         let single = plan.pp == 1;
-        let state = StateBytes::mixed_precision_adam(plan.fp32_grad_accum, fp8);
+        let state = StateBytes::mixed_precision_adam(plan.fp32_grad_accum, recipe.is_some());
         let mut dims = LayerDims {
             micro_batch: b,
             seq_len: s,
@@ -139,10 +148,20 @@ impl Training {
             head_dim: m.head_dim(),
             ffn_hidden: m.ffn_hidden,
             act_bytes: e,
+            gather_bytes: match recipe {
+                Some(r) if r.per_tensor() => r.dtype().bytes(),
+                _ => e,
+            },
             layer_params: params.layer_dev,
             device_params: params.device_params,
             grad_bytes: state.grads,
-            weight_bytes: 2.0,
+            // FSDP/ZeRO gathers weights in fp8 where the stack casts the shards before the
+            // gather (torchtitan `enable_fsdp_float8_all_gather`, Megatron-Core
+            // `--fp8-param-gather`): per-tensor scales survive the gather.
+            weight_bytes: match recipe {
+                Some(r) if self.params.fp8_param_gather && r.per_tensor() => r.dtype().bytes(),
+                _ => 2.0,
+            },
             embedding_params: params.table,
             tied_embeddings: m.tied_embeddings,
             moe: None,
@@ -196,6 +215,7 @@ impl Training {
             rp_last: NO_RECOMPUTE_YET,
             act,
             moe,
+            act_shape,
         })
     }
 
@@ -224,12 +244,23 @@ impl Training {
             stage_act(mixes.map(|x| x.1)),
             stage_act(mixes.map(|x| x.2)),
         );
+        let op_sac = p.ls.op_sac && policy.kind() == "selective";
+        // Per-op SAC's saved tensors are the dense layer's (an MoE layer's grouped-GEMM
+        // outputs are not among torchtitan's saved ops: an approximation for MoE stages).
+        let op_sac_kept = p.act_shape.op_sac_kept();
         let recompute_plan = |n: u64,
                               act: perfcast_core::parallel::LayerActivations|
          -> Result<RecomputePlan, ModelError> {
             let n32 = u32::try_from(n).unwrap_or(u32::MAX);
             let rl = recompute_layers.map(|r| r.min(n32.max(1)));
-            let rp = policy.plan(&act, n32, rl)?;
+            let mut rp = policy.plan(&act, n32, rl)?;
+            if op_sac {
+                // Per-op SAC keeps what its policy saves; a rerun layer's activations are
+                // live again during its backward.
+                rp.kept = op_sac_kept * rp.attention_layers
+                    + act.total() * (n as f64 - rp.attention_layers);
+                rp.working = act.total();
+            }
             let nf = n as f64;
             if !(rp.full_layers >= 0.0
                 && rp.full_layers <= nf

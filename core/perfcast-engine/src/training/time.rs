@@ -19,6 +19,10 @@ pub(super) struct GroupTimes {
     pub(super) fwd_hidden: f64,
     pub(super) bwd_hidden: f64,
     pub(super) rc_hidden: f64,
+    /// Exposed collective time per layer that `selective` recompute reruns (torchtitan's
+    /// per-op SAC reruns the forward's tensor-parallel collectives except the saved
+    /// reduce-scatters; Megatron's attention-core recompute none).
+    pub(super) selective_comm: f64,
     pub(super) emb_f_ex: ClassComm,
     pub(super) emb_b_ex: ClassComm,
     pub(super) head_f_ex: ClassComm,
@@ -122,6 +126,7 @@ impl Training {
             memory: &self.system.memory,
             trace: Some(&trace),
             part: std::cell::Cell::new(""),
+            scales: self.params.efficiency,
         };
         // A mixture-of-experts model's layers are shown as its MoE layer.
         ops::layer(&timer, p.moe.as_ref().map_or(&p.ls, |m| &m.ls))?;
@@ -146,6 +151,7 @@ impl Training {
             memory: &self.system.memory,
             trace: None,
             part: std::cell::Cell::new(""),
+            scales: self.params.efficiency,
         };
         let mut comms = CommList::default();
         for st in &self.comps.strategies {
@@ -155,21 +161,8 @@ impl Training {
         mesh.ep = p.shape.ep;
         mesh.etp = p.shape.etp;
         let mut ctime = [0.0f64; CommList::CAPACITY];
-        for (i, c) in comms.iter().enumerate() {
-            let group = placement.map(c.group);
-            let tt = self
-                .network
-                .time_dispatch(&mesh, group, c.kind, c.bytes, c.dispatch.as_ref())?
-                .0
-                * c.count;
-            if !(tt.is_finite() && tt >= 0.0) {
-                return Err(ModelError::NonFinite {
-                    what: format!("{} {} time", c.class.name(), c.kind.name()),
-                    value: tt,
-                });
-            }
-            ctime[i] = tt;
-        }
+        self.network
+            .time_comms(&mesh, &comms, |g| placement.map(g), &mut ctime)?;
         let layer_windows = |p: &PassTimes| [p.gemm, p.attention, p.total, 0.0, 0.0];
         let none = [0.0; 5];
         let opt = ops::optimizer(&timer, optimizer_params(p), p.state.grads)?;
@@ -199,7 +192,26 @@ impl Training {
                 rc_hidden: mr.hidden,
             }
         });
+        let selective_comm = if p.ls.op_sac {
+            let (mut rerun, mut all) = (0.0, 0.0);
+            for (c, t) in comms.iter().zip(&ctime) {
+                if c.class == CommClass::Tensor && c.phase == Phase::Forward && c.with_recompute {
+                    all += t;
+                    if c.kind != perfcast_core::CollectiveKind::ReduceScatter {
+                        rerun += t;
+                    }
+                }
+            }
+            if all > 0.0 {
+                rc.exposed[CommClass::Tensor.index()] * rerun / all
+            } else {
+                0.0
+            }
+        } else {
+            0.0
+        };
         Ok(GroupTimes {
+            selective_comm,
             fwd_ex: fwd.exposed,
             bwd_ex: bwd.exposed,
             rc_ex: rc.exposed,
@@ -227,6 +239,7 @@ impl Training {
             memory: &self.system.memory,
             trace: None,
             part: std::cell::Cell::new(""),
+            scales: self.params.efficiency,
         };
         let moe = match &p.moe {
             Some(m) => Some(ops::layer(&timer, &m.ls)?),

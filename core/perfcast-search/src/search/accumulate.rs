@@ -88,6 +88,11 @@ pub(super) struct Acc {
     /// Fastest plan per device count (the front of time vs GPU count).
     pub(super) fastest: BTreeMap<u32, Scored>,
     pub(super) cache: LayerCache,
+    /// Plans visited (enumerated before the partial counts beyond a stage are dropped).
+    pub(super) visited: u64,
+    /// Outer tuples (index into the walked list) the deadline cut short, with how many of
+    /// their plans were left.
+    pub(super) unvisited: Vec<(usize, u64)>,
 }
 
 impl Acc {
@@ -100,6 +105,8 @@ impl Acc {
             min_memory: f64::INFINITY,
             fastest: BTreeMap::new(),
             cache: LayerCache::new(),
+            visited: 0,
+            unvisited: Vec::new(),
         }
     }
     pub(super) fn merge(mut self, o: Acc, n: usize) -> Acc {
@@ -113,6 +120,8 @@ impl Acc {
             e.0 += c;
         }
         self.min_memory = self.min_memory.min(o.min_memory);
+        self.visited += o.visited;
+        self.unvisited.extend(o.unvisited);
         for (_, s) in o.fastest {
             self.offer_fastest(s);
         }

@@ -3,10 +3,12 @@
 //! when no plan was timed, an error that says why.
 
 use super::accumulate::{Acc, Scored};
+use super::resolve::Outer;
 use super::results::{Counts, ParetoPoint, PlanKey, RankedPlan, SearchResult, Summary, PRECISIONS};
 use crate::space::{Constraints, Objective};
 use crate::SearchError;
-use perfcast_engine::training::{Placement, Training, TrainingPlan};
+use perfcast_core::DType;
+use perfcast_engine::training::{Fp8Recipe, Placement, Training, TrainingPlan};
 use std::time::Instant;
 
 use perfcast_output::GIB;
@@ -16,6 +18,12 @@ fn placement_of(k: &PlanKey) -> Placement {
         .get(k.placement as usize)
         .copied()
         .unwrap_or_default()
+}
+
+/// The template's recipe where it runs `precision`'s format (a search over precisions keeps a
+/// named fp8 recipe for its fp8 plans; other precisions take their default).
+pub(super) fn recipe_for(template: &TrainingPlan, precision: DType) -> Option<Fp8Recipe> {
+    template.fp8_recipe.filter(|r| r.dtype() == precision)
 }
 
 fn plan_of(template: &TrainingPlan, training: &Training, k: &PlanKey) -> TrainingPlan {
@@ -34,6 +42,7 @@ fn plan_of(template: &TrainingPlan, training: &Training, k: &PlanKey) -> Trainin
         recompute_layers: (k.recompute_layers > 0).then_some(k.recompute_layers),
         schedule: Some(snames[k.schedule as usize].to_string()),
         precision: PRECISIONS[k.precision as usize],
+        fp8_recipe: recipe_for(template, PRECISIONS[k.precision as usize]),
         tp_comm_overlap: k.tp_comm_overlap,
         overlap_grad_reduce: k.overlap_grad_reduce,
         overlap_param_gather: k.overlap_param_gather,
@@ -43,8 +52,59 @@ fn plan_of(template: &TrainingPlan, training: &Training, k: &PlanKey) -> Trainin
 
 /// Why no plan was timed: the space lists none, none fits in memory (the limit and the
 /// smallest need), or the engine refused them all; with the three most frequent refusals.
-pub(super) fn no_plan(acc: &Acc, trainings: &[Training], constraints: &Constraints) -> SearchError {
+/// What the walk covered, for the summary: the tuples walked (in the walk's order), the
+/// estimated size of the space, and the time limit.
+pub(super) struct Walked<'a> {
+    pub(super) outers: &'a [Outer],
+    pub(super) estimated: u64,
+    pub(super) max_seconds: Option<f64>,
+}
+
+impl Walked<'_> {
+    /// Plans not visited, the labels of the tuples cut short (at most [`MAX_LISTED`]) and
+    /// their count.
+    fn not_visited(&self, acc: &Acc) -> (u64, Vec<String>, usize) {
+        let plans = acc.unvisited.iter().map(|(_, n)| *n).sum();
+        let labels = acc
+            .unvisited
+            .iter()
+            .take(MAX_LISTED)
+            .map(|(i, n)| {
+                let o = &self.outers[*i];
+                format!(
+                    "tp{} pp{} dp{} cp{} on {} devices ({n} plans)",
+                    o.tp, o.pp, o.dp, o.cp, o.devices
+                )
+            })
+            .collect();
+        (plans, labels, acc.unvisited.len())
+    }
+}
+
+/// Most tuples a summary lists by name.
+const MAX_LISTED: usize = 20;
+
+pub(super) fn no_plan(
+    acc: &Acc,
+    trainings: &[Training],
+    constraints: &Constraints,
+    walked: &Walked<'_>,
+) -> SearchError {
     let counts = &acc.counts;
+    if !acc.unvisited.is_empty() {
+        let (plans, _, tuples) = walked.not_visited(acc);
+        return SearchError::Empty {
+            reason: format!(
+                "no plan was timed within search.max_seconds = {} s (--max-seconds): {} of \
+                 about {} plans visited, {plans} not visited in {tuples} of {} (tp, pp, dp, \
+                 cp) tuples; raise the limit or narrow the [search] space",
+                walked.max_seconds.unwrap_or(0.0),
+                acc.visited,
+                walked.estimated,
+                walked.outers.len()
+            ),
+        };
+    }
     let limit_gib = trainings[0].capacity().0 * (1.0 - constraints.memory_headroom) / GIB;
     let mut reason = if counts.enumerated == 0 {
         "the space lists no plan (check search.vpp, search.micro_batch, search.recompute, \
@@ -73,11 +133,12 @@ pub(super) fn no_plan(acc: &Acc, trainings: &[Training], constraints: &Constrain
 /// by objective, ties by key), the fronts, and the summary (`start` is when the search
 /// began).
 pub(super) fn finish(
-    acc: Acc,
+    mut acc: Acc,
     trainings: &[Training],
     template: &TrainingPlan,
     objective: Objective,
     start: Instant,
+    walked: &Walked<'_>,
 ) -> Result<SearchResult, SearchError> {
     let training_of = |s: &Scored| {
         let i = trainings
@@ -85,7 +146,7 @@ pub(super) fn finish(
             .position(|t| t.system().devices == s.key.devices);
         &trainings[i.unwrap_or(0)]
     };
-    let mut top: Vec<Scored> = acc.top.into_vec();
+    let mut top: Vec<Scored> = std::mem::take(&mut acc.top).into_vec();
     top.sort();
     let mut plans = Vec::with_capacity(top.len());
     for (i, s) in top.iter().enumerate() {
@@ -132,12 +193,20 @@ pub(super) fn finish(
         pareto,
         pareto_devices,
         fastest,
-        summary: summary(&acc.counts, seconds, objective),
+        summary: summary(&acc, seconds, objective, walked),
     })
 }
 
-fn summary(counts: &Counts, seconds: f64, objective: Objective) -> Summary {
+fn summary(acc: &Acc, seconds: f64, objective: Objective, walked: &Walked<'_>) -> Summary {
+    let counts: &Counts = &acc.counts;
+    let (not_visited, not_visited_tuples, n) = walked.not_visited(acc);
     Summary {
+        estimated: walked.estimated,
+        complete: acc.unvisited.is_empty(),
+        not_visited,
+        not_visited_tuple_count: n,
+        not_visited_tuples,
+        max_seconds: walked.max_seconds,
         enumerated: counts.enumerated,
         pruned: counts.pruned,
         evaluated: counts.evaluated,

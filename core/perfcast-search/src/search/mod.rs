@@ -16,15 +16,16 @@ mod walk;
 
 pub use results::{Counts, ParetoPoint, PlanKey, RankedPlan, SearchResult, Summary};
 
-use crate::space::{Constraints, Objective, SearchSpace};
+use crate::space::{Budget, Constraints, Objective, SearchSpace};
 use crate::SearchError;
 use perfcast_engine::training::{Training, TrainingPlan};
-use std::sync::atomic::AtomicU64;
-use std::time::Instant;
+use perfcast_output::GIB;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::{Duration, Instant};
 
 /// Search `trainings` (one per device count, each with its system's `devices`) for the best
 /// `top_n` plans. `template` gives every plan field the space does not walk (global batch,
-/// attention kernel, dropout, overlap switches...).
+/// attention kernel, dropout, overlap switches...). No time limit: see [`search_within`].
 pub fn search(
     trainings: &[Training],
     space: &SearchSpace,
@@ -33,8 +34,41 @@ pub fn search(
     objective: Objective,
     top_n: usize,
 ) -> Result<SearchResult, SearchError> {
+    search_within(
+        trainings,
+        space,
+        constraints,
+        template,
+        objective,
+        top_n,
+        Budget::UNLIMITED,
+    )
+}
+
+/// [`search`] within `budget`: before the walk, the space's size is estimated and a device
+/// count whose model state cannot fit even sharded over all its devices
+/// ([`Training::memory_floor`]) is dropped (all of them: an error at once, with the figures);
+/// the walk stops at `budget.max_seconds` and the result is then the best found so far, its
+/// summary saying what was not visited.
+pub fn search_within(
+    trainings: &[Training],
+    space: &SearchSpace,
+    constraints: &Constraints,
+    template: &TrainingPlan,
+    objective: Objective,
+    top_n: usize,
+    budget: Budget,
+) -> Result<SearchResult, SearchError> {
     let start = Instant::now();
     resolve::check(trainings, space, constraints, top_n)?;
+    if let Some(s) = budget.max_seconds {
+        if !(s.is_finite() && s > 0.0) {
+            return Err(SearchError::Invalid {
+                key: "search.max_seconds".into(),
+                message: format!("{s} is not allowed: a positive number of seconds"),
+            });
+        }
+    }
     let template = &TrainingPlan {
         global_batch: constraints.global_batch,
         ..template.clone()
@@ -44,6 +78,14 @@ pub fn search(
         lists.push(resolve::lists(t, space)?);
     }
     let mut outers = resolve::outer_tuples(trainings, space, constraints)?;
+    let hopeless = hopeless_counts(trainings, constraints);
+    outers.retain(|o| !hopeless.iter().any(|(t, _)| *t == o.t));
+    if outers.is_empty() && !hopeless.is_empty() {
+        let why: Vec<String> = hopeless.into_iter().map(|(_, m)| m).collect();
+        return Err(SearchError::Empty {
+            reason: format!("no plan can fit in memory: {}", why.join("; ")),
+        });
+    }
     let ctx = walk::Ctx {
         trainings,
         lists,
@@ -52,13 +94,53 @@ pub fn search(
         objective,
         top_n,
         threshold: AtomicU64::new(f64::INFINITY.to_bits()),
+        deadline: budget
+            .max_seconds
+            .map(|s| start + Duration::from_secs_f64(s.min(1e9))),
+        expired: AtomicBool::new(false),
     };
     // Largest work first (small pp and many variants), for an early threshold; the order
     // does not change the result.
     outers.sort_by_key(|o| (o.pp, o.tp, o.cp, o.devices));
-    let acc = walk::run(&ctx, &outers);
+    let estimates: Vec<u64> = outers.iter().map(|o| ctx.estimate(*o)).collect();
+    let mut acc = walk::run(&ctx, &outers, &estimates);
+    acc.unvisited.sort_unstable();
+    let walked = finalists::Walked {
+        outers: &outers,
+        estimated: estimates.iter().fold(0u64, |a, e| a.saturating_add(*e)),
+        max_seconds: budget.max_seconds,
+    };
     if acc.counts.evaluated == 0 {
-        return Err(finalists::no_plan(&acc, trainings, constraints));
+        return Err(finalists::no_plan(&acc, trainings, constraints, &walked));
     }
-    finalists::finish(acc, trainings, template, objective, start)
+    finalists::finish(acc, trainings, template, objective, start, &walked)
+}
+
+/// The device counts (training indices) whose model state alone cannot fit in a device even
+/// sharded over all its devices, each with the figures that prove it.
+fn hopeless_counts(trainings: &[Training], constraints: &Constraints) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, t) in trainings.iter().enumerate() {
+        let n = t.system().devices;
+        let floor = t.memory_floor(n).0;
+        let limit = t.capacity().0 * (1.0 - constraints.memory_headroom);
+        if floor > limit {
+            out.push((
+                i,
+                format!(
+                    "on {n} devices every plan needs at least {:.2} GiB per device ({} \
+                     has {:.4e} parameters; mixed-precision Adam keeps at least 16 bytes of \
+                     state per parameter, spread over all {n} devices, plus the runtime \
+                     reserve), but the limit is {:.2} GiB (capacity x (1 - \
+                     search.memory_headroom = {})); more devices or a smaller model",
+                    floor / GIB,
+                    t.model().name,
+                    t.model().params() as f64,
+                    limit / GIB,
+                    constraints.memory_headroom,
+                ),
+            ));
+        }
+    }
+    out
 }

@@ -73,7 +73,8 @@ pub(super) fn lists(training: &Training, space: &SearchSpace) -> Result<Lists, S
                     .ok_or_else(|| SearchError::Invalid {
                         key: key.into(),
                         message: format!(
-                            "`{n}` is not registered; registered: {}",
+                            "`{n}` is not registered{}; registered: {}",
+                            perfcast_core::suggest::did_you_mean(n, names.iter().copied()),
                             names.join(", ")
                         ),
                     })
@@ -108,7 +109,7 @@ pub(super) fn lists(training: &Training, space: &SearchSpace) -> Result<Lists, S
                     return Err(SearchError::Invalid {
                         key: "search.precision".into(),
                         message: format!(
-                            "`{}` is not a training precision; allowed: bf16, fp16, fp8",
+                            "`{}` is not a training precision; allowed: bf16, fp16, fp8, fp4",
                             d.name()
                         ),
                     });

@@ -34,7 +34,7 @@ pub struct PlanKey {
 }
 
 /// The precisions a [`PlanKey`] encodes (`PlanKey::precision` indexes this).
-pub(super) const PRECISIONS: [DType; 3] = [DType::Bf16, DType::Fp16, DType::Fp8];
+pub(super) const PRECISIONS: [DType; 4] = [DType::Bf16, DType::Fp16, DType::Fp8, DType::Fp4];
 
 pub(super) fn precision_code(d: DType) -> Option<u8> {
     PRECISIONS.iter().position(|p| *p == d).map(|i| i as u8)
@@ -98,6 +98,20 @@ pub struct ParetoPoint {
 /// Counts and time of a search.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
+    /// Plans in the space, counted before the walk (an upper bound on `enumerated`, which
+    /// leaves out partial-recompute counts beyond a group's real stage size).
+    pub estimated: u64,
+    /// Whether the walk finished (false: `max_seconds` stopped it; the plans are the best
+    /// found so far).
+    pub complete: bool,
+    /// Plans the time limit left unvisited (0 when complete).
+    pub not_visited: u64,
+    /// How many (tp, pp, dp, cp, devices) tuples were not walked to the end.
+    pub not_visited_tuple_count: usize,
+    /// Those tuples (the first 20), each with its unvisited plans.
+    pub not_visited_tuples: Vec<String>,
+    /// The time limit of the walk, seconds (`None`: none).
+    pub max_seconds: Option<f64>,
     pub enumerated: u64,
     pub pruned: u64,
     pub evaluated: u64,

@@ -3,13 +3,15 @@
 //! over the outer tuples (rayon), each worker with its own [`Acc`].
 
 use super::accumulate::{push_top, Acc, Scored};
+use super::finalists::recipe_for;
 use super::resolve::{divisors, Lists, Outer, MAX_SCHEDULES};
 use super::results::{precision_code, PlanKey};
 use crate::space::{Constraints, Objective};
 use perfcast_core::parallel::interleaving_degrees;
 use perfcast_engine::training::{Placement, PlanGroup, Training, TrainingPlan};
 use rayon::prelude::*;
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
+use std::time::Instant;
 
 /// Shared, read-only state of one search.
 pub(super) struct Ctx<'a> {
@@ -22,22 +24,50 @@ pub(super) struct Ctx<'a> {
     pub(super) top_n: usize,
     /// f64 bits of the best known N-th objective (an upper bound on the final N-th best).
     pub(super) threshold: AtomicU64,
+    /// When the walk must stop (`--max-seconds`), if ever.
+    pub(super) deadline: Option<Instant>,
+    /// Set once the deadline has passed (so workers stop without asking the clock).
+    pub(super) expired: AtomicBool,
 }
 
 /// Walk every outer tuple in parallel (one rayon task each), then merge the workers'
-/// accumulators.
-pub(super) fn run(ctx: &Ctx<'_>, outers: &[Outer]) -> Acc {
+/// accumulators. `estimates[i]` is the size of `outers[i]` ([`Ctx::estimate`]); an outer
+/// tuple the deadline cut short (or never started) is recorded with how much of it was left.
+pub(super) fn run(ctx: &Ctx<'_>, outers: &[Outer], estimates: &[u64]) -> Acc {
     outers
         .par_iter()
+        .zip(estimates.par_iter())
+        .enumerate()
         .with_max_len(1)
-        .fold(Acc::new, |mut acc, o| {
-            ctx.walk(*o, &mut acc);
+        .fold(Acc::new, |mut acc, (i, (o, est))| {
+            let visited = if ctx.out_of_time() {
+                0
+            } else {
+                ctx.walk(*o, &mut acc)
+            };
+            acc.visited += visited;
+            if visited < *est {
+                acc.unvisited.push((i, est - visited));
+            }
             acc
         })
         .reduce(Acc::new, |a, b| a.merge(b, ctx.top_n))
 }
 
 impl Ctx<'_> {
+    /// Whether the deadline has passed (asks the clock until it has, then remembers).
+    pub(super) fn out_of_time(&self) -> bool {
+        if self.expired.load(AtomicOrdering::Relaxed) {
+            return true;
+        }
+        match self.deadline {
+            Some(d) if Instant::now() >= d => {
+                self.expired.store(true, AtomicOrdering::Relaxed);
+                true
+            }
+            _ => false,
+        }
+    }
     fn threshold(&self) -> f64 {
         f64::from_bits(self.threshold.load(AtomicOrdering::Relaxed))
     }
@@ -55,6 +85,16 @@ impl Ctx<'_> {
             }
         }
     }
+}
+
+/// The per-tuple value lists of one outer tuple (see [`Ctx::dims`]).
+struct Dims {
+    vpps: Vec<u32>,
+    mbs: Vec<u32>,
+    sps: Vec<bool>,
+    tpos: Vec<bool>,
+    zeros: Vec<u8>,
+    places: Vec<u8>,
 }
 
 /// Variants of one group: (recompute index, layers, schedule index).
@@ -97,13 +137,13 @@ impl Ctx<'_> {
         }
     }
 
-    /// Walk every group of one outer tuple.
-    fn walk(&self, o: Outer, acc: &mut Acc) {
+    /// The per-tuple dimensions of outer tuple `o`: its interleavings, micro-batches,
+    /// sequence-parallel, TP-overlap and ZeRO values, and the placements that place it apart.
+    fn dims(&self, o: Outer) -> Dims {
         let training = &self.trainings[o.t];
         let l = &self.lists[o.t];
         let m = training.model();
         let gb = self.constraints.global_batch;
-        let limit = training.capacity().0 * (1.0 - self.constraints.memory_headroom);
         let vpps: Vec<u32> = match &l.vpp {
             Some(v) => v.iter().copied().filter(|v| o.pp > 1 || *v == 1).collect(),
             None => interleaving_degrees(m.layers, o.pp),
@@ -121,10 +161,13 @@ impl Ctx<'_> {
                 }
             }
         };
-        let sps: &[bool] = if o.tp > 1 { &l.sp } else { &[false] };
-        let tpos: &[bool] = if o.tp > 1 { &l.tpo } else { &[false] };
-        let zeros: &[u8] = if o.dp * o.cp > 1 { &l.zero } else { &[0] };
-        let mut var = Vec::with_capacity(128);
+        let sps = if o.tp > 1 { l.sp.clone() } else { vec![false] };
+        let tpos = if o.tp > 1 { l.tpo.clone() } else { vec![false] };
+        let zeros = if o.dp * o.cp > 1 {
+            l.zero.clone()
+        } else {
+            vec![0]
+        };
         // Placements that place this mesh differently (same order of the non-trivial axes
         // = same placement of every group).
         let all = Placement::all();
@@ -137,6 +180,79 @@ impl Ctx<'_> {
                 places.push(i);
             }
         }
+        Dims {
+            vpps,
+            mbs,
+            sps,
+            tpos,
+            zeros,
+            places,
+        }
+    }
+
+    /// The overlap switches walked for a ZeRO stage: (grad-reduce values, param-gather
+    /// values).
+    fn overlaps(&self, o: Outer, zero: u8) -> (&[bool], &[bool]) {
+        let l = &self.lists[o.t];
+        let ogrs: &[bool] = if o.dp * o.cp > 1 {
+            &l.ogr
+        } else {
+            std::slice::from_ref(&self.template.overlap_grad_reduce)
+        };
+        let opgs: &[bool] = if o.dp * o.cp > 1 && (1..=2).contains(&zero) {
+            &l.opg
+        } else {
+            std::slice::from_ref(&self.template.overlap_param_gather)
+        };
+        (ogrs, opgs)
+    }
+
+    /// Layers of the busiest stage at interleaving `vpp` (for the partial-recompute counts),
+    /// even if the split turns out invalid.
+    fn stage_layers_bound(&self, o: Outer, vpp: u32) -> u64 {
+        let chunks = o.pp as u64 * vpp as u64;
+        vpp as u64 * self.trainings[o.t].model().layers.div_ceil(chunks.max(1))
+    }
+
+    /// How many plans the walk of `o` enumerates (before it drops the partial-recompute
+    /// counts beyond a group's real stage size): the same loops as [`Ctx::walk`], counted
+    /// instead of evaluated. Cheap: no engine call.
+    pub(super) fn estimate(&self, o: Outer) -> u64 {
+        let d = self.dims(o);
+        let l = &self.lists[o.t];
+        let mut var = Vec::new();
+        let mut per_mb = 0u64;
+        for &zero in &d.zeros {
+            let (ogrs, opgs) = self.overlaps(o, zero);
+            per_mb +=
+                (d.sps.len() * l.precision.len() * d.tpos.len() * ogrs.len() * opgs.len()) as u64;
+        }
+        let mut n = 0u64;
+        for &vpp in &d.vpps {
+            variants(l, o.pp, vpp, self.stage_layers_bound(o, vpp), &mut var);
+            let nv = var.len() as u64 * d.places.len() as u64;
+            n = n.saturating_add(nv.saturating_mul(d.mbs.len() as u64 * per_mb));
+        }
+        n
+    }
+
+    /// Walk every group of one outer tuple; how many plans it visited (all of
+    /// [`Ctx::estimate`] unless the deadline stopped it).
+    fn walk(&self, o: Outer, acc: &mut Acc) -> u64 {
+        let training = &self.trainings[o.t];
+        let l = &self.lists[o.t];
+        let gb = self.constraints.global_batch;
+        let limit = training.capacity().0 * (1.0 - self.constraints.memory_headroom);
+        let Dims {
+            vpps,
+            mbs,
+            sps,
+            tpos,
+            zeros,
+            places,
+        } = self.dims(o);
+        let mut var = Vec::with_capacity(128);
+        let mut visited = 0u64;
         let mut plan = TrainingPlan {
             tp: o.tp,
             pp: o.pp,
@@ -145,40 +261,32 @@ impl Ctx<'_> {
             global_batch: gb,
             ..self.template.clone()
         };
-        for &vpp in &vpps {
-            // Layers of the busiest stage (for the partial-recompute counts), even if the
-            // split turns out invalid.
-            let chunks = o.pp as u64 * vpp as u64;
-            let stage_n = vpp as u64 * m.layers.div_ceil(chunks.max(1));
-            variants(l, o.pp, vpp, stage_n, &mut var);
+        'all: for &vpp in &vpps {
+            variants(l, o.pp, vpp, self.stage_layers_bound(o, vpp), &mut var);
             if var.is_empty() {
                 continue; // no schedule listed for this interleaving: no plan
             }
             let nv = var.len() as u64;
             for &mb in &mbs {
-                for &sp in sps {
-                    for &zero in zeros {
+                for &sp in &sps {
+                    for &zero in &zeros {
+                        let (ogrs, opgs) = self.overlaps(o, zero);
                         for &prec in &l.precision {
-                            for &tpo in tpos {
-                                let ogrs: &[bool] = if o.dp * o.cp > 1 {
-                                    &l.ogr
-                                } else {
-                                    std::slice::from_ref(&self.template.overlap_grad_reduce)
-                                };
-                                let opgs: &[bool] = if o.dp * o.cp > 1 && (1..=2).contains(&zero) {
-                                    &l.opg
-                                } else {
-                                    std::slice::from_ref(&self.template.overlap_param_gather)
-                                };
+                            for &tpo in &tpos {
                                 for &ogr in ogrs {
                                     for &opg in opgs {
-                                        acc.counts.enumerated += nv * places.len() as u64;
+                                        if self.out_of_time() {
+                                            break 'all;
+                                        }
+                                        let n = nv * places.len() as u64;
+                                        acc.counts.enumerated += n;
                                         acc.counts.groups += 1;
                                         plan.vpp = vpp;
                                         plan.micro_batch = mb;
                                         plan.sp = sp;
                                         plan.zero_stage = zero;
                                         plan.precision = prec;
+                                        plan.fp8_recipe = recipe_for(self.template, prec);
                                         plan.tp_comm_overlap = tpo;
                                         plan.overlap_grad_reduce = ogr;
                                         plan.overlap_param_gather = opg;
@@ -201,7 +309,11 @@ impl Ctx<'_> {
                                             schedule: 0,
                                             placement: 0,
                                         };
-                                        self.group(training, &plan, key, &var, &places, limit, acc);
+                                        let left = self
+                                            .group(training, &plan, key, &var, &places, limit, acc);
+                                        // Plans the deadline cut off are not enumerated.
+                                        acc.counts.enumerated -= left;
+                                        visited += n - left;
                                     }
                                 }
                             }
@@ -210,11 +322,13 @@ impl Ctx<'_> {
                 }
             }
         }
+        visited
     }
 
     /// Evaluate the variants of one group: refuse, prune by memory, prune by the lower
     /// bound (a variant that cannot enter the top N, cannot be the fastest of its device count
-    /// and would be dominated on the Pareto front), time the rest.
+    /// and would be dominated on the Pareto front), time the rest. Returns how many of its
+    /// plans the deadline left unvisited (0 when it finished).
     #[allow(clippy::too_many_arguments)]
     fn group(
         &self,
@@ -225,13 +339,16 @@ impl Ctx<'_> {
         places: &[u8],
         limit: f64,
         acc: &mut Acc,
-    ) {
+    ) -> u64 {
         let np = places.len() as u64;
         let nv = var.len() as u64 * np;
         let before = acc.cache.timed;
         let mut g: PlanGroup = match training.plan_group(plan, &mut acc.cache) {
             Ok(g) => g,
-            Err(e) => return acc.refuse(&e, nv),
+            Err(e) => {
+                acc.refuse(&e, nv);
+                return 0;
+            }
         };
         acc.counts.layer_programs += acc.cache.timed - before;
         // The partial counts beyond this group's real stage size are not plans of it.
@@ -265,9 +382,9 @@ impl Ctx<'_> {
         };
         let mut thr = local.min(self.threshold());
         let all = Placement::all();
-        for &pi in places {
+        for (i, &pi) in places.iter().enumerate() {
             g.set_placement(all[pi as usize]);
-            self.variants_of(
+            let left = self.variants_of(
                 &mut g,
                 key,
                 pi,
@@ -278,10 +395,16 @@ impl Ctx<'_> {
                 &mut thr,
                 acc,
             );
+            if left > 0 {
+                return left + (places.len() - i - 1) as u64 * var.len() as u64;
+            }
         }
+        0
     }
 
-    /// The variants of one group at one placement.
+    /// The variants of one group at one placement; how many the deadline left unvisited
+    /// (the clock is read every [`CLOCK_EVERY`] variants: a group of a deep model has one
+    /// per partial-recompute count).
     #[allow(clippy::too_many_arguments)]
     fn variants_of(
         &self,
@@ -294,8 +417,11 @@ impl Ctx<'_> {
         limit: f64,
         thr: &mut f64,
         acc: &mut Acc,
-    ) {
-        for &(r, k, s) in var {
+    ) -> u64 {
+        for (j, &(r, k, s)) in var.iter().enumerate() {
+            if j % CLOCK_EVERY == CLOCK_EVERY - 1 && self.out_of_time() {
+                return (var.len() - j) as u64;
+            }
             if k >= busiest && k > 0 {
                 acc.counts.enumerated -= 1;
                 continue;
@@ -360,5 +486,9 @@ impl Ctx<'_> {
             acc.pareto.insert(sc);
             acc.offer_fastest(sc);
         }
+        0
     }
 }
+
+/// Variants between two looks at the clock inside a group.
+const CLOCK_EVERY: usize = 4096;

@@ -289,17 +289,164 @@ impl Interconnect for XLink {
     }
 }
 
+use perfcast_core::{ParamSpec, ParamType};
+
+/// The parameters of `acme/npu9` (`perfcast plugins --describe acme/npu9`).
+static NPU_PARAMS: &[ParamSpec] = &[
+    ParamSpec::required(
+        "fp8_tops",
+        ParamType::Float,
+        "TOPS",
+        "> 0",
+        "dense fp8/int8 throughput of the matrix engine",
+        "Acme NPU9 datasheet (fictional)",
+    ),
+    ParamSpec::required(
+        "bf16_tflops",
+        ParamType::Float,
+        "TFLOP/s",
+        "> 0",
+        "dense bf16/fp16 throughput of the matrix engine",
+        "Acme NPU9 datasheet (fictional)",
+    ),
+    ParamSpec::required(
+        "vector_tflops",
+        ParamType::Float,
+        "TFLOP/s",
+        "> 0",
+        "vector-unit throughput",
+        "Acme NPU9 datasheet (fictional)",
+    ),
+    ParamSpec::required(
+        "cores",
+        ParamType::Integer,
+        "",
+        ">= 1",
+        "systolic arrays (one per core)",
+        "Acme NPU9 datasheet (fictional)",
+    ),
+    ParamSpec::required(
+        "array_dim",
+        ParamType::Integer,
+        "MACs",
+        ">= 1",
+        "edge of each systolic array",
+        "Acme NPU9 datasheet (fictional)",
+    ),
+    ParamSpec::with_default(
+        "launch_us",
+        ParamType::Float,
+        "us",
+        "3.0",
+        ">= 0",
+        "kernel launch overhead",
+        "modelling default (fictional)",
+    ),
+    ParamSpec::with_default(
+        "panic_in_peak",
+        ParamType::Bool,
+        "",
+        "false",
+        "",
+        "test switch: panic inside `peak`",
+        "-",
+    ),
+    ParamSpec::with_default(
+        "nan_in_op_time",
+        ParamType::Bool,
+        "",
+        "false",
+        "",
+        "test switch: return a non-finite time from `op_time`",
+        "-",
+    ),
+];
+
+/// The parameters of `acme/hbm-x`.
+static HBM_PARAMS: &[ParamSpec] = &[
+    ParamSpec::required(
+        "stacks",
+        ParamType::Integer,
+        "",
+        ">= 1",
+        "HBM stacks on the package",
+        "Acme NPU9 datasheet (fictional)",
+    ),
+    ParamSpec::required(
+        "pin_gbps",
+        ParamType::Float,
+        "Gbit/s",
+        "> 0",
+        "per-pin data rate",
+        "Acme NPU9 datasheet (fictional)",
+    ),
+    ParamSpec::required(
+        "gib_per_stack",
+        ParamType::Float,
+        "GiB",
+        "> 0",
+        "capacity of one stack",
+        "Acme NPU9 datasheet (fictional)",
+    ),
+    ParamSpec::with_default(
+        "efficiency",
+        ParamType::Float,
+        "",
+        "0.9",
+        "(0, 1]",
+        "achievable fraction of the peak for streaming kernels",
+        "modelling default (fictional)",
+    ),
+    ParamSpec::with_default(
+        "latency_ns",
+        ParamType::Float,
+        "ns",
+        "0.0",
+        ">= 0",
+        "access latency",
+        "modelling default (fictional)",
+    ),
+];
+
+/// The parameters of `acme/xlink`.
+static LINK_PARAMS: &[ParamSpec] = &[
+    ParamSpec::required(
+        "domain_size",
+        ParamType::Integer,
+        "devices",
+        ">= 1",
+        "NPUs one xlink domain connects",
+        "Acme NPU9 datasheet (fictional)",
+    ),
+    ParamSpec::required(
+        "bandwidth_gbs",
+        ParamType::Float,
+        "GB/s",
+        "> 0",
+        "per-NPU bandwidth, one direction",
+        "Acme NPU9 datasheet (fictional)",
+    ),
+    ParamSpec::required(
+        "latency_us",
+        ParamType::Float,
+        "us",
+        ">= 0",
+        "per-step latency",
+        "Acme NPU9 datasheet (fictional)",
+    ),
+];
+
 perfcast_abi::export_plugin! {
     name: "acme",
     version: env!("CARGO_PKG_VERSION"),
     compute_units: [
-        "acme/npu9" => build_npu : "Acme NPU9 (fictional): systolic-array utilisation model",
+        "acme/npu9" => build_npu : "Acme NPU9 (fictional): systolic-array utilisation model" [NPU_PARAMS],
     ],
     memory_tiers: [
-        "acme/hbm-x" => build_hbm : "Acme HBM-X (fictional): stacks x 1024 pins x pin rate",
+        "acme/hbm-x" => build_hbm : "Acme HBM-X (fictional): stacks x 1024 pins x pin rate" [HBM_PARAMS],
     ],
     interconnects: [
-        "acme/xlink" => build_link : "Acme xlink (fictional): NPU-to-NPU scale-up link",
+        "acme/xlink" => build_link : "Acme xlink (fictional): NPU-to-NPU scale-up link" [LINK_PARAMS],
     ],
 }
 

@@ -1,0 +1,268 @@
+//! "Did you mean": the known names nearest to a misspelt one, and serde's wording of unknown
+//! fields and variants rewritten around them. Every host error about an unknown key, preset,
+//! kind, component or study goes through [`nearest`] so that all of them suggest alike.
+
+/// Levenshtein distance between `a` and `b`, in characters.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// How far a candidate may be from `word` and still be suggested: a third of the word's
+/// length, at least 2 (one transposition), so that short names do not suggest everything.
+fn limit(word: &str) -> usize {
+    (word.chars().count() / 3).max(2)
+}
+
+/// The candidates nearest to `word` (at most three, nearest first, ties in the candidates'
+/// order, none more than one edit behind the nearest): those within [`edit_distance`] of a third of its length (at least 2), ignoring
+/// ASCII case, `-`/`_`/`.` differences count as one edit. A candidate that contains `word`
+/// or is contained in it (at least 3 characters) also counts, as a distance of its length
+/// difference (`llama-3-8b` -> `llama3-8b`; `a100` -> `a100-sxm4-80gb`).
+pub fn nearest<'a, I>(word: &str, candidates: I) -> Vec<&'a str>
+where
+    I: IntoIterator<Item = &'a str>,
+{
+    let w = word.to_ascii_lowercase();
+    let mut scored: Vec<(usize, usize, &'a str)> = Vec::new();
+    for (i, c) in candidates.into_iter().enumerate() {
+        if c == word {
+            continue;
+        }
+        let lc = c.to_ascii_lowercase();
+        let d = edit_distance(&w, &lc);
+        let contained = w.len() >= 3 && (lc.contains(&w) || w.contains(&lc)) && lc.len() >= 3;
+        let score = if d <= limit(word) {
+            Some(d)
+        } else if contained {
+            Some(lc.len().abs_diff(w.len()).max(1))
+        } else {
+            None
+        };
+        if let Some(s) = score {
+            scored.push((s, i, c));
+        }
+    }
+    scored.sort();
+    scored.dedup_by(|a, b| a.2 == b.2);
+    // Only the best and those one edit behind it: a clear winner stands alone.
+    let best = scored.first().map_or(0, |s| s.0);
+    scored
+        .into_iter()
+        .take_while(|s| s.0 <= best + 1)
+        .take(3)
+        .map(|(_, _, c)| c)
+        .collect()
+}
+
+/// `"; did you mean `a`?"` (or `` `a` or `b` ``) for the nearest candidates, or `""` when none
+/// is near: to append to an "unknown ..." message before the list of what is allowed.
+pub fn did_you_mean<'a, I>(word: &str, candidates: I) -> String
+where
+    I: IntoIterator<Item = &'a str>,
+{
+    let near = nearest(word, candidates);
+    if near.is_empty() {
+        return String::new();
+    }
+    let quoted: Vec<String> = near.iter().map(|c| format!("`{c}`")).collect();
+    format!("; did you mean {}?", quoted.join(" or "))
+}
+
+/// What serde said about an unknown field or variant, if that is what `message` is: the
+/// unknown word, and the expected names (serde's `` expected one of `a`, `b` ``, `` expected
+/// `a` or `b` ``, `` expected `a` `` or "there are no fields"/"there are no variants").
+pub fn parse_unknown(message: &str) -> Option<(&'static str, String, Vec<String>)> {
+    let (what, rest) = if let Some(r) = message.strip_prefix("unknown field `") {
+        ("key", r)
+    } else if let Some(r) = message.strip_prefix("unknown variant `") {
+        ("value", r)
+    } else {
+        return None;
+    };
+    let (word, tail) = rest.split_once('`')?;
+    let tail = tail.trim_start_matches(',').trim();
+    let mut expected = Vec::new();
+    if let Some(list) = tail.strip_prefix("expected ") {
+        let list = list.strip_prefix("one of ").unwrap_or(list);
+        // `a`, `b` | `a` or `b` | `a`
+        for part in list.split('`').skip(1).step_by(2) {
+            expected.push(part.to_string());
+        }
+    }
+    Some((what, word.to_string(), expected))
+}
+
+/// serde's "unknown field/variant" wording rewritten as perfcast's: `` unknown key `bandwith`;
+/// did you mean `bandwidth`? (allowed: `a`, `b`) ``. Other messages come back unchanged.
+pub fn rewrite_unknown(message: &str) -> String {
+    let Some((what, word, expected)) = parse_unknown(message) else {
+        return message.to_string();
+    };
+    let hint = did_you_mean(&word, expected.iter().map(String::as_str));
+    let allowed = if expected.is_empty() {
+        "none".to_string()
+    } else {
+        expected
+            .iter()
+            .map(|e| format!("`{e}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!("unknown {what} `{word}`{hint} (allowed: {allowed})")
+}
+
+/// serde's name of an expected type said as a rule a user can act on (`u32` -> "a
+/// non-negative integer"); names it does not know come back as they are.
+pub fn expected_rule(expected: &str) -> String {
+    let e = expected.trim();
+    let rule = match e {
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a non-negative integer",
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "an integer",
+        "f32" | "f64" => "a number",
+        "a boolean" | "bool" => "true or false",
+        "a string" | "a borrowed string" | "string" => "a string (in quotes)",
+        "a sequence" | "sequence" => "a list `[...]`",
+        "a map" | "map" => "a table `{ key = value }`",
+        "a character" | "char" => "a single character",
+        _ if e.starts_with("struct ") => "a table `{ key = value }`",
+        _ if e.starts_with("a tuple") || e.starts_with("tuple") => "a list `[...]`",
+        _ => return e.to_string(),
+    };
+    rule.to_string()
+}
+
+/// The value in serde's description of what it found (`` integer `-4` `` -> `-4`, `string
+/// "x"` -> `"x"`, `map` -> `a table`).
+fn found_value(actual: &str) -> String {
+    let a = actual.trim();
+    if let Some(s) = a.strip_prefix("string ") {
+        return s.to_string();
+    }
+    if let (Some(i), Some(j)) = (a.find('`'), a.rfind('`')) {
+        if j > i {
+            return a[i + 1..j].to_string();
+        }
+    }
+    match a {
+        "map" | "dict" => "a table".into(),
+        "sequence" | "seq" | "array" => "a list".into(),
+        "unit value" | "unit" | "null" | "none" | "option" => "nothing".into(),
+        _ => a.to_string(),
+    }
+}
+
+/// serde's "invalid type/value: found X, expected Y" (serde_json's or figment's wording)
+/// rewritten as "expected RULE, got VALUE"; other messages come back as they are, with the
+/// unknown-field/variant wording rewritten by [`rewrite_unknown`].
+pub fn rewrite_serde(message: &str) -> String {
+    let body = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "));
+    let Some(body) = body else {
+        return rewrite_unknown(message);
+    };
+    let body = body.strip_prefix("found ").unwrap_or(body);
+    let Some((actual, expected)) = body.rsplit_once(", expected ") else {
+        return message.to_string();
+    };
+    let expected = expected.trim_matches('`');
+    format!(
+        "expected {}, got {}",
+        expected_rule(expected),
+        found_value(actual)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_names_for_the_issue_s_typos() {
+        let plan = ["tp", "pp", "dp", "global_batch", "micro_batch", "recompute"];
+        assert_eq!(nearest("global_bacth", plan), ["global_batch"]);
+        let presets = [
+            "llama2-7b",
+            "llama3-8b",
+            "llama3-70b",
+            "llama3.1-8b",
+            "gpt3-175b",
+        ];
+        assert_eq!(nearest("llama-3-8b", presets), ["llama3-8b"]);
+        assert_eq!(nearest("GPU", ["gpu", "hbm"]), ["gpu"]);
+        assert!(nearest("zzzzzz", plan).is_empty());
+        // A short word does not match every short name.
+        assert_eq!(nearest("tq", ["tp", "global_batch"]), ["tp"]);
+        assert_eq!(
+            did_you_mean("ful", ["full", "none", "selective"]),
+            "; did you mean `full`?"
+        );
+        assert_eq!(did_you_mean("xyzzy", ["full"]), "");
+    }
+
+    #[test]
+    fn serde_unknown_wording_is_rewritten() {
+        let m = "unknown field `sm_cont`, expected one of `name`, `sm_count`, `clock_ghz`";
+        assert_eq!(
+            rewrite_unknown(m),
+            "unknown key `sm_cont`; did you mean `sm_count`? (allowed: `name`, `sm_count`, \
+             `clock_ghz`)"
+        );
+        let m = "unknown variant `ful`, expected `none` or `full`";
+        assert_eq!(
+            rewrite_unknown(m),
+            "unknown value `ful`; did you mean `full`? (allowed: `none`, `full`)"
+        );
+        let m = "unknown field `x`, there are no fields";
+        assert_eq!(rewrite_unknown(m), "unknown key `x` (allowed: none)");
+        assert_eq!(rewrite_unknown("missing field `m`"), "missing field `m`");
+    }
+
+    #[test]
+    fn serde_type_wording_becomes_the_rule() {
+        let table = [
+            (
+                "invalid value: signed int `-4`, expected u32",
+                "expected a non-negative integer, got -4",
+            ),
+            (
+                "invalid type: integer `-3`, expected u32",
+                "expected a non-negative integer, got -3",
+            ),
+            (
+                "invalid type: found float `1.5`, expected u32",
+                "expected a non-negative integer, got 1.5",
+            ),
+            (
+                "invalid type: string \"many\", expected u32",
+                "expected a non-negative integer, got \"many\"",
+            ),
+            (
+                "invalid type: found signed int `3`, expected a boolean",
+                "expected true or false, got 3",
+            ),
+            (
+                "invalid type: map, expected f64",
+                "expected a number, got a table",
+            ),
+            (
+                "invalid type: found string \"x\", expected `a sequence`",
+                "expected a list `[...]`, got \"x\"",
+            ),
+        ];
+        for (serde, want) in table {
+            assert_eq!(rewrite_serde(serde), want, "{serde}");
+        }
+        assert_eq!(rewrite_serde("missing field `m`"), "missing field `m`");
+    }
+}

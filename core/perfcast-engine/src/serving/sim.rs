@@ -1,0 +1,408 @@
+//! The event loop: arrivals, routing, steps, KV transfers; the run's accounting.
+
+use super::config::Slo;
+use super::deployment::{kv_caches, Deployment, KvCache, PoolRole, Router};
+use super::report::{self, ServingReport};
+use super::rng::Rng;
+use super::state::{Ev, Event, Inst, Seq};
+use super::workload::Traffic;
+use crate::inference::{Inference, StepCosts};
+use perfcast_core::op::{Collective, CollectiveKind};
+use perfcast_core::{Bytes, ModelError};
+use std::collections::{BinaryHeap, VecDeque};
+
+/// A serving simulator for one model on one system: the step-time tables of every pool plan
+/// it has run, kept across runs (a search runs many deployments of the same plans).
+pub struct Simulator<'a> {
+    inf: &'a Inference,
+    costs: Vec<StepCosts<'a>>,
+}
+
+/// One run's mutable state.
+pub(super) struct Run<'r, 'a> {
+    pub d: &'r Deployment,
+    pub kv: Vec<KvCache>,
+    /// Index into the simulator's cost tables per pool.
+    pub pool_costs: Vec<usize>,
+    pub costs: &'r mut [StepCosts<'a>],
+    pub seqs: Vec<Seq>,
+    pub insts: Vec<Inst>,
+    /// First instance of each pool.
+    pub pool_start: Vec<usize>,
+    pub heap: BinaryHeap<Event>,
+    pub order: u64,
+    pub rng: Rng,
+    pub rr: usize,
+    /// Instances whose idle lanes should try to start a step once the current time's
+    /// events are all processed.
+    pub wake: Vec<bool>,
+    pub chunks: Vec<crate::inference::PrefillChunk>,
+    pub preemptions: u64,
+    pub steps: u64,
+    /// Closed loop: requests not yet sent.
+    pub next_closed: usize,
+    pub closed_ready: VecDeque<(f64, u32)>,
+    pub inf: &'a Inference,
+    /// Requests completed so far, and who wants to know.
+    pub completed: u32,
+    pub progress: &'r mut dyn FnMut(u32, u32),
+}
+
+/// Steps allowed per token of work before a run is declared stuck (it cannot be: every step
+/// processes at least one token and the oldest request always progresses; the bound turns a
+/// bug into an error instead of a hang).
+const STEPS_PER_TOKEN_BOUND: u64 = 64;
+
+impl<'a> Simulator<'a> {
+    /// A simulator over `inf`'s model and system.
+    pub fn new(inf: &'a Inference) -> Simulator<'a> {
+        Simulator {
+            inf,
+            costs: Vec::new(),
+        }
+    }
+
+    /// A simulator that starts from step tables already computed (e.g. warmed with
+    /// [`StepCosts::warm`] and cloned into each worker of a search).
+    pub fn with_costs(inf: &'a Inference, costs: Vec<StepCosts<'a>>) -> Simulator<'a> {
+        Simulator { inf, costs }
+    }
+
+    /// The inference engine it times steps with.
+    pub fn inference(&self) -> &'a Inference {
+        self.inf
+    }
+
+    fn costs_for(&mut self, plan: &crate::inference::InferencePlan) -> Result<usize, ModelError> {
+        if let Some(i) = self.costs.iter().position(|c| {
+            let p = c.plan();
+            (
+                p.tp,
+                p.pp,
+                p.weight_dtype,
+                p.activation_dtype,
+                p.kv_dtype,
+                p.attention,
+            ) == (
+                plan.tp,
+                plan.pp,
+                plan.weight_dtype,
+                plan.activation_dtype,
+                plan.kv_dtype,
+                plan.attention,
+            ) && p.input_len + p.output_len >= plan.input_len + plan.output_len
+        }) {
+            return Ok(i);
+        }
+        self.costs.push(self.inf.step_costs(plan)?);
+        Ok(self.costs.len() - 1)
+    }
+
+    /// Simulate `traffic` on `d`; `seed` drives the draft acceptance draws, `slos` the
+    /// goodput (one [`super::SloReport`] each).
+    pub fn run(
+        &mut self,
+        d: &Deployment,
+        traffic: &Traffic,
+        seed: u64,
+        slos: &[Slo],
+    ) -> Result<ServingReport, ModelError> {
+        self.run_with_progress(d, traffic, seed, slos, &mut |_, _| {})
+    }
+
+    /// [`Simulator::run`], calling `progress(completed, requests)` every 256 completed
+    /// requests and at the end (for a host's progress bar).
+    pub fn run_with_progress(
+        &mut self,
+        d: &Deployment,
+        traffic: &Traffic,
+        seed: u64,
+        slos: &[Slo],
+        progress: &mut dyn FnMut(u32, u32),
+    ) -> Result<ServingReport, ModelError> {
+        let max_input = traffic.max_input();
+        let max_context = traffic.max_context();
+        let kv = kv_caches(self.inf, d, max_input, max_context)?;
+        let mut pool_costs = Vec::with_capacity(d.pools.len());
+        for p in &d.pools {
+            let mut plan = p.plan.clone();
+            plan.input_len = max_context.max(2) - 1;
+            plan.output_len = 1;
+            pool_costs.push(self.costs_for(&plan)?);
+        }
+        let hit = d.prefix_cache_hit_rate;
+        let block = d.kv_block_size;
+        let seqs: Vec<Seq> = traffic
+            .requests()
+            .iter()
+            .map(|r| {
+                // Whole blocks of the prompt, never the whole prompt (its last token must
+                // be computed to sample the first output token).
+                let cached = ((hit * r.input as f64) as u32 / block * block).min(r.input - 1);
+                Seq::new(r.arrival, r.input, r.output, cached)
+            })
+            .collect();
+        let mut insts = Vec::new();
+        let mut pool_start = Vec::new();
+        let mut device = 0u32;
+        for (pi, p) in d.pools.iter().enumerate() {
+            pool_start.push(insts.len());
+            for _ in 0..p.instances {
+                insts.push(Inst::new(pi, p.role, &kv[pi], p.plan.pp, device));
+                device += p.plan.gpus_per_replica();
+            }
+        }
+        let n_inst = insts.len();
+        let mut run = Run {
+            d,
+            kv,
+            pool_costs,
+            costs: &mut self.costs,
+            seqs,
+            insts,
+            pool_start,
+            heap: BinaryHeap::new(),
+            order: 0,
+            rng: Rng::new(seed ^ 0xD1CE_5EED_0000_0001),
+            rr: 0,
+            wake: vec![false; n_inst],
+            chunks: Vec::new(),
+            preemptions: 0,
+            steps: 0,
+            next_closed: 0,
+            closed_ready: VecDeque::new(),
+            inf: self.inf,
+            completed: 0,
+            progress,
+        };
+        run.event_loop(traffic)?;
+        let n = run.seqs.len() as u32;
+        (run.progress)(run.completed, n);
+        Ok(report::build(&run, traffic, slos))
+    }
+}
+
+impl Run<'_, '_> {
+    pub fn push(&mut self, t: f64, ev: Ev) {
+        self.order += 1;
+        self.heap.push(Event {
+            t,
+            order: self.order,
+            ev,
+        });
+    }
+
+    fn event_loop(&mut self, traffic: &Traffic) -> Result<(), ModelError> {
+        let n = self.seqs.len();
+        let mut next_open = 0usize;
+        if let Traffic::Closed { clients, .. } = traffic {
+            let first = (*clients as usize).min(n);
+            self.closed_ready
+                .extend((0..first).map(|i| (0.0, i as u32)));
+            self.next_closed = first;
+        }
+        let work: u64 = self
+            .seqs
+            .iter()
+            .map(|s| s.input as u64 + s.output as u64)
+            .sum();
+        let bound = work.saturating_mul(STEPS_PER_TOKEN_BOUND).max(1_000_000);
+        loop {
+            let ta = match traffic {
+                Traffic::Open(r) => r.get(next_open).map(|r| r.arrival),
+                Traffic::Closed { .. } => self.closed_ready.front().map(|x| x.0),
+            };
+            let te = self.heap.peek().map(|e| e.t);
+            let t = match (ta, te) {
+                (None, None) => break,
+                (Some(a), Some(e)) if e < a => self.pop_event()?,
+                (Some(a), _) => {
+                    let s = match traffic {
+                        Traffic::Open(_) => {
+                            next_open += 1;
+                            next_open - 1
+                        }
+                        Traffic::Closed { .. } => {
+                            self.closed_ready.pop_front().map_or(0, |x| x.1) as usize
+                        }
+                    };
+                    self.arrive(s as u32, a);
+                    a
+                }
+                (None, Some(_)) => self.pop_event()?,
+            };
+            // Start steps only once every event at this time is in.
+            let next = match traffic {
+                Traffic::Open(r) => r.get(next_open).map(|r| r.arrival),
+                Traffic::Closed { .. } => self.closed_ready.front().map(|x| x.0),
+            };
+            let pending = [next, self.heap.peek().map(|e| e.t)]
+                .into_iter()
+                .flatten()
+                .any(|x| x <= t);
+            if !pending {
+                self.start_idle(t)?;
+            }
+            if self.steps > bound {
+                return Err(ModelError::invalid(
+                    perfcast_core::Key::other("serving simulation"),
+                    self.steps,
+                    "steps exceed 64 per token of work: the scheduler made no progress (a bug; please report it)",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn pop_event(&mut self) -> Result<f64, ModelError> {
+        let Some(e) = self.heap.pop() else {
+            return Ok(0.0);
+        };
+        match e.ev {
+            Ev::StepEnd { inst, lane } => self.step_end(inst as usize, lane as usize, e.t)?,
+            Ev::Transfer { seq, from, to } => self.transfer_done(seq, from, to, e.t),
+        }
+        Ok(e.t)
+    }
+
+    /// A request arrives at the first pool.
+    fn arrive(&mut self, s: u32, t: f64) {
+        let start = self.pool_start[0];
+        let count = self.d.pools[0].instances as usize;
+        let i = match self.d.router {
+            Router::RoundRobin => {
+                self.rr = (self.rr + 1) % count;
+                start + self.rr
+            }
+            Router::LeastLoaded => (start..start + count)
+                .min_by_key(|&i| (self.insts[i].load, i))
+                .unwrap_or(start),
+        };
+        let seq = &mut self.seqs[s as usize];
+        seq.arrival = t;
+        seq.inst = i as u32;
+        self.insts[i].load += 1;
+        self.insts[i].waiting.push_back(s);
+        self.wake[i] = true;
+    }
+
+    fn start_idle(&mut self, t: f64) -> Result<(), ModelError> {
+        for i in 0..self.insts.len() {
+            if !std::mem::take(&mut self.wake[i]) {
+                continue;
+            }
+            for l in 0..self.insts[i].lanes.len() {
+                if !self.insts[i].lanes[l].busy {
+                    self.start_step(i, l, t)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A request finished at `t`: free its blocks; a closed-loop client sends its next one.
+    pub fn finish(&mut self, s: u32, t: f64) {
+        let seq = &mut self.seqs[s as usize];
+        seq.finish = t;
+        seq.leaving = true;
+        let (i, blocks) = (seq.inst as usize, seq.blocks);
+        seq.blocks = 0;
+        let inst = &mut self.insts[i];
+        inst.kv_touch(t);
+        inst.kv_free += blocks;
+        inst.load = inst.load.saturating_sub(1);
+        self.completed += 1;
+        if self.completed.is_multiple_of(256) {
+            (self.progress)(self.completed, self.seqs.len() as u32);
+        }
+        if self.next_closed > 0 && self.next_closed < self.seqs.len() {
+            self.closed_ready.push_back((t, self.next_closed as u32));
+            self.next_closed += 1;
+        }
+    }
+
+    /// A prefill finished on a prefill instance: send its KV cache to a decode instance.
+    pub fn send(&mut self, s: u32, t: f64) -> Result<(), ModelError> {
+        let from = self.seqs[s as usize].inst as usize;
+        let start = self.pool_start[1];
+        let count = self.d.pools[1].instances as usize;
+        let to = (start..start + count)
+            .min_by_key(|&i| (self.insts[i].load, i))
+            .unwrap_or(start);
+        let dur = self.transfer_time(from, to, self.seqs[s as usize].kv)?;
+        let begin = t
+            .max(self.insts[from].link_free)
+            .max(self.insts[to].link_free);
+        let end = begin + dur;
+        self.insts[from].link_free = end;
+        self.insts[to].link_free = end;
+        self.insts[from].load = self.insts[from].load.saturating_sub(1);
+        self.insts[to].load += 1;
+        let seq = &mut self.seqs[s as usize];
+        seq.leaving = true;
+        seq.sent = begin;
+        seq.received = end;
+        self.push(
+            end,
+            Ev::Transfer {
+                seq: s,
+                from: from as u32,
+                to: to as u32,
+            },
+        );
+        Ok(())
+    }
+
+    fn transfer_done(&mut self, s: u32, from: u32, to: u32, t: f64) {
+        let blocks = std::mem::take(&mut self.seqs[s as usize].blocks);
+        let src = &mut self.insts[from as usize];
+        src.kv_touch(t);
+        src.kv_free += blocks;
+        self.wake[from as usize] = true;
+        let seq = &mut self.seqs[s as usize];
+        seq.inst = to;
+        seq.leaving = false;
+        self.insts[to as usize].waiting.push_back(s);
+        self.wake[to as usize] = true;
+    }
+
+    /// Time to move `tokens` of KV cache from instance `from` to `to`: every device of the
+    /// sender sends its own shard at once, over the innermost network level whose domain
+    /// holds both instances (devices are numbered pool by pool, instance by instance).
+    fn transfer_time(&self, from: usize, to: usize, tokens: u32) -> Result<f64, ModelError> {
+        let (a, b) = (&self.insts[from], &self.insts[to]);
+        let ga = self.d.pools[a.pool].plan.gpus_per_replica();
+        let gb = self.d.pools[b.pool].plan.gpus_per_replica();
+        let lo = a.first_device.min(b.first_device);
+        let hi = (a.first_device + ga).max(b.first_device + gb) - 1;
+        let net = &self.inf.system().network;
+        let Some((li, level)) = net.iter().enumerate().find(|(_, l)| {
+            let size = l.domain_size().max(1);
+            lo / size == hi / size
+        }) else {
+            return Err(ModelError::invalid(
+                perfcast_core::Key::system("network"),
+                hi + 1,
+                "no network level spans the prefill and decode instances: the KV cache cannot be sent",
+            ));
+        };
+        let bytes = self.kv[a.pool].memory.kv_per_token.0 * tokens as f64;
+        let c = Collective {
+            kind: CollectiveKind::SendRecv,
+            bytes: Bytes(bytes),
+            ranks: 2,
+        };
+        let opts = self.inf.options();
+        let wire = level
+            .try_collective_time(&c, opts.collective_algorithm)
+            .map_err(|e| crate::network::level_error(li, e))?
+            .0;
+        let t = wire + (opts.collective_overhead_us + self.d.transfer_overhead_us) * 1e-6;
+        perfcast_core::units::ensure_finite("KV transfer time", t)
+    }
+
+    /// Whether instance `i` prefills only.
+    pub fn prefill_only(&self, i: usize) -> bool {
+        self.insts[i].role == PoolRole::Prefill
+    }
+}

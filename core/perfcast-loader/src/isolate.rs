@@ -1,0 +1,783 @@
+//! Plugin isolation: a library loaded in a child process (`perfcast plugin-host PATH`) that
+//! answers the host's calls over its stdin/stdout, so that a plugin that crashes, hangs,
+//! exits or writes garbage takes down only the child. The host side registers proxies whose
+//! answers go through the same checks as an in-process library's (`adapter`), with a time
+//! limit per call and a cache of answers (the engine asks the same questions again and
+//! again: a search's layer shapes repeat).
+//!
+//! The protocol (`perfcast-plugin-host/1`), modelled on nushell's plugin protocol (a
+//! versioned hello, then calls and answers matched by id, one JSON document per line):
+//!
+//! ```text
+//! host  -> {"id":0,"call":{"hello":{"protocol":"perfcast-plugin-host/1"}}}
+//! child <- {"id":0,"ok":{"hello":{"protocol":"perfcast-plugin-host/1","plugin":..,"version":..,
+//!           "abi":..,"components":[{"category":..,"name":..,"description":..,"params":..}]}}}
+//! host  -> {"id":1,"call":{"build":{"category":"compute_unit","name":"acme/npu9","params":{..}}}}
+//! child <- {"id":1,"ok":{"built":{"handle":0,"compute":{"peaks":[..],"launch_overhead":..,"gemm_tile":..}}}}
+//! host  -> {"id":2,"call":{"op_time":{"handle":0,"op":{..},"tiers":[..]}}}
+//! child <- {"id":2,"ok":{"op_time":{..}}}        or  {"id":2,"err":{"code":2,"path":"","message":".."}}
+//! ```
+//!
+//! A different protocol string in the hello is refused by both sides. Calls are answered in
+//! order; the child serves one at a time.
+
+use crate::adapter::{
+    foreign_memory_tier, CallError, ComputeBackend, ForeignComputeUnit, ForeignInterconnect,
+    LinkBackend, TierData,
+};
+use crate::{Candidate, LoadError, LoadedLibrary};
+use perfcast_abi::codes;
+use perfcast_abi::{LinkProps, PcOp, PcOpTime, TierProps};
+use perfcast_core::{
+    Bytes, Category, Collective, Component, ComputeOp, DType, Engine, MemoryHierarchy, MemoryTier,
+    OpTime, ParamSpec, Registry,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The protocol both sides must speak.
+pub const PROTOCOL: &str = "perfcast-plugin-host/1";
+
+/// The default time limit of one call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How to start the child: the executable and the arguments before the library path
+/// (`perfcast plugin-host`), and the time limit of a call.
+#[derive(Debug, Clone)]
+pub struct IsolateOptions {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub timeout: Duration,
+}
+
+/// One call, host to child.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Call {
+    Hello {
+        protocol: String,
+    },
+    Build {
+        category: Category,
+        name: String,
+        params: serde_json::Value,
+    },
+    Efficiency {
+        handle: usize,
+        op: ComputeOp,
+    },
+    OpTime {
+        handle: usize,
+        op: ComputeOp,
+        tiers: Vec<(String, WireTier)>,
+    },
+    CollectiveTime {
+        handle: usize,
+        collective: Collective,
+        algorithm: perfcast_core::CollectiveAlgorithm,
+    },
+}
+
+/// A memory tier's properties on the wire (`TierProps`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct WireTier {
+    level: u32,
+    capacity: f64,
+    bandwidth: f64,
+    efficiency: f64,
+    latency: f64,
+}
+
+impl From<TierProps> for WireTier {
+    fn from(p: TierProps) -> Self {
+        WireTier {
+            level: p.level,
+            capacity: p.capacity,
+            bandwidth: p.bandwidth,
+            efficiency: p.efficiency,
+            latency: p.latency,
+        }
+    }
+}
+
+impl From<WireTier> for TierProps {
+    fn from(p: WireTier) -> Self {
+        TierProps {
+            level: p.level,
+            capacity: p.capacity,
+            bandwidth: p.bandwidth,
+            efficiency: p.efficiency,
+            latency: p.latency,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct WireComponent {
+    category: Category,
+    name: String,
+    description: String,
+    params: Option<Vec<ParamSpec>>,
+}
+
+/// What a build returns: the component's constant properties.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Built {
+    Compute {
+        /// `(engine code, dtype code, FLOP/s)` of every path the device has.
+        peaks: Vec<(u32, u32, f64)>,
+        launch_overhead: f64,
+        gemm_tile: u64,
+    },
+    Tier(WireTier),
+    Link {
+        domain_size: u32,
+        bandwidth: f64,
+        latency: f64,
+    },
+}
+
+/// One answer, child to host.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Answer {
+    Hello {
+        protocol: String,
+        plugin: String,
+        version: String,
+        abi: String,
+        components: Vec<WireComponent>,
+    },
+    Built {
+        handle: usize,
+        built: Built,
+    },
+    Number(f64),
+    OpTime(OpTime),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct WireError {
+    code: i32,
+    path: String,
+    message: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Request {
+    id: u64,
+    call: Call,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Response {
+    id: u64,
+    #[serde(default)]
+    ok: Option<Answer>,
+    #[serde(default)]
+    err: Option<WireError>,
+}
+
+// ---------------------------------------------------------------------------------------
+// The child: `perfcast plugin-host PATH`.
+// ---------------------------------------------------------------------------------------
+
+/// Serve the library at `path` on stdin/stdout until stdin closes. Returns only an error
+/// that prevents serving (the library itself does not load: reported to the host in the
+/// hello's answer first).
+pub fn serve(path: &Path) -> Result<(), String> {
+    let mut registry = Registry::new();
+    let loaded = crate::load_library(path, None, &mut registry);
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    let mut handles: Vec<Component> = Vec::new();
+    for line in stdin.lock().lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        let req: Request = match serde_json::from_str(&line) {
+            Ok(r) => r,
+            Err(e) => return Err(format!("bad request: {e}")),
+        };
+        let result = match &loaded {
+            Err(e) => Err(failed(e.to_string())),
+            Ok(lib) => answer(&registry, lib, &mut handles, req.call),
+        };
+        let resp = match result {
+            Ok(a) => Response {
+                id: req.id,
+                ok: Some(a),
+                err: None,
+            },
+            Err(e) => Response {
+                id: req.id,
+                ok: None,
+                err: Some(e),
+            },
+        };
+        let text = serde_json::to_string(&resp).unwrap_or_else(|e| {
+            format!(
+                r#"{{"id":{},"err":{{"code":2,"path":"","message":"{e}"}}}}"#,
+                req.id
+            )
+        });
+        writeln!(out, "{text}")
+            .and_then(|_| out.flush())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn failed(message: String) -> WireError {
+    WireError {
+        code: codes::ERR_FAILED,
+        path: String::new(),
+        message,
+    }
+}
+
+fn answer(
+    registry: &Registry,
+    lib: &LoadedLibrary,
+    handles: &mut Vec<Component>,
+    call: Call,
+) -> Result<Answer, WireError> {
+    let handle = |handles: &[Component], h: usize| {
+        handles
+            .get(h)
+            .cloned()
+            .ok_or_else(|| failed(format!("no component {h}")))
+    };
+    match call {
+        Call::Hello { protocol } => {
+            if protocol != PROTOCOL {
+                return Err(failed(format!(
+                    "this plugin host speaks {PROTOCOL}, not {protocol}"
+                )));
+            }
+            let components = lib
+                .components
+                .iter()
+                .filter_map(|(c, n)| {
+                    let info = registry.info(*c, n)?;
+                    Some(WireComponent {
+                        category: *c,
+                        name: n.clone(),
+                        description: info.description.clone(),
+                        params: info.params.clone(),
+                    })
+                })
+                .collect();
+            Ok(Answer::Hello {
+                protocol: PROTOCOL.into(),
+                plugin: lib.plugin.clone(),
+                version: lib.version.clone(),
+                abi: lib.abi.clone(),
+                components,
+            })
+        }
+        Call::Build {
+            category,
+            name,
+            params,
+        } => {
+            let c = registry
+                .build(category, &name, &params)
+                .map_err(|e| match e {
+                    perfcast_core::registry::RegistryError::Build {
+                        source: perfcast_core::PluginError::Params { path, message },
+                        ..
+                    } => WireError {
+                        code: codes::ERR_PARAMS,
+                        path,
+                        message,
+                    },
+                    other => failed(other.to_string()),
+                })?;
+            let built = match &c {
+                Component::ComputeUnit(u) => {
+                    let mut peaks = Vec::new();
+                    for e in [Engine::Matrix, Engine::Vector] {
+                        for d in DType::ALL {
+                            if let Some(p) = u.peak(e, d) {
+                                peaks.push((codes::engine_code(e), d.code(), p.0));
+                            }
+                        }
+                    }
+                    Built::Compute {
+                        peaks,
+                        launch_overhead: u.launch_overhead().0,
+                        gemm_tile: u.gemm_tile(),
+                    }
+                }
+                Component::MemoryTier(t) => Built::Tier(WireTier {
+                    level: codes::tier_level_code(t.level()),
+                    capacity: t.capacity().0,
+                    bandwidth: t.bandwidth().0,
+                    efficiency: t.efficiency(),
+                    latency: t.latency().0,
+                }),
+                Component::Interconnect(l) => Built::Link {
+                    domain_size: l.domain_size(),
+                    bandwidth: l.bandwidth().0,
+                    latency: l.latency().0,
+                },
+                _ => return Err(failed(format!("{category} cannot be isolated"))),
+            };
+            handles.push(c);
+            Ok(Answer::Built {
+                handle: handles.len() - 1,
+                built,
+            })
+        }
+        Call::Efficiency { handle: h, op } => match handle(handles, h)? {
+            Component::ComputeUnit(u) => Ok(Answer::Number(u.efficiency(&op))),
+            _ => Err(failed(format!("component {h} is not a compute unit"))),
+        },
+        Call::OpTime {
+            handle: h,
+            op,
+            tiers,
+        } => match handle(handles, h)? {
+            Component::ComputeUnit(u) => {
+                let tiers: Vec<Arc<dyn MemoryTier>> = tiers
+                    .into_iter()
+                    .filter_map(|(kind, p)| {
+                        let level = codes::tier_level_from_code(p.level)?;
+                        Some(
+                            Arc::new(perfcast_abi::PropsTier::new(kind, level, p.into(), None))
+                                as Arc<dyn MemoryTier>,
+                        )
+                    })
+                    .collect();
+                u.op_time(&op, &MemoryHierarchy::new(tiers))
+                    .map(Answer::OpTime)
+                    .map_err(|e| failed(e.to_string()))
+            }
+            _ => Err(failed(format!("component {h} is not a compute unit"))),
+        },
+        Call::CollectiveTime {
+            handle: h,
+            collective,
+            algorithm,
+        } => match handle(handles, h)? {
+            Component::Interconnect(l) => l
+                .try_collective_time(&collective, algorithm)
+                .map(|s| Answer::Number(s.0))
+                .map_err(|e| failed(e.to_string())),
+            _ => Err(failed(format!("component {h} is not an interconnect"))),
+        },
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The host: a connection to one child, and proxies for its components.
+// ---------------------------------------------------------------------------------------
+
+struct Inner {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    next_id: u64,
+    /// Why the child can no longer answer, once it cannot.
+    dead: Option<String>,
+}
+
+/// A running plugin host.
+struct Connection {
+    /// `plugin NAME (isolated, PATH)`, for messages.
+    label: String,
+    timeout: Duration,
+    inner: Mutex<Inner>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Ok(mut i) = self.inner.lock() {
+            let _ = i.child.kill();
+            let _ = i.child.wait();
+        }
+    }
+}
+
+impl Connection {
+    /// Send `call` and wait for its answer (at most `timeout`); a crash, a hang, an exit or a
+    /// garbage line ends the connection with an error naming the plugin and the call.
+    fn call(&self, what: &str, call: Call) -> Result<Answer, CallError> {
+        let mut i = self
+            .inner
+            .lock()
+            .map_err(|_| self.fail("the connection is poisoned".into()))?;
+        if let Some(d) = &i.dead {
+            return Err(self.fail(d.clone()));
+        }
+        let id = i.next_id;
+        i.next_id += 1;
+        let text = serde_json::to_string(&Request { id, call })
+            .map_err(|e| self.fail(format!("cannot encode `{what}`: {e}")))?;
+        let sent = writeln!(i.stdin, "{text}").and_then(|_| i.stdin.flush());
+        let line = match sent {
+            Err(_) => Err(RecvTimeoutError::Disconnected),
+            Ok(()) => i.lines.recv_timeout(self.timeout),
+        };
+        let why = match line {
+            Ok(line) => match serde_json::from_str::<Response>(&line) {
+                Ok(r) if r.id == id => {
+                    return match (r.ok, r.err) {
+                        (Some(a), _) => Ok(a),
+                        (None, Some(e)) => Err(CallError {
+                            code: e.code,
+                            path: e.path,
+                            message: e.message,
+                        }),
+                        (None, None) => Err(self.fail(format!("an empty answer to `{what}`"))),
+                    };
+                }
+                _ => format!(
+                    "answered `{what}` with garbage: `{}`",
+                    line.chars().take(80).collect::<String>()
+                ),
+            },
+            Err(RecvTimeoutError::Timeout) => format!(
+                "did not answer `{what}` within {} s; the plugin process was stopped",
+                self.timeout.as_secs_f64()
+            ),
+            Err(RecvTimeoutError::Disconnected) => {
+                let status = i.child.wait().map(exit_text).unwrap_or_default();
+                format!("the plugin process {status} during `{what}`")
+            }
+        };
+        let _ = i.child.kill();
+        let _ = i.child.wait();
+        i.dead = Some(why.clone());
+        Err(self.fail(why))
+    }
+
+    fn fail(&self, message: String) -> CallError {
+        CallError {
+            code: codes::ERR_FAILED,
+            path: String::new(),
+            message: format!("{}: {message}", self.label),
+        }
+    }
+}
+
+/// How a child process ended, in words.
+fn exit_text(status: std::process::ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = status.signal() {
+            let name = match sig {
+                11 => " (SIGSEGV, a segmentation fault)",
+                6 => " (SIGABRT, an abort)",
+                9 => " (SIGKILL)",
+                7 => " (SIGBUS)",
+                8 => " (SIGFPE)",
+                _ => "",
+            };
+            return format!("was killed by signal {sig}{name}");
+        }
+    }
+    match status.code() {
+        Some(c) => format!("exited with status {c}"),
+        None => "ended".into(),
+    }
+}
+
+/// Answers already given, by the call's JSON.
+type Cache = Mutex<HashMap<String, Result<f64, CallError>>>;
+
+struct IsoCompute {
+    conn: Arc<Connection>,
+    handle: usize,
+    peaks: Vec<(u32, u32, f64)>,
+    launch: f64,
+    tile: u64,
+    cache: Cache,
+    op_times: Mutex<HashMap<String, Result<PcOpTime, CallError>>>,
+}
+
+impl ComputeBackend for IsoCompute {
+    fn peak(&self, engine: u32, dtype: u32) -> Result<Option<f64>, CallError> {
+        Ok(self
+            .peaks
+            .iter()
+            .find(|(e, d, _)| *e == engine && *d == dtype)
+            .map(|p| p.2))
+    }
+    fn efficiency(&self, op: &PcOp) -> Result<f64, CallError> {
+        let op = op.to_native().map_err(|m| self.conn.fail(m))?;
+        let key = serde_json::to_string(&op).unwrap_or_default();
+        if let Some(v) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return v;
+        }
+        let v = match self.conn.call(
+            "efficiency",
+            Call::Efficiency {
+                handle: self.handle,
+                op,
+            },
+        ) {
+            Ok(Answer::Number(x)) => Ok(x),
+            Ok(_) => Err(self
+                .conn
+                .fail("answered `efficiency` with another kind of answer".into())),
+            Err(e) => Err(e),
+        };
+        if let Ok(mut c) = self.cache.lock() {
+            c.insert(key, v.clone());
+        }
+        v
+    }
+    fn launch_overhead(&self) -> Result<f64, CallError> {
+        Ok(self.launch)
+    }
+    fn gemm_tile(&self) -> Result<u64, CallError> {
+        Ok(self.tile)
+    }
+    fn op_time(&self, op: &PcOp, tiers: &[TierData<'_>]) -> Option<Result<PcOpTime, CallError>> {
+        let native = match op.to_native() {
+            Ok(o) => o,
+            Err(m) => return Some(Err(self.conn.fail(m))),
+        };
+        let tiers: Vec<(String, WireTier)> = tiers
+            .iter()
+            .map(|t| (t.kind.to_string(), t.props.into()))
+            .collect();
+        let key = serde_json::to_string(&(&native, &tiers)).unwrap_or_default();
+        if let Some(v) = self.op_times.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return Some(v);
+        }
+        let call = Call::OpTime {
+            handle: self.handle,
+            op: native,
+            tiers,
+        };
+        let v = match self.conn.call("op_time", call) {
+            Ok(Answer::OpTime(t)) => Ok(PcOpTime::from_native(&t)),
+            Ok(_) => Err(self
+                .conn
+                .fail("answered `op_time` with another kind of answer".into())),
+            Err(e) => Err(e),
+        };
+        if let Ok(mut c) = self.op_times.lock() {
+            c.insert(key, v.clone());
+        }
+        Some(v)
+    }
+}
+
+struct IsoLink {
+    conn: Arc<Connection>,
+    handle: usize,
+    cache: Cache,
+}
+
+impl LinkBackend for IsoLink {
+    fn collective_time(
+        &self,
+        kind: u32,
+        bytes: f64,
+        ranks: u32,
+        algorithm: u32,
+    ) -> Result<f64, CallError> {
+        let bad = |what: &str| self.conn.fail(format!("unknown {what} code"));
+        let collective = Collective {
+            kind: codes::collective_kind_from_code(kind).ok_or_else(|| bad("collective"))?,
+            bytes: Bytes(bytes),
+            ranks,
+        };
+        let algorithm = codes::algorithm_from_code(algorithm).ok_or_else(|| bad("algorithm"))?;
+        let key = serde_json::to_string(&(&collective, &algorithm)).unwrap_or_default();
+        if let Some(v) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return v;
+        }
+        let call = Call::CollectiveTime {
+            handle: self.handle,
+            collective,
+            algorithm,
+        };
+        let v = match self.conn.call("collective_time", call) {
+            Ok(Answer::Number(x)) => Ok(x),
+            Ok(_) => Err(self
+                .conn
+                .fail("answered `collective_time` with another kind of answer".into())),
+            Err(e) => Err(e),
+        };
+        if let Ok(mut c) = self.cache.lock() {
+            c.insert(key, v.clone());
+        }
+        v
+    }
+}
+
+/// The factory of component `name` of `category` on `conn`.
+fn factory(
+    conn: Arc<Connection>,
+    category: Category,
+    name: String,
+) -> perfcast_core::registry::Factory {
+    Arc::new(move |params| {
+        let call = Call::Build {
+            category,
+            name: name.clone(),
+            params: if params.is_null() {
+                serde_json::json!({})
+            } else {
+                params.clone()
+            },
+        };
+        let (handle, built) = match conn.call("build", call) {
+            Ok(Answer::Built { handle, built }) => (handle, built),
+            Ok(_) => {
+                return Err(conn
+                    .fail("answered `build` with another kind of answer".into())
+                    .into_plugin_error(&name))
+            }
+            Err(e) => return Err(e.into_plugin_error(&name)),
+        };
+        match built {
+            Built::Compute {
+                peaks,
+                launch_overhead,
+                gemm_tile,
+            } => {
+                let backend = IsoCompute {
+                    conn: conn.clone(),
+                    handle,
+                    peaks,
+                    launch: launch_overhead,
+                    tile: gemm_tile,
+                    cache: Mutex::new(HashMap::new()),
+                    op_times: Mutex::new(HashMap::new()),
+                };
+                let unit = ForeignComputeUnit::new(&name, Box::new(backend))?;
+                Ok(Component::ComputeUnit(Arc::new(unit)))
+            }
+            Built::Tier(t) => {
+                let tier = foreign_memory_tier(&name, Ok(t.into()), Box::new(conn.clone()))?;
+                Ok(Component::MemoryTier(Arc::new(tier)))
+            }
+            Built::Link {
+                domain_size,
+                bandwidth,
+                latency,
+            } => {
+                let props = LinkProps {
+                    domain_size,
+                    bandwidth,
+                    latency,
+                };
+                let backend = IsoLink {
+                    conn: conn.clone(),
+                    handle,
+                    cache: Mutex::new(HashMap::new()),
+                };
+                let link = ForeignInterconnect::new(&name, Ok(props), Box::new(backend))?;
+                Ok(Component::Interconnect(Arc::new(link)))
+            }
+        }
+    })
+}
+
+/// Start a plugin host for the library at `path` (checked, and its sha256 pin, here first),
+/// shake hands and return what it provides as registry candidates.
+pub(crate) fn load(
+    path: &Path,
+    opts: &IsolateOptions,
+) -> Result<(LoadedLibrary, Vec<Candidate>), LoadError> {
+    let init = |message: String| LoadError::Init {
+        path: path.to_path_buf(),
+        message,
+    };
+    let mut child = Command::new(&opts.program)
+        .args(&opts.args)
+        .arg(path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| {
+            init(format!(
+                "cannot start the plugin host {}: {e}",
+                opts.program.display()
+            ))
+        })?;
+    let (stdin, stdout) = match (child.stdin.take(), child.stdout.take()) {
+        (Some(i), Some(o)) => (i, o),
+        _ => return Err(init("the plugin host has no pipes".into())),
+    };
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            match line {
+                Ok(l) => {
+                    if tx.send(l).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    });
+    let conn = Arc::new(Connection {
+        label: format!("plugin {} (isolated)", path.display()),
+        timeout: opts.timeout,
+        inner: Mutex::new(Inner {
+            child,
+            stdin,
+            lines,
+            next_id: 0,
+            dead: None,
+        }),
+    });
+    let hello = conn
+        .call(
+            "hello",
+            Call::Hello {
+                protocol: PROTOCOL.into(),
+            },
+        )
+        .map_err(|e| init(e.message))?;
+    let Answer::Hello {
+        protocol,
+        plugin,
+        version,
+        abi,
+        components,
+    } = hello
+    else {
+        return Err(init(
+            "the plugin host answered the hello with something else".into(),
+        ));
+    };
+    if protocol != PROTOCOL {
+        return Err(init(format!(
+            "the plugin host speaks {protocol}, this host {PROTOCOL}"
+        )));
+    }
+    let loaded = LoadedLibrary {
+        path: path.to_path_buf(),
+        plugin,
+        version,
+        abi: format!("{abi}, isolated"),
+        components: Vec::new(),
+    };
+    let candidates = components
+        .into_iter()
+        .map(|c| Candidate {
+            category: c.category,
+            factory: factory(conn.clone(), c.category, c.name.clone()),
+            name: c.name,
+            description: c.description,
+            params: c.params,
+        })
+        .collect();
+    Ok((loaded, candidates))
+}

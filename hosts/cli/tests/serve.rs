@@ -1,0 +1,247 @@
+//! End-to-end tests of `perfcast serve` and the deployment search (`perfcast search` with
+//! `[serving_search]`) on the shipped serving configs: every output format, the JSON shape,
+//! determinism, the plot, and bad input (exit codes, messages naming the key, the file and
+//! the line; never a panic).
+
+use serde_json::Value;
+use std::path::Path;
+mod common;
+use common::{repo, Out};
+
+fn config(name: &str) -> String {
+    repo()
+        .join("configs/serving")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn run(args: &[&str]) -> Out {
+    common::output(&mut common::command(
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        args,
+    ))
+}
+
+fn serve(extra: &[&str]) -> Out {
+    let c = config("llama3.1-8b-h100.toml");
+    let mut args = vec!["serve", c.as_str(), "--requests", "40"];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+#[test]
+fn serve_formats_shape_and_determinism() {
+    let o = serve(&["--format", "json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["model"], "Llama-3.1-8B");
+    let r = &v["runs"][0];
+    assert_eq!(
+        (r["requests"].as_u64(), r["completed"].as_u64()),
+        (Some(40), Some(40))
+    );
+    assert_eq!(r["load"], "rate");
+    assert_eq!(r["offered_rate"].as_f64(), Some(8.0));
+    assert!(r["ttft"]["p99"].as_f64().unwrap() >= r["ttft"]["p50"].as_f64().unwrap());
+    assert_eq!(r["slo"][0]["slo"]["ttft_ms"].as_f64(), Some(200.0));
+    assert_eq!(v["deployment"]["pools"][0]["role"], "aggregated");
+    assert!(v["config"]["serving"].is_object());
+    // Same seed, same bytes; another seed, other arrivals.
+    assert_eq!(serve(&["--format", "json"]).stdout, o.stdout);
+    assert_ne!(serve(&["--format", "json", "--seed", "3"]).stdout, o.stdout);
+    let t = serve(&[]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    for want in [
+        "ttft.p90",
+        "tpot.mean",
+        "slo.goodput",
+        "aggregated.kv_mean_occupancy",
+    ] {
+        assert!(t.stdout.contains(want), "{want}: {}", t.stdout);
+    }
+    let c = serve(&["--format", "csv", "--concurrency", "8"]);
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    let lines: Vec<&str> = c.stdout.lines().collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[0].starts_with("load,offered_rps,requests_per_s"));
+    assert!(lines[1].starts_with("concurrency 8,"));
+}
+
+#[test]
+fn serve_rates_curve_plot_and_trace() {
+    let dir = common::tmpdir("perfcast-serve");
+    let svg = dir.join("curve.svg");
+    let svg_s = svg.display().to_string();
+    let o = serve(&["--rates", "2,16,inf", "--plot", &svg_s, "--format", "json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    assert_eq!(runs[2]["load"], "burst");
+    let ttft = |i: usize| runs[i]["ttft"]["mean"].as_f64().unwrap();
+    assert!(ttft(0) < ttft(2));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") && text.contains("latency vs throughput"));
+    let table = serve(&["--rates", "1,2"]);
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    assert_eq!(
+        table
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("rate "))
+            .count(),
+        2
+    );
+    let trace = config("trace-example.csv");
+    let t = serve(&["--trace", &trace, "--format", "json"]);
+    // --requests does not apply to a trace.
+    assert_eq!(t.code, 1);
+    assert!(t.stderr.contains("do not apply to a trace"), "{}", t.stderr);
+    let c = config("llama3.1-8b-h100.toml");
+    let t = run(&["serve", &c, "--trace", &trace, "--format", "json"]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    let v: Value = serde_json::from_str(&t.stdout).unwrap();
+    assert_eq!(v["runs"][0]["completed"].as_u64(), Some(10));
+    assert_eq!(v["runs"][0]["load"], "trace");
+    let d = config("llama3.1-70b-dgx-h100-disaggregated.toml");
+    let o = run(&["serve", &d, "--requests", "20", "--format", "json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["runs"][0]["pools"].as_array().unwrap().len(), 2);
+    assert!(v["runs"][0]["kv_transfer"]["mean"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn serve_bad_input() {
+    let dir = common::tmpdir("perfcast-serve-bad");
+    let bad = dir.join("bad.csv");
+    std::fs::write(&bad, "arrival_s,input_len,output_len\n0,10,4\n0.5,-3,4\n").unwrap();
+    let bad_s = bad.display().to_string();
+    let c = config("llama3.1-8b-h100.toml");
+    for (args, code, want) in [
+        (vec!["--rate", "0"], 2, "a rate must be a finite number"),
+        (vec!["--rate", "-2"], 2, "a rate must be a finite number"),
+        (
+            vec!["--rate", "fast"],
+            2,
+            "not a number of requests per second",
+        ),
+        (
+            vec!["--rate", "2", "--concurrency", "3"],
+            2,
+            "cannot be used with",
+        ),
+        (vec!["--concurrency", "0"], 1, "--concurrency 0"),
+        (vec!["--set", "serving.rate=0.0"], 1, "serving.rate"),
+        (
+            vec!["--set", "serving.kv_memory_fraction=0.0005"],
+            1,
+            "missing per device",
+        ),
+        (
+            vec!["--set", "serving.chunk_size=10000"],
+            1,
+            "smaller than one prefill chunk",
+        ),
+        (vec!["--set", "serving.max_btach=4"], 1, "max_btach"),
+        (
+            vec![
+                "--set",
+                "serving.chunked_prefill=false",
+                "--set",
+                "serving.max_num_tokens=100",
+            ],
+            1,
+            "chunked prefill is off",
+        ),
+        (vec!["--set", "slo.tpot_ms=0.0"], 1, "slo.tpot_ms"),
+    ] {
+        let mut a = vec!["serve", c.as_str(), "--requests", "5"];
+        a.extend(args.iter().copied());
+        let o = run(&a);
+        assert_eq!(o.code, code, "{args:?}: {}", o.stderr);
+        assert!(o.stderr.contains(want), "{args:?}: {}", o.stderr);
+        assert!(!o.stderr.contains("internal error"), "{}", o.stderr);
+    }
+    let o = run(&["serve", &c, "--trace", &bad_s]);
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr
+            .contains("bad.csv: line 3: `input_len` = -3 is negative"),
+        "{}",
+        o.stderr
+    );
+    // A config without [serving] says what it needs.
+    let exp = repo().join("configs/experiments/gpt3-175b-a100.toml");
+    let o = run(&["serve", &exp.display().to_string()]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("no `[serving]`"), "{}", o.stderr);
+}
+
+#[test]
+fn deployment_search_outputs_and_infeasible_slo() {
+    let c = config("llama3.1-70b-dgx-h100-search.toml");
+    let small = [
+        "--set",
+        "serving_search.tp=[4, 8]",
+        "--set",
+        "serving_search.max_batch=[32]",
+        "--set",
+        "serving_search.max_num_tokens=[4096]",
+        "--set",
+        "serving_search.chunk_size=[4096]",
+        "--set",
+        "serving_search.prefill_tp=[4]",
+        "--set",
+        "serving_search.decode_tp=[4]",
+        "--set",
+        "serving.output_len=20",
+    ];
+    let mut a = vec!["search", c.as_str(), "--format", "json"];
+    a.extend(small);
+    let o = run(&a);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    // TP 4 x2 and TP 8 x1 aggregated, 1 + 1 disaggregated.
+    assert_eq!(v["configurations"].as_u64(), Some(3));
+    assert!(!v["pareto"].as_array().unwrap().is_empty());
+    assert_eq!(v["best"].as_array().unwrap().len(), 2);
+    let mut t = vec!["search", c.as_str()];
+    t.extend(small);
+    let o = run(&t);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o
+        .stdout
+        .contains("Pareto front, tokens/s per GPU vs tokens/s per user"));
+    assert!(
+        o.stdout.contains("best under TTFT <= 2000 ms"),
+        "{}",
+        o.stdout
+    );
+    let mut csv = vec!["search", c.as_str(), "--format", "csv"];
+    csv.extend(small);
+    let o = run(&csv);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.starts_with("list,deployment,disaggregated,tp"));
+    // An SLO nothing meets: the report, then an error naming the closest deployment.
+    let mut bad = vec!["search", c.as_str(), "--set", "slo.ttft_ms=0.01"];
+    bad.extend(small);
+    let o = run(&bad);
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(o.stdout.contains("no deployment meets"), "{}", o.stdout);
+    assert!(
+        o.stderr.contains("the closest is `") && o.stderr.contains("relaxed"),
+        "{}",
+        o.stderr
+    );
+    let mut obj = vec!["search", c.as_str(), "--objective", "time"];
+    obj.extend(small);
+    let o = run(&obj);
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr.contains("--objective applies to training"),
+        "{}",
+        o.stderr
+    );
+}

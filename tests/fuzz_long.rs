@@ -1,0 +1,45 @@
+//! The long fuzz run: `cargo run --release -p perfcast-tests --example fuzz -- CONFIGS
+//! PLUGINS [SEED]` (default 1,000,000 config inputs and 100,000 plugin-answer sequences,
+//! seed 1), on every core. Prints what it ran and found; exits 1 on any panic or non-finite
+//! number, with the first inputs that caused one.
+
+#[path = "fuzz/harness.rs"]
+mod harness;
+
+use std::time::Instant;
+
+fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.replace('_', "").parse().ok())
+        .collect();
+    let configs = args.first().copied().unwrap_or(1_000_000);
+    let plugins = args.get(1).copied().unwrap_or(100_000);
+    let seed = args.get(2).copied().unwrap_or(1);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
+    let root = perfcast_testkit::workspace_root();
+    let dir = perfcast_testkit::tmpdir("perfcast-fuzz-long");
+    let t = Instant::now();
+    let c = harness::fuzz_configs(&root, &dir, configs, seed, threads);
+    println!(
+        "configs: {} in {:.1} s",
+        c.summary(),
+        t.elapsed().as_secs_f64()
+    );
+    let t = Instant::now();
+    let lib = perfcast_testkit::plugins::build_rust(&["fuzz-fixture"], &dir).remove(0);
+    let p = harness::fuzz_plugin(&lib, seed << 32, plugins, threads);
+    println!(
+        "plugin answers: {} in {:.1} s",
+        p.summary(),
+        t.elapsed().as_secs_f64()
+    );
+    let mut failed = false;
+    for f in [&c, &p] {
+        for what in f.failures.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            failed = true;
+            println!("---\n{what}");
+        }
+    }
+    std::process::exit(i32::from(failed));
+}
