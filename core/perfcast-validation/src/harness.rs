@@ -38,12 +38,14 @@
 //! case's `flops_convention` (and `attention_flops`), MFU/HFU against `peak_tflops_basis`.
 
 use crate::cases::{
-    AttentionType, Batch, Case, CasesFile, FlopsConvention, Kind, Metric, Mode, Precision,
-    Recompute, Task,
+    AttentionType, Batch, Case, CasesFile, FlopsConvention, Metric, Mode, Precision, Recompute,
+    Task,
 };
 use crate::flops::{self, StepShape};
+use crate::intervals::Residuals;
+use crate::overlay::Overlay;
 use crate::presets;
-use crate::report::{CaseResult, MetricResult, Report, Status};
+use crate::report::{CaseResult, MetricResult, Report};
 use perfcast_core::parallel::{interleaving_degrees, CpComm};
 use perfcast_core::registry::Registry;
 use perfcast_core::workload::{FfnAct, ModelSpec};
@@ -176,10 +178,9 @@ pub fn model_spec(case: &Case) -> ModelSpec {
     }
 }
 
-/// The system of a case: the hardware of `system.gpu` ([`presets::Hardware`]) with the case's
-/// scale-out NIC and device count, composed by perfcast-host through the built-in plugins
-/// (`_registry` is not consulted: it is the same built-in registry).
-pub fn system_for(case: &Case, _registry: &Registry) -> Result<System, String> {
+/// The configuration sources of a case's system: the hardware of `system.gpu`
+/// ([`presets::Hardware`]) with the case's scale-out NIC and device count.
+pub fn case_hardware(case: &Case) -> Result<presets::Hardware, String> {
     let s = &case.system;
     let mut hw = presets::Hardware::of(&s.gpu)?;
     if let Some(g) = s.scaleout_gbps_per_gpu {
@@ -189,7 +190,13 @@ pub fn system_for(case: &Case, _registry: &Registry) -> Result<System, String> {
     let devices = u32::try_from(s.num_gpus)
         .map_err(|_| format!("system.num_gpus = {} is too large", s.num_gpus))?;
     hw.set("system.devices", devices);
-    hw.system()
+    Ok(hw)
+}
+
+/// The system of a case ([`case_hardware`]), composed by perfcast-host through the built-in
+/// plugins (`_registry` is not consulted: it is the same built-in registry).
+pub fn system_for(case: &Case, _registry: &Registry) -> Result<System, String> {
+    case_hardware(case)?.system()
 }
 
 /// The training plan of a case with recompute policy `recompute` (a registry name).
@@ -268,6 +275,11 @@ pub struct Harness {
     /// interleaving of [`interleaving_degrees`] that fits (default true; the schema calls
     /// assumed values soft inputs).
     pub soft_assumed_vpp: bool,
+    /// Keys set on top of every case's configuration where they apply ([`crate::overlay`]).
+    pub overlay: Overlay,
+    /// Error bars: the residuals and the level (e.g. 0.8) of the interval given to each
+    /// predicted metric ([`crate::intervals`]); `None` for none.
+    pub intervals: Option<(Residuals, f64)>,
 }
 
 impl Harness {
@@ -280,7 +292,23 @@ impl Harness {
             registry,
             inference_options: InferenceOptions::default(),
             soft_assumed_vpp: std::env::var("PERFCAST_VALIDATION_HARD_VPP").is_err(),
+            overlay: Overlay::empty(),
+            intervals: None,
         })
+    }
+
+    /// The harness with `overlay` set on top of every case's configuration (each key where
+    /// it applies: [`crate::overlay`]).
+    pub fn with_overlay(mut self, overlay: Overlay) -> Harness {
+        self.overlay = overlay;
+        self
+    }
+
+    /// The harness giving each predicted metric an interval of `level` (e.g. 0.8) from
+    /// `residuals`, those of the case's own group left out ([`crate::intervals`]).
+    pub fn with_intervals(mut self, residuals: Residuals, level: f64) -> Harness {
+        self.intervals = Some((residuals, level));
+        self
     }
 
     pub fn registry(&self) -> &Registry {
@@ -292,51 +320,14 @@ impl Harness {
         Report::new(file.group(group).map(|c| self.run_case(c)).collect())
     }
 
-    /// One case: never panics, never drops the case.
+    /// One case: never panics, never drops the case. The overlay's keys apply where the
+    /// case's configuration has them ([`Harness::applicable`]).
     pub fn run_case(&self, case: &Case) -> CaseResult {
-        let mut r = CaseResult {
-            id: case.id.clone(),
-            group: case.group.clone(),
-            kind: case.kind,
-            status: Status::Ok,
-            reason: None,
-            metrics: Vec::new(),
-            first: None,
-            breakdown: Vec::new(),
-            reference: None,
-        };
-        let unpredicted = |case: &Case| {
-            case.measured
-                .metrics()
-                .map(|(m, v)| MetricResult::new(m, None, v))
-                .collect::<Vec<_>>()
-        };
-        if let Some(why) = unsupported_reason(case) {
-            r.status = Status::Unsupported;
-            r.reason = Some(why);
-            r.metrics = unpredicted(case);
-            return r;
-        }
-        let outcome = match case.kind {
-            Kind::Training => self.predict_training(case, &mut r),
-            Kind::Inference => self.predict_inference(case, &mut r),
-        };
-        if let Err(e) = outcome {
-            r.status = Status::Error;
-            r.reason = Some(e);
-            r.metrics = unpredicted(case);
-            r.breakdown.clear();
-            return r;
-        }
-        let mut warnings = Vec::new();
-        if let Some(s) = &case.source_inconsistency {
-            warnings.push(format!("source inconsistency: {s}"));
-        }
-        if let Some(w) = r.reason.take() {
-            warnings.push(w);
-        }
-        if !warnings.is_empty() {
-            r.reason = Some(warnings.join("; "));
+        let p = self.prepare(case);
+        let entries = self.applicable(&p, &self.overlay.entries);
+        let mut r = self.evaluate(&p, &entries);
+        if let Some((residuals, level)) = &self.intervals {
+            crate::intervals::attach(&mut r, case, residuals, *level);
         }
         r
     }
@@ -405,11 +396,14 @@ impl Harness {
         best.ok_or_else(|| first_err.unwrap_or_else(|| "no plan to evaluate".to_string()))
     }
 
-    fn predict_training(&self, case: &Case, r: &mut CaseResult) -> Result<(), String> {
-        let model = model_spec(case);
-        let system = system_for(case, &self.registry)?;
-        let engine = Training::new(model, system, &self.registry).map_err(|e| e.to_string())?;
-        let (rep, policy, vpp) = self.evaluate_training(case, &engine)?;
+    /// Predict every published metric of a training case on `engine`.
+    pub(crate) fn predict_training(
+        &self,
+        case: &Case,
+        engine: &Training,
+        r: &mut CaseResult,
+    ) -> Result<(), String> {
+        let (rep, policy, vpp) = self.evaluate_training(case, engine)?;
         let t = case.training.as_ref().ok_or("[case.training] missing")?;
         let p = case.training_parallel().ok_or("parallel degrees missing")?;
         let me = &case.measured;
@@ -504,12 +498,14 @@ impl Harness {
         Ok(())
     }
 
-    fn predict_inference(&self, case: &Case, r: &mut CaseResult) -> Result<(), String> {
-        let model = model_spec(case);
-        let system = system_for(case, &self.registry)?;
+    /// Predict every published metric of an inference case on `engine`.
+    pub(crate) fn predict_inference(
+        &self,
+        case: &Case,
+        engine: &Inference,
+        r: &mut CaseResult,
+    ) -> Result<(), String> {
         let plan = inference_plan(case)?;
-        let engine = Inference::new(model, system, self.inference_options.clone())
-            .map_err(|e| e.to_string())?;
         let rep: InferenceReport = engine.evaluate(&plan).map_err(|e| e.to_string())?;
         let me = &case.measured;
         // Whole deployment: every replica runs the batch.

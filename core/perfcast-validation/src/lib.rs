@@ -15,9 +15,13 @@
 //! measurements (`[case.measured]`) are scored; derived `[case.reference]` values are shown,
 //! never scored.
 
+pub mod calibrate;
 pub mod cases;
 pub mod flops;
 pub mod harness;
+pub mod intervals;
+pub mod overlay;
+pub mod prepared;
 pub mod presets;
 pub mod report;
 

@@ -89,6 +89,12 @@ impl Hardware {
         Ok(hw)
     }
 
+    /// The sources (`preset:NAME` files, then the `key=value` overrides), as one string that
+    /// is equal for two values exactly when they compose the same configuration.
+    pub fn sources_key(&self) -> String {
+        format!("{:?} {:?}", self.files, self.sets)
+    }
+
     /// Set `key` (a dotted path of the configuration) to `value`, over what is there.
     pub fn set(&mut self, key: &str, value: impl Into<toml::Value>) {
         self.sets.push(format!("{key}={}", value.into()));
@@ -122,7 +128,14 @@ impl Hardware {
 
     /// The system, composed by perfcast-host through the built-in plugins.
     pub fn system(&self) -> Result<System, String> {
-        self.config()?.system().map_err(|e| self.error(e))
+        self.compose().map(|(_, s)| s)
+    }
+
+    /// The merged configuration and the system composed from it.
+    pub fn compose(&self) -> Result<(Config, System), String> {
+        let config = self.config()?;
+        let system = config.system().map_err(|e| self.error(e))?;
+        Ok((config, system))
     }
 
     /// Set the scale-out NIC rate per device (Gb/s): `bandwidth_gbps` of every level of
@@ -158,7 +171,7 @@ impl Hardware {
 
     /// A perfcast-host error prefixed with the case key it concerns and where the hardware
     /// came from.
-    fn error(&self, e: HostError) -> String {
+    pub fn error(&self, e: HostError) -> String {
         let from = match self.files.first() {
             Some(preset) => preset.as_str(),
             None => "built from configs/validation/accelerators.toml",

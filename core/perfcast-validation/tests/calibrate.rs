@@ -1,0 +1,327 @@
+//! `perfcast calibrate` on small synthetic cases files whose measurements are the model's own
+//! predictions at known parameter values ([`remeasured`]): the values are recovered, the
+//! leave-one-group-out folds hold out whole groups, the overlay round-trips, and every bad
+//! input is an error naming what is wrong.
+
+use perfcast_validation::calibrate::synthetic::remeasured;
+use perfcast_validation::calibrate::{self, Calibration, Cv, Options, ParamSpec, Settings};
+use perfcast_validation::cases::CasesFile;
+use perfcast_validation::harness::Harness;
+use perfcast_validation::overlay::Overlay;
+use perfcast_validation::report::first_metric;
+
+const H100_EFF: &str = "components.h100_sxm5_80gb.matmul_efficiency";
+
+/// One training case: a small Llama-style model on `gpu`.
+fn training(id: &str, group: &str, gpu: &str, layers: u32, gpus: u32, tp: u32) -> String {
+    let dp = gpus / tp;
+    format!(
+        r#"
+[[case]]
+id = "{id}"
+kind = "training"
+group = "{group}"
+source = "synthetic"
+software = "Megatron-Core r0.8.0"
+[case.model]
+name = "tiny"
+layers = {layers}
+hidden = 2048
+heads = 16
+kv_heads = 16
+ffn_hidden = 8192
+ffn_act = "swiglu"
+vocab = 32000
+seq_len = 2048
+[case.system]
+gpu = "{gpu}"
+num_gpus = {gpus}
+gpus_per_node = 8
+[case.parallel]
+tp = {tp}
+pp = 1
+dp = {dp}
+cp = 1
+ep = 1
+sp = false
+vpp = 1
+zero_stage = 1
+micro_batch = 2
+global_batch = {gb}
+[case.training]
+recompute = "none"
+precision = "bf16"
+optimizer = "adam"
+task = "pretrain"
+[case.measured]
+iteration_time_s = 1.0
+"#,
+        gb = 8 * dp
+    )
+}
+
+/// One static-batch inference case on H100.
+fn inference(id: &str, group: &str, batch: u32) -> String {
+    format!(
+        r#"
+[[case]]
+id = "{id}"
+kind = "inference"
+group = "{group}"
+source = "synthetic"
+software = "TensorRT-LLM v0.6.1"
+[case.model]
+name = "tiny"
+layers = 8
+hidden = 2048
+heads = 16
+kv_heads = 16
+ffn_hidden = 8192
+ffn_act = "swiglu"
+vocab = 32000
+[case.system]
+gpu = "H100-SXM5-80GB"
+num_gpus = 1
+gpus_per_node = 8
+[case.parallel]
+tp = 1
+pp = 1
+dp = 1
+[case.inference]
+batch = {batch}
+input_len = 512
+output_len = 32
+precision = "fp16"
+mode = "static"
+[case.measured]
+latency_s = 1.0
+"#
+    )
+}
+
+/// A cases file of `cases`, remeasured at `truth` (`key=value` overrides).
+fn synthetic(cases: &[String], truth: &[&str]) -> CasesFile {
+    let text = format!(
+        "[meta]\nschema = \"perfcast-validation/1\"\n{}",
+        cases.concat()
+    );
+    let h = Harness::new()
+        .unwrap()
+        .with_overlay(Overlay::from_sets(truth).unwrap());
+    let text = remeasured(&text, "synthetic.toml", &h).unwrap();
+    CasesFile::parse(&text, "synthetic.toml").unwrap()
+}
+
+fn three_groups() -> Vec<String> {
+    vec![
+        training("a1", "g-a", "H100-SXM5-80GB", 4, 8, 1),
+        training("a2", "g-a", "H100-SXM5-80GB", 6, 8, 2),
+        training("b1", "g-b", "H100-SXM5-80GB", 4, 16, 2),
+        training("b2", "g-b", "H100-SXM5-80GB", 8, 8, 4),
+        training("c1", "g-c", "A100-SXM4-80GB", 4, 8, 1),
+        training("c2", "g-c", "A100-SXM4-80GB", 6, 8, 2),
+    ]
+}
+
+fn param(s: &str) -> ParamSpec {
+    s.parse().unwrap()
+}
+
+fn run(file: &CasesFile, params: &[&str], cv: Cv) -> Result<Calibration, String> {
+    let opts = Options {
+        params: params.iter().map(|p| param(p)).collect(),
+        cv,
+        settings: Settings::default(),
+    };
+    calibrate::calibrate(&Harness::new().unwrap(), file, "0", &opts)
+}
+
+/// The H100 efficiency the measurements were made with (0.55; the preset says 0.62) is
+/// recovered, with an in-sample error of ~0; it applies to the H100 cases only.
+#[test]
+fn a_parameter_that_moves_predictions_is_recovered() {
+    let file = synthetic(&three_groups(), &[&format!("{H100_EFF}=0.55")]);
+    let c = run(&file, &[&format!("{H100_EFF}=0.4..0.8")], Cv::None).unwrap();
+    assert!(c.converged(), "{}", c.to_table());
+    let p = &c.params[0];
+    assert_eq!(p.start, 0.62);
+    assert!((p.fitted - 0.55).abs() < 2e-3, "{}", c.to_table());
+    assert_eq!(p.cases, 4, "the A100 cases are not reached");
+    assert!(c.fit.f < 1e-3, "{}", c.to_table());
+    let before = c.group_mapes()["g-a"][0].unwrap();
+    assert!(before > 0.03, "the start is off: {before}");
+    assert_eq!(c.group_mapes()["g-c"][0], Some(0.0));
+}
+
+/// Two parameters of different kinds (a plugin parameter and an inference option, each
+/// reaching other cases) are recovered together.
+#[test]
+fn two_parameters_are_recovered_together() {
+    let mut cases = three_groups()[..4].to_vec();
+    cases.push(inference("i1", "g-i", 1));
+    cases.push(inference("i2", "g-i", 16));
+    let truth = [
+        format!("{H100_EFF}=0.58"),
+        "options.step_overhead_us=200.0".to_string(),
+    ];
+    let truth: Vec<&str> = truth.iter().map(String::as_str).collect();
+    let file = synthetic(&cases, &truth);
+    let c = run(
+        &file,
+        &[
+            &format!("{H100_EFF}=0.4..0.8"),
+            "options.step_overhead_us=0..1000",
+        ],
+        Cv::None,
+    )
+    .unwrap();
+    assert!(c.converged(), "{}", c.to_table());
+    assert!((c.params[0].fitted - 0.58).abs() < 3e-3, "{}", c.to_table());
+    assert!(
+        (c.params[1].fitted - 200.0).abs() < 10.0,
+        "{}",
+        c.to_table()
+    );
+    assert_eq!((c.params[0].cases, c.params[1].cases), (6, 2));
+}
+
+/// Leave-one-group-out: one fold per group holding out exactly its cases, each fitted on the
+/// others alone (the same as calibrating a file without the group); the held-out group is
+/// predicted with the fold's values. The groups are measured at different efficiencies, so
+/// what a fold sees matters.
+#[test]
+fn logo_folds_hold_out_whole_groups() {
+    let a = synthetic(&three_groups()[..2], &[&format!("{H100_EFF}=0.5")]);
+    let b = synthetic(&three_groups()[2..4], &[&format!("{H100_EFF}=0.6")]);
+    let mut all = a.clone();
+    all.cases.extend(b.cases.clone());
+    let spec = format!("{H100_EFF}=0.4..0.8");
+    let c = run(&all, &[&spec], Cv::Groups).unwrap();
+    assert_eq!(c.folds.len(), 2);
+    for f in &c.folds {
+        let ids: Vec<&str> = f.members.iter().map(|&m| c.cases[m].id.as_str()).collect();
+        let group = &c.cases[f.members[0]].group;
+        assert_eq!(&f.held_out, group);
+        assert!(
+            f.members.iter().all(|&m| &c.cases[m].group == group),
+            "{ids:?}"
+        );
+    }
+    // Without g-a, the fit sees only g-b (truth 0.6), and vice versa.
+    let without_a = run(&b, &[&spec], Cv::None).unwrap();
+    assert_eq!(c.folds[0].fitted, vec![without_a.params[0].fitted]);
+    assert!((c.folds[0].fitted[0] - 0.6).abs() < 2e-3);
+    assert!((c.folds[1].fitted[0] - 0.5).abs() < 2e-3);
+    // g-a predicted at 0.6 is off; in sample (between 0.5 and 0.6) less so.
+    let [_, ins, cv] = c.group_mapes()["g-a"];
+    assert!(
+        cv.unwrap() > ins.unwrap() && cv.unwrap() > 0.02,
+        "{}",
+        c.to_table()
+    );
+    let r = c.residuals().unwrap();
+    assert_eq!(r.residuals.len(), 4);
+    assert_eq!(r.meta.cv.as_deref(), Some("groups"));
+}
+
+/// The overlay written by a calibration, read back and applied by the harness, reproduces the
+/// in-sample predictions exactly.
+#[test]
+fn the_overlay_round_trips() {
+    let file = synthetic(&three_groups()[..4], &[&format!("{H100_EFF}=0.57")]);
+    let c = run(
+        &file,
+        &[H100_EFF, "components.h100_sxm5_80gb.k_half=50..400"],
+        Cv::None,
+    )
+    .unwrap();
+    let text = c.overlay_toml();
+    assert!(text.contains("# cases sha256: 0") && text.contains("[components.h100_sxm5_80gb]"));
+    let o = Overlay::parse(&text, "fitted.toml").unwrap();
+    assert_eq!(o.entries.len(), 2);
+    let h = Harness::new().unwrap().with_overlay(o);
+    for (case, want) in file.cases.iter().zip(&c.in_sample) {
+        let mut r = h.run_case(case);
+        r.first = first_metric(&r);
+        assert_eq!(
+            r.first.map(|f| f.predicted),
+            want.as_ref().map(|f| f.predicted)
+        );
+    }
+    // Default bounds: half to twice the preset's 0.62, narrowed to the plugin's (0, 1].
+    assert_eq!(c.params[0].lo, 0.31);
+    assert!(
+        c.params[0].hi > 0.999 && c.params[0].hi <= 1.0,
+        "{:?}",
+        c.params[0]
+    );
+    assert!(
+        c.notes.iter().any(|n| n.contains("narrowed")),
+        "{:?}",
+        c.notes
+    );
+}
+
+/// Bad input: each an error that says what is wrong.
+#[test]
+fn bad_parameters_and_files_are_errors() {
+    let file = synthetic(&three_groups()[..2], &[]);
+    // (parameter, what the message says)
+    let table = [
+        (
+            "components.h100_sxm5_80gb.matmul_efficency=0.4..0.8",
+            "refuses it",
+        ),
+        ("components.h100_sxm5_80gb.nosuch", "needs bounds"),
+        ("components.nosuch.x=0..1", "exists in no case"),
+        ("components.h100_sxm5_80gb.kind", "not a number"),
+        (
+            "components.h100_sxm5_80gb.matmul_efficiency=0.5..1.5",
+            "narrow the bounds",
+        ),
+        ("options.engine.runtime_reserve_gib=0.5..2", "moves none"),
+        ("options.host_launch_us=1..20", "exists in no case"),
+    ];
+    for (p, want) in table {
+        let e = run(&file, &[p], Cv::None).unwrap_err();
+        assert!(e.contains(want), "{p}: {e}");
+    }
+    let e = run(
+        &file,
+        &["components.h100_sxm5_80gb.matmul_efficency=0.4..0.8"],
+        Cv::None,
+    )
+    .unwrap_err();
+    assert!(e.contains("matmul_efficiency"), "nearest key named: {e}");
+    // One group: no leave-one-group-out.
+    let e = run(&file, &[&format!("{H100_EFF}=0.4..0.8")], Cv::Groups).unwrap_err();
+    assert!(e.contains("at least two groups"), "{e}");
+    // A file of cases the engines do not support.
+    let moe = CasesFile::load(&perfcast_validation::locate_cases(None).unwrap()).unwrap();
+    let only_moe = CasesFile {
+        file: "moe.toml".into(),
+        cases: moe
+            .cases
+            .into_iter()
+            .filter(|c| c.model.moe.is_some())
+            .take(3)
+            .collect(),
+    };
+    let e = run(&only_moe, &[], Cv::None).unwrap_err();
+    assert!(
+        e.contains("no case the engines support") && e.contains("mixture-of-experts"),
+        "{e}"
+    );
+    // Out of evaluations: not converged, the best point so far.
+    let opts = Options {
+        params: vec![param(&format!("{H100_EFF}=0.4..0.8"))],
+        cv: Cv::None,
+        settings: Settings {
+            max_evals: 3,
+            ..Settings::default()
+        },
+    };
+    let c = calibrate::calibrate(&Harness::new().unwrap(), &file, "0", &opts).unwrap();
+    assert!(!c.converged());
+    assert!(c.to_table().contains("NOT CONVERGED"));
+}
