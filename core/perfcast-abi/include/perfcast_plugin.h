@@ -154,6 +154,9 @@ typedef struct perfcast_op {
     uint32_t a_dtype, b_dtype, out_dtype, reserved1;
     /* PERFCAST_OP_ATTENTION */
     uint64_t att_batch, heads, kv_heads, q_len, kv_len, head_dim;
+    /* attention_kind: 0 plain, 1 flash (tiled); reserved2: the flash kernel family, 0 for
+     * FlashAttention-2 or unspecified, 2 FlashAttention-3, 3 cuDNN fused attention (a plugin
+     * may ignore it: it is 0 from hosts older than the families) */
     uint32_t causal, attention_kind, backward, reserved2;
     /* PERFCAST_OP_VECTOR */
     uint64_t elements;

@@ -43,6 +43,7 @@ pub struct PcOp {
     pub causal: u32,
     pub attention_kind: u32,
     pub backward: u32,
+    /// The flash kernel family of an attention op (see `codes::attention_family_code`).
     pub reserved2: u32,
     pub elements: u64,
     pub flops_per_element: f64,

@@ -72,17 +72,35 @@ pub fn category_from_code(c: u32) -> Option<Category> {
     }
 }
 
+/// The C/Rust ABI's attention kind: 0 plain, 1 flash. Every flash family travels as 1 (so a
+/// plugin built before the families existed still sees a kind it knows) with its family in
+/// [`attention_family_code`] (the op's former `reserved2` field: 0 for a plugin that does not
+/// know it, read as FlashAttention-2).
 pub fn attention_kind_code(k: AttentionKind) -> u32 {
-    match k {
-        AttentionKind::Plain => 0,
-        AttentionKind::Flash => 1,
+    if k.is_flash() {
+        1
+    } else {
+        0
     }
 }
 
-pub fn attention_kind_from_code(c: u32) -> Option<AttentionKind> {
-    match c {
-        0 => Some(AttentionKind::Plain),
-        1 => Some(AttentionKind::Flash),
+/// The flash family of an attention kind (0: FlashAttention-2 or unspecified, 2: FA3,
+/// 3: cuDNN; plain: 0).
+pub fn attention_family_code(k: AttentionKind) -> u32 {
+    match k {
+        AttentionKind::Plain | AttentionKind::Flash => 0,
+        AttentionKind::Flash3 => 2,
+        AttentionKind::Cudnn => 3,
+    }
+}
+
+/// The attention kind of a kind code and a family code.
+pub fn attention_kind_from_code(c: u32, family: u32) -> Option<AttentionKind> {
+    match (c, family) {
+        (0, _) => Some(AttentionKind::Plain),
+        (1, 0 | 1) => Some(AttentionKind::Flash),
+        (1, 2) => Some(AttentionKind::Flash3),
+        (1, 3) => Some(AttentionKind::Cudnn),
         _ => None,
     }
 }

@@ -39,6 +39,7 @@ impl PcOp {
                 p.head_dim = a.head_dim;
                 p.causal = a.causal as u32;
                 p.attention_kind = attention_kind_code(a.kind);
+                p.reserved2 = attention_family_code(a.kind);
                 p.backward = a.backward as u32;
             }
             ComputeOp::Vector(v) => {
@@ -75,9 +76,14 @@ impl PcOp {
                 kv_len: self.kv_len,
                 head_dim: self.head_dim,
                 causal: self.causal != 0,
-                kind: attention_kind_from_code(self.attention_kind).ok_or_else(|| {
-                    format!("unknown attention kind code {}", self.attention_kind)
-                })?,
+                kind: attention_kind_from_code(self.attention_kind, self.reserved2).ok_or_else(
+                    || {
+                        format!(
+                            "unknown attention kind code {} (family {})",
+                            self.attention_kind, self.reserved2
+                        )
+                    },
+                )?,
                 dtype: dt("dtype", self.dtype)?,
                 backward: self.backward != 0,
             })),

@@ -76,15 +76,50 @@ impl Gemm {
     }
 }
 
-/// How attention scores are computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+/// How attention scores are computed, and by which kernel family. Every kind but `Plain`
+/// is a tiled ("flash") kernel: scores stay on chip, device-memory traffic is Q, K, V and O
+/// only (Dao et al. 2022); the families differ in how much of the matrix peak they reach
+/// (a compute unit may model each: the built-in GPU takes one efficiency per family).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum AttentionKind {
     /// Scores materialised in device memory: QKᵀ GEMM, softmax, ·V GEMM.
     #[default]
     Plain,
-    /// Tiled in on-chip memory (FlashAttention): device-memory traffic only for Q, K, V, O.
+    /// FlashAttention-2 (Dao 2023) and kernels of its generation (Ampere-style MMA; e.g.
+    /// Transformer Engine's flash backend, PyTorch SDPA's flash kernel).
     Flash,
+    /// FlashAttention-3 (Shah et al. 2024): Hopper's asynchronous warpgroup MMA (wgmma) and
+    /// TMA, producer/consumer warp specialisation.
+    Flash3,
+    /// cuDNN's fused scaled-dot-product attention (cuDNN 9 frontend), the kernel family of
+    /// Transformer Engine's fused-attention backend and PyTorch SDPA's cuDNN backend.
+    Cudnn,
+}
+
+impl AttentionKind {
+    /// Every kind, in code order.
+    pub const ALL: [AttentionKind; 4] = [
+        AttentionKind::Plain,
+        AttentionKind::Flash,
+        AttentionKind::Flash3,
+        AttentionKind::Cudnn,
+    ];
+    /// A tiled kernel (every kind but `Plain`): no score matrix in device memory.
+    pub const fn is_flash(self) -> bool {
+        !matches!(self, AttentionKind::Plain)
+    }
+    /// The name in configurations.
+    pub const fn name(self) -> &'static str {
+        match self {
+            AttentionKind::Plain => "plain",
+            AttentionKind::Flash => "flash",
+            AttentionKind::Flash3 => "flash3",
+            AttentionKind::Cudnn => "cudnn",
+        }
+    }
 }
 
 /// The attention core (after the QKV projection, before the output projection).
@@ -104,7 +139,7 @@ pub struct Attention {
     pub head_dim: u64,
     /// Causal masking: only about half of the score matrix is computed (by flash kernels).
     pub causal: bool,
-    /// Kernel: plain or flash.
+    /// Kernel: plain or a flash family.
     pub kind: AttentionKind,
     /// Format of Q, K, V, the output and the scores; also the matrix-engine format used.
     pub dtype: DType,
@@ -123,14 +158,14 @@ impl Attention {
             * self.q_len as f64
             * self.kv_len as f64
             * self.head_dim as f64;
-        let causal = if self.causal && self.kind == AttentionKind::Flash && self.q_len > 1 {
+        let causal = if self.causal && self.kind.is_flash() && self.q_len > 1 {
             0.5
         } else {
             1.0
         };
         let pass = if self.backward {
             // dQ, dK, dV, dP: 2x forward; flash also recomputes the scores: +0.5x.
-            if self.kind == AttentionKind::Flash {
+            if self.kind.is_flash() {
                 2.5
             } else {
                 2.0
@@ -153,9 +188,10 @@ impl Attention {
         let io = q + kv + o;
         let scores = b * self.heads as f64 * self.q_len as f64 * self.kv_len as f64 * e;
         let pass = if self.backward { 2.5 } else { 1.0 };
-        match self.kind {
-            AttentionKind::Flash => Bytes(io * pass),
-            AttentionKind::Plain => Bytes((io + 4.0 * scores) * pass),
+        if self.kind.is_flash() {
+            Bytes(io * pass)
+        } else {
+            Bytes((io + 4.0 * scores) * pass)
         }
     }
 }
@@ -280,11 +316,14 @@ impl ComputeOp {
     pub fn launches(&self) -> u32 {
         match self {
             ComputeOp::Gemm(_) => 1,
-            ComputeOp::Attention(a) => match a.kind {
-                AttentionKind::Flash => 1,
-                // QKᵀ, scale+mask, softmax, dropout, ·V
-                AttentionKind::Plain => 5,
-            },
+            // Plain: QKᵀ, scale+mask, softmax, dropout, ·V.
+            ComputeOp::Attention(a) => {
+                if a.kind.is_flash() {
+                    1
+                } else {
+                    5
+                }
+            }
             ComputeOp::Vector(v) => v.launches,
         }
     }

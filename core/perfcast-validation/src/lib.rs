@@ -20,6 +20,7 @@ pub mod cases;
 pub mod flops;
 pub mod harness;
 pub mod intervals;
+pub mod kernels;
 pub mod overlay;
 pub mod prepared;
 pub mod presets;

@@ -95,6 +95,12 @@ impl Hardware {
         format!("{:?} {:?}", self.files, self.sets)
     }
 
+    /// Add `key=value` overrides as the CLI's `--set` takes them (the value read as TOML).
+    pub fn set_raw<S: AsRef<str>>(&mut self, sets: impl IntoIterator<Item = S>) {
+        self.sets
+            .extend(sets.into_iter().map(|s| s.as_ref().to_string()));
+    }
+
     /// Set `key` (a dotted path of the configuration) to `value`, over what is there.
     pub fn set(&mut self, key: &str, value: impl Into<toml::Value>) {
         self.sets.push(format!("{key}={}", value.into()));

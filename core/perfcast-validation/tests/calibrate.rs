@@ -10,7 +10,7 @@ use perfcast_validation::harness::Harness;
 use perfcast_validation::overlay::Overlay;
 use perfcast_validation::report::first_metric;
 
-const H100_EFF: &str = "components.h100_sxm5_80gb.matmul_efficiency";
+const H100_CLOCK: &str = "components.h100_sxm5_80gb.sustained_clock_ratio";
 
 /// One training case: a small Llama-style model on `gpu`.
 fn training(id: &str, group: &str, gpu: &str, layers: u32, gpus: u32, tp: u32) -> String {
@@ -136,16 +136,16 @@ fn run(file: &CasesFile, params: &[&str], cv: Cv) -> Result<Calibration, String>
     calibrate::calibrate(&Harness::new().unwrap(), file, "0", &opts)
 }
 
-/// The H100 efficiency the measurements were made with (0.55; the preset says 0.62) is
+/// The H100 clock ratio the measurements were made with (0.6; the preset has its own) is
 /// recovered, with an in-sample error of ~0; it applies to the H100 cases only.
 #[test]
 fn a_parameter_that_moves_predictions_is_recovered() {
-    let file = synthetic(&three_groups(), &[&format!("{H100_EFF}=0.55")]);
-    let c = run(&file, &[&format!("{H100_EFF}=0.4..0.8")], Cv::None).unwrap();
+    let file = synthetic(&three_groups(), &[&format!("{H100_CLOCK}=0.6")]);
+    let c = run(&file, &[&format!("{H100_CLOCK}=0.4..1")], Cv::None).unwrap();
     assert!(c.converged(), "{}", c.to_table());
     let p = &c.params[0];
-    assert_eq!(p.start, 0.62);
-    assert!((p.fitted - 0.55).abs() < 2e-3, "{}", c.to_table());
+    assert!((p.start - 0.6).abs() > 0.05, "{p:?}");
+    assert!((p.fitted - 0.6).abs() < 2e-3, "{}", c.to_table());
     assert_eq!(p.cases, 4, "the A100 cases are not reached");
     assert!(c.fit.f < 1e-3, "{}", c.to_table());
     let before = c.group_mapes()["g-a"][0].unwrap();
@@ -161,7 +161,7 @@ fn two_parameters_are_recovered_together() {
     cases.push(inference("i1", "g-i", 1));
     cases.push(inference("i2", "g-i", 16));
     let truth = [
-        format!("{H100_EFF}=0.58"),
+        format!("{H100_CLOCK}=0.62"),
         "options.step_overhead_us=200.0".to_string(),
     ];
     let truth: Vec<&str> = truth.iter().map(String::as_str).collect();
@@ -169,14 +169,14 @@ fn two_parameters_are_recovered_together() {
     let c = run(
         &file,
         &[
-            &format!("{H100_EFF}=0.4..0.8"),
+            &format!("{H100_CLOCK}=0.4..1"),
             "options.step_overhead_us=0..1000",
         ],
         Cv::None,
     )
     .unwrap();
     assert!(c.converged(), "{}", c.to_table());
-    assert!((c.params[0].fitted - 0.58).abs() < 3e-3, "{}", c.to_table());
+    assert!((c.params[0].fitted - 0.62).abs() < 3e-3, "{}", c.to_table());
     assert!(
         (c.params[1].fitted - 200.0).abs() < 10.0,
         "{}",
@@ -191,11 +191,11 @@ fn two_parameters_are_recovered_together() {
 /// what a fold sees matters.
 #[test]
 fn logo_folds_hold_out_whole_groups() {
-    let a = synthetic(&three_groups()[..2], &[&format!("{H100_EFF}=0.5")]);
-    let b = synthetic(&three_groups()[2..4], &[&format!("{H100_EFF}=0.6")]);
+    let a = synthetic(&three_groups()[..2], &[&format!("{H100_CLOCK}=0.5")]);
+    let b = synthetic(&three_groups()[2..4], &[&format!("{H100_CLOCK}=0.6")]);
     let mut all = a.clone();
     all.cases.extend(b.cases.clone());
-    let spec = format!("{H100_EFF}=0.4..0.8");
+    let spec = format!("{H100_CLOCK}=0.4..1");
     let c = run(&all, &[&spec], Cv::Groups).unwrap();
     assert_eq!(c.folds.len(), 2);
     for f in &c.folds {
@@ -228,10 +228,10 @@ fn logo_folds_hold_out_whole_groups() {
 /// in-sample predictions exactly.
 #[test]
 fn the_overlay_round_trips() {
-    let file = synthetic(&three_groups()[..4], &[&format!("{H100_EFF}=0.57")]);
+    let file = synthetic(&three_groups()[..4], &[&format!("{H100_CLOCK}=0.6")]);
     let c = run(
         &file,
-        &[H100_EFF, "components.h100_sxm5_80gb.k_half=50..400"],
+        &[H100_CLOCK, "components.h100_sxm5_80gb.k_half=50..400"],
         Cv::None,
     )
     .unwrap();
@@ -248,8 +248,8 @@ fn the_overlay_round_trips() {
             want.as_ref().map(|f| f.predicted)
         );
     }
-    // Default bounds: half to twice the preset's 0.62, narrowed to the plugin's (0, 1].
-    assert_eq!(c.params[0].lo, 0.31);
+    // Default bounds: half to twice the preset's value, narrowed to the plugin's (0, 1].
+    assert_eq!(c.params[0].lo, c.params[0].start / 2.0);
     assert!(
         c.params[0].hi > 0.999 && c.params[0].hi <= 1.0,
         "{:?}",
@@ -294,7 +294,7 @@ fn bad_parameters_and_files_are_errors() {
     .unwrap_err();
     assert!(e.contains("matmul_efficiency"), "nearest key named: {e}");
     // One group: no leave-one-group-out.
-    let e = run(&file, &[&format!("{H100_EFF}=0.4..0.8")], Cv::Groups).unwrap_err();
+    let e = run(&file, &[&format!("{H100_CLOCK}=0.4..1")], Cv::Groups).unwrap_err();
     assert!(e.contains("at least two groups"), "{e}");
     // A file of cases the engines do not support.
     let moe = CasesFile::load(&perfcast_validation::locate_cases(None).unwrap()).unwrap();
@@ -314,7 +314,7 @@ fn bad_parameters_and_files_are_errors() {
     );
     // Out of evaluations: not converged, the best point so far.
     let opts = Options {
-        params: vec![param(&format!("{H100_EFF}=0.4..0.8"))],
+        params: vec![param(&format!("{H100_CLOCK}=0.4..1"))],
         cv: Cv::None,
         settings: Settings {
             max_evals: 3,

@@ -88,12 +88,14 @@ tokens_per_s = 1000.0
 #[test]
 fn repository_file_parses_completely() {
     let f = CasesFile::parse(&repo_cases_text(), "cases.toml").unwrap();
-    assert_eq!(f.cases.len(), 71);
+    // The shared set's counts (configs/validation/README.md): 229 cases, 96 training, in
+    // 19 groups.
+    assert_eq!(f.cases.len(), 229);
     assert_eq!(
         f.cases.iter().filter(|c| c.kind == Kind::Training).count(),
-        37
+        96
     );
-    assert_eq!(f.groups().len(), 9);
+    assert_eq!(f.groups().len(), 19);
     let c = f
         .cases
         .iter()

@@ -18,12 +18,26 @@
 //! - reduction depth: a short k amortises each tile's prologue/epilogue poorly; efficiency
 //!   scales as k / (k + `k_half`).
 //!
+//! Libraries choose among tile widths (`tile_n_choices`), and the efficiency per dtype may
+//! differ (`matmul_efficiency_by_dtype`): see [`gemm`]. Flash attention kernels have their
+//! own model per kernel family (`attention`, [`attention`]); a device without an entry for
+//! a family times flash attention as a GEMM of depth `head_dim` (the model before the
+//! families). Under a power limit below the rated power every engine's throughput scales with
+//! the clock the limit leaves ([`power`]).
+//!
 //! Vector ops run at the vector engine's peak for their dtype (fp32 if the table has no entry
 //! for it); they are memory-bound in practice, so the memory tier's efficiency dominates.
 //! Every kernel pays `launch_overhead_us` (CUDA launch plus prologue; overlapped with work
 //! only when kernels are queued back to back, which the engine accounts for separately).
 
-use perfcast_core::op::ComputeOp;
+pub mod attention;
+pub mod gemm;
+pub mod power;
+
+pub use attention::AttentionParams;
+pub use power::PowerParams;
+
+use perfcast_core::op::{AttentionKind, ComputeOp};
 use perfcast_core::params::{self, fraction, non_negative, positive};
 use perfcast_core::registry::Component;
 use perfcast_core::{ComputeUnit, DType, Engine, FlopRate, PluginError, Seconds};
@@ -67,6 +81,46 @@ pub struct GpuParams {
     /// Fixed cost per kernel launch, microseconds.
     #[serde(default = "d_launch")]
     pub launch_overhead_us: f64,
+    /// `matmul_efficiency` per matrix dtype where it differs (e.g. `fp8`, whose kernels reach
+    /// a smaller fraction of their doubled peak); other dtypes use `matmul_efficiency`.
+    #[serde(default)]
+    pub matmul_efficiency_by_dtype: BTreeMap<DType, f64>,
+    /// Column-tile widths the GEMM libraries choose from per problem (default: `tile_n`
+    /// alone).
+    #[serde(default)]
+    pub tile_n_choices: Vec<u64>,
+    /// Width at which a narrow column tile's operand reuse halves its efficiency (0: no cost
+    /// for narrow tiles).
+    #[serde(default)]
+    pub tile_n_half: f64,
+    /// Edge of the square output tile whose operand reuse equals the kernels' from the
+    /// on-chip tier (what sets a GEMM's L2 traffic in the roofline; default
+    /// `max(tile_m, tile_n)`). With TMA multicast in a cluster, a cluster of CTAs shares
+    /// operand loads: e.g. a 2x1 cluster of 256x256 two-SM tiles reads A once per 256 columns
+    /// and B once per 512 rows, the reuse of a square tile of 2 / (1/256 + 1/512) = 341.
+    #[serde(default)]
+    pub l2_tile: Option<u64>,
+    /// Flash attention per kernel family (`flash`, `flash3`, `cudnn`).
+    #[serde(default)]
+    pub attention: BTreeMap<AttentionKind, AttentionParams>,
+    /// The clock a device holds under continuous whole-device load (a training step or a
+    /// serving loop: GEMMs, memory-bound kernels, NVLink and NIC traffic back to back)
+    /// relative to the clock its kernel measurements (`matmul_efficiency`, `attention`) were
+    /// taken at, in (0, 1]: the power and thermal limits bind harder when every engine of the
+    /// device draws power. A per-device (per-die) parameter fitted on end-to-end runs; 1 by
+    /// default.
+    #[serde(default = "d_sustained")]
+    pub sustained_clock_ratio: f64,
+    /// The power the peaks and efficiencies hold at (the TDP), W ([`power`]).
+    #[serde(default)]
+    pub rated_power_w: Option<f64>,
+    /// The power limit the device runs under, W (default: the rated power).
+    #[serde(default)]
+    pub power_limit_w: Option<f64>,
+    /// The clock-independent part of the rated power, as a fraction of it (default
+    /// [`power::DEFAULT_STATIC_FRACTION`]).
+    #[serde(default)]
+    pub static_power_fraction: Option<f64>,
 }
 
 // Defaults for a device without calibrated values (the presets in configs/hardware set their
@@ -95,6 +149,9 @@ fn d_min_tile_m() -> u64 {
 fn d_k_half() -> f64 {
     64.0
 }
+fn d_sustained() -> f64 {
+    1.0
+}
 // A CUDA kernel launch costs a few microseconds of host and device time (NVIDIA blog "Getting
 // Started with CUDA Graphs", 2019: ~2-4 us per short kernel without graphs).
 fn d_launch() -> f64 {
@@ -107,6 +164,20 @@ pub struct Gpu {
     pub params: GpuParams,
     matrix: [Option<f64>; 8],
     vector: [Option<f64>; 8],
+    /// Clock relative to the kernel measurements': sustained ratio x power limit.
+    clock: f64,
+    /// `params.attention` by kind code (no map lookup on the hot path).
+    attention: [Option<AttentionParams>; 4],
+}
+
+impl GpuParams {
+    /// `matmul_efficiency` for GEMMs in `dtype`.
+    pub fn matmul_efficiency_of(&self, dtype: DType) -> f64 {
+        self.matmul_efficiency_by_dtype
+            .get(&dtype)
+            .copied()
+            .unwrap_or(self.matmul_efficiency)
+    }
 }
 
 impl Gpu {
@@ -147,6 +218,41 @@ impl Gpu {
                 message: "tiles must be >= 1".into(),
             });
         }
+        for (d, v) in &p.matmul_efficiency_by_dtype {
+            fraction(&format!("matmul_efficiency_by_dtype.{d}"), *v)?;
+        }
+        if p.tile_n_choices.contains(&0) {
+            return Err(PluginError::Params {
+                path: "tile_n_choices".into(),
+                message: "tile widths must be >= 1".into(),
+            });
+        }
+        non_negative("tile_n_half", p.tile_n_half)?;
+        if p.l2_tile == Some(0) {
+            return Err(PluginError::Params {
+                path: "l2_tile".into(),
+                message: "must be >= 1".into(),
+            });
+        }
+        for (kind, a) in &p.attention {
+            if !kind.is_flash() {
+                return Err(PluginError::Params {
+                    path: format!("attention.{}", kind.name()),
+                    message: "attention efficiencies are for flash kernel families (flash, \
+                              flash3, cudnn); plain attention is timed as GEMMs"
+                        .into(),
+                });
+            }
+            a.validate(&format!("attention.{}", kind.name()))?;
+        }
+        fraction("sustained_clock_ratio", p.sustained_clock_ratio)?;
+        let clock = p.sustained_clock_ratio
+            * PowerParams {
+                rated_power_w: p.rated_power_w,
+                power_limit_w: p.power_limit_w,
+                static_power_fraction: p.static_power_fraction,
+            }
+            .clock_ratio()?;
         if p.min_tile_m == 0 || p.min_tile_m > p.tile_m {
             return Err(PluginError::Params {
                 path: "min_tile_m".into(),
@@ -156,27 +262,39 @@ impl Gpu {
                 ),
             });
         }
+        let mut attention = [None; 4];
+        for (kind, a) in &p.attention {
+            attention[*kind as usize] = Some(*a);
+        }
         Ok(Gpu {
             params: p,
             matrix,
             vector,
+            clock,
+            attention,
         })
     }
 
-    /// Fraction of the matrix peak a GEMM-like op of shape (m, n, k) x batch reaches.
-    pub fn gemm_efficiency(&self, m: u64, n: u64, k: u64, batch: u64) -> f64 {
-        let p = &self.params;
-        let tm = m.max(1).next_power_of_two().clamp(p.min_tile_m, p.tile_m);
-        let tn = p.tile_n;
-        let tiles_m = m.div_ceil(tm).max(1);
-        let tiles_n = n.div_ceil(tn).max(1);
-        let tile_util = (m as f64 / (tiles_m * tm) as f64) * (n as f64 / (tiles_n * tn) as f64);
-        let tiles = (tiles_m * tiles_n * batch.max(1)) as f64;
-        let sms = p.sm_count as f64;
-        let waves = (tiles / sms).ceil();
-        let wave_util = tiles / (waves * sms);
-        let depth = k as f64 / (k as f64 + p.k_half);
-        (p.matmul_efficiency * tile_util * wave_util * depth).clamp(1e-4, 1.0)
+    /// Fraction of the matrix peak a GEMM of shape (m, n, k) x batch in `dtype` reaches at
+    /// the rated clock ([`gemm::efficiency`]).
+    pub fn gemm_efficiency(&self, m: u64, n: u64, k: u64, batch: u64, dtype: DType) -> f64 {
+        gemm::efficiency(&self.params, m, n, k, batch, dtype, self.peak_ratio(dtype))
+    }
+
+    /// The matrix peak of `dtype` over the 16-bit one (1 when either is missing).
+    fn peak_ratio(&self, dtype: DType) -> f64 {
+        let base =
+            self.matrix[DType::Bf16.code() as usize].or(self.matrix[DType::Fp16.code() as usize]);
+        match (self.matrix[dtype.code() as usize], base) {
+            (Some(p), Some(b)) => p / b,
+            _ => 1.0,
+        }
+    }
+
+    /// Clock relative to the kernel measurements': the sustained ratio times the power limit's
+    /// (1 with neither).
+    pub fn clock_ratio(&self) -> f64 {
+        self.clock
     }
 }
 
@@ -196,15 +314,22 @@ impl ComputeUnit for Gpu {
     }
 
     fn efficiency(&self, op: &ComputeOp) -> f64 {
-        match op {
-            ComputeOp::Gemm(g) => self.gemm_efficiency(g.m, g.n, g.k, g.batch),
-            // Attention core: score tiles per (batch, head), reduction over head_dim (forward
-            // QKᵀ) — flash kernels reach a little less than plain GEMMs on the same shapes.
-            ComputeOp::Attention(a) => {
-                self.gemm_efficiency(a.q_len, a.kv_len, a.head_dim, a.batch * a.heads)
+        let e = match op {
+            ComputeOp::Gemm(g) => {
+                let d = g.compute_dtype();
+                self.gemm_efficiency(g.m, g.n, g.k, g.batch, d)
             }
+            ComputeOp::Attention(a) => match &self.attention[a.kind as usize] {
+                Some(p) => p.efficiency(a, self.params.sm_count),
+                // Plain attention, or a family the device has no data for: score tiles per
+                // (batch, head), reduction over head_dim (the forward QKᵀ) as a GEMM.
+                None => {
+                    self.gemm_efficiency(a.q_len, a.kv_len, a.head_dim, a.batch * a.heads, a.dtype)
+                }
+            },
             ComputeOp::Vector(_) => self.params.vector_efficiency,
-        }
+        };
+        (e * self.clock).clamp(1e-4, 1.0)
     }
 
     fn launch_overhead(&self) -> Seconds {
@@ -212,7 +337,9 @@ impl ComputeUnit for Gpu {
     }
 
     fn gemm_tile(&self) -> u64 {
-        self.params.tile_m.max(self.params.tile_n)
+        self.params
+            .l2_tile
+            .unwrap_or(self.params.tile_m.max(self.params.tile_n))
     }
 }
 

@@ -47,11 +47,10 @@ impl Inference {
         let m = (seqs * s) as f64;
         let e = sh.base.bytes();
         let h = sh.hidden as f64;
-        let scores = match sh.attention {
-            perfcast_core::AttentionKind::Plain => {
-                2.0 * seqs as f64 * sh.q_heads as f64 * (s * s) as f64 * e
-            }
-            perfcast_core::AttentionKind::Flash => 0.0,
+        let scores = if sh.attention.is_flash() {
+            0.0
+        } else {
+            2.0 * seqs as f64 * sh.q_heads as f64 * (s * s) as f64 * e
         };
         let attn = m * sh.qkv_n() as f64 * e + scores;
         let mlp = m * (sh.up_n + sh.ffn) as f64 * e;

@@ -250,9 +250,10 @@ impl Shard {
         let b = a.batch as f64;
         let q = b * a.heads as f64 * a.q_len as f64 * a.head_dim as f64 * e;
         let kv = 2.0 * b * a.kv_heads as f64 * a.kv_len as f64 * a.head_dim as f64;
-        let scores = match a.kind {
-            AttentionKind::Flash => 0.0,
-            AttentionKind::Plain => 4.0 * b * a.heads as f64 * a.q_len as f64 * a.kv_len as f64 * e,
+        let scores = if a.kind.is_flash() {
+            0.0
+        } else {
+            4.0 * b * a.heads as f64 * a.q_len as f64 * a.kv_len as f64 * e
         };
         2.0 * q + kv * self.kv.bytes() * kv_passes + scores
     }

@@ -21,10 +21,7 @@ struct LayerKey {
 }
 
 fn layer_key(ls: &ops::LayerShape) -> LayerKey {
-    let attention = match ls.attention {
-        perfcast_core::AttentionKind::Flash => 0u8,
-        perfcast_core::AttentionKind::Plain => 1u8,
-    };
+    let attention = ls.attention as u8;
     LayerKey {
         dims: [
             ls.b,

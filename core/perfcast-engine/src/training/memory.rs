@@ -66,15 +66,12 @@ impl ActivationShape {
             + mask * sbh / sp;
         // Keys/values span the whole sequence under context parallelism.
         let scores = a_dev * sq * self.seq_len * self.micro_batch;
-        let core = match self.attention {
-            AttentionKind::Plain => {
-                if self.dropout {
-                    (2.0 * e + 1.0) * scores
-                } else {
-                    e * scores
-                }
-            }
-            AttentionKind::Flash => 4.0 * a_dev * tok,
+        let core = if self.attention.is_flash() {
+            4.0 * a_dev * tok
+        } else if self.dropout {
+            (2.0 * e + 1.0) * scores
+        } else {
+            e * scores
         };
         let f_dev = self.ffn_hidden / t;
         let mlp = e * sbh / sp

@@ -308,7 +308,7 @@ impl LayerShape {
         backward: bool,
     ) -> Result<f64, ModelError> {
         let class = OpClass::Attention;
-        if self.attention == AttentionKind::Flash {
+        if self.attention.is_flash() {
             return timer.add_as(acc, self.attention_op(backward), 1.0, class);
         }
         let e = self.e();

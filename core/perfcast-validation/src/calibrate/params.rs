@@ -109,39 +109,44 @@ impl DefaultParam {
     }
 }
 
-/// The shared parameters `perfcast calibrate` fits without `--param`: the calibrated
-/// efficiencies of the hardware presets (`configs/hardware/`, tied across the presets of one
-/// GPU generation) and the fitted fixed costs of the inference engine
-/// (`perfcast_engine::inference::InferenceOptions`). Discrete parameters (GEMM tile sizes)
-/// are not fitted. `configs/validation/CALIBRATION.md` lists the same set (a test checks).
-/// A default parameter that applies to no case of the cases file is left out (and said).
+/// The shared parameters `perfcast calibrate` fits without `--param`: the end-to-end
+/// parameter of each GPU die (`sustained_clock_ratio` of the `gpu` plugin: the clock a
+/// device sustains under whole-device load relative to the one its kernel-level efficiencies
+/// hold at; tied across the presets of one die, `configs/hardware/`) and the fitted fixed
+/// costs of the inference engine (`perfcast_engine::inference::InferenceOptions`). The
+/// kernel-level efficiencies are fitted to kernel measurements, not to end-to-end runs, and
+/// discrete parameters (tile sizes) are not fitted. `configs/validation/CALIBRATION.md`
+/// lists the same set (a test checks). A default parameter (or one of its keys) that applies
+/// to no case of the cases file is left out, and the report says so.
 pub const DEFAULT_PARAMS: &[DefaultParam] = &[
     DefaultParam {
         keys: &[
-            "components.a100_sxm4_40gb.matmul_efficiency",
-            "components.a100_sxm4_80gb.matmul_efficiency",
+            "components.a100_sxm4_40gb.sustained_clock_ratio",
+            "components.a100_sxm4_80gb.sustained_clock_ratio",
         ],
         lo: 0.5,
-        hi: 0.95,
-        what: "A100 sustained fraction of the tensor peak on large GEMMs",
+        hi: 1.0,
+        what: "GA100 (A100) sustained clock under whole-device load, relative to the kernels'",
     },
     DefaultParam {
         keys: &[
-            "components.h100_sxm5_80gb.matmul_efficiency",
-            "components.h200_sxm_141gb.matmul_efficiency",
+            "components.h100_sxm5_80gb.sustained_clock_ratio",
+            "components.h100_hbm2e_96gb.sustained_clock_ratio",
+            "components.h200_sxm_141gb.sustained_clock_ratio",
+            "components.h800_sxm_80gb.sustained_clock_ratio",
         ],
-        lo: 0.4,
-        hi: 0.95,
-        what: "H100/H200 sustained fraction of the tensor peak on large GEMMs",
+        lo: 0.5,
+        hi: 1.0,
+        what: "GH100 (H100, H200, H800) sustained clock under whole-device load",
     },
     DefaultParam {
         keys: &[
-            "components.h100_sxm5_80gb.k_half",
-            "components.h200_sxm_141gb.k_half",
+            "components.b200_sxm_180gb.sustained_clock_ratio",
+            "components.gb200.sustained_clock_ratio",
         ],
-        lo: 16.0,
-        hi: 512.0,
-        what: "H100/H200 reduction depth at which a GEMM reaches half its efficiency",
+        lo: 0.5,
+        hi: 1.0,
+        what: "Blackwell (B200, GB200) sustained clock under whole-device load",
     },
     DefaultParam {
         keys: &["options.host_launch_us"],

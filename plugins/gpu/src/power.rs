@@ -1,0 +1,104 @@
+//! Clock under a power limit.
+//!
+//! A GPU's peaks and the efficiencies of its preset hold at its rated power (its TDP, the
+//! power the kernel measurements were taken at). Capped below it, the power manager lowers
+//! the clock (NVIDIA's power capping acts as a clock throttle, `nvidia-smi -pl`): with
+//! dynamic power `C·V²·f` and the supply scaled with the clock in the DVFS range, dynamic
+//! power grows as `f³` (the cube law of CMOS DVFS; Hennessy & Patterson, "Computer
+//! Architecture", 6th ed., §1.5), on top of a part that does not scale with the clock
+//! (leakage, memory and I/O). The clock ratio at a limit `P` is then
+//! `((P - P_static) / (P_rated - P_static))^(1/3)`, and every engine's throughput scales with
+//! it (memory bandwidth does not: HBM has its own clock).
+
+use perfcast_core::params::{fraction, positive};
+use perfcast_core::PluginError;
+
+/// Static (clock-independent) power as a fraction of the rated power when the device does
+/// not say: a modelling default (ASSUMPTION: leakage at load temperature plus HBM and I/O,
+/// not a measurement), chosen so that a 700 W H100 capped at 500 W runs ~13% slower, inside
+/// the 10-15% step-time loss reported for capped H100 training.
+pub const DEFAULT_STATIC_FRACTION: f64 = 0.15;
+
+/// The power parameters of a GPU (all optional: without a limit below the rating the clock
+/// is the rated one).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PowerParams {
+    /// The power the peaks and efficiencies hold at (the TDP), W.
+    pub rated_power_w: Option<f64>,
+    /// The power limit the device runs under, W (default: the rated power).
+    pub power_limit_w: Option<f64>,
+    /// The clock-independent part of the rated power, as a fraction of it (default
+    /// [`DEFAULT_STATIC_FRACTION`]).
+    pub static_power_fraction: Option<f64>,
+}
+
+impl PowerParams {
+    /// The clock ratio (limit to rated) these parameters give, or why they are invalid.
+    pub fn clock_ratio(&self) -> Result<f64, PluginError> {
+        let Some(limit) = self.power_limit_w else {
+            return Ok(1.0);
+        };
+        positive("power_limit_w", limit)?;
+        let rated = self.rated_power_w.ok_or_else(|| PluginError::Params {
+            path: "rated_power_w".into(),
+            message: "needed with power_limit_w: the power the peaks and efficiencies hold at"
+                .into(),
+        })?;
+        positive("rated_power_w", rated)?;
+        let s = fraction(
+            "static_power_fraction",
+            self.static_power_fraction
+                .unwrap_or(DEFAULT_STATIC_FRACTION),
+        )?;
+        let floor = s * rated;
+        if limit >= rated {
+            return Ok(1.0);
+        }
+        if limit <= floor {
+            return Err(PluginError::Params {
+                path: "power_limit_w".into(),
+                message: format!(
+                    "{limit} W is at or below the static power {floor:.0} W \
+                     (static_power_fraction x rated_power_w): no clock remains"
+                ),
+            });
+        }
+        Ok(((limit - floor) / (rated - floor)).cbrt())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_ratio_table() {
+        let p = |limit: Option<f64>| PowerParams {
+            rated_power_w: Some(700.0),
+            power_limit_w: limit,
+            static_power_fraction: None,
+        };
+        // (limit, ratio)
+        let table = [
+            (None, 1.0),
+            (Some(700.0), 1.0),
+            (Some(900.0), 1.0),
+            (Some(500.0), ((500.0 - 105.0) / 595.0f64).cbrt()),
+        ];
+        for (limit, want) in table {
+            let r = p(limit).clock_ratio().unwrap();
+            assert!((r - want).abs() < 1e-12, "{limit:?}: {r}");
+        }
+        assert!((p(Some(500.0)).clock_ratio().unwrap() - 0.872).abs() < 1e-3);
+        let e = p(Some(100.0)).clock_ratio().unwrap_err().to_string();
+        assert!(e.contains("power_limit_w") && e.contains("static"), "{e}");
+        let e = PowerParams {
+            power_limit_w: Some(500.0),
+            ..PowerParams::default()
+        }
+        .clock_ratio()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("rated_power_w"), "{e}");
+    }
+}
