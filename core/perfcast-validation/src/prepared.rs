@@ -10,6 +10,7 @@ use crate::harness::{case_hardware, model_spec, unsupported_reason, Harness};
 use crate::overlay::{json_set, Applies, CaseKeys, Entry};
 use crate::presets::Hardware;
 use crate::report::{CaseResult, MetricResult, Status};
+use perfcast_core::registry::{Category, Component};
 use perfcast_core::workload::ModelSpec;
 use perfcast_core::System;
 use perfcast_engine::inference::{Inference, InferenceOptions};
@@ -32,6 +33,9 @@ struct Setup {
     config: perfcast_host::Config,
     /// The system composed from `hardware` alone.
     system: System,
+    /// The component name of `device.compute` (an overlay that reaches only its table
+    /// rebuilds only the compute unit).
+    compute: String,
     /// Every key of the case's configuration, `[options]` as the engine reads it included.
     keys: CaseKeys,
     /// `[options]` as the case's engine reads it (defaults filled in), as JSON.
@@ -74,6 +78,9 @@ impl Harness {
     fn setup(&self, case: &Case) -> Result<Setup, String> {
         let hardware = case_hardware(case)?;
         let (config, system) = hardware.compose()?;
+        let compute: String = config
+            .extract("device.compute")
+            .map_err(|e| hardware.error(e))?;
         let options = match case.kind {
             Kind::Training => {
                 let o: TrainingOptions = config
@@ -98,6 +105,7 @@ impl Harness {
             hardware,
             config,
             system,
+            compute,
             keys: CaseKeys::of(&all),
             options,
         })
@@ -148,9 +156,16 @@ impl Harness {
     /// run): the system composed at preparation is used.
     pub fn system_key(&self, p: &Prepared, entries: &[Entry]) -> Option<String> {
         let s = p.setup.as_ref().ok()?;
-        let mut sets = entries.iter().filter(|e| !e.is_option()).peekable();
-        sets.peek()?;
-        let mut key = s.hardware.sources_key();
+        let sets: Vec<&Entry> = entries.iter().filter(|e| !e.is_option()).collect();
+        if sets.is_empty() {
+            return None;
+        }
+        let mut key = match s.compute_only(&sets) {
+            // The compute unit is built from its own table alone: the cases of one preset
+            // share it whatever their device count or NIC.
+            Some(prefix) => format!("{prefix} {:?}", s.hardware.files_and_sets(&prefix)),
+            None => s.hardware.sources_key(),
+        };
         for e in sets {
             key.push(' ');
             key.push_str(&e.set_arg());
@@ -172,8 +187,9 @@ impl Harness {
         self.evaluate_on(p, entries, None)
     }
 
-    /// [`Harness::evaluate`] on `system` when given (it must be [`Harness::compose`]'s for
-    /// these entries, e.g. shared by the cases of one [`Harness::system_key`]).
+    /// [`Harness::evaluate`] on `system` when given: [`Harness::compose`]'s for these entries
+    /// for this case or another of the same [`Harness::system_key`] (whose compute unit alone
+    /// is taken when the key is the compute unit's).
     pub fn evaluate_on(
         &self,
         p: &Prepared,
@@ -207,7 +223,10 @@ impl Harness {
                 return r;
             }
             Ok(s) => {
-                let system = system.unwrap_or_else(|| s.system_with(entries));
+                let system = match system {
+                    Some(shared) => shared.map(|x| s.adopt(entries, x)),
+                    None => s.system_with(entries),
+                };
                 match case.kind {
                     Kind::Training => self
                         .training_engine(s, entries, system)
@@ -273,18 +292,56 @@ fn options_error(entries: &[Entry], e: serde_json::Error) -> String {
 }
 
 impl Setup {
+    /// This case's system from `shared`, composed for another case of the same
+    /// [`Harness::system_key`]: when the key is the compute unit's alone, only the compute unit
+    /// is shared (the memory tiers, network and device count are this case's).
+    fn adopt(&self, entries: &[Entry], shared: System) -> System {
+        let sets: Vec<&Entry> = entries.iter().filter(|e| !e.is_option()).collect();
+        if self.compute_only(&sets).is_some() {
+            System {
+                compute: shared.compute,
+                ..self.system.clone()
+            }
+        } else {
+            shared
+        }
+    }
+
+    /// `components.<compute>.` when every one of `sets` is below the compute unit's table.
+    fn compute_only(&self, sets: &[&Entry]) -> Option<String> {
+        let prefix = format!("components.{}.", self.compute);
+        sets.iter()
+            .all(|e| e.key.starts_with(&prefix))
+            .then_some(prefix)
+    }
+
     /// The system with the entries outside `[options]` on top (the one composed without them
-    /// when there are none).
+    /// when there are none). Entries that reach only the compute unit's table rebuild only the
+    /// compute unit (the memory tiers and network levels are those composed at preparation).
     fn system_with(&self, entries: &[Entry]) -> Result<System, String> {
-        let mut sets = entries.iter().filter(|e| !e.is_option()).peekable();
-        if sets.peek().is_none() {
+        let sets: Vec<&Entry> = entries.iter().filter(|e| !e.is_option()).collect();
+        if sets.is_empty() {
             return Ok(self.system.clone());
         }
-        let sets: Vec<String> = sets.map(Entry::set_arg).collect();
-        self.config
-            .with_sets(&sets)
-            .and_then(|c| c.system())
-            .map_err(|e| self.hardware.error(e))
+        let args: Vec<String> = sets.iter().map(|e| e.set_arg()).collect();
+        let config = self
+            .config
+            .with_sets(&args)
+            .map_err(|e| self.hardware.error(e))?;
+        if self.compute_only(&sets).is_none() {
+            return config.system().map_err(|e| self.hardware.error(e));
+        }
+        match config
+            .component("device.compute", &self.compute, Category::ComputeUnit)
+            .map_err(|e| self.hardware.error(e))?
+        {
+            Component::ComputeUnit(compute) => Ok(System {
+                compute,
+                ..self.system.clone()
+            }),
+            // `component` builds what the category asks for; anything else is composed whole.
+            _ => config.system().map_err(|e| self.hardware.error(e)),
+        }
     }
 
     /// `[options]` with the entries below it set.

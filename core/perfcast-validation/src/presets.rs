@@ -95,6 +95,18 @@ impl Hardware {
         format!("{:?} {:?}", self.files, self.sets)
     }
 
+    /// The files and those overrides whose key starts with `prefix` (what a component's table
+    /// is merged from when `prefix` is `components.NAME.`).
+    pub fn files_and_sets(&self, prefix: &str) -> (Vec<String>, Vec<String>) {
+        let sets = self
+            .sets
+            .iter()
+            .filter(|s| s.starts_with(prefix))
+            .cloned()
+            .collect();
+        (self.files.clone(), sets)
+    }
+
     /// Add `key=value` overrides as the CLI's `--set` takes them (the value read as TOML).
     pub fn set_raw<S: AsRef<str>>(&mut self, sets: impl IntoIterator<Item = S>) {
         self.sets

@@ -325,3 +325,42 @@ fn bad_parameters_and_files_are_errors() {
     assert!(!c.converged());
     assert!(c.to_table().contains("NOT CONVERGED"));
 }
+
+/// What calibrate shares between cases (one composition per system key; only the compute
+/// unit when the key is the compute unit's) changes no prediction: every public case
+/// evaluates the same with a shared system as with its own, and as `validate` runs it.
+#[test]
+fn shared_systems_change_no_prediction() {
+    use perfcast_validation::overlay::Entry;
+    let file = CasesFile::load(&perfcast_validation::locate_cases(None).unwrap()).unwrap();
+    let h = Harness::new().unwrap();
+    let prepared: Vec<_> = file.cases.iter().map(|c| h.prepare(c)).collect();
+    let mut shared: Vec<(String, Result<perfcast_core::System, String>)> = Vec::new();
+    let mut compared = 0;
+    for p in prepared.iter().filter(|p| p.runnable()) {
+        // The case's own value of its compute unit's clock ratio, set as an overlay key.
+        let keys = p.keys().unwrap();
+        let Some(key) = keys
+            .keys()
+            .find(|k| k.ends_with(".sustained_clock_ratio"))
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        let entries = vec![Entry::number(&key, keys.number(&key).unwrap())];
+        let k = h.system_key(p, &entries).unwrap();
+        if !shared.iter().any(|(x, _)| *x == k) {
+            shared.push((k.clone(), h.compose(p, &entries)));
+        }
+        let system = shared.iter().find(|(x, _)| *x == k).unwrap().1.clone();
+        let with_shared = h.evaluate_on(p, &entries, Some(system));
+        assert_eq!(with_shared, h.evaluate(p, &entries), "{}", p.case.id);
+        assert_eq!(with_shared, h.run_case(p.case), "{}", p.case.id);
+        compared += 1;
+    }
+    assert!(
+        compared > 50 && shared.len() < compared / 4,
+        "{compared} {}",
+        shared.len()
+    );
+}
