@@ -315,6 +315,47 @@ impl Harness {
         &self.registry
     }
 
+    /// Every overlay key must apply to some case of `group` (all when `None`): a key that
+    /// applies nowhere is an error naming it (a typo would otherwise change nothing, silently).
+    pub fn check_overlay(&self, file: &CasesFile, group: Option<&str>) -> Result<(), String> {
+        if self.overlay.is_empty() {
+            return Ok(());
+        }
+        let prepared: Vec<_> = file.group(group).map(|c| self.prepare(c)).collect();
+        for e in &self.overlay.entries {
+            if prepared
+                .iter()
+                .any(|p| self.applies(p, e) != crate::overlay::Applies::No)
+            {
+                continue;
+            }
+            let mut near: Vec<String> = Vec::new();
+            for k in prepared.iter().filter_map(|p| p.keys()) {
+                for n in k.nearest(&e.key, 3) {
+                    if !near.contains(&n) {
+                        near.push(n);
+                    }
+                }
+            }
+            near.sort_by_key(|n| crate::overlay::edit_distance(n, &e.key));
+            near.truncate(3);
+            return Err(format!(
+                "{}: `{}` applies to no case's configuration{}{}",
+                self.overlay.source,
+                e.key,
+                group
+                    .map(|g| format!(" in group `{g}`"))
+                    .unwrap_or_default(),
+                if near.is_empty() {
+                    String::new()
+                } else {
+                    format!("; nearest keys: {}", near.join(", "))
+                }
+            ));
+        }
+        Ok(())
+    }
+
     /// Validate the cases of `group` (all when `None`).
     pub fn run(&self, file: &CasesFile, group: Option<&str>) -> Report {
         Report::new(file.group(group).map(|c| self.run_case(c)).collect())

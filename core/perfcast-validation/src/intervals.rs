@@ -189,6 +189,25 @@ impl Class {
             generation: generation(&case.system.gpu),
         }
     }
+
+    /// The class of a prediction from configuration `cfg`: `kind`; the family of its
+    /// `stack` key ([`stack_family`]; a stack whose name has no family keyword is its own
+    /// family), none when it names no stack; the generation of `device.generation` when set,
+    /// else of the catalog accelerator its compute unit is ([`catalog_id`]).
+    pub fn of_config(cfg: &perfcast_host::Config, kind: Kind) -> Class {
+        let text = |key: &str| cfg.extract_opt::<String>(key).ok().flatten();
+        let stack = text("stack").map(|s| stack_family(&s).map(str::to_string).unwrap_or(s));
+        let generation = text("device.generation").or_else(|| {
+            let compute = text("device.compute")?;
+            let name = text(&format!("components.{compute}.name"));
+            generation(&catalog_id(&compute, name.as_deref())?)
+        });
+        Class {
+            kind,
+            stack,
+            generation,
+        }
+    }
 }
 
 /// A residuals file's `[meta]`.
@@ -433,8 +452,8 @@ impl Residuals {
         let seen = |f: &dyn Fn(&Residual) -> bool| pool.iter().any(|(r, _)| same_kind(r) && f(r));
         let stack = class.stack.as_deref();
         let gen = class.generation.as_deref();
-        let stack_seen = stack.is_some_and(|s| seen(&|r| r.stack.as_deref() == Some(s)));
-        let gen_seen = gen.is_some_and(|g| seen(&|r| r.generation.as_deref() == Some(g)));
+        let stack_seen = stack.is_some_and(|s| seen(&|r| same(r.stack.as_deref(), s)));
+        let gen_seen = gen.is_some_and(|g| seen(&|r| same(r.generation.as_deref(), g)));
         let mut unseen = Vec::new();
         if let (Some(s), false) = (stack, stack_seen) {
             unseen.push(format!("stack {s}"));
@@ -450,20 +469,20 @@ impl Residuals {
                 levels.push((
                     format!("{kind} cases of stack {s} on {g}"),
                     Box::new(move |r: &Residual| {
-                        r.stack.as_deref() == Some(s) && r.generation.as_deref() == Some(g)
+                        same(r.stack.as_deref(), s) && same(r.generation.as_deref(), g)
                     }),
                 ));
             }
             if let Some(s) = stack {
                 levels.push((
                     format!("{kind} cases of stack {s} (any hardware)"),
-                    Box::new(move |r: &Residual| r.stack.as_deref() == Some(s)),
+                    Box::new(move |r: &Residual| same(r.stack.as_deref(), s)),
                 ));
             }
             if let Some(g) = gen {
                 levels.push((
                     format!("{kind} cases on {g} (any stack)"),
-                    Box::new(move |r: &Residual| r.generation.as_deref() == Some(g)),
+                    Box::new(move |r: &Residual| same(r.generation.as_deref(), g)),
                 ));
             }
         }
@@ -529,6 +548,12 @@ impl Residuals {
             note,
         })
     }
+}
+
+/// Whether a residual's label is `want` (case-insensitive: `Hopper` and `hopper` are one
+/// generation).
+fn same(label: Option<&str>, want: &str) -> bool {
+    label.is_some_and(|l| l.eq_ignore_ascii_case(want))
 }
 
 /// Give each predicted metric of a validation result an interval: the case's class, the

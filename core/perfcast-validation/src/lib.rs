@@ -47,9 +47,39 @@ pub fn locate_cases(path: Option<&Path>) -> Result<PathBuf, String> {
     })
 }
 
-/// Load, check and run a cases file; `Err` for a bad file or an unknown group (the CLI exits
-/// non-zero), `Ok` with the report however good or bad the accuracy is.
+/// How a validation runs beyond the cases: an overlay, and the error bars.
+#[derive(Debug, Clone)]
+pub struct ValidateOptions {
+    /// Keys set on top of every case's configuration where they apply (a calibration layer).
+    pub overlay: overlay::Overlay,
+    /// The residuals of the error bars and the interval level; `None`: no error bars.
+    pub intervals: Option<(intervals::Residuals, f64)>,
+}
+
+impl ValidateOptions {
+    /// No overlay; error bars at [`intervals::DEFAULT_LEVEL`] from the shipped residuals.
+    pub fn standard() -> Result<ValidateOptions, String> {
+        Ok(ValidateOptions {
+            overlay: overlay::Overlay::empty(),
+            intervals: Some((intervals::Residuals::embedded()?, intervals::DEFAULT_LEVEL)),
+        })
+    }
+}
+
+/// Load, check and run a cases file with the standard options
+/// ([`ValidateOptions::standard`]); see [`validate_with`].
 pub fn validate(path: Option<&Path>, group: Option<&str>) -> Result<report::Report, String> {
+    validate_with(path, group, &ValidateOptions::standard()?)
+}
+
+/// Load, check and run a cases file; `Err` for a bad file, an unknown group or an overlay key
+/// that applies to no case (the CLI exits non-zero), `Ok` with the report however good or bad
+/// the accuracy is.
+pub fn validate_with(
+    path: Option<&Path>,
+    group: Option<&str>,
+    opts: &ValidateOptions,
+) -> Result<report::Report, String> {
     let p = locate_cases(path)?;
     let file = cases::CasesFile::load(&p).map_err(|e| e.to_string())?;
     if let Some(g) = group {
@@ -61,7 +91,11 @@ pub fn validate(path: Option<&Path>, group: Option<&str>) -> Result<report::Repo
             ));
         }
     }
-    let h = harness::Harness::new()?;
+    let mut h = harness::Harness::new()?.with_overlay(opts.overlay.clone());
+    if let Some((r, level)) = &opts.intervals {
+        h = h.with_intervals(r.clone(), intervals::check_level(*level)?);
+    }
+    h.check_overlay(&file, group)?;
     Ok(h.run(&file, group))
 }
 
@@ -71,11 +105,21 @@ pub fn validate_to_string(
     group: Option<&str>,
     format: Format,
 ) -> Result<String, String> {
+    validate_to_string_with(path, group, format, &ValidateOptions::standard()?)
+}
+
+/// [`validate_with`] rendered in `format`.
+pub fn validate_to_string_with(
+    path: Option<&Path>,
+    group: Option<&str>,
+    format: Format,
+    opts: &ValidateOptions,
+) -> Result<String, String> {
     let supported = [Format::Table, Format::Json];
     if !supported.contains(&format) {
         return Err(format.unsupported(&supported));
     }
-    let r = validate(path, group)?;
+    let r = validate_with(path, group, opts)?;
     Ok(match format {
         Format::Json => {
             serde_json::to_string_pretty(&r.to_json()).map_err(|e| e.to_string())? + "\n"

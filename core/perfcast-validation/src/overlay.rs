@@ -4,9 +4,10 @@
 //! A case's *configuration* ([`CaseKeys`]) is what the harness composes for it: the hardware
 //! (`preset:<accelerator>` or the catalog's table) with the case's settings (device count,
 //! NIC), and `[options]` as the case's engine reads it, its defaults filled in (so
-//! `options.engine.runtime_reserve_gib` exists for every training case and
-//! `options.host_launch_us` for every inference case). An overlay key **applies** to a case
-//! when
+//! `options.engine.runtime_reserve_gib` exists for every training case,
+//! `options.strategy_params.<strategy>` is a table for every strategy in use, and
+//! `options.host_launch_us` exists for every inference case). An overlay key **applies** to
+//! a case when
 //!
 //! * it is a key of that configuration ([`Applies::Present`]), or
 //! * its parent table is, and the case builds with the key set ([`Applies::Accepted`]): a

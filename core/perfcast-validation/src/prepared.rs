@@ -14,7 +14,7 @@ use perfcast_core::registry::{Category, Component};
 use perfcast_core::workload::ModelSpec;
 use perfcast_core::System;
 use perfcast_engine::inference::{Inference, InferenceOptions};
-use perfcast_engine::training::{Training, TrainingOptions};
+use perfcast_engine::training::{Training, TrainingOptions, DEFAULT_STRATEGIES};
 
 /// A case ready to evaluate.
 pub struct Prepared<'c> {
@@ -83,10 +83,21 @@ impl Harness {
             .map_err(|e| hardware.error(e))?;
         let options = match case.kind {
             Kind::Training => {
-                let o: TrainingOptions = config
+                let mut o: TrainingOptions = config
                     .extract_opt("options")
                     .map_err(|e| e.to_string())?
                     .unwrap_or_default();
+                // Every strategy in use has a parameter table (empty: its defaults), so that
+                // `options.strategy_params.data.overlap_efficiency` has a parent to apply to.
+                let names: Vec<String> = match &o.strategies {
+                    Some(list) => list.clone(),
+                    None => DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect(),
+                };
+                for n in names {
+                    o.strategy_params
+                        .entry(n)
+                        .or_insert_with(|| serde_json::Value::Object(Default::default()));
+                }
                 serde_json::to_value(o)
             }
             Kind::Inference => {

@@ -325,7 +325,7 @@ impl Report {
             );
             match level {
                 Some(l) => {
-                    let _ = writeln!(out, "  {}% interval", fmt_level(l));
+                    let _ = writeln!(out, "    {}% interval", fmt_level(l));
                 }
                 None => out.push('\n'),
             }
@@ -438,7 +438,7 @@ fn metric_row(c: &CaseResult, i: usize, m: &MetricResult) -> String {
         .as_ref()
         .is_some_and(|f| f.metric.split('+').any(|x| x == m.name.name()));
     let mut row = format!(
-        "  {:<46} {:<22} {:>12} {:>12} {:>8}{}",
+        "  {:<46} {:<22} {:>12} {:>12} {:>8}",
         if i == 0 { c.id.as_str() } else { "" },
         m.name.name(),
         m.predicted.map(fmt_num).unwrap_or_else(|| "-".into()),
@@ -446,18 +446,21 @@ fn metric_row(c: &CaseResult, i: usize, m: &MetricResult) -> String {
         m.rel_error
             .map(|e| format!("{:+.1}%", 100.0 * e))
             .unwrap_or_else(|| "n/a".into()),
-        if first { " *" } else { "" }
     );
-    if let Some([lo, hi]) = m.interval {
-        let inside = lo <= m.measured && m.measured <= hi;
-        let _ = write!(
-            row,
-            "{}{}–{} {}",
-            if first { "" } else { "  " },
-            fmt_num(lo),
-            fmt_num(hi),
-            if inside { "in" } else { "OUT" }
-        );
+    match m.interval {
+        Some([lo, hi]) => {
+            let inside = lo <= m.measured && m.measured <= hi;
+            let _ = write!(
+                row,
+                "{}  {}–{} {}",
+                if first { " *" } else { "  " },
+                fmt_num(lo),
+                fmt_num(hi),
+                if inside { "in" } else { "OUT" }
+            );
+        }
+        None if first => row.push_str(" *"),
+        None => {}
     }
     row
 }

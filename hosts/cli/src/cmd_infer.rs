@@ -4,8 +4,10 @@
 
 use crate::cmd_predict::load;
 use crate::common::{print, to_json, ConfigArgs, Format, Table};
+use crate::error_bars::{self, ErrorBars, IntervalArgs, Row};
 use perfcast_engine::inference::{Inference, InferencePlan, InferenceReport, MemoryReport};
 use perfcast_scenario::{engine_error, InferenceScenario};
+use perfcast_validation::cases::Kind;
 use serde::Serialize;
 
 #[derive(Debug, clap::Args)]
@@ -18,6 +20,34 @@ pub struct Args {
     /// sequence) and workspace fit on every device, instead of the report.
     #[arg(long)]
     pub max_batch: bool,
+    #[command(flatten)]
+    pub intervals: IntervalArgs,
+}
+
+/// The rows of an inference report that get an interval (times in ms, as the report shows).
+fn inference_rows(r: &InferenceReport) -> Vec<(Row<'static>, &'static str)> {
+    use perfcast_validation::intervals::Direction::{Rate, Time};
+    vec![
+        (Row::new("ttft", "ttft", r.ttft.millis(), Time), "ms"),
+        (Row::new("tpot", "tpot", r.tpot.millis(), Time), "ms"),
+        (
+            Row::new("latency", "latency", r.latency.millis(), Time),
+            "ms",
+        ),
+        (
+            Row::new("tokens_per_s", "tokens_per_s", r.tokens_per_s, Rate),
+            "tok/s",
+        ),
+        (
+            Row::new(
+                "tokens_per_s_per_gpu",
+                "tokens_per_s_per_gpu",
+                r.tokens_per_s_per_gpu,
+                Rate,
+            ),
+            "tok/s",
+        ),
+    ]
 }
 
 /// What `infer --format json` prints: the report's fields and the configuration that
@@ -26,6 +56,9 @@ pub struct Args {
 struct WithConfig<'a> {
     #[serde(flatten)]
     report: &'a InferenceReport,
+    /// Each predicted time and rate's interval, and where they come from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_bars: Option<ErrorBars<'a>>,
     config: serde_json::Value,
 }
 
@@ -67,13 +100,29 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return print(&text);
     }
     let report = inference.evaluate(&plan).map_err(err)?;
+    let interval = a.intervals.for_config(&cfg, Kind::Inference)?;
+    let rows = inference_rows(&report);
+    let plain: Vec<Row> = rows.iter().map(|(r, _)| r.clone()).collect();
     let text = match a.format {
         Format::Json => to_json(&WithConfig {
             report: &report,
+            error_bars: interval.as_ref().map(|iv| error_bars::json(iv, &plain)),
             config: perfcast_scenario::reproducible_config(&cfg, inference.model())?,
         })?,
-        Format::Csv => report.to_csv(),
-        Format::Table => report.to_table(),
+        Format::Csv => {
+            let mut s = report.to_csv();
+            if let Some(iv) = &interval {
+                s.push_str(&error_bars::csv_rows(iv, &rows));
+            }
+            s
+        }
+        Format::Table => {
+            let t = report.to_table();
+            match &interval {
+                Some(iv) => error_bars::annotate(&t, iv, &plain, "  tokens_per_s_per_gpu"),
+                None => t,
+            }
+        }
     };
     print(&text)?;
     if !report.memory.fits {

@@ -4,11 +4,14 @@
 //! memory per GPU, and how many plans were enumerated, pruned and evaluated.
 
 use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
+use crate::error_bars::{self, IntervalArgs};
 use anyhow::Context as _;
 use perfcast_engine::training::{TrainingPlan, TrainingReport};
 use perfcast_host::Config;
 use perfcast_output::{placed_plan_label, plan_label, PlanStyle};
 use perfcast_search::{load_scenario, Objective, SearchResult};
+use perfcast_validation::cases::Kind;
+use perfcast_validation::intervals::{Direction, Interval};
 use serde::Serialize;
 
 #[derive(Debug, clap::Args)]
@@ -26,6 +29,18 @@ pub struct Args {
     /// Run the search several times and report its speed (plans per second).
     #[arg(long)]
     pub bench: bool,
+    #[command(flatten)]
+    pub intervals: IntervalArgs,
+}
+
+/// A ranked plan with its step time's interval (JSON).
+#[derive(Debug, Serialize)]
+struct PlanOut<'a> {
+    #[serde(flatten)]
+    plan: &'a perfcast_search::RankedPlan,
+    /// The step time's interval, s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interval: Option<[f64; 2]>,
 }
 
 /// The config's own `[plan]`, evaluated for comparison.
@@ -41,7 +56,10 @@ struct Published {
 
 #[derive(Debug, Serialize)]
 struct Output<'a> {
-    plans: &'a [perfcast_search::RankedPlan],
+    plans: Vec<PlanOut<'a>>,
+    /// Where the plans' intervals come from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_bars: Option<&'a Interval>,
     pareto: &'a [perfcast_search::ParetoPoint],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pareto_devices: &'a [perfcast_search::ParetoPoint],
@@ -87,11 +105,13 @@ fn load(a: &Args) -> anyhow::Result<(Config, perfcast_search::Scenario)> {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let (_cfg, sc) = load(&a)?;
+    let (cfg, sc) = load(&a)?;
     if a.bench {
         return bench(&sc);
     }
     let r = sc.search()?;
+    let iv = a.intervals.for_config(&cfg, Kind::Training)?;
+    let time = |t: f64| iv.as_ref().map(|iv| iv.around(t, Direction::Time));
     let published = sc.plan.as_ref().map(|p| {
         let t = sc
             .trainings
@@ -129,24 +149,43 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     });
     match a.format {
         Format::Json => print(&to_json(&Output {
-            plans: &r.plans,
+            plans: r
+                .plans
+                .iter()
+                .map(|p| PlanOut {
+                    plan: p,
+                    interval: time(p.report.iteration_time.0),
+                })
+                .collect(),
+            error_bars: iv.as_ref(),
             pareto: &r.pareto,
             pareto_devices: &r.pareto_devices,
             fastest: &r.fastest,
             summary: &r.summary,
             published: published.as_ref(),
         })?),
-        Format::Csv => print(&csv_table(&r).csv()),
-        Format::Table => print(&render(&r, published.as_ref(), sc.constraints.global_batch)),
+        Format::Csv => print(&csv_table(&r, iv.as_ref()).csv()),
+        Format::Table => print(&render(
+            &r,
+            published.as_ref(),
+            sc.constraints.global_batch,
+            iv.as_ref(),
+        )),
     }
 }
 
-fn plans_table(r: &SearchResult) -> Table {
-    let mut t = Table::new(&[
+fn plans_table(r: &SearchResult, iv: Option<&Interval>) -> Table {
+    let header = iv.map(|iv| format!("time {}%", error_bars::percent(iv)));
+    let mut cols = vec![
         ("rank", true),
         ("devices", true),
         ("plan", false),
         ("time_s", true),
+    ];
+    if let Some(h) = &header {
+        cols.push((h.as_str(), true));
+    }
+    cols.extend([
         ("mfu", true),
         ("memory_gib", true),
         ("compute_s", true),
@@ -154,20 +193,26 @@ fn plans_table(r: &SearchResult) -> Table {
         ("bubble_s", true),
         ("bottleneck", false),
     ]);
+    let mut t = Table::new(&cols);
     for p in &r.plans {
         let mut row = vec![
             p.rank.to_string(),
             p.report.devices.to_string(),
             placed_plan_label(&p.plan, &p.placement),
         ];
-        row.extend(report_cells(&p.report));
+        let mut cells = report_cells(&p.report);
+        if let Some(iv) = iv {
+            let [lo, hi] = iv.around(p.report.iteration_time.0, Direction::Time);
+            cells.insert(1, format!("{}–{}", num(lo), num(hi)));
+        }
+        row.extend(cells);
         t.push(row);
     }
     t
 }
 
 /// The top plans with one column per plan field (for spreadsheets), full precision.
-fn csv_table(r: &SearchResult) -> Table {
+fn csv_table(r: &SearchResult, iv: Option<&Interval>) -> Table {
     let mut cols = vec![("rank", true), ("devices", true)];
     cols.extend(perfcast_search::PLAN_COLUMNS);
     cols.extend([
@@ -182,6 +227,9 @@ fn csv_table(r: &SearchResult) -> Table {
         ("bubble_s", true),
         ("bottleneck", false),
     ]);
+    if iv.is_some() {
+        cols.extend([("time_s_lo", true), ("time_s_hi", true)]);
+    }
     let mut t = Table::new(&cols);
     for rp in &r.plans {
         let p = &rp.plan;
@@ -201,6 +249,10 @@ fn csv_table(r: &SearchResult) -> Table {
             b.bubble.0.to_string(),
             format!("{:?}", rep.bottleneck),
         ]);
+        if let Some(iv) = iv {
+            let [lo, hi] = iv.around(rep.iteration_time.0, Direction::Time);
+            row.extend([lo.to_string(), hi.to_string()]);
+        }
         t.push(row);
     }
     t
@@ -208,14 +260,22 @@ fn csv_table(r: &SearchResult) -> Table {
 
 /// The table output; `global_batch` is the searched plans' (the `[plan]` may differ: then the
 /// comparison is per sequence).
-fn render(r: &SearchResult, published: Option<&Published>, global_batch: u32) -> String {
+fn render(
+    r: &SearchResult,
+    published: Option<&Published>,
+    global_batch: u32,
+    iv: Option<&Interval>,
+) -> String {
     let s = &r.summary;
     let mut out = format!(
         "top {} plans by {}:\n{}",
         r.plans.len(),
         s.objective.name(),
-        plans_table(r).render()
+        plans_table(r, iv).render()
     );
+    if let Some(iv) = iv {
+        out.push_str(&format!("error bars: {}\n", iv.describe()));
+    }
     if let Some(p) = published {
         out.push_str(&format!(
             "\nthe config's [plan] ({}): ",

@@ -15,6 +15,7 @@ mod cmd_study;
 mod cmd_sweep;
 mod cmd_validate;
 mod common;
+mod error_bars;
 mod plot;
 
 use clap::{Parser, Subcommand};

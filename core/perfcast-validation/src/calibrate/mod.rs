@@ -160,7 +160,9 @@ pub struct Calibration {
     /// Cases of the file not scored, by reason: unsupported, error, first metric not
     /// predicted.
     pub skipped: (usize, usize, usize),
-    /// Each case's first metric at the starting values.
+    /// Each case's first metric with the configuration as it is (what `perfcast validate`
+    /// reports; the starting values differ from it where a parameter starts from the middle
+    /// of its bounds, a clamped value or the mean of tied keys).
     pub before: Vec<Option<FirstMetric>>,
     /// ... at the fitted values.
     pub in_sample: Vec<Option<FirstMetric>>,
@@ -492,7 +494,13 @@ fn finish(
         cv: opts.cv,
         cases,
         skipped: (failed.0, failed.1, unscored),
-        before: fit_idx.iter().map(|&c| at_start[c].clone()).collect(),
+        before: fit_idx
+            .par_iter()
+            .map(|&c| {
+                let r = problem.harness.evaluate(&problem.prepared[c], &[]);
+                first_metric(&r).filter(|_| r.status == Status::Ok)
+            })
+            .collect(),
         in_sample,
         out_of_fold,
         start_objective: problem.objective(&fit_idx, &start),

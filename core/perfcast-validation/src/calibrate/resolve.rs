@@ -93,6 +93,22 @@ pub(super) fn resolve(
     if per_case.iter().all(Vec::is_empty) {
         return Ok(None);
     }
+    // Keep only the keys that apply somewhere (the overlay then carries no key that applies
+    // to no case).
+    let used: Vec<usize> = (0..spec.keys.len())
+        .filter(|i| per_case.iter().any(|k| k.contains(i)))
+        .collect();
+    let keys: Vec<String> = used.iter().map(|&i| spec.keys[i].clone()).collect();
+    for k in &mut per_case {
+        *k = k
+            .iter()
+            .filter_map(|i| used.iter().position(|u| u == i))
+            .collect();
+    }
+    let spec = &ParamSpec {
+        keys,
+        bounds: spec.bounds,
+    };
     // Both bounds must be values the plugins and engines accept; default bounds are narrowed
     // to what they accept (an efficiency's twice may pass 1).
     for (i, key) in spec.keys.iter().enumerate() {
