@@ -151,6 +151,8 @@ typedef struct perfcast_op {
     uint32_t reserved0;
     /* PERFCAST_OP_GEMM: C[m,n] = A[m,k] . B[k,n], `batch` times */
     uint64_t m, n, k, batch;
+    /* reserved1: the operands' scaling, 0 per tensor (or none), 1 per row, 2 1x128/128x128
+     * blocks, 3 MX 32-element blocks, 4 NVFP4 16-element blocks (0 from older hosts) */
     uint32_t a_dtype, b_dtype, out_dtype, reserved1;
     /* PERFCAST_OP_ATTENTION */
     uint64_t att_batch, heads, kv_heads, q_len, kv_len, head_dim;

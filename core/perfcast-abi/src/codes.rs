@@ -2,8 +2,8 @@
 //! their conversions to and from the native `perfcast_core` enums.
 
 use perfcast_core::{
-    AttentionKind, Category, CollectiveAlgorithm, CollectiveKind, DType, Engine, TierLevel,
-    TimeBound, VectorOpKind,
+    AttentionKind, Category, CollectiveAlgorithm, CollectiveKind, DType, Engine, GemmScaling,
+    TierLevel, TimeBound, VectorOpKind,
 };
 
 /// Status: success.
@@ -82,6 +82,17 @@ pub fn attention_kind_code(k: AttentionKind) -> u32 {
     } else {
         0
     }
+}
+
+/// The ABI code of a GEMM's scaling (the op's former `reserved1` field: 0, tensor, for a
+/// host older than the scalings).
+pub fn gemm_scaling_code(s: GemmScaling) -> u32 {
+    s as u32
+}
+
+/// The GEMM scaling of a code.
+pub fn gemm_scaling_from_code(c: u32) -> Option<GemmScaling> {
+    GemmScaling::ALL.get(c as usize).copied()
 }
 
 /// The flash family of an attention kind (0: FlashAttention-2 or unspecified, 2: FA3,

@@ -28,6 +28,7 @@ impl PcOp {
                 p.a_dtype = g.a.code();
                 p.b_dtype = g.b.code();
                 p.out_dtype = g.out.code();
+                p.reserved1 = gemm_scaling_code(g.scaling);
             }
             ComputeOp::Attention(a) => {
                 p.kind = OP_ATTENTION;
@@ -67,6 +68,8 @@ impl PcOp {
                 a: dt("a_dtype", self.a_dtype)?,
                 b: dt("b_dtype", self.b_dtype)?,
                 out: dt("out_dtype", self.out_dtype)?,
+                scaling: gemm_scaling_from_code(self.reserved1)
+                    .ok_or_else(|| format!("unknown GEMM scaling code {}", self.reserved1))?,
             })),
             OP_ATTENTION => Ok(ComputeOp::Attention(Attention {
                 batch: self.att_batch,

@@ -38,8 +38,8 @@ pub use hardware::{
     System, TierLevel, TimeBound,
 };
 pub use op::{
-    Attention, AttentionKind, Collective, CollectiveKind, ComputeOp, Gemm, Op, VectorOp,
-    VectorOpKind,
+    Attention, AttentionKind, Collective, CollectiveKind, ComputeOp, Gemm, GemmScaling, Op,
+    VectorOp, VectorOpKind,
 };
 pub use registry::{BuiltinPlugin, Category, Component, Origin, PluginInfo, Registry};
 pub use units::{Bandwidth, Bytes, FlopCount, FlopRate, Seconds};

@@ -24,6 +24,65 @@ pub struct Gemm {
     pub b: DType,
     /// Format of the output.
     pub out: DType,
+    /// How 8- and 4-bit operands are scaled (default: one scale per tensor, or none).
+    #[serde(default)]
+    pub scaling: GemmScaling,
+}
+
+/// The scaling granularity of a low-precision GEMM's operands: what the kernel must apply in
+/// its main loop or epilogue besides the multiply-adds (the recipes of FP8/FP4 training and
+/// inference; a compute unit may time each differently).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum GemmScaling {
+    /// One scale per tensor (or none: 16-bit GEMMs): FP8 delayed or current/tensorwise
+    /// scaling (Transformer Engine, torchao tensorwise).
+    #[default]
+    Tensor,
+    /// One scale per row of A and per column of B (torchao rowwise).
+    Row,
+    /// 1x128 activation groups and 128x128 weight blocks with FP32 scales (DeepSeek-V3,
+    /// DeepGEMM; Transformer Engine's blockwise recipe).
+    Block,
+    /// MX formats: 32-element blocks with E8M0 scales (MXFP8, MXFP4; OCP MX spec v1.0),
+    /// applied by Blackwell's tensor cores.
+    Mx,
+    /// NVFP4: 16-element blocks with FP8 (E4M3) scales and a per-tensor FP32 scale.
+    Nv,
+}
+
+impl GemmScaling {
+    /// Every scaling, in code order.
+    pub const ALL: [GemmScaling; 5] = [
+        GemmScaling::Tensor,
+        GemmScaling::Row,
+        GemmScaling::Block,
+        GemmScaling::Mx,
+        GemmScaling::Nv,
+    ];
+    /// The name in configurations.
+    pub const fn name(self) -> &'static str {
+        match self {
+            GemmScaling::Tensor => "tensor",
+            GemmScaling::Row => "row",
+            GemmScaling::Block => "block",
+            GemmScaling::Mx => "mx",
+            GemmScaling::Nv => "nv",
+        }
+    }
+    /// Bytes of scale factors stored per element of the scaled operand (activations and
+    /// weights alike, to first order): 4 B per 32 (MX: 1 B per 32), per 16 (NVFP4: 1 B), per
+    /// 128 (block: 4 B), none for tensor and row scaling (one value per tensor or row).
+    pub fn scale_bytes_per_element(self) -> f64 {
+        match self {
+            GemmScaling::Tensor | GemmScaling::Row => 0.0,
+            GemmScaling::Block => 4.0 / 128.0,
+            GemmScaling::Mx => 1.0 / 32.0,
+            GemmScaling::Nv => 1.0 / 16.0,
+        }
+    }
 }
 
 fn one() -> u64 {
@@ -41,6 +100,7 @@ impl Gemm {
             a: dtype,
             b: dtype,
             out: dtype,
+            scaling: GemmScaling::Tensor,
         }
     }
     /// The same GEMM `batch` times (e.g. once per attention head).
@@ -53,7 +113,7 @@ impl Gemm {
     pub fn flops(&self) -> FlopCount {
         FlopCount(2.0 * self.m as f64 * self.n as f64 * self.k as f64 * self.batch as f64)
     }
-    /// Compulsory traffic: read A and B once, write C once.
+    /// Compulsory traffic: read A and B once (with their block scales), write C once.
     #[inline]
     pub fn min_bytes(&self) -> Bytes {
         let (m, n, k, b) = (
@@ -62,7 +122,12 @@ impl Gemm {
             self.k as f64,
             self.batch as f64,
         );
-        Bytes(b * (m * k * self.a.bytes() + k * n * self.b.bytes() + m * n * self.out.bytes()))
+        let scales = self.scaling.scale_bytes_per_element();
+        Bytes(
+            b * (m * k * (self.a.bytes() + scales)
+                + k * n * (self.b.bytes() + scales)
+                + m * n * self.out.bytes()),
+        )
     }
     /// The format the matrix engine runs in: the wider of the two inputs (weight-only
     /// quantised weights are dequantised to the activation format).

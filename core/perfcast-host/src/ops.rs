@@ -61,6 +61,9 @@ struct GemmSpec {
     b_dtype: Option<DType>,
     #[serde(default)]
     out_dtype: Option<DType>,
+    /// Operand scaling of 8/4-bit GEMMs (`tensor`, `row`, `block`, `mx`, `nv`).
+    #[serde(default)]
+    scaling: Option<perfcast_core::GemmScaling>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -182,6 +185,7 @@ impl Config {
                     a,
                     b: s.b_dtype.unwrap_or(a),
                     out: s.out_dtype.unwrap_or(a),
+                    scaling: s.scaling.unwrap_or_default(),
                 };
                 (s.name, ComputeOp::Gemm(g))
             }

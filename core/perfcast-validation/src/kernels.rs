@@ -12,7 +12,7 @@
 //! time, so both sides count alike.
 
 use crate::presets::Hardware;
-use perfcast_core::op::{Attention, AttentionKind, ComputeOp, Gemm};
+use perfcast_core::op::{Attention, AttentionKind, ComputeOp, Gemm, GemmScaling};
 use perfcast_core::{DType, System};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -57,6 +57,27 @@ impl KernelDType {
     }
 }
 
+/// `scaling` of a measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelScaling {
+    Tensorwise,
+    #[serde(rename = "block_1x128_128x128")]
+    Block,
+    Mx,
+}
+
+impl KernelScaling {
+    /// The operand scaling of the GEMM the device times.
+    pub const fn scaling(self) -> GemmScaling {
+        match self {
+            KernelScaling::Tensorwise => GemmScaling::Tensor,
+            KernelScaling::Block => GemmScaling::Block,
+            KernelScaling::Mx => GemmScaling::Mx,
+        }
+    }
+}
+
 /// One `[[kernel]]` entry (the fields this module reads; the file has more, for people).
 #[derive(Debug, Clone, Deserialize)]
 pub struct Kernel {
@@ -66,6 +87,9 @@ pub struct Kernel {
     pub dtype: KernelDType,
     #[serde(default)]
     pub out_dtype: Option<KernelDType>,
+    /// Operand scaling of a low-precision kernel (none for 16-bit ones).
+    #[serde(default)]
+    pub scaling: Option<KernelScaling>,
     pub tflops: f64,
     /// The library or kernel and its version.
     #[serde(default)]
@@ -162,6 +186,9 @@ fn ops(k: &Kernel) -> Result<(Vec<ComputeOp>, f64), String> {
     let gemm = |m, n, kk, batch| {
         let mut g = Gemm::new(m, n, kk, dt).batched(batch);
         g.out = out;
+        g.scaling = k
+            .scaling
+            .map_or(GemmScaling::Tensor, KernelScaling::scaling);
         ComputeOp::Gemm(g)
     };
     match k.kind {

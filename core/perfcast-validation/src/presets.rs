@@ -409,8 +409,11 @@ mod tests {
             ("A100-SXM4-80GB", 0.65, 0.75),
             ("H100-SXM5-80GB", 0.55, 0.65),
             ("H200-SXM-141GB", 0.55, 0.65),
-            ("B200-SXM-180GB", 0.60, 0.82),
-            ("GB200", 0.60, 0.82),
+            ("H800-SXM-80GB", 0.55, 0.65),
+            // Grand Teton's 500 W limit lowers the clock (cube law of DVFS).
+            ("H100-HBM2e-96GB", 0.45, 0.65),
+            ("B200-SXM-180GB", 0.50, 0.82),
+            ("GB200", 0.50, 0.82),
         ];
         assert_eq!(table.len(), preset_names("hardware").len());
         for (id, lo, hi) in table {

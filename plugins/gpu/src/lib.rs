@@ -37,7 +37,7 @@ pub mod power;
 pub use attention::AttentionParams;
 pub use power::PowerParams;
 
-use perfcast_core::op::{AttentionKind, ComputeOp};
+use perfcast_core::op::{AttentionKind, ComputeOp, GemmScaling};
 use perfcast_core::params::{self, fraction, non_negative, positive};
 use perfcast_core::registry::Component;
 use perfcast_core::{ComputeUnit, DType, Engine, FlopRate, PluginError, Seconds};
@@ -85,6 +85,14 @@ pub struct GpuParams {
     /// a smaller fraction of their doubled peak); other dtypes use `matmul_efficiency`.
     #[serde(default)]
     pub matmul_efficiency_by_dtype: BTreeMap<DType, f64>,
+    /// Efficiency of 8- and 4-bit GEMMs per operand scaling relative to one scale per tensor
+    /// (`matmul_efficiency_by_dtype` is the tensor-scaled kernels'): the scales a kernel
+    /// applies in its main loop (block scaling on Hopper promotes and rescales the
+    /// accumulator every 128 elements of K) or epilogue (row scaling) cost issue slots and
+    /// registers. Default 1 (tensor cores that apply block scales in hardware, Blackwell's
+    /// MX and NVFP4 formats, have no such cost).
+    #[serde(default)]
+    pub matmul_scaling_efficiency: BTreeMap<GemmScaling, f64>,
     /// Column-tile widths the GEMM libraries choose from per problem (default: `tile_n`
     /// alone).
     #[serde(default)]
@@ -168,6 +176,8 @@ pub struct Gpu {
     clock: f64,
     /// `params.attention` by kind code (no map lookup on the hot path).
     attention: [Option<AttentionParams>; 4],
+    /// `params.matmul_scaling_efficiency` by scaling code.
+    scaling: [f64; 5],
 }
 
 impl GpuParams {
@@ -221,6 +231,11 @@ impl Gpu {
         for (d, v) in &p.matmul_efficiency_by_dtype {
             fraction(&format!("matmul_efficiency_by_dtype.{d}"), *v)?;
         }
+        let mut scaling = [1.0; 5];
+        for (s, v) in &p.matmul_scaling_efficiency {
+            scaling[*s as usize] =
+                fraction(&format!("matmul_scaling_efficiency.{}", s.name()), *v)?;
+        }
         if p.tile_n_choices.contains(&0) {
             return Err(PluginError::Params {
                 path: "tile_n_choices".into(),
@@ -272,6 +287,7 @@ impl Gpu {
             vector,
             clock,
             attention,
+            scaling,
         })
     }
 
@@ -317,7 +333,12 @@ impl ComputeUnit for Gpu {
         let e = match op {
             ComputeOp::Gemm(g) => {
                 let d = g.compute_dtype();
-                self.gemm_efficiency(g.m, g.n, g.k, g.batch, d)
+                let scaled = if d.bytes() < 2.0 {
+                    self.scaling[g.scaling as usize]
+                } else {
+                    1.0
+                };
+                self.gemm_efficiency(g.m, g.n, g.k, g.batch, d) * scaled
             }
             ComputeOp::Attention(a) => match &self.attention[a.kind as usize] {
                 Some(p) => p.efficiency(a, self.params.sm_count),

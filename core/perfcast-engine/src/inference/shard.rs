@@ -3,7 +3,7 @@
 //! forward pass built from them.
 
 use super::plan::InferencePlan;
-use perfcast_core::op::{Attention, ComputeOp, Gemm, VectorOp, VectorOpKind};
+use perfcast_core::op::{Attention, ComputeOp, Gemm, GemmScaling, VectorOp, VectorOpKind};
 use perfcast_core::workload::{FfnAct, ModelSpec, PositionKind};
 use perfcast_core::{AttentionKind, DType};
 
@@ -118,6 +118,8 @@ impl Shard {
             a: self.act,
             b: self.weight,
             out: self.base,
+            // TensorRT-LLM's FP8 GEMMs: per-tensor scales.
+            scaling: GemmScaling::Tensor,
         }
     }
 
@@ -205,6 +207,7 @@ impl Shard {
             a: self.base,
             b: self.base,
             out: self.base,
+            scaling: GemmScaling::Tensor,
         };
         let mut sampling = self.vector(VectorOpKind::Softmax, m_last * self.vocab_full, 5.0, 0.0);
         // fp32 logits read twice (max/sum, then top-k/sample), probabilities written once.

@@ -14,6 +14,8 @@ pub(super) struct StageTimes {
     pub(super) bwd: f64,
     pub(super) compute: ClassTimes,
     pub(super) comm: ClassComm,
+    /// Collective time hidden behind the stage's compute.
+    pub(super) hidden: f64,
 }
 
 /// The composed step of a plan.
@@ -23,6 +25,8 @@ pub(super) struct Composed {
     pub(super) input: ScheduleInput,
     pub(super) sr: perfcast_core::parallel::ScheduleResult,
     pub(super) step_ex: ClassComm,
+    /// Step-level collective time hidden behind the first forward and the last backward.
+    pub(super) step_hidden: f64,
     pub(super) iteration: f64,
 }
 
@@ -45,6 +49,7 @@ impl Training {
                 rc_compute: rp.full_layers * lt.fwd.total
                     + rp.attention_layers * lt.attention_core_fwd,
                 rc_comm: rp.full_layers * sum(&rc_ex),
+                hidden: nf * (g.fwd_hidden + g.bwd_hidden) + rp.full_layers * g.rc_hidden,
                 ..StageTimes::default()
             };
             st.compute.add_scaled(&lt.fwd.classes, nf + rp.full_layers);
@@ -110,19 +115,21 @@ impl Training {
         ] {
             perfcast_core::units::ensure_finite(what, v)?;
         }
-        let step_ex = pool(
+        let step = pool(
             &g.comms,
             &g.ctime,
             Phase::Step,
             false,
             [0.0, 0.0, 0.0, crit.bwd, crit.fwd],
+            self.params.overlap_compute_share,
         );
-        let iteration = sr.time.0 + sum(&step_ex) + g.opt;
+        let iteration = sr.time.0 + sum(&step.exposed) + g.opt;
         Ok(Composed {
             crit,
             input,
             sr,
-            step_ex,
+            step_ex: step.exposed,
+            step_hidden: step.hidden,
             iteration,
         })
     }

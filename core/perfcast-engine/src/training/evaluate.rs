@@ -25,6 +25,7 @@ impl Training {
             input,
             sr,
             step_ex,
+            step_hidden,
             iteration,
         } = self.compose(plan, &p, &g)?;
         let Prepared {
@@ -56,6 +57,7 @@ impl Training {
             zero_comm: Seconds(comm_of(CommClass::Zero)),
             bubble: sr.bubble,
             optimizer: Seconds(opt),
+            hidden_comm: Seconds(mbf * crit.hidden + step_hidden),
         };
 
         let memory = self.memory_report(plan, &p, &input);

@@ -16,7 +16,7 @@
 //! (`2 + 1` bytes per element: read 16-bit, write fp8); in the backward pass the output
 //! gradient is cast and transposed (`2 + 1 + 1`) and the saved input transposed (`1 + 1`).
 
-use perfcast_core::op::{Attention, ComputeOp, Gemm, VectorOp, VectorOpKind};
+use perfcast_core::op::{Attention, ComputeOp, Gemm, GemmScaling, VectorOp, VectorOpKind};
 use perfcast_core::units::ensure_finite;
 use perfcast_core::workload::NormKind;
 use perfcast_core::{AttentionKind, ComputeUnit, DType, MemoryHierarchy, ModelError, OpTime};
@@ -226,6 +226,8 @@ pub struct LayerShape {
     pub ps: u64,
     pub vocab_dev: u64,
     pub gemm_dtype: DType,
+    /// How the low-precision GEMM inputs are scaled (tensor for 16-bit GEMMs).
+    pub scaling: GemmScaling,
     pub act_dtype: DType,
     pub fp32_grads: bool,
     pub dropout: bool,
@@ -257,6 +259,7 @@ impl LayerShape {
             a: self.gemm_dtype,
             b: self.gemm_dtype,
             out,
+            scaling: self.scaling,
         })
     }
     fn wgrad(&self, m: u64, n: u64, k: u64) -> ComputeOp {

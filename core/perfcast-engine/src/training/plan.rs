@@ -174,12 +174,26 @@ pub struct EngineParams {
     /// and library handles of PyTorch take about 0.5-1 GiB on A100/H100).
     #[serde(default = "d_reserve")]
     pub runtime_reserve_gib: f64,
+    /// Fraction of the device's compute a collective's kernels take while they run beside
+    /// compute (overlap is not free: NCCL runs one thread block per channel on an SM, and
+    /// Transformer Engine's userbuffers kernels use up to 32 SMs, `UB_MAX_SM`): compute
+    /// overlapped by a collective for a time `t` is slowed by `share x t`. Default 0.12: 16
+    /// thread blocks of a 132-SM H100, between the 8 CTAs MLPerf's TP-overlap configurations
+    /// give NCCL (`NCCL_MIN_CTAS=8`) and userbuffers' 32 (a modelling default). 0 for
+    /// collectives driven by copy engines.
+    #[serde(default = "d_overlap_share")]
+    pub overlap_compute_share: f64,
+}
+
+fn d_overlap_share() -> f64 {
+    0.12
 }
 
 impl Default for EngineParams {
     fn default() -> Self {
         EngineParams {
             runtime_reserve_gib: d_reserve(),
+            overlap_compute_share: d_overlap_share(),
         }
     }
 }

@@ -102,6 +102,7 @@ impl Training {
             ps,
             vocab_dev: m.vocab.div_ceil(t),
             gemm_dtype: precision,
+            scaling: perfcast_core::GemmScaling::Tensor,
             act_dtype,
             fp32_grads: plan.fp32_grad_accum,
             dropout,

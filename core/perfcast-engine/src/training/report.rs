@@ -30,6 +30,9 @@ pub struct TimeBreakdown {
     pub bubble: Seconds,
     /// Optimizer step.
     pub optimizer: Seconds,
+    /// Communication hidden behind compute over the step (not a part of the step time: what
+    /// the step rests on overlap for; the compute it slows is in the exposed parts).
+    pub hidden_comm: Seconds,
 }
 
 impl TimeBreakdown {
@@ -272,7 +275,7 @@ impl TrainingReport {
     }
 
     /// Every number but the stage memories, named (for finiteness checks and CSV).
-    pub fn metrics(&self) -> [(&'static str, f64, &'static str); 39] {
+    pub fn metrics(&self) -> [(&'static str, f64, &'static str); 40] {
         let b = &self.breakdown;
         let c = &b.compute;
         let l = &self.layer;
@@ -317,6 +320,7 @@ impl TrainingReport {
             ("zero_comm", b.zero_comm.0, "s"),
             ("bubble", b.bubble.0, "s"),
             ("optimizer", b.optimizer.0, "s"),
+            ("hidden_comm", b.hidden_comm.0, "s"),
             ("layer_forward", l.forward.0, "s"),
             ("layer_backward", l.backward.0, "s"),
             ("layer_forward_compute", l.forward_compute.0, "s"),
@@ -488,6 +492,7 @@ impl TrainingReport {
             ("exposed ZeRO comm", b.zero_comm.0),
             ("pipeline bubble", b.bubble.0),
             ("optimizer", b.optimizer.0),
+            ("(comm hidden, overlap)", b.hidden_comm.0),
         ] {
             if v > 0.0 {
                 let _ = writeln!(s, "  {:<22}{:>12.4} s {:>6.1}%", n, v, pct(v));

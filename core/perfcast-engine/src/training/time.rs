@@ -14,6 +14,11 @@ pub(super) struct GroupTimes {
     pub(super) fwd_ex: ClassComm,
     pub(super) bwd_ex: ClassComm,
     pub(super) rc_ex: ClassComm,
+    /// Collective time hidden per layer in the forward, the backward and a recomputed
+    /// forward.
+    pub(super) fwd_hidden: f64,
+    pub(super) bwd_hidden: f64,
+    pub(super) rc_hidden: f64,
     pub(super) emb_f_ex: ClassComm,
     pub(super) emb_b_ex: ClassComm,
     pub(super) head_f_ex: ClassComm,
@@ -22,14 +27,28 @@ pub(super) struct GroupTimes {
     pub(super) opt: f64,
 }
 
-/// Exposed time per class of the collectives of `phase` (pooled per overlap window).
+/// What the collectives of one phase cost.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Pooled {
+    /// Exposed time per class: what no window hides, plus the compute the hidden part slows
+    /// (`EngineParams::overlap_compute_share`).
+    pub(super) exposed: ClassComm,
+    /// Collective time hidden behind compute (what the step would add if nothing
+    /// overlapped).
+    pub(super) hidden: f64,
+}
+
+/// The collectives of `phase`, pooled per overlap window: each window hides up to
+/// `efficiency x window` of its collectives' time; the hidden part slows the window's
+/// compute by `share x hidden`.
 pub(super) fn pool(
     comms: &CommList,
     ctime: &[f64; CommList::CAPACITY],
     phase: Phase,
     recompute_only: bool,
     windows: [f64; 5],
-) -> ClassComm {
+    share: f64,
+) -> Pooled {
     let mut exposed = [0.0; 5];
     let mut total_w = [0.0; 5];
     let mut cap_w = [0.0f64; 5];
@@ -49,15 +68,18 @@ pub(super) fn pool(
             }
         }
     }
+    let mut hidden = 0.0;
     for w in 0..5 {
         if total_w[w] > 0.0 {
             let ex = (total_w[w] - cap_w[w]).max(0.0);
+            let hid = total_w[w] - ex;
+            hidden += hid;
             for k in 0..5 {
-                exposed[k] += ex * by[w][k] / total_w[w];
+                exposed[k] += (ex + share * hid) * by[w][k] / total_w[w];
             }
         }
     }
-    exposed
+    Pooled { exposed, hidden }
 }
 
 impl Training {
@@ -124,33 +146,25 @@ impl Training {
             p.params.device_params / p.ssplit.optimizer.max(1) as f64,
             p.state.grads,
         )?;
+        let share = self.params.overlap_compute_share;
+        let phase = |ph: Phase, rc: bool, w: [f64; 5]| pool(&comms, &ctime, ph, rc, w, share);
+        let (fwd, bwd) = (
+            phase(Phase::Forward, false, layer_windows(&lt.fwd)),
+            phase(Phase::Backward, false, layer_windows(&lt.bwd)),
+        );
+        let rc = phase(Phase::Forward, true, layer_windows(&lt.fwd));
         Ok(GroupTimes {
-            fwd_ex: pool(
-                &comms,
-                &ctime,
-                Phase::Forward,
-                false,
-                layer_windows(&lt.fwd),
-            ),
-            bwd_ex: pool(
-                &comms,
-                &ctime,
-                Phase::Backward,
-                false,
-                layer_windows(&lt.bwd),
-            ),
-            rc_ex: pool(&comms, &ctime, Phase::Forward, true, layer_windows(&lt.fwd)),
-            emb_f_ex: pool(&comms, &ctime, Phase::EmbeddingForward, false, none),
-            emb_b_ex: pool(&comms, &ctime, Phase::EmbeddingBackward, false, none),
-            head_f_ex: pool(&comms, &ctime, Phase::HeadForward, false, none),
-            head_b_ex: pool(&comms, &ctime, Phase::HeadBackward, false, none),
-            p2p: sum(&pool(
-                &comms,
-                &ctime,
-                Phase::Boundary,
-                false,
-                layer_windows(&lt.fwd),
-            )),
+            fwd_ex: fwd.exposed,
+            bwd_ex: bwd.exposed,
+            rc_ex: rc.exposed,
+            fwd_hidden: fwd.hidden,
+            bwd_hidden: bwd.hidden,
+            rc_hidden: rc.hidden,
+            emb_f_ex: phase(Phase::EmbeddingForward, false, none).exposed,
+            emb_b_ex: phase(Phase::EmbeddingBackward, false, none).exposed,
+            head_f_ex: phase(Phase::HeadForward, false, none).exposed,
+            head_b_ex: phase(Phase::HeadBackward, false, none).exposed,
+            p2p: sum(&phase(Phase::Boundary, false, layer_windows(&lt.fwd)).exposed),
             lt,
             ends,
             comms,

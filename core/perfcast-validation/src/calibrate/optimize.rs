@@ -25,19 +25,21 @@ pub struct Settings {
     /// Restarts after a convergence, at most.
     pub max_restarts: usize,
     /// A restart that improves the objective by less than this fraction of it (or `ftol`)
-    /// ends the search.
+    /// ends the search (0.5%: on a mean absolute log error of 0.08, 0.0004, i.e. 0.04
+    /// points of MAPE; along a flat valley of the objective the parameters are not determined
+    /// better than that, and the cross-validation's folds show how well they are).
     pub restart_gain: f64,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            max_evals: 3000,
+            max_evals: 4000,
             ftol: 1e-6,
             xtol: 1e-3,
             step: 0.1,
             max_restarts: 4,
-            restart_gain: 1e-3,
+            restart_gain: 5e-3,
         }
     }
 }
