@@ -705,6 +705,26 @@ mod tests {
         assert!(Residuals::parse(&bad, "x")
             .unwrap_err()
             .contains("time or rate"));
-        assert!(Residuals::embedded().is_ok());
+    }
+
+    /// The shipped residuals parse and name cases of the shipped cases file, each once.
+    #[test]
+    fn embedded_residuals_name_shipped_cases() {
+        let r = Residuals::embedded().unwrap();
+        let cases = include_str!("../../../configs/validation/cases.toml");
+        let file = crate::cases::CasesFile::parse(cases, "cases.toml").unwrap();
+        assert!(r.residuals.len() >= 50, "{}", r.residuals.len());
+        let mut seen = std::collections::BTreeSet::new();
+        for x in &r.residuals {
+            let c = file.cases.iter().find(|c| c.id == x.case);
+            let c = c.unwrap_or_else(|| panic!("residual of unknown case `{}`", x.case));
+            assert_eq!(
+                (c.group.as_str(), c.kind),
+                (x.group.as_str(), x.kind),
+                "{}",
+                x.case
+            );
+            assert!(seen.insert(x.case.clone()), "{} twice", x.case);
+        }
     }
 }

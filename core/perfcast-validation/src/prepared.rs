@@ -83,10 +83,8 @@ impl Harness {
             .map_err(|e| hardware.error(e))?;
         let options = match case.kind {
             Kind::Training => {
-                let mut o: TrainingOptions = config
-                    .extract_opt("options")
-                    .map_err(|e| e.to_string())?
-                    .unwrap_or_default();
+                let mut o: TrainingOptions =
+                    perfcast_scenario::training::options(&config).map_err(|e| e.to_string())?;
                 // Every strategy in use has a parameter table (empty: its defaults), so that
                 // `options.strategy_params.data.overlap_efficiency` has a parent to apply to.
                 let names: Vec<String> = match &o.strategies {
@@ -101,10 +99,12 @@ impl Harness {
                 serde_json::to_value(o)
             }
             Kind::Inference => {
-                let o: InferenceOptions = config
-                    .extract_opt("options")
-                    .map_err(|e| e.to_string())?
-                    .unwrap_or_else(|| self.inference_options.clone());
+                // The harness's own options unless the configuration has an `[options]`.
+                let o: InferenceOptions = if config.contains("options") {
+                    perfcast_scenario::inference::options(&config).map_err(|e| e.to_string())?
+                } else {
+                    self.inference_options.clone()
+                };
                 serde_json::to_value(o)
             }
         }

@@ -216,6 +216,20 @@ mod tests {
         }
     }
 
+    /// CALIBRATION.md lists the default set: every key, with its bounds.
+    #[test]
+    fn calibration_md_lists_the_default_set() {
+        let doc = include_str!("../../../../configs/validation/CALIBRATION.md");
+        for d in DEFAULT_PARAMS {
+            let keys: Vec<String> = d.keys.iter().map(|k| format!("`{k}`")).collect();
+            let row = format!("| {} | {}..{} |", keys.join(", "), d.lo, d.hi);
+            assert!(
+                doc.contains(&row),
+                "CALIBRATION.md lacks the row ending `{row}`"
+            );
+        }
+    }
+
     #[test]
     fn default_set_is_well_formed() {
         for d in DEFAULT_PARAMS {
