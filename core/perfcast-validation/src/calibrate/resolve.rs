@@ -46,7 +46,7 @@ pub(super) fn resolve(
             known.unwrap_or_default()
         ));
     }
-    let (mut lo, mut hi) = match (spec.bounds, known) {
+    let (lo, hi) = match (spec.bounds, known) {
         (Some(b), _) => b,
         (None, Some(v)) if v > 0.0 => (v / 2.0, v * 2.0),
         (None, Some(v)) if v < 0.0 => (v * 2.0, v / 2.0),
@@ -109,8 +109,29 @@ pub(super) fn resolve(
         keys,
         bounds: spec.bounds,
     };
-    // Both bounds must be values the plugins and engines accept; default bounds are narrowed
-    // to what they accept (an efficiency's twice may pass 1).
+    let (lo, hi) = check_bounds(harness, prepared, spec, &per_case, start, (lo, hi), notes)?;
+    Ok(Some(Resolved {
+        keys: spec.keys.clone(),
+        lo,
+        hi,
+        start,
+        per_case,
+    }))
+}
+
+/// Both bounds must be values the plugins and engines accept (checked on the first case each
+/// key applies to); default bounds are narrowed to what they accept (an efficiency's twice
+/// may pass 1) by bisection towards the start.
+fn check_bounds(
+    harness: &Harness,
+    prepared: &[Prepared],
+    spec: &ParamSpec,
+    per_case: &[Vec<usize>],
+    start: f64,
+    (mut lo, mut hi): (f64, f64),
+    notes: &mut Vec<String>,
+) -> Result<(f64, f64), String> {
+    let label = spec.to_string();
     for (i, key) in spec.keys.iter().enumerate() {
         let Some(c) = per_case.iter().position(|k| k.contains(&i)) else {
             continue;
@@ -157,13 +178,7 @@ pub(super) fn resolve(
             }
         }
     }
-    Ok(Some(Resolved {
-        keys: spec.keys.clone(),
-        lo,
-        hi,
-        start,
-        per_case,
-    }))
+    Ok((lo, hi))
 }
 
 /// The error for a key that applies to no case: the nearest keys of the configurations, and
