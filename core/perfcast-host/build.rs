@@ -1,11 +1,11 @@
-//! Embeds the presets of `configs/{hardware,systems,models}/*.toml` in the library, so that
-//! `include = ["preset:NAME"]` works from any directory. Names are file stems and must be
-//! unique across the three directories.
+//! Embeds the presets of `configs/{hardware,systems,models,stacks}/*.toml` in the library, so
+//! that `include = ["preset:NAME"]` (and `stack = "NAME"` for the software stacks) works from
+//! any directory. Names are file stems and must be unique across the four directories.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-const DIRS: [&str; 3] = ["hardware", "systems", "models"];
+const DIRS: [&str; 4] = ["hardware", "systems", "models", "stacks"];
 
 fn main() {
     let manifest =

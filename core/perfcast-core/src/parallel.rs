@@ -235,6 +235,9 @@ pub struct LayerDims {
     /// Bytes of one activation element (2 for bf16/fp16 training, and for fp8: activations
     /// stay bf16).
     pub act_bytes: f64,
+    /// Bytes of an activation element as the forward all-gathers it for a GEMM (`act_bytes`,
+    /// or 1 for per-tensor-scaled fp8 recipes, whose inputs are cast before the gather).
+    pub gather_bytes: f64,
     /// Parameters of one layer on one device (all matrices, biases and norms; after TP).
     pub layer_params: f64,
     /// Parameters on one device of the stage with the most (sharded by TP and PP, not by DP).

@@ -10,6 +10,7 @@
 
 pub mod inference;
 pub mod network;
+pub mod software;
 pub mod training;
 
 pub use training::{EngineParams, Training, TrainingOptions, TrainingPlan, TrainingReport};

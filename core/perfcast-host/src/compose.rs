@@ -21,6 +21,11 @@ pub struct DeviceSpec {
     pub compute: String,
     /// Memory-tier components (any order: they are sorted from on-chip to host).
     pub memory: Vec<String>,
+    /// The GPU architecture generation (`volta`, `ampere`, `ada`, `hopper`, `blackwell`):
+    /// what a software stack's per-generation choices key on (perfcast-scenario reads and
+    /// checks it). Optional.
+    #[serde(default)]
+    pub generation: Option<String>,
 }
 
 /// `[system]`.

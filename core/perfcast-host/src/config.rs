@@ -15,6 +15,8 @@ use std::sync::Arc;
 /// otherwise be silently ignored). Hosts with sections of their own add them to
 /// [`Sources::sections`].
 pub const SECTIONS: &[&str] = &[
+    "stack",
+    "software",
     "plugins",
     "components",
     "device",
@@ -137,6 +139,9 @@ impl Config {
         for s in &sources.sets {
             all.push(layers::parse_set(s)?);
         }
+        // The selected stack sits right above the built-in defaults, beneath every file.
+        let stack = crate::stacks::stack_layers(&all)?;
+        all.splice(1..1, stack);
         let mut figment = Figment::new();
         let mut origins = Vec::with_capacity(all.len());
         for l in all {
@@ -313,6 +318,7 @@ impl Config {
             }
             Some(figment::Source::Custom(c)) => c
                 .strip_prefix(layers::PRESET_SCHEME)
+                .or_else(|| c.strip_prefix(crate::stacks::STACK_SCHEME))
                 .and_then(layers::preset)
                 .map(str::to_string),
             _ => None,

@@ -43,6 +43,21 @@ pub enum HostError {
         known: Vec<String>,
     },
 
+    /// `stack = "NAME"` names no stack preset (`configs/stacks/`) and no stack file.
+    #[error(
+        "unknown stack `{name}` (from {origin}){}; stacks: {}",
+        if nearest.is_empty() { String::new() } else { format!("; nearest: {}", nearest.join(", ")) },
+        known.join(", ")
+    )]
+    UnknownStack {
+        name: String,
+        /// Where `stack` was set.
+        origin: String,
+        /// The known names closest to `name`, closest first.
+        nearest: Vec<String>,
+        known: Vec<String>,
+    },
+
     /// A `--set` argument that is not `key=value` with a dotted key.
     #[error("invalid --set `{arg}`: {message} (expected `key.path=value`, e.g. `plan.tp=4`)")]
     BadSet { arg: String, message: String },

@@ -21,26 +21,40 @@ pub const ENV_PREFIX: &str = "PERFCAST_";
 /// (hardware), `"preset:dgx-h100"` (a node), `"preset:gpt3-175b"` (a model).
 pub const PRESET_SCHEME: &str = "preset:";
 
-/// Names of the built-in presets (the files of `configs/hardware/`, `configs/systems/` and
-/// `configs/models/`), sorted.
+/// The group of the built-in presets that are software stacks (`configs/stacks/`): selected
+/// with `stack = "NAME"`, never included.
+pub const STACKS_GROUP: &str = "stacks";
+
+/// Names of the built-in presets that a config can include (the files of
+/// `configs/hardware/`, `configs/systems/` and `configs/models/`), sorted.
 pub fn preset_names() -> Vec<String> {
     embedded::PRESETS
         .iter()
+        .filter(|(_, g, _)| *g != STACKS_GROUP)
         .map(|(n, _, _)| n.to_string())
         .collect()
 }
 
-/// `(name, group)` of every built-in preset; the group is `hardware`, `systems` or `models`.
+/// `(name, group)` of every built-in preset; the group is `hardware`, `systems`, `models` or
+/// `stacks`.
 pub fn preset_groups() -> Vec<(&'static str, &'static str)> {
     embedded::PRESETS.iter().map(|(n, g, _)| (*n, *g)).collect()
 }
 
-/// The TOML text of a built-in preset.
+/// The TOML text of a built-in preset (stacks included).
 pub fn preset(name: &str) -> Option<&'static str> {
     embedded::PRESETS
         .iter()
         .find(|(n, _, _)| *n == name)
         .map(|(_, _, t)| *t)
+}
+
+/// The group of a built-in preset.
+pub fn preset_group(name: &str) -> Option<&'static str> {
+    embedded::PRESETS
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, g, _)| *g)
 }
 
 /// Where a layer's values came from.
@@ -58,6 +72,12 @@ pub enum LayerOrigin {
     Env,
     Set {
         arg: String,
+    },
+    /// A built-in stack preset (`stack = "NAME"`), beneath every file; `base_of` when another
+    /// stack builds on it.
+    Stack {
+        name: String,
+        base_of: Option<String>,
     },
 }
 
@@ -84,6 +104,10 @@ impl LayerOrigin {
             },
             LayerOrigin::Env => "environment".into(),
             LayerOrigin::Set { arg } => format!("--set {arg}"),
+            LayerOrigin::Stack { name, base_of } => match base_of {
+                Some(of) => format!("{}{name}{at} (base of {of})", crate::stacks::STACK_SCHEME),
+                None => format!("{}{name}{at}", crate::stacks::STACK_SCHEME),
+            },
         }
     }
 }
@@ -104,6 +128,10 @@ impl Provider for Layer {
                 md.source(Source::Custom(format!("{PRESET_SCHEME}{name}")))
             }
             LayerOrigin::Set { arg } => md.source(Source::Custom(format!("--set {arg}"))),
+            LayerOrigin::Stack { name, .. } => md.source(Source::Custom(format!(
+                "{}{name}",
+                crate::stacks::STACK_SCHEME
+            ))),
             _ => md,
         }
     }
@@ -316,6 +344,14 @@ fn read(
             };
             (text.to_string(), origin, format, Some(dir))
         }
+        Spec::Preset(name) if preset_group(name) == Some(STACKS_GROUP) => {
+            return Err(HostError::Format {
+                origin: included_by.unwrap_or_else(|| "the command line".into()),
+                message: format!(
+                    "`{PRESET_SCHEME}{name}` is a software stack: select it with `stack = \"{name}\"` (a top-level key), not by including it"
+                ),
+            })
+        }
         Spec::Preset(name) => {
             let text = preset(name).ok_or_else(|| HostError::UnknownPreset {
                 name: name.clone(),
@@ -365,7 +401,7 @@ fn read(
 }
 
 /// Parse a file's text; syntax errors carry line and column.
-fn parse(text: &str, format: &'static str, origin: &str) -> Result<Dict, HostError> {
+pub(crate) fn parse(text: &str, format: &'static str, origin: &str) -> Result<Dict, HostError> {
     let value: Value = match format {
         "TOML" => Toml::from_str(text).map_err(|e| {
             let (line, column) = e.span().map(|s| line_col(text, s.start)).unwrap_or((0, 0));
@@ -606,6 +642,15 @@ mod tests {
         let names = preset_names();
         assert!(names.iter().any(|n| n == "a100-sxm4-80gb"), "{names:?}");
         for (n, group) in preset_groups() {
+            if group == STACKS_GROUP {
+                // A stack is selected with `stack = NAME`, never included.
+                let e = read_config(Path::new(&format!("preset:{n}")))
+                    .unwrap_err()
+                    .to_string();
+                assert!(e.contains(&format!("stack = \"{n}\"")), "{e}");
+                assert!(!preset_names().contains(&n.to_string()), "{n}");
+                continue;
+            }
             let layers = read_config(Path::new(&format!("preset:{n}"))).unwrap();
             let top = &layers.last().unwrap().data;
             match group {

@@ -8,6 +8,8 @@
 //!   through the [`perfcast_core::Registry`] (built-ins plus plugin libraries) into a
 //!   [`Device`] or a [`perfcast_core::System`].
 //! - [`roofline`]: the per-op roofline table of a device.
+//! - [`stacks`]: `stack = "NAME"` puts a software-stack preset's `[software]` table beneath
+//!   every file (perfcast-scenario interprets it).
 //!
 //! Invariant: every error names the key path and where the value came from (a file, an
 //! environment variable, a `--set`); nothing here panics on user input, and every number
@@ -20,14 +22,19 @@ pub mod layers;
 pub mod ops;
 pub mod plugins;
 pub mod roofline;
+pub mod stacks;
 
 pub use compose::Device;
 pub use config::{Config, Explained, PluginSpec, Sources, SECTIONS};
 pub use error::HostError;
-pub use layers::{preset, preset_groups, preset_names, LayerOrigin, ENV_PREFIX, PRESET_SCHEME};
+pub use layers::{
+    preset, preset_group, preset_groups, preset_names, LayerOrigin, ENV_PREFIX, PRESET_SCHEME,
+    STACKS_GROUP,
+};
 pub use ops::{NamedOp, OP_KINDS};
 pub use plugins::{plugin_rows, registry_with, LibraryInfo, PluginRow};
 pub use roofline::{RooflineReport, RooflineRow};
+pub use stacks::{stack_names, STACK_SCHEME};
 
 #[cfg(test)]
 mod tests;

@@ -3,6 +3,7 @@
 //! Devices: `system.devices` left at its built-in default becomes `tp x pp x replicas`;
 //! otherwise the plan may use at most `system.devices`.
 
+use crate::stack::{generation, inference_stack, user_set};
 use crate::{engine_error, is_set, ScenarioError};
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan};
 use perfcast_host::Config;
@@ -26,7 +27,8 @@ impl InferenceScenario {
                 hint: "it needs the serving plan (batch, input_len, output_len; tp, pp, replicas, weight_dtype, activation_dtype, kv_dtype, attention, graph_capture optional; README.md, \"infer\")",
             });
         }
-        let plan: InferencePlan = cfg.extract("inference")?;
+        let mut plan: InferencePlan = cfg.extract("inference")?;
+        inference_stack(cfg)?.apply_inference_plan(&mut plan, &user_set(cfg), generation(cfg)?);
         if !is_set(cfg, "system.devices") {
             let gpus = plan.gpus();
             if gpus > 0 && gpus < u32::MAX {
@@ -39,7 +41,10 @@ impl InferenceScenario {
     }
 }
 
-/// The inference engine's options of `[options]` (defaults when absent).
+/// The inference engine's options of `[options]` (defaults when absent), with the stack's
+/// option fields where `[options]` leaves them unset.
 pub fn options(cfg: &Config) -> Result<InferenceOptions, ScenarioError> {
-    Ok(cfg.extract_opt("options")?.unwrap_or_default())
+    let mut o: InferenceOptions = cfg.extract_opt("options")?.unwrap_or_default();
+    inference_stack(cfg)?.apply_inference_options(&mut o, &user_set(cfg));
+    Ok(o)
 }

@@ -8,6 +8,8 @@
 //! - the **devices**: `plan.dp` and `system.devices` reconciled ([`training::resolve_devices`];
 //!   an inference plan fills `system.devices` when it is left at its default);
 //! - the engines' **options** from `[options]` ([`training::options`], [`inference::options`]);
+//! - the **software stack** (`stack = "NAME"`, `[software]`): a typed [`Stack`] whose fields
+//!   fill the plan and option fields the configuration leaves unset ([`stack::MAPPING`]);
 //! - **errors**: the engine's typed keys ([`perfcast_core::Key`], whose sections are the
 //!   configuration's own) turned into configuration errors that say where the value came
 //!   from ([`engine_error`]), with no text rewritten.
@@ -17,10 +19,12 @@
 pub mod hf;
 pub mod inference;
 mod model;
+pub mod stack;
 pub mod training;
 
 pub use inference::InferenceScenario;
 pub use model::model;
+pub use stack::{Stack, StackKind};
 pub use training::TrainingScenario;
 
 use perfcast_core::ModelError;

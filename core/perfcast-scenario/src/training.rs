@@ -4,7 +4,11 @@
 //! derived as `system.devices / (tp x pp x cp)` (which must divide); with `system.devices`
 //! left at its built-in default it becomes `tp x pp x dp x cp`; with both given, the product
 //! must equal `system.devices`.
+//!
+//! The stack (`stack = "NAME"`, [`crate::stack`]) fills the plan and option fields the
+//! configuration leaves unset.
 
+use crate::stack::{generation, training_stack, user_set};
 use crate::{engine_error, is_set, ScenarioError};
 use perfcast_core::System;
 use perfcast_engine::{Training, TrainingOptions, TrainingPlan};
@@ -34,14 +38,35 @@ impl TrainingScenario {
     }
 }
 
-/// The `[plan]`, if the configuration has one (devices not yet reconciled).
+/// The `[plan]`, if the configuration has one (devices not yet reconciled), with the
+/// stack's plan fields where `[plan]` leaves them unset ([`crate::stack`]).
 pub fn plan(cfg: &Config) -> Result<Option<TrainingPlan>, ScenarioError> {
-    Ok(cfg.extract_opt("plan")?)
+    let Some(mut p) = cfg.extract_opt::<TrainingPlan>("plan")? else {
+        return Ok(None);
+    };
+    training_stack(cfg)?.apply_training_plan(&mut p, &user_set(cfg), generation(cfg)?);
+    Ok(Some(p))
 }
 
-/// The training engine's options of `[options]` (defaults when absent).
+/// What a plan is made from when `[plan]` leaves a field out: the `[plan]` (stack applied),
+/// else the engine's default plan with the stack's fields (the search's template).
+pub fn template(cfg: &Config) -> Result<TrainingPlan, ScenarioError> {
+    match plan(cfg)? {
+        Some(p) => Ok(p),
+        None => {
+            let mut p = TrainingPlan::default();
+            training_stack(cfg)?.apply_training_plan(&mut p, &user_set(cfg), generation(cfg)?);
+            Ok(p)
+        }
+    }
+}
+
+/// The training engine's options of `[options]` (defaults when absent), with the stack's
+/// option fields where `[options]` leaves them unset.
 pub fn options(cfg: &Config) -> Result<TrainingOptions, ScenarioError> {
-    Ok(cfg.extract_opt("options")?.unwrap_or_default())
+    let mut o: TrainingOptions = cfg.extract_opt("options")?.unwrap_or_default();
+    training_stack(cfg)?.apply_training_options(&mut o, &user_set(cfg));
+    Ok(o)
 }
 
 /// The device count of a user value, checked.

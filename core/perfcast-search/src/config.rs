@@ -1,13 +1,16 @@
 //! A search scenario from a merged configuration: `[model]`, the system (`[system]` and its
 //! components), the optional `[plan]` (the template of every field the search does not walk,
 //! and the published plan to compare with), the optional `[options]` (engine options and
-//! strategy parameters, as `perfcast predict` reads them) and the optional `[search]` section.
+//! strategy parameters, as `perfcast predict` reads them), the stack (`stack = "NAME"`: its
+//! plan fields fill the template, and a stack without an overlap narrows that dimension) and
+//! the optional `[search]` section.
 
 use crate::space::{Constraints, Objective, SearchConfig, SearchSpace};
 use crate::SearchError;
 use perfcast_engine::training::{Training, TrainingPlan};
 use perfcast_host::Config;
-use perfcast_scenario::training::{options, plan, resolve_devices};
+use perfcast_scenario::stack::training_stack;
+use perfcast_scenario::training::{options, plan, resolve_devices, template};
 
 /// The config's top-level section this crate reads.
 pub const SECTION: &str = "search";
@@ -133,13 +136,24 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
             })?;
         trainings.push(t);
     }
+    let base = match &plan {
+        Some(p) => p.clone(),
+        None => template(cfg)?,
+    };
     let template = TrainingPlan {
         global_batch,
-        ..plan.clone().unwrap_or_default()
+        ..base
     };
+    // The stack narrows the overlap dimensions the section leaves open.
+    let mut space = sc.space();
+    training_stack(cfg)?.narrow_search(
+        &mut space.tp_comm_overlap,
+        &mut space.overlap_grad_reduce,
+        &mut space.overlap_param_gather,
+    );
     Ok(Scenario {
         trainings,
-        space: sc.space(),
+        space,
         constraints,
         template,
         plan,

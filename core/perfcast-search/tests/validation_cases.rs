@@ -22,7 +22,11 @@ enum Exception {
 
 /// The published plan as the harness evaluates it: an unpublished recompute policy becomes
 /// the least recompute that fits.
-fn published(case: &perfcast_validation::cases::Case, t: &Training) -> Option<TrainingPlan> {
+fn published(
+    case: &perfcast_validation::cases::Case,
+    t: &Training,
+    stack: &perfcast_scenario::Stack,
+) -> Option<TrainingPlan> {
     let policies: &[&str] = match case.training.as_ref()?.recompute {
         Recompute::None => &["none"],
         Recompute::Selective => &["selective"],
@@ -31,7 +35,7 @@ fn published(case: &perfcast_validation::cases::Case, t: &Training) -> Option<Tr
     };
     let mut first = None;
     for p in policies {
-        let plan = training_plan(case, p).ok()?;
+        let plan = training_plan(case, p, stack).ok()?;
         if let Ok(r) = t.evaluate(&plan) {
             if r.memory.fits {
                 return Some(plan);
@@ -47,6 +51,7 @@ fn best_plan_at_least_as_fast_as_published() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let file = CasesFile::load(&root.join("configs/validation/cases.toml")).expect("cases");
     let registry = perfcast_builtins::registry().expect("registry");
+    let stacks = perfcast_validation::stacks::StackTable::builtin().expect("stack rules");
     let mut compared = 0;
     let mut lines = Vec::new();
     for case in file.cases.iter().filter(|c| c.kind == Kind::Training) {
@@ -69,7 +74,7 @@ fn best_plan_at_least_as_fast_as_published() {
                 continue;
             }
         };
-        let Some(plan) = published(case, &t) else {
+        let Some(plan) = published(case, &t, stacks.of(case).1) else {
             lines.push(format!(
                 "{}: skipped (the engine refuses the published plan)",
                 case.id

@@ -20,16 +20,25 @@ fn main() {
         println!("=== {id}");
         let model = harness::model_spec(case);
         let system = harness::system_for(case, h.registry()).expect("system");
+        let (matched, stack) = h.stacks().of(case);
+        println!("stack: {}", matched.describe());
         match case.kind {
             Kind::Training => {
-                let t = perfcast_engine::training::Training::new(model, system, h.registry())
-                    .expect("engine");
+                let mut options = perfcast_engine::TrainingOptions::default();
+                stack.apply_training_options(&mut options, &|_| false);
+                let t = perfcast_engine::training::Training::with_options(
+                    model,
+                    system,
+                    h.registry(),
+                    &options,
+                )
+                .expect("engine");
                 let policy = match case.training.as_ref().unwrap().recompute {
                     Recompute::None | Recompute::Unknown => "none",
                     Recompute::Selective => "selective",
                     Recompute::Full => "full",
                 };
-                let mut plan = harness::training_plan(case, policy).expect("plan");
+                let mut plan = harness::training_plan(case, policy, stack).expect("plan");
                 if let Some(v) = vpp {
                     plan.vpp = v;
                 }
@@ -39,13 +48,11 @@ fn main() {
                 }
             }
             Kind::Inference => {
-                let plan = harness::inference_plan(case).expect("plan");
-                let e = perfcast_engine::inference::Inference::new(
-                    model,
-                    system,
-                    h.inference_options.clone(),
-                )
-                .expect("engine");
+                let plan = harness::inference_plan(case, stack).expect("plan");
+                let mut options = h.inference_options.clone();
+                stack.apply_inference_options(&mut options, &|_| false);
+                let e = perfcast_engine::inference::Inference::new(model, system, options)
+                    .expect("engine");
                 match e.evaluate(&plan) {
                     Ok(r) => println!("{}", r.to_table()),
                     Err(e) => println!("error: {e}"),

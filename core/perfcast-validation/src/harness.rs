@@ -14,15 +14,13 @@
 //!   [`presets`]); `num_gpus` devices;
 //!   `scaleout_gbps_per_gpu` overrides the scale-out NIC rate. The scale-up domain is the
 //!   preset's NVLink domain (the catalog's `scaleup_domain`), as the schema says.
-//! * **Software stack** ([`Stack`]): the training runs of Narayanan 2021 and Korthikanti 2022
-//!   used Megatron-LM of 2021-22: attention with materialised scores (FlashAttention appeared
-//!   in May 2022 and reached Megatron later), gradients all-reduced after the pipeline flush
-//!   (Megatron's local DDP; no bucketed overlap). Later stacks (Megatron-Core, NeMo, Meta's
-//!   Llama 3 stack, TensorRT-LLM) run fused flash-style attention and overlap the gradient
-//!   reduction and parameter gathers; `--tp-comm-overlap` is taken from the case's notes.
-//!   Context parallelism is Megatron-Core's ring (`p2p`), except in Meta's Llama 3 stack
-//!   ([`LLAMA3_STACK_GROUPS`]), which all-gathers K and V in the critical path (Dubey et al.
-//!   2024 §3.3.2).
+//! * **Software stack** ([`crate::stacks`]): the case's `software` string is matched against
+//!   the ordered rules of `configs/validation/stacks.toml`, the one documented table; the
+//!   stack preset it names (`configs/stacks/`, read as `stack = "NAME"` is) sets the plan's
+//!   attention kernel, overlaps and context-parallel exchange and the engine options, as for
+//!   any configuration. Per-case facts stay with the case: a Megatron `--tp-comm-overlap` in
+//!   its notes turns TP overlap on where the stack offers it (`overlap.tp_comm =
+//!   "available"`).
 //! * **Recompute** `unknown` (not published): the least recompute that fits in device memory
 //!   (none, else selective, else full), the choice a practitioner makes.
 //! * **Interleaving** listed in `assumed` (not published; the schema calls assumed values soft
@@ -38,71 +36,29 @@
 //! case's `flops_convention` (and `attention_flops`), MFU/HFU against `peak_tflops_basis`.
 
 use crate::cases::{
-    AttentionType, Batch, Case, CasesFile, FlopsConvention, Metric, Mode, Precision, Recompute,
-    Task,
+    AttentionType, Batch, Case, CasesFile, FlopsConvention, Metric, Mode, Precision,
+    Recompute, Task,
 };
 use crate::flops::{self, StepShape};
 use crate::intervals::Residuals;
 use crate::overlay::Overlay;
 use crate::presets;
 use crate::report::{CaseResult, MetricResult, Report};
-use perfcast_core::parallel::{interleaving_degrees, CpComm};
+use crate::stacks::{generation_of, StackTable};
+use perfcast_core::parallel::interleaving_degrees;
 use perfcast_core::registry::Registry;
 use perfcast_core::workload::{FfnAct, ModelSpec};
-use perfcast_core::{AttentionKind, DType, System};
+use perfcast_core::{DType, System};
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan, InferenceReport};
 use perfcast_engine::training::{Training, TrainingPlan, TrainingReport};
+use perfcast_scenario::stack::TpComm;
+use perfcast_scenario::Stack;
 
-/// Groups whose runs used Megatron-LM of 2021-22 (see the module documentation).
-pub const LEGACY_MEGATRON_GROUPS: &[&str] = &[
-    "narayanan2021-table1",
-    "korthikanti2022-table4",
-    "korthikanti2022-table5",
-    "korthikanti2022-abstract",
-];
-
-/// Groups whose runs used Meta's Llama 3 training stack (see the module documentation).
-pub const LLAMA3_STACK_GROUPS: &[&str] = &["llama3-405b-pretrain"];
-
-/// What the software stack of a case does, beyond the schema's fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stack {
-    pub attention: AttentionKind,
-    pub overlap_grad_reduce: bool,
-    pub overlap_param_gather: bool,
-    pub tp_comm_overlap: bool,
-    pub cp_comm: CpComm,
-}
-
-impl Stack {
-    pub fn of(case: &Case) -> Stack {
-        let legacy = LEGACY_MEGATRON_GROUPS.contains(&case.group.as_str());
-        let mentions = |flag: &str| {
-            case.notes.as_deref().is_some_and(|n| n.contains(flag))
-                || case.derived.iter().any(|d| d.contains(flag))
-        };
-        if legacy {
-            Stack {
-                attention: AttentionKind::Plain,
-                overlap_grad_reduce: false,
-                overlap_param_gather: false,
-                tp_comm_overlap: false,
-                cp_comm: CpComm::P2p,
-            }
-        } else {
-            Stack {
-                attention: AttentionKind::Flash,
-                overlap_grad_reduce: true,
-                overlap_param_gather: true,
-                tp_comm_overlap: mentions("--tp-comm-overlap"),
-                cp_comm: if LLAMA3_STACK_GROUPS.contains(&case.group.as_str()) {
-                    CpComm::AllGather
-                } else {
-                    CpComm::P2p
-                },
-            }
-        }
-    }
+/// Whether a case's notes or derived values name a framework flag (e.g. `--tp-comm-overlap`):
+/// what the case itself states about its run.
+fn mentions(case: &Case, flag: &str) -> bool {
+    case.notes.as_deref().is_some_and(|n| n.contains(flag))
+        || case.derived.iter().any(|d| d.contains(flag))
 }
 
 /// Why a case cannot be modelled (before the engine is asked).
@@ -199,15 +155,15 @@ pub fn system_for(case: &Case, _registry: &Registry) -> Result<System, String> {
     case_hardware(case)?.system()
 }
 
-/// The training plan of a case with recompute policy `recompute` (a registry name).
-pub fn training_plan(case: &Case, recompute: &str) -> Result<TrainingPlan, String> {
+/// The training plan of a case with recompute policy `recompute` (a registry name), on
+/// `stack`.
+pub fn training_plan(case: &Case, recompute: &str, stack: &Stack) -> Result<TrainingPlan, String> {
     let p = case
         .training_parallel()
         .ok_or("not a training case with all parallel degrees")?;
     let t = case.training.as_ref().ok_or("[case.training] missing")?;
-    let stack = Stack::of(case);
     let u32_of = |k: &str, v: u64| u32::try_from(v).map_err(|_| format!("{k} = {v} is too large"));
-    Ok(TrainingPlan {
+    let mut plan = TrainingPlan {
         tp: u32_of("parallel.tp", p.tp)?,
         pp: u32_of("parallel.pp", p.pp)?,
         dp: u32_of("parallel.dp", p.dp)?,
@@ -225,18 +181,20 @@ pub fn training_plan(case: &Case, recompute: &str) -> Result<TrainingPlan, Strin
             .transpose()?,
         schedule: None,
         precision: t.precision.dtype(),
+        fp8_recipe: t.fp8_recipe,
         fp32_grad_accum: false,
-        attention: stack.attention,
         dropout: None,
-        tp_comm_overlap: stack.tp_comm_overlap,
-        cp_comm: stack.cp_comm,
-        overlap_grad_reduce: stack.overlap_grad_reduce,
-        overlap_param_gather: stack.overlap_param_gather,
-    })
+        ..TrainingPlan::default()
+    };
+    stack.apply_training_plan(&mut plan, &|_| false, generation_of(&case.system.gpu));
+    if stack.overlap.tp_comm == TpComm::Available {
+        plan.tp_comm_overlap = mentions(case, "--tp-comm-overlap");
+    }
+    Ok(plan)
 }
 
-/// The inference plan of a case.
-pub fn inference_plan(case: &Case) -> Result<InferencePlan, String> {
+/// The inference plan of a case, on `stack`.
+pub fn inference_plan(case: &Case, stack: &Stack) -> Result<InferencePlan, String> {
     let p = case
         .inference_parallel()
         .ok_or("not an inference case with tp, pp and dp")?;
@@ -252,7 +210,7 @@ pub fn inference_plan(case: &Case) -> Result<InferencePlan, String> {
         // Weight-only quantisation: 16-bit activations and GEMMs.
         Precision::Int8 | Precision::Int4 => DType::Fp16,
     };
-    Ok(InferencePlan {
+    let mut plan = InferencePlan {
         tp: u32_of("parallel.tp", p.tp)?,
         pp: u32_of("parallel.pp", p.pp)?,
         replicas: u32_of("parallel.dp", p.dp)?,
@@ -262,14 +220,17 @@ pub fn inference_plan(case: &Case) -> Result<InferencePlan, String> {
         weight_dtype: weights,
         activation_dtype: activations,
         kv_dtype: i.kv_precision.unwrap_or(i.precision).dtype(),
-        attention: Stack::of(case).attention,
-        graph_capture: false,
-    })
+        ..InferencePlan::new(1, 1, 1)
+    };
+    stack.apply_inference_plan(&mut plan, &|_| false, generation_of(&case.system.gpu));
+    Ok(plan)
 }
 
 /// Runs cases against the engines.
 pub struct Harness {
     registry: Registry,
+    /// The `software` -> stack rules and their stacks (`configs/validation/stacks.toml`).
+    stacks: StackTable,
     pub inference_options: InferenceOptions,
     /// Treat an unpublished (`assumed`) `parallel.vpp` as a soft input: model the fastest
     /// interleaving of [`interleaving_degrees`] that fits (default true; the schema calls
@@ -290,6 +251,7 @@ impl Harness {
         let registry = perfcast_builtins::registry().map_err(|e| e.to_string())?;
         Ok(Harness {
             registry,
+            stacks: StackTable::builtin()?,
             inference_options: InferenceOptions::default(),
             soft_assumed_vpp: std::env::var("PERFCAST_VALIDATION_HARD_VPP").is_err(),
             overlay: Overlay::empty(),
@@ -313,6 +275,11 @@ impl Harness {
 
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// The stack rules and their resolved stacks.
+    pub fn stacks(&self) -> &StackTable {
+        &self.stacks
     }
 
     /// Every overlay key must apply to some case of `group` (all when `None`): a key that
@@ -368,7 +335,8 @@ impl Harness {
         let entries = self.applicable(&p, &self.overlay.entries);
         let mut r = self.evaluate(&p, &entries);
         if let Some((residuals, level)) = &self.intervals {
-            crate::intervals::attach(&mut r, case, residuals, *level);
+            let family = &self.stacks.of(case).1.family;
+            crate::intervals::attach(&mut r, case, family, residuals, *level);
         }
         r
     }
@@ -390,7 +358,8 @@ impl Harness {
             Recompute::Full => &["full"],
             Recompute::Unknown => &["none", "selective", "full"],
         };
-        let base = training_plan(case, policies[0])?;
+        let stack = self.stacks.of(case).1;
+        let base = training_plan(case, policies[0], stack)?;
         let vpps: Vec<u32> = if self.soft_assumed_vpp
             && base.pp > 1
             && case.assumed.iter().any(|a| a == "parallel.vpp")
@@ -405,7 +374,7 @@ impl Harness {
             // The least recompute that fits, at this interleaving.
             let mut chosen = None;
             for name in policies {
-                let mut plan = training_plan(case, name)?;
+                let mut plan = training_plan(case, name, stack)?;
                 plan.vpp = v;
                 match engine.evaluate(&plan) {
                     Ok(rep) => {
@@ -546,7 +515,8 @@ impl Harness {
         engine: &Inference,
         r: &mut CaseResult,
     ) -> Result<(), String> {
-        let plan = inference_plan(case)?;
+        let stack = self.stacks.of(case).1;
+        let plan = inference_plan(case, stack)?;
         let rep: InferenceReport = engine.evaluate(&plan).map_err(|e| e.to_string())?;
         let me = &case.measured;
         // Whole deployment: every replica runs the batch.

@@ -10,7 +10,9 @@
 //! scale: `r > 0` means the model predicted a longer time (a lower rate) than was measured.
 //!
 //! **Comparable** cases share a [`Class`]: the kind (training or inference), the software
-//! stack family ([`stack_family`]) and the hardware generation ([`generation`]). The
+//! stack's `family` (a case's: the stack its `software` maps to, `configs/validation/
+//! stacks.toml`; a configuration's: the stack it names) and the hardware generation
+//! ([`generation`]). The
 //! interval of a prediction uses the first of these sets with enough residuals for the
 //! level's order statistics ([`min_residuals`]: 9 for 80%):
 //!
@@ -87,37 +89,6 @@ pub fn direction_of_name(name: &str) -> Option<Direction> {
         .and_then(direction)
 }
 
-/// Software stack families: a keyword (matched case-insensitively in a case's `software`
-/// text or a stack name) and the family, first match wins. One family groups the releases
-/// of one framework (Megatron-LM 2021 to Megatron-Core 2025, NeMo on Megatron-Core).
-pub const STACK_FAMILIES: &[(&str, &str)] = &[
-    ("tensorrt-llm", "tensorrt-llm"),
-    ("trtllm", "tensorrt-llm"),
-    ("vllm", "vllm"),
-    ("sglang", "sglang"),
-    ("torchtitan", "torchtitan"),
-    ("automodel", "nemo-automodel"),
-    ("megatron-deepspeed", "megatron-deepspeed"),
-    ("deepspeed", "deepspeed"),
-    ("llm-foundry", "llm-foundry"),
-    ("mosaicml", "llm-foundry"),
-    ("megatron", "megatron"),
-    ("nemo", "nemo"),
-    ("llama 3", "meta-llama3"),
-    ("llama3", "meta-llama3"),
-    ("hai-llm", "hai-llm"),
-];
-
-/// The stack family of a `software` text or a stack name ([`STACK_FAMILIES`]); `None` when
-/// no keyword matches. This is the one place that decides "same stack".
-pub fn stack_family(software: &str) -> Option<&'static str> {
-    let s = software.to_ascii_lowercase();
-    STACK_FAMILIES
-        .iter()
-        .find(|(k, _)| s.contains(k))
-        .map(|(_, f)| *f)
-}
-
 /// The hardware generation of a catalog accelerator id: the first word of its catalog
 /// `arch` (`Ampere GA100` -> `Ampere`, `Blackwell Ultra (2 dies)` -> `Blackwell`), with a
 /// version word kept (`TPU v5e`, `Gaudi 3`). `None` for an id not in the catalog.
@@ -169,34 +140,36 @@ pub fn catalog_id(component: &str, display_name: Option<&str>) -> Option<String>
 pub struct Class {
     /// Training or inference.
     pub kind: Kind,
-    /// The stack family ([`stack_family`]); `None` when not known.
+    /// The stack's family (`configs/stacks/`: `family`); `None` when no stack is known.
     pub stack: Option<String>,
     /// The hardware generation ([`generation`]); `None` when not known.
     pub generation: Option<String>,
 }
 
 impl Class {
-    /// The class of a validation case: its kind, the family of its `software`, the generation
-    /// of its accelerator.
-    pub fn of_case(case: &Case) -> Class {
+    /// The class of a validation case: its kind, `family` (of the stack its `software` maps
+    /// to: [`crate::stacks::StackTable::of`]), the generation of its accelerator.
+    pub fn of_case(case: &Case, family: &str) -> Class {
         Class {
             kind: case.kind,
-            stack: case
-                .software
-                .as_deref()
-                .and_then(stack_family)
-                .map(str::to_string),
+            stack: Some(family.to_string()),
             generation: generation(&case.system.gpu),
         }
     }
 
-    /// The class of a prediction from configuration `cfg`: `kind`; the family of its
-    /// `stack` key ([`stack_family`]; a stack whose name has no family keyword is its own
-    /// family), none when it names no stack; the generation of `device.generation` when set,
-    /// else of the catalog accelerator its compute unit is ([`catalog_id`]).
+    /// The class of a prediction from configuration `cfg`: `kind`; the family of the stack it
+    /// names (`stack = "NAME"`, resolved as the scenario resolves it), none when it names no
+    /// stack; the generation of `device.generation` when set, else of the catalog
+    /// accelerator its compute unit is ([`catalog_id`]).
     pub fn of_config(cfg: &perfcast_host::Config, kind: Kind) -> Class {
         let text = |key: &str| cfg.extract_opt::<String>(key).ok().flatten();
-        let stack = text("stack").map(|s| stack_family(&s).map(str::to_string).unwrap_or(s));
+        let stack = text("stack").map(|name| {
+            perfcast_scenario::Stack::from_config(cfg, perfcast_scenario::StackKind::Any)
+                .map(|s| s.family)
+                .ok()
+                .filter(|f| !f.is_empty())
+                .unwrap_or(name)
+        });
         let generation = text("device.generation").or_else(|| {
             let compute = text("device.compute")?;
             let name = text(&format!("components.{compute}.name"));
@@ -556,10 +529,10 @@ fn same(label: Option<&str>, want: &str) -> bool {
     label.is_some_and(|l| l.eq_ignore_ascii_case(want))
 }
 
-/// Give each predicted metric of a validation result an interval: the case's class, the
-/// residuals of its own group (and of itself) left out.
-pub fn attach(r: &mut CaseResult, case: &Case, residuals: &Residuals, level: f64) {
-    let class = Class::of_case(case);
+/// Give each predicted metric of a validation result an interval: the case's class (`family`:
+/// its stack's), the residuals of its own group (and of itself) left out.
+pub fn attach(r: &mut CaseResult, case: &Case, family: &str, residuals: &Residuals, level: f64) {
+    let class = Class::of_case(case, family);
     let Some(iv) = residuals.interval(&class, level, Some(&case.group), Some(&case.id)) else {
         return;
     };
@@ -589,22 +562,7 @@ mod tests {
     }
 
     #[test]
-    fn families_generations_and_catalog_ids() {
-        let table = [
-            ("Megatron-LM (2021, SC21 artifact)", Some("megatron")),
-            (
-                "NeMo AutoModel main (2025-10; PyTorch FSDP2)",
-                Some("nemo-automodel"),
-            ),
-            ("TensorRT-LLM v0.17 (trtllm-bench)", Some("tensorrt-llm")),
-            ("torchtitan @9dec370, torch nightly", Some("torchtitan")),
-            ("Meta Llama 3 training stack (2024)", Some("meta-llama3")),
-            ("NVIDIA NeMo Llama-2 inference", Some("nemo")),
-            ("in-house", None),
-        ];
-        for (s, want) in table {
-            assert_eq!(stack_family(s), want, "{s}");
-        }
+    fn generations_and_catalog_ids() {
         assert_eq!(generation("A100-SXM4-80GB").as_deref(), Some("Ampere"));
         assert_eq!(generation("H800-SXM-80GB").as_deref(), Some("Hopper"));
         assert_eq!(generation("GB300").as_deref(), Some("Blackwell"));

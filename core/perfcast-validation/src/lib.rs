@@ -5,6 +5,8 @@
 //!   `configs/`, or a table built from the accelerator catalog) and model presets, composed
 //!   into a [`perfcast_core::System`] by perfcast-host.
 //! * [`flops`]: the FLOP conventions published TFLOP/s, MFU and HFU are counted in.
+//! * [`stacks`]: a case's `software` string mapped to a stack preset by the ordered rules of
+//!   `configs/validation/stacks.toml` (the one table; nothing keys on a case's group or id).
 //! * [`harness`]: each case mapped to a training or inference scenario of the engine, every
 //!   published metric predicted and compared.
 //! * [`report`]: per case, per group (MAPE on each case's first published metric) and
@@ -25,6 +27,7 @@ pub mod overlay;
 pub mod prepared;
 pub mod presets;
 pub mod report;
+pub mod stacks;
 
 use std::path::{Path, PathBuf};
 

@@ -81,10 +81,15 @@ impl Harness {
         let compute: String = config
             .extract("device.compute")
             .map_err(|e| hardware.error(e))?;
+        // The stack's options where the configuration does not set them (as the CLI's
+        // scenario applies a configuration's stack).
+        let stack = self.stacks().of(case).1;
+        let user_set = |k: &str| config.contains(k);
         let options = match case.kind {
             Kind::Training => {
                 let mut o: TrainingOptions =
                     perfcast_scenario::training::options(&config).map_err(|e| e.to_string())?;
+                stack.apply_training_options(&mut o, &user_set);
                 // Every strategy in use has a parameter table (empty: its defaults), so that
                 // `options.strategy_params.data.overlap_efficiency` has a parent to apply to.
                 let names: Vec<String> = match &o.strategies {
@@ -100,11 +105,12 @@ impl Harness {
             }
             Kind::Inference => {
                 // The harness's own options unless the configuration has an `[options]`.
-                let o: InferenceOptions = if config.contains("options") {
+                let mut o: InferenceOptions = if config.contains("options") {
                     perfcast_scenario::inference::options(&config).map_err(|e| e.to_string())?
                 } else {
                     self.inference_options.clone()
                 };
+                stack.apply_inference_options(&mut o, &user_set);
                 serde_json::to_value(o)
             }
         }
@@ -219,6 +225,7 @@ impl Harness {
             breakdown: Vec::new(),
             reference: None,
             error_bars: None,
+            stack: Some(self.stacks().of(case).0),
         };
         let unpredicted = |case: &Case| {
             case.measured

@@ -8,6 +8,7 @@
 
 use crate::cases::{Kind, Metric};
 use crate::intervals::{fmt_level, Interval};
+use crate::stacks::StackMatch;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -75,6 +76,10 @@ pub struct CaseResult {
     /// Where the metrics' intervals come from (`None` without error bars).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_bars: Option<Interval>,
+    /// The software stack the case was mapped to (`configs/validation/stacks.toml`) and the
+    /// rule that chose it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack: Option<StackMatch>,
 }
 
 impl CaseResult {
@@ -357,6 +362,7 @@ impl Report {
                         if let Some(r) = &c.reason {
                             let _ = writeln!(out, "  {:<46} warning: {r}", "");
                         }
+                        stack_line(&mut out, c);
                     }
                     Status::Unsupported | Status::Error => {
                         let _ = writeln!(
@@ -370,6 +376,7 @@ impl Report {
                             },
                             c.reason.as_deref().unwrap_or("")
                         );
+                        stack_line(&mut out, c);
                     }
                 }
             }
@@ -465,6 +472,13 @@ fn metric_row(c: &CaseResult, i: usize, m: &MetricResult) -> String {
     row
 }
 
+/// `stack: NAME (rule N: "pattern")` under a case.
+fn stack_line(out: &mut String, c: &CaseResult) {
+    if let Some(m) = &c.stack {
+        let _ = writeln!(out, "  {:<46} stack: {}", "", m.describe());
+    }
+}
+
 fn summary_line(s: &GroupSummary) -> String {
     let mut l = format!(
         "{} cases: {} ok, {} unsupported, {} error; scored {}",
@@ -523,6 +537,7 @@ mod tests {
             breakdown: Vec::new(),
             reference: None,
             error_bars: None,
+            stack: None,
         }
     }
 

@@ -52,8 +52,10 @@ fn models_from_cases() {
 #[test]
 fn plans_from_cases() {
     let f = file();
+    let h = Harness::new().unwrap();
+    let st = |c: &Case| h.stacks().of(c).1.clone();
     let c = case(&f, "korthikanti2022_175b_selective_sp");
-    let p = harness::training_plan(c, "selective").unwrap();
+    let p = harness::training_plan(c, "selective", &st(c)).unwrap();
     assert_eq!(
         (p.tp, p.pp, p.dp, p.vpp, p.micro_batch, p.global_batch),
         (8, 8, 1, 3, 1, 64)
@@ -63,17 +65,52 @@ fn plans_from_cases() {
     assert_eq!(p.attention, AttentionKind::Plain);
     assert!(!p.overlap_grad_reduce);
     let c = case(&f, "mcore_h100_weak_70b");
-    let p = harness::training_plan(c, "none").unwrap();
+    let p = harness::training_plan(c, "none", &st(c)).unwrap();
     assert_eq!(p.attention, AttentionKind::Flash);
     assert!(p.tp_comm_overlap && p.overlap_grad_reduce && p.overlap_param_gather);
     assert_eq!((p.zero_stage, p.precision), (1, DType::Bf16));
     assert_eq!(p.cp_comm, CpComm::P2p);
     // Meta's Llama 3 stack: all-gather context parallelism.
     let c = case(&f, "llama3_405b_128k_16384gpu");
-    let p = harness::training_plan(c, "none").unwrap();
+    let p = harness::training_plan(c, "none", &st(c)).unwrap();
     assert_eq!((p.cp, p.cp_comm), (16, CpComm::AllGather));
+    // The stack decides TP overlap: torchtitan's async TP is on, its vanilla TP off; a
+    // `--tp-comm-overlap` in the notes counts only where the stack offers it.
+    for (id, on) in [
+        (
+            "torchtitan_h100_asynctp_llama31_70b_fsdp32_tp8_bf16_asynctp",
+            true,
+        ),
+        (
+            "torchtitan_h100_asynctp_llama31_70b_fsdp32_tp8_bf16_vanillatp",
+            false,
+        ),
+    ] {
+        let c = case(&f, id);
+        assert_eq!(
+            harness::training_plan(c, "full", &st(c))
+                .unwrap()
+                .tp_comm_overlap,
+            on,
+            "{id}"
+        );
+    }
+    let mut legacy = st(case(&f, "narayanan2021_t1_1p7b"));
+    let mcore = case(&f, "mcore_h100_weak_70b");
+    assert!(
+        !harness::training_plan(mcore, "none", &legacy)
+            .unwrap()
+            .tp_comm_overlap
+    );
+    legacy.overlap.tp_comm = perfcast_scenario::stack::TpComm::Available;
+    assert!(
+        harness::training_plan(mcore, "none", &legacy)
+            .unwrap()
+            .tp_comm_overlap
+    );
     let c = case(&f, "trtllm_v061_llama2_70b_h100_bs96_tp2_2048_128");
-    let p = harness::inference_plan(c).unwrap();
+    let p = harness::inference_plan(c, &st(c)).unwrap();
+    assert!(!p.graph_capture);
     assert_eq!(
         (p.tp, p.replicas, p.batch, p.input_len, p.output_len),
         (2, 1, 96, 2048, 128)
@@ -83,7 +120,7 @@ fn plans_from_cases() {
         (DType::Fp8, DType::Fp8, DType::Fp8)
     );
     let c = case(&f, "kundu2024_llama2_13b_a100_tp4");
-    let p = harness::inference_plan(c).unwrap();
+    let p = harness::inference_plan(c, &st(c)).unwrap();
     assert_eq!(
         (p.weight_dtype, p.kv_dtype, p.batch),
         (DType::Fp16, DType::Fp16, 1)
@@ -285,7 +322,11 @@ fn whole_file_keeps_every_case_and_json_shape() {
     let j = r.to_json();
     for c in j["cases"].as_array().unwrap() {
         let keys: Vec<&String> = c.as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["group", "id", "kind", "metrics", "reason", "status"]);
+        assert_eq!(
+            keys,
+            ["group", "id", "kind", "metrics", "reason", "stack", "status"]
+        );
+        assert!(c["stack"]["name"].is_string() && c["stack"]["rule"].as_u64() > Some(0));
         for m in c["metrics"].as_array().unwrap() {
             let keys: Vec<&String> = m.as_object().unwrap().keys().collect();
             assert_eq!(

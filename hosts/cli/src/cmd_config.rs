@@ -8,7 +8,7 @@ pub enum Command {
     /// environment variable, --set, default).
     Explain(ExplainArgs),
     /// The presets built into perfcast: hardware, systems (nodes), models
-    /// (`include = ["preset:NAME"]`).
+    /// (`include = ["preset:NAME"]`), and the software stacks (`stack = "NAME"`).
     Presets(PresetArgs),
 }
 
@@ -58,21 +58,43 @@ fn presets(a: PresetArgs) -> anyhow::Result<()> {
         Some(name) => {
             let text = perfcast_host::preset(&name).ok_or_else(|| {
                 anyhow::anyhow!(
-                    "unknown preset `{name}`; built-in presets: {}",
-                    perfcast_host::preset_names().join(", ")
+                    "unknown preset `{name}`; built-in presets: {}; stacks: {}",
+                    perfcast_host::preset_names().join(", "),
+                    perfcast_host::stack_names().join(", ")
                 )
             })?;
             print(text)
         }
         None => {
             let mut t = Table::new(&[("preset", false), ("group", false)]);
+            let mut stacks = Table::new(&[("stack", false), ("description", false)]);
             for (n, g) in perfcast_host::preset_groups() {
-                t.push(vec![
-                    format!("{}{n}", perfcast_host::PRESET_SCHEME),
-                    g.to_string(),
-                ]);
+                if g == perfcast_host::STACKS_GROUP {
+                    stacks.push(vec![format!("stack = \"{n}\""), stack_description(n)]);
+                } else {
+                    t.push(vec![
+                        format!("{}{n}", perfcast_host::PRESET_SCHEME),
+                        g.to_string(),
+                    ]);
+                }
             }
-            print(&t.render())
+            print(&format!("{}\n{}", t.render(), stacks.render()))
         }
     }
+}
+
+/// A stack's `software.description`, as its own file (with its base beneath) gives it.
+fn stack_description(name: &str) -> String {
+    perfcast_host::Config::load(
+        &perfcast_host::Sources::default()
+            .without_env()
+            .with_sets([format!("stack=\"{name}\"")]),
+    )
+    .ok()
+    .and_then(|c| {
+        c.extract_opt::<String>("software.description")
+            .ok()
+            .flatten()
+    })
+    .unwrap_or_default()
 }

@@ -435,3 +435,124 @@ fn bad_values_name_the_key_and_where_it_came_from() {
         fails(&perfcast_in(&d, &a, env), &want);
     }
 }
+
+/// Software stacks from the command line: listed, printed, selected by file, `--set` and
+/// `PERFCAST_STACK`, shown by `config explain`; bad names and wrong kinds exit 1.
+#[test]
+fn stacks_are_selected_listed_and_explained() {
+    let d = tmpdir();
+    let o = perfcast(&["config", "presets"]);
+    ok(&o);
+    assert!(o.stdout.contains("stack = \"megatron-lm-2021\"") && o.stdout.contains("vllm-2025"));
+    let o = perfcast(&["config", "presets", "torchtitan-compile-asynctp-2025"]);
+    ok(&o);
+    assert!(o.stdout.contains("tp_comm = \"on\""), "{}", o.stdout);
+    let cfg = write(
+        &d,
+        "train.toml",
+        "include = [\"preset:llama2-7b\", \"preset:dgx-a100\"]\n[plan]\ntp = 8\nglobal_batch = 8\nrecompute = \"full\"\n",
+    )
+    .display()
+    .to_string();
+    let explain = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut args = vec!["config", "explain", cfg.as_str()];
+        args.extend_from_slice(extra);
+        let o = perfcast_in(&d, &args, env);
+        ok(&o);
+        o.stdout
+    };
+    let out = explain(&["--set", "stack=megatron-lm-2022"], &[]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("software.recompute.selective"))
+        .unwrap();
+    assert!(line.contains("stack:megatron-lm-2022:"), "{line}");
+    let out = explain(&[], &[("PERFCAST_STACK", "meta-llama3-2024")]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("software.overlap.cp_exchange"))
+        .unwrap();
+    assert!(
+        line.contains("all_gather") && line.contains("stack:meta-llama3-2024:"),
+        "{line}"
+    );
+    let line = out.lines().find(|l| l.starts_with("stack ")).unwrap();
+    assert!(
+        line.contains("environment variable PERFCAST_STACK"),
+        "{line}"
+    );
+    // The stack changes the prediction; the user's explicit plan key wins over it.
+    let o = perfcast_in(
+        &d,
+        &[
+            "predict",
+            &cfg,
+            "--set",
+            "stack=megatron-lm-2021",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    ok(&o);
+    let legacy: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(legacy["plan"]["attention"], "plain", "{}", o.stderr);
+    let o = perfcast_in(
+        &d,
+        &[
+            "predict",
+            &cfg,
+            "--set",
+            "stack=megatron-lm-2021",
+            "--set",
+            "plan.attention=\"flash\"",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    ok(&o);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["plan"]["attention"], "flash");
+    assert!(
+        legacy["report"]["iteration_time"].as_f64() > v["report"]["iteration_time"].as_f64(),
+        "materialised attention is slower"
+    );
+    fails(
+        &perfcast_in(&d, &["predict", &cfg, "--set", "stack=vllm"], &[]),
+        &[
+            "unknown stack `vllm`",
+            "nearest: vllm-2025",
+            "--set stack=vllm",
+        ],
+    );
+    fails(
+        &perfcast_in(&d, &["predict", &cfg, "--set", "stack=vllm-2025"], &[]),
+        &["inference runtime", "training stack"],
+    );
+    // A sweep over stacks (the base config names one, so the key exists).
+    write(
+        &d,
+        "base.toml",
+        &format!("stack = \"generic\"\ninclude = [\"{cfg}\"]\n"),
+    );
+    write(
+        &d,
+        "stacks.toml",
+        "configs = [\"base.toml\"]\nmode = \"evaluate\"\n[[points]]\nstack = \"megatron-lm-2021\"\n[[points]]\nstack = \"megatron-core-2024\"\n",
+    );
+    let o = perfcast_in(&d, &["sweep", "stacks.toml"], &[]);
+    ok(&o);
+    let rows: Vec<&str> = o.stdout.lines().collect();
+    assert!(
+        rows[0].starts_with("stack,") && rows.len() == 3,
+        "{}",
+        o.stdout
+    );
+    assert!(rows[1].starts_with("megatron-lm-2021,") && rows[2].starts_with("megatron-core-2024,"));
+    write(&d, "bad-stack.toml", "[software.host]\ncuda_graph = true\n");
+    fails(
+        &perfcast_in(&d, &["predict", &cfg, "--set", "stack=bad-stack.toml"], &[]),
+        &["software.host.cuda_graph", "bad-stack.toml:2"],
+    );
+}

@@ -101,9 +101,13 @@ impl ParallelStrategy for Tensor {
         let g = AxisSet::TENSOR;
         let c = CommClass::Tensor;
         use CollectiveKind::*;
+        // The forward gathers GEMM inputs (in fp8 when the recipe scales per tensor); the
+        // backward gathers 16-bit output gradients.
+        let gathered = tokens(plan, d) * d.hidden as f64 * d.gather_bytes;
         for phase in [Phase::Forward, Phase::Backward] {
             if plan.sp {
-                out.push(op(c, phase, AllGather, s, g, 2.0, overlap, true))?;
+                let ag = if phase == Phase::Forward { gathered } else { s };
+                out.push(op(c, phase, AllGather, ag, g, 2.0, overlap, true))?;
                 out.push(op(c, phase, ReduceScatter, s, g, 2.0, overlap, true))?;
             } else {
                 out.push(op(c, phase, AllReduce, s, g, 2.0, overlap, true))?;

@@ -53,6 +53,7 @@ pub(crate) fn dims() -> LayerDims {
         head_dim: 128,
         ffn_hidden: 49152,
         act_bytes: 2.0,
+        gather_bytes: 2.0,
         layer_params: 1.0e9 / 8.0,
         device_params: 1.0e9,
         grad_bytes: 2.0,

@@ -1,6 +1,7 @@
 //! What to evaluate (`InferencePlan`) and the serving-stack parameters shared by every
 //! evaluation (`InferenceOptions`).
 
+use crate::software::EfficiencyScales;
 use perfcast_core::{AttentionKind, CollectiveAlgorithm, DType, Key, ModelError};
 use serde::{Deserialize, Serialize};
 
@@ -197,6 +198,10 @@ pub struct InferenceOptions {
     /// Collective algorithm asked of the interconnect (`auto` lets it pick ring or tree).
     #[serde(default)]
     pub collective_algorithm: CollectiveAlgorithm,
+    /// Multipliers on the runtime's kernel throughput (set by a stack; not modelled yet).
+    /// Default 1.
+    #[serde(default)]
+    pub efficiency: EfficiencyScales,
 }
 
 impl Default for InferenceOptions {
@@ -213,6 +218,7 @@ impl Default for InferenceOptions {
             max_prefill_tokens: d_prefill_tokens(),
             decode_segments: d_segments(),
             collective_algorithm: CollectiveAlgorithm::Auto,
+            efficiency: EfficiencyScales::default(),
         }
     }
 }
@@ -266,6 +272,7 @@ impl InferenceOptions {
                 "must be >= 1",
             ));
         }
+        self.efficiency.validate("")?;
         if !(1..=64).contains(&self.decode_segments) {
             return Err(ModelError::invalid(
                 Key::options("decode_segments"),

@@ -71,6 +71,7 @@ impl Training {
                 "must be a positive integer",
             ));
         }
+        params.validate_software()?;
         if !(params.runtime_reserve_gib.is_finite() && params.runtime_reserve_gib >= 0.0) {
             return Err(ModelError::invalid(
                 Key::options("engine.runtime_reserve_gib"),
@@ -137,16 +138,32 @@ impl Training {
                 "must be 1: expert parallelism needs a mixture-of-experts model",
             ));
         }
-        if !matches!(plan.precision, DType::Bf16 | DType::Fp16 | DType::Fp8) {
+        if !matches!(
+            plan.precision,
+            DType::Bf16 | DType::Fp16 | DType::Fp8 | DType::Fp4
+        ) {
             return Err(ModelError::invalid(
                 Key::plan("precision"),
                 plan.precision,
-                "must be bf16, fp16 or fp8",
+                "must be bf16, fp16, fp8 or fp4",
             ));
+        }
+        if let Some(r) = plan.fp8_recipe {
+            if r.dtype() != plan.precision {
+                return Err(ModelError::invalid(
+                    Key::plan("fp8_recipe"),
+                    r,
+                    format!(
+                        "runs {} GEMMs but plan.precision = {}",
+                        r.dtype(),
+                        plan.precision
+                    ),
+                ));
+            }
         }
         let unit = self.system.compute.as_ref();
         if unit.peak(Engine::Matrix, plan.precision).is_none() {
-            let have: Vec<&str> = [DType::Bf16, DType::Fp16, DType::Fp8]
+            let have: Vec<&str> = [DType::Bf16, DType::Fp16, DType::Fp8, DType::Fp4]
                 .into_iter()
                 .filter(|d| unit.peak(Engine::Matrix, *d).is_some())
                 .map(|d| d.name())
@@ -155,7 +172,9 @@ impl Training {
                 Key::plan("precision"),
                 plan.precision,
                 format!(
-                    "device `{}` has no matrix-engine peak for it; it has: {}",
+                    "the devices of `{}` (compute unit `{}`) have no matrix-engine peak for it; \
+                     they have: {}",
+                    self.system.name,
                     unit.kind(),
                     if have.is_empty() {
                         "none".to_string()

@@ -22,6 +22,7 @@ pub mod ops;
 pub mod placement;
 mod plan;
 mod prepare;
+pub mod recipe;
 pub mod report;
 mod time;
 
@@ -29,6 +30,7 @@ pub use fast::{LayerCache, PlanGroup};
 pub use ops::{ComputeBreakdown, OpLine};
 pub use placement::{MeshAxis, Placement};
 pub use plan::{EngineParams, TrainingPlan};
+pub use recipe::{CastCosts, Fp8Recipe};
 pub use report::{
     Bottleneck, Feasibility, LayerReport, MemoryReport, StageField, StageMemory, TimeBreakdown,
     TrainingReport,

@@ -12,10 +12,13 @@
 //! as separate PyTorch ops on fp32 logits: cast to fp32 (`e + 4`), max (`4`), subtract
 //! (`8`), exp (`8`), sum (`4`), normalise into the saved softmax (`8`): `e + 36` bytes per
 //! logit in 6 kernels forward; backward scales the saved softmax by the loss gradient (`8`)
-//! and casts back (`4 + e`): `12 + e` in 2 kernels. Transformer Engine fp8: each GEMM input is cast
-//! (`2 + 1` bytes per element: read 16-bit, write fp8); in the backward pass the output
-//! gradient is cast and transposed (`2 + 1 + 1`) and the saved input transposed (`1 + 1`).
+//! and casts back (`4 + e`): `12 + e` in 2 kernels. Low-precision GEMMs quantise their inputs
+//! (forward), the output gradient and the saved input (backward) at the costs of the plan's
+//! recipe ([`super::recipe`]; Transformer Engine's delayed scaling: `2 + 1` bytes per input
+//! element, `2 + 1 + 1` for the gradient's cast and transposed copy, `1 + 1` for the saved
+//! input's transpose).
 
+use super::recipe::CastCosts;
 use perfcast_core::op::{Attention, ComputeOp, Gemm, GemmScaling, VectorOp, VectorOpKind};
 use perfcast_core::units::ensure_finite;
 use perfcast_core::workload::NormKind;
@@ -228,6 +231,8 @@ pub struct LayerShape {
     pub gemm_dtype: DType,
     /// How the low-precision GEMM inputs are scaled (tensor for 16-bit GEMMs).
     pub scaling: GemmScaling,
+    /// Quantisation traffic of the low-precision recipe (none for 16-bit GEMMs).
+    pub cast: Option<CastCosts>,
     pub act_dtype: DType,
     pub fp32_grads: bool,
     pub dropout: bool,
@@ -242,11 +247,20 @@ impl LayerShape {
     fn tokens(&self) -> u64 {
         self.b * self.sq
     }
-    fn fp8(&self) -> bool {
-        self.gemm_dtype == DType::Fp8
+    /// A quantisation of `elements` moving `bytes` per element (plus the recipe's scales) in
+    /// `kernels` kernels.
+    fn cast_op(&self, elements: u64, bytes: f64, scale: f64, kernels: u32) -> ComputeOp {
+        ComputeOp::Vector(VectorOp {
+            kind: VectorOpKind::Cast,
+            elements,
+            flops_per_element: if bytes > 0.0 { 1.0 } else { 0.0 },
+            bytes_per_element: bytes + scale,
+            dtype: self.act_dtype,
+            launches: kernels,
+        })
     }
     fn gemm(&self, m: u64, n: u64, k: u64) -> ComputeOp {
-        let out = if self.fp8() {
+        let out = if self.cast.is_some() {
             self.act_dtype
         } else {
             self.gemm_dtype
@@ -416,8 +430,9 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
     let mut gemm_f = 0.0;
     for (m, n, k) in gemms {
         gemm_f += timer.add(&mut f, x.gemm(m, n, k), 1.0)?;
-        if x.fp8() {
-            timer.add(&mut f, x.vec(VectorOpKind::Cast, m * k, 1.0, 3.0), 1.0)?;
+        if let Some(c) = x.cast {
+            let op = x.cast_op(m * k, c.amax + c.cast, c.scale, c.kernels);
+            timer.add(&mut f, op, 1.0)?;
         }
     }
     if x.rope {
@@ -448,9 +463,10 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
     for (m, n, k) in gemms {
         gemm_b += timer.add(&mut b, x.gemm(m, k, n), 1.0)?; // dX = dY·Wᵀ
         gemm_b += timer.add(&mut b, x.wgrad(k, n, m), 1.0)?; // dW = Xᵀ·dY
-        if x.fp8() {
-            timer.add(&mut b, x.vec(VectorOpKind::Cast, m * n, 1.0, 4.0), 1.0)?;
-            timer.add(&mut b, x.vec(VectorOpKind::Cast, m * k, 0.0, 2.0), 1.0)?;
+        if let Some(c) = x.cast {
+            let grad = x.cast_op(m * n, c.amax + c.grad_cast, 2.0 * c.scale, c.kernels);
+            timer.add(&mut b, grad, 1.0)?;
+            timer.add(&mut b, x.cast_op(m * k, c.transpose, c.scale, 1), 1.0)?;
         }
     }
     if x.rope {
@@ -548,6 +564,8 @@ pub fn ends(timer: &Timer, x: &LayerShape) -> Result<EndTimes, ModelError> {
     // out of fp8).
     let head = LayerShape {
         gemm_dtype: x.act_dtype,
+        scaling: GemmScaling::Tensor,
+        cast: None,
         ..*x
     };
     let v = x.vocab_dev;

@@ -1,8 +1,13 @@
 //! The execution plan of a training run and the engine's shared parameters.
 
+use super::recipe::{CastCosts, Fp8Recipe};
+use crate::software::{
+    CastCostsOverride, EfficiencyScales, FsdpParams, FusedOps, HostCosts, SelectiveRecompute,
+};
 use perfcast_core::parallel::{CpComm, PlanShape};
-use perfcast_core::{AttentionKind, DType};
+use perfcast_core::{AttentionKind, DType, ModelError};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 fn one() -> u32 {
     1
@@ -64,10 +69,15 @@ pub struct TrainingPlan {
     /// Default: `interleaved-1f1b` when `vpp > 1`, else `1f1b`.
     #[serde(default)]
     pub schedule: Option<String>,
-    /// GEMM precision: `bf16`, `fp16` (mixed precision, fp32 master weights) or `fp8`
-    /// (Transformer Engine: fp8 GEMM inputs, bf16 activations elsewhere).
+    /// GEMM precision: `bf16`, `fp16` (mixed precision, fp32 master weights), `fp8` (fp8
+    /// GEMM inputs, bf16 activations elsewhere) or `fp4` (NVFP4 GEMMs).
     #[serde(default = "d_precision")]
     pub precision: DType,
+    /// The low-precision recipe of `fp8`/`fp4` GEMMs ([`Fp8Recipe`]: `delayed`, `current`,
+    /// `tensorwise`, `rowwise`, `block`, `mx`, `nvfp4`). Default: `delayed` for fp8
+    /// (Transformer Engine's default), `nvfp4` for fp4.
+    #[serde(default)]
+    pub fp8_recipe: Option<Fp8Recipe>,
     /// Gradients accumulated and reduced in fp32 (18 instead of 16 bytes per parameter).
     #[serde(default)]
     pub fp32_grad_accum: bool,
@@ -111,6 +121,7 @@ impl Default for TrainingPlan {
             recompute_layers: None,
             schedule: None,
             precision: d_precision(),
+            fp8_recipe: None,
             fp32_grad_accum: false,
             attention: d_attention(),
             dropout: None,
@@ -123,6 +134,10 @@ impl Default for TrainingPlan {
 }
 
 impl TrainingPlan {
+    /// The low-precision recipe the GEMMs run (none for 16-bit plans).
+    pub fn recipe(&self) -> Option<Fp8Recipe> {
+        self.fp8_recipe.or(Fp8Recipe::default_for(self.precision))
+    }
     /// The plain-data view the execution plugins see.
     pub fn shape(&self) -> PlanShape {
         PlanShape {
@@ -166,6 +181,11 @@ fn d_reserve() -> f64 {
 /// Engine parameters shared by every scenario (documented defaults; never per case).
 /// Overlap efficiencies live with the strategies that overlap (plugin parameters of
 /// `tensor`, `context`, `data`, `zero`).
+///
+/// The fields after `overlap_compute_share` describe the software stack (set by a stack
+/// profile, `stack = "NAME"`, beneath the user's `[options.engine]`; [`crate::software`]).
+/// Their defaults are the engine's behaviour without a stack; several are not modelled yet
+/// (their types say which).
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct EngineParams {
@@ -183,6 +203,33 @@ pub struct EngineParams {
     /// collectives driven by copy engines.
     #[serde(default = "d_overlap_share")]
     pub overlap_compute_share: f64,
+    /// Multipliers on the framework's kernel throughput (not modelled yet). Default 1.
+    #[serde(default)]
+    pub efficiency: EfficiencyScales,
+    /// Host-side costs: per step, per kernel, CUDA graphs (not modelled yet). Default 0, none.
+    #[serde(default)]
+    pub host: HostCosts,
+    /// Which element-wise ops run fused (not modelled yet: the defaults are what the op
+    /// program books).
+    #[serde(default)]
+    pub fused: FusedOps,
+    /// Per recipe, a framework's own quantisation costs where they differ from the fused
+    /// kernels' compulsory traffic of [`Fp8Recipe::costs`] (each field optional; set by a
+    /// stack, e.g. eager PyTorch's separate amax and cast kernels). Default none.
+    #[serde(default)]
+    pub fp8_recipes: BTreeMap<Fp8Recipe, CastCostsOverride>,
+    /// Parameters all-gathered in fp8 (torchtitan `enable_fsdp_float8_all_gather`,
+    /// Megatron-Core `--fp8-param-gather`) instead of 16 bits (not modelled yet). Default
+    /// false.
+    #[serde(default)]
+    pub fp8_param_gather: bool,
+    /// What `plan.recompute = "selective"` saves (`op_sac` not modelled yet). Default
+    /// `attention_core`.
+    #[serde(default)]
+    pub selective_recompute: SelectiveRecompute,
+    /// FSDP implementation details (not modelled yet).
+    #[serde(default)]
+    pub fsdp: FsdpParams,
 }
 
 fn d_overlap_share() -> f64 {
@@ -194,6 +241,42 @@ impl Default for EngineParams {
         EngineParams {
             runtime_reserve_gib: d_reserve(),
             overlap_compute_share: d_overlap_share(),
+            efficiency: EfficiencyScales::default(),
+            host: HostCosts::default(),
+            fused: FusedOps::default(),
+            fp8_recipes: BTreeMap::new(),
+            fp8_param_gather: false,
+            selective_recompute: SelectiveRecompute::default(),
+            fsdp: FsdpParams::default(),
         }
+    }
+}
+
+impl EngineParams {
+    /// The quantisation costs of `recipe`: the compulsory traffic of fused kernels with the
+    /// stack's overrides ([`EngineParams::fp8_recipes`]) applied.
+    pub fn recipe_costs(&self, recipe: Fp8Recipe) -> CastCosts {
+        let base = recipe.costs();
+        match self.fp8_recipes.get(&recipe) {
+            Some(o) => o.apply(base),
+            None => base,
+        }
+    }
+
+    /// Reject the software fields' values outside their documented ranges, naming the key.
+    pub fn validate_software(&self) -> Result<(), ModelError> {
+        self.efficiency.validate("engine.")?;
+        self.host.validate()?;
+        for (recipe, o) in &self.fp8_recipes {
+            o.validate(&format!("engine.fp8_recipes.{recipe}"))?;
+        }
+        if self.fsdp.prefetch_depth == 0 {
+            return Err(ModelError::invalid(
+                perfcast_core::Key::options("engine.fsdp.prefetch_depth"),
+                0,
+                "must be >= 1",
+            ));
+        }
+        Ok(())
     }
 }

@@ -84,8 +84,12 @@ impl Training {
         }
         check_tensor_sizes(m, plan)?;
         let precision = plan.precision;
-        let fp8 = precision == DType::Fp8;
-        let act_dtype = if fp8 { DType::Bf16 } else { precision };
+        let recipe = plan.recipe();
+        let act_dtype = if recipe.is_some() {
+            DType::Bf16
+        } else {
+            precision
+        };
         let e = act_dtype.bytes();
         let dropout = plan.dropout.unwrap_or(m.ffn_act == FfnAct::Gelu);
         let kv = m.kv_heads();
@@ -102,7 +106,8 @@ impl Training {
             ps,
             vocab_dev: m.vocab.div_ceil(t),
             gemm_dtype: precision,
-            scaling: perfcast_core::GemmScaling::Tensor,
+            scaling: recipe.map_or(perfcast_core::GemmScaling::Tensor, |r| r.scaling()),
+            cast: recipe.map(|r| self.params.recipe_costs(r)),
             act_dtype,
             fp32_grads: plan.fp32_grad_accum,
             dropout,
@@ -115,7 +120,7 @@ impl Training {
         let params = stage_params(m, plan, t)?;
         let (tf, hf) = (t as f64, h as f64);
         let single = plan.pp == 1;
-        let state = StateBytes::mixed_precision_adam(plan.fp32_grad_accum, fp8);
+        let state = StateBytes::mixed_precision_adam(plan.fp32_grad_accum, recipe.is_some());
         let dims = LayerDims {
             micro_batch: b,
             seq_len: s,
@@ -125,6 +130,10 @@ impl Training {
             head_dim: m.head_dim(),
             ffn_hidden: m.ffn_hidden,
             act_bytes: e,
+            gather_bytes: match recipe {
+                Some(r) if r.per_tensor() => r.dtype().bytes(),
+                _ => e,
+            },
             layer_params: params.layer_dev,
             device_params: params.device_params,
             grad_bytes: state.grads,

@@ -365,6 +365,43 @@ fn fp8_gemms() {
     assert!(f8.breakdown.compute.cast > 0.0 && bf.breakdown.compute.cast == 0.0);
     assert_eq!(f8.peak_tflops, 624.0);
     assert!(f8.memory.first_stage.weights.0 > bf.memory.first_stage.weights.0);
+
+    // Recipes: the default is delayed scaling; dynamic per-tensor scaling adds an amax pass,
+    // row-wise scaling the column-wise re-quantisation of the weight-gradient operands (more
+    // cast traffic), and per-tensor recipes all-gather the sequence-parallel inputs in fp8.
+    use crate::training::Fp8Recipe;
+    assert_eq!(pl.recipe(), Some(Fp8Recipe::Delayed));
+    let cast = |r: Fp8Recipe| {
+        let mut p = pl.clone();
+        p.fp8_recipe = Some(r);
+        let e = t.evaluate(&p).unwrap();
+        (e.breakdown.compute.cast, e.breakdown.tp_comm.0)
+    };
+    let (delayed, tp_delayed) = cast(Fp8Recipe::Delayed);
+    let (current, tp_current) = cast(Fp8Recipe::Current);
+    let (rowwise, tp_rowwise) = cast(Fp8Recipe::Rowwise);
+    assert!(close(delayed, f8.breakdown.compute.cast, 1e-12));
+    assert!(
+        delayed < current && current < rowwise,
+        "{delayed} {current} {rowwise}"
+    );
+    assert!(close(tp_delayed, tp_current, 1e-12));
+    assert!(tp_rowwise > tp_delayed, "{tp_rowwise} {tp_delayed}");
+    // A recipe of another format than the plan's precision is refused, naming both.
+    let mut p = pl.clone();
+    p.fp8_recipe = Some(Fp8Recipe::Nvfp4);
+    let e = t.evaluate(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("plan.fp8_recipe") && e.contains("fp4") && e.contains("fp8"),
+        "{e}"
+    );
+    // fp4 on a device without an fp4 path: the dtypes it has.
+    p.precision = DType::Fp4;
+    let e = t.evaluate(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("plan.precision") && e.contains("have: bf16, fp16, fp8"),
+        "{e}"
+    );
 }
 
 /// A plan that does not fit is still evaluated, flagged, and says by how much.

@@ -6,7 +6,8 @@ use super::accumulate::{Acc, Scored};
 use super::results::{Counts, ParetoPoint, PlanKey, RankedPlan, SearchResult, Summary, PRECISIONS};
 use crate::space::{Constraints, Objective};
 use crate::SearchError;
-use perfcast_engine::training::{Placement, Training, TrainingPlan};
+use perfcast_core::DType;
+use perfcast_engine::training::{Fp8Recipe, Placement, Training, TrainingPlan};
 use std::time::Instant;
 
 use perfcast_output::GIB;
@@ -16,6 +17,12 @@ fn placement_of(k: &PlanKey) -> Placement {
         .get(k.placement as usize)
         .copied()
         .unwrap_or_default()
+}
+
+/// The template's recipe where it runs `precision`'s format (a search over precisions keeps a
+/// named fp8 recipe for its fp8 plans; other precisions take their default).
+pub(super) fn recipe_for(template: &TrainingPlan, precision: DType) -> Option<Fp8Recipe> {
+    template.fp8_recipe.filter(|r| r.dtype() == precision)
 }
 
 fn plan_of(template: &TrainingPlan, training: &Training, k: &PlanKey) -> TrainingPlan {
@@ -34,6 +41,7 @@ fn plan_of(template: &TrainingPlan, training: &Training, k: &PlanKey) -> Trainin
         recompute_layers: (k.recompute_layers > 0).then_some(k.recompute_layers),
         schedule: Some(snames[k.schedule as usize].to_string()),
         precision: PRECISIONS[k.precision as usize],
+        fp8_recipe: recipe_for(template, PRECISIONS[k.precision as usize]),
         tp_comm_overlap: k.tp_comm_overlap,
         overlap_grad_reduce: k.overlap_grad_reduce,
         overlap_param_gather: k.overlap_param_gather,

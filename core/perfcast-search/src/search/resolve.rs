@@ -108,7 +108,7 @@ pub(super) fn lists(training: &Training, space: &SearchSpace) -> Result<Lists, S
                     return Err(SearchError::Invalid {
                         key: "search.precision".into(),
                         message: format!(
-                            "`{}` is not a training precision; allowed: bf16, fp16, fp8",
+                            "`{}` is not a training precision; allowed: bf16, fp16, fp8, fp4",
                             d.name()
                         ),
                     });

@@ -34,7 +34,7 @@ pub struct PlanKey {
 }
 
 /// The precisions a [`PlanKey`] encodes (`PlanKey::precision` indexes this).
-pub(super) const PRECISIONS: [DType; 3] = [DType::Bf16, DType::Fp16, DType::Fp8];
+pub(super) const PRECISIONS: [DType; 4] = [DType::Bf16, DType::Fp16, DType::Fp8, DType::Fp4];
 
 pub(super) fn precision_code(d: DType) -> Option<u8> {
     PRECISIONS.iter().position(|p| *p == d).map(|i| i as u8)

@@ -3,6 +3,7 @@
 //! over the outer tuples (rayon), each worker with its own [`Acc`].
 
 use super::accumulate::{push_top, Acc, Scored};
+use super::finalists::recipe_for;
 use super::resolve::{divisors, Lists, Outer, MAX_SCHEDULES};
 use super::results::{precision_code, PlanKey};
 use crate::space::{Constraints, Objective};
@@ -179,6 +180,7 @@ impl Ctx<'_> {
                                         plan.sp = sp;
                                         plan.zero_stage = zero;
                                         plan.precision = prec;
+                                        plan.fp8_recipe = recipe_for(self.template, prec);
                                         plan.tp_comm_overlap = tpo;
                                         plan.overlap_grad_reduce = ogr;
                                         plan.overlap_param_gather = opg;

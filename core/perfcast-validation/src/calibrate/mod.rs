@@ -447,7 +447,7 @@ fn finish(
                 id: case.id.clone(),
                 group: case.group.clone(),
                 kind: case.kind,
-                class: Class::of_case(case),
+                class: Class::of_case(case, &problem.harness.stacks().of(case).1.family),
                 gpu: case.system.gpu.clone(),
             }
         })

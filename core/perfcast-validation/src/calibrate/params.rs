@@ -114,8 +114,11 @@ impl DefaultParam {
 /// device sustains under whole-device load relative to the one its kernel-level efficiencies
 /// hold at; tied across the presets of one die, `configs/hardware/`) and the fitted fixed
 /// costs of the inference engine (`perfcast_engine::inference::InferenceOptions`). The
-/// kernel-level efficiencies are fitted to kernel measurements, not to end-to-end runs, and
-/// discrete parameters (tile sizes) are not fitted. `configs/validation/CALIBRATION.md`
+/// kernel-level efficiencies are fitted to kernel measurements, not to end-to-end runs;
+/// what a software stack sets from its sources (e.g. `decode_kv_group_reread`: 0 for
+/// TensorRT-LLM's XQA kernel) is the stack's, not a shared parameter (a calibrated key
+/// overrides the stacks' value, as a user's key does); discrete parameters (tile sizes) are
+/// not fitted. `configs/validation/CALIBRATION.md`
 /// lists the same set (a test checks). A default parameter (or one of its keys) that applies
 /// to no case of the cases file is left out, and the report says so.
 pub const DEFAULT_PARAMS: &[DefaultParam] = &[
@@ -171,12 +174,6 @@ pub const DEFAULT_PARAMS: &[DefaultParam] = &[
         lo: 0.0,
         hi: 1.0,
         what: "inference: overlap of a kernel's compute and memory time",
-    },
-    DefaultParam {
-        keys: &["options.decode_kv_group_reread"],
-        lo: 0.0,
-        hi: 1.0,
-        what: "inference: share of GQA KV re-reads that reach device memory in decode",
     },
 ];
 

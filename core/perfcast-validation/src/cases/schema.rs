@@ -160,24 +160,8 @@ impl Precision {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Fp8Recipe {
-    /// Delayed scaling (amax history).
-    Delayed,
-    /// Per-tensor current scaling (Transformer Engine).
-    Current,
-    /// torchao dynamic per-tensor scaling (the same scheme as `current`).
-    Tensorwise,
-    /// torchao per-row/column scaling.
-    Rowwise,
-    /// MXFP8: 1x32 blocks with E8M0 scales.
-    Mx,
-    /// Blockwise: 1x128 activations, 128x128 weights (DeepSeek-V3).
-    Block,
-    /// NVFP4: 16-element blocks with FP8 scales and a per-tensor scale (precision fp4).
-    Nvfp4,
-}
+/// `training.fp8_recipe`: the engine's recipes, by the same names.
+pub use perfcast_engine::training::Fp8Recipe;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -1,0 +1,472 @@
+//! The one mapping of a [`Stack`]'s fields onto the engines' plan and option fields
+//! ([`MAPPING`] documents it; the `apply_*` functions are it).
+
+use super::{GpuGeneration, Stack, TpComm};
+use perfcast_engine::inference::{InferenceOptions, InferencePlan};
+use perfcast_engine::software::EfficiencyScales;
+use perfcast_engine::training::DEFAULT_STRATEGIES;
+use perfcast_engine::{TrainingOptions, TrainingPlan};
+
+/// The one table from `[software]` keys to the engines' fields: `(software key, training
+/// key, inference key, what the engines do with it)`; `-` where an engine has no such field,
+/// `*` for each key of a table. The user's explicit key of the training or inference column
+/// wins over the stack. README.md ("Software stacks") shows this table (a test keeps the two
+/// in step).
+pub const MAPPING: &[(&str, &str, &str, &str)] = &[
+    (
+        "attention.kernel",
+        "plan.attention",
+        "inference.attention",
+        "modelled: the kernel family (`flash` = FlashAttention-2 class, `flash3`, `cudnn`; `plain` materialises scores)",
+    ),
+    (
+        "attention.by_generation",
+        "plan.attention",
+        "inference.attention",
+        "the kernel on a device whose `device.generation` has an entry",
+    ),
+    (
+        "overlap.tp_comm",
+        "plan.tp_comm_overlap",
+        "-",
+        "modelled; `on` sets it, `available` leaves it off (validation: a case's `--tp-comm-overlap`), `off` keeps the search from trying it",
+    ),
+    (
+        "overlap.grad_reduce",
+        "plan.overlap_grad_reduce",
+        "-",
+        "modelled; `false` also narrows the search",
+    ),
+    (
+        "overlap.param_gather",
+        "plan.overlap_param_gather",
+        "-",
+        "modelled; `false` also narrows the search",
+    ),
+    (
+        "overlap.cp_exchange",
+        "plan.cp_comm",
+        "-",
+        "modelled",
+    ),
+    (
+        "overlap.tp_comm_efficiency",
+        "options.strategy_params.tensor.overlap_efficiency",
+        "-",
+        "modelled (unset: the plugin default)",
+    ),
+    (
+        "overlap.grad_reduce_efficiency",
+        "options.strategy_params.data.overlap_efficiency",
+        "-",
+        "modelled (unset: the plugin default)",
+    ),
+    (
+        "overlap.param_gather_efficiency",
+        "options.strategy_params.{zero,fsdp}.prefetch_efficiency",
+        "-",
+        "modelled (unset: the plugin default)",
+    ),
+    (
+        "overlap.cp_exchange_efficiency",
+        "options.strategy_params.context.overlap_efficiency",
+        "-",
+        "modelled (unset: the plugin default)",
+    ),
+    (
+        "fused.*",
+        "options.engine.fused.*",
+        "-",
+        "not modelled yet (the op program books the fused defaults)",
+    ),
+    (
+        "host.cuda_graphs",
+        "options.engine.host.cuda_graphs",
+        "inference.graph_capture",
+        "inference: modelled; training: not modelled yet",
+    ),
+    (
+        "host.kernel_launch_us",
+        "options.engine.host.kernel_launch_us",
+        "options.host_launch_us",
+        "inference: modelled; training: not modelled yet",
+    ),
+    (
+        "host.graph_launch_us",
+        "options.engine.host.graph_launch_us",
+        "options.graph_launch_us",
+        "inference: modelled; training: not modelled yet",
+    ),
+    (
+        "host.step_overhead_us",
+        "options.engine.host.step_overhead_us",
+        "options.step_overhead_us",
+        "inference: modelled; training: not modelled yet",
+    ),
+    (
+        "fp8.recipe",
+        "plan.fp8_recipe",
+        "-",
+        "modelled; for a plan of the recipe's format that names none",
+    ),
+    (
+        "fp8.param_gather",
+        "options.engine.fp8_param_gather",
+        "-",
+        "not modelled yet",
+    ),
+    (
+        "fp8.recipes.*",
+        "options.engine.fp8_recipes.*",
+        "-",
+        "modelled: each field set replaces the engine's compulsory quantisation traffic of that recipe (`bookkeeping_us` not modelled yet)",
+    ),
+    (
+        "fsdp.per_parameter",
+        "options.engine.fsdp.per_parameter",
+        "-",
+        "not modelled yet",
+    ),
+    (
+        "fsdp.prefetch_depth",
+        "options.engine.fsdp.prefetch_depth",
+        "-",
+        "not modelled yet",
+    ),
+    (
+        "fsdp.reshard_after_forward",
+        "options.strategy_params.{zero,fsdp}.reshard_after_forward",
+        "-",
+        "modelled (ZeRO-3; unset: the plugin default)",
+    ),
+    (
+        "recompute.selective",
+        "options.engine.selective_recompute",
+        "-",
+        "`attention_core` modelled; `op_sac` not modelled yet",
+    ),
+    (
+        "efficiency.*",
+        "options.engine.efficiency.*",
+        "options.efficiency.*",
+        "not modelled yet",
+    ),
+    (
+        "serving.collective_overhead_us",
+        "-",
+        "options.collective_overhead_us",
+        "modelled",
+    ),
+    (
+        "serving.decode_kv_group_reread",
+        "-",
+        "options.decode_kv_group_reread",
+        "modelled",
+    ),
+    (
+        "serving.usable_memory_fraction",
+        "-",
+        "options.usable_memory_fraction",
+        "modelled",
+    ),
+    (
+        "serving.max_prefill_tokens",
+        "-",
+        "options.max_prefill_tokens",
+        "modelled",
+    ),
+];
+
+/// Whether the user set an engine key (so the stack leaves it alone): a predicate on the
+/// full key (`plan.attention`, `options.engine.host.cuda_graphs`).
+pub type UserSet<'a> = &'a dyn Fn(&str) -> bool;
+
+/// Assign `v` to `dst` unless the user set `key`.
+fn put<T>(set: UserSet, key: &str, dst: &mut T, v: T) {
+    if !set(key) {
+        *dst = v;
+    }
+}
+
+fn put_opt<T>(set: UserSet, key: &str, dst: &mut T, v: Option<T>) {
+    if let Some(v) = v {
+        put(set, key, dst, v);
+    }
+}
+
+impl Stack {
+    /// Set the stack's training-plan fields of `plan` that the user did not set, on a device
+    /// of `generation` (when known).
+    pub fn apply_training_plan(
+        &self,
+        plan: &mut TrainingPlan,
+        set: UserSet,
+        generation: Option<GpuGeneration>,
+    ) {
+        let o = &self.overlap;
+        put(
+            set,
+            "plan.attention",
+            &mut plan.attention,
+            self.attention.on(generation),
+        );
+        put(
+            set,
+            "plan.tp_comm_overlap",
+            &mut plan.tp_comm_overlap,
+            o.tp_comm == TpComm::On,
+        );
+        put(
+            set,
+            "plan.overlap_grad_reduce",
+            &mut plan.overlap_grad_reduce,
+            o.grad_reduce,
+        );
+        put(
+            set,
+            "plan.overlap_param_gather",
+            &mut plan.overlap_param_gather,
+            o.param_gather,
+        );
+        put(set, "plan.cp_comm", &mut plan.cp_comm, o.cp_exchange);
+        // The stack's recipe, for a plan of its format that names none.
+        if let Some(r) = self.fp8.recipe {
+            if plan.fp8_recipe.is_none() && r.dtype() == plan.precision {
+                put(set, "plan.fp8_recipe", &mut plan.fp8_recipe, Some(r));
+            }
+        }
+    }
+
+    /// Set the stack's training-option fields of `opts` that the user did not set.
+    pub fn apply_training_options(&self, opts: &mut TrainingOptions, set: UserSet) {
+        let e = &mut opts.engine;
+        let k = |s: &str| format!("options.engine.{s}");
+        let (f, sf) = (&mut e.fused, self.fused);
+        for (name, dst, v) in [
+            ("norm", &mut f.norm, sf.norm),
+            ("activation", &mut f.activation, sf.activation),
+            ("residual", &mut f.residual, sf.residual),
+            ("rope", &mut f.rope, sf.rope),
+            ("softmax", &mut f.softmax, sf.softmax),
+            ("cross_entropy", &mut f.cross_entropy, sf.cross_entropy),
+            ("fp8_cast", &mut f.fp8_cast, sf.fp8_cast),
+        ] {
+            put(set, &k(&format!("fused.{name}")), dst, v);
+        }
+        let h = &self.host;
+        put(
+            set,
+            &k("host.cuda_graphs"),
+            &mut e.host.cuda_graphs,
+            h.cuda_graphs,
+        );
+        put_opt(
+            set,
+            &k("host.kernel_launch_us"),
+            &mut e.host.kernel_launch_us,
+            h.kernel_launch_us,
+        );
+        put_opt(
+            set,
+            &k("host.graph_launch_us"),
+            &mut e.host.graph_launch_us,
+            h.graph_launch_us,
+        );
+        put_opt(
+            set,
+            &k("host.step_overhead_us"),
+            &mut e.host.step_overhead_us,
+            h.step_overhead_us,
+        );
+        put(
+            set,
+            &k("fp8_param_gather"),
+            &mut e.fp8_param_gather,
+            self.fp8.param_gather,
+        );
+        for (recipe, costs) in &self.fp8.recipes {
+            if !set(&k(&format!("fp8_recipes.{recipe}"))) {
+                e.fp8_recipes.insert(*recipe, *costs);
+            }
+        }
+        put(
+            set,
+            &k("fsdp.per_parameter"),
+            &mut e.fsdp.per_parameter,
+            self.fsdp.per_parameter,
+        );
+        put(
+            set,
+            &k("fsdp.prefetch_depth"),
+            &mut e.fsdp.prefetch_depth,
+            self.fsdp.prefetch_depth,
+        );
+        put(
+            set,
+            &k("selective_recompute"),
+            &mut e.selective_recompute,
+            self.recompute.selective,
+        );
+        scales(set, "options.engine.", &mut e.efficiency, self.efficiency);
+        // Strategy parameters: only for the strategies in use (the engine refuses others).
+        let in_use: Vec<String> = match &opts.strategies {
+            Some(l) => l.clone(),
+            None => DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect(),
+        };
+        let o = &self.overlap;
+        let params: [(&[&str], &str, Option<serde_json::Value>); 5] = [
+            (
+                &["tensor"],
+                "overlap_efficiency",
+                o.tp_comm_efficiency.map(Into::into),
+            ),
+            (
+                &["data"],
+                "overlap_efficiency",
+                o.grad_reduce_efficiency.map(Into::into),
+            ),
+            (
+                &["context"],
+                "overlap_efficiency",
+                o.cp_exchange_efficiency.map(Into::into),
+            ),
+            (
+                &["zero", "fsdp"],
+                "prefetch_efficiency",
+                o.param_gather_efficiency.map(Into::into),
+            ),
+            (
+                &["zero", "fsdp"],
+                "reshard_after_forward",
+                self.fsdp.reshard_after_forward.map(Into::into),
+            ),
+        ];
+        for (strategies, param, value) in params {
+            let Some(value) = value else { continue };
+            for s in strategies.iter().filter(|s| in_use.iter().any(|u| u == *s)) {
+                if set(&format!("options.strategy_params.{s}.{param}")) {
+                    continue;
+                }
+                let entry = opts
+                    .strategy_params
+                    .entry(s.to_string())
+                    .or_insert_with(|| serde_json::Value::Object(Default::default()));
+                if let Some(obj) = entry.as_object_mut() {
+                    obj.insert(param.to_string(), value.clone());
+                }
+            }
+        }
+    }
+
+    /// Set the stack's inference-plan fields of `plan` that the user did not set, on a device
+    /// of `generation` (when known).
+    pub fn apply_inference_plan(
+        &self,
+        plan: &mut InferencePlan,
+        set: UserSet,
+        generation: Option<GpuGeneration>,
+    ) {
+        put(
+            set,
+            "inference.attention",
+            &mut plan.attention,
+            self.attention.on(generation),
+        );
+        put(
+            set,
+            "inference.graph_capture",
+            &mut plan.graph_capture,
+            self.host.cuda_graphs,
+        );
+    }
+
+    /// Set the stack's inference-option fields of `opts` that the user did not set.
+    pub fn apply_inference_options(&self, opts: &mut InferenceOptions, set: UserSet) {
+        let (h, s) = (&self.host, &self.serving);
+        put_opt(
+            set,
+            "options.host_launch_us",
+            &mut opts.host_launch_us,
+            h.kernel_launch_us,
+        );
+        put_opt(
+            set,
+            "options.graph_launch_us",
+            &mut opts.graph_launch_us,
+            h.graph_launch_us,
+        );
+        put_opt(
+            set,
+            "options.step_overhead_us",
+            &mut opts.step_overhead_us,
+            h.step_overhead_us,
+        );
+        put_opt(
+            set,
+            "options.collective_overhead_us",
+            &mut opts.collective_overhead_us,
+            s.collective_overhead_us,
+        );
+        put_opt(
+            set,
+            "options.decode_kv_group_reread",
+            &mut opts.decode_kv_group_reread,
+            s.decode_kv_group_reread,
+        );
+        put_opt(
+            set,
+            "options.usable_memory_fraction",
+            &mut opts.usable_memory_fraction,
+            s.usable_memory_fraction,
+        );
+        put_opt(
+            set,
+            "options.max_prefill_tokens",
+            &mut opts.max_prefill_tokens,
+            s.max_prefill_tokens,
+        );
+        scales(set, "options.", &mut opts.efficiency, self.efficiency);
+    }
+
+    /// Search-space defaults the stack narrows (a dimension the `[search]` section leaves
+    /// unset): a stack without TP overlap does not try it; one that never overlaps the
+    /// gradient reduction or the parameter gathers tries only `false`.
+    pub fn narrow_search(
+        &self,
+        tp_comm_overlap: &mut Option<Vec<bool>>,
+        overlap_grad_reduce: &mut Option<Vec<bool>>,
+        overlap_param_gather: &mut Option<Vec<bool>>,
+    ) {
+        let o = &self.overlap;
+        if tp_comm_overlap.is_none() && o.tp_comm == TpComm::Off {
+            *tp_comm_overlap = Some(vec![false]);
+        }
+        if overlap_grad_reduce.is_none() && !o.grad_reduce {
+            *overlap_grad_reduce = Some(vec![false]);
+        }
+        if overlap_param_gather.is_none() && !o.param_gather {
+            *overlap_param_gather = Some(vec![false]);
+        }
+    }
+}
+
+fn scales(set: UserSet, prefix: &str, dst: &mut EfficiencyScales, v: EfficiencyScales) {
+    put(
+        set,
+        &format!("{prefix}efficiency.gemm"),
+        &mut dst.gemm,
+        v.gemm,
+    );
+    put(
+        set,
+        &format!("{prefix}efficiency.attention"),
+        &mut dst.attention,
+        v.attention,
+    );
+    put(
+        set,
+        &format!("{prefix}efficiency.vector"),
+        &mut dst.vector,
+        v.vector,
+    );
+}

@@ -1,0 +1,304 @@
+//! Which software stack a case ran on: its `software` string matched against the ordered rules
+//! of `configs/validation/stacks.toml` ([`STACK_RULES`], the one documented table; nothing
+//! else keys on a case), and the stack presets those rules name, resolved once through
+//! perfcast-scenario exactly as `stack = "NAME"` in a configuration is.
+
+use crate::cases::Case;
+use perfcast_host::{Config, Sources};
+use perfcast_scenario::stack::GpuGeneration;
+use perfcast_scenario::{Stack, StackKind};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The rule table (`configs/validation/stacks.toml`).
+pub const STACK_RULES: &str = include_str!("../../../configs/validation/stacks.toml");
+
+/// The schema name of a rule table.
+pub const SCHEMA: &str = "perfcast-stacks/1";
+
+/// One rule: a case whose `software` contains every `contains` substring and no `excludes`
+/// substring (ignoring case) ran on `stack`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// Substrings that must all occur (none: the fallback rule).
+    pub contains: Vec<String>,
+    /// Substrings none of which may occur.
+    #[serde(default)]
+    pub excludes: Vec<String>,
+    /// A stack preset (`configs/stacks/NAME.toml`).
+    pub stack: String,
+    /// Why the rule maps these strings to that stack.
+    pub why: String,
+}
+
+impl Rule {
+    fn matches(&self, software: &str) -> bool {
+        let s = software.to_lowercase();
+        self.contains.iter().all(|p| s.contains(&p.to_lowercase()))
+            && !self.excludes.iter().any(|p| s.contains(&p.to_lowercase()))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleFile {
+    schema: String,
+    rule: Vec<Rule>,
+}
+
+/// The stack a case was mapped to, as the report shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StackMatch {
+    /// The stack preset.
+    pub name: String,
+    /// The rule that chose it, counted from 1 in the table's order.
+    pub rule: usize,
+    /// The rule's `contains` substrings (empty for the fallback).
+    pub matched: Vec<String>,
+}
+
+impl StackMatch {
+    /// `megatron-lm-2021 (rule 1: "Megatron-LM (2021")`.
+    pub fn describe(&self) -> String {
+        if self.matched.is_empty() {
+            format!("{} (rule {}: fallback)", self.name, self.rule)
+        } else {
+            let m: Vec<String> = self.matched.iter().map(|p| format!("\"{p}\"")).collect();
+            format!("{} (rule {}: {})", self.name, self.rule, m.join(" + "))
+        }
+    }
+}
+
+/// The rule table and every stack it names, resolved.
+#[derive(Debug, Clone)]
+pub struct StackTable {
+    rules: Vec<Rule>,
+    stacks: BTreeMap<String, Stack>,
+}
+
+impl StackTable {
+    /// The shipped table ([`STACK_RULES`]).
+    pub fn builtin() -> Result<StackTable, String> {
+        StackTable::parse(STACK_RULES, "configs/validation/stacks.toml")
+    }
+
+    /// A rule table's text; `file` names it in messages. Every rule must name a stack preset,
+    /// carry a reason, and the last must be the fallback (no `contains`).
+    pub fn parse(text: &str, file: &str) -> Result<StackTable, String> {
+        let f: RuleFile = toml::from_str(text).map_err(|e| format!("{file}: {e}"))?;
+        if f.schema != SCHEMA {
+            return Err(format!(
+                "{file}: schema = \"{}\": expected \"{SCHEMA}\"",
+                f.schema
+            ));
+        }
+        let Some(last) = f.rule.last() else {
+            return Err(format!("{file}: no [[rule]]"));
+        };
+        if !last.contains.is_empty() || !last.excludes.is_empty() {
+            return Err(format!(
+                "{file}: the last rule (rule {}) must be the fallback: `contains = []` and no `excludes`, so that every software string maps to a stack",
+                f.rule.len()
+            ));
+        }
+        let mut stacks = BTreeMap::new();
+        for (i, r) in f.rule.iter().enumerate() {
+            let at = format!("{file}: rule {} (stack = \"{}\")", i + 1, r.stack);
+            if r.why.trim().is_empty() {
+                return Err(format!(
+                    "{at}: `why` is empty: say why these strings mean that stack"
+                ));
+            }
+            if i + 1 < f.rule.len() && r.contains.iter().all(|p| p.trim().is_empty()) {
+                return Err(format!(
+                    "{at}: only the last rule may match everything; give `contains` a substring"
+                ));
+            }
+            if !stacks.contains_key(&r.stack) {
+                stacks.insert(
+                    r.stack.clone(),
+                    resolve(&r.stack).map_err(|e| format!("{at}: {e}"))?,
+                );
+            }
+        }
+        Ok(StackTable {
+            rules: f.rule,
+            stacks,
+        })
+    }
+
+    /// The rules, in order.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// The first rule matching a `software` string (a case without one matches only the
+    /// fallback).
+    pub fn lookup(&self, software: Option<&str>) -> (StackMatch, &Stack) {
+        let s = software.unwrap_or("");
+        let last = self.rules.len() - 1;
+        let (i, r) = self
+            .rules
+            .iter()
+            .enumerate()
+            .find(|(i, r)| (software.is_some() || *i == last) && r.matches(s))
+            .unwrap_or((last, &self.rules[last]));
+        let m = StackMatch {
+            name: r.stack.clone(),
+            rule: i + 1,
+            matched: r.contains.clone(),
+        };
+        // Every rule's stack was resolved in `parse`.
+        let stack = self.stacks.get(&r.stack).unwrap_or(&FALLBACK);
+        (m, stack)
+    }
+
+    /// The stack of a case.
+    pub fn of(&self, case: &Case) -> (StackMatch, &Stack) {
+        self.lookup(case.software.as_deref())
+    }
+}
+
+/// The GPU generation of a catalog accelerator: the first word of its `arch`
+/// (`configs/validation/accelerators.toml`: "Ampere GA100", "Hopper GH100", "Blackwell (2
+/// dies)"); `None` for an architecture that is no NVIDIA generation (CDNA, TPU, Gaudi) or an
+/// unknown id.
+pub fn generation_of(accelerator: &str) -> Option<GpuGeneration> {
+    GENERATIONS.get(accelerator).copied().flatten()
+}
+
+/// The catalog's `arch` of every accelerator, read once.
+static GENERATIONS: std::sync::LazyLock<BTreeMap<String, Option<GpuGeneration>>> =
+    std::sync::LazyLock::new(|| {
+        let cat: toml::Table = toml::from_str(crate::presets::ACCELERATORS).unwrap_or_default();
+        let gpus = cat.get("gpu").and_then(|g| g.as_array());
+        gpus.into_iter()
+            .flatten()
+            .filter_map(|g| {
+                let id = g.get("id")?.as_str()?.to_string();
+                let arch = g.get("arch").and_then(|a| a.as_str()).unwrap_or("");
+                let first = arch.split_whitespace().next().unwrap_or("");
+                Some((id, GpuGeneration::parse(first)))
+            })
+            .collect()
+    });
+
+static FALLBACK: std::sync::LazyLock<Stack> = std::sync::LazyLock::new(Stack::default);
+
+/// A stack preset resolved as `stack = "NAME"` resolves it in a configuration (its base stacks
+/// beneath it; unknown keys are errors).
+pub fn resolve(name: &str) -> Result<Stack, String> {
+    let set = format!("stack={}", toml_string(name));
+    let cfg = Config::load(&Sources::default().without_env().with_sets([set]))
+        .map_err(|e| e.to_string())?;
+    Stack::from_config(&cfg, StackKind::Any).map_err(|e| e.to_string())
+}
+
+fn toml_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cases::CasesFile;
+
+    /// Every public case maps to a stack; the existing groups to the stacks the harness used
+    /// to hard-code for them (by group name), which now follow from their software strings.
+    #[test]
+    fn every_case_maps_and_the_table_is_well_formed() {
+        let t = StackTable::builtin().unwrap();
+        let p = crate::locate_cases(None).unwrap();
+        let file = CasesFile::load(&p).unwrap();
+        let mut by_software: BTreeMap<String, String> = BTreeMap::new();
+        for c in &file.cases {
+            let (m, _) = t.of(c);
+            assert!(perfcast_host::stack_names().contains(&m.name), "{}", m.name);
+            if let Some(s) = &c.software {
+                by_software.insert(s.clone(), m.name.clone());
+            }
+        }
+        let table = [
+            ("Megatron-LM (2021, SC21 artifact)", "megatron-lm-2021"),
+            (
+                "Megatron-LM (2022; sequence parallelism + selective recompute)",
+                "megatron-lm-2022",
+            ),
+            ("Megatron-Core r0.8.0", "megatron-core-2024"),
+            (
+                "Meta Llama 3 training stack (2024, 4D parallelism)",
+                "meta-llama3-2024",
+            ),
+            (
+                "TensorRT-LLM v0.6.1 (C++ static-batch benchmark)",
+                "tensorrt-llm-0.5",
+            ),
+        ];
+        for (s, want) in table {
+            assert_eq!(by_software.get(s).map(String::as_str), Some(want), "{s}");
+        }
+    }
+
+    #[test]
+    fn generations_from_the_catalog() {
+        let table = [
+            ("A100-SXM4-80GB", Some(GpuGeneration::Ampere)),
+            ("H100-SXM5-80GB", Some(GpuGeneration::Hopper)),
+            ("B200-SXM-180GB", Some(GpuGeneration::Blackwell)),
+            ("MI300X", None),
+            ("no-such-gpu", None),
+        ];
+        for (id, want) in table {
+            assert_eq!(generation_of(id), want, "{id}");
+        }
+    }
+
+    #[test]
+    fn matching_order_fallback_and_bad_tables() {
+        let t = StackTable::builtin().unwrap();
+        let n = t.rules().len();
+        let (m, s) = t.lookup(Some("Some New Framework 9.0"));
+        assert_eq!((m.name.as_str(), m.rule), ("generic", n));
+        // The fallback's values are the engines' defaults (only its words differ).
+        let plain = Stack {
+            description: String::new(),
+            family: String::new(),
+            ..s.clone()
+        };
+        assert_eq!(plain, Stack::default());
+        assert!(m.describe().contains("fallback"), "{}", m.describe());
+        let (m, _) = t.lookup(None);
+        assert_eq!(m.rule, n);
+        // Case-insensitive; the async-TP rule precedes the plain compile rule.
+        let (m, _) = t.lookup(Some("TORCHTITAN @x; torch.compile; asynctp"));
+        assert_eq!(m.name, "torchtitan-compile-asynctp-2025");
+        assert!(
+            m.describe().contains("\"torchtitan\" + \"AsyncTP\""),
+            "{}",
+            m.describe()
+        );
+
+        let bad: [(&str, &str); 6] = [
+            ("schema = \"x\"\n[[rule]]\ncontains = []\nstack = \"generic\"\nwhy = \"w\"\n", "expected \"perfcast-stacks/1\""),
+            ("schema = \"perfcast-stacks/1\"\n[[rule]]\ncontains = [\"a\"]\nstack = \"generic\"\nwhy = \"w\"\n", "must be the fallback"),
+            ("schema = \"perfcast-stacks/1\"\n[[rule]]\ncontains = []\nstack = \"no-such-stack\"\nwhy = \"w\"\n", "unknown stack `no-such-stack`"),
+            ("schema = \"perfcast-stacks/1\"\n[[rule]]\ncontains = []\nstack = \"generic\"\nwhy = \" \"\n", "`why` is empty"),
+            ("schema = \"perfcast-stacks/1\"\n[[rule]]\ncontains = []\nstack = \"generic\"\nwhy = \"w\"\npattern = 1\n", "unknown field `pattern`"),
+            ("schema = \"perfcast-stacks/1\"\nrule = []\n", "no [[rule]]"),
+        ];
+        for (text, want) in bad {
+            let e = StackTable::parse(text, "t.toml").unwrap_err();
+            assert!(e.contains(want) && e.starts_with("t.toml"), "{want}: {e}");
+        }
+    }
+}
