@@ -36,8 +36,8 @@
 //! case's `flops_convention` (and `attention_flops`), MFU/HFU against `peak_tflops_basis`.
 
 use crate::cases::{
-    AttentionType, Batch, Case, CasesFile, FlopsConvention, Metric, Mode, Precision,
-    Recompute, Task,
+    AttentionType, Batch, Case, CasesFile, FlopsConvention, Metric, Mode, Precision, Recompute,
+    Task,
 };
 use crate::flops::{self, StepShape};
 use crate::intervals::Residuals;

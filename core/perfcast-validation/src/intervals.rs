@@ -170,7 +170,14 @@ impl Class {
                 .filter(|f| !f.is_empty())
                 .unwrap_or(name)
         });
-        let generation = text("device.generation").or_else(|| {
+        // `hopper` shown as the catalog spells it (`Hopper`); matching ignores case anyway.
+        let capitalised = |g: String| {
+            let mut c = g.chars();
+            c.next()
+                .map(|f| f.to_uppercase().chain(c).collect())
+                .unwrap_or(g)
+        };
+        let generation = text("device.generation").map(capitalised).or_else(|| {
             let compute = text("device.compute")?;
             let name = text(&format!("components.{compute}.name"));
             generation(&catalog_id(&compute, name.as_deref())?)
