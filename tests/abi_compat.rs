@@ -22,6 +22,7 @@ struct Fixtures {
     dir: PathBuf,
     abi_v2: PathBuf,
     abi_mismatch: PathBuf,
+    abi_v1_0: PathBuf,
     c_v1_1: PathBuf,
     c_v1_0: PathBuf,
     c_major2: PathBuf,
@@ -32,7 +33,10 @@ fn fixtures() -> &'static Fixtures {
     static F: OnceLock<Fixtures> = OnceLock::new();
     F.get_or_init(|| {
         let dir = perfcast_testkit::tmpdir("perfcast-abi-compat");
-        let rust = build_rust(&["abi-v2-fixture", "abi-mismatch-fixture"], &dir);
+        let rust = build_rust(
+            &["abi-v2-fixture", "abi-mismatch-fixture", "abi-v1-0-fixture"],
+            &dir,
+        );
         let (c_v1_1, c_v1_0) = (c_vendor(&dir), c_vendor_abi1_0(&dir));
         let c_major2 = cc_plugin_source(
             &dir,
@@ -43,6 +47,7 @@ fn fixtures() -> &'static Fixtures {
             dir,
             abi_v2: rust[0].clone(),
             abi_mismatch: rust[1].clone(),
+            abi_v1_0: rust[2].clone(),
             c_v1_1,
             c_v1_0,
             c_major2,
@@ -115,6 +120,34 @@ fn incompatible_rust_abi_is_rejected_in_a_few_lines() {
         msg.contains("2.0.0") && msg.contains("1.x"),
         "both versions: {msg}"
     );
+}
+
+/// A plugin built against the previous minor (Rust ABI 1.0's root module, without
+/// `new_topology`) still loads on this 1.1 host and serves what 1.0 offers.
+#[test]
+fn a_rust_plugin_of_the_previous_minor_loads() {
+    let f = fixtures();
+    let mut r = Registry::new();
+    let lib = load_library(&f.abi_v1_0, None, &mut r).unwrap();
+    assert_eq!(lib.abi, "rust-abi_stable 1.0");
+    assert_eq!(lib.components.len(), 1);
+    let t = r
+        .memory_tier(
+            "fixture10/tier",
+            &json!({"capacity_gib": 96.0, "bandwidth_tbs": 4.0}),
+        )
+        .unwrap();
+    assert!(close(t.capacity().0, 96.0 * 1073741824.0));
+    assert!(close(t.bandwidth().0, 4e12));
+    let e = r
+        .memory_tier(
+            "fixture10/tier",
+            &json!({"capacity_gib": -1.0, "bandwidth_tbs": 4.0}),
+        )
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("capacity_gib"), "{e}");
 }
 
 #[test]

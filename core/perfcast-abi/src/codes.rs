@@ -22,6 +22,8 @@ pub const CATEGORY_COMPUTE_UNIT: u32 = 0;
 pub const CATEGORY_MEMORY_TIER: u32 = 1;
 /// C ABI since 1.1.
 pub const CATEGORY_INTERCONNECT: u32 = 2;
+/// Rust ABI since 1.1 (not in the C ABI).
+pub const CATEGORY_TOPOLOGY: u32 = 3;
 
 pub const OP_GEMM: u32 = 0;
 pub const OP_ATTENTION: u32 = 1;
@@ -59,6 +61,7 @@ pub fn category_code(c: Category) -> Option<u32> {
         Category::ComputeUnit => Some(CATEGORY_COMPUTE_UNIT),
         Category::MemoryTier => Some(CATEGORY_MEMORY_TIER),
         Category::Interconnect => Some(CATEGORY_INTERCONNECT),
+        Category::Topology => Some(CATEGORY_TOPOLOGY),
         _ => None,
     }
 }
@@ -68,6 +71,7 @@ pub fn category_from_code(c: u32) -> Option<Category> {
         CATEGORY_COMPUTE_UNIT => Some(Category::ComputeUnit),
         CATEGORY_MEMORY_TIER => Some(Category::MemoryTier),
         CATEGORY_INTERCONNECT => Some(Category::Interconnect),
+        CATEGORY_TOPOLOGY => Some(Category::Topology),
         _ => None,
     }
 }

@@ -25,8 +25,8 @@ pub use c::{PcOp, PcOpTime};
 pub use rust_abi::{
     ComponentDesc, FfiComputeUnit, FfiComputeUnitBox, FfiComputeUnit_TO, FfiError, FfiInterconnect,
     FfiInterconnectBox, FfiInterconnect_TO, FfiMemoryTier, FfiMemoryTierBox, FfiMemoryTier_TO,
-    FfiTier, LinkProps, PluginDescriptor, PluginModule, PluginModuleRef, PropsTier, TierProps,
-    RUST_ABI_VERSION,
+    FfiTier, FfiTopology, FfiTopologyBox, FfiTopology_TO, LinkProps, PluginDescriptor,
+    PluginModule, PluginModuleRef, PropsTier, TierProps, RUST_ABI_VERSION,
 };
 
 /// Re-exports used by the code `export_plugin!` expands to (plugin crates need not depend on

@@ -7,9 +7,11 @@
 //!
 //! Evolution: abi_stable compares the layout of everything reachable from the root module at
 //! load time and, for versions >= 1.0, requires equal majors (`RUST_ABI_VERSION`). Its checker
-//! lets an OLDER host load a NEWER plugin (appended prefix fields), not the other way round, so
-//! any change to this module is released as a new major and a host that must keep loading old
-//! plugins keeps the frozen previous ABI crate as a fallback (see `plugins/examples/README.md`).
+//! lets an OLDER host load a NEWER plugin (appended prefix fields), not the other way round. So
+//! a minor appends to [`PluginModule`] (1.1: `new_topology`) and freezes the previous layout
+//! here ([`v1_0`]): the loader checks a library against the current layout and, when that
+//! fails, against each frozen one of the same major, and serves what that minor offers (see
+//! `plugins/examples/README.md`). Types reachable from a frozen layout never change.
 
 use crate::c::{PcOp, PcOpTime};
 use abi_stable::{
@@ -25,7 +27,7 @@ use abi_stable::{
 /// as the root module's `VERSION_STRINGS` (equal majors) and records in every type layout.
 pub const RUST_ABI_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const RUST_ABI_MAJOR: u32 = 1;
-pub const RUST_ABI_MINOR: u32 = 0;
+pub const RUST_ABI_MINOR: u32 = 1;
 
 /// An error crossing the boundary. `code` is one of `codes::ERR_*`; `path` is the parameter
 /// key path for `ERR_PARAMS` (empty otherwise).
@@ -167,9 +169,133 @@ pub trait FfiInterconnect: Send + Sync {
     ) -> RResult<f64, FfiError>;
 }
 
+/// The root module of Rust ABI 1.0, frozen: what a plugin built against 1.0 exports. The
+/// loader checks a library against it when the current layout does not match, and serves
+/// the 1.0 categories (compute units, memory tiers, interconnects).
+pub mod v1_0 {
+    use super::*;
+
+    /// Rust ABI 1.0's root module (never changes).
+    #[repr(C)]
+    #[derive(StableAbi)]
+    #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
+    #[sabi(missing_field(panic))]
+    pub struct PluginModule {
+        pub describe: extern "C" fn() -> PluginDescriptor,
+        pub new_compute_unit:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiComputeUnitBox, FfiError>,
+        pub new_memory_tier:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiMemoryTierBox, FfiError>,
+        #[sabi(last_prefix_field)]
+        pub new_interconnect:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>,
+    }
+
+    impl RootModule for PluginModuleRef {
+        declare_root_module_statics! {PluginModuleRef}
+        const BASE_NAME: &'static str = "perfcast_plugin";
+        const NAME: &'static str = "perfcast_plugin";
+        const VERSION_STRINGS: VersionStrings = VersionStrings::new("1.0.0");
+    }
+}
+
+/// A network level as a topology plugin sees it (Rust ABI 1.1).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq)]
+pub struct FfiLevel {
+    pub domain_size: u32,
+    /// Bytes/s per device, one direction.
+    pub bandwidth: f64,
+    /// Seconds per algorithm step.
+    pub latency: f64,
+    /// Seconds per collective (`Interconnect::collective_overhead`).
+    pub overhead: f64,
+}
+
+/// One axis of a group placement (`perfcast_core::topology::GroupAxis`).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq)]
+pub struct FfiGroupAxis {
+    pub degree: u64,
+    pub stride: u64,
+}
+
+/// One link load (`perfcast_core::topology::LinkLoad`).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq)]
+pub struct FfiLinkLoad {
+    pub class: u32,
+    pub links: f64,
+    /// Seconds.
+    pub busy: f64,
+}
+
+/// A collective's time (seconds) and link loads.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct FfiCollectiveCost {
+    pub time: f64,
+    pub loads: RVec<FfiLinkLoad>,
+}
+
+/// One link class (`perfcast_core::topology::LinkClass`); bandwidth in bytes/s.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct FfiLinkClass {
+    pub name: RString,
+    pub count: f64,
+    pub bandwidth: f64,
+}
+
+/// One line of a bill (`perfcast_core::topology::CostItem`).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct FfiCostItem {
+    pub item: RString,
+    pub count: f64,
+    pub unit_usd: f64,
+}
+
+/// A network's cost (`perfcast_core::topology::NetworkCost`).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct FfiNetworkCost {
+    pub switches: f64,
+    pub switch_ports: f64,
+    pub optics: f64,
+    pub items: RVec<FfiCostItem>,
+}
+
+/// FFI mirror of `perfcast_core::Topology` (Rust ABI 1.1). `levels` are the system's network
+/// levels as data; a group is its axes and the plan's devices; `kind` as `codes`.
+#[sabi_trait]
+pub trait FfiTopology: Send + Sync {
+    fn check(&self, levels: RSlice<'_, FfiLevel>, devices: u64) -> RResult<(), FfiError>;
+    fn links(
+        &self,
+        levels: RSlice<'_, FfiLevel>,
+        devices: u64,
+    ) -> RResult<RVec<FfiLinkClass>, FfiError>;
+    fn cost(
+        &self,
+        levels: RSlice<'_, FfiLevel>,
+        devices: u64,
+    ) -> RResult<ROption<FfiNetworkCost>, FfiError>;
+    #[sabi(last_prefix_field)]
+    fn collective(
+        &self,
+        levels: RSlice<'_, FfiLevel>,
+        axes: RSlice<'_, FfiGroupAxis>,
+        devices: u64,
+        kind: u32,
+        bytes: f64,
+    ) -> RResult<FfiCollectiveCost, FfiError>;
+}
+
 pub type FfiComputeUnitBox = FfiComputeUnit_TO<'static, RBox<()>>;
 pub type FfiMemoryTierBox = FfiMemoryTier_TO<'static, RBox<()>>;
 pub type FfiInterconnectBox = FfiInterconnect_TO<'static, RBox<()>>;
+pub type FfiTopologyBox = FfiTopology_TO<'static, RBox<()>>;
 
 /// One component a plugin provides.
 #[repr(C)]
@@ -200,9 +326,11 @@ pub type NewComputeUnit = extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiComput
 pub type NewMemoryTier = extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiMemoryTierBox, FfiError>;
 pub type NewInterconnect =
     extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>;
+pub type NewTopology = extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiTopologyBox, FfiError>;
 
 /// The root module every Rust plugin exports (through `export_plugin!`). A prefix type:
-/// fields may be appended after `new_interconnect` in a later version.
+/// fields are appended at the end, one minor at a time (1.1: `new_topology`); the layout of
+/// each earlier minor is frozen in its module ([`v1_0`]).
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
@@ -215,6 +343,8 @@ pub struct PluginModule {
     #[sabi(last_prefix_field)]
     pub new_interconnect:
         extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>,
+    /// Since 1.1.
+    pub new_topology: extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiTopologyBox, FfiError>,
 }
 
 impl RootModule for PluginModuleRef {

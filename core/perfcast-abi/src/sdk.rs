@@ -17,7 +17,10 @@
 //!
 //! A builder is any `fn(P) -> Result<T, PluginError>` where `P: Deserialize` (use
 //! `#[serde(deny_unknown_fields)]`; `serde_json::Value` takes the raw table) and `T`
-//! implements `ComputeUnit`, `MemoryTier` or `Interconnect`. The SDK parses the parameters with
+//! implements `ComputeUnit`, `MemoryTier`, `Interconnect` or (Rust ABI 1.1) `Topology`. A
+//! topology plugin sees the host's network levels as [`LevelView`]s: their domain,
+//! bandwidth, latency and per-collective overhead (a level's own `collective_time` is the
+//! host's; a level view answers the alpha-beta formula of those numbers). The SDK parses the parameters with
 //! `perfcast_core::params::parse` (so errors carry the key path), wraps the object, and runs
 //! every call under `catch_unwind`: a panic comes back to the host as an error message, never
 //! as an abort. Plugins must be built with `panic = "unwind"` (the default).
@@ -28,9 +31,10 @@ use crate::rust_abi::*;
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RErr, ROk, ROption, RResult, RSlice, RVec};
+use perfcast_core::topology::{GroupAxis, GroupPlacement};
 use perfcast_core::{
-    Bytes, Collective, ComputeOp, ComputeUnit, Interconnect, MemoryHierarchy, MemoryTier,
-    ModelError, PluginError,
+    Bandwidth, Bytes, Collective, ComputeOp, ComputeUnit, Interconnect, MemoryHierarchy,
+    MemoryTier, ModelError, PluginError, Seconds, Topology,
 };
 use serde::de::DeserializeOwned;
 use std::any::Any;
@@ -174,14 +178,152 @@ pub fn root_module(
     new_compute_unit: NewComputeUnit,
     new_memory_tier: NewMemoryTier,
     new_interconnect: NewInterconnect,
+    new_topology: NewTopology,
 ) -> PluginModuleRef {
     PluginModule {
         describe,
         new_compute_unit,
         new_memory_tier,
         new_interconnect,
+        new_topology,
     }
     .leak_into_prefix()
+}
+
+pub fn build_topology<P, T, F>(build: F, params_json: &str) -> Result<FfiTopologyBox, FfiError>
+where
+    P: DeserializeOwned,
+    T: Topology + 'static,
+    F: FnOnce(P) -> Result<T, PluginError>,
+{
+    let t = build(parse_params(params_json)?).map_err(plugin_error)?;
+    Ok(FfiTopology_TO::from_value(SdkTopology(t), TD_Opaque))
+}
+
+/// A host network level as a topology plugin sees it: its numbers.
+#[derive(Debug, Clone, Copy)]
+pub struct LevelView(pub FfiLevel);
+
+impl Interconnect for LevelView {
+    fn kind(&self) -> &str {
+        "host-level"
+    }
+    fn domain_size(&self) -> u32 {
+        self.0.domain_size
+    }
+    fn bandwidth(&self) -> Bandwidth {
+        Bandwidth(self.0.bandwidth)
+    }
+    fn latency(&self) -> Seconds {
+        Seconds(self.0.latency)
+    }
+    fn collective_overhead(&self) -> Seconds {
+        Seconds(self.0.overhead)
+    }
+}
+
+/// The host's levels as native interconnects.
+pub fn levels(l: RSlice<'_, FfiLevel>) -> Vec<Arc<dyn Interconnect>> {
+    l.iter()
+        .map(|p| Arc::new(LevelView(*p)) as Arc<dyn Interconnect>)
+        .collect()
+}
+
+/// A native level as data.
+pub fn level_data(l: &dyn Interconnect) -> FfiLevel {
+    FfiLevel {
+        domain_size: l.domain_size(),
+        bandwidth: l.bandwidth().0,
+        latency: l.latency().0,
+        overhead: l.collective_overhead().0,
+    }
+}
+
+struct SdkTopology<T>(T);
+
+impl<T: Topology + 'static> FfiTopology for SdkTopology<T> {
+    fn check(&self, l: RSlice<'_, FfiLevel>, devices: u64) -> RResult<(), FfiError> {
+        guard(|| self.0.check(&levels(l), devices).map_err(plugin_error))
+    }
+    fn links(
+        &self,
+        l: RSlice<'_, FfiLevel>,
+        devices: u64,
+    ) -> RResult<RVec<FfiLinkClass>, FfiError> {
+        guard(|| {
+            let v = self.0.links(&levels(l), devices).map_err(plugin_error)?;
+            Ok(v.into_iter()
+                .map(|c| FfiLinkClass {
+                    name: c.name.into(),
+                    count: c.count,
+                    bandwidth: c.bandwidth.0,
+                })
+                .collect())
+        })
+    }
+    fn cost(
+        &self,
+        l: RSlice<'_, FfiLevel>,
+        devices: u64,
+    ) -> RResult<ROption<FfiNetworkCost>, FfiError> {
+        guard(|| {
+            let c = self.0.cost(&levels(l), devices).map_err(plugin_error)?;
+            Ok(c.map(|c| FfiNetworkCost {
+                switches: c.switches,
+                switch_ports: c.switch_ports,
+                optics: c.optics,
+                items: c
+                    .items
+                    .into_iter()
+                    .map(|i| FfiCostItem {
+                        item: i.item.into(),
+                        count: i.count,
+                        unit_usd: i.unit_usd,
+                    })
+                    .collect(),
+            })
+            .into())
+        })
+    }
+    fn collective(
+        &self,
+        l: RSlice<'_, FfiLevel>,
+        axes: RSlice<'_, FfiGroupAxis>,
+        devices: u64,
+        kind: u32,
+        bytes: f64,
+    ) -> RResult<FfiCollectiveCost, FfiError> {
+        guard(|| {
+            let kind = codes::collective_kind_from_code(kind).ok_or_else(|| {
+                FfiError::unsupported(format!("unknown collective kind code {kind}"))
+            })?;
+            let axes: Vec<GroupAxis> = axes
+                .iter()
+                .map(|a| GroupAxis {
+                    degree: a.degree,
+                    stride: a.stride,
+                })
+                .collect();
+            let g = GroupPlacement::new(&axes, devices).map_err(plugin_error)?;
+            let c = self
+                .0
+                .collective(&levels(l), &g, kind, Bytes(bytes))
+                .map_err(plugin_error)?;
+            Ok(FfiCollectiveCost {
+                time: c.time.0,
+                loads: c
+                    .loads
+                    .as_slice()
+                    .iter()
+                    .map(|l| FfiLinkLoad {
+                        class: l.class,
+                        links: l.links,
+                        busy: l.busy.0,
+                    })
+                    .collect(),
+            })
+        })
+    }
 }
 
 pub fn build_compute_unit<P, T, F>(
@@ -352,6 +494,7 @@ macro_rules! export_plugin {
         $(, compute_units: [ $( $cu:literal => $cu_build:path $(: $cu_desc:literal)? ),* $(,)? ] )?
         $(, memory_tiers: [ $( $mt:literal => $mt_build:path $(: $mt_desc:literal)? ),* $(,)? ] )?
         $(, interconnects: [ $( $ic:literal => $ic_build:path $(: $ic_desc:literal)? ),* $(,)? ] )?
+        $(, topologies: [ $( $tp:literal => $tp_build:path $(: $tp_desc:literal)? ),* $(,)? ] )?
         $(,)?
     ) => {
         #[doc(hidden)]
@@ -365,6 +508,7 @@ macro_rules! export_plugin {
                     $($( ($crate::codes::CATEGORY_COMPUTE_UNIT, $cu, $crate::export_plugin!(@desc $($cu_desc)?)), )*)?
                     $($( ($crate::codes::CATEGORY_MEMORY_TIER, $mt, $crate::export_plugin!(@desc $($mt_desc)?)), )*)?
                     $($( ($crate::codes::CATEGORY_INTERCONNECT, $ic, $crate::export_plugin!(@desc $($ic_desc)?)), )*)?
+                    $($( ($crate::codes::CATEGORY_TOPOLOGY, $tp, $crate::export_plugin!(@desc $($tp_desc)?)), )*)?
                 ]))
             }
 
@@ -401,8 +545,25 @@ macro_rules! export_plugin {
                 })
             }
 
+            extern "C" fn new_topology(
+                name: RStr<'_>,
+                params: RStr<'_>,
+            ) -> RResult<$crate::FfiTopologyBox, $crate::FfiError> {
+                let _ = &params;
+                $crate::sdk::guard(|| match name.as_str() {
+                    $($( $tp => $crate::sdk::build_topology($tp_build, params.as_str()), )*)?
+                    other => Err($crate::sdk::unknown("topology", other)),
+                })
+            }
+
             fn root_module() -> $crate::PluginModuleRef {
-                $crate::sdk::root_module(describe, new_compute_unit, new_memory_tier, new_interconnect)
+                $crate::sdk::root_module(
+                    describe,
+                    new_compute_unit,
+                    new_memory_tier,
+                    new_interconnect,
+                    new_topology,
+                )
             }
 
             // What `#[abi_stable::export_root_module]` expands to, with paths through this

@@ -227,6 +227,12 @@ pub trait Interconnect: Send + Sync {
     /// Latency of one algorithm step (per message hop, software included; the `α` of
     /// [`collective_time`]).
     fn latency(&self) -> Seconds;
+    /// Fixed cost of one collective on this level (kernel launch, synchronisation), beside
+    /// the per-step [`Interconnect::latency`]: what a [`crate::Topology`] that runs its own
+    /// algorithms over the level's bandwidth adds once per collective. Default zero.
+    fn collective_overhead(&self) -> Seconds {
+        Seconds::ZERO
+    }
     /// Time of a collective over `c.ranks` devices all inside one domain of this level (the
     /// training engine splits a group that spans levels into one collective per level).
     /// Default: [`collective_time`] of `bandwidth` and `latency`.
@@ -374,7 +380,7 @@ mod tests {
 }
 
 /// A cluster: identical devices (a compute unit with its memory hierarchy) connected by a
-/// network of levels, innermost (scale-up) first.
+/// network of levels, innermost (scale-up) first, wired as its topology says.
 #[derive(Clone)]
 pub struct System {
     /// Name for reports and messages.
@@ -383,8 +389,12 @@ pub struct System {
     pub compute: Arc<dyn ComputeUnit>,
     /// The memory tiers each device sees.
     pub memory: MemoryHierarchy,
-    /// Network levels, innermost first (e.g. NVLink domain, then InfiniBand fabric).
+    /// Network levels, innermost first (e.g. NVLink domain, then InfiniBand fabric): the
+    /// link technologies.
     pub network: Vec<Arc<dyn Interconnect>>,
+    /// How the levels are wired (`[system] topology`); `None` is the hierarchical network of
+    /// levels ([`crate::topology::Hierarchical`]).
+    pub topology: Option<Arc<dyn crate::Topology>>,
     /// Devices in the cluster.
     pub devices: u32,
 }
@@ -402,6 +412,10 @@ impl std::fmt::Debug for System {
                     .iter()
                     .map(|n| n.kind().to_string())
                     .collect::<Vec<_>>(),
+            )
+            .field(
+                "topology",
+                &self.topology.as_ref().map(|t| t.kind().to_string()),
             )
             .field("devices", &self.devices)
             .finish()

@@ -10,7 +10,8 @@
 //! A plugin implements one trait per component: [`ComputeUnit`], [`MemoryTier`] or
 //! [`Interconnect`] (hardware; also loadable from a shared library through `perfcast-abi`), or
 //! [`parallel::ParallelStrategy`], [`parallel::RecomputePolicy`] or
-//! [`parallel::PipelineSchedule`] (execution; built-in only). Its factory reads its parameters
+//! [`parallel::PipelineSchedule`] (execution; built-in only), or [`Topology`] (how the
+//! devices and switches are wired, [`topology`]; also loadable from a Rust library). Its factory reads its parameters
 //! with [`params::parse`]; a built-in crate submits each factory with [`builtin!`] and exposes
 //! them with [`register_fn!`].
 //!
@@ -28,6 +29,7 @@ pub mod parallel;
 pub mod params;
 pub mod registry;
 pub mod roofline;
+pub mod topology;
 pub mod units;
 pub mod workload;
 
@@ -42,6 +44,7 @@ pub use op::{
     VectorOp, VectorOpKind,
 };
 pub use registry::{BuiltinPlugin, Category, Component, Origin, PluginInfo, Registry};
+pub use topology::{CollectiveCost, GroupAxis, GroupPlacement, LinkLoad, NetworkCost, Topology};
 pub use units::{Bandwidth, Bytes, FlopCount, FlopRate, Seconds};
 pub use workload::ModelSpec;
 

@@ -420,7 +420,7 @@ impl Default for CommList {
 
 impl CommList {
     /// Most collectives the strategies of one plan may add together.
-    pub const CAPACITY: usize = 24;
+    pub const CAPACITY: usize = 32;
     /// Add a collective; an error when the list is full.
     pub fn push(&mut self, op: CommOp) -> Result<(), ModelError> {
         if self.len == Self::CAPACITY {

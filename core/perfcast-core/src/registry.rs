@@ -7,6 +7,7 @@
 use crate::error::PluginError;
 use crate::hardware::{ComputeUnit, Interconnect, MemoryTier};
 use crate::parallel::{ParallelStrategy, PipelineSchedule, RecomputePolicy};
+use crate::topology::Topology;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -30,17 +31,20 @@ pub enum Category {
     RecomputePolicy,
     /// [`PipelineSchedule`] plugins.
     PipelineSchedule,
+    /// [`Topology`] plugins.
+    Topology,
 }
 
 impl Category {
     /// Every category, in declaration order.
-    pub const ALL: [Category; 6] = [
+    pub const ALL: [Category; 7] = [
         Category::ComputeUnit,
         Category::MemoryTier,
         Category::Interconnect,
         Category::ParallelStrategy,
         Category::RecomputePolicy,
         Category::PipelineSchedule,
+        Category::Topology,
     ];
     /// Snake-case name (`compute_unit`, ...), as messages and listings spell it.
     pub const fn name(self) -> &'static str {
@@ -51,6 +55,7 @@ impl Category {
             Category::ParallelStrategy => "parallel_strategy",
             Category::RecomputePolicy => "recompute_policy",
             Category::PipelineSchedule => "pipeline_schedule",
+            Category::Topology => "topology",
         }
     }
 }
@@ -76,6 +81,8 @@ pub enum Component {
     RecomputePolicy(Arc<dyn RecomputePolicy>),
     /// A pipeline schedule.
     PipelineSchedule(Arc<dyn PipelineSchedule>),
+    /// A network topology.
+    Topology(Arc<dyn Topology>),
 }
 
 impl Component {
@@ -88,6 +95,7 @@ impl Component {
             Component::ParallelStrategy(_) => Category::ParallelStrategy,
             Component::RecomputePolicy(_) => Category::RecomputePolicy,
             Component::PipelineSchedule(_) => Category::PipelineSchedule,
+            Component::Topology(_) => Category::Topology,
         }
     }
 }
@@ -457,6 +465,7 @@ typed_build!(interconnect, Interconnect, Interconnect);
 typed_build!(parallel_strategy, ParallelStrategy, ParallelStrategy);
 typed_build!(recompute_policy, RecomputePolicy, RecomputePolicy);
 typed_build!(pipeline_schedule, PipelineSchedule, PipelineSchedule);
+typed_build!(topology, Topology, Topology);
 
 #[cfg(test)]
 mod tests {

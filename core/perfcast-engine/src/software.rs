@@ -4,8 +4,8 @@
 //!
 //! Every default here is the engine's behaviour before stacks existed, so a configuration that
 //! names no stack gets the numbers it always got. Several of these fields are declared and
-//! validated but **not yet modelled** (each says so: the field's doc begins "Not modelled
-//! yet"); the stack profiles already carry sourced values for them, so the model behind a
+//! validated but **not yet modelled** (each says so: host costs, per-step fp8 bookkeeping,
+//! FSDP details); the stack profiles already carry sourced values for them, so the model behind a
 //! field can be switched on without touching the profiles. (The attention kernel a stack
 //! runs is the plan's own `attention`, a kernel family of [`perfcast_core::AttentionKind`].)
 
@@ -28,8 +28,8 @@ fn one_u() -> u32 {
 /// bandwidth-bound fused element-wise kernels). 1 is "the same"; 0.9 means the framework's
 /// kernels take 1/0.9 of the time. Shared by every plan of the stack, never per case.
 ///
-/// Not modelled yet: no op time reads them (all stack profiles ship 1.0 until a kernel-level
-/// measurement says otherwise).
+/// The training op program divides each op's time by its class's multiplier (all stack
+/// profiles ship 1.0 until a kernel-level measurement says otherwise).
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct EfficiencyScales {
@@ -120,9 +120,9 @@ impl HostCosts {
 /// write each output once: the traffic `training::ops` documents). An op that is not fused
 /// runs as the framework's separate kernels, each reading and writing its operands.
 ///
-/// Not modelled yet: the op program always books the fused traffic of the defaults below
-/// (Megatron-LM/Apex/Transformer Engine kernels); an unfused op's extra kernels and traffic
-/// are the model behind this table.
+/// The training op program books the fused traffic for a fused op and eager PyTorch's op
+/// sequence for one that is not (`training::ops::LayerShape::pointwise` lists both); the
+/// defaults are Megatron-LM/Apex/Transformer Engine's kernels.
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct FusedOps {
@@ -242,9 +242,9 @@ impl CastCostsOverride {
 
 /// What a framework's "selective" recompute saves and reruns.
 ///
-/// `attention_core` is modelled (the `selective` policy, Korthikanti et al. 2022); `op_sac`
-/// is **not modelled yet** (the `selective` policy recomputes the attention core whatever
-/// this says).
+/// Both are modelled: `attention_core` is the `selective` policy (Korthikanti et al. 2022);
+/// under `op_sac` the engine reruns what torchtitan's policy does not save and keeps what it
+/// saves (`training::ops::layer`, `ActivationShape::op_sac_kept`).
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum SelectiveRecompute {

@@ -37,6 +37,9 @@ pub struct SystemSpec {
     /// Interconnect components, innermost (scale-up) first.
     #[serde(default)]
     pub network: Vec<String>,
+    /// A topology component (how the levels are wired); none: the hierarchical levels.
+    #[serde(default)]
+    pub topology: Option<String>,
     /// Devices in the cluster.
     pub devices: u32,
 }
@@ -297,11 +300,19 @@ impl Config {
                 other => return Err(wrong_built(&slot, name, other)),
             }
         }
+        let topology = match &spec.topology {
+            None => None,
+            Some(name) => match self.component("system.topology", name, Category::Topology)? {
+                Component::Topology(t) => Some(t),
+                other => return Err(wrong_built("system.topology", name, other)),
+            },
+        };
         Ok(System {
             name: spec.name.unwrap_or_else(|| device.compute_name.clone()),
             compute: device.compute,
             memory: device.memory,
             network,
+            topology,
             devices: spec.devices,
         })
     }

@@ -25,6 +25,7 @@
 mod adapter;
 mod c_plugin;
 mod rust_plugin;
+mod topology;
 
 use perfcast_abi::c::{PcEntry, C_ABI_MAJOR, C_ENTRY_SYMBOL};
 use perfcast_abi::rust_abi::RUST_ROOT_SYMBOL;
@@ -44,7 +45,7 @@ pub struct LoadedLibrary {
     pub plugin: String,
     /// The plugin's own version.
     pub version: String,
-    /// ABI and version it was built against, e.g. `rust-abi_stable 1.0` or `c 1.1`.
+    /// ABI and version it was built against, e.g. `rust-abi_stable 1.1` or `c 1.1`.
     pub abi: String,
     /// What it registered.
     pub components: Vec<(Category, String)>,

@@ -4,13 +4,19 @@ use crate::adapter::{
     foreign_memory_tier, CallError, ComputeBackend, ForeignComputeUnit, ForeignInterconnect,
     LinkBackend, TierData,
 };
+use crate::topology::{ForeignTopology, TopologyBackend};
 use crate::{params_json, Candidate, LoadError, LoadedLibrary};
 use abi_stable::library::{lib_header_from_path, LibraryError};
 use abi_stable::std_types::{RResult, RSlice, RStr};
 use perfcast_abi::codes::category_from_code;
-use perfcast_abi::rust_abi::RUST_ABI_VERSION;
+use perfcast_abi::rust_abi::{
+    v1_0, FfiCollectiveCost, FfiGroupAxis, FfiLevel, FfiLinkClass, FfiMemoryTierBox,
+    FfiNetworkCost, NewComputeUnit, NewInterconnect, NewMemoryTier, NewTopology, PluginDescriptor,
+    RUST_ABI_VERSION,
+};
 use perfcast_abi::{
-    FfiComputeUnitBox, FfiError, FfiInterconnectBox, FfiTier, PcOp, PcOpTime, PluginModuleRef,
+    FfiComputeUnitBox, FfiError, FfiInterconnectBox, FfiTier, FfiTopologyBox, PcOp, PcOpTime,
+    PluginModuleRef,
 };
 use perfcast_core::{Category, Component};
 use std::path::Path;
@@ -68,6 +74,79 @@ impl LinkBackend for RustInterconnect {
         algorithm: u32,
     ) -> Result<f64, CallError> {
         res(self.0.collective_time(kind, bytes, ranks, algorithm))
+    }
+}
+
+struct RustTopology(FfiTopologyBox);
+
+impl TopologyBackend for RustTopology {
+    fn check(&self, levels: &[FfiLevel], devices: u64) -> Result<(), CallError> {
+        res(self.0.check(RSlice::from_slice(levels), devices))
+    }
+    fn links(&self, levels: &[FfiLevel], devices: u64) -> Result<Vec<FfiLinkClass>, CallError> {
+        res(self.0.links(RSlice::from_slice(levels), devices)).map(|v| v.into_vec())
+    }
+    fn cost(&self, levels: &[FfiLevel], devices: u64) -> Result<Option<FfiNetworkCost>, CallError> {
+        res(self.0.cost(RSlice::from_slice(levels), devices)).map(|o| o.into_option())
+    }
+    fn collective(
+        &self,
+        levels: &[FfiLevel],
+        axes: &[FfiGroupAxis],
+        devices: u64,
+        kind: u32,
+        bytes: f64,
+    ) -> Result<FfiCollectiveCost, CallError> {
+        res(self.0.collective(
+            RSlice::from_slice(levels),
+            RSlice::from_slice(axes),
+            devices,
+            kind,
+            bytes,
+        ))
+    }
+}
+
+/// A root module of one of the layouts this host reads: the current one, or a frozen
+/// earlier minor of the same major (what that minor offers).
+#[derive(Clone, Copy)]
+enum Module {
+    /// Rust ABI 1.1 (current).
+    Current(PluginModuleRef),
+    /// Rust ABI 1.0: no topologies.
+    V1_0(v1_0::PluginModuleRef),
+}
+
+impl Module {
+    fn describe(self) -> PluginDescriptor {
+        match self {
+            Module::Current(m) => (m.describe())(),
+            Module::V1_0(m) => (m.describe())(),
+        }
+    }
+    fn new_compute_unit(self) -> NewComputeUnit {
+        match self {
+            Module::Current(m) => m.new_compute_unit(),
+            Module::V1_0(m) => m.new_compute_unit(),
+        }
+    }
+    fn new_memory_tier(self) -> NewMemoryTier {
+        match self {
+            Module::Current(m) => m.new_memory_tier(),
+            Module::V1_0(m) => m.new_memory_tier(),
+        }
+    }
+    fn new_interconnect(self) -> NewInterconnect {
+        match self {
+            Module::Current(m) => m.new_interconnect(),
+            Module::V1_0(m) => m.new_interconnect(),
+        }
+    }
+    fn new_topology(self) -> Option<NewTopology> {
+        match self {
+            Module::Current(m) => Some(m.new_topology()),
+            Module::V1_0(_) => None,
+        }
     }
 }
 
@@ -169,10 +248,19 @@ pub(crate) fn load(path: &Path) -> Result<(LoadedLibrary, Vec<Candidate>), LoadE
     // type, so a second vendor plugin would alias the first.
     let header = lib_header_from_path(path).map_err(|e| map_library_error(path, None, e))?;
     let declared = header.version_strings().version.as_str().to_string();
-    let module = header
-        .init_root_module::<PluginModuleRef>()
-        .map_err(|e| map_library_error(path, Some(&declared), e))?;
-    let desc = (module.describe())();
+    // The current layout; failing that, the frozen 1.0 one (a plugin built against the
+    // previous minor); failing both, the current layout's error.
+    let module = match header.init_root_module::<PluginModuleRef>() {
+        Ok(m) => Module::Current(m),
+        Err(e @ LibraryError::AbiInstability(_)) => {
+            match header.init_root_module::<v1_0::PluginModuleRef>() {
+                Ok(m) => Module::V1_0(m),
+                Err(_) => return Err(map_library_error(path, Some(&declared), e)),
+            }
+        }
+        Err(e) => return Err(map_library_error(path, Some(&declared), e)),
+    };
+    let desc = module.describe();
     if desc.name.is_empty() {
         return Err(LoadError::Init {
             path: path.to_path_buf(),
@@ -227,6 +315,19 @@ pub(crate) fn load(path: &Path) -> Result<(LoadedLibrary, Vec<Candidate>), LoadE
                 let link = ForeignInterconnect::new(&n, props, Box::new(RustInterconnect(obj)))?;
                 Ok(Component::Interconnect(Arc::new(link)))
             }),
+            Category::Topology => {
+                // A 1.0 module cannot build one: its components of this code are skipped.
+                let Some(new_topology) = module.new_topology() else {
+                    continue;
+                };
+                Arc::new(move |params| {
+                    let json = params_json(params);
+                    let obj = res(new_topology(RStr::from_str(&n), RStr::from_str(&json)))
+                        .map_err(|e| e.into_plugin_error(&n))?;
+                    let t = ForeignTopology::new(&n, Box::new(RustTopology(obj)));
+                    Ok(Component::Topology(Arc::new(t)))
+                })
+            }
             _ => {
                 return Err(LoadError::Invalid {
                     path: path.to_path_buf(),
@@ -256,6 +357,8 @@ fn _assert_send_sync() {
     fn is<T: Send + Sync>() {}
     is::<PluginModuleRef>();
     is::<FfiComputeUnitBox>();
+    is::<FfiMemoryTierBox>();
+    is::<FfiTopologyBox>();
 }
 
 #[cfg(test)]

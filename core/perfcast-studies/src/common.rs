@@ -228,6 +228,9 @@ impl Interconnect for ResizedLink {
     fn latency(&self) -> Seconds {
         self.link.latency()
     }
+    fn collective_overhead(&self) -> Seconds {
+        self.link.collective_overhead()
+    }
     fn collective_time(&self, c: &Collective, algorithm: CollectiveAlgorithm) -> Seconds {
         self.link.collective_time(c, algorithm)
     }

@@ -15,6 +15,7 @@
 //! | `technology-nodes` | devices derived from 12 nm .. 1 nm with their memory and network generations: training and inference time shares |
 //! | `matmul-boundedness` | every GEMM of Llama-2 70B and GPT-3 175B prefill/decode on A100/H100/H200/B200 on the roofline |
 //! | `dram-scaling` | decode and prefill latency and throughput as device memory moves HBM2e .. HBM4e (and GDDR7, LPDDR5X) |
+//! | `topologies` | one training plan on fat-trees (1:1, 2:1, 4:1), rail-optimised, rail-only and torus networks: step time, exposed communication, network cost (Wang et al. 2023's rail-only claim) |
 //!
 //! Invariant: a study either writes finite numbers or returns an error that names the config
 //! file, the key and what is allowed; it never panics on user input.
@@ -36,8 +37,8 @@ pub struct StudyInfo {
     pub title: &'static str,
 }
 
-/// Every study, in the seed paper's order.
-pub const STUDIES: [StudyInfo; 5] = [
+/// Every study: the seed paper's, in its order, then perfcast's own.
+pub const STUDIES: [StudyInfo; 6] = [
     StudyInfo {
         name: "memory-vs-recompute",
         title: "Memory per GPU under activation recomputation (Korthikanti models, A100-80GB)",
@@ -57,6 +58,10 @@ pub const STUDIES: [StudyInfo; 5] = [
     StudyInfo {
         name: "dram-scaling",
         title: "DRAM generations and inference latency (TTFT vs TPOT)",
+    },
+    StudyInfo {
+        name: "topologies",
+        title: "Network topologies for one training plan: step time, exposed communication, cost",
     },
 ];
 
@@ -120,7 +125,8 @@ pub fn docs_page(outputs: &[StudyOutput]) -> String {
         "# Studies\n\n\
 The five studies of the seed paper (Kundu et al. 2024, \"Performance Modeling and Workload Analysis of \
 Distributed LLM Training and Inference\", arXiv:2407.14645), \
-rerun with perfcast's own model. Each is a config under `configs/studies/` (copy it, change it, pass it \
+rerun with perfcast's own model, and perfcast's own study of network topologies (Wang et al. 2023's \
+rail-only claim). Each is a config under `configs/studies/` (copy it, change it, pass it \
 with `--config`) and writes `NAME.csv` (every number), `NAME.svg` (the plot) and `NAME.md` (the finding) \
 into `--out DIR` (default `out/studies/NAME`). The findings below are generated from the numbers by the \
 study itself; the files under [`docs/studies/`](studies/) are the committed outputs.\n\n\
@@ -233,6 +239,7 @@ pub fn run(name: &str, config: Option<&Path>) -> Result<StudyOutput, StudyError>
         "technology-nodes" => studies::technology_nodes::run(&ctx),
         "matmul-boundedness" => studies::matmul::run(&ctx),
         "dram-scaling" => studies::dram_scaling::run(&ctx),
+        "topologies" => studies::topologies::run(&ctx),
         _ => Err(StudyError::Unknown {
             name: name.to_string(),
             known: names().into_iter().map(String::from).collect(),

@@ -19,6 +19,7 @@
 
 pub mod calibrate;
 pub mod cases;
+pub mod collectives;
 pub mod flops;
 pub mod harness;
 pub mod intervals;
@@ -102,7 +103,27 @@ pub fn validate_with(
     Ok(h.run(&file, group))
 }
 
-/// [`validate`] rendered in `format`.
+/// Load, check and predict a collectives file (schema `perfcast-collectives/1`); `Err` for a
+/// bad file or an unknown group.
+pub fn validate_collectives(
+    path: &Path,
+    group: Option<&str>,
+) -> Result<collectives::report::Report, String> {
+    let file = collectives::CollectivesFile::load(path)?;
+    if let Some(g) = group {
+        if !file.entries.iter().any(|e| e.group == g) {
+            return Err(format!(
+                "{}: no collective of group `{g}`; groups: {}",
+                path.display(),
+                file.groups().join(", ")
+            ));
+        }
+    }
+    Ok(collectives::report::run(&file, group))
+}
+
+/// [`validate`] rendered in `format` (a file whose `schema` is `perfcast-collectives/1` is
+/// [`validate_collectives`]).
 pub fn validate_to_string(
     path: Option<&Path>,
     group: Option<&str>,
@@ -121,6 +142,23 @@ pub fn validate_to_string_with(
     let supported = [Format::Table, Format::Json];
     if !supported.contains(&format) {
         return Err(format.unsupported(&supported));
+    }
+    if let Some(p) = path.and_then(presets::find_repo_file) {
+        if std::fs::read_to_string(&p).is_ok_and(|t| collectives::is_collectives(&t)) {
+            if !opts.overlay.is_empty() {
+                return Err(format!(
+                    "{}: --overlay applies to the cases of a validation cases file, not to collective benchmarks",
+                    p.display()
+                ));
+            }
+            let r = validate_collectives(&p, group)?;
+            return Ok(match format {
+                Format::Json => {
+                    serde_json::to_string_pretty(&r.to_json()).map_err(|e| e.to_string())? + "\n"
+                }
+                Format::Table | Format::Csv => r.to_table(),
+            });
+        }
     }
     let r = validate_with(path, group, opts)?;
     Ok(match format {

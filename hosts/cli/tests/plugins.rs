@@ -19,6 +19,8 @@ struct Libs {
     c: PathBuf,
     /// A Rust plugin built for a future, incompatible ABI major.
     abi_v2: PathBuf,
+    /// The example topology plugin.
+    dragonfly_plus: PathBuf,
 }
 
 /// Build both plugins once per test process (cargo's incremental build makes re-runs quick).
@@ -26,13 +28,14 @@ fn libs() -> &'static Libs {
     static L: OnceLock<Libs> = OnceLock::new();
     L.get_or_init(|| {
         let dir = common::tmpdir("perfcast-cli-plugins");
-        let rust = build_rust(&["acme-npu", "abi-v2-fixture"], &dir);
+        let rust = build_rust(&["acme-npu", "abi-v2-fixture", "dragonfly-plus"], &dir);
         let c = c_vendor(&dir);
         Libs {
             dir,
             acme: rust[0].clone(),
             c,
             abi_v2: rust[1].clone(),
+            dragonfly_plus: rust[2].clone(),
         }
     })
 }
@@ -166,7 +169,7 @@ fn plugins_lists_library_components_with_origin_and_abi() {
     let npu = row("acme/npu9");
     assert_eq!(npu["category"], "compute_unit");
     assert_eq!(npu["origin"], l.acme.display().to_string());
-    assert_eq!(npu["abi"], "rust-abi_stable 1.0");
+    assert_eq!(npu["abi"], "rust-abi_stable 1.1");
     let dsp = row("cvendor/dsp1");
     assert_eq!(dsp["origin"], l.c.display().to_string());
     assert_eq!(
@@ -402,4 +405,37 @@ fn a_plugin_for_another_abi_is_a_short_error() {
         assert!(o.stderr.contains("2.0"), "{}", o.stderr);
         assert!(o.stderr.lines().count() <= 4, "not short:\n{}", o.stderr);
     }
+}
+
+/// The example topology plugin: `predict` on the example config with `--load` (the topology
+/// changes the communication, not the compute), listed by `plugins`; without the library the
+/// config's kind is an error naming it.
+#[test]
+fn predict_over_the_example_topology_plugin() {
+    let l = libs();
+    let lib = l.dragonfly_plus.to_str().unwrap();
+    let cfg = "plugins/examples/dragonfly-plus/gpt3-175b-dragonfly-plus.toml";
+    let with = json(&["predict", cfg, "--load", lib, "--format", "json"]);
+    let base = json(&[
+        "predict",
+        "configs/experiments/gpt3-175b-a100.toml",
+        "--format",
+        "json",
+    ]);
+    let t = |v: &Value| v["report"]["iteration_time"].as_f64().unwrap();
+    assert!(t(&with) > 0.0 && t(&with).is_finite());
+    assert_ne!(t(&with), t(&base));
+    let list = perfcast(&["plugins", "--load", lib]);
+    assert!(
+        list.stdout.contains("example/dragonfly-plus"),
+        "{}",
+        list.stdout
+    );
+    let without = perfcast(&["predict", cfg]);
+    assert_eq!(without.code, 1);
+    assert!(
+        without.stderr.contains("example/dragonfly-plus") && without.stderr.contains("topology"),
+        "{}",
+        without.stderr
+    );
 }

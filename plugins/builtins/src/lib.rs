@@ -19,7 +19,7 @@ pub struct PluginCrate {
 }
 
 /// Every built-in plugin crate, in registration order.
-pub const CRATES: [PluginCrate; 7] = [
+pub const CRATES: [PluginCrate; 8] = [
     PluginCrate {
         name: "perfcast-plugin-gpu",
         register: perfcast_plugin_gpu::register,
@@ -47,6 +47,10 @@ pub const CRATES: [PluginCrate; 7] = [
     PluginCrate {
         name: "perfcast-plugin-schedule",
         register: perfcast_plugin_schedule::register,
+    },
+    PluginCrate {
+        name: "perfcast-plugin-topology",
+        register: perfcast_plugin_topology::register,
     },
 ];
 

@@ -71,6 +71,9 @@ impl Interconnect for Link {
     fn latency(&self) -> Seconds {
         self.latency
     }
+    fn collective_overhead(&self) -> Seconds {
+        self.base_latency
+    }
     fn collective_time(&self, c: &Collective, algorithm: CollectiveAlgorithm) -> Seconds {
         if c.ranks <= 1 {
             return Seconds::ZERO;

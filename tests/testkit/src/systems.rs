@@ -106,6 +106,7 @@ pub fn a100_system(devices: u32) -> System {
                        "base_latency_us": 0.0}),
             ),
         ],
+        topology: None,
         devices,
     }
 }
@@ -159,6 +160,7 @@ pub fn a100_from_registry(registry: &Registry, devices: u32) -> Result<System, M
         compute: gpu,
         memory: MemoryHierarchy::new(vec![l2, hbm]),
         network: vec![nvlink, ib],
+        topology: None,
         devices,
     })
 }

@@ -136,6 +136,7 @@ fn system(
                        "base_latency_us": 0.0}),
             ),
         ],
+        topology: None,
         devices,
     }
 }

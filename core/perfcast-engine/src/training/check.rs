@@ -104,7 +104,11 @@ impl Training {
                 "a system of more than one device needs at least one network level",
             ));
         }
-        let network = Network::new(&system.network)?;
+        let network = Network::with_topology(
+            &system.network,
+            system.topology.clone(),
+            system.devices as u64,
+        )?;
         if comps.strategies.is_empty() {
             return Err(ModelError::invalid(
                 Key::other("parallel strategies"),

@@ -47,18 +47,18 @@ impl Training {
             let mut st = StageTimes {
                 layers: nf,
                 rc_compute: rp.full_layers * lt.fwd.total
-                    + rp.attention_layers * lt.attention_core_fwd,
-                rc_comm: rp.full_layers * sum(&rc_ex),
+                    + rp.attention_layers * lt.selective.total(),
+                rc_comm: rp.full_layers * sum(&rc_ex) + rp.attention_layers * g.selective_comm,
                 hidden: nf * (g.fwd_hidden + g.bwd_hidden) + rp.full_layers * g.rc_hidden,
                 ..StageTimes::default()
             };
             st.compute.add_scaled(&lt.fwd.classes, nf + rp.full_layers);
             st.compute.add_scaled(&lt.bwd.classes, nf);
-            st.compute.0[OpClass::Attention as usize] +=
-                rp.attention_layers * lt.attention_core_fwd;
+            st.compute.add_scaled(&lt.selective, rp.attention_layers);
             for k in 0..5 {
                 st.comm[k] = nf * (fwd_ex[k] + bwd_ex[k]) + rp.full_layers * rc_ex[k];
             }
+            st.comm[CommClass::Tensor.index()] += rp.attention_layers * g.selective_comm;
             st.fwd = nf * (lt.fwd.total + sum(&fwd_ex));
             st.bwd = nf * (lt.bwd.total + sum(&bwd_ex)) + st.rc_compute + st.rc_comm;
             let mut add = |p: &PassTimes, ex: &ClassComm, fwd: bool| {

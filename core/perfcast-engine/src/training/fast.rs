@@ -239,6 +239,7 @@ impl<'t> PlanGroup<'t> {
                     memory: &t.system.memory,
                     trace: None,
                     part: std::cell::Cell::new(""),
+                    scales: t.params.efficiency,
                 };
                 ops::optimizer(
                     &timer,

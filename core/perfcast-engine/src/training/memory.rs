@@ -84,6 +84,30 @@ impl ActivationShape {
             other: Bytes(ln2_in + attn_linear + mlp),
         }
     }
+
+    /// Bytes one layer keeps under torchtitan's per-op selective checkpointing (`op_sac`):
+    /// its input, the outputs of the 1st, 3rd, ... matmul (Llama: `wq`, `wv`, `w1`, `w2`; GPT:
+    /// `q`, `v`, `fc1`), the attention kernel's output and log-sum-exp, and with sequence
+    /// parallelism the two reduce-scatters' outputs.
+    pub fn op_sac_kept(&self) -> Bytes {
+        let e = self.elem;
+        let t = self.tp.max(1.0);
+        let sp = self.pointwise.max(1.0);
+        let kv_dev = (self.kv_heads / t).max(1.0);
+        let a_dev = self.heads / t;
+        let tok = self.micro_batch * self.seq_len / self.cp.max(1.0);
+        let sbh = tok * self.hidden;
+        let d = self.head_dim;
+        let f_dev = self.ffn_hidden / t;
+        let mms = if self.ffn_matrices >= 3.0 {
+            e * tok * (a_dev * d + kv_dev * d + f_dev) + e * sbh
+        } else {
+            e * tok * (a_dev * d + kv_dev * d + f_dev)
+        };
+        let sdpa = e * tok * a_dev * d + 4.0 * a_dev * tok;
+        let rs = if sp > 1.0 { 2.0 * e * sbh / sp } else { 0.0 };
+        Bytes(e * sbh / sp + mms + sdpa + rs)
+    }
 }
 
 /// Bytes of model state per parameter, mixed-precision Adam (Korthikanti 2022 §2, ZeRO §3):

@@ -41,7 +41,7 @@ pub use components::{TrainingComponents, TrainingOptions};
 use crate::network::{Mesh, Network};
 use compose::Composed;
 use memory::{ActivationShape, StateBytes};
-use ops::{ClassTimes, OpClass, PassTimes, Timer};
+use ops::{ClassTimes, PassTimes, Timer};
 use perfcast_core::parallel::{
     stage_layers, CommClass, CommList, CpComm, LayerDims, LayerSplit, Overlap, ParallelStrategy,
     Phase, PipelineSchedule, RecomputePlan, RecomputePolicy, ScheduleInput, StateSplit,

@@ -19,6 +19,7 @@
 //! input's transpose).
 
 use super::recipe::CastCosts;
+use crate::software::{EfficiencyScales, FusedOps};
 use perfcast_core::op::{Attention, ComputeOp, Gemm, GemmScaling, VectorOp, VectorOpKind};
 use perfcast_core::units::ensure_finite;
 use perfcast_core::workload::NormKind;
@@ -141,6 +142,8 @@ pub struct Timer<'a> {
     pub trace: Option<&'a RefCell<Vec<OpLine>>>,
     /// Label of the ops being timed (set by the program builders).
     pub part: Cell<&'static str>,
+    /// The software stack's multipliers on achieved kernel throughput.
+    pub scales: EfficiencyScales,
 }
 
 /// One timed op of the per-device program.
@@ -190,7 +193,13 @@ impl Timer<'_> {
         if count <= 0.0 || op.flops().0 == 0.0 && op.min_bytes().0 == 0.0 {
             return Ok(0.0);
         }
-        let ot = self.unit.op_time(&op, self.memory)?;
+        let mut ot = self.unit.op_time(&op, self.memory)?;
+        let scale = match op {
+            ComputeOp::Gemm(_) => self.scales.gemm,
+            ComputeOp::Attention(_) => self.scales.attention,
+            ComputeOp::Vector(_) => self.scales.vector,
+        };
+        ot.time.0 /= scale;
         let t = ot.time.0;
         if !(t.is_finite() && t >= 0.0) {
             ensure_finite(op.class(), t)?;
@@ -241,6 +250,12 @@ pub struct LayerShape {
     pub learned_positions: bool,
     pub swiglu: bool,
     pub attention: AttentionKind,
+    /// Which element-wise ops run as one fused kernel (the rest as the framework's separate
+    /// kernels: [`Pointwise`]).
+    pub fused: FusedOps,
+    /// `selective` recompute is torchtitan's per-op SAC (what it reruns: [`layer`]) rather than
+    /// the attention core alone.
+    pub op_sac: bool,
 }
 
 impl LayerShape {
@@ -317,7 +332,9 @@ impl LayerShape {
     /// fused scale-mask-softmax kernel (reads and writes the scores), attention dropout
     /// (reads them, writes the output and a 1-byte mask), and a batched ·V GEMM reading them;
     /// backward: the two GEMMs' dX/dW counterparts, dropout backward (`2e + 1`) and softmax
-    /// backward (reads output and gradient, writes the input gradient: `3e`).
+    /// backward (reads output and gradient, writes the input gradient: `3e`). Without the
+    /// fused kernel, the scale, the mask and the softmax are separate kernels (`2e` each
+    /// forward; backward the softmax's `3e` and the scale's `2e`).
     fn attention(
         &self,
         timer: &Timer,
@@ -338,12 +355,13 @@ impl LayerShape {
         let mut t = 0.0;
         if !backward {
             t += timer.add_as(acc, bgemm(q, k, d), 1.0, class)?;
-            t += timer.add_as(
-                acc,
-                self.vec(VectorOpKind::Softmax, scores, 5.0, 2.0 * e),
-                1.0,
-                class,
-            )?;
+            let (bytes, kernels) = if self.fused.softmax {
+                (2.0 * e, 1)
+            } else {
+                (6.0 * e, 3)
+            };
+            let op = self.pointwise_op(VectorOpKind::Softmax, scores, 5.0, bytes, kernels);
+            t += timer.add_as(acc, op, 1.0, class)?;
             if self.dropout {
                 let op = self.vec(VectorOpKind::Dropout, scores, 2.0, 2.0 * e + 1.0);
                 t += timer.add_as(acc, op, 1.0, class)?;
@@ -357,12 +375,13 @@ impl LayerShape {
                 let op = self.vec(VectorOpKind::Dropout, scores, 1.0, 2.0 * e + 1.0);
                 t += timer.add_as(acc, op, 1.0, class)?;
             }
-            t += timer.add_as(
-                acc,
-                self.vec(VectorOpKind::Softmax, scores, 4.0, 3.0 * e),
-                1.0,
-                class,
-            )?;
+            let (bytes, kernels) = if self.fused.softmax {
+                (3.0 * e, 1)
+            } else {
+                (5.0 * e, 2)
+            };
+            let op = self.pointwise_op(VectorOpKind::Softmax, scores, 4.0, bytes, kernels);
+            t += timer.add_as(acc, op, 1.0, class)?;
             // dQ = dS·K, dK = dSᵀ·Q
             t += timer.add_as(acc, bgemm(q, d, k), 1.0, class)?;
             t += timer.add_as(acc, bgemm(k, d, q), 1.0, class)?;
@@ -404,59 +423,226 @@ pub struct PassTimes {
 pub struct LayerTimes {
     pub fwd: PassTimes,
     pub bwd: PassTimes,
-    /// Forward time of the attention core alone (what selective recompute reruns).
-    pub attention_core_fwd: f64,
+    /// What `selective` recompute reruns of the forward, per class: the attention core
+    /// (Megatron), or every op but the saved ones (torchtitan's per-op SAC).
+    pub selective: ClassTimes,
+}
+
+/// Bytes per element and kernels of one element-wise op, forward and backward.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pointwise {
+    pub fwd: f64,
+    pub fwd_kernels: u32,
+    pub bwd: f64,
+    pub bwd_kernels: u32,
+}
+
+const fn pw(fwd: f64, fwd_kernels: u32, bwd: f64, bwd_kernels: u32) -> Pointwise {
+    Pointwise {
+        fwd,
+        fwd_kernels,
+        bwd,
+        bwd_kernels,
+    }
+}
+
+impl LayerShape {
+    /// The traffic of the layer's element-wise ops, fused or not (`e` bytes per activation
+    /// element; per element of the op's output). Fused: the module's compulsory traffic.
+    /// Unfused, each op of eager PyTorch a kernel reading its operands and writing its result
+    /// (torchtitan's `models/llama3/model.py` and PyTorch's composite ops; modelling estimates
+    /// from the op sequence):
+    /// * RMSNorm `x * rsqrt(mean(x²) + eps) * w`: pow (`2e`), mean (`e`), two multiplies
+    ///   (`2e` each) = `7e` in 4 kernels; backward, autograd of each op (the two multiplies'
+    ///   input gradients `3e` each and weight/row reductions `2e` each, pow and mean `2e` each,
+    ///   the branch sum `3e`) = `17e` in 8 kernels. LayerNorm adds the mean subtraction (`2e`
+    ///   forward, `3e` backward, one kernel each).
+    /// * SwiGLU `silu(a) * b`: silu (`2e`), product (`3e`) = `5e` in 2; backward: the
+    ///   product's two gradients (`3e` each), silu's (`3e`) = `9e` in 3. Bias-GeLU: bias add
+    ///   and GeLU `2e` each (`4e` in 2); backward GeLU's gradient (`3e`) and the bias
+    ///   reduction (`e`) = `4e` in 2.
+    /// * Rotary embedding in fp32 complex arithmetic (`apply_rotary_emb`): upcast (`e + 4`),
+    ///   complex multiply (`8`), cast back (`4 + e`) = `2e + 16` in 3 kernels, the backward the
+    ///   same chain.
+    /// * Bias-dropout-add: dropout (`2e` + mask) and the add (`3e`) in 2 kernels; backward
+    ///   dropout's gradient (`2e` + mask) beside the add's pass-through.
+    pub fn pointwise(&self) -> (Pointwise, Pointwise, Pointwise, Pointwise) {
+        let e = self.e();
+        let f = &self.fused;
+        let layernorm = self.norm == NormKind::LayerNorm;
+        let norm = if f.norm {
+            pw(2.0 * e, 1, 3.0 * e, 1)
+        } else if layernorm {
+            pw(9.0 * e, 5, 20.0 * e, 9)
+        } else {
+            pw(7.0 * e, 4, 17.0 * e, 8)
+        };
+        let act = match (f.activation, self.swiglu) {
+            (true, true) => pw(3.0 * e, 1, 5.0 * e, 1),
+            (true, false) => pw(2.0 * e, 1, 3.0 * e, 1),
+            (false, true) => pw(5.0 * e, 2, 9.0 * e, 3),
+            (false, false) => pw(4.0 * e, 2, 4.0 * e, 2),
+        };
+        let rope = if f.rope {
+            pw(2.0 * e, 1, 2.0 * e, 1)
+        } else {
+            pw(2.0 * e + 16.0, 3, 2.0 * e + 16.0, 3)
+        };
+        let mask = if self.dropout { 1.0 } else { 0.0 };
+        let bda = if f.residual || !self.dropout {
+            pw(3.0 * e + mask, 1, 2.0 * e + mask, 1)
+        } else {
+            pw(5.0 * e + mask, 2, 2.0 * e + mask, 1)
+        };
+        (norm, act, rope, bda)
+    }
+
+    fn pointwise_op(&self, kind: VectorOpKind, el: u64, flops: f64, b: f64, k: u32) -> ComputeOp {
+        match self.vec(kind, el, flops, b) {
+            ComputeOp::Vector(mut v) => {
+                v.launches = k;
+                ComputeOp::Vector(v)
+            }
+            op => op,
+        }
+    }
+
+    /// The layer's matmuls in the order a per-op SAC policy counts them (torchtitan's Llama:
+    /// `wq`, `wk`, `wv`, `wo`, `w1`, `w3`, `w2`; GPT: `q`, `k`, `v`, `o`, `fc1`, `fc2`), each as
+    /// (which of [`Self::gemms`] computes it, its share of that GEMM's work).
+    fn matmuls(&self) -> ([(usize, f64); 7], usize) {
+        let qkv = (self.a_dev + 2 * self.kv_dev) as f64;
+        let (q, kv) = (self.a_dev as f64 / qkv, self.kv_dev as f64 / qkv);
+        let attn = [(0, q), (0, kv), (0, kv), (1, 1.0)];
+        if self.mat == 3 {
+            (
+                [
+                    attn[0],
+                    attn[1],
+                    attn[2],
+                    attn[3],
+                    (2, 0.5),
+                    (2, 0.5),
+                    (3, 1.0),
+                ],
+                7,
+            )
+        } else {
+            (
+                [
+                    attn[0],
+                    attn[1],
+                    attn[2],
+                    attn[3],
+                    (2, 1.0),
+                    (3, 1.0),
+                    (0, 0.0),
+                ],
+                6,
+            )
+        }
+    }
 }
 
 /// Build and time one layer's forward and backward op program.
+///
+/// `selective` recompute reruns the attention core (Korthikanti 2022 §5) or, as torchtitan's
+/// per-op SAC (`op_sac`), every forward op except what its policy saves: the outputs of the
+/// attention kernel and of every second matmul (the 1st, 3rd, ...: torchtitan
+/// `parallelize_llama.py`, `_save_list` and the `mm` counter), so the even-numbered matmuls,
+/// the norms, activations, rotary embedding, residual ops and quantisations run again.
 pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
     let tok = x.tokens();
-    let e = x.e();
-    let pw = tok * x.h / x.ps; // pointwise elements
-    let mask = if x.dropout { 1.0 } else { 0.0 };
+    let pwe = tok * x.h / x.ps; // pointwise elements
+    let (norm, act, rope, bda) = x.pointwise();
     let bda_kind = if x.dropout {
         VectorOpKind::Dropout
     } else {
         VectorOpKind::Elementwise
     };
     let gemms = x.gemms();
+    // Norm-fed GEMMs (QKV and the MLP's first) take their fp8 input from the norm when the
+    // stack fuses the cast into it (one more byte written by the norm).
+    let fused_cast = x.cast.is_some() && x.fused.fp8_cast;
+    let norm_extra = if fused_cast { 1.0 } else { 0.0 };
 
     // Forward.
     timer.part.set("layer forward");
     let mut f = ClassTimes::default();
-    let norm = x.vec(VectorOpKind::Norm, pw, x.norm_flops(), 2.0 * e);
-    timer.add(&mut f, norm, 2.0)?;
-    timer.add(&mut f, x.vec(bda_kind, pw, 2.0, 3.0 * e + mask), 2.0)?;
+    let norm_f = x.pointwise_op(
+        VectorOpKind::Norm,
+        pwe,
+        x.norm_flops(),
+        norm.fwd + norm_extra,
+        norm.fwd_kernels,
+    );
+    timer.add(&mut f, norm_f, 2.0)?;
+    let bda_f = x.pointwise_op(bda_kind, pwe, 2.0, bda.fwd, bda.fwd_kernels);
+    timer.add(&mut f, bda_f, 2.0)?;
     let mut gemm_f = 0.0;
-    for (m, n, k) in gemms {
-        gemm_f += timer.add(&mut f, x.gemm(m, n, k), 1.0)?;
+    let mut gemm_t = [0.0; 4];
+    for (i, (m, n, k)) in gemms.into_iter().enumerate() {
+        gemm_t[i] = timer.add(&mut f, x.gemm(m, n, k), 1.0)?;
+        gemm_f += gemm_t[i];
         if let Some(c) = x.cast {
-            let op = x.cast_op(m * k, c.amax + c.cast, c.scale, c.kernels);
-            timer.add(&mut f, op, 1.0)?;
+            if !(fused_cast && (i == 0 || i == 2)) {
+                let op = x.cast_op(m * k, c.amax + c.cast, c.scale, c.kernels);
+                timer.add(&mut f, op, 1.0)?;
+            }
         }
     }
+    let rope_el = tok * (x.a_dev + x.kv_dev) * x.d;
     if x.rope {
-        let el = tok * (x.a_dev + x.kv_dev) * x.d;
-        timer.add(&mut f, x.vec(VectorOpKind::Rope, el, 6.0, 2.0 * e), 1.0)?;
+        let op = x.pointwise_op(VectorOpKind::Rope, rope_el, 6.0, rope.fwd, rope.fwd_kernels);
+        timer.add(&mut f, op, 1.0)?;
     }
-    let act_bytes = if x.swiglu { 3.0 * e } else { 2.0 * e };
-    timer.add(
-        &mut f,
-        x.vec(VectorOpKind::Activation, tok * x.f_dev, 8.0, act_bytes),
-        1.0,
-    )?;
+    let act_el = tok * x.f_dev;
+    let act_f = x.pointwise_op(
+        VectorOpKind::Activation,
+        act_el,
+        8.0,
+        act.fwd,
+        act.fwd_kernels,
+    );
+    timer.add(&mut f, act_f, 1.0)?;
     let attn_f = x.attention(timer, &mut f, false)?;
+
+    // What selective recompute reruns.
+    let mut selective = ClassTimes::default();
+    if x.op_sac {
+        selective = f;
+        selective.0[OpClass::Attention as usize] -= attn_f;
+        let (mms, n) = x.matmuls();
+        for (j, (g, share)) in mms[..n].iter().enumerate() {
+            if j % 2 == 0 {
+                selective.0[OpClass::Gemm as usize] -= gemm_t[*g] * share;
+            }
+        }
+        for v in selective.0.iter_mut() {
+            *v = v.max(0.0);
+        }
+    } else {
+        selective.0[OpClass::Attention as usize] = attn_f;
+    }
 
     // Backward.
     timer.part.set("layer backward");
     let mut b = ClassTimes::default();
-    let norm_b = x.vec(VectorOpKind::Norm, pw, 2.0 * x.norm_flops(), 3.0 * e);
+    let norm_b = x.pointwise_op(
+        VectorOpKind::Norm,
+        pwe,
+        2.0 * x.norm_flops(),
+        norm.bwd,
+        norm.bwd_kernels,
+    );
     timer.add(&mut b, norm_b, 2.0)?;
-    timer.add(&mut b, x.vec(bda_kind, pw, 1.0, 2.0 * e + mask), 2.0)?;
+    let bda_b = x.pointwise_op(bda_kind, pwe, 1.0, bda.bwd, bda.bwd_kernels);
+    timer.add(&mut b, bda_b, 2.0)?;
     // Residual-branch gradient sums.
+    let e = x.e();
     timer.add(
         &mut b,
-        x.vec(VectorOpKind::Elementwise, pw, 1.0, 3.0 * e),
+        x.vec(VectorOpKind::Elementwise, pwe, 1.0, 3.0 * e),
         2.0,
     )?;
     let mut gemm_b = 0.0;
@@ -470,15 +656,17 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
         }
     }
     if x.rope {
-        let el = tok * (x.a_dev + x.kv_dev) * x.d;
-        timer.add(&mut b, x.vec(VectorOpKind::Rope, el, 6.0, 2.0 * e), 1.0)?;
+        let op = x.pointwise_op(VectorOpKind::Rope, rope_el, 6.0, rope.bwd, rope.bwd_kernels);
+        timer.add(&mut b, op, 1.0)?;
     }
-    let act_b = if x.swiglu { 5.0 * e } else { 3.0 * e };
-    timer.add(
-        &mut b,
-        x.vec(VectorOpKind::Activation, tok * x.f_dev, 10.0, act_b),
-        1.0,
-    )?;
+    let act_b = x.pointwise_op(
+        VectorOpKind::Activation,
+        act_el,
+        10.0,
+        act.bwd,
+        act.bwd_kernels,
+    );
+    timer.add(&mut b, act_b, 1.0)?;
     let attn_b = x.attention(timer, &mut b, true)?;
 
     Ok(LayerTimes {
@@ -494,7 +682,7 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
             gemm: gemm_b,
             attention: attn_b,
         },
-        attention_core_fwd: attn_f,
+        selective,
     })
 }
 
@@ -571,22 +759,43 @@ pub fn ends(timer: &Timer, x: &LayerShape) -> Result<EndTimes, ModelError> {
     let v = x.vocab_dev;
     timer.part.set("head forward");
     let mut hf = ClassTimes::default();
-    let norm = x.vec(VectorOpKind::Norm, pw, x.norm_flops(), 2.0 * e);
-    timer.add(&mut hf, norm, 1.0)?;
+    let (norm, ..) = x.pointwise();
+    let norm_f = x.pointwise_op(
+        VectorOpKind::Norm,
+        pw,
+        x.norm_flops(),
+        norm.fwd,
+        norm.fwd_kernels,
+    );
+    timer.add(&mut hf, norm_f, 1.0)?;
     let g_f = timer.add(&mut hf, head.gemm(tok, v, x.h), 1.0)?;
-    let mut loss_f = x.vec(VectorOpKind::Loss, tok * v, 5.0, e + 36.0);
-    let mut loss_b = x.vec(VectorOpKind::Loss, tok * v, 2.0, e + 12.0);
-    if let (ComputeOp::Vector(f), ComputeOp::Vector(b)) = (&mut loss_f, &mut loss_b) {
-        f.launches = 6;
-        b.launches = 2;
-    }
+    // A fused cross entropy (Inductor, a single-kernel loss) reads the logits twice
+    // forward (the row maximum, then the sum of exponentials) and once backward, writing the
+    // gradient; otherwise Megatron-LM's separate fp32 kernels (module docs).
+    let (loss_f, loss_b) = if x.fused.cross_entropy {
+        (
+            x.pointwise_op(VectorOpKind::Loss, tok * v, 5.0, 2.0 * e, 2),
+            x.pointwise_op(VectorOpKind::Loss, tok * v, 2.0, 2.0 * e, 1),
+        )
+    } else {
+        (
+            x.pointwise_op(VectorOpKind::Loss, tok * v, 5.0, e + 36.0, 6),
+            x.pointwise_op(VectorOpKind::Loss, tok * v, 2.0, e + 12.0, 2),
+        )
+    };
     timer.add(&mut hf, loss_f, 1.0)?;
     timer.part.set("head backward");
     let mut hb = ClassTimes::default();
     timer.add(&mut hb, loss_b, 1.0)?;
     let mut g_b = timer.add(&mut hb, head.gemm(tok, x.h, v), 1.0)?;
     g_b += timer.add(&mut hb, head.wgrad(x.h, v, tok), 1.0)?;
-    let norm_b = x.vec(VectorOpKind::Norm, pw, 2.0 * x.norm_flops(), 3.0 * e);
+    let norm_b = x.pointwise_op(
+        VectorOpKind::Norm,
+        pw,
+        2.0 * x.norm_flops(),
+        norm.bwd,
+        norm.bwd_kernels,
+    );
     timer.add(&mut hb, norm_b, 1.0)?;
 
     Ok(EndTimes {

@@ -203,14 +203,14 @@ pub struct EngineParams {
     /// collectives driven by copy engines.
     #[serde(default = "d_overlap_share")]
     pub overlap_compute_share: f64,
-    /// Multipliers on the framework's kernel throughput (not modelled yet). Default 1.
+    /// Multipliers on the framework's kernel throughput, per op class. Default 1.
     #[serde(default)]
     pub efficiency: EfficiencyScales,
     /// Host-side costs: per step, per kernel, CUDA graphs (not modelled yet). Default 0, none.
     #[serde(default)]
     pub host: HostCosts,
-    /// Which element-wise ops run fused (not modelled yet: the defaults are what the op
-    /// program books).
+    /// Which element-wise ops run fused (the rest as eager PyTorch's separate kernels).
+    /// Default: Megatron-LM's fused kernels.
     #[serde(default)]
     pub fused: FusedOps,
     /// Per recipe, a framework's own quantisation costs where they differ from the fused
@@ -219,12 +219,11 @@ pub struct EngineParams {
     #[serde(default)]
     pub fp8_recipes: BTreeMap<Fp8Recipe, CastCostsOverride>,
     /// Parameters all-gathered in fp8 (torchtitan `enable_fsdp_float8_all_gather`,
-    /// Megatron-Core `--fp8-param-gather`) instead of 16 bits (not modelled yet). Default
-    /// false.
+    /// Megatron-Core `--fp8-param-gather`) instead of 16 bits, for recipes with one scale per
+    /// tensor. Default false.
     #[serde(default)]
     pub fp8_param_gather: bool,
-    /// What `plan.recompute = "selective"` saves (`op_sac` not modelled yet). Default
-    /// `attention_core`.
+    /// What `plan.recompute = "selective"` saves and reruns. Default `attention_core`.
     #[serde(default)]
     pub selective_recompute: SelectiveRecompute,
     /// FSDP implementation details (not modelled yet).

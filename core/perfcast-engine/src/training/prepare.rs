@@ -28,6 +28,8 @@ pub(super) struct Prepared<'a> {
     pub(super) rp_last: RecomputePlan,
     /// One layer's activations with nothing recomputed (what the recompute policy decides on).
     pub(super) act: perfcast_core::parallel::LayerActivations,
+    /// The shape `act` was computed from.
+    pub(super) act_shape: ActivationShape,
 }
 
 /// A recompute plan before a policy has decided (the fast path sets it per variant).
@@ -116,6 +118,8 @@ impl Training {
             learned_positions: m.position() == PositionKind::Learned,
             swiglu: m.ffn_act == FfnAct::Swiglu,
             attention: plan.attention,
+            fused: self.params.fused,
+            op_sac: self.params.selective_recompute == crate::software::SelectiveRecompute::OpSac,
         };
         let params = stage_params(m, plan, t)?;
         let (tf, hf) = (t as f64, h as f64);
@@ -137,13 +141,19 @@ impl Training {
             layer_params: params.layer_dev,
             device_params: params.device_params,
             grad_bytes: state.grads,
-            weight_bytes: 2.0,
+            // FSDP/ZeRO gathers weights in fp8 where the stack casts the shards before the
+            // gather (torchtitan `enable_fsdp_float8_all_gather`, Megatron-Core
+            // `--fp8-param-gather`): per-tensor scales survive the gather.
+            weight_bytes: match recipe {
+                Some(r) if self.params.fp8_param_gather && r.per_tensor() => r.dtype().bytes(),
+                _ => 2.0,
+            },
             embedding_params: params.table,
             tied_embeddings: m.tied_embeddings,
         };
 
         // Recompute.
-        let act = ActivationShape {
+        let act_shape = ActivationShape {
             micro_batch: b as f64,
             seq_len: s as f64,
             hidden: hf,
@@ -158,8 +168,8 @@ impl Training {
             elem: e,
             dropout,
             attention: plan.attention,
-        }
-        .layer();
+        };
+        let act = act_shape.layer();
 
         Ok(Prepared {
             shape,
@@ -181,6 +191,7 @@ impl Training {
             rp_mid: NO_RECOMPUTE_YET,
             rp_last: NO_RECOMPUTE_YET,
             act,
+            act_shape,
         })
     }
 
@@ -193,10 +204,19 @@ impl Training {
         name: &str,
     ) -> Result<(), ModelError> {
         let act = p.act;
+        let op_sac = p.ls.op_sac && policy.kind() == "selective";
+        let op_sac_kept = p.act_shape.op_sac_kept();
         let recompute_plan = |n: u64| -> Result<RecomputePlan, ModelError> {
             let n32 = u32::try_from(n).unwrap_or(u32::MAX);
             let rl = recompute_layers.map(|r| r.min(n32.max(1)));
-            let rp = policy.plan(&act, n32, rl)?;
+            let mut rp = policy.plan(&act, n32, rl)?;
+            if op_sac {
+                // Per-op SAC keeps what its policy saves; a rerun layer's activations are
+                // live again during its backward.
+                rp.kept = op_sac_kept * rp.attention_layers
+                    + act.total() * (n as f64 - rp.attention_layers);
+                rp.working = act.total();
+            }
             let nf = n as f64;
             if !(rp.full_layers >= 0.0
                 && rp.full_layers <= nf

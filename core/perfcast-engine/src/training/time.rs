@@ -19,6 +19,10 @@ pub(super) struct GroupTimes {
     pub(super) fwd_hidden: f64,
     pub(super) bwd_hidden: f64,
     pub(super) rc_hidden: f64,
+    /// Exposed collective time per layer that `selective` recompute reruns (torchtitan's
+    /// per-op SAC reruns the forward's tensor-parallel collectives except the saved
+    /// reduce-scatters; Megatron's attention-core recompute none).
+    pub(super) selective_comm: f64,
     pub(super) emb_f_ex: ClassComm,
     pub(super) emb_b_ex: ClassComm,
     pub(super) head_f_ex: ClassComm,
@@ -95,6 +99,7 @@ impl Training {
             memory: &self.system.memory,
             trace: Some(&trace),
             part: std::cell::Cell::new(""),
+            scales: self.params.efficiency,
         };
         ops::layer(&timer, &p.ls)?;
         ops::ends(&timer, &p.ls)?;
@@ -121,6 +126,7 @@ impl Training {
             memory: &self.system.memory,
             trace: None,
             part: std::cell::Cell::new(""),
+            scales: self.params.efficiency,
         };
         let mut comms = CommList::default();
         for st in &self.comps.strategies {
@@ -128,17 +134,8 @@ impl Training {
         }
         let mesh: Mesh = placement.mesh(plan.tp, plan.cp, plan.pp, plan.dp);
         let mut ctime = [0.0f64; CommList::CAPACITY];
-        for (i, c) in comms.iter().enumerate() {
-            let group = placement.map(c.group);
-            let tt = self.network.time(&mesh, group, c.kind, c.bytes)?.0 * c.count;
-            if !(tt.is_finite() && tt >= 0.0) {
-                return Err(ModelError::NonFinite {
-                    what: format!("{} {} time", c.class.name(), c.kind.name()),
-                    value: tt,
-                });
-            }
-            ctime[i] = tt;
-        }
+        self.network
+            .time_comms(&mesh, &comms, |g| placement.map(g), &mut ctime)?;
         let layer_windows = |p: &PassTimes| [p.gemm, p.attention, p.total, 0.0, 0.0];
         let none = [0.0; 5];
         let opt = ops::optimizer(
@@ -153,7 +150,26 @@ impl Training {
             phase(Phase::Backward, false, layer_windows(&lt.bwd)),
         );
         let rc = phase(Phase::Forward, true, layer_windows(&lt.fwd));
+        let selective_comm = if p.ls.op_sac {
+            let (mut rerun, mut all) = (0.0, 0.0);
+            for (c, t) in comms.iter().zip(&ctime) {
+                if c.class == CommClass::Tensor && c.phase == Phase::Forward && c.with_recompute {
+                    all += t;
+                    if c.kind != perfcast_core::CollectiveKind::ReduceScatter {
+                        rerun += t;
+                    }
+                }
+            }
+            if all > 0.0 {
+                rc.exposed[CommClass::Tensor.index()] * rerun / all
+            } else {
+                0.0
+            }
+        } else {
+            0.0
+        };
         Ok(GroupTimes {
+            selective_comm,
             fwd_ex: fwd.exposed,
             bwd_ex: bwd.exposed,
             rc_ex: rc.exposed,
@@ -183,6 +199,7 @@ impl Training {
             memory: &self.system.memory,
             trace: None,
             part: std::cell::Cell::new(""),
+            scales: self.params.efficiency,
         };
         Ok((ops::layer(&timer, &p.ls)?, ops::ends(&timer, &p.ls)?))
     }

@@ -103,6 +103,7 @@ pub fn preset_system(registry: &Registry, file: &str, devices: u32) -> System {
         compute,
         memory: MemoryHierarchy::new(memory),
         network,
+        topology: None,
         devices,
     }
 }

@@ -77,7 +77,7 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
         "fused.*",
         "options.engine.fused.*",
         "-",
-        "not modelled yet (the op program books the fused defaults)",
+        "modelled: unfused ops book eager PyTorch's kernels and traffic",
     ),
     (
         "host.cuda_graphs",
@@ -113,7 +113,7 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
         "fp8.param_gather",
         "options.engine.fp8_param_gather",
         "-",
-        "not modelled yet",
+        "modelled (recipes with one scale per tensor)",
     ),
     (
         "fp8.recipes.*",
@@ -143,13 +143,13 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
         "recompute.selective",
         "options.engine.selective_recompute",
         "-",
-        "`attention_core` modelled; `op_sac` not modelled yet",
+        "modelled (`attention_core`, `op_sac`)",
     ),
     (
         "efficiency.*",
         "options.engine.efficiency.*",
         "options.efficiency.*",
-        "not modelled yet",
+        "training: modelled; inference: not modelled yet",
     ),
     (
         "serving.collective_overhead_us",

@@ -119,6 +119,7 @@ fn hybrid(a: &Parts, b: &Parts, mask: usize, devices: u32) -> System {
         compute: side(0).compute.clone(),
         memory: MemoryHierarchy::new(tiers),
         network: vec![up, side(6).scale_out.clone()],
+        topology: None,
         devices,
     }
 }

@@ -1,4 +1,4 @@
-//! The five studies, one module each: `evaluate` (the numbers, for tests and other hosts) and
+//! The studies, one module each (the seed paper's five and `topologies`): `evaluate` (the numbers, for tests and other hosts) and
 //! `run` (CSV, SVG and summary).
 
 pub mod a100_to_b200;
@@ -6,3 +6,4 @@ pub mod dram_scaling;
 pub mod matmul;
 pub mod memory_recompute;
 pub mod technology_nodes;
+pub mod topologies;

@@ -222,6 +222,7 @@ fn build_system(
             compute,
             memory: MemoryHierarchy::new(vec![sram, dram]),
             network: vec![up, out],
+            topology: None,
             devices,
         },
         point,
