@@ -114,6 +114,8 @@ fn bad_calibrations_exit_non_zero_with_a_reason() {
     std::fs::write(dir.join("moe.toml"), moe.join("\n[[case]]")).unwrap();
     let experiment = repo().join("configs/experiments/llama3-8b-h100.toml");
     let experiment = experiment.to_str().unwrap();
+    let collectives = repo().join("configs/validation/collectives.toml");
+    let collectives = collectives.to_str().unwrap();
     // (arguments, exit code, what stderr says)
     let table: &[(&[&str], i32, &str)] = &[
         (
@@ -177,6 +179,11 @@ fn bad_calibrations_exit_non_zero_with_a_reason() {
             &["validate", "cases.toml", "--overlay", "typo.toml"],
             1,
             "sustained_clock_ratoi` applies to no case",
+        ),
+        (
+            &["validate", collectives, "--overlay", "typo.toml"],
+            1,
+            "not to collective benchmarks",
         ),
         (
             &["validate", "cases.toml", "--interval", "120"],
