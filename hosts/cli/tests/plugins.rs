@@ -655,7 +655,7 @@ fn an_isolated_library_gives_the_in_process_numbers() {
         .iter()
         .find(|p| p["name"] == "acme/npu9")
         .unwrap();
-    assert_eq!(npu["abi"], "rust-abi_stable 1.0, isolated");
+    assert_eq!(npu["abi"], "rust-abi_stable 1.1, isolated");
     // A config entry asks for isolation itself.
     let dir = common::tmpdir("perfcast-cli-isolate-cfg");
     let c = dir.join("iso.toml");
