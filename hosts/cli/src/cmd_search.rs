@@ -125,6 +125,7 @@ fn report_cells(r: &TrainingReport) -> Vec<String> {
         num(r.memory.peak.gib()),
         num(b.compute.total()),
         num(b.tp_comm.0 + b.cp_comm.0 + b.pp_comm.0 + b.dp_comm.0 + b.zero_comm.0),
+        num(b.hidden_comm.0),
         num(b.bubble.0),
         r.bottleneck.describe().to_string(),
     ]
@@ -268,6 +269,7 @@ fn plans_table(r: &SearchResult, price: f64, iv: Option<&Interval>) -> Table {
         ("memory_gib", true),
         ("compute_s", true),
         ("comm_s", true),
+        ("hidden_s", true),
         ("bubble_s", true),
         ("bottleneck", false),
     ]);
@@ -333,7 +335,8 @@ legend: tpN/ppN/dpN/cpN tensor/pipeline/data/context-parallel degrees; vN virtua
   overlapped with GEMMs; [a-b-c-d] the order of the mesh axes on the devices, innermost first,
   when not Megatron-LM's tp-cp-pp-dp. plans: how many ranked plans share the row's results
   (they differ only in choices that change nothing here, e.g. a placement or an overlap
-  switch); comm_s exposed communication, bubble_s pipeline bubble, per step.
+  switch); comm_s exposed communication, hidden_s communication hidden behind compute by
+  overlap (the time that rests on overlap), bubble_s pipeline bubble, per step.
 ";
 
 /// The top plans with one column per plan field (for spreadsheets), full precision.
@@ -350,6 +353,7 @@ fn csv_table(r: &SearchResult, price: f64, iv: Option<&Interval>) -> Table {
         ("memory_gib", true),
         ("compute_s", true),
         ("comm_s", true),
+        ("hidden_s", true),
         ("bubble_s", true),
         ("bottleneck", false),
     ]);
@@ -375,6 +379,7 @@ fn csv_table(r: &SearchResult, price: f64, iv: Option<&Interval>) -> Table {
             rep.memory.peak.gib().to_string(),
             b.compute.total().to_string(),
             (b.tp_comm.0 + b.cp_comm.0 + b.pp_comm.0 + b.dp_comm.0 + b.zero_comm.0).to_string(),
+            b.hidden_comm.0.to_string(),
             b.bubble.0.to_string(),
             format!("{:?}", rep.bottleneck),
         ]);
