@@ -221,6 +221,9 @@ int main(void) {
   O(perfcast_schedule_result, peak_in_flight)
   S(perfcast_pipeline_schedule_vtable) O(perfcast_pipeline_schedule_vtable, in_flight)
   O(perfcast_pipeline_schedule_vtable, validate)
+  S(perfcast_layer_activations) O(perfcast_layer_activations, other)
+  S(perfcast_recompute_plan) O(perfcast_recompute_plan, working)
+  S(perfcast_recompute_policy_vtable) O(perfcast_recompute_policy_vtable, plan)
   return 0;
 }
 "#,
@@ -307,6 +310,27 @@ int main(void) {
         (
             "perfcast_pipeline_schedule_vtable.validate",
             offset_of!(PcPipelineScheduleVtable, validate),
+        ),
+        (
+            "perfcast_layer_activations",
+            size_of::<PcLayerActivations>(),
+        ),
+        (
+            "perfcast_layer_activations.other",
+            offset_of!(PcLayerActivations, other),
+        ),
+        ("perfcast_recompute_plan", size_of::<PcRecomputePlan>()),
+        (
+            "perfcast_recompute_plan.working",
+            offset_of!(PcRecomputePlan, working),
+        ),
+        (
+            "perfcast_recompute_policy_vtable",
+            size_of::<PcRecomputePolicyVtable>(),
+        ),
+        (
+            "perfcast_recompute_policy_vtable.plan",
+            offset_of!(PcRecomputePolicyVtable, plan),
         ),
     ]
     .iter()

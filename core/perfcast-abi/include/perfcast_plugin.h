@@ -29,8 +29,10 @@
  *        PERFCAST_CATEGORY_INTERCONNECT (perfcast_interconnect_vtable, perfcast_link).
  *   1.2  perfcast_component gains `n_params` / `params`: the component's declared parameters
  *        (perfcast_param; optional: absent or NULL means "not declared").
- *   1.3  a new category, PERFCAST_CATEGORY_PIPELINE_SCHEDULE (perfcast_pipeline_schedule_vtable,
- *        perfcast_schedule_input, perfcast_schedule_result): pipeline schedules as plugins.
+ *   1.3  two new categories: PERFCAST_CATEGORY_PIPELINE_SCHEDULE (perfcast_pipeline_schedule_vtable,
+ *        perfcast_schedule_input, perfcast_schedule_result) and PERFCAST_CATEGORY_RECOMPUTE_POLICY
+ *        (perfcast_recompute_policy_vtable, perfcast_layer_activations, perfcast_recompute_plan):
+ *        pipeline schedules and activation-recompute policies as plugins.
  *
  * Codes (dtype, engine, op kinds...) are plain uint32_t values; new values may be added in a
  * minor version, so plugins must answer PERFCAST_ERR_UNSUPPORTED for a code they do not know.
@@ -100,6 +102,7 @@ extern "C" {
 #define PERFCAST_CATEGORY_INTERCONNECT 2 /* 1.1 */
 /* 3 is the Rust ABI's topology category (not in the C ABI). */
 #define PERFCAST_CATEGORY_PIPELINE_SCHEDULE 4 /* 1.3 */
+#define PERFCAST_CATEGORY_RECOMPUTE_POLICY 5   /* 1.3 */
 
 /* ---- op kinds (perfcast_core::ComputeOp) ------------------------------------------------- */
 #define PERFCAST_OP_GEMM 0
@@ -297,6 +300,41 @@ typedef struct perfcast_pipeline_schedule_vtable {
                         size_t err_cap);
 } perfcast_pipeline_schedule_vtable;
 
+/* ---- activation-recompute policies (perfcast_core::parallel::RecomputePolicy), 1.3 ------- */
+
+/* What one transformer layer keeps for its backward without recompute, bytes per
+ * micro-batch (host -> plugin). */
+typedef struct perfcast_layer_activations {
+    uint32_t struct_size; /* host's sizeof(perfcast_layer_activations) */
+    uint32_t reserved0;
+    double input;          /* the layer's input (what full recompute keeps) */
+    double attention_core; /* scores, softmax, dropout mask (what selective recompute drops) */
+    double other;          /* everything else the backward needs */
+} perfcast_layer_activations;
+
+/* What a policy decides for one pipeline stage (plugin -> host, host-allocated). */
+typedef struct perfcast_recompute_plan {
+    uint32_t struct_size; /* host's sizeof(perfcast_recompute_plan) */
+    uint32_t reserved0;
+    double full_layers;      /* layers that keep their input and rerun their forward, 0..layers */
+    double attention_layers; /* layers that drop and rerun the attention core, 0..layers */
+    double kept;             /* activation bytes the stage keeps per micro-batch (all layers) */
+    double working;          /* extra bytes live while a recomputed layer runs its backward */
+} perfcast_recompute_plan;
+
+/* Recompute policy functions, 1.3 (a component of PERFCAST_CATEGORY_RECOMPUTE_POLICY; use it
+ * with `plan.recompute = "NAME"`). */
+typedef struct perfcast_recompute_policy_vtable {
+    uint32_t struct_size;
+    uint32_t reserved0;
+    /* REQUIRED. Decide for a stage of `layers` layers, each keeping `act`. `recompute_layers`
+     * is the plan's per-stage layer count (`plan.recompute_layers`, 1..layers) or 0 when the
+     * plan gives none. Called for the first, a middle and the last stage of each plan. */
+    int32_t (*plan)(const void *self, const perfcast_layer_activations *act, uint32_t layers,
+                    uint32_t recompute_layers, perfcast_recompute_plan *out, char *err,
+                    size_t err_cap);
+} perfcast_recompute_policy_vtable;
+
 /* ---- declared parameters (perfcast_core::ParamType, ParamDefault), 1.2 ------------------ */
 #define PERFCAST_PARAM_FLOAT 0
 #define PERFCAST_PARAM_INTEGER 1
@@ -337,7 +375,8 @@ typedef struct perfcast_component {
     /* Optional. Free an instance. */
     void (*destroy)(void *self);
     /* REQUIRED. perfcast_compute_unit_vtable*, perfcast_memory_tier_vtable*, (1.1)
-     * perfcast_interconnect_vtable* or (1.3) perfcast_pipeline_schedule_vtable* by category. */
+     * perfcast_interconnect_vtable* or (1.3) perfcast_pipeline_schedule_vtable* /
+     * perfcast_recompute_policy_vtable* by category. */
     const void *vtable;
 #if PERFCAST_PLUGIN_ABI_MINOR >= 2
     /* 1.2, optional. The component's parameters: an array of n_params pointers (pointers,

@@ -195,6 +195,48 @@ pub struct PcPipelineScheduleVtable {
         Option<unsafe extern "C" fn(*const c_void, *const PcScheduleInput, ErrBuf, usize) -> i32>,
 }
 
+/// `perfcast_layer_activations` (1.3).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PcLayerActivations {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub input: f64,
+    pub attention_core: f64,
+    pub other: f64,
+}
+
+/// `perfcast_recompute_plan` (1.3).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PcRecomputePlan {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub full_layers: f64,
+    pub attention_layers: f64,
+    pub kept: f64,
+    pub working: f64,
+}
+
+/// `perfcast_recompute_policy_vtable` (1.3).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PcRecomputePolicyVtable {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub plan: Option<
+        unsafe extern "C" fn(
+            *const c_void,
+            *const PcLayerActivations,
+            u32,
+            u32,
+            *mut PcRecomputePlan,
+            ErrBuf,
+            usize,
+        ) -> i32,
+    >,
+}
+
 /// `perfcast_component`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -287,6 +329,9 @@ pub mod v1_3 {
     use super::*;
     pub fn pipeline_schedule_vtable_size() -> usize {
         size_through!(PcPipelineScheduleVtable, in_flight)
+    }
+    pub fn recompute_policy_vtable_size() -> usize {
+        size_through!(PcRecomputePolicyVtable, plan)
     }
 }
 

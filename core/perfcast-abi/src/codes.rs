@@ -26,6 +26,8 @@ pub const CATEGORY_INTERCONNECT: u32 = 2;
 pub const CATEGORY_TOPOLOGY: u32 = 3;
 /// C ABI since 1.3 (not in the Rust ABI yet).
 pub const CATEGORY_PIPELINE_SCHEDULE: u32 = 4;
+/// C ABI since 1.3 (not in the Rust ABI yet).
+pub const CATEGORY_RECOMPUTE_POLICY: u32 = 5;
 
 pub const OP_GEMM: u32 = 0;
 pub const OP_ATTENTION: u32 = 1;
@@ -65,6 +67,7 @@ pub fn category_code(c: Category) -> Option<u32> {
         Category::Interconnect => Some(CATEGORY_INTERCONNECT),
         Category::Topology => Some(CATEGORY_TOPOLOGY),
         Category::PipelineSchedule => Some(CATEGORY_PIPELINE_SCHEDULE),
+        Category::RecomputePolicy => Some(CATEGORY_RECOMPUTE_POLICY),
         _ => None,
     }
 }
@@ -76,6 +79,7 @@ pub fn category_from_code(c: u32) -> Option<Category> {
         CATEGORY_INTERCONNECT => Some(Category::Interconnect),
         CATEGORY_TOPOLOGY => Some(Category::Topology),
         CATEGORY_PIPELINE_SCHEDULE => Some(Category::PipelineSchedule),
+        CATEGORY_RECOMPUTE_POLICY => Some(Category::RecomputePolicy),
         _ => None,
     }
 }

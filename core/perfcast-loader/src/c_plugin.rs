@@ -10,14 +10,18 @@ use crate::adapter::{
 };
 use crate::{params_json, Candidate, LoadError, LoadedLibrary};
 use perfcast_abi::c::{
-    v1_0, v1_1, v1_3, PcComponent, PcComputeUnitVtable, PcEntry, PcInterconnectVtable, PcLink,
-    PcMemoryTierVtable, PcParam, PcPipelineScheduleVtable, PcPlugin, PcScheduleInput,
-    PcScheduleResult, PcTier, C_ABI_MAJOR,
+    v1_0, v1_1, v1_3, PcComponent, PcComputeUnitVtable, PcEntry, PcInterconnectVtable,
+    PcLayerActivations, PcLink, PcMemoryTierVtable, PcParam, PcPipelineScheduleVtable, PcPlugin,
+    PcRecomputePlan, PcRecomputePolicyVtable, PcScheduleInput, PcScheduleResult, PcTier,
+    C_ABI_MAJOR,
 };
 use perfcast_abi::codes::{self, ERR_UNSUPPORTED, OK};
 use perfcast_abi::{LinkProps, PcOp, PcOpTime, TierProps};
 use perfcast_core::hardware::collective_time;
-use perfcast_core::parallel::{PipelineSchedule, PlanShape, ScheduleInput, ScheduleResult};
+use perfcast_core::parallel::{
+    LayerActivations, PipelineSchedule, PlanShape, RecomputePlan, RecomputePolicy, ScheduleInput,
+    ScheduleResult,
+};
 use perfcast_core::registry::Factory;
 use perfcast_core::{
     Bandwidth, Bytes, Category, Collective, Component, ModelError, PluginError, Seconds,
@@ -358,6 +362,10 @@ unsafe fn candidate(
         codes::CATEGORY_PIPELINE_SCHEDULE => (
             Category::PipelineSchedule,
             pipeline_schedule(path, &cname, c.vtable.cast(), new_instance)?,
+        ),
+        codes::CATEGORY_RECOMPUTE_POLICY => (
+            Category::RecomputePolicy,
+            recompute_policy(path, &cname, c.vtable.cast(), new_instance)?,
         ),
         _ => return Ok(None),
     };
@@ -710,7 +718,9 @@ impl PipelineSchedule for CSchedule {
 
     fn validate(&self, plan: &PlanShape) -> Result<(), ModelError> {
         let per_step = plan.micro_batch as u64 * plan.dp as u64;
-        let m = (plan.global_batch as u64).checked_div(per_step).unwrap_or(0);
+        let m = (plan.global_batch as u64)
+            .checked_div(per_step)
+            .unwrap_or(0);
         let input = PcScheduleInput {
             struct_size: size_of::<PcScheduleInput>() as u32,
             stages: plan.pp,
@@ -770,6 +780,117 @@ impl PipelineSchedule for CSchedule {
         pin.backward = 0.0;
         pin.p2p = 0.0;
         self.stage_in_flight(&pin, stage).unwrap_or(f64::INFINITY)
+    }
+}
+
+/// The factory of recompute policy `cname` (its vtable checked: the 1.3 layout, `plan`).
+///
+/// # Safety
+/// `vp` must be the component's (non-NULL) vtable.
+unsafe fn recompute_policy(
+    path: &Path,
+    cname: &str,
+    vp: *const PcRecomputePolicyVtable,
+    new_instance: impl NewInstance,
+) -> Result<Factory, LoadError> {
+    let vt = read_vtable(
+        path,
+        cname,
+        vp,
+        v1_3::recompute_policy_vtable_size(),
+        "recompute policy",
+        "1.3",
+    )?;
+    let Some(plan) = vt.plan else {
+        return Err(no_function(path, cname, "plan"));
+    };
+    let n = cname.to_string();
+    Ok(Arc::new(move |params: &serde_json::Value| {
+        let inst = new_instance(params)?;
+        Ok(Component::RecomputePolicy(Arc::new(CRecompute {
+            name: n.clone(),
+            inst,
+            plan,
+        })))
+    }))
+}
+
+type PlanFn = unsafe extern "C" fn(
+    *const c_void,
+    *const PcLayerActivations,
+    u32,
+    u32,
+    *mut PcRecomputePlan,
+    *mut c_char,
+    usize,
+) -> i32;
+
+/// A C recompute policy; its answers are checked here (finite, >= 0, layer counts within the
+/// stage) with the policy's name in the message.
+struct CRecompute {
+    name: String,
+    inst: Instance,
+    plan: PlanFn,
+}
+
+impl RecomputePolicy for CRecompute {
+    fn kind(&self) -> &str {
+        &self.name
+    }
+
+    fn plan(
+        &self,
+        act: &LayerActivations,
+        layers: u32,
+        recompute_layers: Option<u32>,
+    ) -> Result<RecomputePlan, ModelError> {
+        // 0 means "not given" across the ABI; a given 0 is refused here, as the built-ins do.
+        if recompute_layers == Some(0) {
+            return Err(ModelError::invalid(
+                perfcast_core::Key::plan("recompute_layers"),
+                0,
+                format!("must be in 1..={layers}"),
+            ));
+        }
+        let a = PcLayerActivations {
+            struct_size: size_of::<PcLayerActivations>() as u32,
+            reserved0: 0,
+            input: act.input.0,
+            attention_core: act.attention_core.0,
+            other: act.other.0,
+        };
+        let mut out = PcRecomputePlan {
+            struct_size: size_of::<PcRecomputePlan>() as u32,
+            full_layers: f64::NAN,
+            attention_layers: f64::NAN,
+            kept: f64::NAN,
+            working: f64::NAN,
+            ..Default::default()
+        };
+        let rl = recompute_layers.unwrap_or(0);
+        // SAFETY: function and instance come from the plugin, per the header's contract.
+        call(|e, cap| unsafe { (self.plan)(self.inst.this, &a, layers, rl, &mut out, e, cap) })
+            .map_err(|e| ModelError::Plugin(e.into_plugin_error(&self.name)))?;
+        let check = |what: &str, v: f64, max: f64| {
+            if v.is_finite() && v >= 0.0 && v <= max {
+                Ok(v)
+            } else {
+                Err(ModelError::NonFinite {
+                    what: format!(
+                        "{what} of recompute policy `{}` (a stage of {layers} layers)",
+                        self.name
+                    ),
+                    value: v,
+                })
+            }
+        };
+        let l = layers as f64;
+        Ok(RecomputePlan {
+            full_layers: check("full_layers", out.full_layers, l)?,
+            attention_layers: check("attention_layers", out.attention_layers, l)?,
+            kept: Bytes(check("kept", out.kept, f64::MAX)?),
+            working: Bytes(check("working", out.working, f64::MAX)?),
+        })
     }
 }
 

@@ -1,8 +1,10 @@
-//! A pipeline schedule loaded from a C library (C ABI 1.3): the example
+//! Execution plugins loaded from C libraries (C ABI 1.3). A pipeline schedule: the example
 //! `plugins/examples/zb-h1/zb_h1.c` built with the system C compiler. Its `example/1f1b-c`
 //! (perfcast's 1F1B written in C) gives bit-identical results to the compiled-in `1f1b`; its
 //! `example/zb-h1` gives Qi et al.'s bubble; bad parameters, plans and answers are errors that
-//! name the plugin.
+//! name the plugin. A recompute policy: `plugins/examples/sqrt-checkpoint/sqrt_checkpoint.c`,
+//! whose `example/full-c` matches the built-in `full` bit for bit and whose
+//! `example/sqrt-checkpoint` keeps one input per segment.
 
 use perfcast_testkit::plugins::{cc_plugin_source, cc_shared};
 use serde_json::Value;
@@ -239,5 +241,153 @@ fn bad_schedules_parameters_and_plans_are_errors_naming_the_plugin() {
             "{sets:?}: want {want:?} in {}",
             o.stderr
         );
+    }
+}
+
+fn recompute_lib() -> &'static PathBuf {
+    static L: OnceLock<PathBuf> = OnceLock::new();
+    L.get_or_init(|| {
+        let dir = common::tmpdir("perfcast-cli-recompute-plugins");
+        let src = repo().join("plugins/examples/sqrt-checkpoint/sqrt_checkpoint.c");
+        cc_shared(&dir, &src, "libsqrt_checkpoint.so", &[])
+    })
+}
+
+/// `predict` of `config` with `plan.recompute = policy` and `sets`, the recompute example
+/// loaded; the raw output.
+fn with_policy(config: &str, lib: &str, policy: &str, sets: &[&str]) -> Out {
+    let r = format!("plan.recompute=\"{policy}\"");
+    let mut args = vec!["predict", config, "--load", lib, "--set", &r];
+    for x in sets {
+        args.extend(["--set", x]);
+    }
+    args.extend(["--format", "json"]);
+    perfcast(&args)
+}
+
+fn ok_json(o: Out) -> Value {
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    serde_json::from_str(&o.stdout).unwrap()
+}
+
+#[test]
+fn a_c_recompute_policy_matches_the_compiled_in_one_and_checkpoints_segments() {
+    let l = recompute_lib().to_str().unwrap();
+    for sets in [&[][..], &["plan.recompute_layers=3"][..]] {
+        let builtin = ok_json(with_policy(EXPERIMENT, l, "full", sets));
+        let c = ok_json(with_policy(EXPERIMENT, l, "example/full-c", sets));
+        for path in [&["iteration_time"][..], &["memory", "peak"], &["hfu"]] {
+            assert_eq!(
+                field(&builtin, path).to_bits(),
+                field(&c, path).to_bits(),
+                "{path:?} {sets:?}"
+            );
+        }
+    }
+    // Segment checkpointing: full recompute's time (one extra forward), less memory than full
+    // recompute's one input per layer (6 layers per stage here: segments of 3 keep 2 inputs
+    // and rebuild 3 layers).
+    let full = ok_json(with_policy(EXPERIMENT, l, "full", &[]));
+    let seg = ok_json(with_policy(EXPERIMENT, l, "example/sqrt-checkpoint", &[]));
+    assert_eq!(
+        field(&seg, &["iteration_time"]),
+        field(&full, &["iteration_time"])
+    );
+    let mem = |v: &Value| field(v, &["memory", "peak"]);
+    assert!(mem(&seg) < mem(&full), "{} vs {}", mem(&seg), mem(&full));
+    let o = perfcast(&[
+        "plugins",
+        "--load",
+        l,
+        "--describe",
+        "example/sqrt-checkpoint",
+    ]);
+    assert!(o.stdout.contains("segment_layers"), "{}", o.stdout);
+}
+
+/// A recompute policy whose `plan` runs `body` after writing a valid answer, built here.
+fn misbehaving_policy(name: &str, body: &str) -> PathBuf {
+    let dir = common::tmpdir(&format!("perfcast-cli-recompute-{name}"));
+    let src = format!(
+        r#"
+static int32_t create(const char *json, void **out, char *err, size_t cap) {{
+    (void)json; (void)err; (void)cap; *out = NULL; return PERFCAST_OK;
+}}
+static int32_t plan(const void *self, const perfcast_layer_activations *act, uint32_t layers,
+                    uint32_t rl, perfcast_recompute_plan *out, char *err, size_t cap) {{
+    (void)self; (void)rl; (void)err; (void)cap;
+    out->full_layers = layers; out->attention_layers = 0.0; out->kept = act->input * layers;
+    out->working = act->input;
+    {body}
+    return PERFCAST_OK;
+}}
+static const perfcast_recompute_policy_vtable vt = {{
+    .struct_size = sizeof(perfcast_recompute_policy_vtable), .plan = plan,
+}};
+static const perfcast_component comp = {{
+    .struct_size = sizeof(perfcast_component), .category = PERFCAST_CATEGORY_RECOMPUTE_POLICY,
+    .name = "bad/policy", .description = "misbehaves", .create = create, .vtable = &vt,
+}};
+static const perfcast_component *const comps[] = {{&comp}};
+static const perfcast_plugin plugin = {{
+    .struct_size = sizeof(perfcast_plugin), .abi_major = PERFCAST_PLUGIN_ABI_MAJOR,
+    .abi_minor = PERFCAST_PLUGIN_ABI_MINOR, .n_components = 1, .name = "badpolicy",
+    .version = "0.0.1", .components = comps,
+}};
+const perfcast_plugin *perfcast_plugin_entry_v1(void) {{ return &plugin; }}
+"#
+    );
+    cc_plugin_source(&dir, name, &src)
+}
+
+#[test]
+fn bad_recompute_policies_and_parameters_are_errors_naming_the_plugin() {
+    let l = recompute_lib().to_str().unwrap();
+    let dir = common::tmpdir("perfcast-cli-recompute-cfg");
+    let zero = dir.join("zero.toml");
+    std::fs::write(
+        &zero,
+        format!(
+            "include = [\"{}\"]\n[options.recompute_params]\n\"example/sqrt-checkpoint\" = {{ segment_layers = 0 }}\n",
+            repo().join(EXPERIMENT).display()
+        ),
+    )
+    .unwrap();
+    let too_many = misbehaving_policy("too-many", "out->full_layers = layers + 1.0;");
+    let nan = misbehaving_policy("nan", "out->kept = 0.0 / 0.0;");
+    let table: Vec<(&str, &str, &str, Vec<&str>, &str)> = vec![
+        (
+            zero.to_str().unwrap(),
+            l,
+            "example/sqrt-checkpoint",
+            vec![],
+            "segment_layers",
+        ),
+        (
+            EXPERIMENT,
+            l,
+            "example/sqrt-checkpoint",
+            vec!["plan.recompute_layers=2"],
+            "leave plan.recompute_layers unset",
+        ),
+        (
+            EXPERIMENT,
+            too_many.to_str().unwrap(),
+            "bad/policy",
+            vec![],
+            "full_layers of recompute policy `bad/policy`",
+        ),
+        (
+            EXPERIMENT,
+            nan.to_str().unwrap(),
+            "bad/policy",
+            vec![],
+            "kept of recompute policy `bad/policy`",
+        ),
+    ];
+    for (cfg, lib, policy, sets, want) in table {
+        let o = with_policy(cfg, lib, policy, &sets);
+        assert_eq!(o.code, 1, "{policy} {sets:?}: {}", o.stderr);
+        assert!(o.stderr.contains(want), "want {want:?} in {}", o.stderr);
     }
 }
