@@ -69,7 +69,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
     let lp_bw = 8.0 * 16.0 / 8.0 * 6400e6;
     let lp_lat = 120e-9;
     let mut times = Vec::new();
-    for (path, abi, tile) in [(&f.c_v1_1, "c 1.2", 32), (&f.c_v1_0, "c 1.0", 128)] {
+    for (path, abi, tile) in [(&f.c_v1_1, "c 1.3", 32), (&f.c_v1_0, "c 1.0", 128)] {
         let mut r = Registry::new();
         let lib = load_library(path, None, &mut r).unwrap();
         assert_eq!(lib.abi, abi);
@@ -80,7 +80,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
                 .or_else(|| r.info(perfcast_core::Category::MemoryTier, name))
                 .and_then(|i| i.params.as_ref().map(Vec::len))
         };
-        assert_eq!(declared("cvendor/dsp1"), (abi == "c 1.2").then_some(8));
+        assert_eq!(declared("cvendor/dsp1"), (abi == "c 1.3").then_some(8));
         assert_eq!(declared("cvendor/lpddr"), None);
         let dsp = r
             .compute_unit("cvendor/dsp1", &dsp_params(json!({})))
@@ -101,7 +101,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
         let t = dsp.op_time(&op, &mem).unwrap();
         let compute = op.flops().0 / 2000e9;
         let memory = op.min_bytes().0 / (lp_bw * 0.75) + lp_lat;
-        let want = if abi == "c 1.2" {
+        let want = if abi == "c 1.3" {
             // The plugin's own op_time: no overlap of DMA and compute.
             compute + memory + 4e-6
         } else {
@@ -216,6 +216,14 @@ int main(void) {
   S(perfcast_interconnect_vtable) O(perfcast_interconnect_vtable, collective_time)
   O(perfcast_component, params) S(perfcast_param) O(perfcast_param, name)
   O(perfcast_param, source)
+  S(perfcast_schedule_input) O(perfcast_schedule_input, forward) O(perfcast_schedule_input, p2p)
+  S(perfcast_schedule_result) O(perfcast_schedule_result, time)
+  O(perfcast_schedule_result, peak_in_flight)
+  S(perfcast_pipeline_schedule_vtable) O(perfcast_pipeline_schedule_vtable, in_flight)
+  O(perfcast_pipeline_schedule_vtable, validate)
+  S(perfcast_layer_activations) O(perfcast_layer_activations, other)
+  S(perfcast_recompute_plan) O(perfcast_recompute_plan, working)
+  S(perfcast_recompute_policy_vtable) O(perfcast_recompute_policy_vtable, plan)
   return 0;
 }
 "#,
@@ -273,6 +281,57 @@ int main(void) {
         ("perfcast_param", size_of::<PcParam>()),
         ("perfcast_param.name", offset_of!(PcParam, name)),
         ("perfcast_param.source", offset_of!(PcParam, source)),
+        ("perfcast_schedule_input", size_of::<PcScheduleInput>()),
+        (
+            "perfcast_schedule_input.forward",
+            offset_of!(PcScheduleInput, forward),
+        ),
+        (
+            "perfcast_schedule_input.p2p",
+            offset_of!(PcScheduleInput, p2p),
+        ),
+        ("perfcast_schedule_result", size_of::<PcScheduleResult>()),
+        (
+            "perfcast_schedule_result.time",
+            offset_of!(PcScheduleResult, time),
+        ),
+        (
+            "perfcast_schedule_result.peak_in_flight",
+            offset_of!(PcScheduleResult, peak_in_flight),
+        ),
+        (
+            "perfcast_pipeline_schedule_vtable",
+            size_of::<PcPipelineScheduleVtable>(),
+        ),
+        (
+            "perfcast_pipeline_schedule_vtable.in_flight",
+            offset_of!(PcPipelineScheduleVtable, in_flight),
+        ),
+        (
+            "perfcast_pipeline_schedule_vtable.validate",
+            offset_of!(PcPipelineScheduleVtable, validate),
+        ),
+        (
+            "perfcast_layer_activations",
+            size_of::<PcLayerActivations>(),
+        ),
+        (
+            "perfcast_layer_activations.other",
+            offset_of!(PcLayerActivations, other),
+        ),
+        ("perfcast_recompute_plan", size_of::<PcRecomputePlan>()),
+        (
+            "perfcast_recompute_plan.working",
+            offset_of!(PcRecomputePlan, working),
+        ),
+        (
+            "perfcast_recompute_policy_vtable",
+            size_of::<PcRecomputePolicyVtable>(),
+        ),
+        (
+            "perfcast_recompute_policy_vtable.plan",
+            offset_of!(PcRecomputePolicyVtable, plan),
+        ),
     ]
     .iter()
     .map(|(k, v)| format!("{k} {v}\n"))

@@ -29,6 +29,10 @@
  *        PERFCAST_CATEGORY_INTERCONNECT (perfcast_interconnect_vtable, perfcast_link).
  *   1.2  perfcast_component gains `n_params` / `params`: the component's declared parameters
  *        (perfcast_param; optional: absent or NULL means "not declared").
+ *   1.3  two new categories: PERFCAST_CATEGORY_PIPELINE_SCHEDULE (perfcast_pipeline_schedule_vtable,
+ *        perfcast_schedule_input, perfcast_schedule_result) and PERFCAST_CATEGORY_RECOMPUTE_POLICY
+ *        (perfcast_recompute_policy_vtable, perfcast_layer_activations, perfcast_recompute_plan):
+ *        pipeline schedules and activation-recompute policies as plugins.
  *
  * Codes (dtype, engine, op kinds...) are plain uint32_t values; new values may be added in a
  * minor version, so plugins must answer PERFCAST_ERR_UNSUPPORTED for a code they do not know.
@@ -62,7 +66,7 @@ extern "C" {
 
 #define PERFCAST_PLUGIN_ABI_MAJOR 1
 /* The newest minor this header describes. */
-#define PERFCAST_PLUGIN_ABI_MINOR_LATEST 2
+#define PERFCAST_PLUGIN_ABI_MINOR_LATEST 3
 /* The minor a plugin is compiled against (override with -DPERFCAST_PLUGIN_ABI_MINOR=0). */
 #ifndef PERFCAST_PLUGIN_ABI_MINOR
 #define PERFCAST_PLUGIN_ABI_MINOR PERFCAST_PLUGIN_ABI_MINOR_LATEST
@@ -96,6 +100,9 @@ extern "C" {
 #define PERFCAST_CATEGORY_COMPUTE_UNIT 0
 #define PERFCAST_CATEGORY_MEMORY_TIER 1
 #define PERFCAST_CATEGORY_INTERCONNECT 2 /* 1.1 */
+/* 3 is the Rust ABI's topology category (not in the C ABI). */
+#define PERFCAST_CATEGORY_PIPELINE_SCHEDULE 4 /* 1.3 */
+#define PERFCAST_CATEGORY_RECOMPUTE_POLICY 5   /* 1.3 */
 
 /* ---- op kinds (perfcast_core::ComputeOp) ------------------------------------------------- */
 #define PERFCAST_OP_GEMM 0
@@ -248,6 +255,86 @@ typedef struct perfcast_interconnect_vtable {
                                uint32_t algorithm, double *out_s, char *err, size_t err_cap);
 } perfcast_interconnect_vtable;
 
+/* ---- pipeline schedules (perfcast_core::parallel::PipelineSchedule), 1.3 ----------------- */
+
+/* What a schedule composes (host -> plugin). The times are the slowest stage's, per
+ * micro-batch, in seconds; in_flight and validate get zero times (memory is sized without
+ * them). */
+typedef struct perfcast_schedule_input {
+    uint32_t struct_size;    /* host's sizeof(perfcast_schedule_input) */
+    uint32_t stages;         /* pipeline stages p (>= 1) */
+    uint32_t virtual_stages; /* model chunks per stage v (>= 1; 1 unless interleaved) */
+    uint32_t micro_batches;  /* micro-batches m per optimizer step on one pipeline (>= 1) */
+    double forward;          /* forward time of one micro-batch through one stage */
+    double backward;         /* backward time (recompute included) of one micro-batch */
+    double p2p;              /* exposed time of one hand-off between stages, one direction */
+} perfcast_schedule_input;
+
+/* What a schedule returns (plugin -> host, written into a host-allocated struct). Every
+ * value finite and >= 0; bubble and p2p are parts of time. */
+typedef struct perfcast_schedule_result {
+    uint32_t struct_size;  /* host's sizeof(perfcast_schedule_result) */
+    uint32_t reserved0;
+    double time;           /* first forward to last backward of the step, seconds */
+    double bubble;         /* idle time of a stage in that span, seconds */
+    double p2p;            /* hand-off time on the critical path, seconds */
+    double peak_in_flight; /* micro-batches the first stage holds at its peak (informational) */
+} perfcast_schedule_result;
+
+/* Pipeline schedule functions, 1.3 (a component of PERFCAST_CATEGORY_PIPELINE_SCHEDULE; use it
+ * with `plan.schedule = "NAME"`). */
+typedef struct perfcast_pipeline_schedule_vtable {
+    uint32_t struct_size;
+    uint32_t reserved0;
+    /* REQUIRED. Compose the stage times over the micro-batches into `out` (struct_size is
+     * preset). Must not decrease when forward + backward grows (the search's bound). */
+    int32_t (*step)(const void *self, const perfcast_schedule_input *in,
+                    perfcast_schedule_result *out, char *err, size_t err_cap);
+    /* REQUIRED. Micro-batches (whole-stage units) stage `stage` (0-based, < stages) holds at
+     * its peak; from the counts of `in` only (its times are zero). */
+    int32_t (*in_flight)(const void *self, const perfcast_schedule_input *in, uint32_t stage,
+                         double *out, char *err, size_t err_cap);
+    /* Optional (NULL: any plan). Refuse a plan the schedule cannot run (e.g. virtual stages
+     * it does not interleave) with PERFCAST_ERR_FAILED and a message saying why. */
+    int32_t (*validate)(const void *self, const perfcast_schedule_input *in, char *err,
+                        size_t err_cap);
+} perfcast_pipeline_schedule_vtable;
+
+/* ---- activation-recompute policies (perfcast_core::parallel::RecomputePolicy), 1.3 ------- */
+
+/* What one transformer layer keeps for its backward without recompute, bytes per
+ * micro-batch (host -> plugin). */
+typedef struct perfcast_layer_activations {
+    uint32_t struct_size; /* host's sizeof(perfcast_layer_activations) */
+    uint32_t reserved0;
+    double input;          /* the layer's input (what full recompute keeps) */
+    double attention_core; /* scores, softmax, dropout mask (what selective recompute drops) */
+    double other;          /* everything else the backward needs */
+} perfcast_layer_activations;
+
+/* What a policy decides for one pipeline stage (plugin -> host, host-allocated). */
+typedef struct perfcast_recompute_plan {
+    uint32_t struct_size; /* host's sizeof(perfcast_recompute_plan) */
+    uint32_t reserved0;
+    double full_layers;      /* layers that keep their input and rerun their forward, 0..layers */
+    double attention_layers; /* layers that drop and rerun the attention core, 0..layers */
+    double kept;             /* activation bytes the stage keeps per micro-batch (all layers) */
+    double working;          /* extra bytes live while a recomputed layer runs its backward */
+} perfcast_recompute_plan;
+
+/* Recompute policy functions, 1.3 (a component of PERFCAST_CATEGORY_RECOMPUTE_POLICY; use it
+ * with `plan.recompute = "NAME"`). */
+typedef struct perfcast_recompute_policy_vtable {
+    uint32_t struct_size;
+    uint32_t reserved0;
+    /* REQUIRED. Decide for a stage of `layers` layers, each keeping `act`. `recompute_layers`
+     * is the plan's per-stage layer count (`plan.recompute_layers`, 1..layers) or 0 when the
+     * plan gives none. Called for the first, a middle and the last stage of each plan. */
+    int32_t (*plan)(const void *self, const perfcast_layer_activations *act, uint32_t layers,
+                    uint32_t recompute_layers, perfcast_recompute_plan *out, char *err,
+                    size_t err_cap);
+} perfcast_recompute_policy_vtable;
+
 /* ---- declared parameters (perfcast_core::ParamType, ParamDefault), 1.2 ------------------ */
 #define PERFCAST_PARAM_FLOAT 0
 #define PERFCAST_PARAM_INTEGER 1
@@ -287,8 +374,9 @@ typedef struct perfcast_component {
     int32_t (*create)(const char *params_json, void **out_self, char *err, size_t err_cap);
     /* Optional. Free an instance. */
     void (*destroy)(void *self);
-    /* REQUIRED. perfcast_compute_unit_vtable*, perfcast_memory_tier_vtable* or (1.1)
-     * perfcast_interconnect_vtable* by category. */
+    /* REQUIRED. perfcast_compute_unit_vtable*, perfcast_memory_tier_vtable*, (1.1)
+     * perfcast_interconnect_vtable* or (1.3) perfcast_pipeline_schedule_vtable* /
+     * perfcast_recompute_policy_vtable* by category. */
     const void *vtable;
 #if PERFCAST_PLUGIN_ABI_MINOR >= 2
     /* 1.2, optional. The component's parameters: an array of n_params pointers (pointers,

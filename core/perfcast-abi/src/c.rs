@@ -10,7 +10,7 @@ use std::ffi::{c_char, c_void};
 /// Major version of the C ABI (part of the entry symbol name).
 pub const C_ABI_MAJOR: u32 = 1;
 /// Newest minor of the C ABI this crate (and the host) knows.
-pub const C_ABI_MINOR: u32 = 2;
+pub const C_ABI_MINOR: u32 = 3;
 /// The entry symbol, NUL-terminated.
 pub const C_ENTRY_SYMBOL: &[u8] = b"perfcast_plugin_entry_v1\0";
 
@@ -141,6 +141,102 @@ pub struct PcInterconnectVtable {
     >,
 }
 
+/// `perfcast_schedule_input` (1.3).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PcScheduleInput {
+    pub struct_size: u32,
+    pub stages: u32,
+    pub virtual_stages: u32,
+    pub micro_batches: u32,
+    pub forward: f64,
+    pub backward: f64,
+    pub p2p: f64,
+}
+
+/// `perfcast_schedule_result` (1.3).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PcScheduleResult {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub time: f64,
+    pub bubble: f64,
+    pub p2p: f64,
+    pub peak_in_flight: f64,
+}
+
+/// `perfcast_pipeline_schedule_vtable` (1.3).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PcPipelineScheduleVtable {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub step: Option<
+        unsafe extern "C" fn(
+            *const c_void,
+            *const PcScheduleInput,
+            *mut PcScheduleResult,
+            ErrBuf,
+            usize,
+        ) -> i32,
+    >,
+    pub in_flight: Option<
+        unsafe extern "C" fn(
+            *const c_void,
+            *const PcScheduleInput,
+            u32,
+            *mut f64,
+            ErrBuf,
+            usize,
+        ) -> i32,
+    >,
+    pub validate:
+        Option<unsafe extern "C" fn(*const c_void, *const PcScheduleInput, ErrBuf, usize) -> i32>,
+}
+
+/// `perfcast_layer_activations` (1.3).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PcLayerActivations {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub input: f64,
+    pub attention_core: f64,
+    pub other: f64,
+}
+
+/// `perfcast_recompute_plan` (1.3).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PcRecomputePlan {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub full_layers: f64,
+    pub attention_layers: f64,
+    pub kept: f64,
+    pub working: f64,
+}
+
+/// `perfcast_recompute_policy_vtable` (1.3).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PcRecomputePolicyVtable {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub plan: Option<
+        unsafe extern "C" fn(
+            *const c_void,
+            *const PcLayerActivations,
+            u32,
+            u32,
+            *mut PcRecomputePlan,
+            ErrBuf,
+            usize,
+        ) -> i32,
+    >,
+}
+
 /// `perfcast_component`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -225,6 +321,17 @@ pub mod v1_1 {
     use super::*;
     pub fn interconnect_vtable_size() -> usize {
         size_through!(PcInterconnectVtable, properties)
+    }
+}
+
+/// Bytes of the structs that C ABI 1.3 introduced, in their first layout.
+pub mod v1_3 {
+    use super::*;
+    pub fn pipeline_schedule_vtable_size() -> usize {
+        size_through!(PcPipelineScheduleVtable, in_flight)
+    }
+    pub fn recompute_policy_vtable_size() -> usize {
+        size_through!(PcRecomputePolicyVtable, plan)
     }
 }
 

@@ -24,6 +24,10 @@ pub const CATEGORY_MEMORY_TIER: u32 = 1;
 pub const CATEGORY_INTERCONNECT: u32 = 2;
 /// Rust ABI since 1.1 (not in the C ABI).
 pub const CATEGORY_TOPOLOGY: u32 = 3;
+/// C ABI since 1.3 (not in the Rust ABI yet).
+pub const CATEGORY_PIPELINE_SCHEDULE: u32 = 4;
+/// C ABI since 1.3 (not in the Rust ABI yet).
+pub const CATEGORY_RECOMPUTE_POLICY: u32 = 5;
 
 pub const OP_GEMM: u32 = 0;
 pub const OP_ATTENTION: u32 = 1;
@@ -62,6 +66,8 @@ pub fn category_code(c: Category) -> Option<u32> {
         Category::MemoryTier => Some(CATEGORY_MEMORY_TIER),
         Category::Interconnect => Some(CATEGORY_INTERCONNECT),
         Category::Topology => Some(CATEGORY_TOPOLOGY),
+        Category::PipelineSchedule => Some(CATEGORY_PIPELINE_SCHEDULE),
+        Category::RecomputePolicy => Some(CATEGORY_RECOMPUTE_POLICY),
         _ => None,
     }
 }
@@ -72,6 +78,8 @@ pub fn category_from_code(c: u32) -> Option<Category> {
         CATEGORY_MEMORY_TIER => Some(Category::MemoryTier),
         CATEGORY_INTERCONNECT => Some(Category::Interconnect),
         CATEGORY_TOPOLOGY => Some(Category::Topology),
+        CATEGORY_PIPELINE_SCHEDULE => Some(Category::PipelineSchedule),
+        CATEGORY_RECOMPUTE_POLICY => Some(Category::RecomputePolicy),
         _ => None,
     }
 }

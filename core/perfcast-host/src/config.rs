@@ -9,6 +9,7 @@ use perfcast_core::Registry;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Top-level sections perfcast reads. Any other top-level key is an error (a typo would
 /// otherwise be silently ignored). Hosts with sections of their own add them to
@@ -122,9 +123,11 @@ pub struct Config {
     figment: Figment,
     value: Value,
     layers: Vec<LayerOrigin>,
-    registry: Registry,
+    /// Shared by the configurations [`Config::with_sets`] derives.
+    registry: Arc<Registry>,
     libraries: Vec<LibraryInfo>,
     ignored_env: Vec<String>,
+    sections: Vec<&'static str>,
 }
 
 impl std::fmt::Debug for Config {
@@ -167,13 +170,15 @@ impl Config {
             origin: e.metadata.as_ref().map(|m| m.name.to_string()),
             message: e.kind.to_string(),
         })?;
+        let mut registry = perfcast_builtins::registry()?;
         let mut cfg = Config {
             figment,
             value,
             layers: origins,
-            registry: perfcast_builtins::registry()?,
+            registry: Arc::new(Registry::default()),
             libraries: Vec::new(),
             ignored_env,
+            sections: sources.sections.clone(),
         };
         cfg.check_top_level(&sources.sections)?;
         cfg.check_finite(&cfg.value, String::new())?;
@@ -234,7 +239,7 @@ impl Config {
             let info = plugins::load_library(
                 &spec.path,
                 spec.sha256.as_deref(),
-                &mut cfg.registry,
+                &mut registry,
                 isolate.as_ref(),
             )
             .map_err(|message| HostError::Library {
@@ -244,6 +249,45 @@ impl Config {
             })?;
             cfg.libraries.push(info);
         }
+        cfg.registry = Arc::new(registry);
+        Ok(cfg)
+    }
+
+    /// This configuration with `sets` (`key=value`, as in [`Sources::sets`]) merged on top,
+    /// without reading its files again: the same configuration as loading the sources with
+    /// `sets` appended, sharing the registry and the loaded libraries (what a host that
+    /// evaluates many variants of one configuration uses). A set below `plugins` is refused:
+    /// libraries are loaded by [`Config::load`] only.
+    pub fn with_sets<S: AsRef<str>>(&self, sets: &[S]) -> Result<Config, HostError> {
+        let mut figment = self.figment.clone();
+        let mut origins = self.layers.clone();
+        for s in sets {
+            let l = layers::parse_set(s.as_ref())?;
+            if l.data.contains_key("plugins") {
+                return Err(HostError::BadSet {
+                    arg: s.as_ref().to_string(),
+                    message: "plugin libraries are loaded from config files or --load, not added to a loaded configuration".into(),
+                });
+            }
+            origins.push(l.origin.clone());
+            figment = figment.merge(l);
+        }
+        let value = figment.find_value("").map_err(|e| HostError::Invalid {
+            key: e.path.join("."),
+            origin: e.metadata.as_ref().map(|m| m.name.to_string()),
+            message: e.kind.to_string(),
+        })?;
+        let cfg = Config {
+            figment,
+            value,
+            layers: origins,
+            registry: Arc::clone(&self.registry),
+            libraries: self.libraries.clone(),
+            ignored_env: self.ignored_env.clone(),
+            sections: self.sections.clone(),
+        };
+        cfg.check_top_level(&cfg.sections)?;
+        cfg.check_finite(&cfg.value, String::new())?;
         Ok(cfg)
     }
 

@@ -413,3 +413,42 @@ fn non_finite_numbers_are_rejected_at_load() {
         assert!(e.contains(key) && e.contains("finite"), "{e}");
     }
 }
+
+/// `with_sets` is `load` with the sets appended: the same values, origins and errors, the
+/// files not read again; sets below `plugins` are refused.
+#[test]
+fn with_sets_equals_loading_with_the_sets() {
+    let base = ["preset:h100-sxm5-80gb".into()];
+    let sets = [
+        "components.h100_sxm5_80gb.matmul_efficiency=0.5",
+        "system.devices=16",
+    ];
+    let loaded = load(&base, &sets).unwrap();
+    let derived = load(&base, &[]).unwrap().with_sets(&sets).unwrap();
+    assert_eq!(loaded.value(), derived.value());
+    assert_eq!(loaded.layers(), derived.layers());
+    let key = "components.h100_sxm5_80gb.matmul_efficiency";
+    assert_eq!(loaded.origin_of(key), derived.origin_of(key));
+    let s = derived.system().unwrap();
+    assert_eq!(s.devices, 16);
+    let bad = load(&base, &[])
+        .unwrap()
+        .with_sets(&["components.h100_sxm5_80gb.matmul_efficiency=2.0"])
+        .unwrap()
+        .system()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        bad.contains("matmul_efficiency") && bad.contains("--set"),
+        "{bad}"
+    );
+    let base_cfg = load(&base, &[]).unwrap();
+    for (set, want) in [
+        ("nosuch.key=1", "nosuch"),
+        ("plugins=[]", "plugin libraries"),
+        ("system.devices=nan", "finite"),
+    ] {
+        let e = base_cfg.with_sets(&[set]).unwrap_err().to_string();
+        assert!(e.contains(want), "{set}: {e}");
+    }
+}

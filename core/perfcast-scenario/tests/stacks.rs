@@ -392,6 +392,20 @@ fn the_search_space_narrows_to_what_the_stack_has() {
     let (mut tpo, mut ogr, mut opg) = (None, None, None);
     g.narrow_search(&mut tpo, &mut ogr, &mut opg);
     assert_eq!((tpo, ogr, opg), (None, None, None));
+    // Megatron-LM v2 had no ZeRO, no sequence parallelism and whole-layer recompute only; a
+    // dimension the [search] section sets is left as set.
+    let (mut zero, mut sp, mut rc) = (None, None, Some(vec!["selective".to_string()]));
+    s.narrow_parallel(&mut zero, &mut sp, &mut rc);
+    assert_eq!(zero, Some(vec![0]));
+    assert_eq!(sp, Some(vec![false]));
+    assert_eq!(rc, Some(vec!["selective".to_string()]));
+    let (mut zero, mut sp, mut rc) = (None, None, None);
+    s.narrow_parallel(&mut zero, &mut sp, &mut rc);
+    assert_eq!(rc, Some(vec!["none".to_string(), "full".to_string()]));
+    g.narrow_parallel(&mut zero, &mut sp, &mut rc);
+    let (mut zero, mut sp, mut rc) = (None, None, None);
+    g.narrow_parallel(&mut zero, &mut sp, &mut rc);
+    assert_eq!((zero, sp, rc), (None, None, None));
 }
 
 /// README's "Software stacks" table lists every row of the mapping.

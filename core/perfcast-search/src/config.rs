@@ -174,11 +174,13 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
     };
     // The stack narrows the overlap dimensions the section leaves open.
     let mut space = sc.space();
-    training_stack(cfg)?.narrow_search(
+    let stack = training_stack(cfg)?;
+    stack.narrow_search(
         &mut space.tp_comm_overlap,
         &mut space.overlap_grad_reduce,
         &mut space.overlap_param_gather,
     );
+    stack.narrow_parallel(&mut space.zero_stage, &mut space.sp, &mut space.recompute);
     Ok(Scenario {
         trainings,
         space,

@@ -214,7 +214,7 @@ pub fn configs_dir() -> PathBuf {
 
 /// The shipped configs of `configs/studies/`, embedded at build time (as the presets are), so
 /// that `perfcast study NAME` works from any directory: `(study, TOML text)`.
-pub static BUILTIN_CONFIGS: [(&str, &str); 5] = [
+pub static BUILTIN_CONFIGS: [(&str, &str); STUDIES.len()] = [
     (
         "memory-vs-recompute",
         include_str!("../../../configs/studies/memory-vs-recompute.toml"),
@@ -234,6 +234,10 @@ pub static BUILTIN_CONFIGS: [(&str, &str); 5] = [
     (
         "dram-scaling",
         include_str!("../../../configs/studies/dram-scaling.toml"),
+    ),
+    (
+        "topologies",
+        include_str!("../../../configs/studies/topologies.toml"),
     ),
 ];
 
@@ -273,5 +277,19 @@ pub fn run(name: &str, config: Option<&Path>) -> Result<StudyOutput, StudyError>
             name: name.to_string(),
             known: names().into_iter().map(String::from).collect(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod builtin_config_tests {
+    use super::*;
+
+    /// Every study has its shipped config built in, under its own name.
+    #[test]
+    fn every_study_has_its_config_built_in() {
+        for s in STUDIES {
+            assert!(builtin_config(s.name).is_some(), "{}", s.name);
+            assert!(configs_dir().join(format!("{}.toml", s.name)).exists());
+        }
     }
 }

@@ -44,17 +44,17 @@ use crate::cases::{
     Precision, Recompute, Task,
 };
 use crate::flops::{self, StepShape};
+use crate::intervals::Residuals;
+use crate::overlay::Overlay;
 use crate::presets;
-use crate::report::{CaseResult, MetricResult, Report, Status};
+use crate::report::{CaseResult, MetricResult, Report};
 use crate::stacks::{generation_of, StackTable};
 use perfcast_core::parallel::interleaving_degrees;
 use perfcast_core::registry::Registry;
 use perfcast_core::workload::{FfnAct, ModelSpec};
 use perfcast_core::{DType, System};
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan, InferenceReport};
-use perfcast_engine::training::{
-    Placement, Training, TrainingOptions, TrainingPlan, TrainingReport,
-};
+use perfcast_engine::training::{Placement, Training, TrainingPlan, TrainingReport};
 use perfcast_scenario::stack::TpComm;
 use perfcast_scenario::Stack;
 
@@ -159,10 +159,9 @@ pub fn model_spec(case: &Case) -> ModelSpec {
     }
 }
 
-/// The system of a case: the hardware of `system.gpu` ([`presets::Hardware`]) with the case's
-/// scale-out NIC and device count, composed by perfcast-host through the built-in plugins
-/// (`_registry` is not consulted: it is the same built-in registry).
-pub fn system_for(case: &Case, _registry: &Registry) -> Result<System, String> {
+/// The configuration sources of a case's system: the hardware of `system.gpu`
+/// ([`presets::Hardware`]) with the case's scale-out NIC and device count.
+pub fn case_hardware(case: &Case) -> Result<presets::Hardware, String> {
     let s = &case.system;
     let mut hw = presets::Hardware::of(&s.gpu)?;
     if let Some(g) = s.scaleout_gbps_per_gpu {
@@ -172,7 +171,13 @@ pub fn system_for(case: &Case, _registry: &Registry) -> Result<System, String> {
     let devices = u32::try_from(s.num_gpus)
         .map_err(|_| format!("system.num_gpus = {} is too large", s.num_gpus))?;
     hw.set("system.devices", devices);
-    hw.system()
+    Ok(hw)
+}
+
+/// The system of a case ([`case_hardware`]), composed by perfcast-host through the built-in
+/// plugins (`_registry` is not consulted: it is the same built-in registry).
+pub fn system_for(case: &Case, _registry: &Registry) -> Result<System, String> {
+    case_hardware(case)?.system()
 }
 
 /// The training plan of a case with recompute policy `recompute` (a registry name), on
@@ -277,6 +282,11 @@ pub struct Harness {
     /// interleaving of [`interleaving_degrees`] that fits (default true; the schema calls
     /// assumed values soft inputs).
     pub soft_assumed_vpp: bool,
+    /// Keys set on top of every case's configuration where they apply ([`crate::overlay`]).
+    pub overlay: Overlay,
+    /// Error bars: the residuals and the level (e.g. 0.8) of the interval given to each
+    /// predicted metric ([`crate::intervals`]); `None` for none.
+    pub intervals: Option<(Residuals, f64)>,
 }
 
 impl Harness {
@@ -296,7 +306,23 @@ impl Harness {
             stacks: StackTable::builtin()?,
             inference_options: InferenceOptions::default(),
             soft_assumed_vpp: std::env::var("PERFCAST_VALIDATION_HARD_VPP").is_err(),
+            overlay: Overlay::empty(),
+            intervals: None,
         })
+    }
+
+    /// The harness with `overlay` set on top of every case's configuration (each key where
+    /// it applies: [`crate::overlay`]).
+    pub fn with_overlay(mut self, overlay: Overlay) -> Harness {
+        self.overlay = overlay;
+        self
+    }
+
+    /// The harness giving each predicted metric an interval of `level` (e.g. 0.8) from
+    /// `residuals`, those of the case's own group left out ([`crate::intervals`]).
+    pub fn with_intervals(mut self, residuals: Residuals, level: f64) -> Harness {
+        self.intervals = Some((residuals, level));
+        self
     }
 
     pub fn registry(&self) -> &Registry {
@@ -308,57 +334,61 @@ impl Harness {
         &self.stacks
     }
 
+    /// Every overlay key must apply to some case of `group` (all when `None`): a key that
+    /// applies nowhere is an error naming it (a typo would otherwise change nothing, silently).
+    pub fn check_overlay(&self, file: &CasesFile, group: Option<&str>) -> Result<(), String> {
+        if self.overlay.is_empty() {
+            return Ok(());
+        }
+        let prepared: Vec<_> = file.group(group).map(|c| self.prepare(c)).collect();
+        for e in &self.overlay.entries {
+            if prepared
+                .iter()
+                .any(|p| self.applies(p, e) != crate::overlay::Applies::No)
+            {
+                continue;
+            }
+            let mut near: Vec<String> = Vec::new();
+            for k in prepared.iter().filter_map(|p| p.keys()) {
+                for n in k.nearest(&e.key, 3) {
+                    if !near.contains(&n) {
+                        near.push(n);
+                    }
+                }
+            }
+            near.sort_by_key(|n| crate::overlay::edit_distance(n, &e.key));
+            near.truncate(3);
+            return Err(format!(
+                "{}: `{}` applies to no case's configuration{}{}",
+                self.overlay.source,
+                e.key,
+                group
+                    .map(|g| format!(" in group `{g}`"))
+                    .unwrap_or_default(),
+                if near.is_empty() {
+                    String::new()
+                } else {
+                    format!("; nearest keys: {}", near.join(", "))
+                }
+            ));
+        }
+        Ok(())
+    }
+
     /// Validate the cases of `group` (all when `None`).
     pub fn run(&self, file: &CasesFile, group: Option<&str>) -> Report {
         Report::new(file.group(group).map(|c| self.run_case(c)).collect())
     }
 
-    /// One case: never panics, never drops the case.
+    /// One case: never panics, never drops the case. The overlay's keys apply where the
+    /// case's configuration has them ([`Harness::applicable`]).
     pub fn run_case(&self, case: &Case) -> CaseResult {
-        let mut r = CaseResult {
-            id: case.id.clone(),
-            group: case.group.clone(),
-            kind: case.kind,
-            status: Status::Ok,
-            reason: None,
-            metrics: Vec::new(),
-            first: None,
-            breakdown: Vec::new(),
-            reference: None,
-            stack: Some(self.stacks.of(case).0),
-        };
-        let unpredicted = |case: &Case| {
-            case.measured
-                .metrics()
-                .map(|(m, v)| MetricResult::new(m, None, v))
-                .collect::<Vec<_>>()
-        };
-        if let Some(why) = unsupported_reason(case) {
-            r.status = Status::Unsupported;
-            r.reason = Some(why);
-            r.metrics = unpredicted(case);
-            return r;
-        }
-        let outcome = match case.kind {
-            Kind::Training => self.predict_training(case, &mut r),
-            Kind::Inference => self.predict_inference(case, &mut r),
-        };
-        if let Err(e) = outcome {
-            r.status = Status::Error;
-            r.reason = Some(e);
-            r.metrics = unpredicted(case);
-            r.breakdown.clear();
-            return r;
-        }
-        let mut warnings = Vec::new();
-        if let Some(s) = &case.source_inconsistency {
-            warnings.push(format!("source inconsistency: {s}"));
-        }
-        if let Some(w) = r.reason.take() {
-            warnings.push(w);
-        }
-        if !warnings.is_empty() {
-            r.reason = Some(warnings.join("; "));
+        let p = self.prepare(case);
+        let entries = self.applicable(&p, &self.overlay.entries);
+        let mut r = self.evaluate(&p, &entries);
+        if let Some((residuals, level)) = &self.intervals {
+            let family = &self.stacks.of(case).1.family;
+            crate::intervals::attach(&mut r, case, family, residuals, *level);
         }
         r
     }
@@ -428,17 +458,14 @@ impl Harness {
         best.ok_or_else(|| first_err.unwrap_or_else(|| "no plan to evaluate".to_string()))
     }
 
-    fn predict_training(&self, case: &Case, r: &mut CaseResult) -> Result<(), String> {
-        let model = model_spec(case);
-        let system = system_for(case, &self.registry)?;
-        let mut options = TrainingOptions::default();
-        self.stacks
-            .of(case)
-            .1
-            .apply_training_options(&mut options, &|_| false);
-        let engine = Training::with_options(model, system, &self.registry, &options)
-            .map_err(|e| e.to_string())?;
-        let (rep, policy, vpp) = self.evaluate_training(case, &engine)?;
+    /// Predict every published metric of a training case on `engine`.
+    pub(crate) fn predict_training(
+        &self,
+        case: &Case,
+        engine: &Training,
+        r: &mut CaseResult,
+    ) -> Result<(), String> {
+        let (rep, policy, vpp) = self.evaluate_training(case, engine)?;
         let t = case.training.as_ref().ok_or("[case.training] missing")?;
         let p = case.training_parallel().ok_or("parallel degrees missing")?;
         let me = &case.measured;
@@ -545,22 +572,23 @@ impl Harness {
         Ok(())
     }
 
-    fn predict_inference(&self, case: &Case, r: &mut CaseResult) -> Result<(), String> {
-        // Serving hook (issue 12): the serving modes are simulated by `crate::serving`.
+    /// Predict every published metric of an inference case on `engine`.
+    pub(crate) fn predict_inference(
+        &self,
+        case: &Case,
+        engine: &Inference,
+        r: &mut CaseResult,
+    ) -> Result<(), String> {
+        // The serving modes are simulated step by step on this engine (`crate::serving`).
         if case
             .inference
             .as_ref()
             .is_some_and(|i| crate::serving::models_mode(i.mode))
         {
-            return crate::serving::predict(self, case, r);
+            return crate::serving::predict(self, case, engine, r);
         }
-        let model = model_spec(case);
-        let system = system_for(case, &self.registry)?;
         let stack = self.stacks.of(case).1;
         let plan = inference_plan(case, stack)?;
-        let mut options = self.inference_options.clone();
-        stack.apply_inference_options(&mut options, &|_| false);
-        let engine = Inference::new(model, system, options).map_err(|e| e.to_string())?;
         let rep: InferenceReport = engine.evaluate(&plan).map_err(|e| e.to_string())?;
         let me = &case.measured;
         // Whole deployment: every replica runs the batch.

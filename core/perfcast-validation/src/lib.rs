@@ -17,11 +17,15 @@
 //! measurements (`[case.measured]`) are scored; derived `[case.reference]` values are shown,
 //! never scored.
 
+pub mod calibrate;
 pub mod cases;
 pub mod collectives;
 pub mod flops;
 pub mod harness;
+pub mod intervals;
 pub mod kernels;
+pub mod overlay;
+pub mod prepared;
 pub mod presets;
 pub mod report;
 pub mod serving;
@@ -73,9 +77,39 @@ pub fn locate_cases(path: Option<&Path>) -> Result<PathBuf, String> {
     })
 }
 
-/// Load, check and run a cases file; `Err` for a bad file or an unknown group (the CLI exits
-/// non-zero), `Ok` with the report however good or bad the accuracy is.
+/// How a validation runs beyond the cases: an overlay, and the error bars.
+#[derive(Debug, Clone)]
+pub struct ValidateOptions {
+    /// Keys set on top of every case's configuration where they apply (a calibration layer).
+    pub overlay: overlay::Overlay,
+    /// The residuals of the error bars and the interval level; `None`: no error bars.
+    pub intervals: Option<(intervals::Residuals, f64)>,
+}
+
+impl ValidateOptions {
+    /// No overlay; error bars at [`intervals::DEFAULT_LEVEL`] from the shipped residuals.
+    pub fn standard() -> Result<ValidateOptions, String> {
+        Ok(ValidateOptions {
+            overlay: overlay::Overlay::empty(),
+            intervals: Some((intervals::Residuals::embedded()?, intervals::DEFAULT_LEVEL)),
+        })
+    }
+}
+
+/// Load, check and run a cases file with the standard options
+/// ([`ValidateOptions::standard`]); see [`validate_with`].
 pub fn validate(path: Option<&Path>, group: Option<&str>) -> Result<report::Report, String> {
+    validate_with(path, group, &ValidateOptions::standard()?)
+}
+
+/// Load, check and run a cases file; `Err` for a bad file, an unknown group or an overlay key
+/// that applies to no case (the CLI exits non-zero), `Ok` with the report however good or bad
+/// the accuracy is.
+pub fn validate_with(
+    path: Option<&Path>,
+    group: Option<&str>,
+    opts: &ValidateOptions,
+) -> Result<report::Report, String> {
     let (file, name) = load_cases(path)?;
     if let Some(g) = group {
         if !file.cases.iter().any(|c| c.group == g) {
@@ -87,7 +121,11 @@ pub fn validate(path: Option<&Path>, group: Option<&str>) -> Result<report::Repo
             ));
         }
     }
-    let h = harness::Harness::new()?;
+    let mut h = harness::Harness::new()?.with_overlay(opts.overlay.clone());
+    if let Some((r, level)) = &opts.intervals {
+        h = h.with_intervals(r.clone(), intervals::check_level(*level)?);
+    }
+    h.check_overlay(&file, group)?;
     Ok(h.run(&file, group))
 }
 
@@ -117,12 +155,28 @@ pub fn validate_to_string(
     group: Option<&str>,
     format: Format,
 ) -> Result<String, String> {
+    validate_to_string_with(path, group, format, &ValidateOptions::standard()?)
+}
+
+/// [`validate_with`] rendered in `format`.
+pub fn validate_to_string_with(
+    path: Option<&Path>,
+    group: Option<&str>,
+    format: Format,
+    opts: &ValidateOptions,
+) -> Result<String, String> {
     let supported = [Format::Table, Format::Json];
     if !supported.contains(&format) {
         return Err(format.unsupported(&supported));
     }
     if let Some(p) = path.and_then(presets::find_repo_file) {
         if std::fs::read_to_string(&p).is_ok_and(|t| collectives::is_collectives(&t)) {
+            if !opts.overlay.is_empty() {
+                return Err(format!(
+                    "{}: --overlay applies to the cases of a validation cases file, not to collective benchmarks",
+                    p.display()
+                ));
+            }
             let r = validate_collectives(&p, group)?;
             return Ok(match format {
                 Format::Json => {
@@ -132,7 +186,7 @@ pub fn validate_to_string(
             });
         }
     }
-    let r = validate(path, group)?;
+    let r = validate_with(path, group, opts)?;
     Ok(match format {
         Format::Json => {
             serde_json::to_string_pretty(&r.to_json()).map_err(|e| e.to_string())? + "\n"

@@ -89,6 +89,24 @@ impl Hardware {
         Ok(hw)
     }
 
+    /// The sources (`preset:NAME` files, then the `key=value` overrides), as one string that
+    /// is equal for two values exactly when they compose the same configuration.
+    pub fn sources_key(&self) -> String {
+        format!("{:?} {:?}", self.files, self.sets)
+    }
+
+    /// The files and those overrides whose key starts with `prefix` (what a component's table
+    /// is merged from when `prefix` is `components.NAME.`).
+    pub fn files_and_sets(&self, prefix: &str) -> (Vec<String>, Vec<String>) {
+        let sets = self
+            .sets
+            .iter()
+            .filter(|s| s.starts_with(prefix))
+            .cloned()
+            .collect();
+        (self.files.clone(), sets)
+    }
+
     /// Add `key=value` overrides as the CLI's `--set` takes them (the value read as TOML).
     pub fn set_raw<S: AsRef<str>>(&mut self, sets: impl IntoIterator<Item = S>) {
         self.sets
@@ -128,7 +146,14 @@ impl Hardware {
 
     /// The system, composed by perfcast-host through the built-in plugins.
     pub fn system(&self) -> Result<System, String> {
-        self.config()?.system().map_err(|e| self.error(e))
+        self.compose().map(|(_, s)| s)
+    }
+
+    /// The merged configuration and the system composed from it.
+    pub fn compose(&self) -> Result<(Config, System), String> {
+        let config = self.config()?;
+        let system = config.system().map_err(|e| self.error(e))?;
+        Ok((config, system))
     }
 
     /// Set the scale-out NIC rate per device (Gb/s): `bandwidth_gbps` of every level of
@@ -164,7 +189,7 @@ impl Hardware {
 
     /// A perfcast-host error prefixed with the case key it concerns and where the hardware
     /// came from.
-    fn error(&self, e: HostError) -> String {
+    pub fn error(&self, e: HostError) -> String {
         let from = match self.files.first() {
             Some(preset) => preset.as_str(),
             None => "built from configs/validation/accelerators.toml",

@@ -7,6 +7,7 @@
 //! latency, else TTFT, else TPOT, else tokens/s per GPU, else tokens/s.
 
 use crate::cases::{Kind, Metric};
+use crate::intervals::{fmt_level, Interval};
 use crate::stacks::StackMatch;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -31,6 +32,9 @@ pub struct MetricResult {
     pub predicted: Option<f64>,
     pub measured: f64,
     pub rel_error: Option<f64>,
+    /// The interval of the prediction (`[lo, hi]`, at the level of the case's `error_bars`),
+    /// when error bars were asked for and the metric is a time or a rate.
+    pub interval: Option<[f64; 2]>,
 }
 
 impl MetricResult {
@@ -44,6 +48,7 @@ impl MetricResult {
             predicted,
             measured,
             rel_error,
+            interval: None,
         }
     }
 }
@@ -68,6 +73,9 @@ pub struct CaseResult {
     /// `[case.reference]` step time and the predicted one: shown, never scored.
     #[serde(skip)]
     pub reference: Option<(f64, Option<f64>)>,
+    /// Where the metrics' intervals come from (`None` without error bars).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_bars: Option<Interval>,
     /// The software stack the case was mapped to (`configs/validation/stacks.toml`) and the
     /// rule that chose it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -91,6 +99,16 @@ pub struct FirstMetric {
     pub predicted: f64,
     pub measured: f64,
     pub rel_error: f64,
+    /// The prediction's interval, when it has one.
+    pub interval: Option<[f64; 2]>,
+}
+
+impl FirstMetric {
+    /// Whether the measurement lies in the prediction's interval (`None` without one).
+    pub fn inside(&self) -> Option<bool> {
+        self.interval
+            .map(|[lo, hi]| lo <= self.measured && self.measured <= hi)
+    }
 }
 
 /// The order in which a case's first published metric is chosen.
@@ -117,7 +135,7 @@ pub fn first_metric_order(kind: Kind) -> &'static [Metric] {
 /// `None` when the first published metric has no prediction (the case is not scored).
 pub fn first_metric(r: &CaseResult) -> Option<FirstMetric> {
     let get = |m: Metric| r.metric(m);
-    let make = |metric: String, p: f64, meas: f64| {
+    let make = |metric: String, p: f64, meas: f64, interval: Option<[f64; 2]>| {
         let e = (p - meas) / meas;
         e.is_finite().then(|| FirstMetric {
             id: r.id.clone(),
@@ -126,13 +144,14 @@ pub fn first_metric(r: &CaseResult) -> Option<FirstMetric> {
             predicted: p,
             measured: meas,
             rel_error: e,
+            interval,
         })
     };
     for m in first_metric_order(r.kind) {
         if let Some(x) = get(*m) {
             return x
                 .predicted
-                .and_then(|p| make(m.name().to_string(), p, x.measured));
+                .and_then(|p| make(m.name().to_string(), p, x.measured, x.interval));
         }
     }
     if r.kind == Kind::Training {
@@ -143,14 +162,18 @@ pub fn first_metric(r: &CaseResult) -> Option<FirstMetric> {
                         "layer_fwd_ms+layer_bwd_ms".into(),
                         pf + pb,
                         f.measured + b.measured,
+                        // One relative interval for both: the bounds add.
+                        f.interval
+                            .zip(b.interval)
+                            .map(|(x, y)| [x[0] + y[0], x[1] + y[1]]),
                     ),
                     _ => None,
-                }
+                };
             }
             (Some(x), None) | (None, Some(x)) => {
                 return x
                     .predicted
-                    .and_then(|p| make(x.name.name().to_string(), p, x.measured))
+                    .and_then(|p| make(x.name.name().to_string(), p, x.measured, x.interval))
             }
             (None, None) => {}
         }
@@ -175,6 +198,10 @@ pub struct GroupSummary {
     /// Largest |rel_error| and its case.
     pub max_abs_error: Option<f64>,
     pub worst_case: Option<String>,
+    /// Scored cases whose first metric has an interval.
+    pub with_interval: usize,
+    /// Of those, the measurements inside their interval.
+    pub inside_interval: usize,
 }
 
 /// The JSON `summary`.
@@ -207,6 +234,10 @@ fn summarise<'a>(results: impl Iterator<Item = &'a CaseResult>) -> GroupSummary 
         }
         if let Some(f) = &r.first {
             errs.push((f.rel_error, f.id.clone()));
+            if let Some(inside) = f.inside() {
+                g.with_interval += 1;
+                g.inside_interval += usize::from(inside);
+            }
         }
     }
     g.scored = errs.len();
@@ -269,6 +300,13 @@ impl Report {
         Report { cases, summary }
     }
 
+    /// The level of the error bars, if the cases have them.
+    pub fn interval_level(&self) -> Option<f64> {
+        self.cases
+            .iter()
+            .find_map(|c| c.error_bars.as_ref().map(|e| e.level))
+    }
+
     /// `{"cases":[...],"summary":{...}}`.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
@@ -283,33 +321,25 @@ impl Report {
                 groups.push(&c.group);
             }
         }
+        let level = self.interval_level();
         for g in groups {
             let _ = writeln!(out, "== {g}");
-            let _ = writeln!(
+            let _ = write!(
                 out,
                 "  {:<46} {:<22} {:>12} {:>12} {:>8}",
                 "case", "metric", "predicted", "measured", "error"
             );
+            match level {
+                Some(l) => {
+                    let _ = writeln!(out, "    {}% interval", fmt_level(l));
+                }
+                None => out.push('\n'),
+            }
             for c in self.cases.iter().filter(|c| c.group == g) {
                 match c.status {
                     Status::Ok => {
                         for (i, m) in c.metrics.iter().enumerate() {
-                            let first = c
-                                .first
-                                .as_ref()
-                                .is_some_and(|f| f.metric.split('+').any(|x| x == m.name.name()));
-                            let _ = writeln!(
-                                out,
-                                "  {:<46} {:<22} {:>12} {:>12} {:>8}{}",
-                                if i == 0 { c.id.as_str() } else { "" },
-                                m.name.name(),
-                                m.predicted.map(fmt_num).unwrap_or_else(|| "-".into()),
-                                fmt_num(m.measured),
-                                m.rel_error
-                                    .map(|e| format!("{:+.1}%", 100.0 * e))
-                                    .unwrap_or_else(|| "n/a".into()),
-                                if first { " *" } else { "" }
-                            );
+                            let _ = writeln!(out, "{}", metric_row(c, i, m));
                         }
                         if let Some((r, p)) = c.reference {
                             let _ = writeln!(
@@ -381,6 +411,17 @@ impl Report {
             "overall",
             summary_line(&self.summary.overall)
         );
+        if let Some(l) = self.interval_level() {
+            let o = &self.summary.overall;
+            let _ = writeln!(
+                out,
+                "  {}% intervals (out-of-fold residuals of comparable cases, the case's own group left out): {} of {} measurements inside ({:.1}%)",
+                fmt_level(l),
+                o.inside_interval,
+                o.with_interval,
+                100.0 * o.inside_interval as f64 / o.with_interval.max(1) as f64
+            );
+        }
         if !self.summary.worst.is_empty() {
             let _ = writeln!(out, "  worst cases:");
             for w in self.summary.worst.iter().take(5) {
@@ -395,6 +436,41 @@ impl Report {
         }
         out
     }
+}
+
+/// One metric's row of the table: case (on the first row), metric, predicted, measured,
+/// error, `*` on the scored metric, and the interval with `in`/`OUT` when there is one.
+fn metric_row(c: &CaseResult, i: usize, m: &MetricResult) -> String {
+    let first = c
+        .first
+        .as_ref()
+        .is_some_and(|f| f.metric.split('+').any(|x| x == m.name.name()));
+    let mut row = format!(
+        "  {:<46} {:<22} {:>12} {:>12} {:>8}",
+        if i == 0 { c.id.as_str() } else { "" },
+        m.name.name(),
+        m.predicted.map(fmt_num).unwrap_or_else(|| "-".into()),
+        fmt_num(m.measured),
+        m.rel_error
+            .map(|e| format!("{:+.1}%", 100.0 * e))
+            .unwrap_or_else(|| "n/a".into()),
+    );
+    match m.interval {
+        Some([lo, hi]) => {
+            let inside = lo <= m.measured && m.measured <= hi;
+            let _ = write!(
+                row,
+                "{}  {}–{} {}",
+                if first { " *" } else { "  " },
+                fmt_num(lo),
+                fmt_num(hi),
+                if inside { "in" } else { "OUT" }
+            );
+        }
+        None if first => row.push_str(" *"),
+        None => {}
+    }
+    row
 }
 
 /// `stack: NAME (rule N: "pattern")` under a case.
@@ -418,6 +494,13 @@ fn summary_line(s: &GroupSummary) -> String {
             100.0 * m,
             100.0 * b,
             100.0 * w
+        );
+    }
+    if s.with_interval > 0 {
+        let _ = write!(
+            l,
+            "; interval holds {} of {}",
+            s.inside_interval, s.with_interval
         );
     }
     l
@@ -454,6 +537,7 @@ mod tests {
             first: None,
             breakdown: Vec::new(),
             reference: None,
+            error_bars: None,
             stack: None,
         }
     }

@@ -22,7 +22,7 @@
 //! `requests_per_s`, each the simulated run's mean or rate over the run.
 
 use crate::cases::{Case, Metric, Mode};
-use crate::harness::{inference_plan, model_spec, system_for, Harness};
+use crate::harness::{inference_plan, Harness};
 use crate::report::{CaseResult, MetricResult};
 use perfcast_core::workload::ModelSpec;
 use perfcast_engine::inference::Inference;
@@ -200,29 +200,30 @@ pub fn workload(case: &Case) -> Result<WorkloadSpec, String> {
     })
 }
 
-/// Simulate a serving case: the report and the stack used.
-pub fn simulate(h: &Harness, case: &Case) -> Result<(ServingReport, ServingStack), String> {
+/// Simulate a serving case on `inf` (the case's inference engine: its model, its system and
+/// the options of its software stack, with any overlay applied): the report and the serving
+/// profile used.
+pub fn simulate(
+    h: &Harness,
+    case: &Case,
+    inf: &Inference,
+) -> Result<(ServingReport, ServingStack), String> {
     let stack = ServingStack::of(case).ok_or("no serving-stack profile")?;
-    let model = model_spec(case);
-    let system = system_for(case, h.registry())?;
-    let capacity = system
+    let model = inf.model();
+    let capacity = inf
+        .system()
         .memory
         .device()
         .map(|d| d.capacity().0)
         .unwrap_or(0.0);
-    // Kernels and host costs: the case's software stack, as for the static modes.
-    let software = h.stack_of(case);
-    let plan = inference_plan_for_serving(case, software)?;
-    let mut options = h.inference_options.clone();
-    software.apply_inference_options(&mut options, &|_| false);
-    let inf = Inference::new(model.clone(), system, options).map_err(|e| e.to_string())?;
-    let cfg = stack.config(case, &model, capacity);
+    let plan = inference_plan_for_serving(case, h.stack_of(case))?;
+    let cfg = stack.config(case, model, capacity);
     let wl = workload(case)?;
     let traffic = wl.traffic();
     let d = cfg
         .deployment(Some(&plan), traffic.max_context())
         .map_err(|e| e.to_string())?;
-    let mut sim = Simulator::new(&inf);
+    let mut sim = Simulator::new(inf);
     let rep = sim
         .run(&d, &traffic, wl.seed, &[])
         .map_err(|e| e.to_string())?;
@@ -243,8 +244,13 @@ fn inference_plan_for_serving(
 }
 
 /// Predict every published metric of a serving case into `r`.
-pub fn predict(h: &Harness, case: &Case, r: &mut CaseResult) -> Result<(), String> {
-    let (rep, stack) = simulate(h, case)?;
+pub fn predict(
+    h: &Harness,
+    case: &Case,
+    inf: &Inference,
+    r: &mut CaseResult,
+) -> Result<(), String> {
+    let (rep, stack) = simulate(h, case, inf)?;
     for (metric, measured) in case.measured.metrics() {
         let predicted = match metric {
             Metric::TtftMs => Some(rep.ttft.mean.millis()),
@@ -284,6 +290,7 @@ pub fn predict(h: &Harness, case: &Case, r: &mut CaseResult) -> Result<(), Strin
 mod tests {
     use super::*;
     use crate::cases::CasesFile;
+    use crate::harness::model_spec;
     use crate::report::Status;
     use std::path::PathBuf;
 

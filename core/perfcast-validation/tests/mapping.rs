@@ -324,9 +324,24 @@ fn whole_file_keeps_every_case_and_json_shape() {
         assert!(c["stack"]["name"].is_string() && c["stack"]["rule"].as_u64() > Some(0));
         for m in c["metrics"].as_array().unwrap() {
             let keys: Vec<&String> = m.as_object().unwrap().keys().collect();
-            assert_eq!(keys, ["measured", "name", "predicted", "rel_error"]);
+            assert_eq!(
+                keys,
+                ["interval", "measured", "name", "predicted", "rel_error"]
+            );
+            // No error bars asked for.
+            assert!(m["interval"].is_null());
         }
     }
+    // With error bars, a case that ran says where its intervals come from.
+    let residuals = perfcast_validation::intervals::Residuals::embedded().unwrap();
+    let with_bars = Harness::new()
+        .unwrap()
+        .with_intervals(residuals, 0.8)
+        .run(&f, Some("korthikanti2022-table5"))
+        .to_json();
+    let c = &with_bars["cases"][0];
+    assert_eq!(c["error_bars"]["level"], 0.8);
+    assert!(c["metrics"][0]["interval"][1].as_f64().unwrap() > 0.0);
     assert!(j["summary"]["groups"]["narayanan2021-table1"]["mape"].is_number());
     assert_eq!(j["summary"]["overall"]["cases"], f.cases.len());
     // No NaN or infinity anywhere: serde_json would have written null for them; predicted

@@ -4,8 +4,10 @@
 
 use crate::cmd_predict::load;
 use crate::common::{print, to_json, ConfigArgs, Format, Table};
+use crate::error_bars::{self, ErrorBars, IntervalArgs, Row};
 use perfcast_engine::inference::{Inference, InferencePlan, InferenceReport, MemoryReport};
 use perfcast_scenario::{engine_error, InferenceScenario};
+use perfcast_validation::cases::Kind;
 use serde::Serialize;
 
 #[derive(Debug, clap::Args)]
@@ -18,6 +20,41 @@ pub struct Args {
     /// sequence) and workspace fit on every device, instead of the report.
     #[arg(long)]
     pub max_batch: bool,
+    #[command(flatten)]
+    pub intervals: IntervalArgs,
+}
+
+/// The rows of an inference report that get an interval (times in ms, as the report shows).
+fn inference_rows(r: &InferenceReport) -> Vec<(Row<'static>, &'static str)> {
+    use perfcast_validation::intervals::Direction::{Rate, Time};
+    vec![
+        (
+            Row::new("ttft", "time to first token", r.ttft.millis(), Time),
+            "ms",
+        ),
+        (
+            Row::new("tpot", "time per output token", r.tpot.millis(), Time),
+            "ms",
+        ),
+        (
+            Row::new("latency", "end-to-end latency", r.latency.millis(), Time),
+            "ms",
+        ),
+        (
+            // In JSON and CSV only: the table's tokens/s line ends with the per-GPU rate.
+            Row::new("tokens_per_s", "", r.tokens_per_s, Rate),
+            "tok/s",
+        ),
+        (
+            Row::new(
+                "tokens_per_s_per_gpu",
+                "output tokens/s",
+                r.tokens_per_s_per_gpu,
+                Rate,
+            ),
+            "tok/s",
+        ),
+    ]
 }
 
 /// What `infer --format json` prints: the report's fields and the configuration that
@@ -31,6 +68,9 @@ struct WithConfig<'a> {
     /// The config's published figures beside the prediction, if it has `[reference]`.
     #[serde(skip_serializing_if = "Option::is_none")]
     reference: Option<&'a crate::reference::ReferenceOut<'a>>,
+    /// Each predicted time and rate's interval, and where they come from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_bars: Option<ErrorBars<'a>>,
     config: serde_json::Value,
 }
 
@@ -87,22 +127,33 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             _ => None,
         })
     });
+    let interval = a.intervals.for_config(&cfg, Kind::Inference)?;
+    let rows = inference_rows(&report);
+    let plain: Vec<Row> = rows.iter().map(|(r, _)| r.clone()).collect();
     let text = match a.format {
         Format::Json => to_json(&WithConfig {
             report: &report,
             notes: &notes,
             reference: reference.as_ref(),
+            error_bars: interval.as_ref().map(|iv| error_bars::json(iv, &plain)),
             config: perfcast_scenario::reproducible_config(&cfg, inference.model())?,
         })?,
         Format::Csv => {
             let mut s = crate::infer_report::csv(&report, &warnings);
+            if let Some(iv) = &interval {
+                s.push_str(&error_bars::csv_rows(iv, &rows));
+            }
             if let Some(r) = &reference {
                 s.push_str(&crate::reference::csv(r));
             }
             s
         }
         Format::Table => {
-            let mut s = crate::infer_report::table(&report, &notes);
+            let t = crate::infer_report::table(&report, &notes);
+            let mut s = match &interval {
+                Some(iv) => error_bars::annotate(&t, iv, &plain, "  output tokens/s"),
+                None => t,
+            };
             if let Some(r) = &reference {
                 s.push_str(&crate::reference::table(r));
             }

@@ -3,6 +3,7 @@
 //! `perfcast-scenario` (which reconciles `plan.dp` with `system.devices`).
 
 use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
+use crate::error_bars::{self, ErrorBars, IntervalArgs, Row};
 use anyhow::Context as _;
 use perfcast_engine::training::StageMemory;
 use perfcast_engine::{TrainingPlan, TrainingReport};
@@ -10,6 +11,7 @@ use perfcast_host::{Config, SECTIONS};
 use perfcast_output::charts::training_svg;
 use perfcast_output::{plan_label, PlanStyle, GIB};
 use perfcast_scenario::{engine_error, TrainingScenario};
+use perfcast_validation::cases::Kind;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -24,6 +26,44 @@ pub struct Args {
     /// (stacked bars) to this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub intervals: IntervalArgs,
+}
+
+/// The rows of a training report that get an interval.
+pub(crate) fn training_rows(r: &TrainingReport) -> Vec<(Row<'static>, &'static str)> {
+    use perfcast_validation::intervals::Direction::{Rate, Time};
+    vec![
+        (
+            Row::new("iteration_time", "iteration time", r.iteration_time.0, Time),
+            "s",
+        ),
+        (
+            Row::new("tokens_per_s", "tokens/s", r.tokens_per_s, Rate),
+            "tokens/s",
+        ),
+        (
+            Row::new(
+                "tokens_per_s_per_gpu",
+                "tokens/s per GPU",
+                r.tokens_per_s_per_gpu,
+                Rate,
+            ),
+            "tokens/s",
+        ),
+        (
+            // In JSON and CSV only: its table row carries two values.
+            Row::new("tflops_per_gpu_model", "", r.tflops_per_gpu_model, Rate),
+            "TFLOP/s",
+        ),
+        (
+            Row {
+                show: |v| format!("{:.1}%", 100.0 * v),
+                ..Row::new("mfu", "MFU / HFU", r.mfu, Rate)
+            },
+            "",
+        ),
+    ]
 }
 
 /// Top-level sections `predict` and `infer` accept: the host's, plus those of `search` and
@@ -50,6 +90,9 @@ struct Output<'a> {
     /// The config's published figures beside the prediction, if it has `[reference]`.
     #[serde(skip_serializing_if = "Option::is_none")]
     reference: Option<crate::reference::ReferenceOut<'a>>,
+    /// Each predicted time and rate's interval, and where they come from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_bars: Option<ErrorBars<'a>>,
     /// The configuration that produced the report (feed it back as a `.json` config).
     config: serde_json::Value,
 }
@@ -80,6 +123,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             _ => None,
         })
     });
+    let interval = a.intervals.for_config(&cfg, Kind::Training)?;
+    let rows = training_rows(&report);
+    let plain: Vec<Row> = rows.iter().map(|(r, _)| r.clone()).collect();
 
     if let Some(path) = &a.plot {
         std::fs::write(
@@ -97,17 +143,21 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             memory_per_stage: &stages,
             notes: report.notes().into_iter().chain(warnings).collect(),
             reference,
+            error_bars: interval.as_ref().map(|iv| error_bars::json(iv, &plain)),
             config: perfcast_scenario::reproducible_config(&cfg, training.model())?,
         })?,
         Format::Csv => {
             let mut s = csv(&plan, &report, &stages, &warnings);
+            if let Some(iv) = &interval {
+                s.push_str(&error_bars::csv_rows(iv, &rows));
+            }
             if let Some(r) = &reference {
                 s.push_str(&crate::reference::csv(r));
             }
             s
         }
         Format::Table => {
-            let mut s = table(
+            let t = table(
                 &model_name,
                 &system_name,
                 &plan,
@@ -115,6 +165,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 &stages,
                 &warnings,
             );
+            let mut s = match &interval {
+                Some(iv) => error_bars::annotate(&t, iv, &plain, "  devices, micro-batches"),
+                None => t,
+            };
             if let Some(r) = &reference {
                 s.push_str(&crate::reference::table(r));
             }

@@ -6,11 +6,14 @@
 //! (`cmd_search_serving`).
 
 use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
+use crate::error_bars::{self, IntervalArgs};
 use anyhow::Context as _;
 use perfcast_engine::training::{TrainingPlan, TrainingReport};
 use perfcast_host::Config;
 use perfcast_output::{placed_plan_label, plan_label, PlanStyle};
 use perfcast_search::{load_scenario, Objective, SearchResult};
+use perfcast_validation::cases::Kind;
+use perfcast_validation::intervals::{Direction, Interval};
 use serde::Serialize;
 
 #[derive(Debug, clap::Args)]
@@ -36,6 +39,18 @@ pub struct Args {
     /// was not visited (default: search.max_seconds, else 300, as a sweep's max_seconds).
     #[arg(long, value_name = "SECONDS")]
     pub max_seconds: Option<f64>,
+    #[command(flatten)]
+    pub intervals: IntervalArgs,
+}
+
+/// A ranked plan with its step time's interval (JSON).
+#[derive(Debug, Serialize)]
+struct PlanOut<'a> {
+    #[serde(flatten)]
+    plan: &'a perfcast_search::RankedPlan,
+    /// The step time's interval, s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interval: Option<[f64; 2]>,
 }
 
 /// The config's own `[plan]`, evaluated for comparison.
@@ -51,7 +66,10 @@ struct Published {
 
 #[derive(Debug, Serialize)]
 struct Output<'a> {
-    plans: &'a [perfcast_search::RankedPlan],
+    plans: Vec<PlanOut<'a>>,
+    /// Where the plans' intervals come from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_bars: Option<&'a Interval>,
     pareto: &'a [perfcast_search::ParetoPoint],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pareto_devices: &'a [perfcast_search::ParetoPoint],
@@ -107,6 +125,7 @@ fn report_cells(r: &TrainingReport) -> Vec<String> {
         num(r.memory.peak.gib()),
         num(b.compute.total()),
         num(b.tp_comm.0 + b.cp_comm.0 + b.pp_comm.0 + b.dp_comm.0 + b.zero_comm.0),
+        num(b.hidden_comm.0),
         num(b.bubble.0),
         r.bottleneck.describe().to_string(),
     ]
@@ -151,7 +170,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if cfg.contains(perfcast_search::serving::SECTION) {
         return crate::cmd_search_serving::run(&a, &cfg);
     }
-    let (_cfg, sc) = load(&a, cfg)?;
+    let (cfg, sc) = load(&a, cfg)?;
     if a.bench {
         return bench(&sc);
     }
@@ -159,6 +178,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         crate::common::warn_hardware(&*t.system().compute, &t.system().memory);
     }
     let r = sc.search()?;
+    let iv = a.intervals.for_config(&cfg, Kind::Training)?;
+    let time = |t: f64| iv.as_ref().map(|iv| iv.around(t, Direction::Time));
     let published = sc.plan.as_ref().map(|p| {
         let t = sc
             .trainings
@@ -196,7 +217,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     });
     match a.format {
         Format::Json => print(&to_json(&Output {
-            plans: &r.plans,
+            plans: r
+                .plans
+                .iter()
+                .map(|p| PlanOut {
+                    plan: p,
+                    interval: time(p.report.iteration_time.0),
+                })
+                .collect(),
+            error_bars: iv.as_ref(),
             pareto: &r.pareto,
             pareto_devices: &r.pareto_devices,
             fastest: &r.fastest,
@@ -204,12 +233,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             published: published.as_ref(),
             cost: cost_of(&r, sc.price_per_gpu_hour),
         })?),
-        Format::Csv => print(&csv_table(&r, sc.price_per_gpu_hour).csv()),
+        Format::Csv => print(&csv_table(&r, sc.price_per_gpu_hour, iv.as_ref()).csv()),
         Format::Table => print(&render(
             &r,
             published.as_ref(),
             sc.constraints.global_batch,
             sc.price_per_gpu_hour,
+            iv.as_ref(),
         )),
     }
 }
@@ -217,9 +247,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 /// The top plans, plans with identical results (same devices, time, memory and breakdown:
 /// they differ only in a choice that changes nothing here, such as a placement that lays
 /// this mesh out alike) collapsed into one row with their count; with the cost objective,
-/// GPU-hours and the price per step.
-fn plans_table(r: &SearchResult, price: f64) -> Table {
+/// GPU-hours and the price per step; with error bars, the step time's interval.
+fn plans_table(r: &SearchResult, price: f64, iv: Option<&Interval>) -> Table {
     let cost = r.summary.objective == Objective::Cost;
+    let header = iv.map(|iv| format!("time {}%", error_bars::percent(iv)));
     let mut cols = vec![
         ("rank", true),
         ("plans", true),
@@ -227,6 +258,9 @@ fn plans_table(r: &SearchResult, price: f64) -> Table {
         ("plan", false),
         ("time_s", true),
     ];
+    if let Some(h) = &header {
+        cols.push((h.as_str(), true));
+    }
     if cost {
         cols.extend([("gpu_h_step", true), ("usd_step", true)]);
     }
@@ -235,6 +269,7 @@ fn plans_table(r: &SearchResult, price: f64) -> Table {
         ("memory_gib", true),
         ("compute_s", true),
         ("comm_s", true),
+        ("hidden_s", true),
         ("bubble_s", true),
         ("bottleneck", false),
     ]);
@@ -271,6 +306,10 @@ fn plans_table(r: &SearchResult, price: f64) -> Table {
         ];
         let cells = report_cells(&p.report);
         row.push(cells[0].clone());
+        if let Some(iv) = iv {
+            let [lo, hi] = iv.around(p.report.iteration_time.0, Direction::Time);
+            row.push(format!("{}–{}", num(lo), num(hi)));
+        }
         if cost {
             let gpu_h = gpu_hours(&p.report);
             row.extend([num(gpu_h), num(gpu_h * price)]);
@@ -296,11 +335,12 @@ legend: tpN/ppN/dpN/cpN tensor/pipeline/data/context-parallel degrees; vN virtua
   overlapped with GEMMs; [a-b-c-d] the order of the mesh axes on the devices, innermost first,
   when not Megatron-LM's tp-cp-pp-dp. plans: how many ranked plans share the row's results
   (they differ only in choices that change nothing here, e.g. a placement or an overlap
-  switch); comm_s exposed communication, bubble_s pipeline bubble, per step.
+  switch); comm_s exposed communication, hidden_s communication hidden behind compute by
+  overlap (the time that rests on overlap), bubble_s pipeline bubble, per step.
 ";
 
 /// The top plans with one column per plan field (for spreadsheets), full precision.
-fn csv_table(r: &SearchResult, price: f64) -> Table {
+fn csv_table(r: &SearchResult, price: f64, iv: Option<&Interval>) -> Table {
     let cost = r.summary.objective == Objective::Cost;
     let mut cols = vec![("rank", true), ("devices", true)];
     cols.extend(perfcast_search::PLAN_COLUMNS);
@@ -313,11 +353,15 @@ fn csv_table(r: &SearchResult, price: f64) -> Table {
         ("memory_gib", true),
         ("compute_s", true),
         ("comm_s", true),
+        ("hidden_s", true),
         ("bubble_s", true),
         ("bottleneck", false),
     ]);
     if cost {
         cols.extend([("gpu_hours_per_step", true), ("usd_per_step", true)]);
+    }
+    if iv.is_some() {
+        cols.extend([("time_s_lo", true), ("time_s_hi", true)]);
     }
     let mut t = Table::new(&cols);
     for rp in &r.plans {
@@ -335,12 +379,17 @@ fn csv_table(r: &SearchResult, price: f64) -> Table {
             rep.memory.peak.gib().to_string(),
             b.compute.total().to_string(),
             (b.tp_comm.0 + b.cp_comm.0 + b.pp_comm.0 + b.dp_comm.0 + b.zero_comm.0).to_string(),
+            b.hidden_comm.0.to_string(),
             b.bubble.0.to_string(),
             format!("{:?}", rep.bottleneck),
         ]);
         if cost {
             let h = gpu_hours(rep);
             row.extend([h.to_string(), (h * price).to_string()]);
+        }
+        if let Some(iv) = iv {
+            let [lo, hi] = iv.around(rep.iteration_time.0, Direction::Time);
+            row.extend([lo.to_string(), hi.to_string()]);
         }
         t.push(row);
     }
@@ -354,14 +403,18 @@ fn render(
     published: Option<&Published>,
     global_batch: u32,
     price: f64,
+    iv: Option<&Interval>,
 ) -> String {
     let s = &r.summary;
     let mut out = format!(
         "top {} plans by {}:\n{}",
         r.plans.len(),
         s.objective.name(),
-        plans_table(r, price).render()
+        plans_table(r, price, iv).render()
     );
+    if let Some(iv) = iv {
+        out.push_str(&format!("error bars: {}\n", iv.describe()));
+    }
     if let Some(p) = published {
         out.push_str(&format!(
             "\nthe config's [plan] ({}): ",

@@ -1,12 +1,17 @@
-//! `perfcast validate [CASES.toml] [--group G] [--format table|json]`: predicted against
-//! published measurements, per case, MAPE per group and overall (the harness is
-//! `perfcast_validation`).
+//! `perfcast validate [CASES.toml] [--group G] [--overlay LAYER.toml] [--interval P]
+//! [--residuals FILE] [--format table|json]`: predicted against published measurements, per
+//! case, MAPE per group and overall, each prediction's interval and how many measurements
+//! fall inside theirs (the harness is `perfcast_validation`).
 //!
 //! Exit status: 0 when the validation ran, whatever the accuracy; 1 for a cases file that
-//! cannot be read or breaks the schema, or a group with no case (the message names the file,
+//! cannot be read or breaks the schema, a group with no case, an overlay that cannot be read
+//! or has a key that applies to no case, or a bad residuals file (the message names the file,
 //! the case and the key).
 
 use crate::common::{print, Format};
+use crate::error_bars::IntervalArgs;
+use perfcast_validation::overlay::Overlay;
+use perfcast_validation::ValidateOptions;
 use std::path::PathBuf;
 
 /// The outputs of `perfcast validate` (no CSV: a report of nested cases), with their help.
@@ -30,13 +35,31 @@ pub struct Args {
     /// Only the cases of this group.
     #[arg(long, value_name = "G")]
     pub group: Option<String>,
+    /// A configuration layer (e.g. `perfcast calibrate --out`) set on top of every case's
+    /// configuration, each key where the case's configuration has it.
+    #[arg(long, value_name = "LAYER.toml")]
+    pub overlay: Option<PathBuf>,
+    #[command(flatten)]
+    pub intervals: IntervalArgs,
     #[arg(long, value_parser = Format::parser(&FORMATS), default_value_t)]
     pub format: Format,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let text =
-        perfcast_validation::validate_to_string(a.cases.as_deref(), a.group.as_deref(), a.format)
-            .map_err(anyhow::Error::msg)?;
+    let overlay = match &a.overlay {
+        Some(p) => Overlay::load(p).map_err(anyhow::Error::msg)?,
+        None => Overlay::empty(),
+    };
+    let opts = ValidateOptions {
+        overlay,
+        intervals: a.intervals.load()?,
+    };
+    let text = perfcast_validation::validate_to_string_with(
+        a.cases.as_deref(),
+        a.group.as_deref(),
+        a.format,
+        &opts,
+    )
+    .map_err(anyhow::Error::msg)?;
     print(&text)
 }

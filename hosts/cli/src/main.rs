@@ -4,6 +4,7 @@
 //! command's module) and an arm in [`run`]. Shared things (output formats, config arguments,
 //! printing, exit codes) are in [`common`].
 
+mod cmd_calibrate;
 mod cmd_config;
 mod cmd_infer;
 mod cmd_plugins;
@@ -16,6 +17,7 @@ mod cmd_study;
 mod cmd_sweep;
 mod cmd_validate;
 mod common;
+mod error_bars;
 mod infer_report;
 mod plot;
 mod reference;
@@ -42,6 +44,8 @@ enum Command {
     Config(cmd_config::Command),
     /// Predicted vs published measurements of a validation cases file, MAPE per group.
     Validate(cmd_validate::Args),
+    /// Fit named shared parameters to a cases file, with cross-validation; write the layer.
+    Calibrate(cmd_calibrate::Args),
     /// Run one of the seed paper's studies (CSV, SVG, summary); `--list` lists them.
     Study(cmd_study::Args),
     /// Predict one training step: time, throughput, MFU/HFU, breakdown, memory per stage.
@@ -71,6 +75,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Roofline(a) => cmd_roofline::run(a),
         Command::Config(c) => cmd_config::run(c),
         Command::Validate(a) => cmd_validate::run(a),
+        Command::Calibrate(a) => cmd_calibrate::run(a),
         Command::Study(a) => cmd_study::run(a),
         Command::Search(a) => cmd_search::run(a),
         Command::Sweep(a) => cmd_sweep::run(a),

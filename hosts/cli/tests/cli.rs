@@ -764,7 +764,7 @@ fn plugin_parameters_are_described_and_defaults_explained() {
     assert!(line("components.a100_sxm4_80gb.launch_overhead_us").contains("3.0"));
     assert!(line("options.strategy_params.tensor.overlap_efficiency").contains("1.0"));
     assert!(line("plan.vpp").contains("built-in default (TrainingPlan)"));
-    assert!(line("plan.tp").contains("gpt3-175b-a100.toml:22"));
+    assert!(line("plan.tp").contains("gpt3-175b-a100.toml:26"));
     // Without --all only what the configuration sets.
     let o = perfcast(&["config", "explain", exp.to_str().unwrap()]);
     ok(&o);

@@ -174,7 +174,7 @@ fn plugins_lists_library_components_with_origin_and_abi() {
     assert_eq!(dsp["origin"], l.c.display().to_string());
     assert_eq!(
         (dsp["abi"].as_str(), dsp["version"].as_str()),
-        (Some("c 1.2"), Some("1.2.0"))
+        (Some("c 1.3"), Some("1.2.0"))
     );
     assert_eq!(row("acme/xlink")["category"], "interconnect");
     assert_eq!(row("gpu")["abi"], "-");
@@ -655,7 +655,7 @@ fn an_isolated_library_gives_the_in_process_numbers() {
         .iter()
         .find(|p| p["name"] == "acme/npu9")
         .unwrap();
-    assert_eq!(npu["abi"], "rust-abi_stable 1.0, isolated");
+    assert_eq!(npu["abi"], "rust-abi_stable 1.1, isolated");
     // A config entry asks for isolation itself.
     let dir = common::tmpdir("perfcast-cli-isolate-cfg");
     let c = dir.join("iso.toml");

@@ -325,7 +325,7 @@ fn search_table_collapses_alike_plans_explains_its_abbreviations_and_prices_the_
         .stdout
         .lines()
         .skip(3)
-        .take_while(|l| !l.is_empty())
+        .take_while(|l| !l.is_empty() && !l.starts_with("error bars:"))
         .collect();
     // Each row's results differ from the next row's: alike plans share one row, counted.
     let results = |l: &str| l.split_whitespace().skip(3).collect::<Vec<_>>().join(" ");

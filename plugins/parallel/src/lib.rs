@@ -124,6 +124,27 @@ pub static PIPELINE_PARAMS: &[ParamSpec] = &[
         "modelling default",
     ),
 ];
+/// The parameters of `expert` (defaults as [`expert::ExpertParams`]' documentation says).
+pub static EXPERT_PARAMS: &[ParamSpec] = &[
+    overlap(
+        "overlap_efficiency",
+        "0.8",
+        "with plan.ep_comm_overlap: fraction of an MoE layer's compute (of the other micro-batch in flight) that hides its dispatch and combine",
+        "modelling default as data/zero; DeepSeek-V3 report 3.2.1: DualPipe hides the all-to-all fully (1)",
+    ),
+    overlap(
+        "grad_overlap_efficiency",
+        "0.8",
+        "with plan.overlap_grad_reduce: fraction of the last micro-batch's backward that hides the experts' gradient reduction",
+        "modelling default (as data's overlap_efficiency)",
+    ),
+    overlap(
+        "prefetch_efficiency",
+        "0.8",
+        "fraction of a layer's compute (ZeRO-3) or of the first forward (ZeRO-1/2) that hides the experts' parameter gathers",
+        "modelling default (as zero's prefetch_efficiency)",
+    ),
+];
 /// The parameters of `data`.
 pub static DATA_PARAMS: &[ParamSpec] = &[overlap(
     "overlap_efficiency",
@@ -178,7 +199,8 @@ perfcast_core::builtin!(
     ParallelStrategy,
     "expert",
     "Expert parallel (MoE): experts split over EP x ETP ranks folded into TP x CP x DP; token dispatch/combine all-to-all per MoE layer",
-    expert
+    expert,
+    params = EXPERT_PARAMS
 );
 perfcast_core::builtin!(
     ParallelStrategy,

@@ -55,17 +55,46 @@ impl TrainingComponents {
                     .map_err(registry_error)?,
             );
         }
+        let recompute_names = registry.names(Category::RecomputePolicy);
+        let schedule_names = registry.names(Category::PipelineSchedule);
+        for (table, params, known) in [
+            (
+                "recompute_params",
+                &options.recompute_params,
+                &recompute_names,
+            ),
+            ("schedule_params", &options.schedule_params, &schedule_names),
+        ] {
+            if let Some(key) = params.keys().find(|k| !known.contains(k)) {
+                return Err(ModelError::invalid(
+                    Key::owned(Section::Options, format!("{table}.{key}")),
+                    key,
+                    format!(
+                        "not a registered {}{}; registered: {}",
+                        if table == "schedule_params" {
+                            "pipeline schedule"
+                        } else {
+                            "recompute policy"
+                        },
+                        perfcast_core::suggest::did_you_mean(key, known.iter().map(String::as_str)),
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
         let mut recompute = Vec::new();
-        for n in registry.names(Category::RecomputePolicy) {
+        for n in recompute_names {
+            let params = options.recompute_params.get(&n).unwrap_or(&null);
             let p = registry
-                .recompute_policy(&n, &null)
+                .recompute_policy(&n, params)
                 .map_err(registry_error)?;
             recompute.push((n, p));
         }
         let mut schedules = Vec::new();
-        for n in registry.names(Category::PipelineSchedule) {
+        for n in schedule_names {
+            let params = options.schedule_params.get(&n).unwrap_or(&null);
             let p = registry
-                .pipeline_schedule(&n, &null)
+                .pipeline_schedule(&n, params)
                 .map_err(registry_error)?;
             schedules.push((n, p));
         }
@@ -91,6 +120,13 @@ pub struct TrainingOptions {
     /// Parameters per strategy name, e.g. `data = { overlap_efficiency = 0.9 }`.
     #[serde(default)]
     pub strategy_params: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Parameters per recompute policy name (the built-ins take none).
+    #[serde(default)]
+    pub recompute_params: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Parameters per pipeline schedule name, e.g. `"example/zb-h1" = { weight_grad_share =
+    /// 0.4 }` for a loaded schedule (the built-ins take none).
+    #[serde(default)]
+    pub schedule_params: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// The plugin named `name` in `list` (a scan of the few resolved plugins), or an error on

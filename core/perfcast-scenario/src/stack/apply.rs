@@ -44,6 +44,24 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
         "modelled; `false` also narrows the search",
     ),
     (
+        "parallel.zero_stages",
+        "search.zero_stage",
+        "-",
+        "narrows the search (unset: every stage)",
+    ),
+    (
+        "parallel.sequence_parallel",
+        "search.sp",
+        "-",
+        "`false` narrows the search",
+    ),
+    (
+        "parallel.recompute",
+        "search.recompute",
+        "-",
+        "narrows the search (unset: every registered policy)",
+    ),
+    (
         "overlap.cp_exchange",
         "plan.cp_comm",
         "-",
@@ -446,6 +464,27 @@ impl Stack {
         }
         if overlap_param_gather.is_none() && !o.param_gather {
             *overlap_param_gather = Some(vec![false]);
+        }
+    }
+
+    /// The parallelisation dimensions the stack narrows (`[software.parallel]`, where the
+    /// `[search]` section leaves them unset): only the ZeRO stages, sequence parallelism and
+    /// recompute policies the framework implements are tried.
+    pub fn narrow_parallel(
+        &self,
+        zero_stage: &mut Option<Vec<u8>>,
+        sp: &mut Option<Vec<bool>>,
+        recompute: &mut Option<Vec<String>>,
+    ) {
+        let p = &self.parallel;
+        if zero_stage.is_none() {
+            zero_stage.clone_from(&p.zero_stages);
+        }
+        if sp.is_none() && p.sequence_parallel == Some(false) {
+            *sp = Some(vec![false]);
+        }
+        if recompute.is_none() {
+            recompute.clone_from(&p.recompute);
         }
     }
 }

@@ -16,8 +16,8 @@ mod sections;
 
 pub use apply::{UserSet, MAPPING};
 pub use sections::{
-    AttentionKernel, AttentionSw, Fp8Sw, FsdpSw, GpuGeneration, HostSw, OverlapSw, RecomputeSw,
-    ServingSw, TpComm,
+    AttentionKernel, AttentionSw, Fp8Sw, FsdpSw, GpuGeneration, HostSw, OverlapSw, ParallelSw,
+    RecomputeSw, ServingSw, TpComm,
 };
 
 use crate::{is_set, ScenarioError};
@@ -53,6 +53,8 @@ pub struct Stack {
     pub fsdp: FsdpSw,
     /// What "selective" recompute means.
     pub recompute: RecomputeSw,
+    /// Which parallelisation features it offers (the search tries only those).
+    pub parallel: ParallelSw,
     /// Multipliers on the framework's kernel throughput.
     pub efficiency: EfficiencyScales,
     /// Inference-runtime options (serving stacks).

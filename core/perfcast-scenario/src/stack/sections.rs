@@ -243,6 +243,20 @@ pub struct RecomputeSw {
     pub selective: SelectiveRecompute,
 }
 
+/// `[software.parallel]`: which parallelisation features the framework offers (unset: all).
+/// Only the search reads it: a plan a configuration gives explicitly is evaluated as given.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ParallelSw {
+    /// The ZeRO / distributed-optimizer / FSDP sharding stages it implements (e.g. `[0]` for a
+    /// framework without any).
+    pub zero_stages: Option<Vec<u8>>,
+    /// Whether it has Megatron-style sequence parallelism.
+    pub sequence_parallel: Option<bool>,
+    /// The recompute policies it implements (registry names).
+    pub recompute: Option<Vec<String>>,
+}
+
 /// `[software.serving]`: inference-runtime options (unset: `InferenceOptions`' defaults).
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]

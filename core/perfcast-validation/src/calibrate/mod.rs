@@ -1,0 +1,626 @@
+//! `perfcast calibrate`: fit named shared parameters (any configuration key, plugin
+//! parameters included) to a cases file, with cross-validation.
+//!
+//! * **Parameters** ([`ParamSpec`]): one value per parameter, set on every key it names
+//!   (tied keys) in every case whose configuration has the key ([`crate::overlay`]: present,
+//!   or a parameter the case's plugin or engine accepts). A key that applies to no case is an
+//!   error; so is one that moves no prediction between its bounds. Without `--param` the
+//!   default set [`DEFAULT_PARAMS`] is fitted (its keys that apply to no case left out).
+//! * **Objective**: the mean over the cases of `|ln(predicted / measured)|` of each case's
+//!   first published metric (the metric `perfcast validate` scores), over the cases that are
+//!   scored at the starting values (the configuration's own values). A point where a case
+//!   fails is infeasible.
+//! * **Optimiser** ([`optimize`]): Nelder–Mead on the box of the bounds, deterministic, with a
+//!   convergence test and restarts; not converging is reported with the best point.
+//! * **Cross-validation** ([`Cv`]): leave-one-group-out (each group predicted by the
+//!   parameters fitted on all other groups), leave-one-case-out, or none. Every fold starts
+//!   from the same starting values; a parameter that applies to no case of a fold's training
+//!   set keeps its starting value there.
+//!
+//! What does not depend on the parameters is worked out once: each case is prepared
+//! ([`crate::prepared`]: model, configuration sources, the system when no parameter reaches
+//! it), cases are evaluated in parallel and folds are fitted in parallel (rayon).
+
+pub mod optimize;
+mod output;
+pub mod params;
+pub mod synthetic;
+
+pub use optimize::{Minimum, Settings};
+pub use params::{DefaultParam, ParamSpec, DEFAULT_PARAMS};
+
+use crate::cases::{CasesFile, Kind};
+use crate::harness::Harness;
+use crate::intervals::Class;
+use crate::overlay::Entry;
+use crate::prepared::Prepared;
+use crate::report::{first_metric, FirstMetric, Status};
+use rayon::prelude::*;
+use std::fmt;
+use std::str::FromStr;
+
+/// The cross-validation scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Cv {
+    /// Leave one group out.
+    #[default]
+    Groups,
+    /// Leave one case out.
+    Cases,
+    /// In-sample only.
+    None,
+}
+
+impl Cv {
+    /// The name on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Cv::Groups => "groups",
+            Cv::Cases => "cases",
+            Cv::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for Cv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Cv {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Cv, String> {
+        match s {
+            "groups" => Ok(Cv::Groups),
+            "cases" => Ok(Cv::Cases),
+            "none" => Ok(Cv::None),
+            _ => Err(format!(
+                "--cv `{s}`: expected `groups` (leave one group out), `cases` (leave one case out) or `none`"
+            )),
+        }
+    }
+}
+
+/// What to fit, and how.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The parameters; empty: [`DEFAULT_PARAMS`].
+    pub params: Vec<ParamSpec>,
+    /// Cross-validation.
+    pub cv: Cv,
+    /// Optimiser settings.
+    pub settings: Settings,
+}
+
+/// A parameter as fitted.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Param {
+    /// Its keys (tied).
+    pub keys: Vec<String>,
+    /// Lower bound.
+    pub lo: f64,
+    /// Upper bound.
+    pub hi: f64,
+    /// Starting value (the configuration's, else the middle of the bounds).
+    pub start: f64,
+    /// Fitted value (six significant digits: what the overlay carries).
+    pub fitted: f64,
+    /// Scored cases it applies to.
+    pub cases: usize,
+}
+
+/// One fold of the cross-validation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fold {
+    /// The group or case held out.
+    pub held_out: String,
+    /// The fit cases held out (indices into [`Calibration::cases`]).
+    pub members: Vec<usize>,
+    /// The parameter values fitted without them.
+    pub fitted: Vec<f64>,
+    /// The optimiser's outcome.
+    pub evals: usize,
+    /// Whether it converged.
+    pub converged: bool,
+}
+
+/// A case the calibration scores.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FitCase {
+    /// Case id.
+    pub id: String,
+    /// Group.
+    pub group: String,
+    /// Kind.
+    pub kind: Kind,
+    /// Its class for error bars.
+    pub class: Class,
+    /// The accelerator.
+    pub gpu: String,
+}
+
+/// The outcome of a calibration.
+#[derive(Debug, Clone)]
+pub struct Calibration {
+    /// The cases file and its sha256.
+    pub cases_file: String,
+    /// sha256 (hex) of the cases file.
+    pub sha256: String,
+    /// UTC date of the run.
+    pub date: String,
+    /// The parameters.
+    pub params: Vec<Param>,
+    /// Things said on the way (default parameters left out, clamped starts).
+    pub notes: Vec<String>,
+    /// The cross-validation scheme.
+    pub cv: Cv,
+    /// The scored cases.
+    pub cases: Vec<FitCase>,
+    /// Cases of the file not scored, by reason: unsupported, error, first metric not
+    /// predicted.
+    pub skipped: (usize, usize, usize),
+    /// Each case's first metric with the configuration as it is (what `perfcast validate`
+    /// reports; the starting values differ from it where a parameter starts from the middle
+    /// of its bounds, a clamped value or the mean of tied keys).
+    pub before: Vec<Option<FirstMetric>>,
+    /// ... at the fitted values.
+    pub in_sample: Vec<Option<FirstMetric>>,
+    /// ... predicted out of fold (empty for [`Cv::None`]).
+    pub out_of_fold: Vec<Option<FirstMetric>>,
+    /// The fit on every case.
+    pub fit: Minimum,
+    /// Objective at the starting values.
+    pub start_objective: f64,
+    /// The folds.
+    pub folds: Vec<Fold>,
+    /// Wall time, seconds.
+    pub seconds: f64,
+}
+
+impl Calibration {
+    /// Whether the fit and every fold converged.
+    pub fn converged(&self) -> bool {
+        self.fit.converged && self.folds.iter().all(|f| f.converged)
+    }
+}
+
+/// A parameter being resolved against the cases.
+struct Resolved {
+    keys: Vec<String>,
+    lo: f64,
+    hi: f64,
+    start: f64,
+    /// Per runnable case, the indices of the keys that apply to it.
+    per_case: Vec<Vec<usize>>,
+}
+
+/// The problem: prepared cases and resolved parameters.
+struct Problem<'h, 'c> {
+    harness: &'h Harness,
+    prepared: Vec<Prepared<'c>>,
+    params: Vec<Resolved>,
+}
+
+impl Problem<'_, '_> {
+    /// The entries of case `c` (an index into `prepared`) at `theta`.
+    fn entries(&self, c: usize, theta: &[f64]) -> Vec<Entry> {
+        let mut out = Vec::new();
+        for (p, v) in self.params.iter().zip(theta) {
+            for &k in &p.per_case[c] {
+                out.push(Entry::number(&p.keys[k], *v));
+            }
+        }
+        out
+    }
+
+    /// The first metric of each of `cases` at `theta` (`None` where it is not scored). Each
+    /// distinct system is composed once (cases of one accelerator, NIC and device count
+    /// share it), then the cases are evaluated in parallel.
+    fn scores(&self, cases: &[usize], theta: &[f64]) -> Vec<Option<FirstMetric>> {
+        let h = self.harness;
+        let entries: Vec<Vec<Entry>> = cases.iter().map(|&c| self.entries(c, theta)).collect();
+        let keys: Vec<Option<String>> = cases
+            .iter()
+            .zip(&entries)
+            .map(|(&c, e)| h.system_key(&self.prepared[c], e))
+            .collect();
+        let mut firsts: Vec<(usize, &str)> = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            if let Some(k) = k {
+                if !firsts.iter().any(|(_, f)| f == k) {
+                    firsts.push((i, k));
+                }
+            }
+        }
+        let systems: Vec<Result<perfcast_core::System, String>> = firsts
+            .par_iter()
+            .map(|&(i, _)| h.compose(&self.prepared[cases[i]], &entries[i]))
+            .collect();
+        (0..cases.len())
+            .into_par_iter()
+            .map(|i| {
+                let system = keys[i].as_ref().and_then(|k| {
+                    let j = firsts.iter().position(|(_, f)| f == k)?;
+                    Some(systems[j].clone())
+                });
+                let r = h.evaluate_on(&self.prepared[cases[i]], &entries[i], system);
+                if r.status != Status::Ok {
+                    return None;
+                }
+                first_metric(&r)
+            })
+            .collect()
+    }
+
+    /// Mean |ln(predicted / measured)| over `cases`; `+inf` when one is not scored.
+    fn objective(&self, cases: &[usize], theta: &[f64]) -> f64 {
+        let s = self.scores(cases, theta);
+        let mut sum = 0.0;
+        for f in &s {
+            match f {
+                Some(f) => sum += (f.predicted / f.measured).ln().abs(),
+                None => return f64::INFINITY,
+            }
+        }
+        let v = sum / cases.len().max(1) as f64;
+        if v.is_finite() {
+            v
+        } else {
+            f64::INFINITY
+        }
+    }
+
+    fn start(&self) -> Vec<f64> {
+        self.params.iter().map(|p| p.start).collect()
+    }
+
+    /// Fit the parameters that apply to some case of `cases` (the others keep their start).
+    fn fit(&self, cases: &[usize], settings: &Settings) -> (Vec<f64>, Minimum) {
+        let start = self.start();
+        let free: Vec<usize> = (0..self.params.len())
+            .filter(|&j| {
+                cases
+                    .iter()
+                    .any(|&c| !self.params[j].per_case[c].is_empty())
+            })
+            .collect();
+        let theta_of = |x: &[f64]| {
+            let mut t = start.clone();
+            for (&j, xi) in free.iter().zip(x) {
+                let p = &self.params[j];
+                t[j] = p.lo + xi * (p.hi - p.lo);
+            }
+            t
+        };
+        let x0: Vec<f64> = free
+            .iter()
+            .map(|&j| {
+                let p = &self.params[j];
+                (p.start - p.lo) / (p.hi - p.lo)
+            })
+            .collect();
+        let m = optimize::minimize(|x| self.objective(cases, &theta_of(x)), &x0, settings);
+        let mut theta = theta_of(&m.x);
+        for (t, p) in theta.iter_mut().zip(&self.params) {
+            *t = round_sig(*t, 6).clamp(p.lo, p.hi);
+        }
+        (theta, m)
+    }
+}
+
+/// `v` to `digits` significant digits.
+pub fn round_sig(v: f64, digits: i32) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let scale = 10f64.powi(digits - 1 - v.abs().log10().floor() as i32);
+    let r = (v * scale).round() / scale;
+    if r.is_finite() {
+        r
+    } else {
+        v
+    }
+}
+
+/// Calibrate on the cases of `file` (sha256 `sha256`) through `harness` (its own overlay is
+/// not used: the parameters are the only keys set).
+pub fn calibrate(
+    harness: &Harness,
+    file: &CasesFile,
+    sha256: &str,
+    opts: &Options,
+) -> Result<Calibration, String> {
+    let t0 = std::time::Instant::now();
+    let all: Vec<Prepared> = file.cases.par_iter().map(|c| harness.prepare(c)).collect();
+    let (mut unsupported, mut errors) = (0, 0);
+    let mut reasons = Vec::new();
+    for p in &all {
+        if let Some((s, why)) = p.failure() {
+            match s {
+                Status::Unsupported => unsupported += 1,
+                _ => errors += 1,
+            }
+            if reasons.len() < 3 {
+                reasons.push(format!("{}: {why}", p.case.id));
+            }
+        }
+    }
+    let prepared: Vec<Prepared> = all.into_iter().filter(|p| p.runnable()).collect();
+    if prepared.is_empty() {
+        return Err(format!(
+            "{}: no case the engines support ({} cases: {unsupported} unsupported, {errors} whose system cannot be built), so nothing to calibrate on; for example:\n  {}",
+            file.file,
+            file.cases.len(),
+            reasons.join("\n  ")
+        ));
+    }
+    let mut notes = Vec::new();
+    let (specs, explicit) = if opts.params.is_empty() {
+        (DEFAULT_PARAMS.iter().map(|d| d.spec()).collect(), false)
+    } else {
+        (opts.params.clone(), true)
+    };
+    let mut params = Vec::new();
+    for spec in &specs {
+        // An explicit parameter that applies to no case is an error inside `resolve`.
+        match resolve(harness, &prepared, spec, explicit, &mut notes)? {
+            Some(r) => params.push(r),
+            None => notes.push(format!(
+                "default parameter {} applies to no case of {}: left out",
+                spec.keys.join(","),
+                file.file
+            )),
+        }
+    }
+    if params.is_empty() {
+        return Err(format!(
+            "{}: none of the default parameters ({}) applies to a case of this file; name the parameters with --param KEY=LO..HI",
+            file.file,
+            DEFAULT_PARAMS
+                .iter()
+                .map(|d| d.keys.join(","))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
+    let problem = Problem {
+        harness,
+        prepared,
+        params,
+    };
+    finish(
+        problem,
+        file,
+        sha256,
+        opts,
+        notes,
+        (unsupported, errors),
+        t0,
+    )
+}
+
+mod resolve;
+use resolve::resolve;
+
+/// Score the start, fit, cross-validate.
+fn finish(
+    mut problem: Problem,
+    file: &CasesFile,
+    sha256: &str,
+    opts: &Options,
+    notes: Vec<String>,
+    failed: (usize, usize),
+    t0: std::time::Instant,
+) -> Result<Calibration, String> {
+    let start = problem.start();
+    let everything: Vec<usize> = (0..problem.prepared.len()).collect();
+    let at_start = problem.scores(&everything, &start);
+    let fit_idx: Vec<usize> = everything
+        .iter()
+        .copied()
+        .filter(|&c| at_start[c].is_some())
+        .collect();
+    let unscored = everything.len() - fit_idx.len();
+    if fit_idx.is_empty() {
+        return Err(format!(
+            "{}: no case is scored at the starting values ({} cases run, none has a predicted first metric); nothing to calibrate on",
+            file.file,
+            everything.len()
+        ));
+    }
+    let mut notes = notes;
+    resolve::check_moves(
+        &mut problem,
+        &fit_idx,
+        &at_start,
+        !opts.params.is_empty(),
+        &mut notes,
+    )?;
+    let (fitted, fit) = problem.fit(&fit_idx, &opts.settings);
+    let in_sample = problem.scores(&fit_idx, &fitted);
+    let cases: Vec<FitCase> = fit_idx
+        .iter()
+        .map(|&c| {
+            let case = problem.prepared[c].case;
+            FitCase {
+                id: case.id.clone(),
+                group: case.group.clone(),
+                kind: case.kind,
+                class: Class::of_case(case, &problem.harness.stacks().of(case).1.family),
+                gpu: case.system.gpu.clone(),
+            }
+        })
+        .collect();
+    let folds = cross_validate(&problem, &fit_idx, &cases, opts)?;
+    let mut out_of_fold = Vec::new();
+    if opts.cv != Cv::None {
+        out_of_fold = vec![None; fit_idx.len()];
+        let held: Vec<Vec<Option<FirstMetric>>> = folds
+            .par_iter()
+            .map(|f| {
+                let idx: Vec<usize> = f.members.iter().map(|&m| fit_idx[m]).collect();
+                problem.scores(&idx, &f.fitted)
+            })
+            .collect();
+        for (f, s) in folds.iter().zip(held) {
+            for (&m, x) in f.members.iter().zip(s) {
+                out_of_fold[m] = x;
+            }
+        }
+    }
+    let params = problem
+        .params
+        .iter()
+        .zip(&fitted)
+        .map(|(p, v)| Param {
+            keys: p.keys.clone(),
+            lo: p.lo,
+            hi: p.hi,
+            start: p.start,
+            fitted: *v,
+            cases: fit_idx
+                .iter()
+                .filter(|&&c| !p.per_case[c].is_empty())
+                .count(),
+        })
+        .collect();
+    Ok(Calibration {
+        cases_file: file.file.clone(),
+        sha256: sha256.to_string(),
+        date: utc_date(),
+        params,
+        notes,
+        cv: opts.cv,
+        cases,
+        skipped: (failed.0, failed.1, unscored),
+        before: fit_idx
+            .par_iter()
+            .map(|&c| {
+                let r = problem.harness.evaluate(&problem.prepared[c], &[]);
+                first_metric(&r).filter(|_| r.status == Status::Ok)
+            })
+            .collect(),
+        in_sample,
+        out_of_fold,
+        start_objective: problem.objective(&fit_idx, &start),
+        fit,
+        folds,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The folds of `opts.cv`, each fitted without its members (in parallel).
+fn cross_validate(
+    problem: &Problem,
+    fit_idx: &[usize],
+    cases: &[FitCase],
+    opts: &Options,
+) -> Result<Vec<Fold>, String> {
+    let mut folds: Vec<(String, Vec<usize>)> = Vec::new();
+    match opts.cv {
+        Cv::None => return Ok(Vec::new()),
+        Cv::Groups => {
+            for (i, c) in cases.iter().enumerate() {
+                match folds.iter_mut().find(|(g, _)| *g == c.group) {
+                    Some((_, m)) => m.push(i),
+                    None => folds.push((c.group.clone(), vec![i])),
+                }
+            }
+            if folds.len() < 2 {
+                return Err(format!(
+                    "--cv groups needs scored cases in at least two groups; all {} are in `{}` (use --cv cases or --cv none)",
+                    cases.len(),
+                    cases[0].group
+                ));
+            }
+        }
+        Cv::Cases => {
+            if cases.len() < 2 {
+                return Err("--cv cases needs at least two scored cases (use --cv none)".into());
+            }
+            folds = cases
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.id.clone(), vec![i]))
+                .collect();
+        }
+    }
+    Ok(folds
+        .into_par_iter()
+        .map(|(held_out, members)| {
+            let train: Vec<usize> = (0..fit_idx.len())
+                .filter(|i| !members.contains(i))
+                .map(|i| fit_idx[i])
+                .collect();
+            let (fitted, m) = problem.fit(&train, &opts.settings);
+            Fold {
+                held_out,
+                members,
+                fitted,
+                evals: m.evals,
+                converged: m.converged,
+            }
+        })
+        .collect())
+}
+
+/// The sha256 of `bytes`, hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Read, check and calibrate on the cases file at `path` (see [`calibrate`]).
+pub fn calibrate_file(
+    path: &std::path::Path,
+    harness: &Harness,
+    opts: &Options,
+) -> Result<Calibration, String> {
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| format!("{name}: cannot read: {e}"))?;
+    let text = String::from_utf8(bytes.clone()).map_err(|e| format!("{name}: not UTF-8: {e}"))?;
+    let file = CasesFile::parse(&text, &name).map_err(|e| e.to_string())?;
+    calibrate(harness, &file, &sha256_hex(&bytes), opts)
+}
+
+/// Today's date (UTC), `YYYY-MM-DD` (civil-from-days, H. Hinnant's algorithm).
+pub fn utc_date() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding_and_names() {
+        assert_eq!(round_sig(0.712345678, 6), 0.712346);
+        assert_eq!(round_sig(192.00004, 6), 192.0);
+        assert_eq!(round_sig(-0.000123456789, 3), -0.000123);
+        assert_eq!(round_sig(0.0, 6), 0.0);
+        for cv in [Cv::Groups, Cv::Cases, Cv::None] {
+            assert_eq!(cv.name().parse::<Cv>().unwrap(), cv);
+        }
+        assert!("folds".parse::<Cv>().unwrap_err().contains("`groups`"));
+        let d = utc_date();
+        assert_eq!(d.len(), 10);
+        assert!(d.starts_with("20"), "{d}");
+    }
+}

@@ -1,0 +1,379 @@
+//! What a calibration writes: the terminal table, JSON, the overlay (a configuration layer
+//! with its provenance in comments) and the out-of-fold residuals.
+
+use super::{Calibration, Cv};
+use crate::cases::Kind;
+use crate::intervals::{Residual, Residuals, SCHEMA};
+use crate::overlay::{Entry, Overlay};
+use crate::report::FirstMetric;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// MAPE (fraction) and count of the scored entries of `xs`.
+fn mape<'a>(xs: impl Iterator<Item = &'a Option<FirstMetric>>) -> (Option<f64>, usize) {
+    let errs: Vec<f64> = xs.flatten().map(|f| f.rel_error.abs()).collect();
+    let n = errs.len();
+    let m = (n > 0).then(|| errs.iter().sum::<f64>() / n as f64);
+    (m, n)
+}
+
+/// `12.3%` or `-`.
+fn pct(m: Option<f64>) -> String {
+    m.map(|m| format!("{:.1}%", 100.0 * m))
+        .unwrap_or_else(|| "-".into())
+}
+
+impl Calibration {
+    /// Group names in file order.
+    pub fn groups(&self) -> Vec<&str> {
+        let mut g: Vec<&str> = Vec::new();
+        for c in &self.cases {
+            if !g.contains(&c.group.as_str()) {
+                g.push(&c.group);
+            }
+        }
+        g
+    }
+
+    /// MAPE of `set` over the cases `keep` selects.
+    fn mape_of(
+        &self,
+        set: &[Option<FirstMetric>],
+        keep: impl Fn(usize) -> bool,
+    ) -> (Option<f64>, usize) {
+        mape(
+            set.iter()
+                .enumerate()
+                .filter(|(i, _)| keep(*i))
+                .map(|(_, x)| x),
+        )
+    }
+
+    /// `{"mape":..,"groups":{..}}` of one set of predictions.
+    fn summary_json(&self, set: &[Option<FirstMetric>]) -> Value {
+        let mut groups = Map::new();
+        for g in self.groups() {
+            let (m, _) = self.mape_of(set, |i| self.cases[i].group == g);
+            groups.insert(g.to_string(), json!(m));
+        }
+        let (all, n) = self.mape_of(set, |_| true);
+        let kind = |k: Kind| self.mape_of(set, |i| self.cases[i].kind == k).0;
+        json!({
+            "mape": all,
+            "scored": n,
+            "training": kind(Kind::Training),
+            "inference": kind(Kind::Inference),
+            "groups": groups,
+        })
+    }
+
+    /// The JSON report: `{"params":{...},"in_sample":{"mape":..,"groups":{..}},
+    /// "cross_validated":{...},...}` (MAPE as fractions, as `perfcast validate`'s JSON).
+    pub fn to_json(&self) -> Value {
+        let mut params = Map::new();
+        for p in &self.params {
+            for k in &p.keys {
+                params.insert(k.clone(), json!(p.fitted));
+            }
+        }
+        let folds: Vec<Value> = self
+            .folds
+            .iter()
+            .map(|f| {
+                let mut values = Map::new();
+                for (p, v) in self.params.iter().zip(&f.fitted) {
+                    values.insert(p.keys.join(","), json!(v));
+                }
+                json!({
+                    "held_out": f.held_out,
+                    "cases": f.members.len(),
+                    "converged": f.converged,
+                    "evaluations": f.evals,
+                    "params": values,
+                })
+            })
+            .collect();
+        json!({
+            "params": params,
+            "in_sample": self.summary_json(&self.in_sample),
+            "cross_validated": if self.cv == Cv::None { Value::Null } else { self.summary_json(&self.out_of_fold) },
+            "before": self.summary_json(&self.before),
+            "converged": self.converged(),
+            "cv": self.cv.name(),
+            "objective": {"start": self.start_objective, "fitted": self.fit.f, "evaluations": self.fit.evals},
+            "parameters": self.params,
+            "folds": folds,
+            "cases_file": self.cases_file,
+            "cases_sha256": self.sha256,
+            "cases": {
+                "scored": self.cases.len(),
+                "unsupported": self.skipped.0,
+                "error": self.skipped.1,
+                "unscored": self.skipped.2,
+            },
+            "notes": self.notes,
+        })
+    }
+
+    /// The terminal report.
+    pub fn to_table(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "calibration on {} (sha256 {}): {} scored cases in {} groups ({} unsupported, {} error, {} not scored)",
+            self.cases_file,
+            &self.sha256[..self.sha256.len().min(12)],
+            self.cases.len(),
+            self.groups().len(),
+            self.skipped.0,
+            self.skipped.1,
+            self.skipped.2
+        );
+        let _ = writeln!(
+            s,
+            "objective: mean |ln(predicted / measured)| of each case's first published metric: {:.4} at the start, {:.4} fitted",
+            self.start_objective, self.fit.f
+        );
+        let _ = writeln!(
+            s,
+            "\n  {:<58} {:>16} {:>10} {:>10} {:>6}",
+            "parameter", "bounds", "start", "fitted", "cases"
+        );
+        for p in &self.params {
+            for (i, k) in p.keys.iter().enumerate() {
+                if i == 0 {
+                    let _ = writeln!(
+                        s,
+                        "  {:<58} {:>16} {:>10} {:>10} {:>6}",
+                        k,
+                        format!("{}..{}", p.lo, p.hi),
+                        super::round_sig(p.start, 6),
+                        p.fitted,
+                        p.cases
+                    );
+                } else {
+                    let _ = writeln!(s, "    = {k}");
+                }
+            }
+        }
+        let _ = writeln!(
+            s,
+            "\nfit: {} after {} evaluations",
+            if self.fit.converged {
+                "converged"
+            } else {
+                "NOT CONVERGED"
+            },
+            self.fit.evals
+        );
+        if self.cv != Cv::None {
+            let bad: Vec<&str> = self
+                .folds
+                .iter()
+                .filter(|f| !f.converged)
+                .map(|f| f.held_out.as_str())
+                .collect();
+            let _ = writeln!(
+                s,
+                "cross-validation: {} ({} folds, {} evaluations){}",
+                match self.cv {
+                    Cv::Groups => "leave one group out",
+                    _ => "leave one case out",
+                },
+                self.folds.len(),
+                self.folds.iter().map(|f| f.evals).sum::<usize>(),
+                if bad.is_empty() {
+                    ", every fold converged".to_string()
+                } else {
+                    format!("; NOT CONVERGED without: {}", bad.join(", "))
+                }
+            );
+        }
+        self.group_table(&mut s);
+        for n in &self.notes {
+            let _ = writeln!(s, "note: {n}");
+        }
+        let _ = writeln!(
+            s,
+            "took {:.1} s ({} threads)",
+            self.seconds,
+            rayon::current_num_threads()
+        );
+        s
+    }
+
+    /// Per group and overall: cases, MAPE before, in-sample, cross-validated.
+    fn group_table(&self, s: &mut String) {
+        let cv = self.cv != Cv::None;
+        let _ = writeln!(
+            s,
+            "\n  {:<30} {:>6} {:>8} {:>10} {:>16}",
+            "group",
+            "cases",
+            "before",
+            "in-sample",
+            if cv { "cross-validated" } else { "" }
+        );
+        let row = |s: &mut String, name: &str, keep: &dyn Fn(usize) -> bool| {
+            let (b, n) = self.mape_of(&self.before, keep);
+            let (i, _) = self.mape_of(&self.in_sample, keep);
+            let c = if cv {
+                pct(self.mape_of(&self.out_of_fold, keep).0)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                s,
+                "  {:<30} {:>6} {:>8} {:>10} {:>16}",
+                name,
+                n,
+                pct(b),
+                pct(i),
+                c
+            );
+        };
+        for g in self.groups() {
+            row(s, g, &|i| self.cases[i].group == g);
+        }
+        for (name, k) in [("training", Kind::Training), ("inference", Kind::Inference)] {
+            if self.cases.iter().any(|c| c.kind == k) {
+                row(s, name, &|i| self.cases[i].kind == k);
+            }
+        }
+        row(s, "overall", &|_| true);
+    }
+
+    /// The fitted values as an overlay.
+    pub fn overlay(&self) -> Overlay {
+        let mut entries = Vec::new();
+        for p in &self.params {
+            for k in &p.keys {
+                entries.push(Entry::number(k, p.fitted));
+            }
+        }
+        Overlay {
+            source: "calibration".into(),
+            entries,
+        }
+    }
+
+    /// The overlay as a TOML configuration layer, its provenance in comments.
+    pub fn overlay_toml(&self) -> String {
+        let mut h = String::new();
+        let _ = writeln!(
+            h,
+            "# perfcast calibration layer, written by `perfcast calibrate` on {} (UTC).",
+            self.date
+        );
+        let _ = writeln!(
+            h,
+            "# Check it: perfcast validate {} --overlay THIS_FILE",
+            self.cases_file
+        );
+        let _ = writeln!(h, "# cases file: {}", self.cases_file);
+        let _ = writeln!(h, "# cases sha256: {}", self.sha256);
+        let _ = writeln!(
+            h,
+            "# objective: mean |ln(predicted/measured)| of each case's first published metric over {} cases: {:.4} -> {:.4}",
+            self.cases.len(),
+            self.start_objective,
+            self.fit.f
+        );
+        let (b, _) = self.mape_of(&self.before, |_| true);
+        let (i, _) = self.mape_of(&self.in_sample, |_| true);
+        let _ = write!(h, "# MAPE: before {}, in-sample {}", pct(b), pct(i));
+        if self.cv != Cv::None {
+            let (c, _) = self.mape_of(&self.out_of_fold, |_| true);
+            let _ = write!(h, ", cross-validated ({}) {}", self.cv.name(), pct(c));
+        }
+        let _ = writeln!(h);
+        let _ = writeln!(h, "# parameters (bounds; start -> fitted; scored cases):");
+        for p in &self.params {
+            let _ = writeln!(
+                h,
+                "#   {} [{}, {}]; {} -> {}; {}",
+                p.keys.join(", "),
+                p.lo,
+                p.hi,
+                super::round_sig(p.start, 6),
+                p.fitted,
+                p.cases
+            );
+        }
+        h.push('\n');
+        h + &self.overlay().to_toml()
+    }
+
+    /// The out-of-fold residuals (`None` without cross-validation).
+    pub fn residuals(&self) -> Option<Residuals> {
+        if self.cv == Cv::None {
+            return None;
+        }
+        let residuals = self
+            .cases
+            .iter()
+            .zip(&self.out_of_fold)
+            .filter_map(|(c, f)| {
+                let f = f.as_ref()?;
+                Some(Residual {
+                    case: c.id.clone(),
+                    group: c.group.clone(),
+                    kind: c.kind,
+                    stack: c.class.stack.clone(),
+                    generation: c.class.generation.clone(),
+                    metric: f.metric.clone(),
+                    predicted: f.predicted,
+                    measured: f.measured,
+                })
+            })
+            .filter(|r| r.log_time_ratio().is_some())
+            .collect();
+        Some(Residuals {
+            meta: crate::intervals::Meta {
+                schema: SCHEMA.into(),
+                cases_file: Some(self.cases_file.clone()),
+                cases_sha256: Some(self.sha256.clone()),
+                date: Some(self.date.clone()),
+                cv: Some(self.cv.name().into()),
+                params: self
+                    .params
+                    .iter()
+                    .map(|p| format!("{}={}..{}", p.keys.join(","), p.lo, p.hi))
+                    .collect(),
+            },
+            residuals,
+        })
+    }
+
+    /// The residuals file's text.
+    pub fn residuals_toml(&self) -> Option<Result<String, String>> {
+        let r = self.residuals()?;
+        let header = format!(
+            "Out-of-fold residuals of perfcast's predictions (schema {SCHEMA}), written by\n`perfcast calibrate {} --cv {} --residuals FILE` on {} (UTC): for each scored case,\nits first published metric predicted by the parameters fitted without its {}\n(configs/validation/CALIBRATION.md). perfcast's error bars are drawn from these.",
+            self.cases_file,
+            self.cv.name(),
+            self.date,
+            if self.cv == Cv::Groups { "group" } else { "case" }
+        );
+        Some(r.to_toml(&header))
+    }
+
+    /// Per group: the MAPEs (before, in-sample, cross-validated), for tests and tools.
+    pub fn group_mapes(&self) -> BTreeMap<String, [Option<f64>; 3]> {
+        self.groups()
+            .into_iter()
+            .map(|g| {
+                let keep = |i: usize| self.cases[i].group == g;
+                (
+                    g.to_string(),
+                    [
+                        self.mape_of(&self.before, keep).0,
+                        self.mape_of(&self.in_sample, keep).0,
+                        self.mape_of(&self.out_of_fold, keep).0,
+                    ],
+                )
+            })
+            .collect()
+    }
+}

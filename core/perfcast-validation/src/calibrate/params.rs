@@ -1,0 +1,238 @@
+//! The parameters `perfcast calibrate` fits: `--param KEY[,KEY...][=LO..HI]` and the
+//! documented default set ([`DEFAULT_PARAMS`], listed in `configs/validation/CALIBRATION.md`).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A parameter to fit: one value shared by one or more configuration keys (tied keys, e.g. the
+/// same efficiency of two presets of one GPU), within bounds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamSpec {
+    /// Dotted configuration keys, all set to the parameter's value.
+    pub keys: Vec<String>,
+    /// `(lo, hi)`, `lo < hi`; `None`: half to twice the configuration's current value.
+    pub bounds: Option<(f64, f64)>,
+}
+
+impl fmt::Display for ParamSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.keys.join(","))?;
+        if let Some((lo, hi)) = self.bounds {
+            write!(f, "={lo}..{hi}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The syntax, for messages.
+pub const SYNTAX: &str =
+    "KEY[,KEY...][=LO..HI], e.g. components.h100_sxm5_80gb.matmul_efficiency=0.5..0.8";
+
+impl FromStr for ParamSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ParamSpec, String> {
+        let bad = |why: String| format!("--param `{s}`: {why} (expected {SYNTAX})");
+        let (keys, bounds) = match s.split_once('=') {
+            Some((k, b)) => (k, Some(b.trim())),
+            None => (s, None),
+        };
+        let mut out = Vec::new();
+        for key in keys.split(',') {
+            let key = key.trim();
+            if key.is_empty() {
+                return Err(bad("empty key".into()));
+            }
+            if let Some(seg) = key.split('.').find(|seg| {
+                seg.is_empty()
+                    || !seg
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            }) {
+                return Err(bad(format!(
+                    "key segment `{seg}` of `{key}` must be non-empty letters, digits, `_` or `-`"
+                )));
+            }
+            if out.iter().any(|k| k == key) {
+                return Err(bad(format!("key `{key}` is named twice")));
+            }
+            out.push(key.to_string());
+        }
+        let bounds = match bounds {
+            None => None,
+            Some("") => return Err(bad("no bounds after `=`".into())),
+            Some(b) => {
+                let (lo, hi) = b
+                    .split_once("..")
+                    .ok_or_else(|| bad(format!("bounds `{b}` are not LO..HI")))?;
+                let num = |x: &str| -> Result<f64, String> {
+                    let x = x.trim();
+                    match x.parse::<f64>() {
+                        Ok(v) if v.is_finite() => Ok(v),
+                        Ok(_) => Err(bad(format!("bound `{x}` is not a finite number"))),
+                        Err(_) => Err(bad(format!("bound `{x}` is not a number"))),
+                    }
+                };
+                let (lo, hi) = (num(lo)?, num(hi)?);
+                if lo >= hi {
+                    return Err(bad(format!(
+                        "bounds {lo}..{hi} are empty: LO must be below HI"
+                    )));
+                }
+                Some((lo, hi))
+            }
+        };
+        Ok(ParamSpec { keys: out, bounds })
+    }
+}
+
+/// One parameter of the default set.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DefaultParam {
+    /// The keys (tied).
+    pub keys: &'static [&'static str],
+    /// Bounds.
+    pub lo: f64,
+    /// Bounds.
+    pub hi: f64,
+    /// What it is.
+    pub what: &'static str,
+}
+
+impl DefaultParam {
+    /// As a [`ParamSpec`].
+    pub fn spec(&self) -> ParamSpec {
+        ParamSpec {
+            keys: self.keys.iter().map(|k| k.to_string()).collect(),
+            bounds: Some((self.lo, self.hi)),
+        }
+    }
+}
+
+/// The shared parameters `perfcast calibrate` fits without `--param`: the end-to-end
+/// parameter of each GPU die (`sustained_clock_ratio` of the `gpu` plugin: the clock a
+/// device sustains under whole-device load relative to the one its kernel-level efficiencies
+/// hold at; tied across the presets of one die, `configs/hardware/`) and the fitted fixed
+/// costs of the inference engine (`perfcast_engine::inference::InferenceOptions`). The
+/// kernel-level efficiencies are fitted to kernel measurements, not to end-to-end runs;
+/// what a software stack sets from its sources (e.g. `decode_kv_group_reread`: 0 for
+/// TensorRT-LLM's XQA kernel) is the stack's, not a shared parameter (a calibrated key
+/// overrides the stacks' value, as a user's key does); discrete parameters (tile sizes) are
+/// not fitted. `configs/validation/CALIBRATION.md`
+/// lists the same set (a test checks). A default parameter (or one of its keys) that applies
+/// to no case of the cases file is left out, and the report says so.
+pub const DEFAULT_PARAMS: &[DefaultParam] = &[
+    DefaultParam {
+        keys: &[
+            "components.a100_sxm4_40gb.sustained_clock_ratio",
+            "components.a100_sxm4_80gb.sustained_clock_ratio",
+        ],
+        lo: 0.5,
+        hi: 1.0,
+        what: "GA100 (A100) sustained clock under whole-device load, relative to the kernels'",
+    },
+    DefaultParam {
+        keys: &[
+            "components.h100_sxm5_80gb.sustained_clock_ratio",
+            "components.h100_hbm2e_96gb.sustained_clock_ratio",
+            "components.h200_sxm_141gb.sustained_clock_ratio",
+            "components.h800_sxm_80gb.sustained_clock_ratio",
+        ],
+        lo: 0.5,
+        hi: 1.0,
+        what: "GH100 (H100, H200, H800) sustained clock under whole-device load",
+    },
+    DefaultParam {
+        keys: &[
+            "components.b200_sxm_180gb.sustained_clock_ratio",
+            "components.gb200.sustained_clock_ratio",
+        ],
+        lo: 0.5,
+        hi: 1.0,
+        what: "Blackwell (B200, GB200) sustained clock under whole-device load",
+    },
+    DefaultParam {
+        keys: &["options.host_launch_us"],
+        lo: 1.0,
+        hi: 50.0,
+        what: "inference: host cost of one kernel launch without graph capture, µs",
+    },
+    DefaultParam {
+        keys: &["options.collective_overhead_us"],
+        lo: 0.0,
+        hi: 50.0,
+        what: "inference: fixed cost per collective beyond the alpha-beta time, µs",
+    },
+    DefaultParam {
+        keys: &["options.step_overhead_us"],
+        lo: 0.0,
+        hi: 500.0,
+        what: "inference: fixed cost per forward pass, µs",
+    },
+    DefaultParam {
+        keys: &["options.compute_memory_overlap"],
+        lo: 0.0,
+        hi: 1.0,
+        what: "inference: overlap of a kernel's compute and memory time",
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_specs() {
+        let p: ParamSpec = "a.b,c.d=0.5..0.9".parse().unwrap();
+        assert_eq!(p.keys, ["a.b", "c.d"]);
+        assert_eq!(p.bounds, Some((0.5, 0.9)));
+        assert_eq!(p.to_string(), "a.b,c.d=0.5..0.9");
+        let p: ParamSpec = "options.engine.runtime_reserve_gib".parse().unwrap();
+        assert_eq!(p.bounds, None);
+        let p: ParamSpec = "x=-1e-3..2".parse().unwrap();
+        assert_eq!(p.bounds, Some((-0.001, 2.0)));
+        // (input, what the message says)
+        let bad = [
+            ("", "empty key"),
+            ("a,,b", "empty key"),
+            ("a..b", "key segment"),
+            ("a b", "key segment"),
+            ("a,a", "named twice"),
+            ("a=", "no bounds"),
+            ("a=0.5", "not LO..HI"),
+            ("a=x..1", "`x` is not a number"),
+            ("a=0..y", "`y` is not a number"),
+            ("a=0..inf", "not a finite number"),
+            ("a=nan..1", "not a finite number"),
+            ("a=0.9..0.5", "are empty"),
+            ("a=1..1", "are empty"),
+        ];
+        for (s, want) in bad {
+            let e = s.parse::<ParamSpec>().unwrap_err();
+            assert!(e.contains(want) && e.contains("expected KEY"), "{s}: {e}");
+        }
+    }
+
+    /// CALIBRATION.md lists the default set: every key, with its bounds.
+    #[test]
+    fn calibration_md_lists_the_default_set() {
+        let doc = include_str!("../../../../configs/validation/CALIBRATION.md");
+        for d in DEFAULT_PARAMS {
+            let keys: Vec<String> = d.keys.iter().map(|k| format!("`{k}`")).collect();
+            let row = format!("| {} | {}..{} |", keys.join(", "), d.lo, d.hi);
+            assert!(
+                doc.contains(&row),
+                "CALIBRATION.md lacks the row ending `{row}`"
+            );
+        }
+    }
+
+    #[test]
+    fn default_set_is_well_formed() {
+        for d in DEFAULT_PARAMS {
+            assert!(d.lo < d.hi && !d.keys.is_empty() && !d.what.is_empty());
+            let s = d.spec().to_string();
+            assert_eq!(s.parse::<ParamSpec>().unwrap(), d.spec(), "{s}");
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! `perfcast calibrate` on small synthetic cases files whose measurements are the model's own
+//! predictions at known parameter values ([`remeasured`]): the values are recovered, the
+//! leave-one-group-out folds hold out whole groups, the overlay round-trips, and every bad
+//! input is an error naming what is wrong.
+
+use perfcast_validation::calibrate::synthetic::remeasured;
+use perfcast_validation::calibrate::{self, Calibration, Cv, Options, ParamSpec, Settings};
+use perfcast_validation::cases::CasesFile;
+use perfcast_validation::harness::Harness;
+use perfcast_validation::overlay::Overlay;
+use perfcast_validation::report::first_metric;
+
+const H100_CLOCK: &str = "components.h100_sxm5_80gb.sustained_clock_ratio";
+
+/// The synthetic cases (`tests/data/synthetic-cases.toml`) of `groups`, remeasured at
+/// `truth` (`key=value` overrides).
+fn synthetic(groups: &[&str], truth: &[&str]) -> CasesFile {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/synthetic-cases.toml"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let h = Harness::new()
+        .unwrap()
+        .with_overlay(Overlay::from_sets(truth).unwrap());
+    let text = remeasured(&text, "synthetic-cases.toml", &h).unwrap();
+    let mut f = CasesFile::parse(&text, "synthetic-cases.toml").unwrap();
+    f.cases.retain(|c| groups.contains(&c.group.as_str()));
+    f
+}
+
+const TRAINING: &[&str] = &["g-a", "g-b", "g-c"];
+
+fn param(s: &str) -> ParamSpec {
+    s.parse().unwrap()
+}
+
+fn run(file: &CasesFile, params: &[&str], cv: Cv) -> Result<Calibration, String> {
+    let opts = Options {
+        params: params.iter().map(|p| param(p)).collect(),
+        cv,
+        settings: Settings::default(),
+    };
+    calibrate::calibrate(&Harness::new().unwrap(), file, "0", &opts)
+}
+
+/// The H100 clock ratio the measurements were made with (0.6; the preset has its own) is
+/// recovered, with an in-sample error of ~0; it applies to the H100 cases only.
+#[test]
+fn a_parameter_that_moves_predictions_is_recovered() {
+    let file = synthetic(TRAINING, &[&format!("{H100_CLOCK}=0.6")]);
+    let c = run(&file, &[&format!("{H100_CLOCK}=0.4..1")], Cv::None).unwrap();
+    assert!(c.converged(), "{}", c.to_table());
+    let p = &c.params[0];
+    assert!((p.start - 0.6).abs() > 0.05, "{p:?}");
+    assert!((p.fitted - 0.6).abs() < 2e-3, "{}", c.to_table());
+    assert_eq!(p.cases, 4, "the A100 cases are not reached");
+    assert!(c.fit.f < 1e-3, "{}", c.to_table());
+    let before = c.group_mapes()["g-a"][0].unwrap();
+    assert!(before > 0.03, "the start is off: {before}");
+    assert_eq!(c.group_mapes()["g-c"][0], Some(0.0));
+}
+
+/// Two parameters of different kinds (a plugin parameter and an inference option, each
+/// reaching other cases) are recovered together.
+#[test]
+fn two_parameters_are_recovered_together() {
+    let truth = [
+        format!("{H100_CLOCK}=0.62"),
+        "options.step_overhead_us=200.0".to_string(),
+    ];
+    let truth: Vec<&str> = truth.iter().map(String::as_str).collect();
+    let file = synthetic(&["g-a", "g-b", "g-i"], &truth);
+    let c = run(
+        &file,
+        &[
+            &format!("{H100_CLOCK}=0.4..1"),
+            "options.step_overhead_us=0..1000",
+        ],
+        Cv::None,
+    )
+    .unwrap();
+    assert!(c.converged(), "{}", c.to_table());
+    assert!((c.params[0].fitted - 0.62).abs() < 3e-3, "{}", c.to_table());
+    assert!(
+        (c.params[1].fitted - 200.0).abs() < 10.0,
+        "{}",
+        c.to_table()
+    );
+    assert_eq!((c.params[0].cases, c.params[1].cases), (6, 2));
+}
+
+/// Leave-one-group-out: one fold per group holding out exactly its cases, each fitted on the
+/// others alone (the same as calibrating a file without the group); the held-out group is
+/// predicted with the fold's values. The groups are measured at different efficiencies, so
+/// what a fold sees matters.
+#[test]
+fn logo_folds_hold_out_whole_groups() {
+    let a = synthetic(&["g-a"], &[&format!("{H100_CLOCK}=0.5")]);
+    let b = synthetic(&["g-b"], &[&format!("{H100_CLOCK}=0.6")]);
+    let mut all = a.clone();
+    all.cases.extend(b.cases.clone());
+    let spec = format!("{H100_CLOCK}=0.4..1");
+    let c = run(&all, &[&spec], Cv::Groups).unwrap();
+    assert_eq!(c.folds.len(), 2);
+    for f in &c.folds {
+        let ids: Vec<&str> = f.members.iter().map(|&m| c.cases[m].id.as_str()).collect();
+        let group = &c.cases[f.members[0]].group;
+        assert_eq!(&f.held_out, group);
+        assert!(
+            f.members.iter().all(|&m| &c.cases[m].group == group),
+            "{ids:?}"
+        );
+    }
+    // Without g-a, the fit sees only g-b (truth 0.6), and vice versa.
+    let without_a = run(&b, &[&spec], Cv::None).unwrap();
+    assert_eq!(c.folds[0].fitted, vec![without_a.params[0].fitted]);
+    assert!((c.folds[0].fitted[0] - 0.6).abs() < 2e-3);
+    assert!((c.folds[1].fitted[0] - 0.5).abs() < 2e-3);
+    // g-a predicted at 0.6 is off; in sample (between 0.5 and 0.6) less so.
+    let [_, ins, cv] = c.group_mapes()["g-a"];
+    assert!(
+        cv.unwrap() > ins.unwrap() && cv.unwrap() > 0.02,
+        "{}",
+        c.to_table()
+    );
+    let r = c.residuals().unwrap();
+    assert_eq!(r.residuals.len(), 4);
+    assert_eq!(r.meta.cv.as_deref(), Some("groups"));
+}
+
+/// The overlay written by a calibration, read back and applied by the harness, reproduces the
+/// in-sample predictions exactly.
+#[test]
+fn the_overlay_round_trips() {
+    let file = synthetic(&["g-a", "g-b"], &[&format!("{H100_CLOCK}=0.6")]);
+    let c = run(
+        &file,
+        &[H100_CLOCK, "components.h100_sxm5_80gb.k_half=50..400"],
+        Cv::None,
+    )
+    .unwrap();
+    let text = c.overlay_toml();
+    assert!(text.contains("# cases sha256: 0") && text.contains("[components.h100_sxm5_80gb]"));
+    let o = Overlay::parse(&text, "fitted.toml").unwrap();
+    assert_eq!(o.entries.len(), 2);
+    let h = Harness::new().unwrap().with_overlay(o);
+    for (case, want) in file.cases.iter().zip(&c.in_sample) {
+        let mut r = h.run_case(case);
+        r.first = first_metric(&r);
+        assert_eq!(
+            r.first.map(|f| f.predicted),
+            want.as_ref().map(|f| f.predicted)
+        );
+    }
+    // Default bounds: half to twice the preset's value, narrowed to the plugin's (0, 1].
+    assert_eq!(c.params[0].lo, c.params[0].start / 2.0);
+    assert!(
+        c.params[0].hi > 0.999 && c.params[0].hi <= 1.0,
+        "{:?}",
+        c.params[0]
+    );
+    assert!(
+        c.notes.iter().any(|n| n.contains("narrowed")),
+        "{:?}",
+        c.notes
+    );
+}
+
+/// Bad input: each an error that says what is wrong.
+#[test]
+fn bad_parameters_and_files_are_errors() {
+    let file = synthetic(&["g-a"], &[]);
+    // (parameter, what the message says)
+    let table = [
+        (
+            "components.h100_sxm5_80gb.matmul_efficency=0.4..0.8",
+            "refuses it",
+        ),
+        ("components.h100_sxm5_80gb.nosuch", "needs bounds"),
+        ("components.nosuch.x=0..1", "exists in no case"),
+        ("components.h100_sxm5_80gb.kind", "not a number"),
+        (
+            "components.h100_sxm5_80gb.matmul_efficiency=0.5..1.5",
+            "narrow the bounds",
+        ),
+        ("options.engine.runtime_reserve_gib=0.5..2", "moves none"),
+        ("options.host_launch_us=1..20", "exists in no case"),
+    ];
+    for (p, want) in table {
+        let e = run(&file, &[p], Cv::None).unwrap_err();
+        assert!(e.contains(want), "{p}: {e}");
+    }
+    let e = run(
+        &file,
+        &["components.h100_sxm5_80gb.matmul_efficency=0.4..0.8"],
+        Cv::None,
+    )
+    .unwrap_err();
+    assert!(e.contains("matmul_efficiency"), "nearest key named: {e}");
+    // One group: no leave-one-group-out.
+    let e = run(&file, &[&format!("{H100_CLOCK}=0.4..1")], Cv::Groups).unwrap_err();
+    assert!(e.contains("at least two groups"), "{e}");
+    // A file of cases the engines do not support.
+    let moe = CasesFile::load(&perfcast_validation::locate_cases(None).unwrap()).unwrap();
+    let only_moe = CasesFile {
+        file: "moe.toml".into(),
+        cases: moe
+            .cases
+            .into_iter()
+            .filter(|c| {
+                c.model.moe.is_some() && c.kind == perfcast_validation::cases::Kind::Inference
+            })
+            .take(3)
+            .collect(),
+    };
+    let e = run(&only_moe, &[], Cv::None).unwrap_err();
+    assert!(
+        e.contains("no case the engines support") && e.contains("mixture-of-experts"),
+        "{e}"
+    );
+    // Out of evaluations: not converged, the best point so far.
+    let opts = Options {
+        params: vec![param(&format!("{H100_CLOCK}=0.4..1"))],
+        cv: Cv::None,
+        settings: Settings {
+            max_evals: 3,
+            ..Settings::default()
+        },
+    };
+    let c = calibrate::calibrate(&Harness::new().unwrap(), &file, "0", &opts).unwrap();
+    assert!(!c.converged());
+    assert!(c.to_table().contains("NOT CONVERGED"));
+}
+
+/// What calibrate shares between cases (one composition per system key; only the compute
+/// unit when the key is the compute unit's) changes no prediction: every public case
+/// evaluates the same with a shared system as with its own, and as `validate` runs it.
+#[test]
+fn shared_systems_change_no_prediction() {
+    use perfcast_validation::overlay::Entry;
+    let file = CasesFile::load(&perfcast_validation::locate_cases(None).unwrap()).unwrap();
+    let h = Harness::new().unwrap();
+    let prepared: Vec<_> = file.cases.iter().map(|c| h.prepare(c)).collect();
+    let mut shared: Vec<(String, Result<perfcast_core::System, String>)> = Vec::new();
+    let mut compared = 0;
+    for p in prepared.iter().filter(|p| p.runnable()) {
+        // The case's own value of its compute unit's clock ratio, set as an overlay key.
+        let keys = p.keys().unwrap();
+        let Some(key) = keys
+            .keys()
+            .find(|k| k.ends_with(".sustained_clock_ratio"))
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        let entries = vec![Entry::number(&key, keys.number(&key).unwrap())];
+        let k = h.system_key(p, &entries).unwrap();
+        if !shared.iter().any(|(x, _)| *x == k) {
+            shared.push((k.clone(), h.compose(p, &entries)));
+        }
+        let system = shared.iter().find(|(x, _)| *x == k).unwrap().1.clone();
+        let with_shared = h.evaluate_on(p, &entries, Some(system));
+        assert_eq!(with_shared, h.evaluate(p, &entries), "{}", p.case.id);
+        assert_eq!(with_shared, h.run_case(p.case), "{}", p.case.id);
+        compared += 1;
+    }
+    assert!(
+        compared > 50 && shared.len() < compared / 4,
+        "{compared} {}",
+        shared.len()
+    );
+}

@@ -1,0 +1,117 @@
+//! `perfcast calibrate [CASES.toml] [--param KEY[,KEY...][=LO..HI]]... [--cv groups|cases|none]
+//! [--out overlay.toml] [--residuals FILE] [--format table|json]`: fit named shared
+//! parameters to a cases file, with cross-validation (`perfcast_validation::calibrate`).
+//!
+//! Exit status: 0 when the fit and every fold converged (the overlay and the residuals are
+//! written); 1 for a bad cases file, a parameter that applies to no case or moves no
+//! prediction, bounds a plugin refuses, a file with no case the engines support, or a
+//! calibration that did not converge (the report and the best point are printed, no file is
+//! written); 2 for bad usage (`--param` syntax, empty or non-numeric bounds, `--cv`).
+
+use crate::common::{print, to_json, Format};
+use anyhow::Context as _;
+use perfcast_validation::calibrate::{self, Cv, Options, ParamSpec, Settings};
+use std::path::PathBuf;
+
+/// The outputs of `perfcast calibrate`, with their help.
+const FORMATS: [(Format, &str); 2] = [
+    (
+        Format::Table,
+        "The parameters (bounds, start, fitted), convergence, and MAPE per group before, in-sample and cross-validated",
+    ),
+    (
+        Format::Json,
+        "`{\"params\":{KEY:value},\"in_sample\":{\"mape\",\"groups\"},\"cross_validated\":{...},\"before\":{...},\"parameters\":[...],\"folds\":[...]}`",
+    ),
+];
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Cases file (schema perfcast-validation/1). Default: configs/validation/cases.toml, looked
+    /// up from the current directory and each of its parents.
+    #[arg(value_name = "CASES.toml")]
+    pub cases: Option<PathBuf>,
+    /// A parameter to fit: one value for every KEY named (tied keys), within LO..HI (default:
+    /// half to twice the configuration's value). Repeatable. Without any, the default set of
+    /// configs/validation/CALIBRATION.md.
+    #[arg(long = "param", value_name = "KEY[,KEY...][=LO..HI]", value_parser = parse_param)]
+    pub params: Vec<ParamSpec>,
+    /// Cross-validation: leave one group out, leave one case out, or none.
+    #[arg(long, value_name = "SCHEME", default_value = "groups", value_parser = parse_cv)]
+    pub cv: Cv,
+    /// Write the fitted values as a configuration layer (TOML, provenance in comments).
+    #[arg(long, value_name = "overlay.toml")]
+    pub out: Option<PathBuf>,
+    /// Write the out-of-fold residuals (the data of perfcast's error bars; needs --cv groups
+    /// or cases).
+    #[arg(long, value_name = "FILE")]
+    pub residuals: Option<PathBuf>,
+    /// Objective evaluations allowed per fit (the full fit and each fold).
+    #[arg(long, value_name = "N", default_value_t = Settings::default().max_evals)]
+    pub max_evals: usize,
+    #[arg(long, value_parser = Format::parser(&FORMATS), default_value_t)]
+    pub format: Format,
+}
+
+fn parse_param(s: &str) -> Result<ParamSpec, String> {
+    s.parse()
+}
+
+fn parse_cv(s: &str) -> Result<Cv, String> {
+    s.parse()
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    if a.residuals.is_some() && a.cv == Cv::None {
+        anyhow::bail!(
+            "--residuals needs out-of-fold predictions: use --cv groups or --cv cases, not --cv none"
+        );
+    }
+    if a.max_evals == 0 {
+        anyhow::bail!("--max-evals 0: the optimiser needs at least one evaluation");
+    }
+    let path = perfcast_validation::locate_cases(a.cases.as_deref()).map_err(anyhow::Error::msg)?;
+    let harness = perfcast_validation::harness::Harness::new().map_err(anyhow::Error::msg)?;
+    let opts = Options {
+        params: a.params,
+        cv: a.cv,
+        settings: Settings {
+            max_evals: a.max_evals,
+            ..Settings::default()
+        },
+    };
+    let c = calibrate::calibrate_file(&path, &harness, &opts).map_err(anyhow::Error::msg)?;
+    let text = match a.format {
+        Format::Json => to_json(&c.to_json())?,
+        Format::Table | Format::Csv => c.to_table(),
+    };
+    print(&text)?;
+    if !c.converged() {
+        let best: Vec<String> = c
+            .params
+            .iter()
+            .map(|p| format!("{}={}", p.keys.join(","), p.fitted))
+            .collect();
+        anyhow::bail!(
+            "the calibration did not converge within --max-evals {} (best point: {}); raise --max-evals or narrow the bounds; no file was written",
+            a.max_evals,
+            best.join(" ")
+        );
+    }
+    if let Some(out) = &a.out {
+        std::fs::write(out, c.overlay_toml())
+            .with_context(|| format!("cannot write the overlay to `{}`", out.display()))?;
+        eprintln!("wrote the fitted parameters to {}", out.display());
+    }
+    if let (Some(file), Some(text)) = (&a.residuals, c.residuals_toml()) {
+        let text = text.map_err(anyhow::Error::msg)?;
+        std::fs::write(file, text)
+            .with_context(|| format!("cannot write the residuals to `{}`", file.display()))?;
+        eprintln!(
+            "wrote {} out-of-fold residuals to {}",
+            c.residuals().map(|r| r.residuals.len()).unwrap_or(0),
+            file.display()
+        );
+    }
+    Ok(())
+}

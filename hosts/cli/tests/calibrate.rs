@@ -1,0 +1,226 @@
+//! `perfcast calibrate` end to end on the synthetic cases (measured at a known H100 clock
+//! ratio): the fit, the overlay and residuals it writes and `validate --overlay` on them; and
+//! every bad input: a key in no configuration, empty or non-numeric bounds, a file with no
+//! supported case, a calibration that does not converge, an overlay key that applies nowhere,
+//! a bad interval level or residuals file. Each exits non-zero with a message saying what is
+//! wrong, and nothing panics.
+
+use perfcast_validation::calibrate::synthetic::remeasured;
+use perfcast_validation::harness::Harness;
+use perfcast_validation::overlay::Overlay;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+mod common;
+use common::{repo, Out};
+
+const CLOCK: &str = "components.h100_sxm5_80gb.sustained_clock_ratio";
+
+fn perfcast(dir: &Path, args: &[&str]) -> Out {
+    let out = common::output(&mut common::command(dir, args));
+    assert!(
+        !out.stderr.contains("panicked") && !out.stderr.contains("internal error"),
+        "perfcast {args:?} panicked:\n{}",
+        out.stderr
+    );
+    out
+}
+
+/// A directory with `cases.toml`: the synthetic cases measured at a clock ratio of 0.6.
+fn setup() -> PathBuf {
+    let dir = common::tmpdir("perfcast-calibrate");
+    let text = std::fs::read_to_string(
+        repo().join("core/perfcast-validation/tests/data/synthetic-cases.toml"),
+    )
+    .unwrap();
+    let truth = Overlay::from_sets(&[format!("{CLOCK}=0.6")]).unwrap();
+    let h = Harness::new().unwrap().with_overlay(truth);
+    std::fs::write(
+        dir.join("cases.toml"),
+        remeasured(&text, "cases.toml", &h).unwrap(),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn calibrate_writes_a_layer_that_validate_reproduces() {
+    let dir = setup();
+    let param = format!("--param={CLOCK}=0.4..1");
+    let out = perfcast(
+        &dir,
+        &[
+            "calibrate",
+            "cases.toml",
+            &param,
+            "--out",
+            "fitted.toml",
+            "--residuals",
+            "residuals.toml",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let j: Value = serde_json::from_str(&out.stdout).unwrap();
+    let fitted = j["params"][CLOCK].as_f64().unwrap();
+    assert!((fitted - 0.6).abs() < 2e-3, "{fitted}");
+    assert!(j["in_sample"]["mape"].as_f64().unwrap() < 1e-3);
+    assert!(j["cross_validated"]["groups"]["g-a"].is_number());
+    assert_eq!(j["folds"].as_array().unwrap().len(), 4);
+    assert!(out
+        .stderr
+        .contains("wrote the fitted parameters to fitted.toml"));
+    let layer = std::fs::read_to_string(dir.join("fitted.toml")).unwrap();
+    assert!(layer.contains("# cases sha256: ") && layer.contains("sustained_clock_ratio = "));
+    let out = perfcast(
+        &dir,
+        &[
+            "validate",
+            "cases.toml",
+            "--overlay",
+            "fitted.toml",
+            "--residuals",
+            "residuals.toml",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(v["summary"]["overall"]["mape"].as_f64().unwrap() < 1e-3);
+    // The table: the same fit, and the interval column.
+    let out = perfcast(&dir, &["calibrate", "cases.toml", &param, "--cv", "none"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("fit: converged") && out.stdout.contains("in-sample"));
+}
+
+#[test]
+fn bad_calibrations_exit_non_zero_with_a_reason() {
+    let dir = setup();
+    std::fs::write(
+        dir.join("typo.toml"),
+        "[components.h100_sxm5_80gb]\nsustained_clock_ratoi = 0.7\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("bad-residuals.toml"), "[meta]\nschema = \"x\"\n").unwrap();
+    // Only the mixture-of-experts inference cases of the public file: none the engines
+    // support (MoE is modelled in training only).
+    let public = std::fs::read_to_string(repo().join("configs/validation/cases.toml")).unwrap();
+    let moe: Vec<&str> = public
+        .split("\n[[case]]")
+        .enumerate()
+        .filter(|(i, c)| {
+            *i == 0 || (c.contains("[case.model.moe]") && c.contains("kind = \"inference\""))
+        })
+        .map(|(_, c)| c)
+        .collect();
+    std::fs::write(dir.join("moe.toml"), moe.join("\n[[case]]")).unwrap();
+    let experiment = repo().join("configs/experiments/llama3-8b-h100.toml");
+    let experiment = experiment.to_str().unwrap();
+    let collectives = repo().join("configs/validation/collectives.toml");
+    let collectives = collectives.to_str().unwrap();
+    // (arguments, exit code, what stderr says)
+    let table: &[(&[&str], i32, &str)] = &[
+        (
+            &[
+                "calibrate",
+                "cases.toml",
+                "--param",
+                "components.nosuch.x=0..1",
+            ],
+            1,
+            "exists in no case",
+        ),
+        (
+            &["calibrate", "cases.toml", "--param", "options.nosuch"],
+            1,
+            "needs bounds",
+        ),
+        (
+            &["calibrate", "cases.toml", "--param", "x.y=0.9..0.5"],
+            2,
+            "are empty",
+        ),
+        (
+            &["calibrate", "cases.toml", "--param", "x.y=low..1"],
+            2,
+            "`low` is not a number",
+        ),
+        (&["calibrate", "cases.toml", "--cv", "folds"], 2, "`groups`"),
+        (
+            &["calibrate", "moe.toml", "--cv", "none"],
+            1,
+            "no case the engines support",
+        ),
+        (
+            &[
+                "calibrate",
+                "cases.toml",
+                "--param",
+                "components.h100_sxm5_80gb.sustained_clock_ratio=0.4..1",
+                "--max-evals",
+                "3",
+                "--out",
+                "never.toml",
+            ],
+            1,
+            "did not converge",
+        ),
+        (
+            &[
+                "calibrate",
+                "cases.toml",
+                "--cv",
+                "none",
+                "--residuals",
+                "r.toml",
+            ],
+            1,
+            "--cv groups",
+        ),
+        (
+            &["validate", "cases.toml", "--overlay", "typo.toml"],
+            1,
+            "sustained_clock_ratoi` applies to no case",
+        ),
+        (
+            &["validate", collectives, "--overlay", "typo.toml"],
+            1,
+            "not to collective benchmarks",
+        ),
+        (
+            &["validate", "cases.toml", "--interval", "120"],
+            2,
+            "between 0 and 100",
+        ),
+        (
+            &[
+                "validate",
+                "cases.toml",
+                "--residuals",
+                "bad-residuals.toml",
+            ],
+            1,
+            "perfcast-residuals/1",
+        ),
+        (
+            &["predict", experiment, "--residuals", "no-such-file.toml"],
+            1,
+            "no-such-file.toml",
+        ),
+    ];
+    for (args, code, want) in table {
+        let out = perfcast(&dir, args);
+        assert_eq!(out.code, *code, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(want), "{args:?}: {}", out.stderr);
+    }
+    // The non-converged run printed its best point and wrote nothing.
+    let out = perfcast(&dir, table[6].0);
+    assert!(
+        out.stderr.contains("best point: components.h100_sxm5_80gb"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.contains("NOT CONVERGED"));
+    assert!(!dir.join("never.toml").exists());
+}
