@@ -166,33 +166,36 @@ pub struct PcScheduleResult {
     pub peak_in_flight: f64,
 }
 
+/// `perfcast_pipeline_schedule_vtable.step`.
+pub type PcScheduleStep = unsafe extern "C" fn(
+    *const c_void,
+    *const PcScheduleInput,
+    *mut PcScheduleResult,
+    ErrBuf,
+    usize,
+) -> i32;
+/// `perfcast_pipeline_schedule_vtable.in_flight`.
+pub type PcScheduleInFlight = unsafe extern "C" fn(
+    *const c_void,
+    *const PcScheduleInput,
+    u32,
+    *mut f64,
+    ErrBuf,
+    usize,
+) -> i32;
+/// `perfcast_pipeline_schedule_vtable.validate`.
+pub type PcScheduleValidate =
+    unsafe extern "C" fn(*const c_void, *const PcScheduleInput, ErrBuf, usize) -> i32;
+
 /// `perfcast_pipeline_schedule_vtable` (1.3).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct PcPipelineScheduleVtable {
     pub struct_size: u32,
     pub reserved0: u32,
-    pub step: Option<
-        unsafe extern "C" fn(
-            *const c_void,
-            *const PcScheduleInput,
-            *mut PcScheduleResult,
-            ErrBuf,
-            usize,
-        ) -> i32,
-    >,
-    pub in_flight: Option<
-        unsafe extern "C" fn(
-            *const c_void,
-            *const PcScheduleInput,
-            u32,
-            *mut f64,
-            ErrBuf,
-            usize,
-        ) -> i32,
-    >,
-    pub validate:
-        Option<unsafe extern "C" fn(*const c_void, *const PcScheduleInput, ErrBuf, usize) -> i32>,
+    pub step: Option<PcScheduleStep>,
+    pub in_flight: Option<PcScheduleInFlight>,
+    pub validate: Option<PcScheduleValidate>,
 }
 
 /// `perfcast_layer_activations` (1.3).
@@ -218,23 +221,24 @@ pub struct PcRecomputePlan {
     pub working: f64,
 }
 
+/// `perfcast_recompute_policy_vtable.plan`.
+pub type PcRecomputePlanFn = unsafe extern "C" fn(
+    *const c_void,
+    *const PcLayerActivations,
+    u32,
+    u32,
+    *mut PcRecomputePlan,
+    ErrBuf,
+    usize,
+) -> i32;
+
 /// `perfcast_recompute_policy_vtable` (1.3).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct PcRecomputePolicyVtable {
     pub struct_size: u32,
     pub reserved0: u32,
-    pub plan: Option<
-        unsafe extern "C" fn(
-            *const c_void,
-            *const PcLayerActivations,
-            u32,
-            u32,
-            *mut PcRecomputePlan,
-            ErrBuf,
-            usize,
-        ) -> i32,
-    >,
+    pub plan: Option<PcRecomputePlanFn>,
 }
 
 /// `perfcast_component`.

@@ -12,8 +12,8 @@ use crate::{params_json, Candidate, LoadError, LoadedLibrary};
 use perfcast_abi::c::{
     v1_0, v1_1, v1_3, PcComponent, PcComputeUnitVtable, PcEntry, PcInterconnectVtable,
     PcLayerActivations, PcLink, PcMemoryTierVtable, PcParam, PcPipelineScheduleVtable, PcPlugin,
-    PcRecomputePlan, PcRecomputePolicyVtable, PcScheduleInput, PcScheduleResult, PcTier,
-    C_ABI_MAJOR,
+    PcRecomputePlan, PcRecomputePlanFn, PcRecomputePolicyVtable, PcScheduleInFlight,
+    PcScheduleInput, PcScheduleResult, PcScheduleStep, PcScheduleValidate, PcTier, C_ABI_MAJOR,
 };
 use perfcast_abi::codes::{self, ERR_UNSUPPORTED, OK};
 use perfcast_abi::{LinkProps, PcOp, PcOpTime, TierProps};
@@ -645,33 +645,15 @@ unsafe fn pipeline_schedule(
     }))
 }
 
-type StepFn = unsafe extern "C" fn(
-    *const c_void,
-    *const PcScheduleInput,
-    *mut PcScheduleResult,
-    *mut c_char,
-    usize,
-) -> i32;
-type InFlightFn = unsafe extern "C" fn(
-    *const c_void,
-    *const PcScheduleInput,
-    u32,
-    *mut f64,
-    *mut c_char,
-    usize,
-) -> i32;
-type ValidateFn =
-    unsafe extern "C" fn(*const c_void, *const PcScheduleInput, *mut c_char, usize) -> i32;
-
 /// A C pipeline schedule. Every answer is checked (finite, >= 0; bubble and p2p within the
 /// time); `validate` also asks `in_flight` of every stage of the plan, so that memory sizing
 /// (which cannot fail) only ever sees answers already checked.
 struct CSchedule {
     name: String,
     inst: Instance,
-    step: StepFn,
-    in_flight: InFlightFn,
-    validate: Option<ValidateFn>,
+    step: PcScheduleStep,
+    in_flight: PcScheduleInFlight,
+    validate: Option<PcScheduleValidate>,
 }
 
 fn pc_input(i: &ScheduleInput) -> PcScheduleInput {
@@ -815,22 +797,12 @@ unsafe fn recompute_policy(
     }))
 }
 
-type PlanFn = unsafe extern "C" fn(
-    *const c_void,
-    *const PcLayerActivations,
-    u32,
-    u32,
-    *mut PcRecomputePlan,
-    *mut c_char,
-    usize,
-) -> i32;
-
 /// A C recompute policy; its answers are checked here (finite, >= 0, layer counts within the
 /// stage) with the policy's name in the message.
 struct CRecompute {
     name: String,
     inst: Instance,
-    plan: PlanFn,
+    plan: PcRecomputePlanFn,
 }
 
 impl RecomputePolicy for CRecompute {

@@ -292,22 +292,10 @@ mod tests {
     use crate::cases::CasesFile;
     use crate::harness::model_spec;
     use crate::report::Status;
-    use std::path::PathBuf;
 
-    /// The public cases with the serving groups: the repository's copy once it has them
-    /// (`configs/validation/cases.toml`), else the shared one it is copied from.
+    /// The public cases (the repository's copy, built in).
     fn cases() -> CasesFile {
-        let repo =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../configs/validation/cases.toml");
-        let shared = PathBuf::from("/work/shared/validation/cases.toml");
-        for p in [repo, shared] {
-            if let Ok(f) = CasesFile::load(&p) {
-                if f.cases.iter().any(|c| c.group == "trtllm-v014-online") {
-                    return f;
-                }
-            }
-        }
-        panic!("no cases file with the trtllm-v014-online group (configs/validation/cases.toml or /work/shared/validation/cases.toml)");
+        CasesFile::parse(crate::BUILTIN_CASES, crate::BUILTIN_CASES_LABEL).unwrap()
     }
 
     #[test]

@@ -57,25 +57,26 @@ impl TrainingComponents {
         }
         let recompute_names = registry.names(Category::RecomputePolicy);
         let schedule_names = registry.names(Category::PipelineSchedule);
-        for (table, params, known) in [
+        for (table, what, params, known) in [
             (
                 "recompute_params",
+                "recompute policy",
                 &options.recompute_params,
                 &recompute_names,
             ),
-            ("schedule_params", &options.schedule_params, &schedule_names),
+            (
+                "schedule_params",
+                "pipeline schedule",
+                &options.schedule_params,
+                &schedule_names,
+            ),
         ] {
             if let Some(key) = params.keys().find(|k| !known.contains(k)) {
                 return Err(ModelError::invalid(
                     Key::owned(Section::Options, format!("{table}.{key}")),
                     key,
                     format!(
-                        "not a registered {}{}; registered: {}",
-                        if table == "schedule_params" {
-                            "pipeline schedule"
-                        } else {
-                            "recompute policy"
-                        },
+                        "not a registered {what}{}; registered: {}",
                         perfcast_core::suggest::did_you_mean(key, known.iter().map(String::as_str)),
                         known.join(", ")
                     ),
