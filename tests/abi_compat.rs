@@ -4,7 +4,7 @@
 //! (`abi-mismatch-fixture`), the example C plugin compiled for C ABI 1.1 and 1.0, a C library
 //! of another major, and the C header's layout against the Rust mirrors. The loader's own
 //! behaviour (origins, pins, errors, threads) is tested beside it, in
-//! `core/perfcast-loader/tests/e2e.rs`.
+//! `crates/perfcast-loader/tests/e2e.rs`.
 
 use perfcast_core::{DType, Engine, FlopRate, MemoryHierarchy, Registry, TimeBound};
 use perfcast_loader::{load_library, LoadError};

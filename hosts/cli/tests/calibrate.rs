@@ -29,7 +29,7 @@ fn perfcast(dir: &Path, args: &[&str]) -> Out {
 fn setup() -> PathBuf {
     let dir = common::tmpdir("perfcast-calibrate");
     let text = std::fs::read_to_string(
-        repo().join("core/perfcast-validation/tests/data/synthetic-cases.toml"),
+        repo().join("crates/perfcast-validation/tests/data/synthetic-cases.toml"),
     )
     .unwrap();
     let truth = Overlay::from_sets(&[format!("{CLOCK}=0.6")]).unwrap();

@@ -37,7 +37,7 @@
  * Test knobs: fail_in_op_time = 1 makes op_time return an error; nan_efficiency = 1 makes
  * efficiency return NaN.
  *
- * Build:  cc -shared -fPIC -O2 -I core/perfcast-abi/include plugins/examples/c-vendor/c_vendor.c \
+ * Build:  cc -shared -fPIC -O2 -I crates/perfcast-abi/include plugins/examples/c-vendor/c_vendor.c \
  *            -o libc_vendor.so
  */
 #include "perfcast_plugin.h"

@@ -16,7 +16,7 @@
  *
  * Build, load, use (from the repository root):
  *
- *   cc -shared -fPIC -O2 -I core/perfcast-abi/include plugins/examples/sqrt-checkpoint/sqrt_checkpoint.c -o libsqrt_checkpoint.so -lm
+ *   cc -shared -fPIC -O2 -I crates/perfcast-abi/include plugins/examples/sqrt-checkpoint/sqrt_checkpoint.c -o libsqrt_checkpoint.so -lm
  *   cargo run --release -p perfcast-cli -- plugins --load ./libsqrt_checkpoint.so --describe example/sqrt-checkpoint
  *   cargo run --release -p perfcast-cli -- predict configs/experiments/gpt3-175b-a100.toml \
  *       --load ./libsqrt_checkpoint.so --set 'plan.recompute="example/sqrt-checkpoint"'

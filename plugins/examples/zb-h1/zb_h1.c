@@ -17,7 +17,7 @@
  *
  * Build, load, use (from the repository root):
  *
- *   cc -shared -fPIC -O2 -I core/perfcast-abi/include plugins/examples/zb-h1/zb_h1.c -o libzb_h1.so
+ *   cc -shared -fPIC -O2 -I crates/perfcast-abi/include plugins/examples/zb-h1/zb_h1.c -o libzb_h1.so
  *   cargo run --release -p perfcast-cli -- plugins --load ./libzb_h1.so --describe example/zb-h1
  *   cargo run --release -p perfcast-cli -- predict configs/experiments/gpt3-175b-a100.toml \
  *       --load ./libzb_h1.so --set 'plan.schedule="example/zb-h1"'

@@ -56,7 +56,7 @@ pub fn build_rust(crates: &[&str], dir: &Path) -> Vec<PathBuf> {
 
 /// The directory of the C plugin header (`perfcast_plugin.h`).
 pub fn c_include_dir() -> PathBuf {
-    workspace_root().join("core/perfcast-abi/include")
+    workspace_root().join("crates/perfcast-abi/include")
 }
 
 /// The example C plugin's source (`plugins/examples/c-vendor/c_vendor.c`).
