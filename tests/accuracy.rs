@@ -72,7 +72,12 @@ const BOUNDS: &[(&str, f64, f64, &str)] = &[
 #[test]
 fn public_validation_set_meets_targets_or_bounds() {
     let path = perfcast_testkit::workspace_root().join("configs/validation/cases.toml");
-    let report = perfcast_validation::validate(Some(&path), None).unwrap();
+    let report = perfcast_validation::validate(
+        Some(&path),
+        None,
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+    )
+    .unwrap();
     eprintln!("{}", report.to_table());
     let mut failures = Vec::new();
     for (group, mape_target, worst_target) in TARGETS {

@@ -278,7 +278,13 @@ fn edit(rng: &mut Rng, t: &str) -> String {
 /// Run one config input through the host (see the module documentation): `Ok(true)` for a
 /// report, `Ok(false)` for an error, `Err` for a non-finite number.
 fn run_config(path: &Path) -> Result<bool, String> {
-    let cfg = match Config::load(&Sources::files([path.to_path_buf()]).without_env()) {
+    let cfg = match Config::load(
+        &Sources::files(
+            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            [path.to_path_buf()],
+        )
+        .without_env(),
+    ) {
         Ok(c) => c,
         Err(_) => return Ok(false),
     };

@@ -122,7 +122,14 @@ impl Config {
                 name: name.to_string(),
                 kind,
                 origin: self.origin_of(&key),
-                known: format!("{category}: {}", list(&registry.names(category))),
+                known: if registry.plugins().next().is_none() {
+                    // A host bug rather than a user's: say so instead of listing nothing.
+                    "none: no plugins were handed to this configuration (a host passes its \
+                     choice, e.g. perfcast-builtins' DefaultPlugins, in its Sources)"
+                        .to_string()
+                } else {
+                    format!("{category}: {}", list(&registry.names(category)))
+                },
             });
         }
         self.build(name, &kind, category, &params)

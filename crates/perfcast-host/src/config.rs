@@ -2,7 +2,7 @@
 
 use crate::error::HostError;
 use crate::layers::{self, Layer, LayerOrigin};
-use crate::plugins::{self, LibraryInfo};
+use crate::plugins::{self, LibraryInfo, Plugins};
 use figment::value::{Tag, Value};
 use figment::Figment;
 use perfcast_core::Registry;
@@ -32,9 +32,13 @@ pub const SECTIONS: &[&str] = &[
 
 /// What a configuration is made of, lowest layer last-but-one: built-in defaults, `files` in
 /// order (each with its includes beneath it), the `PERFCAST_*` environment (if `env`), then
-/// `sets` in order. `libraries` are plugin libraries to load in addition to `[[plugins]]`.
+/// `sets` in order. `plugins` are the plugins the host chose (its components resolve in a
+/// registry of them); `libraries` are plugin libraries to load in addition to `[[plugins]]`.
 #[derive(Debug, Clone)]
 pub struct Sources {
+    /// The plugins the host chose ([`Plugins::none`]: enough to read a configuration's
+    /// data, not to resolve its components).
+    pub plugins: Plugins,
     /// Config files (`.toml`, `.yaml`/`.yml`, `.json`) or `preset:NAME`.
     pub files: Vec<PathBuf>,
     /// `key.path=value` overrides.
@@ -53,9 +57,12 @@ pub struct Sources {
     pub isolate_all: bool,
 }
 
-impl Default for Sources {
-    fn default() -> Self {
+impl Sources {
+    /// Nothing but the built-in defaults and the environment, resolving components in a
+    /// registry of `plugins` ([`Plugins::none`] for a configuration read for its data only).
+    pub fn new(plugins: &Plugins) -> Self {
         Sources {
+            plugins: plugins.clone(),
             files: Vec::new(),
             sets: Vec::new(),
             env: true,
@@ -65,14 +72,11 @@ impl Default for Sources {
             isolate_all: false,
         }
     }
-}
-
-impl Sources {
     /// Files only, environment read, no overrides.
-    pub fn files<P: Into<PathBuf>>(files: impl IntoIterator<Item = P>) -> Self {
+    pub fn files<P: Into<PathBuf>>(plugins: &Plugins, files: impl IntoIterator<Item = P>) -> Self {
         Sources {
             files: files.into_iter().map(Into::into).collect(),
-            ..Sources::default()
+            ..Sources::new(plugins)
         }
     }
     pub fn with_sets<S: Into<String>>(mut self, sets: impl IntoIterator<Item = S>) -> Self {
@@ -125,6 +129,9 @@ pub struct Config {
     layers: Vec<LayerOrigin>,
     /// Shared by the configurations [`Config::with_sets`] derives.
     registry: Arc<Registry>,
+    /// The host's plugins this configuration was loaded with (what a configuration derived
+    /// from another file starts from: [`Config::plugins`]).
+    plugins: Plugins,
     libraries: Vec<LibraryInfo>,
     ignored_env: Vec<String>,
     sections: Vec<&'static str>,
@@ -140,8 +147,8 @@ impl std::fmt::Debug for Config {
 }
 
 impl Config {
-    /// Merge the sources, check the top-level keys, and build the registry (built-ins, then
-    /// the `[[plugins]]` libraries, then `sources.libraries`).
+    /// Merge the sources, check the top-level keys, and build the registry (the host's
+    /// `sources.plugins`, then the `[[plugins]]` libraries, then `sources.libraries`).
     pub fn load(sources: &Sources) -> Result<Config, HostError> {
         let mut all: Vec<Layer> = vec![layers::defaults()];
         for f in &sources.files {
@@ -170,12 +177,13 @@ impl Config {
             origin: e.metadata.as_ref().map(|m| m.name.to_string()),
             message: e.kind.to_string(),
         })?;
-        let mut registry = perfcast_builtins::registry()?;
+        let mut registry = sources.plugins.registry()?;
         let mut cfg = Config {
             figment,
             value,
             layers: origins,
             registry: Arc::new(Registry::default()),
+            plugins: sources.plugins.clone(),
             libraries: Vec::new(),
             ignored_env,
             sections: sources.sections.clone(),
@@ -282,6 +290,7 @@ impl Config {
             value,
             layers: origins,
             registry: Arc::clone(&self.registry),
+            plugins: self.plugins.clone(),
             libraries: self.libraries.clone(),
             ignored_env: self.ignored_env.clone(),
             sections: self.sections.clone(),
@@ -313,6 +322,11 @@ impl Config {
     }
 
     /// Built-in plugins plus the loaded libraries'.
+    /// The plugins the host handed in (not the libraries this configuration loaded).
+    pub fn plugins(&self) -> &Plugins {
+        &self.plugins
+    }
+
     pub fn registry(&self) -> &Registry {
         &self.registry
     }

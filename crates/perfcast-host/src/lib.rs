@@ -36,7 +36,7 @@ pub use ops::{NamedOp, OP_KINDS};
 pub use perfcast_loader::isolate;
 pub use plugins::{
     describe, plugin_rows, reference_markdown, registry_with, Described, LibraryInfo, ParamRow,
-    PluginRow,
+    PluginRow, Plugins,
 };
 pub use roofline::{RooflineReport, RooflineRow};
 pub use stacks::{stack_names, STACK_SCHEME};

@@ -4,9 +4,11 @@
 //! loading a shared library runs its code, so there is no directory scanning.
 
 use crate::error::HostError;
+use perfcast_core::registry::{PluginGroup, RegistryError};
 use perfcast_core::{Category, Registry};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What a loaded library registered.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -42,13 +44,54 @@ pub fn load_library(
     })
 }
 
-/// The built-in registry plus `libraries` (each isolated with `isolate`, if given), for hosts
-/// that list plugins without a config.
+/// The plugins a host chose (bevy's `DefaultPlugins`, or a group of its own): every
+/// configuration loaded with them starts from a registry holding this group, and the
+/// libraries the configuration names are loaded on top. A library crate never picks the
+/// built-ins itself; it takes the `Plugins` its host hands it (tests/layering.rs holds every
+/// crate but the hosts and the testkit to that).
+#[derive(Clone)]
+pub struct Plugins(Arc<dyn PluginGroup + Send + Sync>);
+
+impl Plugins {
+    /// The plugins of `group`.
+    pub fn new(group: impl PluginGroup + Send + Sync + 'static) -> Plugins {
+        Plugins(Arc::new(group))
+    }
+
+    /// No plugins: a configuration read for its data only (model presets, stacks) needs
+    /// none, and resolving a component in it says that no plugins were handed in.
+    pub fn none() -> Plugins {
+        struct Empty;
+        impl PluginGroup for Empty {
+            fn register(&self, _: &mut Registry) -> Result<(), RegistryError> {
+                Ok(())
+            }
+        }
+        Plugins::new(Empty)
+    }
+
+    /// A fresh registry holding this group.
+    pub fn registry(&self) -> Result<Registry, RegistryError> {
+        let mut r = Registry::new();
+        r.add_group(&*self.0)?;
+        Ok(r)
+    }
+}
+
+impl std::fmt::Debug for Plugins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Plugins(..)")
+    }
+}
+
+/// The registry of `plugins` plus `libraries` (each isolated with `isolate`, if given), for
+/// hosts that list plugins without a config.
 pub fn registry_with(
+    plugins: &Plugins,
     libraries: &[PathBuf],
     isolate: Option<&perfcast_loader::isolate::IsolateOptions>,
 ) -> Result<(Registry, Vec<LibraryInfo>), HostError> {
-    let mut registry = perfcast_builtins::registry()?;
+    let mut registry = plugins.registry()?;
     let mut infos = Vec::new();
     for p in libraries {
         let info = load_library(p, None, &mut registry, isolate).map_err(|message| {

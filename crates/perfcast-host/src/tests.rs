@@ -1,7 +1,12 @@
 //! Tests of loading, layering, provenance and composition (data-driven where the cases are a
 //! table). Files go to a fresh temporary directory per test.
 
-use crate::{Config, HostError, Sources};
+use crate::{Config, HostError, Plugins, Sources};
+
+/// The built-in plugins, as a host hands them in.
+fn builtins() -> Plugins {
+    Plugins::new(perfcast_builtins::DefaultPlugins::new())
+}
 use perfcast_core::{DType, TimeBound};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -29,7 +34,7 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 fn load(files: &[PathBuf], sets: &[&str]) -> Result<Config, HostError> {
     Config::load(
-        &Sources::files(files.iter().cloned())
+        &Sources::files(&builtins(), files.iter().cloned())
             .with_sets(sets.iter().map(|s| s.to_string()))
             .without_env(),
     )
@@ -86,13 +91,15 @@ fn environment_sits_between_files_and_sets() {
     figment::Jail::expect_with(|jail| {
         jail.create_file("x.toml", "[plan]\ntp = 1\npp = 2\n")?;
         jail.set_env("PERFCAST_PLAN__TP", "3");
-        let cfg = Config::load(&Sources::files(["x.toml"])).unwrap();
+        let cfg = Config::load(&Sources::files(&Plugins::none(), ["x.toml"])).unwrap();
         assert_eq!(cfg.extract::<Plan>("plan").unwrap(), Plan { tp: 3, pp: 2 });
         assert_eq!(
             cfg.origin_of("plan.tp").unwrap(),
             "environment variable PERFCAST_PLAN__TP"
         );
-        let cfg = Config::load(&Sources::files(["x.toml"]).with_sets(["plan.tp=5"])).unwrap();
+        let cfg =
+            Config::load(&Sources::files(&Plugins::none(), ["x.toml"]).with_sets(["plan.tp=5"]))
+                .unwrap();
         assert_eq!(cfg.extract::<Plan>("plan").unwrap().tp, 5);
         let explained = cfg.explain();
         let row = explained.iter().find(|e| e.key == "plan.tp").unwrap();
@@ -106,11 +113,12 @@ fn environment_sits_between_files_and_sets() {
             .unwrap();
         assert_eq!(row.source, "built-in default");
         // Without the environment layer the file wins again.
-        let cfg = Config::load(&Sources::files(["x.toml"]).without_env()).unwrap();
+        let cfg =
+            Config::load(&Sources::files(&Plugins::none(), ["x.toml"]).without_env()).unwrap();
         assert_eq!(cfg.extract::<Plan>("plan").unwrap().tp, 1);
         // A mistyped environment value names the variable.
         jail.set_env("PERFCAST_PLAN__TP", "lots");
-        let e = Config::load(&Sources::files(["x.toml"]))
+        let e = Config::load(&Sources::files(&Plugins::none(), ["x.toml"]))
             .unwrap()
             .extract::<Plan>("plan")
             .unwrap_err()
@@ -123,7 +131,7 @@ fn environment_sits_between_files_and_sets() {
         // "unknown top-level key" error.
         jail.set_env("PERFCAST_PLAN__TP", "3");
         jail.set_env("PERFCAST_ROOT", "/somewhere");
-        let cfg = Config::load(&Sources::files(["x.toml"])).unwrap();
+        let cfg = Config::load(&Sources::files(&Plugins::none(), ["x.toml"])).unwrap();
         assert_eq!(cfg.ignored_env(), ["PERFCAST_ROOT"]);
         assert!(!cfg.contains("root"));
         assert_eq!(cfg.extract::<Plan>("plan").unwrap().tp, 3);

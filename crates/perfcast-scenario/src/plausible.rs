@@ -221,7 +221,11 @@ mod tests {
                 continue;
             }
             let cfg = perfcast_host::Config::load(
-                &perfcast_host::Sources::files([format!("preset:{name}")]).without_env(),
+                &perfcast_host::Sources::files(
+                    &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+                    [format!("preset:{name}")],
+                )
+                .without_env(),
             )
             .unwrap();
             let d = cfg.device().unwrap();

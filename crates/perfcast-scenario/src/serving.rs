@@ -189,9 +189,12 @@ mod tests {
     use perfcast_host::Sources;
 
     fn config(sets: &[&str]) -> Result<Config, perfcast_host::HostError> {
-        let mut s = Sources::files(["preset:llama3.1-8b", "preset:h100-sxm5-80gb"])
-            .without_env()
-            .with_sets(sets.iter().map(|x| x.to_string()));
+        let mut s = Sources::files(
+            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            ["preset:llama3.1-8b", "preset:h100-sxm5-80gb"],
+        )
+        .without_env()
+        .with_sets(sets.iter().map(|x| x.to_string()));
         s.sections.extend(SECTIONS);
         Config::load(&s)
     }
@@ -330,7 +333,11 @@ mod tests {
             "include = [\"preset:llama3.1-8b\", \"preset:h100-sxm5-80gb\"]\n[serving]\ntrace = \"t.csv\"\n",
         )
         .unwrap();
-        let mut s = Sources::files([cfg_file]).without_env();
+        let mut s = Sources::files(
+            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            [cfg_file],
+        )
+        .without_env();
         s.sections.extend(SECTIONS);
         let sc = ServingScenario::from_config(&Config::load(&s).unwrap()).unwrap();
         assert!(matches!(&sc.requests, Requests::Trace { requests, .. } if requests.len() == 2));

@@ -4,8 +4,14 @@
 use perfcast_host::{Config, Sources};
 
 fn model(preset: &str) -> perfcast_core::ModelSpec {
-    let cfg = Config::load(&Sources::files([format!("preset:{preset}")]).without_env())
-        .unwrap_or_else(|e| panic!("{preset}: {e}"));
+    let cfg = Config::load(
+        &Sources::files(
+            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            [format!("preset:{preset}")],
+        )
+        .without_env(),
+    )
+    .unwrap_or_else(|e| panic!("{preset}: {e}"));
     perfcast_scenario::model(&cfg).unwrap_or_else(|e| panic!("{preset}: {e}"))
 }
 

@@ -36,9 +36,12 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 fn load(files: &[PathBuf], sets: &[&str]) -> Result<Config, String> {
     Config::load(
-        &Sources::files(files.iter().cloned())
-            .with_sets(sets.iter().map(|s| s.to_string()))
-            .without_env(),
+        &Sources::files(
+            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            files.iter().cloned(),
+        )
+        .with_sets(sets.iter().map(|s| s.to_string()))
+        .without_env(),
     )
     .map_err(|e| e.to_string())
 }

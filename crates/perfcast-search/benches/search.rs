@@ -11,7 +11,11 @@ use std::path::PathBuf;
 fn scenario() -> perfcast_search::Scenario {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let file = root.join("configs/experiments/gpt3-175b-a100.toml");
-    let mut s = Sources::files([file]).without_env();
+    let mut s = Sources::files(
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        [file],
+    )
+    .without_env();
     s.sections.push(perfcast_search::config::SECTION);
     let cfg = Config::load(&s).expect("config");
     load_scenario(&cfg).expect("scenario")

@@ -10,7 +10,11 @@ use std::path::PathBuf;
 fn bench(c: &mut Criterion) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let file = root.join("configs/serving/llama3.1-70b-dgx-h100-search.toml");
-    let mut s = Sources::files([file]).without_env();
+    let mut s = Sources::files(
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        [file],
+    )
+    .without_env();
     s.sections
         .extend(["serving", "slo", perfcast_search::serving::SECTION]);
     let cfg = Config::load(&s).expect("config");

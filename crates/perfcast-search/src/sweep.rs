@@ -18,7 +18,7 @@
 use crate::config::{load_scenario, SECTION};
 use crate::SearchError;
 use perfcast_engine::training::{Placement, TrainingPlan};
-use perfcast_host::{Config, Sources};
+use perfcast_host::{Config, Plugins, Sources};
 use perfcast_output::csv_cell;
 use serde::Deserialize;
 use std::io::Write;
@@ -66,6 +66,8 @@ pub struct Sweep {
     pub file: SweepFile,
     pub keys: Vec<String>,
     pub points: Vec<Vec<(String, toml::Value)>>,
+    /// The plugins every point's configuration resolves in (the host's choice).
+    pub plugins: Plugins,
 }
 
 fn bad(path: &Path, message: impl Into<String>) -> SearchError {
@@ -120,8 +122,9 @@ fn set_arg(key: &str, v: &toml::Value) -> Result<String, String> {
 }
 
 impl Sweep {
-    /// Read and check a sweep file (not its keys: see [`Sweep::check_keys`]).
-    pub fn load(path: &Path) -> Result<Sweep, SearchError> {
+    /// Read and check a sweep file (not its keys: see [`Sweep::check_keys`]); its points
+    /// resolve their components in `plugins`.
+    pub fn load(path: &Path, plugins: &Plugins) -> Result<Sweep, SearchError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| bad(path, format!("cannot read the sweep file: {e}")))?;
         let file: SweepFile = toml::from_str(&text).map_err(|e| bad(path, e.to_string()))?;
@@ -199,6 +202,7 @@ impl Sweep {
             file,
             keys,
             points,
+            plugins: plugins.clone(),
         })
     }
 
@@ -229,7 +233,9 @@ impl Sweep {
                 sets.push(set_arg(k, v).map_err(|e| bad(&self.path, e))?);
             }
         }
-        let mut sources = Sources::files(files).with_sets(sets).without_env();
+        let mut sources = Sources::files(&self.plugins, files)
+            .with_sets(sets)
+            .without_env();
         sources.sections.push(SECTION);
         Ok(Config::load(&sources)?)
     }
@@ -485,7 +491,7 @@ mod tests {
             "g.toml",
             "configs = [\"x.toml\"]\n[grid]\n\"a.x\" = [1, 2]\n\"b.y\" = [\"p\", \"q\", \"r\"]\n",
         );
-        let s = Sweep::load(&p).unwrap();
+        let s = Sweep::load(&p, &Plugins::none()).unwrap();
         assert_eq!(s.keys, vec!["a.x", "b.y"]);
         assert_eq!(s.points.len(), 6);
         let texts: Vec<String> = s
@@ -525,11 +531,11 @@ mod tests {
         ];
         for (i, (text, want)) in table.into_iter().enumerate() {
             let p = write(&dir(), &format!("bad{i}.toml"), text);
-            let e = Sweep::load(&p).unwrap_err().to_string();
+            let e = Sweep::load(&p, &Plugins::none()).unwrap_err().to_string();
             assert!(e.contains(want), "case {i}: `{want}` not in {e}");
             assert!(e.contains(&format!("bad{i}.toml")), "{e}");
         }
-        let e = Sweep::load(Path::new("/nonexistent/sweep.toml"))
+        let e = Sweep::load(Path::new("/nonexistent/sweep.toml"), &Plugins::none())
             .unwrap_err()
             .to_string();
         assert!(e.contains("cannot read"), "{e}");

@@ -2,6 +2,11 @@
 //! case's model, system and global batch, and compare the best with the published plan the
 //! case used. The best must be at least as fast, or the exception must have a reason listed
 //! here (printed with `--nocapture`).
+//!
+//! The release tier: a search per public case takes about two minutes unoptimised, so this
+//! file is compiled only without debug assertions. `.ci/run` runs it as
+//! `cargo test --release -p perfcast-search --test validation_cases`.
+#![cfg(not(debug_assertions))]
 
 use perfcast_engine::training::{Training, TrainingPlan};
 use perfcast_search::{search, Constraints, Objective, SearchSpace};
@@ -59,7 +64,10 @@ fn best_plan_at_least_as_fast_as_published() {
             lines.push(format!("{}: skipped ({why})", case.id));
             continue;
         }
-        let system = match system_for(case, &registry) {
+        let system = match system_for(
+            case,
+            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        ) {
             Ok(s) => s,
             Err(e) => {
                 lines.push(format!("{}: skipped (no system: {e})", case.id));

@@ -19,7 +19,12 @@ fn main() {
         let mut outputs = Vec::new();
         for s in perfcast_studies::STUDIES {
             let t = std::time::Instant::now();
-            let o = perfcast_studies::run(s.name, None).unwrap_or_else(|e| fail(e));
+            let o = perfcast_studies::run(
+                s.name,
+                None,
+                &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            )
+            .unwrap_or_else(|e| fail(e));
             o.write(Path::new("docs/studies"))
                 .unwrap_or_else(|e| fail(e));
             println!("{}: {:.2} s", s.name, t.elapsed().as_secs_f64());
@@ -34,7 +39,13 @@ fn main() {
     }
     let out = args.next().unwrap_or_else(|| format!("out/studies/{name}"));
     let t = std::time::Instant::now();
-    match perfcast_studies::run(&name, None).and_then(|o| o.write(Path::new(&out))) {
+    match perfcast_studies::run(
+        &name,
+        None,
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+    )
+    .and_then(|o| o.write(Path::new(&out)))
+    {
         Ok(files) => {
             for f in files {
                 println!("wrote {}", f.display());

@@ -7,7 +7,7 @@ use perfcast_core::{
     Bandwidth, Bytes, Collective, CollectiveAlgorithm, Interconnect, MemoryTier, ModelError,
     ModelSpec, PluginError, Registry, Seconds, System, TierLevel,
 };
-use perfcast_host::{Config, Sources};
+use perfcast_host::{Config, Plugins, Sources};
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,10 +25,17 @@ pub struct StudyContext {
     pub text: String,
     /// The command that reproduces the run (for the summary and the plot caption).
     pub command: String,
+    /// The plugins the host chose: the study's engines and configurations resolve in them.
+    pub plugins: Plugins,
 }
 
 impl StudyContext {
-    pub fn new(info: StudyInfo, path: &Path, command: String) -> Result<Self, StudyError> {
+    pub fn new(
+        info: StudyInfo,
+        path: &Path,
+        command: String,
+        plugins: &Plugins,
+    ) -> Result<Self, StudyError> {
         let text = std::fs::read_to_string(path).map_err(|source| StudyError::Read {
             path: path.to_path_buf(),
             source,
@@ -43,30 +50,33 @@ impl StudyContext {
             dir: Some(dir),
             text,
             command,
+            plugins: plugins.clone(),
         })
     }
 
     /// A context over the built-in config `text` of a study: its relative paths
     /// (`../models/gpt3-175b.toml`, `../systems/dgx-a100.toml`, `../hardware/...`) are the
     /// presets of the same name, so nothing is read from the file system.
-    pub fn builtin(info: StudyInfo, text: &str) -> Self {
+    pub fn builtin(info: StudyInfo, text: &str, plugins: &Plugins) -> Self {
         StudyContext {
             info,
             path: PathBuf::from(format!("configs/studies/{}.toml (built-in)", info.name)),
             dir: None,
             text: text.to_string(),
             command: format!("perfcast study {}", info.name),
+            plugins: plugins.clone(),
         }
     }
 
     /// A context over a config given as text (tests; relative paths resolve against `dir`).
-    pub fn from_text(info: StudyInfo, dir: &Path, text: &str) -> Self {
+    pub fn from_text(info: StudyInfo, dir: &Path, text: &str, plugins: &Plugins) -> Self {
         StudyContext {
             info,
             path: dir.join(format!("{}.toml", info.name)),
             dir: Some(dir.to_path_buf()),
             text: text.to_string(),
             command: format!("perfcast study {}", info.name),
+            plugins: plugins.clone(),
         }
     }
 
@@ -150,7 +160,7 @@ impl StudyContext {
             ));
         }
         Config::load(
-            &Sources::files([target.clone()])
+            &Sources::files(&self.plugins, [target.clone()])
                 .without_env()
                 .with_sets(sets.iter().cloned()),
         )
@@ -188,14 +198,14 @@ impl StudyContext {
     }
 }
 
-/// The registry of every built-in plugin (hardware, technology and execution plugins).
-pub fn registry() -> Result<Registry, StudyError> {
-    perfcast_builtins::registry().map_err(|e| StudyError::Model {
+/// A registry of `plugins` (the host's: hardware, technology and execution plugins).
+pub fn registry(plugins: &Plugins) -> Result<Registry, StudyError> {
+    plugins.registry().map_err(|e| StudyError::Model {
         context: "plugin registry".into(),
         source: Box::new(ModelError::invalid(
             perfcast_core::Key::other("plugins"),
             e.to_string(),
-            "built-in plugins must not clash",
+            "the host's plugins must not clash",
         )),
     })
 }

@@ -28,6 +28,7 @@ pub mod studies;
 
 pub use error::StudyError;
 
+use perfcast_host::Plugins;
 use std::path::{Path, PathBuf};
 
 /// A study's name and what it shows.
@@ -249,21 +250,26 @@ pub fn builtin_config(name: &str) -> Option<&'static str> {
         .map(|(_, text)| *text)
 }
 
-/// Run study `name` from `config` (default: its shipped config).
-pub fn run(name: &str, config: Option<&Path>) -> Result<StudyOutput, StudyError> {
+/// Run study `name` from `config` (default: its shipped config) with the host's `plugins`.
+pub fn run(
+    name: &str,
+    config: Option<&Path>,
+    plugins: &Plugins,
+) -> Result<StudyOutput, StudyError> {
     let info = info(name)?;
     let ctx = match config {
         Some(p) => common::StudyContext::new(
             info,
             p,
             format!("perfcast study {name} --config {}", p.display()),
+            plugins,
         )?,
         None => {
             let text = builtin_config(name).ok_or_else(|| StudyError::Unknown {
                 name: name.to_string(),
                 known: names().into_iter().map(String::from).collect(),
             })?;
-            common::StudyContext::builtin(info, text)
+            common::StudyContext::builtin(info, text, plugins)
         }
     };
     match name {

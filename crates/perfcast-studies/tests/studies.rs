@@ -65,7 +65,12 @@ zero_stage = [1]
 }
 
 fn ctx(name: &str, dir: &Path, text: &str) -> StudyContext {
-    StudyContext::from_text(info(name).unwrap(), dir, text)
+    StudyContext::from_text(
+        info(name).unwrap(),
+        dir,
+        text,
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+    )
 }
 
 #[test]
@@ -77,7 +82,12 @@ fn every_study_runs_and_writes_its_three_files() {
         } else {
             None
         };
-        let out = run(s.name, config.as_deref()).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+        let out = run(
+            s.name,
+            config.as_deref(),
+            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", s.name));
         let files = out.write(&dir.join(s.name)).unwrap();
         assert_eq!(files.len(), 3);
         for f in &files {
@@ -103,7 +113,12 @@ fn every_study_runs_and_writes_its_three_files() {
 
 #[test]
 fn a_bad_study_name_lists_the_known_ones() {
-    let e = run("memory-vs-recomputation", None).unwrap_err();
+    let e = run(
+        "memory-vs-recomputation",
+        None,
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+    )
+    .unwrap_err();
     assert!(matches!(e, StudyError::Unknown { .. }));
     let msg = e.to_string();
     for s in perfcast_studies::STUDIES {
@@ -152,9 +167,13 @@ fn bad_config_values_name_the_file_the_key_and_what_is_allowed() {
     ];
     for (text, want) in table {
         let p = write_config(&dir, "memory-vs-recompute", &text);
-        let e = run("memory-vs-recompute", Some(&p))
-            .unwrap_err()
-            .to_string();
+        let e = run(
+            "memory-vs-recompute",
+            Some(&p),
+            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains(&p.display().to_string()), "file not named: {e}");
         for w in want {
             assert!(e.contains(w), "`{w}` missing in: {e}");
@@ -164,7 +183,13 @@ fn bad_config_values_name_the_file_the_key_and_what_is_allowed() {
     // the plugin's key.
     let t = shipped("technology-nodes").replacen("vt = 0.30", "vt = 0.95", 1);
     let p = write_config(&dir, "technology-nodes", &t);
-    let e = run("technology-nodes", Some(&p)).unwrap_err().to_string();
+    let e = run(
+        "technology-nodes",
+        Some(&p),
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("nodes[0].node") && e.contains("node.vt"), "{e}");
     // The plan search section (perfcast-search's `[search]`) of a100-to-b200: bad values,
     // keys the study sets itself, unknown keys and a space where nothing fits.
@@ -200,7 +225,13 @@ fn bad_config_values_name_the_file_the_key_and_what_is_allowed() {
     ];
     for (text, want) in search_table {
         let p = write_config(&dir, "a100-to-b200", &text);
-        let e = run("a100-to-b200", Some(&p)).unwrap_err().to_string();
+        let e = run(
+            "a100-to-b200",
+            Some(&p),
+            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains(&p.display().to_string()), "file not named: {e}");
         for w in want {
             assert!(e.contains(w), "`{w}` missing in: {e}");
@@ -208,7 +239,13 @@ fn bad_config_values_name_the_file_the_key_and_what_is_allowed() {
     }
     let t = shipped("dram-scaling").replacen("generation = \"HBM3\"", "generation = \"HBM9\"", 1);
     let p = write_config(&dir, "dram-scaling", &t);
-    let e = run("dram-scaling", Some(&p)).unwrap_err().to_string();
+    let e = run(
+        "dram-scaling",
+        Some(&p),
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("memories[1]") && e.contains("HBM3e"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -344,7 +381,10 @@ fn technology_sweep_shares_sum_and_bandwidth_is_monotone() {
 
 #[test]
 fn the_technology_kinds_are_registered_builtins() {
-    let r = perfcast_studies::common::registry().unwrap();
+    let r = perfcast_studies::common::registry(&perfcast_host::Plugins::new(
+        perfcast_builtins::DefaultPlugins::new(),
+    ))
+    .unwrap();
     use perfcast_core::Category;
     assert!(r.contains(Category::ComputeUnit, "tech/node-scaled-gpu"));
     assert!(r.contains(Category::MemoryTier, "tech/node-sram"));
@@ -381,7 +421,11 @@ fn built_in_configs_are_the_shipped_files_and_name_presets() {
     // A built-in config's `../models/NAME.toml` is the preset; a missing one is an error
     // that says how a built-in config names files.
     let info = info("memory-vs-recompute").unwrap();
-    let ctx = StudyContext::builtin(info, "");
+    let ctx = StudyContext::builtin(
+        info,
+        "",
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+    );
     assert!(ctx.model("m", "../models/gpt3-175b.toml").is_ok());
     let e = ctx
         .model("m", "../models/nope.toml")

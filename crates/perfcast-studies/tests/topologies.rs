@@ -12,7 +12,12 @@ fn shipped() -> String {
 }
 
 fn ctx(text: &str) -> StudyContext {
-    StudyContext::from_text(info("topologies").unwrap(), &configs_dir(), text)
+    StudyContext::from_text(
+        info("topologies").unwrap(),
+        &configs_dir(),
+        text,
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+    )
 }
 
 #[test]

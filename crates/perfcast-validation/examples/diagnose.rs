@@ -7,7 +7,10 @@ use perfcast_validation::harness::{self, Harness};
 fn main() {
     let path = perfcast_validation::locate_cases(None).expect("cases file");
     let file = CasesFile::load(&path).expect("valid cases file");
-    let h = Harness::new().expect("registry");
+    let h = Harness::new(&perfcast_host::Plugins::new(
+        perfcast_builtins::DefaultPlugins::new(),
+    ))
+    .expect("registry");
     for arg in std::env::args().skip(1) {
         // `ID` or `ID:VPP` (override the interleaving).
         let (id, vpp) = match arg.split_once(':') {
@@ -20,7 +23,7 @@ fn main() {
         };
         println!("=== {id}");
         let model = harness::model_spec(case);
-        let system = harness::system_for(case, h.registry()).expect("system");
+        let system = harness::system_for(case, h.plugins()).expect("system");
         let (matched, stack) = h.stacks().of(case);
         println!("stack: {}", matched.describe());
         match case.kind {

@@ -23,7 +23,11 @@ fn main() {
                 .push(kv.to_string());
         }
     }
-    let results = kernels::run_with(&ks, &sets);
+    let results = kernels::run_with(
+        &ks,
+        &sets,
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+    );
     let mut groups: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for (k, r) in ks.iter().zip(&results) {
         match r.relative_error() {

@@ -17,7 +17,12 @@ fn main() {
         }
         i += 1;
     }
-    match perfcast_validation::validate_to_string(path.as_deref(), group.as_deref(), format) {
+    match perfcast_validation::validate_to_string(
+        path.as_deref(),
+        group.as_deref(),
+        format,
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+    ) {
         Ok(s) => print!("{s}"),
         Err(e) => {
             eprintln!("error: {e}");

@@ -55,6 +55,7 @@ use perfcast_core::workload::{FfnAct, ModelSpec};
 use perfcast_core::{DType, System};
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan, InferenceReport};
 use perfcast_engine::training::{Placement, Training, TrainingPlan, TrainingReport};
+use perfcast_host::Plugins;
 use perfcast_scenario::stack::TpComm;
 use perfcast_scenario::Stack;
 
@@ -174,10 +175,9 @@ pub fn case_hardware(case: &Case) -> Result<presets::Hardware, String> {
     Ok(hw)
 }
 
-/// The system of a case ([`case_hardware`]), composed by perfcast-host through the built-in
-/// plugins (`_registry` is not consulted: it is the same built-in registry).
-pub fn system_for(case: &Case, _registry: &Registry) -> Result<System, String> {
-    case_hardware(case)?.system()
+/// The system of a case ([`case_hardware`]), composed by perfcast-host through `plugins`.
+pub fn system_for(case: &Case, plugins: &Plugins) -> Result<System, String> {
+    case_hardware(case)?.system(plugins)
 }
 
 /// The training plan of a case with recompute policy `recompute` (a registry name), on
@@ -274,6 +274,8 @@ pub fn inference_plan(case: &Case, stack: &Stack) -> Result<InferencePlan, Strin
 
 /// Runs cases against the engines.
 pub struct Harness {
+    /// The plugins the host handed in, and the registry of them the engines resolve in.
+    plugins: Plugins,
     registry: Registry,
     /// The `software` -> stack rules and their stacks (`configs/validation/stacks.toml`).
     stacks: StackTable,
@@ -296,12 +298,11 @@ impl Harness {
         self.stacks.of(case).1
     }
 
-    /// A harness over the built-in plugins.
-    pub fn new() -> Result<Harness, String> {
-        // Name the engine so that its execution plugins are linked and registered.
-        let _ = std::any::type_name::<Training>();
-        let registry = perfcast_builtins::registry().map_err(|e| e.to_string())?;
+    /// A harness over the plugins its host chose.
+    pub fn new(plugins: &Plugins) -> Result<Harness, String> {
+        let registry = plugins.registry().map_err(|e| e.to_string())?;
         Ok(Harness {
+            plugins: plugins.clone(),
             registry,
             stacks: StackTable::builtin()?,
             inference_options: InferenceOptions::default(),
@@ -327,6 +328,11 @@ impl Harness {
 
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// The plugins the host handed in (what each case's system is composed through).
+    pub fn plugins(&self) -> &Plugins {
+        &self.plugins
     }
 
     /// The stack rules and their resolved stacks.

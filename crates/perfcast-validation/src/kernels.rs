@@ -14,6 +14,7 @@
 use crate::presets::Hardware;
 use perfcast_core::op::{Attention, AttentionKind, ComputeOp, Gemm, GemmScaling};
 use perfcast_core::{DType, System};
+use perfcast_host::Plugins;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -277,13 +278,17 @@ impl KernelResult {
 }
 
 /// Predict every measurement of `kernels` (one device built per accelerator id).
-pub fn run(kernels: &[Kernel]) -> Vec<KernelResult> {
-    run_with(kernels, &BTreeMap::new())
+pub fn run(kernels: &[Kernel], plugins: &Plugins) -> Vec<KernelResult> {
+    run_with(kernels, &BTreeMap::new(), plugins)
 }
 
 /// [`run`] with `key=value` overrides per accelerator id (`--set` style, e.g. to fit a
 /// device's parameters to its measurements).
-pub fn run_with(kernels: &[Kernel], sets: &BTreeMap<String, Vec<String>>) -> Vec<KernelResult> {
+pub fn run_with(
+    kernels: &[Kernel],
+    sets: &BTreeMap<String, Vec<String>>,
+    plugins: &Plugins,
+) -> Vec<KernelResult> {
     let mut systems: BTreeMap<String, Result<System, String>> = BTreeMap::new();
     kernels
         .iter()
@@ -293,14 +298,14 @@ pub fn run_with(kernels: &[Kernel], sets: &BTreeMap<String, Vec<String>>) -> Vec
                 // Kernels timed alone run at the clock their measurements define: the
                 // sustained-load ratio of end-to-end runs does not apply.
                 let compute: String = h
-                    .config()?
+                    .config(&Plugins::none())?
                     .extract("device.compute")
                     .map_err(|e| e.to_string())?;
                 h.set(&format!("components.{compute}.sustained_clock_ratio"), 1.0);
                 if let Some(s) = sets.get(&k.gpu) {
                     h.set_raw(s);
                 }
-                h.system()
+                h.system(plugins)
             });
             let predicted = match sys {
                 Ok(s) => predict(k, s),

@@ -31,6 +31,7 @@ pub mod report;
 pub mod serving;
 pub mod stacks;
 
+use perfcast_host::Plugins;
 use std::path::{Path, PathBuf};
 
 /// The cases file used when none is named (relative to the repository root).
@@ -98,8 +99,12 @@ impl ValidateOptions {
 
 /// Load, check and run a cases file with the standard options
 /// ([`ValidateOptions::standard`]); see [`validate_with`].
-pub fn validate(path: Option<&Path>, group: Option<&str>) -> Result<report::Report, String> {
-    validate_with(path, group, &ValidateOptions::standard()?)
+pub fn validate(
+    path: Option<&Path>,
+    group: Option<&str>,
+    plugins: &Plugins,
+) -> Result<report::Report, String> {
+    validate_with(path, group, plugins, &ValidateOptions::standard()?)
 }
 
 /// Load, check and run a cases file; `Err` for a bad file, an unknown group or an overlay key
@@ -108,6 +113,7 @@ pub fn validate(path: Option<&Path>, group: Option<&str>) -> Result<report::Repo
 pub fn validate_with(
     path: Option<&Path>,
     group: Option<&str>,
+    plugins: &Plugins,
     opts: &ValidateOptions,
 ) -> Result<report::Report, String> {
     let (file, name) = load_cases(path)?;
@@ -121,7 +127,7 @@ pub fn validate_with(
             ));
         }
     }
-    let mut h = harness::Harness::new()?.with_overlay(opts.overlay.clone());
+    let mut h = harness::Harness::new(plugins)?.with_overlay(opts.overlay.clone());
     if let Some((r, level)) = &opts.intervals {
         h = h.with_intervals(r.clone(), intervals::check_level(*level)?);
     }
@@ -134,6 +140,7 @@ pub fn validate_with(
 pub fn validate_collectives(
     path: &Path,
     group: Option<&str>,
+    plugins: &Plugins,
 ) -> Result<collectives::report::Report, String> {
     let file = collectives::CollectivesFile::load(path)?;
     if let Some(g) = group {
@@ -145,7 +152,7 @@ pub fn validate_collectives(
             ));
         }
     }
-    Ok(collectives::report::run(&file, group))
+    Ok(collectives::report::run(&file, group, plugins))
 }
 
 /// [`validate`] rendered in `format` (a file whose `schema` is `perfcast-collectives/1` is
@@ -154,8 +161,9 @@ pub fn validate_to_string(
     path: Option<&Path>,
     group: Option<&str>,
     format: Format,
+    plugins: &Plugins,
 ) -> Result<String, String> {
-    validate_to_string_with(path, group, format, &ValidateOptions::standard()?)
+    validate_to_string_with(path, group, format, plugins, &ValidateOptions::standard()?)
 }
 
 /// [`validate_with`] rendered in `format`.
@@ -163,6 +171,7 @@ pub fn validate_to_string_with(
     path: Option<&Path>,
     group: Option<&str>,
     format: Format,
+    plugins: &Plugins,
     opts: &ValidateOptions,
 ) -> Result<String, String> {
     let supported = [Format::Table, Format::Json];
@@ -177,7 +186,7 @@ pub fn validate_to_string_with(
                     p.display()
                 ));
             }
-            let r = validate_collectives(&p, group)?;
+            let r = validate_collectives(&p, group, plugins)?;
             return Ok(match format {
                 Format::Json => {
                     serde_json::to_string_pretty(&r.to_json()).map_err(|e| e.to_string())? + "\n"
@@ -186,7 +195,7 @@ pub fn validate_to_string_with(
             });
         }
     }
-    let r = validate_with(path, group, opts)?;
+    let r = validate_with(path, group, plugins, opts)?;
     Ok(match format {
         Format::Json => {
             serde_json::to_string_pretty(&r.to_json()).map_err(|e| e.to_string())? + "\n"
@@ -207,18 +216,40 @@ mod tests {
     fn default_file_format_and_group_errors() {
         let p = locate_cases(None).unwrap();
         assert!(p.ends_with(DEFAULT_CASES), "{}", p.display());
-        let e = validate_to_string(None, None, Format::Csv).unwrap_err();
+        let e = validate_to_string(
+            None,
+            None,
+            Format::Csv,
+            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        )
+        .unwrap_err();
         assert!(e.contains("`table` or `json`"), "{e}");
-        let e = validate(None, Some("no-such-group")).unwrap_err();
+        let e = validate(
+            None,
+            Some("no-such-group"),
+            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        )
+        .unwrap_err();
         assert!(e.contains("narayanan2021-table1"), "{e}");
         // The built-in cases are the repository's file as built.
         assert_eq!(BUILTIN_CASES, std::fs::read_to_string(&p).unwrap());
-        let e = validate(None, Some("narayanan2021-tabel1")).unwrap_err();
+        let e = validate(
+            None,
+            Some("narayanan2021-tabel1"),
+            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        )
+        .unwrap_err();
         assert!(e.starts_with(BUILTIN_CASES_LABEL), "{e}");
         assert!(e.contains("did you mean `narayanan2021-table1`?"), "{e}");
         let e = locate_cases(Some(Path::new("no/such/cases.toml"))).unwrap_err();
         assert!(e.contains("no/such/cases.toml"), "{e}");
-        let out = validate_to_string(None, Some("korthikanti2022-abstract"), Format::Json).unwrap();
+        let out = validate_to_string(
+            None,
+            Some("korthikanti2022-abstract"),
+            Format::Json,
+            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        )
+        .unwrap();
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["cases"].as_array().unwrap().len(), 2);
     }

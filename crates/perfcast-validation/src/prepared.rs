@@ -77,7 +77,7 @@ impl Harness {
 
     fn setup(&self, case: &Case) -> Result<Setup, String> {
         let hardware = case_hardware(case)?;
-        let (config, system) = hardware.compose()?;
+        let (config, system) = hardware.compose(self.plugins())?;
         let compute: String = config
             .extract("device.compute")
             .map_err(|e| hardware.error(e))?;

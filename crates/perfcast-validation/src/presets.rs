@@ -15,7 +15,7 @@
 
 use perfcast_core::workload::ModelSpec;
 use perfcast_core::System;
-use perfcast_host::{Config, HostError, Sources, PRESET_SCHEME};
+use perfcast_host::{Config, HostError, Plugins, Sources, PRESET_SCHEME};
 use std::path::{Path, PathBuf};
 
 /// The accelerator catalog (`configs/validation/accelerators.toml`).
@@ -47,14 +47,14 @@ pub fn hardware_preset(accelerator: &str) -> Option<&'static str> {
 
 /// The configuration of built-in preset `name` alone (no `PERFCAST_*` environment: a
 /// validation run does not depend on the shell).
-pub fn preset_config(name: &str) -> Result<Config, HostError> {
-    Config::load(&Sources::files([format!("{PRESET_SCHEME}{name}")]).without_env())
+pub fn preset_config(name: &str, plugins: &Plugins) -> Result<Config, HostError> {
+    Config::load(&Sources::files(plugins, [format!("{PRESET_SCHEME}{name}")]).without_env())
 }
 
 /// A model preset by name (e.g. `llama2-70b`), read by perfcast-host and validated.
 pub fn model_preset(name: &str) -> Result<ModelSpec, String> {
     let preset = format!("{PRESET_SCHEME}{name}");
-    let config = preset_config(name).map_err(|e| format!("model preset: {e}"))?;
+    let config = preset_config(name, &Plugins::none()).map_err(|e| format!("model preset: {e}"))?;
     let model: ModelSpec = config
         .extract("model")
         .map_err(|e| format!("{preset}: {e}"))?;
@@ -134,24 +134,24 @@ impl Hardware {
     }
 
     /// The merged configuration (no `PERFCAST_*` environment: a validation run does not
-    /// depend on the shell).
-    pub fn config(&self) -> Result<Config, String> {
+    /// depend on the shell), its components resolving in `plugins`.
+    pub fn config(&self, plugins: &Plugins) -> Result<Config, String> {
         Config::load(
-            &Sources::files(&self.files)
+            &Sources::files(plugins, &self.files)
                 .with_sets(&self.sets)
                 .without_env(),
         )
         .map_err(|e| self.error(e))
     }
 
-    /// The system, composed by perfcast-host through the built-in plugins.
-    pub fn system(&self) -> Result<System, String> {
-        self.compose().map(|(_, s)| s)
+    /// The system, composed by perfcast-host through `plugins`.
+    pub fn system(&self, plugins: &Plugins) -> Result<System, String> {
+        self.compose(plugins).map(|(_, s)| s)
     }
 
-    /// The merged configuration and the system composed from it.
-    pub fn compose(&self) -> Result<(Config, System), String> {
-        let config = self.config()?;
+    /// The merged configuration and the system composed from it through `plugins`.
+    pub fn compose(&self, plugins: &Plugins) -> Result<(Config, System), String> {
+        let config = self.config(plugins)?;
         let system = config.system().map_err(|e| self.error(e))?;
         Ok((config, system))
     }
@@ -161,7 +161,8 @@ impl Hardware {
     /// level of that rate ([`CASE_NIC`]) becomes the outermost level. Returns how many levels
     /// were set (0 when one was added).
     pub fn set_scaleout_nic(&mut self, gbps: f64) -> Result<usize, String> {
-        let config = self.config()?;
+        // Only the network's names and kinds are read: no component is resolved.
+        let config = self.config(&Plugins::none())?;
         let mut network: Vec<String> = config
             .extract_opt("system.network")
             .map_err(|e| self.error(e))?
@@ -370,7 +371,10 @@ mod tests {
     fn system(id: &str, devices: u32) -> System {
         let mut hw = Hardware::of(id).unwrap();
         hw.set("system.devices", devices);
-        hw.system().unwrap()
+        hw.system(&perfcast_host::Plugins::new(
+            perfcast_builtins::DefaultPlugins::new(),
+        ))
+        .unwrap()
     }
 
     #[test]
@@ -397,7 +401,13 @@ mod tests {
         ];
         assert_eq!(table.len(), preset_names("systems").len());
         for (name, devices, domain) in table {
-            let s = preset_config(name).unwrap().system().unwrap();
+            let s = preset_config(
+                name,
+                &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            )
+            .unwrap()
+            .system()
+            .unwrap();
             assert_eq!(s.devices, devices, "{name}");
             assert_eq!(s.network[0].domain_size(), domain, "{name}");
             assert!(
@@ -447,9 +457,21 @@ mod tests {
     #[test]
     fn overrides_and_catalog_fallback() {
         let mut hw = Hardware::of("H100-SXM5-80GB").unwrap();
-        let before = hw.system().unwrap().network[1].bandwidth();
+        let before = hw
+            .system(&perfcast_host::Plugins::new(
+                perfcast_builtins::DefaultPlugins::new(),
+            ))
+            .unwrap()
+            .network[1]
+            .bandwidth();
         assert_eq!(hw.set_scaleout_nic(200.0), Ok(1));
-        let after = hw.system().unwrap().network[1].bandwidth();
+        let after = hw
+            .system(&perfcast_host::Plugins::new(
+                perfcast_builtins::DefaultPlugins::new(),
+            ))
+            .unwrap()
+            .network[1]
+            .bandwidth();
         assert!((before.0 / after.0 - 2.0).abs() < 1e-12);
         // MI300X has no preset: built from the catalog.
         assert_eq!(hardware_preset("MI300X"), None);
@@ -458,7 +480,11 @@ mod tests {
         // A bad value names the case key, the source of the hardware and the component key.
         let mut hw = Hardware::of("MI300X").unwrap();
         hw.set("components.gpu.sm_count", -1);
-        let e = hw.system().unwrap_err();
+        let e = hw
+            .system(&perfcast_host::Plugins::new(
+                perfcast_builtins::DefaultPlugins::new(),
+            ))
+            .unwrap_err();
         assert!(
             e.contains("system.gpu = \"MI300X\"")
                 && e.contains("accelerators.toml")

@@ -334,7 +334,10 @@ mod tests {
     #[test]
     fn serving_groups_reach_their_targets() {
         let f = cases();
-        let h = Harness::new().unwrap();
+        let h = Harness::new(&perfcast_host::Plugins::new(
+            perfcast_builtins::DefaultPlugins::new(),
+        ))
+        .unwrap();
         let mut err: std::collections::BTreeMap<(&str, &str), Vec<f64>> = Default::default();
         for c in f
             .cases

@@ -4,7 +4,7 @@
 //! perfcast-scenario exactly as `stack = "NAME"` in a configuration is.
 
 use crate::cases::Case;
-use perfcast_host::{Config, Sources};
+use perfcast_host::{Config, Plugins, Sources};
 use perfcast_scenario::stack::GpuGeneration;
 use perfcast_scenario::{Stack, StackKind};
 use serde::{Deserialize, Serialize};
@@ -190,8 +190,12 @@ static FALLBACK: std::sync::LazyLock<Stack> = std::sync::LazyLock::new(Stack::de
 /// beneath it; unknown keys are errors).
 pub fn resolve(name: &str) -> Result<Stack, String> {
     let set = format!("stack={}", toml_string(name));
-    let cfg = Config::load(&Sources::default().without_env().with_sets([set]))
-        .map_err(|e| e.to_string())?;
+    let cfg = Config::load(
+        &Sources::new(&Plugins::none())
+            .without_env()
+            .with_sets([set]),
+    )
+    .map_err(|e| e.to_string())?;
     Stack::from_config(&cfg, StackKind::Any).map_err(|e| e.to_string())
 }
 

@@ -20,9 +20,11 @@ fn synthetic(groups: &[&str], truth: &[&str]) -> CasesFile {
         "/tests/data/synthetic-cases.toml"
     );
     let text = std::fs::read_to_string(path).unwrap();
-    let h = Harness::new()
-        .unwrap()
-        .with_overlay(Overlay::from_sets(truth).unwrap());
+    let h = Harness::new(&perfcast_host::Plugins::new(
+        perfcast_builtins::DefaultPlugins::new(),
+    ))
+    .unwrap()
+    .with_overlay(Overlay::from_sets(truth).unwrap());
     let text = remeasured(&text, "synthetic-cases.toml", &h).unwrap();
     let mut f = CasesFile::parse(&text, "synthetic-cases.toml").unwrap();
     f.cases.retain(|c| groups.contains(&c.group.as_str()));
@@ -41,7 +43,15 @@ fn run(file: &CasesFile, params: &[&str], cv: Cv) -> Result<Calibration, String>
         cv,
         settings: Settings::default(),
     };
-    calibrate::calibrate(&Harness::new().unwrap(), file, "0", &opts)
+    calibrate::calibrate(
+        &Harness::new(&perfcast_host::Plugins::new(
+            perfcast_builtins::DefaultPlugins::new(),
+        ))
+        .unwrap(),
+        file,
+        "0",
+        &opts,
+    )
 }
 
 /// The H100 clock ratio the measurements were made with (0.6; the preset has its own) is
@@ -144,7 +154,11 @@ fn the_overlay_round_trips() {
     assert!(text.contains("# cases sha256: 0") && text.contains("[components.h100_sxm5_80gb]"));
     let o = Overlay::parse(&text, "fitted.toml").unwrap();
     assert_eq!(o.entries.len(), 2);
-    let h = Harness::new().unwrap().with_overlay(o);
+    let h = Harness::new(&perfcast_host::Plugins::new(
+        perfcast_builtins::DefaultPlugins::new(),
+    ))
+    .unwrap()
+    .with_overlay(o);
     for (case, want) in file.cases.iter().zip(&c.in_sample) {
         let mut r = h.run_case(case);
         r.first = first_metric(&r);
@@ -228,7 +242,16 @@ fn bad_parameters_and_files_are_errors() {
             ..Settings::default()
         },
     };
-    let c = calibrate::calibrate(&Harness::new().unwrap(), &file, "0", &opts).unwrap();
+    let c = calibrate::calibrate(
+        &Harness::new(&perfcast_host::Plugins::new(
+            perfcast_builtins::DefaultPlugins::new(),
+        ))
+        .unwrap(),
+        &file,
+        "0",
+        &opts,
+    )
+    .unwrap();
     assert!(!c.converged());
     assert!(c.to_table().contains("NOT CONVERGED"));
 }
@@ -240,7 +263,10 @@ fn bad_parameters_and_files_are_errors() {
 fn shared_systems_change_no_prediction() {
     use perfcast_validation::overlay::Entry;
     let file = CasesFile::load(&perfcast_validation::locate_cases(None).unwrap()).unwrap();
-    let h = Harness::new().unwrap();
+    let h = Harness::new(&perfcast_host::Plugins::new(
+        perfcast_builtins::DefaultPlugins::new(),
+    ))
+    .unwrap();
     let prepared: Vec<_> = file.cases.iter().map(|c| h.prepare(c)).collect();
     let mut shared: Vec<(String, Result<perfcast_core::System, String>)> = Vec::new();
     let mut compared = 0;

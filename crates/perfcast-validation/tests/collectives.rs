@@ -65,7 +65,11 @@ const KNOWN_MISSES: &[(&str, &str)] = &[
 fn every_collective_is_predicted_and_meets_its_target_or_is_a_known_miss() {
     let file = CollectivesFile::load(&repo_file()).unwrap();
     assert_eq!(file.entries.len(), 127);
-    let report = perfcast_validation::collectives::report::run(&file, None);
+    let report = perfcast_validation::collectives::report::run(
+        &file,
+        None,
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+    );
     eprintln!("{}", report.to_table());
     assert_eq!(report.errors(), 0, "every entry is predicted");
     let mut new_misses = Vec::new();
@@ -108,6 +112,7 @@ fn validate_selects_the_collectives_mode_by_schema() {
         Some(&p),
         Some("mleng-h200-nvls-gpucount"),
         perfcast_validation::Format::Json,
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     )
     .unwrap();
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -116,6 +121,7 @@ fn validate_selects_the_collectives_mode_by_schema() {
         Some(&p),
         Some("deepep-v2"),
         perfcast_validation::Format::Table,
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     )
     .unwrap();
     assert!(
@@ -126,6 +132,7 @@ fn validate_selects_the_collectives_mode_by_schema() {
         Some(&p),
         Some("nope"),
         perfcast_validation::Format::Table,
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     )
     .unwrap_err();
     assert!(e.contains("nope") && e.contains("deepep-v1-normal"), "{e}");
@@ -190,7 +197,11 @@ fn broken_files_name_the_entry_and_the_key() {
     }
     // An accelerator the catalog does not know is an error for that entry, not an abort.
     let f = CollectivesFile::parse(&ONE.replace("H100-SXM5-80GB", "X-9000"), "f.toml").unwrap();
-    let r = perfcast_validation::collectives::report::run(&f, None);
+    let r = perfcast_validation::collectives::report::run(
+        &f,
+        None,
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+    );
     assert_eq!(r.errors(), 1);
     let msg = r.entries[0].outcome.as_ref().unwrap_err();
     assert!(msg.contains("X-9000"), "{msg}");

@@ -37,7 +37,10 @@ const NO_PRESET: &[&str] = &["Gaudi2", "Gaudi3", "GB300"];
 #[test]
 fn kernel_groups_within_their_bounds() {
     let ks = kernels::parse(kernels::KERNELS).unwrap();
-    let results = kernels::run(&ks);
+    let results = kernels::run(
+        &ks,
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+    );
     let mut groups: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
     for r in &results {
         match r.relative_error() {

@@ -52,7 +52,10 @@ fn models_from_cases() {
 #[test]
 fn plans_from_cases() {
     let f = file();
-    let h = Harness::new().unwrap();
+    let h = Harness::new(&perfcast_host::Plugins::new(
+        perfcast_builtins::DefaultPlugins::new(),
+    ))
+    .unwrap();
     let st = |c: &Case| h.stacks().of(c).1.clone();
     let c = case(&f, "korthikanti2022_175b_selective_sp");
     let p = harness::training_plan(c, "selective", &st(c)).unwrap();
@@ -130,8 +133,11 @@ fn plans_from_cases() {
 #[test]
 fn systems_from_cases() {
     let f = file();
-    let h = Harness::new().unwrap();
-    let s = harness::system_for(case(&f, "llama3_405b_8k_16384gpu"), h.registry()).unwrap();
+    let h = Harness::new(&perfcast_host::Plugins::new(
+        perfcast_builtins::DefaultPlugins::new(),
+    ))
+    .unwrap();
+    let s = harness::system_for(case(&f, "llama3_405b_8k_16384gpu"), h.plugins()).unwrap();
     assert_eq!(s.devices, 16384);
     assert_eq!(s.network[0].domain_size(), 8);
     // 400 Gb/s per GPU (the case's own network) at the fabric's efficiency.
@@ -141,10 +147,10 @@ fn systems_from_cases() {
     // the catalog gets the case's NIC as its scale-out level.
     let mut c = case(&f, "llama3_405b_8k_8192gpu").clone();
     c.system.gpu = "MI300X".into();
-    let s = harness::system_for(&c, h.registry()).unwrap();
+    let s = harness::system_for(&c, h.plugins()).unwrap();
     assert_eq!(s.network.len(), 2);
     assert!((s.network[1].bandwidth().0 * 8.0 / 1e9 - 400.0 * 0.9).abs() < 1e-6);
-    let s = harness::system_for(case(&f, "kundu2024_llama2_7b_a100_tp2"), h.registry()).unwrap();
+    let s = harness::system_for(case(&f, "kundu2024_llama2_7b_a100_tp2"), h.plugins()).unwrap();
     assert_eq!(s.devices, 2);
     // The preset gives the binary 80 GiB (nvidia-smi: 81920 MiB) in decimal GB.
     assert!((s.memory.device().unwrap().capacity().gb() - 85.9).abs() < 1e-9);
@@ -224,7 +230,10 @@ fn flop_conventions_reproduce_published_utilisation() {
 #[test]
 fn predicted_metrics_follow_the_case_conventions() {
     let f = file();
-    let h = Harness::new().unwrap();
+    let h = Harness::new(&perfcast_host::Plugins::new(
+        perfcast_builtins::DefaultPlugins::new(),
+    ))
+    .unwrap();
     let base = case(&f, "korthikanti2022_175b_selective_sp").clone();
     // (convention, attention counting, basis) -> predicted tflops and mfu must equal the
     // closed forms evaluated at the predicted step time.
@@ -275,7 +284,10 @@ fn predicted_metrics_follow_the_case_conventions() {
 #[test]
 fn unsupported_and_failing_cases_are_listed() {
     let f = file();
-    let h = Harness::new().unwrap();
+    let h = Harness::new(&perfcast_host::Plugins::new(
+        perfcast_builtins::DefaultPlugins::new(),
+    ))
+    .unwrap();
     // Mixture-of-experts and latent attention are modelled in training, not yet in inference.
     let serving = "trtllm_v061_llama2_7b_h100_bs768_tp1_128_128";
     let mut moe = case(&f, serving).clone();
@@ -311,7 +323,10 @@ fn unsupported_and_failing_cases_are_listed() {
 #[test]
 fn whole_file_keeps_every_case_and_json_shape() {
     let f = file();
-    let h = Harness::new().unwrap();
+    let h = Harness::new(&perfcast_host::Plugins::new(
+        perfcast_builtins::DefaultPlugins::new(),
+    ))
+    .unwrap();
     let r = h.run(&f, None);
     assert_eq!(r.cases.len(), f.cases.len());
     let j = r.to_json();
@@ -334,11 +349,13 @@ fn whole_file_keeps_every_case_and_json_shape() {
     }
     // With error bars, a case that ran says where its intervals come from.
     let residuals = perfcast_validation::intervals::Residuals::embedded().unwrap();
-    let with_bars = Harness::new()
-        .unwrap()
-        .with_intervals(residuals, 0.8)
-        .run(&f, Some("korthikanti2022-table5"))
-        .to_json();
+    let with_bars = Harness::new(&perfcast_host::Plugins::new(
+        perfcast_builtins::DefaultPlugins::new(),
+    ))
+    .unwrap()
+    .with_intervals(residuals, 0.8)
+    .run(&f, Some("korthikanti2022-table5"))
+    .to_json();
     let c = &with_bars["cases"][0];
     assert_eq!(c["error_bars"]["level"], 0.8);
     assert!(c["metrics"][0]["interval"][1].as_f64().unwrap() > 0.0);
@@ -393,7 +410,10 @@ fn every_case_model_matches_its_published_size() {
 #[test]
 fn inference_flop_metrics() {
     let f = file();
-    let h = Harness::new().unwrap();
+    let h = Harness::new(&perfcast_host::Plugins::new(
+        perfcast_builtins::DefaultPlugins::new(),
+    ))
+    .unwrap();
     let mut c = case(&f, "trtllm_v061_llama2_7b_h100_bs768_tp1_128_128").clone();
     c.measured.tflops_per_gpu = Some(500.0);
     c.measured.mfu = Some(0.3);

@@ -71,7 +71,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         anyhow::bail!("--max-evals 0: the optimiser needs at least one evaluation");
     }
     let path = perfcast_validation::locate_cases(a.cases.as_deref()).map_err(anyhow::Error::msg)?;
-    let harness = perfcast_validation::harness::Harness::new().map_err(anyhow::Error::msg)?;
+    let harness = perfcast_validation::harness::Harness::new(&crate::common::plugins())
+        .map_err(anyhow::Error::msg)?;
     let opts = Options {
         params: a.params,
         cv: a.cv,

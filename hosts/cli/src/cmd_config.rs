@@ -96,7 +96,7 @@ fn presets(a: PresetArgs) -> anyhow::Result<()> {
 /// A stack's `software.description`, as its own file (with its base beneath) gives it.
 fn stack_description(name: &str) -> String {
     perfcast_host::Config::load(
-        &perfcast_host::Sources::default()
+        &perfcast_host::Sources::new(&crate::common::plugins())
             .without_env()
             .with_sets([format!("stack=\"{name}\"")]),
     )

@@ -28,7 +28,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         None
     };
-    let (registry, _libs) = perfcast_host::registry_with(&a.load, isolate.as_ref())?;
+    let (registry, _libs) =
+        perfcast_host::registry_with(&crate::common::plugins(), &a.load, isolate.as_ref())?;
     if a.reference {
         return print(&perfcast_scenario::explain::reference(&registry));
     }

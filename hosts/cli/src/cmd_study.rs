@@ -36,7 +36,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let Some(name) = a.name else {
         anyhow::bail!("name a study or pass --list");
     };
-    let output = perfcast_studies::run(&name, a.config.as_deref())?;
+    let output = perfcast_studies::run(&name, a.config.as_deref(), &crate::common::plugins())?;
     let dir = a
         .out
         .unwrap_or_else(|| PathBuf::from("out/studies").join(&name));

@@ -23,7 +23,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let sweep = Sweep::load(&a.study)?;
+    let sweep = Sweep::load(&a.study, &crate::common::plugins())?;
     // A progress bar on a terminal (stderr), once the sweep has run for a second.
     let tty = std::io::stderr().is_terminal();
     let mut bar: Option<indicatif::ProgressBar> = None;

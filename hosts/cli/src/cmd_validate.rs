@@ -58,6 +58,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         a.cases.as_deref(),
         a.group.as_deref(),
         a.format,
+        &crate::common::plugins(),
         &opts,
     )
     .map_err(anyhow::Error::msg)?;

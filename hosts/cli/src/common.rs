@@ -2,7 +2,7 @@
 //! arguments, error printing and exit codes.
 
 use anyhow::Context as _;
-use perfcast_host::{Config, Sources};
+use perfcast_host::{Config, Plugins, Sources};
 use serde::Serialize;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -78,9 +78,15 @@ fn parse_set_arg(s: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// The plugins this host composes every configuration from: all the built-ins (bevy's
+/// `DefaultPlugins`); libraries come on top from `[[plugins]]` and `--load`.
+pub fn plugins() -> Plugins {
+    Plugins::new(perfcast_builtins::DefaultPlugins::new())
+}
+
 impl ConfigArgs {
     pub fn sources(&self) -> Sources {
-        let mut s = Sources::files(self.configs.iter().cloned())
+        let mut s = Sources::files(&plugins(), self.configs.iter().cloned())
             .with_sets(self.sets.iter().cloned())
             .with_libraries(self.load.iter().cloned());
         s.plugin_host = self.isolation.options().ok();

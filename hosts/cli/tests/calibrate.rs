@@ -33,7 +33,11 @@ fn setup() -> PathBuf {
     )
     .unwrap();
     let truth = Overlay::from_sets(&[format!("{CLOCK}=0.6")]).unwrap();
-    let h = Harness::new().unwrap().with_overlay(truth);
+    let h = Harness::new(&perfcast_host::Plugins::new(
+        perfcast_builtins::DefaultPlugins::new(),
+    ))
+    .unwrap()
+    .with_overlay(truth);
     std::fs::write(
         dir.join("cases.toml"),
         remeasured(&text, "cases.toml", &h).unwrap(),

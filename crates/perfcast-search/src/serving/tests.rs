@@ -23,9 +23,12 @@ fn config(sets: &[&str]) -> Config {
         "serving_search.min_requests=8",
     ];
     base.extend_from_slice(sets);
-    let mut s = Sources::files(["preset:llama3.1-8b", "preset:dgx-h100"])
-        .without_env()
-        .with_sets(base.iter().map(|x| x.to_string()));
+    let mut s = Sources::files(
+        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        ["preset:llama3.1-8b", "preset:dgx-h100"],
+    )
+    .without_env()
+    .with_sets(base.iter().map(|x| x.to_string()));
     s.sections.extend(["serving", "slo", SECTION]);
     Config::load(&s).expect("config")
 }

@@ -152,7 +152,7 @@ pub fn evaluate(ctx: &StudyContext) -> Result<(Vec<JobResult>, Option<f64>), Stu
             format!("`{}`: allowed are bf16, fp16", cfg.base_precision),
         ));
     }
-    let registry = crate::common::registry()?;
+    let registry = crate::common::registry(&ctx.plugins)?;
     let n = FACTORS.len();
     let mut out = Vec::new();
     for (j, job) in cfg.jobs.iter().enumerate() {

@@ -104,7 +104,7 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Vec<Row>, StudyError> {
     let base_sys = ctx.system("compute_system", &cfg.compute_system, cfg.tp)?;
     let (dev_i, _) = device_tier(&base_sys)
         .ok_or_else(|| ctx.bad("compute_system", "the system has no device-memory tier"))?;
-    let registry = crate::common::registry()?;
+    let registry = crate::common::registry(&ctx.plugins)?;
     let mut tiers: Vec<Arc<dyn MemoryTier>> = Vec::new();
     for (i, m) in cfg.memories.iter().enumerate() {
         // The technology plugin's DRAM generation; every memory at the same achievable

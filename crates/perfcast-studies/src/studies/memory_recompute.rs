@@ -112,7 +112,7 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Vec<Row>, StudyError> {
             ));
         }
     }
-    let registry = crate::common::registry()?;
+    let registry = crate::common::registry(&ctx.plugins)?;
     let mut rows = Vec::new();
     for (i, m) in cfg.models.iter().enumerate() {
         let key = format!("models[{i}]");

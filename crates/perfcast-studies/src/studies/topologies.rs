@@ -129,7 +129,7 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Results, StudyError> {
     if !(cfg.all_to_all.bytes.is_finite() && cfg.all_to_all.bytes > 0.0) {
         return Err(ctx.bad("all_to_all.bytes", "must be a finite number > 0"));
     }
-    let registry = crate::common::registry()?;
+    let registry = crate::common::registry(&ctx.plugins)?;
     let model = ctx.model("model", &cfg.model)?;
     let mut rows = Vec::new();
     for (i, t) in cfg.topologies.iter().enumerate() {

@@ -32,6 +32,7 @@ use crate::presets::{Hardware, ACCELERATORS};
 use perfcast_core::parallel::AxisSet;
 use perfcast_core::{Bytes, CollectiveKind};
 use perfcast_engine::network::{Mesh, Network};
+use perfcast_host::Plugins;
 use serde::Serialize;
 
 /// Component name of the topology added for an entry.
@@ -202,10 +203,10 @@ fn token_bytes(dtype: &str, hidden: u64) -> Result<f64, String> {
 }
 
 /// Predict every published metric of `e`.
-pub fn predict(e: &Entry) -> Result<Prediction, String> {
+pub fn predict(e: &Entry, plugins: &Plugins) -> Result<Prediction, String> {
     let kind = kind_of(&e.collective)?;
     let (hw, topology) = hardware(e)?;
-    let sys = hw.system()?;
+    let sys = hw.system(plugins)?;
     let net = Network::with_topology(&sys.network, sys.topology.clone(), e.gpus as u64)
         .map_err(|m| m.to_string())?;
     let mesh = Mesh::new(e.gpus, 1, 1, 1);

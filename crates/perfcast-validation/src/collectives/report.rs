@@ -5,6 +5,7 @@
 
 use super::predict::{predict, Prediction, Regime};
 use super::CollectivesFile;
+use perfcast_host::Plugins;
 use perfcast_output::{num, Table};
 use serde_json::{json, Value};
 
@@ -67,7 +68,7 @@ pub struct Report {
 }
 
 /// Predict every entry of `file` (of `group` only, when given).
-pub fn run(file: &CollectivesFile, group: Option<&str>) -> Report {
+pub fn run(file: &CollectivesFile, group: Option<&str>, plugins: &Plugins) -> Report {
     let entries = file
         .entries
         .iter()
@@ -75,7 +76,7 @@ pub fn run(file: &CollectivesFile, group: Option<&str>) -> Report {
         .map(|e| EntryReport {
             id: e.id.clone(),
             group: e.group.clone(),
-            outcome: predict(e),
+            outcome: predict(e, plugins),
         })
         .collect();
     Report {

@@ -250,7 +250,7 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Vec<NodeResult>, StudyError> {
             "tp, batch and input_len must be >= 1 and output_len >= 2 (decode steps)",
         ));
     }
-    let registry = crate::common::registry()?;
+    let registry = crate::common::registry(&ctx.plugins)?;
     let tmodel = ctx.model("training.model", &t.model)?;
     let imodel = ctx.model("inference.model", &inf.model)?;
     let mut out = Vec::new();

@@ -52,7 +52,10 @@ mod tests {
     /// bf16 peak is the reference's (312 TFLOP/s, A100) times the throughput.
     #[test]
     fn the_plugin_reports_its_operating_point() {
-        let registry = crate::common::registry().unwrap();
+        let registry = crate::common::registry(&perfcast_host::Plugins::new(
+            perfcast_builtins::DefaultPlugins::new(),
+        ))
+        .unwrap();
         let row = |logic_density: f64, energy_per_op: f64| {
             json!({"node_nm": 7.0, "logic_density": logic_density, "sram_density": 1.0,
                    "energy_per_op": energy_per_op, "vdd": 0.75, "vt": 0.30})

@@ -1,0 +1,330 @@
+//! The house's dependency rules, checked against every `Cargo.toml` of the workspace.
+//!
+//! [`ALLOWED`] is the one table of which internal crates each crate may name among its normal
+//! `[dependencies]` (dev-dependencies are free: tests may use the built-in plugins and the
+//! testkit). A crate added to the workspace without a row fails here, so every new crate
+//! states its place. The rules the table encodes (ARCHITECTURE.md, "Invariants"):
+//!
+//! - `perfcast-core` depends on no other perfcast crate; plugins depend on `perfcast-core`
+//!   (and, as libraries, on `perfcast-abi`) only, never on the engine or a host.
+//! - The engine sees only `perfcast-core`: no plugin, host or loader can leak into the model.
+//! - Only hosts and tests link `perfcast-builtins`: a library crate takes the registry it is
+//!   handed, so a host chooses its plugins.
+//! - The testkit depends on `perfcast-core` and `perfcast-builtins` only: the engine's tests
+//!   use it, and a dependency back on the engine would link a second copy into them.
+//! - Internal crates are named through `[workspace.dependencies]`, never by a relative path.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Every workspace crate and the internal crates its normal dependencies may name.
+const ALLOWED: &[(&str, &[&str])] = &[
+    // The plugin API and the binary contract.
+    ("perfcast-core", &[]),
+    ("perfcast-abi", &["perfcast-core"]),
+    ("perfcast-loader", &["perfcast-core", "perfcast-abi"]),
+    // The model and what embeds the project's data.
+    ("perfcast-engine", &["perfcast-core"]),
+    // Configuration and the scenario layer.
+    ("perfcast-host", &["perfcast-core", "perfcast-loader"]),
+    (
+        "perfcast-scenario",
+        &["perfcast-core", "perfcast-engine", "perfcast-host"],
+    ),
+    ("perfcast-output", &["perfcast-core", "perfcast-engine"]),
+    // The applications.
+    (
+        "perfcast-search",
+        &[
+            "perfcast-core",
+            "perfcast-engine",
+            "perfcast-host",
+            "perfcast-scenario",
+            "perfcast-output",
+        ],
+    ),
+    (
+        "perfcast-validation",
+        &[
+            "perfcast-core",
+            "perfcast-engine",
+            "perfcast-host",
+            "perfcast-scenario",
+            "perfcast-output",
+        ],
+    ),
+    (
+        "perfcast-studies",
+        &[
+            "perfcast-core",
+            "perfcast-engine",
+            "perfcast-host",
+            "perfcast-scenario",
+            "perfcast-search",
+            "perfcast-output",
+        ],
+    ),
+    // The built-in plugins and the facade that composes them.
+    ("perfcast-plugin-gpu", &["perfcast-core"]),
+    ("perfcast-plugin-memory", &["perfcast-core"]),
+    ("perfcast-plugin-network", &["perfcast-core"]),
+    ("perfcast-plugin-parallel", &["perfcast-core"]),
+    ("perfcast-plugin-recompute", &["perfcast-core"]),
+    ("perfcast-plugin-schedule", &["perfcast-core"]),
+    ("perfcast-plugin-topology", &["perfcast-core"]),
+    (
+        "perfcast-plugin-technology",
+        &[
+            "perfcast-core",
+            "perfcast-plugin-gpu",
+            "perfcast-plugin-memory",
+            "perfcast-plugin-network",
+        ],
+    ),
+    (
+        "perfcast-builtins",
+        &[
+            "perfcast-core",
+            "perfcast-plugin-gpu",
+            "perfcast-plugin-memory",
+            "perfcast-plugin-network",
+            "perfcast-plugin-parallel",
+            "perfcast-plugin-recompute",
+            "perfcast-plugin-schedule",
+            "perfcast-plugin-technology",
+            "perfcast-plugin-topology",
+        ],
+    ),
+    // Example plugins a plugin author reads: the plugin API and the ABI only.
+    ("acme-npu", &["perfcast-core", "perfcast-abi"]),
+    ("dragonfly-plus", &["perfcast-core", "perfcast-abi"]),
+    // The host: it chooses the plugins and hands them down.
+    (
+        "perfcast-cli",
+        &[
+            "perfcast-core",
+            "perfcast-engine",
+            "perfcast-host",
+            "perfcast-scenario",
+            "perfcast-output",
+            "perfcast-search",
+            "perfcast-studies",
+            "perfcast-validation",
+            "perfcast-builtins",
+        ],
+    ),
+    // Tests and their fixtures.
+    ("perfcast-tests", &[]),
+    ("perfcast-testkit", &["perfcast-core", "perfcast-builtins"]),
+    ("abi-v2-fixture", &[]),
+    ("abi-mismatch-fixture", &[]),
+    ("abi-v1-0-fixture", &["perfcast-core", "perfcast-abi"]),
+    ("sram-fixture", &["perfcast-core", "perfcast-abi"]),
+    ("fuzz-fixture", &["perfcast-core", "perfcast-abi"]),
+    (
+        "topology-builtins-lib",
+        &["perfcast-core", "perfcast-abi", "perfcast-plugin-topology"],
+    ),
+];
+
+/// Crates that exist to be hosts or tests: the only ones that may link `perfcast-builtins`.
+const MAY_LINK_BUILTINS: &[&str] = &["perfcast-cli", "perfcast-testkit"];
+
+struct Member {
+    dir: PathBuf,
+    manifest: toml::Table,
+}
+
+impl Member {
+    fn name(&self) -> &str {
+        self.manifest["package"]["name"]
+            .as_str()
+            .expect("package.name")
+    }
+
+    fn section(&self, name: &str) -> Option<&toml::Table> {
+        self.manifest.get(name).and_then(|d| d.as_table())
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace root")
+        .to_path_buf()
+}
+
+fn read_toml(path: &Path) -> toml::Table {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.parse()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn workspace() -> (toml::Table, Vec<Member>) {
+    let root_manifest = read_toml(&root().join("Cargo.toml"));
+    let members = root_manifest["workspace"]["members"]
+        .as_array()
+        .expect("workspace.members")
+        .iter()
+        .map(|m| {
+            let dir = root().join(m.as_str().expect("a member path"));
+            let manifest = read_toml(&dir.join("Cargo.toml"));
+            Member { dir, manifest }
+        })
+        .collect();
+    (root_manifest, members)
+}
+
+fn internal_names(members: &[Member]) -> Vec<String> {
+    members.iter().map(|m| m.name().to_string()).collect()
+}
+
+/// The internal crates a dependency table names.
+fn internal_deps<'a>(table: Option<&'a toml::Table>, internal: &[String]) -> Vec<&'a str> {
+    table
+        .map(|t| {
+            t.keys()
+                .filter(|k| internal.iter().any(|i| i == *k))
+                .map(String::as_str)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn every_crate_names_only_the_crates_its_row_allows() {
+    let (_, members) = workspace();
+    let internal = internal_names(&members);
+    let allowed: BTreeMap<&str, &[&str]> = ALLOWED.iter().copied().collect();
+    let mut broken = Vec::new();
+    for m in &members {
+        let Some(ok) = allowed.get(m.name()) else {
+            broken.push(format!(
+                "{}: no row in tests/layering.rs ALLOWED (say what it may depend on)",
+                m.name()
+            ));
+            continue;
+        };
+        for dep in internal_deps(m.section("dependencies"), &internal) {
+            if !ok.contains(&dep) {
+                broken.push(format!(
+                    "{} depends on {dep}, which its row does not allow",
+                    m.name()
+                ));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "layering broken:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn the_table_has_no_row_for_a_crate_that_is_gone() {
+    let (_, members) = workspace();
+    let internal = internal_names(&members);
+    let stale: Vec<&str> = ALLOWED
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| !internal.iter().any(|i| i == n))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "rows for crates not in the workspace: {stale:?}"
+    );
+}
+
+#[test]
+fn only_hosts_and_tests_link_the_builtins() {
+    let (_, members) = workspace();
+    let linking: Vec<&str> = members
+        .iter()
+        .filter(|m| {
+            m.section("dependencies")
+                .is_some_and(|d| d.contains_key("perfcast-builtins"))
+        })
+        .map(Member::name)
+        .filter(|n| !MAY_LINK_BUILTINS.contains(n))
+        .collect();
+    assert!(
+        linking.is_empty(),
+        "library crates linking perfcast-builtins (take the registry from the host instead): {linking:?}"
+    );
+}
+
+#[test]
+fn internal_crates_come_from_the_workspace_table() {
+    let (root_manifest, members) = workspace();
+    let internal = internal_names(&members);
+    let table = root_manifest["workspace"]["dependencies"]
+        .as_table()
+        .expect("[workspace.dependencies]");
+    let mut broken = Vec::new();
+    for m in &members {
+        for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
+            let Some(deps) = m.section(section) else {
+                continue;
+            };
+            for dep in internal_deps(Some(deps), &internal) {
+                let by_workspace = deps[dep]
+                    .as_table()
+                    .and_then(|t| t.get("workspace"))
+                    .and_then(|w| w.as_bool())
+                    == Some(true);
+                if !by_workspace {
+                    broken.push(format!(
+                        "{} [{section}] {dep}: write `{dep}.workspace = true`",
+                        m.name()
+                    ));
+                }
+                if !table.contains_key(dep) {
+                    broken.push(format!("{dep} is not in [workspace.dependencies]"));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+#[test]
+fn folder_names_say_what_a_crate_is() {
+    let (_, members) = workspace();
+    let mut broken = Vec::new();
+    for m in &members {
+        let folder = m
+            .dir
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or_default();
+        let parent = m
+            .dir
+            .parent()
+            .and_then(|p| p.strip_prefix(root()).ok())
+            .and_then(|p| p.to_str())
+            .unwrap_or_default()
+            .to_string();
+        // crates/NAME and fixtures are named as their package; plugins/NAME is
+        // perfcast-plugin-NAME; hosts/NAME is perfcast-NAME.
+        let expected = match parent.as_str() {
+            "crates" | "tests/fixtures/plugins" | "plugins/examples" => folder.to_string(),
+            "plugins" if folder == "builtins" => "perfcast-builtins".to_string(),
+            "plugins" => format!("perfcast-plugin-{folder}"),
+            "hosts" => format!("perfcast-{folder}"),
+            "" => format!("perfcast-{folder}"),
+            "tests" => format!("perfcast-{folder}"),
+            other => {
+                broken.push(format!(
+                    "{}: a crate under {other}/, outside the layout",
+                    m.name()
+                ));
+                continue;
+            }
+        };
+        if m.name() != expected {
+            broken.push(format!(
+                "{}/{folder}: package {} (expected {expected})",
+                parent,
+                m.name()
+            ));
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
