@@ -8,6 +8,7 @@
 //! - `perfcast-core` depends on no other perfcast crate; plugins depend on `perfcast-core`
 //!   (and, as libraries, on `perfcast-abi`) only, never on the engine or a host.
 //! - The engine sees only `perfcast-core`: no plugin, host or loader can leak into the model.
+//! - The serving simulator sits on the engine's step costs and nothing above them.
 //! - Only hosts and tests link `perfcast-builtins`: a library crate takes the registry it is
 //!   handed, so a host chooses its plugins.
 //! - The testkit depends on `perfcast-core` and `perfcast-builtins` only: the engine's tests
@@ -25,11 +26,17 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("perfcast-loader", &["perfcast-core", "perfcast-abi"]),
     // The model and what embeds the project's data.
     ("perfcast-engine", &["perfcast-core"]),
+    ("perfcast-serving", &["perfcast-core", "perfcast-engine"]),
     // Configuration and the scenario layer.
     ("perfcast-host", &["perfcast-core", "perfcast-loader"]),
     (
         "perfcast-scenario",
-        &["perfcast-core", "perfcast-engine", "perfcast-host"],
+        &[
+            "perfcast-core",
+            "perfcast-engine",
+            "perfcast-serving",
+            "perfcast-host",
+        ],
     ),
     ("perfcast-output", &["perfcast-core", "perfcast-engine"]),
     // The applications.
@@ -38,6 +45,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "perfcast-core",
             "perfcast-engine",
+            "perfcast-serving",
             "perfcast-host",
             "perfcast-scenario",
             "perfcast-output",
@@ -48,6 +56,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "perfcast-core",
             "perfcast-engine",
+            "perfcast-serving",
             "perfcast-host",
             "perfcast-scenario",
             "perfcast-output",
@@ -104,6 +113,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "perfcast-core",
             "perfcast-engine",
+            "perfcast-serving",
             "perfcast-host",
             "perfcast-scenario",
             "perfcast-output",

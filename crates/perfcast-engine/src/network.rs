@@ -602,7 +602,7 @@ fn miss(total: u64, picks: u64, parts: u64) -> f64 {
 }
 
 /// A network level's failure, with the level's index (`system.network[i]`) added.
-pub(crate) fn level_error(level: usize, e: PluginError) -> ModelError {
+pub fn level_error(level: usize, e: PluginError) -> ModelError {
     ModelError::Plugin(perfcast_core::topology::at_level(level, e))
 }
 

@@ -8,11 +8,11 @@
 
 use crate::{engine_error, is_set, ScenarioError};
 use perfcast_engine::inference::{Inference, InferencePlan};
-use perfcast_engine::serving::{
+use perfcast_host::Config;
+use perfcast_serving::{
     parse_trace, Deployment, Length, Load, Request, ServingConfig, Slo, TraceFormat, Traffic,
     WorkloadSpec,
 };
-use perfcast_host::Config;
 use std::path::{Path, PathBuf};
 
 /// The config's top-level sections this module reads (hosts add them to the allowed ones).

@@ -1,6 +1,6 @@
 //! The `server` and `offline-max-throughput` modes: a case mapped to a serving deployment,
 //! its workload and its software stack's scheduler, simulated by
-//! [`perfcast_engine::serving`], and every published metric compared.
+//! [`perfcast_serving`], and every published metric compared.
 //!
 //! Mapping (shared by every case; nothing keys on a group or an id):
 //!
@@ -26,7 +26,7 @@ use crate::harness::{inference_plan, Harness};
 use crate::report::{CaseResult, MetricResult};
 use perfcast_core::workload::ModelSpec;
 use perfcast_engine::inference::Inference;
-use perfcast_engine::serving::{
+use perfcast_serving::{
     ArrivalProcess, Length, Load, ServingConfig, ServingReport, Simulator, WorkloadSpec,
 };
 

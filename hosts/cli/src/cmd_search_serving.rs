@@ -5,9 +5,9 @@
 use crate::cmd_search::Args;
 use crate::common::{num, print, to_json, Format, Table};
 use anyhow::Context as _;
-use perfcast_engine::serving::Slo;
 use perfcast_host::Config;
 use perfcast_search::serving::{BestForSlo, SearchPoint, ServingSearchResult};
+use perfcast_serving::Slo;
 use serde::Serialize;
 
 /// The sections a deployment search reads beside the host's.

@@ -1,15 +1,15 @@
 //! `perfcast serve CONFIG... [--rate R | --rates R1,R2,... | --concurrency N | --trace FILE]
 //! [--requests N] [--seed S] [--format table|json|csv] [--plot FILE.svg]`: serving under
-//! load, simulated (`perfcast_engine::serving`) for the `[serving]` deployment of the
+//! load, simulated (`perfcast_serving`) for the `[serving]` deployment of the
 //! config's model on its system, read through `perfcast-scenario`; one run per load, a
 //! latency-throughput curve with several rates. Deterministic for a seed.
 
 use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
 use anyhow::Context as _;
-use perfcast_engine::serving::{ArrivalProcess, Deployment, Load, ServingReport, Simulator, Stats};
 use perfcast_output::figure::{Axis, Figure, Marker, Panel, PanelKind, Series};
 use perfcast_scenario::serving::{read_trace, Requests};
 use perfcast_scenario::{engine_error, ServingScenario};
+use perfcast_serving::{ArrivalProcess, Deployment, Load, ServingReport, Simulator, Stats};
 use serde::Serialize;
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -189,7 +189,7 @@ fn loads(sc: &ServingScenario, a: &Args) -> Vec<Option<f64>> {
     rates.into_iter().map(Some).collect()
 }
 
-fn traffic_for(sc: &ServingScenario, rate: Option<f64>) -> perfcast_engine::serving::Traffic {
+fn traffic_for(sc: &ServingScenario, rate: Option<f64>) -> perfcast_serving::Traffic {
     match (&sc.requests, rate) {
         (Requests::Generated(w), Some(r)) => {
             let mut w = w.clone();
@@ -339,8 +339,8 @@ fn deployment_line(d: &Deployment) -> String {
         d.kv_memory_fraction,
         d.kv_block_size,
         match d.kv_admission {
-            perfcast_engine::serving::KvAdmission::Guaranteed => "guaranteed",
-            perfcast_engine::serving::KvAdmission::OnDemand => "on-demand",
+            perfcast_serving::KvAdmission::Guaranteed => "guaranteed",
+            perfcast_serving::KvAdmission::OnDemand => "on-demand",
         },
         if d.cuda_graphs { "on" } else { "off" },
         match d.speculative {

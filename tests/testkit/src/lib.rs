@@ -4,6 +4,8 @@
 //! - [`systems`]: systems built from the real built-in memory and network plugins (through
 //!   `perfcast_builtins::registry()`), with a flat-efficiency test GPU for closed-form checks
 //!   or the built-in `gpu`.
+//! - [`flat`]: A100-like and H100-like systems with a flat-efficiency GPU, for the
+//!   inference and serving tests' closed forms.
 //! - [`examples`]: parameters and ops for the example plugins of `plugins/examples`.
 //! - [`plugins`]: the example Rust cdylibs built with the workspace's own cargo, C plugins and
 //!   programs compiled with the system `cc`.
@@ -17,6 +19,7 @@
 //! with a message on failure: they run inside tests, where a panic is the failure report.
 
 pub mod examples;
+pub mod flat;
 pub mod golden;
 pub mod models;
 pub mod plugins;

@@ -44,7 +44,7 @@
 //!   tier's capacity; `max_batch` searches the largest batch that fits.
 //!
 //! Serving under load (in-flight batching, chunked prefill, a paged KV cache, speculative
-//! decoding, prefix caching) is [`crate::serving`], which times each engine step of a mixed
+//! decoding, prefix caching) is `perfcast-serving`, which times each engine step of a mixed
 //! batch with [`Inference::step_time`] ([`StepCosts`]). Not modelled here (reported as such
 //! by callers): micro-batch pipelining of a static batch across PP stages,
 //! mixture-of-experts and MLA models; `max_prefill_tokens` only sizes the static workspace.

@@ -2,8 +2,8 @@
 //! agreement with `evaluate` on uniform batches, its memoised fast path against the direct
 //! one, and chunked attention.
 
-use super::tests::{a100, h100};
 use super::*;
+use perfcast_testkit::flat::{a100, h100};
 use perfcast_testkit::llama2;
 
 fn close(got: f64, want: f64, rel: f64) -> bool {

@@ -1,7 +1,7 @@
 //! Deployment search for serving: every deployment of a `[serving_search]` space (TP, PP,
 //! replicas, `max_batch`, `max_num_tokens`, chunk size; aggregated, and disaggregated splits
 //! of the GPU budget into prefill and decode pools), each simulated at several loads (closed
-//! loops of clients) with [`perfcast_engine::serving`]; the Pareto front of output tokens/s
+//! loops of clients) with [`perfcast_serving`]; the Pareto front of output tokens/s
 //! per GPU against tokens/s per user, and the best deployment per SLO (the highest tokens/s
 //! per GPU among the loads that meet it; when none does, the closest).
 //!
@@ -24,9 +24,9 @@ mod tests;
 pub use walk::{search, BestForSlo, SearchPoint, ServingSearchResult};
 
 use crate::SearchError;
-use perfcast_engine::serving::Slo;
 use perfcast_host::Config;
 use perfcast_scenario::ServingScenario;
+use perfcast_serving::Slo;
 use serde::{Deserialize, Serialize};
 
 /// The config's top-level section this module reads.

@@ -5,11 +5,11 @@
 use super::ServingSearch;
 use crate::SearchError;
 use perfcast_engine::inference::{InferencePlan, StepCosts};
-use perfcast_engine::serving::{
+use perfcast_scenario::serving::Requests;
+use perfcast_serving::{
     DisaggregatedConfig, Length, Load, PoolConfig, ServingConfig, ServingReport, Simulator, Slo,
     WorkloadSpec,
 };
-use perfcast_scenario::serving::Requests;
 use rayon::prelude::*;
 use serde::Serialize;
 

@@ -1,9 +1,9 @@
 //! The `[serving]` and `[slo]` sections as the engine reads them, and their resolution into a
 //! [`Deployment`] (what runs where, how it is scheduled) and a [`WorkloadSpec`] (the traffic).
 
-use super::deployment::{Deployment, KvAdmission, Pool, PoolRole, Router, Speculative};
-use crate::inference::InferencePlan;
+use crate::deployment::{Deployment, KvAdmission, Pool, PoolRole, Router, Speculative};
 use perfcast_core::{AttentionKind, DType, Key, ModelError};
+use perfcast_engine::inference::InferencePlan;
 use serde::{Deserialize, Serialize};
 
 fn d_max_batch() -> u32 {

@@ -7,7 +7,7 @@
 //! first-served; [`schedule`](self) documents the order); a paged KV cache admits requests
 //! and, under the on-demand policy, preempts the latest-admitted one by recompute when full;
 //! each step takes the time the inference op model gives for that step's exact composition
-//! ([`crate::inference::StepCosts`]: prefill chunks and decode contexts, CUDA-graph padding of
+//! ([`perfcast_engine::inference::StepCosts`]: prefill chunks and decode contexts, CUDA-graph padding of
 //! decode-only steps) plus the runtime's host costs. Speculative decoding (draft length,
 //! acceptance rate, drafting cost) and a prefix-cache hit rate are options.
 //!

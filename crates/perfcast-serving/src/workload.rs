@@ -1,8 +1,8 @@
 //! The requests of a simulation: generated from a [`WorkloadSpec`] (seeded) or read from a
 //! trace (CSV or JSON lines, every bad line named).
 
-use super::config::{ArrivalProcess, Length, Load, WorkloadSpec};
-use super::rng::Rng;
+use crate::config::{ArrivalProcess, Length, Load, WorkloadSpec};
+use crate::rng::Rng;
 use serde::Serialize;
 
 /// One request.

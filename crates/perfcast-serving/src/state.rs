@@ -1,6 +1,6 @@
 //! The simulator's state: sequences, instances and their pipeline lanes, the event queue.
 
-use super::deployment::{KvCache, PoolRole};
+use crate::deployment::{KvCache, PoolRole};
 use std::cmp::Ordering;
 use std::collections::VecDeque;
 

@@ -2,8 +2,8 @@
 //! KV cache policy and the options; and its check against the model and the system (memory
 //! per instance, KV blocks, one request fitting).
 
-use crate::inference::{Inference, InferencePlan, ServingMemory};
 use perfcast_core::{Bytes, Key, ModelError};
+use perfcast_engine::inference::{Inference, InferencePlan, ServingMemory};
 use serde::{Deserialize, Serialize};
 
 /// What an instance of a pool does.

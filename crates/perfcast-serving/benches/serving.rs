@@ -6,12 +6,10 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use perfcast_engine::inference::{Inference, InferenceOptions};
-use perfcast_engine::serving::{
-    ArrivalProcess, Length, Load, ServingConfig, Simulator, WorkloadSpec,
-};
+use perfcast_serving::{ArrivalProcess, Length, Load, ServingConfig, Simulator, WorkloadSpec};
 use perfcast_testkit::llama2;
 
-#[path = "../tests/inference_support/systems.rs"]
+#[path = "../../perfcast-engine/tests/inference_support/systems.rs"]
 mod builtin_systems;
 use builtin_systems::{builtin_system, Gpu};
 

@@ -1,14 +1,14 @@
 //! The event loop: arrivals, routing, steps, KV transfers; the run's accounting.
 
-use super::config::Slo;
-use super::deployment::{kv_caches, Deployment, KvCache, PoolRole, Router};
-use super::report::{self, ServingReport};
-use super::rng::Rng;
-use super::state::{Ev, Event, Inst, Seq};
-use super::workload::Traffic;
-use crate::inference::{Inference, StepCosts};
+use crate::config::Slo;
+use crate::deployment::{kv_caches, Deployment, KvCache, PoolRole, Router};
+use crate::report::{self, ServingReport};
+use crate::rng::Rng;
+use crate::state::{Ev, Event, Inst, Seq};
+use crate::workload::Traffic;
 use perfcast_core::op::{Collective, CollectiveKind};
 use perfcast_core::{Bytes, ModelError};
+use perfcast_engine::inference::{Inference, StepCosts};
 use std::collections::{BinaryHeap, VecDeque};
 
 /// A serving simulator for one model on one system: the step-time tables of every pool plan
@@ -36,7 +36,7 @@ pub(super) struct Run<'r, 'a> {
     /// Instances whose idle lanes should try to start a step once the current time's
     /// events are all processed.
     pub wake: Vec<bool>,
-    pub chunks: Vec<crate::inference::PrefillChunk>,
+    pub chunks: Vec<perfcast_engine::inference::PrefillChunk>,
     pub preemptions: u64,
     pub steps: u64,
     /// Closed loop: requests not yet sent.
@@ -73,7 +73,10 @@ impl<'a> Simulator<'a> {
         self.inf
     }
 
-    fn costs_for(&mut self, plan: &crate::inference::InferencePlan) -> Result<usize, ModelError> {
+    fn costs_for(
+        &mut self,
+        plan: &perfcast_engine::inference::InferencePlan,
+    ) -> Result<usize, ModelError> {
         if let Some(i) = self.costs.iter().position(|c| {
             let p = c.plan();
             (
@@ -99,7 +102,7 @@ impl<'a> Simulator<'a> {
     }
 
     /// Simulate `traffic` on `d`; `seed` drives the draft acceptance draws, `slos` the
-    /// goodput (one [`super::SloReport`] each).
+    /// goodput (one [`crate::SloReport`] each).
     pub fn run(
         &mut self,
         d: &Deployment,
@@ -395,7 +398,7 @@ impl Run<'_, '_> {
         let opts = self.inf.options();
         let wire = level
             .try_collective_time(&c, opts.collective_algorithm)
-            .map_err(|e| crate::network::level_error(li, e))?
+            .map_err(|e| perfcast_engine::network::level_error(li, e))?
             .0;
         let t = wire + (opts.collective_overhead_us + self.d.transfer_overhead_us) * 1e-6;
         perfcast_core::units::ensure_finite("KV transfer time", t)

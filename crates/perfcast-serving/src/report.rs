@@ -1,10 +1,10 @@
 //! What a simulation reports: throughput, latency distributions, goodput under an SLO, KV
 //! cache occupancy and preemptions, per pool. Every number is finite.
 
-use super::config::Slo;
-use super::deployment::PoolRole;
-use super::sim::Run;
-use super::workload::Traffic;
+use crate::config::Slo;
+use crate::deployment::PoolRole;
+use crate::sim::Run;
+use crate::workload::Traffic;
 use perfcast_core::Seconds;
 use serde::Serialize;
 
@@ -173,7 +173,7 @@ pub(super) fn build(run: &Run, traffic: &Traffic, slos: &[Slo]) -> ServingReport
     let in_tokens: f64 = done.iter().map(|s| s.input as f64).sum();
     let mut ttft: Vec<f64> = done.iter().map(|s| s.first - s.arrival).collect();
     let mut e2e: Vec<f64> = done.iter().map(|s| s.finish - s.arrival).collect();
-    let tpot_of = |s: &super::state::Seq| (s.finish - s.first) / (s.output - 1) as f64;
+    let tpot_of = |s: &crate::state::Seq| (s.finish - s.first) / (s.output - 1) as f64;
     let mut tpot: Vec<f64> = done
         .iter()
         .filter(|s| s.output > 1)

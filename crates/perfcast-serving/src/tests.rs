@@ -2,8 +2,10 @@
 //! the scheduler's limits, the KV policies, the options, determinism, and bad inputs.
 
 use super::*;
-use crate::inference::tests::h100;
-use crate::inference::{Inference, InferenceOptions, InferencePlan, PrefillChunk, StepBatch};
+use perfcast_engine::inference::{
+    Inference, InferenceOptions, InferencePlan, PrefillChunk, StepBatch,
+};
+use perfcast_testkit::flat::h100;
 use perfcast_testkit::llama2;
 
 fn engine(size: u32, devices: u32) -> Inference {

@@ -10,11 +10,11 @@
 //! `min(remaining prompt, chunk_size, budget left)` tokens; without chunked prefill a prompt
 //! is taken whole or waits for a step with room.
 
-use super::deployment::{KvAdmission, PoolRole};
-use super::sim::Run;
-use super::state::{Ev, Work};
-use crate::inference::{PrefillChunk, StepBatch};
+use crate::deployment::{KvAdmission, PoolRole};
+use crate::sim::Run;
+use crate::state::{Ev, Work};
 use perfcast_core::ModelError;
+use perfcast_engine::inference::{PrefillChunk, StepBatch};
 
 fn blocks_for(tokens: u32, block: u32) -> u32 {
     tokens.div_ceil(block)
