@@ -460,3 +460,26 @@ fn with_sets_equals_loading_with_the_sets() {
         assert!(e.contains(want), "{set}: {e}");
     }
 }
+
+/// The plugins come from the host: with none handed in, a configuration still reads (its
+/// data needs no plugin), and resolving a component says what is missing instead of listing
+/// no kinds; with the built-ins handed in, the same file composes.
+#[test]
+fn components_resolve_in_the_plugins_the_host_hands_in() {
+    let f = a100_with("");
+    let bare = Config::load(&Sources::files(&Plugins::none(), [f.clone()]).without_env()).unwrap();
+    let compute: String = bare.extract("device.compute").unwrap();
+    assert_eq!(compute, "a100_sxm4_80gb");
+    let e = bare.device().unwrap_err().to_string();
+    assert!(
+        e.contains("unknown kind `gpu`") && e.contains("no plugins were handed"),
+        "{e}"
+    );
+    let cfg = Config::load(&Sources::files(&builtins(), [f]).without_env()).unwrap();
+    assert!(cfg.device().is_ok());
+    assert!(cfg
+        .plugins()
+        .registry()
+        .unwrap()
+        .contains(perfcast_core::Category::ComputeUnit, "gpu"));
+}
