@@ -75,7 +75,7 @@ fn public_validation_set_meets_targets_or_bounds() {
     let report = perfcast_validation::validate(
         Some(&path),
         None,
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     )
     .unwrap();
     eprintln!("{}", report.to_table());

@@ -13,6 +13,7 @@
 //!   handed, so a host chooses its plugins.
 //! - The testkit depends on `perfcast-core` and `perfcast-builtins` only: the engine's tests
 //!   use it, and a dependency back on the engine would link a second copy into them.
+//! - Only `perfcast-assets` embeds `configs/`; it depends on nothing.
 //! - Internal crates are named through `[workspace.dependencies]`, never by a relative path.
 
 use std::collections::BTreeMap;
@@ -27,15 +28,21 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The model and what embeds the project's data.
     ("perfcast-engine", &["perfcast-core"]),
     ("perfcast-serving", &["perfcast-core", "perfcast-engine"]),
+    // The project's data, embedded once; it depends on nothing.
+    ("perfcast-assets", &[]),
     // Configuration and the scenario layer.
-    ("perfcast-host", &["perfcast-core", "perfcast-loader"]),
+    (
+        "perfcast-config",
+        &["perfcast-core", "perfcast-loader", "perfcast-assets"],
+    ),
     (
         "perfcast-scenario",
         &[
             "perfcast-core",
+            "perfcast-assets",
             "perfcast-engine",
             "perfcast-serving",
-            "perfcast-host",
+            "perfcast-config",
         ],
     ),
     ("perfcast-output", &["perfcast-core", "perfcast-engine"]),
@@ -46,7 +53,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-core",
             "perfcast-engine",
             "perfcast-serving",
-            "perfcast-host",
+            "perfcast-config",
             "perfcast-scenario",
             "perfcast-output",
         ],
@@ -55,9 +62,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "perfcast-validation",
         &[
             "perfcast-core",
+            "perfcast-assets",
             "perfcast-engine",
             "perfcast-serving",
-            "perfcast-host",
+            "perfcast-config",
             "perfcast-scenario",
             "perfcast-output",
         ],
@@ -66,8 +74,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "perfcast-studies",
         &[
             "perfcast-core",
+            "perfcast-assets",
             "perfcast-engine",
-            "perfcast-host",
+            "perfcast-config",
             "perfcast-scenario",
             "perfcast-search",
             "perfcast-output",
@@ -114,7 +123,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-core",
             "perfcast-engine",
             "perfcast-serving",
-            "perfcast-host",
+            "perfcast-config",
             "perfcast-scenario",
             "perfcast-output",
             "perfcast-search",

@@ -14,10 +14,10 @@
 //! Either way the outcome must be an error or a report whose every number is finite: a panic
 //! (caught per input) or a non-finite number in a report is a finding, counted and kept.
 
+use perfcast_config::{Config, Sources};
 use perfcast_core::{MemoryHierarchy, Registry, System};
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan};
 use perfcast_engine::training::{Training, TrainingPlan};
-use perfcast_host::{Config, Sources};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -105,8 +105,8 @@ pub fn seeds(root: &Path) -> Vec<String> {
             }
         }
     }
-    for name in perfcast_host::preset_names() {
-        if let Some(t) = perfcast_host::preset(&name) {
+    for name in perfcast_config::preset_names() {
+        if let Some(t) = perfcast_config::preset(&name) {
             out.push(t.to_string());
         }
     }
@@ -280,7 +280,7 @@ fn edit(rng: &mut Rng, t: &str) -> String {
 fn run_config(path: &Path) -> Result<bool, String> {
     let cfg = match Config::load(
         &Sources::files(
-            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
             [path.to_path_buf()],
         )
         .without_env(),
@@ -309,7 +309,7 @@ fn run_config(path: &Path) -> Result<bool, String> {
         }
     }
     if let (Ok(device), Ok(ops)) = (cfg.device(), cfg.ops()) {
-        if let Ok(r) = perfcast_host::roofline::analyze(&device, &ops) {
+        if let Ok(r) = perfcast_scenario::roofline::analyze(&device, &ops) {
             let text = serde_json::to_string(&r).unwrap_or_default();
             if text.contains("null") && !ops.is_empty() {
                 return Err(format!("roofline report with a non-number: {text}"));

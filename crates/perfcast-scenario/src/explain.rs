@@ -12,9 +12,9 @@
 //!   the configuration has a `[plan]`, `[inference]` and the serving options when it has an
 //!   `[inference]`): every field left out, at the value the engine uses.
 
+use perfcast_config::{Config, Explained};
 use perfcast_core::{Category, ParamDefault, PluginInfo};
 use perfcast_engine::training::DEFAULT_STRATEGIES;
-use perfcast_host::{Config, Explained};
 use serde::Serialize;
 use std::collections::BTreeSet;
 
@@ -180,13 +180,13 @@ fn leaves_of(v: &serde_json::Value, key: String, out: &mut Vec<(String, String)>
     }
 }
 
-/// The parameter reference: every plugin of `registry` (perfcast-host's
+/// The parameter reference: every plugin of `registry` (perfcast-config's
 /// `reference_markdown`), then the engine's own sections with the default of every key.
 /// `docs/reference.md` is this for the built-ins (`perfcast plugins --reference`).
 pub fn reference(registry: &perfcast_core::Registry) -> String {
     use perfcast_engine::inference::{InferenceOptions, InferencePlan};
     use perfcast_engine::training::{EngineParams, TrainingPlan};
-    let mut s = perfcast_host::reference_markdown(registry);
+    let mut s = perfcast_config::reference_markdown(registry);
     s.push_str(
         "\n## Engine sections\n\n\
          The keys of the configuration's own sections and the value each takes when left out \

@@ -5,8 +5,8 @@
 
 use crate::stack::{generation, inference_stack, user_set};
 use crate::{engine_error, is_set, ScenarioError};
+use perfcast_config::Config;
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan};
-use perfcast_host::Config;
 
 /// A model on a system with an inference plan, ready to evaluate.
 pub struct InferenceScenario {

@@ -24,6 +24,7 @@ pub mod inference;
 mod model;
 pub mod plausible;
 pub mod reference;
+pub mod roofline;
 pub mod serving;
 pub mod stack;
 pub mod training;
@@ -34,8 +35,8 @@ pub use serving::ServingScenario;
 pub use stack::{Stack, StackKind};
 pub use training::TrainingScenario;
 
+use perfcast_config::{Config, HostError, LayerOrigin};
 use perfcast_core::ModelError;
-use perfcast_host::{Config, HostError, LayerOrigin};
 
 /// Why a configuration does not make a scenario.
 #[derive(Debug, thiserror::Error)]

@@ -1,8 +1,8 @@
 //! The model of `[model]`.
 
 use crate::{engine_error, ScenarioError};
+use perfcast_config::Config;
 use perfcast_core::ModelSpec;
-use perfcast_host::Config;
 use std::path::{Path, PathBuf};
 
 /// The model of `[model]`: its `ModelSpec` fields (directly or from an included model preset

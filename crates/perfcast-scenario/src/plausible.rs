@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 pub const MARGIN: f64 = 4.0;
 
 /// The accelerator catalog (`configs/validation/accelerators.toml`).
-const CATALOG: &str = include_str!("../../../configs/validation/accelerators.toml");
+const CATALOG: &str = perfcast_assets::validation::ACCELERATORS;
 
 /// One catalog device: its id, dense BF16 (else FP16) matrix peak in FLOP/s, and device
 /// memory bandwidth in bytes/s, where the catalog has them.
@@ -216,13 +216,13 @@ mod tests {
 
     #[test]
     fn no_shipped_hardware_preset_is_suspicious() {
-        for (name, group) in perfcast_host::layers::preset_groups() {
+        for (name, group) in perfcast_config::layers::preset_groups() {
             if group != "hardware" && group != "systems" {
                 continue;
             }
-            let cfg = perfcast_host::Config::load(
-                &perfcast_host::Sources::files(
-                    &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            let cfg = perfcast_config::Config::load(
+                &perfcast_config::Sources::files(
+                    &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
                     [format!("preset:{name}")],
                 )
                 .without_env(),

@@ -8,7 +8,7 @@
 //! tflops_per_gpu = 140.0
 //! ```
 
-use perfcast_host::Config;
+use perfcast_config::Config;
 use serde::{Deserialize, Serialize};
 
 /// The published figures of a scenario (every one optional; `source` required).

@@ -7,8 +7,8 @@
 //! otherwise the deployment may use at most `system.devices`.
 
 use crate::{engine_error, is_set, ScenarioError};
+use perfcast_config::Config;
 use perfcast_engine::inference::{Inference, InferencePlan};
-use perfcast_host::Config;
 use perfcast_serving::{
     parse_trace, Deployment, Length, Load, Request, ServingConfig, Slo, TraceFormat, Traffic,
     WorkloadSpec,
@@ -186,11 +186,11 @@ pub fn read_trace(path: &Path) -> Result<Vec<Request>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perfcast_host::Sources;
+    use perfcast_config::Sources;
 
-    fn config(sets: &[&str]) -> Result<Config, perfcast_host::HostError> {
+    fn config(sets: &[&str]) -> Result<Config, perfcast_config::HostError> {
         let mut s = Sources::files(
-            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
             ["preset:llama3.1-8b", "preset:h100-sxm5-80gb"],
         )
         .without_env()
@@ -334,7 +334,7 @@ mod tests {
         )
         .unwrap();
         let mut s = Sources::files(
-            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
             [cfg_file],
         )
         .without_env();

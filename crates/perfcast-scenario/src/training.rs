@@ -10,9 +10,9 @@
 
 use crate::stack::{generation, training_stack, user_set};
 use crate::{engine_error, is_set, ScenarioError};
+use perfcast_config::{Config, HostError};
 use perfcast_core::System;
 use perfcast_engine::{Training, TrainingOptions, TrainingPlan};
-use perfcast_host::{Config, HostError};
 
 /// A model on a system with a training plan, ready to evaluate.
 pub struct TrainingScenario {

@@ -1,12 +1,12 @@
 //! The mixture-of-experts model presets of configs/models/ read through the scenario layer
 //! and counted: each total (and active count) against the figure its source publishes.
 
-use perfcast_host::{Config, Sources};
+use perfcast_config::{Config, Sources};
 
 fn model(preset: &str) -> perfcast_core::ModelSpec {
     let cfg = Config::load(
         &Sources::files(
-            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
             [format!("preset:{preset}")],
         )
         .without_env(),

@@ -1,13 +1,13 @@
 //! Software stacks through the scenario layer: every shipped stack resolves; the stack sits
 //! beneath everything the user sets; origins, bad names, bad keys and bad values are named.
 
+use perfcast_config::{stack_names, Config, Sources};
 use perfcast_core::parallel::CpComm;
 use perfcast_core::AttentionKind;
 use perfcast_engine::inference::InferenceOptions;
 use perfcast_engine::software::SelectiveRecompute;
 use perfcast_engine::training::Fp8Recipe;
 use perfcast_engine::TrainingOptions;
-use perfcast_host::{stack_names, Config, Sources};
 use perfcast_scenario::stack::{GpuGeneration, TpComm, MAPPING};
 use perfcast_scenario::{inference, training, Stack, StackKind};
 use std::path::{Path, PathBuf};
@@ -37,7 +37,7 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 fn load(files: &[PathBuf], sets: &[&str]) -> Result<Config, String> {
     Config::load(
         &Sources::files(
-            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
             files.iter().cloned(),
         )
         .with_sets(sets.iter().map(|s| s.to_string()))

@@ -4,7 +4,7 @@
 //! time bound prunes nothing).
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use perfcast_host::{Config, Sources};
+use perfcast_config::{Config, Sources};
 use perfcast_search::{load_scenario, Objective, Summary};
 use std::path::PathBuf;
 
@@ -12,7 +12,7 @@ fn scenario() -> perfcast_search::Scenario {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let file = root.join("configs/experiments/gpt3-175b-a100.toml");
     let mut s = Sources::files(
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
         [file],
     )
     .without_env();

@@ -4,14 +4,14 @@
 //! simulated in closed loops of 1, 16 and max_batch clients per instance.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use perfcast_host::{Config, Sources};
+use perfcast_config::{Config, Sources};
 use std::path::PathBuf;
 
 fn bench(c: &mut Criterion) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let file = root.join("configs/serving/llama3.1-70b-dgx-h100-search.toml");
     let mut s = Sources::files(
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
         [file],
     )
     .without_env();

@@ -7,8 +7,8 @@
 
 use crate::space::{Budget, Constraints, Objective, SearchConfig, SearchSpace};
 use crate::SearchError;
+use perfcast_config::Config;
 use perfcast_engine::training::{Training, TrainingPlan};
-use perfcast_host::Config;
 use perfcast_scenario::stack::training_stack;
 use perfcast_scenario::training::{options, plan, resolve_devices, template};
 

@@ -91,7 +91,7 @@ pub enum SearchError {
         source: perfcast_core::ModelError,
     },
     #[error(transparent)]
-    Host(#[from] perfcast_host::HostError),
+    Host(#[from] perfcast_config::HostError),
     #[error(transparent)]
     Scenario(#[from] perfcast_scenario::ScenarioError),
     #[error("{path}: {message}")]

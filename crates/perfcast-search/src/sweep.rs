@@ -17,8 +17,8 @@
 
 use crate::config::{load_scenario, SECTION};
 use crate::SearchError;
+use perfcast_config::{Config, Plugins, Sources};
 use perfcast_engine::training::{Placement, TrainingPlan};
-use perfcast_host::{Config, Plugins, Sources};
 use perfcast_output::csv_cell;
 use serde::Deserialize;
 use std::io::Write;
@@ -207,7 +207,7 @@ impl Sweep {
     }
 
     fn resolve(&self, f: &str) -> PathBuf {
-        if f.starts_with(perfcast_host::PRESET_SCHEME) {
+        if f.starts_with(perfcast_config::PRESET_SCHEME) {
             return PathBuf::from(f);
         }
         let base = self.path.parent().unwrap_or(Path::new("."));

@@ -66,7 +66,7 @@ fn best_plan_at_least_as_fast_as_published() {
         }
         let system = match system_for(
             case,
-            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
         ) {
             Ok(s) => s,
             Err(e) => {

@@ -22,7 +22,7 @@ fn main() {
             let o = perfcast_studies::run(
                 s.name,
                 None,
-                &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+                &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
             )
             .unwrap_or_else(|e| fail(e));
             o.write(Path::new("docs/studies"))
@@ -42,7 +42,7 @@ fn main() {
     match perfcast_studies::run(
         &name,
         None,
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     )
     .and_then(|o| o.write(Path::new(&out)))
     {

@@ -1,13 +1,13 @@
 //! What every study shares: reading its config (errors name the file and the key path),
-//! loading the model and system files it names through `perfcast-host`, and small helpers.
+//! loading the model and system files it names through `perfcast-config`, and small helpers.
 
 use crate::error::StudyError;
 use crate::StudyInfo;
+use perfcast_config::{Config, Plugins, Sources};
 use perfcast_core::{
     Bandwidth, Bytes, Collective, CollectiveAlgorithm, Interconnect, MemoryTier, ModelError,
     ModelSpec, PluginError, Registry, Seconds, System, TierLevel,
 };
-use perfcast_host::{Config, Plugins, Sources};
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -136,7 +136,7 @@ impl StudyContext {
         match &self.dir {
             Some(dir) => dir.join(p),
             None => match p.file_stem().and_then(|s| s.to_str()) {
-                Some(stem) if perfcast_host::layers::preset(stem).is_some() => {
+                Some(stem) if perfcast_config::layers::preset(stem).is_some() => {
                     PathBuf::from(format!("preset:{stem}"))
                 }
                 _ => p.to_path_buf(),

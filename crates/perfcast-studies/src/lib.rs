@@ -28,7 +28,7 @@ pub mod studies;
 
 pub use error::StudyError;
 
-use perfcast_host::Plugins;
+use perfcast_config::Plugins;
 use std::path::{Path, PathBuf};
 
 /// A study's name and what it shows.
@@ -213,34 +213,10 @@ pub fn configs_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/studies")
 }
 
-/// The shipped configs of `configs/studies/`, embedded at build time (as the presets are), so
-/// that `perfcast study NAME` works from any directory: `(study, TOML text)`.
-pub static BUILTIN_CONFIGS: [(&str, &str); STUDIES.len()] = [
-    (
-        "memory-vs-recompute",
-        include_str!("../../../configs/studies/memory-vs-recompute.toml"),
-    ),
-    (
-        "a100-to-b200",
-        include_str!("../../../configs/studies/a100-to-b200.toml"),
-    ),
-    (
-        "technology-nodes",
-        include_str!("../../../configs/studies/technology-nodes.toml"),
-    ),
-    (
-        "matmul-boundedness",
-        include_str!("../../../configs/studies/matmul-boundedness.toml"),
-    ),
-    (
-        "dram-scaling",
-        include_str!("../../../configs/studies/dram-scaling.toml"),
-    ),
-    (
-        "topologies",
-        include_str!("../../../configs/studies/topologies.toml"),
-    ),
-];
+/// The shipped configs of `configs/studies/`, embedded at build time by `perfcast-assets` (as
+/// the presets are), so that `perfcast study NAME` works from any directory: `(study, TOML
+/// text)`, sorted by name.
+pub use perfcast_assets::STUDY_CONFIGS as BUILTIN_CONFIGS;
 
 /// The built-in config of study `name` (its text as shipped in `configs/studies/NAME.toml`).
 pub fn builtin_config(name: &str) -> Option<&'static str> {

@@ -258,7 +258,7 @@ mod tests {
             crate::info("a100-to-b200").unwrap(),
             std::path::Path::new("."),
             "",
-            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
         )
     }
 

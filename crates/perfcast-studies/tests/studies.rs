@@ -69,7 +69,7 @@ fn ctx(name: &str, dir: &Path, text: &str) -> StudyContext {
         info(name).unwrap(),
         dir,
         text,
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     )
 }
 
@@ -85,7 +85,7 @@ fn every_study_runs_and_writes_its_three_files() {
         let out = run(
             s.name,
             config.as_deref(),
-            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
         )
         .unwrap_or_else(|e| panic!("{}: {e}", s.name));
         let files = out.write(&dir.join(s.name)).unwrap();
@@ -116,7 +116,7 @@ fn a_bad_study_name_lists_the_known_ones() {
     let e = run(
         "memory-vs-recomputation",
         None,
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     )
     .unwrap_err();
     assert!(matches!(e, StudyError::Unknown { .. }));
@@ -170,7 +170,7 @@ fn bad_config_values_name_the_file_the_key_and_what_is_allowed() {
         let e = run(
             "memory-vs-recompute",
             Some(&p),
-            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
         )
         .unwrap_err()
         .to_string();
@@ -186,7 +186,7 @@ fn bad_config_values_name_the_file_the_key_and_what_is_allowed() {
     let e = run(
         "technology-nodes",
         Some(&p),
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     )
     .unwrap_err()
     .to_string();
@@ -228,7 +228,7 @@ fn bad_config_values_name_the_file_the_key_and_what_is_allowed() {
         let e = run(
             "a100-to-b200",
             Some(&p),
-            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
         )
         .unwrap_err()
         .to_string();
@@ -242,7 +242,7 @@ fn bad_config_values_name_the_file_the_key_and_what_is_allowed() {
     let e = run(
         "dram-scaling",
         Some(&p),
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     )
     .unwrap_err()
     .to_string();
@@ -381,7 +381,7 @@ fn technology_sweep_shares_sum_and_bandwidth_is_monotone() {
 
 #[test]
 fn the_technology_kinds_are_registered_builtins() {
-    let r = perfcast_studies::common::registry(&perfcast_host::Plugins::new(
+    let r = perfcast_studies::common::registry(&perfcast_config::Plugins::new(
         perfcast_builtins::DefaultPlugins::new(),
     ))
     .unwrap();
@@ -416,7 +416,7 @@ fn the_docs_page_shows_every_study_with_its_plot_and_command() {
 fn built_in_configs_are_the_shipped_files_and_name_presets() {
     for (name, text) in perfcast_studies::BUILTIN_CONFIGS {
         let file = std::fs::read_to_string(configs_dir().join(format!("{name}.toml"))).unwrap();
-        assert_eq!(text, file, "{name}: the built-in copy is stale");
+        assert_eq!(*text, file, "{name}: the built-in copy is stale");
     }
     // A built-in config's `../models/NAME.toml` is the preset; a missing one is an error
     // that says how a built-in config names files.
@@ -424,7 +424,7 @@ fn built_in_configs_are_the_shipped_files_and_name_presets() {
     let ctx = StudyContext::builtin(
         info,
         "",
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     );
     assert!(ctx.model("m", "../models/gpt3-175b.toml").is_ok());
     let e = ctx

@@ -16,7 +16,7 @@ fn ctx(text: &str) -> StudyContext {
         info("topologies").unwrap(),
         &configs_dir(),
         text,
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     )
 }
 

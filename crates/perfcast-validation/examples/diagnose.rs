@@ -7,7 +7,7 @@ use perfcast_validation::harness::{self, Harness};
 fn main() {
     let path = perfcast_validation::locate_cases(None).expect("cases file");
     let file = CasesFile::load(&path).expect("valid cases file");
-    let h = Harness::new(&perfcast_host::Plugins::new(
+    let h = Harness::new(&perfcast_config::Plugins::new(
         perfcast_builtins::DefaultPlugins::new(),
     ))
     .expect("registry");

@@ -26,7 +26,7 @@ fn main() {
     let results = kernels::run_with(
         &ks,
         &sets,
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     );
     let mut groups: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for (k, r) in ks.iter().zip(&results) {

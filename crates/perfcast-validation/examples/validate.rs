@@ -21,7 +21,7 @@ fn main() {
         path.as_deref(),
         group.as_deref(),
         format,
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     ) {
         Ok(s) => print!("{s}"),
         Err(e) => {

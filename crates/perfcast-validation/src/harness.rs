@@ -10,7 +10,7 @@
 //!   and squared-ReLU models (Llama, Nemotron) keep them separate (their released configs set
 //!   `tie_word_embeddings = false`).
 //! * **System**: `system.gpu` -> its hardware preset of `configs/hardware/`, read through
-//!   perfcast-host (or, for an accelerator without one, a generic GPU built from the catalog;
+//!   perfcast-config (or, for an accelerator without one, a generic GPU built from the catalog;
 //!   [`presets`]); `num_gpus` devices;
 //!   `scaleout_gbps_per_gpu` overrides the scale-out NIC rate. The scale-up domain is the
 //!   preset's NVLink domain (the catalog's `scaleup_domain`), as the schema says.
@@ -49,13 +49,13 @@ use crate::overlay::Overlay;
 use crate::presets;
 use crate::report::{CaseResult, MetricResult, Report};
 use crate::stacks::{generation_of, StackTable};
+use perfcast_config::Plugins;
 use perfcast_core::parallel::interleaving_degrees;
 use perfcast_core::registry::Registry;
 use perfcast_core::workload::{FfnAct, ModelSpec};
 use perfcast_core::{DType, System};
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan, InferenceReport};
 use perfcast_engine::training::{Placement, Training, TrainingPlan, TrainingReport};
-use perfcast_host::Plugins;
 use perfcast_scenario::stack::TpComm;
 use perfcast_scenario::Stack;
 
@@ -175,7 +175,7 @@ pub fn case_hardware(case: &Case) -> Result<presets::Hardware, String> {
     Ok(hw)
 }
 
-/// The system of a case ([`case_hardware`]), composed by perfcast-host through `plugins`.
+/// The system of a case ([`case_hardware`]), composed by perfcast-config through `plugins`.
 pub fn system_for(case: &Case, plugins: &Plugins) -> Result<System, String> {
     case_hardware(case)?.system(plugins)
 }

@@ -44,7 +44,7 @@ use std::path::Path;
 pub const SCHEMA: &str = "perfcast-residuals/1";
 
 /// The residuals shipped with perfcast (`configs/validation/residuals.toml`).
-pub const EMBEDDED: &str = include_str!("../../../configs/validation/residuals.toml");
+pub const EMBEDDED: &str = perfcast_assets::validation::RESIDUALS;
 
 /// The default interval level.
 pub const DEFAULT_LEVEL: f64 = 0.8;
@@ -161,7 +161,7 @@ impl Class {
     /// names (`stack = "NAME"`, resolved as the scenario resolves it), none when it names no
     /// stack; the generation of `device.generation` when set, else of the catalog
     /// accelerator its compute unit is ([`catalog_id`]).
-    pub fn of_config(cfg: &perfcast_host::Config, kind: Kind) -> Class {
+    pub fn of_config(cfg: &perfcast_config::Config, kind: Kind) -> Class {
         let text = |key: &str| cfg.extract_opt::<String>(key).ok().flatten();
         let stack = text("stack").map(|name| {
             perfcast_scenario::Stack::from_config(cfg, perfcast_scenario::StackKind::Any)
@@ -676,7 +676,7 @@ mod tests {
     #[test]
     fn embedded_residuals_name_shipped_cases() {
         let r = Residuals::embedded().unwrap();
-        let cases = include_str!("../../../configs/validation/cases.toml");
+        let cases = perfcast_assets::validation::CASES;
         let file = crate::cases::CasesFile::parse(cases, "cases.toml").unwrap();
         assert!(r.residuals.len() >= 50, "{}", r.residuals.len());
         let mut seen = std::collections::BTreeSet::new();

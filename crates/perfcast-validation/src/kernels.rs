@@ -12,9 +12,9 @@
 //! time, so both sides count alike.
 
 use crate::presets::Hardware;
+use perfcast_config::Plugins;
 use perfcast_core::op::{Attention, AttentionKind, ComputeOp, Gemm, GemmScaling};
 use perfcast_core::{DType, System};
-use perfcast_host::Plugins;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 pub const SCHEMA: &str = "perfcast-kernels/1";
 
 /// The measurements shipped with the repository.
-pub const KERNELS: &str = include_str!("../../../configs/validation/kernels.toml");
+pub const KERNELS: &str = perfcast_assets::validation::KERNELS;
 
 /// `kind` of a measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

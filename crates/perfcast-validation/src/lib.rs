@@ -1,9 +1,9 @@
 //! perfcast-validation: presets and the validation harness.
 //!
 //! * [`cases`]: the cases file (schema `perfcast-validation/1`), parsed strictly.
-//! * [`presets`]: the hardware of a case's accelerator (perfcast-host's presets of
+//! * [`presets`]: the hardware of a case's accelerator (perfcast-config's presets of
 //!   `configs/`, or a table built from the accelerator catalog) and model presets, composed
-//!   into a [`perfcast_core::System`] by perfcast-host.
+//!   into a [`perfcast_core::System`] by perfcast-config.
 //! * [`flops`]: the FLOP conventions published TFLOP/s, MFU and HFU are counted in.
 //! * [`stacks`]: a case's `software` string mapped to a stack preset by the ordered rules of
 //!   `configs/validation/stacks.toml` (the one table; nothing keys on a case's group or id).
@@ -31,7 +31,7 @@ pub mod report;
 pub mod serving;
 pub mod stacks;
 
-use perfcast_host::Plugins;
+use perfcast_config::Plugins;
 use std::path::{Path, PathBuf};
 
 /// The cases file used when none is named (relative to the repository root).
@@ -39,7 +39,7 @@ pub const DEFAULT_CASES: &str = "configs/validation/cases.toml";
 
 /// The text of [`DEFAULT_CASES`] as it was when perfcast was built: `validate` without a
 /// file runs these, from any directory.
-pub const BUILTIN_CASES: &str = include_str!("../../../configs/validation/cases.toml");
+pub const BUILTIN_CASES: &str = perfcast_assets::validation::CASES;
 
 /// How the built-in cases are named in messages and reports (never a path of the machine
 /// that built the binary).
@@ -220,14 +220,14 @@ mod tests {
             None,
             None,
             Format::Csv,
-            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
         )
         .unwrap_err();
         assert!(e.contains("`table` or `json`"), "{e}");
         let e = validate(
             None,
             Some("no-such-group"),
-            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
         )
         .unwrap_err();
         assert!(e.contains("narayanan2021-table1"), "{e}");
@@ -236,7 +236,7 @@ mod tests {
         let e = validate(
             None,
             Some("narayanan2021-tabel1"),
-            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
         )
         .unwrap_err();
         assert!(e.starts_with(BUILTIN_CASES_LABEL), "{e}");
@@ -247,7 +247,7 @@ mod tests {
             None,
             Some("korthikanti2022-abstract"),
             Format::Json,
-            &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
         )
         .unwrap();
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();

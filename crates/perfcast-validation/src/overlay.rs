@@ -40,7 +40,7 @@ impl Entry {
         }
     }
 
-    /// The entry in perfcast-host's `--set` syntax (`key=value`, the value as TOML).
+    /// The entry in perfcast-config's `--set` syntax (`key=value`, the value as TOML).
     pub fn set_arg(&self) -> String {
         format!("{}={}", self.key, self.value)
     }
@@ -80,13 +80,13 @@ impl Overlay {
         self.entries.is_empty()
     }
 
-    /// Entries from `key=value` arguments (perfcast-host's `--set` syntax: the value is TOML,
+    /// Entries from `key=value` arguments (perfcast-config's `--set` syntax: the value is TOML,
     /// else JSON, else a string).
     pub fn from_sets<S: AsRef<str>>(sets: &[S]) -> Result<Overlay, String> {
         let mut entries = Vec::new();
         for s in sets {
             let s = s.as_ref();
-            let layer = perfcast_host::layers::parse_set(s).map_err(|e| e.to_string())?;
+            let layer = perfcast_config::layers::parse_set(s).map_err(|e| e.to_string())?;
             let value = serde_json::to_value(&layer.data).map_err(|e| format!("{s}: {e}"))?;
             let table: toml::Table = serde_json::from_value(value)
                 .map_err(|e| format!("{s}: the value cannot be written as TOML (a null?): {e}"))?;

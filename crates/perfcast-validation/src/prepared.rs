@@ -30,7 +30,7 @@ struct Setup {
     /// The case's configuration sources (hardware + the case's settings).
     hardware: Hardware,
     /// Their merged configuration (an overlay's keys are merged on top of it).
-    config: perfcast_host::Config,
+    config: perfcast_config::Config,
     /// The system composed from `hardware` alone.
     system: System,
     /// The component name of `device.compute` (an overlay that reaches only its table

@@ -1,6 +1,6 @@
-//! The hardware and model presets of the validation harness, read through perfcast-host.
+//! The hardware and model presets of the validation harness, read through perfcast-config.
 //!
-//! perfcast-host embeds `configs/{hardware,systems,models}/*.toml` as `preset:NAME`, resolves
+//! perfcast-config embeds `configs/{hardware,systems,models}/*.toml` as `preset:NAME`, resolves
 //! their `include`s, merges layers and composes a [`System`] from the component tables through
 //! the plugin registry; the harness loads its hardware the way every host does
 //! ([`Config::load`] of `preset:NAME` with `key=value` overrides, then [`Config::system`]).
@@ -13,13 +13,13 @@
 //! * the case's settings on top of that hardware ([`Hardware::set`],
 //!   [`Hardware::set_scaleout_nic`]): the device count and the scale-out NIC rate.
 
+use perfcast_config::{Config, HostError, Plugins, Sources, PRESET_SCHEME};
 use perfcast_core::workload::ModelSpec;
 use perfcast_core::System;
-use perfcast_host::{Config, HostError, Plugins, Sources, PRESET_SCHEME};
 use std::path::{Path, PathBuf};
 
 /// The accelerator catalog (`configs/validation/accelerators.toml`).
-pub const ACCELERATORS: &str = include_str!("../../../configs/validation/accelerators.toml");
+pub const ACCELERATORS: &str = perfcast_assets::validation::ACCELERATORS;
 
 /// Interconnect kinds that are a scale-out level: their `bandwidth_gbps` is the NIC rate per
 /// device.
@@ -28,10 +28,10 @@ pub const SCALEOUT_KINDS: &[&str] = &["infiniband", "roce"];
 /// Component name of the scale-out level added for a case's NIC when the hardware has none.
 pub const CASE_NIC: &str = "case_scaleout_nic";
 
-/// Names of perfcast-host's built-in presets of `group` (`hardware`, `systems` or `models`),
+/// Names of perfcast-config's built-in presets of `group` (`hardware`, `systems` or `models`),
 /// sorted.
 pub fn preset_names(group: &str) -> Vec<&'static str> {
-    perfcast_host::preset_groups()
+    perfcast_config::preset_groups()
         .into_iter()
         .filter(|(_, g)| *g == group)
         .map(|(n, _)| n)
@@ -51,7 +51,7 @@ pub fn preset_config(name: &str, plugins: &Plugins) -> Result<Config, HostError>
     Config::load(&Sources::files(plugins, [format!("{PRESET_SCHEME}{name}")]).without_env())
 }
 
-/// A model preset by name (e.g. `llama2-70b`), read by perfcast-host and validated.
+/// A model preset by name (e.g. `llama2-70b`), read by perfcast-config and validated.
 pub fn model_preset(name: &str) -> Result<ModelSpec, String> {
     let preset = format!("{PRESET_SCHEME}{name}");
     let config = preset_config(name, &Plugins::none()).map_err(|e| format!("model preset: {e}"))?;
@@ -62,14 +62,14 @@ pub fn model_preset(name: &str) -> Result<ModelSpec, String> {
     Ok(model)
 }
 
-/// The hardware of a catalog accelerator as perfcast-host sources: its preset (without one, its
+/// The hardware of a catalog accelerator as perfcast-config sources: its preset (without one, its
 /// catalog entry), and the case's settings on top as `key=value` overrides.
 #[derive(Debug, Clone)]
 pub struct Hardware {
     accelerator: String,
     /// `preset:NAME`; empty when the hardware is built from the catalog.
     files: Vec<String>,
-    /// `key.path=value` overrides (perfcast-host's `--set` syntax), lowest first.
+    /// `key.path=value` overrides (perfcast-config's `--set` syntax), lowest first.
     sets: Vec<String>,
 }
 
@@ -144,7 +144,7 @@ impl Hardware {
         .map_err(|e| self.error(e))
     }
 
-    /// The system, composed by perfcast-host through `plugins`.
+    /// The system, composed by perfcast-config through `plugins`.
     pub fn system(&self, plugins: &Plugins) -> Result<System, String> {
         self.compose(plugins).map(|(_, s)| s)
     }
@@ -188,7 +188,7 @@ impl Hardware {
         Ok(n)
     }
 
-    /// A perfcast-host error prefixed with the case key it concerns and where the hardware
+    /// A perfcast-config error prefixed with the case key it concerns and where the hardware
     /// came from.
     pub fn error(&self, e: HostError) -> String {
         let from = match self.files.first() {
@@ -371,7 +371,7 @@ mod tests {
     fn system(id: &str, devices: u32) -> System {
         let mut hw = Hardware::of(id).unwrap();
         hw.set("system.devices", devices);
-        hw.system(&perfcast_host::Plugins::new(
+        hw.system(&perfcast_config::Plugins::new(
             perfcast_builtins::DefaultPlugins::new(),
         ))
         .unwrap()
@@ -403,7 +403,7 @@ mod tests {
         for (name, devices, domain) in table {
             let s = preset_config(
                 name,
-                &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+                &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
             )
             .unwrap()
             .system()
@@ -458,7 +458,7 @@ mod tests {
     fn overrides_and_catalog_fallback() {
         let mut hw = Hardware::of("H100-SXM5-80GB").unwrap();
         let before = hw
-            .system(&perfcast_host::Plugins::new(
+            .system(&perfcast_config::Plugins::new(
                 perfcast_builtins::DefaultPlugins::new(),
             ))
             .unwrap()
@@ -466,7 +466,7 @@ mod tests {
             .bandwidth();
         assert_eq!(hw.set_scaleout_nic(200.0), Ok(1));
         let after = hw
-            .system(&perfcast_host::Plugins::new(
+            .system(&perfcast_config::Plugins::new(
                 perfcast_builtins::DefaultPlugins::new(),
             ))
             .unwrap()
@@ -481,7 +481,7 @@ mod tests {
         let mut hw = Hardware::of("MI300X").unwrap();
         hw.set("components.gpu.sm_count", -1);
         let e = hw
-            .system(&perfcast_host::Plugins::new(
+            .system(&perfcast_config::Plugins::new(
                 perfcast_builtins::DefaultPlugins::new(),
             ))
             .unwrap_err();

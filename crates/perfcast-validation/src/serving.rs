@@ -334,7 +334,7 @@ mod tests {
     #[test]
     fn serving_groups_reach_their_targets() {
         let f = cases();
-        let h = Harness::new(&perfcast_host::Plugins::new(
+        let h = Harness::new(&perfcast_config::Plugins::new(
             perfcast_builtins::DefaultPlugins::new(),
         ))
         .unwrap();

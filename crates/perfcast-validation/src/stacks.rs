@@ -4,14 +4,14 @@
 //! perfcast-scenario exactly as `stack = "NAME"` in a configuration is.
 
 use crate::cases::Case;
-use perfcast_host::{Config, Plugins, Sources};
+use perfcast_config::{Config, Plugins, Sources};
 use perfcast_scenario::stack::GpuGeneration;
 use perfcast_scenario::{Stack, StackKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The rule table (`configs/validation/stacks.toml`).
-pub const STACK_RULES: &str = include_str!("../../../configs/validation/stacks.toml");
+pub const STACK_RULES: &str = perfcast_assets::validation::STACK_RULES;
 
 /// The schema name of a rule table.
 pub const SCHEMA: &str = "perfcast-stacks/1";
@@ -227,7 +227,11 @@ mod tests {
         let mut by_software: BTreeMap<String, String> = BTreeMap::new();
         for c in &file.cases {
             let (m, _) = t.of(c);
-            assert!(perfcast_host::stack_names().contains(&m.name), "{}", m.name);
+            assert!(
+                perfcast_config::stack_names().contains(&m.name),
+                "{}",
+                m.name
+            );
             if let Some(s) = &c.software {
                 by_software.insert(s.clone(), m.name.clone());
             }

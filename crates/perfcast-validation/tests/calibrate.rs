@@ -20,7 +20,7 @@ fn synthetic(groups: &[&str], truth: &[&str]) -> CasesFile {
         "/tests/data/synthetic-cases.toml"
     );
     let text = std::fs::read_to_string(path).unwrap();
-    let h = Harness::new(&perfcast_host::Plugins::new(
+    let h = Harness::new(&perfcast_config::Plugins::new(
         perfcast_builtins::DefaultPlugins::new(),
     ))
     .unwrap()
@@ -44,7 +44,7 @@ fn run(file: &CasesFile, params: &[&str], cv: Cv) -> Result<Calibration, String>
         settings: Settings::default(),
     };
     calibrate::calibrate(
-        &Harness::new(&perfcast_host::Plugins::new(
+        &Harness::new(&perfcast_config::Plugins::new(
             perfcast_builtins::DefaultPlugins::new(),
         ))
         .unwrap(),
@@ -154,7 +154,7 @@ fn the_overlay_round_trips() {
     assert!(text.contains("# cases sha256: 0") && text.contains("[components.h100_sxm5_80gb]"));
     let o = Overlay::parse(&text, "fitted.toml").unwrap();
     assert_eq!(o.entries.len(), 2);
-    let h = Harness::new(&perfcast_host::Plugins::new(
+    let h = Harness::new(&perfcast_config::Plugins::new(
         perfcast_builtins::DefaultPlugins::new(),
     ))
     .unwrap()
@@ -243,7 +243,7 @@ fn bad_parameters_and_files_are_errors() {
         },
     };
     let c = calibrate::calibrate(
-        &Harness::new(&perfcast_host::Plugins::new(
+        &Harness::new(&perfcast_config::Plugins::new(
             perfcast_builtins::DefaultPlugins::new(),
         ))
         .unwrap(),
@@ -263,7 +263,7 @@ fn bad_parameters_and_files_are_errors() {
 fn shared_systems_change_no_prediction() {
     use perfcast_validation::overlay::Entry;
     let file = CasesFile::load(&perfcast_validation::locate_cases(None).unwrap()).unwrap();
-    let h = Harness::new(&perfcast_host::Plugins::new(
+    let h = Harness::new(&perfcast_config::Plugins::new(
         perfcast_builtins::DefaultPlugins::new(),
     ))
     .unwrap();

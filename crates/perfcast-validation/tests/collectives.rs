@@ -68,7 +68,7 @@ fn every_collective_is_predicted_and_meets_its_target_or_is_a_known_miss() {
     let report = perfcast_validation::collectives::report::run(
         &file,
         None,
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     );
     eprintln!("{}", report.to_table());
     assert_eq!(report.errors(), 0, "every entry is predicted");
@@ -112,7 +112,7 @@ fn validate_selects_the_collectives_mode_by_schema() {
         Some(&p),
         Some("mleng-h200-nvls-gpucount"),
         perfcast_validation::Format::Json,
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     )
     .unwrap();
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -121,7 +121,7 @@ fn validate_selects_the_collectives_mode_by_schema() {
         Some(&p),
         Some("deepep-v2"),
         perfcast_validation::Format::Table,
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     )
     .unwrap();
     assert!(
@@ -132,7 +132,7 @@ fn validate_selects_the_collectives_mode_by_schema() {
         Some(&p),
         Some("nope"),
         perfcast_validation::Format::Table,
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     )
     .unwrap_err();
     assert!(e.contains("nope") && e.contains("deepep-v1-normal"), "{e}");
@@ -200,7 +200,7 @@ fn broken_files_name_the_entry_and_the_key() {
     let r = perfcast_validation::collectives::report::run(
         &f,
         None,
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
     );
     assert_eq!(r.errors(), 1);
     let msg = r.entries[0].outcome.as_ref().unwrap_err();

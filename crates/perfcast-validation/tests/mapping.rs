@@ -52,7 +52,7 @@ fn models_from_cases() {
 #[test]
 fn plans_from_cases() {
     let f = file();
-    let h = Harness::new(&perfcast_host::Plugins::new(
+    let h = Harness::new(&perfcast_config::Plugins::new(
         perfcast_builtins::DefaultPlugins::new(),
     ))
     .unwrap();
@@ -133,7 +133,7 @@ fn plans_from_cases() {
 #[test]
 fn systems_from_cases() {
     let f = file();
-    let h = Harness::new(&perfcast_host::Plugins::new(
+    let h = Harness::new(&perfcast_config::Plugins::new(
         perfcast_builtins::DefaultPlugins::new(),
     ))
     .unwrap();
@@ -230,7 +230,7 @@ fn flop_conventions_reproduce_published_utilisation() {
 #[test]
 fn predicted_metrics_follow_the_case_conventions() {
     let f = file();
-    let h = Harness::new(&perfcast_host::Plugins::new(
+    let h = Harness::new(&perfcast_config::Plugins::new(
         perfcast_builtins::DefaultPlugins::new(),
     ))
     .unwrap();
@@ -284,7 +284,7 @@ fn predicted_metrics_follow_the_case_conventions() {
 #[test]
 fn unsupported_and_failing_cases_are_listed() {
     let f = file();
-    let h = Harness::new(&perfcast_host::Plugins::new(
+    let h = Harness::new(&perfcast_config::Plugins::new(
         perfcast_builtins::DefaultPlugins::new(),
     ))
     .unwrap();
@@ -323,7 +323,7 @@ fn unsupported_and_failing_cases_are_listed() {
 #[test]
 fn whole_file_keeps_every_case_and_json_shape() {
     let f = file();
-    let h = Harness::new(&perfcast_host::Plugins::new(
+    let h = Harness::new(&perfcast_config::Plugins::new(
         perfcast_builtins::DefaultPlugins::new(),
     ))
     .unwrap();
@@ -349,7 +349,7 @@ fn whole_file_keeps_every_case_and_json_shape() {
     }
     // With error bars, a case that ran says where its intervals come from.
     let residuals = perfcast_validation::intervals::Residuals::embedded().unwrap();
-    let with_bars = Harness::new(&perfcast_host::Plugins::new(
+    let with_bars = Harness::new(&perfcast_config::Plugins::new(
         perfcast_builtins::DefaultPlugins::new(),
     ))
     .unwrap()
@@ -410,7 +410,7 @@ fn every_case_model_matches_its_published_size() {
 #[test]
 fn inference_flop_metrics() {
     let f = file();
-    let h = Harness::new(&perfcast_host::Plugins::new(
+    let h = Harness::new(&perfcast_config::Plugins::new(
         perfcast_builtins::DefaultPlugins::new(),
     ))
     .unwrap();

@@ -66,11 +66,11 @@ fn explain(a: ExplainArgs) -> anyhow::Result<()> {
 fn presets(a: PresetArgs) -> anyhow::Result<()> {
     match a.name {
         Some(name) => {
-            let text = perfcast_host::preset(&name).ok_or_else(|| {
+            let text = perfcast_config::preset(&name).ok_or_else(|| {
                 anyhow::anyhow!(
                     "unknown preset `{name}`; built-in presets: {}; stacks: {}",
-                    perfcast_host::preset_names().join(", "),
-                    perfcast_host::stack_names().join(", ")
+                    perfcast_config::preset_names().join(", "),
+                    perfcast_config::stack_names().join(", ")
                 )
             })?;
             print(text)
@@ -78,12 +78,12 @@ fn presets(a: PresetArgs) -> anyhow::Result<()> {
         None => {
             let mut t = Table::new(&[("preset", false), ("group", false)]);
             let mut stacks = Table::new(&[("stack", false), ("description", false)]);
-            for (n, g) in perfcast_host::preset_groups() {
-                if g == perfcast_host::STACKS_GROUP {
+            for (n, g) in perfcast_config::preset_groups() {
+                if g == perfcast_config::STACKS_GROUP {
                     stacks.push(vec![format!("stack = \"{n}\""), stack_description(n)]);
                 } else {
                     t.push(vec![
-                        format!("{}{n}", perfcast_host::PRESET_SCHEME),
+                        format!("{}{n}", perfcast_config::PRESET_SCHEME),
                         g.to_string(),
                     ]);
                 }
@@ -95,8 +95,8 @@ fn presets(a: PresetArgs) -> anyhow::Result<()> {
 
 /// A stack's `software.description`, as its own file (with its base beneath) gives it.
 fn stack_description(name: &str) -> String {
-    perfcast_host::Config::load(
-        &perfcast_host::Sources::new(&crate::common::plugins())
+    perfcast_config::Config::load(
+        &perfcast_config::Sources::new(&crate::common::plugins())
             .without_env()
             .with_sets([format!("stack=\"{name}\"")]),
     )

@@ -29,14 +29,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         None
     };
     let (registry, _libs) =
-        perfcast_host::registry_with(&crate::common::plugins(), &a.load, isolate.as_ref())?;
+        perfcast_config::registry_with(&crate::common::plugins(), &a.load, isolate.as_ref())?;
     if a.reference {
         return print(&perfcast_scenario::explain::reference(&registry));
     }
     if let Some(kind) = &a.describe {
         return describe(&registry, kind, a.format);
     }
-    let rows = perfcast_host::plugin_rows(&registry);
+    let rows = perfcast_config::plugin_rows(&registry);
     let text = match a.format {
         Format::Json => to_json(&rows)?,
         Format::Table | Format::Csv => {
@@ -71,7 +71,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 /// `--describe KIND`: one block per plugin of that name (a name may exist in several
 /// categories), its parameters as a table.
 fn describe(registry: &perfcast_core::Registry, kind: &str, format: Format) -> anyhow::Result<()> {
-    let found = perfcast_host::describe(registry, kind)?;
+    let found = perfcast_config::describe(registry, kind)?;
     if format == Format::Json {
         return print(&to_json(&found)?);
     }

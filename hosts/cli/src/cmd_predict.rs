@@ -5,9 +5,9 @@
 use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
 use crate::error_bars::{self, ErrorBars, IntervalArgs, Row};
 use anyhow::Context as _;
+use perfcast_config::{Config, SECTIONS};
 use perfcast_engine::training::StageMemory;
 use perfcast_engine::{TrainingPlan, TrainingReport};
-use perfcast_host::{Config, SECTIONS};
 use perfcast_output::charts::training_svg;
 use perfcast_output::{plan_label, PlanStyle, GIB};
 use perfcast_scenario::{engine_error, TrainingScenario};

@@ -2,7 +2,7 @@
 
 use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
 use anyhow::Context as _;
-use perfcast_host::roofline::{self, RooflineReport};
+use perfcast_scenario::roofline::{self, RooflineReport};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -160,7 +160,7 @@ pub enum ModelPhase {
 /// of the mean decode step of the `[inference]` plan, per device, on the device's roofline
 /// (`Inference::gemm_roofline`: the ridge is the datasheet one, matrix peak over peak device
 /// bandwidth; the bound comes from the timing model, efficiencies and launch costs included).
-fn run_model(a: &Args, cfg: &perfcast_host::Config) -> anyhow::Result<()> {
+fn run_model(a: &Args, cfg: &perfcast_config::Config) -> anyhow::Result<()> {
     use perfcast_engine::inference::Phase;
     use perfcast_scenario::{engine_error, InferenceScenario};
     if cfg.contains("model") && !cfg.contains("inference") {
@@ -291,10 +291,10 @@ fn run_model(a: &Args, cfg: &perfcast_host::Config) -> anyhow::Result<()> {
 
 /// The model's GEMMs as a roofline report, for the chart of `--plot`.
 fn model_report(
-    device: &perfcast_host::Device,
+    device: &perfcast_config::Device,
     points: &[perfcast_engine::inference::GemmPoint],
 ) -> RooflineReport {
-    use perfcast_host::roofline::{RooflineRow, TierRow};
+    use perfcast_scenario::roofline::{RooflineRow, TierRow};
     let tier = device.device_tier();
     let memory: Vec<TierRow> = device
         .memory

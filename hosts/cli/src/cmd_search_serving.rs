@@ -5,7 +5,7 @@
 use crate::cmd_search::Args;
 use crate::common::{num, print, to_json, Format, Table};
 use anyhow::Context as _;
-use perfcast_host::Config;
+use perfcast_config::Config;
 use perfcast_search::serving::{BestForSlo, SearchPoint, ServingSearchResult};
 use perfcast_serving::Slo;
 use serde::Serialize;

@@ -2,7 +2,7 @@
 //! arguments, error printing and exit codes.
 
 use anyhow::Context as _;
-use perfcast_host::{Config, Plugins, Sources};
+use perfcast_config::{Config, Plugins, Sources};
 use serde::Serialize;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -55,16 +55,16 @@ pub struct IsolationArgs {
 
 impl IsolationArgs {
     /// The plugin host: this executable's `plugin-host` subcommand.
-    pub fn options(&self) -> anyhow::Result<perfcast_host::isolate::IsolateOptions> {
+    pub fn options(&self) -> anyhow::Result<perfcast_config::isolate::IsolateOptions> {
         let program = std::env::current_exe().context("cannot find the perfcast executable")?;
         let timeout = match self.plugin_timeout {
-            None => perfcast_host::isolate::DEFAULT_TIMEOUT,
+            None => perfcast_config::isolate::DEFAULT_TIMEOUT,
             Some(t) if t.is_finite() && t > 0.0 => std::time::Duration::from_secs_f64(t.min(1e6)),
             Some(t) => {
                 anyhow::bail!("invalid `--plugin-timeout {t}`: a positive number of seconds")
             }
         };
-        Ok(perfcast_host::isolate::IsolateOptions {
+        Ok(perfcast_config::isolate::IsolateOptions {
             program,
             args: vec!["plugin-host".into()],
             timeout,
@@ -73,7 +73,7 @@ impl IsolationArgs {
 }
 
 fn parse_set_arg(s: &str) -> Result<String, String> {
-    perfcast_host::layers::parse_set(s)
+    perfcast_config::layers::parse_set(s)
         .map(|_| s.to_string())
         .map_err(|e| e.to_string())
 }

@@ -83,7 +83,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Infer(a) => cmd_infer::run(a),
         Command::Serve(a) => cmd_serve::run(a),
         Command::PluginHost(a) => {
-            perfcast_host::isolate::serve(&a.path).map_err(anyhow::Error::msg)
+            perfcast_config::isolate::serve(&a.path).map_err(anyhow::Error::msg)
         }
     }
 }

@@ -7,12 +7,12 @@
 //! Only finite, positive numbers reach the drawing (the host checked them; points without
 //! FLOPs are left out), so the file never contains NaN.
 
-use perfcast_host::roofline::RooflineReport;
 use perfcast_output::axis::{tick_label, AxisMap};
 use perfcast_output::marks::Legend;
 use perfcast_output::num;
 use perfcast_output::palette::{pick, POINTS};
 use perfcast_output::svg::{Px, Svg, XMLNS};
+use perfcast_scenario::roofline::RooflineReport;
 
 const W: f64 = 840.0;
 /// Minimum height; the legend (tiers, then one line per op) can make the chart taller.

@@ -33,7 +33,7 @@ fn setup() -> PathBuf {
     )
     .unwrap();
     let truth = Overlay::from_sets(&[format!("{CLOCK}=0.6")]).unwrap();
-    let h = Harness::new(&perfcast_host::Plugins::new(
+    let h = Harness::new(&perfcast_config::Plugins::new(
         perfcast_builtins::DefaultPlugins::new(),
     ))
     .unwrap()

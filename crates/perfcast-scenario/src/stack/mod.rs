@@ -21,8 +21,8 @@ pub use sections::{
 };
 
 use crate::{is_set, ScenarioError};
+use perfcast_config::Config;
 use perfcast_engine::software::{EfficiencyScales, FusedOps};
-use perfcast_host::Config;
 use serde::{Deserialize, Serialize};
 
 /// What a software stack does: the kernels it runs, what it overlaps and fuses, its host

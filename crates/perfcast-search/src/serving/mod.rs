@@ -24,7 +24,7 @@ mod tests;
 pub use walk::{search, BestForSlo, SearchPoint, ServingSearchResult};
 
 use crate::SearchError;
-use perfcast_host::Config;
+use perfcast_config::Config;
 use perfcast_scenario::ServingScenario;
 use perfcast_serving::Slo;
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,7 @@
 //! thread count, and bad inputs.
 
 use super::*;
-use perfcast_host::Sources;
+use perfcast_config::Sources;
 
 fn config(sets: &[&str]) -> Config {
     let mut base = vec![
@@ -24,7 +24,7 @@ fn config(sets: &[&str]) -> Config {
     ];
     base.extend_from_slice(sets);
     let mut s = Sources::files(
-        &perfcast_host::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
         ["preset:llama3.1-8b", "preset:dgx-h100"],
     )
     .without_env()

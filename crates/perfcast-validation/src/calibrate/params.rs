@@ -216,7 +216,7 @@ mod tests {
     /// CALIBRATION.md lists the default set: every key, with its bounds.
     #[test]
     fn calibration_md_lists_the_default_set() {
-        let doc = include_str!("../../../../configs/validation/CALIBRATION.md");
+        let doc = perfcast_assets::validation::CALIBRATION;
         for d in DEFAULT_PARAMS {
             let keys: Vec<String> = d.keys.iter().map(|k| format!("`{k}`")).collect();
             let row = format!("| {} | {}..{} |", keys.join(", "), d.lo, d.hi);

@@ -5,7 +5,7 @@
 //!
 //! * [`CollectivesFile`]: the file, parsed strictly (unknown keys are errors naming the
 //!   entry and the key) and checked;
-//! * [`predict`]: each entry's system composed by perfcast-host (the accelerator's hardware
+//! * [`predict`]: each entry's system composed by perfcast-config (the accelerator's hardware
 //!   preset, its device count and NIC), a topology component for its fabric and algorithm,
 //!   and the collective timed through the engine's network ([`perfcast_engine::network`]);
 //! * [`report`]: per entry and per group, the error on each published metric.

@@ -29,10 +29,10 @@
 
 use super::Entry;
 use crate::presets::{Hardware, ACCELERATORS};
+use perfcast_config::Plugins;
 use perfcast_core::parallel::AxisSet;
 use perfcast_core::{Bytes, CollectiveKind};
 use perfcast_engine::network::{Mesh, Network};
-use perfcast_host::Plugins;
 use serde::Serialize;
 
 /// Component name of the topology added for an entry.
@@ -166,7 +166,7 @@ fn algorithm(e: &Entry) -> (&'static str, &'static str) {
     (a, p)
 }
 
-/// The hardware and topology of an entry as perfcast-host sources.
+/// The hardware and topology of an entry as perfcast-config sources.
 pub fn hardware(e: &Entry) -> Result<(Hardware, &'static str), String> {
     let mut hw = Hardware::of(&e.gpu)?;
     hw.set("system.devices", e.gpus as i64);

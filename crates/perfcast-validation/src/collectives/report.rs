@@ -5,7 +5,7 @@
 
 use super::predict::{predict, Prediction, Regime};
 use super::CollectivesFile;
-use perfcast_host::Plugins;
+use perfcast_config::Plugins;
 use perfcast_output::{num, Table};
 use serde_json::{json, Value};
 

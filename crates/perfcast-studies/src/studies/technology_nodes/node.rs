@@ -52,7 +52,7 @@ mod tests {
     /// bf16 peak is the reference's (312 TFLOP/s, A100) times the throughput.
     #[test]
     fn the_plugin_reports_its_operating_point() {
-        let registry = crate::common::registry(&perfcast_host::Plugins::new(
+        let registry = crate::common::registry(&perfcast_config::Plugins::new(
             perfcast_builtins::DefaultPlugins::new(),
         ))
         .unwrap();

@@ -1,13 +1,16 @@
-//! perfcast-host: what every perfcast host (the CLI, later Python bindings or a web page)
-//! shares.
+//! perfcast-config: the configuration every perfcast host (the CLI, later Python bindings or
+//! a web page) reads: layers, software stacks, plugin libraries, composition.
 //!
+//! - [`Plugins`]: the plugins the host chose; every configuration's registry starts from
+//!   them (this crate links no built-in).
 //! - [`Config`]: figment layering of built-in defaults < config files (TOML, YAML, JSON; with
 //!   `include = [...]` of other files or of built-in `preset:NAME`s beneath them) <
 //!   `PERFCAST_*` environment < `--set key=value`, every value tagged with its origin.
 //! - Composition: named component instances (`[components.NAME] kind = "..."`) resolved
-//!   through the [`perfcast_core::Registry`] (built-ins plus plugin libraries) into a
+//!   through the [`perfcast_core::Registry`] (the host's plugins plus libraries) into a
 //!   [`Device`] or a [`perfcast_core::System`].
-//! - [`roofline`]: the per-op roofline table of a device.
+//! - [`ops`]: the `[[ops]]` of a configuration (`perfcast roofline` times them:
+//!   `perfcast_scenario::roofline`).
 //! - [`stacks`]: `stack = "NAME"` puts a software-stack preset's `[software]` table beneath
 //!   every file (perfcast-scenario interprets it).
 //!
@@ -21,7 +24,6 @@ pub mod error;
 pub mod layers;
 pub mod ops;
 pub mod plugins;
-pub mod roofline;
 pub mod stacks;
 
 pub use compose::Device;
@@ -38,7 +40,6 @@ pub use plugins::{
     describe, plugin_rows, reference_markdown, registry_with, Described, LibraryInfo, ParamRow,
     PluginRow, Plugins,
 };
-pub use roofline::{RooflineReport, RooflineRow};
 pub use stacks::{stack_names, STACK_SCHEME};
 
 #[cfg(test)]

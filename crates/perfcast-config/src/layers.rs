@@ -12,7 +12,7 @@ use figment::{Error as FigmentError, Metadata, Profile, Provider, Source};
 use std::path::{Path, PathBuf};
 
 mod embedded {
-    include!(concat!(env!("OUT_DIR"), "/presets.rs"));
+    pub use perfcast_assets::PRESETS;
 }
 
 /// Prefix of configuration environment variables (`PERFCAST_PLAN__TP=4` sets `plan.tp`).

@@ -1,6 +1,7 @@
 //! Embeds the presets of `configs/{hardware,systems,models,stacks}/*.toml` in the library, so
 //! that `include = ["preset:NAME"]` (and `stack = "NAME"` for the software stacks) works from
-//! any directory. Names are file stems and must be unique across the four directories.
+//! any directory, and the study configs of `configs/studies/*.toml`, so that `perfcast study
+//! NAME` does. Preset names are file stems and must be unique across the four directories.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -53,6 +54,39 @@ fn main() {
         .expect("write to String");
     }
     out.push_str("];\n");
-    let dest = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("presets.rs");
-    std::fs::write(dest, out).expect("write presets.rs");
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    std::fs::write(out_dir.join("presets.rs"), out).expect("write presets.rs");
+    std::fs::write(out_dir.join("studies.rs"), studies(&manifest)).expect("write studies.rs");
+}
+
+/// `STUDY_CONFIGS`: `(file stem, TOML text)` of every `configs/studies/*.toml`, sorted.
+fn studies(manifest: &Path) -> String {
+    let dir = manifest.join("../../configs/studies");
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let mut files: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.extension().and_then(|x| x.to_str()) == Some("toml"))
+                .filter_map(|p| Some((p.file_stem()?.to_str()?.to_string(), p.clone())))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    let mut out = String::from(
+        "/// `(study, TOML text)` of every shipped study config, sorted by name.\n\
+         pub static STUDY_CONFIGS: &[(&str, &str)] = &[\n",
+    );
+    for (name, path) in &files {
+        println!("cargo:rerun-if-changed={}", path.display());
+        let abs = path.canonicalize().unwrap_or_else(|_| path.clone());
+        writeln!(
+            out,
+            "    ({name:?}, include_str!({:?})),",
+            abs.display().to_string()
+        )
+        .expect("write to String");
+    }
+    out.push_str("];\n");
+    out
 }

@@ -6,9 +6,7 @@
 //! The time comes from the compute unit's own `op_time`, so a plugin with a model of its own
 //! is reported as it computes; every number is checked to be finite before it leaves here.
 
-use crate::compose::Device;
-use crate::error::HostError;
-use crate::ops::NamedOp;
+use perfcast_config::{Device, HostError, NamedOp};
 use perfcast_core::hardware::TierLevel;
 use perfcast_core::units::ensure_finite;
 use perfcast_core::{Engine, Key, ModelError, TimeBound};
