@@ -347,3 +347,51 @@ fn folder_names_say_what_a_crate_is() {
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
+
+/// Crates that set their own lints instead of the workspace's: the FFI boundary (unsafe code
+/// is theirs), the plugins built as libraries (their exported symbols are unsafe attributes),
+/// and the test-only crates (a panic is a test's failure report).
+const OWN_LINTS: &[&str] = &[
+    "perfcast-abi",
+    "perfcast-loader",
+    "acme-npu",
+    "dragonfly-plus",
+    "perfcast-tests",
+    "perfcast-testkit",
+    "abi-v2-fixture",
+    "abi-mismatch-fixture",
+    "abi-v1-0-fixture",
+    "sram-fixture",
+    "fuzz-fixture",
+    "topology-builtins-lib",
+];
+
+/// Every other crate takes `[workspace.lints]`: unsafe code forbidden, no `unwrap`/`expect`
+/// in library code.
+#[test]
+fn every_other_crate_takes_the_workspace_lints() {
+    let (root_manifest, members) = workspace();
+    let lints = &root_manifest["workspace"]["lints"];
+    assert_eq!(lints["rust"]["unsafe_code"].as_str(), Some("forbid"));
+    for lint in ["unwrap_used", "expect_used"] {
+        assert!(
+            lints["clippy"].get(lint).is_some(),
+            "clippy::{lint} not set"
+        );
+    }
+    let missing: Vec<&str> = members
+        .iter()
+        .filter(|m| !OWN_LINTS.contains(&m.name()))
+        .filter(|m| {
+            m.section("lints")
+                .and_then(|l| l.get("workspace"))
+                .and_then(|w| w.as_bool())
+                != Some(true)
+        })
+        .map(Member::name)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "crates without `[lints] workspace = true`: {missing:?}"
+    );
+}

@@ -3,6 +3,9 @@
 //! the built-in GPU/HBM/NVLink/InfiniBand plugins (the default, hierarchical network), and on
 //! those wired as a 2:1 fat-tree.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use perfcast_core::workload::ModelSpec;
 use perfcast_engine::{Training, TrainingPlan};

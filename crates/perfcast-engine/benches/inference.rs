@@ -1,6 +1,9 @@
 //! Speed of one inference evaluation: Llama-2 70B on 8 H100 (TP 8), 2,048 prompt tokens,
 //! 128 output tokens, batch 1 and batch 64 (target: < 100 µs each, issue 4).
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan};
 use perfcast_testkit::llama2;

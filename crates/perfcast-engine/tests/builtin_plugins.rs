@@ -2,6 +2,9 @@
 //! plausibility against the papers: compute-dominated where they say so, per-layer times and
 //! step times in the published range. Tight accuracy is the validation harness's job.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_core::workload::ModelSpec;
 use perfcast_core::AttentionKind;
 use perfcast_engine::{Training, TrainingPlan};

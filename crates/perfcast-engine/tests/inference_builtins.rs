@@ -6,6 +6,9 @@
 //! with the default `InferenceOptions` shared by all cases. The validation harness
 //! (perfcast-validation) is the reference scorer; this test guards the engine on its own.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "inference_support/systems.rs"]
 mod systems;
 

@@ -1,6 +1,9 @@
 //! The mixture-of-experts model presets of configs/models/ read through the scenario layer
 //! and counted: each total (and active count) against the figure its source publishes.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_config::{Config, Sources};
 
 fn model(preset: &str) -> perfcast_core::ModelSpec {

@@ -1,6 +1,9 @@
 //! The roofline table of `perfcast roofline`: each `[[ops]]` entry timed on the device of a
 //! preset by its compute unit's own `op_time`, with its intensity, ridge and bound.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_config::{Config, Plugins, Sources};
 use perfcast_core::{DType, Engine, TimeBound};
 use perfcast_scenario::roofline::analyze;

@@ -1,6 +1,9 @@
 //! Software stacks through the scenario layer: every shipped stack resolves; the stack sits
 //! beneath everything the user sets; origins, bad names, bad keys and bad values are named.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_config::{stack_names, Config, Sources};
 use perfcast_core::parallel::CpComm;
 use perfcast_core::AttentionKind;

@@ -3,6 +3,9 @@
 //! candidates); and the shipped space with every fitting plan timed (objective memory: the
 //! time bound prunes nothing).
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use perfcast_config::{Config, Sources};
 use perfcast_search::{load_scenario, Objective, Summary};

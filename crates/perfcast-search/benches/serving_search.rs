@@ -3,6 +3,9 @@
 //! 1,536 deployments of Llama 3.1 70B on 8 H100 (aggregated and disaggregated), each
 //! simulated in closed loops of 1, 16 and max_batch clients per instance.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use perfcast_config::{Config, Sources};
 use std::path::PathBuf;

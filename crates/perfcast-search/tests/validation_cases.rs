@@ -6,6 +6,9 @@
 //! The release tier: a search per public case takes about two minutes unoptimised, so this
 //! file is compiled only without debug assertions. `.ci/run` runs it as
 //! `cargo test --release -p perfcast-search --test validation_cases`.
+
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(not(debug_assertions))]
 
 use perfcast_engine::training::{Training, TrainingPlan};

@@ -4,6 +4,9 @@
 //! largest batches), at a low rate (the most steps: one request at a time, a million steps),
 //! and all at once (offline).
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use perfcast_engine::inference::{Inference, InferenceOptions};
 use perfcast_serving::{ArrivalProcess, Length, Load, ServingConfig, Simulator, WorkloadSpec};

@@ -5,6 +5,9 @@
 //! - `cargo run --release -p perfcast-studies --example study -- --docs`: every study into
 //!   `docs/studies/` and the page `docs/studies.md` (run from the repository root).
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 
 fn fail(e: perfcast_studies::StudyError) -> ! {

@@ -3,6 +3,9 @@
 //! sum to the time; more bandwidth never makes anything slower; bad input gives errors that
 //! name the file, the key and what is allowed.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_studies::common::StudyContext;
 use perfcast_studies::studies::{a100_to_b200, dram_scaling, memory_recompute, technology_nodes};
 use perfcast_studies::{configs_dir, info, run, StudyError};

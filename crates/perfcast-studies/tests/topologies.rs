@@ -2,6 +2,9 @@
 //! faster nor dearer; rail-aligned groups lose nothing on rail-optimised or rail-only
 //! networks; rail-only costs less than rail-optimised) and bad input naming the key.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_studies::common::StudyContext;
 use perfcast_studies::studies::topologies;
 use perfcast_studies::{configs_dir, info};

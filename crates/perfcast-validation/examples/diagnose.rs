@@ -1,6 +1,9 @@
 //! `cargo run -p perfcast-validation --example diagnose -- CASE_ID...`: the engine's own report
 //! for cases of the repository's cases file, as the harness maps them
 //! (`PERFCAST_DIAGNOSE_OPS=1`: also every op of one layer, timed).
+
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use perfcast_validation::cases::{CasesFile, Kind, Recompute};
 use perfcast_validation::harness::{self, Harness};
 

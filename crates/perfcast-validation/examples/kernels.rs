@@ -1,6 +1,9 @@
 //! `cargo run -p perfcast-validation --example kernels`: every kernel measurement of
 //! configs/validation/kernels.toml against the device model, per source group.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_validation::kernels;
 use std::collections::BTreeMap;
 

@@ -1,5 +1,8 @@
 //! `cargo run -p perfcast-validation --example validate -- [CASES.toml] [--group G] [--json]`:
 //! the validation table without the CLI.
+
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut path = None;

@@ -3,6 +3,9 @@
 //! leave-one-group-out folds hold out whole groups, the overlay round-trips, and every bad
 //! input is an error naming what is wrong.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_validation::calibrate::synthetic::remeasured;
 use perfcast_validation::calibrate::{self, Calibration, Cv, Options, ParamSpec, Settings};
 use perfcast_validation::cases::CasesFile;

@@ -1,5 +1,8 @@
 //! The cases-file parser on the repository's file and on broken variants of it.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_validation::cases::{Batch, CasesFile, Kind, Mode, Precision, Recompute};
 use std::path::Path;
 

@@ -8,6 +8,9 @@
 //! entries that miss are listed with the reason in `KNOWN_MISSES`: a new miss fails, and so
 //! does a listed entry that starts to pass (remove it then).
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_validation::collectives::predict::Regime;
 use perfcast_validation::collectives::CollectivesFile;
 use std::path::Path;

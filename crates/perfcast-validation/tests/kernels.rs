@@ -7,6 +7,9 @@
 //! is named. Accelerators without a hardware preset (MI300X, MI325X, Gaudi 2/3, GB300) cannot
 //! be built and are listed as such, never silently skipped.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_validation::kernels;
 use std::collections::BTreeMap;
 

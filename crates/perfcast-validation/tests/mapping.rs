@@ -1,5 +1,8 @@
 //! How cases become engine scenarios, and how predictions become the published metrics.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_core::parallel::CpComm;
 use perfcast_core::workload::FfnAct;
 use perfcast_core::{AttentionKind, DType};

@@ -5,6 +5,9 @@
 //! a bad interval level or residuals file. Each exits non-zero with a message saying what is
 //! wrong, and nothing panics.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_validation::calibrate::synthetic::remeasured;
 use perfcast_validation::harness::Harness;
 use perfcast_validation::overlay::Overlay;

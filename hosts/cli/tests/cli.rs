@@ -5,6 +5,9 @@
 //! Commands run in a fresh temporary directory (the built-in presets must work from anywhere)
 //! with every `PERFCAST_*` variable of the test's own environment removed.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 mod common;

@@ -6,6 +6,9 @@
 //! whose `example/full-c` matches the built-in `full` bit for bit and whose
 //! `example/sqrt-checkpoint` keeps one input per segment.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_testkit::plugins::{cc_plugin_source, cc_shared};
 use serde_json::Value;
 use std::path::PathBuf;

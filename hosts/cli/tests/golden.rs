@@ -20,6 +20,9 @@
 //! binary"); the golden files live in the top-level `tests/` folder with the other cross-crate
 //! checks.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_testkit::golden;
 use std::path::PathBuf;
 

@@ -4,6 +4,9 @@
 //! here from their documented formulas), and that the same ops on a built-in GPU give the
 //! built-in's numbers. Selecting the device is a matter of configuration only.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_core::{ComputeOp, DType, Gemm, MemoryHierarchy, VectorOp, VectorOpKind};
 use perfcast_testkit::plugins::{build_rust, c_vendor};
 use serde_json::Value;

@@ -3,6 +3,9 @@
 //! numbers, and every kind of bad input (non-zero exit, a message naming the key and the
 //! rule, never a panic).
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 mod common;

@@ -2,6 +2,9 @@
 //! output format, the JSON shape, and bad input (non-zero exit, a message naming the key or
 //! the constraint, never a panic).
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 mod common;

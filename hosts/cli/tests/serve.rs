@@ -3,6 +3,9 @@
 //! determinism, the plot, and bad input (exit codes, messages naming the key, the file and
 //! the line; never a panic).
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use serde_json::Value;
 use std::path::Path;
 mod common;

@@ -4,6 +4,9 @@
 //! a topology that cannot place a group or hold the system) is an error naming the key or the
 //! plugin and the value, exit code 1, never a panic.
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 use common::{repo, Out};
 

@@ -3,6 +3,9 @@
 //! parameter is refused when left out, and no accepted key goes undeclared (the plugin's own
 //! "unknown key" error lists what it accepts).
 
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use perfcast_core::{Component, ParamDefault, Registry};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
