@@ -155,93 +155,25 @@ impl Config {
                 })
             }
         };
-        let invalid = |field: &str, message: String| {
-            let k = format!("{key}.{field}");
-            HostError::Invalid {
-                origin: self.origin_of(&k).or_else(|| self.origin_of(&key)),
-                key: k,
-                message,
-            }
-        };
-        let positive = |field: &str, v: u64| {
-            if v == 0 {
-                Err(invalid(field, "must be at least 1".into()))
-            } else {
-                Ok(v)
-            }
-        };
+        let entry = Entry { cfg: self, key };
         let (name, op) = match op_kind.as_str() {
             "gemm" => {
-                let s: GemmSpec = self.parse_op(&key, &json)?;
+                let s: GemmSpec = self.parse_op(&entry.key, &json)?;
                 debug_assert_eq!(s.op, "gemm");
-                let a = s.a_dtype.or(s.dtype).ok_or_else(|| {
-                    invalid("dtype", "missing: give `dtype` (or `a_dtype`)".into())
-                })?;
-                let g = Gemm {
-                    m: positive("m", s.m)?,
-                    n: positive("n", s.n)?,
-                    k: positive("k", s.k)?,
-                    batch: positive("batch", s.batch.unwrap_or(1))?,
-                    a,
-                    b: s.b_dtype.unwrap_or(a),
-                    out: s.out_dtype.unwrap_or(a),
-                    scaling: s.scaling.unwrap_or_default(),
-                };
-                (s.name, ComputeOp::Gemm(g))
+                (s.name.clone(), entry.gemm(s)?)
             }
             "vector" => {
-                let s: VectorSpec = self.parse_op(&key, &json)?;
+                let s: VectorSpec = self.parse_op(&entry.key, &json)?;
                 debug_assert_eq!(s.op, "vector");
-                positive("elements", s.elements)?;
-                if !(s.flops_per_element.is_finite() && s.flops_per_element >= 0.0) {
-                    return Err(invalid(
-                        "flops_per_element",
-                        format!("must be a finite number >= 0, got {}", s.flops_per_element),
-                    ));
-                }
-                if !(s.bytes_per_element.is_finite() && s.bytes_per_element > 0.0) {
-                    return Err(invalid(
-                        "bytes_per_element",
-                        format!("must be a finite number > 0, got {}", s.bytes_per_element),
-                    ));
-                }
-                let v = VectorOp {
-                    kind: s.kind,
-                    elements: s.elements,
-                    flops_per_element: s.flops_per_element,
-                    bytes_per_element: s.bytes_per_element,
-                    dtype: s.dtype,
-                    launches: s.launches.unwrap_or(1),
-                };
-                (s.name, ComputeOp::Vector(v))
+                (s.name.clone(), entry.vector(s)?)
             }
             "attention" => {
-                let s: AttentionSpec = self.parse_op(&key, &json)?;
+                let s: AttentionSpec = self.parse_op(&entry.key, &json)?;
                 debug_assert_eq!(s.op, "attention");
-                let heads = positive("heads", s.heads)?;
-                let kv_heads = positive("kv_heads", s.kv_heads.unwrap_or(heads))?;
-                if heads % kv_heads != 0 {
-                    return Err(invalid(
-                        "kv_heads",
-                        format!("must divide heads ({heads}), got {kv_heads}"),
-                    ));
-                }
-                let a = Attention {
-                    batch: positive("batch", s.batch)?,
-                    heads,
-                    kv_heads,
-                    q_len: positive("q_len", s.q_len)?,
-                    kv_len: positive("kv_len", s.kv_len)?,
-                    head_dim: positive("head_dim", s.head_dim)?,
-                    causal: s.causal,
-                    kind: s.kind,
-                    dtype: s.dtype,
-                    backward: s.backward,
-                };
-                (s.name, ComputeOp::Attention(a))
+                (s.name.clone(), entry.attention(s)?)
             }
             other => {
-                return Err(invalid(
+                return Err(entry.invalid(
                     "op",
                     format!(
                         "unknown op `{other}`{}; expected one of {}",
@@ -253,7 +185,7 @@ impl Config {
         };
         Ok(NamedOp {
             name: name.unwrap_or_else(|| format!("op{i}")),
-            key,
+            key: entry.key,
             op,
         })
     }
@@ -285,5 +217,97 @@ impl Config {
                 message,
             }
         })
+    }
+}
+
+/// One `[[ops]]` entry being read: its key path, for errors that name the field and its origin.
+struct Entry<'a> {
+    cfg: &'a Config,
+    key: String,
+}
+
+impl Entry<'_> {
+    fn invalid(&self, field: &str, message: String) -> HostError {
+        let k = format!("{}.{field}", self.key);
+        HostError::Invalid {
+            origin: self
+                .cfg
+                .origin_of(&k)
+                .or_else(|| self.cfg.origin_of(&self.key)),
+            key: k,
+            message,
+        }
+    }
+
+    fn positive(&self, field: &str, v: u64) -> Result<u64, HostError> {
+        if v == 0 {
+            Err(self.invalid(field, "must be at least 1".into()))
+        } else {
+            Ok(v)
+        }
+    }
+
+    fn gemm(&self, s: GemmSpec) -> Result<ComputeOp, HostError> {
+        let a = s
+            .a_dtype
+            .or(s.dtype)
+            .ok_or_else(|| self.invalid("dtype", "missing: give `dtype` (or `a_dtype`)".into()))?;
+        Ok(ComputeOp::Gemm(Gemm {
+            m: self.positive("m", s.m)?,
+            n: self.positive("n", s.n)?,
+            k: self.positive("k", s.k)?,
+            batch: self.positive("batch", s.batch.unwrap_or(1))?,
+            a,
+            b: s.b_dtype.unwrap_or(a),
+            out: s.out_dtype.unwrap_or(a),
+            scaling: s.scaling.unwrap_or_default(),
+        }))
+    }
+
+    fn vector(&self, s: VectorSpec) -> Result<ComputeOp, HostError> {
+        self.positive("elements", s.elements)?;
+        if !(s.flops_per_element.is_finite() && s.flops_per_element >= 0.0) {
+            return Err(self.invalid(
+                "flops_per_element",
+                format!("must be a finite number >= 0, got {}", s.flops_per_element),
+            ));
+        }
+        if !(s.bytes_per_element.is_finite() && s.bytes_per_element > 0.0) {
+            return Err(self.invalid(
+                "bytes_per_element",
+                format!("must be a finite number > 0, got {}", s.bytes_per_element),
+            ));
+        }
+        Ok(ComputeOp::Vector(VectorOp {
+            kind: s.kind,
+            elements: s.elements,
+            flops_per_element: s.flops_per_element,
+            bytes_per_element: s.bytes_per_element,
+            dtype: s.dtype,
+            launches: s.launches.unwrap_or(1),
+        }))
+    }
+
+    fn attention(&self, s: AttentionSpec) -> Result<ComputeOp, HostError> {
+        let heads = self.positive("heads", s.heads)?;
+        let kv_heads = self.positive("kv_heads", s.kv_heads.unwrap_or(heads))?;
+        if heads % kv_heads != 0 {
+            return Err(self.invalid(
+                "kv_heads",
+                format!("must divide heads ({heads}), got {kv_heads}"),
+            ));
+        }
+        Ok(ComputeOp::Attention(Attention {
+            batch: self.positive("batch", s.batch)?,
+            heads,
+            kv_heads,
+            q_len: self.positive("q_len", s.q_len)?,
+            kv_len: self.positive("kv_len", s.kv_len)?,
+            head_dim: self.positive("head_dim", s.head_dim)?,
+            causal: s.causal,
+            kind: s.kind,
+            dtype: s.dtype,
+            backward: s.backward,
+        }))
     }
 }

@@ -74,6 +74,41 @@ pub struct RooflineReport {
 /// Time every op on `device`.
 pub fn analyze(device: &Device, ops: &[NamedOp]) -> Result<RooflineReport, HostError> {
     let unit = device.compute.as_ref();
+    let memory = tier_rows(device)?;
+    let dev_i = device.device_tier();
+    let dev_bw = memory
+        .get(dev_i)
+        .map(|t| t.effective_bandwidth_bytes_per_s)
+        .ok_or_else(|| HostError::Invalid {
+            key: "device.memory".into(),
+            origin: None,
+            message: "needs at least one memory-tier component".into(),
+        })?;
+    if dev_bw <= 0.0 {
+        return Err(HostError::Model {
+            context: format!("memory tier `{}`", tier_name(device, dev_i)),
+            source: ModelError::NonFinite {
+                what: "effective bandwidth".into(),
+                value: dev_bw,
+            },
+        });
+    }
+
+    let rows = ops
+        .iter()
+        .map(|o| op_row(device, o, dev_bw))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RooflineReport {
+        device: device.compute_name.clone(),
+        compute_kind: unit.kind().to_string(),
+        device_tier: tier_name(device, dev_i),
+        memory,
+        ops: rows,
+    })
+}
+
+/// The device's memory tiers, every number checked finite.
+fn tier_rows(device: &Device) -> Result<Vec<TierRow>, HostError> {
     let tiers = &device.memory.tiers;
     let mut memory = Vec::with_capacity(tiers.len());
     for (i, t) in tiers.iter().enumerate() {
@@ -97,103 +132,80 @@ pub fn analyze(device: &Device, ops: &[NamedOp]) -> Result<RooflineReport, HostE
             )?,
         });
     }
-    let dev_i = device.device_tier();
-    let dev_bw = memory
-        .get(dev_i)
-        .map(|t| t.effective_bandwidth_bytes_per_s)
-        .ok_or_else(|| HostError::Invalid {
-            key: "device.memory".into(),
-            origin: None,
-            message: "needs at least one memory-tier component".into(),
-        })?;
-    if dev_bw <= 0.0 {
-        return Err(HostError::Model {
-            context: format!("memory tier `{}`", tier_name(device, dev_i)),
-            source: ModelError::NonFinite {
-                what: "effective bandwidth".into(),
-                value: dev_bw,
-            },
-        });
-    }
+    Ok(memory)
+}
 
-    let mut rows = Vec::with_capacity(ops.len());
-    for o in ops {
-        let ctx = format!("op `{}` ({}) on `{}`", o.name, o.key, device.compute_name);
-        let model = |source: ModelError| HostError::Model {
-            context: ctx.clone(),
-            source,
-        };
-        let check = |what: &str, v: f64| ensure_finite(what, v).map_err(model);
-        let t = unit.op_time(&o.op, &device.memory).map_err(model)?;
-        let engine = Engine::of(&o.op);
-        let dtype = o.op.dtype();
-        let peak = unit.peak(engine, dtype).ok_or_else(|| {
-            model(ModelError::UnsupportedDType {
-                device: unit.kind().to_string(),
-                engine: engine.name().to_string(),
-                dtype: dtype.name().to_string(),
-            })
-        })?;
-        let eff = unit.efficiency(&o.op);
-        if !(eff > 0.0 && eff <= 1.0) {
-            return Err(model(ModelError::NonFinite {
-                what: "efficiency (must be in (0, 1])".into(),
-                value: eff,
-            }));
-        }
-        let attainable = check("peak x efficiency", peak.0 * eff)?;
-        let flops = check("FLOPs", t.flops.0)?;
-        let bytes = check("device bytes", t.device_bytes.0)?;
-        let time = check("time", t.time.0)?;
-        if bytes <= 0.0 || time <= 0.0 {
-            return Err(model(ModelError::NonFinite {
-                what: if bytes <= 0.0 { "device bytes" } else { "time" }.into(),
-                value: if bytes <= 0.0 { bytes } else { time },
-            }));
-        }
-        let bound = match t.bound {
-            TimeBound::Compute => "compute".to_string(),
-            TimeBound::Overhead => "overhead".to_string(),
-            TimeBound::Memory(i) => {
-                device
-                    .memory_names
-                    .get(i as usize)
-                    .cloned()
-                    .ok_or_else(|| {
-                        model(ModelError::invalid(
-                            Key::other("bound"),
-                            format!("memory tier {i}"),
-                            format!("the device has {} tiers", tiers.len()),
-                        ))
-                    })?
-            }
-        };
-        rows.push(RooflineRow {
-            name: o.name.clone(),
-            op: o.op.class().to_string(),
-            shape: shape(&o.op),
-            dtype: dtype.name().to_string(),
+/// One op's row: the compute unit's own time and bound, its intensity and the ridge point
+/// against `dev_bw`, the device tier's achievable bandwidth.
+fn op_row(device: &Device, o: &NamedOp, dev_bw: f64) -> Result<RooflineRow, HostError> {
+    let unit = device.compute.as_ref();
+    let tiers = &device.memory.tiers;
+    let ctx = format!("op `{}` ({}) on `{}`", o.name, o.key, device.compute_name);
+    let model = |source: ModelError| HostError::Model {
+        context: ctx.clone(),
+        source,
+    };
+    let check = |what: &str, v: f64| ensure_finite(what, v).map_err(model);
+    let t = unit.op_time(&o.op, &device.memory).map_err(model)?;
+    let engine = Engine::of(&o.op);
+    let dtype = o.op.dtype();
+    let peak = unit.peak(engine, dtype).ok_or_else(|| {
+        model(ModelError::UnsupportedDType {
+            device: unit.kind().to_string(),
             engine: engine.name().to_string(),
-            flops,
-            bytes,
-            intensity: check("intensity", flops / bytes)?,
-            ridge: check("ridge point", attainable / dev_bw)?,
-            peak_flops_per_s: check("peak", peak.0)?,
-            attainable_flops_per_s: attainable,
-            time_s: time,
-            compute_s: check("compute time", t.compute.0)?,
-            memory_s: check("memory time", t.memory.0)?,
-            overhead_s: check("overhead", t.overhead.0)?,
-            achieved_flops_per_s: check("achieved throughput", flops / time)?,
-            bound,
-        });
+            dtype: dtype.name().to_string(),
+        })
+    })?;
+    let eff = unit.efficiency(&o.op);
+    if !(eff > 0.0 && eff <= 1.0) {
+        return Err(model(ModelError::NonFinite {
+            what: "efficiency (must be in (0, 1])".into(),
+            value: eff,
+        }));
     }
-    Ok(RooflineReport {
-        device: device.compute_name.clone(),
-        compute_kind: unit.kind().to_string(),
-        device_tier: tier_name(device, dev_i),
-        memory,
-        ops: rows,
+    let attainable = check("peak x efficiency", peak.0 * eff)?;
+    let flops = check("FLOPs", t.flops.0)?;
+    let bytes = check("device bytes", t.device_bytes.0)?;
+    let time = check("time", t.time.0)?;
+    if bytes <= 0.0 || time <= 0.0 {
+        return Err(model(ModelError::NonFinite {
+            what: if bytes <= 0.0 { "device bytes" } else { "time" }.into(),
+            value: if bytes <= 0.0 { bytes } else { time },
+        }));
+    }
+    let bound = match t.bound {
+        TimeBound::Compute => "compute".to_string(),
+        TimeBound::Overhead => "overhead".to_string(),
+        TimeBound::Memory(i) => device
+            .memory_names
+            .get(i as usize)
+            .cloned()
+            .ok_or_else(|| {
+                model(ModelError::invalid(
+                    Key::other("bound"),
+                    format!("memory tier {i}"),
+                    format!("the device has {} tiers", tiers.len()),
+                ))
+            })?,
+    };
+    Ok(RooflineRow {
+        name: o.name.clone(),
+        op: o.op.class().to_string(),
+        shape: shape(&o.op),
+        dtype: dtype.name().to_string(),
+        engine: engine.name().to_string(),
+        flops,
+        bytes,
+        intensity: check("intensity", flops / bytes)?,
+        ridge: check("ridge point", attainable / dev_bw)?,
+        peak_flops_per_s: check("peak", peak.0)?,
+        attainable_flops_per_s: attainable,
+        time_s: time,
+        compute_s: check("compute time", t.compute.0)?,
+        memory_s: check("memory time", t.memory.0)?,
+        overhead_s: check("overhead", t.overhead.0)?,
+        achieved_flops_per_s: check("achieved throughput", flops / time)?,
+        bound,
     })
 }
 

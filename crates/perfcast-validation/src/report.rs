@@ -336,105 +336,116 @@ impl Report {
                 None => out.push('\n'),
             }
             for c in self.cases.iter().filter(|c| c.group == g) {
-                match c.status {
-                    Status::Ok => {
-                        for (i, m) in c.metrics.iter().enumerate() {
-                            let _ = writeln!(out, "{}", metric_row(c, i, m));
-                        }
-                        if let Some((r, p)) = c.reference {
-                            let _ = writeln!(
-                                out,
-                                "  {:<46} {:<22} {:>12} {:>12} {:>8}",
-                                "",
-                                "(reference step s)",
-                                p.map(fmt_num).unwrap_or_else(|| "-".into()),
-                                fmt_num(r),
-                                "derived"
-                            );
-                        }
-                        if !c.breakdown.is_empty() {
-                            let parts: Vec<String> = c
-                                .breakdown
-                                .iter()
-                                .map(|(k, v)| format!("{k} {}", fmt_num(*v)))
-                                .collect();
-                            let _ = writeln!(out, "  {:<46} [{}]", "", parts.join(", "));
-                        }
-                        if let Some(r) = &c.reason {
-                            let _ = writeln!(out, "  {:<46} warning: {r}", "");
-                        }
-                        stack_line(&mut out, c);
-                    }
-                    Status::Unsupported | Status::Error => {
-                        let _ = writeln!(
-                            out,
-                            "  {:<46} {}: {}",
-                            c.id,
-                            if c.status == Status::Unsupported {
-                                "UNSUPPORTED"
-                            } else {
-                                "ERROR"
-                            },
-                            c.reason.as_deref().unwrap_or("")
-                        );
-                        stack_line(&mut out, c);
-                    }
-                }
+                case_rows(&mut out, c);
             }
             if let Some(s) = self.summary.groups.get(g) {
                 let _ = writeln!(out, "  {}", summary_line(s));
             }
             out.push('\n');
         }
-        let _ = writeln!(
-            out,
-            "== summary (MAPE on each case's first published metric, marked *)"
-        );
-        for (g, s) in &self.summary.groups {
-            let _ = writeln!(out, "  {g:<28} {}", summary_line(s));
-        }
-        let _ = writeln!(
-            out,
-            "  {:<28} {}",
-            "training",
-            summary_line(&self.summary.training)
-        );
-        let _ = writeln!(
-            out,
-            "  {:<28} {}",
-            "inference",
-            summary_line(&self.summary.inference)
-        );
-        let _ = writeln!(
-            out,
-            "  {:<28} {}",
-            "overall",
-            summary_line(&self.summary.overall)
-        );
-        if let Some(l) = self.interval_level() {
-            let o = &self.summary.overall;
-            let _ = writeln!(
-                out,
-                "  {}% intervals (out-of-fold residuals of comparable cases, the case's own group left out): {} of {} measurements inside ({:.1}%)",
-                fmt_level(l),
-                o.inside_interval,
-                o.with_interval,
-                100.0 * o.inside_interval as f64 / o.with_interval.max(1) as f64
-            );
-        }
-        if !self.summary.worst.is_empty() {
-            let _ = writeln!(out, "  worst cases:");
-            for w in self.summary.worst.iter().take(5) {
+        summary_rows(&mut out, self);
+        out
+    }
+}
+
+/// The rows of one case: its metrics, reference step, breakdown, warning and stack (or why it
+/// did not run).
+fn case_rows(out: &mut String, c: &CaseResult) {
+    match c.status {
+        Status::Ok => {
+            for (i, m) in c.metrics.iter().enumerate() {
+                let _ = writeln!(out, "{}", metric_row(c, i, m));
+            }
+            if let Some((r, p)) = c.reference {
                 let _ = writeln!(
                     out,
-                    "    {:<46} {:<26} {:+.1}%",
-                    w.id,
-                    w.metric,
-                    100.0 * w.rel_error
+                    "  {:<46} {:<22} {:>12} {:>12} {:>8}",
+                    "",
+                    "(reference step s)",
+                    p.map(fmt_num).unwrap_or_else(|| "-".into()),
+                    fmt_num(r),
+                    "derived"
                 );
             }
+            if !c.breakdown.is_empty() {
+                let parts: Vec<String> = c
+                    .breakdown
+                    .iter()
+                    .map(|(k, v)| format!("{k} {}", fmt_num(*v)))
+                    .collect();
+                let _ = writeln!(out, "  {:<46} [{}]", "", parts.join(", "));
+            }
+            if let Some(r) = &c.reason {
+                let _ = writeln!(out, "  {:<46} warning: {r}", "");
+            }
+            stack_line(out, c);
         }
-        out
+        Status::Unsupported | Status::Error => {
+            let _ = writeln!(
+                out,
+                "  {:<46} {}: {}",
+                c.id,
+                if c.status == Status::Unsupported {
+                    "UNSUPPORTED"
+                } else {
+                    "ERROR"
+                },
+                c.reason.as_deref().unwrap_or("")
+            );
+            stack_line(out, c);
+        }
+    }
+}
+
+/// The summary block: MAPE per group and kind, the intervals' coverage, the worst cases.
+fn summary_rows(out: &mut String, r: &Report) {
+    let _ = writeln!(
+        out,
+        "== summary (MAPE on each case's first published metric, marked *)"
+    );
+    for (g, s) in &r.summary.groups {
+        let _ = writeln!(out, "  {g:<28} {}", summary_line(s));
+    }
+    let _ = writeln!(
+        out,
+        "  {:<28} {}",
+        "training",
+        summary_line(&r.summary.training)
+    );
+    let _ = writeln!(
+        out,
+        "  {:<28} {}",
+        "inference",
+        summary_line(&r.summary.inference)
+    );
+    let _ = writeln!(
+        out,
+        "  {:<28} {}",
+        "overall",
+        summary_line(&r.summary.overall)
+    );
+    if let Some(l) = r.interval_level() {
+        let o = &r.summary.overall;
+        let _ = writeln!(
+            out,
+            "  {}% intervals (out-of-fold residuals of comparable cases, the case's own group left out): {} of {} measurements inside ({:.1}%)",
+            fmt_level(l),
+            o.inside_interval,
+            o.with_interval,
+            100.0 * o.inside_interval as f64 / o.with_interval.max(1) as f64
+        );
+    }
+    if !r.summary.worst.is_empty() {
+        let _ = writeln!(out, "  worst cases:");
+        for w in r.summary.worst.iter().take(5) {
+            let _ = writeln!(
+                out,
+                "    {:<46} {:<26} {:+.1}%",
+                w.id,
+                w.metric,
+                100.0 * w.rel_error
+            );
+        }
     }
 }
 

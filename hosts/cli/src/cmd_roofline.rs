@@ -2,6 +2,7 @@
 
 use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
 use anyhow::Context as _;
+use perfcast_engine::inference::{GemmPoint, InferencePlan};
 use perfcast_scenario::roofline::{self, RooflineReport};
 
 #[derive(Debug, clap::Args)]
@@ -198,95 +199,101 @@ fn run_model(a: &Args, cfg: &perfcast_config::Config) -> anyhow::Result<()> {
             "plan": plan,
             "gemms": points,
         }))?,
-        Format::Csv => {
-            let mut t = Table::new(&[
-                ("model", false),
-                ("system", false),
-                ("phase", false),
-                ("gemm", false),
-                ("m", true),
-                ("n", true),
-                ("k", true),
-                ("count", true),
-                ("dtype", false),
-                ("weight_dtype", false),
-                ("flops", true),
-                ("bytes", true),
-                ("intensity_flop_per_byte", true),
-                ("ridge_flop_per_byte", true),
-                ("time_s", true),
-                ("share_of_phase_time", true),
-                ("bound", false),
-            ]);
-            for p in &points {
-                t.push(vec![
-                    model.clone(),
-                    system.clone(),
-                    p.phase.name().to_string(),
-                    p.name.to_string(),
-                    p.m.to_string(),
-                    p.n.to_string(),
-                    p.k.to_string(),
-                    p.count.to_string(),
-                    p.dtype.name().to_string(),
-                    p.weight_dtype.name().to_string(),
-                    p.flops.to_string(),
-                    p.bytes.to_string(),
-                    p.intensity.to_string(),
-                    p.ridge.to_string(),
-                    p.time.0.to_string(),
-                    p.share_of_phase_time.to_string(),
-                    p.limiter.clone(),
-                ]);
-            }
-            t.csv()
-        }
-        Format::Table => {
-            let mut out = format!(
-                "{model} on {system}: tp={} pp={} batch={} input={} output={}\n\
-                 per device; decode at the mean context; intensity per device-memory byte; \
-                 ridge = matrix peak / peak device bandwidth; share = count x time / pass time\n\n",
-                plan.tp, plan.pp, plan.batch, plan.input_len, plan.output_len
-            );
-            let mut t = Table::new(&[
-                ("phase", false),
-                ("gemm", false),
-                ("m", true),
-                ("n", true),
-                ("k", true),
-                ("count", true),
-                ("dtype", false),
-                ("GFLOP", true),
-                ("MB", true),
-                ("FLOP/B", true),
-                ("ridge", true),
-                ("time us", true),
-                ("share %", true),
-                ("bound", false),
-            ]);
-            for p in &points {
-                t.push(vec![
-                    p.phase.name().to_string(),
-                    p.name.to_string(),
-                    p.m.to_string(),
-                    p.n.to_string(),
-                    p.k.to_string(),
-                    p.count.to_string(),
-                    p.dtype.name().to_string(),
-                    num(p.flops / 1e9),
-                    num(p.bytes / 1e6),
-                    num(p.intensity),
-                    num(p.ridge),
-                    num(p.time.0 * 1e6),
-                    num(100.0 * p.share_of_phase_time),
-                    p.limiter.clone(),
-                ]);
-            }
-            out.push_str(&t.render());
-            out
-        }
+        Format::Csv => model_csv(model, system, &points),
+        Format::Table => model_table(model, system, &plan, &points),
     };
     print(&text)
+}
+
+/// `roofline --format csv` of a model's GEMMs.
+fn model_csv(model: &str, system: &str, points: &[GemmPoint]) -> String {
+    let mut t = Table::new(&[
+        ("model", false),
+        ("system", false),
+        ("phase", false),
+        ("gemm", false),
+        ("m", true),
+        ("n", true),
+        ("k", true),
+        ("count", true),
+        ("dtype", false),
+        ("weight_dtype", false),
+        ("flops", true),
+        ("bytes", true),
+        ("intensity_flop_per_byte", true),
+        ("ridge_flop_per_byte", true),
+        ("time_s", true),
+        ("share_of_phase_time", true),
+        ("bound", false),
+    ]);
+    for p in points {
+        t.push(vec![
+            model.to_string(),
+            system.to_string(),
+            p.phase.name().to_string(),
+            p.name.to_string(),
+            p.m.to_string(),
+            p.n.to_string(),
+            p.k.to_string(),
+            p.count.to_string(),
+            p.dtype.name().to_string(),
+            p.weight_dtype.name().to_string(),
+            p.flops.to_string(),
+            p.bytes.to_string(),
+            p.intensity.to_string(),
+            p.ridge.to_string(),
+            p.time.0.to_string(),
+            p.share_of_phase_time.to_string(),
+            p.limiter.clone(),
+        ]);
+    }
+    t.csv()
+}
+
+/// `roofline` of a model's GEMMs as a table, under a line naming the plan.
+fn model_table(model: &str, system: &str, plan: &InferencePlan, points: &[GemmPoint]) -> String {
+    let mut out = format!(
+        "{model} on {system}: tp={} pp={} batch={} input={} output={}\n\
+         per device; decode at the mean context; intensity per device-memory byte; \
+         ridge = matrix peak / peak device bandwidth; share = count x time / pass time\n\n",
+        plan.tp, plan.pp, plan.batch, plan.input_len, plan.output_len
+    );
+    let mut t = Table::new(&[
+        ("phase", false),
+        ("gemm", false),
+        ("m", true),
+        ("n", true),
+        ("k", true),
+        ("count", true),
+        ("dtype", false),
+        ("GFLOP", true),
+        ("MB", true),
+        ("FLOP/B", true),
+        ("ridge", true),
+        ("time us", true),
+        ("share %", true),
+        ("bound", false),
+    ]);
+    for p in points {
+        t.push(vec![
+            p.phase.name().to_string(),
+            p.name.to_string(),
+            p.m.to_string(),
+            p.n.to_string(),
+            p.k.to_string(),
+            p.count.to_string(),
+            p.dtype.name().to_string(),
+            num(p.flops / 1e9),
+            num(p.bytes / 1e6),
+            num(p.intensity),
+            num(p.ridge),
+            num(p.time.0 * 1e6),
+            num(100.0 * p.share_of_phase_time),
+            p.limiter.clone(),
+        ]);
+    }
+    out.push_str(&t.render());
+    out
 }
 
 /// The model's GEMMs as a roofline report, for the chart of `--plot`.

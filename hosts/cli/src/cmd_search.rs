@@ -416,48 +416,7 @@ fn render(
         out.push_str(&format!("error bars: {}\n", iv.describe()));
     }
     if let Some(p) = published {
-        out.push_str(&format!(
-            "\nthe config's [plan] ({}): ",
-            plan_label(&p.plan, PlanStyle::Compact)
-        ));
-        match (p.time_s, p.mfu, p.memory_gib, &p.error) {
-            (Some(t), Some(m), Some(g), _) => {
-                out.push_str(&format!(
-                    "{} s, MFU {:.1}%, {} GiB{}",
-                    num(t),
-                    m * 100.0,
-                    num(g),
-                    if p.fits == Some(false) {
-                        " (does not fit)"
-                    } else {
-                        ""
-                    }
-                ));
-                let same = r
-                    .fastest
-                    .iter()
-                    .find(|f| f.devices as u64 == p.plan.devices());
-                if let Some(best) = same {
-                    let (gp, gs) = (p.plan.global_batch, global_batch);
-                    let speedup = (t / gp as f64) / (best.time_s / gs as f64);
-                    out.push_str(&format!(
-                        "; the fastest plan found on {} devices is {:.2}x as fast{}",
-                        best.devices,
-                        speedup,
-                        if gp == gs {
-                            String::new()
-                        } else {
-                            format!(" per sequence (global batch {gs}; the [plan]'s is {gp})")
-                        }
-                    ));
-                }
-                out.push('\n');
-            }
-            (_, _, _, e) => out.push_str(&format!(
-                "not evaluated: {}\n",
-                e.as_deref().unwrap_or("unknown")
-            )),
-        }
+        out.push_str(&published_line(r, p, global_batch));
     }
     let mut pt = Table::new(&[
         ("devices", true),
@@ -517,6 +476,55 @@ fn render(
         s.plans_per_s,
         s.evaluations_per_s
     ));
+    out
+}
+
+/// The line on the config's own `[plan]`: its time, MFU and memory, and how the fastest plan
+/// found on as many devices compares.
+fn published_line(r: &SearchResult, p: &Published, global_batch: u32) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "\nthe config's [plan] ({}): ",
+        plan_label(&p.plan, PlanStyle::Compact)
+    ));
+    match (p.time_s, p.mfu, p.memory_gib, &p.error) {
+        (Some(t), Some(m), Some(g), _) => {
+            out.push_str(&format!(
+                "{} s, MFU {:.1}%, {} GiB{}",
+                num(t),
+                m * 100.0,
+                num(g),
+                if p.fits == Some(false) {
+                    " (does not fit)"
+                } else {
+                    ""
+                }
+            ));
+            let same = r
+                .fastest
+                .iter()
+                .find(|f| f.devices as u64 == p.plan.devices());
+            if let Some(best) = same {
+                let (gp, gs) = (p.plan.global_batch, global_batch);
+                let speedup = (t / gp as f64) / (best.time_s / gs as f64);
+                out.push_str(&format!(
+                    "; the fastest plan found on {} devices is {:.2}x as fast{}",
+                    best.devices,
+                    speedup,
+                    if gp == gs {
+                        String::new()
+                    } else {
+                        format!(" per sequence (global batch {gs}; the [plan]'s is {gp})")
+                    }
+                ));
+            }
+            out.push('\n');
+        }
+        (_, _, _, e) => out.push_str(&format!(
+            "not evaluated: {}\n",
+            e.as_deref().unwrap_or("unknown")
+        )),
+    }
     out
 }
 

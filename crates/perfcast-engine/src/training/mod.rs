@@ -27,9 +27,9 @@ mod prepare;
 pub mod recipe;
 pub mod report;
 mod time;
+pub mod timer;
 
 pub use fast::{LayerCache, PlanGroup};
-pub use ops::{ComputeBreakdown, OpLine};
 pub use placement::{MeshAxis, Placement};
 pub use plan::{EngineParams, TrainingPlan};
 pub use recipe::{CastCosts, Fp8Recipe};
@@ -37,13 +37,14 @@ pub use report::{
     Bottleneck, Feasibility, LayerReport, MemoryReport, StageField, StageMemory, TimeBreakdown,
     TrainingReport,
 };
+pub use timer::{ComputeBreakdown, OpLine};
 
 pub use components::{TrainingComponents, TrainingOptions};
 
 use crate::network::{Mesh, Network};
 use compose::Composed;
 use memory::{ActivationShape, StateBytes};
-use ops::{ClassTimes, PassTimes, Timer};
+use ops::PassTimes;
 use perfcast_core::parallel::{
     stage_layers, CommClass, CommList, CpComm, LayerDims, LayerSplit, Overlap, ParallelStrategy,
     Phase, PipelineSchedule, RecomputePlan, RecomputePolicy, ScheduleInput, StateSplit,
@@ -54,6 +55,7 @@ use perfcast_core::{Bytes, DType, Engine, FlopCount, Key, ModelError, Seconds, S
 use prepare::Prepared;
 use std::sync::Arc;
 use time::{pool, GroupTimes};
+use timer::{ClassTimes, Timer};
 
 /// Registry names of the parallel strategies a `Training` uses by default, in mesh order
 /// (Megatron-LM's: TP innermost, then SP, CP, EP (the MoE layers' expert mesh, folded into

@@ -14,7 +14,8 @@
 //! expert's own rows). Token dispatch and combine themselves are collectives of the `expert`
 //! strategy. With FP8, each expert GEMM input is cast as the dense GEMMs' are.
 
-use super::ops::{ClassTimes, LayerShape, OpClass, Timer};
+use super::ops::LayerShape;
+use super::timer::{ClassTimes, OpClass, Timer};
 use perfcast_core::op::{ComputeOp, Gemm, VectorOpKind};
 use perfcast_core::ModelError;
 

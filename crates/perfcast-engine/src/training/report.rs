@@ -1,6 +1,6 @@
 //! The training report and its renderings (table text, CSV, JSON through serde).
 
-use super::ops::ComputeBreakdown;
+use super::timer::ComputeBreakdown;
 use perfcast_core::{Bytes, FlopCount, ModelError, Seconds};
 use serde::Serialize;
 use std::fmt::Write as _;
