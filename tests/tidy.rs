@@ -36,16 +36,10 @@ const KNOWN_LONG_FNS: &[(&str, &str, usize)] = &[
         133,
     ),
     (
-        "crates/perfcast-scenario/src/hf/mod.rs",
-        "model_from_hf_config",
-        132,
-    ),
-    (
         "crates/perfcast-engine/src/training/evaluate.rs",
         "evaluate_placed",
         131,
     ),
-    ("crates/perfcast-studies/src/plans.rs", "resolve", 129),
     ("crates/perfcast-serving/src/schedule.rs", "start_step", 124),
     (
         "crates/perfcast-engine/src/training/compose.rs",

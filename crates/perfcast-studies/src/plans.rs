@@ -63,6 +63,43 @@ pub fn resolve(
         }
     }
     let mut s = sc.space();
+    fill_defaults(&mut s);
+    check_lists(ctx, key, &s)?;
+    let d = Constraints::default();
+    let memory_headroom = sc.memory_headroom.unwrap_or(d.memory_headroom);
+    if !(memory_headroom.is_finite() && (0.0..1.0).contains(&memory_headroom)) {
+        return Err(ctx.bad(
+            &format!("{key}.memory_headroom"),
+            format!("{memory_headroom}: a fraction in [0, 1)"),
+        ));
+    }
+    let max_micro_batch = sc.max_micro_batch.unwrap_or(d.max_micro_batch);
+    let max_tp = sc
+        .max_tp
+        .unwrap_or_else(|| s.tp.iter().flatten().copied().max().unwrap_or(1));
+    if max_micro_batch == 0 || max_tp == 0 {
+        return Err(ctx.bad(
+            &format!(
+                "{key}.{}",
+                if max_tp == 0 {
+                    "max_tp"
+                } else {
+                    "max_micro_batch"
+                }
+            ),
+            "must be an integer >= 1",
+        ));
+    }
+    Ok(StudySearch {
+        space: s,
+        memory_headroom,
+        max_tp,
+        max_micro_batch,
+    })
+}
+
+/// The studies' defaults for the lists a `[search]` section leaves out.
+fn fill_defaults(s: &mut SearchSpace) {
     let fill = |v: &mut Option<Vec<u32>>, d: &[u32]| {
         v.get_or_insert_with(|| d.to_vec());
     };
@@ -82,6 +119,11 @@ pub fn resolve(
     s.tp_comm_overlap.get_or_insert_with(|| vec![false]);
     s.placement
         .get_or_insert_with(|| vec!["tp-cp-pp-dp".into()]);
+}
+
+/// Every list of the space non-empty and within what the training engine takes; an error
+/// naming `key.field`.
+fn check_lists(ctx: &StudyContext, key: &str, s: &SearchSpace) -> Result<(), StudyError> {
     // Lists that must not be empty (an empty list would silently search nothing).
     let lists: [(&str, usize); 8] = [
         ("tp", s.tp.as_ref().map_or(1, Vec::len)),
@@ -139,37 +181,7 @@ pub fn resolve(
             format!("{z}: allowed are 0, 1, 2, 3"),
         ));
     }
-    let d = Constraints::default();
-    let memory_headroom = sc.memory_headroom.unwrap_or(d.memory_headroom);
-    if !(memory_headroom.is_finite() && (0.0..1.0).contains(&memory_headroom)) {
-        return Err(ctx.bad(
-            &format!("{key}.memory_headroom"),
-            format!("{memory_headroom}: a fraction in [0, 1)"),
-        ));
-    }
-    let max_micro_batch = sc.max_micro_batch.unwrap_or(d.max_micro_batch);
-    let max_tp = sc
-        .max_tp
-        .unwrap_or_else(|| s.tp.iter().flatten().copied().max().unwrap_or(1));
-    if max_micro_batch == 0 || max_tp == 0 {
-        return Err(ctx.bad(
-            &format!(
-                "{key}.{}",
-                if max_tp == 0 {
-                    "max_tp"
-                } else {
-                    "max_micro_batch"
-                }
-            ),
-            "must be an integer >= 1",
-        ));
-    }
-    Ok(StudySearch {
-        space: s,
-        memory_headroom,
-        max_tp,
-        max_micro_batch,
-    })
+    Ok(())
 }
 
 impl StudySearch {

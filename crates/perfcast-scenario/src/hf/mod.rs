@@ -193,34 +193,7 @@ pub fn model_from_hf_config(cfg: &Value) -> Result<ModelSpec, HfError> {
     let vocab = required(cfg, &["vocab_size", "padded_vocab_size"])?;
     let head_dim = positive_int(cfg, "head_dim")?;
 
-    let act = string(cfg, act_key)?
-        .or(string(cfg, "hidden_activation")?)
-        .ok_or_else(|| HfError::Missing {
-            key: act_key.into(),
-            alternatives: vec!["hidden_activation".into()],
-        })?
-        .to_ascii_lowercase();
-    let gated = GATED.contains(&model_type.as_str());
-    let ffn_act = match act.as_str() {
-        "relu2" | "squared_relu" | "squared-relu" => FfnAct::Relu2,
-        "silu" | "swish" | "swiglu" => FfnAct::Swiglu,
-        // Gated families (Gemma's GeGLU) keep three matrices whatever the activation.
-        "gelu" | "gelu_new" | "gelu_fast" | "gelu_pytorch_tanh" | "gelu_python" | "quick_gelu"
-        | "relu"
-            if gated =>
-        {
-            FfnAct::Swiglu
-        }
-        "gelu" | "gelu_new" | "gelu_fast" | "gelu_pytorch_tanh" | "gelu_python" | "quick_gelu"
-        | "relu" => FfnAct::Gelu,
-        other => {
-            return Err(HfError::BadValue {
-                key: act_key.into(),
-                value: format!("\"{other}\""),
-                expected: "silu/swish (gated MLP), gelu* or relu (2-matrix MLP), or relu2".into(),
-            })
-        }
-    };
+    let ffn_act = ffn_act(cfg, act_key, GATED.contains(&model_type.as_str()))?;
 
     let (norm, position, bias) = match model_type.as_str() {
         "gpt2" => (NormKind::LayerNorm, PositionKind::Learned, true),
@@ -262,6 +235,38 @@ pub fn model_from_hf_config(cfg: &Value) -> Result<ModelSpec, HfError> {
     };
     m.validate().map_err(|e| HfError::Invalid(e.to_string()))?;
     Ok(m)
+}
+
+/// The MLP activation of `cfg[act_key]` (or `hidden_activation`); gated families keep three
+/// matrices whatever the activation.
+fn ffn_act(cfg: &Value, act_key: &str, gated: bool) -> Result<FfnAct, HfError> {
+    let act = string(cfg, act_key)?
+        .or(string(cfg, "hidden_activation")?)
+        .ok_or_else(|| HfError::Missing {
+            key: act_key.into(),
+            alternatives: vec!["hidden_activation".into()],
+        })?
+        .to_ascii_lowercase();
+    Ok(match act.as_str() {
+        "relu2" | "squared_relu" | "squared-relu" => FfnAct::Relu2,
+        "silu" | "swish" | "swiglu" => FfnAct::Swiglu,
+        // Gated families (Gemma's GeGLU) keep three matrices whatever the activation.
+        "gelu" | "gelu_new" | "gelu_fast" | "gelu_pytorch_tanh" | "gelu_python" | "quick_gelu"
+        | "relu"
+            if gated =>
+        {
+            FfnAct::Swiglu
+        }
+        "gelu" | "gelu_new" | "gelu_fast" | "gelu_pytorch_tanh" | "gelu_python" | "quick_gelu"
+        | "relu" => FfnAct::Gelu,
+        other => {
+            return Err(HfError::BadValue {
+                key: act_key.into(),
+                value: format!("\"{other}\""),
+                expected: "silu/swish (gated MLP), gelu* or relu (2-matrix MLP), or relu2".into(),
+            })
+        }
+    })
 }
 
 /// Read a `config.json` file.
