@@ -27,7 +27,6 @@ const KNOWN_LONG_FNS: &[(&str, &str, usize)] = &[
         "prepare_checked",
         156,
     ),
-    ("crates/perfcast-search/src/config.rs", "load_scenario", 143),
     ("crates/perfcast-search/src/serving/walk.rs", "search", 140),
     ("crates/perfcast-loader/src/isolate.rs", "answer", 133),
     (

@@ -56,8 +56,11 @@ pub fn explain_all(cfg: &Config) -> Vec<Explained> {
     }
     let training = cfg.contains("plan");
     let serving = cfg.contains("inference");
+    // Each part reads the stack as its own commands do (a training stack for `[plan]`, an
+    // inference one for `[inference]`); a part whose stack does not fit shows its defaults.
     if training {
-        let options = crate::training::options(cfg).ok();
+        let sc = crate::Scenario::training(cfg);
+        let options = crate::training::options(&sc).ok();
         let names: Vec<String> = options
             .as_ref()
             .and_then(|o| o.strategies.clone())
@@ -68,7 +71,7 @@ pub fn explain_all(cfg: &Config) -> Vec<Explained> {
                 declared_rows(info, &base, &mut |k, v, s| add(&mut rows, k, v, s));
             }
         }
-        if let Ok(Some(plan)) = crate::training::plan(cfg) {
+        if let Ok(Some(plan)) = crate::training::plan(&sc) {
             engine_rows(&plan, "plan", "TrainingPlan", &mut |k, v, s| {
                 add(&mut rows, k, v, s)
             });
@@ -88,7 +91,7 @@ pub fn explain_all(cfg: &Config) -> Vec<Explained> {
                 add(&mut rows, k, v, s)
             });
         }
-        if let Ok(o) = crate::inference::options(cfg) {
+        if let Ok(o) = crate::inference::options(&crate::Scenario::inference(cfg)) {
             engine_rows(&o, "options", "InferenceOptions", &mut |k, v, s| {
                 add(&mut rows, k, v, s)
             });

@@ -3,8 +3,7 @@
 //! Devices: `system.devices` left at its built-in default becomes `tp x pp x replicas`;
 //! otherwise the plan may use at most `system.devices`.
 
-use crate::stack::{generation, inference_stack, user_set};
-use crate::{engine_error, is_set, ScenarioError};
+use crate::{engine_error, is_set, Scenario, ScenarioError};
 use perfcast_config::Config;
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan};
 
@@ -17,8 +16,15 @@ pub struct InferenceScenario {
 }
 
 impl InferenceScenario {
-    /// The scenario of `cfg`: a `[model]`, an `[inference]` plan and a system are required.
+    /// The scenario of `cfg` (its stack resolved once: [`Scenario::inference`]).
     pub fn from_config(cfg: &Config) -> Result<Self, ScenarioError> {
+        Self::of(&Scenario::inference(cfg))
+    }
+
+    /// The inference scenario of `sc`: a `[model]`, an `[inference]` plan and a system are
+    /// required.
+    pub fn of(sc: &Scenario) -> Result<Self, ScenarioError> {
+        let cfg = sc.config();
         let model = crate::model(cfg)?;
         let mut system = cfg.system()?;
         if !cfg.contains("inference") {
@@ -28,7 +34,8 @@ impl InferenceScenario {
             });
         }
         let mut plan: InferencePlan = cfg.extract("inference")?;
-        inference_stack(cfg)?.apply_inference_plan(&mut plan, &user_set(cfg), generation(cfg)?);
+        sc.stack()?
+            .apply_inference_plan(&mut plan, &sc.user_set(), sc.generation()?);
         if !is_set(cfg, "system.devices") {
             let gpus = plan.gpus();
             if gpus > 0 && gpus < u32::MAX {
@@ -36,15 +43,15 @@ impl InferenceScenario {
             }
         }
         let inference =
-            Inference::new(model, system, options(cfg)?).map_err(|e| engine_error(cfg, e))?;
+            Inference::new(model, system, options(sc)?).map_err(|e| engine_error(cfg, e))?;
         Ok(InferenceScenario { inference, plan })
     }
 }
 
 /// The inference engine's options of `[options]` (defaults when absent), with the stack's
 /// option fields where `[options]` leaves them unset.
-pub fn options(cfg: &Config) -> Result<InferenceOptions, ScenarioError> {
-    let mut o: InferenceOptions = cfg.extract_opt("options")?.unwrap_or_default();
-    inference_stack(cfg)?.apply_inference_options(&mut o, &user_set(cfg));
+pub fn options(sc: &Scenario) -> Result<InferenceOptions, ScenarioError> {
+    let mut o: InferenceOptions = sc.config().extract_opt("options")?.unwrap_or_default();
+    sc.stack()?.apply_inference_options(&mut o, &sc.user_set());
     Ok(o)
 }

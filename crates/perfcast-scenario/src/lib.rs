@@ -3,6 +3,9 @@
 //! Every host (the CLI's commands, the search, the studies, the validation harness, later the
 //! Python bindings) goes through this one layer to read a scenario, so that they agree on:
 //!
+//! - the **resolution**: a command reads its configuration once into a [`Scenario`] (the
+//!   stack checked against the command's engines, the GPU generation), and every view below
+//!   derives from it;
 //! - the **model** of `[model]`: its `ModelSpec` fields, an included model preset, or
 //!   `hf_config = "config.json"` (a Hugging Face config, [`hf`]) ([`model`]);
 //! - the **devices**: `plan.dp` and `system.devices` reconciled ([`training::resolve_devices`];
@@ -24,6 +27,7 @@ pub mod inference;
 mod model;
 pub mod plausible;
 pub mod reference;
+mod resolved;
 pub mod roofline;
 pub mod serving;
 pub mod stack;
@@ -31,7 +35,9 @@ pub mod training;
 
 pub use inference::InferenceScenario;
 pub use model::model;
+pub use resolved::Scenario;
 pub use serving::ServingScenario;
+pub use stack::stacks_resolved;
 pub use stack::{Stack, StackKind};
 pub use training::TrainingScenario;
 

@@ -53,6 +53,12 @@ impl ServingScenario {
     /// The scenario of `cfg`: a `[model]`, a system and a `[serving]` (or an `[inference]`)
     /// section are required.
     pub fn from_config(cfg: &Config) -> Result<Self, ScenarioError> {
+        Self::of(&crate::Scenario::inference(cfg))
+    }
+
+    /// The serving scenario of `sc` (see [`ServingScenario::from_config`]).
+    pub fn of(sc: &crate::Scenario) -> Result<Self, ScenarioError> {
+        let cfg = sc.config();
         let model = crate::model(cfg)?;
         let mut system = cfg.system()?;
         if !cfg.contains("serving") && !cfg.contains("inference") {
@@ -68,11 +74,8 @@ impl ServingScenario {
         let mut plan = defaults
             .clone()
             .unwrap_or_else(|| InferencePlan::new(1, 1, 1));
-        crate::stack::inference_stack(cfg)?.apply_inference_plan(
-            &mut plan,
-            &crate::stack::user_set(cfg),
-            crate::stack::generation(cfg)?,
-        );
+        sc.stack()?
+            .apply_inference_plan(&mut plan, &sc.user_set(), sc.generation()?);
         if !is_set(cfg, "serving.cuda_graphs") {
             config.cuda_graphs = plan.graph_capture;
         }
@@ -87,7 +90,7 @@ impl ServingScenario {
             system.devices = d.gpus().max(1);
         }
         let requests = requests(cfg, &config, defaults.as_ref())?;
-        let options = crate::inference::options(cfg)?;
+        let options = crate::inference::options(sc)?;
         let inference = Inference::new(model, system, options).map_err(|e| engine_error(cfg, e))?;
         Ok(ServingScenario {
             inference,

@@ -8,8 +8,7 @@
 //! The stack (`stack = "NAME"`, [`crate::stack`]) fills the plan and option fields the
 //! configuration leaves unset.
 
-use crate::stack::{generation, training_stack, user_set};
-use crate::{engine_error, is_set, ScenarioError};
+use crate::{engine_error, is_set, Scenario, ScenarioError};
 use perfcast_config::{Config, HostError};
 use perfcast_core::System;
 use perfcast_engine::{Training, TrainingOptions, TrainingPlan};
@@ -23,16 +22,22 @@ pub struct TrainingScenario {
 }
 
 impl TrainingScenario {
-    /// The scenario of `cfg`: a `[model]`, a `[plan]` and a system are required.
+    /// The scenario of `cfg` (its stack resolved once: [`Scenario::training`]).
     pub fn from_config(cfg: &Config) -> Result<Self, ScenarioError> {
+        Self::of(&Scenario::training(cfg))
+    }
+
+    /// The training scenario of `sc`: a `[model]`, a `[plan]` and a system are required.
+    pub fn of(sc: &Scenario) -> Result<Self, ScenarioError> {
+        let cfg = sc.config();
         let model = crate::model(cfg)?;
         let mut system = cfg.system()?;
-        let mut plan = plan(cfg)?.ok_or(ScenarioError::Missing {
+        let mut plan = plan(sc)?.ok_or(ScenarioError::Missing {
             section: "plan",
             hint: "`perfcast predict` needs the training plan (tp, pp, dp, micro_batch, global_batch, recompute, ...; README.md, \"predict\")",
         })?;
         resolve_devices(cfg, &mut plan, &mut system)?;
-        let training = Training::with_options(model, system, cfg.registry(), &options(cfg)?)
+        let training = Training::with_options(model, system, cfg.registry(), &options(sc)?)
             .map_err(|e| engine_error(cfg, e))?;
         Ok(TrainingScenario { training, plan })
     }
@@ -40,22 +45,24 @@ impl TrainingScenario {
 
 /// The `[plan]`, if the configuration has one (devices not yet reconciled), with the
 /// stack's plan fields where `[plan]` leaves them unset ([`crate::stack`]).
-pub fn plan(cfg: &Config) -> Result<Option<TrainingPlan>, ScenarioError> {
-    let Some(mut p) = cfg.extract_opt::<TrainingPlan>("plan")? else {
+pub fn plan(sc: &Scenario) -> Result<Option<TrainingPlan>, ScenarioError> {
+    let Some(mut p) = sc.config().extract_opt::<TrainingPlan>("plan")? else {
         return Ok(None);
     };
-    training_stack(cfg)?.apply_training_plan(&mut p, &user_set(cfg), generation(cfg)?);
+    sc.stack()?
+        .apply_training_plan(&mut p, &sc.user_set(), sc.generation()?);
     Ok(Some(p))
 }
 
 /// What a plan is made from when `[plan]` leaves a field out: the `[plan]` (stack applied),
 /// else the engine's default plan with the stack's fields (the search's template).
-pub fn template(cfg: &Config) -> Result<TrainingPlan, ScenarioError> {
-    match plan(cfg)? {
+pub fn template(sc: &Scenario) -> Result<TrainingPlan, ScenarioError> {
+    match plan(sc)? {
         Some(p) => Ok(p),
         None => {
             let mut p = TrainingPlan::default();
-            training_stack(cfg)?.apply_training_plan(&mut p, &user_set(cfg), generation(cfg)?);
+            sc.stack()?
+                .apply_training_plan(&mut p, &sc.user_set(), sc.generation()?);
             Ok(p)
         }
     }
@@ -63,9 +70,9 @@ pub fn template(cfg: &Config) -> Result<TrainingPlan, ScenarioError> {
 
 /// The training engine's options of `[options]` (defaults when absent), with the stack's
 /// option fields where `[options]` leaves them unset.
-pub fn options(cfg: &Config) -> Result<TrainingOptions, ScenarioError> {
-    let mut o: TrainingOptions = cfg.extract_opt("options")?.unwrap_or_default();
-    training_stack(cfg)?.apply_training_options(&mut o, &user_set(cfg));
+pub fn options(sc: &Scenario) -> Result<TrainingOptions, ScenarioError> {
+    let mut o: TrainingOptions = sc.config().extract_opt("options")?.unwrap_or_default();
+    sc.stack()?.apply_training_options(&mut o, &sc.user_set());
     Ok(o)
 }
 

@@ -12,9 +12,26 @@ use perfcast_engine::software::SelectiveRecompute;
 use perfcast_engine::training::Fp8Recipe;
 use perfcast_engine::TrainingOptions;
 use perfcast_scenario::stack::{GpuGeneration, TpComm, MAPPING};
-use perfcast_scenario::{inference, training, Stack, StackKind};
+use perfcast_scenario::{Stack, StackKind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The views a command reads, each from the configuration resolved as that command resolves it.
+fn tplan(
+    cfg: &Config,
+) -> Result<Option<perfcast_engine::TrainingPlan>, perfcast_scenario::ScenarioError> {
+    perfcast_scenario::training::plan(&perfcast_scenario::Scenario::training(cfg))
+}
+fn topts(
+    cfg: &Config,
+) -> Result<perfcast_engine::TrainingOptions, perfcast_scenario::ScenarioError> {
+    perfcast_scenario::training::options(&perfcast_scenario::Scenario::training(cfg))
+}
+fn iopts(
+    cfg: &Config,
+) -> Result<perfcast_engine::inference::InferenceOptions, perfcast_scenario::ScenarioError> {
+    perfcast_scenario::inference::options(&perfcast_scenario::Scenario::inference(cfg))
+}
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -100,18 +117,9 @@ fn generic_is_the_engines_defaults() {
     let f = training_file(&d, "dgx-h100", "");
     let none = load(std::slice::from_ref(&f), &[]).unwrap();
     let generic = load(&[f], &["stack=generic"]).unwrap();
-    assert_eq!(
-        training::plan(&none).unwrap(),
-        training::plan(&generic).unwrap()
-    );
-    assert_eq!(
-        training::options(&none).unwrap(),
-        training::options(&generic).unwrap()
-    );
-    assert_eq!(
-        training::options(&none).unwrap(),
-        TrainingOptions::default()
-    );
+    assert_eq!(tplan(&none).unwrap(), tplan(&generic).unwrap());
+    assert_eq!(topts(&none).unwrap(), topts(&generic).unwrap());
+    assert_eq!(topts(&none).unwrap(), TrainingOptions::default());
     let i = write(
         &d,
         "infer.toml",
@@ -119,14 +127,8 @@ fn generic_is_the_engines_defaults() {
     );
     let none = load(std::slice::from_ref(&i), &[]).unwrap();
     let generic = load(&[i], &["stack=generic"]).unwrap();
-    assert_eq!(
-        inference::options(&none).unwrap(),
-        InferenceOptions::default()
-    );
-    assert_eq!(
-        inference::options(&generic).unwrap(),
-        InferenceOptions::default()
-    );
+    assert_eq!(iopts(&none).unwrap(), InferenceOptions::default());
+    assert_eq!(iopts(&generic).unwrap(), InferenceOptions::default());
 }
 
 #[test]
@@ -134,23 +136,23 @@ fn the_stack_sits_beneath_everything_the_user_sets() {
     let d = tmpdir();
     let f = training_file(&d, "dgx-a100", "stack = \"megatron-lm-2021\"\n");
     let cfg = load(std::slice::from_ref(&f), &[]).unwrap();
-    let p = training::plan(&cfg).unwrap().unwrap();
+    let p = tplan(&cfg).unwrap().unwrap();
     assert_eq!(p.attention, AttentionKind::Plain);
     assert!(!p.overlap_grad_reduce && !p.overlap_param_gather && !p.tp_comm_overlap);
     // The user's [software] beats the stack; the user's [plan] beats both.
     let over = write(&d, "over.toml", "[software.overlap]\ngrad_reduce = true\nparam_gather = true\n[plan]\noverlap_param_gather = false\n");
     let cfg = load(&[f.clone(), over], &["plan.attention=\"cudnn\""]).unwrap();
-    let p = training::plan(&cfg).unwrap().unwrap();
+    let p = tplan(&cfg).unwrap().unwrap();
     assert!(p.overlap_grad_reduce && !p.overlap_param_gather);
     assert_eq!(p.attention, AttentionKind::Cudnn);
     // --set stack= replaces the file's stack.
     let cfg = load(std::slice::from_ref(&f), &["stack=meta-llama3-2024"]).unwrap();
-    let p = training::plan(&cfg).unwrap().unwrap();
+    let p = tplan(&cfg).unwrap().unwrap();
     assert_eq!(
         (p.cp_comm, p.overlap_grad_reduce),
         (CpComm::AllGather, true)
     );
-    let o = training::options(&cfg).unwrap();
+    let o = topts(&cfg).unwrap();
     assert_eq!(
         o.strategy_params["zero"]["reshard_after_forward"],
         serde_json::json!(false)
@@ -164,7 +166,7 @@ fn the_stack_sits_beneath_everything_the_user_sets() {
         ],
     )
     .unwrap();
-    let o = training::options(&cfg).unwrap();
+    let o = topts(&cfg).unwrap();
     assert_eq!(
         o.strategy_params["zero"]["reshard_after_forward"],
         serde_json::json!(true)
@@ -177,7 +179,7 @@ fn the_stack_sits_beneath_everything_the_user_sets() {
         ],
     )
     .unwrap();
-    assert!(training::options(&cfg).unwrap().strategy_params.is_empty());
+    assert!(topts(&cfg).unwrap().strategy_params.is_empty());
 }
 
 #[test]
@@ -189,7 +191,7 @@ fn option_fields_follow_the_stack() {
         &["options.engine.host.kernel_launch_us=3.0"],
     )
     .unwrap();
-    let e = training::options(&cfg).unwrap().engine;
+    let e = topts(&cfg).unwrap().engine;
     assert_eq!(e.selective_recompute, SelectiveRecompute::OpSac);
     assert!(e.fsdp.per_parameter && e.fused.cross_entropy && !e.host.cuda_graphs);
     assert_eq!(e.host.kernel_launch_us, 3.0, "the user's value wins");
@@ -197,18 +199,18 @@ fn option_fields_follow_the_stack() {
     // own, field by field, over them.
     assert!(e.fp8_recipes.is_empty());
     let cfg = load(std::slice::from_ref(&f), &["stack=torchtitan-eager-2025"]).unwrap();
-    let e = training::options(&cfg).unwrap().engine;
+    let e = topts(&cfg).unwrap().engine;
     let t = e.recipe_costs(Fp8Recipe::Tensorwise);
     let fused = Fp8Recipe::Tensorwise.costs();
     assert_eq!((t.cast, t.amax, t.kernels), (27.0, 6.0, 7));
     assert_eq!(t.scale, fused.scale, "unset fields keep the engine's");
     assert_eq!(e.recipe_costs(Fp8Recipe::Mx), Fp8Recipe::Mx.costs());
     // The stack's recipe for an fp8 plan that names none; a named one stays.
-    let p = training::plan(&load(std::slice::from_ref(&f), &["plan.precision=\"fp8\""]).unwrap())
+    let p = tplan(&load(std::slice::from_ref(&f), &["plan.precision=\"fp8\""]).unwrap())
         .unwrap()
         .unwrap();
     assert_eq!(p.fp8_recipe, Some(Fp8Recipe::Tensorwise));
-    let p = training::plan(
+    let p = tplan(
         &load(
             std::slice::from_ref(&f),
             &["plan.precision=\"fp8\"", "plan.fp8_recipe=\"rowwise\""],
@@ -218,7 +220,7 @@ fn option_fields_follow_the_stack() {
     .unwrap()
     .unwrap();
     assert_eq!(p.fp8_recipe, Some(Fp8Recipe::Rowwise));
-    let p = training::plan(&load(std::slice::from_ref(&f), &[]).unwrap())
+    let p = tplan(&load(std::slice::from_ref(&f), &[]).unwrap())
         .unwrap()
         .unwrap();
     assert_eq!(p.fp8_recipe, None, "a bf16 plan takes no recipe");
@@ -228,7 +230,7 @@ fn option_fields_follow_the_stack() {
         "stack = \"vllm-2025\"\ninclude = [\"preset:llama2-7b\", \"preset:dgx-h100\"]\n[inference]\nbatch = 8\ninput_len = 128\noutput_len = 64\n",
     );
     let cfg = load(&[i], &[]).unwrap();
-    let o = inference::options(&cfg).unwrap();
+    let o = iopts(&cfg).unwrap();
     assert_eq!(
         (o.usable_memory_fraction, o.decode_kv_group_reread),
         (0.9, 0.0)
@@ -254,15 +256,11 @@ fn the_gpu_generation_picks_the_kernel() {
         assert!(perfcast_scenario::stack::generation(&cfg)
             .unwrap()
             .is_some());
-        assert_eq!(
-            training::plan(&cfg).unwrap().unwrap().attention,
-            want,
-            "{node}"
-        );
+        assert_eq!(tplan(&cfg).unwrap().unwrap().attention, want, "{node}");
     }
     let f = training_file(&d, "dgx-h100", "stack = \"megatron-core-2024\"\n");
     let cfg = load(&[f], &["device.generation=\"pascal\""]).unwrap();
-    let e = training::plan(&cfg).unwrap_err().to_string();
+    let e = tplan(&cfg).unwrap_err().to_string();
     assert!(
         e.contains("device.generation") && e.contains("--set") && e.contains("hopper"),
         "{e}"
@@ -372,7 +370,7 @@ fn bad_stacks_are_named() {
     // A stack of the other kind.
     let f = training_file(&d, "dgx-h100", "stack = \"vllm-2025\"\n");
     let cfg = load(&[f], &[]).unwrap();
-    let e = training::plan(&cfg).unwrap_err().to_string();
+    let e = tplan(&cfg).unwrap_err().to_string();
     assert!(
         e.contains("inference runtime") && e.contains("training stack"),
         "{e}"

@@ -21,7 +21,7 @@ fn scenario() -> perfcast_search::Scenario {
     .without_env();
     s.sections.push(perfcast_search::config::SECTION);
     let cfg = Config::load(&s).expect("config");
-    load_scenario(&cfg).expect("scenario")
+    load_scenario(&perfcast_scenario::Scenario::training(&cfg)).expect("scenario")
 }
 
 /// One line on stderr: what the search of `label` enumerated, pruned and evaluated, how fast.

@@ -9,8 +9,8 @@ use crate::space::{Budget, Constraints, Objective, SearchConfig, SearchSpace};
 use crate::SearchError;
 use perfcast_config::Config;
 use perfcast_engine::training::{Training, TrainingPlan};
-use perfcast_scenario::stack::training_stack;
 use perfcast_scenario::training::{options, plan, resolve_devices, template};
+use perfcast_scenario::Scenario as Resolved;
 
 /// The config's top-level section this crate reads.
 pub const SECTION: &str = "search";
@@ -49,11 +49,13 @@ impl Scenario {
     }
 }
 
-/// Resolve a scenario from `cfg` (load it with [`SECTION`] among the allowed sections).
-pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
+/// The search scenario of the resolved configuration `resolved` (loaded with [`SECTION`]
+/// among the allowed sections; its stack resolved once, for a training command).
+pub fn load_scenario(resolved: &Resolved) -> Result<Scenario, SearchError> {
+    let cfg = resolved.config();
     let model = perfcast_scenario::model(cfg)?;
     let mut system = cfg.system()?;
-    let mut plan: Option<TrainingPlan> = plan(cfg)?;
+    let mut plan: Option<TrainingPlan> = plan(resolved)?;
     // The [plan]'s devices as `perfcast predict` reconciles them (without `plan.dp`, DP
     // fills the system; without `system.devices`, the plan sets it). A [plan] for another
     // device count than the system's (e.g. `--set system.devices=512`) stays as written: it is
@@ -65,7 +67,62 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
         }
     }
     let sc: SearchConfig = cfg.extract_opt(SECTION)?.unwrap_or_default();
-    let global_batch = match (sc.global_batch, &plan) {
+    let constraints = constraints(cfg, &sc, plan.as_ref())?;
+    let counts = device_counts(cfg, &sc, system.devices)?;
+    let (budget, price) = budget_and_price(cfg, &sc)?;
+    // Engine options and strategy parameters, as `perfcast predict` reads them.
+    let options = options(resolved)?;
+    let mut trainings = Vec::with_capacity(counts.len());
+    for n in counts {
+        let mut sys = system.clone();
+        sys.devices = n;
+        let t =
+            Training::with_options(model.clone(), sys, cfg.registry(), &options).map_err(|e| {
+                SearchError::Model {
+                    context: format!("model and system with {n} devices"),
+                    source: e,
+                }
+            })?;
+        trainings.push(t);
+    }
+    let base = match &plan {
+        Some(p) => p.clone(),
+        None => template(resolved)?,
+    };
+    let template = TrainingPlan {
+        global_batch: constraints.global_batch,
+        ..base
+    };
+    // The stack narrows the overlap dimensions the section leaves open.
+    let mut space = sc.space();
+    let stack = resolved.stack()?;
+    stack.narrow_search(
+        &mut space.tp_comm_overlap,
+        &mut space.overlap_grad_reduce,
+        &mut space.overlap_param_gather,
+    );
+    stack.narrow_parallel(&mut space.zero_stage, &mut space.sp, &mut space.recompute);
+    Ok(Scenario {
+        trainings,
+        space,
+        constraints,
+        template,
+        plan,
+        objective: sc.objective.unwrap_or_default(),
+        top: sc.top.unwrap_or(10),
+        price_per_gpu_hour: price,
+        budget,
+    })
+}
+
+/// The constraints of `[search]`: the global batch (of the section, else of the `[plan]`),
+/// the memory headroom and the TP and micro-batch bounds, each checked.
+fn constraints(
+    cfg: &Config,
+    sc: &SearchConfig,
+    plan: Option<&TrainingPlan>,
+) -> Result<Constraints, SearchError> {
+    let global_batch = match (sc.global_batch, plan) {
         (Some(g), _) => g,
         (None, Some(p)) => p.global_batch,
         (None, None) => {
@@ -109,11 +166,20 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
             .invalid("search.max_tp", "must be a positive integer")
             .into());
     }
-    let counts = match &sc.devices {
+    Ok(constraints)
+}
+
+/// The device counts searched (`search.devices`, else the system's), sorted and distinct.
+fn device_counts(
+    cfg: &Config,
+    sc: &SearchConfig,
+    system_devices: u32,
+) -> Result<Vec<u32>, SearchError> {
+    let mut counts = match &sc.devices {
         Some(d) => d
             .counts()
             .map_err(|m| SearchError::from(cfg.invalid("search.devices", m)))?,
-        None => vec![system.devices],
+        None => vec![system_devices],
     };
     if counts.is_empty() || counts.contains(&0) {
         return Err(cfg
@@ -124,6 +190,13 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
             )
             .into());
     }
+    counts.sort_unstable();
+    counts.dedup();
+    Ok(counts)
+}
+
+/// The walk's time budget and the price per GPU-hour of the cost objective, checked.
+fn budget_and_price(cfg: &Config, sc: &SearchConfig) -> Result<(Budget, f64), SearchError> {
     let budget = Budget {
         max_seconds: Some(sc.max_seconds.unwrap_or(crate::space::DEFAULT_MAX_SECONDS)),
     };
@@ -146,50 +219,5 @@ pub fn load_scenario(cfg: &Config) -> Result<Scenario, SearchError> {
             )
             .into());
     }
-    let mut counts = counts;
-    counts.sort_unstable();
-    counts.dedup();
-    // Engine options and strategy parameters, as `perfcast predict` reads them.
-    let options = options(cfg)?;
-    let mut trainings = Vec::with_capacity(counts.len());
-    for n in counts {
-        let mut sys = system.clone();
-        sys.devices = n;
-        let t =
-            Training::with_options(model.clone(), sys, cfg.registry(), &options).map_err(|e| {
-                SearchError::Model {
-                    context: format!("model and system with {n} devices"),
-                    source: e,
-                }
-            })?;
-        trainings.push(t);
-    }
-    let base = match &plan {
-        Some(p) => p.clone(),
-        None => template(cfg)?,
-    };
-    let template = TrainingPlan {
-        global_batch,
-        ..base
-    };
-    // The stack narrows the overlap dimensions the section leaves open.
-    let mut space = sc.space();
-    let stack = training_stack(cfg)?;
-    stack.narrow_search(
-        &mut space.tp_comm_overlap,
-        &mut space.overlap_grad_reduce,
-        &mut space.overlap_param_gather,
-    );
-    stack.narrow_parallel(&mut space.zero_stage, &mut space.sp, &mut space.recompute);
-    Ok(Scenario {
-        trainings,
-        space,
-        constraints,
-        template,
-        plan,
-        objective: sc.objective.unwrap_or_default(),
-        top: sc.top.unwrap_or(10),
-        price_per_gpu_hour: price,
-        budget,
-    })
+    Ok((budget, price))
 }

@@ -338,7 +338,7 @@ impl Sweep {
         let start = Instant::now();
         let point = &self.points[i];
         let cfg = self.config_of(point)?;
-        let sc = load_scenario(&cfg)?;
+        let sc = load_scenario(&perfcast_scenario::Scenario::training(&cfg))?;
         let values: Vec<String> = self
             .keys
             .iter()

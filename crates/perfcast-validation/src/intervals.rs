@@ -157,16 +157,17 @@ impl Class {
         }
     }
 
-    /// The class of a prediction from configuration `cfg`: `kind`; the family of the stack it
-    /// names (`stack = "NAME"`, resolved as the scenario resolves it), none when it names no
-    /// stack; the generation of `device.generation` when set, else of the catalog
-    /// accelerator its compute unit is ([`catalog_id`]).
-    pub fn of_config(cfg: &perfcast_config::Config, kind: Kind) -> Class {
+    /// The class of a prediction from the resolved scenario `sc`: `kind`; the family of the
+    /// stack its configuration names (`stack = "NAME"`; the name when the stack has no
+    /// family), none when it names no stack; the generation of `device.generation` when set,
+    /// else of the catalog accelerator its compute unit is ([`catalog_id`]).
+    pub fn of_scenario(sc: &perfcast_scenario::Scenario, kind: Kind) -> Class {
+        let cfg = sc.config();
         let text = |key: &str| cfg.extract_opt::<String>(key).ok().flatten();
         let stack = text("stack").map(|name| {
-            perfcast_scenario::Stack::from_config(cfg, perfcast_scenario::StackKind::Any)
-                .map(|s| s.family)
+            sc.stack()
                 .ok()
+                .map(|s| s.family.clone())
                 .filter(|f| !f.is_empty())
                 .unwrap_or(name)
         });

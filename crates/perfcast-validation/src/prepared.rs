@@ -87,8 +87,9 @@ impl Harness {
         let user_set = |k: &str| config.contains(k);
         let options = match case.kind {
             Kind::Training => {
+                let resolved = perfcast_scenario::Scenario::training(&config);
                 let mut o: TrainingOptions =
-                    perfcast_scenario::training::options(&config).map_err(|e| e.to_string())?;
+                    perfcast_scenario::training::options(&resolved).map_err(|e| e.to_string())?;
                 stack.apply_training_options(&mut o, &user_set);
                 // Every strategy in use has a parameter table (empty: its defaults), so that
                 // `options.strategy_params.data.overlap_efficiency` has a parent to apply to.
@@ -106,7 +107,10 @@ impl Harness {
             Kind::Inference => {
                 // The harness's own options unless the configuration has an `[options]`.
                 let mut o: InferenceOptions = if config.contains("options") {
-                    perfcast_scenario::inference::options(&config).map_err(|e| e.to_string())?
+                    perfcast_scenario::inference::options(&perfcast_scenario::Scenario::inference(
+                        &config,
+                    ))
+                    .map_err(|e| e.to_string())?
                 } else {
                     self.inference_options.clone()
                 };

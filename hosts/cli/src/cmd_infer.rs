@@ -88,7 +88,8 @@ struct MaxBatch<'a> {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let cfg = load(&a.config)?;
-    let InferenceScenario { inference, plan } = InferenceScenario::from_config(&cfg)?;
+    let resolved = perfcast_scenario::Scenario::inference(&cfg);
+    let InferenceScenario { inference, plan } = InferenceScenario::of(&resolved)?;
     let err = |e| engine_error(&cfg, e);
     if a.max_batch {
         let n = inference.max_batch(&plan).map_err(err)?;
@@ -127,7 +128,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             _ => None,
         })
     });
-    let interval = a.intervals.for_config(&cfg, Kind::Inference)?;
+    let interval = a.intervals.for_scenario(&resolved, Kind::Inference)?;
     let rows = inference_rows(&report);
     let plain: Vec<Row> = rows.iter().map(|(r, _)| r.clone()).collect();
     let text = match a.format {

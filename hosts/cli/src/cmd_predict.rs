@@ -99,7 +99,8 @@ struct Output<'a> {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let cfg = load(&a.config)?;
-    let TrainingScenario { training, plan } = TrainingScenario::from_config(&cfg)?;
+    let resolved = perfcast_scenario::Scenario::training(&cfg);
+    let TrainingScenario { training, plan } = TrainingScenario::of(&resolved)?;
     let system_name = training.system().name.clone();
     let report = training
         .evaluate(&plan)
@@ -123,7 +124,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             _ => None,
         })
     });
-    let interval = a.intervals.for_config(&cfg, Kind::Training)?;
+    let interval = a.intervals.for_scenario(&resolved, Kind::Training)?;
     let rows = training_rows(&report);
     let plain: Vec<Row> = rows.iter().map(|(r, _)| r.clone()).collect();
 

@@ -138,8 +138,11 @@ fn load_config(a: &Args) -> anyhow::Result<Config> {
     crate::common::load_config(&sources)
 }
 
-fn load(a: &Args, cfg: Config) -> anyhow::Result<(Config, perfcast_search::Scenario)> {
-    let mut sc = load_scenario(&cfg)?;
+fn load(
+    a: &Args,
+    resolved: &perfcast_scenario::Scenario,
+) -> anyhow::Result<perfcast_search::Scenario> {
+    let mut sc = load_scenario(resolved)?;
     if let Some(n) = a.top {
         if n == 0 {
             anyhow::bail!("invalid `--top 0`: must be at least 1");
@@ -161,7 +164,7 @@ fn load(a: &Args, cfg: Config) -> anyhow::Result<(Config, perfcast_search::Scena
         }
         sc.budget.max_seconds = Some(s);
     }
-    Ok((cfg, sc))
+    Ok(sc)
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -170,7 +173,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if cfg.contains(perfcast_search::serving::SECTION) {
         return crate::cmd_search_serving::run(&a, &cfg);
     }
-    let (cfg, sc) = load(&a, cfg)?;
+    let resolved = perfcast_scenario::Scenario::training(&cfg);
+    let sc = load(&a, &resolved)?;
     if a.bench {
         return bench(&sc);
     }
@@ -178,7 +182,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         crate::common::warn_hardware(&*t.system().compute, &t.system().memory);
     }
     let r = sc.search()?;
-    let iv = a.intervals.for_config(&cfg, Kind::Training)?;
+    let iv = a.intervals.for_scenario(&resolved, Kind::Training)?;
     let time = |t: f64| iv.as_ref().map(|iv| iv.around(t, Direction::Time));
     let published = sc.plan.as_ref().map(|p| {
         let t = sc

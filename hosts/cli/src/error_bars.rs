@@ -3,7 +3,6 @@
 //! (`perfcast_validation::intervals`), appended to the table rows, as `error_bars` in JSON
 //! and as `.lo`/`.hi` rows in CSV.
 
-use perfcast_config::Config;
 use perfcast_output::num;
 use perfcast_validation::cases::Kind;
 use perfcast_validation::intervals::{self, Class, Direction, Interval, Residuals};
@@ -58,12 +57,16 @@ impl IntervalArgs {
         Ok(Some((r, level)))
     }
 
-    /// The interval of a `kind` prediction from `cfg` (`None` without error bars or without
-    /// enough residuals).
-    pub fn for_config(&self, cfg: &Config, kind: Kind) -> anyhow::Result<Option<Interval>> {
+    /// The interval of a `kind` prediction from the resolved scenario `sc` (`None` without
+    /// error bars or without enough residuals).
+    pub fn for_scenario(
+        &self,
+        sc: &perfcast_scenario::Scenario,
+        kind: Kind,
+    ) -> anyhow::Result<Option<Interval>> {
         Ok(self
             .load()?
-            .and_then(|(r, level)| r.interval(&Class::of_config(cfg, kind), level, None, None)))
+            .and_then(|(r, level)| r.interval(&Class::of_scenario(sc, kind), level, None, None)))
     }
 }
 

@@ -85,10 +85,23 @@ impl StackKind {
     }
 }
 
+thread_local! {
+    /// Stacks read on this thread (what a test of "once per command" counts).
+    static RESOLVED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many times [`Stack::from_config`] has read a stack on the calling thread: a test of
+/// "a command resolves its stack once" ([`crate::Scenario`]) reads it before and after.
+pub fn stacks_resolved() -> usize {
+    RESOLVED.with(std::cell::Cell::get)
+}
+
 impl Stack {
     /// The stack of `cfg` (its `[software]` table, or the defaults), for an engine of `use_`:
-    /// a stack of the other kind is an error at `stack`.
+    /// a stack of the other kind is an error at `stack`. A command calls it once, through
+    /// [`crate::Scenario::resolve`].
     pub fn from_config(cfg: &Config, use_: StackKind) -> Result<Stack, ScenarioError> {
+        RESOLVED.with(|n| n.set(n.get() + 1));
         let s: Stack = cfg.extract_opt("software")?.unwrap_or_default();
         if let Err((key, message)) = s.check() {
             return Err(cfg.invalid(&key, message).into());
@@ -224,16 +237,6 @@ pub fn generation(cfg: &Config) -> Result<Option<GpuGeneration>, ScenarioError> 
             )
             .into()),
     }
-}
-
-/// The stack of `cfg` for a training command.
-pub fn training_stack(cfg: &Config) -> Result<Stack, ScenarioError> {
-    Stack::from_config(cfg, StackKind::Training)
-}
-
-/// The stack of `cfg` for an inference command.
-pub fn inference_stack(cfg: &Config) -> Result<Stack, ScenarioError> {
-    Stack::from_config(cfg, StackKind::Inference)
 }
 
 /// The user-set predicate of `cfg`: a key set by any layer above the built-in defaults (the
