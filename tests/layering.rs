@@ -45,7 +45,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-config",
         ],
     ),
-    ("perfcast-output", &["perfcast-core", "perfcast-engine"]),
+    ("perfcast-report", &["perfcast-core", "perfcast-engine"]),
     // The applications.
     (
         "perfcast-search",
@@ -55,7 +55,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-serving",
             "perfcast-config",
             "perfcast-scenario",
-            "perfcast-output",
+            "perfcast-report",
         ],
     ),
     (
@@ -67,7 +67,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-serving",
             "perfcast-config",
             "perfcast-scenario",
-            "perfcast-output",
+            "perfcast-report",
         ],
     ),
     (
@@ -79,7 +79,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-config",
             "perfcast-scenario",
             "perfcast-search",
-            "perfcast-output",
+            "perfcast-report",
         ],
     ),
     // The built-in plugins and the facade that composes them.
@@ -125,7 +125,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-serving",
             "perfcast-config",
             "perfcast-scenario",
-            "perfcast-output",
+            "perfcast-report",
             "perfcast-search",
             "perfcast-studies",
             "perfcast-validation",

@@ -292,7 +292,7 @@ fn run_config(path: &Path) -> Result<bool, String> {
     let mut reported = false;
     if let Ok(sc) = perfcast_scenario::TrainingScenario::from_config(&cfg) {
         if let Ok(r) = sc.training.evaluate(&sc.plan) {
-            let text = r.to_csv() + &r.to_table();
+            let text = perfcast_report::training::csv(&r) + &perfcast_report::training::table(&r);
             if non_finite(&text) {
                 return Err(format!("training report:\n{text}"));
             }
@@ -301,7 +301,7 @@ fn run_config(path: &Path) -> Result<bool, String> {
     }
     if let Ok(sc) = perfcast_scenario::InferenceScenario::from_config(&cfg) {
         if let Ok(r) = sc.inference.evaluate(&sc.plan) {
-            let text = r.to_csv();
+            let text = perfcast_report::inference::csv(&r, &[]);
             if non_finite(&text) {
                 return Err(format!("inference report:\n{text}"));
             }
@@ -391,7 +391,7 @@ fn run_plugin(r: &Registry, seed: u64, bad: f64) -> Result<bool, String> {
             ..TrainingPlan::default()
         };
         if let Ok(rep) = t.evaluate(&plan) {
-            let text = rep.to_csv();
+            let text = perfcast_report::training::csv(&rep);
             if non_finite(&text) {
                 return Err(format!("training report of seed {seed}:\n{text}"));
             }
@@ -404,7 +404,7 @@ fn run_plugin(r: &Registry, seed: u64, bad: f64) -> Result<bool, String> {
     .map_err(|e| e.to_string())?;
     if let Ok(inf) = Inference::new(model, system, InferenceOptions::default()) {
         if let Ok(rep) = inf.evaluate(&plan) {
-            let text = rep.to_csv();
+            let text = perfcast_report::inference::csv(&rep, &[]);
             if non_finite(&text) {
                 return Err(format!("inference report of seed {seed}:\n{text}"));
             }

@@ -83,8 +83,8 @@ impl StudyOutput {
     /// summary around `finding`.
     pub fn new(
         ctx: &common::StudyContext,
-        table: perfcast_output::Table,
-        figure: perfcast_output::figure::Figure,
+        table: perfcast_report::Table,
+        figure: perfcast_report::figure::Figure,
         finding: String,
     ) -> Result<Self, StudyError> {
         Ok(StudyOutput {

@@ -50,7 +50,7 @@ fn main() {
                     plan.vpp = v;
                 }
                 match t.evaluate_placed(&plan, &harness::placement(&plan)) {
-                    Ok(r) => println!("{}", r.to_table()),
+                    Ok(r) => println!("{}", perfcast_report::training::table(&r)),
                     Err(e) => println!("error: {e}"),
                 }
                 // `--ops`: every op of one layer, the ends and the optimizer, timed.
@@ -74,7 +74,13 @@ fn main() {
                 let e = perfcast_engine::inference::Inference::new(model, system, options)
                     .expect("engine");
                 match e.evaluate(&plan) {
-                    Ok(r) => println!("{}", r.to_table()),
+                    Ok(r) => println!(
+                        "{}",
+                        perfcast_report::inference::table(
+                            &r,
+                            &perfcast_report::inference::notes(&r)
+                        )
+                    ),
                     Err(e) => println!("error: {e}"),
                 }
             }

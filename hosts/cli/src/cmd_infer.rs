@@ -116,7 +116,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let system = inference.system();
     let warnings =
         perfcast_scenario::plausible::hardware_warnings(&*system.compute, &system.memory);
-    let mut notes = crate::infer_report::notes(&report);
+    let mut notes = perfcast_report::inference::notes(&report);
     notes.extend(warnings.iter().cloned());
     let published = perfcast_scenario::reference::reference(&cfg)?;
     let reference = published.as_ref().map(|r| {
@@ -140,7 +140,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             config: perfcast_scenario::reproducible_config(&cfg, inference.model())?,
         })?,
         Format::Csv => {
-            let mut s = crate::infer_report::csv(&report, &warnings);
+            let mut s = perfcast_report::inference::csv(&report, &warnings);
             if let Some(iv) = &interval {
                 s.push_str(&error_bars::csv_rows(iv, &rows));
             }
@@ -150,7 +150,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             s
         }
         Format::Table => {
-            let t = crate::infer_report::table(&report, &notes);
+            let t = perfcast_report::inference::table(&report, &notes);
             let mut s = match &interval {
                 Some(iv) => error_bars::annotate(&t, iv, &plain, "  output tokens/s"),
                 None => t,

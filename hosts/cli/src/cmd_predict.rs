@@ -8,8 +8,8 @@ use anyhow::Context as _;
 use perfcast_config::{Config, SECTIONS};
 use perfcast_engine::training::StageMemory;
 use perfcast_engine::{TrainingPlan, TrainingReport};
-use perfcast_output::charts::training_svg;
-use perfcast_output::{plan_label, PlanStyle, GIB};
+use perfcast_report::charts::training_svg;
+use perfcast_report::{plan_label, PlanStyle, GIB};
 use perfcast_scenario::{engine_error, TrainingScenario};
 use perfcast_validation::cases::Kind;
 use serde::Serialize;
@@ -142,7 +142,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             plan: &plan,
             report: &report,
             memory_per_stage: &stages,
-            notes: report.notes().into_iter().chain(warnings).collect(),
+            notes: perfcast_report::training::notes(&report)
+                .into_iter()
+                .chain(warnings)
+                .collect(),
             reference,
             error_bars: interval.as_ref().map(|iv| error_bars::json(iv, &plain)),
             config: perfcast_scenario::reproducible_config(&cfg, training.model())?,
@@ -220,7 +223,7 @@ fn table(
         r.devices,
         plan_label(plan, PlanStyle::Fields)
     );
-    s.push_str(&r.to_table());
+    s.push_str(&perfcast_report::training::table(r));
     // The report's table ends with its notes: the hardware warnings continue the list.
     for w in warnings {
         let _ = writeln!(s, "  - {w}");
@@ -254,7 +257,7 @@ fn csv(
     stages: &[StageMemory],
     warnings: &[String],
 ) -> String {
-    let mut s = r.to_csv();
+    let mut s = perfcast_report::training::csv(r);
     for (k, v) in [
         ("plan.tp", plan.tp),
         ("plan.pp", plan.pp),
@@ -279,7 +282,7 @@ fn csv(
         }
     }
     for w in warnings {
-        let _ = writeln!(s, "warning,{},", perfcast_output::csv_cell(w));
+        let _ = writeln!(s, "warning,{},", perfcast_report::csv_cell(w));
     }
     s
 }

@@ -10,7 +10,7 @@ use crate::error_bars::{self, IntervalArgs};
 use anyhow::Context as _;
 use perfcast_config::Config;
 use perfcast_engine::training::{TrainingPlan, TrainingReport};
-use perfcast_output::{placed_plan_label, plan_label, PlanStyle};
+use perfcast_report::{placed_plan_label, plan_label, PlanStyle};
 use perfcast_search::{load_scenario, Objective, SearchResult};
 use perfcast_validation::cases::Kind;
 use perfcast_validation::intervals::{Direction, Interval};

@@ -6,7 +6,7 @@
 
 use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
 use anyhow::Context as _;
-use perfcast_output::figure::{Axis, Figure, Marker, Panel, PanelKind, Series};
+use perfcast_report::figure::{Axis, Figure, Marker, Panel, PanelKind, Series};
 use perfcast_scenario::serving::{read_trace, Requests};
 use perfcast_scenario::{engine_error, ServingScenario};
 use perfcast_serving::{ArrivalProcess, Deployment, Load, ServingReport, Simulator, Stats};

@@ -1,4 +1,4 @@
-//! What every command shares: the output format and rendering (perfcast-output), the config
+//! What every command shares: the output format and rendering (perfcast-report), the config
 //! arguments, error printing and exit codes.
 
 use anyhow::Context as _;
@@ -17,8 +17,8 @@ pub const EXIT_USAGE: u8 = 2;
 /// Exit code: a bug in perfcast (a panic, reported by the hook).
 pub const EXIT_INTERNAL: u8 = 101;
 
-// The output format, tables and numbers are perfcast-output's (shared with the studies).
-pub use perfcast_output::{num, Format, Table};
+// The output format, tables and numbers are perfcast-report's (shared with the studies).
+pub use perfcast_report::{num, Format, Table};
 
 /// Config files and overrides, for every command that reads a configuration.
 #[derive(Debug, Clone, clap::Args)]

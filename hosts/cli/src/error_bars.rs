@@ -3,7 +3,7 @@
 //! (`perfcast_validation::intervals`), appended to the table rows, as `error_bars` in JSON
 //! and as `.lo`/`.hi` rows in CSV.
 
-use perfcast_output::num;
+use perfcast_report::num;
 use perfcast_validation::cases::Kind;
 use perfcast_validation::intervals::{self, Class, Direction, Interval, Residuals};
 use serde::Serialize;

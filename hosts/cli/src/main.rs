@@ -18,7 +18,6 @@ mod cmd_sweep;
 mod cmd_validate;
 mod common;
 mod error_bars;
-mod infer_report;
 mod plot;
 mod reference;
 

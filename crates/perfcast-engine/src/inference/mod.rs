@@ -65,7 +65,7 @@ mod step_tests;
 pub(crate) mod tests;
 
 pub use plan::{InferenceOptions, InferencePlan};
-pub use report::{gemm_table, GemmPoint, InferenceReport, MemoryReport, Phase, PhaseBreakdown};
+pub use report::{GemmPoint, InferenceReport, MemoryReport, Phase, PhaseBreakdown};
 pub use shard::GemmName;
 pub use step::{PrefillChunk, ServingMemory, StepBatch, StepCosts};
 

@@ -432,19 +432,9 @@ fn report_rendering_and_plan_parsing() {
         + r.decode.overheads.0;
     assert!(close(sum, r.decode.total.0, 1e-12));
     assert!(close(r.latency.0, r.ttft.0 + r.tpot.0 * 63.0, 1e-12));
-    for key in [
-        "ttft",
-        "tpot",
-        "decode.communication",
-        "memory.kv_cache",
-        "memory.fits",
-    ] {
-        assert!(r.to_table().contains(key), "{key}");
-        assert!(r.to_csv().contains(&format!("{key},")), "{key}");
-    }
     let pts = inf.gemm_roofline(&plan(2, 4, 512, 64)).unwrap();
     assert_eq!(pts.len(), 12);
-    assert!(gemm_table(&pts).contains("mlp_down"));
+    assert!(pts.iter().any(|p| p.name == "mlp_down"));
 
     let p: InferencePlan =
         serde_json::from_str(r#"{"tp": 2, "batch": 4, "input_len": 512, "output_len": 64}"#)

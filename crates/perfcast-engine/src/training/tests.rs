@@ -416,8 +416,6 @@ fn does_not_fit_is_flagged() {
         r.memory.peak.0 - r.memory.capacity.0,
         1e-12
     ));
-    assert!(r.to_table().contains("DOES NOT FIT"));
-    assert!(r.notes().iter().any(|n| n.starts_with("does not fit")));
     let ok = t.evaluate(&plan(8, 1, 1, 1, 8, "full")).unwrap();
     let _ = ok; // 175B on 8 GPUs does not fit even with full recompute (2.8 TB of state)
 }
@@ -613,30 +611,11 @@ fn nan_from_a_plugin_is_an_error() {
     assert!(matches!(e, ModelError::NonFinite { .. }), "{e}");
 }
 
-/// Renderings: the table names the parts, CSV has one line per metric, JSON round-trips.
+/// JSON round-trips (the text renderings are `perfcast_report::training`'s, tested there).
 #[test]
-fn renderings() {
+fn json_rendering() {
     let t = training(gpt(96, 12288, 96), 1024);
     let r = t.evaluate(&plan(8, 16, 8, 1, 1536, "full")).unwrap();
-    let table = r.to_table();
-    for part in [
-        "iteration time",
-        "MFU",
-        "pipeline bubble",
-        "exposed TP comm",
-        "fits",
-    ] {
-        assert!(table.contains(part), "{part}\n{table}");
-    }
-    let csv = r.to_csv();
-    assert!(csv.starts_with("metric,value,unit\n"));
-    // pp = 16: the first, second and last stages, every field of each; a dense model's CSV
-    // leaves out the MoE-only metrics.
-    let fields = StageMemory::FIELDS.len();
-    let metrics = r.metrics().len() - report::MOE_METRICS.len();
-    assert_eq!(csv.lines().count(), 1 + metrics + 3 * fields + 2);
-    assert!(!csv.contains("ep_comm,"));
-    assert!(csv.contains("memory.second.total,"));
     let json = serde_json::to_value(r).unwrap();
     assert!(
         json["memory"]["first_stage"]["activations"]

@@ -1,4 +1,4 @@
-//! perfcast-output: what perfcast writes, one module shared by the CLI and the studies (and,
+//! perfcast-report: every renderer of what perfcast writes, shared by the CLI and the studies (and,
 //! later, the Python bindings and a web page).
 //!
 //! - [`Format`]: table, JSON or CSV (`--format`; with the `clap` feature a `clap::ValueEnum`,
@@ -9,10 +9,12 @@
 //! - [`svg`]: an SVG document written element by element, with text escaping; [`axis`]:
 //!   linear and log axes (ranges, ticks, labels); [`marks`]: stacked bars, markers, lines and
 //!   legend rows; [`palette`]: the colours.
+//! - [`training`] and [`inference`]: the engines' reports as tables, CSV and notes (the
+//!   engines compute; they do not format).
 //! - [`figure`]: figures of panels (stacked bars, waterfall, lines, x-y) for the studies;
 //!   [`charts`]: the CLI's charts of engine reports (`predict --plot`).
 //!
-//! Invariant: this crate only formats; it depends on `perfcast-core` and `perfcast-engine`
+//! Invariant: this crate only formats (every renderer of an engine report lives here); it depends on `perfcast-core` and `perfcast-engine`
 //! (for the types it labels and draws) and on nothing above them.
 
 #![warn(missing_docs)]
@@ -21,12 +23,14 @@ pub mod axis;
 pub mod charts;
 pub mod figure;
 pub mod format;
+pub mod inference;
 pub mod label;
 pub mod marks;
 pub mod num;
 pub mod palette;
 pub mod svg;
 pub mod table;
+pub mod training;
 
 pub use format::Format;
 pub use label::{placed_plan_label, plan_label, PlanStyle};

@@ -221,7 +221,7 @@ pub fn csv(r: &InferenceReport, warnings: &[String]) -> String {
     }
     row("memory.fits", m.fits.to_string(), "");
     for w in warnings {
-        row("warning", perfcast_output::csv_cell(w), "");
+        row("warning", crate::csv_cell(w), "");
     }
     s
 }
