@@ -185,40 +185,13 @@ fn read(
     Ok(())
 }
 
-/// Levenshtein distance of two strings (by chars).
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
-}
-
-/// Up to three of `known` closest to `name`: those that contain it (or that it contains)
-/// first, then by edit distance, within half of the name's length.
-pub fn nearest(name: &str, known: &[String]) -> Vec<String> {
-    let lower = name.to_ascii_lowercase();
-    let mut scored: Vec<(usize, &String)> = known
-        .iter()
-        .filter_map(|k| {
-            let kl = k.to_ascii_lowercase();
-            if kl.contains(&lower) || lower.contains(&kl) {
-                Some((0, k))
-            } else {
-                let d = distance(&lower, &kl);
-                (d <= (lower.chars().count() / 2).max(2)).then_some((d, k))
-            }
-        })
-        .collect();
-    scored.sort();
-    scored.into_iter().take(3).map(|(_, k)| k.clone()).collect()
+/// Up to three of `known` closest to `name` (perfcast-core's "did you mean", as every
+/// unknown name suggests).
+fn nearest(name: &str, known: &[String]) -> Vec<String> {
+    perfcast_core::suggest::nearest(name, known.iter().map(String::as_str))
+        .into_iter()
+        .map(String::from)
+        .collect()
 }
 
 #[cfg(test)]
@@ -226,20 +199,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn edit_distance_and_nearest() {
-        assert_eq!(distance("kitten", "sitting"), 3);
-        assert_eq!(distance("", "abc"), 3);
-        assert_eq!(distance("vllm", "vllm"), 0);
+    fn nearest_stacks() {
         let known: Vec<String> = ["megatron-lm-2021", "megatron-core-2024", "vllm-2025"]
             .iter()
             .map(|s| s.to_string())
             .collect();
         assert_eq!(nearest("megatron-lm-2012", &known)[0], "megatron-lm-2021");
         assert_eq!(nearest("vllm", &known), ["vllm-2025"]);
-        assert_eq!(
-            nearest("megatron", &known),
-            ["megatron-core-2024", "megatron-lm-2021"]
-        );
+        // A clear winner stands alone (the shared rule: the best, and those one edit behind).
+        assert_eq!(nearest("megatron", &known), ["megatron-lm-2021"]);
         assert!(nearest("zzzzzz", &known).is_empty());
     }
 

@@ -64,6 +64,29 @@ where
         .collect()
 }
 
+/// Up to `n` of `candidates` nearest to `word` by [`edit_distance`], nearest first (ties by
+/// name), none further than `max_distance` when one is given: the "nearest keys" list of a
+/// key that exists nowhere (where [`nearest`] suggests a correction, this lists the
+/// neighbourhood).
+pub fn closest<'a, I>(
+    word: &str,
+    candidates: I,
+    n: usize,
+    max_distance: Option<usize>,
+) -> Vec<&'a str>
+where
+    I: IntoIterator<Item = &'a str>,
+{
+    let mut scored: Vec<(usize, &'a str)> = candidates
+        .into_iter()
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|(d, _)| max_distance.is_none_or(|m| *d <= m))
+        .collect();
+    scored.sort();
+    scored.dedup();
+    scored.into_iter().take(n).map(|(_, c)| c).collect()
+}
+
 /// `"; did you mean `a`?"` (or `` `a` or `b` ``) for the nearest candidates, or `""` when none
 /// is near: to append to an "unknown ..." message before the list of what is allowed.
 pub fn did_you_mean<'a, I>(word: &str, candidates: I) -> String
@@ -186,6 +209,25 @@ pub fn rewrite_serde(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The neighbourhood of a key: nearest first, ties by name, within the bound if any.
+    #[test]
+    fn closest_keys() {
+        let keys = [
+            "plan.tp",
+            "plan.pp",
+            "plan.dp",
+            "plan.vpp",
+            "options.engine.x",
+        ];
+        assert_eq!(
+            closest("plan.tq", keys, 3, None),
+            ["plan.tp", "plan.dp", "plan.pp"]
+        );
+        assert_eq!(closest("plan.tq", keys, 2, Some(1)), ["plan.tp"]);
+        assert!(closest("zzzzzzzzzzzz", keys, 3, Some(2)).is_empty());
+        assert_eq!(closest("x", ["b", "a", "a"], 5, None), ["a", "b"]);
+    }
 
     #[test]
     fn nearest_names_for_the_issue_s_typos() {

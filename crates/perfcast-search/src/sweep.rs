@@ -77,9 +77,6 @@ fn bad(path: &Path, message: impl Into<String>) -> SearchError {
     }
 }
 
-/// Levenshtein distance (perfcast-core's, shared by every "did you mean").
-pub use perfcast_core::suggest::edit_distance;
-
 /// Every leaf key path of a JSON value (`a.b.c`; arrays as leaves).
 fn leaf_keys(v: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
     match v {
@@ -102,17 +99,10 @@ pub fn near_keys(cfg: &Config, key: &str) -> Vec<String> {
     let v = serde_json::to_value(cfg.value()).unwrap_or(serde_json::Value::Null);
     let mut keys = Vec::new();
     leaf_keys(&v, "", &mut keys);
-    let mut scored: Vec<(usize, String)> = keys
-        .into_iter()
-        .map(|k| (edit_distance(key, &k), k))
-        .collect();
-    scored.sort();
     let limit = (key.len() / 2).max(3);
-    scored
+    perfcast_core::suggest::closest(key, keys.iter().map(String::as_str), 5, Some(limit))
         .into_iter()
-        .filter(|(d, _)| *d <= limit)
-        .take(5)
-        .map(|(_, k)| k)
+        .map(String::from)
         .collect()
 }
 
@@ -469,7 +459,11 @@ mod tests {
             ("", "abc", 3),
         ];
         for (a, b, want) in table {
-            assert_eq!(edit_distance(a, b), want, "{a} / {b}");
+            assert_eq!(
+                perfcast_core::suggest::edit_distance(a, b),
+                want,
+                "{a} / {b}"
+            );
         }
     }
 

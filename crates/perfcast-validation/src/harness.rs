@@ -362,7 +362,7 @@ impl Harness {
                     }
                 }
             }
-            near.sort_by_key(|n| crate::overlay::edit_distance(n, &e.key));
+            near.sort_by_key(|n| perfcast_core::suggest::edit_distance(n, &e.key));
             near.truncate(3);
             return Err(format!(
                 "{}: `{}` applies to no case's configuration{}{}",

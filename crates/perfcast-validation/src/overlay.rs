@@ -252,35 +252,16 @@ impl CaseKeys {
     /// Up to `n` keys of the configuration nearest to `key` (by edit distance), for "did
     /// you mean" messages.
     pub fn nearest(&self, key: &str, n: usize) -> Vec<String> {
-        let mut scored: Vec<(usize, &str)> = self
+        let keys = self
             .keys
             .iter()
             .filter(|(_, v)| v.is_some())
-            .map(|(k, _)| (edit_distance(k, key), k.as_str()))
-            .collect();
-        scored.sort();
-        scored
+            .map(|(k, _)| k.as_str());
+        perfcast_core::suggest::closest(key, keys, n, None)
             .into_iter()
-            .take(n)
-            .map(|(_, k)| k.to_string())
+            .map(String::from)
             .collect()
     }
-}
-
-/// Levenshtein distance (bytes), for suggestions.
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for (i, ca) in a.iter().enumerate() {
-        cur[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
 }
 
 /// Set `path` (below the root) of a JSON object to `value`, creating objects on the way; an
@@ -370,6 +351,9 @@ mod tests {
         json_set(&mut j, &["a", "c", "d"], 2.into()).unwrap();
         assert_eq!(j["a"]["c"]["d"], 2);
         assert!(json_set(&mut j, &["a", "b", "x"], 3.into()).is_err());
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(
+            perfcast_core::suggest::edit_distance("kitten", "sitting"),
+            3
+        );
     }
 }

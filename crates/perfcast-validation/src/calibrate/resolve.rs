@@ -210,7 +210,7 @@ fn nearest(prepared: &[Prepared], key: &str) -> String {
         if let Some(k) = p.keys() {
             for n in k.nearest(key, 3) {
                 if !all.iter().any(|(_, x)| *x == n) {
-                    all.push((crate::overlay::edit_distance(&n, key), n));
+                    all.push((perfcast_core::suggest::edit_distance(&n, key), n));
                 }
             }
         }
