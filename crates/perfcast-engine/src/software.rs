@@ -9,7 +9,7 @@
 //! field can be switched on without touching the profiles. (The attention kernel a stack
 //! runs is the plan's own `attention`, a kernel family of [`perfcast_core::AttentionKind`].)
 
-use crate::training::CastCosts;
+use crate::training::recipe::CastCosts;
 use perfcast_core::{Key, ModelError, Section};
 use serde::{Deserialize, Serialize};
 
@@ -121,7 +121,7 @@ impl HostCosts {
 /// runs as the framework's separate kernels, each reading and writing its operands.
 ///
 /// The training op program books the fused traffic for a fused op and eager PyTorch's op
-/// sequence for one that is not (`training::ops::LayerShape::pointwise` lists both); the
+/// sequence for one that is not (`training::shape::LayerShape::pointwise` lists both); the
 /// defaults are Megatron-LM/Apex/Transformer Engine's kernels.
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]

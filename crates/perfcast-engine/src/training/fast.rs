@@ -22,7 +22,7 @@ struct LayerKey {
     flags: u8,
 }
 
-fn layer_key(ls: &ops::LayerShape, moe: Option<&moe::MoePrep>) -> LayerKey {
+fn layer_key(ls: &shape::LayerShape, moe: Option<&moe::MoePrep>) -> LayerKey {
     let attention = ls.attention as u8;
     let m = moe.and_then(|m| m.ls.moe);
     LayerKey {

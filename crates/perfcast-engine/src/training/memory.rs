@@ -31,7 +31,7 @@ pub struct ActivationShape {
     pub dropout: bool,
     pub attention: AttentionKind,
     /// Latent attention's widths (`None`: QKV of `heads`/`kv_heads` x `head_dim`).
-    pub mla: Option<super::ops_moe::MlaShape>,
+    pub mla: Option<super::shape::MlaShape>,
 }
 
 impl ActivationShape {

@@ -26,6 +26,7 @@ mod plan;
 mod prepare;
 pub mod recipe;
 pub mod report;
+pub mod shape;
 mod time;
 pub mod timer;
 

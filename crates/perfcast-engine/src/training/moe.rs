@@ -13,8 +13,8 @@
 //! 1.6% for DeepSeek-V3's 4096 tokens x 8 on EP 64, large for decode-sized batches. A
 //! capacity factor caps it (tokens beyond an expert's capacity are dropped).
 
-use super::ops_moe::{MlaShape, MoeShape};
 use super::prepare::StageParams;
+use super::shape::{MlaShape, MoeShape};
 use super::*;
 use super::{compose, time};
 use perfcast_core::parallel::{LayerActivations, MoeDims};
@@ -38,7 +38,7 @@ impl StageMix {
 #[derive(Clone, Copy)]
 pub(super) struct MoePrep {
     /// The MoE layer's shape (the dense layer's is `Prepared::ls`).
-    pub(super) ls: ops::LayerShape,
+    pub(super) ls: shape::LayerShape,
     /// One MoE layer's activations with nothing recomputed.
     pub(super) act: LayerActivations,
     pub(super) first: StageMix,
@@ -93,7 +93,7 @@ impl Training {
         &self,
         plan: &TrainingPlan,
         split: &LayerSplit,
-        ls: &ops::LayerShape,
+        ls: &shape::LayerShape,
         params: &StageParams,
         act_shape: &memory::ActivationShape,
     ) -> Result<Option<MoePrep>, ModelError> {
@@ -174,7 +174,7 @@ impl Training {
         let local = spec.experts / ep;
         let tp = split.weights.max(1) as u64;
         let shared = spec.shared_experts * spec.shared_ffn_hidden();
-        let moe_ls = ops::LayerShape {
+        let moe_ls = shape::LayerShape {
             moe: Some(MoeShape {
                 tokens: t,
                 top_k: spec.top_k,

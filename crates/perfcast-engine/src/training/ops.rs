@@ -20,60 +20,11 @@
 //! element, `2 + 1 + 1` for the gradient's cast and transposed copy, `1 + 1` for the saved
 //! input's transpose).
 
-use super::recipe::CastCosts;
-use crate::software::FusedOps;
+use super::shape::LayerShape;
+use super::timer::{ClassTimes, OpClass, Timer};
 use perfcast_core::op::{Attention, ComputeOp, Gemm, GemmScaling, VectorOp, VectorOpKind};
 use perfcast_core::workload::NormKind;
-use perfcast_core::{AttentionKind, DType, ModelError};
-
-use super::timer::{ClassTimes, OpClass, Timer};
-
-/// Everything the layer program needs, on one device.
-#[derive(Debug, Clone, Copy)]
-pub struct LayerShape {
-    /// Sequences per micro-batch.
-    pub b: u64,
-    /// Local query length (`s / cp`).
-    pub sq: u64,
-    /// Full key length (`s`).
-    pub s: u64,
-    pub h: u64,
-    pub a_dev: u64,
-    pub kv_dev: u64,
-    pub d: u64,
-    pub f_dev: u64,
-    /// MLP matrices (2 or 3).
-    pub mat: u64,
-    /// Divisor of the pointwise ops (TP degree with SP).
-    pub ps: u64,
-    pub vocab_dev: u64,
-    pub gemm_dtype: DType,
-    /// How the low-precision GEMM inputs are scaled (tensor for 16-bit GEMMs).
-    pub scaling: GemmScaling,
-    /// Quantisation traffic of the low-precision recipe (none for 16-bit GEMMs).
-    pub cast: Option<CastCosts>,
-    pub act_dtype: DType,
-    pub fp32_grads: bool,
-    pub dropout: bool,
-    pub norm: NormKind,
-    pub rope: bool,
-    pub learned_positions: bool,
-    pub swiglu: bool,
-    pub attention: AttentionKind,
-    /// Which element-wise ops run as one fused kernel (the rest as the framework's separate
-    /// kernels: [`Pointwise`]).
-    pub fused: FusedOps,
-    /// `selective` recompute is torchtitan's per-op SAC (what it reruns: [`layer`]) rather than
-    /// the attention core alone.
-    pub op_sac: bool,
-    /// Latent attention's projections (`None`: the fused QKV projection of `a_dev`,
-    /// `kv_dev` heads of `d`).
-    pub mla: Option<super::ops_moe::MlaShape>,
-    /// The MoE block of an MoE layer (`None`: the dense MLP of `f_dev`).
-    pub moe: Option<super::ops_moe::MoeShape>,
-    /// Sliding-window attention: the share of the layers that use it and the window.
-    pub window: Option<(f64, u64)>,
-}
+use perfcast_core::{DType, ModelError};
 
 impl LayerShape {
     pub(super) fn tokens(&self) -> u64 {

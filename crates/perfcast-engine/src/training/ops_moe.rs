@@ -1,5 +1,5 @@
 //! The parts of a layer's op program that latent attention and mixture-of-experts add: MLA's
-//! projections ([`MlaShape`]) and the MoE block ([`MoeShape`], [`moe_block`]).
+//! projections and the MoE block ([`moe_block`]; their shapes are [`super::shape`]'s).
 //!
 //! The MoE block on one rank, forward (Megatron-Core's MoELayer; DeepSeek-V3 §3.2.2): the
 //! router GEMM (`tokens x experts x hidden`, kept in the 16-bit format as FP8 recipes keep
@@ -14,72 +14,10 @@
 //! expert's own rows). Token dispatch and combine themselves are collectives of the `expert`
 //! strategy. With FP8, each expert GEMM input is cast as the dense GEMMs' are.
 
-use super::ops::LayerShape;
+use super::shape::LayerShape;
 use super::timer::{ClassTimes, OpClass, Timer};
 use perfcast_core::op::{ComputeOp, Gemm, VectorOpKind};
 use perfcast_core::ModelError;
-
-/// Latent attention's widths on one device (MLA, DeepSeek-V2 §2.1).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MlaShape {
-    /// Query latent rank (0: a full-rank query projection).
-    pub q_rank: u64,
-    /// Key/value latent rank.
-    pub kv_rank: u64,
-    pub nope: u64,
-    pub rope: u64,
-    pub v: u64,
-}
-
-impl MlaShape {
-    /// The projections of `t` tokens with `heads` query heads on this device, forward `(m, n,
-    /// k)`: query down and up (or the full projection), key/value down (latent and rotary
-    /// key), key/value up, output. The down-projections are replicated across tensor-parallel
-    /// ranks (Megatron-Core's MLA duplicates them); the rest split by heads.
-    pub fn gemms(&self, t: u64, h: u64, heads: u64) -> impl Iterator<Item = (u64, u64, u64)> {
-        let qk = self.nope + self.rope;
-        let q: [Option<(u64, u64, u64)>; 2] = if self.q_rank > 0 {
-            [
-                Some((t, self.q_rank, h)),
-                Some((t, heads * qk, self.q_rank)),
-            ]
-        } else {
-            [Some((t, heads * qk, h)), None]
-        };
-        q.into_iter().flatten().chain([
-            (t, self.kv_rank + self.rope, h),
-            (t, heads * (self.nope + self.v), self.kv_rank),
-            (t, h, heads * self.v),
-        ])
-    }
-}
-
-/// The MoE block of a layer on one rank.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MoeShape {
-    /// Tokens entering the block on this rank (the sequence-parallel shard).
-    pub tokens: u64,
-    /// Experts each token is routed to.
-    pub top_k: u64,
-    /// Routed experts (the router's width).
-    pub experts: u64,
-    /// Routed experts on this rank.
-    pub local_experts: u64,
-    /// Token copies this (the busiest) rank's experts process: its share of the routed
-    /// copies, load imbalance and the expert tensor-parallel gather included.
-    pub routed: u64,
-    /// Rows per local expert (`routed / local_experts`, rounded up).
-    pub rows_per_expert: u64,
-    /// One expert's inner width on this rank (after expert tensor parallelism).
-    pub f_dev: u64,
-    /// The shared experts' combined inner width on this rank (after tensor parallelism; 0:
-    /// none) and the tokens they see (the layer's, the tensor-parallel region's).
-    pub shared_f_dev: u64,
-    pub shared_tokens: u64,
-    /// The dispatcher reads the tokens in place and combines in its kernel (DeepEP,
-    /// HybridEP): no separate permute before nor weighted un-permute after.
-    pub fused_permute: bool,
-}
 
 /// The time of a block's ops and of its GEMMs.
 #[derive(Debug, Clone, Copy, Default)]

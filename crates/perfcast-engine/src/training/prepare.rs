@@ -16,7 +16,7 @@ pub(super) struct Prepared<'a> {
     pub(super) s: u64,
     pub(super) precision: DType,
     pub(super) dropout: bool,
-    pub(super) ls: ops::LayerShape,
+    pub(super) ls: shape::LayerShape,
     pub(super) hf: f64,
     /// Layers and parameters of each stage on one device.
     pub(super) params: StageParams,
@@ -106,7 +106,7 @@ impl Training {
             None => m.head_dim(),
         };
         let (slide_layers, window) = m.sliding();
-        let ls = ops::LayerShape {
+        let ls = shape::LayerShape {
             b,
             sq: s / cpd,
             s,
