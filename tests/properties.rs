@@ -125,25 +125,17 @@ fn model() -> impl Strategy<Value = ModelSpec> {
                 let hidden = heads * head_dim;
                 ModelSpec {
                     name: "random".into(),
-                    layers,
-                    hidden,
-                    heads,
                     kv_heads: Some((heads / kv_div).max(1)),
-                    head_dim: None,
-                    ffn_hidden: hidden * ffn_mult,
-                    ffn_act: if swiglu { FfnAct::Swiglu } else { FfnAct::Gelu },
-                    vocab,
-                    seq_len,
                     tied_embeddings: !swiglu,
-                    norm: None,
-                    position: None,
-                    bias: None,
-                    moe: None,
-                    attention: None,
-                    mla: None,
-                    sliding_window: None,
-                    sliding_window_layers: None,
-                    mtp_layers: 0,
+                    ..ModelSpec::dense(
+                        layers,
+                        hidden,
+                        heads,
+                        hidden * ffn_mult,
+                        if swiglu { FfnAct::Swiglu } else { FfnAct::Gelu },
+                        vocab,
+                        seq_len,
+                    )
                 }
             },
         )

@@ -12,25 +12,8 @@ use perfcast_testkit::a100_from_registry;
 fn small_model() -> ModelSpec {
     ModelSpec {
         name: "small".into(),
-        layers: 8,
-        hidden: 1024,
-        heads: 16,
-        kv_heads: None,
-        head_dim: None,
-        ffn_hidden: 4096,
-        ffn_act: FfnAct::Gelu,
-        vocab: 32000,
-        seq_len: 1024,
         tied_embeddings: true,
-        norm: None,
-        position: None,
-        bias: None,
-        moe: None,
-        attention: None,
-        mla: None,
-        sliding_window: None,
-        sliding_window_layers: None,
-        mtp_layers: 0,
+        ..ModelSpec::dense(8, 1024, 16, 4096, FfnAct::Gelu, 32000, 1024)
     }
 }
 

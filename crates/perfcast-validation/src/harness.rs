@@ -122,19 +122,9 @@ pub fn model_spec(case: &Case) -> ModelSpec {
     });
     ModelSpec {
         name: m.name.clone(),
-        layers: m.layers,
-        hidden: m.hidden,
-        heads: m.heads,
         kv_heads: Some(m.kv_heads),
         head_dim: m.head_dim,
-        ffn_hidden: m.ffn_hidden,
-        ffn_act: m.ffn_act,
-        vocab: m.vocab,
-        seq_len,
         tied_embeddings: m.tied_embeddings.unwrap_or(m.ffn_act == FfnAct::Gelu),
-        norm: None,
-        position: None,
-        bias: None,
         moe: m.moe.map(|mut x| {
             // NeMo AutoModel's FakeBalancedGate gives token i the experts i·k .. i·k + k - 1
             // (mod E) (nemo_automodel/components/moe/layers.py): every token's experts are
@@ -154,9 +144,15 @@ pub fn model_spec(case: &Case) -> ModelSpec {
         }),
         attention: m.attention,
         mla: m.mla,
-        sliding_window: None,
-        sliding_window_layers: None,
-        mtp_layers: 0,
+        ..ModelSpec::dense(
+            m.layers,
+            m.hidden,
+            m.heads,
+            m.ffn_hidden,
+            m.ffn_act,
+            m.vocab,
+            seq_len,
+        )
     }
 }
 

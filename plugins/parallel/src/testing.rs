@@ -5,26 +5,8 @@ use perfcast_core::workload::{FfnAct, ModelSpec};
 
 pub(crate) fn model() -> ModelSpec {
     ModelSpec {
-        name: String::new(),
-        layers: 96,
-        hidden: 12288,
-        heads: 96,
-        kv_heads: None,
-        head_dim: None,
-        ffn_hidden: 49152,
-        ffn_act: FfnAct::Gelu,
-        vocab: 51200,
-        seq_len: 2048,
         tied_embeddings: true,
-        norm: None,
-        position: None,
-        bias: None,
-        moe: None,
-        attention: None,
-        mla: None,
-        sliding_window: None,
-        sliding_window_layers: None,
-        mtp_layers: 0,
+        ..ModelSpec::dense(96, 12288, 96, 49152, FfnAct::Gelu, 51200, 2048)
     }
 }
 

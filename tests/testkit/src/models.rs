@@ -7,26 +7,8 @@ use perfcast_core::workload::{FfnAct, ModelSpec};
 /// tied input and output embeddings.
 pub fn gpt(l: u64, h: u64, a: u64) -> ModelSpec {
     ModelSpec {
-        name: String::new(),
-        layers: l,
-        hidden: h,
-        heads: a,
-        kv_heads: None,
-        head_dim: None,
-        ffn_hidden: 4 * h,
-        ffn_act: FfnAct::Gelu,
-        vocab: 51200,
-        seq_len: 2048,
         tied_embeddings: true,
-        norm: None,
-        position: None,
-        bias: None,
-        moe: None,
-        attention: None,
-        mla: None,
-        sliding_window: None,
-        sliding_window_layers: None,
-        mtp_layers: 0,
+        ..ModelSpec::dense(l, h, a, 4 * h, FfnAct::Gelu, 51200, 2048)
     }
 }
 
@@ -40,24 +22,7 @@ pub fn llama2(size: u32) -> ModelSpec {
     };
     ModelSpec {
         name: format!("llama2-{size}b"),
-        layers,
-        hidden,
-        heads,
         kv_heads: Some(kv),
-        head_dim: None,
-        ffn_hidden: ffn,
-        ffn_act: FfnAct::Swiglu,
-        vocab: 32000,
-        seq_len: 4096,
-        tied_embeddings: false,
-        norm: None,
-        position: None,
-        bias: None,
-        moe: None,
-        attention: None,
-        mla: None,
-        sliding_window: None,
-        sliding_window_layers: None,
-        mtp_layers: 0,
+        ..ModelSpec::dense(layers, hidden, heads, ffn, FfnAct::Swiglu, 32000, 4096)
     }
 }

@@ -124,6 +124,45 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
+    /// A dense decoder: `layers` layers of width `hidden` with `heads` attention heads, an MLP
+    /// of `ffn_hidden` (`ffn_act`), a vocabulary of `vocab` and sequences of `seq_len`; no
+    /// name, multi-head attention, untied embeddings, the architecture's defaults for norm,
+    /// positions and biases, no MoE, latent attention, windows or MTP. Anything else by struct
+    /// update: `ModelSpec { kv_heads: Some(8), ..ModelSpec::dense(80, 8192, 64, 28672,
+    /// FfnAct::Swiglu, 32000, 4096) }`.
+    pub fn dense(
+        layers: u64,
+        hidden: u64,
+        heads: u64,
+        ffn_hidden: u64,
+        ffn_act: FfnAct,
+        vocab: u64,
+        seq_len: u64,
+    ) -> ModelSpec {
+        ModelSpec {
+            name: String::new(),
+            layers,
+            hidden,
+            heads,
+            kv_heads: None,
+            head_dim: None,
+            ffn_hidden,
+            ffn_act,
+            vocab,
+            seq_len,
+            tied_embeddings: false,
+            norm: None,
+            position: None,
+            bias: None,
+            moe: None,
+            attention: None,
+            mla: None,
+            sliding_window: None,
+            sliding_window_layers: None,
+            mtp_layers: 0,
+        }
+    }
+
     /// Key/value heads in effect (`kv_heads`, else `heads`).
     pub fn kv_heads(&self) -> u64 {
         self.kv_heads.unwrap_or(self.heads)

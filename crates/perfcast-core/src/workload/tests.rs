@@ -2,26 +2,8 @@ use super::*;
 
 fn gpt(layers: u64, hidden: u64, heads: u64) -> ModelSpec {
     ModelSpec {
-        name: String::new(),
-        layers,
-        hidden,
-        heads,
-        kv_heads: None,
-        head_dim: None,
-        ffn_hidden: 4 * hidden,
-        ffn_act: FfnAct::Gelu,
-        vocab: 51200,
-        seq_len: 2048,
         tied_embeddings: true,
-        norm: None,
-        position: None,
-        bias: None,
-        moe: None,
-        attention: None,
-        mla: None,
-        sliding_window: None,
-        sliding_window_layers: None,
-        mtp_layers: 0,
+        ..ModelSpec::dense(layers, hidden, heads, 4 * hidden, FfnAct::Gelu, 51200, 2048)
     }
 }
 

@@ -213,15 +213,8 @@ pub fn model_from_hf_config(cfg: &Value) -> Result<ModelSpec, HfError> {
 
     let m = ModelSpec {
         name,
-        layers,
-        hidden,
-        heads,
         kv_heads: Some(kv_heads),
         head_dim,
-        ffn_hidden: sp.dense_ffn_hidden.unwrap_or(ffn_hidden),
-        ffn_act,
-        vocab,
-        seq_len,
         tied_embeddings: tied,
         norm: Some(norm),
         position: Some(position),
@@ -232,6 +225,15 @@ pub fn model_from_hf_config(cfg: &Value) -> Result<ModelSpec, HfError> {
         sliding_window: sp.sliding_window,
         sliding_window_layers: sp.sliding_window_layers,
         mtp_layers: sp.mtp_layers,
+        ..ModelSpec::dense(
+            layers,
+            hidden,
+            heads,
+            sp.dense_ffn_hidden.unwrap_or(ffn_hidden),
+            ffn_act,
+            vocab,
+            seq_len,
+        )
     };
     m.validate().map_err(|e| HfError::Invalid(e.to_string()))?;
     Ok(m)
