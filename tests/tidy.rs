@@ -1,10 +1,6 @@
 //! The house's size limits on library code (rust-analyzer's tidy test, in spirit): no source
 //! file over [`MAX_FILE_LINES`] lines and no function over [`MAX_FN_LINES`], counting neither
 //! `#[cfg(test)]` items nor test, bench, example and fixture targets.
-//!
-//! [`KNOWN_LONG_FNS`] lists the functions that were over the limit when it was set, each with
-//! the length it had then: a listed function may only shrink, and once it is within the limit
-//! its row must go (the test says so), so the list only gets shorter. Nothing may join it.
 
 use std::path::{Path, PathBuf};
 
@@ -13,39 +9,6 @@ const MAX_FILE_LINES: usize = 800;
 
 /// Lines of a library function, from its `fn` line to its closing brace.
 const MAX_FN_LINES: usize = 120;
-
-/// `(file, function, lines when the limit was set)`: to be split, never to grow.
-const KNOWN_LONG_FNS: &[(&str, &str, usize)] = &[
-    (
-        "crates/perfcast-engine/src/training/ops_moe.rs",
-        "moe_block",
-        205,
-    ),
-    ("crates/perfcast-engine/src/training/ops.rs", "layer", 170),
-    (
-        "crates/perfcast-engine/src/training/prepare.rs",
-        "prepare_checked",
-        156,
-    ),
-    ("crates/perfcast-search/src/serving/walk.rs", "search", 140),
-    ("crates/perfcast-loader/src/isolate.rs", "answer", 133),
-    (
-        "crates/perfcast-engine/src/training/moe.rs",
-        "prepare_moe",
-        133,
-    ),
-    (
-        "crates/perfcast-engine/src/training/evaluate.rs",
-        "evaluate_placed",
-        131,
-    ),
-    ("crates/perfcast-serving/src/schedule.rs", "start_step", 124),
-    (
-        "crates/perfcast-engine/src/training/compose.rs",
-        "compose",
-        123,
-    ),
-];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -280,7 +243,6 @@ fn rel(p: &Path) -> String {
 #[test]
 fn library_files_and_functions_stay_short() {
     let mut broken = Vec::new();
-    let mut seen_known = Vec::new();
     for path in library_sources() {
         let src = std::fs::read_to_string(&path).expect("a source file");
         let code = code_only(&src);
@@ -293,34 +255,11 @@ fn library_files_and_functions_stay_short() {
             ));
         }
         for (name, n) in functions(&lines) {
-            let known = KNOWN_LONG_FNS
-                .iter()
-                .find(|(f, g, _)| *f == file && *g == name);
-            match known {
-                Some((_, _, was)) => {
-                    seen_known.push((file.clone(), name.clone()));
-                    if n > *was {
-                        broken.push(format!(
-                            "{file}: fn {name} grew to {n} lines (was {was}; the limit is {MAX_FN_LINES})"
-                        ));
-                    } else if n <= MAX_FN_LINES {
-                        broken.push(format!(
-                            "{file}: fn {name} is {n} lines now: take its row out of KNOWN_LONG_FNS"
-                        ));
-                    }
-                }
-                None if n > MAX_FN_LINES => broken.push(format!(
+            if n > MAX_FN_LINES {
+                broken.push(format!(
                     "{file}: fn {name} is {n} lines (at most {MAX_FN_LINES}): split it"
-                )),
-                None => {}
+                ));
             }
-        }
-    }
-    for (f, g, _) in KNOWN_LONG_FNS {
-        if !seen_known.iter().any(|(sf, sg)| sf == f && sg == g) {
-            broken.push(format!(
-                "{f}: fn {g} is gone: take its row out of KNOWN_LONG_FNS"
-            ));
         }
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));

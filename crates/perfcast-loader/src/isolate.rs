@@ -254,87 +254,12 @@ fn answer(
             .ok_or_else(|| failed(format!("no component {h}")))
     };
     match call {
-        Call::Hello { protocol } => {
-            if protocol != PROTOCOL {
-                return Err(failed(format!(
-                    "this plugin host speaks {PROTOCOL}, not {protocol}"
-                )));
-            }
-            let components = lib
-                .components
-                .iter()
-                .filter_map(|(c, n)| {
-                    let info = registry.info(*c, n)?;
-                    Some(WireComponent {
-                        category: *c,
-                        name: n.clone(),
-                        description: info.description.clone(),
-                        params: info.params.clone(),
-                    })
-                })
-                .collect();
-            Ok(Answer::Hello {
-                protocol: PROTOCOL.into(),
-                plugin: lib.plugin.clone(),
-                version: lib.version.clone(),
-                abi: lib.abi.clone(),
-                components,
-            })
-        }
+        Call::Hello { protocol } => hello(registry, lib, &protocol),
         Call::Build {
             category,
             name,
             params,
-        } => {
-            let c = registry
-                .build(category, &name, &params)
-                .map_err(|e| match e {
-                    perfcast_core::registry::RegistryError::Build {
-                        source: perfcast_core::PluginError::Params { path, message },
-                        ..
-                    } => WireError {
-                        code: codes::ERR_PARAMS,
-                        path,
-                        message,
-                    },
-                    other => failed(other.to_string()),
-                })?;
-            let built = match &c {
-                Component::ComputeUnit(u) => {
-                    let mut peaks = Vec::new();
-                    for e in [Engine::Matrix, Engine::Vector] {
-                        for d in DType::ALL {
-                            if let Some(p) = u.peak(e, d) {
-                                peaks.push((codes::engine_code(e), d.code(), p.0));
-                            }
-                        }
-                    }
-                    Built::Compute {
-                        peaks,
-                        launch_overhead: u.launch_overhead().0,
-                        gemm_tile: u.gemm_tile(),
-                    }
-                }
-                Component::MemoryTier(t) => Built::Tier(WireTier {
-                    level: codes::tier_level_code(t.level()),
-                    capacity: t.capacity().0,
-                    bandwidth: t.bandwidth().0,
-                    efficiency: t.efficiency(),
-                    latency: t.latency().0,
-                }),
-                Component::Interconnect(l) => Built::Link {
-                    domain_size: l.domain_size(),
-                    bandwidth: l.bandwidth().0,
-                    latency: l.latency().0,
-                },
-                _ => return Err(failed(format!("{category} cannot be isolated"))),
-            };
-            handles.push(c);
-            Ok(Answer::Built {
-                handle: handles.len() - 1,
-                built,
-            })
-        }
+        } => build(registry, handles, category, &name, &params),
         Call::Efficiency { handle: h, op } => match handle(handles, h)? {
             Component::ComputeUnit(u) => Ok(Answer::Number(u.efficiency(&op))),
             _ => Err(failed(format!("component {h} is not a compute unit"))),
@@ -373,6 +298,94 @@ fn answer(
             _ => Err(failed(format!("component {h} is not an interconnect"))),
         },
     }
+}
+
+/// The child's greeting: its protocol, its library and the components it serves.
+fn hello(registry: &Registry, lib: &LoadedLibrary, protocol: &str) -> Result<Answer, WireError> {
+    if protocol != PROTOCOL {
+        return Err(failed(format!(
+            "this plugin host speaks {PROTOCOL}, not {protocol}"
+        )));
+    }
+    let components = lib
+        .components
+        .iter()
+        .filter_map(|(c, n)| {
+            let info = registry.info(*c, n)?;
+            Some(WireComponent {
+                category: *c,
+                name: n.clone(),
+                description: info.description.clone(),
+                params: info.params.clone(),
+            })
+        })
+        .collect();
+    Ok(Answer::Hello {
+        protocol: PROTOCOL.into(),
+        plugin: lib.plugin.clone(),
+        version: lib.version.clone(),
+        abi: lib.abi.clone(),
+        components,
+    })
+}
+
+/// Build component `name` of `category` from `params`, keep it under the next handle and
+/// answer with what the host's proxy needs of it.
+fn build(
+    registry: &Registry,
+    handles: &mut Vec<Component>,
+    category: Category,
+    name: &str,
+    params: &serde_json::Value,
+) -> Result<Answer, WireError> {
+    let c = registry
+        .build(category, name, params)
+        .map_err(|e| match e {
+            perfcast_core::registry::RegistryError::Build {
+                source: perfcast_core::PluginError::Params { path, message },
+                ..
+            } => WireError {
+                code: codes::ERR_PARAMS,
+                path,
+                message,
+            },
+            other => failed(other.to_string()),
+        })?;
+    let built = match &c {
+        Component::ComputeUnit(u) => {
+            let mut peaks = Vec::new();
+            for e in [Engine::Matrix, Engine::Vector] {
+                for d in DType::ALL {
+                    if let Some(p) = u.peak(e, d) {
+                        peaks.push((codes::engine_code(e), d.code(), p.0));
+                    }
+                }
+            }
+            Built::Compute {
+                peaks,
+                launch_overhead: u.launch_overhead().0,
+                gemm_tile: u.gemm_tile(),
+            }
+        }
+        Component::MemoryTier(t) => Built::Tier(WireTier {
+            level: codes::tier_level_code(t.level()),
+            capacity: t.capacity().0,
+            bandwidth: t.bandwidth().0,
+            efficiency: t.efficiency(),
+            latency: t.latency().0,
+        }),
+        Component::Interconnect(l) => Built::Link {
+            domain_size: l.domain_size(),
+            bandwidth: l.bandwidth().0,
+            latency: l.latency().0,
+        },
+        _ => return Err(failed(format!("{category} cannot be isolated"))),
+    };
+    handles.push(c);
+    Ok(Answer::Built {
+        handle: handles.len() - 1,
+        built,
+    })
 }
 
 // ---------------------------------------------------------------------------------------

@@ -20,6 +20,14 @@ fn blocks_for(tokens: u32, block: u32) -> u32 {
     tokens.div_ceil(block)
 }
 
+/// What a step being formed holds so far: its tokens, its decodes and their context.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    tokens: u32,
+    decodes: u32,
+    ctx: u64,
+}
+
 impl Run<'_, '_> {
     /// Tokens a decode of `s` feeds the model: 1, or the draft and the last token.
     fn decode_q(&self) -> u32 {
@@ -73,16 +81,55 @@ impl Run<'_, '_> {
 
     /// Form and start the next step of lane `l` of instance `i` at `t`, if it has work.
     pub fn start_step(&mut self, i: usize, l: usize, t: f64) -> Result<(), ModelError> {
-        let pool = &self.d.pools[self.insts[i].pool];
-        let (budget, max_batch, role) = (pool.max_num_tokens, pool.max_batch, pool.role);
-        let on_demand = self.d.kv_admission == KvAdmission::OnDemand;
-        let block = self.d.kv_block_size;
-        let q = self.decode_q();
         let mut running = std::mem::take(&mut self.insts[i].lanes[l].running);
         let mut work = std::mem::take(&mut self.insts[i].lanes[l].work);
         work.clear();
         self.chunks.clear();
-        let (mut tokens, mut decodes, mut ctx) = (0u32, 0u32, 0u64);
+        let mut tally = Tally::default();
+        self.continue_running(i, &mut running, &mut work, &mut tally, t);
+        self.admit_waiting(i, &mut running, &mut work, &mut tally, t);
+        let lane_work = !work.is_empty();
+        let mut dur = 0.0;
+        if lane_work {
+            dur = self.step_duration(i, tally.decodes, tally.ctx, work.len())?;
+            let inst = &mut self.insts[i];
+            inst.busy_time += dur;
+            inst.steps += 1;
+            inst.seqs_in_steps += work.len() as u64;
+            inst.tokens_in_steps += tally.tokens as u64;
+            self.steps += 1;
+        }
+        let lane = &mut self.insts[i].lanes[l];
+        lane.running = running;
+        lane.work = work;
+        lane.busy = lane_work;
+        if lane_work {
+            self.push(
+                t + dur,
+                Ev::StepEnd {
+                    inst: i as u32,
+                    lane: l as u32,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// The step's share of the sequences already running on instance `i`: a decode (or a
+    /// speculative verify) each, or the next prefill chunk, within the token budget; under
+    /// on-demand admission a sequence's KV grows first (evicting the newest if it must).
+    fn continue_running(
+        &mut self,
+        i: usize,
+        running: &mut Vec<u32>,
+        work: &mut Vec<Work>,
+        tally: &mut Tally,
+        t: f64,
+    ) {
+        let budget = self.d.pools[self.insts[i].pool].max_num_tokens;
+        let on_demand = self.d.kv_admission == KvAdmission::OnDemand;
+        let block = self.d.kv_block_size;
+        let q = self.decode_q();
         let mut k = 0;
         while k < running.len() {
             let s = running[k];
@@ -90,10 +137,10 @@ impl Run<'_, '_> {
             if !on_demand {
                 let seq = &self.seqs[s as usize];
                 if seq.prefilled >= seq.target {
-                    if q <= budget - tokens {
-                        decodes += 1;
-                        ctx += (seq.kv + q) as u64;
-                        tokens += q;
+                    if q <= budget - tally.tokens {
+                        tally.decodes += 1;
+                        tally.ctx += (seq.kv + q) as u64;
+                        tally.tokens += q;
                         work.push(Work {
                             seq: s,
                             tokens: q,
@@ -105,7 +152,7 @@ impl Run<'_, '_> {
                 }
             }
             let seq = self.seqs[s as usize];
-            let room = budget - tokens;
+            let room = budget - tally.tokens;
             let take = if seq.decoding() {
                 if q > room {
                     0
@@ -128,19 +175,36 @@ impl Run<'_, '_> {
             }
             if on_demand {
                 let need = blocks_for(seq.kv + take, block).saturating_sub(seq.blocks);
-                if need > 0 && !self.grow(i, &mut running, k, need, t) {
+                if need > 0 && !self.grow(i, running, k, need, t) {
                     continue;
                 }
             }
-            self.add_work(s, take, &mut work, &mut tokens, &mut decodes, &mut ctx);
+            self.add_work(s, take, work, tally);
             k += 1;
         }
-        while running.len() < max_batch as usize && tokens < budget {
+    }
+
+    /// Admit waiting sequences to instance `i` in arrival order while the batch, the token
+    /// budget and the free KV blocks allow.
+    fn admit_waiting(
+        &mut self,
+        i: usize,
+        running: &mut Vec<u32>,
+        work: &mut Vec<Work>,
+        tally: &mut Tally,
+        t: f64,
+    ) {
+        let pool = &self.d.pools[self.insts[i].pool];
+        let (budget, max_batch, role) = (pool.max_num_tokens, pool.max_batch, pool.role);
+        let on_demand = self.d.kv_admission == KvAdmission::OnDemand;
+        let block = self.d.kv_block_size;
+        let q = self.decode_q();
+        while running.len() < max_batch as usize && tally.tokens < budget {
             let Some(&s) = self.insts[i].waiting.front() else {
                 break;
             };
             let seq = self.seqs[s as usize];
-            let room = budget - tokens;
+            let room = budget - tally.tokens;
             let take = if seq.decoding() {
                 q
             } else {
@@ -168,49 +232,16 @@ impl Run<'_, '_> {
             self.insts[i].take(need);
             self.seqs[s as usize].blocks += need;
             running.push(s);
-            self.add_work(s, take, &mut work, &mut tokens, &mut decodes, &mut ctx);
+            self.add_work(s, take, work, tally);
         }
-        let lane_work = !work.is_empty();
-        let mut dur = 0.0;
-        if lane_work {
-            dur = self.step_duration(i, decodes, ctx, work.len())?;
-            let inst = &mut self.insts[i];
-            inst.busy_time += dur;
-            inst.steps += 1;
-            inst.seqs_in_steps += work.len() as u64;
-            inst.tokens_in_steps += tokens as u64;
-            self.steps += 1;
-        }
-        let lane = &mut self.insts[i].lanes[l];
-        lane.running = running;
-        lane.work = work;
-        lane.busy = lane_work;
-        if lane_work {
-            self.push(
-                t + dur,
-                Ev::StepEnd {
-                    inst: i as u32,
-                    lane: l as u32,
-                },
-            );
-        }
-        Ok(())
     }
 
-    fn add_work(
-        &mut self,
-        s: u32,
-        take: u32,
-        work: &mut Vec<Work>,
-        tokens: &mut u32,
-        decodes: &mut u32,
-        ctx: &mut u64,
-    ) {
+    fn add_work(&mut self, s: u32, take: u32, work: &mut Vec<Work>, tally: &mut Tally) {
         let seq = &self.seqs[s as usize];
         let decode = seq.decoding();
         if decode {
-            *decodes += 1;
-            *ctx += (seq.kv + take) as u64;
+            tally.decodes += 1;
+            tally.ctx += (seq.kv + take) as u64;
         } else {
             self.chunks.push(PrefillChunk {
                 tokens: take,
@@ -218,7 +249,7 @@ impl Run<'_, '_> {
                 last: seq.prefilled + take == seq.target,
             });
         }
-        *tokens += take;
+        tally.tokens += take;
         work.push(Work {
             seq: s,
             tokens: take,

@@ -38,51 +38,8 @@ impl Training {
         p: &Prepared,
         g: &GroupTimes,
     ) -> Result<Composed, ModelError> {
-        let lt = &g.lt;
-        let ends = &g.ends;
-        let (fwd_ex, bwd_ex, rc_ex) = (g.fwd_ex, g.bwd_ex, g.rc_ex);
-        // Per-micro-batch stage times.
-        let stage = |n: u64, rp: &RecomputePlan, with_emb: bool, with_head: bool| {
-            let nf = n as f64;
-            let mut st = StageTimes {
-                layers: nf,
-                rc_compute: rp.full_layers * lt.fwd.total
-                    + rp.attention_layers * lt.selective.total(),
-                rc_comm: rp.full_layers * sum(&rc_ex) + rp.attention_layers * g.selective_comm,
-                hidden: nf * (g.fwd_hidden + g.bwd_hidden) + rp.full_layers * g.rc_hidden,
-                ..StageTimes::default()
-            };
-            st.compute.add_scaled(&lt.fwd.classes, nf + rp.full_layers);
-            st.compute.add_scaled(&lt.bwd.classes, nf);
-            st.compute.add_scaled(&lt.selective, rp.attention_layers);
-            for k in 0..6 {
-                st.comm[k] = nf * (fwd_ex[k] + bwd_ex[k]) + rp.full_layers * rc_ex[k];
-            }
-            st.comm[CommClass::Tensor.index()] += rp.attention_layers * g.selective_comm;
-            st.fwd = nf * (lt.fwd.total + sum(&fwd_ex));
-            st.bwd = nf * (lt.bwd.total + sum(&bwd_ex)) + st.rc_compute + st.rc_comm;
-            let mut add = |p: &PassTimes, ex: &ClassComm, fwd: bool| {
-                let x = p.total + sum(ex);
-                if fwd {
-                    st.fwd += x;
-                } else {
-                    st.bwd += x;
-                }
-                st.compute.add_scaled(&p.classes, 1.0);
-                for (c, e) in st.comm.iter_mut().zip(ex) {
-                    *c += e;
-                }
-            };
-            if with_emb {
-                add(&ends.embedding_fwd, &g.emb_f_ex, true);
-                add(&ends.embedding_bwd, &g.emb_b_ex, false);
-            }
-            if with_head {
-                add(&ends.head_fwd, &g.head_f_ex, true);
-                add(&ends.head_bwd, &g.head_b_ex, false);
-            }
-            st
-        };
+        let stage =
+            |n: u64, rp: &RecomputePlan, emb: bool, head: bool| dense_stage(g, n, rp, emb, head);
         let single = p.single;
         let mixed = |mix: &moe::StageMix, rp: &RecomputePlan, emb: bool, head: f64| {
             moe::stage_mixed(g, mix, rp, emb, head)
@@ -155,4 +112,55 @@ impl Training {
             iteration,
         })
     }
+}
+
+/// One dense stage's per-micro-batch times: `n` layers under recompute plan `rp`, with the
+/// input embedding and the LM head where the stage holds them.
+fn dense_stage(
+    g: &GroupTimes,
+    n: u64,
+    rp: &RecomputePlan,
+    with_emb: bool,
+    with_head: bool,
+) -> StageTimes {
+    let (lt, ends) = (&g.lt, &g.ends);
+    let (fwd_ex, bwd_ex, rc_ex) = (g.fwd_ex, g.bwd_ex, g.rc_ex);
+    let nf = n as f64;
+    let mut st = StageTimes {
+        layers: nf,
+        rc_compute: rp.full_layers * lt.fwd.total + rp.attention_layers * lt.selective.total(),
+        rc_comm: rp.full_layers * sum(&rc_ex) + rp.attention_layers * g.selective_comm,
+        hidden: nf * (g.fwd_hidden + g.bwd_hidden) + rp.full_layers * g.rc_hidden,
+        ..StageTimes::default()
+    };
+    st.compute.add_scaled(&lt.fwd.classes, nf + rp.full_layers);
+    st.compute.add_scaled(&lt.bwd.classes, nf);
+    st.compute.add_scaled(&lt.selective, rp.attention_layers);
+    for k in 0..6 {
+        st.comm[k] = nf * (fwd_ex[k] + bwd_ex[k]) + rp.full_layers * rc_ex[k];
+    }
+    st.comm[CommClass::Tensor.index()] += rp.attention_layers * g.selective_comm;
+    st.fwd = nf * (lt.fwd.total + sum(&fwd_ex));
+    st.bwd = nf * (lt.bwd.total + sum(&bwd_ex)) + st.rc_compute + st.rc_comm;
+    let mut add = |p: &PassTimes, ex: &ClassComm, fwd: bool| {
+        let x = p.total + sum(ex);
+        if fwd {
+            st.fwd += x;
+        } else {
+            st.bwd += x;
+        }
+        st.compute.add_scaled(&p.classes, 1.0);
+        for (c, e) in st.comm.iter_mut().zip(ex) {
+            *c += e;
+        }
+    };
+    if with_emb {
+        add(&ends.embedding_fwd, &g.emb_f_ex, true);
+        add(&ends.embedding_bwd, &g.emb_b_ex, false);
+    }
+    if with_head {
+        add(&ends.head_fwd, &g.head_f_ex, true);
+        add(&ends.head_bwd, &g.head_b_ex, false);
+    }
+    st
 }

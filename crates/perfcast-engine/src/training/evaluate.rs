@@ -68,13 +68,7 @@ impl Training {
         let (full, attn) = if single {
             (rp_first.full_layers, rp_first.attention_layers)
         } else {
-            let mids = (plan.pp - 2) as f64;
-            (
-                rp_first.full_layers + mids * rp_mid.full_layers + rp_last.full_layers,
-                rp_first.attention_layers
-                    + mids * rp_mid.attention_layers
-                    + rp_last.attention_layers,
-            )
+            recomputed_layers(plan.pp, [&rp_first, &rp_mid, &rp_last])
         };
         let lf = m.layers as f64;
         let fl = flops::step_flops(m, plan.global_batch as f64, full / lf, attn / lf);
@@ -92,29 +86,6 @@ impl Training {
         let per_gpu = |f: f64| f / (iteration * n);
         let mfu = per_gpu(fl.model) / peak_rate.0;
         let hfu = per_gpu(fl.hardware) / peak_rate.0;
-
-        // Bottleneck.
-        let c = &breakdown.compute;
-        let matrix = c.gemm + c.attention;
-        let vector = c.total() - matrix;
-        let candidates = [
-            (Bottleneck::MatrixCompute, matrix),
-            (Bottleneck::VectorOps, vector),
-            (Bottleneck::TensorComm, breakdown.tp_comm.0),
-            (Bottleneck::ContextComm, breakdown.cp_comm.0),
-            (Bottleneck::PipelineComm, breakdown.pp_comm.0),
-            (Bottleneck::PipelineBubble, breakdown.bubble.0),
-            (Bottleneck::DataComm, breakdown.dp_comm.0),
-            (Bottleneck::ZeroComm, breakdown.zero_comm.0),
-            (Bottleneck::ExpertComm, breakdown.ep_comm.0),
-            (Bottleneck::Optimizer, breakdown.optimizer.0),
-        ];
-        let mut bottleneck = candidates[0];
-        for cand in candidates {
-            if cand.1 > bottleneck.1 {
-                bottleneck = cand;
-            }
-        }
 
         let report = TrainingReport {
             iteration_time: Seconds(iteration),
@@ -138,11 +109,48 @@ impl Training {
             } else {
                 Feasibility::ExceedsMemory
             },
-            bottleneck: bottleneck.0,
+            bottleneck: bottleneck(&breakdown),
         };
         report.check_finite()?;
         Ok(report)
     }
+}
+
+/// Layers recomputed fully and for their attention over a pipeline of `pp > 1` stages
+/// (the first, `pp - 2` middle ones and the last).
+fn recomputed_layers(pp: u32, [first, mid, last]: [&RecomputePlan; 3]) -> (f64, f64) {
+    let mids = (pp - 2) as f64;
+    (
+        first.full_layers + mids * mid.full_layers + last.full_layers,
+        first.attention_layers + mids * mid.attention_layers + last.attention_layers,
+    )
+}
+
+/// What binds the step: the largest of its compute and communication parts (the first
+/// listed wins a tie).
+fn bottleneck(breakdown: &TimeBreakdown) -> Bottleneck {
+    let c = &breakdown.compute;
+    let matrix = c.gemm + c.attention;
+    let vector = c.total() - matrix;
+    let candidates = [
+        (Bottleneck::MatrixCompute, matrix),
+        (Bottleneck::VectorOps, vector),
+        (Bottleneck::TensorComm, breakdown.tp_comm.0),
+        (Bottleneck::ContextComm, breakdown.cp_comm.0),
+        (Bottleneck::PipelineComm, breakdown.pp_comm.0),
+        (Bottleneck::PipelineBubble, breakdown.bubble.0),
+        (Bottleneck::DataComm, breakdown.dp_comm.0),
+        (Bottleneck::ZeroComm, breakdown.zero_comm.0),
+        (Bottleneck::ExpertComm, breakdown.ep_comm.0),
+        (Bottleneck::Optimizer, breakdown.optimizer.0),
+    ];
+    let mut bottleneck = candidates[0];
+    for cand in candidates {
+        if cand.1 > bottleneck.1 {
+            bottleneck = cand;
+        }
+    }
+    bottleneck.0
 }
 
 /// One layer, one micro-batch: the dense layer's, or an MoE model's MoE layer (whose block

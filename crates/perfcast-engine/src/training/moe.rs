@@ -101,49 +101,7 @@ impl Training {
         if m.moe.is_none() && m.mtp_layers == 0 {
             return Ok(None);
         }
-        let (n1, n2, n3) = (
-            params.n_first as f64,
-            params.n_mid as f64,
-            params.n_last as f64,
-        );
-        let pp = plan.pp as f64;
-        // Stage starts: the first stage, a middle one (stage 1), the last.
-        let (d1, m1) = mix_of(m, 0.0, n1);
-        let (d2, m2) = mix_of(m, n1, n2);
-        let (d3, m3) = if plan.pp == 1 {
-            (d1, m1)
-        } else {
-            mix_of(m, n1 + (pp - 2.0).max(0.0) * n2, n3)
-        };
-        let mtp = m.mtp_layers as f64;
-        let mtp_moe = m.moe.is_some();
-        let mut mix = [
-            StageMix {
-                dense: d1,
-                moe: m1,
-                expert_params: 0.0,
-            },
-            StageMix {
-                dense: d2,
-                moe: m2,
-                expert_params: 0.0,
-            },
-            StageMix {
-                dense: d3,
-                moe: m3,
-                expert_params: 0.0,
-            },
-        ];
-        // The multi-token-prediction modules run after the last layer, on the last stage.
-        let last = if plan.pp == 1 { 0 } else { 2 };
-        if mtp_moe {
-            mix[last].moe += mtp;
-        } else {
-            mix[last].dense += mtp;
-        }
-        if plan.pp == 1 {
-            mix[2] = mix[0];
-        }
+        let (mut mix, mtp) = stage_mixes(m, plan, params);
         let Some(spec) = &m.moe else {
             return Ok(Some(MoePrep {
                 ls: *ls,
@@ -222,6 +180,55 @@ impl Training {
             expert_layer_params,
         }))
     }
+}
+
+/// The dense and MoE layers (multi-token-prediction modules included) of the first, a middle
+/// and the last stage, and the multi-token-prediction modules.
+fn stage_mixes(m: &ModelSpec, plan: &TrainingPlan, params: &StageParams) -> ([StageMix; 3], f64) {
+    let (n1, n2, n3) = (
+        params.n_first as f64,
+        params.n_mid as f64,
+        params.n_last as f64,
+    );
+    let pp = plan.pp as f64;
+    // Stage starts: the first stage, a middle one (stage 1), the last.
+    let (d1, m1) = mix_of(m, 0.0, n1);
+    let (d2, m2) = mix_of(m, n1, n2);
+    let (d3, m3) = if plan.pp == 1 {
+        (d1, m1)
+    } else {
+        mix_of(m, n1 + (pp - 2.0).max(0.0) * n2, n3)
+    };
+    let mtp = m.mtp_layers as f64;
+    let mtp_moe = m.moe.is_some();
+    let mut mix = [
+        StageMix {
+            dense: d1,
+            moe: m1,
+            expert_params: 0.0,
+        },
+        StageMix {
+            dense: d2,
+            moe: m2,
+            expert_params: 0.0,
+        },
+        StageMix {
+            dense: d3,
+            moe: m3,
+            expert_params: 0.0,
+        },
+    ];
+    // The multi-token-prediction modules run after the last layer, on the last stage.
+    let last = if plan.pp == 1 { 0 } else { 2 };
+    if mtp_moe {
+        mix[last].moe += mtp;
+    } else {
+        mix[last].dense += mtp;
+    }
+    if plan.pp == 1 {
+        mix[2] = mix[0];
+    }
+    (mix, mtp)
 }
 
 /// The strategies' view of the MoE layers.

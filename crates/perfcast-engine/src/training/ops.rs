@@ -405,154 +405,41 @@ impl LayerShape {
 /// `parallelize_llama.py`, `_save_list` and the `mm` counter), so the even-numbered matmuls,
 /// the norms, activations, rotary embedding, residual ops and quantisations run again.
 pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
-    let tok = x.tokens();
-    let pwe = tok * x.h / x.ps; // pointwise elements
-    let (norm, act, rope, bda) = x.pointwise();
-    let bda_kind = if x.dropout {
-        VectorOpKind::Dropout
-    } else {
-        VectorOpKind::Elementwise
-    };
     let (gemm_list, n_gemms, norm_fed) = x.gemms();
-    let gemms = &gemm_list[..n_gemms];
-    // Norm-fed GEMMs (QKV and the MLP's first) take their fp8 input from the norm when the
-    // stack fuses the cast into it (one more byte written by the norm).
-    let fused_cast = x.cast.is_some() && x.fused.fp8_cast;
-    let norm_extra = if fused_cast { 1.0 } else { 0.0 };
+    let (norm, act, rope, bda) = x.pointwise();
+    let tok = x.tokens();
+    let p = LayerProgram {
+        timer,
+        x,
+        gemms: &gemm_list[..n_gemms],
+        norm_fed,
+        tok,
+        pwe: tok * x.h / x.ps,
+        norm,
+        act,
+        rope,
+        bda,
+        bda_kind: if x.dropout {
+            VectorOpKind::Dropout
+        } else {
+            VectorOpKind::Elementwise
+        },
+        // An MoE layer's activations are its block's (`ops_moe`).
+        act_el: if x.moe.is_none() { tok * x.f_dev } else { 0 },
+    };
 
-    // Forward.
     timer.part.set("layer forward");
     let mut f = ClassTimes::default();
-    let norm_f = x.pointwise_op(
-        VectorOpKind::Norm,
-        pwe,
-        x.norm_flops(),
-        norm.fwd + norm_extra,
-        norm.fwd_kernels,
-    );
-    timer.add(&mut f, norm_f, 2.0)?;
-    let bda_f = x.pointwise_op(bda_kind, pwe, 2.0, bda.fwd, bda.fwd_kernels);
-    timer.add(&mut f, bda_f, 2.0)?;
-    let mut gemm_f = 0.0;
-    let mut gemm_t = [0.0; 7];
-    for (i, &(m, n, k)) in gemms.iter().enumerate() {
-        gemm_t[i] = timer.add(&mut f, x.gemm(m, n, k), 1.0)?;
-        gemm_f += gemm_t[i];
-        if let Some(c) = x.cast {
-            if !(fused_cast && norm_fed & (1 << i) != 0) {
-                let op = x.cast_op(m * k, c.amax + c.cast, c.scale, c.kernels);
-                timer.add(&mut f, op, 1.0)?;
-            }
-            // The weight, quantised for this micro-batch's forward.
-            let w = x.cast_op(k * n, c.amax + c.cast, c.scale, c.kernels);
-            timer.add(&mut f, w, 1.0)?;
-        }
-    }
-    if let Some(l) = &x.mla {
-        // The latents' RMSNorms.
-        let el = tok * (l.q_rank + l.kv_rank);
-        let op = x.pointwise_op(VectorOpKind::Norm, el, 3.0, norm.fwd, norm.fwd_kernels);
-        timer.add(&mut f, op, 1.0)?;
-    }
-    let rope_el = x.rope_elements();
-    if x.rope {
-        let op = x.pointwise_op(VectorOpKind::Rope, rope_el, 6.0, rope.fwd, rope.fwd_kernels);
-        timer.add(&mut f, op, 1.0)?;
-    }
-    // An MoE layer's activations are its block's (`ops_moe`).
-    let act_el = if x.moe.is_none() { tok * x.f_dev } else { 0 };
-    let act_f = x.pointwise_op(
-        VectorOpKind::Activation,
-        act_el,
-        8.0,
-        act.fwd,
-        act.fwd_kernels,
-    );
-    timer.add(&mut f, act_f, 1.0)?;
-    let attn_f = x.attention(timer, &mut f, false)?;
-
-    // What selective recompute reruns.
-    let mut selective = ClassTimes::default();
-    if x.op_sac {
-        selective = f;
-        selective.0[OpClass::Attention as usize] -= attn_f;
-        if x.mla.is_none() && x.moe.is_none() {
-            let (mms, n) = x.matmuls();
-            for (j, (g, share)) in mms[..n].iter().enumerate() {
-                if j % 2 == 0 {
-                    selective.0[OpClass::Gemm as usize] -= gemm_t[*g] * share;
-                }
-            }
-        } else {
-            // Latent attention's projections and an MoE layer's attention GEMMs, one matmul
-            // each, counted in program order: every second one is saved.
-            for (j, t) in gemm_t[..n_gemms].iter().enumerate() {
-                if j % 2 == 0 {
-                    selective.0[OpClass::Gemm as usize] -= t;
-                }
-            }
-        }
-        for v in selective.0.iter_mut() {
-            *v = v.max(0.0);
-        }
-    } else {
-        selective.0[OpClass::Attention as usize] = attn_f;
-    }
+    let (mut gemm_f, gemm_t, attn_f) = p.forward(&mut f)?;
+    let selective = p.selective(f, &gemm_t, attn_f);
     // The MoE block after what selective recompute reruns: neither the attention core nor
     // per-op SAC (which saves the expert GEMMs' outputs) reruns it.
     let block_f = super::ops_moe::moe_block(timer, x, &mut f, false)?;
     gemm_f += block_f.gemm;
 
-    // Backward.
     timer.part.set("layer backward");
     let mut b = ClassTimes::default();
-    let norm_b = x.pointwise_op(
-        VectorOpKind::Norm,
-        pwe,
-        2.0 * x.norm_flops(),
-        norm.bwd,
-        norm.bwd_kernels,
-    );
-    timer.add(&mut b, norm_b, 2.0)?;
-    let bda_b = x.pointwise_op(bda_kind, pwe, 1.0, bda.bwd, bda.bwd_kernels);
-    timer.add(&mut b, bda_b, 2.0)?;
-    // Residual-branch gradient sums.
-    let e = x.e();
-    timer.add(
-        &mut b,
-        x.vec(VectorOpKind::Elementwise, pwe, 1.0, 3.0 * e),
-        2.0,
-    )?;
-    let mut gemm_b = 0.0;
-    for &(m, n, k) in gemms {
-        gemm_b += timer.add(&mut b, x.gemm(m, k, n), 1.0)?; // dX = dY·Wᵀ
-        gemm_b += timer.add(&mut b, x.wgrad(k, n, m), 1.0)?; // dW = Xᵀ·dY
-        if let Some(c) = x.cast {
-            let grad = x.cast_op(m * n, c.amax + c.grad_cast, 2.0 * c.scale, c.kernels);
-            timer.add(&mut b, grad, 1.0)?;
-            timer.add(&mut b, x.cast_op(m * k, c.transpose, c.scale, 1), 1.0)?;
-            // The weight laid out for the data gradient.
-            timer.add(&mut b, x.cast_op(k * n, c.transpose, c.scale, 1), 1.0)?;
-        }
-    }
-    if let Some(l) = &x.mla {
-        let el = tok * (l.q_rank + l.kv_rank);
-        let op = x.pointwise_op(VectorOpKind::Norm, el, 6.0, norm.bwd, norm.bwd_kernels);
-        timer.add(&mut b, op, 1.0)?;
-    }
-    if x.rope {
-        let op = x.pointwise_op(VectorOpKind::Rope, rope_el, 6.0, rope.bwd, rope.bwd_kernels);
-        timer.add(&mut b, op, 1.0)?;
-    }
-    let act_b = x.pointwise_op(
-        VectorOpKind::Activation,
-        act_el,
-        10.0,
-        act.bwd,
-        act.bwd_kernels,
-    );
-    timer.add(&mut b, act_b, 1.0)?;
-    let attn_b = x.attention(timer, &mut b, true)?;
+    let (mut gemm_b, attn_b) = p.backward(&mut b)?;
     let block_b = super::ops_moe::moe_block(timer, x, &mut b, true)?;
     gemm_b += block_b.gemm;
 
@@ -573,6 +460,166 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
         block_fwd: block_f.total,
         block_bwd: block_b.total,
     })
+}
+
+/// One layer's dense op program (everything but the MoE block), with what its forward and
+/// backward passes share.
+struct LayerProgram<'a> {
+    timer: &'a Timer<'a>,
+    x: &'a LayerShape,
+    /// The layer's GEMMs `(m, n, k)`, and which of them take their input from a norm.
+    gemms: &'a [(u64, u64, u64)],
+    norm_fed: u8,
+    tok: u64,
+    /// Elements of one pointwise op over the (sequence-parallel) activations.
+    pwe: u64,
+    norm: Pointwise,
+    act: Pointwise,
+    rope: Pointwise,
+    bda: Pointwise,
+    bda_kind: VectorOpKind,
+    act_el: u64,
+}
+
+impl LayerProgram<'_> {
+    /// The forward pass: its GEMM time, each GEMM's time and the attention core's.
+    fn forward(&self, f: &mut ClassTimes) -> Result<(f64, [f64; 7], f64), ModelError> {
+        let (timer, x) = (self.timer, self.x);
+        let (norm, act, rope, bda) = (self.norm, self.act, self.rope, self.bda);
+        // Norm-fed GEMMs (QKV and the MLP's first) take their fp8 input from the norm when the
+        // stack fuses the cast into it (one more byte written by the norm).
+        let fused_cast = x.cast.is_some() && x.fused.fp8_cast;
+        let norm_extra = if fused_cast { 1.0 } else { 0.0 };
+        let norm_f = x.pointwise_op(
+            VectorOpKind::Norm,
+            self.pwe,
+            x.norm_flops(),
+            norm.fwd + norm_extra,
+            norm.fwd_kernels,
+        );
+        timer.add(f, norm_f, 2.0)?;
+        let bda_f = x.pointwise_op(self.bda_kind, self.pwe, 2.0, bda.fwd, bda.fwd_kernels);
+        timer.add(f, bda_f, 2.0)?;
+        let mut gemm_f = 0.0;
+        let mut gemm_t = [0.0; 7];
+        for (i, &(m, n, k)) in self.gemms.iter().enumerate() {
+            gemm_t[i] = timer.add(f, x.gemm(m, n, k), 1.0)?;
+            gemm_f += gemm_t[i];
+            if let Some(c) = x.cast {
+                if !(fused_cast && self.norm_fed & (1 << i) != 0) {
+                    let op = x.cast_op(m * k, c.amax + c.cast, c.scale, c.kernels);
+                    timer.add(f, op, 1.0)?;
+                }
+                // The weight, quantised for this micro-batch's forward.
+                let w = x.cast_op(k * n, c.amax + c.cast, c.scale, c.kernels);
+                timer.add(f, w, 1.0)?;
+            }
+        }
+        if let Some(l) = &x.mla {
+            // The latents' RMSNorms.
+            let el = self.tok * (l.q_rank + l.kv_rank);
+            let op = x.pointwise_op(VectorOpKind::Norm, el, 3.0, norm.fwd, norm.fwd_kernels);
+            timer.add(f, op, 1.0)?;
+        }
+        if x.rope {
+            let el = x.rope_elements();
+            let op = x.pointwise_op(VectorOpKind::Rope, el, 6.0, rope.fwd, rope.fwd_kernels);
+            timer.add(f, op, 1.0)?;
+        }
+        let act_f = x.pointwise_op(
+            VectorOpKind::Activation,
+            self.act_el,
+            8.0,
+            act.fwd,
+            act.fwd_kernels,
+        );
+        timer.add(f, act_f, 1.0)?;
+        let attn_f = x.attention(timer, f, false)?;
+        Ok((gemm_f, gemm_t, attn_f))
+    }
+
+    /// What selective recompute reruns of the forward `f`.
+    fn selective(&self, f: ClassTimes, gemm_t: &[f64; 7], attn_f: f64) -> ClassTimes {
+        let x = self.x;
+        let mut selective = ClassTimes::default();
+        if !x.op_sac {
+            selective.0[OpClass::Attention as usize] = attn_f;
+            return selective;
+        }
+        selective = f;
+        selective.0[OpClass::Attention as usize] -= attn_f;
+        if x.mla.is_none() && x.moe.is_none() {
+            let (mms, n) = x.matmuls();
+            for (j, (g, share)) in mms[..n].iter().enumerate() {
+                if j % 2 == 0 {
+                    selective.0[OpClass::Gemm as usize] -= gemm_t[*g] * share;
+                }
+            }
+        } else {
+            // Latent attention's projections and an MoE layer's attention GEMMs, one matmul
+            // each, counted in program order: every second one is saved.
+            for (j, t) in gemm_t[..self.gemms.len()].iter().enumerate() {
+                if j % 2 == 0 {
+                    selective.0[OpClass::Gemm as usize] -= t;
+                }
+            }
+        }
+        for v in selective.0.iter_mut() {
+            *v = v.max(0.0);
+        }
+        selective
+    }
+
+    /// The backward pass: its GEMM time and the attention core's.
+    fn backward(&self, b: &mut ClassTimes) -> Result<(f64, f64), ModelError> {
+        let (timer, x) = (self.timer, self.x);
+        let (norm, act, rope, bda) = (self.norm, self.act, self.rope, self.bda);
+        let norm_b = x.pointwise_op(
+            VectorOpKind::Norm,
+            self.pwe,
+            2.0 * x.norm_flops(),
+            norm.bwd,
+            norm.bwd_kernels,
+        );
+        timer.add(b, norm_b, 2.0)?;
+        let bda_b = x.pointwise_op(self.bda_kind, self.pwe, 1.0, bda.bwd, bda.bwd_kernels);
+        timer.add(b, bda_b, 2.0)?;
+        // Residual-branch gradient sums.
+        let sums = x.vec(VectorOpKind::Elementwise, self.pwe, 1.0, 3.0 * x.e());
+        timer.add(b, sums, 2.0)?;
+        let mut gemm_b = 0.0;
+        for &(m, n, k) in self.gemms {
+            gemm_b += timer.add(b, x.gemm(m, k, n), 1.0)?; // dX = dY·Wᵀ
+            gemm_b += timer.add(b, x.wgrad(k, n, m), 1.0)?; // dW = Xᵀ·dY
+            if let Some(c) = x.cast {
+                let grad = x.cast_op(m * n, c.amax + c.grad_cast, 2.0 * c.scale, c.kernels);
+                timer.add(b, grad, 1.0)?;
+                timer.add(b, x.cast_op(m * k, c.transpose, c.scale, 1), 1.0)?;
+                // The weight laid out for the data gradient.
+                timer.add(b, x.cast_op(k * n, c.transpose, c.scale, 1), 1.0)?;
+            }
+        }
+        if let Some(l) = &x.mla {
+            let el = self.tok * (l.q_rank + l.kv_rank);
+            let op = x.pointwise_op(VectorOpKind::Norm, el, 6.0, norm.bwd, norm.bwd_kernels);
+            timer.add(b, op, 1.0)?;
+        }
+        if x.rope {
+            let el = x.rope_elements();
+            let op = x.pointwise_op(VectorOpKind::Rope, el, 6.0, rope.bwd, rope.bwd_kernels);
+            timer.add(b, op, 1.0)?;
+        }
+        let act_b = x.pointwise_op(
+            VectorOpKind::Activation,
+            self.act_el,
+            10.0,
+            act.bwd,
+            act.bwd_kernels,
+        );
+        timer.add(b, act_b, 1.0)?;
+        let attn_b = x.attention(timer, b, true)?;
+        Ok((gemm_b, attn_b))
+    }
 }
 
 /// Times of the input embedding (first stage) and of the LM head with the loss (last stage),

@@ -88,103 +88,15 @@ impl Training {
             ));
         }
         check_tensor_sizes(m, plan)?;
-        let precision = plan.precision;
-        let recipe = plan.recipe();
-        let act_dtype = if recipe.is_some() {
-            DType::Bf16
-        } else {
-            precision
-        };
-        let e = act_dtype.bytes();
-        let dropout = plan.dropout.unwrap_or(m.ffn_act == FfnAct::Gelu);
-        let kv = m.kv_heads();
-        let mla = moe::mla_shape(m);
-        let d = match &mla {
-            // The attention op has one head width: the mean of Q/K's and V's carries the
-            // same work (2·(d_qk + d_v) per score).
-            Some(l) => (l.nope + l.rope + l.v).div_ceil(2),
-            None => m.head_dim(),
-        };
-        let (slide_layers, window) = m.sliding();
-        let ls = shape::LayerShape {
-            b,
-            sq: s / cpd,
-            s,
-            h,
-            a_dev: m.heads / t,
-            kv_dev: (kv / t).max(1),
-            d,
-            f_dev: m.ffn_hidden / t,
-            mat: m.ffn_act.matrices(),
-            ps,
-            vocab_dev: m.vocab.div_ceil(t),
-            gemm_dtype: precision,
-            scaling: recipe.map_or(perfcast_core::GemmScaling::Tensor, |r| r.scaling()),
-            cast: recipe.map(|r| self.params.recipe_costs(r)),
-            act_dtype,
-            fp32_grads: plan.fp32_grad_accum,
-            dropout,
-            norm: m.norm(),
-            rope: m.position() == PositionKind::Rope,
-            learned_positions: m.position() == PositionKind::Learned,
-            swiglu: m.ffn_act == FfnAct::Swiglu,
-            attention: plan.attention,
-            mla,
-            moe: None,
-            window: (slide_layers > 0).then(|| (slide_layers as f64 / m.layers as f64, window)),
-            fused: self.params.fused,
-            op_sac: self.params.selective_recompute == crate::software::SelectiveRecompute::OpSac,
-        };
+        let ls = self.layer_shape(plan, t, cpd, ps);
+        let (precision, dropout, e) = (plan.precision, ls.dropout, ls.act_dtype.bytes());
         let mut params = stage_params(m, plan, t)?;
         let (tf, hf) = (t as f64, h as f64);
         let single = plan.pp == 1;
-        let state = StateBytes::mixed_precision_adam(plan.fp32_grad_accum, recipe.is_some());
-        let mut dims = LayerDims {
-            micro_batch: b,
-            seq_len: s,
-            hidden: h,
-            heads: m.heads,
-            kv_heads: kv,
-            head_dim: m.head_dim(),
-            ffn_hidden: m.ffn_hidden,
-            act_bytes: e,
-            gather_bytes: match recipe {
-                Some(r) if r.per_tensor() => r.dtype().bytes(),
-                _ => e,
-            },
-            layer_params: params.layer_dev,
-            device_params: params.device_params,
-            grad_bytes: state.grads,
-            // FSDP/ZeRO gathers weights in fp8 where the stack casts the shards before the
-            // gather (torchtitan `enable_fsdp_float8_all_gather`, Megatron-Core
-            // `--fp8-param-gather`): per-tensor scales survive the gather.
-            weight_bytes: match recipe {
-                Some(r) if self.params.fp8_param_gather && r.per_tensor() => r.dtype().bytes(),
-                _ => 2.0,
-            },
-            embedding_params: params.table,
-            tied_embeddings: m.tied_embeddings,
-            moe: None,
-        };
-
+        let state = StateBytes::mixed_precision_adam(plan.fp32_grad_accum, plan.recipe().is_some());
+        let mut dims = self.layer_dims(plan, &params, &state, e);
         // Recompute.
-        let act_shape = ActivationShape {
-            micro_batch: b as f64,
-            seq_len: s as f64,
-            hidden: hf,
-            heads: m.heads as f64,
-            kv_heads: kv as f64,
-            head_dim: m.head_dim() as f64,
-            ffn_hidden: m.ffn_hidden as f64,
-            ffn_matrices: m.ffn_act.matrices() as f64,
-            tp: tf,
-            pointwise: ps as f64,
-            cp: cpd as f64,
-            elem: e,
-            dropout,
-            attention: plan.attention,
-            mla,
-        };
+        let act_shape = activation_shape(m, &ls, t, cpd);
         let act = act_shape.layer();
         let moe = self.prepare_moe(plan, &split, &ls, &params, &act_shape)?;
         if let Some(mp) = &moe {
@@ -217,6 +129,97 @@ impl Training {
             moe,
             act_shape,
         })
+    }
+
+    /// One layer's shape on one rank: the weights split `t` ways, the tokens `cpd` ways and
+    /// the pointwise ops `ps` ways.
+    fn layer_shape(&self, plan: &TrainingPlan, t: u64, cpd: u64, ps: u64) -> shape::LayerShape {
+        let m = &self.model;
+        let recipe = plan.recipe();
+        let precision = plan.precision;
+        let act_dtype = if recipe.is_some() {
+            DType::Bf16
+        } else {
+            precision
+        };
+        let mla = moe::mla_shape(m);
+        let d = match &mla {
+            // The attention op has one head width: the mean of Q/K's and V's carries the
+            // same work (2·(d_qk + d_v) per score).
+            Some(l) => (l.nope + l.rope + l.v).div_ceil(2),
+            None => m.head_dim(),
+        };
+        let (slide_layers, window) = m.sliding();
+        let s = m.seq_len;
+        shape::LayerShape {
+            b: plan.micro_batch as u64,
+            sq: s / cpd,
+            s,
+            h: m.hidden,
+            a_dev: m.heads / t,
+            kv_dev: (m.kv_heads() / t).max(1),
+            d,
+            f_dev: m.ffn_hidden / t,
+            mat: m.ffn_act.matrices(),
+            ps,
+            vocab_dev: m.vocab.div_ceil(t),
+            gemm_dtype: precision,
+            scaling: recipe.map_or(perfcast_core::GemmScaling::Tensor, |r| r.scaling()),
+            cast: recipe.map(|r| self.params.recipe_costs(r)),
+            act_dtype,
+            fp32_grads: plan.fp32_grad_accum,
+            dropout: plan.dropout.unwrap_or(m.ffn_act == FfnAct::Gelu),
+            norm: m.norm(),
+            rope: m.position() == PositionKind::Rope,
+            learned_positions: m.position() == PositionKind::Learned,
+            swiglu: m.ffn_act == FfnAct::Swiglu,
+            attention: plan.attention,
+            mla,
+            moe: None,
+            window: (slide_layers > 0).then(|| (slide_layers as f64 / m.layers as f64, window)),
+            fused: self.params.fused,
+            op_sac: self.params.selective_recompute == crate::software::SelectiveRecompute::OpSac,
+        }
+    }
+
+    /// The dense layer's dimensions for the strategies' memory and communication, with
+    /// activations of `e` bytes per element.
+    fn layer_dims(
+        &self,
+        plan: &TrainingPlan,
+        params: &StageParams,
+        state: &StateBytes,
+        e: f64,
+    ) -> LayerDims {
+        let m = &self.model;
+        let recipe = plan.recipe();
+        LayerDims {
+            micro_batch: plan.micro_batch as u64,
+            seq_len: m.seq_len,
+            hidden: m.hidden,
+            heads: m.heads,
+            kv_heads: m.kv_heads(),
+            head_dim: m.head_dim(),
+            ffn_hidden: m.ffn_hidden,
+            act_bytes: e,
+            gather_bytes: match recipe {
+                Some(r) if r.per_tensor() => r.dtype().bytes(),
+                _ => e,
+            },
+            layer_params: params.layer_dev,
+            device_params: params.device_params,
+            grad_bytes: state.grads,
+            // FSDP/ZeRO gathers weights in fp8 where the stack casts the shards before the
+            // gather (torchtitan `enable_fsdp_float8_all_gather`, Megatron-Core
+            // `--fp8-param-gather`): per-tensor scales survive the gather.
+            weight_bytes: match recipe {
+                Some(r) if self.params.fp8_param_gather && r.per_tensor() => r.dtype().bytes(),
+                _ => 2.0,
+            },
+            embedding_params: params.table,
+            tied_embeddings: m.tied_embeddings,
+            moe: None,
+        }
     }
 
     /// Let `policy` decide the recompute plan of every stage of `p`.
@@ -421,6 +424,28 @@ fn stage_params(m: &ModelSpec, plan: &TrainingPlan, t: u64) -> Result<StageParam
         expert_params: 0.0,
         mean_layer_dense: layer_dev,
     })
+}
+
+/// The activations' shape for the recompute policies: layer `ls` with its weights split `t`
+/// ways and its tokens `cpd` ways.
+fn activation_shape(m: &ModelSpec, ls: &shape::LayerShape, t: u64, cpd: u64) -> ActivationShape {
+    ActivationShape {
+        micro_batch: ls.b as f64,
+        seq_len: ls.s as f64,
+        hidden: ls.h as f64,
+        heads: m.heads as f64,
+        kv_heads: m.kv_heads() as f64,
+        head_dim: m.head_dim() as f64,
+        ffn_hidden: m.ffn_hidden as f64,
+        ffn_matrices: ls.mat as f64,
+        tp: t as f64,
+        pointwise: ls.ps as f64,
+        cp: cpd as f64,
+        elem: ls.act_dtype.bytes(),
+        dropout: ls.dropout,
+        attention: ls.attention,
+        mla: ls.mla,
+    }
 }
 
 /// The largest tensor a device touches (logits, attention scores, MLP activations) must count

@@ -318,84 +318,10 @@ pub fn search(s: &ServingSearch) -> Result<ServingSearchResult, SearchError> {
             ),
         });
     }
-    let inf = &s.scenario.inference;
-    let defaults = Some(&s.scenario.plan);
-    // The distinct pool plans, each with the largest step and batch it must time.
-    let mut plans: Vec<(InferencePlan, u64, u64)> = Vec::new();
-    for c in &cands {
-        if let Ok(d) = c.cfg.deployment(defaults, max_context) {
-            for p in &d.pools {
-                let mut plan = p.plan.clone();
-                plan.input_len = max_context.max(2) - 1;
-                plan.output_len = 1;
-                let logits =
-                    p.max_batch as u64 * d.speculative.map_or(1, |x| x.draft_len as u64 + 1);
-                match plans.iter_mut().find(|(q, _, _)| *q == plan) {
-                    Some(e) => {
-                        e.1 = e.1.max(p.max_num_tokens as u64);
-                        e.2 = e.2.max(logits);
-                    }
-                    None => plans.push((plan, p.max_num_tokens as u64, logits)),
-                }
-            }
-        }
-    }
-    let warmed: Vec<StepCosts> = plans
-        .par_iter()
-        .filter_map(|(plan, m, l)| {
-            let mut c = inf.step_costs(plan).ok()?;
-            c.warm(*m, *l).ok()?;
-            Some(c)
-        })
-        .collect();
-    let slos = &s.slos;
-    let conc = s
-        .config
-        .concurrency
-        .clone()
-        .unwrap_or_else(|| vec![1, 4, 16, 64, 256]);
-    let per_client = s.config.requests_per_client.unwrap_or(4);
-    let min_requests = s.config.min_requests.unwrap_or(32);
+    let warmed = warm_costs(s, &cands, max_context);
     let results: Vec<Result<Vec<(SearchPoint, u64)>, String>> = cands
         .par_iter()
-        .map(|cand| {
-            let d = cand
-                .cfg
-                .deployment(defaults, max_context)
-                .map_err(|e| e.to_string())?;
-            let costs: Vec<StepCosts> = warmed
-                .iter()
-                .filter(|w| d.pools.iter().any(|p| same_plan(w.plan(), &p.plan)))
-                .cloned()
-                .collect();
-            let mut sim = Simulator::with_costs(inf, costs);
-            let mut out = Vec::new();
-            let mb = cand.point.max_batch;
-            let mut loads: Vec<u32> = conc
-                .iter()
-                .copied()
-                .chain([mb])
-                .filter(|&c| c > cand.below && c <= mb)
-                .collect();
-            loads.sort_unstable();
-            loads.dedup();
-            for c in loads {
-                let clients = c * cand.point.instances;
-                let requests = (per_client * clients).max(min_requests);
-                let w = WorkloadSpec {
-                    input_len,
-                    output_len,
-                    requests,
-                    load: Load::Concurrency(clients),
-                    seed,
-                };
-                let r = sim
-                    .run(&d, &w.traffic(), seed, slos)
-                    .map_err(|e| e.to_string())?;
-                out.push((point(&cand.point, clients, &r), requests as u64));
-            }
-            Ok(out)
-        })
+        .map(|cand| simulate(s, cand, &warmed, (input_len, output_len, seed)))
         .collect();
     let mut points = Vec::new();
     let mut refused = 0;
@@ -436,7 +362,8 @@ pub fn search(s: &ServingSearch) -> Result<ServingSearchResult, SearchError> {
         requests,
         pareto: pareto(&points),
         top: top(&points, top_n),
-        best: slos
+        best: s
+            .slos
             .iter()
             .enumerate()
             .map(|(i, slo)| best(&points, i, *slo))
@@ -444,6 +371,99 @@ pub fn search(s: &ServingSearch) -> Result<ServingSearchResult, SearchError> {
         seconds: start.elapsed().as_secs_f64(),
         threads: rayon::current_num_threads(),
     })
+}
+
+/// The step costs of the distinct pool plans of `cands`, each warmed for the largest step
+/// and batch it must time (a plan the engine refuses is left out: its deployments are
+/// refused when simulated).
+fn warm_costs<'a>(
+    s: &'a ServingSearch,
+    cands: &[Candidate],
+    max_context: u32,
+) -> Vec<StepCosts<'a>> {
+    let defaults = Some(&s.scenario.plan);
+    let mut plans: Vec<(InferencePlan, u64, u64)> = Vec::new();
+    for c in cands {
+        if let Ok(d) = c.cfg.deployment(defaults, max_context) {
+            for p in &d.pools {
+                let mut plan = p.plan.clone();
+                plan.input_len = max_context.max(2) - 1;
+                plan.output_len = 1;
+                let logits =
+                    p.max_batch as u64 * d.speculative.map_or(1, |x| x.draft_len as u64 + 1);
+                match plans.iter_mut().find(|(q, _, _)| *q == plan) {
+                    Some(e) => {
+                        e.1 = e.1.max(p.max_num_tokens as u64);
+                        e.2 = e.2.max(logits);
+                    }
+                    None => plans.push((plan, p.max_num_tokens as u64, logits)),
+                }
+            }
+        }
+    }
+    let inf = &s.scenario.inference;
+    plans
+        .par_iter()
+        .filter_map(|(plan, m, l)| {
+            let mut c = inf.step_costs(plan).ok()?;
+            c.warm(*m, *l).ok()?;
+            Some(c)
+        })
+        .collect()
+}
+
+/// Simulate one candidate deployment at each load of the space up to its `max_batch`
+/// clients per instance: its points and the requests each simulated.
+fn simulate(
+    s: &ServingSearch,
+    cand: &Candidate,
+    warmed: &[StepCosts],
+    (input_len, output_len, seed): (Length, Length, u64),
+) -> Result<Vec<(SearchPoint, u64)>, String> {
+    let max_context = input_len.max() + output_len.max();
+    let d = cand
+        .cfg
+        .deployment(Some(&s.scenario.plan), max_context)
+        .map_err(|e| e.to_string())?;
+    let costs: Vec<StepCosts> = warmed
+        .iter()
+        .filter(|w| d.pools.iter().any(|p| same_plan(w.plan(), &p.plan)))
+        .cloned()
+        .collect();
+    let mut sim = Simulator::with_costs(&s.scenario.inference, costs);
+    let conc = s
+        .config
+        .concurrency
+        .as_deref()
+        .unwrap_or(&[1, 4, 16, 64, 256]);
+    let per_client = s.config.requests_per_client.unwrap_or(4);
+    let min_requests = s.config.min_requests.unwrap_or(32);
+    let mb = cand.point.max_batch;
+    let mut loads: Vec<u32> = conc
+        .iter()
+        .copied()
+        .chain([mb])
+        .filter(|&c| c > cand.below && c <= mb)
+        .collect();
+    loads.sort_unstable();
+    loads.dedup();
+    let mut out = Vec::new();
+    for c in loads {
+        let clients = c * cand.point.instances;
+        let requests = (per_client * clients).max(min_requests);
+        let w = WorkloadSpec {
+            input_len,
+            output_len,
+            requests,
+            load: Load::Concurrency(clients),
+            seed,
+        };
+        let r = sim
+            .run(&d, &w.traffic(), seed, &s.slos)
+            .map_err(|e| e.to_string())?;
+        out.push((point(&cand.point, clients, &r), requests as u64));
+    }
+    Ok(out)
 }
 
 fn same_plan(a: &InferencePlan, b: &InferencePlan) -> bool {
