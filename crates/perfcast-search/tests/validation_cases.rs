@@ -78,7 +78,7 @@ fn best_plan_at_least_as_fast_as_published() {
             }
         };
         let domain = system.network.first().map(|l| l.domain_size()).unwrap_or(1);
-        let t = match Training::new(model_spec(case), system, &registry) {
+        let t = match Training::new(model_spec(case, stacks.of(case).1), system, &registry) {
             Ok(t) => t,
             Err(e) => {
                 lines.push(format!("{}: skipped (the engine refuses it: {e})", case.id));

@@ -25,9 +25,9 @@ fn main() {
             continue;
         };
         println!("=== {id}");
-        let model = harness::model_spec(case);
-        let system = harness::system_for(case, h.plugins()).expect("system");
         let (matched, stack) = h.stacks().of(case);
+        let model = harness::model_spec(case, stack);
+        let system = harness::system_for(case, h.plugins()).expect("system");
         println!("stack: {}", matched.describe());
         match case.kind {
             Kind::Training => {

@@ -18,13 +18,15 @@
 //!   the ordered rules of `configs/validation/stacks.toml`, the one documented table; the
 //!   stack preset it names (`configs/stacks/`, read as `stack = "NAME"` is) sets the plan's
 //!   attention kernel, overlaps and context-parallel exchange and the engine options, as for
-//!   any configuration. Per-case facts stay with the case: a Megatron `--tp-comm-overlap` in
-//!   its notes turns TP overlap on where the stack offers it (`overlap.tp_comm =
-//!   "available"`).
+//!   any configuration. Per-case facts stay with the case: `parallel.tp_comm_overlap` (a
+//!   Megatron `--tp-comm-overlap`) turns TP overlap on where the stack offers it
+//!   (`overlap.tp_comm = "available"`).
 //! * **Placement**: expert-parallel plans use Megatron-Core's MoE rank order (pipeline
 //!   stages outermost: [`placement`]); the others the engine's default. MoE token dispatch
-//!   overlapped with another micro-batch's compute (`ep_comm_overlap`) where the case names
-//!   DeepSeek's DualPipe or Megatron-Core's `--overlap-moe-expert-parallel-comm`.
+//!   overlapped with another micro-batch's compute where the case sets
+//!   `parallel.ep_comm_overlap`; `parallel.moe_routing = "balanced"` routes without load
+//!   imbalance; `parallel.schedule` names GPipe or 1F1B (DualPipe and the zero-bubble
+//!   schedules, not built in, run as 1F1B and the case's note says so).
 //! * **Recompute** `unknown` (not published): the least recompute that fits in device memory
 //!   (none, else selective, else full), the choice a practitioner makes.
 //! * **Interleaving** listed in `assumed` (not published; the schema calls assumed values soft
@@ -40,8 +42,8 @@
 //! case's `flops_convention` (and `attention_flops`), MFU/HFU against `peak_tflops_basis`.
 
 use crate::cases::{
-    AttentionType, Batch, Case, CasesFile, FlopsConvention, Kind, LayerScope, Metric, Mode,
-    Precision, Recompute, Task,
+    AttentionType, Batch, Case, CaseSchedule, CasesFile, FlopsConvention, Kind, LayerScope, Metric,
+    Mode, MoeRouting, Precision, Recompute, Task,
 };
 use crate::flops::{self, StepShape};
 use crate::intervals::Residuals;
@@ -56,15 +58,8 @@ use perfcast_core::workload::{FfnAct, ModelSpec};
 use perfcast_core::{DType, System};
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan, InferenceReport};
 use perfcast_engine::training::{Placement, Training, TrainingPlan, TrainingReport};
-use perfcast_scenario::stack::TpComm;
+use perfcast_scenario::stack::{BalancedGate, TpComm};
 use perfcast_scenario::Stack;
-
-/// Whether a case's notes or derived values name a framework flag (e.g. `--tp-comm-overlap`):
-/// what the case itself states about its run.
-fn mentions(case: &Case, flag: &str) -> bool {
-    case.notes.as_deref().is_some_and(|n| n.contains(flag))
-        || case.derived.iter().any(|d| d.contains(flag))
-}
 
 /// Why a case cannot be modelled (before the engine is asked).
 pub fn unsupported_reason(case: &Case) -> Option<String> {
@@ -111,8 +106,8 @@ pub fn unsupported_reason(case: &Case) -> Option<String> {
     None
 }
 
-/// The model of a case.
-pub fn model_spec(case: &Case) -> ModelSpec {
+/// The model of a case run on `stack`.
+pub fn model_spec(case: &Case, stack: &Stack) -> ModelSpec {
     let m = &case.model;
     let seq_len = m.seq_len.unwrap_or_else(|| {
         case.inference
@@ -126,19 +121,17 @@ pub fn model_spec(case: &Case) -> ModelSpec {
         head_dim: m.head_dim,
         tied_embeddings: m.tied_embeddings.unwrap_or(m.ffn_act == FfnAct::Gelu),
         moe: m.moe.map(|mut x| {
-            // NeMo AutoModel's FakeBalancedGate gives token i the experts i·k .. i·k + k - 1
-            // (mod E) (nemo_automodel/components/moe/layers.py): every token's experts are
-            // `top_k` consecutive ones, i.e. one group of `top_k` (group-limited routing
-            // with E / k groups, one per token), perfectly balanced.
-            if case
-                .notes
-                .as_deref()
-                .is_some_and(|n| n.contains("fake balanced gate"))
-                && x.experts.is_multiple_of(x.top_k)
-            {
-                x.expert_groups = Some(x.experts / x.top_k);
-                x.group_top_k = Some(1);
+            // Balanced routing gives every expert the same share of the tokens (no load
+            // imbalance); where it sends a token's experts is the stack's
+            // (`software.moe.balanced_gate`).
+            if case.parallel.moe_routing == Some(MoeRouting::Balanced) {
                 x.load_imbalance = Some(1.0);
+                if stack.moe.balanced_gate == BalancedGate::Consecutive
+                    && x.experts.is_multiple_of(x.top_k)
+                {
+                    x.expert_groups = Some(x.experts / x.top_k);
+                    x.group_top_k = Some(1);
+                }
             }
             x
         }),
@@ -202,9 +195,8 @@ pub fn training_plan(case: &Case, recompute: &str, stack: &Stack) -> Result<Trai
             .transpose()?,
         etp: u32_of("parallel.etp", p_etp(case))?,
         moe_dispatcher: case.parallel.moe_dispatcher.unwrap_or_default(),
-        ep_comm_overlap: mentions(case, "DualPipe")
-            || mentions(case, "--overlap-moe-expert-parallel-comm"),
-        schedule: None,
+        ep_comm_overlap: p_flag(case.parallel.ep_comm_overlap),
+        schedule: schedule_of(case),
         precision: t.precision.dtype(),
         fp8_recipe: t.fp8_recipe,
         fp32_grad_accum: false,
@@ -213,9 +205,35 @@ pub fn training_plan(case: &Case, recompute: &str, stack: &Stack) -> Result<Trai
     };
     stack.apply_training_plan(&mut plan, &|_| false, generation_of(&case.system.gpu));
     if stack.overlap.tp_comm == TpComm::Available {
-        plan.tp_comm_overlap = mentions(case, "--tp-comm-overlap");
+        plan.tp_comm_overlap = p_flag(case.parallel.tp_comm_overlap);
     }
     Ok(plan)
+}
+
+fn p_flag(v: Option<bool>) -> bool {
+    v.unwrap_or(false)
+}
+
+/// The engine's schedule for a case's `parallel.schedule`: 1F1B (interleaved by `vpp`) is
+/// the engine's default; GPipe is built in; DualPipe and the zero-bubble schedules are not
+/// built-in schedules, so their cases run as 1F1B and say so in their notes
+/// ([`schedule_note`]).
+fn schedule_of(case: &Case) -> Option<String> {
+    match case.parallel.schedule? {
+        CaseSchedule::Gpipe => Some("gpipe".into()),
+        _ => None,
+    }
+}
+
+/// What a case's result says about a schedule the engine ran in another's place.
+pub(crate) fn schedule_note(case: &Case) -> Option<String> {
+    match case.parallel.schedule? {
+        s @ (CaseSchedule::DualPipe | CaseSchedule::ZbH1 | CaseSchedule::ZbV) => Some(format!(
+            "schedule \"{}\" is not a built-in schedule: modelled as 1F1B",
+            s.name()
+        )),
+        _ => None,
+    }
 }
 
 fn p_etp(case: &Case) -> u64 {
@@ -561,6 +579,7 @@ impl Harness {
                 p.vpp
             ));
         }
+        notes.extend(schedule_note(case));
         if !rep.memory.fits {
             notes.push(format!(
                 "predicted peak memory {:.1} GiB exceeds the device's {:.1} GiB",

@@ -122,7 +122,7 @@ impl Harness {
         let mut all = serde_json::to_value(config.value()).map_err(|e| e.to_string())?;
         json_set(&mut all, &["options"], options.clone())?;
         Ok(Setup {
-            model: model_spec(case),
+            model: model_spec(case, stack),
             hardware,
             config,
             system,

@@ -312,7 +312,7 @@ mod tests {
         // weights) x 0.95 / (2176 x 64 KiB) = 516 requests -> 640 (rounded up to 128);
         // 640 x (1 + 128/2048) = 680 tokens -> 2048 (the floor). At 128/128: 4,383 requests,
         // capped at 4096; 4096 x 2 = 8192 tokens.
-        let m = model_spec(offline);
+        let m = model_spec(offline, &perfcast_scenario::Stack::default());
         let (bs, mnt) = trtllm_bench_settings(&m, offline, 1, 1, 128, 2048, 85.5e9);
         assert_eq!((bs, mnt), (640, 2048));
         let (bs, mnt) = trtllm_bench_settings(&m, offline, 1, 1, 128, 128, 85.5e9);

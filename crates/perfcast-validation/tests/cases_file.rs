@@ -3,7 +3,9 @@
 // A test, bench or example target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use perfcast_validation::cases::{Batch, CasesFile, Kind, Mode, Precision, Recompute};
+use perfcast_validation::cases::{
+    Batch, CaseSchedule, CasesFile, Kind, Mode, MoeRouting, Precision, Recompute,
+};
 use std::path::Path;
 
 fn repo_cases_text() -> String {
@@ -91,14 +93,30 @@ tokens_per_s = 1000.0
 #[test]
 fn repository_file_parses_completely() {
     let f = CasesFile::parse(&repo_cases_text(), "cases.toml").unwrap();
-    // The shared set's counts (configs/validation/README.md): 229 cases, 96 training, in
-    // 19 groups.
-    assert_eq!(f.cases.len(), 229);
+    // The shared set's counts (configs/validation/README.md): 259 cases, 96 training, in
+    // 21 groups.
+    assert_eq!(f.cases.len(), 259);
     assert_eq!(
         f.cases.iter().filter(|c| c.kind == Kind::Training).count(),
         96
     );
-    assert_eq!(f.groups().len(), 19);
+    assert_eq!(f.groups().len(), 21);
+    // The four optional `[case.parallel]` facts of SCHEMA.md.
+    let by_id = |id: &str| f.cases.iter().find(|c| c.id == id).unwrap();
+    let v3 = &by_id("deepseek_v3_report_2048xh800").parallel;
+    assert_eq!(
+        (v3.schedule, v3.ep_comm_overlap),
+        (Some(CaseSchedule::DualPipe), Some(true))
+    );
+    let layer = &by_id("mcore_moe_layer_h100_mixtral_a2a_tp1ep8_bf16").parallel;
+    assert_eq!(layer.moe_routing, Some(MoeRouting::Balanced));
+    assert_eq!(
+        f.cases
+            .iter()
+            .filter(|c| c.parallel.tp_comm_overlap == Some(true))
+            .count(),
+        9
+    );
     let c = f
         .cases
         .iter()
@@ -144,6 +162,27 @@ fn bad_files_name_case_and_key() {
             "ep = 1\nsp",
             "ep = 1\nxp = 2\nsp",
             &["case `t1`", "parallel.xp"],
+        ),
+        // The optional parallel facts take only their documented values.
+        (
+            "ep = 1\nsp",
+            "ep = 1\nschedule = \"zigzag\"\nsp",
+            &["case `t1`", "parallel.schedule", "zigzag", "dualpipe"],
+        ),
+        (
+            "ep = 1\nsp",
+            "ep = 1\nmoe_routing = \"random\"\nsp",
+            &["case `t1`", "parallel.moe_routing", "balanced"],
+        ),
+        (
+            "ep = 1\nsp",
+            "ep = 1\ntp_comm_overlap = \"yes\"\nsp",
+            &["case `t1`", "parallel.tp_comm_overlap"],
+        ),
+        (
+            "ep = 1\nsp",
+            "ep = 1\nmoe_routing = \"balanced\"\nsp",
+            &["case `t1`", "parallel.moe_routing", "dense model"],
         ),
         (
             "tokens_per_s = 1000.0",

@@ -6,6 +6,7 @@
 use perfcast_core::parallel::CpComm;
 use perfcast_core::workload::FfnAct;
 use perfcast_core::{AttentionKind, DType};
+use perfcast_scenario::Stack;
 use perfcast_validation::cases::{
     AttentionFlops, Case, CasesFile, FlopsConvention, Metric, Mode, Recompute, Task,
 };
@@ -39,13 +40,16 @@ fn models_from_cases() {
         ("llama3_405b_8k_8192gpu", 405.85, 0.001, false, 8),
     ];
     for (id, billions, tol, tied, kv) in table {
-        let m = harness::model_spec(case(&f, id));
+        let m = harness::model_spec(case(&f, id), &Stack::default());
         let p = m.params() as f64 / 1e9;
         assert!((p - billions).abs() / billions < tol, "{id}: {p}");
         assert_eq!(m.tied_embeddings, tied, "{id}");
         assert_eq!(m.kv_heads(), kv, "{id}");
     }
-    let m = harness::model_spec(case(&f, "trtllm_v05_ttft_llama2_70b_h100_tp4_128"));
+    let m = harness::model_spec(
+        case(&f, "trtllm_v05_ttft_llama2_70b_h100_tp4_128"),
+        &Stack::default(),
+    );
     assert_eq!(
         (m.ffn_act, m.seq_len, m.head_dim()),
         (FfnAct::Swiglu, 4096, 128)
@@ -393,7 +397,7 @@ fn every_case_model_matches_its_published_size() {
         .filter(|c| c.model.moe.is_none() && c.model.mla.is_none())
     {
         let Some(pb) = c.model.params_b else { continue };
-        let p = harness::model_spec(c).params() as f64 / 1e9;
+        let p = harness::model_spec(c, &Stack::default()).params() as f64 / 1e9;
         let printed = format!("{pb}");
         let unit = match printed.split_once('.') {
             Some((_, frac)) => 10f64.powi(-(frac.len() as i32)),

@@ -29,7 +29,7 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
         "overlap.tp_comm",
         "plan.tp_comm_overlap",
         "-",
-        "modelled; `on` sets it, `available` leaves it off (validation: a case's `--tp-comm-overlap`), `off` keeps the search from trying it",
+        "modelled; `on` sets it, `available` leaves it off (validation: a case's `parallel.tp_comm_overlap`), `off` keeps the search from trying it",
     ),
     (
         "overlap.grad_reduce",
@@ -60,6 +60,12 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
         "search.recompute",
         "-",
         "narrows the search (unset: every registered policy)",
+    ),
+    (
+        "moe.balanced_gate",
+        "-",
+        "-",
+        "validation: where a case's `moe_routing = \"balanced\"` router sends a token's experts (`uniform`: anywhere, Megatron-Core; `consecutive`: k consecutive experts, NeMo AutoModel)",
     ),
     (
         "overlap.cp_exchange",

@@ -16,8 +16,8 @@ mod sections;
 
 pub use apply::{UserSet, MAPPING};
 pub use sections::{
-    AttentionKernel, AttentionSw, Fp8Sw, FsdpSw, GpuGeneration, HostSw, OverlapSw, ParallelSw,
-    RecomputeSw, ServingSw, TpComm,
+    AttentionKernel, AttentionSw, BalancedGate, Fp8Sw, FsdpSw, GpuGeneration, HostSw, MoeSw,
+    OverlapSw, ParallelSw, RecomputeSw, ServingSw, TpComm,
 };
 
 use crate::{is_set, ScenarioError};
@@ -59,6 +59,8 @@ pub struct Stack {
     pub efficiency: EfficiencyScales,
     /// Inference-runtime options (serving stacks).
     pub serving: ServingSw,
+    /// Mixture-of-experts behaviour.
+    pub moe: MoeSw,
 }
 
 /// Which engines a stack describes.

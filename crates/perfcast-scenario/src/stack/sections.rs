@@ -257,6 +257,29 @@ pub struct ParallelSw {
     pub recompute: Option<Vec<String>>,
 }
 
+/// `[software.moe]`: what the framework's mixture-of-experts layers do beyond the plan.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct MoeSw {
+    /// How its benchmarking "balanced" router (a case's `moe_routing = "balanced"`) places
+    /// a token's experts.
+    pub balanced_gate: BalancedGate,
+}
+
+/// `software.moe.balanced_gate`.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum BalancedGate {
+    /// Experts drawn evenly at random (Megatron-Core `--moe-router-force-load-balancing`:
+    /// random logits): balanced, a token's experts anywhere.
+    #[default]
+    Uniform,
+    /// Token `i` to experts `i·k .. i·k + k - 1` (mod E) (NeMo AutoModel's
+    /// `FakeBalancedGate`, nemo_automodel/components/moe/layers.py): a token's experts are
+    /// `k` consecutive ones, i.e. one group of `k` (group-limited routing with `E / k` groups).
+    Consecutive,
+}
+
 /// `[software.serving]`: inference-runtime options (unset: `InferenceOptions`' defaults).
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]

@@ -18,6 +18,7 @@ pub(super) fn check_case(c: &Case) -> Vec<String> {
     let mut e = Vec::new();
     identity(c, &mut e);
     model(c, &mut e);
+    moe_facts(c, &mut e);
     system(&c.system, &mut e);
     match c.kind {
         Kind::Training => training(c, &mut e),
@@ -97,6 +98,25 @@ fn model(c: &Case, e: &mut Vec<String>) {
 }
 
 /// `[case.model.moe]`.
+/// `parallel.ep_comm_overlap` and `parallel.moe_routing` describe MoE layers (SCHEMA.md);
+/// the overlaps and the schedule are training facts.
+fn moe_facts(c: &Case, e: &mut Vec<String>) {
+    let p = &c.parallel;
+    if c.model.moe.is_none() {
+        if p.ep_comm_overlap == Some(true) {
+            e.push("parallel.ep_comm_overlap = true for a dense model (MoE models only)".into());
+        }
+        if p.moe_routing.is_some() {
+            e.push("parallel.moe_routing for a dense model (MoE models only)".into());
+        }
+    }
+    if c.kind == Kind::Inference && p.ep_comm_overlap.is_some() {
+        e.push(
+            "unknown key `parallel.ep_comm_overlap` for an inference case (training only)".into(),
+        );
+    }
+}
+
 fn moe(m: &CaseModel, e: &mut Vec<String>) {
     let Some(moe) = &m.moe else {
         return;

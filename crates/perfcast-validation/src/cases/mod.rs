@@ -12,8 +12,8 @@ mod schema;
 
 pub use load::{CasesError, CasesFile, SCHEMA};
 pub use schema::{
-    AttentionFlops, AttentionType, Batch, Case, CaseInference, CaseModel, CaseParallel, CaseSystem,
-    CaseTraining, FlopsConvention, Fp8Recipe, InferenceParallel, Kind, LayerScope, Measured,
-    Metric, MlaSpec, Mode, MoeDispatcher, Optimizer, Precision, Recompute, Reference, Task,
-    TrainingParallel,
+    AttentionFlops, AttentionType, Batch, Case, CaseInference, CaseModel, CaseParallel,
+    CaseSchedule, CaseSystem, CaseTraining, FlopsConvention, Fp8Recipe, InferenceParallel, Kind,
+    LayerScope, Measured, Metric, MlaSpec, Mode, MoeDispatcher, MoeRouting, Optimizer, Precision,
+    Recompute, Reference, Task, TrainingParallel,
 };

@@ -94,6 +94,60 @@ pub struct CaseParallel {
     pub fsdp_shard: Option<u64>,
     /// Attention data-parallel across the TP ranks (inference, MoE).
     pub attention_dp: Option<bool>,
+    /// Tensor-parallel communication overlapped with the GEMMs (Megatron
+    /// `--tp-comm-overlap`, Transformer Engine userbuffers). Default false.
+    pub tp_comm_overlap: Option<bool>,
+    /// MoE dispatch and combine of one micro-batch overlapped with another's compute
+    /// (Megatron-Core `--overlap-moe-expert-parallel-comm`, DeepSeek's DualPipe). Default
+    /// false; MoE models only.
+    pub ep_comm_overlap: Option<bool>,
+    /// The pipeline schedule where the source names one (absent: 1F1B, interleaved with
+    /// `vpp` > 1).
+    pub schedule: Option<CaseSchedule>,
+    /// How tokens were routed to the experts. Default learned; MoE models only.
+    pub moe_routing: Option<MoeRouting>,
+}
+
+/// `parallel.schedule`: the schedules a case may name (SCHEMA.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CaseSchedule {
+    #[serde(rename = "1f1b")]
+    OneFOneB,
+    #[serde(rename = "interleaved")]
+    Interleaved,
+    #[serde(rename = "gpipe")]
+    Gpipe,
+    #[serde(rename = "dualpipe")]
+    DualPipe,
+    #[serde(rename = "zb-h1")]
+    ZbH1,
+    #[serde(rename = "zb-v")]
+    ZbV,
+}
+
+impl CaseSchedule {
+    pub const fn name(self) -> &'static str {
+        match self {
+            CaseSchedule::OneFOneB => "1f1b",
+            CaseSchedule::Interleaved => "interleaved",
+            CaseSchedule::Gpipe => "gpipe",
+            CaseSchedule::DualPipe => "dualpipe",
+            CaseSchedule::ZbH1 => "zb-h1",
+            CaseSchedule::ZbV => "zb-v",
+        }
+    }
+}
+
+/// `parallel.moe_routing`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MoeRouting {
+    /// The model's trained router.
+    #[default]
+    Learned,
+    /// Tokens forced evenly over the experts for benchmarking (Megatron
+    /// `--moe-router-force-load-balancing`, NeMo AutoModel's fake balanced gate).
+    Balanced,
 }
 
 /// `parallel.moe_dispatcher`: how MoE tokens reach their experts and come back (the core's
