@@ -30,10 +30,19 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("perfcast-serving", &["perfcast-core", "perfcast-engine"]),
     // The project's data, embedded once; it depends on nothing.
     ("perfcast-assets", &[]),
+    // Kernel tables timed on silicon: their schema, reading and interpolation (a plugin may
+    // use it), and the project's tables, embedded, which only hosts link.
+    ("perfcast-kernels", &["perfcast-core"]),
+    ("perfcast-kernel-data", &["perfcast-kernels"]),
     // Configuration and the scenario layer.
     (
         "perfcast-config",
-        &["perfcast-core", "perfcast-loader", "perfcast-assets"],
+        &[
+            "perfcast-core",
+            "perfcast-loader",
+            "perfcast-assets",
+            "perfcast-kernels",
+        ],
     ),
     (
         "perfcast-scenario",
@@ -130,6 +139,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-studies",
             "perfcast-validation",
             "perfcast-builtins",
+            "perfcast-kernels",
+            "perfcast-kernel-data",
         ],
     ),
     // Tests and their fixtures.

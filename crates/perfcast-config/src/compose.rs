@@ -26,6 +26,11 @@ pub struct DeviceSpec {
     /// checks it). Optional.
     #[serde(default)]
     pub generation: Option<String>,
+    /// The kernel tables its GEMMs are timed from: a GPU of the host's tables (`perfcast
+    /// kernels list`), a folder of `<gpu>/<op>.parquet` files with the GPU after a `#`
+    /// (`path/to/tables#npu`), or `none`. Unset: none (the compute unit's own model).
+    #[serde(default)]
+    pub kernels: Option<String>,
 }
 
 /// `[system]`.
@@ -281,12 +286,42 @@ impl Config {
         let memory = MemoryHierarchy {
             tiers: tiers.into_iter().map(|(_, t)| t).collect(),
         };
+        let compute = match &spec.kernels {
+            None => compute,
+            Some(k) if k == "none" => compute,
+            Some(k) => {
+                let gemm = self.kernel_table(k)?;
+                Arc::new(perfcast_kernels::MeasuredCompute::new(compute, gemm))
+            }
+        };
         Ok(Device {
             compute_name: spec.compute,
             compute,
             memory,
             memory_names,
         })
+    }
+
+    /// The GEMM table `device.kernels = "{name}"` names.
+    fn kernel_table(&self, name: &str) -> Result<Arc<perfcast_kernels::Timings>, HostError> {
+        let invalid = |message: String| HostError::Invalid {
+            key: "device.kernels".into(),
+            origin: self.origin_of("device.kernels"),
+            message,
+        };
+        let table = match name.rsplit_once('#') {
+            Some((dir, gpu)) => perfcast_kernels::Catalog::dir(std::path::Path::new(dir))
+                .and_then(|c| c.get(gpu, perfcast_kernels::Op::Gemm)),
+            None => match self.plugins().kernels() {
+                Some(c) => c.get(name, perfcast_kernels::Op::Gemm),
+                None => {
+                    return Err(invalid(format!(
+                        "names the kernel tables `{name}`, but this host offers none (set `device.kernels = \"none\"` to time from the compute unit's model, or name a folder: \"path/to/tables#gpu\")"
+                    )))
+                }
+            },
+        };
+        table.map_err(|e| invalid(e.to_string()))
     }
 
     /// The system of `[device]` and `[system]`.

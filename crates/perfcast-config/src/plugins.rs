@@ -49,13 +49,33 @@ pub fn load_library(
 /// libraries the configuration names are loaded on top. A library crate never picks the
 /// built-ins itself; it takes the `Plugins` its host hands it (tests/layering.rs holds every
 /// crate but the hosts and the testkit to that).
+///
+/// It also carries the kernel tables the host offers (`perfcast-kernel-data`'s, or none): a
+/// device whose configuration names a table (`device.kernels`) times its GEMMs from it.
 #[derive(Clone)]
-pub struct Plugins(Arc<dyn PluginGroup + Send + Sync>);
+pub struct Plugins {
+    group: Arc<dyn PluginGroup + Send + Sync>,
+    kernels: Option<Arc<perfcast_kernels::Catalog>>,
+}
 
 impl Plugins {
-    /// The plugins of `group`.
+    /// The plugins of `group`, with no kernel tables.
     pub fn new(group: impl PluginGroup + Send + Sync + 'static) -> Plugins {
-        Plugins(Arc::new(group))
+        Plugins {
+            group: Arc::new(group),
+            kernels: None,
+        }
+    }
+
+    /// These plugins with the kernel tables of `catalog`.
+    pub fn with_kernels(mut self, catalog: Arc<perfcast_kernels::Catalog>) -> Plugins {
+        self.kernels = Some(catalog);
+        self
+    }
+
+    /// The kernel tables the host offers.
+    pub fn kernels(&self) -> Option<&perfcast_kernels::Catalog> {
+        self.kernels.as_deref()
     }
 
     /// No plugins: a configuration read for its data only (model presets, stacks) needs
@@ -73,7 +93,7 @@ impl Plugins {
     /// A fresh registry holding this group.
     pub fn registry(&self) -> Result<Registry, RegistryError> {
         let mut r = Registry::new();
-        r.add_group(&*self.0)?;
+        r.add_group(&*self.group)?;
         Ok(r)
     }
 }

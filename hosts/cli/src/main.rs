@@ -7,6 +7,7 @@
 mod cmd_calibrate;
 mod cmd_config;
 mod cmd_infer;
+mod cmd_kernels;
 mod cmd_plugins;
 mod cmd_predict;
 mod cmd_roofline;
@@ -57,6 +58,10 @@ enum Command {
     Sweep(cmd_sweep::Args),
     /// Serving under load (continuous batching, paged KV cache): latency, throughput, goodput.
     Serve(cmd_serve::Args),
+    /// Kernel tables timed on silicon: import (AIConfigurator's layout, a vendor's CSV or
+    /// Parquet), list, show.
+    #[command(subcommand)]
+    Kernels(cmd_kernels::Command),
     /// Serve a plugin library on stdin/stdout for an isolated load (`--isolate`); started by
     /// perfcast itself, not by hand.
     PluginHost(PluginHostArgs),
@@ -81,6 +86,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Predict(a) => cmd_predict::run(a),
         Command::Infer(a) => cmd_infer::run(a),
         Command::Serve(a) => cmd_serve::run(a),
+        Command::Kernels(c) => cmd_kernels::run(c),
         Command::PluginHost(a) => {
             perfcast_config::isolate::serve(&a.path).map_err(anyhow::Error::msg)
         }

@@ -1,0 +1,230 @@
+//! Timing a shape from a table: the measured row where the shape was measured, else an
+//! interpolation between the measured shapes around it, else nothing (the caller's analytical
+//! path answers).
+//!
+//! The scheme is nested one-dimensional interpolation in log-log space, dimension by
+//! dimension in the schema's shape order: for the query's first coordinate `x`, the rows at
+//! the measured values just below and just above it (`x0 < x < x1`, or `x` itself) are each
+//! reduced to a latency over the remaining coordinates the same way, and the two are joined by
+//!
+//! `ln t(x) = ln t(x0) + (ln x - ln x0) / (ln x1 - ln x0) · (ln t(x1) - ln t(x0))`
+//!
+//! (linear in `x` where `x0` is 0). Latency is a power law in each dimension over the ranges
+//! that matter (linear in `k` for a compute-bound GEMM, flat in `m` while the weights' bytes
+//! bind), so a straight line in log-log space follows both regimes and the knee between
+//! them to within the spacing of the grid. Each line of the grid is searched on its own, so a
+//! missing point (a table that is not a full Cartesian product, or a row held back) is bridged
+//! by its neighbours on that line. A shape outside the measured range on any coordinate is
+//! not answered: extrapolating a table would hide a change of regime (tile quantisation, a
+//! different kernel) it never measured.
+
+use crate::table::{KernelTable, Row};
+
+/// How a time was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Path {
+    /// The shape is a row of the table.
+    Measured,
+    /// Between measured shapes.
+    Interpolated,
+}
+
+impl Path {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Path::Measured => "measured",
+            Path::Interpolated => "interpolated",
+        }
+    }
+}
+
+/// A time from a table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Lookup {
+    pub latency_ms: f64,
+    pub path: Path,
+}
+
+/// The latency of `shape` among `rows` (one variant's rows, sorted by shape); `None` outside
+/// the measured range.
+pub fn lookup(rows: &[Row], shape: &[u64]) -> Option<Lookup> {
+    if rows.is_empty() || shape.is_empty() {
+        return None;
+    }
+    let mut exact = true;
+    let ln_t = along(rows, 0, shape, &mut exact)?;
+    let latency_ms = ln_t.exp();
+    latency_ms.is_finite().then_some(Lookup {
+        latency_ms,
+        path: if exact {
+            Path::Measured
+        } else {
+            Path::Interpolated
+        },
+    })
+}
+
+/// `ln` latency at `q[dim..]` over `rows`, whose shapes agree on every coordinate before
+/// `dim` and are sorted by the rest.
+fn along(rows: &[Row], dim: usize, q: &[u64], exact: &mut bool) -> Option<f64> {
+    let x = q[dim];
+    let last = dim + 1 == q.len();
+    let at = |v: u64| -> &[Row] {
+        let lo = rows.partition_point(|r| r.shape[dim] < v);
+        let hi = rows.partition_point(|r| r.shape[dim] <= v);
+        &rows[lo..hi]
+    };
+    let reduce = |g: &[Row], exact: &mut bool| -> Option<f64> {
+        if last {
+            g.first().map(|r| r.latency_ms.ln())
+        } else {
+            along(g, dim + 1, q, exact)
+        }
+    };
+    let i = rows.partition_point(|r| r.shape[dim] < x);
+    if i < rows.len() && rows[i].shape[dim] == x {
+        return reduce(at(x), exact);
+    }
+    if i == 0 || i == rows.len() {
+        return None;
+    }
+    *exact = false;
+    let (x0, x1) = (rows[i - 1].shape[dim], rows[i].shape[dim]);
+    let y0 = reduce(at(x0), exact)?;
+    let y1 = reduce(at(x1), exact)?;
+    let t = if x0 == 0 {
+        x as f64 / x1 as f64
+    } else {
+        ((x as f64).ln() - (x0 as f64).ln()) / ((x1 as f64).ln() - (x0 as f64).ln())
+    };
+    Some(y0 + t * (y1 - y0))
+}
+
+/// A table ready to answer shapes of each of its variants.
+#[derive(Debug, Clone)]
+pub struct Timings {
+    pub table: KernelTable,
+}
+
+impl Timings {
+    pub fn new(table: KernelTable) -> Self {
+        Timings { table }
+    }
+
+    /// The latency of `shape` for the variant whose categorical values are `cat` (all of the
+    /// op's fields, in schema order); `None` for a variant the table lacks or a shape outside
+    /// its range.
+    pub fn time(&self, cat: &[&str], shape: &[u64]) -> Option<Lookup> {
+        let t = &self.table;
+        let mut ids = Vec::with_capacity(cat.len());
+        for (i, v) in cat.iter().enumerate() {
+            ids.push(t.value_id(i, v)?);
+        }
+        lookup(t.rows_of(&ids), shape)
+    }
+
+    /// The kernel a variant of the leading categorical values `lead` (e.g. a GEMM's dtype)
+    /// is timed with: of the kernels the table has for it, the one measured on the most
+    /// shapes (the framework's general path; e.g. TensorRT-LLM's `torch_flow` over the
+    /// special `min_latency` MoE kernels).
+    pub fn main_kernel(&self, lead: &[&str]) -> Option<&str> {
+        let t = &self.table;
+        let mut best: Option<(&[&str], usize)> = None;
+        let variants = t.variants();
+        for (key, n) in &variants {
+            if key.len() > lead.len()
+                && key[..lead.len()] == *lead
+                && best.is_none_or(|(_, bn)| *n > bn)
+            {
+                best = Some((key.as_slice(), *n));
+            }
+        }
+        let (key, _) = best?;
+        let kernel = key.last().copied()?;
+        t.values
+            .last()?
+            .iter()
+            .find(|v| v.as_str() == kernel)
+            .map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op::Op;
+    use crate::table::{Provenance, TableBuilder};
+
+    /// A GEMM grid whose latency is `a · m^0.5 · n · k` (a power law in every dimension).
+    fn power_law() -> Timings {
+        let mut b = TableBuilder::new("g", Op::Gemm, Provenance::default());
+        let mut line = 0;
+        for m in [1u64, 16, 256, 4096] {
+            for n in [128u64, 1024, 8192] {
+                for k in [128u64, 1024, 8192] {
+                    line += 1;
+                    let t = 1e-9 * (m as f64).sqrt() * n as f64 * k as f64;
+                    b.push("t", line, &["bf16", "x"], &[m, n, k], t).unwrap();
+                }
+            }
+        }
+        Timings::new(b.finish("t").unwrap())
+    }
+
+    #[test]
+    fn log_log_interpolation_is_exact_on_power_laws() {
+        let t = power_law();
+        let table: &[([u64; 3], Path)] = &[
+            ([16, 1024, 1024], Path::Measured),
+            ([64, 1024, 1024], Path::Interpolated),
+            ([100, 3000, 500], Path::Interpolated),
+            ([4096, 8192, 8192], Path::Measured),
+        ];
+        for (q, path) in table {
+            let want = 1e-9 * (q[0] as f64).sqrt() * q[1] as f64 * q[2] as f64;
+            let got = t.time(&["bf16", "x"], q).unwrap();
+            assert_eq!(got.path, *path, "{q:?}");
+            assert!(
+                (got.latency_ms / want - 1.0).abs() < 1e-9,
+                "{q:?}: {got:?} vs {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn outside_the_range_or_an_unknown_variant_is_not_answered() {
+        let t = power_law();
+        for q in [
+            [8192u64, 1024, 1024],
+            [16, 64, 1024],
+            [16, 1024, 16384],
+            [0, 1024, 1024],
+        ] {
+            assert_eq!(t.time(&["bf16", "x"], &q), None, "{q:?}");
+        }
+        assert_eq!(t.time(&["fp8", "x"], &[16, 1024, 1024]), None);
+        assert_eq!(t.main_kernel(&["bf16"]), Some("x"));
+        assert_eq!(t.main_kernel(&["fp8"]), None);
+    }
+
+    #[test]
+    fn a_missing_point_is_bridged_by_its_line() {
+        let mut b = TableBuilder::new("g", Op::Gemm, Provenance::default());
+        // (1, 2, 2) is missing: the k line of (1, 2) bridges it from k = 1 and k = 4.
+        let rows = [
+            ([1u64, 2, 1], 1.0),
+            ([1, 2, 4], 4.0),
+            ([2, 2, 1], 2.0),
+            ([2, 2, 2], 4.0),
+        ];
+        for (i, (s, l)) in rows.iter().enumerate() {
+            b.push("t", i + 1, &["bf16", "x"], s, *l).unwrap();
+        }
+        let t = Timings::new(b.finish("t").unwrap());
+        let got = t.time(&["bf16", "x"], &[1, 2, 2]).unwrap();
+        assert!((got.latency_ms - 2.0).abs() < 1e-12, "{got:?}");
+        assert_eq!(got.path, Path::Interpolated);
+        // (2, 2, 3): the line of m = 2 ends at k = 2.
+        assert_eq!(t.time(&["bf16", "x"], &[2, 2, 3]), None);
+    }
+}

@@ -1,0 +1,31 @@
+//! Kernel tables timed on silicon: GEMMs, prefill and decode attention, MoE blocks and NCCL
+//! collectives, by shape, on one GPU each ([`KernelTable`]), with their provenance.
+//!
+//! - [`op`]: the kernel classes and their columns;
+//! - [`io`]: Parquet (any writer's, and perfcast's own table files) and a plain CSV a vendor
+//!   can bring;
+//! - [`aic`]: the importer of NVIDIA AIConfigurator's tables (`aiconfigurator-core` on PyPI,
+//!   Apache-2.0);
+//! - [`interp`]: a shape's time from a table, measured or interpolated (never extrapolated);
+//! - [`catalog`]: tables by GPU and op, read when first used;
+//! - [`measured`]: the compute unit a host wraps around a device's own to time its GEMMs
+//!   from its table.
+//!
+//! The project's converted tables live in `perfcast-kernel-data`, which only what needs them
+//! links.
+
+pub mod aic;
+pub mod catalog;
+pub mod error;
+pub mod interp;
+pub mod io;
+pub mod measured;
+pub mod op;
+pub mod table;
+
+pub use catalog::Catalog;
+pub use error::KernelError;
+pub use interp::{Lookup, Path, Timings};
+pub use measured::MeasuredCompute;
+pub use op::Op;
+pub use table::{KernelTable, Provenance, Row, TableBuilder};

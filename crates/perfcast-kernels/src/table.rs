@@ -1,0 +1,255 @@
+//! One GPU's table of one kernel class: rows of (categorical fields, shape, latency), with the
+//! provenance every table carries.
+
+use crate::error::KernelError;
+use crate::op::{Op, MAX_CATEGORICAL, MAX_SHAPE};
+use std::collections::HashMap;
+
+/// One measured kernel: its categorical fields (indices into the table's
+/// [`KernelTable::values`]), its shape and its latency.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Row {
+    pub cat: [u16; MAX_CATEGORICAL],
+    pub shape: [u64; MAX_SHAPE],
+    pub latency_ms: f64,
+}
+
+/// Where a table's rows come from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Provenance {
+    /// The package or collection and its version, and its licence (e.g. `aiconfigurator-core
+    /// 0.12.0 (PyPI), Apache-2.0`).
+    pub source: String,
+    /// The file the rows were read from, relative to the source.
+    pub path: String,
+    /// The device the kernels ran on, as the collection names it.
+    pub device: String,
+    /// The framework and version whose kernels were timed (e.g. `TensorRT-LLM 1.3.0rc20`).
+    pub framework: String,
+}
+
+/// One GPU's measured kernels of one class.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelTable {
+    /// The table's GPU name (`h100_sxm`, ...).
+    pub gpu: String,
+    pub op: Op,
+    pub provenance: Provenance,
+    /// The distinct values of each categorical field.
+    pub values: Vec<Vec<String>>,
+    /// Sorted by (categorical fields, shape); one row per key.
+    pub rows: Vec<Row>,
+}
+
+/// A table being filled row by row (by a reader): interns the categorical values.
+pub struct TableBuilder {
+    gpu: String,
+    op: Op,
+    provenance: Provenance,
+    values: Vec<Vec<String>>,
+    index: Vec<HashMap<String, u16>>,
+    rows: Vec<Row>,
+    /// The source row of each row, for errors (1-based, as a reader counts them).
+    lines: Vec<usize>,
+}
+
+impl TableBuilder {
+    pub fn new(gpu: &str, op: Op, provenance: Provenance) -> Self {
+        let n = op.schema().categorical.len();
+        TableBuilder {
+            gpu: gpu.to_string(),
+            op,
+            provenance,
+            values: vec![Vec::new(); n],
+            index: vec![HashMap::new(); n],
+            rows: Vec::new(),
+            lines: Vec::new(),
+        }
+    }
+
+    pub fn op(&self) -> Op {
+        self.op
+    }
+
+    /// Add the row read at `line` of `file`: its categorical values, its shape and latency.
+    pub fn push(
+        &mut self,
+        file: &str,
+        line: usize,
+        cat: &[&str],
+        shape: &[u64],
+        latency_ms: f64,
+    ) -> Result<(), KernelError> {
+        if !(latency_ms.is_finite() && latency_ms > 0.0) {
+            return Err(KernelError::Row {
+                file: file.to_string(),
+                row: line,
+                field: crate::op::LATENCY.to_string(),
+                message: format!("{latency_ms} is not a positive finite latency"),
+            });
+        }
+        let mut r = Row {
+            cat: [0; MAX_CATEGORICAL],
+            shape: [0; MAX_SHAPE],
+            latency_ms,
+        };
+        for (i, v) in cat.iter().enumerate() {
+            let next = self.values[i].len();
+            let id = *self.index[i].entry((*v).to_string()).or_insert_with(|| {
+                self.values[i].push((*v).to_string());
+                next as u16
+            });
+            r.cat[i] = id;
+        }
+        r.shape[..shape.len()].copy_from_slice(shape);
+        self.rows.push(r);
+        self.lines.push(line);
+        Ok(())
+    }
+
+    /// The table, its rows sorted by key: a key measured twice with the same latency is
+    /// kept once; with different latencies it is an error naming both rows.
+    pub fn finish(self, file: &str) -> Result<KernelTable, KernelError> {
+        let TableBuilder {
+            gpu,
+            op,
+            provenance,
+            values,
+            rows,
+            lines,
+            ..
+        } = self;
+        // Each field's values in text order, so that the rows' order (and a table's bytes)
+        // does not depend on the order values were first met.
+        let mut values = values;
+        let mut rows = rows;
+        for (i, vals) in values.iter_mut().enumerate() {
+            let mut sorted: Vec<(String, u16)> = vals
+                .drain(..)
+                .enumerate()
+                .map(|(id, v)| (v, id as u16))
+                .collect();
+            sorted.sort();
+            let mut remap = vec![0u16; sorted.len()];
+            for (new, (_, old)) in sorted.iter().enumerate() {
+                remap[*old as usize] = new as u16;
+            }
+            *vals = sorted.into_iter().map(|(v, _)| v).collect();
+            for r in &mut rows {
+                r.cat[i] = remap[r.cat[i] as usize];
+            }
+        }
+        let mut order: Vec<usize> = (0..rows.len()).collect();
+        order.sort_by(|&a, &b| (rows[a].cat, rows[a].shape).cmp(&(rows[b].cat, rows[b].shape)));
+        let mut out: Vec<Row> = Vec::with_capacity(rows.len());
+        let mut out_line: Vec<usize> = Vec::with_capacity(rows.len());
+        for i in order {
+            let r = rows[i];
+            if let Some(last) = out.last() {
+                if last.cat == r.cat && last.shape == r.shape {
+                    if last.latency_ms == r.latency_ms {
+                        continue;
+                    }
+                    return Err(KernelError::Row {
+                        file: file.to_string(),
+                        row: lines[i],
+                        field: crate::op::LATENCY.to_string(),
+                        message: format!(
+                            "the shape of row {} measured again with another latency ({} ms, then {} ms)",
+                            out_line.last().copied().unwrap_or_default(),
+                            last.latency_ms,
+                            r.latency_ms
+                        ),
+                    });
+                }
+            }
+            out.push(r);
+            out_line.push(lines[i]);
+        }
+        Ok(KernelTable {
+            gpu,
+            op,
+            provenance,
+            values,
+            rows: out,
+        })
+    }
+}
+
+impl KernelTable {
+    /// The value of categorical field `i` of `row`.
+    pub fn value(&self, row: &Row, i: usize) -> &str {
+        &self.values[i][row.cat[i] as usize]
+    }
+
+    /// The index of `value` among categorical field `i`'s values.
+    pub fn value_id(&self, i: usize, value: &str) -> Option<u16> {
+        self.values
+            .get(i)?
+            .iter()
+            .position(|v| v == value)
+            .map(|p| p as u16)
+    }
+
+    /// The distinct combinations of categorical values, each with its row count.
+    pub fn variants(&self) -> Vec<(Vec<&str>, usize)> {
+        let mut out: Vec<(Vec<&str>, usize)> = Vec::new();
+        for r in &self.rows {
+            let key: Vec<&str> = (0..self.values.len()).map(|i| self.value(r, i)).collect();
+            match out.last_mut() {
+                Some((k, n)) if *k == key => *n += 1,
+                _ => out.push((key, 1)),
+            }
+        }
+        out
+    }
+
+    /// The rows whose first categorical fields are `cat` (as indices), in shape order.
+    pub fn rows_of(&self, cat: &[u16]) -> &[Row] {
+        let n = cat.len();
+        let lo = self.rows.partition_point(|r| r.cat[..n] < *cat);
+        let hi = self.rows.partition_point(|r| r.cat[..n] <= *cat);
+        &self.rows[lo..hi]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn builder() -> TableBuilder {
+        TableBuilder::new("test_gpu", Op::Gemm, Provenance::default())
+    }
+
+    #[test]
+    fn rows_are_sorted_and_exact_repeats_dropped() {
+        let mut b = builder();
+        b.push("t", 1, &["fp8", "k"], &[2, 1, 1], 2.0).unwrap();
+        b.push("t", 2, &["bfloat16", "k"], &[1, 1, 1], 1.0).unwrap();
+        b.push("t", 3, &["bfloat16", "k"], &[1, 1, 1], 1.0).unwrap();
+        let t = b.finish("t").unwrap();
+        assert_eq!(t.rows.len(), 2);
+        assert_eq!(t.value(&t.rows[0], 0), "bfloat16");
+        assert_eq!(
+            t.variants(),
+            vec![(vec!["bfloat16", "k"], 1), (vec!["fp8", "k"], 1)]
+        );
+    }
+
+    #[test]
+    fn bad_rows_name_file_row_and_field() {
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let e = builder().push("f.csv", 7, &["bf16", "k"], &[1, 1, 1], bad);
+            let msg = e.unwrap_err().to_string();
+            assert!(
+                msg.contains("f.csv") && msg.contains("row 7") && msg.contains("latency_ms"),
+                "{msg}"
+            );
+        }
+        let mut b = builder();
+        b.push("f.csv", 2, &["bf16", "k"], &[1, 1, 1], 1.0).unwrap();
+        b.push("f.csv", 9, &["bf16", "k"], &[1, 1, 1], 1.5).unwrap();
+        let msg = b.finish("f.csv").unwrap_err().to_string();
+        assert!(msg.contains("row 9") && msg.contains("row 2"), "{msg}");
+    }
+}

@@ -1,0 +1,312 @@
+//! `perfcast kernels`: import kernel tables (NVIDIA AIConfigurator's layout, or a vendor's
+//! CSV/Parquet), list them and show one.
+
+use crate::common::{print, to_json, Format, Table};
+use anyhow::{bail, Context};
+use perfcast_kernels::io::{read_csv, read_table, write_table, ParquetFile};
+use perfcast_kernels::{aic, Catalog, KernelTable, Op};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Convert kernel tables into perfcast's (`OUT/<gpu>/<op>.parquet`): an AIConfigurator
+    /// data folder (`aiconfigurator_core/systems/data`, or a folder holding it), or a CSV or
+    /// Parquet file of `op`, the op's fields and `latency_ms` (`--gpu` names its GPU).
+    Import(ImportArgs),
+    /// The tables there are: GPU, op, rows, variants, framework, source.
+    List(ListArgs),
+    /// One table: its provenance, its variants and the range of each shape field.
+    Show(ShowArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// An AIConfigurator data folder, or a `.csv` / `.parquet` file of kernels.
+    pub input: PathBuf,
+    /// Where the tables go (one folder per GPU).
+    #[arg(long, default_value = "kernels")]
+    pub out: PathBuf,
+    /// Only these GPUs of an AIConfigurator folder (repeatable); the GPU of a CSV file.
+    #[arg(long = "gpu", value_name = "NAME")]
+    pub gpus: Vec<String>,
+    /// The package or collection the tables come from and its licence, recorded in each.
+    #[arg(long)]
+    pub source: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// A folder of tables (`perfcast kernels import` output) instead of the built-in ones.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    pub gpu: String,
+    /// gemm, context_attention, generation_attention, moe or nccl.
+    pub op: String,
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Also print the first N rows.
+    #[arg(long, default_value_t = 0)]
+    pub rows: usize,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+pub fn run(c: Command) -> anyhow::Result<()> {
+    match c {
+        Command::Import(a) => import(a),
+        Command::List(a) => list(a),
+        Command::Show(a) => show(a),
+    }
+}
+
+fn catalog(dir: Option<&Path>) -> anyhow::Result<Catalog> {
+    Ok(match dir {
+        Some(d) => Catalog::dir(d)?,
+        None => perfcast_kernel_data::catalog()?,
+    })
+}
+
+fn import(a: ImportArgs) -> anyhow::Result<()> {
+    let ext = a.input.extension().and_then(|x| x.to_str());
+    let default_source = || format!("imported from {}", a.input.display());
+    let source = a.source.clone().unwrap_or_else(default_source);
+    let tables: Vec<KernelTable> = match ext {
+        Some("csv") => {
+            let [gpu] = a.gpus.as_slice() else {
+                bail!(
+                    "{}: a CSV file is one GPU's: name it with --gpu",
+                    a.input.display()
+                );
+            };
+            let text =
+                std::fs::read_to_string(&a.input).with_context(|| a.input.display().to_string())?;
+            read_csv(&a.input.display().to_string(), &text, gpu, &source)?
+        }
+        Some("parquet") => {
+            let f = ParquetFile::read(&a.input)?;
+            let gpu = a.gpus.first().map(String::as_str);
+            let op = f
+                .metadata("perfcast.op")
+                .is_none()
+                .then(|| {
+                    a.input
+                        .file_stem()
+                        .and_then(|s| s.to_str())
+                        .and_then(Op::from_name)
+                })
+                .flatten();
+            vec![read_table(&f, op, gpu)?]
+        }
+        _ => {
+            let root = aic::data_root(&a.input)?;
+            let all = aic::gpus(&root)?;
+            for g in &a.gpus {
+                if !all.contains(g) {
+                    let near =
+                        perfcast_core::suggest::closest(g, all.iter().map(String::as_str), 3, None);
+                    bail!(
+                        "{}: no GPU `{g}` (nearest: {})",
+                        root.display(),
+                        near.join(", ")
+                    );
+                }
+            }
+            let mut out = Vec::new();
+            for g in all
+                .iter()
+                .filter(|g| a.gpus.is_empty() || a.gpus.contains(g))
+            {
+                out.extend(aic::import_gpu(&root, g, &source)?);
+            }
+            out
+        }
+    };
+    if tables.is_empty() {
+        bail!("{}: no kernel tables found", a.input.display());
+    }
+    let mut lines = Vec::new();
+    for t in &tables {
+        let dir = a.out.join(&t.gpu);
+        std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+        let path = dir.join(format!("{}.parquet", t.op));
+        let bytes = write_table(t)?;
+        std::fs::write(&path, &bytes).with_context(|| path.display().to_string())?;
+        lines.push(format!(
+            "{}: {} rows, {} bytes (from {})",
+            path.display(),
+            t.rows.len(),
+            bytes.len(),
+            if t.provenance.path.is_empty() {
+                t.provenance.source.as_str()
+            } else {
+                t.provenance.path.as_str()
+            }
+        ));
+    }
+    print(&(lines.join("\n") + "\n"))
+}
+
+#[derive(serde::Serialize)]
+struct ListRow {
+    gpu: String,
+    op: String,
+    rows: usize,
+    variants: usize,
+    framework: String,
+    device: String,
+    source: String,
+    path: String,
+}
+
+fn list(a: ListArgs) -> anyhow::Result<()> {
+    let c = catalog(a.dir.as_deref())?;
+    let mut rows = Vec::new();
+    for gpu in c.gpus() {
+        for op in c.ops(gpu) {
+            let t = c.get(gpu, op)?;
+            let t = &t.table;
+            rows.push(ListRow {
+                gpu: gpu.to_string(),
+                op: op.name().to_string(),
+                rows: t.rows.len(),
+                variants: t.variants().len(),
+                framework: t.provenance.framework.clone(),
+                device: t.provenance.device.clone(),
+                source: t.provenance.source.clone(),
+                path: t.provenance.path.clone(),
+            });
+        }
+    }
+    let text = match a.format {
+        Format::Json => to_json(&rows)?,
+        Format::Table | Format::Csv => {
+            let mut t = Table::new(&[
+                ("gpu", false),
+                ("op", false),
+                ("rows", true),
+                ("variants", true),
+                ("framework", false),
+                ("device", false),
+            ]);
+            for r in &rows {
+                t.push(vec![
+                    r.gpu.clone(),
+                    r.op.clone(),
+                    r.rows.to_string(),
+                    r.variants.to_string(),
+                    r.framework.clone(),
+                    r.device.clone(),
+                ]);
+            }
+            if a.format == Format::Csv {
+                t.csv()
+            } else {
+                t.render()
+            }
+        }
+    };
+    print(&text)
+}
+
+fn show(a: ShowArgs) -> anyhow::Result<()> {
+    let Some(op) = Op::from_name(&a.op) else {
+        bail!(
+            "unknown op `{}` (one of {})",
+            a.op,
+            Op::ALL.map(Op::name).join(", ")
+        );
+    };
+    let c = catalog(a.dir.as_deref())?;
+    let t = c.get(&a.gpu, op)?;
+    let t = &t.table;
+    let s = op.schema();
+    if a.format == Format::Json {
+        let variants: Vec<serde_json::Value> = t
+            .variants()
+            .into_iter()
+            .map(|(k, n)| serde_json::json!({ "values": k, "rows": n }))
+            .collect();
+        let rows: Vec<serde_json::Value> = t
+            .rows
+            .iter()
+            .take(a.rows)
+            .map(|r| {
+                let mut m = serde_json::Map::new();
+                for (i, c) in s.categorical.iter().enumerate() {
+                    m.insert((*c).into(), t.value(r, i).into());
+                }
+                for (i, c) in s.shape.iter().enumerate() {
+                    m.insert((*c).into(), r.shape[i].into());
+                }
+                m.insert("latency_ms".into(), r.latency_ms.into());
+                serde_json::Value::Object(m)
+            })
+            .collect();
+        let p = &t.provenance;
+        return print(&to_json(&serde_json::json!({
+            "gpu": t.gpu, "op": op.name(), "rows": t.rows.len(),
+            "source": p.source, "path": p.path, "device": p.device, "framework": p.framework,
+            "variants": variants, "first_rows": rows,
+        }))?);
+    }
+    let p = &t.provenance;
+    let mut out = format!(
+        "{} {}: {} rows\n  source: {}\n  file: {}\n  device: {}\n  framework: {}\n",
+        t.gpu,
+        op,
+        t.rows.len(),
+        p.source,
+        p.path,
+        p.device,
+        p.framework
+    );
+    let mut v = Table::new(&[(&s.categorical.join(" / "), false), ("rows", true)]);
+    for (k, n) in t.variants() {
+        v.push(vec![k.join(" / "), n.to_string()]);
+    }
+    out.push_str(&v.render());
+    let mut ranges = Table::new(&[
+        ("field", false),
+        ("min", true),
+        ("max", true),
+        ("values", true),
+    ]);
+    for (i, c) in s.shape.iter().enumerate() {
+        let mut vals: Vec<u64> = t.rows.iter().map(|r| r.shape[i]).collect();
+        vals.sort_unstable();
+        vals.dedup();
+        ranges.push(vec![
+            (*c).to_string(),
+            vals.first().copied().unwrap_or_default().to_string(),
+            vals.last().copied().unwrap_or_default().to_string(),
+            vals.len().to_string(),
+        ]);
+    }
+    out.push_str(&ranges.render());
+    if a.rows > 0 {
+        let mut head: Vec<(&str, bool)> = s.categorical.iter().map(|c| (*c, false)).collect();
+        head.extend(s.shape.iter().map(|c| (*c, true)));
+        head.push(("latency_ms", true));
+        let mut rt = Table::new(&head);
+        for r in t.rows.iter().take(a.rows) {
+            let mut cells: Vec<String> = (0..s.categorical.len())
+                .map(|i| t.value(r, i).to_string())
+                .collect();
+            cells.extend(r.shape[..s.shape.len()].iter().map(u64::to_string));
+            cells.push(format!("{:.6}", r.latency_ms));
+            rt.push(cells);
+        }
+        out.push_str(&if a.format == Format::Csv {
+            rt.csv()
+        } else {
+            rt.render()
+        });
+    }
+    print(&out)
+}
