@@ -287,6 +287,25 @@ mod tests {
         assert!(m.describe().contains("fallback"), "{}", m.describe());
         let (m, _) = t.lookup(None);
         assert_eq!(m.rule, n);
+        // A family named without a known version lands on its newest profile.
+        for (software, stack) in [
+            (
+                "TensorRT-LLM @b626186241 (PyTorch workflow)",
+                "tensorrt-llm-1.x",
+            ),
+            ("TensorRT-LLM v2.1 (trtllm-serve)", "tensorrt-llm-1.x"),
+            (
+                "TensorRT-LLM v0.14.0 (Triton tensorrtllm_backend)",
+                "tensorrt-llm-0.x",
+            ),
+            ("NVIDIA NeMo 24.07 container", "megatron-core-2025"),
+            ("NeMo Framework inference (2025)", "tensorrt-llm-1.x"),
+            ("NeMo AutoModel main (2025-10)", "nemo-automodel-2025"),
+            ("Megatron-Core r0.13.0", "megatron-core-2025"),
+            ("Megatron-Core r0.8.0", "megatron-core-2024"),
+        ] {
+            assert_eq!(t.lookup(Some(software)).0.name, stack, "{software}");
+        }
         // Case-insensitive; the async-TP rule precedes the plain compile rule.
         let (m, _) = t.lookup(Some("TORCHTITAN @x; torch.compile; asynctp"));
         assert_eq!(m.name, "torchtitan-compile-asynctp-2025");

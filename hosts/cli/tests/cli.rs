@@ -355,6 +355,13 @@ fn bad_values_name_the_key_and_where_it_came_from() {
             "range",
             "[components.a100_sxm4_80gb]\nmatmul_efficiency = 1.5",
         ),
+        // A power limit above the rated power (it would raise the clock).
+        (
+            "power",
+            "[components.a100_sxm4_80gb]\npower_limit_w = 500.0",
+        ),
+        // A kernel table the host does not have.
+        ("kernels", "[device]\nkernels = \"a100\""),
         // A file that is not a plugin library, named in a config.
         ("lib", "[[plugins]]\npath = \"notes.so\""),
         // An op the device cannot run names the op.
@@ -401,6 +408,16 @@ fn bad_values_name_the_key_and_where_it_came_from() {
             "range.toml",
             &[],
             "components.a100_sxm4_80gb.matmul_efficiency|range.toml|1.5",
+        ),
+        (
+            "power.toml",
+            &[],
+            "components.a100_sxm4_80gb|power_limit_w|above the rated power 400",
+        ),
+        (
+            "kernels.toml",
+            &[],
+            "device.kernels|kernels.toml|no kernel table for GPU `a100`|a100_sxm",
         ),
         (
             "param.toml --set components.a100_sxm4_80gb.sm_count=many",

@@ -416,7 +416,7 @@ pub static PARAMS: &[ParamSpec] = &[
     ParamSpec::with_default("attention", ParamType::Table, "", "{}", "tables per kernel family: flash, flash3, cudnn", "flash-attention efficiency per kernel family (forward, backward, head_dim_half, kv_overhead, q_tile, ...)", "fitted per die on configs/validation/kernels.toml"),
     ParamSpec::with_default("sustained_clock_ratio", ParamType::Float, "", "1.0", "(0, 1]", "clock held under continuous whole-device load relative to the kernel measurements' clock", "fitted per die on end-to-end runs (configs/validation/CALIBRATION.md)"),
     ParamSpec::derived("rated_power_w", ParamType::Float, "W", "none: no power model", "> 0", "the power the peaks and efficiencies hold at (the TDP)", "the device's datasheet"),
-    ParamSpec::derived("power_limit_w", ParamType::Float, "W", "the rated power", "> 0", "the power limit the device runs under", "the system's configuration"),
+    ParamSpec::derived("power_limit_w", ParamType::Float, "W", "the rated power", "(0, rated_power_w]", "the power limit the device runs under (a limit only lowers the clock)", "the system's configuration"),
     ParamSpec::derived("static_power_fraction", ParamType::Float, "", "0.15 (power::DEFAULT_STATIC_FRACTION)", "[0, 1)", "the clock-independent part of the rated power", "modelling default (ASSUMPTION): a 700 W H100 capped at 500 W runs ~13% slower, within the reported 10-15%"),
 ];
 

@@ -51,7 +51,18 @@ impl PowerParams {
                 .unwrap_or(DEFAULT_STATIC_FRACTION),
         )?;
         let floor = s * rated;
-        if limit >= rated {
+        if limit > rated {
+            // A power limit only lowers the clock: the peaks and efficiencies already hold at
+            // the rated power, so a higher limit is a mistaken input, not a faster part.
+            return Err(PluginError::Params {
+                path: "power_limit_w".into(),
+                message: format!(
+                    "{limit} W is above the rated power {rated} W (rated_power_w): a limit \
+                     cannot raise the clock the peaks and efficiencies hold at"
+                ),
+            });
+        }
+        if limit == rated {
             return Ok(1.0);
         }
         if limit <= floor {
@@ -82,7 +93,6 @@ mod tests {
         let table = [
             (None, 1.0),
             (Some(700.0), 1.0),
-            (Some(900.0), 1.0),
             (Some(500.0), ((500.0 - 105.0) / 595.0f64).cbrt()),
         ];
         for (limit, want) in table {
@@ -90,6 +100,11 @@ mod tests {
             assert!((r - want).abs() < 1e-12, "{limit:?}: {r}");
         }
         assert!((p(Some(500.0)).clock_ratio().unwrap() - 0.872).abs() < 1e-3);
+        let e = p(Some(900.0)).clock_ratio().unwrap_err().to_string();
+        assert!(
+            e.contains("power_limit_w") && e.contains("above the rated power 700"),
+            "{e}"
+        );
         let e = p(Some(100.0)).clock_ratio().unwrap_err().to_string();
         assert!(e.contains("power_limit_w") && e.contains("static"), "{e}");
         let e = PowerParams {
