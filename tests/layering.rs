@@ -77,6 +77,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-config",
             "perfcast-scenario",
             "perfcast-report",
+            "perfcast-kernels",
         ],
     ),
     (

@@ -23,6 +23,7 @@ pub mod collectives;
 pub mod flops;
 pub mod harness;
 pub mod intervals;
+pub mod kernel_tables;
 pub mod kernels;
 pub mod overlay;
 pub mod prepared;

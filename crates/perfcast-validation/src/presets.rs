@@ -436,6 +436,9 @@ mod tests {
             ("H100-HBM2e-96GB", 0.45, 0.65),
             ("B200-SXM-180GB", 0.50, 0.82),
             ("GB200", 0.50, 0.82),
+            // Blackwell Ultra carries no end-to-end-fitted sustained clock: kernel level.
+            ("B300-SXM", 0.70, 0.85),
+            ("GB300", 0.70, 0.85),
         ];
         assert_eq!(table.len(), preset_names("hardware").len());
         for (id, lo, hi) in table {
