@@ -109,6 +109,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .memory_per_stage(&plan)
         .map_err(|e| engine_error(&cfg, e))?;
     let model_name = training.model().name.clone();
+    let sequence = sequence_label(training.model());
     let system = training.system();
     let warnings =
         perfcast_scenario::plausible::hardware_warnings(&*system.compute, &system.memory);
@@ -162,7 +163,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
         Format::Table => {
             let t = table(
-                &model_name,
+                &format!("{model_name} ({sequence})"),
                 &system_name,
                 &plan,
                 &report,
@@ -208,6 +209,19 @@ fn does_not_fit(r: &TrainingReport, stages: &[StageMemory]) -> anyhow::Error {
         r.memory.capacity.gib(),
         (worst.total.0 - r.memory.capacity.0).max(r.memory.shortfall.0) / GIB,
     )
+}
+
+/// The training sequence length, and the model's context where it is longer.
+fn sequence_label(m: &perfcast_core::workload::ModelSpec) -> String {
+    if m.context_limit() > m.seq_len {
+        format!(
+            "sequences of {} tokens; context {}",
+            m.seq_len,
+            m.context_limit()
+        )
+    } else {
+        format!("sequences of {} tokens", m.seq_len)
+    }
 }
 
 fn table(

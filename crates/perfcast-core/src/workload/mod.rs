@@ -81,8 +81,13 @@ pub struct ModelSpec {
     pub ffn_act: FfnAct,
     /// Vocabulary size (padded where the source pads it).
     pub vocab: u64,
-    /// Training sequence length (or context length for inference).
+    /// Training sequence length: what a training step's samples hold.
     pub seq_len: u64,
+    /// The longest context the model takes (its `max_position_embeddings`): what an inference
+    /// request (prompt plus output) may reach and the rows of a learned position table.
+    /// Default: `seq_len`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_context: Option<u64>,
     /// The LM head shares the input embedding's table.
     #[serde(default)]
     pub tied_embeddings: bool,
@@ -150,6 +155,7 @@ impl ModelSpec {
             ffn_act,
             vocab,
             seq_len,
+            max_context: None,
             tied_embeddings: false,
             norm: None,
             position: None,
@@ -161,6 +167,11 @@ impl ModelSpec {
             sliding_window_layers: None,
             mtp_layers: 0,
         }
+    }
+
+    /// The longest context the model takes: `max_context`, else `seq_len`.
+    pub fn context_limit(&self) -> u64 {
+        self.max_context.unwrap_or(self.seq_len)
     }
 
     /// Key/value heads in effect (`kv_heads`, else `heads`).
@@ -319,7 +330,7 @@ impl ModelSpec {
     pub fn embedding_params(&self) -> u64 {
         let tok = self.vocab * self.hidden;
         let pos = match self.position() {
-            PositionKind::Learned => self.seq_len * self.hidden,
+            PositionKind::Learned => self.context_limit() * self.hidden,
             PositionKind::Rope => 0,
         };
         let head = if self.tied_embeddings { 0 } else { tok };
@@ -408,6 +419,18 @@ impl ModelSpec {
         ] {
             if v == 0 {
                 return Err(ModelError::invalid(k, v, "must be a positive integer"));
+            }
+        }
+        if let Some(c) = self.max_context {
+            if c < self.seq_len {
+                return Err(ModelError::invalid(
+                    Key::model("max_context"),
+                    c,
+                    format!(
+                        "must be at least model.seq_len = {} (the longest context the model takes)",
+                        self.seq_len
+                    ),
+                ));
             }
         }
         if !self.heads.is_multiple_of(self.kv_heads()) {

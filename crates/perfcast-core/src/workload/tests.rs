@@ -39,6 +39,7 @@ fn deepseek_v3() -> ModelSpec {
             ..MoeSpec::new(256, 8, 2048)
         }),
         mtp_layers: 1,
+        max_context: None,
         ..llama(61, 7168, 128, 128, 18432, 129280)
     }
 }
@@ -222,4 +223,20 @@ fn moe_and_mla_validation_names_the_key() {
         .contains("sliding_window_layers"));
     m.sliding_window_layers = Some(1);
     assert_eq!(m.sliding(), (1, 128));
+}
+
+/// `max_context` (the longest context) may not be shorter than the training length.
+#[test]
+fn max_context_is_at_least_seq_len() {
+    let m = |c: Option<u64>| ModelSpec {
+        max_context: c,
+        ..gpt(2, 256, 4)
+    };
+    assert_eq!(m(None).context_limit(), m(None).seq_len);
+    assert!(m(Some(1 << 20)).validate().is_ok());
+    let e = m(Some(16)).validate().unwrap_err().to_string();
+    assert!(
+        e.contains("model.max_context") && e.contains("model.seq_len"),
+        "{e}"
+    );
 }

@@ -61,14 +61,19 @@ impl Inference {
             ));
         }
         let context = plan.input_len as u64 + plan.output_len as u64;
-        if context > m.seq_len {
+        if context > m.context_limit() {
+            let key = if m.max_context.is_some() {
+                "model.max_context"
+            } else {
+                "model.seq_len"
+            };
             return Err(ModelError::invalid(
                 Key::inference("output_len"),
                 plan.output_len,
                 format!(
                     "inference.input_len + inference.output_len = {context} must not exceed the \
-                     model's context length model.seq_len = {}",
-                    m.seq_len
+                     model's context length {key} = {}",
+                    m.context_limit()
                 ),
             ));
         }

@@ -19,7 +19,7 @@ impl Inference {
         let layers = sh.stage_layers as f64 * layer;
         let table = (sh.vocab * sh.hidden) as f64 * base;
         let positions = match m.position() {
-            PositionKind::Learned => (m.seq_len * m.hidden) as f64 * base,
+            PositionKind::Learned => (m.context_limit() * m.hidden) as f64 * base,
             PositionKind::Rope => 0.0,
         };
         let first = table + positions;

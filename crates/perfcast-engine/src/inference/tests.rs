@@ -194,6 +194,17 @@ fn decode_sum_matches_token_by_token() {
 
 /// Bad inputs: an error naming the key and the rule, never a panic.
 #[test]
+fn a_request_may_reach_max_context_beyond_the_training_length() {
+    let m = ModelSpec {
+        max_context: Some(8192),
+        ..llama2(7)
+    };
+    let inf = Inference::new(m, a100(8), InferenceOptions::default()).unwrap();
+    let r = inf.evaluate(&plan(1, 1, 6000, 100)).unwrap();
+    assert!(r.ttft.0 > 0.0);
+}
+
+#[test]
 fn bad_inputs_name_the_key() {
     let mut gqa = llama2(7);
     gqa.heads = 12;
@@ -222,6 +233,15 @@ fn bad_inputs_name_the_key() {
         (gqa.clone(), a100(8), |p| p.tp = 6, "model.kv_heads"),
         (llama2(7), a100(8), |p| p.pp = 33, "model.layers"),
         (llama2(7), a100(8), |p| p.input_len = 4090, "model.seq_len"),
+        (
+            ModelSpec {
+                max_context: Some(8192),
+                ..llama2(7)
+            },
+            a100(8),
+            |p| p.input_len = 8190,
+            "model.max_context",
+        ),
         (llama2(7), a100(2), |p| p.tp = 4, "devices"),
         (
             llama2(7),

@@ -363,7 +363,6 @@ impl StageParams {
 }
 
 fn stage_params(m: &ModelSpec, plan: &TrainingPlan, t: u64) -> Result<StageParams, ModelError> {
-    let s = m.seq_len;
     let tf = t as f64;
     let hf = m.hidden as f64;
     let norm_params = match m.norm() {
@@ -393,7 +392,8 @@ fn stage_params(m: &ModelSpec, plan: &TrainingPlan, t: u64) -> Result<StageParam
     let table = m.vocab as f64 * hf / tf;
     let emb_dev = table
         + match m.position() {
-            PositionKind::Learned => s as f64 * hf,
+            // A learned table holds a row per position the model takes.
+            PositionKind::Learned => m.context_limit() as f64 * hf,
             PositionKind::Rope => 0.0,
         };
     let head_dev = if !m.tied_embeddings || plan.pp > 1 {

@@ -11,9 +11,16 @@
 //! | `head_dim` | `head_dim` (default: hidden / heads) | – |
 //! | `ffn_hidden` | `intermediate_size` | `n_inner` (null: 4·n_embd) |
 //! | `vocab` | `vocab_size` | `vocab_size` |
-//! | `seq_len` | `max_position_embeddings` | `n_positions` (or `n_ctx`) |
+//! | `max_context` | `max_position_embeddings` | `n_positions` (or `n_ctx`) |
+//! | `seq_len` | the smaller of `max_context` and 8,192 | the same |
 //! | `ffn_act` | `hidden_act` + `model_type` (gated families -> swiglu) | `activation_function` |
 //! | `tied_embeddings` | `tie_word_embeddings` (transformers' default: true) | always tied |
+//!
+//! A config gives the longest context, not the length the model was trained at: the training
+//! sequence length defaults to [`TRAINING_SEQ_LEN`] where the context allows it (Llama 3 and
+//! 3.1 pre-trained at 8,192 before extending the context, Dubey et al. 2024 §3.4; DeepSeek-V3
+//! at 4,096), so a training run of a long-context model is not a 131,072-token one unless
+//! `model.seq_len` says so.
 //!
 //! Architecture defaults the config does not spell out (norm, positions, biases) follow the
 //! model family: GPT-2 LayerNorm + learned positions + biases; GPT-NeoX LayerNorm + rotary +
@@ -24,6 +31,10 @@
 //! there.
 
 mod sparse;
+
+/// The training sequence length a config's model defaults to (capped by its context):
+/// today's common pre-training length of open models (Llama 3: 8,192).
+pub const TRAINING_SEQ_LEN: u64 = 8192;
 
 use perfcast_core::workload::{FfnAct, ModelSpec, NormKind, PositionKind};
 use serde_json::Value;
@@ -224,6 +235,7 @@ pub fn model_from_hf_config(cfg: &Value) -> Result<ModelSpec, HfError> {
         mla: sp.mla,
         sliding_window: sp.sliding_window,
         sliding_window_layers: sp.sliding_window_layers,
+        max_context: Some(seq_len),
         mtp_layers: sp.mtp_layers,
         ..ModelSpec::dense(
             layers,
@@ -232,7 +244,7 @@ pub fn model_from_hf_config(cfg: &Value) -> Result<ModelSpec, HfError> {
             sp.dense_ffn_hidden.unwrap_or(ffn_hidden),
             ffn_act,
             vocab,
-            seq_len,
+            seq_len.min(TRAINING_SEQ_LEN),
         )
     };
     m.validate().map_err(|e| HfError::Invalid(e.to_string()))?;
@@ -322,6 +334,17 @@ mod tests {
             "n_positions": 1024,
             "vocab_size": 50257
         })
+    }
+
+    /// A config gives the longest context; training defaults to at most 8,192 tokens.
+    #[test]
+    fn a_long_context_config_trains_at_8192_and_serves_its_context() {
+        let mut v = llama2_7b();
+        v["max_position_embeddings"] = json!(131072);
+        let m = model_from_hf_config(&v).unwrap();
+        assert_eq!((m.seq_len, m.context_limit()), (8192, 131072));
+        let m = model_from_hf_config(&llama2_7b()).unwrap();
+        assert_eq!((m.seq_len, m.context_limit()), (4096, 4096));
     }
 
     #[test]
