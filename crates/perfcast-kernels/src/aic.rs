@@ -250,17 +250,7 @@ fn convert(
         device,
         framework: format!("{} {version}", s.framework),
     };
-    let mut b = TableBuilder::new(gpu, s.op, provenance);
-    let mut cat: Vec<&str> = Vec::new();
-    let mut shape: Vec<u64> = Vec::new();
-    for (i, &l) in lat.iter().enumerate() {
-        cat.clear();
-        cat.extend(cats.iter().map(|c| c[i].as_str()));
-        shape.clear();
-        shape.extend(shapes.iter().map(|c| c[i]));
-        b.push(f.name(), i + 1, &cat, &shape, l)?;
-    }
-    b.finish(f.name())
+    TableBuilder::from_columns(gpu, s.op, provenance, f.name(), &cats, &shapes, &lat)
 }
 
 #[cfg(test)]

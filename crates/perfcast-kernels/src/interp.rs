@@ -128,24 +128,16 @@ impl Timings {
     /// shapes (the framework's general path; e.g. TensorRT-LLM's `torch_flow` over the
     /// special `min_latency` MoE kernels).
     pub fn main_kernel(&self, lead: &[&str]) -> Option<&str> {
-        let t = &self.table;
-        let mut best: Option<(&[&str], usize)> = None;
-        let variants = t.variants();
-        for (key, n) in &variants {
+        let mut best: Option<(&str, usize)> = None;
+        for (key, n) in self.table.variants() {
             if key.len() > lead.len()
                 && key[..lead.len()] == *lead
-                && best.is_none_or(|(_, bn)| *n > bn)
+                && best.is_none_or(|(_, bn)| n > bn)
             {
-                best = Some((key.as_slice(), *n));
+                best = key.last().map(|k| (*k, n));
             }
         }
-        let (key, _) = best?;
-        let kernel = key.last().copied()?;
-        t.values
-            .last()?
-            .iter()
-            .find(|v| v.as_str() == kernel)
-            .map(String::as_str)
+        best.map(|(k, _)| k)
     }
 }
 

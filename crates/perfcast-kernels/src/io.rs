@@ -381,17 +381,7 @@ pub fn read_table(
         shapes.push(ints(f, c)?.ok_or_else(|| missing(f.name(), op, c))?);
     }
     let lat = floats(f, LATENCY)?.ok_or_else(|| missing(f.name(), op, LATENCY))?;
-    let mut b = TableBuilder::new(&gpu, op, provenance);
-    let mut cat: Vec<&str> = Vec::with_capacity(cats.len());
-    let mut shape: Vec<u64> = Vec::with_capacity(shapes.len());
-    for (i, &l) in lat.iter().enumerate() {
-        cat.clear();
-        cat.extend(cats.iter().map(|c| c[i].as_str()));
-        shape.clear();
-        shape.extend(shapes.iter().map(|c| c[i]));
-        b.push(f.name(), i + 1, &cat, &shape, l)?;
-    }
-    b.finish(f.name())
+    TableBuilder::from_columns(&gpu, op, provenance, f.name(), &cats, &shapes, &lat)
 }
 
 /// Read a plain CSV of kernels (a header line naming `op`, the op's fields and

@@ -67,6 +67,30 @@ impl TableBuilder {
         }
     }
 
+    /// The table of `file`'s columns: `cats` and `shapes` in the op's schema order, row `i`
+    /// of each with latency `lat[i]`.
+    pub fn from_columns(
+        gpu: &str,
+        op: Op,
+        provenance: Provenance,
+        file: &str,
+        cats: &[Vec<String>],
+        shapes: &[Vec<u64>],
+        lat: &[f64],
+    ) -> Result<KernelTable, KernelError> {
+        let mut b = TableBuilder::new(gpu, op, provenance);
+        let mut cat: Vec<&str> = Vec::with_capacity(cats.len());
+        let mut shape: Vec<u64> = Vec::with_capacity(shapes.len());
+        for (i, &l) in lat.iter().enumerate() {
+            cat.clear();
+            cat.extend(cats.iter().map(|c| c[i].as_str()));
+            shape.clear();
+            shape.extend(shapes.iter().map(|c| c[i]));
+            b.push(file, i + 1, &cat, &shape, l)?;
+        }
+        b.finish(file)
+    }
+
     pub fn op(&self) -> Op {
         self.op
     }
