@@ -39,6 +39,8 @@ const EXPERIMENTS: &[(&str, &[&str])] = &[
     ("korthikanti-175b-selective", &["predict", "search"]),
     ("llama2-70b-h100", &["infer"]),
     ("llama3-8b-h100", &["predict", "search"]),
+    ("llama3.1-70b-a100-search", &["predict", "search"]),
+    ("llama3.1-70b-h100-search", &["predict", "search"]),
     ("roofline-a100", &[]),
     ("roofline-llama2-70b", &["infer"]),
 ];
