@@ -199,14 +199,54 @@ impl Hardware {
     }
 }
 
+/// The median of `values` (none: `None`).
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    (n > 0).then(|| {
+        if n % 2 == 1 {
+            values[n / 2]
+        } else {
+            0.5 * (values[n / 2 - 1] + values[n / 2])
+        }
+    })
+}
+
+/// What a datasheet leaves out, from the catalog's parts that publish it: the median compute-
+/// unit count (`sm_count`, which only sets the GEMM model's wave quantisation) and the
+/// median ratio of the bf16 matrix peak to the fp32 vector peak (which sets the element-wise
+/// ops' rate). `(sm_count, bf16 / fp32)`.
+fn catalog_medians(gpus: &[toml::Value]) -> (Option<f64>, Option<f64>) {
+    let num =
+        |v: Option<&toml::Value>| v.and_then(|x| x.as_float().or(x.as_integer().map(|i| i as f64)));
+    let sms = gpus.iter().filter_map(|g| num(g.get("sm_count"))).collect();
+    let ratios = gpus
+        .iter()
+        .filter_map(|g| {
+            let p = g.get("peak_tflops_dense")?;
+            Some(num(p.get("bf16"))? / num(p.get("fp32"))?)
+        })
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .collect();
+    (median(sms), median(ratios))
+}
+
 /// A hardware table built from the accelerator catalog for an id without a preset: a `gpu`
 /// compute unit with the catalog's dense peaks, `hbm`, an `nvlink` scale-up level and an
-/// `infiniband` scale-out level (efficiencies at the plugins' defaults).
+/// `infiniband` scale-out level (efficiencies at the plugins' defaults). What the entry does
+/// not publish of what a device needs is derived by the catalog-median rule
+/// ([`catalog_medians`]: the compute-unit count, the fp32 vector peak from the bf16 matrix
+/// peak), and the device's name says which values were derived.
 pub fn hardware_from_catalog(accelerator: &str) -> Result<toml::Table, String> {
     let cat: toml::Table = toml::from_str(ACCELERATORS).map_err(|e| e.to_string())?;
-    let gpu = cat
+    let all = cat
         .get("gpu")
         .and_then(|g| g.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let (median_sms, median_ratio) = catalog_medians(&all);
+    let mut derived: Vec<&str> = Vec::new();
+    let gpu = Some(&all)
         .and_then(|a| {
             a.iter()
                 .find(|g| g.get("id").and_then(|i| i.as_str()) == Some(accelerator))
@@ -237,16 +277,43 @@ pub fn hardware_from_catalog(accelerator: &str) -> Result<toml::Table, String> {
         }
     }
     if vector.is_empty() {
-        return Err(format!(
-            "accelerator `{accelerator}` has no hardware preset and its catalog entry lacks `peak_tflops_dense.fp32`"
-        ));
+        let bf16 = matrix
+            .get("bf16")
+            .and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64)));
+        let (Some(bf16), Some(ratio)) = (bf16, median_ratio) else {
+            return Err(format!(
+                "accelerator `{accelerator}` has no hardware preset and its catalog entry lacks `peak_tflops_dense.fp32` (and a bf16 peak to derive it from)"
+            ));
+        };
+        vector.insert("fp32".into(), (bf16 / ratio).into());
+        derived.push("fp32 vector peak");
     }
+    let sm_count = match gpu.get("sm_count") {
+        Some(v) => v.clone(),
+        None => {
+            let m = median_sms.ok_or_else(|| {
+                format!(
+                    "accelerator `{accelerator}` has no hardware preset and its catalog entry lacks `sm_count`"
+                )
+            })?;
+            derived.push("sm_count");
+            toml::Value::Integer(m.round() as i64)
+        }
+    };
+    let name = if derived.is_empty() {
+        accelerator.to_string()
+    } else {
+        format!(
+            "{accelerator} (catalog entry; {} DERIVED: the catalog's median)",
+            derived.join(", ")
+        )
+    };
     let mut t = toml::Table::new();
     let mut comps = toml::Table::new();
     let mut c = toml::Table::new();
     c.insert("kind".into(), "gpu".into());
-    c.insert("name".into(), accelerator.into());
-    c.insert("sm_count".into(), need("sm_count")?);
+    c.insert("name".into(), name.into());
+    c.insert("sm_count".into(), sm_count);
     c.insert("matrix_tflops".into(), toml::Value::Table(matrix));
     c.insert("vector_tflops".into(), toml::Value::Table(vector));
     comps.insert("gpu".into(), toml::Value::Table(c));
@@ -497,8 +564,23 @@ mod tests {
         // TPU v4 lacks fields the generic GPU model needs: a clear error naming them.
         let e = hardware_from_catalog("TPU-v4").unwrap_err();
         assert!(e.contains("TPU-v4") && e.contains("lacks"), "{e}");
-        let e = hardware_from_catalog("Gaudi2").unwrap_err();
-        assert!(e.contains("peak_tflops_dense.fp32"), "{e}");
+        assert!(e.contains("scaleup_bw_gbs_bidir"), "{e}");
+        // Gaudi 2 publishes neither its compute-unit count nor an fp32 peak: both come from
+        // the catalog's medians, and the device's name says so.
+        let t = hardware_from_catalog("Gaudi2").unwrap();
+        let gpu = &t["components"]["gpu"];
+        let name = gpu["name"].as_str().unwrap();
+        assert!(
+            name.contains("sm_count") && name.contains("fp32") && name.contains("DERIVED"),
+            "{name}"
+        );
+        let fp32 = gpu["vector_tflops"]["fp32"].as_float().unwrap();
+        assert!(fp32 > 0.0 && fp32 < 432.0, "{fp32}");
+        assert!(gpu["sm_count"].as_integer().unwrap() > 0);
+        // A catalog entry that publishes them keeps its own.
+        let t = hardware_from_catalog("MI300X").unwrap();
+        assert_eq!(t["components"]["gpu"]["sm_count"].as_integer(), Some(304));
+        assert_eq!(t["components"]["gpu"]["name"].as_str(), Some("MI300X"));
         assert!(hardware_from_catalog("Z100").unwrap_err().contains("Z100"));
         assert!(Hardware::of("Z100").unwrap_err().contains("Z100"));
     }
