@@ -1,7 +1,11 @@
 //! The attention core: prefill's `Attention` op, decode's GQA-folded dot products over the
 //! KV cache, and the closed-form sum of decode attention over a growing context.
 
-use super::*;
+use super::shard::Shard;
+use super::time::{Acc, Adjust, Pass, Timed};
+use super::Inference;
+use perfcast_core::op::ComputeOp;
+use perfcast_core::ModelError;
 
 impl Inference {
     /// Passes over each KV head a decode attention kernel makes (`q_len == 1`).

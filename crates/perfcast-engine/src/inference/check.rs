@@ -1,7 +1,10 @@
 //! Checking a plan against the model and the system, and sharding the model over its TP and
 //! PP degrees.
 
-use super::*;
+use super::plan::InferencePlan;
+use super::shard::Shard;
+use super::Inference;
+use perfcast_core::{DType, Engine, Interconnect, Key, ModelError};
 
 impl Inference {
     /// Check the plan against the model and the system and derive the per-device shapes.

@@ -69,12 +69,8 @@ pub use report::{GemmPoint, InferenceReport, MemoryReport, Phase, PhaseBreakdown
 pub use shard::GemmName;
 pub use step::{PrefillChunk, ServingMemory, StepBatch, StepCosts};
 
-use perfcast_core::op::{Collective, CollectiveKind, ComputeOp};
-use perfcast_core::{
-    DType, Engine, Interconnect, Key, ModelError, ModelSpec, Seconds, System, TimeBound,
-};
-use shard::{OpClass, Shard};
-use time::{Acc, Adjust, Pass, Timed};
+use perfcast_core::{Key, ModelError, ModelSpec, Seconds, System};
+use time::{Acc, Pass};
 
 /// A model resolved against a system, ready to evaluate plans.
 #[derive(Clone, Debug)]

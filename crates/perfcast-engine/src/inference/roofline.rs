@@ -1,7 +1,13 @@
 //! The GEMM roofline of a plan: every GEMM of one prefill pass and of the mean decode step
 //! on one device, with its shape, intensity, time and bound.
 
-use super::*;
+use super::plan::InferencePlan;
+use super::report::{GemmPoint, Phase};
+use super::shard::{GemmName, OpClass};
+use super::time::{Pass, Timed};
+use super::Inference;
+use perfcast_core::op::ComputeOp;
+use perfcast_core::{DType, Engine, ModelError, Seconds, TimeBound};
 
 impl Inference {
     /// Every GEMM (and the attention core) of one prefill pass and of the mean decode step,

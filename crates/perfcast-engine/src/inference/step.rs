@@ -16,7 +16,13 @@
 //! [`Inference::step_time`] exactly (same code, tested), and a step of `b` whole prompts or of
 //! `b` decodes equals `evaluate`'s prefill pass or decode step to rounding (tested).
 
-use super::*;
+use super::plan::InferencePlan;
+use super::shard::Shard;
+use super::time::{Acc, Adjust, Pass, Timed};
+use super::Inference;
+use perfcast_core::op::{Collective, CollectiveKind, ComputeOp};
+use perfcast_core::ModelError;
+
 use perfcast_core::Bytes;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};

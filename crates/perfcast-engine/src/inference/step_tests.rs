@@ -3,6 +3,7 @@
 //! one, and chunked attention.
 
 use super::*;
+
 use perfcast_testkit::flat::{a100, h100};
 use perfcast_testkit::llama2;
 

@@ -3,6 +3,8 @@
 //! plugins (`perfcast_testkit::flat`).
 
 use super::*;
+use perfcast_core::TimeBound;
+
 use perfcast_core::hardware::{ComputeUnit, Engine, MemoryHierarchy};
 use perfcast_core::{AttentionKind, ComputeOp, DType, FlopRate, Seconds};
 use perfcast_testkit::flat::{a100, a100_launch, h100};

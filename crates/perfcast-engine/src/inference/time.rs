@@ -1,7 +1,12 @@
 //! Timing one pass: each compute op on the device (GEMMs also as split-K and GEMV variants,
 //! with the engine's fixed costs), each collective on its network level, accumulated by class.
 
-use super::*;
+use super::plan::InferencePlan;
+use super::report::PhaseBreakdown;
+use super::shard::{OpClass, Shard};
+use super::Inference;
+use perfcast_core::op::{Collective, CollectiveKind, ComputeOp};
+use perfcast_core::{DType, Engine, Key, ModelError, Seconds, TimeBound};
 
 /// Time and traffic accumulated over a set of ops.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -1,7 +1,13 @@
 //! Building a `Training` (the model and the system checked once) and the checks every plan
 //! passes before anything is worked out.
 
-use super::*;
+use super::components::{TrainingComponents, TrainingOptions};
+use super::plan::{EngineParams, TrainingPlan};
+use super::Training;
+use crate::network::Network;
+use perfcast_core::registry::Registry;
+use perfcast_core::workload::ModelSpec;
+use perfcast_core::{DType, Engine, Key, ModelError, System};
 
 fn positive(key: Key, v: u32) -> Result<(), ModelError> {
     if v == 0 {

@@ -1,7 +1,12 @@
 //! The execution plugins a `Training` resolves from a registry, and the options that choose
 //! them.
 
-use super::*;
+use super::plan::EngineParams;
+use super::{Training, DEFAULT_STRATEGIES};
+use perfcast_core::parallel::{ParallelStrategy, PipelineSchedule, RecomputePolicy};
+use perfcast_core::registry::{Category, Registry};
+use perfcast_core::{Key, ModelError, Section};
+use std::sync::Arc;
 
 /// The execution plugins a `Training` evaluates plans with.
 #[derive(Clone)]

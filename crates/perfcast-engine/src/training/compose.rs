@@ -2,7 +2,14 @@
 //! included), the critical stage, the schedule over the micro-batches, and the step-level
 //! collectives and optimizer on top.
 
-use super::*;
+use super::ops::PassTimes;
+use super::plan::TrainingPlan;
+use super::prepare::Prepared;
+use super::time::{pool, GroupTimes};
+use super::timer::ClassTimes;
+use super::{moe, sum, ClassComm, Training};
+use perfcast_core::parallel::{CommClass, Phase, RecomputePlan, ScheduleInput};
+use perfcast_core::{ModelError, Seconds};
 
 /// One stage's per-micro-batch times.
 #[derive(Debug, Clone, Copy, Default)]

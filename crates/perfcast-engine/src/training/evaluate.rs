@@ -1,7 +1,16 @@
 //! `Training::evaluate`: a plan through every step, and the report with its breakdown,
 //! memory, FLOPs, utilisation and bottleneck.
 
-use super::*;
+use super::compose::Composed;
+use super::placement::Placement;
+use super::plan::TrainingPlan;
+use super::prepare::Prepared;
+use super::report::{Bottleneck, Feasibility, LayerReport, TimeBreakdown, TrainingReport};
+use super::time::GroupTimes;
+use super::timer::{ClassTimes, ComputeBreakdown};
+use super::{compose, flops, sum, Training};
+use perfcast_core::parallel::{CommClass, RecomputePlan};
+use perfcast_core::{Engine, FlopCount, ModelError, Seconds};
 
 impl Training {
     /// Predict one training step under `plan`. A plan that does not fit in memory is still

@@ -7,7 +7,15 @@
 //! same private functions (`prepare_checked`, `set_recompute`, `group_times`, `compose`,
 //! `memory_report`) in the same order; only the lookups by name and the report are skipped.
 
-use super::*;
+use super::placement::Placement;
+use super::plan::TrainingPlan;
+use super::prepare::Prepared;
+use super::time::GroupTimes;
+use super::timer::Timer;
+use super::{moe, ops, shape, time, Training};
+use perfcast_core::parallel::ScheduleInput;
+use perfcast_core::{Bytes, DType, Key, ModelError, Seconds};
+
 use std::collections::HashMap;
 
 /// What the layer and end programs depend on besides the model (one layer's shape on one
@@ -311,6 +319,7 @@ impl<'t> PlanGroup<'t> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use perfcast_core::workload::ModelSpec;
     use perfcast_testkit::{a100_from_registry, gpt};
 
     /// GPT-3 175B (Narayanan et al. 2021, Table 1).

@@ -2,7 +2,13 @@
 //! GQA, gated MLPs, context parallelism and FlashAttention), and model state per parameter
 //! (mixed-precision Adam, Rajbhandari et al. 2020 §3; Korthikanti 2022 §2).
 
-use super::*;
+use super::plan::TrainingPlan;
+use super::prepare::Prepared;
+use super::report::{MemoryReport, StageMemory};
+use super::Training;
+use perfcast_core::parallel::{CpComm, ScheduleInput};
+use perfcast_core::{Bytes, ModelError, Seconds};
+
 use perfcast_core::parallel::LayerActivations;
 use perfcast_core::AttentionKind;
 

@@ -42,21 +42,9 @@ pub use timer::{ComputeBreakdown, OpLine};
 
 pub use components::{TrainingComponents, TrainingOptions};
 
-use crate::network::{Mesh, Network};
-use compose::Composed;
-use memory::{ActivationShape, StateBytes};
-use ops::PassTimes;
-use perfcast_core::parallel::{
-    stage_layers, CommClass, CommList, CpComm, LayerDims, LayerSplit, Overlap, ParallelStrategy,
-    Phase, PipelineSchedule, RecomputePlan, RecomputePolicy, ScheduleInput, StateSplit,
-};
-use perfcast_core::registry::{Category, Registry};
-use perfcast_core::workload::{FfnAct, ModelSpec, NormKind, PositionKind};
-use perfcast_core::{Bytes, DType, Engine, FlopCount, Key, ModelError, Seconds, Section, System};
-use prepare::Prepared;
-use std::sync::Arc;
-use time::{pool, GroupTimes};
-use timer::{ClassTimes, Timer};
+use crate::network::Network;
+use perfcast_core::workload::ModelSpec;
+use perfcast_core::{Bytes, System};
 
 /// Registry names of the parallel strategies a `Training` uses by default, in mesh order
 /// (Megatron-LM's: TP innermost, then SP, CP, EP (the MoE layers' expert mesh, folded into

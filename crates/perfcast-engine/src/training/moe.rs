@@ -13,9 +13,17 @@
 //! 1.6% for DeepSeek-V3's 4096 tokens x 8 on EP 64, large for decode-sized batches. A
 //! capacity factor caps it (tokens beyond an expert's capacity are dropped).
 
+use super::ops::PassTimes;
+use super::plan::TrainingPlan;
 use super::prepare::StageParams;
 use super::shape::{MlaShape, MoeShape};
-use super::*;
+use super::time::GroupTimes;
+use super::{memory, shape};
+use super::{sum, ClassComm, Training};
+use perfcast_core::parallel::{CommClass, LayerSplit, RecomputePlan};
+use perfcast_core::workload::ModelSpec;
+use perfcast_core::{Bytes, Key, ModelError};
+
 use super::{compose, time};
 use perfcast_core::parallel::{LayerActivations, MoeDims};
 

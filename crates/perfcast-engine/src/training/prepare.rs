@@ -2,7 +2,15 @@
 //! device, the layers and parameters of each stage, the model state, the dimensions the
 //! strategies see, the activations, and (set per variant) the recompute plan.
 
-use super::*;
+use super::memory::{ActivationShape, StateBytes};
+use super::plan::TrainingPlan;
+use super::{moe, shape, Training};
+use perfcast_core::parallel::{
+    stage_layers, LayerDims, LayerSplit, PipelineSchedule, RecomputePlan, RecomputePolicy,
+    StateSplit,
+};
+use perfcast_core::workload::{FfnAct, ModelSpec, NormKind, PositionKind};
+use perfcast_core::{Bytes, DType, Key, ModelError};
 
 /// A validated plan with everything that needs no timing worked out.
 #[derive(Clone, Copy)]

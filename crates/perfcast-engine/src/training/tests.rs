@@ -2,6 +2,10 @@
 //! strategy/policy/schedule through `evaluate`, and bad input.
 
 use super::*;
+use perfcast_core::registry::Registry;
+use perfcast_core::{DType, ModelError, Seconds};
+use std::sync::Arc;
+
 use perfcast_core::hardware::{ComputeUnit, MemoryHierarchy};
 use perfcast_core::op::ComputeOp;
 use perfcast_core::workload::{FfnAct, ModelSpec};

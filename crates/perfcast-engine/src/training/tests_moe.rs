@@ -2,6 +2,8 @@
 //! mechanisms one at a time, the fast path against `evaluate`, and bad input.
 
 use super::*;
+use perfcast_core::registry::Registry;
+
 use perfcast_core::parallel::Dispatcher;
 use perfcast_core::workload::{AttentionLayout, FfnAct, MlaSpec, MoeSpec};
 use perfcast_testkit::{a100_from_registry, gpt};

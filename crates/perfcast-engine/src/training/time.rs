@@ -1,7 +1,15 @@
 //! Timing a prepared plan: the layer and end programs on the device, every collective on the
 //! network levels its group spans, what the overlap windows expose, the optimizer step.
 
-use super::*;
+use super::ops::PassTimes;
+use super::placement::Placement;
+use super::plan::TrainingPlan;
+use super::prepare::Prepared;
+use super::timer::{OpLine, Timer};
+use super::{ops, sum, ClassComm, Training};
+use crate::network::Mesh;
+use perfcast_core::parallel::{CommClass, CommList, Overlap, Phase};
+use perfcast_core::ModelError;
 
 /// Everything of a plan's timing that neither the recompute policy nor the schedule changes:
 /// the layer and end programs, the collectives and their exposed parts, the optimizer step.
