@@ -212,13 +212,16 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
     })
 }
 
+/// A catalog number, written as a float or an integer.
+fn num(v: Option<&toml::Value>) -> Option<f64> {
+    v.and_then(|x| x.as_float().or(x.as_integer().map(|i| i as f64)))
+}
+
 /// What a datasheet leaves out, from the catalog's parts that publish it: the median compute-
 /// unit count (`sm_count`, which only sets the GEMM model's wave quantisation) and the
 /// median ratio of the bf16 matrix peak to the fp32 vector peak (which sets the element-wise
 /// ops' rate). `(sm_count, bf16 / fp32)`.
 fn catalog_medians(gpus: &[toml::Value]) -> (Option<f64>, Option<f64>) {
-    let num =
-        |v: Option<&toml::Value>| v.and_then(|x| x.as_float().or(x.as_integer().map(|i| i as f64)));
     let sms = gpus.iter().filter_map(|g| num(g.get("sm_count"))).collect();
     let ratios = gpus
         .iter()
@@ -277,9 +280,7 @@ pub fn hardware_from_catalog(accelerator: &str) -> Result<toml::Table, String> {
         }
     }
     if vector.is_empty() {
-        let bf16 = matrix
-            .get("bf16")
-            .and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64)));
+        let bf16 = num(matrix.get("bf16"));
         let (Some(bf16), Some(ratio)) = (bf16, median_ratio) else {
             return Err(format!(
                 "accelerator `{accelerator}` has no hardware preset and its catalog entry lacks `peak_tflops_dense.fp32` (and a bf16 peak to derive it from)"
