@@ -176,6 +176,14 @@ pub trait ComputeUnit: Send + Sync {
     fn launch_overhead(&self) -> Seconds {
         Seconds::ZERO
     }
+    /// The clock this unit runs at relative to the clock its measured kernels were timed at
+    /// (the rated power's): below 1 under a power limit. A host that times ops from measured
+    /// kernels ([`ComputeUnit::op_time`] of a table-backed unit) divides those times by it.
+    /// Default 1 (the plugin ABIs do not carry it: a loaded unit runs at its measurements'
+    /// clock).
+    fn clock_ratio(&self) -> f64 {
+        1.0
+    }
     /// Edge of the output tile (elements) one core keeps on chip while it streams a GEMM's
     /// operands from the closest memory tier: sets the on-chip traffic of a GEMM
     /// ([`crate::roofline::gemm_traffic`]). Default 128.

@@ -17,7 +17,9 @@
 //! (`batch > 1`: grouped expert GEMMs) is not a row of a dense-GEMM table (it reads `batch`
 //! weight matrices), so it and every other op, and shapes outside the table, go to the
 //! wrapped unit. A measured time is the kernel alone, at the GPU's default clocks and rated
-//! power (AIConfigurator collects one kernel at a time): no launch overhead is added on top.
+//! power (AIConfigurator collects one kernel at a time): no launch overhead is added on top,
+//! and a unit clocked below the measurements' clock (a power limit:
+//! [`ComputeUnit::clock_ratio`]) takes the measured time over that ratio.
 //!
 //! The tables time each shape again and again on the same matrices, so a shape whose operands
 //! fit in the on-chip memory runs from a warm L2 there (on H100, 1-row GEMMs with 4-16 MB of
@@ -51,6 +53,8 @@ pub struct MeasuredCompute {
     gemm: Arc<Timings>,
     /// The main kernel of each table dtype, resolved once.
     kernels: Vec<(&'static str, Option<String>)>,
+    /// The inner unit's clock relative to the measurements' ([`ComputeUnit::clock_ratio`]).
+    clock: f64,
 }
 
 impl MeasuredCompute {
@@ -66,10 +70,16 @@ impl MeasuredCompute {
         .into_iter()
         .map(|d| (d, gemm.main_kernel(&[d]).map(str::to_string)))
         .collect();
+        let clock = inner.clock_ratio();
         MeasuredCompute {
             inner,
             gemm,
             kernels,
+            clock: if clock.is_finite() && clock > 0.0 {
+                clock
+            } else {
+                1.0
+            },
         }
     }
 
@@ -90,7 +100,9 @@ impl MeasuredCompute {
             .find(|(d, _)| *d == dtype)
             .and_then(|(_, k)| k.as_deref())?;
         let l = self.gemm.time(&[dtype, kernel], &[g.m, g.n, g.k])?;
-        Some((l.latency_ms * 1e-3, l.path))
+        // Measured at the rated power's clock: a unit clocked lower (a power limit) takes
+        // proportionally longer (its matrix engine's throughput scales with the clock).
+        Some((l.latency_ms * 1e-3 / self.clock, l.path))
     }
 }
 
@@ -120,6 +132,10 @@ impl ComputeUnit for MeasuredCompute {
 
     fn launch_overhead(&self) -> Seconds {
         self.inner.launch_overhead()
+    }
+
+    fn clock_ratio(&self) -> f64 {
+        self.inner.clock_ratio()
     }
 
     fn gemm_tile(&self) -> u64 {
@@ -187,6 +203,34 @@ mod tests {
         fn peak(&self, _: Engine, _: DType) -> Option<FlopRate> {
             Some(FlopRate(100e12))
         }
+    }
+
+    /// [`Flat`] under a power limit that lowers its clock to 80%.
+    struct Capped;
+    impl ComputeUnit for Capped {
+        fn kind(&self) -> &str {
+            "capped"
+        }
+        fn peak(&self, _: Engine, _: DType) -> Option<FlopRate> {
+            Some(FlopRate(80e12))
+        }
+        fn clock_ratio(&self) -> f64 {
+            0.8
+        }
+    }
+
+    #[test]
+    fn a_unit_clocked_below_the_measurements_takes_longer_in_proportion() {
+        let table = unit().gemm.clone();
+        let u = MeasuredCompute::new(Arc::new(Capped), table);
+        let mem = MemoryHierarchy::new(Vec::new());
+        let t = u
+            .op_time(&ComputeOp::Gemm(gemm(64, 1, DType::Bf16)), &mem)
+            .unwrap()
+            .time
+            .0;
+        assert!((t - 64e-6 / 0.8).abs() < 1e-12, "{t}");
+        assert_eq!(u.clock_ratio(), 0.8);
     }
 
     fn unit() -> MeasuredCompute {

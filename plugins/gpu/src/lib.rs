@@ -308,12 +308,6 @@ impl Gpu {
             _ => 1.0,
         }
     }
-
-    /// Clock relative to the kernel measurements': the sustained ratio times the power limit's
-    /// (1 with neither).
-    pub fn clock_ratio(&self) -> f64 {
-        self.clock
-    }
 }
 
 impl ComputeUnit for Gpu {
@@ -357,6 +351,11 @@ impl ComputeUnit for Gpu {
 
     fn launch_overhead(&self) -> Seconds {
         Seconds::from_micros(self.params.launch_overhead_us)
+    }
+
+    /// The sustained ratio times the power limit's (1 with neither).
+    fn clock_ratio(&self) -> f64 {
+        self.clock
     }
 
     fn gemm_tile(&self) -> u64 {
