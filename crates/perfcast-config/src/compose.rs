@@ -258,11 +258,7 @@ impl Config {
     /// The device of `[device]`: its compute unit and memory tiers.
     pub fn device(&self) -> Result<Device, HostError> {
         let spec: DeviceSpec = self.extract("device")?;
-        let compute =
-            match self.component("device.compute", &spec.compute, Category::ComputeUnit)? {
-                Component::ComputeUnit(c) => c,
-                other => return Err(wrong_built("device.compute", &spec.compute, other)),
-            };
+        let compute = self.compute_unit(&spec)?;
         if spec.memory.is_empty() {
             return Err(HostError::Invalid {
                 key: "device.memory".into(),
@@ -286,19 +282,45 @@ impl Config {
         let memory = MemoryHierarchy {
             tiers: tiers.into_iter().map(|(_, t)| t).collect(),
         };
-        let compute = match &spec.kernels {
+        let compute = self.measured(&spec, compute)?;
+        Ok(Device {
+            compute_name: spec.compute,
+            compute,
+            memory,
+            memory_names,
+        })
+    }
+
+    /// The compute unit of `[device]` as [`Config::device`] builds it (wrapped in the kernel
+    /// tables `device.kernels` names), without the memory tiers: what a caller that changes
+    /// only the compute unit's parameters rebuilds.
+    pub fn device_compute(&self) -> Result<Arc<dyn ComputeUnit>, HostError> {
+        let spec: DeviceSpec = self.extract("device")?;
+        let compute = self.compute_unit(&spec)?;
+        self.measured(&spec, compute)
+    }
+
+    /// The component `device.compute` names.
+    fn compute_unit(&self, spec: &DeviceSpec) -> Result<Arc<dyn ComputeUnit>, HostError> {
+        match self.component("device.compute", &spec.compute, Category::ComputeUnit)? {
+            Component::ComputeUnit(c) => Ok(c),
+            other => Err(wrong_built("device.compute", &spec.compute, other)),
+        }
+    }
+
+    /// `compute` timing its GEMMs from the table `device.kernels` names (itself without one).
+    fn measured(
+        &self,
+        spec: &DeviceSpec,
+        compute: Arc<dyn ComputeUnit>,
+    ) -> Result<Arc<dyn ComputeUnit>, HostError> {
+        Ok(match &spec.kernels {
             None => compute,
             Some(k) if k == "none" => compute,
             Some(k) => {
                 let gemm = self.kernel_table(k)?;
                 Arc::new(perfcast_kernels::MeasuredCompute::new(compute, gemm))
             }
-        };
-        Ok(Device {
-            compute_name: spec.compute,
-            compute,
-            memory,
-            memory_names,
         })
     }
 

@@ -10,9 +10,11 @@ use perfcast_validation::harness::{self, Harness};
 fn main() {
     let path = perfcast_validation::locate_cases(None).expect("cases file");
     let file = CasesFile::load(&path).expect("valid cases file");
-    let h = Harness::new(&perfcast_config::Plugins::new(
-        perfcast_builtins::DefaultPlugins::new(),
-    ))
+    let h = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()).with_kernels(
+            std::sync::Arc::new(perfcast_kernel_data::catalog().expect("kernel tables")),
+        ),
+    )
     .expect("registry");
     for arg in std::env::args().skip(1) {
         // `ID` or `ID:VPP` (override the interleaving).

@@ -10,7 +10,6 @@ use crate::harness::{case_hardware, model_spec, unsupported_reason, Harness};
 use crate::overlay::{json_set, Applies, CaseKeys, Entry};
 use crate::presets::Hardware;
 use crate::report::{CaseResult, MetricResult, Status};
-use perfcast_core::registry::{Category, Component};
 use perfcast_core::workload::ModelSpec;
 use perfcast_core::System;
 use perfcast_engine::inference::{Inference, InferenceOptions};
@@ -353,17 +352,14 @@ impl Setup {
         if self.compute_only(&sets).is_none() {
             return config.system().map_err(|e| self.hardware.error(e));
         }
-        match config
-            .component("device.compute", &self.compute, Category::ComputeUnit)
-            .map_err(|e| self.hardware.error(e))?
-        {
-            Component::ComputeUnit(compute) => Ok(System {
-                compute,
-                ..self.system.clone()
-            }),
-            // `component` builds what the category asks for; anything else is composed whole.
-            _ => config.system().map_err(|e| self.hardware.error(e)),
-        }
+        // As the system composes it: wrapped in the device's kernel tables, if it names any.
+        let compute = config
+            .device_compute()
+            .map_err(|e| self.hardware.error(e))?;
+        Ok(System {
+            compute,
+            ..self.system.clone()
+        })
     }
 
     /// `[options]` with the entries below it set.
