@@ -11,7 +11,7 @@ use perfcast_engine::inference::InferenceOptions;
 use perfcast_engine::software::SelectiveRecompute;
 use perfcast_engine::training::Fp8Recipe;
 use perfcast_engine::TrainingOptions;
-use perfcast_scenario::stack::{GpuGeneration, TpComm, MAPPING};
+use perfcast_scenario::stack::{option_key, GpuGeneration, TpComm, MAPPING};
 use perfcast_scenario::{Stack, StackKind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -75,6 +75,44 @@ fn training_file(dir: &Path, node: &str, extra: &str) -> PathBuf {
             "include = [\"preset:llama3-8b\", \"preset:{node}\"]\n{extra}\n[plan]\ntp = 2\nsp = true\nglobal_batch = 128\nzero_stage = 1\n"
         ),
     )
+}
+
+/// Where a `[software]` key lands among the options, by the one mapping table: (software key,
+/// training option, inference option).
+#[test]
+fn option_key_follows_the_mapping() {
+    let table: &[(&str, Option<&str>, Option<&str>)] = &[
+        (
+            "efficiency.gemm",
+            Some("engine.efficiency.gemm"),
+            Some("efficiency.gemm"),
+        ),
+        ("efficiency.", None, None),
+        (
+            "host.kernel_launch_us",
+            Some("engine.host.kernel_launch_us"),
+            Some("host_launch_us"),
+        ),
+        ("fused.norm", Some("engine.fused.norm"), None),
+        (
+            "overlap.tp_comm_efficiency",
+            Some("strategy_params.tensor.overlap_efficiency"),
+            None,
+        ),
+        // A plan field, several options, a key no row has.
+        ("attention.kernel", None, None),
+        ("overlap.param_gather_efficiency", None, None),
+        ("efficency.gemm", None, None),
+        (
+            "serving.collective_overhead_us",
+            None,
+            Some("collective_overhead_us"),
+        ),
+    ];
+    for &(sw, train, infer) in table {
+        assert_eq!(option_key(sw, true).as_deref(), train, "{sw} (training)");
+        assert_eq!(option_key(sw, false).as_deref(), infer, "{sw} (inference)");
+    }
 }
 
 #[test]

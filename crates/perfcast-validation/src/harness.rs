@@ -326,6 +326,16 @@ impl Harness {
         })
     }
 
+    /// This harness with every case mapped to the fallback stack of its rules (a software
+    /// string no rule knows): how a held-out stack family is predicted.
+    pub fn on_fallback_stack(&self) -> Result<Harness, String> {
+        let mut h = Harness::new(&self.plugins)?;
+        h.stacks = self.stacks.fallback_only();
+        h.inference_options = self.inference_options.clone();
+        h.soft_assumed_vpp = self.soft_assumed_vpp;
+        Ok(h)
+    }
+
     /// The harness with `overlay` set on top of every case's configuration (each key where
     /// it applies: [`crate::overlay`]).
     pub fn with_overlay(mut self, overlay: Overlay) -> Harness {

@@ -15,6 +15,12 @@
 //!   the preset does not set it). A parent table whose plugin or engine rejects the key (an
 //!   unknown field, say) means the key does not apply there.
 //!
+//! A key `stacks.NAME.KEY` is the `[software]` key `KEY` of the stack profile `NAME`: it is in
+//! the configuration of the cases mapped to that stack (where the stack's value lands on one
+//! engine option), and sets that option there, as the stack's own value would
+//! (`stacks.megatron-lm-2021.efficiency.gemm` is `options.engine.efficiency.gemm` of the
+//! Megatron-LM 2021 cases): what fits a parameter per software stack.
+//!
 //! Keys apply case by case: a layer with H100 and A100 efficiencies, training and inference
 //! options changes each case only where its configuration has the key. A key that applies to
 //! no case at all is an error (a typo would otherwise be silently ignored).
@@ -45,10 +51,21 @@ impl Entry {
         format!("{}={}", self.key, self.value)
     }
 
-    /// Whether the key is below `[options]` (read by the engine, not by the system
-    /// composition).
+    /// Whether the key is read by the engine, not by the system composition: below
+    /// `[options]`, or a stack's key ([`Entry::stack_key`]).
     pub fn is_option(&self) -> bool {
-        self.key == "options" || self.key.starts_with("options.")
+        self.key == "options" || self.key.starts_with("options.") || self.stack_key().is_some()
+    }
+
+    /// `(stack, software key)` of a key `stacks.NAME.KEY`: the value of `[software]` key `KEY`
+    /// of the stack profile `NAME` (`configs/stacks/NAME.toml`), for the cases mapped to that
+    /// stack only (where the stack's value lands on one engine option:
+    /// [`perfcast_scenario::stack::option_key`]).
+    pub fn stack_key(&self) -> Option<(&str, &str)> {
+        self.key
+            .strip_prefix("stacks.")?
+            .split_once('.')
+            .filter(|(name, key)| !name.is_empty() && !key.is_empty())
     }
 
     /// The key below `options.` (`None` for other keys).

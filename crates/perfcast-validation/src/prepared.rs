@@ -39,6 +39,10 @@ struct Setup {
     keys: CaseKeys,
     /// `[options]` as the case's engine reads it (defaults filled in), as JSON.
     options: serde_json::Value,
+    /// The stack profile the case is mapped to (what `stacks.NAME.KEY` keys name).
+    stack: String,
+    /// Whether the case runs the training engine (which engine's options a stack key sets).
+    training: bool,
 }
 
 impl Prepared<'_> {
@@ -120,6 +124,13 @@ impl Harness {
         .map_err(|e| format!("options: {e}"))?;
         let mut all = serde_json::to_value(config.value()).map_err(|e| e.to_string())?;
         json_set(&mut all, &["options"], options.clone())?;
+        let name = self.stacks().of(case).0.name;
+        let training = case.kind == Kind::Training;
+        json_set(
+            &mut all,
+            &["stacks", &name],
+            stack_options(stack, training).map_err(|e| format!("stack {name}: {e}"))?,
+        )?;
         Ok(Setup {
             model: model_spec(case, stack),
             hardware,
@@ -128,6 +139,8 @@ impl Harness {
             compute,
             keys: CaseKeys::of(&all),
             options,
+            stack: name,
+            training,
         })
     }
 
@@ -362,15 +375,74 @@ impl Setup {
         })
     }
 
-    /// `[options]` with the entries below it set.
+    /// `[options]` with the entries below it set, and the entries of this case's stack
+    /// (`stacks.NAME.KEY`) set on the option each lands on.
     fn options_with(&self, entries: &[Entry]) -> Result<serde_json::Value, String> {
         let mut o = self.options.clone();
         for e in entries {
-            if let Some(path) = e.option_path() {
+            let option = match e.stack_key() {
+                Some((name, key)) if name == self.stack => {
+                    match perfcast_scenario::stack::option_key(key, self.training) {
+                        Some(k) => Some(k),
+                        None => {
+                            return Err(format!(
+                                "{}: `{key}` of stack {name} is no single {} option",
+                                e.key,
+                                if self.training {
+                                    "training"
+                                } else {
+                                    "inference"
+                                }
+                            ))
+                        }
+                    }
+                }
+                Some(_) => None,
+                None => e.option_path().map(|p| p.join(".")),
+            };
+            if let Some(path) = option {
                 let v = serde_json::to_value(&e.value).map_err(|x| format!("{}: {x}", e.key))?;
+                let path: Vec<&str> = path.split('.').collect();
                 json_set(&mut o, &path, v).map_err(|x| format!("{}: {x}", e.key))?;
             }
         }
         Ok(o)
+    }
+}
+
+/// The `[software]` keys of `stack` that land on one option of the training (or inference)
+/// engine, with the stack's values (`null` where the stack leaves the engine's default): the
+/// keys `stacks.NAME.KEY` a case mapped to the stack has.
+fn stack_options(
+    stack: &perfcast_scenario::Stack,
+    training: bool,
+) -> Result<serde_json::Value, String> {
+    let mut out = serde_json::Value::Object(Default::default());
+    let all = serde_json::to_value(stack).map_err(|e| e.to_string())?;
+    let mut leaves = Vec::new();
+    leaves_of(&all, String::new(), &mut leaves);
+    for (key, v) in leaves {
+        if perfcast_scenario::stack::option_key(&key, training).is_some() {
+            let path: Vec<&str> = key.split('.').collect();
+            json_set(&mut out, &path, v)?;
+        }
+    }
+    Ok(out)
+}
+
+/// Every leaf of a JSON value with its dotted path.
+fn leaves_of(v: &serde_json::Value, key: String, out: &mut Vec<(String, serde_json::Value)>) {
+    match v {
+        serde_json::Value::Object(m) if !m.is_empty() => {
+            for (k, x) in m {
+                let sub = if key.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{key}.{k}")
+                };
+                leaves_of(x, sub, out);
+            }
+        }
+        other => out.push((key, other.clone())),
     }
 }

@@ -158,6 +158,23 @@ impl StackTable {
     pub fn of(&self, case: &Case) -> (StackMatch, &Stack) {
         self.lookup(case.software.as_deref())
     }
+
+    /// The stack of the fallback rule (the last): what a `software` string no rule knows
+    /// maps to.
+    pub fn fallback_name(&self) -> &str {
+        self.rules.last().map(|r| r.stack.as_str()).unwrap_or("")
+    }
+
+    /// The table with the fallback rule alone: every case maps to the fallback stack (how
+    /// `perfcast calibrate --cv stacks` predicts a held-out stack family).
+    pub fn fallback_only(&self) -> StackTable {
+        let rules: Vec<Rule> = self.rules.last().cloned().into_iter().collect();
+        let stacks = rules
+            .iter()
+            .filter_map(|r| Some((r.stack.clone(), self.stacks.get(&r.stack)?.clone())))
+            .collect();
+        StackTable { rules, stacks }
+    }
 }
 
 /// The GPU generation of a catalog accelerator: the first word of its `arch`

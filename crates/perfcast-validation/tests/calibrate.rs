@@ -74,6 +74,34 @@ fn a_parameter_that_moves_predictions_is_recovered() {
     assert_eq!(c.group_mapes()["g-c"][0], Some(0.0));
 }
 
+/// A stack's own value (`stacks.NAME.KEY`) is fitted on the cases mapped to that stack alone:
+/// the Megatron-Core cases (H100 and A100) reach it, the TensorRT-LLM ones do not; a stack
+/// key that lands on no single option, or names no stack of a case, applies to no case.
+#[test]
+fn a_stack_parameter_is_recovered_on_its_stack_alone() {
+    const GEMM: &str = "stacks.megatron-core-2024.efficiency.gemm";
+    let file = synthetic(&["g-a", "g-c", "g-i"], &[&format!("{GEMM}=0.8")]);
+    let c = run(&file, &[&format!("{GEMM}=0.5..1")], Cv::None).unwrap();
+    assert!(c.converged(), "{}", c.to_table());
+    assert!(
+        (c.params[0].start - 1.0).abs() < 1e-12,
+        "the stack's own value"
+    );
+    assert!((c.params[0].fitted - 0.8).abs() < 2e-3, "{}", c.to_table());
+    assert_eq!(c.params[0].cases, 4, "the inference cases are not reached");
+    assert_eq!(c.group_mapes()["g-i"][0], Some(0.0));
+    for bad in [
+        "stacks.megatron-core-2024.attention.kernel=0..1",
+        "stacks.megatron-core-2099.efficiency.gemm=0..1",
+    ] {
+        let e = run(&file, &[bad], Cv::None).unwrap_err();
+        assert!(
+            e.contains("exists in no case's configuration"),
+            "{bad}: {e}"
+        );
+    }
+}
+
 /// Two parameters of different kinds (a plugin parameter and an inference option, each
 /// reaching other cases) are recovered together.
 #[test]
@@ -140,6 +168,61 @@ fn logo_folds_hold_out_whole_groups() {
     let r = c.residuals().unwrap();
     assert_eq!(r.residuals.len(), 4);
     assert_eq!(r.meta.cv.as_deref(), Some("groups"));
+}
+
+/// Leave one stack family out: the Megatron-Core cases (H100 and A100) and the TensorRT-LLM
+/// ones are the two folds, and a held-out family is predicted on the fallback stack whose
+/// fitted key is the middle of the other stacks' (here the TensorRT-LLM fold fits the
+/// Megatron-Core value, and the TensorRT-LLM cases, whose stack has it too, take it on the
+/// fallback). Leave one GPU generation out: Hopper and Ampere are the folds.
+#[test]
+fn stack_and_hardware_folds() {
+    use perfcast_validation::overlay::Entry;
+    const GEMM: &str = "stacks.megatron-core-2024.efficiency.gemm";
+    let file = synthetic(&["g-a", "g-c", "g-i"], &[&format!("{GEMM}=0.8")]);
+    let spec = format!("{GEMM}=0.5..1");
+    let c = run(&file, &[&spec], Cv::Stacks).unwrap();
+    let folds: Vec<(&str, usize)> = c
+        .folds
+        .iter()
+        .map(|f| (f.held_out.as_str(), f.members.len()))
+        .collect();
+    assert_eq!(folds, [("megatron", 4), ("tensorrt-llm", 2)]);
+    // Without Megatron-Core, no case reaches the parameter: the fold keeps the start.
+    assert_eq!(c.folds[0].fitted, vec![1.0]);
+    assert!(
+        (c.folds[1].fitted[0] - 0.8).abs() < 2e-3,
+        "{:?}",
+        c.folds[1]
+    );
+    // Held out, each case is predicted as on the fallback stack with the fold's middle.
+    let h = Harness::new(&perfcast_config::Plugins::new(
+        perfcast_builtins::DefaultPlugins::new(),
+    ))
+    .unwrap()
+    .on_fallback_stack()
+    .unwrap();
+    for f in &c.folds {
+        for &m in &f.members {
+            let case = file.cases.iter().find(|x| x.id == c.cases[m].id).unwrap();
+            let p = h.prepare(case);
+            let e = [Entry::number("stacks.generic.efficiency.gemm", f.fitted[0])];
+            let e = h.applicable(&p, &e);
+            let want = first_metric(&h.evaluate(&p, &e)).unwrap();
+            assert_eq!(c.out_of_fold[m].as_ref().unwrap(), &want, "{}", case.id);
+        }
+    }
+    assert_eq!(c.residuals().unwrap().meta.cv.as_deref(), Some("stacks"));
+    let hw = run(&file, &[&spec], Cv::Hardware).unwrap();
+    let folds: Vec<(&str, usize)> = hw
+        .folds
+        .iter()
+        .map(|f| (f.held_out.as_str(), f.members.len()))
+        .collect();
+    assert_eq!(folds, [("hopper", 4), ("ampere", 2)]);
+    let one = synthetic(&["g-a"], &[]);
+    let e = run(&one, &[&spec], Cv::Stacks).unwrap_err();
+    assert!(e.contains("at least two stack families"), "{e}");
 }
 
 /// The overlay written by a calibration, read back and applied by the harness, reproduces the

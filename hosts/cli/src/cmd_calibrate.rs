@@ -1,4 +1,4 @@
-//! `perfcast calibrate [CASES.toml] [--param KEY[,KEY...][=LO..HI]]... [--cv groups|cases|none]
+//! `perfcast calibrate [CASES.toml] [--param KEY[,KEY...][=LO..HI]]... [--cv groups|cases|stacks|hardware|none]
 //! [--out overlay.toml] [--residuals FILE] [--format table|json]`: fit named shared
 //! parameters to a cases file, with cross-validation (`perfcast_validation::calibrate`).
 //!
@@ -36,14 +36,16 @@ pub struct Args {
     /// configs/validation/CALIBRATION.md.
     #[arg(long = "param", value_name = "KEY[,KEY...][=LO..HI]", value_parser = parse_param)]
     pub params: Vec<ParamSpec>,
-    /// Cross-validation: leave one group out, leave one case out, or none.
+    /// Cross-validation: leave one group out, one case out, one software stack family out
+    /// (`stacks`: its cases predicted on the fallback stack, as a framework no rule knows),
+    /// one GPU generation out (`hardware`), or none.
     #[arg(long, value_name = "SCHEME", default_value = "groups", value_parser = parse_cv)]
     pub cv: Cv,
     /// Write the fitted values as a configuration layer (TOML, provenance in comments).
     #[arg(long, value_name = "overlay.toml")]
     pub out: Option<PathBuf>,
-    /// Write the out-of-fold residuals (the data of perfcast's error bars; needs --cv groups
-    /// or cases).
+    /// Write the out-of-fold residuals (the data of perfcast's error bars; needs a --cv other
+    /// than none).
     #[arg(long, value_name = "FILE")]
     pub residuals: Option<PathBuf>,
     /// Objective evaluations allowed per fit (the full fit and each fold).
@@ -64,7 +66,7 @@ fn parse_cv(s: &str) -> Result<Cv, String> {
 pub fn run(a: Args) -> anyhow::Result<()> {
     if a.residuals.is_some() && a.cv == Cv::None {
         anyhow::bail!(
-            "--residuals needs out-of-fold predictions: use --cv groups or --cv cases, not --cv none"
+            "--residuals needs out-of-fold predictions: use --cv groups, cases, stacks or hardware, not --cv none"
         );
     }
     if a.max_evals == 0 {

@@ -201,6 +201,29 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
+/// The `[options]` key (below `options.`) a numeric or boolean `[software]` key lands on in
+/// the training (`training = true`) or the inference engine, by [`MAPPING`] (`efficiency.gemm`
+/// -> `engine.efficiency.gemm` in training); `None` where that engine has no such field, or
+/// where the key lands on a plan field or on several options (a stack's value there is not
+/// one option a caller could set in its place).
+pub fn option_key(software_key: &str, training: bool) -> Option<String> {
+    MAPPING.iter().find_map(|(sw, train, infer, _)| {
+        let target = if training { train } else { infer };
+        let rest = target.strip_prefix("options.")?;
+        if rest.contains('{') {
+            return None;
+        }
+        match (sw.strip_suffix('*'), rest.strip_suffix('*')) {
+            (Some(sw_prefix), Some(rest_prefix)) => software_key
+                .strip_prefix(sw_prefix)
+                .filter(|leaf| !leaf.is_empty())
+                .map(|leaf| format!("{rest_prefix}{leaf}")),
+            (None, None) => (*sw == software_key).then(|| rest.to_string()),
+            _ => None,
+        }
+    })
+}
+
 /// Whether the user set an engine key (so the stack leaves it alone): a predicate on the
 /// full key (`plan.attention`, `options.engine.host.cuda_graphs`).
 pub type UserSet<'a> = &'a dyn Fn(&str) -> bool;

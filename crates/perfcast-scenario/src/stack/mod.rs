@@ -14,7 +14,7 @@
 mod apply;
 mod sections;
 
-pub use apply::{UserSet, MAPPING};
+pub use apply::{option_key, UserSet, MAPPING};
 pub use sections::{
     AttentionKernel, AttentionSw, BalancedGate, Fp8Sw, FsdpSw, GpuGeneration, HostSw, MoeSw,
     OverlapSw, ParallelSw, RecomputeSw, ServingSw, TpComm,

@@ -13,9 +13,14 @@
 //! * **Optimiser** ([`optimize`]): Nelder–Mead on the box of the bounds, deterministic, with a
 //!   convergence test and restarts; not converging is reported with the best point.
 //! * **Cross-validation** ([`Cv`]): leave-one-group-out (each group predicted by the
-//!   parameters fitted on all other groups), leave-one-case-out, or none. Every fold starts
-//!   from the same starting values; a parameter that applies to no case of a fold's training
-//!   set keeps its starting value there.
+//!   parameters fitted on all other groups), leave-one-case-out, leave one software stack
+//!   family out, leave one GPU generation out, or none. Every fold starts from the same
+//!   starting values; a parameter that applies to no case of a fold's training set keeps its
+//!   starting value there. A held-out stack family is predicted as a stack no rule knows: its
+//!   cases run on the fallback stack of the rules (`generic`), whose keys that the fitted
+//!   parameters set for named stacks (`stacks.NAME.KEY`) take the median of those fitted
+//!   values ([`middle_of_stacks`]: the cross-validated middle of the known stacks), the way a
+//!   user's unknown framework is predicted.
 //!
 //! What does not depend on the parameters is worked out once: each case is prepared
 //! ([`crate::prepared`]: model, configuration sources, the system when no parameter reaches
@@ -47,6 +52,10 @@ pub enum Cv {
     Groups,
     /// Leave one case out.
     Cases,
+    /// Leave one software stack family out (its cases predicted on the fallback stack).
+    Stacks,
+    /// Leave one GPU generation out.
+    Hardware,
     /// In-sample only.
     None,
 }
@@ -57,7 +66,32 @@ impl Cv {
         match self {
             Cv::Groups => "groups",
             Cv::Cases => "cases",
+            Cv::Stacks => "stacks",
+            Cv::Hardware => "hardware",
             Cv::None => "none",
+        }
+    }
+}
+
+impl Cv {
+    /// The scheme in words.
+    pub const fn describe(self) -> &'static str {
+        match self {
+            Cv::Groups => "leave one group out",
+            Cv::Cases => "leave one case out",
+            Cv::Stacks => "leave one software stack family out (predicted on the fallback stack)",
+            Cv::Hardware => "leave one GPU generation out",
+            Cv::None => "none",
+        }
+    }
+
+    /// What one fold holds out.
+    pub const fn unit(self) -> &'static str {
+        match self {
+            Cv::Groups => "group",
+            Cv::Cases | Cv::None => "case",
+            Cv::Stacks => "software stack family (predicted on the fallback stack)",
+            Cv::Hardware => "GPU generation",
         }
     }
 }
@@ -74,9 +108,11 @@ impl FromStr for Cv {
         match s {
             "groups" => Ok(Cv::Groups),
             "cases" => Ok(Cv::Cases),
+            "stacks" => Ok(Cv::Stacks),
+            "hardware" => Ok(Cv::Hardware),
             "none" => Ok(Cv::None),
             _ => Err(format!(
-                "--cv `{s}`: expected `groups` (leave one group out), `cases` (leave one case out) or `none`"
+                "--cv `{s}`: expected `groups` (leave one group out), `cases` (leave one case out), `stacks` (leave one software stack family out), `hardware` (leave one GPU generation out) or `none`"
             )),
         }
     }
@@ -138,6 +174,11 @@ pub struct FitCase {
     pub class: Class,
     /// The accelerator.
     pub gpu: String,
+    /// The family of its software stack (`megatron`, `torchtitan`, ...).
+    pub family: String,
+    /// Its GPU generation (`Ampere`, `Hopper`, `Blackwell`; the accelerator where the
+    /// catalog names none).
+    pub generation: String,
 }
 
 /// The outcome of a calibration.
@@ -253,6 +294,40 @@ impl Problem<'_, '_> {
             .collect()
     }
 
+    /// The first metric of each of `cases` at `theta`, each prepared again by `other` (a
+    /// harness mapping every case to the fallback stack: [`Harness::on_fallback_stack`]): the
+    /// parameters' keys that apply there, and the fallback stack's keys that fitted
+    /// parameters set for named stacks at their middle ([`middle_of_stacks`]).
+    fn scores_on(
+        &self,
+        other: &Harness,
+        cases: &[usize],
+        theta: &[f64],
+    ) -> Vec<Option<FirstMetric>> {
+        let fallback = other.stacks().fallback_name();
+        let mut entries: Vec<Entry> = Vec::new();
+        for (p, v) in self.params.iter().zip(theta) {
+            for k in &p.keys {
+                entries.push(Entry::number(k, *v));
+            }
+        }
+        for (key, v) in middle_of_stacks(&self.params, theta) {
+            entries.push(Entry::number(&format!("stacks.{fallback}.{key}"), v));
+        }
+        cases
+            .par_iter()
+            .map(|&c| {
+                let p = other.prepare(self.prepared[c].case);
+                let applicable = other.applicable(&p, &entries);
+                let r = other.evaluate(&p, &applicable);
+                if r.status != Status::Ok {
+                    return None;
+                }
+                first_metric(&r)
+            })
+            .collect()
+    }
+
     /// Mean |ln(predicted / measured)| over `cases`; `+inf` when one is not scored.
     fn objective(&self, cases: &[usize], theta: &[f64]) -> f64 {
         let s = self.scores(cases, theta);
@@ -306,6 +381,56 @@ impl Problem<'_, '_> {
             *t = round_sig(*t, 6).clamp(p.lo, p.hi);
         }
         (theta, m)
+    }
+}
+
+/// The cross-validated middle of the known stacks: for each `[software]` key that fitted
+/// parameters set for named stacks (keys `stacks.NAME.KEY`), the median of those parameters'
+/// values (one value per parameter, however many stacks it ties). What a stack no rule knows
+/// (the fallback) takes for that key.
+pub fn middle_of_stacks(params: &[impl StackParam], theta: &[f64]) -> Vec<(String, f64)> {
+    let mut by_key: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for (p, v) in params.iter().zip(theta) {
+        let mut seen = std::collections::BTreeSet::new();
+        for k in p.keys() {
+            let e = Entry::number(k, *v);
+            if let Some((_, sw)) = e.stack_key() {
+                if seen.insert(sw.to_string()) {
+                    by_key.entry(sw.to_string()).or_default().push(*v);
+                }
+            }
+        }
+    }
+    by_key
+        .into_iter()
+        .map(|(k, mut vs)| {
+            vs.sort_by(f64::total_cmp);
+            let n = vs.len();
+            let m = if n % 2 == 1 {
+                vs[n / 2]
+            } else {
+                (vs[n / 2 - 1] + vs[n / 2]) / 2.0
+            };
+            (k, round_sig(m, 6))
+        })
+        .collect()
+}
+
+/// A parameter with its tied keys (what [`middle_of_stacks`] reads).
+pub trait StackParam {
+    /// The keys.
+    fn keys(&self) -> &[String];
+}
+
+impl StackParam for Resolved {
+    fn keys(&self) -> &[String] {
+        &self.keys
+    }
+}
+
+impl StackParam for Param {
+    fn keys(&self) -> &[String] {
+        &self.keys
     }
 }
 
@@ -443,12 +568,17 @@ fn finish(
         .iter()
         .map(|&c| {
             let case = problem.prepared[c].case;
+            let family = problem.harness.stacks().of(case).1.family.clone();
             FitCase {
                 id: case.id.clone(),
                 group: case.group.clone(),
                 kind: case.kind,
-                class: Class::of_case(case, &problem.harness.stacks().of(case).1.family),
+                class: Class::of_case(case, &family),
                 gpu: case.system.gpu.clone(),
+                family,
+                generation: crate::stacks::generation_of(&case.system.gpu)
+                    .map(|g| g.name().to_string())
+                    .unwrap_or_else(|| case.system.gpu.clone()),
             }
         })
         .collect();
@@ -456,11 +586,19 @@ fn finish(
     let mut out_of_fold = Vec::new();
     if opts.cv != Cv::None {
         out_of_fold = vec![None; fit_idx.len()];
+        // A held-out stack family runs on the fallback stack.
+        let fallback = match opts.cv {
+            Cv::Stacks => Some(problem.harness.on_fallback_stack()?),
+            _ => None,
+        };
         let held: Vec<Vec<Option<FirstMetric>>> = folds
             .par_iter()
             .map(|f| {
                 let idx: Vec<usize> = f.members.iter().map(|&m| fit_idx[m]).collect();
-                problem.scores(&idx, &f.fitted)
+                match &fallback {
+                    Some(h) => problem.scores_on(h, &idx, &f.fitted),
+                    None => problem.scores(&idx, &f.fitted),
+                }
             })
             .collect();
         for (f, s) in folds.iter().zip(held) {
@@ -545,6 +683,28 @@ fn cross_validate(
                 .map(|(i, c)| (c.id.clone(), vec![i]))
                 .collect();
         }
+        Cv::Stacks | Cv::Hardware => {
+            let what = |c: &FitCase| match opts.cv {
+                Cv::Stacks => c.family.clone(),
+                _ => c.generation.clone(),
+            };
+            for (i, c) in cases.iter().enumerate() {
+                let w = what(c);
+                match folds.iter_mut().find(|(g, _)| *g == w) {
+                    Some((_, m)) => m.push(i),
+                    None => folds.push((w, vec![i])),
+                }
+            }
+            if folds.len() < 2 {
+                return Err(format!(
+                    "--cv {} needs scored cases of at least two {}; all {} are of `{}` (use --cv groups, cases or none)",
+                    opts.cv,
+                    if opts.cv == Cv::Stacks { "stack families" } else { "GPU generations" },
+                    cases.len(),
+                    folds.first().map(|f| f.0.as_str()).unwrap_or("")
+                ));
+            }
+        }
     }
     Ok(folds
         .into_par_iter()
@@ -615,7 +775,7 @@ mod tests {
         assert_eq!(round_sig(192.00004, 6), 192.0);
         assert_eq!(round_sig(-0.000123456789, 3), -0.000123);
         assert_eq!(round_sig(0.0, 6), 0.0);
-        for cv in [Cv::Groups, Cv::Cases, Cv::None] {
+        for cv in [Cv::Groups, Cv::Cases, Cv::Stacks, Cv::Hardware, Cv::None] {
             assert_eq!(cv.name().parse::<Cv>().unwrap(), cv);
         }
         assert!("folds".parse::<Cv>().unwrap_err().contains("`groups`"));

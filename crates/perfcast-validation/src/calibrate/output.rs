@@ -177,10 +177,7 @@ impl Calibration {
             let _ = writeln!(
                 s,
                 "cross-validation: {} ({} folds, {} evaluations){}",
-                match self.cv {
-                    Cv::Groups => "leave one group out",
-                    _ => "leave one case out",
-                },
+                self.cv.describe(),
                 self.folds.len(),
                 self.folds.iter().map(|f| f.evals).sum::<usize>(),
                 if bad.is_empty() {
@@ -354,7 +351,7 @@ impl Calibration {
             self.cases_file,
             self.cv.name(),
             self.date,
-            if self.cv == Cv::Groups { "group" } else { "case" }
+            self.cv.unit()
         );
         Some(r.to_toml(&header))
     }

@@ -197,7 +197,7 @@ fn no_case(harness: &Harness, prepared: &[Prepared], label: &str, e: &Entry) -> 
         }
     }
     format!(
-        "--param {label}: `{}` exists in no case's configuration (the hardware preset with the case's settings, and [options] as the case's engine reads it){why}{}",
+        "--param {label}: `{}` exists in no case's configuration (the hardware preset with the case's settings, [options] as the case's engine reads it, and its stack's keys stacks.NAME.KEY that land on one option){why}{}",
         e.key,
         nearest(prepared, &e.key)
     )
