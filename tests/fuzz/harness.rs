@@ -280,7 +280,8 @@ fn edit(rng: &mut Rng, t: &str) -> String {
 fn run_config(path: &Path) -> Result<bool, String> {
     let cfg = match Config::load(
         &Sources::files(
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
             [path.to_path_buf()],
         )
         .without_env(),

@@ -1,7 +1,7 @@
 //! Software stacks as configuration layers.
 //!
 //! `stack = "NAME"` (a top-level key of any layer: a file, `PERFCAST_STACK`, `--set
-//! stack=NAME`) selects a stack: the built-in preset `configs/stacks/NAME.toml`, or a stack file
+//! stack=NAME`; [`DEFAULT_STACK`] when no layer sets it) selects a stack: the built-in preset `configs/stacks/NAME.toml`, or a stack file
 //! (`stack = "my-stack.toml"`, relative to the file that names it). Its `[software]` table
 //! becomes a layer right above the built-in defaults, beneath every file, so anything a user
 //! sets wins; `config explain` names each value's origin `stack:NAME:LINE`.
@@ -40,15 +40,29 @@ fn is_file(name: &str) -> bool {
             .any(|e| name.ends_with(e))
 }
 
-/// The stack the layers select (the `stack` of the highest layer that sets it), read into
-/// layers, lowest (the deepest base) first. Empty when no layer sets `stack`.
+/// The stack a configuration that names none runs on: the built-in `generic`, today's common
+/// practice where a framework is not named (the engines' defaults, with the cross-validated
+/// middle of the known stacks where a stack's values are fitted: `configs/stacks/generic.toml`).
+pub const DEFAULT_STACK: &str = "generic";
+
+/// The stack the layers select (the `stack` of the highest layer that sets it, else
+/// [`DEFAULT_STACK`]), read into layers, lowest (the deepest base) first.
 pub(crate) fn stack_layers(all: &[Layer]) -> Result<Vec<Layer>, HostError> {
     let Some((value, layer)) = all
         .iter()
         .rev()
         .find_map(|l| l.data.get("stack").map(|v| (v, l)))
     else {
-        return Ok(Vec::new());
+        let mut out = Vec::new();
+        read(
+            DEFAULT_STACK,
+            "the default stack",
+            None,
+            None,
+            &mut Vec::new(),
+            &mut out,
+        )?;
+        return Ok(out);
     };
     let origin = match &layer.origin {
         LayerOrigin::Env => format!("environment variable {}STACK", layers::ENV_PREFIX),

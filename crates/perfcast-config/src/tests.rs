@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// The built-in plugins, as a host hands them in.
 fn builtins() -> Plugins {
     Plugins::new(perfcast_builtins::DefaultPlugins::new())
+        .with_kernels(perfcast_kernel_data::shared().expect("kernel tables"))
 }
 
 fn tmpdir() -> PathBuf {

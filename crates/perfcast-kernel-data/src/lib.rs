@@ -9,3 +9,14 @@ include!(concat!(env!("OUT_DIR"), "/tables.rs"));
 pub fn catalog() -> Result<perfcast_kernels::Catalog, perfcast_kernels::KernelError> {
     perfcast_kernels::Catalog::embedded(TABLES)
 }
+
+/// The catalog of the embedded tables, decoded once per process and shared: what a host hands
+/// to `perfcast_config::Plugins::with_kernels`. `None` only if a table file were named after
+/// no op, which the build script cannot produce.
+pub fn shared() -> Option<std::sync::Arc<perfcast_kernels::Catalog>> {
+    static CATALOG: std::sync::OnceLock<Option<std::sync::Arc<perfcast_kernels::Catalog>>> =
+        std::sync::OnceLock::new();
+    CATALOG
+        .get_or_init(|| catalog().ok().map(std::sync::Arc::new))
+        .clone()
+}

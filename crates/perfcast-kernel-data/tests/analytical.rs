@@ -50,7 +50,8 @@ fn show(what: &str, c: &GemmCheck, ceiling: (f64, f64)) {
 
 #[test]
 fn the_analytical_gemm_model_against_the_tables() {
-    let plugins = Plugins::new(perfcast_builtins::DefaultPlugins::new());
+    let plugins = Plugins::new(perfcast_builtins::DefaultPlugins::new())
+        .with_kernels(perfcast_kernel_data::shared().expect("kernel tables"));
     let catalog = perfcast_kernel_data::catalog().unwrap();
     let gpus = [
         ("A100-SXM4-80GB", "a100_sxm"),

@@ -222,7 +222,8 @@ mod tests {
             }
             let cfg = perfcast_config::Config::load(
                 &perfcast_config::Sources::files(
-                    &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+                    &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                        .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
                     [format!("preset:{name}")],
                 )
                 .without_env(),

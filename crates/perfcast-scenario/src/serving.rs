@@ -193,7 +193,8 @@ mod tests {
 
     fn config(sets: &[&str]) -> Result<Config, perfcast_config::HostError> {
         let mut s = Sources::files(
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
             ["preset:llama3.1-8b", "preset:h100-sxm5-80gb"],
         )
         .without_env()
@@ -337,7 +338,8 @@ mod tests {
         )
         .unwrap();
         let mut s = Sources::files(
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
             [cfg_file],
         )
         .without_env();

@@ -9,7 +9,8 @@ use perfcast_config::{Config, Sources};
 fn model(preset: &str) -> perfcast_core::ModelSpec {
     let cfg = Config::load(
         &Sources::files(
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
             [format!("preset:{preset}")],
         )
         .without_env(),

@@ -13,7 +13,8 @@ fn a100_with(test: &str, ops: &str) -> Config {
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join(format!("{test}.toml"));
     std::fs::write(&f, format!("include = [\"preset:a100-sxm4-80gb\"]\n{ops}")).unwrap();
-    let plugins = Plugins::new(perfcast_builtins::DefaultPlugins::new());
+    let plugins = Plugins::new(perfcast_builtins::DefaultPlugins::new())
+        .with_kernels(perfcast_kernel_data::shared().expect("kernel tables"));
     Config::load(&Sources::files(&plugins, [f]).without_env()).unwrap()
 }
 

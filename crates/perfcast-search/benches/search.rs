@@ -15,7 +15,8 @@ fn scenario() -> perfcast_search::Scenario {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let file = root.join("configs/experiments/gpt3-175b-a100.toml");
     let mut s = Sources::files(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
         [file],
     )
     .without_env();

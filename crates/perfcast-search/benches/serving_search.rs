@@ -14,7 +14,8 @@ fn bench(c: &mut Criterion) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let file = root.join("configs/serving/llama3.1-70b-dgx-h100-search.toml");
     let mut s = Sources::files(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
         [file],
     )
     .without_env();

@@ -19,7 +19,8 @@ fn load(file: &str, sets: &[&str]) -> Config {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .join(file);
-    let plugins = Plugins::new(perfcast_builtins::DefaultPlugins::new());
+    let plugins = Plugins::new(perfcast_builtins::DefaultPlugins::new())
+        .with_kernels(perfcast_kernel_data::shared().expect("kernel tables"));
     let mut s = Sources::files(&plugins, [path])
         .with_sets(sets.iter().copied())
         .without_env();

@@ -69,7 +69,8 @@ fn best_plan_at_least_as_fast_as_published() {
         }
         let system = match system_for(
             case,
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
         ) {
             Ok(s) => s,
             Err(e) => {

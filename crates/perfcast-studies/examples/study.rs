@@ -25,7 +25,8 @@ fn main() {
             let o = perfcast_studies::run(
                 s.name,
                 None,
-                &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+                &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                    .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
             )
             .unwrap_or_else(|e| fail(e));
             o.write(Path::new("docs/studies"))
@@ -45,7 +46,8 @@ fn main() {
     match perfcast_studies::run(
         &name,
         None,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     )
     .and_then(|o| o.write(Path::new(&out)))
     {

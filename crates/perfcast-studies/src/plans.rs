@@ -270,7 +270,8 @@ mod tests {
             crate::info("a100-to-b200").unwrap(),
             std::path::Path::new("."),
             "",
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
         )
     }
 

@@ -72,7 +72,8 @@ fn ctx(name: &str, dir: &Path, text: &str) -> StudyContext {
         info(name).unwrap(),
         dir,
         text,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     )
 }
 
@@ -88,7 +89,8 @@ fn every_study_runs_and_writes_its_three_files() {
         let out = run(
             s.name,
             config.as_deref(),
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
         )
         .unwrap_or_else(|e| panic!("{}: {e}", s.name));
         let files = out.write(&dir.join(s.name)).unwrap();
@@ -119,7 +121,8 @@ fn a_bad_study_name_lists_the_known_ones() {
     let e = run(
         "memory-vs-recomputation",
         None,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     )
     .unwrap_err();
     assert!(matches!(e, StudyError::Unknown { .. }));
@@ -173,7 +176,8 @@ fn bad_config_values_name_the_file_the_key_and_what_is_allowed() {
         let e = run(
             "memory-vs-recompute",
             Some(&p),
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
         )
         .unwrap_err()
         .to_string();
@@ -189,7 +193,8 @@ fn bad_config_values_name_the_file_the_key_and_what_is_allowed() {
     let e = run(
         "technology-nodes",
         Some(&p),
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     )
     .unwrap_err()
     .to_string();
@@ -231,7 +236,8 @@ fn bad_config_values_name_the_file_the_key_and_what_is_allowed() {
         let e = run(
             "a100-to-b200",
             Some(&p),
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
         )
         .unwrap_err()
         .to_string();
@@ -245,7 +251,8 @@ fn bad_config_values_name_the_file_the_key_and_what_is_allowed() {
     let e = run(
         "dram-scaling",
         Some(&p),
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     )
     .unwrap_err()
     .to_string();
@@ -384,9 +391,10 @@ fn technology_sweep_shares_sum_and_bandwidth_is_monotone() {
 
 #[test]
 fn the_technology_kinds_are_registered_builtins() {
-    let r = perfcast_studies::common::registry(&perfcast_config::Plugins::new(
-        perfcast_builtins::DefaultPlugins::new(),
-    ))
+    let r = perfcast_studies::common::registry(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
     .unwrap();
     use perfcast_core::Category;
     assert!(r.contains(Category::ComputeUnit, "tech/node-scaled-gpu"));
@@ -427,7 +435,8 @@ fn built_in_configs_are_the_shipped_files_and_name_presets() {
     let ctx = StudyContext::builtin(
         info,
         "",
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     );
     assert!(ctx.model("m", "../models/gpt3-175b.toml").is_ok());
     let e = ctx

@@ -19,7 +19,8 @@ fn ctx(text: &str) -> StudyContext {
         info("topologies").unwrap(),
         &configs_dir(),
         text,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     )
 }
 

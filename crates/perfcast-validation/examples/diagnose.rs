@@ -11,9 +11,8 @@ fn main() {
     let path = perfcast_validation::locate_cases(None).expect("cases file");
     let file = CasesFile::load(&path).expect("valid cases file");
     let h = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()).with_kernels(
-            std::sync::Arc::new(perfcast_kernel_data::catalog().expect("kernel tables")),
-        ),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     )
     .expect("registry");
     for arg in std::env::args().skip(1) {

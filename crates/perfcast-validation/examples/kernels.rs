@@ -29,7 +29,8 @@ fn main() {
     let results = kernels::run_with(
         &ks,
         &sets,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     );
     let mut groups: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for (k, r) in ks.iter().zip(&results) {

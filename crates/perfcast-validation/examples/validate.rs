@@ -24,7 +24,8 @@ fn main() {
         path.as_deref(),
         group.as_deref(),
         format,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     ) {
         Ok(s) => print!("{s}"),
         Err(e) => {

@@ -1,6 +1,6 @@
 //! The analytical GEMM model against GEMM tables timed on silicon (`perfcast-kernels`): how
-//! far a device's compute unit, at the rated power and without any end-to-end fit
-//! (`sustained_clock_ratio = 1`), is from TensorRT-LLM's kernels on every shape of a table,
+//! far a device's compute unit (its own model: `device.kernels = "none"`), at the rated power,
+//! is from TensorRT-LLM's kernels on every shape of a table,
 //! and the shape-aware GEMM parameters fitted to a table ([`fit_gemm`]).
 //!
 //! This is the seed paper's claim made testable: fit the model to the kernels of the GPUs
@@ -177,7 +177,8 @@ pub fn kernel_level(
                 .is_some_and(|k| matches!(k.as_str(), "hbm" | "gddr" | "lpddr"))
         })
         .cloned();
-    hw.set(&format!("components.{compute}.sustained_clock_ratio"), 1.0);
+    // The compute unit's own model, not the tables the preset names.
+    hw.set("device.kernels", "none");
     if let Some(v) = values {
         for ((part, name, _, _), x) in FIT_PARAMS.iter().zip(v) {
             let component = match part {

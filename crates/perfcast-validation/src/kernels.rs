@@ -295,13 +295,9 @@ pub fn run_with(
         .map(|k| {
             let sys = systems.entry(k.gpu.clone()).or_insert_with(|| {
                 let mut h = Hardware::of(&k.gpu)?;
-                // Kernels timed alone run at the clock their measurements define: the
-                // sustained-load ratio of end-to-end runs does not apply.
-                let compute: String = h
-                    .config(&Plugins::none())?
-                    .extract("device.compute")
-                    .map_err(|e| e.to_string())?;
-                h.set(&format!("components.{compute}.sustained_clock_ratio"), 1.0);
+                // The check is of the compute unit's own model (what answers for hardware
+                // without tables), not of the kernel tables a preset names.
+                h.set("device.kernels", "none");
                 if let Some(s) = sets.get(&k.gpu) {
                     h.set_raw(s);
                 }

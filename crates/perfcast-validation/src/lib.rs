@@ -221,14 +221,16 @@ mod tests {
             None,
             None,
             Format::Csv,
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
         )
         .unwrap_err();
         assert!(e.contains("`table` or `json`"), "{e}");
         let e = validate(
             None,
             Some("no-such-group"),
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
         )
         .unwrap_err();
         assert!(e.contains("narayanan2021-table1"), "{e}");
@@ -237,7 +239,8 @@ mod tests {
         let e = validate(
             None,
             Some("narayanan2021-tabel1"),
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
         )
         .unwrap_err();
         assert!(e.starts_with(BUILTIN_CASES_LABEL), "{e}");
@@ -248,7 +251,8 @@ mod tests {
             None,
             Some("korthikanti2022-abstract"),
             Format::Json,
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
         )
         .unwrap();
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();

@@ -334,9 +334,10 @@ mod tests {
     #[test]
     fn serving_groups_reach_their_targets() {
         let f = cases();
-        let h = Harness::new(&perfcast_config::Plugins::new(
-            perfcast_builtins::DefaultPlugins::new(),
-        ))
+        let h = Harness::new(
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+        )
         .unwrap();
         let mut err: std::collections::BTreeMap<(&str, &str), Vec<f64>> = Default::default();
         for c in f

@@ -294,13 +294,16 @@ mod tests {
         let n = t.rules().len();
         let (m, s) = t.lookup(Some("Some New Framework 9.0"));
         assert_eq!((m.name.as_str(), m.rule), ("generic", n));
-        // The fallback's values are the engines' defaults (only its words differ).
+        // The fallback's values are the engines' defaults (only its words differ) but for
+        // the fitted efficiencies, the cross-validated middle of the known stacks.
         let plain = Stack {
             description: String::new(),
             family: String::new(),
+            efficiency: Stack::default().efficiency,
             ..s.clone()
         };
         assert_eq!(plain, Stack::default());
+        assert!(s.efficiency.gemm < 1.0 && s.efficiency.gemm == s.efficiency.attention);
         assert!(m.describe().contains("fallback"), "{}", m.describe());
         let (m, _) = t.lookup(None);
         assert_eq!(m.rule, n);

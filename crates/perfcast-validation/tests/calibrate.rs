@@ -13,7 +13,9 @@ use perfcast_validation::harness::Harness;
 use perfcast_validation::overlay::Overlay;
 use perfcast_validation::report::first_metric;
 
-const H100_CLOCK: &str = "components.h100_sxm5_80gb.sustained_clock_ratio";
+/// The H100's power limit: its clock, hence every H100 case's time (the cube law of
+/// `plugins/gpu/src/power.rs`; 700 W rated).
+const H100_POWER: &str = "components.h100_sxm5_80gb.power_limit_w";
 
 /// The synthetic cases (`tests/data/synthetic-cases.toml`) of `groups`, remeasured at
 /// `truth` (`key=value` overrides).
@@ -23,9 +25,10 @@ fn synthetic(groups: &[&str], truth: &[&str]) -> CasesFile {
         "/tests/data/synthetic-cases.toml"
     );
     let text = std::fs::read_to_string(path).unwrap();
-    let h = Harness::new(&perfcast_config::Plugins::new(
-        perfcast_builtins::DefaultPlugins::new(),
-    ))
+    let h = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
     .unwrap()
     .with_overlay(Overlay::from_sets(truth).unwrap());
     let text = remeasured(&text, "synthetic-cases.toml", &h).unwrap();
@@ -47,9 +50,10 @@ fn run(file: &CasesFile, params: &[&str], cv: Cv) -> Result<Calibration, String>
         settings: Settings::default(),
     };
     calibrate::calibrate(
-        &Harness::new(&perfcast_config::Plugins::new(
-            perfcast_builtins::DefaultPlugins::new(),
-        ))
+        &Harness::new(
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+        )
         .unwrap(),
         file,
         "0",
@@ -57,16 +61,16 @@ fn run(file: &CasesFile, params: &[&str], cv: Cv) -> Result<Calibration, String>
     )
 }
 
-/// The H100 clock ratio the measurements were made with (0.6; the preset has its own) is
+/// The H100 power limit the measurements were made with (450 W; the preset has none) is
 /// recovered, with an in-sample error of ~0; it applies to the H100 cases only.
 #[test]
 fn a_parameter_that_moves_predictions_is_recovered() {
-    let file = synthetic(TRAINING, &[&format!("{H100_CLOCK}=0.6")]);
-    let c = run(&file, &[&format!("{H100_CLOCK}=0.4..1")], Cv::None).unwrap();
+    let file = synthetic(TRAINING, &[&format!("{H100_POWER}=450")]);
+    let c = run(&file, &[&format!("{H100_POWER}=300..700")], Cv::None).unwrap();
     assert!(c.converged(), "{}", c.to_table());
     let p = &c.params[0];
-    assert!((p.start - 0.6).abs() > 0.05, "{p:?}");
-    assert!((p.fitted - 0.6).abs() < 2e-3, "{}", c.to_table());
+    assert!((p.start - 450.0).abs() > 25.0, "{p:?}");
+    assert!((p.fitted - 450.0).abs() < 1.0, "{}", c.to_table());
     assert_eq!(p.cases, 4, "the A100 cases are not reached");
     assert!(c.fit.f < 1e-3, "{}", c.to_table());
     let before = c.group_mapes()["g-a"][0].unwrap();
@@ -83,10 +87,11 @@ fn a_stack_parameter_is_recovered_on_its_stack_alone() {
     let file = synthetic(&["g-a", "g-c", "g-i"], &[&format!("{GEMM}=0.8")]);
     let c = run(&file, &[&format!("{GEMM}=0.5..1")], Cv::None).unwrap();
     assert!(c.converged(), "{}", c.to_table());
-    assert!(
-        (c.params[0].start - 1.0).abs() < 1e-12,
-        "the stack's own value"
-    );
+    let own = perfcast_validation::stacks::resolve("megatron-core-2024")
+        .unwrap()
+        .efficiency
+        .gemm;
+    assert_eq!(c.params[0].start, own, "the stack's own value");
     assert!((c.params[0].fitted - 0.8).abs() < 2e-3, "{}", c.to_table());
     assert_eq!(c.params[0].cases, 4, "the inference cases are not reached");
     assert_eq!(c.group_mapes()["g-i"][0], Some(0.0));
@@ -107,7 +112,7 @@ fn a_stack_parameter_is_recovered_on_its_stack_alone() {
 #[test]
 fn two_parameters_are_recovered_together() {
     let truth = [
-        format!("{H100_CLOCK}=0.62"),
+        format!("{H100_POWER}=480"),
         "options.step_overhead_us=200.0".to_string(),
     ];
     let truth: Vec<&str> = truth.iter().map(String::as_str).collect();
@@ -115,14 +120,14 @@ fn two_parameters_are_recovered_together() {
     let c = run(
         &file,
         &[
-            &format!("{H100_CLOCK}=0.4..1"),
+            &format!("{H100_POWER}=300..700"),
             "options.step_overhead_us=0..1000",
         ],
         Cv::None,
     )
     .unwrap();
     assert!(c.converged(), "{}", c.to_table());
-    assert!((c.params[0].fitted - 0.62).abs() < 3e-3, "{}", c.to_table());
+    assert!((c.params[0].fitted - 480.0).abs() < 1.5, "{}", c.to_table());
     assert!(
         (c.params[1].fitted - 200.0).abs() < 10.0,
         "{}",
@@ -137,11 +142,11 @@ fn two_parameters_are_recovered_together() {
 /// what a fold sees matters.
 #[test]
 fn logo_folds_hold_out_whole_groups() {
-    let a = synthetic(&["g-a"], &[&format!("{H100_CLOCK}=0.5")]);
-    let b = synthetic(&["g-b"], &[&format!("{H100_CLOCK}=0.6")]);
+    let a = synthetic(&["g-a"], &[&format!("{H100_POWER}=400")]);
+    let b = synthetic(&["g-b"], &[&format!("{H100_POWER}=450")]);
     let mut all = a.clone();
     all.cases.extend(b.cases.clone());
-    let spec = format!("{H100_CLOCK}=0.4..1");
+    let spec = format!("{H100_POWER}=300..700");
     let c = run(&all, &[&spec], Cv::Groups).unwrap();
     assert_eq!(c.folds.len(), 2);
     for f in &c.folds {
@@ -153,12 +158,12 @@ fn logo_folds_hold_out_whole_groups() {
             "{ids:?}"
         );
     }
-    // Without g-a, the fit sees only g-b (truth 0.6), and vice versa.
+    // Without g-a, the fit sees only g-b (truth 450 W), and vice versa.
     let without_a = run(&b, &[&spec], Cv::None).unwrap();
     assert_eq!(c.folds[0].fitted, vec![without_a.params[0].fitted]);
-    assert!((c.folds[0].fitted[0] - 0.6).abs() < 2e-3);
-    assert!((c.folds[1].fitted[0] - 0.5).abs() < 2e-3);
-    // g-a predicted at 0.6 is off; in sample (between 0.5 and 0.6) less so.
+    assert!((c.folds[0].fitted[0] - 450.0).abs() < 1.0);
+    assert!((c.folds[1].fitted[0] - 400.0).abs() < 1.0);
+    // g-a predicted at 450 W is off; in sample (between 400 and 450 W) less so.
     let [_, ins, cv] = c.group_mapes()["g-a"];
     assert!(
         cv.unwrap() > ins.unwrap() && cv.unwrap() > 0.02,
@@ -189,16 +194,17 @@ fn stack_and_hardware_folds() {
         .collect();
     assert_eq!(folds, [("megatron", 4), ("tensorrt-llm", 2)]);
     // Without Megatron-Core, no case reaches the parameter: the fold keeps the start.
-    assert_eq!(c.folds[0].fitted, vec![1.0]);
+    assert_eq!(c.folds[0].fitted, vec![c.params[0].start]);
     assert!(
         (c.folds[1].fitted[0] - 0.8).abs() < 2e-3,
         "{:?}",
         c.folds[1]
     );
     // Held out, each case is predicted as on the fallback stack with the fold's middle.
-    let h = Harness::new(&perfcast_config::Plugins::new(
-        perfcast_builtins::DefaultPlugins::new(),
-    ))
+    let h = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
     .unwrap()
     .on_fallback_stack()
     .unwrap();
@@ -229,10 +235,19 @@ fn stack_and_hardware_folds() {
 /// in-sample predictions exactly.
 #[test]
 fn the_overlay_round_trips() {
-    let file = synthetic(&["g-a", "g-b"], &[&format!("{H100_CLOCK}=0.6")]);
+    let file = synthetic(
+        &["g-a", "g-b", "g-i"],
+        &[
+            &format!("{H100_POWER}=450"),
+            "options.compute_memory_overlap=0.7",
+        ],
+    );
     let c = run(
         &file,
-        &[H100_CLOCK, "components.h100_sxm5_80gb.k_half=50..400"],
+        &[
+            &format!("{H100_POWER}=300..700"),
+            "options.compute_memory_overlap",
+        ],
         Cv::None,
     )
     .unwrap();
@@ -240,9 +255,10 @@ fn the_overlay_round_trips() {
     assert!(text.contains("# cases sha256: 0") && text.contains("[components.h100_sxm5_80gb]"));
     let o = Overlay::parse(&text, "fitted.toml").unwrap();
     assert_eq!(o.entries.len(), 2);
-    let h = Harness::new(&perfcast_config::Plugins::new(
-        perfcast_builtins::DefaultPlugins::new(),
-    ))
+    let h = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
     .unwrap()
     .with_overlay(o);
     for (case, want) in file.cases.iter().zip(&c.in_sample) {
@@ -253,12 +269,12 @@ fn the_overlay_round_trips() {
             want.as_ref().map(|f| f.predicted)
         );
     }
-    // Default bounds: half to twice the preset's value, narrowed to the plugin's (0, 1].
-    assert_eq!(c.params[0].lo, c.params[0].start / 2.0);
+    // Default bounds: half to twice the configured value, narrowed to the engine's [0, 1].
+    assert_eq!(c.params[1].lo, c.params[1].start / 2.0);
     assert!(
-        c.params[0].hi > 0.999 && c.params[0].hi <= 1.0,
+        c.params[1].hi > 0.999 && c.params[1].hi <= 1.0,
         "{:?}",
-        c.params[0]
+        c.params[1]
     );
     assert!(
         c.notes.iter().any(|n| n.contains("narrowed")),
@@ -299,7 +315,7 @@ fn bad_parameters_and_files_are_errors() {
     .unwrap_err();
     assert!(e.contains("matmul_efficiency"), "nearest key named: {e}");
     // One group: no leave-one-group-out.
-    let e = run(&file, &[&format!("{H100_CLOCK}=0.4..1")], Cv::Groups).unwrap_err();
+    let e = run(&file, &[&format!("{H100_POWER}=300..700")], Cv::Groups).unwrap_err();
     assert!(e.contains("at least two groups"), "{e}");
     // A file of cases the engines do not support.
     let moe = CasesFile::load(&perfcast_validation::locate_cases(None).unwrap()).unwrap();
@@ -321,7 +337,7 @@ fn bad_parameters_and_files_are_errors() {
     );
     // Out of evaluations: not converged, the best point so far.
     let opts = Options {
-        params: vec![param(&format!("{H100_CLOCK}=0.4..1"))],
+        params: vec![param(&format!("{H100_POWER}=300..700"))],
         cv: Cv::None,
         settings: Settings {
             max_evals: 3,
@@ -329,9 +345,10 @@ fn bad_parameters_and_files_are_errors() {
         },
     };
     let c = calibrate::calibrate(
-        &Harness::new(&perfcast_config::Plugins::new(
-            perfcast_builtins::DefaultPlugins::new(),
-        ))
+        &Harness::new(
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+        )
         .unwrap(),
         &file,
         "0",
@@ -349,19 +366,21 @@ fn bad_parameters_and_files_are_errors() {
 fn shared_systems_change_no_prediction() {
     use perfcast_validation::overlay::Entry;
     let file = CasesFile::load(&perfcast_validation::locate_cases(None).unwrap()).unwrap();
-    let h = Harness::new(&perfcast_config::Plugins::new(
-        perfcast_builtins::DefaultPlugins::new(),
-    ))
+    let h = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
     .unwrap();
     let prepared: Vec<_> = file.cases.iter().map(|c| h.prepare(c)).collect();
     let mut shared: Vec<(String, Result<perfcast_core::System, String>)> = Vec::new();
     let mut compared = 0;
     for p in prepared.iter().filter(|p| p.runnable()) {
-        // The case's own value of its compute unit's clock ratio, set as an overlay key.
+        // The case's own value of its compute unit's GEMM efficiency, set as an overlay key
+        // (the compute unit is rebuilt, wrapped in the kernel tables its preset names).
         let keys = p.keys().unwrap();
         let Some(key) = keys
             .keys()
-            .find(|k| k.ends_with(".sustained_clock_ratio"))
+            .find(|k| k.starts_with("components.") && k.ends_with(".matmul_efficiency"))
             .map(str::to_string)
         else {
             continue;

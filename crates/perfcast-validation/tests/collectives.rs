@@ -71,7 +71,8 @@ fn every_collective_is_predicted_and_meets_its_target_or_is_a_known_miss() {
     let report = perfcast_validation::collectives::report::run(
         &file,
         None,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     );
     eprintln!("{}", report.to_table());
     assert_eq!(report.errors(), 0, "every entry is predicted");
@@ -115,7 +116,8 @@ fn validate_selects_the_collectives_mode_by_schema() {
         Some(&p),
         Some("mleng-h200-nvls-gpucount"),
         perfcast_validation::Format::Json,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     )
     .unwrap();
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -124,7 +126,8 @@ fn validate_selects_the_collectives_mode_by_schema() {
         Some(&p),
         Some("deepep-v2"),
         perfcast_validation::Format::Table,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     )
     .unwrap();
     assert!(
@@ -135,7 +138,8 @@ fn validate_selects_the_collectives_mode_by_schema() {
         Some(&p),
         Some("nope"),
         perfcast_validation::Format::Table,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     )
     .unwrap_err();
     assert!(e.contains("nope") && e.contains("deepep-v1-normal"), "{e}");
@@ -203,7 +207,8 @@ fn broken_files_name_the_entry_and_the_key() {
     let r = perfcast_validation::collectives::report::run(
         &f,
         None,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     );
     assert_eq!(r.errors(), 1);
     let msg = r.entries[0].outcome.as_ref().unwrap_err();

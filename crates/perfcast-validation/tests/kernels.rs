@@ -43,7 +43,8 @@ fn kernel_groups_within_their_bounds() {
     let ks = kernels::parse(kernels::KERNELS).unwrap();
     let results = kernels::run(
         &ks,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     );
     let mut groups: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
     for r in &results {

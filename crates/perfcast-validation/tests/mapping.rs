@@ -59,9 +59,10 @@ fn models_from_cases() {
 #[test]
 fn plans_from_cases() {
     let f = file();
-    let h = Harness::new(&perfcast_config::Plugins::new(
-        perfcast_builtins::DefaultPlugins::new(),
-    ))
+    let h = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
     .unwrap();
     let st = |c: &Case| h.stacks().of(c).1.clone();
     let c = case(&f, "korthikanti2022_175b_selective_sp");
@@ -140,9 +141,10 @@ fn plans_from_cases() {
 #[test]
 fn systems_from_cases() {
     let f = file();
-    let h = Harness::new(&perfcast_config::Plugins::new(
-        perfcast_builtins::DefaultPlugins::new(),
-    ))
+    let h = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
     .unwrap();
     let s = harness::system_for(case(&f, "llama3_405b_8k_16384gpu"), h.plugins()).unwrap();
     assert_eq!(s.devices, 16384);
@@ -237,9 +239,10 @@ fn flop_conventions_reproduce_published_utilisation() {
 #[test]
 fn predicted_metrics_follow_the_case_conventions() {
     let f = file();
-    let h = Harness::new(&perfcast_config::Plugins::new(
-        perfcast_builtins::DefaultPlugins::new(),
-    ))
+    let h = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
     .unwrap();
     let base = case(&f, "korthikanti2022_175b_selective_sp").clone();
     // (convention, attention counting, basis) -> predicted tflops and mfu must equal the
@@ -291,9 +294,10 @@ fn predicted_metrics_follow_the_case_conventions() {
 #[test]
 fn unsupported_and_failing_cases_are_listed() {
     let f = file();
-    let h = Harness::new(&perfcast_config::Plugins::new(
-        perfcast_builtins::DefaultPlugins::new(),
-    ))
+    let h = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
     .unwrap();
     // Mixture-of-experts and latent attention are modelled in training, not yet in inference.
     let serving = "trtllm_v061_llama2_7b_h100_bs768_tp1_128_128";
@@ -330,9 +334,10 @@ fn unsupported_and_failing_cases_are_listed() {
 #[test]
 fn whole_file_keeps_every_case_and_json_shape() {
     let f = file();
-    let h = Harness::new(&perfcast_config::Plugins::new(
-        perfcast_builtins::DefaultPlugins::new(),
-    ))
+    let h = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
     .unwrap();
     let r = h.run(&f, None);
     assert_eq!(r.cases.len(), f.cases.len());
@@ -356,9 +361,10 @@ fn whole_file_keeps_every_case_and_json_shape() {
     }
     // With error bars, a case that ran says where its intervals come from.
     let residuals = perfcast_validation::intervals::Residuals::embedded().unwrap();
-    let with_bars = Harness::new(&perfcast_config::Plugins::new(
-        perfcast_builtins::DefaultPlugins::new(),
-    ))
+    let with_bars = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
     .unwrap()
     .with_intervals(residuals, 0.8)
     .run(&f, Some("korthikanti2022-table5"))
@@ -417,9 +423,10 @@ fn every_case_model_matches_its_published_size() {
 #[test]
 fn inference_flop_metrics() {
     let f = file();
-    let h = Harness::new(&perfcast_config::Plugins::new(
-        perfcast_builtins::DefaultPlugins::new(),
-    ))
+    let h = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
     .unwrap();
     let mut c = case(&f, "trtllm_v061_llama2_7b_h100_bs768_tp1_128_128").clone();
     c.measured.tflops_per_gpu = Some(500.0);

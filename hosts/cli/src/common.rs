@@ -82,17 +82,11 @@ fn parse_set_arg(s: &str) -> Result<String, String> {
 /// `DefaultPlugins`), with the project's kernel tables (`perfcast-kernel-data`); libraries
 /// come on top from `[[plugins]]` and `--load`.
 pub fn plugins() -> Plugins {
-    static KERNELS: std::sync::OnceLock<Option<std::sync::Arc<perfcast_kernels::Catalog>>> =
-        std::sync::OnceLock::new();
     let p = Plugins::new(perfcast_builtins::DefaultPlugins::new());
     // The embedded catalog only fails on a table file named after no op, which its build
     // script cannot produce; a configuration naming a table then says the host has none.
-    match KERNELS.get_or_init(|| {
-        perfcast_kernel_data::catalog()
-            .ok()
-            .map(std::sync::Arc::new)
-    }) {
-        Some(k) => p.with_kernels(k.clone()),
+    match perfcast_kernel_data::shared() {
+        Some(k) => p.with_kernels(k),
         None => p,
     }
 }

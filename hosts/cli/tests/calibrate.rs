@@ -1,5 +1,5 @@
-//! `perfcast calibrate` end to end on the synthetic cases (measured at a known H100 clock
-//! ratio): the fit, the overlay and residuals it writes and `validate --overlay` on them; and
+//! `perfcast calibrate` end to end on the synthetic cases (measured at a known H100 power
+//! limit): the fit, the overlay and residuals it writes and `validate --overlay` on them; and
 //! every bad input: a key in no configuration, empty or non-numeric bounds, a file with no
 //! supported case, a calibration that does not converge, an overlay key that applies nowhere,
 //! a bad interval level or residuals file. Each exits non-zero with a message saying what is
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 mod common;
 use common::{repo, Out};
 
-const CLOCK: &str = "components.h100_sxm5_80gb.sustained_clock_ratio";
+const POWER: &str = "components.h100_sxm5_80gb.power_limit_w";
 
 fn perfcast(dir: &Path, args: &[&str]) -> Out {
     let out = common::output(&mut common::command(dir, args));
@@ -28,17 +28,18 @@ fn perfcast(dir: &Path, args: &[&str]) -> Out {
     out
 }
 
-/// A directory with `cases.toml`: the synthetic cases measured at a clock ratio of 0.6.
+/// A directory with `cases.toml`: the synthetic cases measured at a 450 W power limit.
 fn setup() -> PathBuf {
     let dir = common::tmpdir("perfcast-calibrate");
     let text = std::fs::read_to_string(
         repo().join("crates/perfcast-validation/tests/data/synthetic-cases.toml"),
     )
     .unwrap();
-    let truth = Overlay::from_sets(&[format!("{CLOCK}=0.6")]).unwrap();
-    let h = Harness::new(&perfcast_config::Plugins::new(
-        perfcast_builtins::DefaultPlugins::new(),
-    ))
+    let truth = Overlay::from_sets(&[format!("{POWER}=450")]).unwrap();
+    let h = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
     .unwrap()
     .with_overlay(truth);
     std::fs::write(
@@ -52,7 +53,7 @@ fn setup() -> PathBuf {
 #[test]
 fn calibrate_writes_a_layer_that_validate_reproduces() {
     let dir = setup();
-    let param = format!("--param={CLOCK}=0.4..1");
+    let param = format!("--param={POWER}=300..700");
     let out = perfcast(
         &dir,
         &[
@@ -69,8 +70,8 @@ fn calibrate_writes_a_layer_that_validate_reproduces() {
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let j: Value = serde_json::from_str(&out.stdout).unwrap();
-    let fitted = j["params"][CLOCK].as_f64().unwrap();
-    assert!((fitted - 0.6).abs() < 2e-3, "{fitted}");
+    let fitted = j["params"][POWER].as_f64().unwrap();
+    assert!((fitted - 450.0).abs() < 1.0, "{fitted}");
     assert!(j["in_sample"]["mape"].as_f64().unwrap() < 1e-3);
     assert!(j["cross_validated"]["groups"]["g-a"].is_number());
     assert_eq!(j["folds"].as_array().unwrap().len(), 4);
@@ -78,7 +79,7 @@ fn calibrate_writes_a_layer_that_validate_reproduces() {
         .stderr
         .contains("wrote the fitted parameters to fitted.toml"));
     let layer = std::fs::read_to_string(dir.join("fitted.toml")).unwrap();
-    assert!(layer.contains("# cases sha256: ") && layer.contains("sustained_clock_ratio = "));
+    assert!(layer.contains("# cases sha256: ") && layer.contains("power_limit_w = "));
     let out = perfcast(
         &dir,
         &[
@@ -106,7 +107,7 @@ fn bad_calibrations_exit_non_zero_with_a_reason() {
     let dir = setup();
     std::fs::write(
         dir.join("typo.toml"),
-        "[components.h100_sxm5_80gb]\nsustained_clock_ratoi = 0.7\n",
+        "[components.h100_sxm5_80gb]\npower_limit_ww = 500\n",
     )
     .unwrap();
     std::fs::write(dir.join("bad-residuals.toml"), "[meta]\nschema = \"x\"\n").unwrap();
@@ -164,7 +165,7 @@ fn bad_calibrations_exit_non_zero_with_a_reason() {
                 "calibrate",
                 "cases.toml",
                 "--param",
-                "components.h100_sxm5_80gb.sustained_clock_ratio=0.4..1",
+                "components.h100_sxm5_80gb.power_limit_w=300..700",
                 "--max-evals",
                 "3",
                 "--out",
@@ -188,7 +189,7 @@ fn bad_calibrations_exit_non_zero_with_a_reason() {
         (
             &["validate", "cases.toml", "--overlay", "typo.toml"],
             1,
-            "sustained_clock_ratoi` applies to no case",
+            "power_limit_ww` applies to no case",
         ),
         (
             &["validate", collectives, "--overlay", "typo.toml"],

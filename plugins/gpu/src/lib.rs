@@ -113,14 +113,6 @@ pub struct GpuParams {
     /// Flash attention per kernel family (`flash`, `flash3`, `cudnn`).
     #[serde(default)]
     pub attention: BTreeMap<AttentionKind, AttentionParams>,
-    /// The clock a device holds under continuous whole-device load (a training step or a
-    /// serving loop: GEMMs, memory-bound kernels, NVLink and NIC traffic back to back)
-    /// relative to the clock its kernel measurements (`matmul_efficiency`, `attention`) were
-    /// taken at, in (0, 1]: the power and thermal limits bind harder when every engine of the
-    /// device draws power. A per-device (per-die) parameter fitted on end-to-end runs; 1 by
-    /// default.
-    #[serde(default = "d_sustained")]
-    pub sustained_clock_ratio: f64,
     /// The power the peaks and efficiencies hold at (the TDP), W ([`power`]).
     #[serde(default)]
     pub rated_power_w: Option<f64>,
@@ -159,9 +151,6 @@ fn d_min_tile_m() -> u64 {
 fn d_k_half() -> f64 {
     64.0
 }
-fn d_sustained() -> f64 {
-    1.0
-}
 // A CUDA kernel launch costs a few microseconds of host and device time (NVIDIA blog "Getting
 // Started with CUDA Graphs", 2019: ~2-4 us per short kernel without graphs).
 fn d_launch() -> f64 {
@@ -174,7 +163,7 @@ pub struct Gpu {
     pub params: GpuParams,
     matrix: [Option<f64>; 8],
     vector: [Option<f64>; 8],
-    /// Clock relative to the kernel measurements': sustained ratio x power limit.
+    /// Clock relative to the kernel measurements' (the rated power's): the power limit's.
     clock: f64,
     /// `params.attention` by kind code (no map lookup on the hot path).
     attention: [Option<AttentionParams>; 4],
@@ -262,14 +251,12 @@ impl Gpu {
             }
             a.validate(&format!("attention.{}", kind.name()))?;
         }
-        fraction("sustained_clock_ratio", p.sustained_clock_ratio)?;
-        let clock = p.sustained_clock_ratio
-            * PowerParams {
-                rated_power_w: p.rated_power_w,
-                power_limit_w: p.power_limit_w,
-                static_power_fraction: p.static_power_fraction,
-            }
-            .clock_ratio()?;
+        let clock = PowerParams {
+            rated_power_w: p.rated_power_w,
+            power_limit_w: p.power_limit_w,
+            static_power_fraction: p.static_power_fraction,
+        }
+        .clock_ratio()?;
         if p.min_tile_m == 0 || p.min_tile_m > p.tile_m {
             return Err(PluginError::Params {
                 path: "min_tile_m".into(),
@@ -353,7 +340,7 @@ impl ComputeUnit for Gpu {
         Seconds::from_micros(self.params.launch_overhead_us)
     }
 
-    /// The sustained ratio times the power limit's (1 with neither).
+    /// The power limit's clock ratio ([`power`]; 1 without a limit below the rating).
     fn clock_ratio(&self) -> f64 {
         self.clock
     }
@@ -413,10 +400,9 @@ pub static PARAMS: &[ParamSpec] = &[
     ParamSpec::with_default("tile_n_half", ParamType::Float, "elements", "0.0", ">= 0", "width at which a narrow column tile's operand reuse halves its efficiency (0: no cost)", "fitted on configs/validation/kernels.toml"),
     ParamSpec::derived("l2_tile", ParamType::Integer, "elements", "max(tile_m, tile_n)", ">= 1", "edge of the square output tile whose operand reuse sets a GEMM's L2 traffic (e.g. 341 for 2x1 clusters of 256x256 two-SM tiles)", "NVIDIA Hopper/Blackwell TMA multicast in clusters"),
     ParamSpec::with_default("attention", ParamType::Table, "", "{}", "tables per kernel family: flash, flash3, cudnn", "flash-attention efficiency per kernel family (forward, backward, head_dim_half, kv_overhead, q_tile, ...)", "fitted per die on configs/validation/kernels.toml"),
-    ParamSpec::with_default("sustained_clock_ratio", ParamType::Float, "", "1.0", "(0, 1]", "clock held under continuous whole-device load relative to the kernel measurements' clock", "fitted per die on end-to-end runs (configs/validation/CALIBRATION.md)"),
     ParamSpec::derived("rated_power_w", ParamType::Float, "W", "none: no power model", "> 0", "the power the peaks and efficiencies hold at (the TDP)", "the device's datasheet"),
     ParamSpec::derived("power_limit_w", ParamType::Float, "W", "the rated power", "(0, rated_power_w]", "the power limit the device runs under (a limit only lowers the clock)", "the system's configuration"),
-    ParamSpec::derived("static_power_fraction", ParamType::Float, "", "0.15 (power::DEFAULT_STATIC_FRACTION)", "[0, 1)", "the clock-independent part of the rated power", "modelling default (ASSUMPTION): a 700 W H100 capped at 500 W runs ~13% slower, within the reported 10-15%"),
+    ParamSpec::derived("static_power_fraction", ParamType::Float, "", "0.15 (power::DEFAULT_STATIC_FRACTION)", "[0, 1)", "the clock-independent part of the rated power", "bounded by idle draw at full clocks: H100 SXM 100-145 W of 700 W (0.14-0.21; wilicc/gpu-burn#114, NVIDIA-NeMo#9291), A100 62 W of 400 W (0.16); the clock at 500 W of 700 W moves 0.88-0.86 over 0.10-0.20"),
 ];
 
 perfcast_core::builtin!(

@@ -14,9 +14,13 @@ use perfcast_core::params::{fraction, positive};
 use perfcast_core::PluginError;
 
 /// Static (clock-independent) power as a fraction of the rated power when the device does
-/// not say: a modelling default (ASSUMPTION: leakage at load temperature plus HBM and I/O,
-/// not a measurement), chosen so that a 700 W H100 capped at 500 W runs ~13% slower, inside
-/// the 10-15% step-time loss reported for capped H100 training.
+/// not say: leakage plus HBM and I/O, bounded by the draw of a device idling at full clocks
+/// with its memory allocated (H100 SXM: 100-145 W of 700 W, 0.14-0.21, wilicc/gpu-burn#114;
+/// a DGX H100 in a hung training job ~100 W, NVIDIA-NeMo#9291; A100-80GB 62 W of 400 W,
+/// 0.16). The clock at a 500 W limit of a 700 W part moves only from 0.88 to 0.86 across
+/// 0.10-0.20, so the bound is tight enough; the cube law's exponent, not this fraction, is
+/// what a deep cap (below the minimum-voltage point, where the clock falls about linearly
+/// with power) would get wrong.
 pub const DEFAULT_STATIC_FRACTION: f64 = 0.15;
 
 /// The power parameters of a GPU (all optional: without a limit below the rating the clock

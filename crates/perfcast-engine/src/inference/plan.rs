@@ -89,19 +89,19 @@ impl InferencePlan {
 }
 
 fn d_host_launch() -> f64 {
-    15.0
+    18.0
 }
 fn d_graph_launch() -> f64 {
     20.0
 }
 fn d_collective() -> f64 {
-    10.0
+    11.0
 }
 fn d_step() -> f64 {
-    50.0
+    0.0
 }
 fn d_overlap() -> f64 {
-    0.85
+    0.74
 }
 fn d_reread() -> f64 {
     0.5
@@ -123,16 +123,16 @@ fn d_segments() -> u32 {
 /// (those come from the `ComputeUnit`, `MemoryTier` and `Interconnect` of the `System`), shared
 /// by every plan evaluated.
 ///
-/// The defaults of `host_launch_us`, `collective_overhead_us`, `step_overhead_us`,
-/// `compute_memory_overlap` and `decode_kv_group_reread` were fitted once, jointly, with the
-/// built-in `gpu`/`hbm`/`sram`/`nvlink` plugins at their own defaults, on the 34 public
-/// inference cases of `configs/validation/cases.toml` (groups llama2-e2e-latency-a100,
-/// trtllm-v05-ttft, trtllm-v061-static: Llama-2 7B/13B/70B, A100 and H100, fp16 and fp8,
-/// batch 1 to 1,280), minimising the worst group's mean absolute error, then rounded. Mean
-/// absolute errors at these defaults: 5.5% (A100 latency), 11.7% (TTFT), 7.9% (static
-/// throughput). Moving any one parameter by ±20% changes a group's error by at most ~6
-/// points; `decode_kv_group_reread = 0` breaks the GQA 70B throughput cases (up to 90%),
-/// which is the evidence for the re-read term. Never set per case.
+/// The defaults of `host_launch_us`, `collective_overhead_us`, `step_overhead_us` and
+/// `compute_memory_overlap` were fitted jointly by `perfcast calibrate` (default set,
+/// configs/validation/CALIBRATION.md, 2026-12-04) with the hardware presets timing their GEMMs
+/// from the kernel tables, on the 34 static public inference cases of
+/// `configs/validation/cases.toml` (groups llama2-e2e-latency-a100, trtllm-v05-ttft,
+/// trtllm-v061-static: Llama-2 7B/13B/70B, A100 and H100, fp16 and fp8, batch 1 to 1,280),
+/// then rounded; the serving groups, not fitted on, moved from 21.2% / 6.8% (trtllm-v014-online
+/// / -v017-offline) at the previous defaults to 11.1% / 10.5%. `decode_kv_group_reread` was
+/// fitted before (`decode_kv_group_reread = 0` breaks the GQA 70B throughput cases, up to 90%,
+/// the evidence for the re-read term). Never set per case.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct InferenceOptions {
@@ -142,7 +142,7 @@ pub struct InferenceOptions {
     /// `max(device time, host_launch_us)`. CUDA launch latency is 2-5 µs per kernel
     /// (NVIDIA CUDA Graphs blog, 2019); framework dispatch (TensorRT enqueue, PyTorch
     /// operator dispatch) adds 5-20 µs (vLLM and SGLang motivate CUDA graphs with this).
-    /// Default 15 µs (fitted; the seed digest §3.2 derives ~80 µs of fixed cost per
+    /// Default 18 µs (fitted; the seed digest §3.2 derives ~80 µs of fixed cost per
     /// all-reduce-plus-kernels at TP 8, i.e. per ~5 kernels).
     #[serde(default = "d_host_launch")]
     pub host_launch_us: f64,
@@ -152,11 +152,12 @@ pub struct InferenceOptions {
     /// Fixed cost per collective call beyond the interconnect's alpha-beta time, µs: NCCL
     /// kernel launch, proxy hand-shake and the barrier-like synchronisation of a small
     /// all-reduce (nccl-tests report 10-25 µs for 8 KB all-reduces on 8 GPUs with NVSwitch,
-    /// of which the interconnect plugin's alpha terms model part). Default 10 µs (fitted).
+    /// of which the interconnect plugin's alpha terms model part). Default 11 µs (fitted).
     #[serde(default = "d_collective")]
     pub collective_overhead_us: f64,
     /// Fixed cost per forward pass (prefill or decode step): sampling set-up, host
-    /// synchronisation, scheduling, µs. Default 50 µs (fitted).
+    /// synchronisation, scheduling, µs. Default 0 (fitted: the per-kernel and per-collective
+    /// costs carry the fixed costs the public cases show).
     #[serde(default = "d_step")]
     pub step_overhead_us: f64,
     /// How much of a kernel's compute and memory time overlap, in [0, 1]: 1 is the roofline
@@ -164,7 +165,7 @@ pub struct InferenceOptions {
     /// `max + (1 - overlap) * min`. Near the ridge point a kernel cannot keep both the
     /// tensor cores and the memory system saturated (both pipelines stall on each other), so
     /// measured times of such GEMMs (a 128-token prefill) sit above the roofline; far from
-    /// the ridge the `min` term is negligible. Default 0.85 (fitted: the 128-token TTFT
+    /// the ridge the `min` term is negligible. Default 0.74 (fitted: the 128-token TTFT
     /// cases need it, the 2,048-token ones are insensitive).
     #[serde(default = "d_overlap")]
     pub compute_memory_overlap: f64,

@@ -24,7 +24,8 @@ fn config(sets: &[&str]) -> Config {
     ];
     base.extend_from_slice(sets);
     let mut s = Sources::files(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new()),
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
         ["preset:llama3.1-8b", "preset:dgx-h100"],
     )
     .without_env()

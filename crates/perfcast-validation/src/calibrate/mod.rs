@@ -26,11 +26,14 @@
 //! ([`crate::prepared`]: model, configuration sources, the system when no parameter reaches
 //! it), cases are evaluated in parallel and folds are fitted in parallel (rayon).
 
+mod cv;
 pub mod optimize;
 mod output;
 pub mod params;
 pub mod synthetic;
 
+use cv::{cross_validate, stack_paths};
+pub use cv::{middle_of_stacks, Cv, StackParam};
 pub use optimize::{Minimum, Settings};
 pub use params::{DefaultParam, ParamSpec, DEFAULT_PARAMS};
 
@@ -41,82 +44,6 @@ use crate::overlay::Entry;
 use crate::prepared::Prepared;
 use crate::report::{first_metric, FirstMetric, Status};
 use rayon::prelude::*;
-use std::fmt;
-use std::str::FromStr;
-
-/// The cross-validation scheme.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Cv {
-    /// Leave one group out.
-    #[default]
-    Groups,
-    /// Leave one case out.
-    Cases,
-    /// Leave one software stack family out (its cases predicted on the fallback stack).
-    Stacks,
-    /// Leave one GPU generation out.
-    Hardware,
-    /// In-sample only.
-    None,
-}
-
-impl Cv {
-    /// The name on the command line.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Cv::Groups => "groups",
-            Cv::Cases => "cases",
-            Cv::Stacks => "stacks",
-            Cv::Hardware => "hardware",
-            Cv::None => "none",
-        }
-    }
-}
-
-impl Cv {
-    /// The scheme in words.
-    pub const fn describe(self) -> &'static str {
-        match self {
-            Cv::Groups => "leave one group out",
-            Cv::Cases => "leave one case out",
-            Cv::Stacks => "leave one software stack family out (predicted on the fallback stack)",
-            Cv::Hardware => "leave one GPU generation out",
-            Cv::None => "none",
-        }
-    }
-
-    /// What one fold holds out.
-    pub const fn unit(self) -> &'static str {
-        match self {
-            Cv::Groups => "group",
-            Cv::Cases | Cv::None => "case",
-            Cv::Stacks => "software stack family (predicted on the fallback stack)",
-            Cv::Hardware => "GPU generation",
-        }
-    }
-}
-
-impl fmt::Display for Cv {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Cv {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Cv, String> {
-        match s {
-            "groups" => Ok(Cv::Groups),
-            "cases" => Ok(Cv::Cases),
-            "stacks" => Ok(Cv::Stacks),
-            "hardware" => Ok(Cv::Hardware),
-            "none" => Ok(Cv::None),
-            _ => Err(format!(
-                "--cv `{s}`: expected `groups` (leave one group out), `cases` (leave one case out), `stacks` (leave one software stack family out), `hardware` (leave one GPU generation out) or `none`"
-            )),
-        }
-    }
-}
 
 /// What to fit, and how.
 #[derive(Debug, Clone, Default)]
@@ -311,8 +238,10 @@ impl Problem<'_, '_> {
                 entries.push(Entry::number(k, *v));
             }
         }
-        for (key, v) in middle_of_stacks(&self.params, theta) {
-            entries.push(Entry::number(&format!("stacks.{fallback}.{key}"), v));
+        for (keys, v) in middle_of_stacks(&self.params, theta) {
+            for key in keys {
+                entries.push(Entry::number(&format!("stacks.{fallback}.{key}"), v));
+            }
         }
         cases
             .par_iter()
@@ -380,57 +309,24 @@ impl Problem<'_, '_> {
         for (t, p) in theta.iter_mut().zip(&self.params) {
             *t = round_sig(*t, 6).clamp(p.lo, p.hi);
         }
-        (theta, m)
-    }
-}
-
-/// The cross-validated middle of the known stacks: for each `[software]` key that fitted
-/// parameters set for named stacks (keys `stacks.NAME.KEY`), the median of those parameters'
-/// values (one value per parameter, however many stacks it ties). What a stack no rule knows
-/// (the fallback) takes for that key.
-pub fn middle_of_stacks(params: &[impl StackParam], theta: &[f64]) -> Vec<(String, f64)> {
-    let mut by_key: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
-    for (p, v) in params.iter().zip(theta) {
-        let mut seen = std::collections::BTreeSet::new();
-        for k in p.keys() {
-            let e = Entry::number(k, *v);
-            if let Some((_, sw)) = e.stack_key() {
-                if seen.insert(sw.to_string()) {
-                    by_key.entry(sw.to_string()).or_default().push(*v);
-                }
+        // A stack's parameter that no case here reaches (its stack's cases all held out)
+        // takes the middle of the stacks fitted here, as a stack no rule knows would: its
+        // configured value was fitted on the held-out cases themselves.
+        let fitted: Vec<&Resolved> = free.iter().map(|&j| &self.params[j]).collect();
+        let values: Vec<f64> = free.iter().map(|&j| theta[j]).collect();
+        let middle = middle_of_stacks(&fitted, &values);
+        for (j, p) in self.params.iter().enumerate() {
+            if free.contains(&j) {
+                continue;
+            }
+            if let Some(v) = stack_paths(&p.keys)
+                .and_then(|sw| middle.iter().find(|(k, _)| *k == sw))
+                .map(|(_, v)| *v)
+            {
+                theta[j] = v.clamp(p.lo, p.hi);
             }
         }
-    }
-    by_key
-        .into_iter()
-        .map(|(k, mut vs)| {
-            vs.sort_by(f64::total_cmp);
-            let n = vs.len();
-            let m = if n % 2 == 1 {
-                vs[n / 2]
-            } else {
-                (vs[n / 2 - 1] + vs[n / 2]) / 2.0
-            };
-            (k, round_sig(m, 6))
-        })
-        .collect()
-}
-
-/// A parameter with its tied keys (what [`middle_of_stacks`] reads).
-pub trait StackParam {
-    /// The keys.
-    fn keys(&self) -> &[String];
-}
-
-impl StackParam for Resolved {
-    fn keys(&self) -> &[String] {
-        &self.keys
-    }
-}
-
-impl StackParam for Param {
-    fn keys(&self) -> &[String] {
-        &self.keys
+        (theta, m)
     }
 }
 
@@ -648,83 +544,6 @@ fn finish(
     })
 }
 
-/// The folds of `opts.cv`, each fitted without its members (in parallel).
-fn cross_validate(
-    problem: &Problem,
-    fit_idx: &[usize],
-    cases: &[FitCase],
-    opts: &Options,
-) -> Result<Vec<Fold>, String> {
-    let mut folds: Vec<(String, Vec<usize>)> = Vec::new();
-    match opts.cv {
-        Cv::None => return Ok(Vec::new()),
-        Cv::Groups => {
-            for (i, c) in cases.iter().enumerate() {
-                match folds.iter_mut().find(|(g, _)| *g == c.group) {
-                    Some((_, m)) => m.push(i),
-                    None => folds.push((c.group.clone(), vec![i])),
-                }
-            }
-            if folds.len() < 2 {
-                return Err(format!(
-                    "--cv groups needs scored cases in at least two groups; all {} are in `{}` (use --cv cases or --cv none)",
-                    cases.len(),
-                    cases[0].group
-                ));
-            }
-        }
-        Cv::Cases => {
-            if cases.len() < 2 {
-                return Err("--cv cases needs at least two scored cases (use --cv none)".into());
-            }
-            folds = cases
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (c.id.clone(), vec![i]))
-                .collect();
-        }
-        Cv::Stacks | Cv::Hardware => {
-            let what = |c: &FitCase| match opts.cv {
-                Cv::Stacks => c.family.clone(),
-                _ => c.generation.clone(),
-            };
-            for (i, c) in cases.iter().enumerate() {
-                let w = what(c);
-                match folds.iter_mut().find(|(g, _)| *g == w) {
-                    Some((_, m)) => m.push(i),
-                    None => folds.push((w, vec![i])),
-                }
-            }
-            if folds.len() < 2 {
-                return Err(format!(
-                    "--cv {} needs scored cases of at least two {}; all {} are of `{}` (use --cv groups, cases or none)",
-                    opts.cv,
-                    if opts.cv == Cv::Stacks { "stack families" } else { "GPU generations" },
-                    cases.len(),
-                    folds.first().map(|f| f.0.as_str()).unwrap_or("")
-                ));
-            }
-        }
-    }
-    Ok(folds
-        .into_par_iter()
-        .map(|(held_out, members)| {
-            let train: Vec<usize> = (0..fit_idx.len())
-                .filter(|i| !members.contains(i))
-                .map(|i| fit_idx[i])
-                .collect();
-            let (fitted, m) = problem.fit(&train, &opts.settings);
-            Fold {
-                held_out,
-                members,
-                fitted,
-                evals: m.evals,
-                converged: m.converged,
-            }
-        })
-        .collect())
-}
-
 /// The sha256 of `bytes`, hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest as _;
@@ -768,6 +587,55 @@ pub fn utc_date() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Stack parameters are grouped by the software keys they set, one value per parameter
+    /// (however many stacks it ties); the median of each group; other parameters ignored.
+    #[test]
+    fn the_middle_of_the_stacks() {
+        let p = |keys: &[&str]| Param {
+            keys: keys.iter().map(|k| k.to_string()).collect(),
+            lo: 0.0,
+            hi: 2.0,
+            start: 1.0,
+            fitted: 1.0,
+            cases: 1,
+        };
+        let both = |s: &str| {
+            [
+                format!("stacks.{s}.efficiency.gemm"),
+                format!("stacks.{s}.efficiency.attention"),
+            ]
+        };
+        let [a1, a2] = both("a");
+        let [b1, b2] = both("b");
+        let [c1, c2] = both("c");
+        let params = [
+            p(&[
+                &a1,
+                &a2,
+                "stacks.a2.efficiency.gemm",
+                "stacks.a2.efficiency.attention",
+            ]),
+            p(&[&b1, &b2]),
+            p(&[&c1, &c2]),
+            p(&["stacks.a.host.kernel_launch_us"]),
+            p(&["stacks.b.host.kernel_launch_us"]),
+            p(&["options.host_launch_us"]),
+            p(&["stacks.a.efficiency.gemm", "options.step_overhead_us"]),
+        ];
+        let m = middle_of_stacks(&params, &[0.7, 0.9, 0.8, 10.0, 20.0, 5.0, 0.1]);
+        let eff = vec![
+            "efficiency.attention".to_string(),
+            "efficiency.gemm".to_string(),
+        ];
+        assert_eq!(
+            m,
+            vec![
+                (eff, 0.8),
+                (vec!["host.kernel_launch_us".to_string()], 15.0)
+            ]
+        );
+    }
 
     #[test]
     fn rounding_and_names() {

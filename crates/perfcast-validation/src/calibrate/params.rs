@@ -109,47 +109,74 @@ impl DefaultParam {
     }
 }
 
-/// The shared parameters `perfcast calibrate` fits without `--param`: the end-to-end
-/// parameter of each GPU die (`sustained_clock_ratio` of the `gpu` plugin: the clock a
-/// device sustains under whole-device load relative to the one its kernel-level efficiencies
-/// hold at; tied across the presets of one die, `configs/hardware/`) and the fitted fixed
-/// costs of the inference engine (`perfcast_engine::inference::InferenceOptions`). The
-/// kernel-level efficiencies are fitted to kernel measurements, not to end-to-end runs;
-/// what a software stack sets from its sources (e.g. `decode_kv_group_reread`: 0 for
-/// TensorRT-LLM's XQA kernel) is the stack's, not a shared parameter (a calibrated key
-/// overrides the stacks' value, as a user's key does); discrete parameters (tile sizes) are
-/// not fitted. `configs/validation/CALIBRATION.md`
-/// lists the same set (a test checks). A default parameter (or one of its keys) that applies
-/// to no case of the cases file is left out, and the report says so.
+/// The shared parameters `perfcast calibrate` fits without `--param`: per software stack
+/// (tied over the profiles that build on one root profile: `stacks.NAME.KEY`, the stack's
+/// `[software]` key for the cases mapped to it), what its training step loses against the
+/// kernels timed alone, as a multiplier on the achieved throughput of its GEMMs and attention
+/// (`efficiency.gemm`, `efficiency.attention`); and the fitted fixed costs of the inference
+/// engine (`perfcast_engine::inference::InferenceOptions`). The hardware carries no fitted
+/// parameter: kernels come from the tables timed on silicon (or the analytical model fitted
+/// to them), clocks from the power limit. What a software stack sets from its sources (e.g.
+/// `decode_kv_group_reread`: 0 for TensorRT-LLM's XQA kernel) is the stack's, not a shared
+/// parameter (a calibrated key overrides the stacks' value, as a user's key does); discrete
+/// parameters are not fitted. `configs/validation/CALIBRATION.md` lists the same set (a test
+/// checks). A default parameter (or one of its keys) that applies to no case of the cases
+/// file is left out, and the report says so.
 pub const DEFAULT_PARAMS: &[DefaultParam] = &[
     DefaultParam {
         keys: &[
-            "components.a100_sxm4_40gb.sustained_clock_ratio",
-            "components.a100_sxm4_80gb.sustained_clock_ratio",
+            "stacks.megatron-lm-2021.efficiency.gemm",
+            "stacks.megatron-lm-2021.efficiency.attention",
+            "stacks.megatron-lm-2022.efficiency.gemm",
+            "stacks.megatron-lm-2022.efficiency.attention",
         ],
         lo: 0.5,
-        hi: 1.0,
-        what: "GA100 (A100) sustained clock under whole-device load, relative to the kernels'",
+        hi: 1.2,
+        what: "Megatron-LM (2021-22) training against the kernels timed alone",
     },
     DefaultParam {
         keys: &[
-            "components.h100_sxm5_80gb.sustained_clock_ratio",
-            "components.h100_hbm2e_96gb.sustained_clock_ratio",
-            "components.h200_sxm_141gb.sustained_clock_ratio",
-            "components.h800_sxm_80gb.sustained_clock_ratio",
+            "stacks.megatron-core-2024.efficiency.gemm",
+            "stacks.megatron-core-2024.efficiency.attention",
+            "stacks.megatron-core-2025.efficiency.gemm",
+            "stacks.megatron-core-2025.efficiency.attention",
         ],
         lo: 0.5,
-        hi: 1.0,
-        what: "GH100 (H100, H200, H800) sustained clock under whole-device load",
+        hi: 1.2,
+        what: "Megatron-Core (2024-25) training against the kernels timed alone",
     },
     DefaultParam {
         keys: &[
-            "components.b200_sxm_180gb.sustained_clock_ratio",
-            "components.gb200.sustained_clock_ratio",
+            "stacks.torchtitan-compile-2025.efficiency.gemm",
+            "stacks.torchtitan-compile-2025.efficiency.attention",
+            "stacks.torchtitan-compile-2026.efficiency.gemm",
+            "stacks.torchtitan-compile-2026.efficiency.attention",
+            "stacks.torchtitan-compile-asynctp-2025.efficiency.gemm",
+            "stacks.torchtitan-compile-asynctp-2025.efficiency.attention",
+            "stacks.torchtitan-eager-2025.efficiency.gemm",
+            "stacks.torchtitan-eager-2025.efficiency.attention",
         ],
         lo: 0.5,
-        hi: 1.0,
-        what: "Blackwell (B200, GB200) sustained clock under whole-device load",
+        hi: 1.2,
+        what: "torchtitan (2025-26) training against the kernels timed alone",
+    },
+    DefaultParam {
+        keys: &[
+            "stacks.meta-llama3-2024.efficiency.gemm",
+            "stacks.meta-llama3-2024.efficiency.attention",
+        ],
+        lo: 0.5,
+        hi: 1.2,
+        what: "Meta's Llama 3 stack (2024) training against the kernels timed alone",
+    },
+    DefaultParam {
+        keys: &[
+            "stacks.nemo-automodel-2025.efficiency.gemm",
+            "stacks.nemo-automodel-2025.efficiency.attention",
+        ],
+        lo: 0.5,
+        hi: 1.2,
+        what: "NeMo AutoModel (2025) training against the kernels timed alone",
     },
     DefaultParam {
         keys: &["options.host_launch_us"],

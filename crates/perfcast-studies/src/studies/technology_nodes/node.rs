@@ -52,9 +52,10 @@ mod tests {
     /// bf16 peak is the reference's (312 TFLOP/s, A100) times the throughput.
     #[test]
     fn the_plugin_reports_its_operating_point() {
-        let registry = crate::common::registry(&perfcast_config::Plugins::new(
-            perfcast_builtins::DefaultPlugins::new(),
-        ))
+        let registry = crate::common::registry(
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+        )
         .unwrap();
         let row = |logic_density: f64, energy_per_op: f64| {
             json!({"node_nm": 7.0, "logic_density": logic_density, "sram_density": 1.0,
