@@ -18,6 +18,7 @@
 //! not answered: extrapolating a table would hide a change of regime (tile quantisation, a
 //! different kernel) it never measured.
 
+use crate::op::MAX_CATEGORICAL;
 use crate::table::{KernelTable, Row};
 
 /// How a time was found.
@@ -104,11 +105,14 @@ fn along(rows: &[Row], dim: usize, q: &[u64], exact: &mut bool) -> Option<f64> {
 #[derive(Debug, Clone)]
 pub struct Timings {
     pub table: KernelTable,
+    /// The table's variants (categorical value indices) and their row counts, found once.
+    variants: Vec<([u16; MAX_CATEGORICAL], usize)>,
 }
 
 impl Timings {
     pub fn new(table: KernelTable) -> Self {
-        Timings { table }
+        let variants = table.variant_ids();
+        Timings { table, variants }
     }
 
     /// The latency of `shape` for the variant whose categorical values are `cat` (all of the
@@ -128,16 +132,22 @@ impl Timings {
     /// shapes (the framework's general path; e.g. TensorRT-LLM's `torch_flow` over the
     /// special `min_latency` MoE kernels).
     pub fn main_kernel(&self, lead: &[&str]) -> Option<&str> {
-        let mut best: Option<(&str, usize)> = None;
-        for (key, n) in self.table.variants() {
-            if key.len() > lead.len()
-                && key[..lead.len()] == *lead
-                && best.is_none_or(|(_, bn)| n > bn)
-            {
-                best = key.last().map(|k| (*k, n));
+        let t = &self.table;
+        let fields = t.values.len();
+        if lead.len() >= fields {
+            return None;
+        }
+        let mut ids = Vec::with_capacity(lead.len());
+        for (i, v) in lead.iter().enumerate() {
+            ids.push(t.value_id(i, v)?);
+        }
+        let mut best: Option<(u16, usize)> = None;
+        for (cat, n) in &self.variants {
+            if cat[..ids.len()] == ids[..] && best.is_none_or(|(_, bn)| *n > bn) {
+                best = Some((cat[fields - 1], *n));
             }
         }
-        best.map(|(k, _)| k)
+        best.map(|(k, _)| t.values[fields - 1][k as usize].as_str())
     }
 }
 

@@ -217,12 +217,25 @@ impl KernelTable {
 
     /// The distinct combinations of categorical values, each with its row count.
     pub fn variants(&self) -> Vec<(Vec<&str>, usize)> {
-        let mut out: Vec<(Vec<&str>, usize)> = Vec::new();
+        self.variant_ids()
+            .into_iter()
+            .map(|(cat, n)| {
+                let key = (0..self.values.len())
+                    .map(|i| self.values[i][cat[i] as usize].as_str())
+                    .collect();
+                (key, n)
+            })
+            .collect()
+    }
+
+    /// [`KernelTable::variants`] as value indices: one pass over the rows (sorted by their
+    /// categorical fields), comparing indices, not text.
+    pub fn variant_ids(&self) -> Vec<([u16; MAX_CATEGORICAL], usize)> {
+        let mut out: Vec<([u16; MAX_CATEGORICAL], usize)> = Vec::new();
         for r in &self.rows {
-            let key: Vec<&str> = (0..self.values.len()).map(|i| self.value(r, i)).collect();
             match out.last_mut() {
-                Some((k, n)) if *k == key => *n += 1,
-                _ => out.push((key, 1)),
+                Some((k, n)) if *k == r.cat => *n += 1,
+                _ => out.push((r.cat, 1)),
             }
         }
         out
