@@ -236,6 +236,10 @@ pub struct Residual {
     pub predicted: f64,
     /// Measured.
     pub measured: f64,
+    /// The cross-validation that held the case out (`groups`, `stacks`, `hardware`,
+    /// `cases`); absent: the file's `meta.cv`.
+    #[serde(default)]
+    pub cv: Option<String>,
 }
 
 impl Residual {
@@ -411,9 +415,49 @@ impl Residuals {
         Ok(s)
     }
 
+    /// The cross-validation a residual comes from: its own `cv`, else the file's (its first
+    /// scheme), else `groups`.
+    fn scheme_of<'a>(&'a self, r: &'a Residual) -> &'a str {
+        r.cv.as_deref()
+            .or_else(|| self.meta.cv.as_deref().and_then(|c| c.split(',').next()))
+            .unwrap_or("groups")
+    }
+
+    /// The residuals of scheme `scheme` (`None`: every residual), with their log time ratios.
+    fn of_scheme(&self, scheme: Option<&str>) -> Vec<(&Residual, f64)> {
+        self.residuals
+            .iter()
+            .filter(|r| scheme.is_none_or(|s| self.scheme_of(r) == s))
+            .filter_map(|r| r.log_time_ratio().map(|x| (r, x)))
+            .collect()
+    }
+
+    /// Whether the file has residuals of `scheme`.
+    fn has(&self, scheme: &str) -> bool {
+        self.residuals.iter().any(|r| self.scheme_of(r) == scheme)
+    }
+
+    /// The residuals that describe predictions of a known stack on known hardware: those of
+    /// leave-one-group-out (or leave-one-case-out) folds, or every residual of a file with
+    /// neither.
+    fn known(&self) -> Vec<(&Residual, f64)> {
+        for s in ["groups", "cases"] {
+            if self.has(s) {
+                return self.of_scheme(Some(s));
+            }
+        }
+        self.of_scheme(None)
+    }
+
     /// The interval of `level` for a prediction of class `class`, leaving out the residuals
     /// of group `exclude_group` and of case `exclude_case` (validate: a case's interval does
     /// not use its own group). `None` when there are too few residuals even overall.
+    ///
+    /// A prediction whose stack family no residual of its kind has (or that names none) is a
+    /// framework no rule knows: its interval comes from the leave-one-stack-family-out
+    /// residuals (cases predicted on the fallback stack) when the file has them; one whose
+    /// hardware generation none has, from the leave-one-generation-out residuals; otherwise
+    /// from the leave-one-group-out residuals of the classes below.
     pub fn interval(
         &self,
         class: &Class,
@@ -421,114 +465,229 @@ impl Residuals {
         exclude_group: Option<&str>,
         exclude_case: Option<&str>,
     ) -> Option<Interval> {
-        let pool: Vec<(&Residual, f64)> = self
-            .residuals
-            .iter()
-            .filter(|r| exclude_group != Some(r.group.as_str()))
-            .filter(|r| exclude_case != Some(r.case.as_str()))
-            .filter_map(|r| r.log_time_ratio().map(|x| (r, x)))
-            .collect();
-        let kind = class.kind.name();
-        let same_kind = |r: &Residual| r.kind == class.kind;
-        let seen = |f: &dyn Fn(&Residual) -> bool| pool.iter().any(|(r, _)| same_kind(r) && f(r));
-        let stack = class.stack.as_deref();
-        let gen = class.generation.as_deref();
-        let stack_seen = stack.is_some_and(|s| seen(&|r| same(r.stack.as_deref(), s)));
-        let gen_seen = gen.is_some_and(|g| seen(&|r| same(r.generation.as_deref(), g)));
-        let mut unseen = Vec::new();
-        if let (Some(s), false) = (stack, stack_seen) {
-            unseen.push(format!("stack {s}"));
+        fn without<'r>(
+            pool: Vec<(&'r Residual, f64)>,
+            group: Option<&str>,
+            case: Option<&str>,
+        ) -> Vec<(&'r Residual, f64)> {
+            pool.into_iter()
+                .filter(|(r, _)| group != Some(r.group.as_str()))
+                .filter(|(r, _)| case != Some(r.case.as_str()))
+                .collect()
         }
-        if let (Some(g), false) = (gen, gen_seen) {
-            unseen.push(format!("hardware generation {g}"));
+        let keep = |pool| without(pool, exclude_group, exclude_case);
+        let known = keep(self.known());
+        let seen =
+            |f: &dyn Fn(&Residual) -> bool| known.iter().any(|(r, _)| r.kind == class.kind && f(r));
+        let stack_known = class
+            .stack
+            .as_deref()
+            .is_some_and(|s| seen(&|r| same(r.stack.as_deref(), s)));
+        let gen_known = class
+            .generation
+            .as_deref()
+            .is_some_and(|g| seen(&|r| same(r.generation.as_deref(), g)));
+        if !stack_known && self.has("stacks") {
+            let c = Class {
+                stack: None,
+                ..class.clone()
+            };
+            let why = match &class.stack {
+                Some(s) => format!("stack {s} not in the residuals"),
+                None => "no stack given".to_string(),
+            };
+            return interval_in(
+                keep(self.of_scheme(Some("stacks"))),
+                &c,
+                level,
+                "predicted as an unknown stack",
+                Some(why),
+            );
         }
-        // (description, member test), most specific first.
-        type Test<'a> = Box<dyn Fn(&Residual) -> bool + 'a>;
-        let mut levels: Vec<(String, Test)> = Vec::new();
-        if unseen.is_empty() {
-            if let (Some(s), Some(g)) = (stack, gen) {
-                levels.push((
-                    format!("{kind} cases of stack {s} on {g}"),
-                    Box::new(move |r: &Residual| {
-                        same(r.stack.as_deref(), s) && same(r.generation.as_deref(), g)
-                    }),
-                ));
-            }
-            if let Some(s) = stack {
-                levels.push((
-                    format!("{kind} cases of stack {s} (any hardware)"),
-                    Box::new(move |r: &Residual| same(r.stack.as_deref(), s)),
-                ));
-            }
-            if let Some(g) = gen {
-                levels.push((
-                    format!("{kind} cases on {g} (any stack)"),
-                    Box::new(move |r: &Residual| same(r.generation.as_deref(), g)),
-                ));
-            }
+        if !gen_known && self.has("hardware") {
+            let c = Class {
+                generation: None,
+                ..class.clone()
+            };
+            let why = match &class.generation {
+                Some(g) => format!("hardware generation {g} not in the residuals"),
+                None => "hardware generation not known".to_string(),
+            };
+            return interval_in(
+                keep(self.of_scheme(Some("hardware"))),
+                &c,
+                level,
+                "predicted on a held-out generation",
+                Some(why),
+            );
         }
-        levels.push((format!("every {kind} case"), Box::new(|_: &Residual| true)));
-        let need = min_residuals(level);
-        let pick = |test: &dyn Fn(&Residual) -> bool, all_kinds: bool| -> Vec<f64> {
-            let mut v: Vec<f64> = pool
-                .iter()
-                .filter(|(r, _)| (all_kinds || same_kind(r)) && test(r))
-                .map(|(_, x)| *x)
-                .collect();
-            v.sort_by(f64::total_cmp);
-            v
-        };
-        let first_level = levels.len();
-        let mut chosen = None;
-        for (i, (desc, test)) in levels.iter().enumerate() {
-            let v = pick(test.as_ref(), false);
-            if v.len() >= need {
-                chosen = Some((i, desc.clone(), v));
-                break;
-            }
-        }
-        let (index, desc, v) = match chosen {
-            Some(c) => c,
-            None => {
-                let v = pick(&|_| true, true);
-                if v.len() < need {
-                    return None;
-                }
-                (first_level, "every case".to_string(), v)
-            }
-        };
-        let note = if !unseen.is_empty() {
-            Some(format!(
-                "{} not in the residuals: the broadest class",
-                unseen.join(" and ")
-            ))
-        } else if index > 0 || (stack.is_none() || gen.is_none()) {
-            let mut why = Vec::new();
-            if stack.is_none() {
-                why.push("no stack given".to_string());
-            }
-            if gen.is_none() {
-                why.push("hardware generation not known".to_string());
-            }
-            if index > 0 {
-                why.push(format!("fewer than {need} residuals in narrower classes"));
-            }
-            Some(why.join("; "))
-        } else {
-            None
-        };
-        let p = (1.0 - level) / 2.0;
-        let q_lo = quantile(&v, p);
-        let q_hi = quantile(&v, 1.0 - p);
-        Some(Interval {
-            level,
-            low: (-q_hi).exp(),
-            high: (-q_lo).exp(),
-            residuals: v.len(),
-            class: desc,
-            note,
-        })
+        interval_in(known, class, level, "", None)
     }
+
+    /// How many measurements the intervals of each cross-validation's residuals hold, each
+    /// residual's interval drawn from the others of its scheme without what its fold held
+    /// out (its group, its stack family or its generation) and classed as a prediction of
+    /// that kind is (a stack no rule knows: no stack; a new generation: no generation).
+    /// `(scheme, inside, scored)` per scheme in the file.
+    pub fn coverage(&self, level: f64) -> Vec<(String, usize, usize)> {
+        let mut schemes: Vec<&str> = Vec::new();
+        for r in &self.residuals {
+            let s = self.scheme_of(r);
+            if !schemes.contains(&s) {
+                schemes.push(s);
+            }
+        }
+        schemes
+            .into_iter()
+            .map(|scheme| {
+                let all = self.of_scheme(Some(scheme));
+                let (mut inside, mut n) = (0, 0);
+                for (r, x) in &all {
+                    let held = |o: &Residual| match scheme {
+                        "stacks" => o.stack == r.stack,
+                        "hardware" => o.generation == r.generation,
+                        "cases" => o.case == r.case,
+                        _ => o.group == r.group,
+                    };
+                    let pool: Vec<(&Residual, f64)> =
+                        all.iter().filter(|(o, _)| !held(o)).copied().collect();
+                    let class = Class {
+                        kind: r.kind,
+                        stack: r.stack.clone().filter(|_| scheme != "stacks"),
+                        generation: r.generation.clone().filter(|_| scheme != "hardware"),
+                    };
+                    let Some(iv) = interval_in(pool, &class, level, "", None) else {
+                        continue;
+                    };
+                    n += 1;
+                    // The measured time over the predicted: inside [low, high].
+                    let ratio = (-x).exp();
+                    if ratio >= iv.low && ratio <= iv.high {
+                        inside += 1;
+                    }
+                }
+                (scheme.to_string(), inside, n)
+            })
+            .collect()
+    }
+}
+
+/// The interval of `level` for class `class` from `pool` (residuals with their log time
+/// ratios): the first class of the hierarchy with enough residuals. `what` says how the pool
+/// was predicted (empty for known stacks and hardware); `why` why that pool was used.
+fn interval_in(
+    pool: Vec<(&Residual, f64)>,
+    class: &Class,
+    level: f64,
+    what: &str,
+    why: Option<String>,
+) -> Option<Interval> {
+    let kind = class.kind.name();
+    let kind_desc = if what.is_empty() {
+        format!("{kind} cases")
+    } else {
+        format!("{kind} cases {what}")
+    };
+    let same_kind = |r: &Residual| r.kind == class.kind;
+    let seen = |f: &dyn Fn(&Residual) -> bool| pool.iter().any(|(r, _)| same_kind(r) && f(r));
+    let stack = class.stack.as_deref();
+    let gen = class.generation.as_deref();
+    let stack_seen = stack.is_some_and(|s| seen(&|r| same(r.stack.as_deref(), s)));
+    let gen_seen = gen.is_some_and(|g| seen(&|r| same(r.generation.as_deref(), g)));
+    let mut unseen = Vec::new();
+    if let (Some(s), false) = (stack, stack_seen) {
+        unseen.push(format!("stack {s}"));
+    }
+    if let (Some(g), false) = (gen, gen_seen) {
+        unseen.push(format!("hardware generation {g}"));
+    }
+    // (description, member test), most specific first.
+    type Test<'a> = Box<dyn Fn(&Residual) -> bool + 'a>;
+    let mut levels: Vec<(String, Test)> = Vec::new();
+    if unseen.is_empty() {
+        if let (Some(s), Some(g)) = (stack, gen) {
+            levels.push((
+                format!("{kind_desc} of stack {s} on {g}"),
+                Box::new(move |r: &Residual| {
+                    same(r.stack.as_deref(), s) && same(r.generation.as_deref(), g)
+                }),
+            ));
+        }
+        if let Some(s) = stack {
+            levels.push((
+                format!("{kind_desc} of stack {s} (any hardware)"),
+                Box::new(move |r: &Residual| same(r.stack.as_deref(), s)),
+            ));
+        }
+        if let Some(g) = gen {
+            levels.push((
+                if what.is_empty() {
+                    format!("{kind_desc} on {g} (any stack)")
+                } else {
+                    format!("{kind_desc} on {g}")
+                },
+                Box::new(move |r: &Residual| same(r.generation.as_deref(), g)),
+            ));
+        }
+    }
+    levels.push((format!("every {kind_desc}"), Box::new(|_: &Residual| true)));
+    let need = min_residuals(level);
+    let pick = |test: &dyn Fn(&Residual) -> bool, all_kinds: bool| -> Vec<f64> {
+        let mut v: Vec<f64> = pool
+            .iter()
+            .filter(|(r, _)| (all_kinds || same_kind(r)) && test(r))
+            .map(|(_, x)| *x)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let first_level = levels.len();
+    let mut chosen = None;
+    for (i, (desc, test)) in levels.iter().enumerate() {
+        let v = pick(test.as_ref(), false);
+        if v.len() >= need {
+            chosen = Some((i, desc.clone(), v));
+            break;
+        }
+    }
+    let (index, desc, v) = match chosen {
+        Some(c) => c,
+        None => {
+            let v = pick(&|_| true, true);
+            if v.len() < need {
+                return None;
+            }
+            (first_level, "every case".to_string(), v)
+        }
+    };
+    let mut notes: Vec<String> = why.into_iter().collect();
+    if !unseen.is_empty() {
+        notes.push(format!(
+            "{} not in the residuals: the broadest class",
+            unseen.join(" and ")
+        ));
+    } else if what.is_empty() {
+        if stack.is_none() {
+            notes.push("no stack given".to_string());
+        }
+        if gen.is_none() {
+            notes.push("hardware generation not known".to_string());
+        }
+    }
+    if index > 0 && unseen.is_empty() {
+        notes.push(format!("fewer than {need} residuals in narrower classes"));
+    }
+    let p = (1.0 - level) / 2.0;
+    let q_lo = quantile(&v, p);
+    let q_hi = quantile(&v, 1.0 - p);
+    Some(Interval {
+        level,
+        low: (-q_hi).exp(),
+        high: (-q_lo).exp(),
+        residuals: v.len(),
+        class: desc,
+        note: (!notes.is_empty()).then(|| notes.join("; ")),
+    })
 }
 
 /// Whether a residual's label is `want` (case-insensitive: `Hopper` and `hopper` are one
@@ -566,7 +725,78 @@ mod tests {
             metric: "iteration_time_s".into(),
             predicted: ratio,
             measured: 1.0,
+            cv: None,
         }
+    }
+
+    /// With residuals of the three cross-validations, a known stack on known hardware draws
+    /// on the leave-one-group-out ones, a stack no residual has (or none named) on the
+    /// leave-one-stack-out ones, a generation none has on the leave-one-generation-out ones;
+    /// coverage counts each scheme's own measurements, each interval without what its fold
+    /// held out.
+    #[test]
+    fn each_kind_of_prediction_draws_on_its_own_cross_validation() {
+        let mut r = Residuals {
+            meta: Meta {
+                schema: SCHEMA.into(),
+                cv: Some("groups,stacks,hardware".into()),
+                ..Meta::default()
+            },
+            residuals: Vec::new(),
+        };
+        // groups: within 1%; stacks: within 20%; hardware: within 10%.
+        for (cv, spread) in [("groups", 0.01), ("stacks", 0.2), ("hardware", 0.1)] {
+            for i in -10i32..=10 {
+                let mut x = res(
+                    &format!("c{i}"),
+                    &format!("g{}", i.rem_euclid(3)),
+                    if i % 2 == 0 { "megatron" } else { "torchtitan" },
+                    "Hopper",
+                    1.0 + spread * i as f64 / 10.0,
+                );
+                x.cv = Some(cv.into());
+                r.residuals.push(x);
+            }
+        }
+        let class = |s: Option<&str>, g: Option<&str>| Class {
+            kind: Kind::Training,
+            stack: s.map(Into::into),
+            generation: g.map(Into::into),
+        };
+        let width = |iv: &Interval| iv.high / iv.low;
+        let known = r
+            .interval(&class(Some("megatron"), Some("Hopper")), 0.8, None, None)
+            .unwrap();
+        assert!(width(&known) < 1.03, "{known:?}");
+        assert!(
+            known.class.contains("megatron on Hopper"),
+            "{}",
+            known.class
+        );
+        for s in [None, Some("deepspeed")] {
+            let iv = r
+                .interval(&class(s, Some("Hopper")), 0.8, None, None)
+                .unwrap();
+            assert!(width(&iv) > 1.25, "{s:?}: {iv:?}");
+            assert!(iv.class.contains("unknown stack"), "{}", iv.class);
+        }
+        let iv = r
+            .interval(&class(Some("megatron"), Some("Blackwell")), 0.8, None, None)
+            .unwrap();
+        assert!(width(&iv) > 1.1 && width(&iv) < 1.25, "{iv:?}");
+        assert!(iv.note.unwrap().contains("Blackwell"));
+        let cov = r.coverage(0.8);
+        let names: Vec<&str> = cov.iter().map(|c| c.0.as_str()).collect();
+        assert_eq!(names, ["groups", "stacks", "hardware"]);
+        // Every scheme's residuals are evenly spread: most of its measurements are inside;
+        // without its only generation, the hardware scheme has no interval to give.
+        for (cv, inside, n) in &cov[..2] {
+            assert!(
+                *n == 21 && *inside >= 13 && *inside <= 19,
+                "{cv}: {inside} of {n}"
+            );
+        }
+        assert_eq!(cov[2].2, 0);
     }
 
     #[test]
@@ -673,7 +903,8 @@ mod tests {
             .contains("time or rate"));
     }
 
-    /// The shipped residuals parse and name cases of the shipped cases file, each once.
+    /// The shipped residuals parse and name cases of the shipped cases file, each once per
+    /// cross-validation; they hold the three kinds of prediction.
     #[test]
     fn embedded_residuals_name_shipped_cases() {
         let r = Residuals::embedded().unwrap();
@@ -690,7 +921,15 @@ mod tests {
                 "{}",
                 x.case
             );
-            assert!(seen.insert(x.case.clone()), "{} twice", x.case);
+            let cv = r.scheme_of(x).to_string();
+            assert!(
+                seen.insert((x.case.clone(), cv.clone())),
+                "{} twice in {cv}",
+                x.case
+            );
+        }
+        for cv in ["groups", "stacks", "hardware"] {
+            assert!(r.has(cv), "no {cv} residuals");
         }
     }
 }

@@ -133,7 +133,15 @@ pub fn validate_with(
         h = h.with_intervals(r.clone(), intervals::check_level(*level)?);
     }
     h.check_overlay(&file, group)?;
-    Ok(h.run(&file, group))
+    let mut report = h.run(&file, group);
+    if let Some((r, level)) = &opts.intervals {
+        report.summary.interval_kinds = r
+            .coverage(*level)
+            .into_iter()
+            .map(|(cv, inside, scored)| report::IntervalCoverage { cv, inside, scored })
+            .collect();
+    }
+    Ok(report)
 }
 
 /// Load, check and predict a collectives file (schema `perfcast-collectives/1`); `Err` for a

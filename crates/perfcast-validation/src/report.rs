@@ -215,6 +215,23 @@ pub struct Summary {
     pub first_metrics: Vec<FirstMetric>,
     /// The scored cases with the largest |rel_error|, worst first (at most 10).
     pub worst: Vec<FirstMetric>,
+    /// Per kind of interval (the cross-validation its residuals come from: `groups` for a
+    /// known stack on known hardware, `stacks` for a stack no rule knows, `hardware` for a
+    /// new GPU generation), how many of the residuals' own measurements the intervals hold,
+    /// each interval drawn without what its fold held out
+    /// ([`crate::intervals::Residuals::coverage`]).
+    pub interval_kinds: Vec<IntervalCoverage>,
+}
+
+/// How many measurements one kind of interval holds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IntervalCoverage {
+    /// The cross-validation (`groups`, `stacks`, `hardware`, `cases`).
+    pub cv: String,
+    /// Measurements inside their interval.
+    pub inside: usize,
+    /// Measurements with an interval.
+    pub scored: usize,
 }
 
 fn summarise<'a>(results: impl Iterator<Item = &'a CaseResult>) -> GroupSummary {
@@ -296,6 +313,7 @@ impl Report {
             inference: summarise(cases.iter().filter(|c| c.kind == Kind::Inference)),
             first_metrics,
             worst,
+            interval_kinds: Vec::new(),
         };
         Report { cases, summary }
     }
@@ -434,6 +452,29 @@ fn summary_rows(out: &mut String, r: &Report) {
             o.with_interval,
             100.0 * o.inside_interval as f64 / o.with_interval.max(1) as f64
         );
+    }
+    if let (Some(l), false) = (r.interval_level(), r.summary.interval_kinds.is_empty()) {
+        let _ = writeln!(
+            out,
+            "  {}% intervals by kind, on the residuals' own measurements (each without what its fold held out):",
+            fmt_level(l)
+        );
+        for k in &r.summary.interval_kinds {
+            let what = match k.cv.as_str() {
+                "groups" => "a known stack on known hardware (leave one group out)",
+                "stacks" => "a stack no rule knows (leave one stack family out)",
+                "hardware" => "a new GPU generation (leave one generation out)",
+                "cases" => "a known stack on known hardware (leave one case out)",
+                other => other,
+            };
+            let _ = writeln!(
+                out,
+                "    {what:<56} {} of {} inside ({:.1}%)",
+                k.inside,
+                k.scored,
+                100.0 * k.inside as f64 / k.scored.max(1) as f64
+            );
+        }
     }
     if !r.summary.worst.is_empty() {
         let _ = writeln!(out, "  worst cases:");

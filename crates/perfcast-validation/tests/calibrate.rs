@@ -47,6 +47,7 @@ fn run(file: &CasesFile, params: &[&str], cv: Cv) -> Result<Calibration, String>
     let opts = Options {
         params: params.iter().map(|p| param(p)).collect(),
         cv,
+        also: Vec::new(),
         settings: Settings::default(),
     };
     calibrate::calibrate(
@@ -339,6 +340,7 @@ fn bad_parameters_and_files_are_errors() {
     let opts = Options {
         params: vec![param(&format!("{H100_POWER}=300..700"))],
         cv: Cv::None,
+        also: Vec::new(),
         settings: Settings {
             max_evals: 3,
             ..Settings::default()

@@ -1,4 +1,4 @@
-//! `perfcast calibrate [CASES.toml] [--param KEY[,KEY...][=LO..HI]]... [--cv groups|cases|stacks|hardware|none]
+//! `perfcast calibrate [CASES.toml] [--param KEY[,KEY...][=LO..HI]]... [--cv SCHEME[,SCHEME...]]
 //! [--out overlay.toml] [--residuals FILE] [--format table|json]`: fit named shared
 //! parameters to a cases file, with cross-validation (`perfcast_validation::calibrate`).
 //!
@@ -38,9 +38,11 @@ pub struct Args {
     pub params: Vec<ParamSpec>,
     /// Cross-validation: leave one group out, one case out, one software stack family out
     /// (`stacks`: its cases predicted on the fallback stack, as a framework no rule knows),
-    /// one GPU generation out (`hardware`), or none.
-    #[arg(long, value_name = "SCHEME", default_value = "groups", value_parser = parse_cv)]
-    pub cv: Cv,
+    /// one GPU generation out (`hardware`), or none. Several, comma-separated, are each run
+    /// and reported (`groups,stacks,hardware`: the residuals of all three, each kind of
+    /// prediction's error bars from its own).
+    #[arg(long, value_name = "SCHEME[,SCHEME...]", default_value = "groups", value_parser = parse_cv)]
+    pub cv: Schemes,
     /// Write the fitted values as a configuration layer (TOML, provenance in comments).
     #[arg(long, value_name = "overlay.toml")]
     pub out: Option<PathBuf>,
@@ -59,12 +61,30 @@ fn parse_param(s: &str) -> Result<ParamSpec, String> {
     s.parse()
 }
 
-fn parse_cv(s: &str) -> Result<Cv, String> {
-    s.parse()
+/// The cross-validations of `--cv`: the first, then the others.
+#[derive(Debug, Clone)]
+pub struct Schemes(Cv, Vec<Cv>);
+
+fn parse_cv(s: &str) -> Result<Schemes, String> {
+    let mut all: Vec<Cv> = Vec::new();
+    for part in s.split(',') {
+        let cv: Cv = part.trim().parse()?;
+        if all.contains(&cv) {
+            return Err(format!("--cv `{s}`: `{cv}` is named twice"));
+        }
+        all.push(cv);
+    }
+    if all.len() > 1 && all.contains(&Cv::None) {
+        return Err(format!(
+            "--cv `{s}`: `none` cannot be combined with a cross-validation"
+        ));
+    }
+    let first = all.remove(0);
+    Ok(Schemes(first, all))
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    if a.residuals.is_some() && a.cv == Cv::None {
+    if a.residuals.is_some() && a.cv.0 == Cv::None {
         anyhow::bail!(
             "--residuals needs out-of-fold predictions: use --cv groups, cases, stacks or hardware, not --cv none"
         );
@@ -77,7 +97,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?;
     let opts = Options {
         params: a.params,
-        cv: a.cv,
+        cv: a.cv.0,
+        also: a.cv.1,
         settings: Settings {
             max_evals: a.max_evals,
             ..Settings::default()

@@ -1,8 +1,10 @@
-//! Cross-validation: the schemes ([`Cv`]), their folds, and the middle of the known stacks
-//! that a held-out stack family (and a stack parameter no fold case reaches) takes.
+//! Cross-validation: the schemes ([`Cv`]), their folds and out-of-fold predictions
+//! ([`CvRun`]), and the middle of the known stacks that a held-out stack family (and a stack
+//! parameter no fold case reaches) takes.
 
-use super::{round_sig, FitCase, Fold, Options, Param, Problem, Resolved};
+use super::{round_sig, FitCase, Fold, Param, Problem, Resolved, Settings};
 use crate::overlay::Entry;
+use crate::report::FirstMetric;
 use rayon::prelude::*;
 use std::fmt;
 use std::str::FromStr;
@@ -81,15 +83,65 @@ impl FromStr for Cv {
     }
 }
 
-/// The folds of `opts.cv`, each fitted without its members (in parallel).
-pub(super) fn cross_validate(
+/// One cross-validation of a calibration: its scheme, folds and each case's out-of-fold
+/// prediction (the cases in [`super::Calibration::cases`]' order).
+#[derive(Debug, Clone)]
+pub struct CvRun {
+    /// The scheme.
+    pub cv: Cv,
+    /// Its folds.
+    pub folds: Vec<Fold>,
+    /// Each case predicted by the fold that held it out.
+    pub out_of_fold: Vec<Option<FirstMetric>>,
+}
+
+/// Cross-validate under `cv`: the folds, each fitted without its members (in parallel), and
+/// the held-out cases predicted by their fold (a held-out stack family on the fallback stack).
+pub(super) fn run(
     problem: &Problem,
     fit_idx: &[usize],
     cases: &[FitCase],
-    opts: &Options,
+    cv: Cv,
+    settings: &Settings,
+) -> Result<CvRun, String> {
+    let folds = cross_validate(problem, fit_idx, cases, cv, settings)?;
+    let mut out_of_fold = vec![None; fit_idx.len()];
+    let fallback = match cv {
+        Cv::Stacks => Some(problem.harness.on_fallback_stack()?),
+        _ => None,
+    };
+    let held: Vec<Vec<Option<FirstMetric>>> = folds
+        .par_iter()
+        .map(|f| {
+            let idx: Vec<usize> = f.members.iter().map(|&m| fit_idx[m]).collect();
+            match &fallback {
+                Some(h) => problem.scores_on(h, &idx, &f.fitted),
+                None => problem.scores(&idx, &f.fitted),
+            }
+        })
+        .collect();
+    for (f, s) in folds.iter().zip(held) {
+        for (&m, x) in f.members.iter().zip(s) {
+            out_of_fold[m] = x;
+        }
+    }
+    Ok(CvRun {
+        cv,
+        folds,
+        out_of_fold,
+    })
+}
+
+/// The folds of `cv`, each fitted without its members (in parallel).
+fn cross_validate(
+    problem: &Problem,
+    fit_idx: &[usize],
+    cases: &[FitCase],
+    cv: Cv,
+    settings: &Settings,
 ) -> Result<Vec<Fold>, String> {
     let mut folds: Vec<(String, Vec<usize>)> = Vec::new();
-    match opts.cv {
+    match cv {
         Cv::None => return Ok(Vec::new()),
         Cv::Groups => {
             for (i, c) in cases.iter().enumerate() {
@@ -117,7 +169,7 @@ pub(super) fn cross_validate(
                 .collect();
         }
         Cv::Stacks | Cv::Hardware => {
-            let what = |c: &FitCase| match opts.cv {
+            let what = |c: &FitCase| match cv {
                 Cv::Stacks => c.family.clone(),
                 _ => c.generation.clone(),
             };
@@ -131,8 +183,8 @@ pub(super) fn cross_validate(
             if folds.len() < 2 {
                 return Err(format!(
                     "--cv {} needs scored cases of at least two {}; all {} are of `{}` (use --cv groups, cases or none)",
-                    opts.cv,
-                    if opts.cv == Cv::Stacks { "stack families" } else { "GPU generations" },
+                    cv,
+                    if cv == Cv::Stacks { "stack families" } else { "GPU generations" },
                     cases.len(),
                     folds.first().map(|f| f.0.as_str()).unwrap_or("")
                 ));
@@ -146,7 +198,7 @@ pub(super) fn cross_validate(
                 .filter(|i| !members.contains(i))
                 .map(|i| fit_idx[i])
                 .collect();
-            let (fitted, m) = problem.fit(&train, &opts.settings);
+            let (fitted, m) = problem.fit(&train, settings);
             Fold {
                 held_out,
                 members,

@@ -32,8 +32,8 @@ mod output;
 pub mod params;
 pub mod synthetic;
 
-use cv::{cross_validate, stack_paths};
-pub use cv::{middle_of_stacks, Cv, StackParam};
+use cv::stack_paths;
+pub use cv::{middle_of_stacks, Cv, CvRun, StackParam};
 pub use optimize::{Minimum, Settings};
 pub use params::{DefaultParam, ParamSpec, DEFAULT_PARAMS};
 
@@ -52,6 +52,8 @@ pub struct Options {
     pub params: Vec<ParamSpec>,
     /// Cross-validation.
     pub cv: Cv,
+    /// Further cross-validations, reported beside the first (`--cv groups,stacks,hardware`).
+    pub also: Vec<Cv>,
     /// Optimiser settings.
     pub settings: Settings,
 }
@@ -142,6 +144,8 @@ pub struct Calibration {
     pub start_objective: f64,
     /// The folds.
     pub folds: Vec<Fold>,
+    /// The further cross-validations ([`Options::also`]).
+    pub also: Vec<CvRun>,
     /// Wall time, seconds.
     pub seconds: f64,
 }
@@ -149,7 +153,12 @@ pub struct Calibration {
 impl Calibration {
     /// Whether the fit and every fold converged.
     pub fn converged(&self) -> bool {
-        self.fit.converged && self.folds.iter().all(|f| f.converged)
+        self.fit.converged
+            && self
+                .folds
+                .iter()
+                .chain(self.also.iter().flat_map(|r| &r.folds))
+                .all(|f| f.converged)
     }
 }
 
@@ -478,29 +487,17 @@ fn finish(
             }
         })
         .collect();
-    let folds = cross_validate(&problem, &fit_idx, &cases, opts)?;
-    let mut out_of_fold = Vec::new();
-    if opts.cv != Cv::None {
-        out_of_fold = vec![None; fit_idx.len()];
-        // A held-out stack family runs on the fallback stack.
-        let fallback = match opts.cv {
-            Cv::Stacks => Some(problem.harness.on_fallback_stack()?),
-            _ => None,
-        };
-        let held: Vec<Vec<Option<FirstMetric>>> = folds
-            .par_iter()
-            .map(|f| {
-                let idx: Vec<usize> = f.members.iter().map(|&m| fit_idx[m]).collect();
-                match &fallback {
-                    Some(h) => problem.scores_on(h, &idx, &f.fitted),
-                    None => problem.scores(&idx, &f.fitted),
-                }
-            })
-            .collect();
-        for (f, s) in folds.iter().zip(held) {
-            for (&m, x) in f.members.iter().zip(s) {
-                out_of_fold[m] = x;
-            }
+    let (folds, out_of_fold) = match opts.cv {
+        Cv::None => (Vec::new(), Vec::new()),
+        cv => {
+            let r = cv::run(&problem, &fit_idx, &cases, cv, &opts.settings)?;
+            (r.folds, r.out_of_fold)
+        }
+    };
+    let mut also = Vec::new();
+    for &cv in &opts.also {
+        if cv != Cv::None && cv != opts.cv && !also.iter().any(|r: &CvRun| r.cv == cv) {
+            also.push(cv::run(&problem, &fit_idx, &cases, cv, &opts.settings)?);
         }
     }
     let params = problem
@@ -540,6 +537,7 @@ fn finish(
         start_objective: problem.objective(&fit_idx, &start),
         fit,
         folds,
+        also,
         seconds: t0.elapsed().as_secs_f64(),
     })
 }

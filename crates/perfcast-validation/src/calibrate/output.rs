@@ -98,6 +98,7 @@ impl Calibration {
             "params": params,
             "in_sample": self.summary_json(&self.in_sample),
             "cross_validated": if self.cv == Cv::None { Value::Null } else { self.summary_json(&self.out_of_fold) },
+            "cross_validated_also": self.also.iter().map(|r| (r.cv.name().to_string(), self.summary_json(&r.out_of_fold))).collect::<Map<String, Value>>(),
             "before": self.summary_json(&self.before),
             "converged": self.converged(),
             "cv": self.cv.name(),
@@ -167,9 +168,11 @@ impl Calibration {
             },
             self.fit.evals
         );
-        if self.cv != Cv::None {
-            let bad: Vec<&str> = self
-                .folds
+        let runs = std::iter::once((self.cv, &self.folds))
+            .filter(|(cv, _)| *cv != Cv::None)
+            .chain(self.also.iter().map(|r| (r.cv, &r.folds)));
+        for (cv, folds) in runs {
+            let bad: Vec<&str> = folds
                 .iter()
                 .filter(|f| !f.converged)
                 .map(|f| f.held_out.as_str())
@@ -177,9 +180,9 @@ impl Calibration {
             let _ = writeln!(
                 s,
                 "cross-validation: {} ({} folds, {} evaluations){}",
-                self.cv.describe(),
-                self.folds.len(),
-                self.folds.iter().map(|f| f.evals).sum::<usize>(),
+                cv.describe(),
+                folds.len(),
+                folds.iter().map(|f| f.evals).sum::<usize>(),
                 if bad.is_empty() {
                     ", every fold converged".to_string()
                 } else {
@@ -200,35 +203,32 @@ impl Calibration {
         s
     }
 
-    /// Per group and overall: cases, MAPE before, in-sample, cross-validated.
+    /// Per group and overall: cases, MAPE before, in-sample, cross-validated (one column per
+    /// scheme, headed by what a fold holds out).
     fn group_table(&self, s: &mut String) {
-        let cv = self.cv != Cv::None;
-        let _ = writeln!(
-            s,
-            "\n  {:<30} {:>6} {:>8} {:>10} {:>16}",
-            "group",
-            "cases",
-            "before",
-            "in-sample",
-            if cv { "cross-validated" } else { "" }
+        let mut sets: Vec<(String, &[Option<FirstMetric>])> = Vec::new();
+        if self.cv != Cv::None {
+            sets.push((format!("cv {}", self.cv.name()), &self.out_of_fold));
+        }
+        for r in &self.also {
+            sets.push((format!("cv {}", r.cv.name()), &r.out_of_fold));
+        }
+        let mut head = format!(
+            "\n  {:<30} {:>6} {:>8} {:>10}",
+            "group", "cases", "before", "in-sample"
         );
+        for (name, _) in &sets {
+            let _ = write!(head, " {name:>12}");
+        }
+        let _ = writeln!(s, "{}", head.trim_end());
         let row = |s: &mut String, name: &str, keep: &dyn Fn(usize) -> bool| {
             let (b, n) = self.mape_of(&self.before, keep);
             let (i, _) = self.mape_of(&self.in_sample, keep);
-            let c = if cv {
-                pct(self.mape_of(&self.out_of_fold, keep).0)
-            } else {
-                String::new()
-            };
-            let _ = writeln!(
-                s,
-                "  {:<30} {:>6} {:>8} {:>10} {:>16}",
-                name,
-                n,
-                pct(b),
-                pct(i),
-                c
-            );
+            let mut line = format!("  {:<30} {:>6} {:>8} {:>10}", name, n, pct(b), pct(i));
+            for (_, set) in &sets {
+                let _ = write!(line, " {:>12}", pct(self.mape_of(set, keep).0));
+            }
+            let _ = writeln!(s, "{line}");
         };
         for g in self.groups() {
             row(s, g, &|i| self.cases[i].group == g);
@@ -302,37 +302,47 @@ impl Calibration {
         h + &self.overlay().to_toml()
     }
 
-    /// The out-of-fold residuals (`None` without cross-validation).
+    /// The out-of-fold residuals of every cross-validation, each tagged with its scheme
+    /// (`None` without cross-validation).
     pub fn residuals(&self) -> Option<Residuals> {
-        if self.cv == Cv::None {
+        if self.cv == Cv::None && self.also.is_empty() {
             return None;
         }
-        let residuals = self
-            .cases
-            .iter()
-            .zip(&self.out_of_fold)
-            .filter_map(|(c, f)| {
-                let f = f.as_ref()?;
-                Some(Residual {
-                    case: c.id.clone(),
-                    group: c.group.clone(),
-                    kind: c.kind,
-                    stack: c.class.stack.clone(),
-                    generation: c.class.generation.clone(),
-                    metric: f.metric.clone(),
-                    predicted: f.predicted,
-                    measured: f.measured,
-                })
-            })
-            .filter(|r| r.log_time_ratio().is_some())
-            .collect();
+        let sets = std::iter::once((self.cv, &self.out_of_fold))
+            .filter(|(cv, _)| *cv != Cv::None)
+            .chain(self.also.iter().map(|r| (r.cv, &r.out_of_fold)));
+        let mut residuals = Vec::new();
+        let mut names = Vec::new();
+        for (cv, set) in sets {
+            names.push(cv.name());
+            residuals.extend(
+                self.cases
+                    .iter()
+                    .zip(set)
+                    .filter_map(|(c, f)| {
+                        let f = f.as_ref()?;
+                        Some(Residual {
+                            case: c.id.clone(),
+                            group: c.group.clone(),
+                            kind: c.kind,
+                            stack: c.class.stack.clone(),
+                            generation: c.class.generation.clone(),
+                            metric: f.metric.clone(),
+                            predicted: f.predicted,
+                            measured: f.measured,
+                            cv: Some(cv.name().to_string()),
+                        })
+                    })
+                    .filter(|r| r.log_time_ratio().is_some()),
+            );
+        }
         Some(Residuals {
             meta: crate::intervals::Meta {
                 schema: SCHEMA.into(),
                 cases_file: Some(self.cases_file.clone()),
                 cases_sha256: Some(self.sha256.clone()),
                 date: Some(self.date.clone()),
-                cv: Some(self.cv.name().into()),
+                cv: Some(names.join(",")),
                 params: self
                     .params
                     .iter()
@@ -346,12 +356,21 @@ impl Calibration {
     /// The residuals file's text.
     pub fn residuals_toml(&self) -> Option<Result<String, String>> {
         let r = self.residuals()?;
+        let schemes: Vec<Cv> = std::iter::once(self.cv)
+            .filter(|cv| *cv != Cv::None)
+            .chain(self.also.iter().map(|r| r.cv))
+            .collect();
+        let names: Vec<&str> = schemes.iter().map(|c| c.name()).collect();
+        let units: Vec<String> = schemes
+            .iter()
+            .map(|c| format!("{} (cv = \"{}\")", c.unit(), c.name()))
+            .collect();
         let header = format!(
-            "Out-of-fold residuals of perfcast's predictions (schema {SCHEMA}), written by\n`perfcast calibrate {} --cv {} --residuals FILE` on {} (UTC): for each scored case,\nits first published metric predicted by the parameters fitted without its {}\n(configs/validation/CALIBRATION.md). perfcast's error bars are drawn from these.",
+            "Out-of-fold residuals of perfcast's predictions (schema {SCHEMA}), written by\n`perfcast calibrate {} --cv {} --residuals FILE` on {} (UTC): for each scored case\nand each cross-validation, its first published metric predicted by the parameters\nfitted without its {} (configs/validation/CALIBRATION.md). perfcast's error\nbars are drawn from these.",
             self.cases_file,
-            self.cv.name(),
+            names.join(","),
             self.date,
-            self.cv.unit()
+            units.join(", or its ")
         );
         Some(r.to_toml(&header))
     }
