@@ -173,6 +173,17 @@ pub struct ServingConfig {
     /// Attention kernels (default: `inference.attention`, else flash).
     #[serde(default)]
     pub attention: Option<AttentionKind>,
+    /// Expert parallelism of a mixture-of-experts model (default: `inference.ep`, else 1).
+    #[serde(default)]
+    pub ep: Option<u32>,
+    /// Attention data parallelism (default: `inference.attention_dp`, else false): each pool's
+    /// experts are then spread over all its `tp` ranks (`ep = tp`).
+    #[serde(default)]
+    pub attention_dp: Option<bool>,
+    /// Format of the routed experts' weights (default: `inference.expert_dtype`, else the
+    /// weight format).
+    #[serde(default)]
+    pub expert_dtype: Option<DType>,
 
     /// Sequences one instance (one pipeline micro-batch) schedules at most (TensorRT-LLM
     /// `max_batch_size`, vLLM `max_num_seqs`). Default 256 (vLLM's default).
@@ -276,6 +287,9 @@ impl Default for ServingConfig {
             activation_dtype: None,
             kv_dtype: None,
             attention: None,
+            ep: None,
+            attention_dp: None,
+            expert_dtype: None,
             max_batch: d_max_batch(),
             max_num_tokens: d_max_num_tokens(),
             chunked_prefill: true,
@@ -522,6 +536,9 @@ impl ServingConfig {
             plan.activation_dtype = i.activation_dtype;
             plan.kv_dtype = i.kv_dtype;
             plan.attention = i.attention;
+            plan.ep = i.ep;
+            plan.attention_dp = i.attention_dp;
+            plan.expert_dtype = i.expert_dtype;
         }
         plan.tp = self.tp.unwrap_or(plan.tp);
         plan.pp = self.pp.unwrap_or(plan.pp);
@@ -530,12 +547,18 @@ impl ServingConfig {
         plan.activation_dtype = self.activation_dtype.unwrap_or(plan.activation_dtype);
         plan.kv_dtype = self.kv_dtype.unwrap_or(plan.kv_dtype);
         plan.attention = self.attention.unwrap_or(plan.attention);
+        plan.ep = self.ep.unwrap_or(plan.ep);
+        plan.attention_dp = self.attention_dp.unwrap_or(plan.attention_dp);
+        plan.expert_dtype = self.expert_dtype.or(plan.expert_dtype);
         let replicas = self.replicas.or(inference.map(|i| i.replicas)).unwrap_or(1);
         let chunk = self.chunk_size.unwrap_or(self.max_num_tokens);
         let pool = |role, tp, pp, instances, mb: Option<u32>, mnt: Option<u32>| {
             let mut p = plan.clone();
             p.tp = tp;
             p.pp = pp;
+            if p.attention_dp {
+                p.ep = tp;
+            }
             Pool {
                 role,
                 plan: p,

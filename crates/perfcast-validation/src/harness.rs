@@ -42,8 +42,8 @@
 //! case's `flops_convention` (and `attention_flops`), MFU/HFU against `peak_tflops_basis`.
 
 use crate::cases::{
-    AttentionType, Batch, Case, CaseSchedule, CasesFile, FlopsConvention, Kind, LayerScope, Metric,
-    Mode, MoeRouting, Precision, Recompute, Task,
+    Batch, Case, CaseSchedule, CasesFile, FlopsConvention, LayerScope, Metric, Mode, MoeRouting,
+    Precision, Recompute, Task,
 };
 use crate::flops::{self, StepShape};
 use crate::intervals::Residuals;
@@ -63,20 +63,6 @@ use perfcast_scenario::Stack;
 
 /// Why a case cannot be modelled (before the engine is asked).
 pub fn unsupported_reason(case: &Case) -> Option<String> {
-    let m = &case.model;
-    if case.kind == Kind::Inference && m.moe.is_some() {
-        return Some(
-            "mixture-of-experts inference: the inference engine models dense transformers only (no expert routing yet)"
-                .into(),
-        );
-    }
-    if case.kind == Kind::Inference && (m.attention == Some(AttentionType::Mla) || m.mla.is_some())
-    {
-        return Some(
-            "multi-head latent attention (MLA) in inference: no latent KV cache in the inference engine yet"
-                .into(),
-        );
-    }
     if let Some(t) = &case.training {
         if t.task == Task::Lora {
             return Some(
@@ -98,9 +84,6 @@ pub fn unsupported_reason(case: &Case) -> Option<String> {
             return Some(
                 "inference.batch = \"max\": the engine-chosen batch is not published".into(),
             );
-        }
-        if case.parallel.ep.is_some_and(|e| e > 1) {
-            return Some("expert parallelism in inference (dense models only)".into());
         }
     }
     None
@@ -270,7 +253,20 @@ pub fn inference_plan(case: &Case, stack: &Stack) -> Result<InferencePlan, Strin
         // Weight-only quantisation: 16-bit activations and GEMMs.
         Precision::Int8 | Precision::Int4 => DType::Fp16,
     };
+    // Expert parallelism inside the TP group: `ep x etp = tp` (TensorRT-LLM's moe_ep_size x
+    // moe_tp_size); the engine derives etp from tp / ep.
+    let ep = case.parallel.ep.unwrap_or(1);
+    if let Some(etp) = case.parallel.etp {
+        if ep * etp != p.tp {
+            return Err(format!(
+                "parallel.ep x parallel.etp = {ep} x {etp} must equal parallel.tp = {} in inference (experts spread over ep ranks of the TP group, each expert's width over etp)",
+                p.tp
+            ));
+        }
+    }
     let mut plan = InferencePlan {
+        ep: u32_of("parallel.ep", ep)?,
+        attention_dp: case.parallel.attention_dp.unwrap_or(false),
         tp: u32_of("parallel.tp", p.tp)?,
         pp: u32_of("parallel.pp", p.pp)?,
         replicas: u32_of("parallel.dp", p.dp)?,

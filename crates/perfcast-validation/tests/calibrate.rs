@@ -318,22 +318,26 @@ fn bad_parameters_and_files_are_errors() {
     // One group: no leave-one-group-out.
     let e = run(&file, &[&format!("{H100_POWER}=300..700")], Cv::Groups).unwrap_err();
     assert!(e.contains("at least two groups"), "{e}");
-    // A file of cases the engines do not support.
-    let moe = CasesFile::load(&perfcast_validation::locate_cases(None).unwrap()).unwrap();
-    let only_moe = CasesFile {
-        file: "moe.toml".into(),
-        cases: moe
+    // A file of cases the engines do not support: static-batch cases run as offline
+    // throughput benchmarks, on a stack without a serving profile.
+    let public = CasesFile::load(&perfcast_validation::locate_cases(None).unwrap()).unwrap();
+    let unsupported = CasesFile {
+        file: "unsupported.toml".into(),
+        cases: public
             .cases
             .into_iter()
-            .filter(|c| {
-                c.model.moe.is_some() && c.kind == perfcast_validation::cases::Kind::Inference
-            })
+            .filter(|c| c.group == "trtllm-v061-static")
             .take(3)
+            .map(|mut c| {
+                c.inference.as_mut().unwrap().mode =
+                    perfcast_validation::cases::Mode::OfflineMaxThroughput;
+                c
+            })
             .collect(),
     };
-    let e = run(&only_moe, &[], Cv::None).unwrap_err();
+    let e = run(&unsupported, &[], Cv::None).unwrap_err();
     assert!(
-        e.contains("no case the engines support") && e.contains("mixture-of-experts"),
+        e.contains("no case the engines support") && e.contains("serving-stack profile"),
         "{e}"
     );
     // Out of evaluations: not converged, the best point so far.

@@ -111,18 +111,31 @@ fn bad_calibrations_exit_non_zero_with_a_reason() {
     )
     .unwrap();
     std::fs::write(dir.join("bad-residuals.toml"), "[meta]\nschema = \"x\"\n").unwrap();
-    // Only the mixture-of-experts inference cases of the public file: none the engines
-    // support (MoE is modelled in training only).
+    // The public static-batch cases run as offline throughput benchmarks: their stack
+    // (TensorRT-LLM 0.6.1's gptSessionBenchmark) has no serving profile, so none the
+    // engines support.
     let public = std::fs::read_to_string(repo().join("configs/validation/cases.toml")).unwrap();
-    let moe: Vec<&str> = public
+    let unsupported: Vec<String> = public
         .split("\n[[case]]")
         .enumerate()
-        .filter(|(i, c)| {
-            *i == 0 || (c.contains("[case.model.moe]") && c.contains("kind = \"inference\""))
+        .filter(|(i, c)| *i == 0 || c.contains("group = \"trtllm-v061-static\""))
+        .map(|(i, c)| {
+            if i == 0 {
+                return c.to_string();
+            }
+            c.lines()
+                .map(|l| {
+                    if l.starts_with("mode = ") {
+                        "mode = \"offline-max-throughput\"".to_string()
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
         })
-        .map(|(_, c)| c)
         .collect();
-    std::fs::write(dir.join("moe.toml"), moe.join("\n[[case]]")).unwrap();
+    std::fs::write(dir.join("unsupported.toml"), unsupported.join("\n[[case]]")).unwrap();
     let experiment = repo().join("configs/experiments/llama3-8b-h100.toml");
     let experiment = experiment.to_str().unwrap();
     let collectives = repo().join("configs/validation/collectives.toml");
@@ -156,7 +169,7 @@ fn bad_calibrations_exit_non_zero_with_a_reason() {
         ),
         (&["calibrate", "cases.toml", "--cv", "folds"], 2, "`groups`"),
         (
-            &["calibrate", "moe.toml", "--cv", "none"],
+            &["calibrate", "unsupported.toml", "--cv", "none"],
             1,
             "no case the engines support",
         ),

@@ -34,6 +34,9 @@ impl Inference {
         kv_len: u64,
     ) -> Result<(ComputeOp, Timed), ModelError> {
         let decode = q_len == 1;
+        if let (true, Some(mla)) = (decode, &sh.mla) {
+            return self.mla_decode_attention(sh, mla, pass, batch, kv_len);
+        }
         let a = if decode {
             let mut a = sh.attention_op(batch, sh.group(), kv_len);
             a.heads = sh.kv_heads;
@@ -55,6 +58,46 @@ impl Inference {
             None
         };
         let t = self.compute_adjusted(&op, pass, Adjust { mem_scale, compute })?;
+        Ok((op, t))
+    }
+
+    /// MLA's decode attention in the absorbed form (DeepSeek-AI 2024 §2.1.1; FlashMLA,
+    /// TensorRT-LLM): every query head attends over the one cached latent and rotary key
+    /// (`kv_lora_rank + rope` wide) of each position, so the heads fold into the M dimension
+    /// of one product per sequence (`q_len = heads`, one "KV head"), and the cache is read
+    /// once, in `kv_dtype`, for all heads.
+    fn mla_decode_attention(
+        &self,
+        sh: &Shard,
+        mla: &perfcast_core::workload::MlaSpec,
+        pass: Pass,
+        batch: u64,
+        kv_len: u64,
+    ) -> Result<(ComputeOp, Timed), ModelError> {
+        let d = mla.kv_lora_rank + mla.qk_rope_head_dim;
+        let mut a = sh.attention_op(batch, sh.q_heads, kv_len);
+        a.heads = 1;
+        a.kv_heads = 1;
+        a.head_dim = d;
+        a.causal = false;
+        let op = ComputeOp::Attention(a);
+        let b = batch as f64;
+        let bytes = b * kv_len as f64 * d as f64 * sh.kv.bytes()
+            + 2.0 * b * sh.q_heads as f64 * d as f64 * sh.base.bytes();
+        let op_bytes = op.min_bytes().0;
+        let mem_scale = if op_bytes > 0.0 {
+            bytes / op_bytes
+        } else {
+            1.0
+        };
+        let t = self.compute_adjusted(
+            &op,
+            pass,
+            Adjust {
+                mem_scale,
+                compute: None,
+            },
+        )?;
         Ok((op, t))
     }
 

@@ -17,12 +17,16 @@ impl Inference {
             (Key::inference("tp"), plan.tp),
             (Key::inference("pp"), plan.pp),
             (Key::inference("replicas"), plan.replicas),
+            (Key::inference("ep"), plan.ep),
         ] {
             if v == 0 {
                 return Err(ModelError::invalid(key, v, "must be >= 1"));
             }
         }
-        let tp = plan.tp as u64;
+        self.check_experts(plan)?;
+        // Under attention data parallelism the attention side is not split: every rank holds
+        // it whole.
+        let tp = plan.tp as u64 / plan.attention_ranks() as u64;
         if !m.heads.is_multiple_of(tp) {
             return Err(ModelError::invalid(
                 Key::inference("tp"),
@@ -30,7 +34,7 @@ impl Inference {
                 format!("must divide model.heads = {}", m.heads),
             ));
         }
-        let kv = m.kv_heads();
+        let kv = if m.mla.is_some() { tp } else { m.kv_heads() };
         if kv >= tp && !kv.is_multiple_of(tp) {
             return Err(ModelError::invalid(
                 Key::inference("tp"),
@@ -92,14 +96,89 @@ impl Inference {
                 ),
             ));
         }
-        if tp > 1 {
-            self.level(tp as u32, Key::inference("tp"))?;
+        if plan.tp > 1 {
+            self.level(plan.tp, Key::inference("tp"))?;
         }
         if plan.pp > 1 {
             self.level(plan.gpus_per_replica(), Key::inference("pp"))?;
         }
         let base = self.check_dtypes(plan)?;
         Ok(Shard::new(m, plan, base))
+    }
+
+    /// Expert parallelism, attention data parallelism and the experts' format against the
+    /// model: `ep` divides `tp` and the experts, the expert width divides over `tp / ep`, a
+    /// dense model has neither.
+    fn check_experts(&self, plan: &InferencePlan) -> Result<(), ModelError> {
+        let (tp, ep) = (plan.tp as u64, plan.ep as u64);
+        let Some(moe) = &self.model.moe else {
+            for (key, set) in [
+                ("ep", ep > 1),
+                ("attention_dp", plan.attention_dp),
+                ("expert_dtype", plan.expert_dtype.is_some()),
+            ] {
+                if set {
+                    return Err(ModelError::invalid(
+                        Key::inference(key),
+                        match key {
+                            "ep" => ep.to_string(),
+                            "attention_dp" => "true".to_string(),
+                            _ => format!("{:?}", plan.expert_dtype),
+                        },
+                        "is for mixture-of-experts models; this model has no experts",
+                    ));
+                }
+            }
+            return Ok(());
+        };
+        if !tp.is_multiple_of(ep) {
+            return Err(ModelError::invalid(
+                Key::inference("ep"),
+                ep,
+                format!("must divide inference.tp = {tp} (the experts are spread over ep of the tp ranks, each expert's width over the other tp / ep)"),
+            ));
+        }
+        if !moe.experts.is_multiple_of(ep) {
+            return Err(ModelError::invalid(
+                Key::inference("ep"),
+                ep,
+                format!("must divide model.moe.experts = {}", moe.experts),
+            ));
+        }
+        let etp = tp / ep;
+        if !moe.expert_ffn_hidden.is_multiple_of(etp) {
+            return Err(ModelError::invalid(
+                Key::inference("ep"),
+                ep,
+                format!(
+                    "leaves tp / ep = {etp} ranks per expert, which must divide model.moe.expert_ffn_hidden = {}",
+                    moe.expert_ffn_hidden
+                ),
+            ));
+        }
+        if plan.attention_dp && ep != tp {
+            return Err(ModelError::invalid(
+                Key::inference("ep"),
+                ep,
+                format!("must equal inference.tp = {tp} with inference.attention_dp (each rank's tokens go to the experts' ranks)"),
+            ));
+        }
+        if let Some(d) = plan.expert_dtype {
+            let cu = &self.system.compute;
+            let engine = if plan.activation_dtype.bytes() >= d.bytes() {
+                plan.activation_dtype
+            } else {
+                d
+            };
+            if cu.peak(Engine::Matrix, engine).is_none() {
+                return Err(ModelError::invalid(
+                    Key::inference("expert_dtype"),
+                    d,
+                    format!("device `{}` has no matrix engine for {engine}", cu.kind()),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Supported formats and the 16-bit base format.

@@ -16,7 +16,22 @@ impl Inference {
         let base = sh.base.bytes();
         let layer = sh.layer_matmul_weights() as f64 * sh.weight.bytes()
             + m.layer_small_params() as f64 * base;
-        let layers = sh.stage_layers as f64 * layer;
+        let layers = match &sh.moe {
+            None => sh.stage_layers as f64 * layer,
+            Some(moe) => {
+                // Every layer's attention, the dense layers' MLPs, the MoE layers' experts (in
+                // their own format), shared experts and router; the largest stage's share.
+                let attention = sh.attention_matmul_weights() as f64 * sh.weight.bytes()
+                    + m.layer_small_params() as f64 * base;
+                let mlp = ((sh.up_n + sh.ffn) * sh.hidden) as f64 * sh.weight.bytes();
+                let (routed, rest) = moe.weights(sh.hidden);
+                let experts = routed * moe.weight.bytes() + rest * sh.weight.bytes();
+                let all = sh.layers as f64 * attention
+                    + sh.dense_layers as f64 * mlp
+                    + sh.moe_layers as f64 * experts;
+                all * sh.stage_layers as f64 / sh.layers.max(1) as f64
+            }
+        };
         let table = (sh.vocab * sh.hidden) as f64 * base;
         let positions = match m.position() {
             PositionKind::Learned => (m.context_limit() * m.hidden) as f64 * base,
@@ -65,7 +80,9 @@ impl Inference {
         batch: u64,
     ) -> MemoryReport {
         let weights = self.weight_bytes(sh);
-        let tokens = batch as f64 * (plan.input_len as f64 + plan.output_len as f64);
+        // Under attention data parallelism a rank caches its own sequences only.
+        let tokens =
+            batch.div_ceil(sh.dp) as f64 * (plan.input_len as f64 + plan.output_len as f64);
         let kv_per_token = sh.kv_bytes_per_token();
         let kv = tokens * kv_per_token;
         let workspace = self.workspace_bytes(sh, plan, batch);

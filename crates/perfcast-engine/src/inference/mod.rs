@@ -1,5 +1,6 @@
 //! The inference model: time to first token, time per output token, end-to-end latency,
-//! throughput and memory of a dense decoder-only transformer served with static batching.
+//! throughput and memory of a decoder-only transformer (dense or mixture-of-experts, with
+//! grouped-query or latent attention) served with static batching.
 //!
 //! How a plan is evaluated:
 //!
@@ -39,6 +40,15 @@
 //!   each KV head is replicated on `tp / kv_heads` devices (TensorRT-LLM and vLLM do the
 //!   same); otherwise `tp` must divide them. `tp` must divide the query heads and the MLP
 //!   width; the vocabulary is padded up to a multiple of `tp`.
+//! - **Mixture of experts** ([`moe`]): the dense layers' MLPs and the MoE layers' router,
+//!   routed experts (grouped GEMMs over the experts a step's tokens touch, on the busiest
+//!   expert-parallel rank) and shared experts; `ep` spreads the experts over the TP ranks,
+//!   `attention_dp` runs attention, dense layers and the LM head data-parallel with the
+//!   experts' tokens exchanged by all-to-all.
+//! - **Latent attention (MLA)**: its projections (query and key/value latents, the latent's
+//!   expansion, which decode absorbs at the same FLOPs), a KV cache of `kv_lora_rank + rope`
+//!   per token and layer on every attention rank, and decode attention over the latent with
+//!   the heads folded into one product per sequence.
 //! - **Memory.** Weights of the largest stage + KV cache (`2 x layers x kv_heads x head_dim x
 //!   bytes / TP` per token) + activation workspace + runtime reserve against the device
 //!   tier's capacity; `max_batch` searches the largest batch that fits.
@@ -46,12 +56,13 @@
 //! Serving under load (in-flight batching, chunked prefill, a paged KV cache, speculative
 //! decoding, prefix caching) is `perfcast-serving`, which times each engine step of a mixed
 //! batch with [`Inference::step_time`] ([`StepCosts`]). Not modelled here (reported as such
-//! by callers): micro-batch pipelining of a static batch across PP stages,
-//! mixture-of-experts and MLA models; `max_prefill_tokens` only sizes the static workspace.
+//! by callers): micro-batch pipelining of a static batch across PP stages; `max_prefill_tokens`
+//! only sizes the static workspace.
 
 mod attention;
 mod check;
 mod memory;
+mod moe;
 mod plan;
 mod report;
 mod roofline;
@@ -59,6 +70,8 @@ mod shard;
 mod step;
 mod time;
 
+#[cfg(test)]
+mod moe_tests;
 #[cfg(test)]
 mod step_tests;
 #[cfg(test)]
@@ -81,8 +94,8 @@ pub struct Inference {
 }
 
 impl Inference {
-    /// Resolve `model` against `system`. Errors on an invalid model, options out of range, a
-    /// system without a device memory tier, or a mixture-of-experts model (dense only).
+    /// Resolve `model` against `system`. Errors on an invalid model, options out of range or a
+    /// system without a device memory tier.
     pub fn new(
         model: ModelSpec,
         system: System,
@@ -90,13 +103,6 @@ impl Inference {
     ) -> Result<Self, ModelError> {
         model.validate()?;
         options.validate()?;
-        if model.moe.is_some() {
-            return Err(ModelError::invalid(
-                Key::model("moe"),
-                "set",
-                "the inference model covers dense models only (no expert routing yet)",
-            ));
-        }
         if system.memory.device().is_none() {
             return Err(ModelError::invalid(
                 Key::system("memory"),
@@ -135,7 +141,9 @@ impl Inference {
             eager: true,
         };
         let mut prefill = self.pass_without_attention(&sh, plan, prefill_pass)?;
-        let att = self.attention(&sh, prefill_pass, b, s, s)?;
+        // Attention runs per rank on its own sequences under attention data parallelism.
+        let b_rank = b.div_ceil(sh.dp);
+        let att = self.attention(&sh, prefill_pass, b_rank, s, s)?;
         prefill.add_scaled(&att, sh.layers as f64);
 
         // Decode: n steps, context input_len + j at step j = 1..=n.
@@ -152,7 +160,7 @@ impl Inference {
             if plan.graph_capture {
                 decode.overhead += n as f64 * self.options.graph_launch_us * 1e-6;
             }
-            let att = self.decode_attention_sum(&sh, pass, b, s, n)?;
+            let att = self.decode_attention_sum(&sh, pass, b_rank, s, n)?;
             decode.add_scaled(&att, sh.layers as f64);
         }
 

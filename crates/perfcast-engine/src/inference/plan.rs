@@ -57,6 +57,24 @@ pub struct InferencePlan {
     /// gptSessionBenchmark and NeMo runs without CUDA graphs).
     #[serde(default)]
     pub graph_capture: bool,
+    /// Expert parallelism of a mixture-of-experts model inside a replica's `tp` ranks: the
+    /// routed experts are spread over `ep` ranks, and each expert's inner width over the
+    /// other `tp / ep` (expert tensor parallelism; TensorRT-LLM's `moe_ep_size` x
+    /// `moe_tp_size` = `tp_size`). Must divide `tp` and the experts. Default 1.
+    #[serde(default = "one")]
+    pub ep: u32,
+    /// Attention data parallelism (TensorRT-LLM `enable_attention_dp`, SGLang
+    /// `--enable-dp-attention`: "DEP" with `ep = tp`): each of the `tp` ranks runs attention,
+    /// the dense layers, the embedding and the LM head for its own sequences with the whole
+    /// weights (no tensor parallelism there, no all-reduce), and only the experts are
+    /// shared, their tokens dispatched to the expert's rank and combined back (two
+    /// all-to-alls per MoE layer). Default false.
+    #[serde(default)]
+    pub attention_dp: bool,
+    /// Format of the routed experts' weights where it differs from `weight_dtype` (GPT-OSS
+    /// ships MXFP4 experts beside bf16 attention). Default: `weight_dtype`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_dtype: Option<DType>,
 }
 
 impl InferencePlan {
@@ -74,6 +92,19 @@ impl InferencePlan {
             kv_dtype: DType::Bf16,
             attention: AttentionKind::Flash,
             graph_capture: false,
+            ep: 1,
+            attention_dp: false,
+            expert_dtype: None,
+        }
+    }
+
+    /// Ranks a pass's tokens split over on the attention side: `tp` with attention data
+    /// parallelism, else 1.
+    pub fn attention_ranks(&self) -> u32 {
+        if self.attention_dp {
+            self.tp
+        } else {
+            1
         }
     }
 

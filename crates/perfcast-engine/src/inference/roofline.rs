@@ -34,21 +34,46 @@ impl Inference {
             if phase == Phase::Decode && n == 0 {
                 continue;
             }
+            // The busiest rank's rows under attention data parallelism.
+            let (mr, br) = (m.div_ceil(sh.dp), b.div_ceil(sh.dp));
             let pass = Pass {
-                tokens: m,
-                logits: b,
+                tokens: mr,
+                logits: br,
                 eager,
             };
             let layers = sh.layers;
-            let mut ops: Vec<(GemmName, u64, ComputeOp)> = sh
-                .layer_ops(m)
+            let program: Vec<(OpClass, ComputeOp, u64)> =
+                if sh.moe.is_none() && sh.mla.is_none() && sh.dp == 1 {
+                    sh.layer_ops(m)
+                        .into_iter()
+                        .map(|(c, op)| (c, op, layers))
+                        .collect()
+                } else {
+                    let mut p: Vec<(OpClass, ComputeOp, u64)> = sh
+                        .attention_side_ops(mr)
+                        .into_iter()
+                        .map(|(c, op)| (c, op, layers))
+                        .collect();
+                    if sh.dense_layers > 0 {
+                        p.extend(sh.mlp_ops(mr).map(|(c, op)| (c, op, sh.dense_layers)));
+                    }
+                    if let (Some(moe), true) = (&sh.moe, sh.moe_layers > 0) {
+                        p.extend(
+                            sh.moe_ops(moe, m, mr)
+                                .into_iter()
+                                .map(|(c, op)| (c, op, sh.moe_layers)),
+                        );
+                    }
+                    p
+                };
+            let mut ops: Vec<(GemmName, u64, ComputeOp)> = program
                 .into_iter()
-                .filter_map(|(c, op)| match c {
-                    OpClass::Gemm(name) => Some((name, layers, op)),
+                .filter_map(|(c, op, count)| match c {
+                    OpClass::Gemm(name) => Some((name, count, op)),
                     OpClass::Other => None,
                 })
                 .collect();
-            for (c, op) in sh.edge_ops(m, b) {
+            for (c, op) in sh.edge_ops(mr, br) {
                 if let OpClass::Gemm(name) = c {
                     ops.push((name, 1, op));
                 }
@@ -67,11 +92,11 @@ impl Inference {
                     pass_time,
                 )?);
             }
-            let (op, t) = self.attention_timed(&sh, pass, b, q_len, kv_len)?;
+            let (op, t) = self.attention_timed(&sh, pass, br, q_len, kv_len)?;
             out.push(self.point(
                 phase,
                 "attention",
-                (b * q_len, kv_len, sh.head_dim),
+                (br * q_len, kv_len, sh.head_dim),
                 layers,
                 (sh.base, sh.kv),
                 &op,

@@ -12,7 +12,19 @@ use perfcast_core::{AttentionKind, DType};
 pub(crate) struct Shard {
     pub tp: u64,
     pub pp: u64,
+    /// Ranks a pass's tokens split over on the attention side (attention data parallelism:
+    /// `tp`; else 1).
+    pub dp: u64,
+    /// Ranks the attention side splits its heads and dense MLPs over (`tp / dp`).
+    pub attn_tp: u64,
     pub layers: u64,
+    /// Layers with a dense MLP and with experts (`layers` and 0 for a dense model).
+    pub dense_layers: u64,
+    pub moe_layers: u64,
+    /// The experts on this device, for a mixture-of-experts model.
+    pub moe: Option<super::moe::MoeShard>,
+    /// Multi-head latent attention (DeepSeek-V2/V3): its ranks and widths.
+    pub mla: Option<perfcast_core::workload::MlaSpec>,
     /// Layers of the largest stage (`ceil(layers / pp)`).
     pub stage_layers: u64,
     pub hidden: u64,
@@ -48,22 +60,38 @@ impl Shard {
     pub fn new(model: &ModelSpec, plan: &InferencePlan, base: DType) -> Shard {
         let tp = plan.tp as u64;
         let pp = plan.pp as u64;
+        let dp = plan.attention_ranks() as u64;
+        let attn_tp = tp / dp;
         let kv = model.kv_heads();
-        let ffn = model.ffn_hidden / tp;
+        let ffn = model.ffn_hidden / attn_tp;
         Shard {
             tp,
             pp,
+            dp,
+            attn_tp,
             layers: model.layers,
+            dense_layers: model.dense_layers(),
+            moe_layers: model.moe_layers(),
+            moe: model
+                .moe
+                .as_ref()
+                .map(|m| super::moe::MoeShard::new(model, m, plan, base)),
+            mla: model.mla,
             stage_layers: model.layers.div_ceil(pp),
             hidden: model.hidden,
-            head_dim: model.head_dim(),
-            q_heads: model.heads / tp,
-            kv_heads: (kv / tp).max(1),
+            head_dim: model.qk_head_dim(),
+            q_heads: model.heads / attn_tp,
+            // MLA caches one latent per token, shared by every head.
+            kv_heads: if model.mla.is_some() {
+                1
+            } else {
+                (kv / attn_tp).max(1)
+            },
             ffn,
             up_n: (model.ffn_act.matrices() - 1) * ffn,
             ffn_act: model.ffn_act,
             rope: model.position() == PositionKind::Rope,
-            vocab: model.vocab.div_ceil(tp),
+            vocab: model.vocab.div_ceil(attn_tp),
             vocab_full: model.vocab,
             weight: plan.weight_dtype,
             act: plan.activation_dtype,
@@ -93,23 +121,50 @@ impl Shard {
         (self.q_heads + 2 * self.kv_heads) * self.head_dim
     }
 
-    /// Matmul weights of one layer on this device (elements).
-    pub fn layer_matmul_weights(&self) -> u64 {
+    /// Matmul weights of one layer's attention on this device (elements): QKV and output
+    /// projections split by heads, or MLA's (its down-projections whole on every rank, the
+    /// rest split by heads).
+    pub fn attention_matmul_weights(&self) -> u64 {
         let h = self.hidden;
-        h * self.qkv_n() + self.q_heads * self.head_dim * h + (self.up_n + self.ffn) * h
+        match &self.mla {
+            Some(m) => {
+                let heads = self.q_heads;
+                let q = if m.q_lora_rank > 0 {
+                    h * m.q_lora_rank + m.q_lora_rank * heads * m.qk_head_dim()
+                } else {
+                    h * heads * m.qk_head_dim()
+                };
+                q + h * (m.kv_lora_rank + m.qk_rope_head_dim)
+                    + m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
+                    + heads * m.v_head_dim * h
+            }
+            None => h * self.qkv_n() + self.q_heads * self.head_dim * h,
+        }
+    }
+
+    /// Matmul weights of one dense layer on this device (elements).
+    pub fn layer_matmul_weights(&self) -> u64 {
+        self.attention_matmul_weights() + (self.up_n + self.ffn) * self.hidden
     }
 
     /// KV-cache bytes one token occupies on the device holding the largest stage:
     /// `2 x layers x kv_heads x head_dim x bytes`, with `kv_heads` already divided by TP
-    /// (seed digest §2.9).
+    /// (seed digest §2.9); MLA: `layers x (kv_lora_rank + rope) x bytes`, the latent and the
+    /// rotary key every rank of the attention's TP group holds whole (DeepSeek-AI 2024 §2.1:
+    /// 576 elements per token and layer for DeepSeek-V3).
     pub fn kv_bytes_per_token(&self) -> f64 {
+        if let Some(m) = &self.mla {
+            return self.stage_layers as f64
+                * (m.kv_lora_rank + m.qk_rope_head_dim) as f64
+                * self.kv.bytes();
+        }
         2.0 * self.stage_layers as f64
             * self.kv_heads as f64
             * self.head_dim as f64
             * self.kv.bytes()
     }
 
-    fn gemm(&self, m: u64, n: u64, k: u64) -> Gemm {
+    pub(super) fn gemm(&self, m: u64, n: u64, k: u64) -> Gemm {
         Gemm {
             m,
             n,
@@ -123,7 +178,13 @@ impl Shard {
         }
     }
 
-    fn vector(&self, kind: VectorOpKind, elements: u64, flops: f64, accesses: f64) -> VectorOp {
+    pub(super) fn vector(
+        &self,
+        kind: VectorOpKind,
+        elements: u64,
+        flops: f64,
+        accesses: f64,
+    ) -> VectorOp {
         VectorOp {
             kind,
             elements,
@@ -141,13 +202,7 @@ impl Shard {
     /// in one kernel.
     pub fn layer_ops(&self, m: u64) -> [(OpClass, ComputeOp); 8] {
         let h = self.hidden;
-        let (act_flops, act_reads) = match self.ffn_act {
-            // silu(gate) * up: read two, write one.
-            FfnAct::Swiglu => (6.0, 3.0),
-            // gelu with bias, squared relu: read one, write one.
-            FfnAct::Gelu => (10.0, 2.0),
-            FfnAct::Relu2 => (3.0, 2.0),
-        };
+        let (act_flops, act_reads) = self.activation_cost();
         let pos_kind = if self.rope {
             VectorOpKind::Rope
         } else {
@@ -193,6 +248,86 @@ impl Shard {
                 ComputeOp::Gemm(self.gemm(m, h, self.ffn)),
             ),
         ]
+    }
+
+    /// FLOPs and accesses per element of the MLP's activation kernel.
+    pub(super) fn activation_cost(&self) -> (f64, f64) {
+        match self.ffn_act {
+            // silu(gate) * up: read two, write one.
+            FfnAct::Swiglu => (6.0, 3.0),
+            // gelu with bias, squared relu: read one, write one.
+            FfnAct::Gelu => (10.0, 2.0),
+            FfnAct::Relu2 => (3.0, 2.0),
+        }
+    }
+
+    /// The ops of one layer before its MLP, on `m` tokens, attention core excluded: norm, the
+    /// projections (QKV or MLA's), rotary embedding, output projection, residual + norm.
+    pub fn attention_side_ops(&self, m: u64) -> Vec<(OpClass, ComputeOp)> {
+        let Some(mla) = &self.mla else {
+            return self.layer_ops(m)[..5].to_vec();
+        };
+        let h = self.hidden;
+        let heads = self.q_heads;
+        let norm = |n: u64| ComputeOp::Vector(self.vector(VectorOpKind::Norm, n, 4.0, 2.0));
+        let mut ops = vec![(OpClass::Other, norm(m * h))];
+        let qk = mla.qk_head_dim();
+        if mla.q_lora_rank > 0 {
+            ops.push((
+                OpClass::Gemm(GemmName::QDown),
+                ComputeOp::Gemm(self.gemm(m, mla.q_lora_rank, h)),
+            ));
+            ops.push((OpClass::Other, norm(m * mla.q_lora_rank)));
+            ops.push((
+                OpClass::Gemm(GemmName::QUp),
+                ComputeOp::Gemm(self.gemm(m, heads * qk, mla.q_lora_rank)),
+            ));
+        } else {
+            ops.push((
+                OpClass::Gemm(GemmName::QUp),
+                ComputeOp::Gemm(self.gemm(m, heads * qk, h)),
+            ));
+        }
+        ops.push((
+            OpClass::Gemm(GemmName::KvDown),
+            ComputeOp::Gemm(self.gemm(m, mla.kv_lora_rank + mla.qk_rope_head_dim, h)),
+        ));
+        ops.push((OpClass::Other, norm(m * mla.kv_lora_rank)));
+        // The latent's expansion to every head's key and value: in decode the runtimes absorb
+        // it into the query and the output (DeepSeek-AI 2024 §2.1.1), which takes the same
+        // FLOPs and reads the same weights per token; one GEMM stands for either form.
+        ops.push((
+            OpClass::Gemm(GemmName::KvUp),
+            ComputeOp::Gemm(self.gemm(
+                m,
+                heads * (mla.qk_nope_head_dim + mla.v_head_dim),
+                mla.kv_lora_rank,
+            )),
+        ));
+        ops.push((
+            OpClass::Other,
+            ComputeOp::Vector(self.vector(
+                VectorOpKind::Rope,
+                m * (heads + 1) * mla.qk_rope_head_dim,
+                6.0,
+                2.0,
+            )),
+        ));
+        ops.push((
+            OpClass::Gemm(GemmName::OutProj),
+            ComputeOp::Gemm(self.gemm(m, h, heads * mla.v_head_dim)),
+        ));
+        ops.push((
+            OpClass::Other,
+            ComputeOp::Vector(self.vector(VectorOpKind::Norm, m * h, 6.0, 4.0)),
+        ));
+        ops
+    }
+
+    /// The dense MLP of a layer on `m` tokens: gate/up GEMM, activation, down GEMM.
+    pub fn mlp_ops(&self, m: u64) -> [(OpClass, ComputeOp); 3] {
+        let [.., a, b, c] = self.layer_ops(m);
+        [a, b, c]
     }
 
     /// Ops outside the layers, for `m` input tokens of which `m_last` need logits: embedding
@@ -270,6 +405,22 @@ pub enum GemmName {
     MlpUp,
     MlpDown,
     LmHead,
+    /// MLA: the query's down-projection.
+    QDown,
+    /// MLA: the query's up-projection (or its full projection).
+    QUp,
+    /// MLA: the key/value latent and the rotary key.
+    KvDown,
+    /// MLA: the latent's expansion to the heads' keys and values.
+    KvUp,
+    /// MoE: the router.
+    Router,
+    /// MoE: the routed experts' gate/up and down GEMMs (grouped).
+    ExpertUp,
+    ExpertDown,
+    /// MoE: the shared experts.
+    SharedUp,
+    SharedDown,
 }
 
 impl GemmName {
@@ -280,6 +431,15 @@ impl GemmName {
             GemmName::MlpUp => "mlp_up",
             GemmName::MlpDown => "mlp_down",
             GemmName::LmHead => "lm_head",
+            GemmName::QDown => "q_down",
+            GemmName::QUp => "q_up",
+            GemmName::KvDown => "kv_down",
+            GemmName::KvUp => "kv_up",
+            GemmName::Router => "router",
+            GemmName::ExpertUp => "expert_up",
+            GemmName::ExpertDown => "expert_down",
+            GemmName::SharedUp => "shared_up",
+            GemmName::SharedDown => "shared_down",
         }
     }
 }

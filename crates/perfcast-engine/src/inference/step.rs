@@ -175,9 +175,7 @@ impl<'a> StepCosts<'a> {
             })?;
         }
         for l in 1..=max_logits {
-            memo(&mut self.logits_eager, l, || {
-                inf.logits_part(&sh, plan, l, true)
-            })?;
+            memo(&mut self.logits_eager, l, || inf.logits_part(&sh, l, true))?;
         }
         Ok(())
     }
@@ -203,7 +201,7 @@ impl<'a> StepCosts<'a> {
         };
         let mut t = memo(tt, m, || inf.tokens_part(&sh, plan, m, eager))?;
         if l > 0 {
-            t += memo(lt, l, || inf.logits_part(&sh, plan, l, eager))?;
+            t += memo(lt, l, || inf.logits_part(&sh, l, eager))?;
         }
         if !eager {
             t += inf.options.graph_launch_us * 1e-6;
@@ -253,6 +251,8 @@ impl<'a> StepCosts<'a> {
             });
             let mut overhead = 0.0f64;
             for &(q, prior, n) in groups.iter() {
+                // Under attention data parallelism the busiest rank's share.
+                let n = n.div_ceil(sh.dp);
                 let (busy, o) = timed(n, q as u64, prior as u64, false)?;
                 t += busy;
                 overhead = overhead.max(o);
@@ -260,9 +260,10 @@ impl<'a> StepCosts<'a> {
             t += overhead;
         }
         if b.decodes > 0 {
-            let n = b.decodes as u64;
+            let all = b.decodes as u64;
             let q = b.decode_q();
-            let kv = (b.decode_context + n / 2) / n;
+            let kv = (b.decode_context + all / 2) / all;
+            let n = all.div_ceil(sh.dp);
             let (busy, o) = if q == 1 {
                 timed(n, 1, kv.max(1), true)?
             } else {
@@ -326,7 +327,9 @@ impl Inference {
             workspace: Bytes(workspace),
             reserve: Bytes::from_gib(self.options.runtime_reserve_gib),
             capacity: Bytes(capacity),
-            kv_per_token: Bytes(sh.kv_bytes_per_token()),
+            // Per token of the instance: under attention data parallelism each of the `dp`
+            // ranks caches its own sequences, so the instance holds `dp` times as many.
+            kv_per_token: Bytes(sh.kv_bytes_per_token() / sh.dp as f64),
         })
     }
 
@@ -345,24 +348,21 @@ impl Inference {
             logits: 0,
             eager,
         };
-        let act_bytes = m as f64 * sh.hidden as f64 * sh.base.bytes();
-        let mut layer = Acc::default();
-        for (class, op) in sh.layer_ops(m) {
-            self.add_compute(class, &op, pass, &mut layer)?;
-        }
+        let mut acc = self.layers(sh, pass)?;
+        let rank = Pass {
+            tokens: m.div_ceil(sh.dp),
+            ..pass
+        };
+        let act_bytes = rank.tokens as f64 * sh.hidden as f64 * sh.base.bytes();
         let all_reduce = Collective {
             kind: CollectiveKind::AllReduce,
             bytes: perfcast_core::Bytes(act_bytes),
-            ranks: plan.tp,
+            ranks: sh.attn_tp as u32,
         };
-        self.collective(all_reduce, pass, &mut layer)?;
-        self.collective(all_reduce, pass, &mut layer)?;
-        let mut acc = Acc::default();
-        acc.add_scaled(&layer, sh.layers as f64);
-        let [(class, embedding), ..] = sh.edge_ops(m, 1);
-        self.add_compute(class, &embedding, pass, &mut acc)?;
-        self.collective(all_reduce, pass, &mut acc)?;
-        self.pipeline_handoffs(plan, act_bytes, pass, &mut acc)?;
+        let [(class, embedding), ..] = sh.edge_ops(rank.tokens, 1);
+        self.add_compute(class, &embedding, rank, &mut acc)?;
+        self.collective(all_reduce, rank, &mut acc)?;
+        self.pipeline_handoffs(plan, act_bytes, rank, &mut acc)?;
         acc.overhead += self.options.step_overhead_us * 1e-6;
         let t = acc.total();
         perfcast_core::units::ensure_finite("step time", t)?;
@@ -371,13 +371,9 @@ impl Inference {
 
     /// The part that depends only on the `l` rows needing logits: final norm, LM head,
     /// sampling and the logits all-gather.
-    pub(super) fn logits_part(
-        &self,
-        sh: &Shard,
-        plan: &InferencePlan,
-        l: u64,
-        eager: bool,
-    ) -> Result<f64, ModelError> {
+    pub(super) fn logits_part(&self, sh: &Shard, l: u64, eager: bool) -> Result<f64, ModelError> {
+        // Under attention data parallelism the busiest rank's rows.
+        let l = l.div_ceil(sh.dp);
         let pass = Pass {
             tokens: l,
             logits: l,
@@ -392,7 +388,7 @@ impl Inference {
             Collective {
                 kind: CollectiveKind::AllGather,
                 bytes: perfcast_core::Bytes(l as f64 * sh.vocab_full as f64 * 4.0),
-                ranks: plan.tp,
+                ranks: sh.attn_tp as u32,
             },
             pass,
             &mut acc,

@@ -304,12 +304,44 @@ fn bad_inputs_name_the_key() {
         ..InferenceOptions::default()
     };
     assert!(Inference::new(llama2(7), a100(1), nan).is_err());
+    // Expert parallelism and attention data parallelism: (model has experts, plan edit, what
+    // the message says).
     let mut moe = llama2(7);
     moe.moe = Some(perfcast_core::workload::MoeSpec::new(8, 2, 1024));
-    let e = Inference::new(moe, a100(1), InferenceOptions::default())
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("model.moe"), "{e}");
+    let cases: [(bool, Edit, &str); 6] = [
+        (false, |p| p.ep = 2, "inference.ep"),
+        (false, |p| p.attention_dp = true, "inference.attention_dp"),
+        (true, |p| p.ep = 3, "must divide inference.tp"),
+        (true, |p| p.ep = 0, "must be >= 1"),
+        (
+            true,
+            |p| {
+                p.ep = 2;
+                p.attention_dp = true
+            },
+            "must equal inference.tp",
+        ),
+        (
+            false,
+            |p| p.expert_dtype = Some(DType::Fp4),
+            "inference.expert_dtype",
+        ),
+    ];
+    for (experts, edit, want) in cases {
+        let m = if experts { moe.clone() } else { llama2(7) };
+        let inf = Inference::new(m, a100(8), InferenceOptions::default()).unwrap();
+        let mut p = plan(4, 1, 128, 16);
+        edit(&mut p);
+        let e = inf.evaluate(&p).unwrap_err().to_string();
+        assert!(e.contains(want), "{want}: {e}");
+    }
+    let mut wide = moe.clone();
+    wide.moe = Some(perfcast_core::workload::MoeSpec::new(6, 2, 1024));
+    let inf = Inference::new(wide, a100(8), InferenceOptions::default()).unwrap();
+    let mut p = plan(4, 1, 128, 16);
+    p.ep = 4;
+    let e = inf.evaluate(&p).unwrap_err().to_string();
+    assert!(e.contains("model.moe.experts = 6"), "{e}");
 }
 
 /// A model or KV cache that does not fit is reported with the sizes.

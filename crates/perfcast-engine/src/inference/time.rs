@@ -279,6 +279,100 @@ impl Inference {
         Ok(())
     }
 
+    /// Every layer of a pass of `pass.tokens` tokens (the replica's), attention cores
+    /// excluded, with their collectives: the same program on every layer of a dense model;
+    /// otherwise the attention side on every layer, the dense MLP on the dense layers and the
+    /// experts on the MoE layers ([`super::moe`]), each on the tokens of the busiest rank
+    /// (`ceil(tokens / dp)` under attention data parallelism).
+    pub(super) fn layers(&self, sh: &Shard, pass: Pass) -> Result<Acc, ModelError> {
+        let m = pass.tokens;
+        let mut acc = Acc::default();
+        if sh.moe.is_none() && sh.mla.is_none() && sh.dp == 1 {
+            let act_bytes = m as f64 * sh.hidden as f64 * sh.base.bytes();
+            let mut layer = Acc::default();
+            for (class, op) in sh.layer_ops(m) {
+                self.add_compute(class, &op, pass, &mut layer)?;
+            }
+            let all_reduce = Collective {
+                kind: CollectiveKind::AllReduce,
+                bytes: perfcast_core::Bytes(act_bytes),
+                ranks: sh.tp as u32,
+            };
+            // After the attention output projection and after the MLP down projection.
+            self.collective(all_reduce, pass, &mut layer)?;
+            self.collective(all_reduce, pass, &mut layer)?;
+            acc.add_scaled(&layer, sh.layers as f64);
+            return Ok(acc);
+        }
+        let rank = Pass {
+            tokens: m.div_ceil(sh.dp),
+            ..pass
+        };
+        let all_reduce = Collective {
+            kind: CollectiveKind::AllReduce,
+            bytes: perfcast_core::Bytes(rank.tokens as f64 * sh.hidden as f64 * sh.base.bytes()),
+            ranks: sh.attn_tp as u32,
+        };
+        let mut part = |ops: Vec<(OpClass, ComputeOp)>,
+                        comm: &dyn Fn(&mut Acc) -> Result<(), ModelError>,
+                        layers: u64|
+         -> Result<(), ModelError> {
+            if layers == 0 {
+                return Ok(());
+            }
+            let mut one = Acc::default();
+            for (class, op) in ops {
+                self.add_compute(class, &op, rank, &mut one)?;
+            }
+            comm(&mut one)?;
+            acc.add_scaled(&one, layers as f64);
+            Ok(())
+        };
+        let tp_reduce = |a: &mut Acc| self.collective(all_reduce, rank, a);
+        part(sh.attention_side_ops(rank.tokens), &tp_reduce, sh.layers)?;
+        part(
+            sh.mlp_ops(rank.tokens).to_vec(),
+            &tp_reduce,
+            sh.dense_layers,
+        )?;
+        if let Some(moe) = &sh.moe {
+            let comm = |a: &mut Acc| self.moe_comm(sh, moe, rank, a);
+            part(sh.moe_ops(moe, m, rank.tokens), &comm, sh.moe_layers)?;
+        }
+        Ok(acc)
+    }
+
+    /// The communication of one MoE layer: the tensor-parallel all-reduce of the experts'
+    /// partial outputs, or under attention data parallelism the dispatch of each rank's
+    /// routed copies to the experts' ranks and their return (two all-to-alls).
+    fn moe_comm(
+        &self,
+        sh: &Shard,
+        moe: &super::moe::MoeShard,
+        rank: Pass,
+        acc: &mut Acc,
+    ) -> Result<(), ModelError> {
+        let token_bytes = sh.hidden as f64 * sh.base.bytes();
+        if sh.dp == 1 {
+            return self.collective(
+                Collective {
+                    kind: CollectiveKind::AllReduce,
+                    bytes: perfcast_core::Bytes(rank.tokens as f64 * token_bytes),
+                    ranks: sh.tp as u32,
+                },
+                rank,
+                acc,
+            );
+        }
+        let copies = Collective {
+            kind: CollectiveKind::AllToAll,
+            bytes: perfcast_core::Bytes((rank.tokens * moe.top_k) as f64 * token_bytes),
+            ranks: moe.ep as u32,
+        };
+        self.collective(copies, rank, acc)?;
+        self.collective(copies, rank, acc)
+    }
+
     /// One forward pass of a replica (all stages in sequence) without the attention cores.
     pub(super) fn pass_without_attention(
         &self,
@@ -286,41 +380,36 @@ impl Inference {
         plan: &InferencePlan,
         pass: Pass,
     ) -> Result<Acc, ModelError> {
-        let m = pass.tokens;
+        let mut acc = self.layers(sh, pass)?;
+        let rank = Pass {
+            tokens: pass.tokens.div_ceil(sh.dp),
+            logits: pass.logits.div_ceil(sh.dp),
+            ..pass
+        };
+        let m = rank.tokens;
         let act_bytes = m as f64 * sh.hidden as f64 * sh.base.bytes();
-        let tp = plan.tp;
-
-        let mut layer = Acc::default();
-        for (class, op) in sh.layer_ops(m) {
-            self.add_compute(class, &op, pass, &mut layer)?;
-        }
+        let tp = sh.attn_tp as u32;
         let all_reduce = Collective {
             kind: CollectiveKind::AllReduce,
             bytes: perfcast_core::Bytes(act_bytes),
             ranks: tp,
         };
-        // After the attention output projection and after the MLP down projection.
-        self.collective(all_reduce, pass, &mut layer)?;
-        self.collective(all_reduce, pass, &mut layer)?;
-
-        let mut acc = Acc::default();
-        acc.add_scaled(&layer, sh.layers as f64);
-        for (class, op) in sh.edge_ops(m, pass.logits) {
-            self.add_compute(class, &op, pass, &mut acc)?;
+        for (class, op) in sh.edge_ops(m, rank.logits) {
+            self.add_compute(class, &op, rank, &mut acc)?;
         }
         // Vocab-parallel embedding: partial lookups summed across TP.
-        self.collective(all_reduce, pass, &mut acc)?;
+        self.collective(all_reduce, rank, &mut acc)?;
         // Logits gathered across TP (fp32).
         self.collective(
             Collective {
                 kind: CollectiveKind::AllGather,
-                bytes: perfcast_core::Bytes(pass.logits as f64 * sh.vocab_full as f64 * 4.0),
+                bytes: perfcast_core::Bytes(rank.logits as f64 * sh.vocab_full as f64 * 4.0),
                 ranks: tp,
             },
-            pass,
+            rank,
             &mut acc,
         )?;
-        self.pipeline_handoffs(plan, act_bytes, pass, &mut acc)?;
+        self.pipeline_handoffs(plan, act_bytes, rank, &mut acc)?;
         acc.overhead += self.options.step_overhead_us * 1e-6;
         Ok(acc)
     }

@@ -1,0 +1,146 @@
+//! Mixture-of-experts and latent-attention inference: KV bytes per token of MLA, the experts a
+//! decode step reads, attention data parallelism, and the step-cost fast path agreeing with
+//! `evaluate` on an MoE model.
+
+use super::*;
+use perfcast_core::workload::{AttentionLayout, FfnAct, MlaSpec, MoeSpec};
+use perfcast_core::{ComputeOp, DType};
+use perfcast_testkit::flat::h100;
+
+/// DeepSeek-V3 / R1 (DeepSeek-AI 2024, Table and config.json): 61 layers of which the first 3
+/// dense, 256 routed experts of 2048 with 8 per token and one shared, MLA with a 512-rank
+/// latent and a 64-wide rotary key.
+fn deepseek_v3() -> ModelSpec {
+    let mut m = ModelSpec::dense(61, 7168, 128, 18432, FfnAct::Swiglu, 129280, 4096);
+    m.max_context = Some(163840);
+    m.attention = Some(AttentionLayout::Mla);
+    m.mla = Some(MlaSpec {
+        q_lora_rank: 1536,
+        kv_lora_rank: 512,
+        qk_nope_head_dim: 128,
+        qk_rope_head_dim: 64,
+        v_head_dim: 128,
+    });
+    let mut moe = MoeSpec::new(256, 8, 2048);
+    moe.shared_experts = 1;
+    moe.dense_layers = 3;
+    m.moe = Some(moe);
+    m
+}
+
+/// Mixtral-8x7B: 32 layers, 8 experts of 14336, 2 per token, GQA 32/8.
+fn mixtral() -> ModelSpec {
+    let mut m = ModelSpec::dense(32, 4096, 32, 14336, FfnAct::Swiglu, 32000, 32768);
+    m.kv_heads = Some(8);
+    m.moe = Some(MoeSpec::new(8, 2, 14336));
+    m
+}
+
+fn plan(tp: u32, ep: u32, dp: bool, batch: u32) -> InferencePlan {
+    InferencePlan {
+        tp,
+        ep,
+        attention_dp: dp,
+        weight_dtype: DType::Fp8,
+        activation_dtype: DType::Fp8,
+        ..InferencePlan::new(batch, 1024, 64)
+    }
+}
+
+/// MLA caches `(kv_lora_rank + rope)` elements per token and layer, the same on every rank:
+/// DeepSeek-V3 in bf16 `(512 + 64) x 61 x 2` bytes, at any TP.
+#[test]
+fn mla_kv_bytes_per_token() {
+    let inf = Inference::new(deepseek_v3(), h100(8), InferenceOptions::default()).unwrap();
+    for tp in [1, 8] {
+        let p = InferencePlan {
+            kv_dtype: DType::Bf16,
+            ..plan(tp, tp, false, 1)
+        };
+        let sh = inf.shard(&p).unwrap();
+        assert_eq!(sh.kv_bytes_per_token(), (576 * 61 * 2) as f64, "tp {tp}");
+    }
+}
+
+/// A decode step reads the weights of the experts its tokens touch: a batch of 1 reads 8 of
+/// each rank's 32 (one per routed copy at most), so its expert bytes are far below a batch
+/// of 256's, which touches nearly all; the prefill of 1,024-token prompts reads every one.
+#[test]
+fn decode_reads_the_touched_experts() {
+    let inf = Inference::new(deepseek_v3(), h100(8), InferenceOptions::default()).unwrap();
+    let sh = inf.shard(&plan(8, 8, true, 1)).unwrap();
+    let moe = sh.moe.unwrap();
+    assert_eq!((moe.local, moe.etp), (32, 1));
+    let expert_bytes = |tokens: u64| -> f64 {
+        sh.moe_ops(&moe, tokens, tokens.div_ceil(sh.dp))
+            .iter()
+            .filter_map(|(class, op)| match (class, op) {
+                (
+                    super::shard::OpClass::Gemm(GemmName::ExpertUp | GemmName::ExpertDown),
+                    ComputeOp::Gemm(g),
+                ) => Some((g.batch * g.n * g.k) as f64 * g.b.bytes()),
+                _ => None,
+            })
+            .sum()
+    };
+    let one = expert_bytes(1);
+    let many = expert_bytes(256);
+    let all = (32 * 3 * 2048 * 7168) as f64;
+    assert!(one <= 2.0 * all / 32.0 + 1.0, "{one} vs {all}");
+    assert!(many > 0.9 * all && many <= all + 1.0, "{many} vs {all}");
+    let r1 = inf.evaluate(&plan(8, 8, true, 8)).unwrap();
+    let r256 = inf.evaluate(&plan(8, 8, true, 256)).unwrap();
+    // Per output token, a large batch is far cheaper (weights amortised).
+    assert!(r256.tokens_per_s > 8.0 * r1.tokens_per_s, "{r1:?} {r256:?}");
+}
+
+/// Attention data parallelism: each rank runs attention on its own sequences with the whole
+/// attention weights and caches only its own KV, so an instance holds `tp` times the KV
+/// tokens of tensor-parallel attention of a latent cache (MLA is replicated on TP ranks);
+/// its MoE layers exchange the routed copies by all-to-all.
+#[test]
+fn attention_data_parallelism() {
+    let inf = Inference::new(deepseek_v3(), h100(8), InferenceOptions::default()).unwrap();
+    let tp = inf
+        .serving_memory(&plan(8, 8, false, 1), 8192, 256)
+        .unwrap();
+    let dp = inf.serving_memory(&plan(8, 8, true, 1), 8192, 256).unwrap();
+    assert!((tp.kv_per_token.0 / dp.kv_per_token.0 - 8.0).abs() < 1e-9);
+    assert!(dp.weights.0 > tp.weights.0, "whole attention on every rank");
+    let r_tp = inf.evaluate(&plan(8, 8, false, 64)).unwrap();
+    let r_dp = inf.evaluate(&plan(8, 8, true, 64)).unwrap();
+    assert!(r_dp.decode.communication.0 > 0.0 && r_tp.decode.communication.0 > 0.0);
+    // 64 sequences: 8 per rank under DP; every rank attends over all 64 under TP.
+    assert!(r_dp.decode.attention.0 < r_tp.decode.attention.0);
+}
+
+/// Mixtral with its experts split over TP (ep 1) or spread (ep 8): both evaluate, finite,
+/// and a step of the fast path equals `step_time` and `evaluate`'s decode step.
+#[test]
+fn step_costs_agree_on_an_moe_model() {
+    let inf = Inference::new(mixtral(), h100(8), InferenceOptions::default()).unwrap();
+    for (ep, dp) in [(1, false), (8, false), (8, true)] {
+        let p = InferencePlan {
+            batch: 32,
+            ..plan(8, ep, dp, 32)
+        };
+        let r = inf.evaluate(&p).unwrap();
+        assert!(r.tpot.0 > 0.0 && r.tpot.0.is_finite(), "{ep} {dp}");
+        let mut costs = inf.step_costs(&p).unwrap();
+        let ctx = 32 * (1024 + 32);
+        let b = StepBatch {
+            decodes: 32,
+            decode_context: ctx,
+            ..StepBatch::default()
+        };
+        let fast = costs.time(&b).unwrap();
+        let slow = inf.step_time(&p, &b).unwrap();
+        assert_eq!(fast, slow, "{ep} {dp}");
+        // Within the decode-sum's segment approximation of `evaluate`'s mean step.
+        let mean = r.tpot.0;
+        assert!(
+            (fast / mean - 1.0).abs() < 0.05,
+            "{ep} {dp}: {fast} vs {mean}"
+        );
+    }
+}
