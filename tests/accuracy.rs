@@ -48,17 +48,17 @@ const BOUNDS: &[(&str, f64, f64, &str)] = &[
     ),
     (
         "trtllm-v10-offline-moe",
-        0.25,
-        0.61,
-        "the first model of MoE inference (issue 21): Qwen3-235B predicted 24-50% slow on \
-         H200/B200, Llama 4 Maverick on H100 up to 59% fast; the engine-chosen batch limits of \
-         trtllm-bench are not published",
+        0.30,
+        0.80,
+        "the first model of MoE inference (issue 21): Qwen3-235B predicted 20-36% slow on \
+         H200 and up to 31% fast on B200, Llama 4 Maverick on H100 up to 78% fast; the \
+         engine-chosen batch limits of trtllm-bench are not published",
     ),
     (
         "trtllm-dsr1-blog",
-        0.36,
-        0.49,
-        "DeepSeek-R1 max-throughput points predicted 24-47% fast: MLA decode attention at the \
+        0.43,
+        0.56,
+        "DeepSeek-R1 max-throughput points predicted 32-55% fast: MLA decode attention at the \
          analytical model's efficiency, per-rank max_num_tokens (1151) not modelled",
     ),
     (

@@ -103,6 +103,12 @@ impl ServingStack {
                     trtllm_bench_settings(model, case, tp, pp, isl, osl, capacity_bytes);
                 c.max_batch = mb;
                 c.max_num_tokens = mnt;
+                // TensorRT-LLM's PyTorch backend (1.x, and the "PyTorch workflow" of late 0.x)
+                // replays decode-only steps as CUDA graphs by default
+                // (`cuda_graph_config`; the v1.0 throughput tables: "CUDA graphs padded up to
+                // batch 8192"); the TensorRT engine runtime does not.
+                let s = case.software.as_deref().unwrap_or("");
+                c.cuda_graphs = s.contains("PyTorch");
             }
         }
         if let Some(mb) = case.inference.as_ref().and_then(|i| i.max_batch) {
