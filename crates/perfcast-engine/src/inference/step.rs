@@ -193,15 +193,24 @@ impl<'a> StepCosts<'a> {
             return Ok(0.0);
         }
         let inf = self.inf;
-        let (sh, plan) = (self.sh, &self.plan);
+        // Borrow the fields apart (the shard is large: not copied per step).
+        let StepCosts {
+            sh,
+            plan,
+            tokens_eager,
+            tokens_graph,
+            logits_eager,
+            logits_graph,
+            ..
+        } = self;
         let (tt, lt) = if eager {
-            (&mut self.tokens_eager, &mut self.logits_eager)
+            (tokens_eager, logits_eager)
         } else {
-            (&mut self.tokens_graph, &mut self.logits_graph)
+            (tokens_graph, logits_graph)
         };
-        let mut t = memo(tt, m, || inf.tokens_part(&sh, plan, m, eager))?;
+        let mut t = memo(tt, m, || inf.tokens_part(sh, plan, m, eager))?;
         if l > 0 {
-            t += memo(lt, l, || inf.logits_part(&sh, l, eager))?;
+            t += memo(lt, l, || inf.logits_part(sh, l, eager))?;
         }
         if !eager {
             t += inf.options.graph_launch_us * 1e-6;
@@ -211,7 +220,8 @@ impl<'a> StepCosts<'a> {
             logits: l,
             eager,
         };
-        t += self.step_attention(pass, b)? * sh.layers as f64;
+        let layers = self.sh.layers as f64;
+        t += self.step_attention(pass, b)? * layers;
         Ok(t)
     }
     /// One layer's attention cores of a step. Context (prefill) kernels run all chunks in one
@@ -220,8 +230,13 @@ impl<'a> StepCosts<'a> {
     /// over their mean context (the KV bytes and FLOPs of a decode kernel are linear in the
     /// summed context). Each distinct op is timed once (memoised, exact).
     fn step_attention(&mut self, pass: Pass, b: &StepBatch) -> Result<f64, ModelError> {
-        let (inf, sh) = (self.inf, self.sh);
-        let memo = &mut self.attention;
+        let inf = self.inf;
+        let StepCosts {
+            sh,
+            attention: memo,
+            groups,
+            ..
+        } = self;
         let mut timed =
             |n: u64, q: u64, ctx: u64, decode: bool| -> Result<(f64, f64), ModelError> {
                 let key = (n, q, ctx, decode, pass.eager);
@@ -229,16 +244,15 @@ impl<'a> StepCosts<'a> {
                     return Ok(*v);
                 }
                 let a = if decode {
-                    inf.attention_timed(&sh, pass, n, 1, ctx)?.1
+                    inf.attention_timed(sh, pass, n, 1, ctx)?.1
                 } else {
-                    inf.chunk_attention(&sh, pass, n, q, ctx)?
+                    inf.chunk_attention(sh, pass, n, q, ctx)?
                 };
                 memo.insert(key, (a.busy, a.overhead));
                 Ok((a.busy, a.overhead))
             };
         let mut t = 0.0;
         if !b.chunks.is_empty() {
-            let groups = &mut self.groups;
             groups.clear();
             groups.extend(b.chunks.iter().map(|c| (c.tokens, c.prior, 1u64)));
             groups.sort_unstable();
