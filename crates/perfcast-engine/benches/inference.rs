@@ -1,5 +1,7 @@
 //! Speed of one inference evaluation: Llama-2 70B on 8 H100 (TP 8), 2,048 prompt tokens,
-//! 128 output tokens, batch 1 and batch 64 (target: < 100 µs each, issue 4).
+//! 128 output tokens, batch 1 and batch 64 (target: < 100 µs each, issue 4); DeepSeek-V3
+//! (MoE, MLA) on 8 H100 with attention data parallelism and EP 8, batch 256 (target: <= 100 µs,
+//! issue 21).
 
 // A test, bench or example target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -29,6 +31,43 @@ fn bench(c: &mut Criterion) {
     c.bench_function("inference max_batch llama2-70b h100 tp8 2048/128", |b| {
         b.iter(|| inf.max_batch(black_box(&plan)).expect("max_batch"))
     });
+    let moe = Inference::new(
+        deepseek_v3(),
+        builtin_system(&registry, Gpu::H100, 8),
+        InferenceOptions::default(),
+    )
+    .expect("model");
+    let dep = InferencePlan {
+        tp: 8,
+        ep: 8,
+        attention_dp: true,
+        weight_dtype: perfcast_core::DType::Fp8,
+        activation_dtype: perfcast_core::DType::Fp8,
+        ..InferencePlan::new(256, 1024, 128)
+    };
+    c.bench_function("inference deepseek-v3 h100 dep8 1024/128 batch 256", |b| {
+        b.iter(|| moe.evaluate(black_box(&dep)).expect("evaluate"))
+    });
+}
+
+/// DeepSeek-V3 (DeepSeek-AI 2024, config.json): 61 layers (3 dense), 256 experts of 2048, 8
+/// per token, one shared; MLA with a 512-rank latent.
+fn deepseek_v3() -> perfcast_core::ModelSpec {
+    use perfcast_core::workload::{AttentionLayout, FfnAct, MlaSpec, ModelSpec, MoeSpec};
+    let mut m = ModelSpec::dense(61, 7168, 128, 18432, FfnAct::Swiglu, 129280, 4096);
+    m.attention = Some(AttentionLayout::Mla);
+    m.mla = Some(MlaSpec {
+        q_lora_rank: 1536,
+        kv_lora_rank: 512,
+        qk_nope_head_dim: 128,
+        qk_rope_head_dim: 64,
+        v_head_dim: 128,
+    });
+    let mut moe = MoeSpec::new(256, 8, 2048);
+    moe.shared_experts = 1;
+    moe.dense_layers = 3;
+    m.moe = Some(moe);
+    m
 }
 
 criterion_group!(benches, bench);
