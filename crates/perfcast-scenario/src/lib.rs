@@ -75,6 +75,24 @@ pub fn engine_error(cfg: &Config, e: ModelError) -> ScenarioError {
     }
 }
 
+/// An engine error of a serving deployment: [`engine_error`], with a key of the inference plan
+/// that the `[serving]` section sets (`serving.tp`, `serving.ep`, ...; they take precedence
+/// over `[inference]`) named as the user set it.
+pub fn serving_error(cfg: &Config, e: ModelError) -> ScenarioError {
+    if let ModelError::Invalid { key, value, rule } = &e {
+        let k = key.to_string();
+        if let Some(field) = k.strip_prefix("inference.") {
+            let serving = format!("serving.{field}");
+            if is_set(cfg, &serving) {
+                return ScenarioError::Host(
+                    cfg.invalid(&serving, format!("got `{value}`; {rule}")),
+                );
+            }
+        }
+    }
+    engine_error(cfg, e)
+}
+
 /// The configuration a report was produced from, as JSON a host can write to a file and feed
 /// back (`perfcast predict config.json` gives the same report): the merged configuration,
 /// every layer applied, with `[model]` replaced by the resolved `model` (a `hf_config` path is

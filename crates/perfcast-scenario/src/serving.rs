@@ -85,7 +85,7 @@ impl ServingScenario {
         }
         let d = config
             .deployment(Some(&plan), 2)
-            .map_err(|e| engine_error(cfg, e))?;
+            .map_err(|e| crate::serving_error(cfg, e))?;
         if !is_set(cfg, "system.devices") {
             system.devices = d.gpus().max(1);
         }

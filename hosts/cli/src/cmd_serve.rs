@@ -8,7 +8,7 @@ use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
 use anyhow::Context as _;
 use perfcast_report::figure::{Axis, Figure, Marker, Panel, PanelKind, Series};
 use perfcast_scenario::serving::{read_trace, Requests};
-use perfcast_scenario::{engine_error, ServingScenario};
+use perfcast_scenario::{serving_error, ServingScenario};
 use perfcast_serving::{ArrivalProcess, Deployment, Load, ServingReport, Simulator, Stats};
 use serde::Serialize;
 use std::io::IsTerminal as _;
@@ -83,7 +83,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let traffic0 = traffic_for(&sc, loads[0]);
     let d = sc
         .deployment(&traffic0)
-        .map_err(|e| engine_error(&cfg, e))?;
+        .map_err(|e| serving_error(&cfg, e))?;
     let total: u64 = loads.len() as u64 * traffic0.requests().len() as u64;
     let bar = progress_bar(total);
     let slos: Vec<_> = sc.slo.into_iter().collect();
@@ -99,7 +99,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         };
         let mut r = sim
             .run_with_progress(&d, &traffic, sc.seed(), &slos, &mut tick)
-            .map_err(|e| engine_error(&cfg, e))?;
+            .map_err(|e| serving_error(&cfg, e))?;
         label_load(&mut r, *load, &sc);
         runs.push(r);
     }

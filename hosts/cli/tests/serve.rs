@@ -33,6 +33,52 @@ fn serve(extra: &[&str]) -> Out {
     run(&args)
 }
 
+/// A mixture-of-experts model with latent attention served with attention data parallelism
+/// (the shipped DeepSeek-R1 example): every request completes; the plan carries the expert
+/// parallelism; each rank caches its own requests' latent KV, so the node holds `tp` times the
+/// tokens it would with tensor-parallel attention (where every rank holds every latent).
+#[test]
+fn moe_serving_with_attention_data_parallelism() {
+    let c = config("deepseek-r1-h200-dep8.toml");
+    let json = |extra: &[&str]| -> Value {
+        let mut args = vec!["serve", c.as_str(), "--requests", "32", "--format", "json"];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        serde_json::from_str(&o.stdout).unwrap()
+    };
+    let dep = json(&[]);
+    let plan = &dep["deployment"]["pools"][0]["plan"];
+    assert_eq!(
+        (plan["ep"].as_u64(), plan["attention_dp"].as_bool()),
+        (Some(8), Some(true))
+    );
+    let r = &dep["runs"][0];
+    assert_eq!(r["completed"].as_u64(), Some(32));
+    assert!(r["output_tokens_per_s"].as_f64().unwrap() > 0.0);
+    let tp = json(&["--set", "serving.attention_dp=false"]);
+    let tokens = |v: &Value| v["runs"][0]["pools"][0]["kv_tokens"].as_f64().unwrap();
+    // The whole attention on every rank leaves less memory: more than 8x, not far from it.
+    let ratio = tokens(&dep) / tokens(&tp);
+    assert!(ratio > 5.0 && ratio < 8.5, "{ratio}");
+    // Expert parallelism that does not divide the tensor-parallel ranks is refused by name.
+    let o = run(&[
+        "serve",
+        c.as_str(),
+        "--set",
+        "serving.attention_dp=false",
+        "--set",
+        "serving.ep=3",
+    ]);
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("`serving.ep` (from --set serving.ep=3)")
+            && o.stderr.contains("must divide inference.tp = 8"),
+        "{}",
+        o.stderr
+    );
+}
+
 #[test]
 fn serve_formats_shape_and_determinism() {
     let o = serve(&["--format", "json"]);
