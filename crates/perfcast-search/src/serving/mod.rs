@@ -43,6 +43,13 @@ pub struct ServingSearchConfig {
     pub tp: Option<Vec<u32>>,
     /// Pipeline stages of an instance. Default `[1]`.
     pub pp: Option<Vec<u32>>,
+    /// Expert-parallel degrees of a mixture-of-experts model (each must divide the instance's
+    /// `tp` and the experts; others are skipped). Default: 1 and `tp` (the experts split over
+    /// every rank, or spread whole). Ignored for a dense model.
+    pub ep: Option<Vec<u32>>,
+    /// Attention data parallelism on or off (with it the experts spread over every rank:
+    /// `ep = tp`). Default: both for a mixture-of-experts model, off for a dense one.
+    pub attention_dp: Option<Vec<bool>>,
     /// Instances (aggregated). Default: as many as the budget holds.
     pub replicas: Option<Vec<u32>>,
     /// Sequences per instance. Default `[64, 128, 256, 512]`.

@@ -147,3 +147,51 @@ fn bad_inputs_name_the_key() {
     let e = search(&s).unwrap_err().to_string();
     assert!(e.contains("no deployment") && e.contains("1 GPUs"), "{e}");
 }
+
+/// A mixture-of-experts model's expert layouts are walked: with `tp = [8]` the default `ep`
+/// `[1, tp]` and attention DP on and off give three layouts per scheduler setting (experts
+/// split over the TP ranks, spread with TP attention, spread with DP attention); an `ep` that
+/// does not divide the instance is skipped; a dense model walks none.
+#[test]
+fn moe_expert_layouts_are_walked() {
+    let moe = |sets: &[&str]| {
+        let mut base = vec![
+            "serving.input_len=256",
+            "serving.output_len=16",
+            "serving.weight_dtype=\"fp8\"",
+            "serving.activation_dtype=\"fp8\"",
+            "serving_search.gpus=8",
+            "serving_search.tp=[8]",
+            "serving_search.max_batch=[64]",
+            "serving_search.max_num_tokens=[4096]",
+            "serving_search.concurrency=[8]",
+            "serving_search.requests_per_client=1",
+            "serving_search.min_requests=8",
+        ];
+        base.extend_from_slice(sets);
+        let mut s = Sources::files(
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+            ["preset:qwen3-30b-a3b", "preset:dgx-h100"],
+        )
+        .without_env()
+        .with_sets(base.iter().map(|x| x.to_string()));
+        s.sections.extend(["serving", "slo", SECTION]);
+        search(&load(&Config::load(&s).expect("config")).unwrap()).unwrap()
+    };
+    let r = moe(&[]);
+    let mut layouts: Vec<(u32, bool)> = r.top.iter().map(|p| (p.ep, p.attention_dp)).collect();
+    layouts.sort_unstable();
+    layouts.dedup();
+    assert_eq!(r.configurations, 3);
+    assert_eq!(layouts, [(1, false), (8, false), (8, true)], "{:?}", r.top);
+    assert!(r.top.iter().any(|p| p.label.contains("dep8")));
+    let r = moe(&[
+        "serving_search.ep=[3, 4]",
+        "serving_search.attention_dp=[false]",
+    ]);
+    assert_eq!(r.configurations, 1);
+    assert_eq!((r.top[0].ep, r.top[0].attention_dp), (4, false));
+    let dense = search(&load(&config(&[])).unwrap()).unwrap();
+    assert!(dense.top.iter().all(|p| p.ep == 1 && !p.attention_dp));
+}

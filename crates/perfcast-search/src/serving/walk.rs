@@ -25,6 +25,9 @@ pub struct SearchPoint {
     pub tp: u32,
     /// PP of an instance.
     pub pp: u32,
+    /// Expert parallelism and attention data parallelism of an (aggregated) instance.
+    pub ep: u32,
+    pub attention_dp: bool,
     /// Instances (aggregated) or decode instances.
     pub instances: u32,
     /// Prefill instances and their TP (disaggregated).
@@ -141,6 +144,8 @@ fn candidates(s: &ServingSearch) -> Vec<Candidate> {
         disaggregated: false,
         tp: 1,
         pp: 1,
+        ep: 1,
+        attention_dp: false,
         instances: 1,
         prefill: None,
         max_batch: 1,
@@ -203,7 +208,34 @@ struct Sched {
     below: u32,
 }
 
-/// Aggregated candidates: every TP x PP instance that fits, replicated.
+/// The expert layouts of an instance of `tp` ranks: `(ep, attention_dp)` pairs of the
+/// space that the model allows (a dense model: `(1, false)` alone).
+fn expert_layouts(s: &ServingSearch, tp: u32) -> Vec<(u32, bool)> {
+    let Some(moe) = &s.scenario.inference.model().moe else {
+        return vec![(1, false)];
+    };
+    let eps = s.config.ep.clone().unwrap_or_else(|| vec![1, tp]);
+    let dps = s
+        .config
+        .attention_dp
+        .clone()
+        .unwrap_or_else(|| vec![false, true]);
+    let mut out = Vec::new();
+    for &dp in &dps {
+        for &ep in &eps {
+            let ok = ep >= 1
+                && tp.is_multiple_of(ep)
+                && moe.experts.is_multiple_of(ep as u64)
+                && (!dp || ep == tp);
+            if ok && !out.contains(&(ep, dp)) {
+                out.push((ep, dp));
+            }
+        }
+    }
+    out
+}
+
+/// Aggregated candidates: every TP x PP instance (and expert layout) that fits, replicated.
 fn aggregated(
     s: &ServingSearch,
     tps: &[u32],
@@ -222,24 +254,35 @@ fn aggregated(
                 .replicas
                 .clone()
                 .unwrap_or_else(|| vec![s.gpus / g]);
-            for &r in reps.iter().filter(|&&r| r * g <= s.gpus) {
-                out.push(Candidate {
-                    cfg: ServingConfig {
-                        tp: Some(tp),
-                        pp: Some(pp),
-                        replicas: Some(r),
-                        ..sched.cfg.clone()
-                    },
-                    point: SearchPoint {
-                        label: format!("agg tp{tp} pp{pp} x{r} {}", sched.suffix),
-                        tp,
-                        pp,
-                        instances: r,
-                        gpus: g * r,
-                        ..sched.point.clone()
-                    },
-                    below: sched.below,
-                });
+            for (ep, dp) in expert_layouts(s, tp) {
+                let layout = match (s.scenario.inference.model().moe.is_some(), dp) {
+                    (false, _) => String::new(),
+                    (true, false) => format!(" ep{ep}"),
+                    (true, true) => format!(" dep{ep}"),
+                };
+                for &r in reps.iter().filter(|&&r| r * g <= s.gpus) {
+                    out.push(Candidate {
+                        cfg: ServingConfig {
+                            tp: Some(tp),
+                            pp: Some(pp),
+                            replicas: Some(r),
+                            ep: Some(ep),
+                            attention_dp: Some(dp),
+                            ..sched.cfg.clone()
+                        },
+                        point: SearchPoint {
+                            label: format!("agg tp{tp}{layout} pp{pp} x{r} {}", sched.suffix),
+                            tp,
+                            pp,
+                            ep,
+                            attention_dp: dp,
+                            instances: r,
+                            gpus: g * r,
+                            ..sched.point.clone()
+                        },
+                        below: sched.below,
+                    });
+                }
             }
         }
     }
@@ -474,6 +517,9 @@ fn same_plan(a: &InferencePlan, b: &InferencePlan) -> bool {
         a.activation_dtype,
         a.kv_dtype,
         a.attention,
+        a.ep,
+        a.attention_dp,
+        a.expert_dtype,
     ) == (
         b.tp,
         b.pp,
@@ -481,6 +527,9 @@ fn same_plan(a: &InferencePlan, b: &InferencePlan) -> bool {
         b.activation_dtype,
         b.kv_dtype,
         b.attention,
+        b.ep,
+        b.attention_dp,
+        b.expert_dtype,
     )
 }
 
