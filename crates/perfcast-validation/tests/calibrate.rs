@@ -48,6 +48,7 @@ fn run(file: &CasesFile, params: &[&str], cv: Cv) -> Result<Calibration, String>
         params: params.iter().map(|p| param(p)).collect(),
         cv,
         also: Vec::new(),
+        exclude_serving: false,
         settings: Settings::default(),
     };
     calibrate::calibrate(
@@ -345,6 +346,7 @@ fn bad_parameters_and_files_are_errors() {
         params: vec![param(&format!("{H100_POWER}=300..700"))],
         cv: Cv::None,
         also: Vec::new(),
+        exclude_serving: false,
         settings: Settings {
             max_evals: 3,
             ..Settings::default()
@@ -363,6 +365,63 @@ fn bad_parameters_and_files_are_errors() {
     .unwrap();
     assert!(!c.converged());
     assert!(c.to_table().contains("NOT CONVERGED"));
+}
+
+/// `--exclude-serving` leaves the serving runs out before anything is prepared (a serving copy
+/// of a static case with nothing a simulation needs is not even an error), says so, and
+/// records it where the fit's provenance is written.
+#[test]
+fn serving_runs_can_be_left_out() {
+    let mut file = synthetic(&["g-a", "g-i"], &[&format!("{H100_POWER}=450")]);
+    let scored = file.cases.len();
+    let mut serving = file
+        .cases
+        .iter()
+        .find(|c| c.inference.is_some())
+        .unwrap()
+        .clone();
+    serving.id.push_str("-served");
+    serving.inference.as_mut().unwrap().mode = perfcast_validation::cases::Mode::Server;
+    file.cases.push(serving);
+    let opts = |exclude_serving| Options {
+        params: vec![param(&format!("{H100_POWER}=300..700"))],
+        cv: Cv::Groups,
+        also: Vec::new(),
+        exclude_serving,
+        settings: Settings::default(),
+    };
+    let h = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
+    .unwrap();
+    let c = calibrate::calibrate(&h, &file, "0", &opts(true)).unwrap();
+    assert_eq!(c.cases.len(), scored);
+    assert_eq!(c.skipped, (0, 0, 0));
+    assert!(
+        c.notes
+            .iter()
+            .any(|n| n.starts_with("1 cases simulated as serving runs")),
+        "{:?}",
+        c.notes
+    );
+    assert!(c
+        .to_table()
+        .contains("without its serving runs (--exclude-serving)"));
+    let residuals = c.residuals_toml().unwrap().unwrap();
+    assert!(
+        residuals.contains("--exclude-serving --cv groups"),
+        "{residuals}"
+    );
+    assert!(
+        residuals.contains("without its serving runs"),
+        "{residuals}"
+    );
+    // Kept, the serving copy is a case the harness cannot model (no serving stack profile).
+    let c = calibrate::calibrate(&h, &file, "0", &opts(false)).unwrap();
+    assert_eq!(c.cases.len(), scored);
+    assert_eq!(c.skipped.0 + c.skipped.1, 1, "{:?}", c.skipped);
+    assert!(!c.to_table().contains("--exclude-serving"));
 }
 
 /// What calibrate shares between cases (one composition per system key; only the compute

@@ -50,6 +50,11 @@ pub struct Args {
     /// than none).
     #[arg(long, value_name = "FILE")]
     pub residuals: Option<PathBuf>,
+    /// Leave out the cases simulated as serving runs (modes `server` and
+    /// `offline-max-throughput`): each simulates hundreds to thousands of requests, so a fit
+    /// with them takes hours (configs/validation/CALIBRATION.md, Speed).
+    #[arg(long)]
+    pub exclude_serving: bool,
     /// Objective evaluations allowed per fit (the full fit and each fold).
     #[arg(long, value_name = "N", default_value_t = Settings::default().max_evals)]
     pub max_evals: usize,
@@ -99,6 +104,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         params: a.params,
         cv: a.cv.0,
         also: a.cv.1,
+        exclude_serving: a.exclude_serving,
         settings: Settings {
             max_evals: a.max_evals,
             ..Settings::default()

@@ -54,6 +54,10 @@ pub struct Options {
     pub cv: Cv,
     /// Further cross-validations, reported beside the first (`--cv groups,stacks,hardware`).
     pub also: Vec<Cv>,
+    /// Leave out the cases simulated as serving runs (`server` and `offline-max-throughput`
+    /// modes: each simulates hundreds to thousands of requests, too slow for the hundreds of
+    /// evaluations of a fit). Default false.
+    pub exclude_serving: bool,
     /// Optimiser settings.
     pub settings: Settings,
 }
@@ -117,6 +121,8 @@ pub struct Calibration {
     pub cases_file: String,
     /// sha256 (hex) of the cases file.
     pub sha256: String,
+    /// Whether the serving runs of the file were left out ([`Options::exclude_serving`]).
+    pub exclude_serving: bool,
     /// UTC date of the run.
     pub date: String,
     /// The parameters.
@@ -362,7 +368,17 @@ pub fn calibrate(
     opts: &Options,
 ) -> Result<Calibration, String> {
     let t0 = std::time::Instant::now();
-    let all: Vec<Prepared> = file.cases.par_iter().map(|c| harness.prepare(c)).collect();
+    let serving = |c: &&crate::cases::Case| {
+        c.inference
+            .as_ref()
+            .is_some_and(|i| crate::serving::models_mode(i.mode))
+    };
+    let all: Vec<Prepared> = file
+        .cases
+        .par_iter()
+        .filter(|c| !(opts.exclude_serving && serving(c)))
+        .map(|c| harness.prepare(c))
+        .collect();
     let (mut unsupported, mut errors) = (0, 0);
     let mut reasons = Vec::new();
     for p in &all {
@@ -386,6 +402,12 @@ pub fn calibrate(
         ));
     }
     let mut notes = Vec::new();
+    if opts.exclude_serving {
+        let n = file.cases.iter().filter(serving).count();
+        notes.push(format!(
+            "{n} cases simulated as serving runs (server, offline-max-throughput) left out (--exclude-serving)"
+        ));
+    }
     let (specs, explicit) = if opts.params.is_empty() {
         (DEFAULT_PARAMS.iter().map(|d| d.spec()).collect(), false)
     } else {
@@ -519,6 +541,7 @@ fn finish(
     Ok(Calibration {
         cases_file: file.file.clone(),
         sha256: sha256.to_string(),
+        exclude_serving: opts.exclude_serving,
         date: utc_date(),
         params,
         notes,

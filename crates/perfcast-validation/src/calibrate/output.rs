@@ -107,6 +107,7 @@ impl Calibration {
             "folds": folds,
             "cases_file": self.cases_file,
             "cases_sha256": self.sha256,
+            "exclude_serving": self.exclude_serving,
             "cases": {
                 "scored": self.cases.len(),
                 "unsupported": self.skipped.0,
@@ -123,7 +124,7 @@ impl Calibration {
         let _ = writeln!(
             s,
             "calibration on {} (sha256 {}): {} scored cases in {} groups ({} unsupported, {} error, {} not scored)",
-            self.cases_file,
+            self.cases_described(),
             &self.sha256[..self.sha256.len().min(12)],
             self.cases.len(),
             self.groups().len(),
@@ -255,6 +256,18 @@ impl Calibration {
         }
     }
 
+    /// The cases file as the fit saw it: its path, and whether its serving runs were left out.
+    pub fn cases_described(&self) -> String {
+        if self.exclude_serving {
+            format!(
+                "{} without its serving runs (--exclude-serving)",
+                self.cases_file
+            )
+        } else {
+            self.cases_file.clone()
+        }
+    }
+
     /// The overlay as a TOML configuration layer, its provenance in comments.
     pub fn overlay_toml(&self) -> String {
         let mut h = String::new();
@@ -268,7 +281,7 @@ impl Calibration {
             "# Check it: perfcast validate {} --overlay THIS_FILE",
             self.cases_file
         );
-        let _ = writeln!(h, "# cases file: {}", self.cases_file);
+        let _ = writeln!(h, "# cases file: {}", self.cases_described());
         let _ = writeln!(h, "# cases sha256: {}", self.sha256);
         let _ = writeln!(
             h,
@@ -339,7 +352,7 @@ impl Calibration {
         Some(Residuals {
             meta: crate::intervals::Meta {
                 schema: SCHEMA.into(),
-                cases_file: Some(self.cases_file.clone()),
+                cases_file: Some(self.cases_described()),
                 cases_sha256: Some(self.sha256.clone()),
                 date: Some(self.date.clone()),
                 cv: Some(names.join(",")),
@@ -366,8 +379,9 @@ impl Calibration {
             .map(|c| format!("{} (cv = \"{}\")", c.unit(), c.name()))
             .collect();
         let header = format!(
-            "Out-of-fold residuals of perfcast's predictions (schema {SCHEMA}), written by\n`perfcast calibrate {} --cv {} --residuals FILE` on {} (UTC): for each scored case\nand each cross-validation, its first published metric predicted by the parameters\nfitted without its {} (configs/validation/CALIBRATION.md). perfcast's error\nbars are drawn from these.",
+            "Out-of-fold residuals of perfcast's predictions (schema {SCHEMA}), written by\n`perfcast calibrate {}{} --cv {} --residuals FILE` on {} (UTC): for each scored case\nand each cross-validation, its first published metric predicted by the parameters\nfitted without its {} (configs/validation/CALIBRATION.md). perfcast's error\nbars are drawn from these.",
             self.cases_file,
+            if self.exclude_serving { " --exclude-serving" } else { "" },
             names.join(","),
             self.date,
             units.join(", or its ")
