@@ -308,7 +308,8 @@ impl Config {
         }
     }
 
-    /// `compute` timing its GEMMs from the table `device.kernels` names (itself without one).
+    /// `compute` timing its GEMMs (and routed experts, where the GPU has a MoE table) from the
+    /// tables `device.kernels` names (itself without them).
     fn measured(
         &self,
         spec: &DeviceSpec,
@@ -318,32 +319,42 @@ impl Config {
             None => compute,
             Some(k) if k == "none" => compute,
             Some(k) => {
-                let gemm = self.kernel_table(k)?;
-                Arc::new(perfcast_kernels::MeasuredCompute::new(compute, gemm))
+                let (catalog, gpu) = self.kernel_tables(k)?;
+                let gemm = catalog
+                    .get(&gpu, perfcast_kernels::Op::Gemm)
+                    .map_err(|e| self.invalid_kernels(e.to_string()))?;
+                Arc::new(
+                    perfcast_kernels::MeasuredCompute::new(compute, gemm).with_moe(catalog, &gpu),
+                )
             }
         })
     }
 
-    /// The GEMM table `device.kernels = "{name}"` names.
-    fn kernel_table(&self, name: &str) -> Result<Arc<perfcast_kernels::Timings>, HostError> {
-        let invalid = |message: String| HostError::Invalid {
+    fn invalid_kernels(&self, message: String) -> HostError {
+        HostError::Invalid {
             key: "device.kernels".into(),
             origin: self.origin_of("device.kernels"),
             message,
-        };
-        let table = match name.rsplit_once('#') {
+        }
+    }
+
+    /// The catalog and GPU `device.kernels = "{name}"` names: the host's tables of GPU `name`,
+    /// or a folder's (`path/to/tables#gpu`).
+    fn kernel_tables(
+        &self,
+        name: &str,
+    ) -> Result<(Arc<perfcast_kernels::Catalog>, String), HostError> {
+        match name.rsplit_once('#') {
             Some((dir, gpu)) => perfcast_kernels::Catalog::dir(std::path::Path::new(dir))
-                .and_then(|c| c.get(gpu, perfcast_kernels::Op::Gemm)),
+                .map(|c| (Arc::new(c), gpu.to_string()))
+                .map_err(|e| self.invalid_kernels(e.to_string())),
             None => match self.plugins().kernels() {
-                Some(c) => c.get(name, perfcast_kernels::Op::Gemm),
-                None => {
-                    return Err(invalid(format!(
-                        "names the kernel tables `{name}`, but this host offers none (set `device.kernels = \"none\"` to time from the compute unit's model, or name a folder: \"path/to/tables#gpu\")"
-                    )))
-                }
+                Some(c) => Ok((c.clone(), name.to_string())),
+                None => Err(self.invalid_kernels(format!(
+                    "names the kernel tables `{name}`, but this host offers none (set `device.kernels = \"none\"` to time from the compute unit's model, or name a folder: \"path/to/tables#gpu\")"
+                ))),
             },
-        };
-        table.map_err(|e| invalid(e.to_string()))
+        }
     }
 
     /// The system of `[device]` and `[system]`.

@@ -74,8 +74,8 @@ impl Plugins {
     }
 
     /// The kernel tables the host offers.
-    pub fn kernels(&self) -> Option<&perfcast_kernels::Catalog> {
-        self.kernels.as_deref()
+    pub fn kernels(&self) -> Option<&Arc<perfcast_kernels::Catalog>> {
+        self.kernels.as_ref()
     }
 
     /// No plugins: a configuration read for its data only (model presets, stacks) needs

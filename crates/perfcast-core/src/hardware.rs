@@ -197,6 +197,17 @@ pub trait ComputeUnit: Send + Sync {
     fn derived(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
+    /// The busiest device's time for one MoE layer's routed experts when the unit has
+    /// measurements of whole fused MoE blocks (a kernel table), at the unit's clock; `None`
+    /// (the default, and a shape the measurements do not cover) lets the engines time the
+    /// grouped GEMMs op by op with [`ComputeUnit::op_time`]. An error when the measurements
+    /// cannot be read.
+    fn routed_experts_time(
+        &self,
+        _experts: &crate::op::RoutedExperts,
+    ) -> Result<Option<Seconds>, ModelError> {
+        Ok(None)
+    }
     /// Time one op. The default is the hierarchical roofline
     /// ([`crate::roofline::hierarchical`]); a plugin with a model of its own (a simulator, a
     /// lookup table) overrides this. The engines time each op of a device's program with it

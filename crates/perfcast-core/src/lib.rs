@@ -43,7 +43,7 @@ pub use hardware::{
 };
 pub use op::{
     Attention, AttentionKind, Collective, CollectiveKind, ComputeOp, Gemm, GemmScaling, Op,
-    VectorOp, VectorOpKind,
+    RoutedExperts, VectorOp, VectorOpKind,
 };
 pub use param_spec::{ParamDefault, ParamSpec, ParamType};
 pub use registry::{BuiltinPlugin, Category, Component, Origin, PluginInfo, Registry};

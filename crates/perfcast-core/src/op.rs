@@ -141,6 +141,41 @@ impl Gemm {
     }
 }
 
+/// The routed experts of one mixture-of-experts layer on one device, as a fused MoE kernel
+/// runs them (top-k over the router's logits, permute into expert order, the grouped gate/up
+/// and down GEMMs with the activation between them, combine): what a compute unit with
+/// measurements of whole MoE blocks times at once ([`crate::ComputeUnit::routed_experts_time`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RoutedExperts {
+    /// Tokens the expert-parallel group routes in the pass: every rank's own, gathered, under
+    /// attention data parallelism; the replica's (which every rank holds) under
+    /// tensor-parallel attention.
+    pub tokens: u64,
+    /// The model's hidden width.
+    pub hidden: u64,
+    /// One expert's whole inner width (`tp` splits it).
+    pub ffn: u64,
+    /// Experts each token is routed to.
+    pub top_k: u64,
+    /// Routed experts of the layer.
+    pub experts: u64,
+    /// Expert tensor parallelism: each expert's inner width over `tp` ranks.
+    pub tp: u64,
+    /// Expert parallelism: the experts over `ep` ranks.
+    pub ep: u64,
+    /// Gated experts (SwiGLU: gate and up projections) or a plain two-matrix MLP.
+    pub gated: bool,
+    /// Format of the activations.
+    pub act: DType,
+    /// Format of the experts' weights.
+    pub weight: DType,
+    /// The weights' scaling.
+    pub scaling: GemmScaling,
+    /// Routed copies the busiest device receives over the mean (>= 1): the layer waits for
+    /// it.
+    pub load_factor: f64,
+}
+
 /// How attention scores are computed, and by which kernel family. Every kind but `Plain`
 /// is a tiled ("flash") kernel: scores stay on chip, device-memory traffic is Q, K, V and O
 /// only (Dao et al. 2022); the families differ in how much of the matrix peak they reach

@@ -1,7 +1,8 @@
 //! Speed of one inference evaluation: Llama-2 70B on 8 H100 (TP 8), 2,048 prompt tokens,
 //! 128 output tokens, batch 1 and batch 64 (target: < 100 µs each, issue 4); DeepSeek-V3
 //! (MoE, MLA) on 8 H100 with attention data parallelism and EP 8, batch 256 (target: <= 100 µs,
-//! issue 21).
+//! issue 21); Qwen3-235B-A22B the same way with GEMMs and routed experts from the H100's kernel
+//! tables.
 
 // A test, bench or example target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -48,6 +49,31 @@ fn bench(c: &mut Criterion) {
     c.bench_function("inference deepseek-v3 h100 dep8 1024/128 batch 256", |b| {
         b.iter(|| moe.evaluate(black_box(&dep)).expect("evaluate"))
     });
+    let catalog = perfcast_kernel_data::shared().expect("kernel tables");
+    let mut tabled = builtin_system(&registry, Gpu::H100, 8);
+    let gemm = catalog
+        .get("h100_sxm", perfcast_kernels::Op::Gemm)
+        .expect("gemm table");
+    tabled.compute = std::sync::Arc::new(
+        perfcast_kernels::MeasuredCompute::new(tabled.compute.clone(), gemm)
+            .with_moe(catalog, "h100_sxm"),
+    );
+    let qwen = Inference::new(qwen3_235b(), tabled, InferenceOptions::default()).expect("model");
+    c.bench_function(
+        "inference qwen3-235b h100 dep8 1024/128 batch 256, kernel tables",
+        |b| b.iter(|| qwen.evaluate(black_box(&dep)).expect("evaluate")),
+    );
+}
+
+/// Qwen3-235B-A22B (config.json): 94 layers, hidden 4096, 64 query and 4 KV heads of 128,
+/// 128 experts of 1536, 8 per token.
+fn qwen3_235b() -> perfcast_core::ModelSpec {
+    use perfcast_core::workload::{FfnAct, ModelSpec, MoeSpec};
+    let mut m = ModelSpec::dense(94, 4096, 64, 12288, FfnAct::Swiglu, 151936, 40960);
+    m.kv_heads = Some(4);
+    m.head_dim = Some(128);
+    m.moe = Some(MoeSpec::new(128, 8, 1536));
+    m
 }
 
 /// DeepSeek-V3 (DeepSeek-AI 2024, config.json): 61 layers (3 dense), 256 experts of 2048, 8

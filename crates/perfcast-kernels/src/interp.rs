@@ -28,6 +28,9 @@ pub enum Path {
     Measured,
     /// Between measured shapes.
     Interpolated,
+    /// Beyond the largest measured size along a dimension the time is known to scale with
+    /// (a fused MoE block's tokens), scaled from the largest.
+    Scaled,
 }
 
 impl Path {
@@ -35,6 +38,7 @@ impl Path {
         match self {
             Path::Measured => "measured",
             Path::Interpolated => "interpolated",
+            Path::Scaled => "scaled",
         }
     }
 }
@@ -127,27 +131,50 @@ impl Timings {
         lookup(t.rows_of(&ids), shape)
     }
 
+    /// The largest value of the first shape field among the rows of the variant `cat`.
+    pub fn max_first(&self, cat: &[&str]) -> Option<u64> {
+        let t = &self.table;
+        let mut ids = Vec::with_capacity(cat.len());
+        for (i, v) in cat.iter().enumerate() {
+            ids.push(t.value_id(i, v)?);
+        }
+        t.rows_of(&ids).iter().map(|r| r.shape[0]).max()
+    }
+
+    /// The values of the last categorical field (the kernel) the table has for the leading
+    /// values `lead`, each with its row count.
+    pub fn kernels(&self, lead: &[&str]) -> Vec<(&str, usize)> {
+        let t = &self.table;
+        let fields = t.values.len();
+        if lead.len() >= fields {
+            return Vec::new();
+        }
+        let mut ids = Vec::with_capacity(lead.len());
+        for (i, v) in lead.iter().enumerate() {
+            match t.value_id(i, v) {
+                Some(id) => ids.push(id),
+                None => return Vec::new(),
+            }
+        }
+        self.variants
+            .iter()
+            .filter(|(cat, _)| cat[..ids.len()] == ids[..])
+            .map(|(cat, n)| (t.values[fields - 1][cat[fields - 1] as usize].as_str(), *n))
+            .collect()
+    }
+
     /// The kernel a variant of the leading categorical values `lead` (e.g. a GEMM's dtype)
     /// is timed with: of the kernels the table has for it, the one measured on the most
     /// shapes (the framework's general path; e.g. TensorRT-LLM's `torch_flow` over the
     /// special `min_latency` MoE kernels).
     pub fn main_kernel(&self, lead: &[&str]) -> Option<&str> {
-        let t = &self.table;
-        let fields = t.values.len();
-        if lead.len() >= fields {
-            return None;
-        }
-        let mut ids = Vec::with_capacity(lead.len());
-        for (i, v) in lead.iter().enumerate() {
-            ids.push(t.value_id(i, v)?);
-        }
-        let mut best: Option<(u16, usize)> = None;
-        for (cat, n) in &self.variants {
-            if cat[..ids.len()] == ids[..] && best.is_none_or(|(_, bn)| *n > bn) {
-                best = Some((cat[fields - 1], *n));
+        let mut best: Option<(&str, usize)> = None;
+        for (k, n) in self.kernels(lead) {
+            if best.is_none_or(|(_, bn)| n > bn) {
+                best = Some((k, n));
             }
         }
-        best.map(|(k, _)| t.values[fields - 1][k as usize].as_str())
+        best.map(|(k, _)| k)
     }
 }
 

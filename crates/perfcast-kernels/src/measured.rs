@@ -1,7 +1,8 @@
-//! A compute unit that times GEMMs from a GPU's measured table and everything else as the
-//! unit it wraps: what a host builds for a device whose configuration names kernel tables
-//! (`device.kernels`). The wrapped unit stays the plugin it is; this adapter only answers
-//! [`ComputeUnit::op_time`] for the shapes the table covers.
+//! A compute unit that times GEMMs (and, where the GPU has a table of them, whole fused MoE
+//! blocks) from a GPU's measured tables and everything else as the unit it wraps: what a host
+//! builds for a device whose configuration names kernel tables (`device.kernels`). The
+//! wrapped unit stays the plugin it is; this adapter only answers [`ComputeUnit::op_time`]
+//! and [`ComputeUnit::routed_experts_time`] for the shapes the tables cover.
 //!
 //! Which table rows stand for a GEMM (TensorRT-LLM's kernels, the ones its tables time):
 //!
@@ -27,12 +28,35 @@
 //! layer reads its own weights from device memory. For those shapes the time is at least the
 //! wrapped unit's memory time (the roofline's device-memory traffic).
 
+//! **MoE blocks.** The MoE table times TensorRT-LLM's fused MoE module on one GPU
+//! (AIConfigurator's `collect_moe.py`: `moe.forward(hidden_states, router_logits)` for
+//! `tokens` tokens, the GPU holding its `1/ep` of the experts and `1/tp` of each expert's
+//! width, under CUDA graphs): routing top-k, permute, the grouped GEMMs and activation,
+//! finalize. Of its routing distributions the `balanced` one is used (every expert the same
+//! load: the kernel alone); the busiest rank's excess load is the engine's
+//! ([`RoutedExperts::load_factor`]), applied as the balanced time of `tokens x load_factor`
+//! tokens, the load that rank carries. Gated experts take the table's main gated kernel
+//! (`moe_torch_flow*`, not the `min_latency` or `nongated` ones), two-matrix experts the
+//! `nongated` one.
+//!
+//! | experts' activations / weights, scaling | table `dtype` |
+//! |---|---|
+//! | bf16 or fp16 / same | `bfloat16` |
+//! | fp8 / fp8, per tensor or row | `fp8` |
+//! | fp8 / fp8, blocks | `fp8_block` |
+//! | fp4 / fp4 | `nvfp4` |
+//! | bf16 / fp4 (MXFP4 weight-only) | `w4a16_mxfp4` |
+//! | fp8 / fp4 | `w4a8_mxfp4_mxfp8` |
+
+use crate::catalog::Catalog;
 use crate::interp::{Path, Timings};
-use perfcast_core::op::{ComputeOp, Gemm};
+use crate::op::Op;
+use perfcast_core::op::{ComputeOp, Gemm, RoutedExperts};
 use perfcast_core::{
     ComputeUnit, DType, Engine, FlopRate, GemmScaling, MemoryHierarchy, ModelError, OpTime, Seconds,
 };
 use std::sync::Arc;
+use std::sync::OnceLock;
 
 /// The table `dtype` that times a GEMM's operands and scaling, if any.
 pub fn gemm_dtype(g: &Gemm) -> Option<&'static str> {
@@ -47,10 +71,31 @@ pub fn gemm_dtype(g: &Gemm) -> Option<&'static str> {
     })
 }
 
+/// The MoE table `dtype` that times routed experts of these formats, if any (module
+/// documentation).
+pub fn moe_dtype(e: &RoutedExperts) -> Option<&'static str> {
+    Some(match (e.act, e.weight, e.scaling) {
+        (DType::Bf16 | DType::Fp16, DType::Bf16 | DType::Fp16, _) => "bfloat16",
+        (DType::Fp8, DType::Fp8, GemmScaling::Block) => "fp8_block",
+        (DType::Fp8, DType::Fp8, _) => "fp8",
+        (DType::Fp4, DType::Fp4, _) => "nvfp4",
+        (DType::Bf16 | DType::Fp16, DType::Fp4, _) => "w4a16_mxfp4",
+        (DType::Fp8, DType::Fp4, _) => "w4a8_mxfp4_mxfp8",
+        _ => return None,
+    })
+}
+
+/// The MoE table's routing distribution used: every expert the same load.
+const BALANCED: &str = "balanced";
+
 /// A compute unit timing GEMMs from measured kernels.
 pub struct MeasuredCompute {
     inner: Arc<dyn ComputeUnit>,
     gemm: Arc<Timings>,
+    /// The fused MoE blocks' table, read on first use (a model without experts never reads
+    /// it): where it comes from, and the table with its kernels once read.
+    moe_source: Option<(Arc<Catalog>, String)>,
+    moe: OnceLock<Result<MoeTable, String>>,
     /// The main kernel of each table dtype, resolved once.
     kernels: Vec<(&'static str, Option<String>)>,
     /// The inner unit's clock relative to the measurements' ([`ComputeUnit::clock_ratio`]).
@@ -74,12 +119,52 @@ impl MeasuredCompute {
         MeasuredCompute {
             inner,
             gemm,
+            moe_source: None,
+            moe: OnceLock::new(),
             kernels,
             clock: if clock.is_finite() && clock > 0.0 {
                 clock
             } else {
                 1.0
             },
+        }
+    }
+
+    /// Also time routed experts from the MoE table of `gpu` in `catalog` (read on first use),
+    /// when the catalog has one.
+    pub fn with_moe(mut self, catalog: Arc<Catalog>, gpu: &str) -> Self {
+        if catalog.ops(gpu).contains(&Op::Moe) {
+            self.moe_source = Some((catalog, gpu.to_string()));
+        }
+        self
+    }
+
+    /// Also time routed experts from `table`, a table of fused MoE blocks.
+    pub fn with_moe_table(self, table: Arc<Timings>) -> Self {
+        let _ = self.moe.set(Ok(MoeTable::new(table)));
+        self
+    }
+
+    /// The MoE table, read on first use; `None` without one.
+    fn moe_table(&self) -> Result<Option<&MoeTable>, ModelError> {
+        if self.moe.get().is_none() {
+            let Some((catalog, gpu)) = &self.moe_source else {
+                return Ok(None);
+            };
+            let read = catalog
+                .get(gpu, Op::Moe)
+                .map(MoeTable::new)
+                .map_err(|e| e.to_string());
+            let _ = self.moe.set(read);
+        }
+        match self.moe.get() {
+            Some(Ok(t)) => Ok(Some(t)),
+            Some(Err(e)) => Err(ModelError::invalid(
+                perfcast_core::Key::other("device.kernels"),
+                self.gpu(),
+                format!("its MoE table cannot be read: {e}"),
+            )),
+            None => Ok(None),
         }
     }
 
@@ -103,6 +188,86 @@ impl MeasuredCompute {
         // Measured at the rated power's clock: a unit clocked lower (a power limit) takes
         // proportionally longer (its matrix engine's throughput scales with the clock).
         Some((l.latency_ms * 1e-3 / self.clock, l.path))
+    }
+}
+
+/// The kernels of one MoE table dtype.
+struct MoeKernels {
+    dtype: &'static str,
+    gated: Option<String>,
+    plain: Option<String>,
+}
+
+/// A table of fused MoE blocks with the kernels of each dtype resolved.
+struct MoeTable {
+    timings: Arc<Timings>,
+    kernels: Vec<MoeKernels>,
+}
+
+impl MoeTable {
+    fn new(timings: Arc<Timings>) -> Self {
+        let kernels = [
+            "bfloat16",
+            "fp8",
+            "fp8_block",
+            "nvfp4",
+            "w4a16_mxfp4",
+            "w4a8_mxfp4_mxfp8",
+        ]
+        .into_iter()
+        .map(|dtype| {
+            let of = |gated: bool| {
+                let mut best: Option<(&str, usize)> = None;
+                for (k, n) in timings.kernels(&[dtype, BALANCED]) {
+                    let fits = k.contains("nongated") != gated && !k.contains("min_latency");
+                    if fits && best.is_none_or(|(_, bn)| n > bn) {
+                        best = Some((k, n));
+                    }
+                }
+                best.map(|(k, _)| k.to_string())
+            };
+            MoeKernels {
+                dtype,
+                gated: of(true),
+                plain: of(false),
+            }
+        })
+        .collect();
+        MoeTable { timings, kernels }
+    }
+}
+
+impl MeasuredCompute {
+    /// The measured or interpolated time (seconds, at the measurements' clock) of routed
+    /// experts `e`, if the MoE table covers them (module documentation).
+    pub fn moe_time(&self, e: &RoutedExperts) -> Result<Option<(f64, Path)>, ModelError> {
+        let Some(table) = self.moe_table()? else {
+            return Ok(None);
+        };
+        let found = || {
+            let dtype = moe_dtype(e)?;
+            let k = table.kernels.iter().find(|k| k.dtype == dtype)?;
+            let kernel = if e.gated { &k.gated } else { &k.plain }.as_deref()?;
+            if !e.load_factor.is_finite() {
+                return None;
+            }
+            let cat = [dtype, BALANCED, kernel];
+            let tokens = (e.tokens as f64 * e.load_factor.max(1.0)).ceil() as u64;
+            // Beyond the largest pass measured the block is compute-bound (its time doubles
+            // with the tokens between the tables' last two points): the largest pass's time
+            // scaled by the tokens.
+            let most = table.timings.max_first(&cat)?;
+            let (at, scale) = if tokens > most {
+                (most, tokens as f64 / most as f64)
+            } else {
+                (tokens, 1.0)
+            };
+            let shape = [at, e.hidden, e.ffn, e.top_k, e.experts, e.tp, e.ep];
+            let l = table.timings.time(&cat, &shape)?;
+            let path = if scale > 1.0 { Path::Scaled } else { l.path };
+            Some((l.latency_ms * 1e-3 * scale, path))
+        };
+        Ok(found())
     }
 }
 
@@ -136,6 +301,14 @@ impl ComputeUnit for MeasuredCompute {
 
     fn clock_ratio(&self) -> f64 {
         self.inner.clock_ratio()
+    }
+
+    fn routed_experts_time(&self, e: &RoutedExperts) -> Result<Option<Seconds>, ModelError> {
+        match self.moe_time(e)? {
+            // Measured at the rated power's clock, as the GEMMs.
+            Some((t, _)) => Ok(Some(Seconds(t / self.clock))),
+            None => self.inner.routed_experts_time(e),
+        }
     }
 
     fn gemm_tile(&self) -> u64 {
@@ -326,6 +499,138 @@ mod tests {
         assert!(warm > 1e-3, "{warm}");
         let cold = u.op_time(&op, &slow(1e6)).unwrap().time.0;
         assert!((cold - 64e-6).abs() < 1e-12, "{cold}");
+    }
+
+    /// A toy MoE table: hidden 1024, inter 512, top 2 of 8 experts, ep 2; latency linear in
+    /// tokens (64 -> 0.064 ms, 128 -> 0.128 ms, 256 -> 0.256 ms) for the gated kernel, twice
+    /// that for the `min_latency` kernel (more rows, never the one used), half for the
+    /// non-gated one, ten times for the power-law routing (never used).
+    fn moe_unit(inner: Arc<dyn ComputeUnit>) -> MeasuredCompute {
+        let mut b = TableBuilder::new("toy", Op::Moe, Provenance::default());
+        let mut line = 0;
+        let mut push = |dist: &str, kernel: &str, tokens: u64, ms: f64| {
+            line += 1;
+            b.push(
+                "t",
+                line,
+                &["fp8", dist, kernel],
+                &[tokens, 1024, 512, 2, 8, 1, 2],
+                ms,
+            )
+            .unwrap();
+        };
+        for t in [64u64, 128, 256] {
+            let ms = t as f64 * 1e-3;
+            push("balanced", "moe_torch_flow_cutlass", t, ms);
+            push("balanced", "moe_torch_flow_nongated", t, ms / 2.0);
+            push("power_law_1.01", "moe_torch_flow_cutlass", t, 10.0 * ms);
+        }
+        for t in [1u64, 2, 4, 8, 16, 32, 64, 128, 256] {
+            push("balanced", "moe_torch_flow_min_latency", t, 2e-3 * t as f64);
+        }
+        let table = Arc::new(Timings::new(b.finish("t").unwrap()));
+        let gemm = unit().gemm.clone();
+        MeasuredCompute::new(inner, gemm).with_moe_table(table)
+    }
+
+    fn experts(tokens: u64) -> RoutedExperts {
+        RoutedExperts {
+            tokens,
+            hidden: 1024,
+            ffn: 512,
+            top_k: 2,
+            experts: 8,
+            tp: 1,
+            ep: 2,
+            gated: true,
+            act: DType::Fp8,
+            weight: DType::Fp8,
+            scaling: GemmScaling::Tensor,
+            load_factor: 1.0,
+        }
+    }
+
+    #[test]
+    fn routed_experts_come_from_the_balanced_rows_of_their_kernel() {
+        let u = moe_unit(Arc::new(Flat));
+        let t = |e: RoutedExperts| u.routed_experts_time(&e).unwrap().map(|s| s.0);
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-12 * b.max(1e-9));
+        // Gated: the main gated kernel, not the min-latency one with more rows.
+        assert!(close(t(experts(128)), 128e-6), "{:?}", t(experts(128)));
+        assert_eq!(
+            u.moe_time(&experts(128)).unwrap().unwrap().1,
+            Path::Measured
+        );
+        // The busiest rank's load: 64 tokens at twice the mean load is the 128-token block.
+        let heavy = RoutedExperts {
+            load_factor: 2.0,
+            ..experts(64)
+        };
+        assert!(close(t(heavy), 128e-6));
+        // Two-matrix experts: the non-gated kernel.
+        let plain = RoutedExperts {
+            gated: false,
+            ..experts(128)
+        };
+        assert!(close(t(plain), 64e-6));
+        // Beyond the largest pass: scaled by the tokens.
+        assert!(close(t(experts(1024)), 1024e-6));
+        assert_eq!(u.moe_time(&experts(1024)).unwrap().unwrap().1, Path::Scaled);
+        // Under a power limit, at the lower clock.
+        let capped = moe_unit(Arc::new(Capped));
+        let tc = capped
+            .routed_experts_time(&experts(128))
+            .unwrap()
+            .unwrap()
+            .0;
+        assert!((tc - 128e-6 / 0.8).abs() < 1e-15, "{tc}");
+        // Shapes, formats and loads the table does not hold are the wrapped unit's (none).
+        for e in [
+            RoutedExperts {
+                hidden: 2048,
+                ..experts(128)
+            },
+            experts(32),
+            RoutedExperts {
+                weight: DType::Bf16,
+                act: DType::Bf16,
+                ..experts(128)
+            },
+            RoutedExperts {
+                load_factor: f64::NAN,
+                ..experts(128)
+            },
+        ] {
+            assert_eq!(t(e), None, "{e:?}");
+        }
+        // A unit without a MoE table times none.
+        assert_eq!(unit().routed_experts_time(&experts(128)).unwrap(), None);
+    }
+
+    #[test]
+    fn expert_formats_map_onto_the_moe_tables_dtypes() {
+        use DType::*;
+        let table: &[(DType, DType, GemmScaling, Option<&str>)] = &[
+            (Bf16, Bf16, GemmScaling::Tensor, Some("bfloat16")),
+            (Fp16, Fp16, GemmScaling::Tensor, Some("bfloat16")),
+            (Fp8, Fp8, GemmScaling::Tensor, Some("fp8")),
+            (Fp8, Fp8, GemmScaling::Row, Some("fp8")),
+            (Fp8, Fp8, GemmScaling::Block, Some("fp8_block")),
+            (Fp4, Fp4, GemmScaling::Nv, Some("nvfp4")),
+            (Bf16, Fp4, GemmScaling::Mx, Some("w4a16_mxfp4")),
+            (Fp8, Fp4, GemmScaling::Mx, Some("w4a8_mxfp4_mxfp8")),
+            (Fp32, Fp32, GemmScaling::Tensor, None),
+            (Bf16, Int8, GemmScaling::Tensor, None),
+        ];
+        for &(act, weight, scaling, want) in table {
+            let e = RoutedExperts {
+                act,
+                weight,
+                scaling,
+                ..experts(1)
+            };
+            assert_eq!(moe_dtype(&e), want, "{act:?} {weight:?} {scaling:?}");
+        }
     }
 
     #[test]

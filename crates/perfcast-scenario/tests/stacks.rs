@@ -285,6 +285,22 @@ fn option_fields_follow_the_stack() {
         (o.usable_memory_fraction, o.decode_kv_group_reread),
         (0.9, 0.0)
     );
+    // TensorRT-LLM's 0.x engines run MoE layers through their own plugin, which the MoE
+    // tables do not time; the 1.x PyTorch flow runs the fused module they time (and
+    // inherits from 0.x, so says so).
+    for (stack, measured) in [
+        ("tensorrt-llm-0.x", false),
+        ("tensorrt-llm-1.x", true),
+        ("vllm-2025", true),
+    ] {
+        let f = write(
+            &d,
+            "moe.toml",
+            &format!("stack = \"{stack}\"\ninclude = [\"preset:mixtral-8x7b\", \"preset:dgx-h100\"]\n[inference]\nbatch = 8\ninput_len = 128\noutput_len = 64\n"),
+        );
+        let o = iopts(&load(&[f], &[]).unwrap()).unwrap();
+        assert_eq!(o.measured_moe, measured, "{stack}");
+    }
     let s = perfcast_scenario::InferenceScenario::from_config(&cfg).unwrap();
     assert!(s.plan.graph_capture);
     assert_eq!(

@@ -218,3 +218,70 @@ fn a_device_naming_tables_times_its_gemms_from_them() {
         &["device.kernels", "tables"],
     );
 }
+
+/// Qwen3-235B-A22B on one H200 node with attention data parallelism and EP 8, in FP8: its
+/// routed experts are a shape the H200's MoE table holds.
+const QWEN3_DEP8: &str = r#"
+include = ["preset:qwen3-235b-a22b", "preset:h200-sxm-141gb"]
+stack = "tensorrt-llm-1.x"
+[system]
+devices = 8
+[inference]
+tp = 8
+ep = 8
+attention_dp = true
+batch = 256
+input_len = 1024
+output_len = 256
+weight_dtype = "fp8"
+activation_dtype = "fp8"
+kv_dtype = "fp8"
+"#;
+
+#[test]
+fn a_device_with_a_moe_table_times_its_routed_experts_from_it() {
+    let dir = common::tmpdir("perfcast-kernels");
+    std::fs::write(dir.join("qwen3.toml"), QWEN3_DEP8).unwrap();
+    let tpot = |extra: &[&str]| -> f64 {
+        let mut args = vec!["infer", "qwen3.toml", "--format", "json"];
+        for s in extra {
+            args.extend(["--set", s]);
+        }
+        let o = perfcast(&dir, &args);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        v["tpot"].as_f64().unwrap()
+    };
+    let measured = tpot(&[]);
+    let op_by_op = tpot(&["options.measured_moe=false"]);
+    assert!(
+        (measured / op_by_op - 1.0).abs() > 1e-3,
+        "{measured} vs {op_by_op}"
+    );
+    // A folder whose MoE table cannot be read: the error names the key and the table.
+    let gpu = dir.join("tables/h200_sxm");
+    std::fs::create_dir_all(&gpu).unwrap();
+    std::fs::copy(
+        common::repo().join("crates/perfcast-kernel-data/tables/h200_sxm/gemm.parquet"),
+        gpu.join("gemm.parquet"),
+    )
+    .unwrap();
+    std::fs::write(gpu.join("moe.parquet"), "not parquet").unwrap();
+    let o = perfcast(
+        &dir,
+        &[
+            "infer",
+            "qwen3.toml",
+            "--set",
+            "device.kernels=\"tables#h200_sxm\"",
+        ],
+    );
+    fails(&o, &["device.kernels", "MoE table", "moe.parquet"]);
+    // Without a MoE table in the folder, the experts are timed op by op.
+    std::fs::remove_file(gpu.join("moe.parquet")).unwrap();
+    let folder = tpot(&["device.kernels=\"tables#h200_sxm\""]);
+    assert!(
+        (folder / op_by_op - 1.0).abs() < 1e-9,
+        "{folder} vs {op_by_op}"
+    );
+}

@@ -31,7 +31,7 @@
 
 use super::plan::InferencePlan;
 use super::shard::{GemmName, OpClass, Shard};
-use perfcast_core::op::{ComputeOp, Gemm, GemmScaling, VectorOpKind};
+use perfcast_core::op::{ComputeOp, Gemm, GemmScaling, RoutedExperts, VectorOpKind};
 use perfcast_core::workload::{ModelSpec, MoeSpec};
 use perfcast_core::DType;
 
@@ -117,13 +117,15 @@ impl MoeShard {
 impl Shard {
     /// The ops of one MoE layer's MLP on this device when the replica's pass routes `tokens`
     /// tokens, `rank_tokens` of which enter on this device (all of them without attention
-    /// data parallelism): router and top-k, permute, the routed experts' grouped GEMMs and
-    /// activation, combine, and the shared experts.
+    /// data parallelism): the router; with `routed`, top-k, permute, the routed experts'
+    /// grouped GEMMs and activation, and combine (without it, what a measured fused MoE
+    /// block times: [`Shard::routed_experts`]); and the shared experts.
     pub fn moe_ops(
         &self,
         moe: &MoeShard,
         tokens: u64,
         rank_tokens: u64,
+        routed: bool,
     ) -> Vec<(OpClass, ComputeOp)> {
         let h = self.hidden;
         let m = rank_tokens;
@@ -142,6 +144,43 @@ impl Shard {
                 scaling: GemmScaling::Tensor,
             }),
         ));
+        if routed {
+            self.routed_ops(moe, tokens, m, &mut ops);
+        }
+        if moe.shared_ffn > 0 {
+            ops.push((
+                OpClass::Gemm(GemmName::SharedUp),
+                ComputeOp::Gemm(self.gemm(m, moe.shared_up_n, h)),
+            ));
+            let (act_flops, act_reads) = self.activation_cost();
+            ops.push((
+                OpClass::Other,
+                ComputeOp::Vector(self.vector(
+                    VectorOpKind::Activation,
+                    m * moe.shared_ffn,
+                    act_flops,
+                    act_reads,
+                )),
+            ));
+            ops.push((
+                OpClass::Gemm(GemmName::SharedDown),
+                ComputeOp::Gemm(self.gemm(m, h, moe.shared_ffn)),
+            ));
+        }
+        ops
+    }
+
+    /// The routed experts' ops of one MoE layer on this device when the replica routes
+    /// `tokens` tokens, `m` of which enter here: top-k over the router's logits, permute, the
+    /// grouped GEMMs and activation, combine.
+    pub fn routed_ops(
+        &self,
+        moe: &MoeShard,
+        tokens: u64,
+        m: u64,
+        ops: &mut Vec<(OpClass, ComputeOp)>,
+    ) {
+        let h = self.hidden;
         // Softmax / sigmoid and top-k over the router's logits.
         ops.push((
             OpClass::Other,
@@ -193,27 +232,31 @@ impl Shard {
                 ComputeOp::Vector(self.vector(VectorOpKind::Elementwise, rows_u * h, 2.0, 2.0)),
             ));
         }
-        if moe.shared_ffn > 0 {
-            ops.push((
-                OpClass::Gemm(GemmName::SharedUp),
-                ComputeOp::Gemm(self.gemm(m, moe.shared_up_n, h)),
-            ));
-            let (act_flops, act_reads) = self.activation_cost();
-            ops.push((
-                OpClass::Other,
-                ComputeOp::Vector(self.vector(
-                    VectorOpKind::Activation,
-                    m * moe.shared_ffn,
-                    act_flops,
-                    act_reads,
-                )),
-            ));
-            ops.push((
-                OpClass::Gemm(GemmName::SharedDown),
-                ComputeOp::Gemm(self.gemm(m, h, moe.shared_ffn)),
-            ));
+    }
+
+    /// One MoE layer's routed experts on this device when the replica routes `tokens`
+    /// tokens, as a measured fused MoE block describes them (the tokens the expert-parallel
+    /// group routes, the busiest rank's load over the mean).
+    pub fn routed_experts(&self, moe: &MoeShard, tokens: u64) -> RoutedExperts {
+        let mean = (tokens * moe.top_k) as f64 / moe.ep as f64;
+        RoutedExperts {
+            tokens,
+            hidden: self.hidden,
+            ffn: moe.ffn * moe.etp,
+            top_k: moe.top_k,
+            experts: moe.experts,
+            tp: moe.etp,
+            ep: moe.ep,
+            gated: moe.up_n > moe.ffn,
+            act: self.act,
+            weight: moe.weight,
+            scaling: GemmScaling::Tensor,
+            load_factor: if mean > 0.0 {
+                moe.busiest_rows(tokens) / mean
+            } else {
+                1.0
+            },
         }
-        ops
     }
 }
 

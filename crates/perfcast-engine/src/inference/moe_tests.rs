@@ -3,8 +3,9 @@
 //! `evaluate` on an MoE model.
 
 use super::*;
+use perfcast_core::op::RoutedExperts;
 use perfcast_core::workload::{AttentionLayout, FfnAct, MlaSpec, MoeSpec};
-use perfcast_core::{ComputeOp, DType};
+use perfcast_core::{ComputeOp, ComputeUnit, DType, ModelError};
 use perfcast_testkit::flat::h100;
 
 /// DeepSeek-V3 / R1 (DeepSeek-AI 2024, Table and config.json): 61 layers of which the first 3
@@ -72,7 +73,7 @@ fn decode_reads_the_touched_experts() {
     let moe = sh.moe.unwrap();
     assert_eq!((moe.local, moe.etp), (32, 1));
     let expert_bytes = |tokens: u64| -> f64 {
-        sh.moe_ops(&moe, tokens, tokens.div_ceil(sh.dp))
+        sh.moe_ops(&moe, tokens, tokens.div_ceil(sh.dp), true)
             .iter()
             .filter_map(|(class, op)| match (class, op) {
                 (
@@ -143,4 +144,106 @@ fn step_costs_agree_on_an_moe_model() {
             "{ep} {dp}: {fast} vs {mean}"
         );
     }
+}
+
+/// A compute unit with a fixed measured time for every MoE layer's routed experts (or none),
+/// recording what it was asked.
+struct MeasuredExperts {
+    inner: std::sync::Arc<dyn ComputeUnit>,
+    time: Option<f64>,
+    asked: std::sync::Mutex<Vec<RoutedExperts>>,
+}
+
+impl ComputeUnit for MeasuredExperts {
+    fn kind(&self) -> &str {
+        self.inner.kind()
+    }
+    fn peak(&self, engine: perfcast_core::Engine, dtype: DType) -> Option<perfcast_core::FlopRate> {
+        self.inner.peak(engine, dtype)
+    }
+    fn efficiency(&self, op: &ComputeOp) -> f64 {
+        self.inner.efficiency(op)
+    }
+    fn launch_overhead(&self) -> perfcast_core::Seconds {
+        self.inner.launch_overhead()
+    }
+    fn op_time(
+        &self,
+        op: &ComputeOp,
+        memory: &perfcast_core::MemoryHierarchy,
+    ) -> Result<perfcast_core::OpTime, ModelError> {
+        self.inner.op_time(op, memory)
+    }
+    fn routed_experts_time(
+        &self,
+        e: &RoutedExperts,
+    ) -> Result<Option<perfcast_core::Seconds>, ModelError> {
+        if let Ok(mut a) = self.asked.lock() {
+            a.push(*e);
+        }
+        Ok(self.time.map(perfcast_core::Seconds))
+    }
+}
+
+/// A compute unit that measures fused MoE blocks times each MoE layer's routed experts whole:
+/// every millisecond it reports adds one per MoE layer and pass (58 of DeepSeek-V3's 61
+/// layers), in prefill and in every decode step, where the grouped GEMMs it stands for no
+/// longer count; it is asked with the tokens the expert-parallel group routes and the busiest
+/// rank's load; `options.measured_moe = false` (TensorRT-LLM's 0.x engines) ignores it.
+#[test]
+fn measured_moe_blocks_replace_the_grouped_gemms() {
+    let run = |time: Option<f64>, measured_moe: bool| {
+        let mut system = h100(8);
+        let unit = std::sync::Arc::new(MeasuredExperts {
+            inner: system.compute.clone(),
+            time,
+            asked: std::sync::Mutex::new(Vec::new()),
+        });
+        system.compute = unit.clone();
+        let options = InferenceOptions {
+            measured_moe,
+            ..InferenceOptions::default()
+        };
+        let inf = Inference::new(deepseek_v3(), system, options).unwrap();
+        let r = inf.evaluate(&plan(8, 8, true, 64)).unwrap();
+        let asked = unit.asked.lock().unwrap().clone();
+        (r, asked)
+    };
+    let (none, asked) = run(None, true);
+    let (one, _) = run(Some(1e-3), true);
+    let (two, _) = run(Some(2e-3), true);
+    let (off, asked_off) = run(Some(1e-3), false);
+    assert_eq!(off.decode, none.decode);
+    assert_eq!(off.prefill, none.prefill);
+    assert!(asked_off.is_empty());
+    for (phase, a, b, c) in [
+        ("prefill", &none.prefill, &one.prefill, &two.prefill),
+        ("decode", &none.decode, &one.decode, &two.decode),
+    ] {
+        let per_pass = 58e-3 * a.steps as f64;
+        let d = c.gemm.0 - b.gemm.0;
+        assert!(
+            (d / per_pass - 1.0).abs() < 1e-9,
+            "{phase}: {d} vs {per_pass}"
+        );
+        // The grouped GEMMs' own time is gone: without the measured blocks the GEMMs take
+        // less than the analytical pass, which times them.
+        assert!(b.gemm.0 - per_pass < a.gemm.0, "{phase}");
+    }
+    // A decode step of 64 requests over 8 attention ranks: the group routes 64 tokens.
+    let e = asked
+        .iter()
+        .find(|e| e.tokens == 64)
+        .copied()
+        .expect("a decode step asked");
+    assert_eq!(
+        (e.hidden, e.ffn, e.top_k, e.experts, e.tp, e.ep, e.gated),
+        (7168, 2048, 8, 256, 1, 8, true)
+    );
+    assert_eq!((e.act, e.weight), (DType::Fp8, DType::Fp8));
+    assert!(
+        e.load_factor > 1.0 && e.load_factor < 2.0,
+        "{}",
+        e.load_factor
+    );
 }

@@ -149,6 +149,9 @@ fn d_prefill_tokens() -> u32 {
 fn d_segments() -> u32 {
     4
 }
+fn yes() -> bool {
+    true
+}
 
 /// Serving-stack parameters: fixed costs that are not properties of the hardware plugins
 /// (those come from the `ComputeUnit`, `MemoryTier` and `Interconnect` of the `System`), shared
@@ -230,6 +233,13 @@ pub struct InferenceOptions {
     /// Collective algorithm asked of the interconnect (`auto` lets it pick ring or tree).
     #[serde(default)]
     pub collective_algorithm: CollectiveAlgorithm,
+    /// Time a MoE layer's routed experts from the device's measured fused-MoE blocks where it
+    /// has them ([`perfcast_core::ComputeUnit::routed_experts_time`]; the tables time
+    /// TensorRT-LLM 1.x's fused MoE); `false` times the grouped GEMMs op by op, as for a
+    /// runtime whose MoE kernels the tables do not time (TensorRT-LLM's engine plugin of the
+    /// 0.x releases). Default true.
+    #[serde(default = "yes")]
+    pub measured_moe: bool,
     /// Multipliers on the runtime's kernel throughput (set by a stack; not modelled yet).
     /// Default 1.
     #[serde(default)]
@@ -250,6 +260,7 @@ impl Default for InferenceOptions {
             max_prefill_tokens: d_prefill_tokens(),
             decode_segments: d_segments(),
             collective_algorithm: CollectiveAlgorithm::Auto,
+            measured_moe: true,
             efficiency: EfficiencyScales::default(),
         }
     }

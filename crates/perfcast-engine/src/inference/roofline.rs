@@ -59,7 +59,7 @@ impl Inference {
                     }
                     if let (Some(moe), true) = (&sh.moe, sh.moe_layers > 0) {
                         p.extend(
-                            sh.moe_ops(moe, m, mr)
+                            sh.moe_ops(moe, m, mr, true)
                                 .into_iter()
                                 .map(|(c, op)| (c, op, sh.moe_layers)),
                         );

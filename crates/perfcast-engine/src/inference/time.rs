@@ -336,10 +336,54 @@ impl Inference {
             sh.dense_layers,
         )?;
         if let Some(moe) = &sh.moe {
-            let comm = |a: &mut Acc| self.moe_comm(sh, moe, rank, a);
-            part(sh.moe_ops(moe, m, rank.tokens), &comm, sh.moe_layers)?;
+            let measured = self.measured_experts(sh, moe, m, rank)?;
+            let rest = |a: &mut Acc| {
+                if let Some(x) = &measured {
+                    a.add_scaled(x, 1.0);
+                }
+                self.moe_comm(sh, moe, rank, a)
+            };
+            let ops = sh.moe_ops(moe, m, rank.tokens, measured.is_none());
+            part(ops, &rest, sh.moe_layers)?;
         }
         Ok(acc)
+    }
+
+    /// One MoE layer's routed experts timed whole by the compute unit when it has
+    /// measurements of fused MoE blocks ([`perfcast_core::ComputeUnit::routed_experts_time`]),
+    /// with the work and kernels of the ops they stand for ([`Shard::routed_ops`]); `None`
+    /// when it has none (the ops are then timed one by one).
+    fn measured_experts(
+        &self,
+        sh: &Shard,
+        moe: &super::moe::MoeShard,
+        tokens: u64,
+        rank: Pass,
+    ) -> Result<Option<Acc>, ModelError> {
+        if !self.options.measured_moe {
+            return Ok(None);
+        }
+        let experts = sh.routed_experts(moe, tokens);
+        let Some(t) = self.system.compute.routed_experts_time(&experts)? else {
+            return Ok(None);
+        };
+        perfcast_core::units::ensure_finite("routed experts time", t.0)?;
+        let mut ops = Vec::new();
+        sh.routed_ops(moe, tokens, rank.tokens, &mut ops);
+        let mut acc = Acc {
+            gemm: t.0,
+            ..Acc::default()
+        };
+        for (_, op) in &ops {
+            acc.flops += op.flops().0;
+            acc.bytes += op.min_bytes().0;
+            acc.kernels += op.launches() as f64;
+        }
+        // Launched from the host one kernel at a time when not graph-captured.
+        if rank.eager {
+            acc.overhead += (acc.kernels * self.options.host_launch_us * 1e-6 - t.0).max(0.0);
+        }
+        Ok(Some(acc))
     }
 
     /// The communication of one MoE layer: the tensor-parallel all-reduce of the experts'

@@ -199,6 +199,12 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
         "options.max_prefill_tokens",
         "modelled",
     ),
+    (
+        "serving.measured_moe",
+        "-",
+        "options.measured_moe",
+        "modelled",
+    ),
 ];
 
 /// The `[options]` key (below `options.`) a numeric or boolean `[software]` key lands on in
@@ -471,6 +477,12 @@ impl Stack {
             "options.max_prefill_tokens",
             &mut opts.max_prefill_tokens,
             s.max_prefill_tokens,
+        );
+        put_opt(
+            set,
+            "options.measured_moe",
+            &mut opts.measured_moe,
+            s.measured_moe,
         );
         scales(set, "options.", &mut opts.efficiency, self.efficiency);
     }

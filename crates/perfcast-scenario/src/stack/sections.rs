@@ -293,4 +293,6 @@ pub struct ServingSw {
     pub usable_memory_fraction: Option<f64>,
     /// Tokens per prefill pass at most (`max_num_tokens`, `max_num_batched_tokens`).
     pub max_prefill_tokens: Option<u32>,
+    /// Whether the runtime's fused MoE kernels are the ones the devices' MoE tables time.
+    pub measured_moe: Option<bool>,
 }
