@@ -48,13 +48,13 @@ const BOUNDS: &[(&str, f64, f64, &str)] = &[
     ),
     (
         "trtllm-v10-offline-moe",
-        0.25,
+        0.22,
         0.80,
-        "MoE inference (issue 21), routed experts from the MoE kernel tables: Blackwell within \
-         9% below 20K-token prompts; Qwen3-235B predicted 17-31% slow on H200 (and 24% fast \
-         on H100 at 128/2048), Llama 4 Maverick on H100 up to 79% fast, and the 20K-token \
-         prompts 45-57% slow (prefill attention at the analytical model's efficiency); the \
-         engine-chosen batch limits of trtllm-bench are not published",
+        "MoE inference (issue 21), routed experts and attention from the kernel tables: \
+         Blackwell within 13% below 5K-token prompts; Qwen3-235B predicted 17-25% slow on \
+         H200 (and 32% fast on H100 at 128/2048), Llama 4 Maverick on H100 up to 79% fast, \
+         and the 20K-token prompts 25-53% slow; trtllm-bench's engine-chosen batch and token \
+         limits (per rank under attention data parallelism) are not published",
     ),
     (
         "trtllm-dsr1-blog",

@@ -324,7 +324,8 @@ impl Config {
                     .get(&gpu, perfcast_kernels::Op::Gemm)
                     .map_err(|e| self.invalid_kernels(e.to_string()))?;
                 Arc::new(
-                    perfcast_kernels::MeasuredCompute::new(compute, gemm).with_moe(catalog, &gpu),
+                    perfcast_kernels::MeasuredCompute::new(compute, gemm)
+                        .with_tables(catalog, &gpu),
                 )
             }
         })

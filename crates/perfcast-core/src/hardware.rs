@@ -208,6 +208,22 @@ pub trait ComputeUnit: Send + Sync {
     ) -> Result<Option<Seconds>, ModelError> {
         Ok(None)
     }
+    /// The time of one inference attention core when the unit has measurements of an
+    /// inference runtime's attention kernels (kernel tables), at the unit's clock: `a` is a
+    /// prefill of `a.q_len` new tokens per sequence over `a.kv_len` positions (causal; the
+    /// first `kv_len - q_len` cached before) or a decode step (`q_len` 1) of `a.batch`
+    /// sequences, with `a.heads` query and `a.kv_heads` KV heads on this device, its KV cache
+    /// in `kv`. `None` (the default, and a shape the measurements do not cover) lets the
+    /// engine time it with [`ComputeUnit::op_time`]. An error when the measurements cannot
+    /// be read.
+    fn inference_attention_time(
+        &self,
+        _a: &crate::op::Attention,
+        _kv: DType,
+        _memory: &MemoryHierarchy,
+    ) -> Result<Option<Seconds>, ModelError> {
+        Ok(None)
+    }
     /// Time one op. The default is the hierarchical roofline
     /// ([`crate::roofline::hierarchical`]); a plugin with a model of its own (a simulator, a
     /// lookup table) overrides this. The engines time each op of a device's program with it

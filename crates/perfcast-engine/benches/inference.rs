@@ -56,7 +56,7 @@ fn bench(c: &mut Criterion) {
         .expect("gemm table");
     tabled.compute = std::sync::Arc::new(
         perfcast_kernels::MeasuredCompute::new(tabled.compute.clone(), gemm)
-            .with_moe(catalog, "h100_sxm"),
+            .with_tables(catalog, "h100_sxm"),
     );
     let qwen = Inference::new(qwen3_235b(), tabled, InferenceOptions::default()).expect("model");
     c.bench_function(

@@ -18,7 +18,7 @@
 //! not answered: extrapolating a table would hide a change of regime (tile quantisation, a
 //! different kernel) it never measured.
 
-use crate::op::MAX_CATEGORICAL;
+use crate::op::{MAX_CATEGORICAL, MAX_SHAPE};
 use crate::table::{KernelTable, Row};
 
 /// How a time was found.
@@ -131,14 +131,22 @@ impl Timings {
         lookup(t.rows_of(&ids), shape)
     }
 
-    /// The largest value of the first shape field among the rows of the variant `cat`.
-    pub fn max_first(&self, cat: &[&str]) -> Option<u64> {
+    /// The largest value of each shape field among the rows of the variant `cat` (`None` for
+    /// a variant the table lacks).
+    pub fn max_shape(&self, cat: &[&str]) -> Option<[u64; MAX_SHAPE]> {
         let t = &self.table;
         let mut ids = Vec::with_capacity(cat.len());
         for (i, v) in cat.iter().enumerate() {
             ids.push(t.value_id(i, v)?);
         }
-        t.rows_of(&ids).iter().map(|r| r.shape[0]).max()
+        let rows = t.rows_of(&ids);
+        let mut most = [0u64; MAX_SHAPE];
+        for r in rows {
+            for (m, &x) in most.iter_mut().zip(&r.shape) {
+                *m = (*m).max(x);
+            }
+        }
+        (!rows.is_empty()).then_some(most)
     }
 
     /// The values of the last categorical field (the kernel) the table has for the leading

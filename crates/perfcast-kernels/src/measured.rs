@@ -50,8 +50,8 @@
 
 use crate::catalog::Catalog;
 use crate::interp::{Path, Timings};
-use crate::op::Op;
-use perfcast_core::op::{ComputeOp, Gemm, RoutedExperts};
+use crate::op::{Op, MAX_SHAPE};
+use perfcast_core::op::{Attention, ComputeOp, Gemm, RoutedExperts};
 use perfcast_core::{
     ComputeUnit, DType, Engine, FlopRate, GemmScaling, MemoryHierarchy, ModelError, OpTime, Seconds,
 };
@@ -92,10 +92,14 @@ const BALANCED: &str = "balanced";
 pub struct MeasuredCompute {
     inner: Arc<dyn ComputeUnit>,
     gemm: Arc<Timings>,
-    /// The fused MoE blocks' table, read on first use (a model without experts never reads
-    /// it): where it comes from, and the table with its kernels once read.
-    moe_source: Option<(Arc<Catalog>, String)>,
-    moe: OnceLock<Result<MoeTable, String>>,
+    /// Where the GPU's other tables come from: each is read on its first query (a dense
+    /// model never reads the MoE table, a training step no attention table).
+    source: Option<(Arc<Catalog>, String)>,
+    /// The fused MoE blocks, with their kernels resolved once read.
+    moe: OnceLock<Result<Option<MoeTable>, String>>,
+    /// Prefill and decode attention, with their main kernels.
+    context: OnceLock<Result<Option<AttentionTable>, String>>,
+    generation: OnceLock<Result<Option<AttentionTable>, String>>,
     /// The main kernel of each table dtype, resolved once.
     kernels: Vec<(&'static str, Option<String>)>,
     /// The inner unit's clock relative to the measurements' ([`ComputeUnit::clock_ratio`]).
@@ -119,8 +123,10 @@ impl MeasuredCompute {
         MeasuredCompute {
             inner,
             gemm,
-            moe_source: None,
+            source: None,
             moe: OnceLock::new(),
+            context: OnceLock::new(),
+            generation: OnceLock::new(),
             kernels,
             clock: if clock.is_finite() && clock > 0.0 {
                 clock
@@ -130,41 +136,49 @@ impl MeasuredCompute {
         }
     }
 
-    /// Also time routed experts from the MoE table of `gpu` in `catalog` (read on first use),
-    /// when the catalog has one.
-    pub fn with_moe(mut self, catalog: Arc<Catalog>, gpu: &str) -> Self {
-        if catalog.ops(gpu).contains(&Op::Moe) {
-            self.moe_source = Some((catalog, gpu.to_string()));
-        }
+    /// Also time routed experts and inference attention from the MoE and attention tables of
+    /// `gpu` in `catalog` that it has (each read on first use).
+    pub fn with_tables(mut self, catalog: Arc<Catalog>, gpu: &str) -> Self {
+        self.source = Some((catalog, gpu.to_string()));
         self
     }
 
     /// Also time routed experts from `table`, a table of fused MoE blocks.
     pub fn with_moe_table(self, table: Arc<Timings>) -> Self {
-        let _ = self.moe.set(Ok(MoeTable::new(table)));
+        let _ = self.moe.set(Ok(Some(MoeTable::new(table))));
         self
     }
 
-    /// The MoE table, read on first use; `None` without one.
-    fn moe_table(&self) -> Result<Option<&MoeTable>, ModelError> {
-        if self.moe.get().is_none() {
-            let Some((catalog, gpu)) = &self.moe_source else {
-                return Ok(None);
-            };
-            let read = catalog
-                .get(gpu, Op::Moe)
-                .map(MoeTable::new)
-                .map_err(|e| e.to_string());
-            let _ = self.moe.set(read);
-        }
-        match self.moe.get() {
-            Some(Ok(t)) => Ok(Some(t)),
-            Some(Err(e)) => Err(ModelError::invalid(
+    /// Also time prefill and decode attention from these tables.
+    pub fn with_attention_tables(self, context: Arc<Timings>, generation: Arc<Timings>) -> Self {
+        let _ = self.context.set(Ok(Some(AttentionTable::new(context))));
+        let _ = self
+            .generation
+            .set(Ok(Some(AttentionTable::new(generation))));
+        self
+    }
+
+    /// The table of `op` in `slot`, read on first use; `None` when the GPU has none.
+    fn lazy<'a, T>(
+        &self,
+        slot: &'a OnceLock<Result<Option<T>, String>>,
+        op: Op,
+        make: impl FnOnce(Arc<Timings>) -> T,
+    ) -> Result<Option<&'a T>, ModelError> {
+        let read = slot.get_or_init(|| match &self.source {
+            Some((catalog, gpu)) if catalog.ops(gpu).contains(&op) => catalog
+                .get(gpu, op)
+                .map(|t| Some(make(t)))
+                .map_err(|e| e.to_string()),
+            _ => Ok(None),
+        });
+        match read {
+            Ok(t) => Ok(t.as_ref()),
+            Err(e) => Err(ModelError::invalid(
                 perfcast_core::Key::other("device.kernels"),
                 self.gpu(),
-                format!("its MoE table cannot be read: {e}"),
+                format!("its {op} table cannot be read: {e}"),
             )),
-            None => Ok(None),
         }
     }
 
@@ -191,11 +205,67 @@ impl MeasuredCompute {
     }
 }
 
-/// The kernels of one MoE table dtype.
+/// An attention table (prefill or decode) with the main kernel of each `(dtype, kv_dtype)`.
+struct AttentionTable {
+    timings: Arc<Timings>,
+    /// Per `(dtype, kv_dtype)`: the main kernel and the largest value of each shape field.
+    kernels: Vec<([&'static str; 2], String, [u64; MAX_SHAPE])>,
+}
+
+impl AttentionTable {
+    fn new(timings: Arc<Timings>) -> Self {
+        let mut kernels = Vec::new();
+        for d in ["bfloat16", "fp8"] {
+            for kv in ["bfloat16", "fp8"] {
+                if let Some(k) = timings.main_kernel(&[d, kv]) {
+                    if let Some(most) = timings.max_shape(&[d, kv, k]) {
+                        kernels.push(([d, kv], k.to_string(), most));
+                    }
+                }
+            }
+        }
+        AttentionTable { timings, kernels }
+    }
+
+    /// The latency (ms) of `shape` for `(dtype, kv)`, the `scaled` dimensions scaled beyond
+    /// the largest measured value by `(x / largest)^power` (the rest answered only within
+    /// the table).
+    fn time(&self, dk: [&str; 2], shape: &mut [u64], scaled: &[(usize, i32)]) -> Option<f64> {
+        let (_, kernel, most) = self.kernels.iter().find(|(k, _, _)| *k == dk)?;
+        let mut factor = 1.0;
+        for &(dim, power) in scaled {
+            if shape[dim] > most[dim] {
+                factor *= (shape[dim] as f64 / most[dim] as f64).powi(power);
+                shape[dim] = most[dim];
+            }
+        }
+        let l = self.timings.time(&[dk[0], dk[1], kernel], shape)?;
+        Some(l.latency_ms * factor)
+    }
+}
+
+/// The attention tables' `(dtype, kv_dtype)` for an inference attention core: prefill in
+/// its own format (fp8 context kernels exist), decode with 16-bit queries (the decode
+/// tables hold no fp8 queries; TensorRT-LLM's XQA reads an fp8 cache with bf16 queries).
+fn attention_dtypes(a: &Attention, kv: DType) -> Option<[&'static str; 2]> {
+    let name = |d: DType| match d {
+        DType::Bf16 | DType::Fp16 => Some("bfloat16"),
+        DType::Fp8 => Some("fp8"),
+        _ => None,
+    };
+    let kvd = name(kv)?;
+    if a.q_len == 1 {
+        Some(["bfloat16", kvd])
+    } else {
+        Some([name(a.dtype)?, kvd])
+    }
+}
+
+/// The kernels of one MoE table dtype, each with its largest measured pass (tokens).
 struct MoeKernels {
     dtype: &'static str,
-    gated: Option<String>,
-    plain: Option<String>,
+    gated: Option<(String, u64)>,
+    plain: Option<(String, u64)>,
 }
 
 /// A table of fused MoE blocks with the kernels of each dtype resolved.
@@ -224,7 +294,9 @@ impl MoeTable {
                         best = Some((k, n));
                     }
                 }
-                best.map(|(k, _)| k.to_string())
+                let k = best?.0;
+                let most = timings.max_shape(&[dtype, BALANCED, k])?[0];
+                Some((k.to_string(), most))
             };
             MoeKernels {
                 dtype,
@@ -238,25 +310,74 @@ impl MoeTable {
 }
 
 impl MeasuredCompute {
+    /// The measured or interpolated time (seconds, at the measurements' clock) of inference
+    /// attention core `a` with its KV cache in `kv`, if the attention tables cover it:
+    /// a decode step from the decode table (`batch`, context, heads); a prefill of
+    /// `q_len` tokens after `kv_len - q_len` cached ones as the prefill table's `kv_len`-token
+    /// prompts less its `kv_len - q_len`-token ones (the causal rows they add), at least a
+    /// fresh `q_len`-token prefill. Beyond the largest measured batch the time scales with the
+    /// batch, beyond the longest decode context with the context and the longest prompt with
+    /// its square (the work of a causal prefill).
+    pub fn attention_time(&self, a: &Attention, kv: DType) -> Result<Option<f64>, ModelError> {
+        if a.backward || a.q_len == 0 || a.kv_len < a.q_len || a.batch == 0 {
+            return Ok(None);
+        }
+        let Some(dk) = attention_dtypes(a, kv) else {
+            return Ok(None);
+        };
+        if a.q_len == 1 {
+            let Some(t) = self.lazy(
+                &self.generation,
+                Op::GenerationAttention,
+                AttentionTable::new,
+            )?
+            else {
+                return Ok(None);
+            };
+            let mut shape = [a.batch, 1, a.kv_len, a.heads, a.kv_heads, a.head_dim, 0];
+            return Ok(t
+                .time(dk, &mut shape, &[(0, 1), (2, 1)])
+                .map(|ms| ms * 1e-3));
+        }
+        let Some(t) = self.lazy(&self.context, Op::ContextAttention, AttentionTable::new)? else {
+            return Ok(None);
+        };
+        let prefill = |s: u64| {
+            if s == 0 {
+                return Some(0.0);
+            }
+            let mut shape = [a.batch, s, a.heads, a.kv_heads, a.head_dim, 0];
+            t.time(dk, &mut shape, &[(0, 1), (1, 2)])
+        };
+        let (Some(whole), Some(before), Some(fresh)) = (
+            prefill(a.kv_len),
+            prefill(a.kv_len - a.q_len),
+            prefill(a.q_len),
+        ) else {
+            return Ok(None);
+        };
+        Ok(Some((whole - before).max(fresh) * 1e-3))
+    }
+
     /// The measured or interpolated time (seconds, at the measurements' clock) of routed
     /// experts `e`, if the MoE table covers them (module documentation).
     pub fn moe_time(&self, e: &RoutedExperts) -> Result<Option<(f64, Path)>, ModelError> {
-        let Some(table) = self.moe_table()? else {
+        let Some(table) = self.lazy(&self.moe, Op::Moe, MoeTable::new)? else {
             return Ok(None);
         };
         let found = || {
             let dtype = moe_dtype(e)?;
             let k = table.kernels.iter().find(|k| k.dtype == dtype)?;
-            let kernel = if e.gated { &k.gated } else { &k.plain }.as_deref()?;
+            let (kernel, most) = if e.gated { &k.gated } else { &k.plain }.as_ref()?;
+            let most = *most;
             if !e.load_factor.is_finite() {
                 return None;
             }
-            let cat = [dtype, BALANCED, kernel];
+            let cat = [dtype, BALANCED, kernel.as_str()];
             let tokens = (e.tokens as f64 * e.load_factor.max(1.0)).ceil() as u64;
             // Beyond the largest pass measured the block is compute-bound (its time doubles
             // with the tokens between the tables' last two points): the largest pass's time
             // scaled by the tokens.
-            let most = table.timings.max_first(&cat)?;
             let (at, scale) = if tokens > most {
                 (most, tokens as f64 / most as f64)
             } else {
@@ -301,6 +422,24 @@ impl ComputeUnit for MeasuredCompute {
 
     fn clock_ratio(&self) -> f64 {
         self.inner.clock_ratio()
+    }
+
+    fn inference_attention_time(
+        &self,
+        a: &Attention,
+        kv: DType,
+        memory: &MemoryHierarchy,
+    ) -> Result<Option<Seconds>, ModelError> {
+        let Some(mut t) = self.attention_time(a, kv)? else {
+            return self.inner.inference_attention_time(a, kv, memory);
+        };
+        // Timed again and again on the same cache: one that fits on chip ran warm there, while
+        // in a model each layer reads its own from device memory.
+        let op = ComputeOp::Attention(*a);
+        if op.min_bytes().0 <= memory.on_chip_capacity().0 {
+            t = t.max(self.inner.op_time(&op, memory)?.memory.0 * self.clock);
+        }
+        Ok(Some(Seconds(t / self.clock)))
     }
 
     fn routed_experts_time(&self, e: &RoutedExperts) -> Result<Option<Seconds>, ModelError> {
@@ -605,6 +744,130 @@ mod tests {
         }
         // A unit without a MoE table times none.
         assert_eq!(unit().routed_experts_time(&experts(128)).unwrap(), None);
+    }
+
+    /// Toy attention tables for 8 query and 2 KV heads of 128: prefill latency `s^2 / 1e6`
+    /// ms x batch for prompts of 1024..4096 tokens, batches 1..4 (bf16 and fp8 queries, fp8
+    /// cache); decode `ctx / 1e5` ms x batch for contexts of 1024..8192, batches 1..8 (bf16
+    /// queries).
+    fn attention_unit(inner: Arc<dyn ComputeUnit>) -> MeasuredCompute {
+        let mut ctx = TableBuilder::new("toy", Op::ContextAttention, Provenance::default());
+        let mut line = 0;
+        for dt in ["bfloat16", "fp8"] {
+            for b in [1u64, 2, 4] {
+                for s in [1024u64, 2048, 4096] {
+                    line += 1;
+                    let ms = b as f64 * (s * s) as f64 / 1e6;
+                    ctx.push(
+                        "c",
+                        line,
+                        &[dt, "fp8", "torch_flow"],
+                        &[b, s, 8, 2, 128, 0],
+                        ms,
+                    )
+                    .unwrap();
+                }
+            }
+        }
+        let mut gen = TableBuilder::new("toy", Op::GenerationAttention, Provenance::default());
+        for b in [1u64, 2, 4, 8] {
+            for c in [1024u64, 2048, 4096, 8192] {
+                line += 1;
+                let ms = b as f64 * c as f64 / 1e5;
+                gen.push(
+                    "g",
+                    line,
+                    &["bfloat16", "fp8", "torch_flow"],
+                    &[b, 1, c, 8, 2, 128, 0],
+                    ms,
+                )
+                .unwrap();
+            }
+        }
+        let gemm = unit().gemm.clone();
+        MeasuredCompute::new(inner, gemm).with_attention_tables(
+            Arc::new(Timings::new(ctx.finish("c").unwrap())),
+            Arc::new(Timings::new(gen.finish("g").unwrap())),
+        )
+    }
+
+    fn attention(batch: u64, q_len: u64, kv_len: u64) -> Attention {
+        Attention {
+            batch,
+            heads: 8,
+            kv_heads: 2,
+            q_len,
+            kv_len,
+            head_dim: 128,
+            causal: true,
+            kind: perfcast_core::AttentionKind::Flash,
+            dtype: DType::Bf16,
+            backward: false,
+        }
+    }
+
+    #[test]
+    fn inference_attention_comes_from_the_prefill_and_decode_tables() {
+        let u = attention_unit(Arc::new(Flat));
+        let ms = |a: Attention| u.attention_time(&a, DType::Fp8).unwrap().map(|t| t * 1e3);
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9 * b);
+        // A fresh prompt: the row.
+        assert!(close(ms(attention(2, 2048, 2048)), 2.0 * 4.194304));
+        // A chunk of 1024 after 1024 cached: the 2048-token prompt less the 1024-token one.
+        assert!(close(ms(attention(1, 1024, 2048)), 4.194304 - 1.048576));
+        // A short chunk after a long context is at least a fresh prefill of the chunk.
+        let c = ms(attention(1, 1024, 4096)).unwrap();
+        assert!((c - (16.777216 - 9.437184)).abs() < 1e-9, "{c}");
+        // Beyond the longest prompt: its square; beyond the largest batch: linear.
+        assert!(close(ms(attention(1, 8192, 8192)), 4.0 * 16.777216));
+        assert!(close(ms(attention(8, 1024, 1024)), 8.0 * 1.048576));
+        // Decode: the decode table, bf16 queries whatever the prefill format.
+        assert!(close(ms(attention(4, 1, 2048)), 4.0 * 0.02048));
+        let fp8 = Attention {
+            dtype: DType::Fp8,
+            ..attention(4, 1, 2048)
+        };
+        assert!(close(ms(fp8), 4.0 * 0.02048));
+        // Beyond the longest decode context: linear in the context.
+        assert!(close(ms(attention(1, 1, 16384)), 0.16384));
+        // Not in the tables: other head shapes, a 16-bit cache (no such rows here), a
+        // backward pass, 4-bit formats, a prompt below the shortest measured.
+        for (a, kv) in [
+            (
+                Attention {
+                    head_dim: 64,
+                    ..attention(1, 2048, 2048)
+                },
+                DType::Fp8,
+            ),
+            (attention(1, 2048, 2048), DType::Bf16),
+            (
+                Attention {
+                    backward: true,
+                    ..attention(1, 2048, 2048)
+                },
+                DType::Fp8,
+            ),
+            (attention(1, 2048, 2048), DType::Fp4),
+            (attention(1, 512, 512), DType::Fp8),
+        ] {
+            assert_eq!(u.attention_time(&a, kv).unwrap(), None, "{a:?} {kv:?}");
+        }
+        // Under a power limit: at the lower clock; without tables: none.
+        let capped = attention_unit(Arc::new(Capped));
+        let mem = MemoryHierarchy::new(Vec::new());
+        let t = capped
+            .inference_attention_time(&attention(1, 2048, 2048), DType::Fp8, &mem)
+            .unwrap()
+            .unwrap()
+            .0;
+        assert!((t - 4.194304e-3 / 0.8).abs() < 1e-12, "{t}");
+        assert_eq!(
+            unit()
+                .inference_attention_time(&attention(1, 2048, 2048), DType::Fp8, &mem)
+                .unwrap(),
+            None
+        );
     }
 
     #[test]

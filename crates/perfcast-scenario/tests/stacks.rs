@@ -285,13 +285,14 @@ fn option_fields_follow_the_stack() {
         (o.usable_memory_fraction, o.decode_kv_group_reread),
         (0.9, 0.0)
     );
-    // TensorRT-LLM's 0.x engines run MoE layers through their own plugin, which the MoE
-    // tables do not time; the 1.x PyTorch flow runs the fused module they time (and
-    // inherits from 0.x, so says so).
-    for (stack, measured) in [
-        ("tensorrt-llm-0.x", false),
-        ("tensorrt-llm-1.x", true),
-        ("vllm-2025", true),
+    // The kernel tables time TensorRT-LLM 1.x's fused MoE and attention kernels: the 0.x
+    // engines' MoE plugin is not that module (their attention kernels are those of the
+    // tables, v0.5-v0.6's are not), vLLM runs kernels of its own.
+    for (stack, moe, attention) in [
+        ("tensorrt-llm-0.5", false, false),
+        ("tensorrt-llm-0.x", false, true),
+        ("tensorrt-llm-1.x", true, true),
+        ("vllm-2025", false, false),
     ] {
         let f = write(
             &d,
@@ -299,7 +300,11 @@ fn option_fields_follow_the_stack() {
             &format!("stack = \"{stack}\"\ninclude = [\"preset:mixtral-8x7b\", \"preset:dgx-h100\"]\n[inference]\nbatch = 8\ninput_len = 128\noutput_len = 64\n"),
         );
         let o = iopts(&load(&[f], &[]).unwrap()).unwrap();
-        assert_eq!(o.measured_moe, measured, "{stack}");
+        assert_eq!(
+            (o.measured_moe, o.measured_attention),
+            (moe, attention),
+            "{stack}"
+        );
     }
     let s = perfcast_scenario::InferenceScenario::from_config(&cfg).unwrap();
     assert!(s.plan.graph_capture);

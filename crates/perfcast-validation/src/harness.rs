@@ -34,7 +34,7 @@
 //!   ([`perfcast_core::parallel::interleaving_degrees`]).
 //! * **Inference**: `fp8`/`fp4` precision is W8A8/W4A4 (fp8/fp4 GEMMs, as TensorRT-LLM runs
 //!   FP8 on Hopper); `int8`/`int4` are weight-only (16-bit activations). KV cache in
-//!   `kv_precision` (default: the precision). Static and latency modes are one batch prefilled
+//!   `kv_precision` (default: the precision, no narrower than fp8: [`kv_dtype`]). Static and latency modes are one batch prefilled
 //!   then decoded; offline-max-throughput and server modes are simulated under in-flight
 //!   batching by [`crate::serving`].
 //!
@@ -275,11 +275,24 @@ pub fn inference_plan(case: &Case, stack: &Stack) -> Result<InferencePlan, Strin
         output_len: u32_of("inference.output_len", i.output_len)?,
         weight_dtype: weights,
         activation_dtype: activations,
-        kv_dtype: i.kv_precision.unwrap_or(i.precision).dtype(),
+        kv_dtype: kv_dtype(i),
         ..InferencePlan::new(1, 1, 1)
     };
     stack.apply_inference_plan(&mut plan, &|_| false, generation_of(&case.system.gpu));
     Ok(plan)
+}
+
+/// The KV cache's format of an inference case: `kv_precision`, else the precision, but no
+/// narrower than 8 bits (the runtimes of the sources cache no 4-bit KV: TensorRT-LLM's
+/// NVFP4 checkpoints from NVIDIA's ModelOpt collection quantise the KV cache to FP8, its
+/// `kv_cache_quant_algo`, as `trtllm_bench_settings` sizes it).
+pub(crate) fn kv_dtype(i: &crate::cases::CaseInference) -> DType {
+    let kv = i.kv_precision.unwrap_or(i.precision).dtype();
+    if kv.bytes() < 1.0 {
+        DType::Fp8
+    } else {
+        kv
+    }
 }
 
 /// Runs cases against the engines.

@@ -144,9 +144,7 @@ pub fn trtllm_bench_settings(
     const GIB: f64 = (1u64 << 30) as f64;
     let (weights, kv) = case.inference.as_ref().map_or((2.0, 2.0), |i| {
         let w = i.precision.dtype().bytes();
-        let kv = i.kv_precision.unwrap_or(i.precision).dtype().bytes();
-        // A 4-bit checkpoint keeps an 8-bit KV cache at the narrowest (no 4-bit KV).
-        (w, kv.max(1.0))
+        (w, crate::harness::kv_dtype(i).bytes())
     });
     let per_token = match &model.mla {
         // MLA: one latent and rotary key per token and layer, on every rank of the

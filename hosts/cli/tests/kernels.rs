@@ -239,7 +239,7 @@ kv_dtype = "fp8"
 "#;
 
 #[test]
-fn a_device_with_a_moe_table_times_its_routed_experts_from_it() {
+fn a_device_with_moe_and_attention_tables_times_experts_and_attention_from_them() {
     let dir = common::tmpdir("perfcast-kernels");
     std::fs::write(dir.join("qwen3.toml"), QWEN3_DEP8).unwrap();
     let tpot = |extra: &[&str]| -> f64 {
@@ -257,6 +257,12 @@ fn a_device_with_a_moe_table_times_its_routed_experts_from_it() {
     assert!(
         (measured / op_by_op - 1.0).abs() > 1e-3,
         "{measured} vs {op_by_op}"
+    );
+    // Its grouped-query attention comes from the attention tables.
+    let analytical = tpot(&["options.measured_attention=false"]);
+    assert!(
+        (measured / analytical - 1.0).abs() > 1e-3,
+        "{measured} vs {analytical}"
     );
     // A folder whose MoE table cannot be read: the error names the key and the table.
     let gpu = dir.join("tables/h200_sxm");
@@ -276,12 +282,19 @@ fn a_device_with_a_moe_table_times_its_routed_experts_from_it() {
             "device.kernels=\"tables#h200_sxm\"",
         ],
     );
-    fails(&o, &["device.kernels", "MoE table", "moe.parquet"]);
-    // Without a MoE table in the folder, the experts are timed op by op.
+    fails(
+        &o,
+        &["device.kernels", "moe table cannot be read", "moe.parquet"],
+    );
+    // With only the GEMM table in the folder, the experts and attention come from the model.
     std::fs::remove_file(gpu.join("moe.parquet")).unwrap();
     let folder = tpot(&["device.kernels=\"tables#h200_sxm\""]);
+    let neither = tpot(&[
+        "options.measured_moe=false",
+        "options.measured_attention=false",
+    ]);
     assert!(
-        (folder / op_by_op - 1.0).abs() < 1e-9,
-        "{folder} vs {op_by_op}"
+        (folder / neither - 1.0).abs() < 1e-9,
+        "{folder} vs {neither}"
     );
 }

@@ -5,7 +5,7 @@ use super::shard::Shard;
 use super::time::{Acc, Adjust, Pass, Timed};
 use super::Inference;
 use perfcast_core::op::ComputeOp;
-use perfcast_core::ModelError;
+use perfcast_core::{ModelError, TimeBound};
 
 impl Inference {
     /// Passes over each KV head a decode attention kernel makes (`q_len == 1`).
@@ -37,6 +37,9 @@ impl Inference {
         if let (true, Some(mla)) = (decode, &sh.mla) {
             return self.mla_decode_attention(sh, mla, pass, batch, kv_len);
         }
+        if let Some(t) = self.measured_attention(sh, pass, batch, q_len, kv_len)? {
+            return Ok(t);
+        }
         let a = if decode {
             let mut a = sh.attention_op(batch, sh.group(), kv_len);
             a.heads = sh.kv_heads;
@@ -59,6 +62,52 @@ impl Inference {
         };
         let t = self.compute_adjusted(&op, pass, Adjust { mem_scale, compute })?;
         Ok((op, t))
+    }
+
+    /// The attention core timed whole by the compute unit when it measures the runtime's
+    /// attention kernels ([`perfcast_core::ComputeUnit::inference_attention_time`]) and
+    /// `options.measured_attention` allows it: `batch` sequences of `q_len` new tokens over
+    /// `kv_len` positions (`q_len` 1: a decode step), multi-head and grouped-query attention
+    /// (not MLA, whose latent the tables do not hold). `None` otherwise.
+    pub(super) fn measured_attention(
+        &self,
+        sh: &Shard,
+        pass: Pass,
+        batch: u64,
+        q_len: u64,
+        kv_len: u64,
+    ) -> Result<Option<(ComputeOp, Timed)>, ModelError> {
+        if !self.options.measured_attention || sh.mla.is_some() {
+            return Ok(None);
+        }
+        let a = sh.attention_op(batch, q_len, kv_len);
+        let sys = &self.system;
+        let Some(t) = sys
+            .compute
+            .inference_attention_time(&a, sh.kv, &sys.memory)?
+        else {
+            return Ok(None);
+        };
+        perfcast_core::units::ensure_finite("attention time", t.0)?;
+        let op = ComputeOp::Attention(a);
+        let host = if pass.eager {
+            op.launches() as f64 * self.options.host_launch_us * 1e-6
+        } else {
+            0.0
+        };
+        let overhead = (host - t.0).max(0.0);
+        let timed = Timed {
+            busy: t.0,
+            overhead,
+            flops: op.flops().0,
+            bytes: sh.attention_bytes(&a, 1.0),
+            bound: if overhead > t.0 {
+                TimeBound::Overhead
+            } else {
+                TimeBound::Compute
+            },
+        };
+        Ok(Some((op, timed)))
     }
 
     /// MLA's decode attention in the absorbed form (DeepSeek-AI 2024 §2.1.1; FlashMLA,

@@ -146,11 +146,12 @@ fn step_costs_agree_on_an_moe_model() {
     }
 }
 
-/// A compute unit with a fixed measured time for every MoE layer's routed experts (or none),
-/// recording what it was asked.
+/// A compute unit with a fixed measured time for every MoE layer's routed experts and every
+/// attention core (or none), recording the experts it was asked about.
 struct MeasuredExperts {
     inner: std::sync::Arc<dyn ComputeUnit>,
     time: Option<f64>,
+    attention: Option<f64>,
     asked: std::sync::Mutex<Vec<RoutedExperts>>,
 }
 
@@ -183,6 +184,14 @@ impl ComputeUnit for MeasuredExperts {
         }
         Ok(self.time.map(perfcast_core::Seconds))
     }
+    fn inference_attention_time(
+        &self,
+        _a: &perfcast_core::Attention,
+        _kv: DType,
+        _memory: &perfcast_core::MemoryHierarchy,
+    ) -> Result<Option<perfcast_core::Seconds>, ModelError> {
+        Ok(self.attention.map(perfcast_core::Seconds))
+    }
 }
 
 /// A compute unit that measures fused MoE blocks times each MoE layer's routed experts whole:
@@ -197,6 +206,7 @@ fn measured_moe_blocks_replace_the_grouped_gemms() {
         let unit = std::sync::Arc::new(MeasuredExperts {
             inner: system.compute.clone(),
             time,
+            attention: None,
             asked: std::sync::Mutex::new(Vec::new()),
         });
         system.compute = unit.clone();
@@ -245,5 +255,40 @@ fn measured_moe_blocks_replace_the_grouped_gemms() {
         e.load_factor > 1.0 && e.load_factor < 2.0,
         "{}",
         e.load_factor
+    );
+}
+
+/// A compute unit that measures the runtime's attention kernels times every multi-head or
+/// grouped-query attention core whole (one per layer and pass, prefill and decode), unless
+/// `options.measured_attention` is off; MLA's latent attention stays the analytical model's.
+#[test]
+fn measured_attention_times_the_cores() {
+    let run = |model: ModelSpec, attention: Option<f64>, measured_attention: bool| {
+        let mut system = h100(8);
+        system.compute = std::sync::Arc::new(MeasuredExperts {
+            inner: system.compute.clone(),
+            time: None,
+            attention,
+            asked: std::sync::Mutex::new(Vec::new()),
+        });
+        let options = InferenceOptions {
+            measured_attention,
+            ..InferenceOptions::default()
+        };
+        let inf = Inference::new(model, system, options).unwrap();
+        inf.evaluate(&plan(8, 8, false, 16)).unwrap()
+    };
+    let measured = run(mixtral(), Some(1e-3), true);
+    // 32 layers, 1 ms each, per pass.
+    assert!((measured.prefill.attention.0 - 32e-3).abs() < 1e-12);
+    let steps = measured.decode.steps as f64;
+    assert!((measured.decode.attention.0 - 32e-3 * steps).abs() < 1e-9);
+    assert_eq!(
+        run(mixtral(), Some(1e-3), false),
+        run(mixtral(), None, true)
+    );
+    assert_eq!(
+        run(deepseek_v3(), Some(1e-3), true).decode,
+        run(deepseek_v3(), None, true).decode
     );
 }

@@ -240,6 +240,13 @@ pub struct InferenceOptions {
     /// 0.x releases). Default true.
     #[serde(default = "yes")]
     pub measured_moe: bool,
+    /// Time multi-head and grouped-query attention cores (prefill and decode) from the
+    /// device's measured attention kernels where it has them
+    /// ([`perfcast_core::ComputeUnit::inference_attention_time`]; the tables time TensorRT-LLM
+    /// 1.x's context FMHA and XQA decode kernels); `false` times them with the analytical
+    /// model. Default true.
+    #[serde(default = "yes")]
+    pub measured_attention: bool,
     /// Multipliers on the runtime's kernel throughput (set by a stack; not modelled yet).
     /// Default 1.
     #[serde(default)]
@@ -261,6 +268,7 @@ impl Default for InferenceOptions {
             decode_segments: d_segments(),
             collective_algorithm: CollectiveAlgorithm::Auto,
             measured_moe: true,
+            measured_attention: true,
             efficiency: EfficiencyScales::default(),
         }
     }

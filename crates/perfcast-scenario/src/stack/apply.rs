@@ -205,6 +205,12 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
         "options.measured_moe",
         "modelled",
     ),
+    (
+        "serving.measured_attention",
+        "-",
+        "options.measured_attention",
+        "modelled",
+    ),
 ];
 
 /// The `[options]` key (below `options.`) a numeric or boolean `[software]` key lands on in
@@ -483,6 +489,12 @@ impl Stack {
             "options.measured_moe",
             &mut opts.measured_moe,
             s.measured_moe,
+        );
+        put_opt(
+            set,
+            "options.measured_attention",
+            &mut opts.measured_attention,
+            s.measured_attention,
         );
         scales(set, "options.", &mut opts.efficiency, self.efficiency);
     }

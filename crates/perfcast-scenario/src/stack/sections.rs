@@ -295,4 +295,7 @@ pub struct ServingSw {
     pub max_prefill_tokens: Option<u32>,
     /// Whether the runtime's fused MoE kernels are the ones the devices' MoE tables time.
     pub measured_moe: Option<bool>,
+    /// Whether the runtime's attention kernels are the ones the devices' attention tables
+    /// time.
+    pub measured_attention: Option<bool>,
 }
