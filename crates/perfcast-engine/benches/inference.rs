@@ -9,7 +9,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan};
-use perfcast_testkit::llama2;
+use perfcast_testkit::{deepseek_v3, llama2};
 
 #[path = "../tests/inference_support/systems.rs"]
 mod builtin_systems;
@@ -73,26 +73,6 @@ fn qwen3_235b() -> perfcast_core::ModelSpec {
     m.kv_heads = Some(4);
     m.head_dim = Some(128);
     m.moe = Some(MoeSpec::new(128, 8, 1536));
-    m
-}
-
-/// DeepSeek-V3 (DeepSeek-AI 2024, config.json): 61 layers (3 dense), 256 experts of 2048, 8
-/// per token, one shared; MLA with a 512-rank latent.
-fn deepseek_v3() -> perfcast_core::ModelSpec {
-    use perfcast_core::workload::{AttentionLayout, FfnAct, MlaSpec, ModelSpec, MoeSpec};
-    let mut m = ModelSpec::dense(61, 7168, 128, 18432, FfnAct::Swiglu, 129280, 4096);
-    m.attention = Some(AttentionLayout::Mla);
-    m.mla = Some(MlaSpec {
-        q_lora_rank: 1536,
-        kv_lora_rank: 512,
-        qk_nope_head_dim: 128,
-        qk_rope_head_dim: 64,
-        v_head_dim: 128,
-    });
-    let mut moe = MoeSpec::new(256, 8, 2048);
-    moe.shared_experts = 1;
-    moe.dense_layers = 3;
-    m.moe = Some(moe);
     m
 }
 

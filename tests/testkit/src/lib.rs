@@ -26,6 +26,6 @@ pub mod plugins;
 pub mod process;
 pub mod systems;
 
-pub use models::{gpt, llama2};
+pub use models::{deepseek_v3, gpt, llama2};
 pub use process::{tmpdir, workspace_root};
 pub use systems::{a100_from_registry, a100_system, registry};

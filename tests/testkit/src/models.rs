@@ -1,6 +1,6 @@
 //! The models the papers use, as `ModelSpec`s.
 
-use perfcast_core::workload::{FfnAct, ModelSpec};
+use perfcast_core::workload::{AttentionLayout, FfnAct, MlaSpec, ModelSpec, MoeSpec};
 
 /// A GPT-style model of `l` layers, hidden size `h` and `a` heads as Megatron-LM builds them
 /// (Narayanan et al. 2021, Table 1): GeLU MLP of `4h`, vocabulary 51,200, sequence 2,048,
@@ -25,4 +25,25 @@ pub fn llama2(size: u32) -> ModelSpec {
         kv_heads: Some(kv),
         ..ModelSpec::dense(layers, hidden, heads, ffn, FfnAct::Swiglu, 32000, 4096)
     }
+}
+
+/// DeepSeek-V3 / R1 (DeepSeek-AI 2024, Table and config.json): 61 layers of which the first 3
+/// dense, 256 routed experts of 2048 with 8 per token and one shared, MLA with a 512-rank
+/// latent and a 64-wide rotary key.
+pub fn deepseek_v3() -> ModelSpec {
+    let mut m = ModelSpec::dense(61, 7168, 128, 18432, FfnAct::Swiglu, 129280, 4096);
+    m.max_context = Some(163840);
+    m.attention = Some(AttentionLayout::Mla);
+    m.mla = Some(MlaSpec {
+        q_lora_rank: 1536,
+        kv_lora_rank: 512,
+        qk_nope_head_dim: 128,
+        qk_rope_head_dim: 64,
+        v_head_dim: 128,
+    });
+    let mut moe = MoeSpec::new(256, 8, 2048);
+    moe.shared_experts = 1;
+    moe.dense_layers = 3;
+    m.moe = Some(moe);
+    m
 }

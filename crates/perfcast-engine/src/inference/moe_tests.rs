@@ -4,30 +4,10 @@
 
 use super::*;
 use perfcast_core::op::RoutedExperts;
-use perfcast_core::workload::{AttentionLayout, FfnAct, MlaSpec, MoeSpec};
+use perfcast_core::workload::{FfnAct, MoeSpec};
 use perfcast_core::{ComputeOp, ComputeUnit, DType, ModelError};
+use perfcast_testkit::deepseek_v3;
 use perfcast_testkit::flat::h100;
-
-/// DeepSeek-V3 / R1 (DeepSeek-AI 2024, Table and config.json): 61 layers of which the first 3
-/// dense, 256 routed experts of 2048 with 8 per token and one shared, MLA with a 512-rank
-/// latent and a 64-wide rotary key.
-fn deepseek_v3() -> ModelSpec {
-    let mut m = ModelSpec::dense(61, 7168, 128, 18432, FfnAct::Swiglu, 129280, 4096);
-    m.max_context = Some(163840);
-    m.attention = Some(AttentionLayout::Mla);
-    m.mla = Some(MlaSpec {
-        q_lora_rank: 1536,
-        kv_lora_rank: 512,
-        qk_nope_head_dim: 128,
-        qk_rope_head_dim: 64,
-        v_head_dim: 128,
-    });
-    let mut moe = MoeSpec::new(256, 8, 2048);
-    moe.shared_experts = 1;
-    moe.dense_layers = 3;
-    m.moe = Some(moe);
-    m
-}
 
 /// Mixtral-8x7B: 32 layers, 8 experts of 14336, 2 per token, GQA 32/8.
 fn mixtral() -> ModelSpec {
