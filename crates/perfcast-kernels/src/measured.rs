@@ -1,8 +1,9 @@
-//! A compute unit that times GEMMs (and, where the GPU has a table of them, whole fused MoE
-//! blocks) from a GPU's measured tables and everything else as the unit it wraps: what a host
-//! builds for a device whose configuration names kernel tables (`device.kernels`). The
-//! wrapped unit stays the plugin it is; this adapter only answers [`ComputeUnit::op_time`]
-//! and [`ComputeUnit::routed_experts_time`] for the shapes the tables cover.
+//! A compute unit that times GEMMs (and, where the GPU has tables of them, whole fused MoE
+//! blocks and inference attention cores) from a GPU's measured tables and everything else as
+//! the unit it wraps: what a host builds for a device whose configuration names kernel tables
+//! (`device.kernels`). The wrapped unit stays the plugin it is; this adapter only answers
+//! [`ComputeUnit::op_time`], [`ComputeUnit::routed_experts_time`] and
+//! [`ComputeUnit::inference_attention_time`] for the shapes the tables cover.
 //!
 //! Which table rows stand for a GEMM (TensorRT-LLM's kernels, the ones its tables time):
 //!
@@ -27,7 +28,7 @@
 //! weights are measured ~1.5x faster than HBM streams the weights), while in a model each
 //! layer reads its own weights from device memory. For those shapes the time is at least the
 //! wrapped unit's memory time (the roofline's device-memory traffic).
-
+//!
 //! **MoE blocks.** The MoE table times TensorRT-LLM's fused MoE module on one GPU
 //! (AIConfigurator's `collect_moe.py`: `moe.forward(hidden_states, router_logits)` for
 //! `tokens` tokens, the GPU holding its `1/ep` of the experts and `1/tp` of each expert's
@@ -47,6 +48,11 @@
 //! | fp4 / fp4 | `nvfp4` |
 //! | bf16 / fp4 (MXFP4 weight-only) | `w4a16_mxfp4` |
 //! | fp8 / fp4 | `w4a8_mxfp4_mxfp8` |
+//!
+//! **Attention.** The prefill and decode tables time TensorRT-LLM's attention backend
+//! (AIConfigurator's `collect_attn.py`, the TRTLLM backend: context FMHA, XQA decode) per
+//! batch, prompt or context length and head layout ([`MeasuredCompute::attention_time`]);
+//! training's attention (forward and backward) does not come from them.
 
 use crate::catalog::Catalog;
 use crate::interp::{Path, Timings};
