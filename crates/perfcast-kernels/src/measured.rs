@@ -349,20 +349,19 @@ impl MeasuredCompute {
             return Ok(None);
         };
         let prefill = |s: u64| {
-            if s == 0 {
-                return Some(0.0);
-            }
             let mut shape = [a.batch, s, a.heads, a.kv_heads, a.head_dim, 0];
             t.time(dk, &mut shape, &[(0, 1), (1, 2)])
         };
-        let (Some(whole), Some(before), Some(fresh)) = (
-            prefill(a.kv_len),
-            prefill(a.kv_len - a.q_len),
-            prefill(a.q_len),
-        ) else {
-            return Ok(None);
+        let whole = prefill(a.kv_len);
+        let ms = if a.q_len == a.kv_len {
+            whole
+        } else {
+            match (whole, prefill(a.kv_len - a.q_len), prefill(a.q_len)) {
+                (Some(whole), Some(before), Some(fresh)) => Some((whole - before).max(fresh)),
+                _ => None,
+            }
         };
-        Ok(Some((whole - before).max(fresh) * 1e-3))
+        Ok(ms.map(|ms| ms * 1e-3))
     }
 
     /// The measured or interpolated time (seconds, at the measurements' clock) of routed

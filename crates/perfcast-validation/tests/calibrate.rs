@@ -25,16 +25,20 @@ fn synthetic(groups: &[&str], truth: &[&str]) -> CasesFile {
         "/tests/data/synthetic-cases.toml"
     );
     let text = std::fs::read_to_string(path).unwrap();
-    let h = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap()
-    .with_overlay(Overlay::from_sets(truth).unwrap());
+    let h = harness().with_overlay(Overlay::from_sets(truth).unwrap());
     let text = remeasured(&text, "synthetic-cases.toml", &h).unwrap();
     let mut f = CasesFile::parse(&text, "synthetic-cases.toml").unwrap();
     f.cases.retain(|c| groups.contains(&c.group.as_str()));
     f
+}
+
+/// The harness `validate` runs: the built-in plugins with the project's kernel tables.
+fn harness() -> Harness {
+    Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
+    .unwrap()
 }
 
 const TRAINING: &[&str] = &["g-a", "g-b", "g-c"];
@@ -51,16 +55,7 @@ fn run(file: &CasesFile, params: &[&str], cv: Cv) -> Result<Calibration, String>
         exclude_serving: false,
         settings: Settings::default(),
     };
-    calibrate::calibrate(
-        &Harness::new(
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-        )
-        .unwrap(),
-        file,
-        "0",
-        &opts,
-    )
+    calibrate::calibrate(&harness(), file, "0", &opts)
 }
 
 /// The H100 power limit the measurements were made with (450 W; the preset has none) is
@@ -203,13 +198,7 @@ fn stack_and_hardware_folds() {
         c.folds[1]
     );
     // Held out, each case is predicted as on the fallback stack with the fold's middle.
-    let h = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap()
-    .on_fallback_stack()
-    .unwrap();
+    let h = harness().on_fallback_stack().unwrap();
     for f in &c.folds {
         for &m in &f.members {
             let case = file.cases.iter().find(|x| x.id == c.cases[m].id).unwrap();
@@ -257,12 +246,7 @@ fn the_overlay_round_trips() {
     assert!(text.contains("# cases sha256: 0") && text.contains("[components.h100_sxm5_80gb]"));
     let o = Overlay::parse(&text, "fitted.toml").unwrap();
     assert_eq!(o.entries.len(), 2);
-    let h = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap()
-    .with_overlay(o);
+    let h = harness().with_overlay(o);
     for (case, want) in file.cases.iter().zip(&c.in_sample) {
         let mut r = h.run_case(case);
         r.first = first_metric(&r);
@@ -352,17 +336,7 @@ fn bad_parameters_and_files_are_errors() {
             ..Settings::default()
         },
     };
-    let c = calibrate::calibrate(
-        &Harness::new(
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-        )
-        .unwrap(),
-        &file,
-        "0",
-        &opts,
-    )
-    .unwrap();
+    let c = calibrate::calibrate(&harness(), &file, "0", &opts).unwrap();
     assert!(!c.converged());
     assert!(c.to_table().contains("NOT CONVERGED"));
 }
@@ -390,11 +364,7 @@ fn serving_runs_can_be_left_out() {
         exclude_serving,
         settings: Settings::default(),
     };
-    let h = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap();
+    let h = harness();
     let c = calibrate::calibrate(&h, &file, "0", &opts(true)).unwrap();
     assert_eq!(c.cases.len(), scored);
     assert_eq!(c.skipped, (0, 0, 0));
@@ -431,11 +401,7 @@ fn serving_runs_can_be_left_out() {
 fn shared_systems_change_no_prediction() {
     use perfcast_validation::overlay::Entry;
     let file = CasesFile::load(&perfcast_validation::locate_cases(None).unwrap()).unwrap();
-    let h = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap();
+    let h = harness();
     let prepared: Vec<_> = file.cases.iter().map(|c| h.prepare(c)).collect();
     let mut shared: Vec<(String, Result<perfcast_core::System, String>)> = Vec::new();
     let mut compared = 0;

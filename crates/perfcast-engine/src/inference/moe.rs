@@ -133,16 +133,7 @@ impl Shard {
         // The router in the 16-bit format (TensorRT-LLM and vLLM keep it unquantised).
         ops.push((
             OpClass::Gemm(GemmName::Router),
-            ComputeOp::Gemm(Gemm {
-                m,
-                n: moe.experts,
-                k: h,
-                batch: 1,
-                a: self.base,
-                b: self.base,
-                out: self.base,
-                scaling: GemmScaling::Tensor,
-            }),
+            ComputeOp::Gemm(Gemm::new(m, moe.experts, h, self.base)),
         ));
         if routed {
             self.routed_ops(moe, tokens, m, &mut ops);
@@ -152,16 +143,7 @@ impl Shard {
                 OpClass::Gemm(GemmName::SharedUp),
                 ComputeOp::Gemm(self.gemm(m, moe.shared_up_n, h)),
             ));
-            let (act_flops, act_reads) = self.activation_cost();
-            ops.push((
-                OpClass::Other,
-                ComputeOp::Vector(self.vector(
-                    VectorOpKind::Activation,
-                    m * moe.shared_ffn,
-                    act_flops,
-                    act_reads,
-                )),
-            ));
+            ops.push((OpClass::Other, self.activation(m * moe.shared_ffn)));
             ops.push((
                 OpClass::Gemm(GemmName::SharedDown),
                 ComputeOp::Gemm(self.gemm(m, h, moe.shared_ffn)),
@@ -211,16 +193,7 @@ impl Shard {
                 OpClass::Gemm(GemmName::ExpertUp),
                 ComputeOp::Gemm(grouped(moe.up_n, h)),
             ));
-            let (act_flops, act_reads) = self.activation_cost();
-            ops.push((
-                OpClass::Other,
-                ComputeOp::Vector(self.vector(
-                    VectorOpKind::Activation,
-                    rows_u * moe.ffn,
-                    act_flops,
-                    act_reads,
-                )),
-            ));
+            ops.push((OpClass::Other, self.activation(rows_u * moe.ffn)));
             ops.push((
                 OpClass::Gemm(GemmName::ExpertDown),
                 ComputeOp::Gemm(grouped(h, moe.ffn)),

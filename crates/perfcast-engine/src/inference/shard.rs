@@ -202,7 +202,6 @@ impl Shard {
     /// in one kernel.
     pub fn layer_ops(&self, m: u64) -> [(OpClass, ComputeOp); 8] {
         let h = self.hidden;
-        let (act_flops, act_reads) = self.activation_cost();
         let pos_kind = if self.rope {
             VectorOpKind::Rope
         } else {
@@ -234,15 +233,7 @@ impl Shard {
                 OpClass::Gemm(GemmName::MlpUp),
                 ComputeOp::Gemm(self.gemm(m, self.up_n, h)),
             ),
-            (
-                OpClass::Other,
-                ComputeOp::Vector(self.vector(
-                    VectorOpKind::Activation,
-                    m * self.ffn,
-                    act_flops,
-                    act_reads,
-                )),
-            ),
+            (OpClass::Other, self.activation(m * self.ffn)),
             (
                 OpClass::Gemm(GemmName::MlpDown),
                 ComputeOp::Gemm(self.gemm(m, h, self.ffn)),
@@ -250,15 +241,17 @@ impl Shard {
         ]
     }
 
-    /// FLOPs and accesses per element of the MLP's activation kernel.
-    pub(super) fn activation_cost(&self) -> (f64, f64) {
-        match self.ffn_act {
+    /// The MLP's activation kernel over `elements` outputs (FLOPs and accesses per element
+    /// by activation).
+    pub(super) fn activation(&self, elements: u64) -> ComputeOp {
+        let (flops, accesses) = match self.ffn_act {
             // silu(gate) * up: read two, write one.
             FfnAct::Swiglu => (6.0, 3.0),
             // gelu with bias, squared relu: read one, write one.
             FfnAct::Gelu => (10.0, 2.0),
             FfnAct::Relu2 => (3.0, 2.0),
-        }
+        };
+        ComputeOp::Vector(self.vector(VectorOpKind::Activation, elements, flops, accesses))
     }
 
     /// The ops of one layer before its MLP, on `m` tokens, attention core excluded: norm, the
