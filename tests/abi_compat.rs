@@ -6,7 +6,7 @@
 //! behaviour (origins, pins, errors, threads) is tested beside it, in
 //! `crates/perfcast-loader/tests/e2e.rs`.
 
-use perfcast_core::{DType, Engine, FlopRate, MemoryHierarchy, Registry, TimeBound};
+use perfcast_core::{Category, DType, Engine, FlopRate, MemoryHierarchy, Registry, TimeBound};
 use perfcast_loader::{load_library, LoadError};
 use perfcast_testkit::examples::{decode_qkv, dsp_params, lpddr_params, residual};
 use perfcast_testkit::plugins::{
@@ -23,6 +23,7 @@ struct Fixtures {
     abi_v2: PathBuf,
     abi_mismatch: PathBuf,
     abi_v1_0: PathBuf,
+    abi_v1_1: PathBuf,
     c_v1_1: PathBuf,
     c_v1_0: PathBuf,
     c_major2: PathBuf,
@@ -34,7 +35,12 @@ fn fixtures() -> &'static Fixtures {
     F.get_or_init(|| {
         let dir = perfcast_testkit::tmpdir("perfcast-abi-compat");
         let rust = build_rust(
-            &["abi-v2-fixture", "abi-mismatch-fixture", "abi-v1-0-fixture"],
+            &[
+                "abi-v2-fixture",
+                "abi-mismatch-fixture",
+                "abi-v1-0-fixture",
+                "abi-v1-1-fixture",
+            ],
             &dir,
         );
         let (c_v1_1, c_v1_0) = (c_vendor(&dir), c_vendor_abi1_0(&dir));
@@ -48,6 +54,7 @@ fn fixtures() -> &'static Fixtures {
             abi_v2: rust[0].clone(),
             abi_mismatch: rust[1].clone(),
             abi_v1_0: rust[2].clone(),
+            abi_v1_1: rust[3].clone(),
             c_v1_1,
             c_v1_0,
             c_major2,
@@ -131,10 +138,35 @@ fn incompatible_rust_abi_is_rejected_in_a_few_lines() {
     );
 }
 
-/// A plugin built against the previous minor (Rust ABI 1.0's root module, without
-/// `new_topology`) still loads on this 1.1 host and serves what 1.0 offers.
+/// A plugin built against the previous minor (Rust ABI 1.1's root module, without
+/// `new_parallel_strategy`) still loads on this 1.2 host and serves what 1.1 offers: its
+/// topology answers as the compiled-in one does.
 #[test]
 fn a_rust_plugin_of_the_previous_minor_loads() {
+    let f = fixtures();
+    let mut r = perfcast_builtins::registry().unwrap();
+    let lib = load_library(&f.abi_v1_1, None, &mut r).unwrap();
+    assert_eq!(lib.abi, "rust-abi_stable 1.1");
+    assert_eq!(
+        lib.components,
+        vec![(Category::Topology, "fixture11/fat-tree".to_string())]
+    );
+    let p = json!({"oversubscription": [2.0]});
+    let (a, b) = (
+        r.topology("fat-tree", &p).unwrap(),
+        r.topology("fixture11/fat-tree", &p).unwrap(),
+    );
+    let sys = perfcast_testkit::a100_from_registry(&r, 256).unwrap();
+    assert_eq!(
+        a.links(&sys.network, 256).unwrap(),
+        b.links(&sys.network, 256).unwrap()
+    );
+}
+
+/// A plugin built against the minor before that (Rust ABI 1.0's root module, without
+/// `new_topology`) still loads and serves what 1.0 offers.
+#[test]
+fn a_rust_plugin_of_an_earlier_minor_loads() {
     let f = fixtures();
     let mut r = Registry::new();
     let lib = load_library(&f.abi_v1_0, None, &mut r).unwrap();

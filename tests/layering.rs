@@ -126,6 +126,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // Example plugins a plugin author reads: the plugin API and the ABI only.
     ("acme-npu", &["perfcast-core", "perfcast-abi"]),
     ("dragonfly-plus", &["perfcast-core", "perfcast-abi"]),
+    ("ulysses", &["perfcast-core", "perfcast-abi"]),
     // The host: it chooses the plugins and hands them down.
     (
         "perfcast-cli",
@@ -150,11 +151,19 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("abi-v2-fixture", &[]),
     ("abi-mismatch-fixture", &[]),
     ("abi-v1-0-fixture", &["perfcast-core", "perfcast-abi"]),
+    (
+        "abi-v1-1-fixture",
+        &["perfcast-core", "perfcast-abi", "perfcast-plugin-topology"],
+    ),
     ("sram-fixture", &["perfcast-core", "perfcast-abi"]),
     ("fuzz-fixture", &["perfcast-core", "perfcast-abi"]),
     (
         "topology-builtins-lib",
         &["perfcast-core", "perfcast-abi", "perfcast-plugin-topology"],
+    ),
+    (
+        "parallel-builtins-lib",
+        &["perfcast-core", "perfcast-abi", "perfcast-plugin-parallel"],
     ),
 ];
 
@@ -368,14 +377,17 @@ const OWN_LINTS: &[&str] = &[
     "perfcast-loader",
     "acme-npu",
     "dragonfly-plus",
+    "ulysses",
     "perfcast-tests",
     "perfcast-testkit",
     "abi-v2-fixture",
     "abi-mismatch-fixture",
     "abi-v1-0-fixture",
+    "abi-v1-1-fixture",
     "sram-fixture",
     "fuzz-fixture",
     "topology-builtins-lib",
+    "parallel-builtins-lib",
 ];
 
 /// Every other crate takes `[workspace.lints]`: unsafe code forbidden, no `unwrap`/`expect`

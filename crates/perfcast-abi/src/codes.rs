@@ -28,6 +28,8 @@ pub const CATEGORY_TOPOLOGY: u32 = 3;
 pub const CATEGORY_PIPELINE_SCHEDULE: u32 = 4;
 /// C ABI since 1.3 (not in the Rust ABI yet).
 pub const CATEGORY_RECOMPUTE_POLICY: u32 = 5;
+/// Rust ABI since 1.2 (not in the C ABI yet).
+pub const CATEGORY_PARALLEL_STRATEGY: u32 = 6;
 
 pub const OP_GEMM: u32 = 0;
 pub const OP_ATTENTION: u32 = 1;
@@ -68,7 +70,7 @@ pub fn category_code(c: Category) -> Option<u32> {
         Category::Topology => Some(CATEGORY_TOPOLOGY),
         Category::PipelineSchedule => Some(CATEGORY_PIPELINE_SCHEDULE),
         Category::RecomputePolicy => Some(CATEGORY_RECOMPUTE_POLICY),
-        _ => None,
+        Category::ParallelStrategy => Some(CATEGORY_PARALLEL_STRATEGY),
     }
 }
 
@@ -80,6 +82,7 @@ pub fn category_from_code(c: u32) -> Option<Category> {
         CATEGORY_TOPOLOGY => Some(Category::Topology),
         CATEGORY_PIPELINE_SCHEDULE => Some(Category::PipelineSchedule),
         CATEGORY_RECOMPUTE_POLICY => Some(Category::RecomputePolicy),
+        CATEGORY_PARALLEL_STRATEGY => Some(Category::ParallelStrategy),
         _ => None,
     }
 }

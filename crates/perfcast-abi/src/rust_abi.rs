@@ -8,18 +8,19 @@
 //! Evolution: abi_stable compares the layout of everything reachable from the root module at
 //! load time and, for versions >= 1.0, requires equal majors (`RUST_ABI_VERSION`). Its checker
 //! lets an OLDER host load a NEWER plugin (appended prefix fields), not the other way round. So
-//! a minor appends to [`PluginModule`] (1.1: `new_topology`) and freezes the previous layout
-//! here ([`v1_0`]): the loader checks a library against the current layout and, when that
+//! a minor appends to [`PluginModule`] (1.1: `new_topology`; 1.2: `new_parallel_strategy`) and
+//! freezes the previous layout here ([`v1_0`], [`v1_1`]): the loader checks a library against the current layout and, when that
 //! fails, against each frozen one of the same major, and serves what that minor offers (see
 //! `plugins/examples/README.md`). Types reachable from a frozen layout never change.
 
 use crate::c::{PcOp, PcOpTime};
+use crate::strategy::{PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit};
 use abi_stable::{
     declare_root_module_statics,
     library::RootModule,
     sabi_trait,
     sabi_types::VersionStrings,
-    std_types::{RBox, ROption, RResult, RSlice, RStr, RString, RVec},
+    std_types::{RBox, ROption, RResult, RSlice, RSliceMut, RStr, RString, RVec},
     StableAbi,
 };
 
@@ -27,7 +28,7 @@ use abi_stable::{
 /// as the root module's `VERSION_STRINGS` (equal majors) and records in every type layout.
 pub const RUST_ABI_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const RUST_ABI_MAJOR: u32 = 1;
-pub const RUST_ABI_MINOR: u32 = 1;
+pub const RUST_ABI_MINOR: u32 = 2;
 
 /// An error crossing the boundary. `code` is one of `codes::ERR_*`; `path` is the parameter
 /// key path for `ERR_PARAMS` (empty otherwise).
@@ -292,10 +293,30 @@ pub trait FfiTopology: Send + Sync {
     ) -> RResult<FfiCollectiveCost, FfiError>;
 }
 
+/// FFI mirror of `perfcast_core::parallel::ParallelStrategy` (Rust ABI 1.2), the data as
+/// `crate::strategy`'s `#[repr(C)]` types. `axis` is a code of `strategy::AXES`; the splits
+/// come in as the factors so far and go out multiplied; `comms` writes its collectives into
+/// `out` (the host's fixed-capacity array) and returns how many it wrote.
+#[sabi_trait]
+pub trait FfiParallelStrategy: Send + Sync {
+    fn axis(&self) -> RResult<u32, FfiError>;
+    fn validate(&self, model: &PcModel, plan: &PcPlan) -> RResult<(), FfiError>;
+    fn split_layer(&self, plan: &PcPlan, split: PcLayerSplit) -> RResult<PcLayerSplit, FfiError>;
+    fn split_state(&self, plan: &PcPlan, split: PcStateSplit) -> RResult<PcStateSplit, FfiError>;
+    #[sabi(last_prefix_field)]
+    fn comms(
+        &self,
+        plan: &PcPlan,
+        dims: &PcLayerDims,
+        out: RSliceMut<'_, PcCommOp>,
+    ) -> RResult<u32, FfiError>;
+}
+
 pub type FfiComputeUnitBox = FfiComputeUnit_TO<'static, RBox<()>>;
 pub type FfiMemoryTierBox = FfiMemoryTier_TO<'static, RBox<()>>;
 pub type FfiInterconnectBox = FfiInterconnect_TO<'static, RBox<()>>;
 pub type FfiTopologyBox = FfiTopology_TO<'static, RBox<()>>;
+pub type FfiParallelStrategyBox = FfiParallelStrategy_TO<'static, RBox<()>>;
 
 /// One component a plugin provides.
 #[repr(C)]
@@ -327,10 +348,43 @@ pub type NewMemoryTier = extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiMemoryT
 pub type NewInterconnect =
     extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>;
 pub type NewTopology = extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiTopologyBox, FfiError>;
+pub type NewParallelStrategy =
+    extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiParallelStrategyBox, FfiError>;
+
+/// The root module of Rust ABI 1.1, frozen: what a plugin built against 1.1 exports (the 1.0
+/// categories and topologies). The loader serves those categories.
+pub mod v1_1 {
+    use super::*;
+
+    /// Rust ABI 1.1's root module (never changes).
+    #[repr(C)]
+    #[derive(StableAbi)]
+    #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
+    #[sabi(missing_field(panic))]
+    pub struct PluginModule {
+        pub describe: extern "C" fn() -> PluginDescriptor,
+        pub new_compute_unit:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiComputeUnitBox, FfiError>,
+        pub new_memory_tier:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiMemoryTierBox, FfiError>,
+        #[sabi(last_prefix_field)]
+        pub new_interconnect:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>,
+        pub new_topology: extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiTopologyBox, FfiError>,
+    }
+
+    impl RootModule for PluginModuleRef {
+        declare_root_module_statics! {PluginModuleRef}
+        const BASE_NAME: &'static str = "perfcast_plugin";
+        const NAME: &'static str = "perfcast_plugin";
+        const VERSION_STRINGS: VersionStrings = VersionStrings::new("1.1.0");
+    }
+}
 
 /// The root module every Rust plugin exports (through `export_plugin!`). A prefix type:
-/// fields are appended at the end, one minor at a time (1.1: `new_topology`); the layout of
-/// each earlier minor is frozen in its module ([`v1_0`]).
+/// fields are appended at the end, one minor at a time (1.1: `new_topology`; 1.2:
+/// `new_parallel_strategy`); the layout of each earlier minor is frozen in its module
+/// ([`v1_0`], [`v1_1`]).
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
@@ -345,6 +399,9 @@ pub struct PluginModule {
         extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>,
     /// Since 1.1.
     pub new_topology: extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiTopologyBox, FfiError>,
+    /// Since 1.2.
+    pub new_parallel_strategy:
+        extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiParallelStrategyBox, FfiError>,
 }
 
 impl RootModule for PluginModuleRef {

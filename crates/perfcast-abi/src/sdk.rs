@@ -22,7 +22,9 @@
 //!
 //! A builder is any `fn(P) -> Result<T, PluginError>` where `P: Deserialize` (use
 //! `#[serde(deny_unknown_fields)]`; `serde_json::Value` takes the raw table) and `T`
-//! implements `ComputeUnit`, `MemoryTier`, `Interconnect` or (Rust ABI 1.1) `Topology`. A
+//! implements `ComputeUnit`, `MemoryTier`, `Interconnect`, (Rust ABI 1.1) `Topology` or (1.2)
+//! `parallel::ParallelStrategy` (`parallel_strategies: [...]`; it sees the model as
+//! `strategy::PcModel` carries it). A
 //! topology plugin sees the host's network levels as [`LevelView`]s: their domain,
 //! bandwidth, latency and per-collective overhead (a level's own `collective_time` is the
 //! host's; a level view answers the alpha-beta formula of those numbers). The SDK parses the parameters with
@@ -33,9 +35,13 @@
 use crate::c::{PcOp, PcOpTime};
 use crate::codes::{self, *};
 use crate::rust_abi::*;
+use crate::strategy::{
+    axis_code, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit,
+};
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RErr, ROk, ROption, RResult, RSlice, RVec};
+use abi_stable::std_types::{RErr, ROk, ROption, RResult, RSlice, RSliceMut, RVec};
+use perfcast_core::parallel::{CommList, ParallelStrategy};
 use perfcast_core::topology::{GroupAxis, GroupPlacement};
 use perfcast_core::{
     Bandwidth, Bytes, Collective, ComputeOp, ComputeUnit, Interconnect, MemoryHierarchy,
@@ -211,6 +217,7 @@ pub fn root_module(
     new_memory_tier: NewMemoryTier,
     new_interconnect: NewInterconnect,
     new_topology: NewTopology,
+    new_parallel_strategy: NewParallelStrategy,
 ) -> PluginModuleRef {
     PluginModule {
         describe,
@@ -218,8 +225,84 @@ pub fn root_module(
         new_memory_tier,
         new_interconnect,
         new_topology,
+        new_parallel_strategy,
     }
     .leak_into_prefix()
+}
+
+pub fn build_parallel_strategy<P, T, F>(
+    build: F,
+    params_json: &str,
+) -> Result<FfiParallelStrategyBox, FfiError>
+where
+    P: DeserializeOwned,
+    T: ParallelStrategy + 'static,
+    F: FnOnce(P) -> Result<T, PluginError>,
+{
+    let s = build(parse_params(params_json)?).map_err(plugin_error)?;
+    Ok(FfiParallelStrategy_TO::from_value(
+        SdkStrategy(s),
+        TD_Opaque,
+    ))
+}
+
+fn decoded<T>(r: Result<T, String>, what: &str) -> Result<T, FfiError> {
+    r.map_err(|e| FfiError::failed(format!("the host's {what}: {e}")))
+}
+
+struct SdkStrategy<T>(T);
+
+impl<T: ParallelStrategy + 'static> FfiParallelStrategy for SdkStrategy<T> {
+    fn axis(&self) -> RResult<u32, FfiError> {
+        guard(|| Ok(axis_code(self.0.axis())))
+    }
+    fn validate(&self, model: &PcModel, plan: &PcPlan) -> RResult<(), FfiError> {
+        guard(|| {
+            let m = decoded(model.to_native(), "model")?;
+            let p = decoded(plan.to_native(), "plan")?;
+            self.0.validate(&m, &p).map_err(model_error)
+        })
+    }
+    fn split_layer(&self, plan: &PcPlan, split: PcLayerSplit) -> RResult<PcLayerSplit, FfiError> {
+        guard(|| {
+            let p = decoded(plan.to_native(), "plan")?;
+            let mut s = split.to_native();
+            self.0.split_layer(&p, &mut s).map_err(model_error)?;
+            Ok(PcLayerSplit::from_native(&s))
+        })
+    }
+    fn split_state(&self, plan: &PcPlan, split: PcStateSplit) -> RResult<PcStateSplit, FfiError> {
+        guard(|| {
+            let p = decoded(plan.to_native(), "plan")?;
+            let mut s = split.to_native();
+            self.0.split_state(&p, &mut s).map_err(model_error)?;
+            Ok(PcStateSplit::from_native(&s))
+        })
+    }
+    fn comms(
+        &self,
+        plan: &PcPlan,
+        dims: &PcLayerDims,
+        mut out: RSliceMut<'_, PcCommOp>,
+    ) -> RResult<u32, FfiError> {
+        guard(|| {
+            let p = decoded(plan.to_native(), "plan")?;
+            let d = decoded(dims.to_native(), "layer dimensions")?;
+            let mut list = CommList::default();
+            self.0.comms(&p, &d, &mut list).map_err(model_error)?;
+            if list.len() > out.len() {
+                return Err(FfiError::failed(format!(
+                    "{} collectives do not fit the host's array of {}",
+                    list.len(),
+                    out.len()
+                )));
+            }
+            for (slot, op) in out.iter_mut().zip(list.iter()) {
+                *slot = PcCommOp::from_native(op);
+            }
+            Ok(list.len() as u32)
+        })
+    }
 }
 
 pub fn build_topology<P, T, F>(build: F, params_json: &str) -> Result<FfiTopologyBox, FfiError>
@@ -527,6 +610,7 @@ macro_rules! export_plugin {
         $(, memory_tiers: [ $( $mt:literal => $mt_build:path $(: $mt_desc:literal)? $([$mt_params:expr])? ),* $(,)? ] )?
         $(, interconnects: [ $( $ic:literal => $ic_build:path $(: $ic_desc:literal)? $([$ic_params:expr])? ),* $(,)? ] )?
         $(, topologies: [ $( $tp:literal => $tp_build:path $(: $tp_desc:literal)? $([$tp_params:expr])? ),* $(,)? ] )?
+        $(, parallel_strategies: [ $( $ps:literal => $ps_build:path $(: $ps_desc:literal)? $([$ps_params:expr])? ),* $(,)? ] )?
         $(,)?
     ) => {
         #[doc(hidden)]
@@ -541,6 +625,7 @@ macro_rules! export_plugin {
                     $($( ($crate::codes::CATEGORY_MEMORY_TIER, $mt, $crate::export_plugin!(@desc $($mt_desc)?)), )*)?
                     $($( ($crate::codes::CATEGORY_INTERCONNECT, $ic, $crate::export_plugin!(@desc $($ic_desc)?)), )*)?
                     $($( ($crate::codes::CATEGORY_TOPOLOGY, $tp, $crate::export_plugin!(@desc $($tp_desc)?)), )*)?
+                    $($( ($crate::codes::CATEGORY_PARALLEL_STRATEGY, $ps, $crate::export_plugin!(@desc $($ps_desc)?)), )*)?
                 ]))
             }
 
@@ -555,6 +640,7 @@ macro_rules! export_plugin {
                     $($( $( v.push(($crate::codes::CATEGORY_MEMORY_TIER, $mt, $mt_params)); )? )*)?
                     $($( $( v.push(($crate::codes::CATEGORY_INTERCONNECT, $ic, $ic_params)); )? )*)?
                     $($( $( v.push(($crate::codes::CATEGORY_TOPOLOGY, $tp, $tp_params)); )? )*)?
+                    $($( $( v.push(($crate::codes::CATEGORY_PARALLEL_STRATEGY, $ps, $ps_params)); )? )*)?
                     v
                 })
             }
@@ -603,6 +689,17 @@ macro_rules! export_plugin {
                 })
             }
 
+            extern "C" fn new_parallel_strategy(
+                name: RStr<'_>,
+                params: RStr<'_>,
+            ) -> RResult<$crate::FfiParallelStrategyBox, $crate::FfiError> {
+                let _ = &params;
+                $crate::sdk::guard(|| match name.as_str() {
+                    $($( $ps => $crate::sdk::build_parallel_strategy($ps_build, params.as_str()), )*)?
+                    other => Err($crate::sdk::unknown("parallel strategy", other)),
+                })
+            }
+
             fn root_module() -> $crate::PluginModuleRef {
                 $crate::sdk::root_module(
                     describe,
@@ -610,6 +707,7 @@ macro_rules! export_plugin {
                     new_memory_tier,
                     new_interconnect,
                     new_topology,
+                    new_parallel_strategy,
                 )
             }
 

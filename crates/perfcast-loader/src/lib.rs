@@ -26,6 +26,7 @@ mod adapter;
 mod c_plugin;
 pub mod isolate;
 mod rust_plugin;
+mod strategy;
 mod topology;
 
 use perfcast_abi::c::{PcEntry, C_ABI_MAJOR, C_ENTRY_SYMBOL};
@@ -46,7 +47,7 @@ pub struct LoadedLibrary {
     pub plugin: String,
     /// The plugin's own version.
     pub version: String,
-    /// ABI and version it was built against, e.g. `rust-abi_stable 1.1` or `c 1.2`.
+    /// ABI and version it was built against, e.g. `rust-abi_stable 1.2` or `c 1.3`.
     pub abi: String,
     /// What it registered.
     pub components: Vec<(Category, String)>,

@@ -4,19 +4,21 @@ use crate::adapter::{
     foreign_memory_tier, CallError, ComputeBackend, ForeignComputeUnit, ForeignInterconnect,
     LinkBackend, TierData,
 };
+use crate::strategy::{ForeignStrategy, StrategyBackend};
 use crate::topology::{ForeignTopology, TopologyBackend};
 use crate::{params_json, Candidate, LoadError, LoadedLibrary};
 use abi_stable::library::{lib_header_from_path, LibraryError};
-use abi_stable::std_types::{RResult, RSlice, RStr};
+use abi_stable::std_types::{RResult, RSlice, RSliceMut, RStr};
 use perfcast_abi::codes::category_from_code;
 use perfcast_abi::rust_abi::{
-    v1_0, FfiCollectiveCost, FfiGroupAxis, FfiLevel, FfiLinkClass, FfiMemoryTierBox,
-    FfiNetworkCost, NewComputeUnit, NewInterconnect, NewMemoryTier, NewTopology, PluginDescriptor,
-    RUST_ABI_VERSION, RUST_PARAMS_SYMBOL,
+    v1_0, v1_1, FfiCollectiveCost, FfiGroupAxis, FfiLevel, FfiLinkClass, FfiMemoryTierBox,
+    FfiNetworkCost, NewComputeUnit, NewInterconnect, NewMemoryTier, NewParallelStrategy,
+    NewTopology, PluginDescriptor, RUST_ABI_VERSION, RUST_PARAMS_SYMBOL,
 };
+use perfcast_abi::strategy::{PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit};
 use perfcast_abi::{
-    FfiComputeUnitBox, FfiError, FfiInterconnectBox, FfiTier, FfiTopologyBox, PcOp, PcOpTime,
-    PluginModuleRef,
+    FfiComputeUnitBox, FfiError, FfiInterconnectBox, FfiParallelStrategyBox, FfiTier,
+    FfiTopologyBox, PcOp, PcOpTime, PluginModuleRef,
 };
 use perfcast_core::{Category, Component, ParamSpec};
 use std::collections::HashMap;
@@ -108,13 +110,40 @@ impl TopologyBackend for RustTopology {
     }
 }
 
+struct RustStrategy(FfiParallelStrategyBox);
+
+impl StrategyBackend for RustStrategy {
+    fn axis(&self) -> Result<u32, CallError> {
+        res(self.0.axis())
+    }
+    fn validate(&self, model: &PcModel, plan: &PcPlan) -> Result<(), CallError> {
+        res(self.0.validate(model, plan))
+    }
+    fn split_layer(&self, plan: &PcPlan, split: PcLayerSplit) -> Result<PcLayerSplit, CallError> {
+        res(self.0.split_layer(plan, split))
+    }
+    fn split_state(&self, plan: &PcPlan, split: PcStateSplit) -> Result<PcStateSplit, CallError> {
+        res(self.0.split_state(plan, split))
+    }
+    fn comms(
+        &self,
+        plan: &PcPlan,
+        dims: &PcLayerDims,
+        out: &mut [PcCommOp],
+    ) -> Result<u32, CallError> {
+        res(self.0.comms(plan, dims, RSliceMut::from_mut_slice(out)))
+    }
+}
+
 /// A root module of one of the layouts this host reads: the current one, or a frozen
 /// earlier minor of the same major (what that minor offers).
 #[derive(Clone, Copy)]
 enum Module {
-    /// Rust ABI 1.1 (current).
+    /// Rust ABI 1.2 (current).
     Current(PluginModuleRef),
-    /// Rust ABI 1.0: no topologies.
+    /// Rust ABI 1.1: no parallel strategies.
+    V1_1(v1_1::PluginModuleRef),
+    /// Rust ABI 1.0: no topologies either.
     V1_0(v1_0::PluginModuleRef),
 }
 
@@ -122,31 +151,42 @@ impl Module {
     fn describe(self) -> PluginDescriptor {
         match self {
             Module::Current(m) => (m.describe())(),
+            Module::V1_1(m) => (m.describe())(),
             Module::V1_0(m) => (m.describe())(),
         }
     }
     fn new_compute_unit(self) -> NewComputeUnit {
         match self {
             Module::Current(m) => m.new_compute_unit(),
+            Module::V1_1(m) => m.new_compute_unit(),
             Module::V1_0(m) => m.new_compute_unit(),
         }
     }
     fn new_memory_tier(self) -> NewMemoryTier {
         match self {
             Module::Current(m) => m.new_memory_tier(),
+            Module::V1_1(m) => m.new_memory_tier(),
             Module::V1_0(m) => m.new_memory_tier(),
         }
     }
     fn new_interconnect(self) -> NewInterconnect {
         match self {
             Module::Current(m) => m.new_interconnect(),
+            Module::V1_1(m) => m.new_interconnect(),
             Module::V1_0(m) => m.new_interconnect(),
         }
     }
     fn new_topology(self) -> Option<NewTopology> {
         match self {
             Module::Current(m) => Some(m.new_topology()),
+            Module::V1_1(m) => Some(m.new_topology()),
             Module::V1_0(_) => None,
+        }
+    }
+    fn new_parallel_strategy(self) -> Option<NewParallelStrategy> {
+        match self {
+            Module::Current(m) => Some(m.new_parallel_strategy()),
+            Module::V1_1(_) | Module::V1_0(_) => None,
         }
     }
 }
@@ -281,6 +321,85 @@ fn declared_params(
     Ok(out)
 }
 
+/// The factory of component `name` of `category` in `module`; `None` for a category the
+/// module's minor does not offer (its components are skipped).
+fn factory(
+    path: &Path,
+    module: Module,
+    category: Category,
+    name: &str,
+) -> Result<Option<perfcast_core::registry::Factory>, LoadError> {
+    let n = name.to_string();
+    let f: perfcast_core::registry::Factory = match category {
+        Category::ComputeUnit => Arc::new(move |params| {
+            let json = params_json(params);
+            let obj = res((module.new_compute_unit())(
+                RStr::from_str(&n),
+                RStr::from_str(&json),
+            ))
+            .map_err(|e| e.into_plugin_error(&n))?;
+            let unit = ForeignComputeUnit::new(&n, Box::new(RustComputeUnit(obj)))?;
+            Ok(Component::ComputeUnit(Arc::new(unit)))
+        }),
+        Category::MemoryTier => Arc::new(move |params| {
+            let json = params_json(params);
+            let obj = res((module.new_memory_tier())(
+                RStr::from_str(&n),
+                RStr::from_str(&json),
+            ))
+            .map_err(|e| e.into_plugin_error(&n))?;
+            let props = res(obj.properties());
+            let tier = foreign_memory_tier(&n, props, Box::new(obj))?;
+            Ok(Component::MemoryTier(Arc::new(tier)))
+        }),
+        Category::Interconnect => Arc::new(move |params| {
+            let json = params_json(params);
+            let obj = res((module.new_interconnect())(
+                RStr::from_str(&n),
+                RStr::from_str(&json),
+            ))
+            .map_err(|e| e.into_plugin_error(&n))?;
+            let props = res(obj.properties());
+            let link = ForeignInterconnect::new(&n, props, Box::new(RustInterconnect(obj)))?;
+            Ok(Component::Interconnect(Arc::new(link)))
+        }),
+        Category::Topology => {
+            // A 1.0 module cannot build one: its components of this code are skipped.
+            let Some(new_topology) = module.new_topology() else {
+                return Ok(None);
+            };
+            Arc::new(move |params| {
+                let json = params_json(params);
+                let obj = res(new_topology(RStr::from_str(&n), RStr::from_str(&json)))
+                    .map_err(|e| e.into_plugin_error(&n))?;
+                let t = ForeignTopology::new(&n, Box::new(RustTopology(obj)));
+                Ok(Component::Topology(Arc::new(t)))
+            })
+        }
+        Category::ParallelStrategy => {
+            // Only a 1.2 module builds one: an earlier module's components of this code
+            // are skipped.
+            let Some(new_strategy) = module.new_parallel_strategy() else {
+                return Ok(None);
+            };
+            Arc::new(move |params| {
+                let json = params_json(params);
+                let obj = res(new_strategy(RStr::from_str(&n), RStr::from_str(&json)))
+                    .map_err(|e| e.into_plugin_error(&n))?;
+                let s = ForeignStrategy::new(&n, Box::new(RustStrategy(obj)))?;
+                Ok(Component::ParallelStrategy(Arc::new(s)))
+            })
+        }
+        _ => {
+            return Err(LoadError::Invalid {
+                path: path.to_path_buf(),
+                message: format!("component `{n}` has an unsupported category"),
+            })
+        }
+    };
+    Ok(Some(f))
+}
+
 pub(crate) fn load(
     path: &Path,
     lib: &libloading::Library,
@@ -289,14 +408,17 @@ pub(crate) fn load(
     // type, so a second vendor plugin would alias the first.
     let header = lib_header_from_path(path).map_err(|e| map_library_error(path, None, e))?;
     let declared = header.version_strings().version.as_str().to_string();
-    // The current layout; failing that, the frozen 1.0 one (a plugin built against the
-    // previous minor); failing both, the current layout's error.
+    // The current layout; failing that, the frozen 1.1 and 1.0 ones (a plugin built against
+    // an earlier minor); failing all, the current layout's error.
     let module = match header.init_root_module::<PluginModuleRef>() {
         Ok(m) => Module::Current(m),
         Err(e @ LibraryError::AbiInstability(_)) => {
-            match header.init_root_module::<v1_0::PluginModuleRef>() {
-                Ok(m) => Module::V1_0(m),
-                Err(_) => return Err(map_library_error(path, Some(&declared), e)),
+            if let Ok(m) = header.init_root_module::<v1_1::PluginModuleRef>() {
+                Module::V1_1(m)
+            } else if let Ok(m) = header.init_root_module::<v1_0::PluginModuleRef>() {
+                Module::V1_0(m)
+            } else {
+                return Err(map_library_error(path, Some(&declared), e));
             }
         }
         Err(e) => return Err(map_library_error(path, Some(&declared), e)),
@@ -323,59 +445,8 @@ pub(crate) fn load(
             continue;
         };
         let name = c.name.to_string();
-        let n = name.clone();
-        let factory: perfcast_core::registry::Factory = match category {
-            Category::ComputeUnit => Arc::new(move |params| {
-                let json = params_json(params);
-                let obj = res((module.new_compute_unit())(
-                    RStr::from_str(&n),
-                    RStr::from_str(&json),
-                ))
-                .map_err(|e| e.into_plugin_error(&n))?;
-                let unit = ForeignComputeUnit::new(&n, Box::new(RustComputeUnit(obj)))?;
-                Ok(Component::ComputeUnit(Arc::new(unit)))
-            }),
-            Category::MemoryTier => Arc::new(move |params| {
-                let json = params_json(params);
-                let obj = res((module.new_memory_tier())(
-                    RStr::from_str(&n),
-                    RStr::from_str(&json),
-                ))
-                .map_err(|e| e.into_plugin_error(&n))?;
-                let props = res(obj.properties());
-                let tier = foreign_memory_tier(&n, props, Box::new(obj))?;
-                Ok(Component::MemoryTier(Arc::new(tier)))
-            }),
-            Category::Interconnect => Arc::new(move |params| {
-                let json = params_json(params);
-                let obj = res((module.new_interconnect())(
-                    RStr::from_str(&n),
-                    RStr::from_str(&json),
-                ))
-                .map_err(|e| e.into_plugin_error(&n))?;
-                let props = res(obj.properties());
-                let link = ForeignInterconnect::new(&n, props, Box::new(RustInterconnect(obj)))?;
-                Ok(Component::Interconnect(Arc::new(link)))
-            }),
-            Category::Topology => {
-                // A 1.0 module cannot build one: its components of this code are skipped.
-                let Some(new_topology) = module.new_topology() else {
-                    continue;
-                };
-                Arc::new(move |params| {
-                    let json = params_json(params);
-                    let obj = res(new_topology(RStr::from_str(&n), RStr::from_str(&json)))
-                        .map_err(|e| e.into_plugin_error(&n))?;
-                    let t = ForeignTopology::new(&n, Box::new(RustTopology(obj)));
-                    Ok(Component::Topology(Arc::new(t)))
-                })
-            }
-            _ => {
-                return Err(LoadError::Invalid {
-                    path: path.to_path_buf(),
-                    message: format!("component `{name}` has an unsupported category"),
-                })
-            }
+        let Some(factory) = factory(path, module, category, &name)? else {
+            continue;
         };
         let params = declared.get(&(c.category, name.clone())).cloned();
         candidates.push(Candidate {
@@ -403,6 +474,7 @@ fn _assert_send_sync() {
     is::<FfiComputeUnitBox>();
     is::<FfiMemoryTierBox>();
     is::<FfiTopologyBox>();
+    is::<FfiParallelStrategyBox>();
 }
 
 #[cfg(test)]

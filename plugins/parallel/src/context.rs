@@ -63,8 +63,9 @@ impl ParallelStrategy for Context {
         }
         Ok(())
     }
-    fn split_layer(&self, plan: &PlanShape, split: &mut LayerSplit) {
+    fn split_layer(&self, plan: &PlanShape, split: &mut LayerSplit) -> Result<(), ModelError> {
         split.tokens *= plan.cp.max(1);
+        Ok(())
     }
     fn comms(&self, plan: &PlanShape, d: &LayerDims, out: &mut CommList) -> Result<(), ModelError> {
         if plan.cp <= 1 {

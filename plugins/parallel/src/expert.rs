@@ -148,11 +148,12 @@ impl ParallelStrategy for Expert {
         }
         Ok(())
     }
-    fn split_layer(&self, plan: &PlanShape, split: &mut LayerSplit) {
+    fn split_layer(&self, plan: &PlanShape, split: &mut LayerSplit) -> Result<(), ModelError> {
         split.experts *= plan.ep.max(1);
         split.expert_weights *= plan.etp.max(1);
+        Ok(())
     }
-    fn split_state(&self, plan: &PlanShape, split: &mut StateSplit) {
+    fn split_state(&self, plan: &PlanShape, split: &mut StateSplit) -> Result<(), ModelError> {
         let n = u32::try_from(expert_data_degree(plan)).unwrap_or(u32::MAX);
         if plan.zero_stage >= 1 {
             split.expert_optimizer *= n;
@@ -163,6 +164,7 @@ impl ParallelStrategy for Expert {
         if plan.zero_stage >= 3 {
             split.expert_weights *= n;
         }
+        Ok(())
     }
     fn comms(&self, plan: &PlanShape, d: &LayerDims, out: &mut CommList) -> Result<(), ModelError> {
         let Some(m) = &d.moe else { return Ok(()) };
@@ -437,7 +439,7 @@ mod tests {
     fn state_and_layer_splits() {
         let e = expert();
         let mut s = LayerSplit::default();
-        e.split_layer(&ep_plan(8, 2), &mut s);
+        e.split_layer(&ep_plan(8, 2), &mut s).unwrap();
         assert_eq!((s.experts, s.expert_weights), (8, 2));
         for (zero, want) in [(0u8, (1, 1, 1)), (1, (1, 1, 4)), (3, (4, 4, 4))] {
             let mut st = StateSplit::default();
@@ -445,7 +447,7 @@ mod tests {
                 zero_stage: zero,
                 ..ep_plan(8, 2)
             };
-            e.split_state(&p, &mut st);
+            e.split_state(&p, &mut st).unwrap();
             assert_eq!(
                 (st.expert_weights, st.expert_grads, st.expert_optimizer),
                 want

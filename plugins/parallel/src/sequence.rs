@@ -36,9 +36,10 @@ impl ParallelStrategy for Sequence {
         }
         Ok(())
     }
-    fn split_layer(&self, plan: &PlanShape, split: &mut LayerSplit) {
+    fn split_layer(&self, plan: &PlanShape, split: &mut LayerSplit) -> Result<(), ModelError> {
         if plan.sp {
             split.pointwise *= plan.tp.max(1);
         }
+        Ok(())
     }
 }

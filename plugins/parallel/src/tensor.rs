@@ -89,8 +89,9 @@ impl ParallelStrategy for Tensor {
         }
         Ok(())
     }
-    fn split_layer(&self, plan: &PlanShape, split: &mut LayerSplit) {
+    fn split_layer(&self, plan: &PlanShape, split: &mut LayerSplit) -> Result<(), ModelError> {
         split.weights *= plan.tp.max(1);
+        Ok(())
     }
     fn comms(&self, plan: &PlanShape, d: &LayerDims, out: &mut CommList) -> Result<(), ModelError> {
         if plan.tp <= 1 {

@@ -62,7 +62,7 @@ impl ParallelStrategy for Zero {
         }
         Ok(())
     }
-    fn split_state(&self, plan: &PlanShape, split: &mut StateSplit) {
+    fn split_state(&self, plan: &PlanShape, split: &mut StateSplit) -> Result<(), ModelError> {
         let n = plan.dp.max(1) * plan.cp.max(1);
         if plan.zero_stage >= 1 {
             split.optimizer *= n;
@@ -73,6 +73,7 @@ impl ParallelStrategy for Zero {
         if plan.zero_stage >= 3 {
             split.weights *= n;
         }
+        Ok(())
     }
     fn comms(&self, plan: &PlanShape, d: &LayerDims, out: &mut CommList) -> Result<(), ModelError> {
         if plan.zero_stage == 0 || plan.dp as u64 * plan.cp as u64 <= 1 {
@@ -181,7 +182,8 @@ mod tests {
                     ..plan()
                 },
                 &mut s,
-            );
+            )
+            .unwrap();
             assert_eq!(
                 (s.weights, s.grads, s.optimizer),
                 (w, g, o),

@@ -572,8 +572,11 @@ pub trait ParallelStrategy: Send + Sync {
     /// Check the plan's degree on this axis against the model (e.g. heads divisible by TP).
     /// Called for every plan before anything is worked out.
     fn validate(&self, model: &ModelSpec, plan: &PlanShape) -> Result<(), ModelError>;
-    /// Multiply this axis's factors into `split`. Default: no split.
-    fn split_layer(&self, _plan: &PlanShape, _split: &mut LayerSplit) {}
+    /// Multiply this axis's factors into `split`. Default: no split. An error (a loaded
+    /// strategy's bad answer) refuses the plan.
+    fn split_layer(&self, _plan: &PlanShape, _split: &mut LayerSplit) -> Result<(), ModelError> {
+        Ok(())
+    }
     /// Add the collectives this axis needs (per layer, per micro-batch, per step: see
     /// [`Phase`]). Default: none.
     fn comms(
@@ -585,7 +588,9 @@ pub trait ParallelStrategy: Send + Sync {
         Ok(())
     }
     /// Multiply this axis's state-sharding divisors into `split`. Default: no sharding.
-    fn split_state(&self, _plan: &PlanShape, _split: &mut StateSplit) {}
+    fn split_state(&self, _plan: &PlanShape, _split: &mut StateSplit) -> Result<(), ModelError> {
+        Ok(())
+    }
 }
 
 /// Activation bytes one layer keeps on one device for one micro-batch with nothing

@@ -81,8 +81,8 @@ impl Training {
         let mut split = LayerSplit::default();
         let mut ssplit = StateSplit::default();
         for s in &self.comps.strategies {
-            s.split_layer(&shape, &mut split);
-            s.split_state(&shape, &mut ssplit);
+            s.split_layer(&shape, &mut split)?;
+            s.split_state(&shape, &mut ssplit)?;
         }
         let t = split.weights.max(1) as u64;
         let cpd = split.tokens.max(1) as u64;

@@ -1,0 +1,314 @@
+//! Parallel strategies from shared libraries (Rust ABI 1.2), end to end: the seven built-in
+//! strategies compiled as a library (`parallel-builtins-lib`: `lib/tensor`, ...) give the
+//! compiled-in evaluations bit for bit, dense and mixture-of-experts; the example
+//! `example/ulysses` (DeepSpeed-Ulysses) adds the all-to-alls of Jacobs et al. 2023 and
+//! refuses the plans the paper cannot run, naming the plugin and the key.
+
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use perfcast_core::op::CollectiveKind;
+use perfcast_core::parallel::{CommClass, CommList, LayerDims, Phase, PlanShape};
+use perfcast_core::Registry;
+use perfcast_engine::{Training, TrainingOptions, TrainingPlan};
+use perfcast_loader::load_library;
+use perfcast_testkit::plugins::build_rust;
+use perfcast_testkit::{a100_from_registry, deepseek_v3, gpt};
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+const BUILTINS: [&str; 7] = [
+    "tensor", "sequence", "context", "expert", "pipeline", "data", "zero",
+];
+
+struct Libs {
+    builtins: PathBuf,
+    ulysses: PathBuf,
+}
+
+fn libs() -> &'static Libs {
+    static L: OnceLock<Libs> = OnceLock::new();
+    L.get_or_init(|| {
+        let dir = perfcast_testkit::tmpdir("perfcast-strategy-plugins");
+        let v = build_rust(&["parallel-builtins-lib", "ulysses"], &dir);
+        Libs {
+            builtins: v[0].clone(),
+            ulysses: v[1].clone(),
+        }
+    })
+}
+
+/// The built-ins and both libraries.
+fn registry() -> Registry {
+    let mut r = perfcast_builtins::registry().unwrap();
+    load_library(&libs().builtins, None, &mut r).unwrap();
+    load_library(&libs().ulysses, None, &mut r).unwrap();
+    r
+}
+
+/// A plan shape with every degree 1 but `tp` and `cp`.
+fn shape(tp: u32, cp: u32) -> PlanShape {
+    PlanShape {
+        tp,
+        pp: 1,
+        dp: 1,
+        cp,
+        ep: 1,
+        etp: 1,
+        moe_dispatcher: Default::default(),
+        ep_comm_overlap: false,
+        vpp: 1,
+        sp: false,
+        zero_stage: 0,
+        micro_batch: 1,
+        global_batch: 8,
+        tp_comm_overlap: false,
+        overlap_grad_reduce: false,
+        overlap_param_gather: false,
+        fp32_grad_accum: false,
+        cp_comm: Default::default(),
+    }
+}
+
+/// One layer of `seq` tokens, `hidden` wide, `heads` query and `kv_heads` KV heads of 128,
+/// bf16 activations.
+fn dims(seq: u64, hidden: u64, heads: u64, kv_heads: u64) -> LayerDims {
+    LayerDims {
+        micro_batch: 1,
+        seq_len: seq,
+        hidden,
+        heads,
+        kv_heads,
+        head_dim: 128,
+        ffn_hidden: 4 * hidden,
+        act_bytes: 2.0,
+        gather_bytes: 2.0,
+        layer_params: 1e9,
+        device_params: 1e10,
+        grad_bytes: 2.0,
+        weight_bytes: 2.0,
+        embedding_params: 1e9,
+        tied_embeddings: false,
+        moe: None,
+    }
+}
+
+fn options(names: &[String], params: serde_json::Value) -> TrainingOptions {
+    serde_json::from_value(json!({"strategies": names, "strategy_params": params})).unwrap()
+}
+
+/// Every evaluation of `plans` on `model` with the compiled-in strategies equals the one
+/// with every strategy from the library, field for field (the JSON of the whole result).
+fn assert_bit_identical(
+    model: perfcast_core::workload::ModelSpec,
+    devices: u32,
+    plans: &[TrainingPlan],
+) {
+    let r = registry();
+    let builtin: Vec<String> = BUILTINS.map(String::from).to_vec();
+    let lib: Vec<String> = BUILTINS.map(|n| format!("lib/{n}")).to_vec();
+    let params = |prefix: &str| {
+        json!({
+            format!("{prefix}tensor"): {"overlap_efficiency": 0.7},
+            format!("{prefix}data"): {"overlap_efficiency": 0.9},
+        })
+    };
+    let a = Training::with_options(
+        model.clone(),
+        a100_from_registry(&r, devices).unwrap(),
+        &r,
+        &options(&builtin, params("")),
+    )
+    .unwrap();
+    let b = Training::with_options(
+        model,
+        a100_from_registry(&r, devices).unwrap(),
+        &r,
+        &options(&lib, params("lib/")),
+    )
+    .unwrap();
+    for p in plans {
+        let x = a.evaluate(p).map_err(|e| e.to_string());
+        let y = b.evaluate(p).map_err(|e| e.to_string());
+        match (x, y) {
+            (Ok(x), Ok(y)) => assert_eq!(
+                serde_json::to_string(&x).unwrap(),
+                serde_json::to_string(&y).unwrap(),
+                "{p:?}"
+            ),
+            // A refused plan is refused by both, for the same reason (the library's under
+            // its component's name).
+            (Err(x), Err(y)) => assert!(y.ends_with(&x) && y.contains("plugin `lib/"), "{x} / {y}"),
+            (x, y) => panic!("{p:?}: compiled-in {x:?}, library {y:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_builtins_compiled_as_a_library_are_bit_identical_dense() {
+    let base = TrainingPlan {
+        tp: 8,
+        pp: 8,
+        dp: 16,
+        micro_batch: 1,
+        global_batch: 512,
+        recompute: "selective".into(),
+        ..TrainingPlan::default()
+    };
+    let plans = [
+        base.clone(),
+        TrainingPlan {
+            sp: true,
+            tp_comm_overlap: true,
+            overlap_grad_reduce: true,
+            overlap_param_gather: true,
+            zero_stage: 1,
+            vpp: 2,
+            ..base.clone()
+        },
+        TrainingPlan {
+            tp: 4,
+            cp: 2,
+            zero_stage: 3,
+            recompute: "full".into(),
+            ..base.clone()
+        },
+        // Refused by the tensor strategy's own check (96 heads, tp 64).
+        TrainingPlan {
+            tp: 64,
+            pp: 1,
+            dp: 16,
+            ..base
+        },
+    ];
+    assert_bit_identical(gpt(96, 12288, 96), 1024, &plans);
+}
+
+#[test]
+fn the_builtins_compiled_as_a_library_are_bit_identical_moe() {
+    let plans = [
+        TrainingPlan {
+            tp: 1,
+            pp: 8,
+            dp: 64,
+            ep: 64,
+            micro_batch: 1,
+            global_batch: 1024,
+            zero_stage: 1,
+            recompute: "full".into(),
+            ..TrainingPlan::default()
+        },
+        TrainingPlan {
+            tp: 2,
+            pp: 8,
+            dp: 32,
+            ep: 16,
+            etp: 2,
+            micro_batch: 1,
+            global_batch: 1024,
+            sp: true,
+            recompute: "selective".into(),
+            ..TrainingPlan::default()
+        },
+    ];
+    assert_bit_identical(deepseek_v3(), 512, &plans);
+}
+
+/// Jacobs et al. 2023 §3.1: with multi-head attention and no tensor parallelism, one layer's
+/// forward moves `4·N·h/P` elements per rank (Q, K, V and the output), and the backward the
+/// same; GQA's KV heads move their share.
+#[test]
+fn ulysses_moves_what_the_paper_says() {
+    let r = registry();
+    let s = r
+        .parallel_strategy("example/ulysses", &serde_json::Value::Null)
+        .unwrap();
+    let (b, seq, h, cp) = (1u64, 32768u64, 12288u64, 8u32);
+    let mut out = CommList::default();
+    s.comms(&shape(1, cp), &dims(seq, h, 96, 96), &mut out)
+        .unwrap();
+    let bytes = |phase| -> f64 {
+        out.iter()
+            .filter(|o| o.phase == phase)
+            .inspect(|o| {
+                assert_eq!(
+                    (o.class, o.kind),
+                    (CommClass::Context, CollectiveKind::AllToAll)
+                );
+            })
+            .map(|o| o.bytes.0 * o.count)
+            .sum()
+    };
+    let want = 4.0 * (b * seq * h) as f64 / cp as f64 * 2.0;
+    assert_eq!(bytes(Phase::Forward), want);
+    assert_eq!(bytes(Phase::Backward), want);
+    // Llama 2 70B (64 heads, 8 KV heads of 128), tp 2, cp 4: Q and the output carry 32
+    // heads, K and V the 4 KV heads of the rank (a multiple of cp: not replicated).
+    let mut out = CommList::default();
+    s.comms(&shape(2, 4), &dims(16384, 8192, 64, 8), &mut out)
+        .unwrap();
+    let per_head = 16384.0 / 4.0 * 128.0 * 2.0;
+    let fwd: f64 = out
+        .iter()
+        .filter(|o| o.phase == Phase::Forward)
+        .map(|o| o.bytes.0 * o.count)
+        .sum();
+    assert_eq!(fwd, (32.0 + 2.0 * 4.0 + 32.0) * per_head);
+}
+
+/// In a whole evaluation Ulysses replaces the ring: the same compute, its own (exposed)
+/// all-to-alls; a plan whose heads per TP rank `cp` does
+/// not divide is refused naming the plugin and `plan.cp`; its parameter is checked by name.
+#[test]
+fn ulysses_replaces_the_ring_in_an_evaluation() {
+    let r = registry();
+    let with = |cp_strategy: &str, params: serde_json::Value| {
+        let mut names: Vec<String> = BUILTINS.map(String::from).to_vec();
+        names[2] = cp_strategy.to_string();
+        Training::with_options(
+            gpt(96, 12288, 96),
+            a100_from_registry(&r, 1024).unwrap(),
+            &r,
+            &options(&names, params),
+        )
+    };
+    let plan = TrainingPlan {
+        tp: 8,
+        pp: 8,
+        cp: 2,
+        dp: 8,
+        micro_batch: 1,
+        global_batch: 512,
+        recompute: "selective".into(),
+        ..TrainingPlan::default()
+    };
+    let ring = with("context", json!({})).unwrap().evaluate(&plan).unwrap();
+    let ulysses = with("example/ulysses", json!({})).unwrap();
+    let u = ulysses.evaluate(&plan).unwrap();
+    // On two ranks Ulysses sends half of its four tensors per pass (8 tensor-halves a step
+    // in all) where the ring sends K and V forward and K, V and their gradients backward
+    // (6 whole tensors): less, but all of it exposed.
+    assert!(u.breakdown.cp_comm.0 > 0.0 && u.breakdown.cp_comm != ring.breakdown.cp_comm);
+    assert!(u.iteration_time.0.is_finite());
+    assert_eq!(u.breakdown.compute_total(), ring.breakdown.compute_total());
+    // 96 heads / tp 8 = 12 per rank: cp 8 does not divide them.
+    let bad = TrainingPlan {
+        cp: 8,
+        dp: 2,
+        ..plan
+    };
+    let e = ulysses.evaluate(&bad).unwrap_err().to_string();
+    assert!(
+        e.contains("example/ulysses") && e.contains("plan.cp"),
+        "{e}"
+    );
+    let e = with(
+        "example/ulysses",
+        json!({"example/ulysses": {"separate_qkv": 3}}),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("separate_qkv"), "{e}");
+}
