@@ -1,0 +1,76 @@
+//! Criterion benchmark: the evaluation of `crates/perfcast-engine/benches/evaluate.rs` (GPT-3
+//! 175B on 1,024 A100, TP 8, PP 16, DP 8, full recompute, built-in plugins) with its seven
+//! parallel strategies compiled in, and with all seven loaded from a library
+//! (`parallel-builtins-lib`, Rust ABI 1.2), and with only `tensor` loaded: what crossing the
+//! boundary costs per evaluation.
+
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use perfcast_engine::{Training, TrainingOptions, TrainingPlan};
+use perfcast_loader::load_library;
+use perfcast_testkit::plugins::build_rust;
+use perfcast_testkit::{a100_from_registry, gpt};
+
+const BUILTINS: [&str; 7] = [
+    "tensor", "sequence", "context", "expert", "pipeline", "data", "zero",
+];
+
+fn bench(c: &mut Criterion) {
+    let dir = perfcast_testkit::tmpdir("perfcast-bench-strategy-plugins");
+    let lib = build_rust(&["parallel-builtins-lib"], &dir).remove(0);
+    let mut registry = perfcast_builtins::registry().unwrap();
+    load_library(&lib, None, &mut registry).unwrap();
+    let plan = TrainingPlan {
+        tp: 8,
+        pp: 16,
+        dp: 8,
+        micro_batch: 1,
+        global_batch: 1536,
+        recompute: "full".into(),
+        ..TrainingPlan::default()
+    };
+    let cases: [(&str, Vec<String>); 3] = [
+        (
+            "compiled-in strategies",
+            BUILTINS.map(String::from).to_vec(),
+        ),
+        (
+            "tensor from a library",
+            BUILTINS
+                .map(|n| {
+                    if n == "tensor" {
+                        format!("lib/{n}")
+                    } else {
+                        n.to_string()
+                    }
+                })
+                .to_vec(),
+        ),
+        (
+            "all seven from a library",
+            BUILTINS.map(|n| format!("lib/{n}")).to_vec(),
+        ),
+    ];
+    for (what, names) in cases {
+        let options = TrainingOptions {
+            strategies: Some(names),
+            ..TrainingOptions::default()
+        };
+        let t = Training::with_options(
+            gpt(96, 12288, 96),
+            a100_from_registry(&registry, 1024).unwrap(),
+            &registry,
+            &options,
+        )
+        .unwrap();
+        t.evaluate(&plan).unwrap();
+        c.bench_function(&format!("evaluate gpt3-175b 1024xA100 ({what})"), |b| {
+            b.iter(|| t.evaluate(black_box(&plan)).unwrap())
+        });
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
