@@ -76,7 +76,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
     let lp_bw = 8.0 * 16.0 / 8.0 * 6400e6;
     let lp_lat = 120e-9;
     let mut times = Vec::new();
-    for (path, abi, tile) in [(&f.c_v1_1, "c 1.3", 32), (&f.c_v1_0, "c 1.0", 128)] {
+    for (path, abi, tile) in [(&f.c_v1_1, "c 1.4", 32), (&f.c_v1_0, "c 1.0", 128)] {
         let mut r = Registry::new();
         let lib = load_library(path, None, &mut r).unwrap();
         assert_eq!(lib.abi, abi);
@@ -87,7 +87,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
                 .or_else(|| r.info(perfcast_core::Category::MemoryTier, name))
                 .and_then(|i| i.params.as_ref().map(Vec::len))
         };
-        assert_eq!(declared("cvendor/dsp1"), (abi == "c 1.3").then_some(8));
+        assert_eq!(declared("cvendor/dsp1"), (abi == "c 1.4").then_some(8));
         assert_eq!(declared("cvendor/lpddr"), None);
         let dsp = r
             .compute_unit("cvendor/dsp1", &dsp_params(json!({})))
@@ -108,7 +108,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
         let t = dsp.op_time(&op, &mem).unwrap();
         let compute = op.flops().0 / 2000e9;
         let memory = op.min_bytes().0 / (lp_bw * 0.75) + lp_lat;
-        let want = if abi == "c 1.3" {
+        let want = if abi == "c 1.4" {
             // The plugin's own op_time: no overlap of DMA and compute.
             compute + memory + 4e-6
         } else {
@@ -226,6 +226,7 @@ fn c_plugin_of_another_major_is_rejected() {
 #[test]
 fn c_header_layout_matches_the_rust_mirrors() {
     use perfcast_abi::c::*;
+    use perfcast_abi::strategy::*;
     use std::mem::{offset_of, size_of};
     let f = fixtures();
     let src = f.dir.join("layout.c");
@@ -256,6 +257,17 @@ int main(void) {
   S(perfcast_layer_activations) O(perfcast_layer_activations, other)
   S(perfcast_recompute_plan) O(perfcast_recompute_plan, working)
   S(perfcast_recompute_policy_vtable) O(perfcast_recompute_policy_vtable, plan)
+  S(perfcast_plan) O(perfcast_plan, global_batch) O(perfcast_plan, fp32_grad_accum)
+  S(perfcast_model) O(perfcast_model, tied_embeddings) O(perfcast_model, group_top_k)
+  O(perfcast_model, load_imbalance)
+  S(perfcast_layer_dims) O(perfcast_layer_dims, act_bytes) O(perfcast_layer_dims, has_moe)
+  O(perfcast_layer_dims, expert_params)
+  S(perfcast_layer_split) O(perfcast_layer_split, expert_weights)
+  S(perfcast_state_split) O(perfcast_state_split, expert_optimizer)
+  S(perfcast_comm_op) O(perfcast_comm_op, bytes) O(perfcast_comm_op, window)
+  O(perfcast_comm_op, efficiency) O(perfcast_comm_op, dispatch_hierarchical)
+  S(perfcast_parallel_strategy_vtable) O(perfcast_parallel_strategy_vtable, axis)
+  O(perfcast_parallel_strategy_vtable, comms)
   return 0;
 }
 "#,
@@ -363,6 +375,74 @@ int main(void) {
         (
             "perfcast_recompute_policy_vtable.plan",
             offset_of!(PcRecomputePolicyVtable, plan),
+        ),
+        ("perfcast_plan", size_of::<PcPlan>()),
+        (
+            "perfcast_plan.global_batch",
+            offset_of!(PcPlan, global_batch),
+        ),
+        (
+            "perfcast_plan.fp32_grad_accum",
+            offset_of!(PcPlan, fp32_grad_accum),
+        ),
+        ("perfcast_model", size_of::<PcModel>()),
+        (
+            "perfcast_model.tied_embeddings",
+            offset_of!(PcModel, tied_embeddings),
+        ),
+        (
+            "perfcast_model.group_top_k",
+            offset_of!(PcModel, group_top_k),
+        ),
+        (
+            "perfcast_model.load_imbalance",
+            offset_of!(PcModel, load_imbalance),
+        ),
+        ("perfcast_layer_dims", size_of::<PcLayerDims>()),
+        (
+            "perfcast_layer_dims.act_bytes",
+            offset_of!(PcLayerDims, act_bytes),
+        ),
+        (
+            "perfcast_layer_dims.has_moe",
+            offset_of!(PcLayerDims, has_moe),
+        ),
+        (
+            "perfcast_layer_dims.expert_params",
+            offset_of!(PcLayerDims, expert_params),
+        ),
+        ("perfcast_layer_split", size_of::<PcLayerSplit>()),
+        (
+            "perfcast_layer_split.expert_weights",
+            offset_of!(PcLayerSplit, expert_weights),
+        ),
+        ("perfcast_state_split", size_of::<PcStateSplit>()),
+        (
+            "perfcast_state_split.expert_optimizer",
+            offset_of!(PcStateSplit, expert_optimizer),
+        ),
+        ("perfcast_comm_op", size_of::<PcCommOp>()),
+        ("perfcast_comm_op.bytes", offset_of!(PcCommOp, bytes)),
+        ("perfcast_comm_op.window", offset_of!(PcCommOp, window)),
+        (
+            "perfcast_comm_op.efficiency",
+            offset_of!(PcCommOp, efficiency),
+        ),
+        (
+            "perfcast_comm_op.dispatch_hierarchical",
+            offset_of!(PcCommOp, dispatch_hierarchical),
+        ),
+        (
+            "perfcast_parallel_strategy_vtable",
+            size_of::<PcParallelStrategyVtable>(),
+        ),
+        (
+            "perfcast_parallel_strategy_vtable.axis",
+            offset_of!(PcParallelStrategyVtable, axis),
+        ),
+        (
+            "perfcast_parallel_strategy_vtable.comms",
+            offset_of!(PcParallelStrategyVtable, comms),
         ),
     ]
     .iter()

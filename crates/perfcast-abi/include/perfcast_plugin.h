@@ -33,6 +33,10 @@
  *        perfcast_schedule_input, perfcast_schedule_result) and PERFCAST_CATEGORY_RECOMPUTE_POLICY
  *        (perfcast_recompute_policy_vtable, perfcast_layer_activations, perfcast_recompute_plan):
  *        pipeline schedules and activation-recompute policies as plugins.
+ *   1.4  a new category, PERFCAST_CATEGORY_PARALLEL_STRATEGY (perfcast_parallel_strategy_vtable,
+ *        perfcast_plan, perfcast_model, perfcast_layer_dims, perfcast_layer_split,
+ *        perfcast_state_split, perfcast_comm_op): parallel strategies as plugins, the same
+ *        structs the Rust ABI (1.2) passes.
  *
  * Codes (dtype, engine, op kinds...) are plain uint32_t values; new values may be added in a
  * minor version, so plugins must answer PERFCAST_ERR_UNSUPPORTED for a code they do not know.
@@ -66,7 +70,7 @@ extern "C" {
 
 #define PERFCAST_PLUGIN_ABI_MAJOR 1
 /* The newest minor this header describes. */
-#define PERFCAST_PLUGIN_ABI_MINOR_LATEST 3
+#define PERFCAST_PLUGIN_ABI_MINOR_LATEST 4
 /* The minor a plugin is compiled against (override with -DPERFCAST_PLUGIN_ABI_MINOR=0). */
 #ifndef PERFCAST_PLUGIN_ABI_MINOR
 #define PERFCAST_PLUGIN_ABI_MINOR PERFCAST_PLUGIN_ABI_MINOR_LATEST
@@ -103,6 +107,7 @@ extern "C" {
 /* 3 is the Rust ABI's topology category (not in the C ABI). */
 #define PERFCAST_CATEGORY_PIPELINE_SCHEDULE 4 /* 1.3 */
 #define PERFCAST_CATEGORY_RECOMPUTE_POLICY 5   /* 1.3 */
+#define PERFCAST_CATEGORY_PARALLEL_STRATEGY 6  /* 1.4 */
 
 /* ---- op kinds (perfcast_core::ComputeOp) ------------------------------------------------- */
 #define PERFCAST_OP_GEMM 0
@@ -335,6 +340,174 @@ typedef struct perfcast_recompute_policy_vtable {
                     size_t err_cap);
 } perfcast_recompute_policy_vtable;
 
+/* ---- parallel strategies (perfcast_core::parallel::ParallelStrategy), 1.4 ---------------- */
+
+/* Mesh axes (perfcast_core::parallel::Axis): what a strategy says it shards. */
+#define PERFCAST_AXIS_TENSOR 0
+#define PERFCAST_AXIS_SEQUENCE 1
+#define PERFCAST_AXIS_CONTEXT 2
+#define PERFCAST_AXIS_EXPERT 3
+#define PERFCAST_AXIS_PIPELINE 4
+#define PERFCAST_AXIS_DATA 5
+
+/* Groups of a collective: a bit set of the mesh's axes (perfcast_core::parallel::AxisSet). */
+#define PERFCAST_GROUP_TENSOR 1u
+#define PERFCAST_GROUP_CONTEXT 2u
+#define PERFCAST_GROUP_PIPELINE 4u
+#define PERFCAST_GROUP_DATA 8u
+#define PERFCAST_GROUP_PIPELINE_ENDS 16u /* the first and the last stage */
+#define PERFCAST_GROUP_EXPERT 32u
+#define PERFCAST_GROUP_EXPERT_TENSOR 64u
+#define PERFCAST_GROUP_EXPERT_DATA 128u
+
+/* The report ledger of a collective (perfcast_core::parallel::CommClass). */
+#define PERFCAST_CLASS_TENSOR 0
+#define PERFCAST_CLASS_CONTEXT 1
+#define PERFCAST_CLASS_PIPELINE 2
+#define PERFCAST_CLASS_DATA 3
+#define PERFCAST_CLASS_ZERO 4
+#define PERFCAST_CLASS_EXPERT 5
+
+/* When a collective runs (perfcast_core::parallel::Phase). */
+#define PERFCAST_PHASE_FORWARD 0            /* per layer per micro-batch */
+#define PERFCAST_PHASE_BACKWARD 1           /* per layer per micro-batch */
+#define PERFCAST_PHASE_STEP 2               /* per optimizer step */
+#define PERFCAST_PHASE_BOUNDARY 3           /* per micro-batch per stage boundary */
+#define PERFCAST_PHASE_EMBEDDING_FORWARD 4  /* per micro-batch, first stage */
+#define PERFCAST_PHASE_EMBEDDING_BACKWARD 5
+#define PERFCAST_PHASE_HEAD_FORWARD 6       /* per micro-batch, last stage */
+#define PERFCAST_PHASE_HEAD_BACKWARD 7
+#define PERFCAST_PHASE_EXPERT_FORWARD 8     /* per MoE layer per micro-batch */
+#define PERFCAST_PHASE_EXPERT_BACKWARD 9
+
+/* The compute a collective may hide behind (perfcast_core::parallel::Window). */
+#define PERFCAST_WINDOW_LAYER_GEMMS 0
+#define PERFCAST_WINDOW_ATTENTION 1
+#define PERFCAST_WINDOW_LAYER_COMPUTE 2
+#define PERFCAST_WINDOW_LAST_BACKWARD 3
+#define PERFCAST_WINDOW_FIRST_FORWARD 4
+
+/* MoE token dispatchers, context-parallel exchanges, feed-forward activations. */
+#define PERFCAST_DISPATCHER_ALLTOALL 0
+#define PERFCAST_DISPATCHER_ALLGATHER 1
+#define PERFCAST_DISPATCHER_DEEPEP 2
+#define PERFCAST_DISPATCHER_HYBRIDEP 3
+#define PERFCAST_CP_COMM_P2P 0
+#define PERFCAST_CP_COMM_ALL_GATHER 1
+#define PERFCAST_FFN_GELU 0
+#define PERFCAST_FFN_SWIGLU 1
+#define PERFCAST_FFN_RELU2 2
+
+/* The degrees and switches of a plan (host -> plugin). Booleans are 0 or 1. */
+typedef struct perfcast_plan {
+    uint32_t struct_size; /* host's sizeof(perfcast_plan) */
+    uint32_t tp, pp, dp, cp, ep, etp, vpp;
+    uint32_t moe_dispatcher; /* PERFCAST_DISPATCHER_* */
+    uint32_t cp_comm;        /* PERFCAST_CP_COMM_* */
+    uint32_t zero_stage;     /* 0..3 */
+    uint32_t micro_batch;    /* sequences per micro-batch */
+    uint32_t global_batch;   /* sequences per optimizer step */
+    uint32_t sp, ep_comm_overlap, tp_comm_overlap, overlap_grad_reduce, overlap_param_gather;
+    uint32_t fp32_grad_accum;
+    uint32_t reserved0;
+} perfcast_plan;
+
+/* The model's dimensions (host -> plugin). kv_heads and head_dim are the values in effect;
+ * 0 means "absent" for max_context, shared_expert_ffn_hidden, expert_groups, group_top_k,
+ * capacity_factor and load_imbalance; the MoE fields count only with has_moe = 1. */
+typedef struct perfcast_model {
+    uint32_t struct_size; /* host's sizeof(perfcast_model) */
+    uint32_t ffn_act;     /* PERFCAST_FFN_* */
+    uint64_t layers, hidden, heads, kv_heads, head_dim, ffn_hidden, vocab, seq_len;
+    uint64_t max_context, mtp_layers;
+    uint32_t tied_embeddings, has_moe;
+    uint64_t experts, top_k, expert_ffn_hidden, shared_experts, shared_expert_ffn_hidden;
+    uint64_t dense_layers, moe_layer_freq, expert_groups, group_top_k;
+    double capacity_factor, load_imbalance;
+} perfcast_model;
+
+/* One transformer layer as the strategies see it (host -> plugin): sizes of the whole model
+ * (unsharded), parameter counts per device, bytes per element. */
+typedef struct perfcast_layer_dims {
+    uint32_t struct_size; /* host's sizeof(perfcast_layer_dims) */
+    uint32_t tied_embeddings;
+    uint64_t micro_batch, seq_len, hidden, heads, kv_heads, head_dim, ffn_hidden;
+    double act_bytes;        /* one activation element */
+    double gather_bytes;     /* one element as the forward all-gathers it */
+    double layer_params;     /* one layer's parameters on one device */
+    double device_params;    /* parameters on the device of the stage with the most */
+    double grad_bytes;       /* one gradient element as reduced */
+    double weight_bytes;     /* one weight element as stored for compute */
+    double embedding_params; /* the word embedding's on one device */
+    uint32_t has_moe, reserved0;
+    uint64_t experts, top_k, expert_groups, group_top_k;
+    double moe_tokens, moe_routed, dispatch_bytes, expert_layer_params, expert_params;
+} perfcast_layer_dims;
+
+/* How the strategies divide one layer's work on a device (in: the factors so far; out: times
+ * this strategy's, each a whole multiple of what came in). */
+typedef struct perfcast_layer_split {
+    uint32_t struct_size; /* host's sizeof(perfcast_layer_split) */
+    uint32_t tokens;      /* divides the tokens every op sees (context parallel) */
+    uint32_t weights;     /* divides the weights, heads and MLP width (tensor parallel) */
+    uint32_t pointwise;   /* divides the ops outside the TP region (sequence parallel) */
+    uint32_t experts;     /* divides the routed experts (expert parallel) */
+    uint32_t expert_weights; /* divides each expert's matrices (expert tensor parallel) */
+} perfcast_layer_split;
+
+/* How the model state is sharded beyond TP and PP (divisors; in and out as above). */
+typedef struct perfcast_state_split {
+    uint32_t struct_size; /* host's sizeof(perfcast_state_split) */
+    uint32_t weights, grads, optimizer;
+    uint32_t expert_weights, expert_grads, expert_optimizer;
+    uint32_t reserved0;
+} perfcast_state_split;
+
+/* One collective a strategy adds (plugin -> host, written into the host's array). `bytes` is
+ * the full buffer (all-reduce: the tensor; all-gather: the gathered output; reduce-scatter:
+ * the input; all-to-all: the rank's buffer; send/recv: the message); `count` how many times
+ * it is issued each time its phase comes round. With exposed = 0 it hides behind `window`,
+ * `efficiency` (in [0, 1]) of it. The dispatch fields only with has_dispatch = 1 (a MoE
+ * token dispatch or combine). */
+typedef struct perfcast_comm_op {
+    uint32_t struct_size; /* host's sizeof(perfcast_comm_op): write only within it */
+    uint32_t klass;       /* PERFCAST_CLASS_* */
+    uint32_t phase;       /* PERFCAST_PHASE_* */
+    uint32_t kind;        /* PERFCAST_COLLECTIVE_* */
+    uint32_t group;       /* PERFCAST_GROUP_* bits, at least one */
+    uint32_t exposed;     /* 1: on the critical path; 0: behind `window` */
+    double bytes;
+    double count;
+    uint32_t window;         /* PERFCAST_WINDOW_* */
+    uint32_t with_recompute; /* 1: issued again when full recompute reruns the forward */
+    double efficiency;
+    uint32_t has_dispatch, dispatch_top_k, dispatch_experts, dispatch_expert_groups;
+    uint32_t dispatch_group_top_k, dispatch_hierarchical;
+} perfcast_comm_op;
+
+/* Parallel strategy functions, 1.4 (a component of PERFCAST_CATEGORY_PARALLEL_STRATEGY; use
+ * it by naming it in `options.strategies`, in place of the built-in on its axis). */
+typedef struct perfcast_parallel_strategy_vtable {
+    uint32_t struct_size;
+    uint32_t reserved0;
+    /* REQUIRED. The axis it shards (PERFCAST_AXIS_*). Called once per instance. */
+    int32_t (*axis)(const void *self, uint32_t *out, char *err, size_t err_cap);
+    /* Optional (NULL: any plan). Refuse a plan with PERFCAST_ERR_FAILED and a message naming
+     * the key (e.g. "plan.tp = 64 must divide model.heads = 96"). */
+    int32_t (*validate)(const void *self, const perfcast_model *model, const perfcast_plan *plan,
+                        char *err, size_t err_cap);
+    /* Optional (NULL: no split). Multiply this axis's factors into `split`. */
+    int32_t (*split_layer)(const void *self, const perfcast_plan *plan,
+                           perfcast_layer_split *split, char *err, size_t err_cap);
+    /* Optional (NULL: no sharding). Multiply this axis's divisors into `split`. */
+    int32_t (*split_state)(const void *self, const perfcast_plan *plan,
+                           perfcast_state_split *split, char *err, size_t err_cap);
+    /* Optional (NULL: none). Write this axis's collectives into out[0..cap) (each entry's
+     * struct_size is preset) and their number into *n_out; more than `cap` is an error. */
+    int32_t (*comms)(const void *self, const perfcast_plan *plan, const perfcast_layer_dims *dims,
+                     perfcast_comm_op *out, size_t cap, size_t *n_out, char *err, size_t err_cap);
+} perfcast_parallel_strategy_vtable;
+
 /* ---- declared parameters (perfcast_core::ParamType, ParamDefault), 1.2 ------------------ */
 #define PERFCAST_PARAM_FLOAT 0
 #define PERFCAST_PARAM_INTEGER 1
@@ -375,8 +548,9 @@ typedef struct perfcast_component {
     /* Optional. Free an instance. */
     void (*destroy)(void *self);
     /* REQUIRED. perfcast_compute_unit_vtable*, perfcast_memory_tier_vtable*, (1.1)
-     * perfcast_interconnect_vtable* or (1.3) perfcast_pipeline_schedule_vtable* /
-     * perfcast_recompute_policy_vtable* by category. */
+     * perfcast_interconnect_vtable*, (1.3) perfcast_pipeline_schedule_vtable* /
+     * perfcast_recompute_policy_vtable* or (1.4) perfcast_parallel_strategy_vtable* by
+     * category. */
     const void *vtable;
 #if PERFCAST_PLUGIN_ABI_MINOR >= 2
     /* 1.2, optional. The component's parameters: an array of n_params pointers (pointers,

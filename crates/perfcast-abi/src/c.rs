@@ -10,7 +10,7 @@ use std::ffi::{c_char, c_void};
 /// Major version of the C ABI (part of the entry symbol name).
 pub const C_ABI_MAJOR: u32 = 1;
 /// Newest minor of the C ABI this crate (and the host) knows.
-pub const C_ABI_MINOR: u32 = 3;
+pub const C_ABI_MINOR: u32 = 4;
 /// The entry symbol, NUL-terminated.
 pub const C_ENTRY_SYMBOL: &[u8] = b"perfcast_plugin_entry_v1\0";
 
@@ -241,6 +241,57 @@ pub struct PcRecomputePolicyVtable {
     pub plan: Option<PcRecomputePlanFn>,
 }
 
+/// `perfcast_parallel_strategy_vtable.axis` (1.4).
+pub type PcStrategyAxis = unsafe extern "C" fn(*const c_void, *mut u32, ErrBuf, usize) -> i32;
+/// `perfcast_parallel_strategy_vtable.validate`.
+pub type PcStrategyValidate = unsafe extern "C" fn(
+    *const c_void,
+    *const crate::strategy::PcModel,
+    *const crate::strategy::PcPlan,
+    ErrBuf,
+    usize,
+) -> i32;
+/// `perfcast_parallel_strategy_vtable.split_layer`.
+pub type PcStrategySplitLayer = unsafe extern "C" fn(
+    *const c_void,
+    *const crate::strategy::PcPlan,
+    *mut crate::strategy::PcLayerSplit,
+    ErrBuf,
+    usize,
+) -> i32;
+/// `perfcast_parallel_strategy_vtable.split_state`.
+pub type PcStrategySplitState = unsafe extern "C" fn(
+    *const c_void,
+    *const crate::strategy::PcPlan,
+    *mut crate::strategy::PcStateSplit,
+    ErrBuf,
+    usize,
+) -> i32;
+/// `perfcast_parallel_strategy_vtable.comms`.
+pub type PcStrategyComms = unsafe extern "C" fn(
+    *const c_void,
+    *const crate::strategy::PcPlan,
+    *const crate::strategy::PcLayerDims,
+    *mut crate::strategy::PcCommOp,
+    usize,
+    *mut usize,
+    ErrBuf,
+    usize,
+) -> i32;
+
+/// `perfcast_parallel_strategy_vtable` (1.4).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PcParallelStrategyVtable {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub axis: Option<PcStrategyAxis>,
+    pub validate: Option<PcStrategyValidate>,
+    pub split_layer: Option<PcStrategySplitLayer>,
+    pub split_state: Option<PcStrategySplitState>,
+    pub comms: Option<PcStrategyComms>,
+}
+
 /// `perfcast_component`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -336,6 +387,14 @@ pub mod v1_3 {
     }
     pub fn recompute_policy_vtable_size() -> usize {
         size_through!(PcRecomputePolicyVtable, plan)
+    }
+}
+
+/// Bytes of the structs that C ABI 1.4 introduced, in their first layout.
+pub mod v1_4 {
+    use super::*;
+    pub fn parallel_strategy_vtable_size() -> usize {
+        size_through!(PcParallelStrategyVtable, comms)
     }
 }
 

@@ -525,6 +525,7 @@ impl PcCommOp {
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PcLayerSplit {
+    pub struct_size: u32,
     pub tokens: u32,
     pub weights: u32,
     pub pointwise: u32,
@@ -535,6 +536,7 @@ pub struct PcLayerSplit {
 impl PcLayerSplit {
     pub fn from_native(s: &LayerSplit) -> Self {
         PcLayerSplit {
+            struct_size: std::mem::size_of::<PcLayerSplit>() as u32,
             tokens: s.tokens,
             weights: s.weights,
             pointwise: s.pointwise,
@@ -567,23 +569,27 @@ impl PcLayerSplit {
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PcStateSplit {
+    pub struct_size: u32,
     pub weights: u32,
     pub grads: u32,
     pub optimizer: u32,
     pub expert_weights: u32,
     pub expert_grads: u32,
     pub expert_optimizer: u32,
+    pub reserved0: u32,
 }
 
 impl PcStateSplit {
     pub fn from_native(s: &StateSplit) -> Self {
         PcStateSplit {
+            struct_size: std::mem::size_of::<PcStateSplit>() as u32,
             weights: s.weights,
             grads: s.grads,
             optimizer: s.optimizer,
             expert_weights: s.expert_weights,
             expert_grads: s.expert_grads,
             expert_optimizer: s.expert_optimizer,
+            reserved0: 0,
         }
     }
     pub fn to_native(&self) -> StateSplit {

@@ -1,13 +1,14 @@
 //! Parallel strategies from a library through the command line: on every shipped training
 //! experiment, `predict` and `search` with the seven built-in strategies loaded from
-//! `parallel-builtins-lib` (named `lib/...` in `options.strategies`) print what the
+//! `parallel-builtins-lib` (Rust ABI 1.2, named `lib/...` in `options.strategies`), and with
+//! the built-in `tensor` written in C (`plugins/examples/tensor-c`, C ABI 1.4), print what the
 //! compiled-in ones print; the example `ulysses` runs from its README's command; bad
-//! strategy names and plans are errors naming the key and the plugin.
+//! strategy names, plans, parameters and answers are errors naming the key and the plugin.
 
 // A test, bench or example target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use perfcast_testkit::plugins::build_rust;
+use perfcast_testkit::plugins::{build_rust, cc_plugin_source, cc_shared};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -42,6 +43,18 @@ fn libs() -> &'static Libs {
             builtins: v[0].to_str().unwrap().to_string(),
             ulysses: v[1].to_str().unwrap().to_string(),
         }
+    })
+}
+
+/// `plugins/examples/tensor-c/tensor_c.c`, built without floating-point contraction (so that
+/// its arithmetic is the Rust code's, operation for operation, on every target).
+fn tensor_c() -> &'static String {
+    static L: OnceLock<String> = OnceLock::new();
+    L.get_or_init(|| {
+        let dir = common::tmpdir("perfcast-cli-tensor-c");
+        let src = repo().join("plugins/examples/tensor-c/tensor_c.c");
+        let lib = cc_shared(&dir, &src, "libtensor_c.so", &["-ffp-contract=off"]);
+        lib.to_str().unwrap().to_string()
     })
 }
 
@@ -140,5 +153,160 @@ fn ulysses_runs_from_its_readme_and_bad_plans_name_the_plugin() {
         missing.stderr.contains("example/ulysses") && missing.stderr.contains("context"),
         "{}",
         missing.stderr
+    );
+}
+
+/// The experiment `name` with `body` appended (TOML), as a config file.
+fn config_with(name: &str, tag: &str, body: &str) -> String {
+    let dir = common::tmpdir(&format!("perfcast-cli-strategy-cfg-{tag}"));
+    let cfg = dir.join("cfg.toml");
+    let text = format!(
+        "include = [\"{}\"]\n{body}\n",
+        repo()
+            .join(format!("configs/experiments/{name}.toml"))
+            .display()
+    );
+    std::fs::write(&cfg, text).unwrap();
+    cfg.to_str().unwrap().to_string()
+}
+
+#[test]
+fn tensor_in_c_prints_what_the_compiled_in_tensor_prints() {
+    let lib = tensor_c();
+    let mut names: Vec<String> = BUILTINS.map(String::from).to_vec();
+    names[0] = "example/tensor-c".into();
+    let set = strategies(&names);
+    let from_c = ["--load", lib.as_str(), "--set", set.as_str()];
+    for name in EXPERIMENTS {
+        let config = format!("configs/experiments/{name}.toml");
+        for command in ["predict", "search"] {
+            let a = json(command, &config, &[]);
+            let b = json(command, &config, &from_c);
+            assert!(a == b, "{command} {name}: the C strategy's output differs");
+        }
+    }
+    // Sequence parallelism and decomposed overlap at a partial efficiency, the parameter
+    // given to each under its own name.
+    let plan = [
+        "--set",
+        "plan.sp=true",
+        "--set",
+        "plan.tp_comm_overlap=true",
+    ];
+    let builtin = config_with(
+        "gpt3-175b-a100",
+        "builtin",
+        "[options.strategy_params.tensor]\noverlap_efficiency = 0.6",
+    );
+    let c = config_with(
+        "gpt3-175b-a100",
+        "c",
+        "[options.strategy_params.\"example/tensor-c\"]\noverlap_efficiency = 0.6",
+    );
+    let a = json("predict", &builtin, &plan);
+    let mut args = plan.to_vec();
+    args.extend(from_c);
+    let b = json("predict", &c, &args);
+    assert!(a == b, "sp + overlap: the C strategy's output differs");
+    assert!(a["report"]["breakdown"]["hidden_comm"].as_f64().unwrap() > 0.0);
+}
+
+/// A C strategy whose `comms` answers `body` (C statements filling `out[0]`), built here.
+fn misbehaving(name: &str, axis: u32, body: &str) -> String {
+    let dir = common::tmpdir(&format!("perfcast-cli-strategy-{name}"));
+    let src = format!(
+        r#"
+static int32_t create(const char *json, void **out, char *err, size_t cap) {{
+    (void)json; (void)err; (void)cap; *out = NULL; return PERFCAST_OK;
+}}
+static int32_t axis(const void *self, uint32_t *out, char *err, size_t cap) {{
+    (void)self; (void)err; (void)cap; *out = {axis}; return PERFCAST_OK;
+}}
+static int32_t comms(const void *self, const perfcast_plan *plan, const perfcast_layer_dims *d,
+                     perfcast_comm_op *out, size_t cap, size_t *n, char *err, size_t ecap) {{
+    (void)self; (void)plan; (void)d; (void)cap; (void)err; (void)ecap;
+    out[0].klass = PERFCAST_CLASS_TENSOR; out[0].phase = PERFCAST_PHASE_FORWARD;
+    out[0].kind = PERFCAST_COLLECTIVE_ALL_REDUCE; out[0].group = PERFCAST_GROUP_TENSOR;
+    out[0].exposed = 1; out[0].bytes = 1e6; out[0].count = 1.0;
+    *n = 1;
+    {body}
+    return PERFCAST_OK;
+}}
+static const perfcast_parallel_strategy_vtable vt = {{
+    .struct_size = sizeof(perfcast_parallel_strategy_vtable), .axis = axis, .comms = comms,
+}};
+static const perfcast_component comp = {{
+    .struct_size = sizeof(perfcast_component), .category = PERFCAST_CATEGORY_PARALLEL_STRATEGY,
+    .name = "bad/tp", .description = "misbehaves", .create = create, .vtable = &vt,
+}};
+static const perfcast_component *const comps[] = {{&comp}};
+static const perfcast_plugin plugin = {{
+    .struct_size = sizeof(perfcast_plugin), .abi_major = PERFCAST_PLUGIN_ABI_MAJOR,
+    .abi_minor = PERFCAST_PLUGIN_ABI_MINOR, .n_components = 1, .name = "bad",
+    .version = "0.0.1", .components = comps,
+}};
+const perfcast_plugin *perfcast_plugin_entry_v1(void) {{ return &plugin; }}
+"#
+    );
+    cc_plugin_source(&dir, name, &src)
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn bad_c_strategies_and_parameters_are_errors_naming_the_plugin() {
+    let mut names: Vec<String> = BUILTINS.map(String::from).to_vec();
+    names[0] = "bad/tp".into();
+    let set = strategies(&names);
+    let config = "configs/experiments/gpt3-175b-a100.toml";
+    let cases = [
+        ("nan", 0, "out[0].bytes = 0.0 / 0.0;", "bytes"),
+        ("negative", 0, "out[0].count = -2.0;", "count"),
+        ("group", 0, "out[0].group = 0;", "group"),
+        ("many", 0, "*n = cap + 1;", "collectives"),
+        ("axis", 42, "", "axis code 42"),
+    ];
+    for (name, axis, body, want) in cases {
+        let lib = misbehaving(name, axis, body);
+        let o = perfcast(&["predict", config, "--load", &lib, "--set", &set]);
+        assert_ne!(o.code, 0, "{name}");
+        assert!(
+            o.stderr.contains("bad/tp") && o.stderr.contains(want),
+            "{name}: {}",
+            o.stderr
+        );
+    }
+    // The C copy of tensor: a parameter out of range and a plan it refuses.
+    let mut names: Vec<String> = BUILTINS.map(String::from).to_vec();
+    names[0] = "example/tensor-c".into();
+    let set = strategies(&names);
+    let bad_param = config_with(
+        "gpt3-175b-a100",
+        "bad-param",
+        "[options.strategy_params.\"example/tensor-c\"]\noverlap_efficiency = 1.5",
+    );
+    let o = perfcast(&["predict", &bad_param, "--load", tensor_c(), "--set", &set]);
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("overlap_efficiency"), "{}", o.stderr);
+    let o = perfcast(&[
+        "predict",
+        config,
+        "--load",
+        tensor_c(),
+        "--set",
+        &set,
+        "--set",
+        "plan.tp=64",
+        "--set",
+        "plan.pp=1",
+        "--set",
+        "plan.dp=16",
+    ]);
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("example/tensor-c") && o.stderr.contains("model.heads = 96"),
+        "{}",
+        o.stderr
     );
 }

@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 mod execution;
 mod raw;
+mod strategy;
 use execution::{pipeline_schedule, recompute_policy};
 use raw::{
     c_string, call, invalid, no_function, read_prefix, read_vtable, struct_size, Instance,
@@ -290,6 +291,10 @@ unsafe fn candidate(
         codes::CATEGORY_RECOMPUTE_POLICY => (
             Category::RecomputePolicy,
             recompute_policy(path, &cname, c.vtable.cast(), new_instance)?,
+        ),
+        codes::CATEGORY_PARALLEL_STRATEGY => (
+            Category::ParallelStrategy,
+            strategy::parallel_strategy(path, &cname, c.vtable.cast(), new_instance)?,
         ),
         _ => return Ok(None),
     };

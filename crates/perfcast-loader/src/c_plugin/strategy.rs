@@ -1,0 +1,118 @@
+//! C parallel strategies (C ABI 1.4): the vtable's calls as a `StrategyBackend`, behind the
+//! same checked `ForeignStrategy` as a Rust library's (`crate::strategy`). A function the
+//! vtable leaves NULL answers what the trait's default does (any plan, no split, no
+//! collectives).
+
+use super::raw::{call, no_function, read_vtable, Instance, NewInstance};
+use crate::adapter::CallError;
+use crate::strategy::{ForeignStrategy, StrategyBackend};
+use crate::LoadError;
+use perfcast_abi::c::{v1_4, PcParallelStrategyVtable};
+use perfcast_abi::strategy::{PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit};
+use perfcast_core::registry::Factory;
+use perfcast_core::Component;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The factory of parallel strategy `cname` (its vtable checked: the 1.4 layout, `axis`).
+///
+/// # Safety
+/// `vp` must be the component's (non-NULL) vtable.
+pub(super) unsafe fn parallel_strategy(
+    path: &Path,
+    cname: &str,
+    vp: *const PcParallelStrategyVtable,
+    new_instance: impl NewInstance,
+) -> Result<Factory, LoadError> {
+    let vt = read_vtable(
+        path,
+        cname,
+        vp,
+        v1_4::parallel_strategy_vtable_size(),
+        "parallel strategy",
+        "1.4",
+    )?;
+    if vt.axis.is_none() {
+        return Err(no_function(path, cname, "axis"));
+    }
+    let n = cname.to_string();
+    Ok(Arc::new(move |params: &serde_json::Value| {
+        let inst = new_instance(params)?;
+        let s = ForeignStrategy::new(&n, Box::new(CStrategy { inst, vt }))?;
+        Ok(Component::ParallelStrategy(Arc::new(s)))
+    }))
+}
+
+struct CStrategy {
+    inst: Instance,
+    vt: PcParallelStrategyVtable,
+}
+
+impl StrategyBackend for CStrategy {
+    fn axis(&self) -> Result<u32, CallError> {
+        let mut out = u32::MAX;
+        if let Some(f) = self.vt.axis {
+            // SAFETY: function and instance come from the plugin, per the header's contract.
+            call(|e, cap| unsafe { f(self.inst.this, &mut out, e, cap) })?;
+        }
+        Ok(out)
+    }
+    fn validate(&self, model: &PcModel, plan: &PcPlan) -> Result<(), CallError> {
+        match self.vt.validate {
+            // SAFETY: as above.
+            Some(f) => call(|e, cap| unsafe { f(self.inst.this, model, plan, e, cap) }),
+            None => Ok(()),
+        }
+    }
+    fn split_layer(
+        &self,
+        plan: &PcPlan,
+        mut split: PcLayerSplit,
+    ) -> Result<PcLayerSplit, CallError> {
+        if let Some(f) = self.vt.split_layer {
+            // SAFETY: as above.
+            call(|e, cap| unsafe { f(self.inst.this, plan, &mut split, e, cap) })?;
+        }
+        Ok(split)
+    }
+    fn split_state(
+        &self,
+        plan: &PcPlan,
+        mut split: PcStateSplit,
+    ) -> Result<PcStateSplit, CallError> {
+        if let Some(f) = self.vt.split_state {
+            // SAFETY: as above.
+            call(|e, cap| unsafe { f(self.inst.this, plan, &mut split, e, cap) })?;
+        }
+        Ok(split)
+    }
+    fn comms(
+        &self,
+        plan: &PcPlan,
+        dims: &PcLayerDims,
+        out: &mut [PcCommOp],
+    ) -> Result<u32, CallError> {
+        let Some(f) = self.vt.comms else {
+            return Ok(0);
+        };
+        let size = size_of::<PcCommOp>() as u32;
+        for slot in out.iter_mut() {
+            slot.struct_size = size;
+        }
+        let mut n = 0usize;
+        // SAFETY: as above; `out` holds `out.len()` entries.
+        call(|e, cap| unsafe {
+            f(
+                self.inst.this,
+                plan,
+                dims,
+                out.as_mut_ptr(),
+                out.len(),
+                &mut n,
+                e,
+                cap,
+            )
+        })?;
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+}
