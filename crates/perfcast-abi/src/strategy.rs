@@ -11,6 +11,8 @@
 //! sequence, tied embeddings, multi-token-prediction layers and the MoE block. The attention
 //! layout, multi-head latent attention and sliding windows do not cross (a strategy rebuilt
 //! from [`PcModel`] sees them absent).
+//!
+//! The types also serialise (serde): an isolated plugin host passes them as JSON.
 
 use abi_stable::StableAbi;
 use perfcast_core::op::CollectiveKind;
@@ -19,6 +21,7 @@ use perfcast_core::parallel::{
     Overlap, Phase, PlanShape, StateSplit, Window,
 };
 use perfcast_core::workload::{FfnAct, ModelSpec, MoeSpec};
+use serde::{Deserialize, Serialize};
 
 use crate::codes::{collective_kind_code, collective_kind_from_code};
 
@@ -105,7 +108,7 @@ fn some(v: u64) -> Option<u64> {
 
 /// `perfcast_plan`: the degrees and switches of a plan ([`PlanShape`]).
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq)]
+#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct PcPlan {
     pub struct_size: u32,
     pub tp: u32,
@@ -186,7 +189,7 @@ impl PcPlan {
 /// `kv_heads` and `head_dim` are the values in effect; `0` is "absent" for the optional
 /// fields; the MoE fields count only with `has_moe = 1`.
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq)]
+#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct PcModel {
     pub struct_size: u32,
     /// Code in [`FFN_ACTS`].
@@ -306,7 +309,7 @@ impl PcModel {
 /// `perfcast_layer_dims`: one layer as the strategies see it ([`LayerDims`]); the MoE fields
 /// count only with `has_moe = 1`.
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq)]
+#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct PcLayerDims {
     pub struct_size: u32,
     pub tied_embeddings: u32,
@@ -418,7 +421,7 @@ impl PcLayerDims {
 /// `efficiency` count only with `exposed = 0`; the dispatch fields only with
 /// `has_dispatch = 1`.
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq)]
+#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct PcCommOp {
     pub struct_size: u32,
     /// `CommClass::index()`.
@@ -523,7 +526,7 @@ impl PcCommOp {
 
 /// `perfcast_layer_split`: [`LayerSplit`]'s factors.
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PcLayerSplit {
     pub struct_size: u32,
     pub tokens: u32,
@@ -567,7 +570,7 @@ impl PcLayerSplit {
 
 /// `perfcast_state_split`: [`StateSplit`]'s divisors.
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(StableAbi, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PcStateSplit {
     pub struct_size: u32,
     pub weights: u32,

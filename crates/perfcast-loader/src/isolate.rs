@@ -16,7 +16,13 @@
 //! child <- {"id":1,"ok":{"built":{"handle":0,"compute":{"peaks":[..],"launch_overhead":..,"gemm_tile":..}}}}
 //! host  -> {"id":2,"call":{"op_time":{"handle":0,"op":{..},"tiers":[..]}}}
 //! child <- {"id":2,"ok":{"op_time":{..}}}        or  {"id":2,"err":{"code":2,"path":"","message":".."}}
+//! host  -> {"id":3,"call":{"comms":{"handle":1,"plan":{..},"dims":{..},"capacity":32}}}
+//! child <- {"id":3,"ok":{"comms":[{..},..]}}
 //! ```
+//!
+//! Served categories: compute units, memory tiers, interconnects and parallel strategies
+//! ([`ISOLATED`]; a strategy's calls carry `perfcast_abi::strategy`'s data, and its answers go
+//! through the same checked `ForeignStrategy` as an in-process library's).
 //!
 //! A different protocol string in the hello is refused by both sides. Calls are answered in
 //! order; the child serves one at a time.
@@ -25,12 +31,17 @@ use crate::adapter::{
     foreign_memory_tier, CallError, ComputeBackend, ForeignComputeUnit, ForeignInterconnect,
     LinkBackend, TierData,
 };
+use crate::strategy::{ForeignStrategy, StrategyBackend};
 use crate::{Candidate, LoadError, LoadedLibrary};
 use perfcast_abi::codes;
+use perfcast_abi::strategy::{
+    axis_code, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit,
+};
 use perfcast_abi::{LinkProps, PcOp, PcOpTime, TierProps};
+use perfcast_core::parallel::{CommList, ParallelStrategy};
 use perfcast_core::{
     Bytes, Category, Collective, Component, ComputeOp, DType, Engine, MemoryHierarchy, MemoryTier,
-    OpTime, ParamSpec, Registry,
+    ModelError, OpTime, ParamSpec, Registry,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -40,6 +51,15 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The categories an isolated plugin host serves (a library with a component of another
+/// category is refused when loaded isolated, rather than listed and failing when used).
+pub const ISOLATED: [Category; 4] = [
+    Category::ComputeUnit,
+    Category::MemoryTier,
+    Category::Interconnect,
+    Category::ParallelStrategy,
+];
 
 /// The protocol both sides must speak.
 pub const PROTOCOL: &str = "perfcast-plugin-host/1";
@@ -81,6 +101,27 @@ enum Call {
         handle: usize,
         collective: Collective,
         algorithm: perfcast_core::CollectiveAlgorithm,
+    },
+    Validate {
+        handle: usize,
+        model: PcModel,
+        plan: PcPlan,
+    },
+    SplitLayer {
+        handle: usize,
+        plan: PcPlan,
+        split: PcLayerSplit,
+    },
+    SplitState {
+        handle: usize,
+        plan: PcPlan,
+        split: PcStateSplit,
+    },
+    Comms {
+        handle: usize,
+        plan: PcPlan,
+        dims: PcLayerDims,
+        capacity: usize,
     },
 }
 
@@ -142,10 +183,14 @@ enum Built {
         bandwidth: f64,
         latency: f64,
     },
+    /// A parallel strategy: its axis code.
+    Strategy {
+        axis: u32,
+    },
 }
 
 /// One answer, child to host.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Answer {
     Hello {
@@ -161,6 +206,10 @@ enum Answer {
     },
     Number(f64),
     OpTime(OpTime),
+    Done,
+    LayerSplit(PcLayerSplit),
+    StateSplit(PcStateSplit),
+    Comms(Vec<PcCommOp>),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -297,6 +346,83 @@ fn answer(
                 .map_err(|e| failed(e.to_string())),
             _ => Err(failed(format!("component {h} is not an interconnect"))),
         },
+        Call::Validate {
+            handle: h,
+            model,
+            plan,
+        } => {
+            let s = strategy(handles, h)?;
+            let (m, p) = (
+                model.to_native().map_err(failed)?,
+                plan.to_native().map_err(failed)?,
+            );
+            s.validate(&m, &p)
+                .map(|()| Answer::Done)
+                .map_err(model_failed)
+        }
+        Call::SplitLayer {
+            handle: h,
+            plan,
+            split,
+        } => {
+            let s = strategy(handles, h)?;
+            let mut x = split.to_native();
+            s.split_layer(&plan.to_native().map_err(failed)?, &mut x)
+                .map_err(model_failed)?;
+            Ok(Answer::LayerSplit(PcLayerSplit::from_native(&x)))
+        }
+        Call::SplitState {
+            handle: h,
+            plan,
+            split,
+        } => {
+            let s = strategy(handles, h)?;
+            let mut x = split.to_native();
+            s.split_state(&plan.to_native().map_err(failed)?, &mut x)
+                .map_err(model_failed)?;
+            Ok(Answer::StateSplit(PcStateSplit::from_native(&x)))
+        }
+        Call::Comms {
+            handle: h,
+            plan,
+            dims,
+            capacity,
+        } => {
+            let s = strategy(handles, h)?;
+            let mut list = CommList::default();
+            let (p, d) = (
+                plan.to_native().map_err(failed)?,
+                dims.to_native().map_err(failed)?,
+            );
+            s.comms(&p, &d, &mut list).map_err(model_failed)?;
+            if list.len() > capacity {
+                return Err(failed(format!(
+                    "{} collectives do not fit the host's array of {capacity}",
+                    list.len()
+                )));
+            }
+            Ok(Answer::Comms(
+                list.iter().map(PcCommOp::from_native).collect(),
+            ))
+        }
+    }
+}
+
+/// The parallel strategy under handle `h`.
+fn strategy(handles: &[Component], h: usize) -> Result<Arc<dyn ParallelStrategy>, WireError> {
+    match handles.get(h) {
+        Some(Component::ParallelStrategy(s)) => Ok(s.clone()),
+        Some(_) => Err(failed(format!("component {h} is not a parallel strategy"))),
+        None => Err(failed(format!("no component {h}"))),
+    }
+}
+
+/// A strategy's error, as the wire carries it (the plugin's own message; the host puts it
+/// under the component's name).
+fn model_failed(e: ModelError) -> WireError {
+    match e {
+        ModelError::Plugin(perfcast_core::PluginError::Failed { message, .. }) => failed(message),
+        other => failed(other.to_string()),
     }
 }
 
@@ -378,6 +504,9 @@ fn build(
             domain_size: l.domain_size(),
             bandwidth: l.bandwidth().0,
             latency: l.latency().0,
+        },
+        Component::ParallelStrategy(s) => Built::Strategy {
+            axis: axis_code(s.axis()),
         },
         _ => return Err(failed(format!("{category} cannot be isolated"))),
     };
@@ -695,8 +824,108 @@ fn factory(
                 let link = ForeignInterconnect::new(&name, Ok(props), Box::new(backend))?;
                 Ok(Component::Interconnect(Arc::new(link)))
             }
+            Built::Strategy { axis } => {
+                let backend = IsoStrategy {
+                    conn: conn.clone(),
+                    handle,
+                    axis,
+                    answers: Mutex::new(HashMap::new()),
+                };
+                let s = ForeignStrategy::new(&name, Box::new(backend))?;
+                Ok(Component::ParallelStrategy(Arc::new(s)))
+            }
         }
     })
+}
+
+/// A parallel strategy in the child. Its answers depend on the call's data only, so each is
+/// kept by the call's JSON: a search asks the same plans' questions again and again.
+struct IsoStrategy {
+    conn: Arc<Connection>,
+    handle: usize,
+    axis: u32,
+    answers: Mutex<HashMap<String, Result<Answer, CallError>>>,
+}
+
+impl IsoStrategy {
+    fn ask(&self, what: &str, call: Call) -> Result<Answer, CallError> {
+        let key = serde_json::to_string(&call).unwrap_or_default();
+        if let Some(v) = self.answers.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return v;
+        }
+        let v = self.conn.call(what, call);
+        if let Ok(mut c) = self.answers.lock() {
+            c.insert(key, v.clone());
+        }
+        v
+    }
+
+    fn other(&self, what: &str) -> CallError {
+        self.conn
+            .fail(format!("answered `{what}` with another kind of answer"))
+    }
+}
+
+impl StrategyBackend for IsoStrategy {
+    fn axis(&self) -> Result<u32, CallError> {
+        Ok(self.axis)
+    }
+    fn validate(&self, model: &PcModel, plan: &PcPlan) -> Result<(), CallError> {
+        let call = Call::Validate {
+            handle: self.handle,
+            model: *model,
+            plan: *plan,
+        };
+        match self.ask("validate", call)? {
+            Answer::Done => Ok(()),
+            _ => Err(self.other("validate")),
+        }
+    }
+    fn split_layer(&self, plan: &PcPlan, split: PcLayerSplit) -> Result<PcLayerSplit, CallError> {
+        let call = Call::SplitLayer {
+            handle: self.handle,
+            plan: *plan,
+            split,
+        };
+        match self.ask("split_layer", call)? {
+            Answer::LayerSplit(s) => Ok(s),
+            _ => Err(self.other("split_layer")),
+        }
+    }
+    fn split_state(&self, plan: &PcPlan, split: PcStateSplit) -> Result<PcStateSplit, CallError> {
+        let call = Call::SplitState {
+            handle: self.handle,
+            plan: *plan,
+            split,
+        };
+        match self.ask("split_state", call)? {
+            Answer::StateSplit(s) => Ok(s),
+            _ => Err(self.other("split_state")),
+        }
+    }
+    fn comms(
+        &self,
+        plan: &PcPlan,
+        dims: &PcLayerDims,
+        out: &mut [PcCommOp],
+    ) -> Result<u32, CallError> {
+        let call = Call::Comms {
+            handle: self.handle,
+            plan: *plan,
+            dims: *dims,
+            capacity: out.len(),
+        };
+        match self.ask("comms", call)? {
+            Answer::Comms(ops) => {
+                // More than fit is the adapter's to refuse (it sees the count).
+                for (slot, op) in out.iter_mut().zip(&ops) {
+                    *slot = *op;
+                }
+                Ok(u32::try_from(ops.len()).unwrap_or(u32::MAX))
+            }
+            _ => Err(self.other("comms")),
+        }
+    }
 }
 
 /// Start a plugin host for the library at `path` (checked, and its sha256 pin, here first),
@@ -782,6 +1011,18 @@ pub(crate) fn load(
         abi: format!("{abi}, isolated"),
         components: Vec::new(),
     };
+    if let Some(c) = components.iter().find(|c| !ISOLATED.contains(&c.category)) {
+        return Err(LoadError::Invalid {
+            path: path.to_path_buf(),
+            message: format!(
+                "`{}` is a {}, which an isolated plugin host does not serve (it serves {}); \
+                 load the library without isolation",
+                c.name,
+                c.category,
+                ISOLATED.map(|c| c.to_string()).join(", ")
+            ),
+        });
+    }
     let candidates = components
         .into_iter()
         .map(|c| Candidate {

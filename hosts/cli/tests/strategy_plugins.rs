@@ -310,3 +310,50 @@ fn bad_c_strategies_and_parameters_are_errors_naming_the_plugin() {
         o.stderr
     );
 }
+
+/// Isolated (`--isolate`: a child plugin host), the example strategy prints what it prints in
+/// process; a library with a category the plugin host does not serve is refused when loaded
+/// isolated, naming the component and its category, instead of being listed as isolated.
+#[test]
+fn an_isolated_strategy_prints_what_it_prints_in_process() {
+    let l = libs();
+    let mut names: Vec<String> = BUILTINS.map(String::from).to_vec();
+    names[2] = "example/ulysses".into();
+    let set = strategies(&names);
+    let config = "configs/experiments/llama3-8b-h100.toml";
+    let args = [
+        "--load",
+        l.ulysses.as_str(),
+        "--set",
+        "plan.cp=2",
+        "--set",
+        set.as_str(),
+    ];
+    let in_process = json("predict", config, &args);
+    let mut iso = args.to_vec();
+    iso.push("--isolate");
+    assert!(json("predict", config, &iso) == in_process);
+    let listed = perfcast(&["plugins", "--isolate", "--load", &l.ulysses]);
+    assert!(
+        listed
+            .stdout
+            .lines()
+            .any(|x| x.contains("example/ulysses") && x.contains("isolated")),
+        "{}",
+        listed.stdout
+    );
+    let dir = common::tmpdir("perfcast-cli-isolate-schedule");
+    let zb = cc_shared(
+        &dir,
+        &repo().join("plugins/examples/zb-h1/zb_h1.c"),
+        "libzb_h1.so",
+        &[],
+    );
+    let o = perfcast(&["plugins", "--isolate", "--load", zb.to_str().unwrap()]);
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("example/zb-h1") && o.stderr.contains("pipeline_schedule"),
+        "{}",
+        o.stderr
+    );
+}
