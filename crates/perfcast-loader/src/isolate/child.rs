@@ -1,0 +1,294 @@
+//! The child: `perfcast plugin-host PATH` loads the library in this process and answers the
+//! host's calls on stdin/stdout.
+
+use super::protocol::{Answer, Built, Call, Request, Response, WireComponent, WireError, WireTier};
+use super::PROTOCOL;
+use crate::LoadedLibrary;
+use perfcast_abi::codes;
+use perfcast_abi::strategy::{axis_code, PcCommOp, PcLayerSplit, PcStateSplit};
+use perfcast_core::parallel::{CommList, ParallelStrategy};
+use perfcast_core::{
+    Category, Component, DType, Engine, MemoryHierarchy, MemoryTier, ModelError, Registry,
+};
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Serve the library at `path` on stdin/stdout until stdin closes. Returns only an error
+/// that prevents serving (the library itself does not load: reported to the host in the
+/// hello's answer first).
+pub fn serve(path: &Path) -> Result<(), String> {
+    let mut registry = Registry::new();
+    let loaded = crate::load_library(path, None, &mut registry);
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    let mut handles: Vec<Component> = Vec::new();
+    for line in stdin.lock().lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        let req: Request = match serde_json::from_str(&line) {
+            Ok(r) => r,
+            Err(e) => return Err(format!("bad request: {e}")),
+        };
+        let result = match &loaded {
+            Err(e) => Err(failed(e.to_string())),
+            Ok(lib) => answer(&registry, lib, &mut handles, req.call),
+        };
+        let resp = match result {
+            Ok(a) => Response {
+                id: req.id,
+                ok: Some(a),
+                err: None,
+            },
+            Err(e) => Response {
+                id: req.id,
+                ok: None,
+                err: Some(e),
+            },
+        };
+        let text = serde_json::to_string(&resp).unwrap_or_else(|e| {
+            format!(
+                r#"{{"id":{},"err":{{"code":2,"path":"","message":"{e}"}}}}"#,
+                req.id
+            )
+        });
+        writeln!(out, "{text}")
+            .and_then(|_| out.flush())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn failed(message: String) -> WireError {
+    WireError {
+        code: codes::ERR_FAILED,
+        path: String::new(),
+        message,
+    }
+}
+
+fn answer(
+    registry: &Registry,
+    lib: &LoadedLibrary,
+    handles: &mut Vec<Component>,
+    call: Call,
+) -> Result<Answer, WireError> {
+    let handle = |handles: &[Component], h: usize| {
+        handles
+            .get(h)
+            .cloned()
+            .ok_or_else(|| failed(format!("no component {h}")))
+    };
+    match call {
+        Call::Hello { protocol } => hello(registry, lib, &protocol),
+        Call::Build {
+            category,
+            name,
+            params,
+        } => build(registry, handles, category, &name, &params),
+        Call::Efficiency { handle: h, op } => match handle(handles, h)? {
+            Component::ComputeUnit(u) => Ok(Answer::Number(u.efficiency(&op))),
+            _ => Err(failed(format!("component {h} is not a compute unit"))),
+        },
+        Call::OpTime {
+            handle: h,
+            op,
+            tiers,
+        } => match handle(handles, h)? {
+            Component::ComputeUnit(u) => {
+                let tiers: Vec<Arc<dyn MemoryTier>> = tiers
+                    .into_iter()
+                    .filter_map(|(kind, p)| {
+                        let level = codes::tier_level_from_code(p.level)?;
+                        Some(
+                            Arc::new(perfcast_abi::PropsTier::new(kind, level, p.into(), None))
+                                as Arc<dyn MemoryTier>,
+                        )
+                    })
+                    .collect();
+                u.op_time(&op, &MemoryHierarchy::new(tiers))
+                    .map(Answer::OpTime)
+                    .map_err(|e| failed(e.to_string()))
+            }
+            _ => Err(failed(format!("component {h} is not a compute unit"))),
+        },
+        Call::CollectiveTime {
+            handle: h,
+            collective,
+            algorithm,
+        } => match handle(handles, h)? {
+            Component::Interconnect(l) => l
+                .try_collective_time(&collective, algorithm)
+                .map(|s| Answer::Number(s.0))
+                .map_err(|e| failed(e.to_string())),
+            _ => Err(failed(format!("component {h} is not an interconnect"))),
+        },
+        Call::Validate {
+            handle: h,
+            model,
+            plan,
+        } => {
+            let s = strategy(handles, h)?;
+            let (m, p) = (
+                model.to_native().map_err(failed)?,
+                plan.to_native().map_err(failed)?,
+            );
+            s.validate(&m, &p)
+                .map(|()| Answer::Done)
+                .map_err(model_failed)
+        }
+        Call::SplitLayer {
+            handle: h,
+            plan,
+            split,
+        } => {
+            let s = strategy(handles, h)?;
+            let mut x = split.to_native();
+            s.split_layer(&plan.to_native().map_err(failed)?, &mut x)
+                .map_err(model_failed)?;
+            Ok(Answer::LayerSplit(PcLayerSplit::from_native(&x)))
+        }
+        Call::SplitState {
+            handle: h,
+            plan,
+            split,
+        } => {
+            let s = strategy(handles, h)?;
+            let mut x = split.to_native();
+            s.split_state(&plan.to_native().map_err(failed)?, &mut x)
+                .map_err(model_failed)?;
+            Ok(Answer::StateSplit(PcStateSplit::from_native(&x)))
+        }
+        Call::Comms {
+            handle: h,
+            plan,
+            dims,
+            capacity,
+        } => {
+            let s = strategy(handles, h)?;
+            let mut list = CommList::default();
+            let (p, d) = (
+                plan.to_native().map_err(failed)?,
+                dims.to_native().map_err(failed)?,
+            );
+            s.comms(&p, &d, &mut list).map_err(model_failed)?;
+            if list.len() > capacity {
+                return Err(failed(format!(
+                    "{} collectives do not fit the host's array of {capacity}",
+                    list.len()
+                )));
+            }
+            Ok(Answer::Comms(
+                list.iter().map(PcCommOp::from_native).collect(),
+            ))
+        }
+    }
+}
+
+/// The parallel strategy under handle `h`.
+fn strategy(handles: &[Component], h: usize) -> Result<Arc<dyn ParallelStrategy>, WireError> {
+    match handles.get(h) {
+        Some(Component::ParallelStrategy(s)) => Ok(s.clone()),
+        Some(_) => Err(failed(format!("component {h} is not a parallel strategy"))),
+        None => Err(failed(format!("no component {h}"))),
+    }
+}
+
+/// A strategy's error, as the wire carries it (the plugin's own message; the host puts it
+/// under the component's name).
+fn model_failed(e: ModelError) -> WireError {
+    match e {
+        ModelError::Plugin(perfcast_core::PluginError::Failed { message, .. }) => failed(message),
+        other => failed(other.to_string()),
+    }
+}
+
+/// The child's greeting: its protocol, its library and the components it serves.
+fn hello(registry: &Registry, lib: &LoadedLibrary, protocol: &str) -> Result<Answer, WireError> {
+    if protocol != PROTOCOL {
+        return Err(failed(format!(
+            "this plugin host speaks {PROTOCOL}, not {protocol}"
+        )));
+    }
+    let components = lib
+        .components
+        .iter()
+        .filter_map(|(c, n)| {
+            let info = registry.info(*c, n)?;
+            Some(WireComponent {
+                category: *c,
+                name: n.clone(),
+                description: info.description.clone(),
+                params: info.params.clone(),
+            })
+        })
+        .collect();
+    Ok(Answer::Hello {
+        protocol: PROTOCOL.into(),
+        plugin: lib.plugin.clone(),
+        version: lib.version.clone(),
+        abi: lib.abi.clone(),
+        components,
+    })
+}
+
+/// Build component `name` of `category` from `params`, keep it under the next handle and
+/// answer with what the host's proxy needs of it.
+fn build(
+    registry: &Registry,
+    handles: &mut Vec<Component>,
+    category: Category,
+    name: &str,
+    params: &serde_json::Value,
+) -> Result<Answer, WireError> {
+    let c = registry
+        .build(category, name, params)
+        .map_err(|e| match e {
+            perfcast_core::registry::RegistryError::Build {
+                source: perfcast_core::PluginError::Params { path, message },
+                ..
+            } => WireError {
+                code: codes::ERR_PARAMS,
+                path,
+                message,
+            },
+            other => failed(other.to_string()),
+        })?;
+    let built = match &c {
+        Component::ComputeUnit(u) => {
+            let mut peaks = Vec::new();
+            for e in [Engine::Matrix, Engine::Vector] {
+                for d in DType::ALL {
+                    if let Some(p) = u.peak(e, d) {
+                        peaks.push((codes::engine_code(e), d.code(), p.0));
+                    }
+                }
+            }
+            Built::Compute {
+                peaks,
+                launch_overhead: u.launch_overhead().0,
+                gemm_tile: u.gemm_tile(),
+            }
+        }
+        Component::MemoryTier(t) => Built::Tier(WireTier {
+            level: codes::tier_level_code(t.level()),
+            capacity: t.capacity().0,
+            bandwidth: t.bandwidth().0,
+            efficiency: t.efficiency(),
+            latency: t.latency().0,
+        }),
+        Component::Interconnect(l) => Built::Link {
+            domain_size: l.domain_size(),
+            bandwidth: l.bandwidth().0,
+            latency: l.latency().0,
+        },
+        Component::ParallelStrategy(s) => Built::Strategy {
+            axis: axis_code(s.axis()),
+        },
+        _ => return Err(failed(format!("{category} cannot be isolated"))),
+    };
+    handles.push(c);
+    Ok(Answer::Built {
+        handle: handles.len() - 1,
+        built,
+    })
+}
