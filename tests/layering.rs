@@ -162,8 +162,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["perfcast-core", "perfcast-abi", "perfcast-plugin-topology"],
     ),
     (
-        "parallel-builtins-lib",
-        &["perfcast-core", "perfcast-abi", "perfcast-plugin-parallel"],
+        "execution-builtins-lib",
+        &[
+            "perfcast-core",
+            "perfcast-abi",
+            "perfcast-plugin-parallel",
+            "perfcast-plugin-schedule",
+            "perfcast-plugin-recompute",
+        ],
     ),
 ];
 
@@ -387,7 +393,7 @@ const OWN_LINTS: &[&str] = &[
     "sram-fixture",
     "fuzz-fixture",
     "topology-builtins-lib",
-    "parallel-builtins-lib",
+    "execution-builtins-lib",
 ];
 
 /// Every other crate takes `[workspace.lints]`: unsafe code forbidden, no `unwrap`/`expect`

@@ -1,5 +1,5 @@
 //! Parallel strategies from shared libraries (Rust ABI 1.2), end to end: the seven built-in
-//! strategies compiled as a library (`parallel-builtins-lib`: `lib/tensor`, ...) give the
+//! strategies compiled as a library (`execution-builtins-lib`: `lib/tensor`, ...) give the
 //! compiled-in evaluations bit for bit, dense and mixture-of-experts; the example
 //! `example/ulysses` (DeepSpeed-Ulysses) adds the all-to-alls of Jacobs et al. 2023 and
 //! refuses the plans the paper cannot run, naming the plugin and the key.
@@ -31,7 +31,7 @@ fn libs() -> &'static Libs {
     static L: OnceLock<Libs> = OnceLock::new();
     L.get_or_init(|| {
         let dir = perfcast_testkit::tmpdir("perfcast-strategy-plugins");
-        let v = build_rust(&["parallel-builtins-lib", "ulysses"], &dir);
+        let v = build_rust(&["execution-builtins-lib", "ulysses"], &dir);
         Libs {
             builtins: v[0].clone(),
             ulysses: v[1].clone(),
@@ -311,4 +311,64 @@ fn ulysses_replaces_the_ring_in_an_evaluation() {
     .unwrap()
     .to_string();
     assert!(e.contains("separate_qkv"), "{e}");
+}
+
+/// Every built-in pipeline schedule and recompute policy compiled as a library gives the
+/// compiled-in evaluation bit for bit (the schedules' memory answers included: interleaved
+/// plans hold layers by chunk), and refuses what it refuses, under its own name.
+#[test]
+fn the_builtin_schedules_and_policies_as_a_library_are_bit_identical() {
+    let r = registry();
+    let t = Training::new(
+        gpt(96, 12288, 96),
+        a100_from_registry(&r, 1024).unwrap(),
+        &r,
+    )
+    .unwrap();
+    let base = TrainingPlan {
+        tp: 8,
+        pp: 8,
+        dp: 16,
+        micro_batch: 1,
+        global_batch: 512,
+        ..TrainingPlan::default()
+    };
+    let mut checked = 0;
+    for schedule in [
+        "gpipe",
+        "1f1b",
+        "interleaved-1f1b",
+        "flexible-interleaved-1f1b",
+    ] {
+        for recompute in ["none", "selective", "full"] {
+            for (vpp, layers, batch) in [(1, None, 512), (2, Some(6), 512), (3, None, 520)] {
+                let plan = |prefix: &str| TrainingPlan {
+                    vpp,
+                    global_batch: batch,
+                    recompute_layers: layers,
+                    schedule: Some(format!("{prefix}{schedule}")),
+                    recompute: format!("{prefix}{recompute}"),
+                    ..base.clone()
+                };
+                let x = t.evaluate(&plan("")).map_err(|e| e.to_string());
+                let y = t.evaluate(&plan("lib/")).map_err(|e| e.to_string());
+                match (x, y) {
+                    (Ok(x), Ok(y)) => {
+                        assert_eq!(
+                            serde_json::to_string(&x).unwrap(),
+                            serde_json::to_string(&y).unwrap(),
+                            "{schedule} {recompute} vpp {vpp}"
+                        );
+                        checked += 1;
+                    }
+                    (Err(x), Err(y)) => assert!(
+                        y.contains("lib/") && y.contains(&x) || y.ends_with(&x),
+                        "{x} / {y}"
+                    ),
+                    (x, y) => panic!("{schedule} {recompute} vpp {vpp}: {x:?} / {y:?}"),
+                }
+            }
+        }
+    }
+    assert!(checked >= 12, "{checked}");
 }

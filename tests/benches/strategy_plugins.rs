@@ -1,7 +1,7 @@
 //! Criterion benchmark: the evaluation of `crates/perfcast-engine/benches/evaluate.rs` (GPT-3
 //! 175B on 1,024 A100, TP 8, PP 16, DP 8, full recompute, built-in plugins) with its seven
 //! parallel strategies compiled in, and with all seven loaded from a library
-//! (`parallel-builtins-lib`, Rust ABI 1.2), and with only `tensor` loaded: what crossing the
+//! (`execution-builtins-lib`, Rust ABI 1.2), and with only `tensor` loaded: what crossing the
 //! boundary costs per evaluation. Then `tensor` in an isolated plugin host (a child `perfcast
 //! plugin-host`, the debug build): a repeated evaluation (its answers cached by the host) and
 //! a new plan each time (every call a round trip to the child).
@@ -22,7 +22,7 @@ const BUILTINS: [&str; 7] = [
 
 fn bench(c: &mut Criterion) {
     let dir = perfcast_testkit::tmpdir("perfcast-bench-strategy-plugins");
-    let lib = build_rust(&["parallel-builtins-lib"], &dir).remove(0);
+    let lib = build_rust(&["execution-builtins-lib"], &dir).remove(0);
     let mut registry = perfcast_builtins::registry().unwrap();
     load_library(&lib, None, &mut registry).unwrap();
     let plan = TrainingPlan {

@@ -143,7 +143,9 @@ pub struct PcInterconnectVtable {
 
 /// `perfcast_schedule_input` (1.3).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(
+    StableAbi, Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize,
+)]
 pub struct PcScheduleInput {
     pub struct_size: u32,
     pub stages: u32,
@@ -156,7 +158,9 @@ pub struct PcScheduleInput {
 
 /// `perfcast_schedule_result` (1.3).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(
+    StableAbi, Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize,
+)]
 pub struct PcScheduleResult {
     pub struct_size: u32,
     pub reserved0: u32,
@@ -200,7 +204,9 @@ pub struct PcPipelineScheduleVtable {
 
 /// `perfcast_layer_activations` (1.3).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(
+    StableAbi, Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize,
+)]
 pub struct PcLayerActivations {
     pub struct_size: u32,
     pub reserved0: u32,
@@ -211,7 +217,9 @@ pub struct PcLayerActivations {
 
 /// `perfcast_recompute_plan` (1.3).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(
+    StableAbi, Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize,
+)]
 pub struct PcRecomputePlan {
     pub struct_size: u32,
     pub reserved0: u32,

@@ -24,11 +24,11 @@ pub const CATEGORY_MEMORY_TIER: u32 = 1;
 pub const CATEGORY_INTERCONNECT: u32 = 2;
 /// Rust ABI since 1.1 (not in the C ABI).
 pub const CATEGORY_TOPOLOGY: u32 = 3;
-/// C ABI since 1.3 (not in the Rust ABI yet).
+/// C ABI since 1.3, Rust ABI since 1.2.
 pub const CATEGORY_PIPELINE_SCHEDULE: u32 = 4;
-/// C ABI since 1.3 (not in the Rust ABI yet).
+/// C ABI since 1.3, Rust ABI since 1.2.
 pub const CATEGORY_RECOMPUTE_POLICY: u32 = 5;
-/// Rust ABI since 1.2 (not in the C ABI yet).
+/// Rust ABI since 1.2, C ABI since 1.4.
 pub const CATEGORY_PARALLEL_STRATEGY: u32 = 6;
 
 pub const OP_GEMM: u32 = 0;

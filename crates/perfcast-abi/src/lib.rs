@@ -26,9 +26,10 @@ pub use c::{PcOp, PcOpTime};
 pub use rust_abi::{
     ComponentDesc, FfiComputeUnit, FfiComputeUnitBox, FfiComputeUnit_TO, FfiError, FfiInterconnect,
     FfiInterconnectBox, FfiInterconnect_TO, FfiMemoryTier, FfiMemoryTierBox, FfiMemoryTier_TO,
-    FfiParallelStrategy, FfiParallelStrategyBox, FfiParallelStrategy_TO, FfiTier, FfiTopology,
-    FfiTopologyBox, FfiTopology_TO, LinkProps, PluginDescriptor, PluginModule, PluginModuleRef,
-    PropsTier, TierProps, RUST_ABI_VERSION,
+    FfiParallelStrategy, FfiParallelStrategyBox, FfiParallelStrategy_TO, FfiPipelineSchedule,
+    FfiPipelineScheduleBox, FfiPipelineSchedule_TO, FfiRecomputePolicy, FfiRecomputePolicyBox,
+    FfiRecomputePolicy_TO, FfiTier, FfiTopology, FfiTopologyBox, FfiTopology_TO, LinkProps,
+    PluginDescriptor, PluginModule, PluginModuleRef, PropsTier, TierProps, RUST_ABI_VERSION,
 };
 
 /// Re-exports used by the code `export_plugin!` expands to (plugin crates need not depend on

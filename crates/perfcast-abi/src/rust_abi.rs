@@ -8,12 +8,15 @@
 //! Evolution: abi_stable compares the layout of everything reachable from the root module at
 //! load time and, for versions >= 1.0, requires equal majors (`RUST_ABI_VERSION`). Its checker
 //! lets an OLDER host load a NEWER plugin (appended prefix fields), not the other way round. So
-//! a minor appends to [`PluginModule`] (1.1: `new_topology`; 1.2: `new_parallel_strategy`) and
+//! a minor appends to [`PluginModule`] (1.1: `new_topology`; 1.2: `new_parallel_strategy`,
+//! `new_pipeline_schedule`, `new_recompute_policy`) and
 //! freezes the previous layout here ([`v1_0`], [`v1_1`]): the loader checks a library against the current layout and, when that
 //! fails, against each frozen one of the same major, and serves what that minor offers (see
 //! `plugins/examples/README.md`). Types reachable from a frozen layout never change.
 
-use crate::c::{PcOp, PcOpTime};
+use crate::c::{
+    PcLayerActivations, PcOp, PcOpTime, PcRecomputePlan, PcScheduleInput, PcScheduleResult,
+};
 use crate::strategy::{PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit};
 use abi_stable::{
     declare_root_module_statics,
@@ -312,11 +315,43 @@ pub trait FfiParallelStrategy: Send + Sync {
     ) -> RResult<u32, FfiError>;
 }
 
+/// FFI mirror of `perfcast_core::parallel::PipelineSchedule` (Rust ABI 1.2): the plan to
+/// check, the C ABI's `perfcast_schedule_input`/`_result`, and `peak_layers_held` with the
+/// stage's layers per chunk as a slice.
+#[sabi_trait]
+pub trait FfiPipelineSchedule: Send + Sync {
+    fn validate(&self, plan: &PcPlan) -> RResult<(), FfiError>;
+    fn step(&self, input: &PcScheduleInput) -> RResult<PcScheduleResult, FfiError>;
+    fn in_flight(&self, input: &PcScheduleInput, stage: u32) -> RResult<f64, FfiError>;
+    #[sabi(last_prefix_field)]
+    fn peak_layers_held(
+        &self,
+        input: &PcScheduleInput,
+        stage: u32,
+        chunk_layers: RSlice<'_, f64>,
+    ) -> RResult<f64, FfiError>;
+}
+
+/// FFI mirror of `perfcast_core::parallel::RecomputePolicy` (Rust ABI 1.2), with the C
+/// ABI's structs; `recompute_layers` 0 is "not given".
+#[sabi_trait]
+pub trait FfiRecomputePolicy: Send + Sync {
+    #[sabi(last_prefix_field)]
+    fn plan(
+        &self,
+        act: &PcLayerActivations,
+        layers: u32,
+        recompute_layers: u32,
+    ) -> RResult<PcRecomputePlan, FfiError>;
+}
+
 pub type FfiComputeUnitBox = FfiComputeUnit_TO<'static, RBox<()>>;
 pub type FfiMemoryTierBox = FfiMemoryTier_TO<'static, RBox<()>>;
 pub type FfiInterconnectBox = FfiInterconnect_TO<'static, RBox<()>>;
 pub type FfiTopologyBox = FfiTopology_TO<'static, RBox<()>>;
 pub type FfiParallelStrategyBox = FfiParallelStrategy_TO<'static, RBox<()>>;
+pub type FfiPipelineScheduleBox = FfiPipelineSchedule_TO<'static, RBox<()>>;
+pub type FfiRecomputePolicyBox = FfiRecomputePolicy_TO<'static, RBox<()>>;
 
 /// One component a plugin provides.
 #[repr(C)]
@@ -350,6 +385,10 @@ pub type NewInterconnect =
 pub type NewTopology = extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiTopologyBox, FfiError>;
 pub type NewParallelStrategy =
     extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiParallelStrategyBox, FfiError>;
+pub type NewPipelineSchedule =
+    extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiPipelineScheduleBox, FfiError>;
+pub type NewRecomputePolicy =
+    extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiRecomputePolicyBox, FfiError>;
 
 /// The root module of Rust ABI 1.1, frozen: what a plugin built against 1.1 exports (the 1.0
 /// categories and topologies). The loader serves those categories.
@@ -383,7 +422,7 @@ pub mod v1_1 {
 
 /// The root module every Rust plugin exports (through `export_plugin!`). A prefix type:
 /// fields are appended at the end, one minor at a time (1.1: `new_topology`; 1.2:
-/// `new_parallel_strategy`); the layout of each earlier minor is frozen in its module
+/// `new_parallel_strategy`, `new_pipeline_schedule`, `new_recompute_policy`); the layout of each earlier minor is frozen in its module
 /// ([`v1_0`], [`v1_1`]).
 #[repr(C)]
 #[derive(StableAbi)]
@@ -402,6 +441,12 @@ pub struct PluginModule {
     /// Since 1.2.
     pub new_parallel_strategy:
         extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiParallelStrategyBox, FfiError>,
+    /// Since 1.2.
+    pub new_pipeline_schedule:
+        extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiPipelineScheduleBox, FfiError>,
+    /// Since 1.2.
+    pub new_recompute_policy:
+        extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiRecomputePolicyBox, FfiError>,
 }
 
 impl RootModule for PluginModuleRef {

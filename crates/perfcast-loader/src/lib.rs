@@ -24,6 +24,7 @@
 
 mod adapter;
 mod c_plugin;
+mod execution;
 pub mod isolate;
 mod rust_plugin;
 mod strategy;

@@ -4,22 +4,26 @@ use crate::adapter::{
     foreign_memory_tier, CallError, ComputeBackend, ForeignComputeUnit, ForeignInterconnect,
     LinkBackend, TierData,
 };
+use crate::execution::{ForeignRecompute, ForeignSchedule, RecomputeBackend, ScheduleBackend};
 use crate::strategy::{ForeignStrategy, StrategyBackend};
 use crate::topology::{ForeignTopology, TopologyBackend};
 use crate::{params_json, Candidate, LoadError, LoadedLibrary};
 use abi_stable::library::{lib_header_from_path, LibraryError};
 use abi_stable::std_types::{RResult, RSlice, RSliceMut, RStr};
+use perfcast_abi::c::{PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleResult};
 use perfcast_abi::codes::category_from_code;
 use perfcast_abi::rust_abi::{
     v1_0, v1_1, FfiCollectiveCost, FfiGroupAxis, FfiLevel, FfiLinkClass, FfiMemoryTierBox,
-    FfiNetworkCost, NewComputeUnit, NewInterconnect, NewMemoryTier, NewParallelStrategy,
-    NewTopology, PluginDescriptor, RUST_ABI_VERSION, RUST_PARAMS_SYMBOL,
+    FfiNetworkCost, FfiPipelineScheduleBox, FfiRecomputePolicyBox, NewComputeUnit, NewInterconnect,
+    NewMemoryTier, NewParallelStrategy, NewPipelineSchedule, NewRecomputePolicy, NewTopology,
+    PluginDescriptor, RUST_ABI_VERSION, RUST_PARAMS_SYMBOL,
 };
 use perfcast_abi::strategy::{PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit};
 use perfcast_abi::{
     FfiComputeUnitBox, FfiError, FfiInterconnectBox, FfiParallelStrategyBox, FfiTier,
     FfiTopologyBox, PcOp, PcOpTime, PluginModuleRef,
 };
+use perfcast_core::parallel::PlanShape;
 use perfcast_core::{Category, Component, ParamSpec};
 use std::collections::HashMap;
 use std::path::Path;
@@ -110,6 +114,45 @@ impl TopologyBackend for RustTopology {
     }
 }
 
+struct RustSchedule(FfiPipelineScheduleBox);
+
+impl ScheduleBackend for RustSchedule {
+    fn validate(&self, plan: &PlanShape, _input: &PcScheduleInput) -> Result<(), CallError> {
+        res(self.0.validate(&PcPlan::from_native(plan)))
+    }
+    fn step(&self, input: &PcScheduleInput) -> Result<PcScheduleResult, CallError> {
+        res(self.0.step(input))
+    }
+    fn in_flight(&self, input: &PcScheduleInput, stage: u32) -> Result<f64, CallError> {
+        res(self.0.in_flight(input, stage))
+    }
+    fn peak_layers_held(
+        &self,
+        input: &PcScheduleInput,
+        stage: u32,
+        chunk_layers: &[f64],
+    ) -> Option<Result<f64, CallError>> {
+        Some(res(self.0.peak_layers_held(
+            input,
+            stage,
+            RSlice::from_slice(chunk_layers),
+        )))
+    }
+}
+
+struct RustRecompute(FfiRecomputePolicyBox);
+
+impl RecomputeBackend for RustRecompute {
+    fn plan(
+        &self,
+        act: &PcLayerActivations,
+        layers: u32,
+        recompute_layers: u32,
+    ) -> Result<PcRecomputePlan, CallError> {
+        res(self.0.plan(act, layers, recompute_layers))
+    }
+}
+
 struct RustStrategy(FfiParallelStrategyBox);
 
 impl StrategyBackend for RustStrategy {
@@ -186,6 +229,18 @@ impl Module {
     fn new_parallel_strategy(self) -> Option<NewParallelStrategy> {
         match self {
             Module::Current(m) => Some(m.new_parallel_strategy()),
+            Module::V1_1(_) | Module::V1_0(_) => None,
+        }
+    }
+    fn new_pipeline_schedule(self) -> Option<NewPipelineSchedule> {
+        match self {
+            Module::Current(m) => Some(m.new_pipeline_schedule()),
+            Module::V1_1(_) | Module::V1_0(_) => None,
+        }
+    }
+    fn new_recompute_policy(self) -> Option<NewRecomputePolicy> {
+        match self {
+            Module::Current(m) => Some(m.new_recompute_policy()),
             Module::V1_1(_) | Module::V1_0(_) => None,
         }
     }
@@ -324,11 +379,12 @@ fn declared_params(
 /// The factory of component `name` of `category` in `module`; `None` for a category the
 /// module's minor does not offer (its components are skipped).
 fn factory(
-    path: &Path,
     module: Module,
     category: Category,
     name: &str,
 ) -> Result<Option<perfcast_core::registry::Factory>, LoadError> {
+    // Every category crosses the Rust ABI (since 1.2); a module of an earlier minor builds
+    // only what it has.
     let n = name.to_string();
     let f: perfcast_core::registry::Factory = match category {
         Category::ComputeUnit => Arc::new(move |params| {
@@ -390,10 +446,28 @@ fn factory(
                 Ok(Component::ParallelStrategy(Arc::new(s)))
             })
         }
-        _ => {
-            return Err(LoadError::Invalid {
-                path: path.to_path_buf(),
-                message: format!("component `{n}` has an unsupported category"),
+        Category::PipelineSchedule => {
+            let Some(new_schedule) = module.new_pipeline_schedule() else {
+                return Ok(None);
+            };
+            Arc::new(move |params| {
+                let json = params_json(params);
+                let obj = res(new_schedule(RStr::from_str(&n), RStr::from_str(&json)))
+                    .map_err(|e| e.into_plugin_error(&n))?;
+                let s = ForeignSchedule::new(&n, Box::new(RustSchedule(obj)));
+                Ok(Component::PipelineSchedule(Arc::new(s)))
+            })
+        }
+        Category::RecomputePolicy => {
+            let Some(new_policy) = module.new_recompute_policy() else {
+                return Ok(None);
+            };
+            Arc::new(move |params| {
+                let json = params_json(params);
+                let obj = res(new_policy(RStr::from_str(&n), RStr::from_str(&json)))
+                    .map_err(|e| e.into_plugin_error(&n))?;
+                let p = ForeignRecompute::new(&n, Box::new(RustRecompute(obj)));
+                Ok(Component::RecomputePolicy(Arc::new(p)))
             })
         }
     };
@@ -445,7 +519,7 @@ pub(crate) fn load(
             continue;
         };
         let name = c.name.to_string();
-        let Some(factory) = factory(path, module, category, &name)? else {
+        let Some(factory) = factory(module, category, &name)? else {
             continue;
         };
         let params = declared.get(&(c.category, name.clone())).cloned();

@@ -1,6 +1,6 @@
 //! Parallel strategies from a library through the command line: on every shipped training
 //! experiment, `predict` and `search` with the seven built-in strategies loaded from
-//! `parallel-builtins-lib` (Rust ABI 1.2, named `lib/...` in `options.strategies`), and with
+//! `execution-builtins-lib` (Rust ABI 1.2, named `lib/...` in `options.strategies`), and with
 //! the built-in `tensor` written in C (`plugins/examples/tensor-c`, C ABI 1.4), print what the
 //! compiled-in ones print; the example `ulysses` runs from its README's command; bad
 //! strategy names, plans, parameters and answers are errors naming the key and the plugin.
@@ -38,7 +38,7 @@ fn libs() -> &'static Libs {
     static L: OnceLock<Libs> = OnceLock::new();
     L.get_or_init(|| {
         let dir = common::tmpdir("perfcast-cli-strategy-plugins");
-        let v: Vec<PathBuf> = build_rust(&["parallel-builtins-lib", "ulysses"], &dir);
+        let v: Vec<PathBuf> = build_rust(&["execution-builtins-lib", "ulysses"], &dir);
         Libs {
             builtins: v[0].to_str().unwrap().to_string(),
             ulysses: v[1].to_str().unwrap().to_string(),
@@ -89,12 +89,19 @@ fn the_builtins_from_a_library_print_what_the_compiled_in_ones_print() {
     let l = libs();
     let lib_names: Vec<String> = BUILTINS.map(|n| format!("lib/{n}")).to_vec();
     let set = strategies(&lib_names);
-    let from_lib = ["--load", l.builtins.as_str(), "--set", set.as_str()];
+    // The library also registers the built-in schedules and policies (as `lib/...`), which a
+    // search walks by default: name the built-in policies so both walk the same plans.
+    let policies = "search.recompute=[\"none\",\"selective\",\"full\"]";
     for name in EXPERIMENTS {
         let config = format!("configs/experiments/{name}.toml");
         for command in ["predict", "search"] {
-            let a = json(command, &config, &[]);
-            let b = json(command, &config, &from_lib);
+            let same = ["--set", policies];
+            let a = json(command, &config, &same);
+            let b = json(
+                command,
+                &config,
+                &["--load", &l.builtins, "--set", &set, "--set", policies],
+            );
             assert!(a == b, "{command} {name}: the library's output differs");
         }
     }

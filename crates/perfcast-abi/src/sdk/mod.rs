@@ -24,7 +24,8 @@
 //! `#[serde(deny_unknown_fields)]`; `serde_json::Value` takes the raw table) and `T`
 //! implements `ComputeUnit`, `MemoryTier`, `Interconnect`, (Rust ABI 1.1) `Topology` or (1.2)
 //! `parallel::ParallelStrategy` (`parallel_strategies: [...]`; it sees the model as
-//! `strategy::PcModel` carries it). A
+//! `strategy::PcModel` carries it), `parallel::PipelineSchedule` (`pipeline_schedules`) or
+//! `parallel::RecomputePolicy` (`recompute_policies`). A
 //! topology plugin sees the host's network levels as [`LevelView`]s: their domain,
 //! bandwidth, latency and per-collective overhead (a level's own `collective_time` is the
 //! host's; a level view answers the alpha-beta formula of those numbers). The SDK parses the parameters with
@@ -35,13 +36,9 @@
 use crate::c::{PcOp, PcOpTime};
 use crate::codes::{self, *};
 use crate::rust_abi::*;
-use crate::strategy::{
-    axis_code, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit,
-};
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RErr, ROk, ROption, RResult, RSlice, RSliceMut, RVec};
-use perfcast_core::parallel::{CommList, ParallelStrategy};
+use abi_stable::std_types::{RErr, ROk, ROption, RResult, RSlice, RVec};
 use perfcast_core::topology::{GroupAxis, GroupPlacement};
 use perfcast_core::{
     Bandwidth, Bytes, Collective, ComputeOp, ComputeUnit, Interconnect, MemoryHierarchy,
@@ -52,6 +49,11 @@ use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Once};
+
+mod execution;
+pub use execution::{
+    build_parallel_strategy, build_pipeline_schedule, build_recompute_policy, schedule_input,
+};
 
 thread_local! {
     /// Depth of `guard` calls on this thread (panics inside are reported, not printed).
@@ -210,99 +212,9 @@ pub fn describe_guarded(f: impl FnOnce() -> PluginDescriptor) -> PluginDescripto
     }
 }
 
-/// Assemble and leak the root module.
-pub fn root_module(
-    describe: extern "C" fn() -> PluginDescriptor,
-    new_compute_unit: NewComputeUnit,
-    new_memory_tier: NewMemoryTier,
-    new_interconnect: NewInterconnect,
-    new_topology: NewTopology,
-    new_parallel_strategy: NewParallelStrategy,
-) -> PluginModuleRef {
-    PluginModule {
-        describe,
-        new_compute_unit,
-        new_memory_tier,
-        new_interconnect,
-        new_topology,
-        new_parallel_strategy,
-    }
-    .leak_into_prefix()
-}
-
-pub fn build_parallel_strategy<P, T, F>(
-    build: F,
-    params_json: &str,
-) -> Result<FfiParallelStrategyBox, FfiError>
-where
-    P: DeserializeOwned,
-    T: ParallelStrategy + 'static,
-    F: FnOnce(P) -> Result<T, PluginError>,
-{
-    let s = build(parse_params(params_json)?).map_err(plugin_error)?;
-    Ok(FfiParallelStrategy_TO::from_value(
-        SdkStrategy(s),
-        TD_Opaque,
-    ))
-}
-
-fn decoded<T>(r: Result<T, String>, what: &str) -> Result<T, FfiError> {
-    r.map_err(|e| FfiError::failed(format!("the host's {what}: {e}")))
-}
-
-struct SdkStrategy<T>(T);
-
-impl<T: ParallelStrategy + 'static> FfiParallelStrategy for SdkStrategy<T> {
-    fn axis(&self) -> RResult<u32, FfiError> {
-        guard(|| Ok(axis_code(self.0.axis())))
-    }
-    fn validate(&self, model: &PcModel, plan: &PcPlan) -> RResult<(), FfiError> {
-        guard(|| {
-            let m = decoded(model.to_native(), "model")?;
-            let p = decoded(plan.to_native(), "plan")?;
-            self.0.validate(&m, &p).map_err(model_error)
-        })
-    }
-    fn split_layer(&self, plan: &PcPlan, split: PcLayerSplit) -> RResult<PcLayerSplit, FfiError> {
-        guard(|| {
-            let p = decoded(plan.to_native(), "plan")?;
-            let mut s = split.to_native();
-            self.0.split_layer(&p, &mut s).map_err(model_error)?;
-            Ok(PcLayerSplit::from_native(&s))
-        })
-    }
-    fn split_state(&self, plan: &PcPlan, split: PcStateSplit) -> RResult<PcStateSplit, FfiError> {
-        guard(|| {
-            let p = decoded(plan.to_native(), "plan")?;
-            let mut s = split.to_native();
-            self.0.split_state(&p, &mut s).map_err(model_error)?;
-            Ok(PcStateSplit::from_native(&s))
-        })
-    }
-    fn comms(
-        &self,
-        plan: &PcPlan,
-        dims: &PcLayerDims,
-        mut out: RSliceMut<'_, PcCommOp>,
-    ) -> RResult<u32, FfiError> {
-        guard(|| {
-            let p = decoded(plan.to_native(), "plan")?;
-            let d = decoded(dims.to_native(), "layer dimensions")?;
-            let mut list = CommList::default();
-            self.0.comms(&p, &d, &mut list).map_err(model_error)?;
-            if list.len() > out.len() {
-                return Err(FfiError::failed(format!(
-                    "{} collectives do not fit the host's array of {}",
-                    list.len(),
-                    out.len()
-                )));
-            }
-            for (slot, op) in out.iter_mut().zip(list.iter()) {
-                *slot = PcCommOp::from_native(op);
-            }
-            Ok(list.len() as u32)
-        })
-    }
+/// Leak the root module (assembled by `export_plugin!`).
+pub fn root_module(module: PluginModule) -> PluginModuleRef {
+    module.leak_into_prefix()
 }
 
 pub fn build_topology<P, T, F>(build: F, params_json: &str) -> Result<FfiTopologyBox, FfiError>
@@ -611,6 +523,8 @@ macro_rules! export_plugin {
         $(, interconnects: [ $( $ic:literal => $ic_build:path $(: $ic_desc:literal)? $([$ic_params:expr])? ),* $(,)? ] )?
         $(, topologies: [ $( $tp:literal => $tp_build:path $(: $tp_desc:literal)? $([$tp_params:expr])? ),* $(,)? ] )?
         $(, parallel_strategies: [ $( $ps:literal => $ps_build:path $(: $ps_desc:literal)? $([$ps_params:expr])? ),* $(,)? ] )?
+        $(, pipeline_schedules: [ $( $sc:literal => $sc_build:path $(: $sc_desc:literal)? $([$sc_params:expr])? ),* $(,)? ] )?
+        $(, recompute_policies: [ $( $rp:literal => $rp_build:path $(: $rp_desc:literal)? $([$rp_params:expr])? ),* $(,)? ] )?
         $(,)?
     ) => {
         #[doc(hidden)]
@@ -626,6 +540,8 @@ macro_rules! export_plugin {
                     $($( ($crate::codes::CATEGORY_INTERCONNECT, $ic, $crate::export_plugin!(@desc $($ic_desc)?)), )*)?
                     $($( ($crate::codes::CATEGORY_TOPOLOGY, $tp, $crate::export_plugin!(@desc $($tp_desc)?)), )*)?
                     $($( ($crate::codes::CATEGORY_PARALLEL_STRATEGY, $ps, $crate::export_plugin!(@desc $($ps_desc)?)), )*)?
+                    $($( ($crate::codes::CATEGORY_PIPELINE_SCHEDULE, $sc, $crate::export_plugin!(@desc $($sc_desc)?)), )*)?
+                    $($( ($crate::codes::CATEGORY_RECOMPUTE_POLICY, $rp, $crate::export_plugin!(@desc $($rp_desc)?)), )*)?
                 ]))
             }
 
@@ -641,6 +557,8 @@ macro_rules! export_plugin {
                     $($( $( v.push(($crate::codes::CATEGORY_INTERCONNECT, $ic, $ic_params)); )? )*)?
                     $($( $( v.push(($crate::codes::CATEGORY_TOPOLOGY, $tp, $tp_params)); )? )*)?
                     $($( $( v.push(($crate::codes::CATEGORY_PARALLEL_STRATEGY, $ps, $ps_params)); )? )*)?
+                    $($( $( v.push(($crate::codes::CATEGORY_PIPELINE_SCHEDULE, $sc, $sc_params)); )? )*)?
+                    $($( $( v.push(($crate::codes::CATEGORY_RECOMPUTE_POLICY, $rp, $rp_params)); )? )*)?
                     v
                 })
             }
@@ -700,15 +618,39 @@ macro_rules! export_plugin {
                 })
             }
 
+            extern "C" fn new_pipeline_schedule(
+                name: RStr<'_>,
+                params: RStr<'_>,
+            ) -> RResult<$crate::FfiPipelineScheduleBox, $crate::FfiError> {
+                let _ = &params;
+                $crate::sdk::guard(|| match name.as_str() {
+                    $($( $sc => $crate::sdk::build_pipeline_schedule($sc_build, params.as_str()), )*)?
+                    other => Err($crate::sdk::unknown("pipeline schedule", other)),
+                })
+            }
+
+            extern "C" fn new_recompute_policy(
+                name: RStr<'_>,
+                params: RStr<'_>,
+            ) -> RResult<$crate::FfiRecomputePolicyBox, $crate::FfiError> {
+                let _ = &params;
+                $crate::sdk::guard(|| match name.as_str() {
+                    $($( $rp => $crate::sdk::build_recompute_policy($rp_build, params.as_str()), )*)?
+                    other => Err($crate::sdk::unknown("recompute policy", other)),
+                })
+            }
+
             fn root_module() -> $crate::PluginModuleRef {
-                $crate::sdk::root_module(
+                $crate::sdk::root_module($crate::PluginModule {
                     describe,
                     new_compute_unit,
                     new_memory_tier,
                     new_interconnect,
                     new_topology,
                     new_parallel_strategy,
-                )
+                    new_pipeline_schedule,
+                    new_recompute_policy,
+                })
             }
 
             // What `#[abi_stable::export_root_module]` expands to, with paths through this
@@ -794,6 +736,6 @@ mod tests {
         assert_eq!(e.code, ERR_FAILED);
         assert!(e.message.contains("peak exploded"), "{e:?}");
         // The location is in the message (the panic itself was not printed).
-        assert!(e.message.contains("sdk.rs:"), "{e:?}");
+        assert!(e.message.contains("sdk/mod.rs:"), "{e:?}");
     }
 }

@@ -1,0 +1,205 @@
+//! The SDK's side of the execution categories (Rust ABI 1.2): a native parallel strategy,
+//! pipeline schedule or recompute policy behind its FFI trait, every call guarded.
+
+use super::{guard, model_error, parse_params, plugin_error};
+use crate::c::{PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleResult};
+use crate::rust_abi::*;
+use crate::strategy::{
+    axis_code, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit,
+};
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{RResult, RSlice, RSliceMut};
+use perfcast_core::parallel::{
+    CommList, LayerActivations, ParallelStrategy, PipelineSchedule, RecomputePolicy, ScheduleInput,
+};
+use perfcast_core::{Bytes, PluginError, Seconds};
+use serde::de::DeserializeOwned;
+use std::mem::size_of;
+
+pub fn build_parallel_strategy<P, T, F>(
+    build: F,
+    params_json: &str,
+) -> Result<FfiParallelStrategyBox, FfiError>
+where
+    P: DeserializeOwned,
+    T: ParallelStrategy + 'static,
+    F: FnOnce(P) -> Result<T, PluginError>,
+{
+    let s = build(parse_params(params_json)?).map_err(plugin_error)?;
+    Ok(FfiParallelStrategy_TO::from_value(
+        SdkStrategy(s),
+        TD_Opaque,
+    ))
+}
+
+fn decoded<T>(r: Result<T, String>, what: &str) -> Result<T, FfiError> {
+    r.map_err(|e| FfiError::failed(format!("the host's {what}: {e}")))
+}
+
+struct SdkStrategy<T>(T);
+
+impl<T: ParallelStrategy + 'static> FfiParallelStrategy for SdkStrategy<T> {
+    fn axis(&self) -> RResult<u32, FfiError> {
+        guard(|| Ok(axis_code(self.0.axis())))
+    }
+    fn validate(&self, model: &PcModel, plan: &PcPlan) -> RResult<(), FfiError> {
+        guard(|| {
+            let m = decoded(model.to_native(), "model")?;
+            let p = decoded(plan.to_native(), "plan")?;
+            self.0.validate(&m, &p).map_err(model_error)
+        })
+    }
+    fn split_layer(&self, plan: &PcPlan, split: PcLayerSplit) -> RResult<PcLayerSplit, FfiError> {
+        guard(|| {
+            let p = decoded(plan.to_native(), "plan")?;
+            let mut s = split.to_native();
+            self.0.split_layer(&p, &mut s).map_err(model_error)?;
+            Ok(PcLayerSplit::from_native(&s))
+        })
+    }
+    fn split_state(&self, plan: &PcPlan, split: PcStateSplit) -> RResult<PcStateSplit, FfiError> {
+        guard(|| {
+            let p = decoded(plan.to_native(), "plan")?;
+            let mut s = split.to_native();
+            self.0.split_state(&p, &mut s).map_err(model_error)?;
+            Ok(PcStateSplit::from_native(&s))
+        })
+    }
+    fn comms(
+        &self,
+        plan: &PcPlan,
+        dims: &PcLayerDims,
+        mut out: RSliceMut<'_, PcCommOp>,
+    ) -> RResult<u32, FfiError> {
+        guard(|| {
+            let p = decoded(plan.to_native(), "plan")?;
+            let d = decoded(dims.to_native(), "layer dimensions")?;
+            let mut list = CommList::default();
+            self.0.comms(&p, &d, &mut list).map_err(model_error)?;
+            if list.len() > out.len() {
+                return Err(FfiError::failed(format!(
+                    "{} collectives do not fit the host's array of {}",
+                    list.len(),
+                    out.len()
+                )));
+            }
+            for (slot, op) in out.iter_mut().zip(list.iter()) {
+                *slot = PcCommOp::from_native(op);
+            }
+            Ok(list.len() as u32)
+        })
+    }
+}
+
+pub fn build_pipeline_schedule<P, T, F>(
+    build: F,
+    params_json: &str,
+) -> Result<FfiPipelineScheduleBox, FfiError>
+where
+    P: DeserializeOwned,
+    T: PipelineSchedule + 'static,
+    F: FnOnce(P) -> Result<T, PluginError>,
+{
+    let s = build(parse_params(params_json)?).map_err(plugin_error)?;
+    Ok(FfiPipelineSchedule_TO::from_value(
+        SdkSchedule(s),
+        TD_Opaque,
+    ))
+}
+
+pub fn build_recompute_policy<P, T, F>(
+    build: F,
+    params_json: &str,
+) -> Result<FfiRecomputePolicyBox, FfiError>
+where
+    P: DeserializeOwned,
+    T: RecomputePolicy + 'static,
+    F: FnOnce(P) -> Result<T, PluginError>,
+{
+    let s = build(parse_params(params_json)?).map_err(plugin_error)?;
+    Ok(FfiRecomputePolicy_TO::from_value(
+        SdkRecompute(s),
+        TD_Opaque,
+    ))
+}
+
+/// A schedule input as the native type.
+pub fn schedule_input(i: &PcScheduleInput) -> ScheduleInput {
+    ScheduleInput {
+        stages: i.stages,
+        virtual_stages: i.virtual_stages,
+        micro_batches: i.micro_batches,
+        forward: Seconds(i.forward),
+        backward: Seconds(i.backward),
+        p2p: Seconds(i.p2p),
+    }
+}
+
+struct SdkSchedule<T>(T);
+
+impl<T: PipelineSchedule + 'static> FfiPipelineSchedule for SdkSchedule<T> {
+    fn validate(&self, plan: &PcPlan) -> RResult<(), FfiError> {
+        guard(|| {
+            let p = decoded(plan.to_native(), "plan")?;
+            self.0.validate(&p).map_err(model_error)
+        })
+    }
+    fn step(&self, input: &PcScheduleInput) -> RResult<PcScheduleResult, FfiError> {
+        guard(|| {
+            let r = self.0.step(&schedule_input(input)).map_err(model_error)?;
+            Ok(PcScheduleResult {
+                struct_size: size_of::<PcScheduleResult>() as u32,
+                reserved0: 0,
+                time: r.time.0,
+                bubble: r.bubble.0,
+                p2p: r.p2p.0,
+                peak_in_flight: r.peak_in_flight,
+            })
+        })
+    }
+    fn in_flight(&self, input: &PcScheduleInput, stage: u32) -> RResult<f64, FfiError> {
+        guard(|| Ok(self.0.in_flight(&schedule_input(input), stage)))
+    }
+    fn peak_layers_held(
+        &self,
+        input: &PcScheduleInput,
+        stage: u32,
+        chunk_layers: RSlice<'_, f64>,
+    ) -> RResult<f64, FfiError> {
+        guard(|| {
+            let chunks = |c: u32| chunk_layers.get(c as usize).copied().unwrap_or(0.0);
+            Ok(self
+                .0
+                .peak_layers_held(&schedule_input(input), stage, &chunks))
+        })
+    }
+}
+
+struct SdkRecompute<T>(T);
+
+impl<T: RecomputePolicy + 'static> FfiRecomputePolicy for SdkRecompute<T> {
+    fn plan(
+        &self,
+        act: &PcLayerActivations,
+        layers: u32,
+        recompute_layers: u32,
+    ) -> RResult<PcRecomputePlan, FfiError> {
+        guard(|| {
+            let a = LayerActivations {
+                input: Bytes(act.input),
+                attention_core: Bytes(act.attention_core),
+                other: Bytes(act.other),
+            };
+            let given = (recompute_layers != 0).then_some(recompute_layers);
+            let p = self.0.plan(&a, layers, given).map_err(model_error)?;
+            Ok(PcRecomputePlan {
+                struct_size: size_of::<PcRecomputePlan>() as u32,
+                reserved0: 0,
+                full_layers: p.full_layers,
+                attention_layers: p.attention_layers,
+                kept: p.kept.0,
+                working: p.working.0,
+            })
+        })
+    }
+}
