@@ -205,7 +205,7 @@ pub mod v1_0 {
 
 /// A network level as a topology plugin sees it (Rust ABI 1.1).
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, Copy, PartialEq)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FfiLevel {
     pub domain_size: u32,
     /// Bytes/s per device, one direction.
@@ -218,7 +218,7 @@ pub struct FfiLevel {
 
 /// One axis of a group placement (`perfcast_core::topology::GroupAxis`).
 #[repr(C)]
-#[derive(StableAbi, Debug, Clone, Copy, PartialEq)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FfiGroupAxis {
     pub degree: u64,
     pub stride: u64,

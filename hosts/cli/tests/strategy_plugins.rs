@@ -32,16 +32,22 @@ const BUILTINS: [&str; 7] = [
 struct Libs {
     builtins: String,
     ulysses: String,
+    dragonfly_plus: String,
 }
 
 fn libs() -> &'static Libs {
     static L: OnceLock<Libs> = OnceLock::new();
     L.get_or_init(|| {
         let dir = common::tmpdir("perfcast-cli-strategy-plugins");
-        let v: Vec<PathBuf> = build_rust(&["execution-builtins-lib", "ulysses"], &dir);
+        let v: Vec<PathBuf> = build_rust(
+            &["execution-builtins-lib", "ulysses", "dragonfly-plus"],
+            &dir,
+        );
+        let s = |i: usize| v[i].to_str().unwrap().to_string();
         Libs {
-            builtins: v[0].to_str().unwrap().to_string(),
-            ulysses: v[1].to_str().unwrap().to_string(),
+            builtins: s(0),
+            ulysses: s(1),
+            dragonfly_plus: s(2),
         }
     })
 }
@@ -318,49 +324,73 @@ fn bad_c_strategies_and_parameters_are_errors_naming_the_plugin() {
     );
 }
 
-/// Isolated (`--isolate`: a child plugin host), the example strategy prints what it prints in
-/// process; a library with a category the plugin host does not serve is refused when loaded
-/// isolated, naming the component and its category, instead of being listed as isolated.
+/// Isolated (`--isolate`: a child plugin host), every execution category prints what it
+/// prints in process: the example strategy, the C schedule and policy examples, and the
+/// built-in strategies, schedules and policies compiled as a library; and the example
+/// topology.
 #[test]
-fn an_isolated_strategy_prints_what_it_prints_in_process() {
+fn isolated_execution_plugins_print_what_they_print_in_process() {
     let l = libs();
+    let same = |config: &str, args: &[&str]| {
+        let in_process = json("predict", config, args);
+        let mut iso = args.to_vec();
+        iso.push("--isolate");
+        assert!(
+            json("predict", config, &iso) == in_process,
+            "{config} {args:?}: isolated differs"
+        );
+    };
     let mut names: Vec<String> = BUILTINS.map(String::from).to_vec();
     names[2] = "example/ulysses".into();
     let set = strategies(&names);
-    let config = "configs/experiments/llama3-8b-h100.toml";
-    let args = [
-        "--load",
-        l.ulysses.as_str(),
-        "--set",
-        "plan.cp=2",
-        "--set",
-        set.as_str(),
-    ];
-    let in_process = json("predict", config, &args);
-    let mut iso = args.to_vec();
-    iso.push("--isolate");
-    assert!(json("predict", config, &iso) == in_process);
-    let listed = perfcast(&["plugins", "--isolate", "--load", &l.ulysses]);
-    assert!(
-        listed
-            .stdout
-            .lines()
-            .any(|x| x.contains("example/ulysses") && x.contains("isolated")),
-        "{}",
-        listed.stdout
+    let llama = "configs/experiments/llama3-8b-h100.toml";
+    same(
+        llama,
+        &["--load", &l.ulysses, "--set", "plan.cp=2", "--set", &set],
     );
-    let dir = common::tmpdir("perfcast-cli-isolate-schedule");
+    let lib_names: Vec<String> = BUILTINS.map(|n| format!("lib/{n}")).to_vec();
+    let lib_set = strategies(&lib_names);
+    let gpt = "configs/experiments/gpt3-175b-a100.toml";
+    same(
+        gpt,
+        &[
+            "--load",
+            &l.builtins,
+            "--set",
+            &lib_set,
+            "--set",
+            "plan.schedule=\"lib/interleaved-1f1b\"",
+            "--set",
+            "plan.vpp=2",
+            "--set",
+            "plan.recompute=\"lib/selective\"",
+        ],
+    );
+    let dir = common::tmpdir("perfcast-cli-isolate-c");
     let zb = cc_shared(
         &dir,
         &repo().join("plugins/examples/zb-h1/zb_h1.c"),
         "libzb_h1.so",
         &[],
     );
-    let o = perfcast(&["plugins", "--isolate", "--load", zb.to_str().unwrap()]);
-    assert_ne!(o.code, 0);
-    assert!(
-        o.stderr.contains("example/zb-h1") && o.stderr.contains("pipeline_schedule"),
-        "{}",
-        o.stderr
+    let zb = zb.to_str().unwrap();
+    same(
+        gpt,
+        &["--load", zb, "--set", "plan.schedule=\"example/zb-h1\""],
+    );
+    let listed = perfcast(&["plugins", "--isolate", "--load", &l.ulysses, "--load", zb]);
+    for name in ["example/ulysses", "example/zb-h1"] {
+        assert!(
+            listed
+                .stdout
+                .lines()
+                .any(|x| x.contains(name) && x.contains("isolated")),
+            "{}",
+            listed.stdout
+        );
+    }
+    same(
+        "plugins/examples/dragonfly-plus/gpt3-175b-dragonfly-plus.toml",
+        &["--load", &l.dragonfly_plus],
     );
 }

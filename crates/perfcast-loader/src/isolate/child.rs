@@ -4,13 +4,19 @@
 use super::protocol::{Answer, Built, Call, Request, Response, WireComponent, WireError, WireTier};
 use super::PROTOCOL;
 use crate::LoadedLibrary;
+use abi_stable::std_types::RSlice;
+use perfcast_abi::c::{PcRecomputePlan, PcScheduleResult};
 use perfcast_abi::codes;
+use perfcast_abi::rust_abi::FfiLevel;
+use perfcast_abi::sdk::{self, schedule_input};
 use perfcast_abi::strategy::{axis_code, PcCommOp, PcLayerSplit, PcStateSplit};
-use perfcast_core::parallel::{CommList, ParallelStrategy};
+use perfcast_core::parallel::{CommList, LayerActivations, ParallelStrategy, PipelineSchedule};
+use perfcast_core::topology::{GroupAxis, GroupPlacement};
 use perfcast_core::{
-    Category, Component, DType, Engine, MemoryHierarchy, MemoryTier, ModelError, Registry,
+    Bytes, Category, Component, DType, Engine, MemoryHierarchy, MemoryTier, ModelError, Registry,
 };
 use std::io::{BufRead, Write};
+use std::mem::size_of;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -122,6 +128,86 @@ fn answer(
                 .map_err(|e| failed(e.to_string())),
             _ => Err(failed(format!("component {h} is not an interconnect"))),
         },
+        other => answer_execution(handles, other),
+    }
+}
+
+/// The calls of the execution categories and topologies: pipeline schedules and recompute
+/// policies here, then parallel strategies, then topologies.
+fn answer_execution(handles: &[Component], call: Call) -> Result<Answer, WireError> {
+    match call {
+        Call::ScheduleValidate { handle: h, plan } => {
+            let p = plan.to_native().map_err(failed)?;
+            schedule(handles, h)?
+                .validate(&p)
+                .map(|()| Answer::Done)
+                .map_err(model_failed)
+        }
+        Call::Step { handle: h, input } => {
+            let r = schedule(handles, h)?
+                .step(&schedule_input(&input))
+                .map_err(model_failed)?;
+            Ok(Answer::ScheduleResult(PcScheduleResult {
+                struct_size: size_of::<PcScheduleResult>() as u32,
+                reserved0: 0,
+                time: r.time.0,
+                bubble: r.bubble.0,
+                p2p: r.p2p.0,
+                peak_in_flight: r.peak_in_flight,
+            }))
+        }
+        Call::InFlight {
+            handle: h,
+            input,
+            stage,
+        } => Ok(Answer::Number(
+            schedule(handles, h)?.in_flight(&schedule_input(&input), stage),
+        )),
+        Call::PeakLayersHeld {
+            handle: h,
+            input,
+            stage,
+            chunk_layers,
+        } => {
+            let chunks = |c: u32| chunk_layers.get(c as usize).copied().unwrap_or(0.0);
+            Ok(Answer::Number(schedule(handles, h)?.peak_layers_held(
+                &schedule_input(&input),
+                stage,
+                &chunks,
+            )))
+        }
+        Call::RecomputePlan {
+            handle: h,
+            act,
+            layers,
+            recompute_layers,
+        } => {
+            let Some(Component::RecomputePolicy(p)) = handles.get(h) else {
+                return Err(failed(format!("component {h} is not a recompute policy")));
+            };
+            let a = LayerActivations {
+                input: Bytes(act.input),
+                attention_core: Bytes(act.attention_core),
+                other: Bytes(act.other),
+            };
+            let given = (recompute_layers != 0).then_some(recompute_layers);
+            let r = p.plan(&a, layers, given).map_err(model_failed)?;
+            Ok(Answer::RecomputePlan(PcRecomputePlan {
+                struct_size: size_of::<PcRecomputePlan>() as u32,
+                reserved0: 0,
+                full_layers: r.full_layers,
+                attention_layers: r.attention_layers,
+                kept: r.kept.0,
+                working: r.working.0,
+            }))
+        }
+        other => answer_strategy(handles, other),
+    }
+}
+
+/// The calls of a parallel strategy.
+fn answer_strategy(handles: &[Component], call: Call) -> Result<Answer, WireError> {
+    match call {
         Call::Validate {
             handle: h,
             model,
@@ -181,6 +267,81 @@ fn answer(
                 list.iter().map(PcCommOp::from_native).collect(),
             ))
         }
+        other => answer_topology(handles, other),
+    }
+}
+
+/// The calls of a topology, the host's levels rebuilt as views of their numbers.
+fn answer_topology(handles: &[Component], call: Call) -> Result<Answer, WireError> {
+    let topology = |h: usize| match handles.get(h) {
+        Some(Component::Topology(t)) => Ok(t.clone()),
+        _ => Err(failed(format!("component {h} is not a topology"))),
+    };
+    let plugin = |e: perfcast_core::PluginError| match e {
+        perfcast_core::PluginError::Failed { message, .. } => failed(message),
+        other => failed(other.to_string()),
+    };
+    let views = |l: &[FfiLevel]| sdk::levels(RSlice::from_slice(l));
+    match call {
+        Call::TopologyCheck {
+            handle,
+            levels,
+            devices,
+        } => topology(handle)?
+            .check(&views(&levels), devices)
+            .map(|()| Answer::Done)
+            .map_err(plugin),
+        Call::TopologyLinks {
+            handle,
+            levels,
+            devices,
+        } => topology(handle)?
+            .links(&views(&levels), devices)
+            .map(Answer::Links)
+            .map_err(plugin),
+        Call::TopologyCost {
+            handle,
+            levels,
+            devices,
+        } => topology(handle)?
+            .cost(&views(&levels), devices)
+            .map(Answer::Cost)
+            .map_err(plugin),
+        Call::TopologyCollective {
+            handle,
+            levels,
+            axes,
+            devices,
+            kind,
+            bytes,
+        } => {
+            let kind = codes::collective_kind_from_code(kind)
+                .ok_or_else(|| failed(format!("unknown collective kind code {kind}")))?;
+            let axes: Vec<GroupAxis> = axes
+                .iter()
+                .map(|a| GroupAxis {
+                    degree: a.degree,
+                    stride: a.stride,
+                })
+                .collect();
+            let g = GroupPlacement::new(&axes, devices).map_err(plugin)?;
+            let c = topology(handle)?
+                .collective(&views(&levels), &g, kind, Bytes(bytes))
+                .map_err(plugin)?;
+            Ok(Answer::CollectiveCost {
+                time: c.time.0,
+                loads: c.loads.as_slice().to_vec(),
+            })
+        }
+        _ => Err(failed("a call this plugin host does not serve".into())),
+    }
+}
+
+/// The pipeline schedule under handle `h`.
+fn schedule(handles: &[Component], h: usize) -> Result<Arc<dyn PipelineSchedule>, WireError> {
+    match handles.get(h) {
+        Some(Component::PipelineSchedule(s)) => Ok(s.clone()),
+        _ => Err(failed(format!("component {h} is not a pipeline schedule"))),
     }
 }
 
@@ -284,7 +445,9 @@ fn build(
         Component::ParallelStrategy(s) => Built::Strategy {
             axis: axis_code(s.axis()),
         },
-        _ => return Err(failed(format!("{category} cannot be isolated"))),
+        Component::PipelineSchedule(_) => Built::Schedule,
+        Component::RecomputePolicy(_) => Built::Recompute,
+        Component::Topology(_) => Built::Topology,
     };
     handles.push(c);
     Ok(Answer::Built {

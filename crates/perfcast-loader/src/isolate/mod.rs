@@ -20,9 +20,10 @@
 //! child <- {"id":3,"ok":{"comms":[{..},..]}}
 //! ```
 //!
-//! Served categories: compute units, memory tiers, interconnects and parallel strategies
-//! ([`ISOLATED`]; a strategy's calls carry `perfcast_abi::strategy`'s data, and its answers go
-//! through the same checked `ForeignStrategy` as an in-process library's).
+//! Every category is served: compute units, memory tiers and interconnects (their constant
+//! properties sent once with the build), parallel strategies, pipeline schedules, recompute
+//! policies and topologies (`proxies`: their calls carry the ABIs' data as JSON, and their
+//! answers go through the same checked adapters as an in-process library's).
 //!
 //! A different protocol string in the hello is refused by both sides. Calls are answered in
 //! order; the child serves one at a time.
@@ -31,10 +32,11 @@ use crate::adapter::{
     foreign_memory_tier, CallError, ComputeBackend, ForeignComputeUnit, ForeignInterconnect,
     LinkBackend, TierData,
 };
-use crate::strategy::{ForeignStrategy, StrategyBackend};
+use crate::execution::{ForeignRecompute, ForeignSchedule};
+use crate::strategy::ForeignStrategy;
+use crate::topology::ForeignTopology;
 use crate::{Candidate, LoadError, LoadedLibrary};
 use perfcast_abi::codes;
-use perfcast_abi::strategy::{PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit};
 use perfcast_abi::{LinkProps, PcOp, PcOpTime};
 use perfcast_core::{Bytes, Category, Collective, Component};
 use std::collections::HashMap;
@@ -44,15 +46,6 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// The categories an isolated plugin host serves (a library with a component of another
-/// category is refused when loaded isolated, rather than listed and failing when used).
-pub const ISOLATED: [Category; 4] = [
-    Category::ComputeUnit,
-    Category::MemoryTier,
-    Category::Interconnect,
-    Category::ParallelStrategy,
-];
 
 /// The protocol both sides must speak.
 pub const PROTOCOL: &str = "perfcast-plugin-host/1";
@@ -71,8 +64,10 @@ pub struct IsolateOptions {
 
 mod child;
 mod protocol;
+mod proxies;
 pub use child::serve;
 use protocol::{Answer, Built, Call, Request, Response, WireTier};
+use proxies::{IsoRecompute, IsoSchedule, IsoStrategy, IsoTopology, Proxy};
 
 // ---------------------------------------------------------------------------------------
 // The host: a connection to one child, and proxies for its components.
@@ -382,107 +377,27 @@ fn factory(
                 Ok(Component::Interconnect(Arc::new(link)))
             }
             Built::Strategy { axis } => {
-                let backend = IsoStrategy {
-                    conn: conn.clone(),
-                    handle,
-                    axis,
-                    answers: Mutex::new(HashMap::new()),
-                };
+                let backend = IsoStrategy::new(Proxy::new(&conn, handle), axis);
                 let s = ForeignStrategy::new(&name, Box::new(backend))?;
                 Ok(Component::ParallelStrategy(Arc::new(s)))
             }
+            Built::Schedule => {
+                let backend = IsoSchedule(Proxy::new(&conn, handle));
+                let s = ForeignSchedule::new(&name, Box::new(backend));
+                Ok(Component::PipelineSchedule(Arc::new(s)))
+            }
+            Built::Recompute => {
+                let backend = IsoRecompute(Proxy::new(&conn, handle));
+                let p = ForeignRecompute::new(&name, Box::new(backend));
+                Ok(Component::RecomputePolicy(Arc::new(p)))
+            }
+            Built::Topology => {
+                let backend = IsoTopology(Proxy::new(&conn, handle));
+                let t = ForeignTopology::new(&name, Box::new(backend));
+                Ok(Component::Topology(Arc::new(t)))
+            }
         }
     })
-}
-
-/// A parallel strategy in the child. Its answers depend on the call's data only, so each is
-/// kept by the call's JSON: a search asks the same plans' questions again and again.
-struct IsoStrategy {
-    conn: Arc<Connection>,
-    handle: usize,
-    axis: u32,
-    answers: Mutex<HashMap<String, Result<Answer, CallError>>>,
-}
-
-impl IsoStrategy {
-    fn ask(&self, what: &str, call: Call) -> Result<Answer, CallError> {
-        let key = serde_json::to_string(&call).unwrap_or_default();
-        if let Some(v) = self.answers.lock().ok().and_then(|c| c.get(&key).cloned()) {
-            return v;
-        }
-        let v = self.conn.call(what, call);
-        if let Ok(mut c) = self.answers.lock() {
-            c.insert(key, v.clone());
-        }
-        v
-    }
-
-    fn other(&self, what: &str) -> CallError {
-        self.conn
-            .fail(format!("answered `{what}` with another kind of answer"))
-    }
-}
-
-impl StrategyBackend for IsoStrategy {
-    fn axis(&self) -> Result<u32, CallError> {
-        Ok(self.axis)
-    }
-    fn validate(&self, model: &PcModel, plan: &PcPlan) -> Result<(), CallError> {
-        let call = Call::Validate {
-            handle: self.handle,
-            model: *model,
-            plan: *plan,
-        };
-        match self.ask("validate", call)? {
-            Answer::Done => Ok(()),
-            _ => Err(self.other("validate")),
-        }
-    }
-    fn split_layer(&self, plan: &PcPlan, split: PcLayerSplit) -> Result<PcLayerSplit, CallError> {
-        let call = Call::SplitLayer {
-            handle: self.handle,
-            plan: *plan,
-            split,
-        };
-        match self.ask("split_layer", call)? {
-            Answer::LayerSplit(s) => Ok(s),
-            _ => Err(self.other("split_layer")),
-        }
-    }
-    fn split_state(&self, plan: &PcPlan, split: PcStateSplit) -> Result<PcStateSplit, CallError> {
-        let call = Call::SplitState {
-            handle: self.handle,
-            plan: *plan,
-            split,
-        };
-        match self.ask("split_state", call)? {
-            Answer::StateSplit(s) => Ok(s),
-            _ => Err(self.other("split_state")),
-        }
-    }
-    fn comms(
-        &self,
-        plan: &PcPlan,
-        dims: &PcLayerDims,
-        out: &mut [PcCommOp],
-    ) -> Result<u32, CallError> {
-        let call = Call::Comms {
-            handle: self.handle,
-            plan: *plan,
-            dims: *dims,
-            capacity: out.len(),
-        };
-        match self.ask("comms", call)? {
-            Answer::Comms(ops) => {
-                // More than fit is the adapter's to refuse (it sees the count).
-                for (slot, op) in out.iter_mut().zip(&ops) {
-                    *slot = *op;
-                }
-                Ok(u32::try_from(ops.len()).unwrap_or(u32::MAX))
-            }
-            _ => Err(self.other("comms")),
-        }
-    }
 }
 
 /// Start a plugin host for the library at `path` (checked, and its sha256 pin, here first),
@@ -568,18 +483,6 @@ pub(crate) fn load(
         abi: format!("{abi}, isolated"),
         components: Vec::new(),
     };
-    if let Some(c) = components.iter().find(|c| !ISOLATED.contains(&c.category)) {
-        return Err(LoadError::Invalid {
-            path: path.to_path_buf(),
-            message: format!(
-                "`{}` is a {}, which an isolated plugin host does not serve (it serves {}); \
-                 load the library without isolation",
-                c.name,
-                c.category,
-                ISOLATED.map(|c| c.to_string()).join(", ")
-            ),
-        });
-    }
     let candidates = components
         .into_iter()
         .map(|c| Candidate {

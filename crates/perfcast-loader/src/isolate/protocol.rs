@@ -1,8 +1,11 @@
 //! The messages of the plugin-host protocol (`perfcast-plugin-host/1`, see the module
 //! above): one call host to child, one answer child to host, matched by id.
 
+use perfcast_abi::c::{PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleResult};
+use perfcast_abi::rust_abi::{FfiGroupAxis, FfiLevel};
 use perfcast_abi::strategy::{PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit};
 use perfcast_abi::TierProps;
+use perfcast_core::topology::{LinkClass, LinkLoad, NetworkCost};
 use perfcast_core::{Category, Collective, ComputeOp, OpTime, ParamSpec};
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +55,54 @@ pub(super) enum Call {
         plan: PcPlan,
         dims: PcLayerDims,
         capacity: usize,
+    },
+    ScheduleValidate {
+        handle: usize,
+        plan: PcPlan,
+    },
+    Step {
+        handle: usize,
+        input: PcScheduleInput,
+    },
+    InFlight {
+        handle: usize,
+        input: PcScheduleInput,
+        stage: u32,
+    },
+    PeakLayersHeld {
+        handle: usize,
+        input: PcScheduleInput,
+        stage: u32,
+        chunk_layers: Vec<f64>,
+    },
+    RecomputePlan {
+        handle: usize,
+        act: PcLayerActivations,
+        layers: u32,
+        recompute_layers: u32,
+    },
+    TopologyCheck {
+        handle: usize,
+        levels: Vec<FfiLevel>,
+        devices: u64,
+    },
+    TopologyLinks {
+        handle: usize,
+        levels: Vec<FfiLevel>,
+        devices: u64,
+    },
+    TopologyCost {
+        handle: usize,
+        levels: Vec<FfiLevel>,
+        devices: u64,
+    },
+    TopologyCollective {
+        handle: usize,
+        levels: Vec<FfiLevel>,
+        axes: Vec<FfiGroupAxis>,
+        devices: u64,
+        kind: u32,
+        bytes: f64,
     },
 }
 
@@ -117,6 +168,9 @@ pub(super) enum Built {
     Strategy {
         axis: u32,
     },
+    Schedule,
+    Recompute,
+    Topology,
 }
 
 /// One answer, child to host.
@@ -140,6 +194,14 @@ pub(super) enum Answer {
     LayerSplit(PcLayerSplit),
     StateSplit(PcStateSplit),
     Comms(Vec<PcCommOp>),
+    ScheduleResult(PcScheduleResult),
+    RecomputePlan(PcRecomputePlan),
+    Links(Vec<LinkClass>),
+    Cost(Option<NetworkCost>),
+    CollectiveCost {
+        time: f64,
+        loads: Vec<LinkLoad>,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
