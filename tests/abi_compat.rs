@@ -450,3 +450,19 @@ int main(void) {
     .collect::<String>();
     assert_eq!(out.stdout, want);
 }
+
+/// The README's category x ABI table is `perfcast_abi::codes::SUPPORT`, the table the loaders
+/// follow (regenerate it from `perfcast_abi::codes::support_table()`).
+#[test]
+fn the_readme_support_table_is_the_code_s() {
+    let readme =
+        std::fs::read_to_string(perfcast_testkit::workspace_root().join("README.md")).unwrap();
+    let start = readme.find("<!-- support-table:start -->\n").unwrap();
+    let end = readme.find("<!-- support-table:end -->").unwrap();
+    let shown = &readme[start + "<!-- support-table:start -->\n".len()..end];
+    assert_eq!(
+        shown,
+        perfcast_abi::codes::support_table(),
+        "README.md's support table is stale"
+    );
+}

@@ -87,6 +87,81 @@ pub fn category_from_code(c: u32) -> Option<Category> {
     }
 }
 
+/// Which ABI carries a category since which minor (`(major, minor)`; `None`: not carried),
+/// and whether an isolated plugin host serves it. The loaders skip a component of a category
+/// its ABI does not carry (`rust_carries`, `c_carries`), and the README's table is this one
+/// ([`support_table`], checked by a test).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CategorySupport {
+    pub category: Category,
+    pub rust: Option<(u32, u32)>,
+    pub c: Option<(u32, u32)>,
+    pub isolated: bool,
+}
+
+/// Every category, in `Category::ALL` order.
+pub const SUPPORT: [CategorySupport; 7] = [
+    support(Category::ComputeUnit, Some((1, 0)), Some((1, 0))),
+    support(Category::MemoryTier, Some((1, 0)), Some((1, 0))),
+    support(Category::Interconnect, Some((1, 0)), Some((1, 1))),
+    support(Category::ParallelStrategy, Some((1, 2)), Some((1, 4))),
+    support(Category::RecomputePolicy, Some((1, 2)), Some((1, 3))),
+    support(Category::PipelineSchedule, Some((1, 2)), Some((1, 3))),
+    support(Category::Topology, Some((1, 1)), None),
+];
+
+const fn support(
+    category: Category,
+    rust: Option<(u32, u32)>,
+    c: Option<(u32, u32)>,
+) -> CategorySupport {
+    CategorySupport {
+        category,
+        rust,
+        c,
+        isolated: true,
+    }
+}
+
+fn support_of(category: Category) -> Option<&'static CategorySupport> {
+    SUPPORT.iter().find(|s| s.category == category)
+}
+
+/// Whether a Rust plugin of ABI 1.`minor` can provide `category`.
+pub fn rust_carries(category: Category, minor: u32) -> bool {
+    support_of(category)
+        .and_then(|s| s.rust)
+        .is_some_and(|(_, m)| m <= minor)
+}
+
+/// Whether a C plugin of ABI 1.`minor` can provide `category`.
+pub fn c_carries(category: Category, minor: u32) -> bool {
+    support_of(category)
+        .and_then(|s| s.c)
+        .is_some_and(|(_, m)| m <= minor)
+}
+
+/// [`SUPPORT`] as the README's Markdown table.
+pub fn support_table() -> String {
+    let since = |v: Option<(u32, u32)>| match v {
+        Some((a, b)) => format!("since {a}.{b}"),
+        None => "no".to_string(),
+    };
+    let mut t = String::from(
+        "| category | Rust ABI (abi_stable) | C ABI (`perfcast_plugin.h`) | `--isolate` |\n|---|---|---|---|\n",
+    );
+    for s in SUPPORT {
+        t.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            s.category.name(),
+            since(s.rust),
+            since(s.c),
+            if s.isolated { "yes" } else { "no" }
+        ));
+    }
+    t
+}
+
 /// The C/Rust ABI's attention kind: 0 plain, 1 flash. Every flash family travels as 1 (so a
 /// plugin built before the families existed still sees a kind it knows) with its family in
 /// [`attention_family_code`] (the op's former `reserved2` field: 0 for a plugin that does not
@@ -246,12 +321,23 @@ mod tests {
         for l in [TierLevel::OnChip, TierLevel::Device, TierLevel::Host] {
             assert_eq!(tier_level_from_code(tier_level_code(l)), Some(l));
         }
-        for c in [
-            Category::ComputeUnit,
-            Category::MemoryTier,
-            Category::Interconnect,
-        ] {
+        for c in Category::ALL {
             assert_eq!(category_from_code(category_code(c).unwrap()), Some(c));
+        }
+        // The support table covers every category once, each in its ABIs' current minors.
+        for c in Category::ALL {
+            assert_eq!(SUPPORT.iter().filter(|s| s.category == c).count(), 1, "{c}");
+        }
+        assert!(rust_carries(Category::Topology, 1) && !rust_carries(Category::Topology, 0));
+        assert!(!c_carries(Category::Topology, crate::c::C_ABI_MINOR));
+        assert!(
+            c_carries(Category::ParallelStrategy, 4) && !c_carries(Category::ParallelStrategy, 3)
+        );
+        for s in SUPPORT {
+            assert!(s
+                .rust
+                .is_none_or(|(_, m)| m <= crate::rust_abi::RUST_ABI_MINOR));
+            assert!(s.c.is_none_or(|(_, m)| m <= crate::c::C_ABI_MINOR));
         }
         assert_eq!(bound_from_code(BOUND_MEMORY, 2, 2), None);
         assert_eq!(

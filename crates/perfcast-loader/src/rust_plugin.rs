@@ -191,6 +191,14 @@ enum Module {
 }
 
 impl Module {
+    /// The Rust ABI minor of the module's layout.
+    fn minor(self) -> u32 {
+        match self {
+            Module::Current(_) => perfcast_abi::rust_abi::RUST_ABI_MINOR,
+            Module::V1_1(_) => 1,
+            Module::V1_0(_) => 0,
+        }
+    }
     fn describe(self) -> PluginDescriptor {
         match self {
             Module::Current(m) => (m.describe())(),
@@ -383,8 +391,10 @@ fn factory(
     category: Category,
     name: &str,
 ) -> Result<Option<perfcast_core::registry::Factory>, LoadError> {
-    // Every category crosses the Rust ABI (since 1.2); a module of an earlier minor builds
-    // only what it has.
+    // A module of an earlier minor builds only what that minor carries.
+    if !perfcast_abi::codes::rust_carries(category, module.minor()) {
+        return Ok(None);
+    }
     let n = name.to_string();
     let f: perfcast_core::registry::Factory = match category {
         Category::ComputeUnit => Arc::new(move |params| {

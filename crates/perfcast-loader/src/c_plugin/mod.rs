@@ -271,6 +271,12 @@ unsafe fn candidate(
             .map_err(|e| e.into_plugin_error(&n))?;
         Ok::<_, perfcast_core::PluginError>(Instance { this, destroy })
     };
+    // A category the C ABI does not carry (the Rust ABI's topologies) is skipped, as a newer
+    // plugin's unknown one is.
+    match codes::category_from_code(c.category) {
+        Some(cat) if codes::c_carries(cat, perfcast_abi::c::C_ABI_MINOR) => {}
+        _ => return Ok(None),
+    }
     let (category, factory) = match c.category {
         codes::CATEGORY_COMPUTE_UNIT => (
             Category::ComputeUnit,
