@@ -76,7 +76,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
     let lp_bw = 8.0 * 16.0 / 8.0 * 6400e6;
     let lp_lat = 120e-9;
     let mut times = Vec::new();
-    for (path, abi, tile) in [(&f.c_v1_1, "c 1.4", 32), (&f.c_v1_0, "c 1.0", 128)] {
+    for (path, abi, tile) in [(&f.c_v1_1, "c 1.5", 32), (&f.c_v1_0, "c 1.0", 128)] {
         let mut r = Registry::new();
         let lib = load_library(path, None, &mut r).unwrap();
         assert_eq!(lib.abi, abi);
@@ -87,7 +87,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
                 .or_else(|| r.info(perfcast_core::Category::MemoryTier, name))
                 .and_then(|i| i.params.as_ref().map(Vec::len))
         };
-        assert_eq!(declared("cvendor/dsp1"), (abi == "c 1.4").then_some(8));
+        assert_eq!(declared("cvendor/dsp1"), (abi == "c 1.5").then_some(8));
         assert_eq!(declared("cvendor/lpddr"), None);
         let dsp = r
             .compute_unit("cvendor/dsp1", &dsp_params(json!({})))
@@ -108,7 +108,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
         let t = dsp.op_time(&op, &mem).unwrap();
         let compute = op.flops().0 / 2000e9;
         let memory = op.min_bytes().0 / (lp_bw * 0.75) + lp_lat;
-        let want = if abi == "c 1.4" {
+        let want = if abi == "c 1.5" {
             // The plugin's own op_time: no overlap of DMA and compute.
             compute + memory + 4e-6
         } else {
@@ -268,6 +268,10 @@ int main(void) {
   O(perfcast_comm_op, efficiency) O(perfcast_comm_op, dispatch_hierarchical)
   S(perfcast_parallel_strategy_vtable) O(perfcast_parallel_strategy_vtable, axis)
   O(perfcast_parallel_strategy_vtable, comms)
+  S(perfcast_level) O(perfcast_level, overhead) S(perfcast_group_axis)
+  S(perfcast_link_class) O(perfcast_link_class, name) O(perfcast_link_class, bandwidth)
+  S(perfcast_link_load) O(perfcast_link_load, busy)
+  S(perfcast_topology_vtable) O(perfcast_topology_vtable, collective)
   return 0;
 }
 "#,
@@ -443,6 +447,22 @@ int main(void) {
         (
             "perfcast_parallel_strategy_vtable.comms",
             offset_of!(PcParallelStrategyVtable, comms),
+        ),
+        ("perfcast_level", size_of::<PcLevel>()),
+        ("perfcast_level.overhead", offset_of!(PcLevel, overhead)),
+        ("perfcast_group_axis", size_of::<PcGroupAxis>()),
+        ("perfcast_link_class", size_of::<PcLinkClass>()),
+        ("perfcast_link_class.name", offset_of!(PcLinkClass, name)),
+        (
+            "perfcast_link_class.bandwidth",
+            offset_of!(PcLinkClass, bandwidth),
+        ),
+        ("perfcast_link_load", size_of::<PcLinkLoad>()),
+        ("perfcast_link_load.busy", offset_of!(PcLinkLoad, busy)),
+        ("perfcast_topology_vtable", size_of::<PcTopologyVtable>()),
+        (
+            "perfcast_topology_vtable.collective",
+            offset_of!(PcTopologyVtable, collective),
         ),
     ]
     .iter()

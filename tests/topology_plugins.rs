@@ -181,3 +181,66 @@ fn the_example_topology_loads_and_answers_its_model() {
         .to_string();
     assert!(e.contains("global_links_per_spine"), "{e}");
 }
+
+/// The example C topology (`plugins/examples/crossbar-c`, C ABI 1.5) loads and answers its
+/// documented model: a ring on the innermost level one of whose domains holds the group,
+/// `overhead + steps x latency + factor x bytes / bandwidth`; it names a link class per level
+/// and refuses a system without levels naming the plugin.
+#[test]
+fn the_c_example_topology_answers_its_ring_model() {
+    let dir = perfcast_testkit::tmpdir("perfcast-topology-crossbar-c");
+    let src = perfcast_testkit::workspace_root().join("plugins/examples/crossbar-c/crossbar_c.c");
+    let lib = perfcast_testkit::plugins::cc_shared(&dir, &src, "libcrossbar_c.so", &[]);
+    let r = registry(&lib);
+    let info = r
+        .plugins()
+        .find(|p| p.name == "example/crossbar-c")
+        .unwrap();
+    assert_eq!(info.abi_version.as_deref(), Some("c 1.5"));
+    let t = r.topology("example/crossbar-c", &json!({})).unwrap();
+    let sys = a100_from_registry(&r, 1024).unwrap();
+    let net: &[Arc<dyn Interconnect>] = &sys.network;
+    t.check(net, 1024).unwrap();
+    let links = t.links(net, 1024).unwrap();
+    assert_eq!(links.len(), net.len());
+    assert_eq!(links[0].name, "level-0");
+    let ring = |level: &Arc<dyn Interconnect>, steps: f64, factor: f64, s: f64| {
+        level.collective_overhead().0 + steps * level.latency().0 + factor * s / level.bandwidth().0
+    };
+    let s = 1e8;
+    // 8 neighbours: one NVLink domain.
+    let inside = t
+        .collective(
+            net,
+            &group(&[(8, 1)], 1024),
+            CollectiveKind::AllReduce,
+            Bytes(s),
+        )
+        .unwrap();
+    let want = ring(&net[0], 14.0, 2.0 * 7.0 / 8.0, s);
+    assert!(
+        (inside.time.0 - want).abs() <= 1e-12 * want,
+        "{inside:?} {want}"
+    );
+    assert!(inside.loads.is_empty());
+    // 8 ranks 128 apart: the NIC level.
+    let across = t
+        .collective(
+            net,
+            &group(&[(8, 128)], 1024),
+            CollectiveKind::AllGather,
+            Bytes(s),
+        )
+        .unwrap();
+    let last = net.last().unwrap();
+    let want = ring(last, 7.0, 7.0 / 8.0, s);
+    assert!(
+        (across.time.0 - want).abs() <= 1e-12 * want,
+        "{across:?} {want}"
+    );
+    let e = t.check(&[], 1024).unwrap_err().to_string();
+    assert!(
+        e.contains("example/crossbar-c") && e.contains("at least one network level"),
+        "{e}"
+    );
+}

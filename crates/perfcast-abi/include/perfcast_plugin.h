@@ -37,6 +37,8 @@
  *        perfcast_plan, perfcast_model, perfcast_layer_dims, perfcast_layer_split,
  *        perfcast_state_split, perfcast_comm_op): parallel strategies as plugins, the same
  *        structs the Rust ABI (1.2) passes.
+ *   1.5  network topologies: PERFCAST_CATEGORY_TOPOLOGY (perfcast_topology_vtable,
+ *        perfcast_level, perfcast_group_axis, perfcast_link_class, perfcast_link_load).
  *
  * Codes (dtype, engine, op kinds...) are plain uint32_t values; new values may be added in a
  * minor version, so plugins must answer PERFCAST_ERR_UNSUPPORTED for a code they do not know.
@@ -70,7 +72,7 @@ extern "C" {
 
 #define PERFCAST_PLUGIN_ABI_MAJOR 1
 /* The newest minor this header describes. */
-#define PERFCAST_PLUGIN_ABI_MINOR_LATEST 4
+#define PERFCAST_PLUGIN_ABI_MINOR_LATEST 5
 /* The minor a plugin is compiled against (override with -DPERFCAST_PLUGIN_ABI_MINOR=0). */
 #ifndef PERFCAST_PLUGIN_ABI_MINOR
 #define PERFCAST_PLUGIN_ABI_MINOR PERFCAST_PLUGIN_ABI_MINOR_LATEST
@@ -104,7 +106,7 @@ extern "C" {
 #define PERFCAST_CATEGORY_COMPUTE_UNIT 0
 #define PERFCAST_CATEGORY_MEMORY_TIER 1
 #define PERFCAST_CATEGORY_INTERCONNECT 2 /* 1.1 */
-/* 3 is the Rust ABI's topology category (not in the C ABI). */
+#define PERFCAST_CATEGORY_TOPOLOGY 3           /* 1.5 (the Rust ABI's since 1.1) */
 #define PERFCAST_CATEGORY_PIPELINE_SCHEDULE 4 /* 1.3 */
 #define PERFCAST_CATEGORY_RECOMPUTE_POLICY 5   /* 1.3 */
 #define PERFCAST_CATEGORY_PARALLEL_STRATEGY 6  /* 1.4 */
@@ -508,6 +510,66 @@ typedef struct perfcast_parallel_strategy_vtable {
                      perfcast_comm_op *out, size_t cap, size_t *n_out, char *err, size_t err_cap);
 } perfcast_parallel_strategy_vtable;
 
+/* ---- network topologies (perfcast_core::Topology), 1.5 ----------------------------------- */
+
+/* One network level of the system, as the host hands it over (scale-up domain first, the NIC
+ * last). */
+typedef struct perfcast_level {
+    uint32_t struct_size; /* host's sizeof(perfcast_level) */
+    uint32_t domain_size; /* devices one domain of this level connects */
+    double bandwidth;     /* bytes/s per device, one direction */
+    double latency;       /* seconds per algorithm step */
+    double overhead;      /* seconds per collective */
+} perfcast_level;
+
+/* One axis of a group: `degree` ranks `stride` devices apart (device ids, 0-based). A
+ * group's members are the sums of one multiple of each axis' stride; the system has `devices`
+ * devices and every sibling group (the other offsets) runs the same collective at once. */
+typedef struct perfcast_group_axis {
+    uint64_t degree;
+    uint64_t stride;
+} perfcast_group_axis;
+
+/* One class of links the topology builds (plugin -> host, written into the host's array). */
+typedef struct perfcast_link_class {
+    uint32_t struct_size; /* host's sizeof(perfcast_link_class): write only within it */
+    uint32_t reserved0;
+    char name[64];        /* NUL-terminated UTF-8, e.g. "leaf-spine" */
+    double count;         /* links of the class in the system (> 0) */
+    double bandwidth;     /* bytes/s of one link, one direction (> 0) */
+} perfcast_link_class;
+
+/* The links of one class one group keeps busy during a collective (plugin -> host). */
+typedef struct perfcast_link_load {
+    uint32_t struct_size; /* host's sizeof(perfcast_link_load) */
+    uint32_t klass;       /* index into what `links` returned */
+    double links;         /* links of the class this group loads */
+    double busy;          /* seconds each of them is busy */
+} perfcast_link_load;
+
+/* Topology functions, 1.5 (a component of PERFCAST_CATEGORY_TOPOLOGY; use it with
+ * `[system] topology = "NAME"`). A C topology has no bill of materials (no cost). */
+typedef struct perfcast_topology_vtable {
+    uint32_t struct_size;
+    uint32_t reserved0;
+    /* Optional (NULL: any system). Refuse a system the topology cannot wire. */
+    int32_t (*check)(const void *self, const perfcast_level *levels, size_t n_levels,
+                     uint64_t devices, char *err, size_t err_cap);
+    /* Optional (NULL: none). Write the link classes into out[0..cap) (struct_size preset) and
+     * their number into *n_out. */
+    int32_t (*links)(const void *self, const perfcast_level *levels, size_t n_levels,
+                     uint64_t devices, perfcast_link_class *out, size_t cap, size_t *n_out,
+                     char *err, size_t err_cap);
+    /* REQUIRED. Seconds of a collective of `kind` (PERFCAST_COLLECTIVE_*) on `bytes` (the full
+     * buffer) in one group (`axes`), its sibling groups running at once, into *out_time; the
+     * links it keeps busy into loads[0..cap) and their number into *n_loads (0: none). */
+    int32_t (*collective)(const void *self, const perfcast_level *levels, size_t n_levels,
+                          const perfcast_group_axis *axes, size_t n_axes, uint64_t devices,
+                          uint32_t kind, double bytes, double *out_time,
+                          perfcast_link_load *loads, size_t cap, size_t *n_loads, char *err,
+                          size_t err_cap);
+} perfcast_topology_vtable;
+
 /* ---- declared parameters (perfcast_core::ParamType, ParamDefault), 1.2 ------------------ */
 #define PERFCAST_PARAM_FLOAT 0
 #define PERFCAST_PARAM_INTEGER 1
@@ -549,8 +611,8 @@ typedef struct perfcast_component {
     void (*destroy)(void *self);
     /* REQUIRED. perfcast_compute_unit_vtable*, perfcast_memory_tier_vtable*, (1.1)
      * perfcast_interconnect_vtable*, (1.3) perfcast_pipeline_schedule_vtable* /
-     * perfcast_recompute_policy_vtable* or (1.4) perfcast_parallel_strategy_vtable* by
-     * category. */
+     * perfcast_recompute_policy_vtable*, (1.4) perfcast_parallel_strategy_vtable* or (1.5)
+     * perfcast_topology_vtable* by category. */
     const void *vtable;
 #if PERFCAST_PLUGIN_ABI_MINOR >= 2
     /* 1.2, optional. The component's parameters: an array of n_params pointers (pointers,

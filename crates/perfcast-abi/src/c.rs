@@ -6,11 +6,12 @@
 
 use abi_stable::StableAbi;
 use std::ffi::{c_char, c_void};
+use std::mem::size_of;
 
 /// Major version of the C ABI (part of the entry symbol name).
 pub const C_ABI_MAJOR: u32 = 1;
 /// Newest minor of the C ABI this crate (and the host) knows.
-pub const C_ABI_MINOR: u32 = 4;
+pub const C_ABI_MINOR: u32 = 5;
 /// The entry symbol, NUL-terminated.
 pub const C_ENTRY_SYMBOL: &[u8] = b"perfcast_plugin_entry_v1\0";
 
@@ -300,6 +301,113 @@ pub struct PcParallelStrategyVtable {
     pub comms: Option<PcStrategyComms>,
 }
 
+/// `perfcast_level` (1.5).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PcLevel {
+    pub struct_size: u32,
+    pub domain_size: u32,
+    pub bandwidth: f64,
+    pub latency: f64,
+    pub overhead: f64,
+}
+
+/// `perfcast_group_axis` (1.5).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PcGroupAxis {
+    pub degree: u64,
+    pub stride: u64,
+}
+
+/// `perfcast_link_class` (1.5).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PcLinkClass {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub name: [c_char; 64],
+    pub count: f64,
+    pub bandwidth: f64,
+}
+
+impl Default for PcLinkClass {
+    fn default() -> Self {
+        PcLinkClass {
+            struct_size: size_of::<PcLinkClass>() as u32,
+            reserved0: 0,
+            name: [0; 64],
+            count: f64::NAN,
+            bandwidth: f64::NAN,
+        }
+    }
+}
+
+/// `perfcast_link_load` (1.5).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PcLinkLoad {
+    pub struct_size: u32,
+    pub klass: u32,
+    pub links: f64,
+    pub busy: f64,
+}
+
+impl Default for PcLinkLoad {
+    fn default() -> Self {
+        PcLinkLoad {
+            struct_size: size_of::<PcLinkLoad>() as u32,
+            klass: 0,
+            links: f64::NAN,
+            busy: f64::NAN,
+        }
+    }
+}
+
+/// `perfcast_topology_vtable.check`.
+pub type PcTopologyCheck =
+    unsafe extern "C" fn(*const c_void, *const PcLevel, usize, u64, ErrBuf, usize) -> i32;
+/// `perfcast_topology_vtable.links`.
+pub type PcTopologyLinks = unsafe extern "C" fn(
+    *const c_void,
+    *const PcLevel,
+    usize,
+    u64,
+    *mut PcLinkClass,
+    usize,
+    *mut usize,
+    ErrBuf,
+    usize,
+) -> i32;
+/// `perfcast_topology_vtable.collective`.
+pub type PcTopologyCollective = unsafe extern "C" fn(
+    *const c_void,
+    *const PcLevel,
+    usize,
+    *const PcGroupAxis,
+    usize,
+    u64,
+    u32,
+    f64,
+    *mut f64,
+    *mut PcLinkLoad,
+    usize,
+    *mut usize,
+    ErrBuf,
+    usize,
+) -> i32;
+
+/// `perfcast_topology_vtable` (1.5).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PcTopologyVtable {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub check: Option<PcTopologyCheck>,
+    pub links: Option<PcTopologyLinks>,
+    pub collective: Option<PcTopologyCollective>,
+}
+
 /// `perfcast_component`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -395,6 +503,14 @@ pub mod v1_3 {
     }
     pub fn recompute_policy_vtable_size() -> usize {
         size_through!(PcRecomputePolicyVtable, plan)
+    }
+}
+
+/// Bytes of the structs that C ABI 1.5 introduced, in their first layout.
+pub mod v1_5 {
+    use super::*;
+    pub fn topology_vtable_size() -> usize {
+        size_through!(PcTopologyVtable, collective)
     }
 }
 

@@ -22,7 +22,7 @@ pub const CATEGORY_COMPUTE_UNIT: u32 = 0;
 pub const CATEGORY_MEMORY_TIER: u32 = 1;
 /// C ABI since 1.1.
 pub const CATEGORY_INTERCONNECT: u32 = 2;
-/// Rust ABI since 1.1 (not in the C ABI).
+/// Rust ABI since 1.1, C ABI since 1.5.
 pub const CATEGORY_TOPOLOGY: u32 = 3;
 /// C ABI since 1.3, Rust ABI since 1.2.
 pub const CATEGORY_PIPELINE_SCHEDULE: u32 = 4;
@@ -107,7 +107,7 @@ pub const SUPPORT: [CategorySupport; 7] = [
     support(Category::ParallelStrategy, Some((1, 2)), Some((1, 4))),
     support(Category::RecomputePolicy, Some((1, 2)), Some((1, 3))),
     support(Category::PipelineSchedule, Some((1, 2)), Some((1, 3))),
-    support(Category::Topology, Some((1, 1)), None),
+    support(Category::Topology, Some((1, 1)), Some((1, 5))),
 ];
 
 const fn support(
@@ -329,7 +329,7 @@ mod tests {
             assert_eq!(SUPPORT.iter().filter(|s| s.category == c).count(), 1, "{c}");
         }
         assert!(rust_carries(Category::Topology, 1) && !rust_carries(Category::Topology, 0));
-        assert!(!c_carries(Category::Topology, crate::c::C_ABI_MINOR));
+        assert!(c_carries(Category::Topology, 5) && !c_carries(Category::Topology, 4));
         assert!(
             c_carries(Category::ParallelStrategy, 4) && !c_carries(Category::ParallelStrategy, 3)
         );

@@ -26,6 +26,7 @@ use std::sync::Arc;
 mod execution;
 mod raw;
 mod strategy;
+mod topology;
 use execution::{pipeline_schedule, recompute_policy};
 use raw::{
     c_string, call, invalid, no_function, read_prefix, read_vtable, struct_size, Instance,
@@ -271,8 +272,7 @@ unsafe fn candidate(
             .map_err(|e| e.into_plugin_error(&n))?;
         Ok::<_, perfcast_core::PluginError>(Instance { this, destroy })
     };
-    // A category the C ABI does not carry (the Rust ABI's topologies) is skipped, as a newer
-    // plugin's unknown one is.
+    // A category the C ABI does not carry is skipped, as a newer plugin's unknown one is.
     match codes::category_from_code(c.category) {
         Some(cat) if codes::c_carries(cat, perfcast_abi::c::C_ABI_MINOR) => {}
         _ => return Ok(None),
@@ -301,6 +301,10 @@ unsafe fn candidate(
         codes::CATEGORY_PARALLEL_STRATEGY => (
             Category::ParallelStrategy,
             strategy::parallel_strategy(path, &cname, c.vtable.cast(), new_instance)?,
+        ),
+        codes::CATEGORY_TOPOLOGY => (
+            Category::Topology,
+            topology::topology(path, &cname, c.vtable.cast(), new_instance)?,
         ),
         _ => return Ok(None),
     };
