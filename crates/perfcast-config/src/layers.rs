@@ -223,19 +223,14 @@ pub fn parse_set(arg: &str) -> Result<Layer, HostError> {
     if key.is_empty() {
         return Err(bad("empty key"));
     }
-    for seg in key.split('.') {
-        if seg.is_empty()
-            || !seg
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            return Err(bad(&format!(
-                "key segment `{seg}` must be non-empty letters, digits, `_` or `-`"
-            )));
-        }
+    let segments = key_segments(key).map_err(|m| bad(&m))?;
+    let mut value = parse_scalar(raw.trim());
+    for seg in segments.iter().rev() {
+        let mut d = Dict::new();
+        d.insert(seg.clone(), value);
+        value = Value::from(d);
     }
-    let value = parse_scalar(raw.trim());
-    let data = match figment::util::nest(key, value) {
+    let data = match value {
         Value::Dict(_, d) => d,
         _ => return Err(bad("empty key")),
     };
@@ -245,6 +240,48 @@ pub fn parse_set(arg: &str) -> Result<Layer, HostError> {
         },
         data,
     })
+}
+
+/// The segments of a dotted `--set` key: bare (letters, digits, `_`, `-`) or in double quotes
+/// (any characters but `"`, for a namespaced plugin's name: `options.strategy_params.
+/// "example/ulysses".separate_qkv`), as TOML spells keys.
+fn key_segments(key: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut rest = key;
+    loop {
+        let (seg, after) = if let Some(q) = rest.strip_prefix('"') {
+            let end = q
+                .find('"')
+                .ok_or_else(|| format!("key segment `{rest}` has no closing `\"`"))?;
+            (&q[..end], &q[end + 1..])
+        } else {
+            let end = rest.find('.').unwrap_or(rest.len());
+            let seg = &rest[..end];
+            if !seg
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return Err(format!(
+                    "key segment `{seg}` must be non-empty letters, digits, `_` or `-`, or \
+                     quoted (`\"a/b\"`)"
+                ));
+            }
+            (seg, &rest[end..])
+        };
+        if seg.is_empty() {
+            return Err(format!(
+                "key segment `{seg}` must be non-empty letters, digits, `_` or `-`, or quoted \
+                 (`\"a/b\"`)"
+            ));
+        }
+        out.push(seg.to_string());
+        if after.is_empty() {
+            return Ok(out);
+        }
+        rest = after
+            .strip_prefix('.')
+            .ok_or_else(|| format!("expected `.` after key segment `{seg}`"))?;
+    }
 }
 
 /// A value given on the command line: TOML, then JSON, then a plain string.
@@ -591,7 +628,25 @@ mod tests {
         let arr = parse_set("device.memory=[\"a\", \"b\"]").unwrap();
         let v = Value::from(arr.data).find("device.memory").unwrap();
         assert_eq!(v.into_array().map(|a| a.len()), Some(2));
-        for bad in ["novalue", "=3", "a..b=1", "a b=1"] {
+        // A quoted segment: a namespaced plugin's name, slashes and dots kept.
+        let q = parse_set("options.strategy_params.\"example/ulysses.v2\".separate_qkv=true")
+            .unwrap();
+        let params = &q.data["options"].as_dict().unwrap()["strategy_params"];
+        let plugin = &params.as_dict().unwrap()["example/ulysses.v2"];
+        assert_eq!(
+            plugin.as_dict().unwrap()["separate_qkv"],
+            Value::from(true)
+        );
+        for bad in [
+            "novalue",
+            "=3",
+            "a..b=1",
+            "a b=1",
+            "a.\"b=1",
+            "a.\"\".c=1",
+            "a.\"b\"c=1",
+            "a.=1",
+        ] {
             assert!(
                 matches!(parse_set(bad), Err(HostError::BadSet { .. })),
                 "{bad}"

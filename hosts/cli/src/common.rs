@@ -27,8 +27,9 @@ pub struct ConfigArgs {
     /// in order (later wins).
     #[arg(value_name = "CONFIG", required = true)]
     pub configs: Vec<PathBuf>,
-    /// Override a value: `--set plan.tp=4` (TOML/JSON value, else a string). Beats files and
-    /// PERFCAST_* environment variables.
+    /// Override a value: `--set plan.tp=4` (TOML/JSON value, else a string; a key segment may
+    /// be quoted, `options.strategy_params."acme/2d".x=1`). Beats files and PERFCAST_*
+    /// environment variables.
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set_arg)]
     pub sets: Vec<String>,
     /// Load a plugin shared library (in addition to the config's `[[plugins]]`).
