@@ -629,14 +629,11 @@ mod tests {
         let v = Value::from(arr.data).find("device.memory").unwrap();
         assert_eq!(v.into_array().map(|a| a.len()), Some(2));
         // A quoted segment: a namespaced plugin's name, slashes and dots kept.
-        let q = parse_set("options.strategy_params.\"example/ulysses.v2\".separate_qkv=true")
-            .unwrap();
+        let q =
+            parse_set("options.strategy_params.\"example/ulysses.v2\".separate_qkv=true").unwrap();
         let params = &q.data["options"].as_dict().unwrap()["strategy_params"];
         let plugin = &params.as_dict().unwrap()["example/ulysses.v2"];
-        assert_eq!(
-            plugin.as_dict().unwrap()["separate_qkv"],
-            Value::from(true)
-        );
+        assert_eq!(plugin.as_dict().unwrap()["separate_qkv"], Value::from(true));
         for bad in [
             "novalue",
             "=3",

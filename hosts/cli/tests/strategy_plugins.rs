@@ -222,6 +222,30 @@ fn tensor_in_c_prints_what_the_compiled_in_tensor_prints() {
     let b = json("predict", &c, &args);
     assert!(a == b, "sp + overlap: the C strategy's output differs");
     assert!(a["report"]["breakdown"]["hidden_comm"].as_f64().unwrap() > 0.0);
+    // Built against the previous minor (C ABI 1.4, before topologies), it loads as such on
+    // this host and prints the same.
+    let dir = common::tmpdir("perfcast-cli-tensor-c-1-4");
+    let src = repo().join("plugins/examples/tensor-c/tensor_c.c");
+    let old = cc_shared(
+        &dir,
+        &src,
+        "libtensor_c_1_4.so",
+        &["-ffp-contract=off", "-DPERFCAST_PLUGIN_ABI_MINOR=4"],
+    );
+    let old = old.to_str().unwrap();
+    let listed = perfcast(&["plugins", "--load", old]);
+    assert!(
+        listed
+            .stdout
+            .lines()
+            .any(|l| l.contains("example/tensor-c") && l.contains("c 1.4")),
+        "{}",
+        listed.stdout
+    );
+    let config = "configs/experiments/gpt3-175b-a100.toml";
+    assert!(
+        json("predict", config, &["--load", old, "--set", &set]) == json("predict", config, &[])
+    );
 }
 
 /// A C strategy whose `comms` answers `body` (C statements filling `out[0]`), built here.
