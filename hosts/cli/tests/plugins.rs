@@ -636,6 +636,70 @@ fn an_isolated_plugin_that_crashes_hangs_exits_or_babbles_is_a_one_line_error() 
     assert!(o.code != 0 && o.code != 1, "{}", o.code);
 }
 
+/// The `perfcast plugin-host` processes serving `lib` (Linux: from /proc).
+#[cfg(target_os = "linux")]
+fn plugin_hosts_of(lib: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let e = e.ok()?;
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        (cmd.contains("plugin-host") && cmd.contains(lib)).then_some(pid)
+    })
+    .collect()
+}
+
+/// A plugin host whose plugin runs forever does not outlive perfcast when perfcast is killed
+/// (SIGKILL: no cleanup runs): its request reader sees the pipe close and ends the process.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_plugin_host_dies_with_its_host() {
+    let dir = common::tmpdir("perfcast-cli-isolate-orphan");
+    let cfg = dir.join("crash.toml");
+    std::fs::write(&cfg, CRASH_CONFIG).unwrap();
+    let lib = crashing_plugin(&dir, "spins", "volatile int spin = 1; while (spin) {}");
+    let lib = lib.to_str().unwrap();
+    let mut child = common::command(
+        &repo(),
+        &[
+            "roofline",
+            cfg.to_str().unwrap(),
+            "--load",
+            lib,
+            "--isolate",
+            "--plugin-timeout",
+            "600",
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let wait_for = |want: bool| {
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_secs(20) {
+            if plugin_hosts_of(lib).is_empty() != want {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        false
+    };
+    assert!(wait_for(true), "no plugin host started");
+    // Let the host reach the spinning call.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        wait_for(false),
+        "the plugin host outlived its host: {:?}",
+        plugin_hosts_of(lib)
+    );
+}
+
 #[test]
 fn an_isolated_library_gives_the_in_process_numbers() {
     let l = libs();

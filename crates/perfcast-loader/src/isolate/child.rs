@@ -20,17 +20,33 @@ use std::mem::size_of;
 use std::path::Path;
 use std::sync::Arc;
 
+/// The host's request lines, read by a thread of their own: when stdin closes (the host has
+/// exited, or was killed: its end of the pipe closes with it) that thread ends the process,
+/// even while a plugin call runs forever on the serving thread, so a plugin host never
+/// outlives its host.
+fn requests() -> impl Iterator<Item = String> {
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(l) = line else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+        std::process::exit(0);
+    });
+    rx.into_iter()
+}
+
 /// Serve the library at `path` on stdin/stdout until stdin closes. Returns only an error
 /// that prevents serving (the library itself does not load: reported to the host in the
 /// hello's answer first).
 pub fn serve(path: &Path) -> Result<(), String> {
     let mut registry = Registry::new();
     let loaded = crate::load_library(path, None, &mut registry);
-    let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
     let mut handles: Vec<Component> = Vec::new();
-    for line in stdin.lock().lines() {
-        let line = line.map_err(|e| e.to_string())?;
+    for line in requests() {
         let req: Request = match serde_json::from_str(&line) {
             Ok(r) => r,
             Err(e) => return Err(format!("bad request: {e}")),
