@@ -372,3 +372,42 @@ fn the_builtin_schedules_and_policies_as_a_library_are_bit_identical() {
     }
     assert!(checked >= 12, "{checked}");
 }
+
+/// A loaded schedule or policy that cannot be built without parameters (the fuzz fixture's
+/// need a `seed`) does not break every training: only a plan naming it is refused, with the
+/// reason.
+#[test]
+fn a_plugin_that_needs_parameters_only_fails_the_plans_that_use_it() {
+    let dir = perfcast_testkit::tmpdir("perfcast-strategy-plugins-unbuilt");
+    let lib = build_rust(&["fuzz-fixture"], &dir).remove(0);
+    let mut r = perfcast_builtins::registry().unwrap();
+    load_library(&lib, None, &mut r).unwrap();
+    let t = Training::new(
+        gpt(96, 12288, 96),
+        a100_from_registry(&r, 1024).unwrap(),
+        &r,
+    )
+    .unwrap();
+    let base = TrainingPlan {
+        tp: 8,
+        pp: 8,
+        dp: 16,
+        micro_batch: 1,
+        global_batch: 512,
+        ..TrainingPlan::default()
+    };
+    t.evaluate(&base).unwrap();
+    for (schedule, recompute) in [(Some("fuzz/sched"), "selective"), (None, "fuzz/policy")] {
+        let plan = TrainingPlan {
+            schedule: schedule.map(String::from),
+            recompute: recompute.into(),
+            ..base.clone()
+        };
+        let e = t.evaluate(&plan).unwrap_err().to_string();
+        let name = schedule.unwrap_or(recompute);
+        assert!(
+            e.contains(name) && e.contains("cannot be built") && e.contains("seed"),
+            "{e}"
+        );
+    }
+}

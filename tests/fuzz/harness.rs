@@ -399,6 +399,35 @@ fn run_plugin(r: &Registry, seed: u64, bad: f64) -> Result<bool, String> {
             reported = true;
         }
     }
+    // The execution plugins: a strategy, a schedule and a policy answering at random.
+    let options: perfcast_engine::TrainingOptions = serde_json::from_value(serde_json::json!({
+        "strategies": ["fuzz/tp", "sequence", "context", "expert", "pipeline", "data", "zero"],
+        "strategy_params": {"fuzz/tp": p},
+        "schedule_params": {"fuzz/sched": p},
+        "recompute_params": {"fuzz/policy": p},
+    }))
+    .map_err(|e| e.to_string())?;
+    if let Ok(t) = Training::with_options(model.clone(), system.clone(), r, &options) {
+        let plan = TrainingPlan {
+            tp: 2,
+            pp: 2,
+            dp: 2,
+            micro_batch: 1,
+            global_batch: 8,
+            recompute: "fuzz/policy".into(),
+            schedule: Some("fuzz/sched".into()),
+            ..TrainingPlan::default()
+        };
+        if let Ok(rep) = t.evaluate(&plan) {
+            let text = perfcast_report::training::csv(&rep);
+            if non_finite(&text) {
+                return Err(format!(
+                    "training report (execution plugins) of seed {seed}:\n{text}"
+                ));
+            }
+            reported = true;
+        }
+    }
     let plan: InferencePlan = serde_json::from_value(
         serde_json::json!({"tp": 2, "batch": 4, "input_len": 256, "output_len": 32}),
     )

@@ -17,6 +17,9 @@ pub struct TrainingComponents {
     pub recompute: Vec<(String, Arc<dyn RecomputePolicy>)>,
     /// Pipeline schedules by name (the plan's `schedule`).
     pub schedules: Vec<(String, Arc<dyn PipelineSchedule>)>,
+    /// Registered policies and schedules that could not be built without parameters, and why
+    /// (reported when a plan names one).
+    pub unbuilt: Vec<(String, String)>,
 }
 
 fn registry_error(e: perfcast_core::registry::RegistryError) -> ModelError {
@@ -88,26 +91,33 @@ impl TrainingComponents {
                 ));
             }
         }
+        // Every registered policy and schedule is built up front (the search walks them); one
+        // that cannot be built without parameters nobody gave (a loaded plugin's required
+        // ones) is kept aside with its error, which only a plan naming it gets.
+        let mut unbuilt = Vec::new();
         let mut recompute = Vec::new();
         for n in recompute_names {
-            let params = options.recompute_params.get(&n).unwrap_or(&null);
-            let p = registry
-                .recompute_policy(&n, params)
-                .map_err(registry_error)?;
-            recompute.push((n, p));
+            let given = options.recompute_params.get(&n);
+            match registry.recompute_policy(&n, given.unwrap_or(&null)) {
+                Ok(p) => recompute.push((n, p)),
+                Err(e) if given.is_none() => unbuilt.push((n, e.to_string())),
+                Err(e) => return Err(registry_error(e)),
+            }
         }
         let mut schedules = Vec::new();
         for n in schedule_names {
-            let params = options.schedule_params.get(&n).unwrap_or(&null);
-            let p = registry
-                .pipeline_schedule(&n, params)
-                .map_err(registry_error)?;
-            schedules.push((n, p));
+            let given = options.schedule_params.get(&n);
+            match registry.pipeline_schedule(&n, given.unwrap_or(&null)) {
+                Ok(p) => schedules.push((n, p)),
+                Err(e) if given.is_none() => unbuilt.push((n, e.to_string())),
+                Err(e) => return Err(registry_error(e)),
+            }
         }
         Ok(TrainingComponents {
             strategies,
             recompute,
             schedules,
+            unbuilt,
         })
     }
 }
@@ -139,10 +149,18 @@ pub struct TrainingOptions {
 /// `key` listing the registered names of `what`.
 pub(super) fn by_name<'a, T: ?Sized>(
     list: &'a [(String, Arc<T>)],
+    unbuilt: &[(String, String)],
     name: &str,
     key: Key,
     what: &str,
 ) -> Result<&'a T, ModelError> {
+    if let Some((_, why)) = unbuilt.iter().find(|(n, _)| n == name) {
+        return Err(ModelError::invalid(
+            key,
+            name,
+            format!("the {what} cannot be built: {why} (give its parameters in options)"),
+        ));
+    }
     list.iter()
         .find(|(n, _)| n == name)
         .map(|(_, p)| p.as_ref())
@@ -164,6 +182,7 @@ impl Training {
     pub(super) fn recompute_policy(&self, name: &str) -> Result<&dyn RecomputePolicy, ModelError> {
         by_name(
             &self.comps.recompute,
+            &self.comps.unbuilt,
             name,
             Key::plan("recompute"),
             "recompute policy",
@@ -173,6 +192,7 @@ impl Training {
     pub(super) fn schedule(&self, name: &str) -> Result<&dyn PipelineSchedule, ModelError> {
         by_name(
             &self.comps.schedules,
+            &self.comps.unbuilt,
             name,
             Key::plan("schedule"),
             "pipeline schedule",
