@@ -199,11 +199,16 @@ pub fn rewrite_serde(message: &str) -> String {
         return message.to_string();
     };
     let expected = expected.trim_matches('`');
-    format!(
-        "expected {}, got {}",
-        expected_rule(expected),
-        found_value(actual)
-    )
+    let rule = expected_rule(expected);
+    // A whole number written as a float (`1e9`, `4.0`) reads back as digits alone: say why
+    // it is not the integer it looks like.
+    let float = actual.trim().starts_with("float") || actual.trim().starts_with("floating");
+    let note = if float && rule.ends_with("integer") {
+        " (a float: write an integer without a decimal point or exponent)"
+    } else {
+        ""
+    };
+    format!("expected {rule}, got {}{note}", found_value(actual))
 }
 
 #[cfg(test)]
@@ -283,7 +288,17 @@ mod tests {
             ),
             (
                 "invalid type: found float `1.5`, expected u32",
-                "expected a non-negative integer, got 1.5",
+                "expected a non-negative integer, got 1.5 (a float: write an integer without a \
+                 decimal point or exponent)",
+            ),
+            (
+                "invalid type: found float `1000000000`, expected u32",
+                "expected a non-negative integer, got 1000000000 (a float: write an integer \
+                 without a decimal point or exponent)",
+            ),
+            (
+                "invalid type: floating point `2.5`, expected a boolean",
+                "expected true or false, got 2.5",
             ),
             (
                 "invalid type: string \"many\", expected u32",

@@ -4,7 +4,6 @@
 
 use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
 use crate::error_bars::{self, ErrorBars, IntervalArgs, Row};
-use anyhow::Context as _;
 use perfcast_config::{Config, SECTIONS};
 use perfcast_engine::training::StageMemory;
 use perfcast_engine::{TrainingPlan, TrainingReport};
@@ -130,11 +129,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let plain: Vec<Row> = rows.iter().map(|(r, _)| r.clone()).collect();
 
     if let Some(path) = &a.plot {
-        std::fs::write(
+        crate::common::write_plot(
             path,
             training_svg(&model_name, &system_name, &report, &stages),
-        )
-        .with_context(|| format!("cannot write the plot to `{}`", path.display()))?;
+        )?;
     }
     let text = match a.format {
         Format::Json => to_json(&Output {

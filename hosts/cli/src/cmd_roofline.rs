@@ -1,7 +1,6 @@
 //! `perfcast roofline`: each `[[ops]]` entry on the config's device.
 
 use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
-use anyhow::Context as _;
 use perfcast_engine::inference::{GemmPoint, InferencePlan};
 use perfcast_scenario::roofline::{self, RooflineReport};
 
@@ -36,8 +35,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let report = roofline::analyze(&device, &ops)?;
     crate::common::warn_hardware(&*device.compute, &device.memory);
     if let Some(path) = &a.plot {
-        std::fs::write(path, crate::plot::roofline_svg(&report))
-            .with_context(|| format!("cannot write the plot to `{}`", path.display()))?;
+        crate::common::write_plot(path, crate::plot::roofline_svg(&report))?;
     }
     let text = match a.format {
         Format::Json => to_json(&report)?,
@@ -186,11 +184,10 @@ fn run_model(a: &Args, cfg: &perfcast_config::Config) -> anyhow::Result<()> {
     crate::common::warn_hardware(&*sys.compute, &sys.memory);
     if let Some(path) = &a.plot {
         let device = cfg.device()?;
-        std::fs::write(
+        crate::common::write_plot(
             path,
             crate::plot::roofline_svg(&model_report(&device, &points)),
-        )
-        .with_context(|| format!("cannot write the plot to `{}`", path.display()))?;
+        )?;
     }
     let text = match a.format {
         Format::Json => to_json(&serde_json::json!({

@@ -5,7 +5,6 @@
 //! latency-throughput curve with several rates. Deterministic for a seed.
 
 use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
-use anyhow::Context as _;
 use perfcast_report::figure::{Axis, Figure, Marker, Panel, PanelKind, Series};
 use perfcast_scenario::serving::{read_trace, Requests};
 use perfcast_scenario::{serving_error, ServingScenario};
@@ -122,7 +121,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     print(&text)?;
     if let Some(path) = &a.plot {
         let svg = curve_svg(model, system, &runs)?;
-        std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+        crate::common::write_plot(path, svg)?;
     }
     Ok(())
 }

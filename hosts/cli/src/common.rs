@@ -154,6 +154,14 @@ pub fn warn_hardware(
     }
 }
 
+/// Write an SVG plot to `path` and say where on stderr.
+pub fn write_plot(path: &std::path::Path, svg: String) -> anyhow::Result<()> {
+    std::fs::write(path, svg)
+        .with_context(|| format!("cannot write the plot to `{}`", path.display()))?;
+    eprint_line(&format!("wrote the plot to {}", path.display()));
+    Ok(())
+}
+
 /// Write `text` to stdout; a closed pipe (`perfcast ... | head`) is not an error.
 pub fn print(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
