@@ -164,6 +164,83 @@ pub fn sha256_file(path: &Path) -> std::io::Result<String> {
     Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// Whether an ELF file holds everything its headers say it does: the program and section
+/// header tables, and every segment's bytes. A file that is not ELF passes (the dynamic
+/// loader judges it).
+fn elf_fits(file: &mut std::fs::File, len: u64) -> Result<(), String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut h = [0u8; 64];
+    let n = file.read(&mut h).map_err(|e| e.to_string())?;
+    if n < 16 || &h[..4] != b"\x7fELF" {
+        return Ok(());
+    }
+    let wide = h[4] == 2;
+    let little = h[5] != 2;
+    let need = if wide { 64 } else { 52 };
+    if n < need {
+        return Err(format!(
+            "the file is truncated: {len} bytes, less than its ELF header"
+        ));
+    }
+    let u = |b: &[u8]| -> u64 {
+        let mut v = 0u64;
+        for (i, x) in b.iter().enumerate() {
+            let shift = if little { 8 * i } else { 8 * (b.len() - 1 - i) };
+            v |= (*x as u64) << shift;
+        }
+        v
+    };
+    let (phoff, shoff, phentsize, phnum, shentsize, shnum) = if wide {
+        (
+            u(&h[32..40]),
+            u(&h[40..48]),
+            u(&h[54..56]),
+            u(&h[56..58]),
+            u(&h[58..60]),
+            u(&h[60..62]),
+        )
+    } else {
+        (
+            u(&h[28..32]),
+            u(&h[32..36]),
+            u(&h[42..44]),
+            u(&h[44..46]),
+            u(&h[46..48]),
+            u(&h[48..50]),
+        )
+    };
+    let truncated = |end: u64, what: &str| {
+        format!("the file is truncated: its {what} ends at byte {end}, the file has {len}")
+    };
+    let ph_end = phoff.saturating_add(phentsize.saturating_mul(phnum));
+    if ph_end > len {
+        return Err(truncated(ph_end, "program header table"));
+    }
+    let sh_end = shoff.saturating_add(shentsize.saturating_mul(shnum));
+    if shnum > 0 && sh_end > len {
+        return Err(truncated(sh_end, "section header table"));
+    }
+    let mut ph = vec![0u8; (phentsize.saturating_mul(phnum)).min(1 << 20) as usize];
+    file.seek(SeekFrom::Start(phoff))
+        .and_then(|_| file.read_exact(&mut ph))
+        .map_err(|e| e.to_string())?;
+    for e in ph.chunks_exact(phentsize.max(1) as usize) {
+        if e.len() < if wide { 56 } else { 32 } {
+            break;
+        }
+        let (offset, filesz) = if wide {
+            (u(&e[8..16]), u(&e[32..40]))
+        } else {
+            (u(&e[4..8]), u(&e[16..20]))
+        };
+        let end = offset.saturating_add(filesz);
+        if end > len {
+            return Err(truncated(end, "a loadable segment"));
+        }
+    }
+    Ok(())
+}
+
 fn check_file(path: &Path, sha256: Option<&str>) -> Result<(), LoadError> {
     let p = path.to_path_buf();
     let meta = match std::fs::metadata(path) {
@@ -184,10 +261,15 @@ fn check_file(path: &Path, sha256: Option<&str>) -> Result<(), LoadError> {
             reason: "it is a directory".into(),
         });
     }
-    std::fs::File::open(path).map_err(|e| LoadError::Unreadable {
+    let mut file = std::fs::File::open(path).map_err(|e| LoadError::Unreadable {
         path: p.clone(),
         reason: e.to_string(),
     })?;
+    // A truncated library would be mapped past its end and fault (SIGBUS) when the loader
+    // touches the missing pages: refuse one whose headers describe more than the file holds.
+    if let Err(reason) = elf_fits(&mut file, meta.len()) {
+        return Err(LoadError::NotAPlugin { path: p, reason });
+    }
     if let Some(pin) = sha256 {
         let want = pin
             .trim()

@@ -141,7 +141,11 @@ fn roofline_runs_the_shipped_experiment_in_every_format() {
     let o = perfcast_in(&d, &["roofline", &exp, "--plot", "roof.svg"], &[]);
     ok(&o);
     // Where the plot went is said on stderr.
-    assert!(o.stderr.contains("wrote the plot to roof.svg"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("wrote the plot to roof.svg"),
+        "{}",
+        o.stderr
+    );
     let svg = std::fs::read_to_string(d.join("roof.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     for w in [

@@ -741,3 +741,30 @@ fn an_isolated_library_gives_the_in_process_numbers() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(o.stdout, a.stdout);
 }
+
+/// A truncated library (a copy cut short) is refused before it is mapped, naming the file
+/// and what is missing; it used to kill perfcast with SIGBUS in-process.
+#[test]
+fn a_truncated_library_is_an_error_not_a_bus_error() {
+    let dir = common::tmpdir("perfcast-cli-truncated");
+    let src = repo().join("plugins/examples/tensor-c/tensor_c.c");
+    let lib = perfcast_testkit::plugins::cc_shared(&dir, &src, "libwhole.so", &[]);
+    let bytes = std::fs::read(&lib).unwrap();
+    for (name, keep) in [("libcut.so", bytes.len() * 3 / 4), ("libhead.so", 40)] {
+        let cut = dir.join(name);
+        std::fs::write(&cut, &bytes[..keep]).unwrap();
+        for isolate in [false, true] {
+            let mut args = vec!["plugins", "--load", cut.to_str().unwrap()];
+            if isolate {
+                args.push("--isolate");
+            }
+            let o = perfcast(&args);
+            assert_eq!(o.code, 1, "{name} {isolate}: {}", o.stderr);
+            assert!(
+                o.stderr.contains("truncated") && o.stderr.contains(name),
+                "{name} {isolate}: {}",
+                o.stderr
+            );
+        }
+    }
+}
