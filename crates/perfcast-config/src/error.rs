@@ -35,6 +35,15 @@ pub enum HostError {
     #[error("include cycle: {}", chain.join(" -> "))]
     IncludeCycle { chain: Vec<String> },
 
+    /// Includes nested deeper, or repeated more often, than a configuration can sensibly need
+    /// (a chain of thousands of files, or diamonds that multiply).
+    #[error("{origin}: {what} (at most {limit}); check its `include` lists")]
+    TooManyIncludes {
+        origin: String,
+        what: String,
+        limit: usize,
+    },
+
     /// `preset:NAME` names no built-in preset.
     #[error("unknown preset `{name}`{}{}; built-in presets: {}", included(included_by), near(name, known), known.join(", "))]
     UnknownPreset {

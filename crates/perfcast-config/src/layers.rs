@@ -339,12 +339,32 @@ pub fn read_config(path: &Path) -> Result<Vec<Layer>, HostError> {
     Ok(out)
 }
 
+/// Deepest include nesting a configuration may have.
+const MAX_INCLUDE_DEPTH: usize = 64;
+/// Most layers (files and presets, a repeated include counted each time) one configuration
+/// may read: includes that form diamonds multiply, and 31 files could otherwise ask for 2^31.
+const MAX_LAYERS: usize = 4096;
+
 fn read(
     spec: Spec,
     included_by: Option<String>,
     stack: &mut Vec<(String, String)>,
     out: &mut Vec<Layer>,
 ) -> Result<(), HostError> {
+    if stack.len() >= MAX_INCLUDE_DEPTH {
+        return Err(HostError::TooManyIncludes {
+            origin: spec.label(),
+            what: format!("includes nested {} deep", stack.len() + 1),
+            limit: MAX_INCLUDE_DEPTH,
+        });
+    }
+    if out.len() >= MAX_LAYERS {
+        return Err(HostError::TooManyIncludes {
+            origin: spec.label(),
+            what: format!("more than {MAX_LAYERS} files and presets read, includes repeating"),
+            limit: MAX_LAYERS,
+        });
+    }
     let id = identity(&spec);
     if let Some(pos) = stack.iter().position(|(i, _)| *i == id) {
         let mut chain: Vec<String> = stack[pos..].iter().map(|(_, l)| l.clone()).collect();

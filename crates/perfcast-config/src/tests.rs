@@ -178,6 +178,44 @@ fn includes_are_relative_beneath_and_cycles_fail() {
     assert!(e.contains("nope.toml") && e.contains("included by"), "{e}");
 }
 
+/// Includes are bounded: a chain of 1,000 files stops at the nesting limit (it used to
+/// overflow the stack), and 31 files each including the next twice (2^31 layers) stop at the
+/// layer limit in a moment (they used to exhaust memory); both name a file and the limit.
+#[test]
+fn include_chains_and_diamonds_are_bounded() {
+    let d = tmpdir();
+    for i in 0..1000 {
+        write(
+            &d,
+            &format!("chain/f{i}.toml"),
+            &format!("include = [\"f{}.toml\"]\n", i + 1),
+        );
+    }
+    write(&d, "chain/f1000.toml", "[plan]\ntp = 1\n");
+    let e = load(&[d.join("chain/f0.toml")], &[]).unwrap_err();
+    assert!(
+        matches!(e, HostError::TooManyIncludes { limit: 64, .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("nested 65 deep"), "{e}");
+    for i in 0..31 {
+        let next = format!("g{}.toml", i + 1);
+        write(
+            &d,
+            &format!("diamond/g{i}.toml"),
+            &format!("include = [\"{next}\", \"{next}\"]\n"),
+        );
+    }
+    write(&d, "diamond/g31.toml", "[plan]\ntp = 1\n");
+    let start = std::time::Instant::now();
+    let e = load(&[d.join("diamond/g0.toml")], &[]).unwrap_err();
+    assert!(
+        matches!(e, HostError::TooManyIncludes { limit: 4096, .. }),
+        "{e}"
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(20));
+}
+
 fn a100_with(extra: &str) -> PathBuf {
     let d = tmpdir();
     write(
