@@ -339,6 +339,36 @@ pub fn read_config(path: &Path) -> Result<Vec<Layer>, HostError> {
     Ok(out)
 }
 
+/// Largest configuration file read (the largest shipped one is a few hundred kB).
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// A config file must be a regular file (not a device such as `/dev/zero`, nor a FIFO, which
+/// would read forever or block) of a sensible size.
+fn check_config_file(path: &Path, included_by: &Option<String>) -> Result<(), HostError> {
+    let bad = |message: String| HostError::Format {
+        origin: match included_by {
+            Some(by) => format!("{} (included by {by})", path.display()),
+            None => path.display().to_string(),
+        },
+        message,
+    };
+    let Ok(meta) = std::fs::metadata(path) else {
+        // Missing or unreadable: the read reports it with its own error.
+        return Ok(());
+    };
+    // A directory fails the read with its own "cannot read" error.
+    if !meta.is_file() && !meta.is_dir() {
+        return Err(bad("not a regular file (a config is read whole)".into()));
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(bad(format!(
+            "{} bytes, more than a configuration may have ({MAX_CONFIG_BYTES})",
+            meta.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Deepest include nesting a configuration may have.
 const MAX_INCLUDE_DEPTH: usize = 64;
 /// Most layers (files and presets, a repeated include counted each time) one configuration
@@ -373,6 +403,7 @@ fn read(
     }
     let (text, origin, format, dir) = match &spec {
         Spec::File(path) => {
+            check_config_file(path, &included_by)?;
             let text = std::fs::read_to_string(path).map_err(|source| HostError::Read {
                 path: path.clone(),
                 included_by: included_by.clone(),

@@ -216,6 +216,39 @@ fn include_chains_and_diamonds_are_bounded() {
     assert!(start.elapsed() < std::time::Duration::from_secs(20));
 }
 
+/// A config that is not a regular file (a symlink to `/dev/zero`, which read forever) or is
+/// larger than any configuration needs (a sparse 17 MB file) is refused at once, naming it.
+#[cfg(unix)]
+#[test]
+fn devices_and_huge_files_are_not_read_as_configs() {
+    let d = tmpdir();
+    let zero = d.join("zero.toml");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let e = load(std::slice::from_ref(&zero), &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("zero.toml") && e.contains("not a regular file"),
+        "{e}"
+    );
+    let big = d.join("big.toml");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(17 << 20)
+        .unwrap();
+    let e = load(std::slice::from_ref(&big), &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("big.toml") && e.contains("more than a configuration"),
+        "{e}"
+    );
+    // Included, the message names the including file too.
+    let top = write(&d, "top.toml", "include = [\"zero.toml\"]\n");
+    let e = load(&[top], &[]).unwrap_err().to_string();
+    assert!(e.contains("included by") && e.contains("top.toml"), "{e}");
+}
+
 fn a100_with(extra: &str) -> PathBuf {
     let d = tmpdir();
     write(
