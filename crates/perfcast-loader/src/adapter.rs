@@ -110,6 +110,47 @@ impl ForeignComputeUnit {
         })
     }
 
+    /// A plugin's own op time must be physically possible on the device it describes: not
+    /// shorter than its own compute or memory time (the time includes both), nor than the
+    /// op's FLOPs at the device's own peak for the op's engine and format.
+    fn check_physical(&self, pc: &PcOp, t: &PcOpTime) -> Result<(), ModelError> {
+        const TOL: f64 = 1e-9;
+        let parts = t.compute.max(t.memory);
+        if t.time < parts * (1.0 - TOL) {
+            return Err(bad_value(
+                &self.kind,
+                &format!(
+                    "op_time time (shorter than its own compute {} s or memory {} s)",
+                    t.compute, t.memory
+                ),
+                t.time,
+            )
+            .into());
+        }
+        let peak = self
+            .peaks
+            .get(pc.engine as usize)
+            .and_then(|e| e.get(pc.dtype as usize))
+            .copied()
+            .flatten();
+        if let Some(peak) = peak {
+            let least = pc.flops / peak;
+            if pc.flops > 0.0 && t.time < least * (1.0 - TOL) {
+                return Err(bad_value(
+                    &self.kind,
+                    &format!(
+                        "op_time time (faster than the device's own peak: {:.4e} FLOP at \
+                         {peak:.4e} FLOP/s take at least {least:.4e} s)",
+                        pc.flops
+                    ),
+                    t.time,
+                )
+                .into());
+            }
+        }
+        Ok(())
+    }
+
     fn poisoned(&self) -> Option<PluginError> {
         self.poison.lock().map(|p| p.clone()).unwrap_or(None)
     }
@@ -189,7 +230,10 @@ impl ComputeUnit for ForeignComputeUnit {
             .collect::<Result<Vec<_>, _>>()?;
         let pc = PcOp::from_native(op);
         let t = match self.backend.op_time(&pc, &tiers) {
-            Some(Ok(t)) => t,
+            Some(Ok(t)) => {
+                self.check_physical(&pc, &t)?;
+                t
+            }
             Some(Err(e)) => return Err(self.model_error(e, op)),
             None => {
                 let r = perfcast_core::roofline::hierarchical(self, op, memory);
@@ -512,6 +556,22 @@ mod tests {
         ));
         let e = run(Err(ERR_FAILED)).unwrap_err().to_string();
         assert!(e.contains("mock error 2") && e.contains("x/dev"), "{e}");
+        // Physically impossible: faster than the device's own peak (2.7e8 FLOP at 1e12
+        // FLOP/s take 2.7e-4 s), or shorter than its own memory time.
+        let fast = PcOpTime {
+            time: 1e-6,
+            compute: 0.0,
+            memory: 0.0,
+            ..ok
+        };
+        let e = run(Ok(fast)).unwrap_err().to_string();
+        assert!(
+            e.contains("x/dev") && e.contains("faster than the device's own peak"),
+            "{e}"
+        );
+        let short = PcOpTime { time: 1.0, ..ok };
+        let e = run(Ok(short)).unwrap_err().to_string();
+        assert!(e.contains("shorter than its own compute"), "{e}");
     }
 
     #[test]
