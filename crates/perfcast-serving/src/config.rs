@@ -627,8 +627,22 @@ pub fn check_rate(r: f64, key: Key) -> Result<(), ModelError> {
             "must be a finite number of requests per second > 0 (leave it out, or pass `--rate inf`, for all requests at once)",
         ));
     }
+    if r < MIN_RATE {
+        return Err(ModelError::invalid(key, r, MIN_RATE_RULE));
+    }
     Ok(())
 }
+
+/// The slowest arrival rate served, requests per second. Below it the servers idle between
+/// requests (every request meets an empty system), and the simulator's clock, f64 seconds
+/// counted from the first arrival, reaches 10^9 s and more, where latencies lose digits (a
+/// rate of 1e-12 gave a time to first token of 21.6 ms for a true 17.0).
+pub const MIN_RATE: f64 = 1e-3;
+
+/// Why a rate below [`MIN_RATE`] is refused.
+pub const MIN_RATE_RULE: &str = "must be at least 0.001 requests per second (one request per \
+     17 minutes): slower arrivals meet an idle system every time, and the simulator's clock \
+     loses the precision of the latencies";
 
 impl SpeculativeConfig {
     fn validate(&self) -> Result<(), ModelError> {

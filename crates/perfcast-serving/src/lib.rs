@@ -51,7 +51,7 @@ mod tests;
 
 pub use config::{
     check_rate, ArrivalProcess, DisaggregatedConfig, InferenceDefaults, Length, Load, PoolConfig,
-    ServingConfig, Slo, SpeculativeConfig, WorkloadSpec,
+    ServingConfig, Slo, SpeculativeConfig, WorkloadSpec, MIN_RATE, MIN_RATE_RULE,
 };
 pub use deployment::{
     kv_caches, Deployment, KvAdmission, KvCache, Pool, PoolRole, Router, Speculative,

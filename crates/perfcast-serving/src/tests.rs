@@ -666,3 +666,16 @@ fn stats_quantiles() {
     let lens = |t: &Traffic| t.requests().iter().map(|x| x.input).collect::<Vec<_>>();
     assert_eq!(lens(&t), lens(&w2.traffic()));
 }
+
+/// Rates slower than one request per 17 minutes are refused naming the key: the simulator's
+/// absolute clock would lose the latencies' digits (issue 24: 1e-320 gave NaN, 1e-12 a TTFT
+/// 27% off).
+#[test]
+fn rates_below_the_minimum_are_refused() {
+    let key = perfcast_core::Key::serving("rate");
+    for r in [1e-320, 1e-12, 9.99e-4] {
+        let e = check_rate(r, key.clone()).unwrap_err().to_string();
+        assert!(e.contains("serving.rate") && e.contains("at least 0.001"), "{e}");
+    }
+    check_rate(crate::MIN_RATE, key).unwrap();
+}

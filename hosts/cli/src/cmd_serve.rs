@@ -59,6 +59,9 @@ fn parse_rate(s: &str) -> Result<f64, String> {
             "`{s}`: a rate must be a finite number of requests per second > 0 (or `inf` for all requests at once)"
         ));
     }
+    if v < perfcast_serving::MIN_RATE {
+        return Err(format!("`{s}`: a rate {}", perfcast_serving::MIN_RATE_RULE));
+    }
     Ok(v)
 }
 
