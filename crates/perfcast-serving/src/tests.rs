@@ -675,7 +675,10 @@ fn rates_below_the_minimum_are_refused() {
     let key = perfcast_core::Key::serving("rate");
     for r in [1e-320, 1e-12, 9.99e-4] {
         let e = check_rate(r, key.clone()).unwrap_err().to_string();
-        assert!(e.contains("serving.rate") && e.contains("at least 0.001"), "{e}");
+        assert!(
+            e.contains("serving.rate") && e.contains("at least 0.001"),
+            "{e}"
+        );
     }
     check_rate(crate::MIN_RATE, key).unwrap();
 }
