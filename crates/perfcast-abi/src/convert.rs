@@ -1,7 +1,10 @@
 //! Native `perfcast_core` values <-> the plain `#[repr(C)]` data that crosses the boundary.
 
-use crate::c::{PcOp, PcOpTime};
+use crate::c::{
+    PcLayerActivations, PcOp, PcOpTime, PcRecomputePlan, PcScheduleInput, PcScheduleResult,
+};
 use crate::codes::*;
+use perfcast_core::parallel::{LayerActivations, RecomputePlan, ScheduleInput, ScheduleResult};
 use perfcast_core::{
     Attention, Bytes, ComputeOp, Engine, FlopCount, Gemm, OpTime, PluginError, Seconds, VectorOp,
 };
@@ -100,6 +103,77 @@ impl PcOp {
                 launches: self.launches,
             })),
             k => Err(format!("unknown op kind code {k}")),
+        }
+    }
+}
+
+impl PcScheduleInput {
+    pub fn from_native(i: &ScheduleInput) -> Self {
+        PcScheduleInput {
+            struct_size: std::mem::size_of::<PcScheduleInput>() as u32,
+            stages: i.stages,
+            virtual_stages: i.virtual_stages,
+            micro_batches: i.micro_batches,
+            forward: i.forward.0,
+            backward: i.backward.0,
+            p2p: i.p2p.0,
+        }
+    }
+    pub fn to_native(&self) -> ScheduleInput {
+        ScheduleInput {
+            stages: self.stages,
+            virtual_stages: self.virtual_stages,
+            micro_batches: self.micro_batches,
+            forward: Seconds(self.forward),
+            backward: Seconds(self.backward),
+            p2p: Seconds(self.p2p),
+        }
+    }
+}
+
+impl PcScheduleResult {
+    /// Unchecked: the host checks a plugin's answer when it reads it back.
+    pub fn from_native(r: &ScheduleResult) -> Self {
+        PcScheduleResult {
+            struct_size: std::mem::size_of::<PcScheduleResult>() as u32,
+            reserved0: 0,
+            time: r.time.0,
+            bubble: r.bubble.0,
+            p2p: r.p2p.0,
+            peak_in_flight: r.peak_in_flight,
+        }
+    }
+}
+
+impl PcLayerActivations {
+    pub fn from_native(a: &LayerActivations) -> Self {
+        PcLayerActivations {
+            struct_size: std::mem::size_of::<PcLayerActivations>() as u32,
+            reserved0: 0,
+            input: a.input.0,
+            attention_core: a.attention_core.0,
+            other: a.other.0,
+        }
+    }
+    pub fn to_native(&self) -> LayerActivations {
+        LayerActivations {
+            input: Bytes(self.input),
+            attention_core: Bytes(self.attention_core),
+            other: Bytes(self.other),
+        }
+    }
+}
+
+impl PcRecomputePlan {
+    /// Unchecked: the host checks a plugin's answer when it reads it back.
+    pub fn from_native(p: &RecomputePlan) -> Self {
+        PcRecomputePlan {
+            struct_size: std::mem::size_of::<PcRecomputePlan>() as u32,
+            reserved0: 0,
+            full_layers: p.full_layers,
+            attention_layers: p.attention_layers,
+            kept: p.kept.0,
+            working: p.working.0,
         }
     }
 }

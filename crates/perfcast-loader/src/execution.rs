@@ -38,25 +38,13 @@ pub(crate) struct ForeignSchedule {
     backend: Box<dyn ScheduleBackend>,
 }
 
-fn pc_input(i: &ScheduleInput) -> PcScheduleInput {
-    PcScheduleInput {
-        struct_size: size_of::<PcScheduleInput>() as u32,
-        stages: i.stages,
-        virtual_stages: i.virtual_stages,
-        micro_batches: i.micro_batches,
-        forward: i.forward.0,
-        backward: i.backward.0,
-        p2p: i.p2p.0,
-    }
-}
-
 /// The counts of `input` with zero times (what memory sizing asks with).
 fn counts_only(input: &ScheduleInput) -> PcScheduleInput {
     PcScheduleInput {
         forward: 0.0,
         backward: 0.0,
         p2p: 0.0,
-        ..pc_input(input)
+        ..PcScheduleInput::from_native(input)
     }
 }
 
@@ -98,15 +86,11 @@ impl PipelineSchedule for ForeignSchedule {
     }
 
     fn validate(&self, plan: &PlanShape) -> Result<(), ModelError> {
-        let per_step = plan.micro_batch as u64 * plan.dp as u64;
-        let m = (plan.global_batch as u64)
-            .checked_div(per_step)
-            .unwrap_or(0);
         let input = PcScheduleInput {
             struct_size: size_of::<PcScheduleInput>() as u32,
             stages: plan.pp,
             virtual_stages: plan.vpp,
-            micro_batches: u32::try_from(m).unwrap_or(u32::MAX),
+            micro_batches: plan.micro_batches(),
             ..Default::default()
         };
         self.backend
@@ -121,7 +105,7 @@ impl PipelineSchedule for ForeignSchedule {
     fn step(&self, input: &ScheduleInput) -> Result<ScheduleResult, ModelError> {
         let out = self
             .backend
-            .step(&pc_input(input))
+            .step(&PcScheduleInput::from_native(input))
             .map_err(|e| self.failed(e))?;
         let time = self.checked("step time", out.time)?;
         let bubble = self.checked("bubble", out.bubble)?;
@@ -215,13 +199,7 @@ impl RecomputePolicy for ForeignRecompute {
                 format!("must be in 1..={layers}"),
             ));
         }
-        let a = PcLayerActivations {
-            struct_size: size_of::<PcLayerActivations>() as u32,
-            reserved0: 0,
-            input: act.input.0,
-            attention_core: act.attention_core.0,
-            other: act.other.0,
-        };
+        let a = PcLayerActivations::from_native(act);
         let out = self
             .backend
             .plan(&a, layers, recompute_layers.unwrap_or(0))

@@ -7,6 +7,7 @@
 //! plugin's own error keeps its message, under the component's name.
 
 use crate::adapter::CallError;
+use perfcast_abi::convert::bad_value;
 use perfcast_abi::strategy::{
     axis_from_code, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit,
 };
@@ -58,11 +59,7 @@ impl ForeignStrategy {
     }
 
     fn bad(&self, what: String, value: f64) -> ModelError {
-        ModelError::Plugin(PluginError::BadValue {
-            plugin: self.kind.clone(),
-            what,
-            value,
-        })
+        ModelError::Plugin(bad_value(&self.kind, &what, value))
     }
 
     /// Each factor of `after` must be `before`'s times a whole number >= 1.

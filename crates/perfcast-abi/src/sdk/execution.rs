@@ -9,12 +9,9 @@ use crate::strategy::{
 };
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RResult, RSlice, RSliceMut};
-use perfcast_core::parallel::{
-    CommList, LayerActivations, ParallelStrategy, PipelineSchedule, RecomputePolicy, ScheduleInput,
-};
-use perfcast_core::{Bytes, PluginError, Seconds};
+use perfcast_core::parallel::{CommList, ParallelStrategy, PipelineSchedule, RecomputePolicy};
+use perfcast_core::PluginError;
 use serde::de::DeserializeOwned;
-use std::mem::size_of;
 
 pub fn build_parallel_strategy<P, T, F>(
     build: F,
@@ -123,18 +120,6 @@ where
     ))
 }
 
-/// A schedule input as the native type.
-pub fn schedule_input(i: &PcScheduleInput) -> ScheduleInput {
-    ScheduleInput {
-        stages: i.stages,
-        virtual_stages: i.virtual_stages,
-        micro_batches: i.micro_batches,
-        forward: Seconds(i.forward),
-        backward: Seconds(i.backward),
-        p2p: Seconds(i.p2p),
-    }
-}
-
 struct SdkSchedule<T>(T);
 
 impl<T: PipelineSchedule + 'static> FfiPipelineSchedule for SdkSchedule<T> {
@@ -146,19 +131,12 @@ impl<T: PipelineSchedule + 'static> FfiPipelineSchedule for SdkSchedule<T> {
     }
     fn step(&self, input: &PcScheduleInput) -> RResult<PcScheduleResult, FfiError> {
         guard(|| {
-            let r = self.0.step(&schedule_input(input)).map_err(model_error)?;
-            Ok(PcScheduleResult {
-                struct_size: size_of::<PcScheduleResult>() as u32,
-                reserved0: 0,
-                time: r.time.0,
-                bubble: r.bubble.0,
-                p2p: r.p2p.0,
-                peak_in_flight: r.peak_in_flight,
-            })
+            let r = self.0.step(&input.to_native()).map_err(model_error)?;
+            Ok(PcScheduleResult::from_native(&r))
         })
     }
     fn in_flight(&self, input: &PcScheduleInput, stage: u32) -> RResult<f64, FfiError> {
-        guard(|| Ok(self.0.in_flight(&schedule_input(input), stage)))
+        guard(|| Ok(self.0.in_flight(&input.to_native(), stage)))
     }
     fn peak_layers_held(
         &self,
@@ -168,9 +146,7 @@ impl<T: PipelineSchedule + 'static> FfiPipelineSchedule for SdkSchedule<T> {
     ) -> RResult<f64, FfiError> {
         guard(|| {
             let chunks = |c: u32| chunk_layers.get(c as usize).copied().unwrap_or(0.0);
-            Ok(self
-                .0
-                .peak_layers_held(&schedule_input(input), stage, &chunks))
+            Ok(self.0.peak_layers_held(&input.to_native(), stage, &chunks))
         })
     }
 }
@@ -185,21 +161,12 @@ impl<T: RecomputePolicy + 'static> FfiRecomputePolicy for SdkRecompute<T> {
         recompute_layers: u32,
     ) -> RResult<PcRecomputePlan, FfiError> {
         guard(|| {
-            let a = LayerActivations {
-                input: Bytes(act.input),
-                attention_core: Bytes(act.attention_core),
-                other: Bytes(act.other),
-            };
             let given = (recompute_layers != 0).then_some(recompute_layers);
-            let p = self.0.plan(&a, layers, given).map_err(model_error)?;
-            Ok(PcRecomputePlan {
-                struct_size: size_of::<PcRecomputePlan>() as u32,
-                reserved0: 0,
-                full_layers: p.full_layers,
-                attention_layers: p.attention_layers,
-                kept: p.kept.0,
-                working: p.working.0,
-            })
+            let p = self
+                .0
+                .plan(&act.to_native(), layers, given)
+                .map_err(model_error)?;
+            Ok(PcRecomputePlan::from_native(&p))
         })
     }
 }

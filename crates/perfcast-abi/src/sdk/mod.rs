@@ -51,9 +51,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Once};
 
 mod execution;
-pub use execution::{
-    build_parallel_strategy, build_pipeline_schedule, build_recompute_policy, schedule_input,
-};
+pub use execution::{build_parallel_strategy, build_pipeline_schedule, build_recompute_policy};
 
 thread_local! {
     /// Depth of `guard` calls on this thread (panics inside are reported, not printed).

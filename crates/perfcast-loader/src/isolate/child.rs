@@ -8,15 +8,14 @@ use abi_stable::std_types::RSlice;
 use perfcast_abi::c::{PcRecomputePlan, PcScheduleResult};
 use perfcast_abi::codes;
 use perfcast_abi::rust_abi::FfiLevel;
-use perfcast_abi::sdk::{self, schedule_input};
+use perfcast_abi::sdk;
 use perfcast_abi::strategy::{axis_code, PcCommOp, PcLayerSplit, PcStateSplit};
-use perfcast_core::parallel::{CommList, LayerActivations, ParallelStrategy, PipelineSchedule};
+use perfcast_core::parallel::{CommList, ParallelStrategy, PipelineSchedule};
 use perfcast_core::topology::{GroupAxis, GroupPlacement};
 use perfcast_core::{
     Bytes, Category, Component, DType, Engine, MemoryHierarchy, MemoryTier, ModelError, Registry,
 };
 use std::io::{BufRead, Write};
-use std::mem::size_of;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -161,23 +160,16 @@ fn answer_execution(handles: &[Component], call: Call) -> Result<Answer, WireErr
         }
         Call::Step { handle: h, input } => {
             let r = schedule(handles, h)?
-                .step(&schedule_input(&input))
+                .step(&input.to_native())
                 .map_err(model_failed)?;
-            Ok(Answer::ScheduleResult(PcScheduleResult {
-                struct_size: size_of::<PcScheduleResult>() as u32,
-                reserved0: 0,
-                time: r.time.0,
-                bubble: r.bubble.0,
-                p2p: r.p2p.0,
-                peak_in_flight: r.peak_in_flight,
-            }))
+            Ok(Answer::ScheduleResult(PcScheduleResult::from_native(&r)))
         }
         Call::InFlight {
             handle: h,
             input,
             stage,
         } => Ok(Answer::Number(
-            schedule(handles, h)?.in_flight(&schedule_input(&input), stage),
+            schedule(handles, h)?.in_flight(&input.to_native(), stage),
         )),
         Call::PeakLayersHeld {
             handle: h,
@@ -187,7 +179,7 @@ fn answer_execution(handles: &[Component], call: Call) -> Result<Answer, WireErr
         } => {
             let chunks = |c: u32| chunk_layers.get(c as usize).copied().unwrap_or(0.0);
             Ok(Answer::Number(schedule(handles, h)?.peak_layers_held(
-                &schedule_input(&input),
+                &input.to_native(),
                 stage,
                 &chunks,
             )))
@@ -201,21 +193,11 @@ fn answer_execution(handles: &[Component], call: Call) -> Result<Answer, WireErr
             let Some(Component::RecomputePolicy(p)) = handles.get(h) else {
                 return Err(failed(format!("component {h} is not a recompute policy")));
             };
-            let a = LayerActivations {
-                input: Bytes(act.input),
-                attention_core: Bytes(act.attention_core),
-                other: Bytes(act.other),
-            };
             let given = (recompute_layers != 0).then_some(recompute_layers);
-            let r = p.plan(&a, layers, given).map_err(model_failed)?;
-            Ok(Answer::RecomputePlan(PcRecomputePlan {
-                struct_size: size_of::<PcRecomputePlan>() as u32,
-                reserved0: 0,
-                full_layers: r.full_layers,
-                attention_layers: r.attention_layers,
-                kept: r.kept.0,
-                working: r.working.0,
-            }))
+            let r = p
+                .plan(&act.to_native(), layers, given)
+                .map_err(model_failed)?;
+            Ok(Answer::RecomputePlan(PcRecomputePlan::from_native(&r)))
         }
         other => answer_strategy(handles, other),
     }
