@@ -489,6 +489,54 @@ fn read(
     Ok(())
 }
 
+/// The deepest nesting of YAML flow collections (`[...]`, `{...}`) read: serde_yaml's own
+/// recursion limit, checked before parsing because its parser takes time quadratic in the
+/// depth before reaching the limit (80,000 brackets: 42 s; a 2 MB file: hours), where TOML
+/// and JSON refuse at once.
+const MAX_YAML_DEPTH: usize = 128;
+
+/// Refuse YAML whose flow collections nest deeper than [`MAX_YAML_DEPTH`], naming the line
+/// and column of the first bracket too deep. Brackets in quotes and comments do not count; a
+/// bracket inside a plain scalar may, which can only refuse a file no configuration resembles.
+fn yaml_depth_ok(text: &str, origin: &str) -> Result<(), HostError> {
+    let (mut depth, mut quote) = (0usize, None::<char>);
+    for (line, l) in text.lines().enumerate() {
+        // A quoted scalar may span lines; a comment ends with its line.
+        let (mut comment, mut prev) = (false, '\n');
+        let mut chars = l.char_indices().peekable();
+        while let Some((col, c)) = chars.next() {
+            match (quote, c) {
+                _ if comment => {}
+                (Some('"'), '\\') => {
+                    chars.next();
+                }
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '"' | '\'') => quote = Some(c),
+                (None, '#') if prev.is_whitespace() => comment = true,
+                (None, '[' | '{') => {
+                    depth += 1;
+                    if depth > MAX_YAML_DEPTH {
+                        return Err(HostError::Syntax {
+                            origin: origin.to_string(),
+                            format: "YAML",
+                            line: line + 1,
+                            column: col + 1,
+                            message: format!(
+                                "collections nested deeper than {MAX_YAML_DEPTH} levels"
+                            ),
+                        });
+                    }
+                }
+                (None, ']' | '}') => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            prev = c;
+        }
+    }
+    Ok(())
+}
+
 /// Parse a file's text; syntax errors carry line and column.
 pub(crate) fn parse(text: &str, format: &'static str, origin: &str) -> Result<Dict, HostError> {
     let value: Value = match format {
@@ -502,18 +550,20 @@ pub(crate) fn parse(text: &str, format: &'static str, origin: &str) -> Result<Di
                 message: e.message().trim().replace('\n', " "),
             }
         })?,
-        "YAML" => Yaml::from_str(text).map_err(|e| {
-            let (line, column) = e
-                .location()
-                .map(|l| (l.line(), l.column()))
-                .unwrap_or((0, 0));
-            HostError::Syntax {
-                origin: origin.to_string(),
-                format,
-                line,
-                column,
-                message: strip_location(&e.to_string()),
-            }
+        "YAML" => yaml_depth_ok(text, origin).and_then(|()| {
+            Yaml::from_str(text).map_err(|e| {
+                let (line, column) = e
+                    .location()
+                    .map(|l| (l.line(), l.column()))
+                    .unwrap_or((0, 0));
+                HostError::Syntax {
+                    origin: origin.to_string(),
+                    format,
+                    line,
+                    column,
+                    message: strip_location(&e.to_string()),
+                }
+            })
         })?,
         _ => Json::from_str(text).map_err(|e| HostError::Syntax {
             origin: origin.to_string(),
@@ -737,6 +787,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("YAML syntax error in `x.yaml` at line"), "{e}");
+        // Deep flow nesting is refused before the parser sees it, at the first bracket too
+        // deep; brackets in quotes and comments do not count.
+        let deep = format!("a: 1\nb: {}1{}\n", "[".repeat(80_000), "]".repeat(80_000));
+        let start = std::time::Instant::now();
+        let e = parse(&deep, "YAML", "x.yaml").unwrap_err().to_string();
+        assert!(start.elapsed().as_secs_f64() < 1.0);
+        assert!(
+            e.contains("at line 2, column 132") && e.contains("nested deeper than 128"),
+            "{e}"
+        );
+        let fine = format!(
+            "a: '{}' # {}\nb: \"[\\\"{}\"\nc: [[1], {{d: 2}}]\n",
+            "[".repeat(200),
+            "{".repeat(200),
+            "[".repeat(200)
+        );
+        assert!(parse(&fine, "YAML", "x.yaml").is_ok());
         let e = parse("[1, 2]", "JSON", "x.json").unwrap_err().to_string();
         assert!(e.contains("top level must be a table"), "{e}");
     }

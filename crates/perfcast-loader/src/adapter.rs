@@ -61,6 +61,11 @@ pub(crate) trait ComputeBackend: Send + Sync {
 
 const ENGINES: [Engine; 2] = [Engine::Matrix, Engine::Vector];
 
+/// The longest time, in seconds, a plugin may report for one op or either of its parts:
+/// 10^7 s is about 116 days, far above any kernel of any model on any device, so a time above
+/// it is a unit mistake or garbage (a time of 10^300 s printed a 300-digit step time).
+const MAX_OP_SECONDS: f64 = 1e7;
+
 /// A foreign compute unit as a native `ComputeUnit`.
 pub(crate) struct ForeignComputeUnit {
     kind: String,
@@ -115,6 +120,24 @@ impl ForeignComputeUnit {
     /// op's FLOPs at the device's own peak for the op's engine and format.
     fn check_physical(&self, pc: &PcOp, t: &PcOpTime) -> Result<(), ModelError> {
         const TOL: f64 = 1e-9;
+        for (what, v) in [
+            ("op_time time", t.time),
+            ("op_time compute", t.compute),
+            ("op_time memory", t.memory),
+            ("op_time overhead", t.overhead),
+        ] {
+            if v > MAX_OP_SECONDS {
+                return Err(bad_value(
+                    &self.kind,
+                    &format!(
+                        "{what} (above {MAX_OP_SECONDS:e} s, about 116 days for one op: a unit \
+                         mistake or garbage)"
+                    ),
+                    v,
+                )
+                .into());
+            }
+        }
         let parts = t.compute.max(t.memory);
         if t.time < parts * (1.0 - TOL) {
             return Err(bad_value(
@@ -572,6 +595,17 @@ mod tests {
         let short = PcOpTime { time: 1.0, ..ok };
         let e = run(Ok(short)).unwrap_err().to_string();
         assert!(e.contains("shorter than its own compute"), "{e}");
+        // Times beyond any kernel (a unit mistake or garbage): the part and the bound named.
+        for (what, t) in [
+            ("op_time time", PcOpTime { time: 1e300, ..ok }),
+            ("op_time memory", PcOpTime { memory: 2e7, ..ok }),
+        ] {
+            let e = run(Ok(t)).unwrap_err().to_string();
+            assert!(e.contains(what) && e.contains("above 1e7 s"), "{e}");
+        }
+        // Just under the bound is a (slow) answer.
+        let slow = PcOpTime { time: 9e6, ..ok };
+        assert_eq!(run(Ok(slow)).unwrap().time.0, 9e6);
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //!   engines compute; they do not format).
 //! - [`figure`]: figures of panels (stacked bars, waterfall, lines, x-y) for the studies;
 //!   [`charts`]: the CLI's charts of engine reports (`predict --plot`).
+//! - [`file`]: output files written whole or not at all ([`file::OutFile`], [`file::write`]),
+//!   and one writer per `--out` directory ([`file::DirLock`]).
 //!
 //! Invariant: this crate only formats (every renderer of an engine report lives here); it depends on `perfcast-core` and `perfcast-engine`
 //! (for the types it labels and draws) and on nothing above them.
@@ -22,6 +24,7 @@
 pub mod axis;
 pub mod charts;
 pub mod figure;
+pub mod file;
 pub mod format;
 pub mod inference;
 pub mod label;

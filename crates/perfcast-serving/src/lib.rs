@@ -59,4 +59,6 @@ pub use deployment::{
 pub use report::{PoolReport, ServingReport, SloReport, Stats};
 pub use rng::Rng;
 pub use sim::Simulator;
-pub use workload::{parse_trace, Request, TraceError, TraceFormat, Traffic, TRACE_FIELDS};
+pub use workload::{
+    parse_trace, Request, TraceError, TraceFormat, Traffic, MAX_TRACE_SPAN_S, TRACE_FIELDS,
+};

@@ -571,6 +571,10 @@ fn traces_parse_and_name_bad_lines() {
     let jsonl = "{\"arrival_s\": 1.0, \"input_len\": 5, \"output_len\": 6}\n{\"arrival_s\": 2, \"input_len\": 7, \"output_len\": 8, \"x\": null}\n";
     let j = parse_trace(jsonl, TraceFormat::Jsonl).unwrap();
     assert_eq!((j.len(), j[1].output, j[1].arrival), (2, 8, 1.0));
+    // The longest span served is kept to the microsecond.
+    let far = "arrival_s,input_len,output_len\n1e9,2,3\n0,4,3\n";
+    let f = parse_trace(far, TraceFormat::Csv).unwrap();
+    assert_eq!((f[0].input, f[1].arrival), (4, MAX_TRACE_SPAN_S));
     for (text, fmt, want) in [
         (
             "arrival_s,input_len\n1,2\n",
@@ -628,6 +632,13 @@ fn traces_parse_and_name_bad_lines() {
             TraceFormat::Jsonl,
             "not a whole number of tokens >= 1",
         ),
+        // Arrivals 10^15 s apart gave a time to first token of 0 (the clock's resolution
+        // there is 0.125 s): refused, naming the line and the span.
+        (
+            "arrival_s,input_len,output_len\n5,2,3\n1e15,2,3\n",
+            TraceFormat::Csv,
+            "line 3: `arrival_s` = 1000000000000000 is 1.000e15 s after the first arrival (line 2)",
+        ),
     ] {
         let e = parse_trace(text, fmt).unwrap_err().to_string();
         assert!(e.contains(want), "{want}: {e}");
@@ -638,6 +649,18 @@ fn traces_parse_and_name_bad_lines() {
     let d = cfg().deployment(None, traffic.max_context()).unwrap();
     let rep = Simulator::new(&inf).run(&d, &traffic, 0, &[]).unwrap();
     assert_eq!(rep.completed, 2);
+    // Two equal requests 10^9 s apart (the longest span) each meet an idle system: the same
+    // time to first token, to well under a microsecond.
+    let far = parse_trace(
+        "arrival_s,input_len,output_len\n0,100,5\n1e9,100,5\n",
+        TraceFormat::Csv,
+    )
+    .unwrap();
+    let traffic = Traffic::Open(far);
+    let d = cfg().deployment(None, traffic.max_context()).unwrap();
+    let rep = Simulator::new(&inf).run(&d, &traffic, 0, &[]).unwrap();
+    let (lo, hi) = (rep.ttft.p50.0, rep.ttft.max.0);
+    assert!(lo > 0.0 && (hi - lo).abs() < 1e-6, "{lo} {hi}");
 }
 
 #[test]

@@ -209,7 +209,7 @@ pub fn parse_trace(text: &str, format: TraceFormat) -> Result<Vec<Request>, Trac
                         })?),
                     };
                 }
-                out.push(request(n, vals)?);
+                out.push((n, request(n, vals)?));
             }
         }
         TraceFormat::Jsonl => {
@@ -227,17 +227,38 @@ pub fn parse_trace(text: &str, format: TraceFormat) -> Result<Vec<Request>, Trac
                         ),
                     };
                 }
-                out.push(request(n, vals)?);
+                out.push((n, request(n, vals)?));
             }
         }
     }
-    if out.is_empty() {
+    let Some(first) = out
+        .iter()
+        .min_by(|a, b| a.1.arrival.total_cmp(&b.1.arrival))
+    else {
         return Err(err(0, "the trace has no requests"));
+    };
+    let (l0, t0) = (first.0, first.1.arrival);
+    if let Some((n, r)) = out.iter().find(|(_, r)| r.arrival - t0 > MAX_TRACE_SPAN_S) {
+        return Err(err(
+            *n,
+            format!(
+                "`arrival_s` = {} is {:.3e} s after the first arrival (line {l0}): a trace may \
+                 span at most {MAX_TRACE_SPAN_S:e} s (about 32 years), within which the \
+                 simulator's clock keeps latencies to a microsecond",
+                r.arrival,
+                r.arrival - t0
+            ),
+        ));
     }
+    let mut out: Vec<Request> = out.into_iter().map(|(_, r)| r).collect();
     out.sort_by(|a, b| a.arrival.total_cmp(&b.arrival));
-    let t0 = out[0].arrival;
     for r in &mut out {
         r.arrival -= t0;
     }
     Ok(out)
 }
+
+/// The longest span of a trace's arrivals, seconds. The simulator's clock is f64 seconds from
+/// the first arrival: at 10^9 s its resolution is 1.2e-7 s, so latencies keep their
+/// microseconds; arrivals 10^15 s apart (resolution 0.125 s) gave a time to first token of 0.
+pub const MAX_TRACE_SPAN_S: f64 = 1e9;

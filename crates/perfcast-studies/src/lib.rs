@@ -96,12 +96,15 @@ impl StudyOutput {
         })
     }
 
-    /// Write `NAME.csv`, `NAME.svg` and `NAME.md` into `dir` (created if needed).
+    /// Write `NAME.csv`, `NAME.svg` and `NAME.md` into `dir` (created if needed), each whole
+    /// or not at all, holding `dir` against another perfcast writing there
+    /// ([`perfcast_report::file`]).
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, StudyError> {
-        std::fs::create_dir_all(dir).map_err(|source| StudyError::Write {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        let _lock =
+            perfcast_report::file::DirLock::take(dir).map_err(|source| StudyError::Write {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         let mut out = Vec::new();
         for (ext, text) in [
             ("csv", &self.csv),
@@ -109,7 +112,7 @@ impl StudyOutput {
             ("md", &self.summary),
         ] {
             let p = dir.join(format!("{}.{ext}", self.name));
-            std::fs::write(&p, text).map_err(|source| StudyError::Write {
+            perfcast_report::file::write(&p, text).map_err(|source| StudyError::Write {
                 path: p.clone(),
                 source,
             })?;

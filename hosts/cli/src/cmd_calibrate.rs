@@ -129,13 +129,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         );
     }
     if let Some(out) = &a.out {
-        std::fs::write(out, c.overlay_toml())
+        perfcast_report::file::write(out, c.overlay_toml())
             .with_context(|| format!("cannot write the overlay to `{}`", out.display()))?;
         eprintln!("wrote the fitted parameters to {}", out.display());
     }
     if let (Some(file), Some(text)) = (&a.residuals, c.residuals_toml()) {
         let text = text.map_err(anyhow::Error::msg)?;
-        std::fs::write(file, text)
+        perfcast_report::file::write(file, text)
             .with_context(|| format!("cannot write the residuals to `{}`", file.display()))?;
         eprintln!(
             "wrote {} out-of-fold residuals to {}",

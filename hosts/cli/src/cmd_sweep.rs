@@ -1,12 +1,13 @@
 //! `perfcast sweep STUDY.toml [--out DIR] [--force]`: a grid or list over config keys, each
 //! point evaluated or searched for its best plan; CSV rows streamed to stdout or to
-//! `DIR/STUDY.csv`, with a progress bar (indicatif) on a terminal (stderr) once it runs past a
+//! `DIR/STUDY.csv` (written whole or not at all, one writer per DIR), with a progress bar (indicatif) on a terminal (stderr) once it runs past a
 //! second.
 
 use crate::common;
 use anyhow::Context as _;
+use perfcast_report::file;
 use perfcast_search::sweep::Sweep;
-use std::io::{IsTerminal as _, Write as _};
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -49,14 +50,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     match &a.out {
         Some(dir) => {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
+            // The directory is held for the whole run, and the CSV replaces an earlier one
+            // only once complete: a failing or interrupted sweep leaves it as it was.
+            let _lock = file::DirLock::take(dir)
+                .with_context(|| format!("cannot write into {}", dir.display()))?;
             let path = dir.join(format!("{}.csv", sweep.name));
-            let file = std::fs::File::create(&path)
-                .with_context(|| format!("cannot create {}", path.display()))?;
-            let mut w = std::io::BufWriter::new(file);
+            let cannot = || format!("cannot write {}", path.display());
+            let mut w = file::OutFile::create(&path).with_context(cannot)?;
             let n = sweep.run(&mut w, a.force, &mut progress)?;
-            w.flush()?;
+            w.commit().with_context(cannot)?;
             common::print(&format!("wrote {} ({n} points)\n", path.display()))
         }
         None => {

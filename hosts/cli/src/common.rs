@@ -156,7 +156,7 @@ pub fn warn_hardware(
 
 /// Write an SVG plot to `path` and say where on stderr.
 pub fn write_plot(path: &std::path::Path, svg: String) -> anyhow::Result<()> {
-    std::fs::write(path, svg)
+    perfcast_report::file::write(path, svg)
         .with_context(|| format!("cannot write the plot to `{}`", path.display()))?;
     eprint_line(&format!("wrote the plot to {}", path.display()));
     Ok(())

@@ -226,6 +226,31 @@ fn sweep_rows_and_out_dir() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     let csv = std::fs::read_to_string(out.join("s.csv")).unwrap();
     assert_eq!(csv.lines().count(), 5);
+    // While another perfcast holds the directory, a second writer is refused at once and the
+    // CSV is untouched.
+    let held = perfcast_report::file::DirLock::take(&out).unwrap();
+    let o = run(&["sweep", &f, "--out", out.to_str().unwrap()]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("another perfcast is writing into"),
+        "{}",
+        o.stderr
+    );
+    drop(held);
+    assert_eq!(std::fs::read_to_string(out.join("s.csv")).unwrap(), csv);
+    // A sweep that fails at its second point leaves the previous CSV whole, and no partial
+    // file behind.
+    let bad = write_sweep(&d, "[grid]\n\"search.memory_headroom\" = [0.0, 0.99]\n");
+    let o = run(&["sweep", &bad, "--out", out.to_str().unwrap()]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("point 2"), "{}", o.stderr);
+    assert_eq!(std::fs::read_to_string(out.join("s.csv")).unwrap(), csv);
+    let mut left: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, [perfcast_report::file::LOCK_FILE, "s.csv"]);
     // A searched point.
     let f = write_sweep(
         &d,

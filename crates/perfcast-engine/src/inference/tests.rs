@@ -596,3 +596,64 @@ fn plugin_reporting_only_totals() {
         r.ttft.0
     );
 }
+
+/// A compute unit whose own model adds time beyond its compute and memory parts (here, as
+/// much again as their maximum): `infer` keeps that total as `predict` does, rather than
+/// rebuilding the op's time from the parts alone.
+#[test]
+fn a_plugin_total_above_its_parts_is_kept() {
+    struct Slow(Arc<dyn ComputeUnit>);
+    impl ComputeUnit for Slow {
+        fn kind(&self) -> &str {
+            "slow"
+        }
+        fn peak(&self, e: Engine, d: DType) -> Option<FlopRate> {
+            self.0.peak(e, d)
+        }
+        fn efficiency(&self, op: &ComputeOp) -> f64 {
+            self.0.efficiency(op)
+        }
+        fn launch_overhead(&self) -> Seconds {
+            self.0.launch_overhead()
+        }
+        fn clock_ratio(&self) -> f64 {
+            self.0.clock_ratio()
+        }
+        fn gemm_tile(&self) -> u64 {
+            self.0.gemm_tile()
+        }
+        fn op_time(
+            &self,
+            op: &ComputeOp,
+            memory: &MemoryHierarchy,
+        ) -> Result<perfcast_core::OpTime, ModelError> {
+            let mut t = self.0.op_time(op, memory)?;
+            t.time += t.compute.max(t.memory);
+            Ok(t)
+        }
+    }
+    let options = InferenceOptions {
+        host_launch_us: 0.0,
+        step_overhead_us: 0.0,
+        ..InferenceOptions::default()
+    };
+    assert!(options.compute_memory_overlap < 1.0);
+    let plain = Inference::new(llama2(7), a100(1), options.clone())
+        .unwrap()
+        .evaluate(&plan(1, 1, 64, 1))
+        .unwrap();
+    let mut sys = a100(1);
+    sys.compute = Arc::new(Slow(sys.compute.clone()));
+    let slow = Inference::new(llama2(7), sys, options)
+        .unwrap()
+        .evaluate(&plan(1, 1, 64, 1))
+        .unwrap();
+    // Every op's busy time goes from max + 0.26 min to 2 max + 0.26 min of its parts: at
+    // least 1.5x (no collectives on one device, no host time).
+    for (what, a, b) in [
+        ("ttft", plain.ttft.0, slow.ttft.0),
+        ("decode", plain.decode.total.0, slow.decode.total.0),
+    ] {
+        assert!(b >= 1.5 * a, "{what}: {b} against {a}");
+    }
+}

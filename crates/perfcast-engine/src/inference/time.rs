@@ -198,7 +198,17 @@ impl Inference {
                 Some(alt) => t.compute.0.min(alt),
                 None => t.compute.0,
             };
-            let busy = c.max(mem) + (1.0 - ov) * c.min(mem);
+            // Time a plugin's own model puts beyond its compute and memory parts (a total
+            // above their maximum; zero for the built-in roofline and measured kernels, up to
+            // rounding) is kept as the plugin said, as training keeps the total, and is not
+            // scaled by the adjustments.
+            let beyond = plugin_busy - t.compute.0.max(t.memory.0);
+            let beyond = if beyond > 1e-9 * plugin_busy {
+                beyond
+            } else {
+                0.0
+            };
+            let busy = c.max(mem) + (1.0 - ov) * c.min(mem) + beyond;
             let bound = if t.overhead.0 > busy {
                 TimeBound::Overhead
             } else if mem > c {
