@@ -45,8 +45,8 @@ pub struct Sources {
     pub sets: Vec<String>,
     /// Read `PERFCAST_*` environment variables.
     pub env: bool,
-    /// Plugin libraries to load (`--load PATH`).
-    pub libraries: Vec<PathBuf>,
+    /// Plugin libraries to load (`--load PATH`, pinned by `--sha256 HEX`).
+    pub libraries: Vec<PluginSpec>,
     /// Allowed top-level keys.
     pub sections: Vec<&'static str>,
     /// How to run an isolated library (`--isolate`, `isolate = true`): the plugin host
@@ -83,7 +83,10 @@ impl Sources {
         self.sets.extend(sets.into_iter().map(Into::into));
         self
     }
-    pub fn with_libraries<P: Into<PathBuf>>(mut self, libs: impl IntoIterator<Item = P>) -> Self {
+    pub fn with_libraries<P: Into<PluginSpec>>(
+        mut self,
+        libs: impl IntoIterator<Item = P>,
+    ) -> Self {
         self.libraries.extend(libs.into_iter().map(Into::into));
         self
     }
@@ -91,6 +94,29 @@ impl Sources {
         self.env = false;
         self
     }
+}
+
+/// Loading a library runs its code: only the files a user names (and the files they include)
+/// and `--load` choose libraries, never the environment or `--set` (refused naming where the
+/// key came from).
+fn libraries_from_files_only(layers: &[Layer]) -> Result<(), HostError> {
+    for l in layers {
+        let origin = match &l.origin {
+            LayerOrigin::Env => "the environment (PERFCAST_PLUGINS...)".to_string(),
+            o @ LayerOrigin::Set { .. } => o.label(),
+            _ => continue,
+        };
+        if l.data.contains_key("plugins") {
+            return Err(HostError::Invalid {
+                key: "plugins".into(),
+                origin: Some(origin),
+                message: "plugin libraries load only from `[[plugins]]` in a config file or \
+                          from `--load PATH` (loading a library runs its code)"
+                    .into(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `[[plugins]]`: a shared library to load.
@@ -109,6 +135,18 @@ pub struct PluginSpec {
     /// Time limit of one call of an isolated library, seconds (default 10).
     #[serde(default)]
     pub timeout_s: Option<f64>,
+}
+
+/// A library named by path alone (`--load PATH`): not pinned, isolated only by `--isolate`.
+impl From<PathBuf> for PluginSpec {
+    fn from(path: PathBuf) -> PluginSpec {
+        PluginSpec {
+            path,
+            sha256: None,
+            isolate: false,
+            timeout_s: None,
+        }
+    }
 }
 
 /// One line of `config explain`.
@@ -163,6 +201,7 @@ impl Config {
         for s in &sources.sets {
             all.push(layers::parse_set(s)?);
         }
+        libraries_from_files_only(&all)?;
         // The selected stack sits right above the built-in defaults, beneath every file.
         let stack = crate::stacks::stack_layers(&all)?;
         all.splice(1..1, stack);
@@ -200,15 +239,7 @@ impl Config {
             }
         }
         for p in &sources.libraries {
-            wanted.push((
-                PluginSpec {
-                    path: p.clone(),
-                    sha256: None,
-                    isolate: false,
-                    timeout_s: None,
-                },
-                Some("--load".into()),
-            ));
+            wanted.push((p.clone(), Some("--load".into())));
         }
         let mut seen = Vec::new();
         for (spec, origin) in wanted {

@@ -108,19 +108,19 @@ impl std::fmt::Debug for Plugins {
 /// hosts that list plugins without a config.
 pub fn registry_with(
     plugins: &Plugins,
-    libraries: &[PathBuf],
+    libraries: &[crate::config::PluginSpec],
     isolate: Option<&perfcast_loader::isolate::IsolateOptions>,
 ) -> Result<(Registry, Vec<LibraryInfo>), HostError> {
     let mut registry = plugins.registry()?;
     let mut infos = Vec::new();
     for p in libraries {
-        let info = load_library(p, None, &mut registry, isolate).map_err(|message| {
-            HostError::Library {
-                path: p.clone(),
+        let info = load_library(&p.path, p.sha256.as_deref(), &mut registry, isolate).map_err(
+            |message| HostError::Library {
+                path: p.path.clone(),
                 origin: Some("--load".into()),
                 message,
-            }
-        })?;
+            },
+        )?;
         infos.push(info);
     }
     Ok((registry, infos))

@@ -498,6 +498,15 @@ fn with_sets_equals_loading_with_the_sets() {
         let e = base_cfg.with_sets(&[set]).unwrap_err().to_string();
         assert!(e.contains(want), "{set}: {e}");
     }
+    // Nor does `--set` load one when the configuration is first read: refused before any
+    // library code runs, naming the argument.
+    let set = "plugins=[{path = \"libx.so\"}]";
+    let e = load(&base, &[set]).unwrap_err().to_string();
+    assert!(
+        e.contains("invalid `plugins` (from --set plugins=")
+            && e.contains("load only from `[[plugins]]` in a config file or from `--load PATH`"),
+        "{e}"
+    );
 }
 
 /// The plugins come from the host: with none handed in, a configuration still reads (its

@@ -36,7 +36,7 @@ use perfcast_core::registry::{Factory, RegistryError};
 use perfcast_core::{Category, Origin, PluginInfo, Registry};
 use sha2::{Digest, Sha256};
 use std::fmt;
-use std::io::Read;
+use std::io::{Read, Seek as _};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -151,7 +151,11 @@ pub(crate) fn params_json(params: &serde_json::Value) -> String {
 
 /// The lowercase hex sha256 of a file.
 pub fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut f = std::fs::File::open(path)?;
+    sha256_of(&mut std::fs::File::open(path)?)
+}
+
+/// The lowercase hex sha256 of what is left to read of `f`.
+fn sha256_of(f: &mut std::fs::File) -> std::io::Result<String> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     loop {
@@ -241,7 +245,10 @@ fn elf_fits(file: &mut std::fs::File, len: u64) -> Result<(), String> {
     Ok(())
 }
 
-fn check_file(path: &Path, sha256: Option<&str>) -> Result<(), LoadError> {
+/// Check the file at `path` (it exists, is no directory, its ELF headers fit, its sha256 is
+/// the pin) and return it open: what is loaded is this open file ([`Opened::dlopen_path`]),
+/// so a file swapped at `path` after the check is not the one loaded.
+fn check_file(path: &Path, sha256: Option<&str>) -> Result<Opened, LoadError> {
     let p = path.to_path_buf();
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
@@ -281,10 +288,13 @@ fn check_file(path: &Path, sha256: Option<&str>) -> Result<(), LoadError> {
                 pin: pin.to_string(),
             });
         }
-        let actual = sha256_file(path).map_err(|e| LoadError::Unreadable {
-            path: p.clone(),
-            reason: e.to_string(),
-        })?;
+        let actual = file
+            .seek(std::io::SeekFrom::Start(0))
+            .and_then(|_| sha256_of(&mut file))
+            .map_err(|e| LoadError::Unreadable {
+                path: p.clone(),
+                reason: e.to_string(),
+            })?;
         if actual != want {
             return Err(LoadError::Sha256Mismatch {
                 path: p,
@@ -293,18 +303,48 @@ fn check_file(path: &Path, sha256: Option<&str>) -> Result<(), LoadError> {
             });
         }
     }
-    Ok(())
+    Ok(Opened { file, path: p })
 }
 
-/// The path to hand dlopen for the file `path`: a relative path is the working directory's
-/// file (made absolute), as for every other file a user names.
-fn dlopen_path(path: &Path) -> PathBuf {
-    if path.is_relative() {
-        if let Ok(cwd) = std::env::current_dir() {
-            return cwd.join(path);
+/// A checked library file, held open until it is loaded.
+struct Opened {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl Opened {
+    /// The file's path, a relative one made absolute: dlopen reads a name without a `/` as a
+    /// library to look up in the system's search path, never in the working directory.
+    fn by_name(&self) -> PathBuf {
+        if self.path.is_relative() {
+            if let Ok(cwd) = std::env::current_dir() {
+                return cwd.join(&self.path);
+            }
         }
+        self.path.clone()
     }
-    path.to_path_buf()
+
+    /// The path to hand dlopen: on Linux the open file itself (`/proc/self/fd/N`), elsewhere
+    /// [`Opened::by_name`]. The dynamic loader knows a library by the name it was opened
+    /// with, so once one is loaded through its descriptor, the descriptor must never be
+    /// closed (a later library given the same number would alias it): see
+    /// [`Opened::keep_open`].
+    fn dlopen_path(&self) -> PathBuf {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd as _;
+            let fd = PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()));
+            if fd.exists() {
+                return fd;
+            }
+        }
+        self.by_name()
+    }
+
+    /// Keep the descriptor open for the life of the process, as the library it loaded stays.
+    fn keep_open(self) {
+        std::mem::forget(self.file);
+    }
 }
 
 /// Load the plugin at `path` into `registry` (see the crate docs). `sha256`, when given, is
@@ -315,10 +355,9 @@ pub fn load_library(
     sha256: Option<&str>,
     registry: &mut Registry,
 ) -> Result<LoadedLibrary, LoadError> {
-    check_file(path, sha256)?;
-    // dlopen reads a name without a `/` as a library to look up in the system's search path,
-    // never in the working directory: hand it the file that was just checked instead.
-    let file = dlopen_path(path);
+    let opened = check_file(path, sha256)?;
+    let file = opened.dlopen_path();
+    let display = opened.by_name();
     // SAFETY: loading a library runs its initialisers; the host only loads paths the user
     // named (config or --load), optionally pinned by sha256.
     let lib = unsafe { libloading::Library::new(&file) }.map_err(|e| LoadError::NotAPlugin {
@@ -327,6 +366,7 @@ pub fn load_library(
     })?;
     // Libraries are never unloaded: objects and strings they own live as long as the process.
     let lib: &'static libloading::Library = Box::leak(Box::new(lib));
+    opened.keep_open();
     // SAFETY: the symbol's type is the header's `perfcast_plugin_entry_fn`.
     let c_entry = unsafe { lib.get::<PcEntry>(C_ENTRY_SYMBOL) }
         .ok()
@@ -335,7 +375,7 @@ pub fn load_library(
         // SAFETY: `entry` is the plugin's perfcast_plugin_entry_v1.
         unsafe { c_plugin::load(path, entry)? }
     } else if unsafe { lib.get::<*const u8>(RUST_ROOT_SYMBOL) }.is_ok() {
-        rust_plugin::load(&file, lib)?
+        rust_plugin::load(&display, &file, lib)?
     } else {
         let other_major = (0..=16u32).filter(|m| *m != C_ABI_MAJOR).find(|m| {
             let sym = format!("perfcast_plugin_entry_v{m}\0");
@@ -371,9 +411,10 @@ pub fn load_library_isolated(
     registry: &mut Registry,
     opts: &isolate::IsolateOptions,
 ) -> Result<LoadedLibrary, LoadError> {
-    check_file(path, sha256)?;
-    let file = dlopen_path(path);
-    let (mut loaded, candidates) = isolate::load(&file, opts)?;
+    let opened = check_file(path, sha256)?;
+    // The child opens the library itself: it is handed the path, and the pin to check again
+    // on the file it opens (the one it loads).
+    let (mut loaded, candidates) = isolate::load(&opened.by_name(), sha256, opts)?;
     loaded.path = path.to_path_buf();
     register_all(path, &mut loaded, candidates, registry)?;
     Ok(loaded)
@@ -485,5 +526,32 @@ mod tests {
         assert_eq!(e.details().unwrap().lines().count(), 900);
         assert_eq!(e.path(), Path::new("/p/libx.so"));
         assert_eq!(params_json(&serde_json::Value::Null), "{}");
+    }
+
+    /// The file checked against its pin is the file loaded: replacing the path after the
+    /// check changes nothing (Linux: the loader opens `/proc/self/fd/N`).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_pinned_file_is_the_one_loaded() {
+        let d = perfcast_testkit::tmpdir("perfcast-loader-pin");
+        let p = d.join("libx.so");
+        std::fs::write(&p, b"first").unwrap();
+        let pin = sha256_file(&p).unwrap();
+        let opened = check_file(&p, Some(&pin)).unwrap();
+        let swap = d.join("swap");
+        std::fs::write(&swap, b"second").unwrap();
+        std::fs::rename(&swap, &p).unwrap();
+        let open = opened.dlopen_path();
+        assert!(open.starts_with("/proc/self/fd"), "{}", open.display());
+        assert_eq!(std::fs::read(&open).unwrap(), b"first");
+        assert_eq!(opened.by_name(), p);
+        // A pin that does not match, or is not a digest, is refused naming the file.
+        let e = check_file(&p, Some(&pin)).err().unwrap().to_string();
+        assert!(
+            e.contains("sha256 mismatch") && e.contains("libx.so"),
+            "{e}"
+        );
+        let e = check_file(&p, Some("12ab")).err().unwrap().to_string();
+        assert!(e.contains("not 64 hexadecimal digits"), "{e}");
     }
 }

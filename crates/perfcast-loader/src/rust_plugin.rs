@@ -486,11 +486,13 @@ fn factory(
 
 pub(crate) fn load(
     path: &Path,
+    open: &Path,
     lib: &libloading::Library,
 ) -> Result<(LoadedLibrary, Vec<Candidate>), LoadError> {
     // Per-file loading: `RootModule::load_from_file` would memoize one library per root-module
-    // type, so a second vendor plugin would alias the first.
-    let header = lib_header_from_path(path).map_err(|e| map_library_error(path, None, e))?;
+    // type, so a second vendor plugin would alias the first. `open` is the name `lib` was
+    // opened with (the dynamic loader hands back the same library); `path` names it.
+    let header = lib_header_from_path(open).map_err(|e| map_library_error(path, None, e))?;
     let declared = header.version_strings().version.as_str().to_string();
     // The current layout; failing that, the frozen 1.1 and 1.0 ones (a plugin built against
     // an earlier minor); failing all, the current layout's error.

@@ -1,13 +1,13 @@
 //! `perfcast plugins`: every registered plugin, where it comes from, which ABI.
 
 use crate::common::{print, to_json, Format, Table};
-use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Load a plugin shared library first (repeatable). Nothing else is loaded: no scanning.
-    #[arg(long = "load", value_name = "PATH")]
-    pub load: Vec<PathBuf>,
+    /// Libraries to load first (`--load PATH`, repeatable, each pinned by a `--sha256 HEX` if
+    /// given). Nothing else is loaded: no scanning.
+    #[command(flatten)]
+    pub libraries: crate::common::LoadArgs,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
     /// The parameters of plugin KIND (name, type, unit, default, allowed values, meaning,
@@ -28,8 +28,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         None
     };
-    let (registry, _libs) =
-        perfcast_config::registry_with(&crate::common::plugins(), &a.load, isolate.as_ref())?;
+    let (registry, _libs) = perfcast_config::registry_with(
+        &crate::common::plugins(),
+        &a.libraries.specs()?,
+        isolate.as_ref(),
+    )?;
     if a.reference {
         return print(&perfcast_scenario::explain::reference(&registry));
     }

@@ -68,7 +68,7 @@ pub(crate) fn training_rows(r: &TrainingReport) -> Vec<(Row<'static>, &'static s
 /// Top-level sections `predict` and `infer` accept: the host's, plus those of `search` and
 /// `serve` (`search`, `serving`, `slo`, `serving_search`), which experiment files share.
 pub(crate) fn load(args: &ConfigArgs) -> anyhow::Result<Config> {
-    let mut sources = args.sources();
+    let mut sources = args.sources()?;
     let mut sections = SECTIONS.to_vec();
     // Experiment files may carry the sections of `search` and `serve` too.
     sections.extend(["search", "serving", "slo", "serving_search"]);

@@ -132,7 +132,7 @@ fn report_cells(r: &TrainingReport) -> Vec<String> {
 }
 
 fn load_config(a: &Args) -> anyhow::Result<Config> {
-    let mut sources = a.config.sources();
+    let mut sources = a.config.sources()?;
     sources.sections.push(perfcast_search::config::SECTION);
     sources.sections.extend(crate::cmd_search_serving::SECTIONS);
     crate::common::load_config(&sources)

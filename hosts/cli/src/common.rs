@@ -32,11 +32,44 @@ pub struct ConfigArgs {
     /// environment variables.
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set_arg)]
     pub sets: Vec<String>,
-    /// Load a plugin shared library (in addition to the config's `[[plugins]]`).
-    #[arg(long = "load", value_name = "PATH")]
-    pub load: Vec<PathBuf>,
+    #[command(flatten)]
+    pub libraries: LoadArgs,
     #[command(flatten)]
     pub isolation: IsolationArgs,
+}
+
+/// Plugin libraries named on the command line.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoadArgs {
+    /// Load a plugin shared library (in addition to the config's `[[plugins]]`; repeatable).
+    #[arg(long = "load", value_name = "PATH")]
+    pub load: Vec<PathBuf>,
+    /// Pin the `--load` libraries by their sha256 (hex), one per `--load` in the same order:
+    /// checked on the opened file, which is the one loaded.
+    #[arg(long = "sha256", value_name = "HEX")]
+    pub sha256: Vec<String>,
+}
+
+impl LoadArgs {
+    /// Each `--load` with its pin.
+    pub fn specs(&self) -> anyhow::Result<Vec<perfcast_config::config::PluginSpec>> {
+        if !self.sha256.is_empty() && self.sha256.len() != self.load.len() {
+            anyhow::bail!(
+                "{} --sha256 for {} --load: give one --sha256 per --load, in the same order",
+                self.sha256.len(),
+                self.load.len()
+            );
+        }
+        Ok(self
+            .load
+            .iter()
+            .enumerate()
+            .map(|(i, p)| perfcast_config::config::PluginSpec {
+                sha256: self.sha256.get(i).cloned(),
+                ..p.clone().into()
+            })
+            .collect())
+    }
 }
 
 /// How plugin libraries run: in perfcast's process (the default) or each in a child
@@ -93,19 +126,18 @@ pub fn plugins() -> Plugins {
 }
 
 impl ConfigArgs {
-    pub fn sources(&self) -> Sources {
+    pub fn sources(&self) -> anyhow::Result<Sources> {
         let mut s = Sources::files(&plugins(), self.configs.iter().cloned())
             .with_sets(self.sets.iter().cloned())
-            .with_libraries(self.load.iter().cloned());
-        s.plugin_host = self.isolation.options().ok();
+            .with_libraries(self.libraries.specs()?);
+        s.plugin_host = Some(self.isolation.options()?);
         s.isolate_all = self.isolation.isolate;
-        s
+        Ok(s)
     }
 
     /// Load the configuration (files < environment < --set) with its plugin libraries.
     pub fn load(&self) -> anyhow::Result<Config> {
-        self.isolation.options()?;
-        load_config(&self.sources())
+        load_config(&self.sources()?)
     }
 }
 

@@ -71,6 +71,9 @@ enum Command {
 struct PluginHostArgs {
     /// The plugin library to serve.
     path: std::path::PathBuf,
+    /// Its sha256 pin, checked on the file opened (and loaded) here.
+    #[arg(long, value_name = "HEX")]
+    sha256: Option<String>,
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -87,9 +90,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Infer(a) => cmd_infer::run(a),
         Command::Serve(a) => cmd_serve::run(a),
         Command::Kernels(c) => cmd_kernels::run(c),
-        Command::PluginHost(a) => {
-            perfcast_config::isolate::serve(&a.path).map_err(anyhow::Error::msg)
-        }
+        Command::PluginHost(a) => perfcast_config::isolate::serve(&a.path, a.sha256.as_deref())
+            .map_err(anyhow::Error::msg),
     }
 }
 

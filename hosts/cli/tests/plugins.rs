@@ -288,6 +288,81 @@ fn libraries_named_in_a_config_with_a_sha256_pin() {
     }
 }
 
+/// `--load PATH --sha256 HEX`: the pin is checked on the file opened, in process and again
+/// in an isolated plugin host; pins and libraries pair in order.
+#[test]
+fn load_pins_on_the_command_line() {
+    let l = libs();
+    let acme = l.acme.to_str().unwrap();
+    let c = l.c.to_str().unwrap();
+    let sha = perfcast_loader::sha256_file(&l.acme).unwrap();
+    let sha_c = perfcast_loader::sha256_file(&l.c).unwrap();
+    let cfg = "configs/examples/acme-npu.toml";
+    let base = ["roofline", cfg, "--load", acme, "--format", "csv"];
+    let plain = perfcast(&base);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    for extra in [&[][..], &["--isolate"][..]] {
+        let mut args = base.to_vec();
+        args.extend(["--sha256", &sha]);
+        args.extend(extra);
+        let o = perfcast(&args);
+        assert_eq!(o.code, 0, "{extra:?}: {}", o.stderr);
+        assert_eq!(o.stdout, plain.stdout, "{extra:?}");
+        let mut args = base.to_vec();
+        let zeros = "0".repeat(64);
+        args.extend(["--sha256", &zeros]);
+        args.extend(extra);
+        let o = perfcast(&args);
+        assert_eq!(o.code, 1, "{extra:?}");
+        assert!(
+            o.stderr.contains("sha256 mismatch") && o.stderr.contains("libacme_npu.so"),
+            "{extra:?}: {}",
+            o.stderr
+        );
+    }
+    // Two libraries, two pins in the same order; a pin count that is not the library count
+    // is refused before anything loads.
+    let o = perfcast(&[
+        "plugins", "--load", acme, "--load", c, "--sha256", &sha, "--sha256", &sha_c,
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = perfcast(&["plugins", "--load", acme, "--load", c, "--sha256", &sha]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("1 --sha256 for 2 --load"), "{}", o.stderr);
+    let o = perfcast(&[
+        "plugins", "--load", c, "--load", acme, "--sha256", &sha, "--sha256", &sha_c,
+    ]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("sha256 mismatch"), "{}", o.stderr);
+}
+
+/// Only config files and `--load` name libraries: `PERFCAST_PLUGINS` and `--set plugins=...`
+/// are refused, naming where the key came from, before any library code runs.
+#[test]
+fn the_environment_and_set_cannot_load_a_library() {
+    let l = libs();
+    let entry = format!("[{{path = {:?}}}]", l.acme.display().to_string());
+    let cfg = "configs/examples/acme-npu.toml";
+    let set = format!("plugins={entry}");
+    let o = perfcast(&["roofline", cfg, "--set", &set]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("from --set plugins=") && o.stderr.contains("load only from"),
+        "{}",
+        o.stderr
+    );
+    let o = common::output(
+        common::command(&repo(), &["roofline", cfg]).env("PERFCAST_PLUGINS", &entry),
+    );
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("from the environment (PERFCAST_PLUGINS")
+            && o.stderr.contains("load only from"),
+        "{}",
+        o.stderr
+    );
+}
+
 #[test]
 fn misbehaving_plugins_are_errors_not_crashes() {
     let l = libs();

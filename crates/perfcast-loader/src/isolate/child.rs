@@ -37,12 +37,13 @@ fn requests() -> impl Iterator<Item = String> {
     rx.into_iter()
 }
 
-/// Serve the library at `path` on stdin/stdout until stdin closes. Returns only an error
+/// Serve the library at `path` on stdin/stdout until stdin closes; `sha256`, the host's pin,
+/// is checked again here on the file this process opens and loads. Returns only an error
 /// that prevents serving (the library itself does not load: reported to the host in the
 /// hello's answer first).
-pub fn serve(path: &Path) -> Result<(), String> {
+pub fn serve(path: &Path, sha256: Option<&str>) -> Result<(), String> {
     let mut registry = Registry::new();
-    let loaded = crate::load_library(path, None, &mut registry);
+    let loaded = crate::load_library(path, sha256, &mut registry);
     let mut out = std::io::stdout().lock();
     let mut handles: Vec<Component> = Vec::new();
     for line in requests() {

@@ -400,18 +400,43 @@ fn factory(
     })
 }
 
+/// The environment variables a plugin host inherits: where programs and shared libraries
+/// are found, the home and temporary directories, and the locale.
+pub const CHILD_ENV: [&str; 7] = [
+    "PATH",
+    "LD_LIBRARY_PATH",
+    "DYLD_LIBRARY_PATH",
+    "HOME",
+    "TMPDIR",
+    "LANG",
+    "SYSTEMROOT",
+];
+
 /// Start a plugin host for the library at `path` (checked, and its sha256 pin, here first),
 /// shake hands and return what it provides as registry candidates.
 pub(crate) fn load(
     path: &Path,
+    sha256: Option<&str>,
     opts: &IsolateOptions,
 ) -> Result<(LoadedLibrary, Vec<Candidate>), LoadError> {
     let init = |message: String| LoadError::Init {
         path: path.to_path_buf(),
         message,
     };
-    let mut child = Command::new(&opts.program)
-        .args(&opts.args)
+    let mut cmd = Command::new(&opts.program);
+    cmd.args(&opts.args);
+    if let Some(pin) = sha256 {
+        cmd.args(["--sha256", pin]);
+    }
+    // The child gets only what a dynamic library needs to load and run, not perfcast's
+    // environment (isolation is not a sandbox: it runs as the same user, see the README).
+    cmd.env_clear();
+    for k in CHILD_ENV {
+        if let Some(v) = std::env::var_os(k) {
+            cmd.env(k, v);
+        }
+    }
+    let mut child = cmd
         .arg(path)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
