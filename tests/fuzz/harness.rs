@@ -11,8 +11,10 @@
 //!   negative, zero, huge, tiny or a panic; each seed builds a system of its components and
 //!   evaluates a training step and a serving run.
 //!
-//! Either way the outcome must be an error or a report whose every number is finite: a panic
-//! (caught per input) or a non-finite number in a report is a finding, counted and kept.
+//! Either way the outcome must be an error or a report whose every number is finite and that
+//! obeys the physical laws (positive times, MFU, HFU and bandwidth utilisation in [0, 1], each
+//! stage's memory the sum of its parts): a panic (caught per input), a non-finite number or a
+//! broken law in a report is a finding, counted and kept.
 
 use perfcast_config::{Config, Sources};
 use perfcast_core::{MemoryHierarchy, Registry, System};
@@ -69,7 +71,7 @@ impl Findings {
     /// `inputs, errors, reports, failures`.
     pub fn summary(&self) -> String {
         format!(
-            "{} inputs: {} errors, {} reports, {} failures (panics or non-finite numbers)",
+            "{} inputs: {} errors, {} reports, {} failures (panics, non-finite numbers or broken physical laws)",
             self.inputs.load(Ordering::Relaxed),
             self.errors.load(Ordering::Relaxed),
             self.reports.load(Ordering::Relaxed),
@@ -86,6 +88,61 @@ fn non_finite(text: &str) -> bool {
             let w = w.trim_start_matches('-').to_ascii_lowercase();
             w == "nan" || w == "inf" || w == "infinity"
         })
+}
+
+/// The physical laws every training report obeys: a positive step time, MFU and HFU in
+/// [0, 1], each stage's memory the sum of its parts.
+fn physical_training(r: &perfcast_engine::training::TrainingReport) -> Result<(), String> {
+    let t = r.iteration_time.0;
+    if !(t > 0.0 && t.is_finite()) {
+        return Err(format!("iteration time {t} s is not a positive number"));
+    }
+    for (what, v) in [("MFU", r.mfu), ("HFU", r.hfu)] {
+        if !(0.0..=1.0 + 1e-9).contains(&v) {
+            return Err(format!("{what} = {v} is not in [0, 1]"));
+        }
+    }
+    for (name, st) in r.stages() {
+        let parts = st.weights.0
+            + st.grads.0
+            + st.optimizer.0
+            + st.activations.0
+            + st.temp.0
+            + st.reserved.0;
+        if (st.total.0 - parts).abs() > 1e-9 * st.total.0.max(1.0) {
+            return Err(format!(
+                "the {name} stage's memory {} B is not the sum of its parts {parts} B",
+                st.total.0
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The physical laws every inference report obeys: positive latencies, prefill MFU and decode
+/// bandwidth utilisation in [0, 1].
+fn physical_inference(r: &perfcast_engine::inference::InferenceReport) -> Result<(), String> {
+    for (what, v) in [
+        ("TTFT", r.ttft.0),
+        ("TPOT", r.tpot.0),
+        ("latency", r.latency.0),
+    ] {
+        if !(v > 0.0 && v.is_finite()) {
+            return Err(format!("{what} {v} s is not a positive number"));
+        }
+    }
+    for (what, v) in [
+        ("prefill MFU", r.prefill_mfu),
+        (
+            "decode bandwidth utilisation",
+            r.decode_bandwidth_utilization,
+        ),
+    ] {
+        if !(0.0..=1.0 + 1e-9).contains(&v) {
+            return Err(format!("{what} = {v} is not in [0, 1]"));
+        }
+    }
+    Ok(())
 }
 
 /// The seed texts: every shipped experiment and example config and every preset, with the
@@ -297,6 +354,7 @@ fn run_config(path: &Path) -> Result<bool, String> {
             if non_finite(&text) {
                 return Err(format!("training report:\n{text}"));
             }
+            physical_training(&r).map_err(|e| format!("training report: {e}\n{text}"))?;
             reported = true;
         }
     }
@@ -306,6 +364,7 @@ fn run_config(path: &Path) -> Result<bool, String> {
             if non_finite(&text) {
                 return Err(format!("inference report:\n{text}"));
             }
+            physical_inference(&r).map_err(|e| format!("inference report: {e}\n{text}"))?;
             reported = true;
         }
     }
@@ -396,6 +455,8 @@ fn run_plugin(r: &Registry, seed: u64, bad: f64) -> Result<bool, String> {
             if non_finite(&text) {
                 return Err(format!("training report of seed {seed}:\n{text}"));
             }
+            physical_training(&rep)
+                .map_err(|e| format!("training report (plugin) of seed {seed}: {e}\n{text}"))?;
             reported = true;
         }
     }
@@ -425,6 +486,9 @@ fn run_plugin(r: &Registry, seed: u64, bad: f64) -> Result<bool, String> {
                     "training report (execution plugins) of seed {seed}:\n{text}"
                 ));
             }
+            physical_training(&rep).map_err(|e| {
+                format!("training report (execution plugins) of seed {seed}: {e}\n{text}")
+            })?;
             reported = true;
         }
     }
@@ -438,6 +502,8 @@ fn run_plugin(r: &Registry, seed: u64, bad: f64) -> Result<bool, String> {
             if non_finite(&text) {
                 return Err(format!("inference report of seed {seed}:\n{text}"));
             }
+            physical_inference(&rep)
+                .map_err(|e| format!("inference report of seed {seed}: {e}\n{text}"))?;
             reported = true;
         }
     }

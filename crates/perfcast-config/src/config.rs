@@ -578,7 +578,7 @@ pub(crate) fn lookup<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
 
 /// A figment error's kind in perfcast's words: an unknown key or value with the nearest
 /// allowed ones, a wrong type as the rule the value breaks and the value itself
-/// (`expected a non-negative integer, got -4`), not serde's type names.
+/// (`expected a non-negative integer (at most 4294967295), got -4`), not serde's type names.
 fn figment_message(kind: &figment::error::Kind) -> String {
     use figment::error::Kind;
     use perfcast_core::suggest::{did_you_mean, rewrite_serde};

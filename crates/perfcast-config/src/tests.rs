@@ -277,7 +277,7 @@ fn bad_components_name_the_key_and_the_file() {
             &[
                 "components.a100_sxm4_80gb.sm_count",
                 "x.toml",
-                "expected a non-negative integer, got \"many\"",
+                "expected a non-negative integer (at most 4294967295), got \"many\"",
             ],
         ),
         (

@@ -149,8 +149,17 @@ pub fn rewrite_unknown(message: &str) -> String {
 pub fn expected_rule(expected: &str) -> String {
     let e = expected.trim();
     let rule = match e {
-        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a non-negative integer",
-        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "an integer",
+        // Integer types with their range: a value out of it reads as the wrong type.
+        "u8" => "a non-negative integer (at most 255)",
+        "u16" => "a non-negative integer (at most 65535)",
+        "u32" => "a non-negative integer (at most 4294967295)",
+        "u64" | "usize" => "a non-negative integer (at most 18446744073709551615)",
+        "u128" => "a non-negative integer",
+        "i8" => "an integer (from -128 to 127)",
+        "i16" => "an integer (from -32768 to 32767)",
+        "i32" => "an integer (from -2147483648 to 2147483647)",
+        "i64" | "isize" => "an integer (from -9223372036854775808 to 9223372036854775807)",
+        "i128" => "an integer",
         "f32" | "f64" => "a number",
         "a boolean" | "bool" => "true or false",
         "a string" | "a borrowed string" | "string" => "a string (in quotes)",
@@ -203,7 +212,7 @@ pub fn rewrite_serde(message: &str) -> String {
     // A whole number written as a float (`1e9`, `4.0`) reads back as digits alone: say why
     // it is not the integer it looks like.
     let float = actual.trim().starts_with("float") || actual.trim().starts_with("floating");
-    let note = if float && rule.ends_with("integer") {
+    let note = if float && rule.contains("integer") {
         " (a float: write an integer without a decimal point or exponent)"
     } else {
         ""
@@ -280,29 +289,37 @@ mod tests {
         let table = [
             (
                 "invalid value: signed int `-4`, expected u32",
-                "expected a non-negative integer, got -4",
+                "expected a non-negative integer (at most 4294967295), got -4",
             ),
             (
                 "invalid type: integer `-3`, expected u32",
-                "expected a non-negative integer, got -3",
+                "expected a non-negative integer (at most 4294967295), got -3",
             ),
             (
                 "invalid type: found float `1.5`, expected u32",
-                "expected a non-negative integer, got 1.5 (a float: write an integer without a \
-                 decimal point or exponent)",
+                "expected a non-negative integer (at most 4294967295), got 1.5 (a float: write an \
+                 integer without a decimal point or exponent)",
             ),
             (
                 "invalid type: found float `1000000000`, expected u32",
-                "expected a non-negative integer, got 1000000000 (a float: write an integer \
-                 without a decimal point or exponent)",
+                "expected a non-negative integer (at most 4294967295), got 1000000000 (a float: \
+                 write an integer without a decimal point or exponent)",
             ),
             (
                 "invalid type: floating point `2.5`, expected a boolean",
                 "expected true or false, got 2.5",
             ),
             (
+                "invalid value: integer `99999999999`, expected u32",
+                "expected a non-negative integer (at most 4294967295), got 99999999999",
+            ),
+            (
+                "invalid value: integer `300`, expected u8",
+                "expected a non-negative integer (at most 255), got 300",
+            ),
+            (
                 "invalid type: string \"many\", expected u32",
-                "expected a non-negative integer, got \"many\"",
+                "expected a non-negative integer (at most 4294967295), got \"many\"",
             ),
             (
                 "invalid type: found signed int `3`, expected a boolean",

@@ -27,8 +27,9 @@ const FORMATS: [(Format, &str); 2] = [
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Cases file (schema perfcast-validation/1). Default: configs/validation/cases.toml, looked
-    /// up from the current directory and each of its parents.
+    /// Cases file (schema perfcast-validation/1), looked up from the current directory and each
+    /// of its parents. Default: the built-in copy of configs/validation/cases.toml, as
+    /// `validate` runs it (from any directory).
     #[arg(value_name = "CASES.toml")]
     pub cases: Option<PathBuf>,
     /// A parameter to fit: one value for every KEY named (tied keys), within LO..HI (default:
@@ -97,7 +98,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.max_evals == 0 {
         anyhow::bail!("--max-evals 0: the optimiser needs at least one evaluation");
     }
-    let path = perfcast_validation::locate_cases(a.cases.as_deref()).map_err(anyhow::Error::msg)?;
     let harness = perfcast_validation::harness::Harness::new(&crate::common::plugins())
         .map_err(anyhow::Error::msg)?;
     let opts = Options {
@@ -110,24 +110,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             ..Settings::default()
         },
     };
-    let c = calibrate::calibrate_file(&path, &harness, &opts).map_err(anyhow::Error::msg)?;
+    let c = calibrate::calibrate_file(a.cases.as_deref(), &harness, &opts)
+        .map_err(anyhow::Error::msg)?;
     let text = match a.format {
         Format::Json => to_json(&c.to_json())?,
         Format::Table | Format::Csv => c.to_table(),
     };
     print(&text)?;
-    if !c.converged() {
-        let best: Vec<String> = c
-            .params
-            .iter()
-            .map(|p| format!("{}={}", p.keys.join(","), p.fitted))
-            .collect();
-        anyhow::bail!(
-            "the calibration did not converge within --max-evals {} (best point: {}); raise --max-evals or narrow the bounds; no file was written",
-            a.max_evals,
-            best.join(" ")
-        );
-    }
+    // The files are written even when the optimiser stopped at its limit: the overlay then
+    // says so in its header, and the command exits 1 after writing them.
     if let Some(out) = &a.out {
         perfcast_report::file::write(out, c.overlay_toml())
             .with_context(|| format!("cannot write the overlay to `{}`", out.display()))?;
@@ -141,6 +132,23 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "wrote {} out-of-fold residuals to {}",
             c.residuals().map(|r| r.residuals.len()).unwrap_or(0),
             file.display()
+        );
+    }
+    if !c.converged() {
+        let best: Vec<String> = c
+            .params
+            .iter()
+            .map(|p| format!("{}={}", p.keys.join(","), p.fitted))
+            .collect();
+        anyhow::bail!(
+            "the calibration did not converge within --max-evals {} (best point: {}); raise --max-evals or narrow the bounds{}",
+            a.max_evals,
+            best.join(" "),
+            if a.out.is_some() {
+                "; the overlay written holds that best point, flagged DID NOT CONVERGE"
+            } else {
+                ""
+            }
         );
     }
     Ok(())

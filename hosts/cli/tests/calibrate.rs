@@ -235,13 +235,36 @@ fn bad_calibrations_exit_non_zero_with_a_reason() {
         assert_eq!(out.code, *code, "{args:?}: {}", out.stderr);
         assert!(out.stderr.contains(want), "{args:?}: {}", out.stderr);
     }
-    // The non-converged run printed its best point and wrote nothing.
+    // The non-converged run printed its best point and wrote it, flagged.
+    std::fs::remove_file(dir.join("never.toml")).unwrap();
     let out = perfcast(&dir, table[6].0);
     assert!(
-        out.stderr.contains("best point: components.h100_sxm5_80gb"),
+        out.stderr.contains("best point: components.h100_sxm5_80gb")
+            && out.stderr.contains("flagged DID NOT CONVERGE"),
         "{}",
         out.stderr
     );
     assert!(out.stdout.contains("NOT CONVERGED"));
-    assert!(!dir.join("never.toml").exists());
+    let overlay = std::fs::read_to_string(dir.join("never.toml")).unwrap();
+    assert!(overlay.contains("# DID NOT CONVERGE"), "{overlay}");
+    assert!(overlay.contains("power_limit_w"), "{overlay}");
+}
+
+/// `calibrate` without a cases file reads the built-in cases, from any directory, as
+/// `validate` does (it looked for configs/validation/cases.toml above the working directory
+/// and failed with "no such file"): a parameter no case has is then judged against them.
+#[test]
+fn calibrate_reads_the_built_in_cases_anywhere() {
+    let dir = common::tmpdir("perfcast-calibrate-anywhere");
+    let out = perfcast(
+        &dir,
+        &["calibrate", "--param", "nosuch.key=1..2", "--cv", "none"],
+    );
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("`nosuch.key` exists in no case's configuration"),
+        "{}",
+        out.stderr
+    );
 }

@@ -652,12 +652,15 @@ fn unknown_names_suggest_the_nearest_and_values_say_the_rule() {
         ),
         (
             &["--set", "plan.tp=-4"],
-            &["`plan.tp`", "expected a non-negative integer, got -4"],
+            &[
+                "`plan.tp`",
+                "expected a non-negative integer (at most 4294967295), got -4",
+            ],
         ),
         (&["--set", "plan.sp=3"], &["expected true or false, got 3"]),
         (
             &["--set", "components.a100_sxm4_80gb.sm_count=\"many\""],
-            &["expected a non-negative integer, got \"many\""],
+            &["expected a non-negative integer (at most 4294967295), got \"many\""],
         ),
     ];
     for (extra, want) in cases {

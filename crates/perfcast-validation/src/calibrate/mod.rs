@@ -574,14 +574,25 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// Read, check and calibrate on the cases file at `path` (see [`calibrate`]).
+/// Calibrate against the cases file at `path` (as [`crate::locate_cases`] finds it), or the
+/// built-in cases (as `validate` runs them, from any directory) when `path` is `None`.
 pub fn calibrate_file(
-    path: &std::path::Path,
+    path: Option<&std::path::Path>,
     harness: &Harness,
     opts: &Options,
 ) -> Result<Calibration, String> {
-    let name = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| format!("{name}: cannot read: {e}"))?;
+    let (name, bytes) = match path {
+        Some(p) => {
+            let p = crate::locate_cases(Some(p))?;
+            let name = p.display().to_string();
+            let bytes = std::fs::read(&p).map_err(|e| format!("{name}: cannot read: {e}"))?;
+            (name, bytes)
+        }
+        None => (
+            crate::BUILTIN_CASES_LABEL.to_string(),
+            crate::BUILTIN_CASES.as_bytes().to_vec(),
+        ),
+    };
     let text = String::from_utf8(bytes.clone()).map_err(|e| format!("{name}: not UTF-8: {e}"))?;
     let file = CasesFile::parse(&text, &name).map_err(|e| e.to_string())?;
     calibrate(harness, &file, &sha256_hex(&bytes), opts)

@@ -281,6 +281,13 @@ impl Calibration {
             "# Check it: perfcast validate {} --overlay THIS_FILE",
             self.cases_file
         );
+        if !self.converged() {
+            let _ = writeln!(
+                h,
+                "# DID NOT CONVERGE: the optimiser stopped at its evaluation limit (--max-evals); \
+                 these are the best values it found, not a minimum."
+            );
+        }
         let _ = writeln!(h, "# cases file: {}", self.cases_described());
         let _ = writeln!(h, "# cases sha256: {}", self.sha256);
         let _ = writeln!(
