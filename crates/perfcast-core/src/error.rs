@@ -199,12 +199,36 @@ pub enum ModelError {
         /// What is allowed.
         rule: String,
     },
+    /// A result that breaks a physical law (a utilisation above 1: work done faster than the
+    /// device's peak): a bug, or a plugin whose times undercut its own declared peaks.
+    #[error("{what} = {value} breaks a physical law: {law}")]
+    Unphysical {
+        /// The quantity.
+        what: String,
+        /// Its value.
+        value: f64,
+        /// The law, with the numbers it compares.
+        law: String,
+    },
     /// A plugin's error, passed on unchanged.
     #[error(transparent)]
     Plugin(#[from] PluginError),
 }
 
 impl ModelError {
+    /// [`ModelError::Unphysical`] unless `value`, a utilisation of `what`, is at most 1 (to
+    /// rounding).
+    pub fn check_utilisation(what: &str, value: f64, of: &str) -> Result<(), ModelError> {
+        if value <= 1.0 + 1e-9 {
+            return Ok(());
+        }
+        Err(ModelError::Unphysical {
+            what: what.to_string(),
+            value,
+            law: format!("{of} cannot exceed the device's peak (a utilisation of at most 1)"),
+        })
+    }
+
     /// [`ModelError::Invalid`] of `key`.
     pub fn invalid(key: Key, value: impl ToString, rule: impl Into<String>) -> Self {
         ModelError::Invalid {

@@ -182,9 +182,29 @@ pub fn read_trace(path: &Path) -> Result<Vec<Request>, String> {
             ))
         }
     };
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{}: not a regular file (a trace is read whole)",
+            path.display()
+        ));
+    }
+    if meta.len() > MAX_TRACE_BYTES {
+        return Err(format!(
+            "{}: {} bytes, more than a trace may have ({MAX_TRACE_BYTES}: {} requests of \
+             about 100 bytes a line)",
+            path.display(),
+            meta.len(),
+            perfcast_serving::MAX_REQUESTS
+        ));
+    }
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     parse_trace(&text, format).map_err(|e| format!("{}: {e}", path.display()))
 }
+
+/// The largest trace file read: room for [`perfcast_serving::MAX_REQUESTS`] lines of about
+/// 100 bytes (a JSON-lines request with long field names is about 60).
+pub const MAX_TRACE_BYTES: u64 = 1 << 30;
 
 #[cfg(test)]
 mod tests {
@@ -330,6 +350,20 @@ mod tests {
             e.contains("b.jsonl: line 2: `input_len` = -2 is negative"),
             "{e}"
         );
+        // A directory (or FIFO, or device) is refused before reading; so is a file above the
+        // size limit (a sparse file: no disk used).
+        let e = read_trace(&dir.join("sub.csv")).unwrap_err();
+        assert!(e.contains("sub.csv"), "{e}");
+        std::fs::create_dir_all(dir.join("d.csv")).unwrap();
+        let e = read_trace(&dir.join("d.csv")).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        let big = dir.join("big.csv");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_TRACE_BYTES + 1)
+            .unwrap();
+        let e = read_trace(&big).unwrap_err();
+        assert!(e.contains("more than a trace may have"), "{e}");
         // A trace named in a file is read relative to that file.
         let cfg_file = dir.join("serve.toml");
         std::fs::write(

@@ -51,7 +51,8 @@ mod tests;
 
 pub use config::{
     check_rate, ArrivalProcess, DisaggregatedConfig, InferenceDefaults, Length, Load, PoolConfig,
-    ServingConfig, Slo, SpeculativeConfig, WorkloadSpec, MIN_RATE, MIN_RATE_RULE,
+    ServingConfig, Slo, SpeculativeConfig, WorkloadSpec, MAX_REQUESTS, MAX_REQUESTS_RULE, MIN_RATE,
+    MIN_RATE_RULE,
 };
 pub use deployment::{
     kv_caches, Deployment, KvAdmission, KvCache, Pool, PoolRole, Router, Speculative,

@@ -571,6 +571,26 @@ fn traces_parse_and_name_bad_lines() {
     let jsonl = "{\"arrival_s\": 1.0, \"input_len\": 5, \"output_len\": 6}\n{\"arrival_s\": 2, \"input_len\": 7, \"output_len\": 8, \"x\": null}\n";
     let j = parse_trace(jsonl, TraceFormat::Jsonl).unwrap();
     assert_eq!((j.len(), j[1].output, j[1].arrival), (2, 8, 1.0));
+    // More requests than a run may simulate are refused with the limit (the generated load's
+    // `requests` alike).
+    let many = format!(
+        "arrival_s,input_len,output_len\n{}",
+        "0,1,1\n".repeat(MAX_REQUESTS as usize + 1)
+    );
+    let e = parse_trace(&many, TraceFormat::Csv)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("10000001 requests: a trace must be at most 10000000"),
+        "{e}"
+    );
+    let mut c = cfg();
+    c.requests = MAX_REQUESTS + 1;
+    let e = c.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("serving.requests") && e.contains("at most 10000000"),
+        "{e}"
+    );
     // The longest span served is kept to the microsecond.
     let far = "arrival_s,input_len,output_len\n1e9,2,3\n0,4,3\n";
     let f = parse_trace(far, TraceFormat::Csv).unwrap();

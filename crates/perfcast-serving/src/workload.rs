@@ -231,6 +231,16 @@ pub fn parse_trace(text: &str, format: TraceFormat) -> Result<Vec<Request>, Trac
             }
         }
     }
+    if out.len() > crate::MAX_REQUESTS as usize {
+        return Err(err(
+            0,
+            format!(
+                "{} requests: a trace {}",
+                out.len(),
+                crate::MAX_REQUESTS_RULE
+            ),
+        ));
+    }
     let Some(first) = out
         .iter()
         .min_by(|a, b| a.1.arrival.total_cmp(&b.1.arrival))

@@ -161,6 +161,12 @@ fn apply_overrides(sc: &mut ServingScenario, a: &Args) -> anyhow::Result<()> {
             if n == 0 {
                 anyhow::bail!("invalid `--requests 0`: must be at least 1");
             }
+            if n > perfcast_serving::MAX_REQUESTS {
+                anyhow::bail!(
+                    "invalid `--requests {n}`: {}",
+                    perfcast_serving::MAX_REQUESTS_RULE
+                );
+            }
             w.requests = n;
         }
         if let Some(s) = a.seed {

@@ -213,6 +213,21 @@ fn serve_bad_input() {
         assert!(o.stderr.contains(want), "{args:?}: {}", o.stderr);
         assert!(!o.stderr.contains("internal error"), "{}", o.stderr);
     }
+    // 10^8 requests asked for one 8.8 GB allocation before a request ran.
+    for (args, want) in [
+        (
+            ["--requests", "100000000"],
+            "`--requests 100000000`: must be at most 10000000",
+        ),
+        (
+            ["--set", "serving.requests=100000000"],
+            "must be at most 10000000",
+        ),
+    ] {
+        let o = run(&["serve", &c, args[0], args[1]]);
+        assert_eq!(o.code, 1, "{args:?}: {}", o.stderr);
+        assert!(o.stderr.contains(want), "{args:?}: {}", o.stderr);
+    }
     let o = run(&["serve", &c, "--trace", &bad_s]);
     assert_eq!(o.code, 1);
     assert!(

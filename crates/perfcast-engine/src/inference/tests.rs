@@ -562,7 +562,8 @@ fn plugin_reporting_only_totals() {
             "table"
         }
         fn peak(&self, _: Engine, _: DType) -> Option<FlopRate> {
-            Some(FlopRate::from_tflops(100.0))
+            // High enough that 10 µs per op is physically possible (prefill MFU <= 1).
+            Some(FlopRate::from_tflops(10_000.0))
         }
         fn op_time(
             &self,
@@ -656,4 +657,51 @@ fn a_plugin_total_above_its_parts_is_kept() {
     ] {
         assert!(b >= 1.5 * a, "{what}: {b} against {a}");
     }
+}
+
+/// A compute unit whose ops finish faster than its own peak allows gives an error naming the
+/// law, not a prefill MFU above 1 (in-process units are not behind the foreign adapter's
+/// per-op checks).
+#[test]
+fn a_prefill_faster_than_the_peak_is_refused() {
+    struct Fast;
+    impl ComputeUnit for Fast {
+        fn kind(&self) -> &str {
+            "fast"
+        }
+        fn peak(&self, _: Engine, _: DType) -> Option<FlopRate> {
+            Some(FlopRate::from_tflops(100.0))
+        }
+        fn op_time(
+            &self,
+            op: &ComputeOp,
+            _: &MemoryHierarchy,
+        ) -> Result<perfcast_core::OpTime, ModelError> {
+            Ok(perfcast_core::OpTime {
+                time: Seconds::from_micros(10.0),
+                compute: Seconds::ZERO,
+                memory: Seconds::ZERO,
+                overhead: Seconds::ZERO,
+                bound: TimeBound::Compute,
+                flops: op.flops(),
+                device_bytes: op.min_bytes(),
+            })
+        }
+    }
+    let mut sys = a100(1);
+    sys.compute = Arc::new(Fast);
+    let options = InferenceOptions {
+        host_launch_us: 0.0,
+        step_overhead_us: 0.0,
+        ..InferenceOptions::default()
+    };
+    let e = Inference::new(llama2(7), sys, options)
+        .unwrap()
+        .evaluate(&plan(1, 1, 64, 1))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("prefill MFU = 2.8") && e.contains("breaks a physical law"),
+        "{e}"
+    );
 }
