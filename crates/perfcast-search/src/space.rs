@@ -79,7 +79,7 @@ space_and_config! {
         /// "interleaved-1f1b"]`; non-interleaved schedules are tried with `vpp = 1`, interleaved
         /// ones with `vpp > 1`.
         pub schedule: Option<Vec<String>>,
-        /// GEMM precisions. Default: `bf16`, and `fp8` when the device has an fp8 matrix peak.
+        /// GEMM precisions. Default: the plan's own (`plan.precision`).
         pub precision: Option<Vec<DType>>,
         /// Overlap TP collectives with GEMMs (only with `tp > 1`). Default `[false, true]`.
         pub tp_comm_overlap: Option<Vec<bool>>,

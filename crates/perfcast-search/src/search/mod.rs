@@ -75,7 +75,7 @@ pub fn search_within(
     };
     let mut lists = Vec::with_capacity(trainings.len());
     for t in trainings {
-        lists.push(resolve::lists(t, space)?);
+        lists.push(resolve::lists(t, space, template.precision)?);
     }
     let mut outers = resolve::outer_tuples(trainings, space, constraints)?;
     let hopeless = hopeless_counts(trainings, constraints);

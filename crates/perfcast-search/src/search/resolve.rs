@@ -5,7 +5,7 @@
 use super::results::precision_code;
 use crate::space::{Constraints, SearchSpace};
 use crate::SearchError;
-use perfcast_core::{DType, Engine};
+use perfcast_core::DType;
 use perfcast_engine::training::{Placement, Training};
 
 /// Most plans one search reports (each is fully evaluated and printed).
@@ -59,8 +59,13 @@ pub(super) fn divisors(n: u64) -> Vec<u32> {
 }
 
 /// The lists of every dimension walked inside an outer tuple, for `training` (its registered
-/// recompute policies and schedules, its device's precisions), each checked.
-pub(super) fn lists(training: &Training, space: &SearchSpace) -> Result<Lists, SearchError> {
+/// recompute policies and schedules; the precisions `[search]` lists, else the plan's own,
+/// `precision`), each checked.
+pub(super) fn lists(
+    training: &Training,
+    space: &SearchSpace,
+    precision: DType,
+) -> Result<Lists, SearchError> {
     let rnames = training.recompute_names();
     let snames = training.schedule_names();
     let pick = |names: &[&str], list: &[String], key: &str| -> Result<Vec<u8>, SearchError> {
@@ -101,7 +106,6 @@ pub(super) fn lists(training: &Training, space: &SearchSpace) -> Result<Lists, S
         .into_iter()
         .map(|i| (i, snames[i as usize].contains("interleaved")))
         .collect();
-    let unit = training.system().compute.as_ref();
     let precision = match &space.precision {
         Some(l) => {
             for d in l {
@@ -117,10 +121,9 @@ pub(super) fn lists(training: &Training, space: &SearchSpace) -> Result<Lists, S
             }
             l.clone()
         }
-        None => [DType::Bf16, DType::Fp8]
-            .into_iter()
-            .filter(|d| unit.peak(Engine::Matrix, *d).is_some())
-            .collect(),
+        // A search keeps the precision the configuration names (it switched to FP8 unasked,
+        // and ranked FP8 and BF16 plans against different peaks in one MFU column).
+        None => vec![precision],
     };
     let all = Placement::all();
     let placements = match &space.placement {
