@@ -191,53 +191,66 @@ impl Config {
         category: Category,
         params: &serde_json::Value,
     ) -> Result<Component, HostError> {
-        let base = format!("components.{name}");
         self.registry()
             .build(category, kind, params)
             .map_err(|e| match e {
                 RegistryError::Build { source, .. } => {
-                    let (key, message) = match source {
-                        PluginError::Params { path, message } => {
-                            let mut key = if path.is_empty() {
-                                base.clone()
-                            } else {
-                                format!("{base}.{path}")
-                            };
-                            // serde reports an unknown field at its parent: name the field.
-                            if let Some(field) = message
-                                .strip_prefix("unknown key `")
-                                .or_else(|| message.strip_prefix("unknown field `"))
-                                .and_then(|m| m.split('`').next())
-                            {
-                                if !key.ends_with(&format!(".{field}")) {
-                                    key = format!("{key}.{field}");
-                                }
-                            }
-                            (key, format!("{message} (parameter of {category} `{kind}`)"))
-                        }
-                        other => (base.clone(), other.to_string()),
-                    };
-                    // A failure of the component as a whole is reported where it was defined.
-                    let kind_origin = || self.origin_of(&format!("{base}.kind"));
-                    let origin = if key == base {
-                        kind_origin()
-                    } else {
-                        self.origin_of(&key).or_else(kind_origin)
-                    };
-                    HostError::Invalid {
-                        key,
-                        origin,
-                        message,
-                    }
+                    self.build_error(name, kind, category, source)
                 }
                 other => HostError::Registry(other),
             })
     }
 
-    /// Check the components no slot uses: where the kind names exactly one registered
-    /// category, its parameters must build (catches typos in spare components). A kind no
-    /// category knows is left alone here (a plugin library that is not loaded this time);
-    /// a slot that uses it reports it.
+    /// A plugin's error about component `name` under the key it is about, with that key's
+    /// origin (a failure of the component as a whole where its `kind` was set).
+    fn build_error(
+        &self,
+        name: &str,
+        kind: &str,
+        category: Category,
+        source: PluginError,
+    ) -> HostError {
+        let base = format!("components.{name}");
+        let (key, message) = match source {
+            PluginError::Params { path, message } => {
+                let mut key = if path.is_empty() {
+                    base.clone()
+                } else {
+                    format!("{base}.{path}")
+                };
+                // serde reports an unknown field at its parent: name the field.
+                if let Some(field) = message
+                    .strip_prefix("unknown key `")
+                    .or_else(|| message.strip_prefix("unknown field `"))
+                    .and_then(|m| m.split('`').next())
+                {
+                    if !key.ends_with(&format!(".{field}")) {
+                        key = format!("{key}.{field}");
+                    }
+                }
+                (key, format!("{message} (parameter of {category} `{kind}`)"))
+            }
+            other => (base.clone(), other.to_string()),
+        };
+        let kind_origin = || self.origin_of(&format!("{base}.kind"));
+        let origin = if key == base {
+            kind_origin()
+        } else {
+            self.origin_of(&key).or_else(kind_origin)
+        };
+        HostError::Invalid {
+            key,
+            origin,
+            message,
+        }
+    }
+
+    /// Check the components no slot uses (catches typos in spare components), where the kind
+    /// names exactly one registered category: a built-in's parameters must build; a library's
+    /// are checked against the parameters it declared, without building (no library code
+    /// runs for a component nothing uses), and left alone when it declared none. A kind no
+    /// category knows is left alone here (a plugin library that is not loaded this time); a
+    /// slot that uses it reports it.
     pub fn check_components(&self) -> Result<(), HostError> {
         let Some(Value::Dict(_, d)) = lookup(self.value(), "components") else {
             return Ok(());
@@ -248,8 +261,20 @@ impl Config {
                 .into_iter()
                 .filter(|c| self.registry().contains(*c, &kind))
                 .collect();
-            if let [one] = cats.as_slice() {
-                self.build(name, &kind, *one, &params)?;
+            let [one] = cats.as_slice() else { continue };
+            let Some(info) = self.registry().info(*one, &kind) else {
+                continue;
+            };
+            match (&info.origin, &info.params) {
+                (perfcast_core::Origin::BuiltIn(_), _) => {
+                    self.build(name, &kind, *one, &params)?;
+                }
+                (perfcast_core::Origin::Library(_), Some(specs)) => {
+                    if let Err(e) = perfcast_core::param_spec::check_params(specs, &params) {
+                        return Err(self.build_error(name, &kind, *one, e));
+                    }
+                }
+                (perfcast_core::Origin::Library(_), None) => {}
             }
         }
         Ok(())

@@ -208,6 +208,66 @@ impl ParamSpec {
     }
 }
 
+/// Check `params` (a component's table) against the parameters a plugin declared, without
+/// building anything: every key declared, every required one given, each value of its type.
+/// Ranges are the plugin's to check when it builds. The error is
+/// [`crate::PluginError::Params`] with the key's path, as a plugin's own would be.
+pub fn check_params(
+    specs: &[ParamSpec],
+    params: &serde_json::Value,
+) -> Result<(), crate::PluginError> {
+    let bad = |path: &str, message: String| crate::PluginError::Params {
+        path: path.to_string(),
+        message,
+    };
+    let empty = serde_json::Map::new();
+    let table = match params {
+        serde_json::Value::Null => &empty,
+        serde_json::Value::Object(m) => m,
+        other => {
+            return Err(bad(
+                "",
+                format!("expected a table of parameters, got {other}"),
+            ))
+        }
+    };
+    for (key, value) in table {
+        let Some(spec) = specs.iter().find(|s| s.name == key.as_str()) else {
+            return Err(bad(
+                key,
+                format!(
+                    "unknown key `{key}`{}",
+                    crate::suggest::did_you_mean(key, specs.iter().map(|s| s.name.as_ref()))
+                ),
+            ));
+        };
+        let ok = match spec.ty {
+            ParamType::Float => value.is_number(),
+            ParamType::Integer => value.is_i64() || value.is_u64(),
+            ParamType::Bool => value.is_boolean(),
+            ParamType::String => value.is_string(),
+            ParamType::Table => value.is_object(),
+            ParamType::List => value.is_array(),
+        };
+        if !ok {
+            return Err(bad(
+                key,
+                format!("expected {}, got {value}", spec.ty.name()),
+            ));
+        }
+    }
+    if let Some(missing) = specs
+        .iter()
+        .find(|s| s.default == ParamDefault::Required && !table.contains_key(s.name.as_ref()))
+    {
+        return Err(bad(
+            &missing.name,
+            format!("missing required parameter `{}`", missing.name),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,5 +293,51 @@ mod tests {
             );
         }
         assert_eq!(ParamDefault::Derived("x".into()).to_string(), "(x)");
+    }
+
+    /// A table is checked against the declared parameters alone: unknown keys (with the
+    /// nearest), missing required ones, wrong types; a range is not judged here.
+    #[test]
+    fn params_are_checked_against_the_declaration() {
+        static SPECS: &[ParamSpec] = &[
+            ParamSpec::required("capacity_gb", ParamType::Float, "GB", "> 0", "", ""),
+            ParamSpec::with_default("stacks", ParamType::Integer, "", "4", ">= 1", "", ""),
+            ParamSpec::with_default("name", ParamType::String, "", "\"x\"", "", "", ""),
+        ];
+        let ok = serde_json::json!({"capacity_gb": 80, "stacks": 5});
+        assert!(check_params(SPECS, &ok).is_ok());
+        // Out of range is the plugin's to judge when it builds.
+        assert!(check_params(SPECS, &serde_json::json!({"capacity_gb": -1.0})).is_ok());
+        for (params, path, want) in [
+            (
+                serde_json::json!({"capacity_gb": 1, "stack": 2}),
+                "stack",
+                "did you mean `stacks`",
+            ),
+            (
+                serde_json::json!({"stacks": 2}),
+                "capacity_gb",
+                "missing required parameter",
+            ),
+            (
+                serde_json::json!({"capacity_gb": "big"}),
+                "capacity_gb",
+                "expected float",
+            ),
+            (
+                serde_json::json!({"capacity_gb": 1, "stacks": 2.5}),
+                "stacks",
+                "expected integer",
+            ),
+            (serde_json::json!([1]), "", "expected a table"),
+        ] {
+            match check_params(SPECS, &params) {
+                Err(crate::PluginError::Params { path: p, message }) => {
+                    assert_eq!(p, path, "{params}");
+                    assert!(message.contains(want), "{params}: {message}");
+                }
+                other => panic!("{params}: {other:?}"),
+            }
+        }
     }
 }

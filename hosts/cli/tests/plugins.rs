@@ -336,6 +336,53 @@ fn load_pins_on_the_command_line() {
     assert!(o.stderr.contains("sha256 mismatch"), "{}", o.stderr);
 }
 
+/// A spare component of a library's kind (no slot uses it) is checked against the
+/// parameters the library declared, without building it: a typo is an error naming the key
+/// and the nearest, a value only the build would judge (a negative peak) is not, since no
+/// library code runs for a component nothing uses.
+#[test]
+fn spare_library_components_are_checked_not_built() {
+    let l = libs();
+    let acme = l.acme.to_str().unwrap();
+    let example = repo().join("configs/examples/acme-npu.toml");
+    let write = |name: &str, spare: &str| {
+        let p = l.dir.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "include = [{:?}]\n[components.spare]\nkind = \"acme/npu9\"\n{spare}\n",
+                example.display().to_string()
+            ),
+        )
+        .unwrap();
+        p.display().to_string()
+    };
+    let typo = write("spare-typo.toml", "fp8_tps = 1.0");
+    let o = perfcast(&["roofline", &typo, "--load", acme]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("components.spare.fp8_tps")
+            && o.stderr.contains("did you mean `fp8_tops`")
+            && o.stderr.contains("spare-typo.toml"),
+        "{}",
+        o.stderr
+    );
+    let wrong_type = write("spare-type.toml", "cores = \"eight\"");
+    let o = perfcast(&["roofline", &wrong_type, "--load", acme]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("components.spare.cores") && o.stderr.contains("expected integer"),
+        "{}",
+        o.stderr
+    );
+    let negative = write(
+        "spare-negative.toml",
+        "fp8_tops = 1.0\nbf16_tflops = -5.0\nvector_tflops = 1.0\ncores = 1\narray_dim = 8",
+    );
+    let o = perfcast(&["roofline", &negative, "--load", acme]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+}
+
 /// Only config files and `--load` name libraries: `PERFCAST_PLUGINS` and `--set plugins=...`
 /// are refused, naming where the key came from, before any library code runs.
 #[test]
