@@ -1,5 +1,6 @@
 //! Charts of engine reports for the CLI's `--plot` (texts inherit the root's font).
 
+use crate::axis::{linear_ticks, tick_label};
 use crate::marks::{stack, Legend};
 use crate::palette::{pick, TAB16};
 use crate::svg::{Px, Svg};
@@ -51,6 +52,37 @@ fn swatch_row(s: &mut Svg, x: f64, y: f64, color: &str, label: &str) {
         .text(label);
 }
 
+/// A vertical value axis at `x` from 0 (at `bottom`) to `max` (at `TOP`): the axis line, and
+/// "nice" ticks with their labels to its left.
+fn y_axis(s: &mut Svg, x: f64, bottom: f64, max: f64) {
+    s.el("line")
+        .attr("x1", Px(x))
+        .attr("y1", Px(bottom))
+        .attr("x2", Px(x))
+        .attr("y2", Px(TOP))
+        .attr("stroke", "#333")
+        .end();
+    if !(max > 0.0 && max.is_finite()) {
+        return;
+    }
+    for t in linear_ticks(0.0, max) {
+        let y = bottom - PLOT_H * t / max;
+        s.el("line")
+            .attr("x1", Px(x - 4.0))
+            .attr("y1", Px(y))
+            .attr("x2", Px(x))
+            .attr("y2", Px(y))
+            .attr("stroke", "#333")
+            .end();
+        s.el("text")
+            .attr("x", Px(x - 6.0))
+            .attr("y", Px(y + 4.0))
+            .attr("text-anchor", "end")
+            .text(&tick_label(t))
+            .nl();
+    }
+}
+
 /// The parts of the step time, in stacking order (positive and finite ones only).
 fn time_parts(r: &TrainingReport) -> Vec<(String, f64)> {
     let b = &r.breakdown;
@@ -82,8 +114,9 @@ fn time_bar(s: &mut Svg, r: &TrainingReport) {
         .nl();
     let parts = time_parts(r);
     let total: f64 = parts.iter().map(|p| p.1).sum();
+    let (bx, bw) = (50.0, 60.0);
+    y_axis(s, bx - 4.0, TOP + PLOT_H, total);
     let percent = |v: f64| if total > 0.0 { 100.0 * v / total } else { 0.0 };
-    let (bx, bw) = (40.0, 60.0);
     let heights: Vec<f64> = parts
         .iter()
         .map(|p| {
@@ -124,8 +157,9 @@ fn memory_bars(s: &mut Svg, r: &TrainingReport, stages: &[StageMemory]) {
         .collect();
     let cap = r.memory.capacity.gib();
     let peak = stages.iter().map(|st| st.total.gib()).fold(cap, f64::max);
-    let (px0, px1) = (380.0, WIDTH - 150.0);
+    let (px0, px1) = (410.0, WIDTH - 150.0);
     let bottom = TOP + PLOT_H;
+    y_axis(s, px0 - 6.0, bottom, peak);
     s.el("text")
         .attr("x", px0)
         .attr("y", 44)

@@ -69,6 +69,30 @@ impl<'a> Roofs<'a> {
         }
     }
 
+    /// The device tier's bandwidth (TB/s), where the peaks' knees are.
+    fn device_bw(&self, r: &RooflineReport) -> f64 {
+        self.tiers
+            .iter()
+            .find(|t| t.0 == r.device_tier)
+            .map(|t| t.1)
+            .unwrap_or(f64::INFINITY)
+    }
+
+    /// The boxes (px) of the peaks' lines and labels, which the points' labels avoid.
+    fn peak_boxes(&self, r: &RooflineReport, x: &AxisMap, y: &AxisMap) -> Vec<Bbox> {
+        let bw = self.device_bw(r);
+        let right = x.at(x.hi);
+        let mut v = Vec::new();
+        for (name, peak) in &self.peaks {
+            let py = y.at(*peak);
+            let left = x.at((peak / bw).clamp(x.lo, x.hi));
+            v.push((left, py - 1.0, right, py + 1.0));
+            let w = peak_label(name, *peak).chars().count() as f64 * 0.6 * 11.0;
+            v.push((right - 4.0 - w, py - 4.0 - 11.0, right - 4.0, py - 3.0));
+        }
+        v
+    }
+
     fn top_peak(&self) -> f64 {
         self.peaks.iter().map(|p| p.1).fold(0.0, f64::max)
     }
@@ -127,11 +151,17 @@ pub fn roofline_svg(r: &RooflineReport) -> String {
         row: LINE,
     };
     roof_lines(&mut s, r, &roofs, &x, &y, &legend);
-    // Ops: numbered points, named in the legend under the tiers (labels on the chart would
-    // overlap where ops share a shape class).
-    for (i, (name, ix, t)) in roofs.points.iter().enumerate() {
+    // Ops: numbered points, named in the legend under the tiers; on the chart, one number
+    // label per cluster of points (ops of one shape class fall on one spot), placed where it
+    // overlaps no other label and no point.
+    let at: Vec<(f64, f64)> = roofs
+        .points
+        .iter()
+        .map(|(_, ix, t)| (x.at(*ix), y.at(*t)))
+        .collect();
+    for (i, (name, _, _)) in roofs.points.iter().enumerate() {
         let c = pick(&POINTS, i);
-        let (px, py) = (x.at(*ix), y.at(*t));
+        let (px, py) = at[i];
         let ly = legend.y(roofs.tiers.len() + 1 + i);
         s.el("circle")
             .attr("cx", Px(px))
@@ -139,12 +169,6 @@ pub fn roofline_svg(r: &RooflineReport) -> String {
             .attr("r", 4)
             .attr("fill", c)
             .titled(name);
-        s.el("text")
-            .attr("x", Px(px + 5.0))
-            .attr("y", Px(py - 4.0))
-            .attr("fill", c)
-            .attr("font-size", 9)
-            .text(&(i + 1).to_string());
         s.el("circle")
             .attr("cx", Px(legend.x + 19.0))
             .attr("cy", Px(ly - 4.0))
@@ -158,7 +182,115 @@ pub fn roofline_svg(r: &RooflineReport) -> String {
             .text(&format!("{} {name}", i + 1))
             .nl();
     }
+    for l in place_labels(&at, &roofs.peak_boxes(r, &x, &y)) {
+        s.el("text")
+            .attr("x", Px(l.x))
+            .attr("y", Px(l.y))
+            .attr("text-anchor", if l.end { "end" } else { "start" })
+            .attr("fill", pick(&POINTS, l.first))
+            .attr("font-size", LABEL_SIZE)
+            .text(&l.text)
+            .nl();
+    }
     s.finish()
+}
+
+/// A peak's label on its line.
+fn peak_label(name: &str, peak: f64) -> String {
+    format!("{name} peak {} TFLOP/s", num(peak))
+}
+
+/// A box in pixels: (left, top, right, bottom).
+type Bbox = (f64, f64, f64, f64);
+
+/// The font size of the points' number labels, and the width of one of their characters
+/// (a digit or a comma in a sans-serif face is about 0.6 em).
+const LABEL_SIZE: f64 = 9.0;
+const LABEL_CHAR_W: f64 = 0.6 * LABEL_SIZE;
+/// Points closer than this (px) share one label.
+const CLUSTER_PX: f64 = 3.0;
+
+/// A number label placed on the chart: its text anchor point, whether the text ends there,
+/// and the first point it names (its colour).
+#[derive(Debug, Clone, PartialEq)]
+struct Placed {
+    x: f64,
+    y: f64,
+    end: bool,
+    first: usize,
+    text: String,
+}
+
+impl Placed {
+    /// The label's box.
+    fn bbox(&self) -> Bbox {
+        let w = self.text.chars().count() as f64 * LABEL_CHAR_W;
+        let left = if self.end { self.x - w } else { self.x };
+        (left, self.y - LABEL_SIZE, left + w, self.y + 1.0)
+    }
+}
+
+fn overlaps(a: Bbox, b: Bbox) -> bool {
+    a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
+}
+
+/// Number labels for the points at `at` (pixels, in op order): points within
+/// [`CLUSTER_PX`] of each other share one label (`1,3,4`); each label takes the first of a
+/// few positions around its point where it overlaps no label placed before it, no point's
+/// marker (radius 4) and none of `obstacles`, else the first position.
+fn place_labels(at: &[(f64, f64)], obstacles: &[Bbox]) -> Vec<Placed> {
+    let mut clusters: Vec<Vec<usize>> = Vec::new();
+    for (i, p) in at.iter().enumerate() {
+        let near = |q: &(f64, f64)| (p.0 - q.0).hypot(p.1 - q.1) <= CLUSTER_PX;
+        match clusters.iter_mut().find(|c| near(&at[c[0]])) {
+            Some(c) => c.push(i),
+            None => clusters.push(vec![i]),
+        }
+    }
+    let mut markers: Vec<Bbox> = at
+        .iter()
+        .map(|(x, y)| (x - 4.0, y - 4.0, x + 4.0, y + 4.0))
+        .collect();
+    markers.extend_from_slice(obstacles);
+    let mut placed: Vec<Placed> = Vec::new();
+    for c in clusters {
+        let (px, py) = at[c[0]];
+        let text = c
+            .iter()
+            .map(|i| (i + 1).to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        // (dx, dy, text ends at the anchor): right above, right below, left above, left
+        // below, then further out.
+        let tries = [
+            (6.0, -5.0, false),
+            (6.0, 12.0, false),
+            (-6.0, -5.0, true),
+            (-6.0, 12.0, true),
+            (6.0, -16.0, false),
+            (-6.0, -16.0, true),
+            (6.0, 23.0, false),
+            (-6.0, 23.0, true),
+        ];
+        let candidates = tries.iter().map(|(dx, dy, end)| Placed {
+            x: px + dx,
+            y: py + dy,
+            end: *end,
+            first: c[0],
+            text: text.clone(),
+        });
+        let free = |l: &Placed| {
+            let b = l.bbox();
+            !placed.iter().any(|o| overlaps(b, o.bbox()))
+                && !markers.iter().any(|m| overlaps(b, *m))
+        };
+        let mut all = candidates.clone();
+        let pick = all.find(|l| free(l)).or_else(|| candidates.clone().next());
+        if let Some(l) = pick {
+            placed.push(l);
+        }
+    }
+    placed
 }
 
 /// The decade grid, its labels and the axis titles.
@@ -252,12 +384,7 @@ fn roof_lines(
             .text(&format!("{name} {} TB/s", num(*bw)))
             .nl();
     }
-    let device_bw = roofs
-        .tiers
-        .iter()
-        .find(|t| t.0 == r.device_tier)
-        .map(|t| t.1)
-        .unwrap_or(f64::INFINITY);
+    let device_bw = roofs.device_bw(r);
     for (name, peak) in &roofs.peaks {
         let knee = (peak / device_bw).clamp(x0, x1);
         let py = Px(y.at(*peak));
@@ -273,7 +400,47 @@ fn roof_lines(
             .attr("x", Px(x.at(x1) - 4.0))
             .attr("y", Px(py.0 - 4.0))
             .attr("text-anchor", "end")
-            .text(&format!("{name} peak {} TFLOP/s", num(*peak)))
+            .text(&peak_label(name, *peak))
             .nl();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Points on one spot share a label; no label overlaps another, a point or an obstacle
+    /// when there is room; a crowded spot still gets its label.
+    #[test]
+    fn labels_cluster_and_do_not_collide() {
+        let at = [
+            (100.0, 100.0),
+            (101.0, 100.5),
+            (108.0, 100.0),
+            (100.0, 112.0),
+            (300.0, 300.0),
+        ];
+        let wall = (300.0, 280.0, 400.0, 296.0);
+        let placed = place_labels(&at, &[wall]);
+        let texts: Vec<&str> = placed.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, ["1,2", "3", "4", "5"]);
+        for (i, a) in placed.iter().enumerate() {
+            for b in &placed[i + 1..] {
+                assert!(!overlaps(a.bbox(), b.bbox()), "{a:?} and {b:?}");
+            }
+            for (x, y) in at {
+                assert!(
+                    !overlaps(a.bbox(), (x - 4.0, y - 4.0, x + 4.0, y + 4.0)),
+                    "{a:?} on the point at ({x}, {y})"
+                );
+            }
+            assert!(!overlaps(a.bbox(), wall), "{a:?}");
+        }
+        // Label 5 would sit right above its point, where the wall is: it goes elsewhere.
+        assert!(placed[3].y > 300.0 || placed[3].end, "{:?}", placed[3]);
+        // Nothing free: the first position, still drawn.
+        let boxed = [(0.0, 0.0, 1000.0, 1000.0)];
+        let p = place_labels(&[(50.0, 50.0)], &boxed);
+        assert_eq!((p[0].x, p[0].y, p[0].end), (56.0, 45.0, false));
     }
 }

@@ -222,6 +222,18 @@ fn predict_plot_draws_time_and_memory_stacks() {
         assert!(s.contains(needle), "`{needle}` not in the plot");
     }
     assert!(!s.contains("NaN") && !s.contains("inf"));
+    // Both panels have a value scale: tick labels right-aligned on their axes, 0 on each and
+    // the 80 GiB of the capacity on the memory axis (there were none).
+    let ticks: Vec<&str> = s
+        .split("<text")
+        .filter(|t| t.contains("text-anchor=\"end\"") && !t.contains("font-size"))
+        .filter_map(|t| t.split('>').nth(1)?.split('<').next())
+        .collect();
+    assert!(
+        ticks.iter().filter(|t| **t == "0").count() >= 2,
+        "{ticks:?}"
+    );
+    assert!(ticks.contains(&"80"), "{ticks:?}");
 }
 
 #[test]
