@@ -336,6 +336,21 @@ fn load_pins_on_the_command_line() {
     assert!(o.stderr.contains("sha256 mismatch"), "{}", o.stderr);
 }
 
+/// The shipped example plugins run their example configs without a warning (both printed
+/// "suspicious hardware": no on-chip tier; the DSP's LPDDR below every accelerator's).
+#[test]
+fn the_shipped_examples_print_no_warning() {
+    let l = libs();
+    for (cfg, lib) in [
+        ("configs/examples/acme-npu.toml", &l.acme),
+        ("configs/examples/c-vendor.toml", &l.c),
+    ] {
+        let o = perfcast(&["roofline", cfg, "--load", lib.to_str().unwrap()]);
+        assert_eq!(o.code, 0, "{cfg}: {}", o.stderr);
+        assert!(!o.stderr.contains("warning"), "{cfg}: {}", o.stderr);
+    }
+}
+
 /// A spare component of a library's kind (no slot uses it) is checked against the
 /// parameters the library declared, without building it: a typo is an error naming the key
 /// and the nearest, a value only the build would judge (a negative peak) is not, since no
