@@ -403,9 +403,15 @@ impl Config {
         let v = lookup(&self.value, key)?;
         let label = self.tag_label(v.tag(), key);
         let md = self.figment.get_metadata(v.tag())?;
+        let ext = |p: &std::path::Path| {
+            p.extension()
+                .and_then(|e| e.to_str())
+                .map(str::to_ascii_lowercase)
+        };
+        let yaml = matches!(md.source.as_ref(), Some(figment::Source::File(p)) if matches!(ext(p).as_deref(), Some("yaml" | "yml")));
         let text = match md.source.as_ref() {
             Some(figment::Source::File(p))
-                if p.extension().and_then(|e| e.to_str()) == Some("toml") =>
+                if matches!(ext(p).as_deref(), Some("toml" | "yaml" | "yml")) =>
             {
                 std::fs::read_to_string(p).ok()
             }
@@ -416,7 +422,13 @@ impl Config {
                 .map(str::to_string),
             _ => None,
         };
-        let line = text.and_then(|t| layers::toml_key_line(&t, &key_segments(key)));
+        let line = text.and_then(|t| {
+            if yaml {
+                layers::yaml_key_line(&t, &key_segments(key))
+            } else {
+                layers::toml_key_line(&t, &key_segments(key))
+            }
+        });
         let layer = self.layers.iter().find(|l| l.label() == md.name);
         Some(match (layer, line) {
             (Some(l), Some(_)) => l.label_at(line),

@@ -610,6 +610,46 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
+/// The 1-based line of the key `segs` in block-style YAML `text` (`plan:` then, indented
+/// beneath it, `tp:`): each segment is looked up among the keys of its parent's block, at the
+/// block's own indentation. Where the path goes into a list or an inline mapping, the line of
+/// the deepest key found; `None` when not even the first is.
+pub(crate) fn yaml_key_line(text: &str, segs: &[String]) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let (mut from, mut parent, mut line) = (0usize, -1isize, None);
+    for seg in segs {
+        let mut level = None;
+        let mut hit = None;
+        for (i, l) in lines.iter().enumerate().skip(from) {
+            let t = l.trim_start();
+            if t.is_empty() || t.starts_with('#') {
+                continue;
+            }
+            let ind = (l.len() - t.len()) as isize;
+            if ind <= parent {
+                break;
+            }
+            if ind != *level.get_or_insert(ind) {
+                continue;
+            }
+            let Some((key, _)) = t.split_once(':') else {
+                continue;
+            };
+            if key.trim().trim_matches(|c| c == '"' || c == '\'') == seg.as_str() {
+                hit = Some((i, ind));
+                break;
+            }
+        }
+        let Some((i, ind)) = hit else {
+            return line;
+        };
+        line = Some(i + 1);
+        from = i + 1;
+        parent = ind;
+    }
+    line
+}
+
 /// 1-based line of the key path `segs` (array indices as numbers) in TOML `text`: where a
 /// value that failed to deserialise was written (figment itself gives positions only for
 /// syntax errors).
@@ -787,6 +827,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("YAML syntax error in `x.yaml` at line"), "{e}");
+        // A key's line in block-style YAML, for errors about its value.
+        let y = "# c\nplan:\n  tp: 4\n  # x\n  pp: 2\nmodel:\n  tp: 9\n  moe:\n    experts: 8\n";
+        let segs = |k: &str| k.split('.').map(String::from).collect::<Vec<_>>();
+        assert_eq!(yaml_key_line(y, &segs("plan.tp")), Some(3));
+        assert_eq!(yaml_key_line(y, &segs("plan.pp")), Some(5));
+        assert_eq!(yaml_key_line(y, &segs("model.tp")), Some(7));
+        assert_eq!(yaml_key_line(y, &segs("model.moe.experts")), Some(9));
+        assert_eq!(yaml_key_line(y, &segs("plan.dp")), Some(2));
+        assert_eq!(yaml_key_line(y, &segs("system.devices")), None);
         // Deep flow nesting is refused before the parser sees it, at the first bracket too
         // deep; brackets in quotes and comments do not count.
         let deep = format!("a: 1\nb: {}1{}\n", "[".repeat(80_000), "]".repeat(80_000));

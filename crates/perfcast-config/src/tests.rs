@@ -59,8 +59,8 @@ fn later_files_then_sets_win_and_keep_their_origin() {
     let c = write(&d, "c.json", "{\"plan\": {\"pp\": 8}}");
     let cases: &[LayerCase] = &[
         (&[&a], &[], 1, 2, "a.toml", "a.toml"),
-        (&[&a, &b], &[], 2, 2, "b.yaml", "a.toml"),
-        (&[&a, &b, &c], &[], 2, 8, "b.yaml", "c.json"),
+        (&[&a, &b], &[], 2, 2, "b.yaml:2", "a.toml:3"),
+        (&[&a, &b, &c], &[], 2, 8, "b.yaml:2", "c.json"),
         (&[&a, &b], &["plan.tp=4"], 4, 2, "--set plan.tp=4", "a.toml"),
         (
             &[&a],

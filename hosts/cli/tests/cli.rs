@@ -240,7 +240,7 @@ fn config_explain_shows_where_each_value_came_from() {
         row("plan.dp"),
         ("16".into(), "environment variable PERFCAST_PLAN__DP".into())
     );
-    assert_eq!(row("plan.pp"), ("4".into(), "file top.yaml".into()));
+    assert_eq!(row("plan.pp"), ("4".into(), "file top.yaml:3".into()));
     // A PERFCAST_* variable that sets no configuration key is ignored with a warning.
     let o = perfcast_in(
         &d,
