@@ -230,11 +230,24 @@ impl Config {
         cfg.check_top_level(&sources.sections)?;
         cfg.check_finite(&cfg.value, String::new())?;
 
-        // Libraries: config first, then the command line; each file once.
+        cfg.load_libraries(sources, &mut registry)?;
+        cfg.registry = Arc::new(registry);
+        Ok(cfg)
+    }
+
+    /// Load the libraries: the `[[plugins]]` entries, then `sources.libraries`, each file
+    /// once. Every entry is checked first (its file exists and is a library file, its pin is
+    /// a digest and matches, its time limit, whether it can be isolated), so a mistake in any
+    /// entry is reported before any library's code runs; then they load in order.
+    fn load_libraries(
+        &mut self,
+        sources: &Sources,
+        registry: &mut Registry,
+    ) -> Result<(), HostError> {
         let mut wanted: Vec<(PluginSpec, Option<String>)> = Vec::new();
-        if let Some(specs) = cfg.extract_opt::<Vec<PluginSpec>>("plugins")? {
+        if let Some(specs) = self.extract_opt::<Vec<PluginSpec>>("plugins")? {
             for (i, s) in specs.into_iter().enumerate() {
-                let origin = cfg.origin_of(&format!("plugins[{i}].path"));
+                let origin = self.origin_of(&format!("plugins[{i}].path"));
                 wanted.push((s, origin));
             }
         }
@@ -242,6 +255,7 @@ impl Config {
             wanted.push((p.clone(), Some("--load".into())));
         }
         let mut seen = Vec::new();
+        let mut checked = Vec::new();
         for (spec, origin) in wanted {
             let id = spec
                 .path
@@ -251,34 +265,40 @@ impl Config {
                 continue;
             }
             seen.push(id);
+            let fail = |message: String| HostError::Library {
+                path: spec.path.clone(),
+                origin: origin.clone(),
+                message,
+            };
             let isolate = match (spec.isolate || sources.isolate_all, &sources.plugin_host) {
                 (false, _) => None,
                 (true, Some(host)) => {
                     let mut host = host.clone();
                     if let Some(t) = spec.timeout_s {
                         if !(t.is_finite() && t > 0.0) {
-                            return Err(HostError::Library {
-                                path: spec.path.clone(),
-                                origin,
-                                message: format!("timeout_s = {t}: a positive number of seconds"),
-                            });
+                            return Err(fail(format!(
+                                "timeout_s = {t}: a positive number of seconds"
+                            )));
                         }
                         host.timeout = std::time::Duration::from_secs_f64(t.min(1e6));
                     }
                     Some(host)
                 }
                 (true, None) => {
-                    return Err(HostError::Library {
-                        path: spec.path.clone(),
-                        origin,
-                        message: "isolate = true, but this host cannot run a plugin host".into(),
-                    })
+                    return Err(fail(
+                        "isolate = true, but this host cannot run a plugin host".into(),
+                    ))
                 }
             };
+            perfcast_loader::check_library_file(&spec.path, spec.sha256.as_deref())
+                .map_err(|e| fail(e.to_string()))?;
+            checked.push((spec, origin, isolate));
+        }
+        for (spec, origin, isolate) in checked {
             let info = plugins::load_library(
                 &spec.path,
                 spec.sha256.as_deref(),
-                &mut registry,
+                registry,
                 isolate.as_ref(),
             )
             .map_err(|message| HostError::Library {
@@ -286,10 +306,9 @@ impl Config {
                 origin,
                 message,
             })?;
-            cfg.libraries.push(info);
+            self.libraries.push(info);
         }
-        cfg.registry = Arc::new(registry);
-        Ok(cfg)
+        Ok(())
     }
 
     /// This configuration with `sets` (`key=value`, as in [`Sources::sets`]) merged on top,

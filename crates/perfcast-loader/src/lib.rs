@@ -347,6 +347,13 @@ impl Opened {
     }
 }
 
+/// Check the library file at `path` as [`load_library`] does first (it exists, is not a
+/// directory, its ELF headers fit the file, its sha256 is `sha256`), without loading it: what
+/// a host runs on every library it is asked for before any of them runs code.
+pub fn check_library_file(path: &Path, sha256: Option<&str>) -> Result<(), LoadError> {
+    check_file(path, sha256).map(drop)
+}
+
 /// Load the plugin at `path` into `registry` (see the crate docs). `sha256`, when given, is
 /// the expected lowercase-hex digest of the file (an optional `sha256:` prefix is accepted);
 /// it is checked before the library is opened.

@@ -398,6 +398,42 @@ fn spare_library_components_are_checked_not_built() {
     assert_eq!(o.code, 0, "{}", o.stderr);
 }
 
+/// Every library entry is checked before any library's code runs: a first library whose
+/// constructor leaves a mark, then a missing second one, fails naming the second, and the
+/// first never ran (it did: entries were checked and loaded one by one).
+#[cfg(target_os = "linux")]
+#[test]
+fn library_entries_are_all_checked_before_any_loads() {
+    let dir = common::tmpdir("perfcast-cli-precheck");
+    let mark = dir.join("constructor-ran");
+    let body = format!(
+        "#include <stdio.h>\n\
+         __attribute__((constructor)) static void mark(void) {{\n\
+           FILE *f = fopen(\"{}\", \"w\"); if (f) fclose(f);\n\
+         }}\n\
+         const perfcast_plugin *perfcast_plugin_entry_v1(void) {{ return 0; }}\n",
+        mark.display()
+    );
+    let lib = perfcast_testkit::plugins::cc_plugin_source(&dir, "marks", &body);
+    let cfg = dir.join("two.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[plugins]]\npath = {:?}\n[[plugins]]\npath = \"no-such-lib.so\"\n",
+            lib.display().to_string()
+        ),
+    )
+    .unwrap();
+    let o = perfcast(&["config", "explain", cfg.to_str().unwrap()]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("no-such-lib.so"), "{}", o.stderr);
+    assert!(!mark.exists(), "the first library's constructor ran");
+    // The same library alone does run (the test would pass vacuously otherwise).
+    let o = perfcast(&["plugins", "--load", lib.to_str().unwrap()]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(mark.exists());
+}
+
 /// Only config files and `--load` name libraries: `PERFCAST_PLUGINS` and `--set plugins=...`
 /// are refused, naming where the key came from, before any library code runs.
 #[test]
