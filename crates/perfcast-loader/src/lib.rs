@@ -341,11 +341,33 @@ impl Opened {
         self.by_name()
     }
 
-    /// Keep the descriptor open for the life of the process, as the library it loaded stays.
-    fn keep_open(self) {
-        std::mem::forget(self.file);
+    /// The file's identity (device, inode), where the system has one.
+    fn id(&self) -> Option<(u64, u64)> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            let m = self.file.metadata().ok()?;
+            Some((m.dev(), m.ino()))
+        }
+        #[cfg(not(unix))]
+        None
     }
 }
+
+/// A library this process opened: the library, and the name the dynamic loader knows it by.
+struct Kept {
+    id: (u64, u64),
+    lib: &'static libloading::Library,
+    name: PathBuf,
+}
+
+/// Every file loaded so far, by identity. The dynamic loader knows a library by each name it
+/// was opened with (`/proc/self/fd/N`), so such a descriptor is never closed (a later file
+/// given the same number would alias the library), and a file loaded again is not opened
+/// again under a new name: its library is taken from here, and the new descriptor, which
+/// the loader never saw, is closed (a sweep loading its library at every point would
+/// otherwise hold one descriptor per point).
+static KEPT: std::sync::Mutex<Vec<Kept>> = std::sync::Mutex::new(Vec::new());
 
 /// Check the library file at `path` as [`load_library`] does first (it exists, is not a
 /// directory, its ELF headers fit the file, its sha256 is `sha256`), without loading it: what
@@ -362,48 +384,87 @@ pub fn load_library(
     sha256: Option<&str>,
     registry: &mut Registry,
 ) -> Result<LoadedLibrary, LoadError> {
+    // One load at a time: which descriptor names a file's library (the first one that loaded
+    // it, kept open; see `Opened::keep_open`) must be decided by the load that created it.
+    static LOADING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = LOADING.lock().unwrap_or_else(|p| p.into_inner());
     let opened = check_file(path, sha256)?;
-    let file = opened.dlopen_path();
     let display = opened.by_name();
-    // SAFETY: loading a library runs its initialisers; the host only loads paths the user
-    // named (config or --load), optionally pinned by sha256.
-    let lib = unsafe { libloading::Library::new(&file) }.map_err(|e| LoadError::NotAPlugin {
-        path: path.to_path_buf(),
-        reason: format!("cannot be loaded as a shared library ({e})"),
-    })?;
-    // Libraries are never unloaded: objects and strings they own live as long as the process.
-    let lib: &'static libloading::Library = Box::leak(Box::new(lib));
-    opened.keep_open();
+    let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+    let id = opened.id();
+    let (lib, file) = match kept.iter().find(|k| Some(k.id) == id) {
+        // Loaded before: the same library, under the name it was first opened with.
+        Some(k) => (k.lib, k.name.clone()),
+        None => {
+            let file = opened.dlopen_path();
+            // SAFETY: loading a library runs its initialisers; the host only loads paths
+            // the user named (config or --load), optionally pinned by sha256.
+            let lib =
+                unsafe { libloading::Library::new(&file) }.map_err(|e| LoadError::NotAPlugin {
+                    path: path.to_path_buf(),
+                    // The loader's message names the descriptor it was given: name the file.
+                    reason: format!(
+                        "cannot be loaded as a shared library ({})",
+                        e.to_string()
+                            .replace(&file.display().to_string(), &display.display().to_string())
+                    ),
+                })?;
+            // Libraries are never unloaded: objects and strings they own live as long as the
+            // process, and so does the descriptor that names it.
+            let lib: &'static libloading::Library = Box::leak(Box::new(lib));
+            std::mem::forget(opened);
+            if let Some(id) = id {
+                kept.push(Kept {
+                    id,
+                    lib,
+                    name: file.clone(),
+                });
+            }
+            (lib, file)
+        }
+    };
+    drop(kept);
+    let (mut loaded, candidates) = read_plugin(path, &display, &file, lib)?;
+    register_all(path, &mut loaded, candidates, registry)?;
+    Ok(loaded)
+}
+
+/// Read a loaded library's plugin (C entry point or Rust root module) into candidates:
+/// `file` is the name `lib` was opened with, `display` the file's own path.
+fn read_plugin(
+    path: &Path,
+    display: &Path,
+    file: &Path,
+    lib: &'static libloading::Library,
+) -> Result<(LoadedLibrary, Vec<Candidate>), LoadError> {
     // SAFETY: the symbol's type is the header's `perfcast_plugin_entry_fn`.
     let c_entry = unsafe { lib.get::<PcEntry>(C_ENTRY_SYMBOL) }
         .ok()
         .map(|s| *s);
-    let (mut loaded, candidates) = if let Some(entry) = c_entry {
+    if let Some(entry) = c_entry {
         // SAFETY: `entry` is the plugin's perfcast_plugin_entry_v1.
-        unsafe { c_plugin::load(path, entry)? }
-    } else if unsafe { lib.get::<*const u8>(RUST_ROOT_SYMBOL) }.is_ok() {
-        rust_plugin::load(&display, &file, lib)?
-    } else {
-        let other_major = (0..=16u32).filter(|m| *m != C_ABI_MAJOR).find(|m| {
-            let sym = format!("perfcast_plugin_entry_v{m}\0");
-            unsafe { lib.get::<*const u8>(sym.as_bytes()) }.is_ok()
-        });
-        return Err(match other_major {
-            Some(m) => LoadError::IncompatibleAbi {
-                path: path.to_path_buf(),
-                found: format!("C ABI {m} (exports perfcast_plugin_entry_v{m})"),
-                expected: format!("C ABI {C_ABI_MAJOR}.x"),
-                summary: None,
-                details: None,
-            },
-            None => LoadError::NotAPlugin {
-                path: path.to_path_buf(),
-                reason: "it exports neither `perfcast_plugin_entry_v1` (C ABI) nor abi_stable's root module (Rust ABI)".into(),
-            },
-        });
-    };
-    register_all(path, &mut loaded, candidates, registry)?;
-    Ok(loaded)
+        return unsafe { c_plugin::load(path, entry) };
+    }
+    if unsafe { lib.get::<*const u8>(RUST_ROOT_SYMBOL) }.is_ok() {
+        return rust_plugin::load(display, file, lib);
+    }
+    let other_major = (0..=16u32).filter(|m| *m != C_ABI_MAJOR).find(|m| {
+        let sym = format!("perfcast_plugin_entry_v{m}\0");
+        unsafe { lib.get::<*const u8>(sym.as_bytes()) }.is_ok()
+    });
+    Err(match other_major {
+        Some(m) => LoadError::IncompatibleAbi {
+            path: path.to_path_buf(),
+            found: format!("C ABI {m} (exports perfcast_plugin_entry_v{m})"),
+            expected: format!("C ABI {C_ABI_MAJOR}.x"),
+            summary: None,
+            details: None,
+        },
+        None => LoadError::NotAPlugin {
+            path: path.to_path_buf(),
+            reason: "it exports neither `perfcast_plugin_entry_v1` (C ABI) nor abi_stable's root module (Rust ABI)".into(),
+        },
+    })
 }
 
 /// Load the plugin at `path` into `registry` isolated: in a child process started as

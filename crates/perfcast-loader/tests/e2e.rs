@@ -474,6 +474,35 @@ fn rust_interconnect_crosses_too() {
     ));
 }
 
+/// A library is loaded through its checked open descriptor, which stays open for good; the
+/// same file loaded again (a sweep's every point) keeps no second one.
+#[cfg(target_os = "linux")]
+#[test]
+fn loading_a_library_again_keeps_no_new_descriptor() {
+    let f = fixtures();
+    let target = f.acme.canonicalize().unwrap();
+    // Descriptors of this process open on the library's file.
+    let on_file = || {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|t| *t == target)
+            .count()
+    };
+    load_library(&f.acme, None, &mut Registry::new()).unwrap();
+    assert!(on_file() >= 1);
+    for _ in 0..50 {
+        load_library(&f.acme, None, &mut Registry::new()).unwrap();
+    }
+    // One kept; other tests of this binary may hold one briefly while checking the file.
+    assert!(
+        on_file() <= 3,
+        "{} descriptors on {}",
+        on_file(),
+        target.display()
+    );
+}
+
 #[test]
 fn missing_unreadable_and_non_plugin_files() {
     let f = fixtures();
@@ -488,6 +517,8 @@ fn missing_unreadable_and_non_plugin_files() {
         let msg = e.to_string();
         assert!(matches!(e, LoadError::NotAPlugin { .. }), "{msg}");
         assert!(msg.contains(&p.display().to_string()), "{msg}");
+        // The loader is handed the checked open file, but the message names the file.
+        assert!(!msg.contains("/proc/self/fd"), "{msg}");
         assert_eq!(msg.lines().count(), 1, "{msg}");
     }
     let libc = Path::new("/lib/x86_64-linux-gnu/libc.so.6");
