@@ -122,17 +122,21 @@ fn physical_training(r: &perfcast_engine::training::TrainingReport) -> Result<()
     Ok(())
 }
 
-/// The physical laws every inference report obeys: positive latencies, prefill MFU and decode
-/// bandwidth utilisation in [0, 1].
+/// The physical laws every inference report obeys: positive TTFT and latency, a TPOT positive
+/// exactly when there are decode steps, prefill MFU and decode bandwidth utilisation in [0, 1].
 fn physical_inference(r: &perfcast_engine::inference::InferenceReport) -> Result<(), String> {
-    for (what, v) in [
-        ("TTFT", r.ttft.0),
-        ("TPOT", r.tpot.0),
-        ("latency", r.latency.0),
-    ] {
+    for (what, v) in [("TTFT", r.ttft.0), ("latency", r.latency.0)] {
         if !(v > 0.0 && v.is_finite()) {
             return Err(format!("{what} {v} s is not a positive number"));
         }
+    }
+    // One output token is the prefill's: no decode step, a TPOT of 0.
+    let tpot = r.tpot.0;
+    if !(tpot.is_finite() && tpot >= 0.0 && (tpot > 0.0) == (r.decode.steps > 0)) {
+        return Err(format!(
+            "TPOT {tpot} s with {} decode steps (positive exactly when there are steps)",
+            r.decode.steps
+        ));
     }
     for (what, v) in [
         ("prefill MFU", r.prefill_mfu),
