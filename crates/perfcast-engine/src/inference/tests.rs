@@ -649,8 +649,8 @@ fn a_plugin_total_above_its_parts_is_kept() {
         .unwrap()
         .evaluate(&plan(1, 1, 64, 1))
         .unwrap();
-    // Every op's busy time goes from max + 0.26 min to 2 max + 0.26 min of its parts: at
-    // least 1.5x (no collectives on one device, no host time).
+    // Every op's busy time goes from max + 0.26 min of its parts (the engine's overlap) to
+    // the plugin's 2 max: at least 1.5x (no collectives on one device, no host time).
     for (what, a, b) in [
         ("ttft", plain.ttft.0, slow.ttft.0),
         ("decode", plain.decode.total.0, slow.decode.total.0),

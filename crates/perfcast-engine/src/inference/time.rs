@@ -198,17 +198,18 @@ impl Inference {
                 Some(alt) => t.compute.0.min(alt),
                 None => t.compute.0,
             };
-            // Time a plugin's own model puts beyond its compute and memory parts (a total
-            // above their maximum; zero for the built-in roofline and measured kernels, up to
-            // rounding) is kept as the plugin said, as training keeps the total, and is not
-            // scaled by the adjustments.
-            let beyond = plugin_busy - t.compute.0.max(t.memory.0);
-            let beyond = if beyond > 1e-9 * plugin_busy {
-                beyond
-            } else {
-                0.0
-            };
-            let busy = c.max(mem) + (1.0 - ov) * c.min(mem) + beyond;
+            let overlapped = |c: f64, m: f64| c.max(m) + (1.0 - ov) * c.min(m);
+            let mut busy = overlapped(c, mem);
+            // A plugin whose total is above its parts' maximum has its own model of how they
+            // combine (the roofline and measured kernels report the maximum, up to rounding):
+            // its total is kept, as training keeps it, scaled only by the adjustments.
+            let (c0, m0) = (t.compute.0, t.memory.0);
+            if plugin_busy - c0.max(m0) > 1e-9 * plugin_busy {
+                let unadjusted = overlapped(c0, m0);
+                if unadjusted > 0.0 {
+                    busy = plugin_busy * busy / unadjusted;
+                }
+            }
             let bound = if t.overhead.0 > busy {
                 TimeBound::Overhead
             } else if mem > c {
