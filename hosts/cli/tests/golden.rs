@@ -246,3 +246,72 @@ fn every_experiment_is_listed_and_masking_is_narrow() {
          \"pruned\": \"<varies>\",\n    \"threads\": \"<varies>\"\n  },\n  \"evaluated\": 1\n}"
     );
 }
+
+/// The README's figures of shipped configs are those outputs, not typed from memory: each
+/// phrase of the README (whitespace folded) must hold the figures the golden output (or, for
+/// a variant no golden keeps, a run of the binary) prints, rounded as the README rounds them.
+#[test]
+fn readme_figures_are_the_outputs() {
+    let fold = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let readme = fold(&std::fs::read_to_string(repo().join("README.md")).unwrap());
+    let golden = |f: &str| fold(&std::fs::read_to_string(golden_dir().join(f)).unwrap());
+    let no_tables = {
+        let o = common::output(&mut common::command(
+            &repo(),
+            &[
+                "predict",
+                "configs/experiments/llama3-8b-h100.toml",
+                "--set",
+                "device.kernels=\"none\"",
+            ],
+        ));
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        fold(&o.stdout)
+    };
+    // The number the output prints right after `label`, rounded to `decimals`.
+    let figure = |output: &str, label: &str, decimals: usize| -> String {
+        let at = output
+            .find(label)
+            .unwrap_or_else(|| panic!("`{label}` not in the output"));
+        let n: f64 = output[at + label.len()..]
+            .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .next()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("no number after `{label}`"));
+        format!("{n:.decimals$}")
+    };
+    // (the README's phrase, the output, (label in the output, decimals) of each figure the
+    // phrase states, in order)
+    type Case<'a> = (&'a str, String, &'a [(&'a str, usize)]);
+    let cases: [Case; 3] = [
+        (
+            "e.g. `iteration time 29.5153 s (27.96–32.29, 80%)` (the shipped GPT-3 experiment)",
+            golden("predict/gpt3-175b-a100.txt"),
+            &[("iteration time ", 4), ("s (", 2), ("–", 2)],
+        ),
+        (
+            "the shipped Llama 3 8B on H100 runs 16.68 s per step (46.0% MFU) from the table",
+            golden("predict/llama3-8b-h100.txt"),
+            &[("iteration time ", 2), ("MFU / HFU ", 1)],
+        ),
+        (
+            "16.60 s (46.2%) from the model",
+            no_tables,
+            &[("iteration time ", 2), ("MFU / HFU ", 1)],
+        ),
+    ];
+    for (phrase, output, labels) in cases {
+        assert!(
+            readme.contains(phrase),
+            "the README no longer says: {phrase}"
+        );
+        let mut rest = phrase;
+        for (label, decimals) in labels {
+            let f = figure(&output, label, *decimals);
+            let at = rest
+                .find(&f)
+                .unwrap_or_else(|| panic!("the README says `{phrase}`; the output prints {f}"));
+            rest = &rest[at + f.len()..];
+        }
+    }
+}
