@@ -217,15 +217,23 @@ pub enum ModelError {
 
 impl ModelError {
     /// [`ModelError::Unphysical`] unless `value`, a utilisation of `what`, is at most 1 (to
-    /// rounding).
-    pub fn check_utilisation(what: &str, value: f64, of: &str) -> Result<(), ModelError> {
+    /// rounding); `of` says of what, and is only called for the error (the check runs on
+    /// every evaluation).
+    pub fn check_utilisation(
+        what: &str,
+        value: f64,
+        of: impl FnOnce() -> String,
+    ) -> Result<(), ModelError> {
         if value <= 1.0 + 1e-9 {
             return Ok(());
         }
         Err(ModelError::Unphysical {
             what: what.to_string(),
             value,
-            law: format!("{of} cannot exceed the device's peak (a utilisation of at most 1)"),
+            law: format!(
+                "{} cannot exceed the device's peak (a utilisation of at most 1)",
+                of()
+            ),
         })
     }
 

@@ -209,15 +209,13 @@ impl Inference {
         ] {
             perfcast_core::units::ensure_finite(what, v)?;
         }
-        ModelError::check_utilisation(
-            "prefill MFU",
-            report.prefill_mfu,
-            &format!("the prefill's FLOPs at a peak of {peak:.4e} FLOP/s"),
-        )?;
+        ModelError::check_utilisation("prefill MFU", report.prefill_mfu, || {
+            format!("the prefill's FLOPs at a peak of {peak:.4e} FLOP/s")
+        })?;
         ModelError::check_utilisation(
             "decode bandwidth utilisation",
             report.decode_bandwidth_utilization,
-            &format!("the decode's device-memory traffic at {bw:.4e} B/s"),
+            || format!("the decode's device-memory traffic at {bw:.4e} B/s"),
         )?;
         Ok(report)
     }
