@@ -422,30 +422,35 @@ impl Config {
         let v = lookup(&self.value, key)?;
         let label = self.tag_label(v.tag(), key);
         let md = self.figment.get_metadata(v.tag())?;
-        let ext = |p: &std::path::Path| {
-            p.extension()
-                .and_then(|e| e.to_str())
-                .map(str::to_ascii_lowercase)
-        };
-        let yaml = matches!(md.source.as_ref(), Some(figment::Source::File(p)) if matches!(ext(p).as_deref(), Some("yaml" | "yml")));
-        let text = match md.source.as_ref() {
-            Some(figment::Source::File(p))
-                if matches!(ext(p).as_deref(), Some("toml" | "yaml" | "yml")) =>
-            {
-                std::fs::read_to_string(p).ok()
+        // The file's text to find the key's line in, and whether it is YAML (else TOML: a
+        // TOML file or a preset).
+        let (text, yaml) = match md.source.as_ref() {
+            Some(figment::Source::File(p)) => {
+                let ext = p
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .map(str::to_ascii_lowercase);
+                match ext.as_deref() {
+                    Some("toml") => (std::fs::read_to_string(p).ok(), false),
+                    Some("yaml" | "yml") => (std::fs::read_to_string(p).ok(), true),
+                    _ => (None, false),
+                }
             }
-            Some(figment::Source::Custom(c)) => c
-                .strip_prefix(layers::PRESET_SCHEME)
-                .or_else(|| c.strip_prefix(crate::stacks::STACK_SCHEME))
-                .and_then(layers::preset)
-                .map(str::to_string),
-            _ => None,
+            Some(figment::Source::Custom(c)) => (
+                c.strip_prefix(layers::PRESET_SCHEME)
+                    .or_else(|| c.strip_prefix(crate::stacks::STACK_SCHEME))
+                    .and_then(layers::preset)
+                    .map(str::to_string),
+                false,
+            ),
+            _ => (None, false),
         };
+        let segs = key_segments(key);
         let line = text.and_then(|t| {
             if yaml {
-                layers::yaml_key_line(&t, &key_segments(key))
+                layers::yaml_key_line(&t, &segs)
             } else {
-                layers::toml_key_line(&t, &key_segments(key))
+                layers::toml_key_line(&t, &segs)
             }
         });
         let layer = self.layers.iter().find(|l| l.label() == md.name);

@@ -272,23 +272,23 @@ fn place_labels(at: &[(f64, f64)], obstacles: &[Bbox]) -> Vec<Placed> {
             (6.0, 23.0, false),
             (-6.0, 23.0, true),
         ];
-        let candidates = tries.iter().map(|(dx, dy, end)| Placed {
-            x: px + dx,
-            y: py + dy,
-            end: *end,
-            first: c[0],
-            text: text.clone(),
-        });
+        let mut candidates: Vec<Placed> = tries
+            .iter()
+            .map(|(dx, dy, end)| Placed {
+                x: px + dx,
+                y: py + dy,
+                end: *end,
+                first: c[0],
+                text: text.clone(),
+            })
+            .collect();
         let free = |l: &Placed| {
             let b = l.bbox();
             !placed.iter().any(|o| overlaps(b, o.bbox()))
                 && !markers.iter().any(|m| overlaps(b, *m))
         };
-        let mut all = candidates.clone();
-        let pick = all.find(|l| free(l)).or_else(|| candidates.clone().next());
-        if let Some(l) = pick {
-            placed.push(l);
-        }
+        let pick = candidates.iter().position(free).unwrap_or(0);
+        placed.push(candidates.swap_remove(pick));
     }
     placed
 }

@@ -552,43 +552,52 @@ fn sweep_never_panics_and_stays_finite() {
     assert!(ok > 200, "{ok}");
 }
 
-/// A compute unit with its own timing model that reports only a total time per op: the
-/// engine uses that total (no compute/memory split to adjust).
-#[test]
-fn plugin_reporting_only_totals() {
-    struct Table;
-    impl ComputeUnit for Table {
-        fn kind(&self) -> &str {
-            "table"
-        }
-        fn peak(&self, _: Engine, _: DType) -> Option<FlopRate> {
-            // High enough that 10 µs per op is physically possible (prefill MFU <= 1).
-            Some(FlopRate::from_tflops(10_000.0))
-        }
-        fn op_time(
-            &self,
-            op: &ComputeOp,
-            _: &MemoryHierarchy,
-        ) -> Result<perfcast_core::OpTime, ModelError> {
-            Ok(perfcast_core::OpTime {
-                time: Seconds::from_micros(10.0),
-                compute: Seconds::ZERO,
-                memory: Seconds::ZERO,
-                overhead: Seconds::ZERO,
-                bound: TimeBound::Compute,
-                flops: op.flops(),
-                device_bytes: op.min_bytes(),
-            })
-        }
+/// A compute unit with its own timing model that reports only a total time per op, 10 µs,
+/// at a matrix and vector peak of `.0` TFLOP/s.
+struct Table(f64);
+
+impl ComputeUnit for Table {
+    fn kind(&self) -> &str {
+        "table"
     }
+    fn peak(&self, _: Engine, _: DType) -> Option<FlopRate> {
+        Some(FlopRate::from_tflops(self.0))
+    }
+    fn op_time(
+        &self,
+        op: &ComputeOp,
+        _: &MemoryHierarchy,
+    ) -> Result<perfcast_core::OpTime, ModelError> {
+        Ok(perfcast_core::OpTime {
+            time: Seconds::from_micros(10.0),
+            compute: Seconds::ZERO,
+            memory: Seconds::ZERO,
+            overhead: Seconds::ZERO,
+            bound: TimeBound::Compute,
+            flops: op.flops(),
+            device_bytes: op.min_bytes(),
+        })
+    }
+}
+
+/// Llama 2 7B on one A100 whose compute unit is `unit`, without host or step overheads.
+fn on_unit(unit: Arc<dyn ComputeUnit>) -> Inference {
     let mut sys = a100(1);
-    sys.compute = Arc::new(Table);
+    sys.compute = unit;
     let options = InferenceOptions {
         host_launch_us: 0.0,
         step_overhead_us: 0.0,
         ..InferenceOptions::default()
     };
-    let inf = Inference::new(llama2(7), sys, options).unwrap();
+    Inference::new(llama2(7), sys, options).unwrap()
+}
+
+/// A compute unit that reports only a total time per op: the engine uses that total (no
+/// compute/memory split to adjust).
+#[test]
+fn plugin_reporting_only_totals() {
+    // A peak high enough that 10 µs per op is physically possible (prefill MFU <= 1).
+    let inf = on_unit(Arc::new(Table(10_000.0)));
     let r = inf.evaluate(&plan(1, 1, 64, 1)).unwrap();
     // 32 layers x (8 ops + attention) + 4 edge ops, 10 µs each.
     assert!(
@@ -633,20 +642,12 @@ fn a_plugin_total_above_its_parts_is_kept() {
             Ok(t)
         }
     }
-    let options = InferenceOptions {
-        host_launch_us: 0.0,
-        step_overhead_us: 0.0,
-        ..InferenceOptions::default()
-    };
-    assert!(options.compute_memory_overlap < 1.0);
-    let plain = Inference::new(llama2(7), a100(1), options.clone())
-        .unwrap()
+    assert!(InferenceOptions::default().compute_memory_overlap < 1.0);
+    let a100_unit = a100(1).compute;
+    let plain = on_unit(a100_unit.clone())
         .evaluate(&plan(1, 1, 64, 1))
         .unwrap();
-    let mut sys = a100(1);
-    sys.compute = Arc::new(Slow(sys.compute.clone()));
-    let slow = Inference::new(llama2(7), sys, options)
-        .unwrap()
+    let slow = on_unit(Arc::new(Slow(a100_unit)))
         .evaluate(&plan(1, 1, 64, 1))
         .unwrap();
     // Every op's busy time goes from max + 0.26 min of its parts (the engine's overlap) to
@@ -664,39 +665,7 @@ fn a_plugin_total_above_its_parts_is_kept() {
 /// per-op checks).
 #[test]
 fn a_prefill_faster_than_the_peak_is_refused() {
-    struct Fast;
-    impl ComputeUnit for Fast {
-        fn kind(&self) -> &str {
-            "fast"
-        }
-        fn peak(&self, _: Engine, _: DType) -> Option<FlopRate> {
-            Some(FlopRate::from_tflops(100.0))
-        }
-        fn op_time(
-            &self,
-            op: &ComputeOp,
-            _: &MemoryHierarchy,
-        ) -> Result<perfcast_core::OpTime, ModelError> {
-            Ok(perfcast_core::OpTime {
-                time: Seconds::from_micros(10.0),
-                compute: Seconds::ZERO,
-                memory: Seconds::ZERO,
-                overhead: Seconds::ZERO,
-                bound: TimeBound::Compute,
-                flops: op.flops(),
-                device_bytes: op.min_bytes(),
-            })
-        }
-    }
-    let mut sys = a100(1);
-    sys.compute = Arc::new(Fast);
-    let options = InferenceOptions {
-        host_launch_us: 0.0,
-        step_overhead_us: 0.0,
-        ..InferenceOptions::default()
-    };
-    let e = Inference::new(llama2(7), sys, options)
-        .unwrap()
+    let e = on_unit(Arc::new(Table(100.0)))
         .evaluate(&plan(1, 1, 64, 1))
         .unwrap_err()
         .to_string();
