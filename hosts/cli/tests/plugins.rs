@@ -696,6 +696,11 @@ fn libraries_declare_their_parameters_through_both_abis() {
 
 /// A C plugin whose compute unit's `efficiency` does `misbehave` first (built by the test).
 fn crashing_plugin(dir: &std::path::Path, name: &str, misbehave: &str) -> PathBuf {
+    plugin_with(dir, name, misbehave, "")
+}
+
+/// The `crash/dev` library with `misbehave` in its efficiency call and `extra` appended.
+fn plugin_with(dir: &std::path::Path, name: &str, misbehave: &str, extra: &str) -> PathBuf {
     let body = format!(
         r#"
 #include <stdio.h>
@@ -728,6 +733,7 @@ static const perfcast_plugin plugin = {{
     .version = "0.0.1", .components = comps,
 }};
 const perfcast_plugin *perfcast_plugin_entry_v1(void) {{ return &plugin; }}
+{extra}
 "#
     );
     perfcast_testkit::plugins::cc_plugin_source(dir, name, &body)
@@ -834,8 +840,22 @@ fn a_plugin_host_dies_with_its_host() {
     let dir = common::tmpdir("perfcast-cli-isolate-orphan");
     let cfg = dir.join("crash.toml");
     std::fs::write(&cfg, CRASH_CONFIG).unwrap();
-    let lib = crashing_plugin(&dir, "spins", "volatile int spin = 1; while (spin) {}");
-    let lib = lib.to_str().unwrap();
+    // One library spins in a call, the other in its constructor, before the plugin host
+    // has answered anything.
+    let spins = crashing_plugin(&dir, "spins", "volatile int spin = 1; while (spin) {}");
+    let at_load = plugin_with(
+        &dir,
+        "spins-at-load",
+        "",
+        "__attribute__((constructor)) static void spin_at_load(void) {\n    \
+         volatile int spin = 1; while (spin) {}\n}",
+    );
+    for lib in [&spins, &at_load] {
+        host_dies_with_perfcast(&cfg, lib.to_str().unwrap());
+    }
+}
+
+fn host_dies_with_perfcast(cfg: &std::path::Path, lib: &str) {
     let wait_for = |want: bool, limit: f64| {
         let start = std::time::Instant::now();
         while start.elapsed().as_secs_f64() < limit {
@@ -863,7 +883,10 @@ fn a_plugin_host_dies_with_its_host() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-        assert!(wait_for(true, 20.0), "{signal}: no plugin host started");
+        assert!(
+            wait_for(true, 20.0),
+            "{signal}: no plugin host of {lib} started"
+        );
         // Let the host reach the spinning call.
         std::thread::sleep(std::time::Duration::from_millis(300));
         let pid = child.id().to_string();
@@ -874,7 +897,7 @@ fn a_plugin_host_dies_with_its_host() {
         assert!(!status.success(), "{signal}: {status:?}");
         assert!(
             wait_for(false, 2.0),
-            "{signal}: the plugin host outlived its host by 2 s: {:?}",
+            "{signal}: the plugin host of {lib} outlived its host by 2 s: {:?}",
             plugin_hosts_of(lib)
         );
     }

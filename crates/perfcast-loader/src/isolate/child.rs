@@ -37,16 +37,44 @@ fn requests() -> impl Iterator<Item = String> {
     rx.into_iter()
 }
 
+/// Ask the kernel to kill this process when its host dies (Linux: `PR_SET_PDEATHSIG`; the
+/// host spawns from a thread that lives as long as it does, see `super::spawn`), and exit at
+/// once if the host died before the request took effect (the parent is no longer the
+/// process id the host passed in `PERFCAST_HOST_PID`). Elsewhere the stdin watchdog alone
+/// ends an orphaned host.
+fn die_with_host() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl(PR_SET_PDEATHSIG, signal) reads no memory of ours; getppid cannot fail.
+        let (set, parent) = unsafe {
+            (
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong),
+                libc::getppid(),
+            )
+        };
+        let host = std::env::var(super::HOST_PID_ENV)
+            .ok()
+            .and_then(|v| v.parse::<libc::pid_t>().ok());
+        if set == 0 && host.is_some_and(|h| h != parent) {
+            std::process::exit(0);
+        }
+    }
+}
+
 /// Serve the library at `path` on stdin/stdout until stdin closes; `sha256`, the host's pin,
 /// is checked again here on the file this process opens and loads. Returns only an error
 /// that prevents serving (the library itself does not load: reported to the host in the
 /// hello's answer first).
 pub fn serve(path: &Path, sha256: Option<&str>) -> Result<(), String> {
+    die_with_host();
+    // The request reader (and so the watchdog on stdin) starts before the library loads: a
+    // library whose constructor never returns must not keep this process alive either.
+    let requests = requests();
     let mut registry = Registry::new();
     let loaded = crate::load_library(path, sha256, &mut registry);
     let mut out = std::io::stdout().lock();
     let mut handles: Vec<Component> = Vec::new();
-    for line in requests() {
+    for line in requests {
         let req: Request = match serde_json::from_str(&line) {
             Ok(r) => r,
             Err(e) => return Err(format!("bad request: {e}")),

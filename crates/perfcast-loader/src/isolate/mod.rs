@@ -412,6 +412,43 @@ pub const CHILD_ENV: [&str; 7] = [
     "SYSTEMROOT",
 ];
 
+/// The variable through which a plugin host learns its host's process id, to know whether
+/// the host died before the host's death could signal it (see `child::die_with_host`).
+const HOST_PID_ENV: &str = "PERFCAST_HOST_PID";
+
+/// Spawn `cmd` in a process group of its own (the terminal's Ctrl-C goes to perfcast, which
+/// decides the child's fate) from the one long-lived thread that spawns every plugin host.
+/// A parent-death signal fires when the *thread* that forked the child exits, so a host
+/// spawned from a short-lived thread (a rayon worker, a test's thread) would be killed while
+/// perfcast still uses it; this thread lives as long as the process.
+fn spawn(mut cmd: Command) -> std::io::Result<Child> {
+    type Job = (Command, std::sync::mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: std::sync::OnceLock<Mutex<std::sync::mpsc::Sender<Job>>> =
+        std::sync::OnceLock::new();
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("perfcast-plugin-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .ok();
+        Mutex::new(tx)
+    });
+    let (reply, answer) = std::sync::mpsc::channel();
+    let no_thread = || std::io::Error::other("the plugin spawner thread is not running");
+    spawner
+        .lock()
+        .map_err(|_| no_thread())?
+        .send((cmd, reply))
+        .map_err(|_| no_thread())?;
+    answer.recv().map_err(|_| no_thread())?
+}
+
 /// Start a plugin host for the library at `path` (checked, and its sha256 pin, here first),
 /// shake hands and return what it provides as registry candidates.
 pub(crate) fn load(
@@ -436,18 +473,17 @@ pub(crate) fn load(
             cmd.env(k, v);
         }
     }
-    let mut child = cmd
-        .arg(path)
+    cmd.env(HOST_PID_ENV, std::process::id().to_string());
+    cmd.arg(path)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| {
-            init(format!(
-                "cannot start the plugin host {}: {e}",
-                opts.program.display()
-            ))
-        })?;
+        .stderr(Stdio::null());
+    let mut child = spawn(cmd).map_err(|e| {
+        init(format!(
+            "cannot start the plugin host {}: {e}",
+            opts.program.display()
+        ))
+    })?;
     let (stdin, stdout) = match (child.stdin.take(), child.stdout.take()) {
         (Some(i), Some(o)) => (i, o),
         _ => return Err(init("the plugin host has no pipes".into())),
