@@ -9,6 +9,7 @@ use crate::error::HostError;
 use figment::providers::{Env, Format, Json, Toml, Yaml};
 use figment::value::{Dict, Map, Value};
 use figment::{Error as FigmentError, Metadata, Profile, Provider, Source};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 mod embedded {
@@ -332,11 +333,13 @@ impl Spec {
 
 /// Read a config file (or `preset:NAME`) and, beneath it, everything it includes, recursively.
 /// The layers come out lowest first: a file's includes (in order) precede the file itself.
+/// A file or preset reached again by another path (a diamond of includes) is merged once, at
+/// its first place: `base` included by both `a` and `b` gives `base`, `a`, `b`, so `b` does
+/// not undo what `a` set over `base`.
 pub fn read_config(path: &Path) -> Result<Vec<Layer>, HostError> {
-    let mut out = Vec::new();
-    let mut stack = Vec::new();
-    read(Spec::parse(path), None, &mut stack, &mut out)?;
-    Ok(out)
+    let mut reader = Reader::default();
+    reader.read(Spec::parse(path), None)?;
+    Ok(reader.out)
 }
 
 /// Largest configuration file read (the largest shipped one, `configs/validation/cases.toml`,
@@ -372,37 +375,47 @@ fn check_config_file(path: &Path, included_by: &Option<String>) -> Result<(), Ho
 
 /// Deepest include nesting a configuration may have.
 const MAX_INCLUDE_DEPTH: usize = 64;
-/// Most layers (files and presets, a repeated include counted each time) one configuration
-/// may read: includes that form diamonds multiply, and 31 files could otherwise ask for 2^31.
+/// Most files and presets one configuration may read.
 const MAX_LAYERS: usize = 4096;
 
-fn read(
-    spec: Spec,
-    included_by: Option<String>,
-    stack: &mut Vec<(String, String)>,
-    out: &mut Vec<Layer>,
-) -> Result<(), HostError> {
-    if stack.len() >= MAX_INCLUDE_DEPTH {
-        return Err(HostError::TooManyIncludes {
-            origin: spec.label(),
-            what: format!("includes nested {} deep", stack.len() + 1),
-            limit: MAX_INCLUDE_DEPTH,
-        });
-    }
-    if out.len() >= MAX_LAYERS {
-        return Err(HostError::TooManyIncludes {
-            origin: spec.label(),
-            what: format!("more than {MAX_LAYERS} files and presets read, includes repeating"),
-            limit: MAX_LAYERS,
-        });
-    }
-    let id = identity(&spec);
-    if let Some(pos) = stack.iter().position(|(i, _)| *i == id) {
-        let mut chain: Vec<String> = stack[pos..].iter().map(|(_, l)| l.clone()).collect();
-        chain.push(spec.label());
-        return Err(HostError::IncludeCycle { chain });
-    }
-    let (text, origin, format, dir) = match &spec {
+/// The layers read so far, and the includes being read.
+#[derive(Default)]
+struct Reader {
+    /// (identity, label) of the files and presets whose includes are being read, outermost
+    /// first: one met again is a cycle.
+    stack: Vec<(String, String)>,
+    /// The identities of the layers read (a file met again is not read again).
+    seen: HashSet<String>,
+    out: Vec<Layer>,
+}
+
+impl Reader {
+    fn read(&mut self, spec: Spec, included_by: Option<String>) -> Result<(), HostError> {
+        let Reader { stack, seen, out } = self;
+        if stack.len() >= MAX_INCLUDE_DEPTH {
+            return Err(HostError::TooManyIncludes {
+                origin: spec.label(),
+                what: format!("includes nested {} deep", stack.len() + 1),
+                limit: MAX_INCLUDE_DEPTH,
+            });
+        }
+        let id = identity(&spec);
+        if let Some(pos) = stack.iter().position(|(i, _)| *i == id) {
+            let mut chain: Vec<String> = stack[pos..].iter().map(|(_, l)| l.clone()).collect();
+            chain.push(spec.label());
+            return Err(HostError::IncludeCycle { chain });
+        }
+        if seen.contains(&id) {
+            return Ok(());
+        }
+        if out.len() >= MAX_LAYERS {
+            return Err(HostError::TooManyIncludes {
+                origin: spec.label(),
+                what: format!("more than {MAX_LAYERS} files and presets read"),
+                limit: MAX_LAYERS,
+            });
+        }
+        let (text, origin, format, dir) = match &spec {
         Spec::File(path) => {
             check_config_file(path, &included_by)?;
             let text = std::fs::read_to_string(path).map_err(|source| HostError::Read {
@@ -454,39 +467,41 @@ fn read(
             (text.to_string(), origin, "TOML", None)
         }
     };
-    let label = spec.label();
-    let mut data = parse(&text, format, &label)?;
+        let label = spec.label();
+        let mut data = parse(&text, format, &label)?;
 
-    let includes = take_includes(&mut data, &label)?;
-    if let Some(dir) = &dir {
-        absolutize_plugin_paths(&mut data, dir);
-    }
-    stack.push((id, label.clone()));
-    for inc in includes {
-        let child = match Spec::parse(Path::new(&inc)) {
-            Spec::File(p) => match &dir {
-                Some(dir) if p.is_relative() => Spec::File(dir.join(p)),
-                Some(_) => Spec::File(p),
-                // Inside a preset, `../hardware/x.toml` names the preset `x`.
-                None => match p.file_stem().and_then(|s| s.to_str()) {
-                    Some(stem) if preset(stem).is_some() => Spec::Preset(stem.to_string()),
-                    _ => {
-                        return Err(HostError::Format {
-                            origin: label,
-                            message: format!(
-                                "a built-in preset can only include other presets, not `{inc}`"
-                            ),
-                        })
-                    }
+        let includes = take_includes(&mut data, &label)?;
+        if let Some(dir) = &dir {
+            absolutize_plugin_paths(&mut data, dir);
+        }
+        stack.push((id.clone(), label.clone()));
+        for inc in includes {
+            let child = match Spec::parse(Path::new(&inc)) {
+                Spec::File(p) => match &dir {
+                    Some(dir) if p.is_relative() => Spec::File(dir.join(p)),
+                    Some(_) => Spec::File(p),
+                    // Inside a preset, `../hardware/x.toml` names the preset `x`.
+                    None => match p.file_stem().and_then(|s| s.to_str()) {
+                        Some(stem) if preset(stem).is_some() => Spec::Preset(stem.to_string()),
+                        _ => {
+                            return Err(HostError::Format {
+                                origin: label,
+                                message: format!(
+                                    "a built-in preset can only include other presets, not `{inc}`"
+                                ),
+                            })
+                        }
+                    },
                 },
-            },
-            preset => preset,
-        };
-        read(child, Some(label.clone()), stack, out)?;
+                preset => preset,
+            };
+            self.read(child, Some(label.clone()))?;
+        }
+        self.stack.pop();
+        self.seen.insert(id);
+        self.out.push(Layer { origin, data });
+        Ok(())
     }
-    stack.pop();
-    out.push(Layer { origin, data });
-    Ok(())
 }
 
 /// The deepest nesting of YAML flow collections (`[...]`, `{...}`) read: serde_yaml's own
