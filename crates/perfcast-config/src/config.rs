@@ -55,7 +55,15 @@ pub struct Sources {
     pub plugin_host: Option<perfcast_loader::isolate::IsolateOptions>,
     /// Isolate every library (`--isolate`), not only the `[[plugins]]` entries that ask.
     pub isolate_all: bool,
+    /// The host's check of everything a library cannot change (the model, the plans' values),
+    /// run on the merged configuration before any library loads, so that a mistake there is
+    /// reported before any library code runs ([`Sources::checked_by`]).
+    pub precheck: Option<Precheck>,
 }
+
+/// A host's check of a configuration before its libraries load (its registry is empty then:
+/// components resolve once the libraries have loaded).
+pub type Precheck = fn(&Config) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 impl Sources {
     /// Nothing but the built-in defaults and the environment, resolving components in a
@@ -70,6 +78,7 @@ impl Sources {
             sections: SECTIONS.to_vec(),
             plugin_host: None,
             isolate_all: false,
+            precheck: None,
         }
     }
     /// Files only, environment read, no overrides.
@@ -92,6 +101,11 @@ impl Sources {
     }
     pub fn without_env(mut self) -> Self {
         self.env = false;
+        self
+    }
+    /// Run `check` on the merged configuration before any library loads.
+    pub fn checked_by(mut self, check: Precheck) -> Self {
+        self.precheck = Some(check);
         self
     }
 }
@@ -229,7 +243,9 @@ impl Config {
         };
         cfg.check_top_level(&sources.sections)?;
         cfg.check_finite(&cfg.value, String::new())?;
-
+        if let Some(check) = sources.precheck {
+            check(&cfg).map_err(HostError::Precheck)?;
+        }
         cfg.load_libraries(sources, &mut registry)?;
         cfg.registry = Arc::new(registry);
         Ok(cfg)

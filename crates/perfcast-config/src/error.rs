@@ -8,6 +8,9 @@ use thiserror::Error;
 /// Anything that can go wrong while loading a configuration or composing a system from it.
 #[derive(Debug, Error)]
 pub enum HostError {
+    /// The host's check of the configuration before its libraries load failed.
+    #[error(transparent)]
+    Precheck(Box<dyn std::error::Error + Send + Sync>),
     /// A configuration file that cannot be read (missing, a directory, no permission).
     #[error("cannot read config file `{}`{}: {source}", path.display(), included(included_by))]
     Read {

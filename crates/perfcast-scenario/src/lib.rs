@@ -63,6 +63,22 @@ pub enum ScenarioError {
     },
 }
 
+/// What a host checks before any plugin library loads (`Sources::checked_by`): what no
+/// library can change, namely the model (validated) and the values of the training plan, the
+/// inference plan and the serving section. Components, and the plan fields that name them,
+/// resolve once the libraries have loaded.
+pub fn check_before_libraries(
+    cfg: &Config,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    if cfg.contains("model") {
+        model(cfg)?;
+    }
+    cfg.extract_opt::<perfcast_engine::TrainingPlan>("plan")?;
+    cfg.extract_opt::<perfcast_engine::inference::InferencePlan>("inference")?;
+    cfg.extract_opt::<perfcast_serving::ServingConfig>("serving")?;
+    Ok(())
+}
+
 /// An engine error as a configuration error: the key as the configuration spells it (the
 /// engine's [`perfcast_core::Key`] sections are the configuration's sections), with where
 /// its value came from.

@@ -39,8 +39,12 @@ pub fn run(c: Command) -> anyhow::Result<()> {
 }
 
 fn explain(a: ExplainArgs) -> anyhow::Result<()> {
-    // The sections `predict` and `infer` read (the experiments' `[search]` included).
-    let cfg = crate::cmd_predict::load(&a.config)?;
+    // The sections `predict` and `infer` read (the experiments' `[search]` included). A
+    // partial configuration (a base file without its plan) is explained too: the check
+    // of the model and plans before the libraries load is left to the commands that run them.
+    let mut sources = crate::cmd_predict::sources(&a.config)?;
+    sources.precheck = None;
+    let cfg = crate::common::load_config(&sources)?;
     let rows = if a.all {
         perfcast_scenario::explain::explain_all(&cfg)
     } else {

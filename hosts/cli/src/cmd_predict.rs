@@ -68,12 +68,17 @@ pub(crate) fn training_rows(r: &TrainingReport) -> Vec<(Row<'static>, &'static s
 /// Top-level sections `predict` and `infer` accept: the host's, plus those of `search` and
 /// `serve` (`search`, `serving`, `slo`, `serving_search`), which experiment files share.
 pub(crate) fn load(args: &ConfigArgs) -> anyhow::Result<Config> {
+    crate::common::load_config(&sources(args)?)
+}
+
+/// The sources of [`load`].
+pub(crate) fn sources(args: &ConfigArgs) -> anyhow::Result<perfcast_config::Sources> {
     let mut sources = args.sources()?;
     let mut sections = SECTIONS.to_vec();
     // Experiment files may carry the sections of `search` and `serve` too.
     sections.extend(["search", "serving", "slo", "serving_search"]);
     sources.sections = sections;
-    crate::common::load_config(&sources)
+    Ok(sources)
 }
 
 /// What `predict --format json` prints.

@@ -129,7 +129,8 @@ impl ConfigArgs {
     pub fn sources(&self) -> anyhow::Result<Sources> {
         let mut s = Sources::files(&plugins(), self.configs.iter().cloned())
             .with_sets(self.sets.iter().cloned())
-            .with_libraries(self.libraries.specs()?);
+            .with_libraries(self.libraries.specs()?)
+            .checked_by(perfcast_scenario::check_before_libraries);
         s.plugin_host = Some(self.isolation.options()?);
         s.isolate_all = self.isolation.isolate;
         Ok(s)

@@ -428,6 +428,21 @@ fn library_entries_are_all_checked_before_any_loads() {
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(o.stderr.contains("no-such-lib.so"), "{}", o.stderr);
     assert!(!mark.exists(), "the first library's constructor ran");
+    // The rest of the configuration is checked first too: a bad model value, a plan value
+    // of the wrong type, a bad serving key (each ran the constructor first).
+    let lib_arg = lib.to_str().unwrap();
+    let training = "configs/experiments/gpt3-175b-a100.toml";
+    let serving = "configs/serving/llama3.1-8b-h100.toml";
+    for (command, config, set, key) in [
+        ("predict", training, "model.layers=0", "model.layers"),
+        ("predict", training, "plan.tp=\"eight\"", "plan.tp"),
+        ("serve", serving, "serving.no_such_key=1", "no_such_key"),
+    ] {
+        let o = perfcast(&[command, config, "--set", set, "--load", lib_arg]);
+        assert_eq!(o.code, 1, "{set}: {}", o.stderr);
+        assert!(o.stderr.contains(key), "{set}: {}", o.stderr);
+        assert!(!mark.exists(), "{set}: the library's constructor ran");
+    }
     // The same library alone does run (the test would pass vacuously otherwise).
     let o = perfcast(&["plugins", "--load", lib.to_str().unwrap()]);
     assert_eq!(o.code, 1, "{}", o.stderr);
