@@ -34,7 +34,10 @@ pub mod sweep;
 
 pub use config::{load_scenario, Scenario};
 pub use search::{search, Counts, ParetoPoint, PlanKey, RankedPlan, SearchResult, Summary};
-pub use space::{Constraints, DeviceRange, Devices, Objective, SearchConfig, SearchSpace};
+pub use space::{
+    Constraints, DeviceRange, Devices, Objective, SearchConfig, SearchSpace,
+    DEFAULT_MEMORY_HEADROOM,
+};
 
 /// The plan fields that search and sweep outputs (CSV, tables) list, one column each, with
 /// whether the column is numeric.

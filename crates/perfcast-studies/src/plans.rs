@@ -18,6 +18,12 @@ use perfcast_core::{DType, Engine};
 use perfcast_engine::training::{Training, TrainingPlan, TrainingReport};
 use perfcast_search::{Constraints, SearchConfig, SearchError, SearchSpace};
 
+/// The memory a study's searches keep free by default: none, as in Calculon's searches (a
+/// plan fits when its memory is at most the capacity), with which the studies' figures were
+/// compared; `search.memory_headroom` in a study file sets another (the plan search's own
+/// default is `perfcast_search::DEFAULT_MEMORY_HEADROOM`).
+const STUDY_MEMORY_HEADROOM: f64 = 0.0;
+
 /// A study's search: the space with every default filled in, and the constraints but the
 /// global batch (set per job).
 #[derive(Debug, Clone, PartialEq)]
@@ -66,7 +72,7 @@ pub fn resolve(
     fill_defaults(&mut s);
     check_lists(ctx, key, &s)?;
     let d = Constraints::default();
-    let memory_headroom = sc.memory_headroom.unwrap_or(d.memory_headroom);
+    let memory_headroom = sc.memory_headroom.unwrap_or(STUDY_MEMORY_HEADROOM);
     if !(memory_headroom.is_finite() && (0.0..1.0).contains(&memory_headroom)) {
         return Err(ctx.bad(
             &format!("{key}.memory_headroom"),

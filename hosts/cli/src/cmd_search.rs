@@ -467,12 +467,15 @@ fn render(
     out.push_str(LEGEND);
     out.push_str(&walk_note(s));
     out.push_str(&format!(
-        "\n{} plans enumerated, {} pruned ({} refused, {} over memory, {} by the time bound), \
+        "\n{} plans enumerated, {} pruned ({} refused, {} over the memory limit of {:.2} GiB \
+         per device: capacity x (1 - search.memory_headroom = {}), {} by the time bound), \
          {} evaluated in {:.3} s on {} threads ({:.0} plans/s, {:.0} evaluations/s)\n",
         s.enumerated,
         s.pruned,
         s.pruned_invalid,
         s.pruned_memory,
+        s.memory_limit_gib,
+        s.memory_headroom,
         s.pruned_bound,
         s.evaluated,
         s.seconds,

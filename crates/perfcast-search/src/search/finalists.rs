@@ -137,6 +137,7 @@ pub(super) fn finish(
     trainings: &[Training],
     template: &TrainingPlan,
     objective: Objective,
+    constraints: &Constraints,
     start: Instant,
     walked: &Walked<'_>,
 ) -> Result<SearchResult, SearchError> {
@@ -193,14 +194,29 @@ pub(super) fn finish(
         pareto,
         pareto_devices,
         fastest,
-        summary: summary(&acc, seconds, objective, walked),
+        summary: summary(
+            &acc,
+            seconds,
+            objective,
+            walked,
+            (constraints, &trainings[0]),
+        ),
     })
 }
 
-fn summary(acc: &Acc, seconds: f64, objective: Objective, walked: &Walked<'_>) -> Summary {
+/// The summary; the constraints and a training (whose device's capacity) give the memory limit.
+fn summary(
+    acc: &Acc,
+    seconds: f64,
+    objective: Objective,
+    walked: &Walked<'_>,
+    (constraints, training): (&Constraints, &Training),
+) -> Summary {
     let counts: &Counts = &acc.counts;
     let (not_visited, not_visited_tuples, n) = walked.not_visited(acc);
     Summary {
+        memory_headroom: constraints.memory_headroom,
+        memory_limit_gib: training.capacity().0 * (1.0 - constraints.memory_headroom) / GIB,
         estimated: walked.estimated,
         complete: acc.unvisited.is_empty(),
         not_visited,

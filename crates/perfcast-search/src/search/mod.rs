@@ -113,7 +113,15 @@ pub fn search_within(
     if acc.counts.evaluated == 0 {
         return Err(finalists::no_plan(&acc, trainings, constraints, &walked));
     }
-    finalists::finish(acc, trainings, template, objective, start, &walked)
+    finalists::finish(
+        acc,
+        trainings,
+        template,
+        objective,
+        constraints,
+        start,
+        &walked,
+    )
 }
 
 /// The device counts (training indices) whose model state alone cannot fit in a device even

@@ -127,6 +127,10 @@ pub struct Summary {
     pub evaluations_per_s: f64,
     pub objective: Objective,
     pub threads: usize,
+    /// The fraction of device memory kept free (`search.memory_headroom`).
+    pub memory_headroom: f64,
+    /// The memory a plan may use per device, GiB: capacity x (1 - memory_headroom).
+    pub memory_limit_gib: f64,
 }
 
 /// What a search returns.
