@@ -34,21 +34,26 @@ pub struct Svg {
     out: String,
 }
 
+/// The font every chart names: DejaVu Sans first (the font whose widths the label placement
+/// assumes; on most Linux systems the default sans-serif), then the fonts other systems have,
+/// so a chart renders alike in browsers, `rsvg-convert` and GitHub.
+pub const FONT_FAMILY: &str = "DejaVu Sans, Arial, Helvetica, sans-serif";
+
 impl Svg {
     /// An empty document (open the root with `el("svg")...open()`).
     pub fn new() -> Self {
         Svg::default()
     }
 
-    /// A chart whose texts inherit the root's font (sans-serif, 11 px), `width` x `height`
-    /// on a white background (the CLI's charts).
+    /// A chart whose texts inherit the root's font ([`FONT_FAMILY`], 11 px), `width` x
+    /// `height` on a white background (the CLI's charts).
     pub fn plain(width: f64, height: f64) -> Self {
         let mut s = Svg::new();
         s.el("svg")
             .attr("xmlns", XMLNS)
             .attr("width", width)
             .attr("height", height)
-            .attr("font-family", "sans-serif")
+            .attr("font-family", FONT_FAMILY)
             .attr("font-size", 11)
             .open()
             .nl();
@@ -164,7 +169,7 @@ mod tests {
         let out = s.finish();
         assert_eq!(
             out,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"840\" height=\"500.5\" font-family=\"sans-serif\" font-size=\"11\">\n\
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"840\" height=\"500.5\" font-family=\"DejaVu Sans, Arial, Helvetica, sans-serif\" font-size=\"11\">\n\
              <rect width=\"840\" height=\"500.5\" fill=\"white\"/>\n\
              <line x1=\"1.3\" y1=\"40\" stroke=\"#ddd\"/><text x=\"3\" >a &lt; b &amp; &quot;c&quot;</text>\n\
              <circle r=\"4\"><title>op &lt;1&gt;</title></circle>\n</svg>\n"

@@ -137,8 +137,6 @@ pub struct Figure {
     pub caption: String,
 }
 
-/// The font every text names.
-const FONT: &str = "font-family=\"DejaVu Sans, Arial, Helvetica, sans-serif\"";
 const LEFT: f64 = 90.0;
 const TOP: f64 = 56.0;
 const PANEL_TOP: f64 = 50.0;
@@ -184,14 +182,18 @@ impl Area {
     }
 }
 
-/// `<text>` at (x, y) with its size, anchor, the font and `extra` attributes.
+/// `<text>` at (x, y) with its size, anchor, the font and `extra` attributes (nothing when
+/// `s` is empty).
 fn text(w: &mut Svg, x: f64, y: f64, size: f64, anchor: &str, extra: &str, s: &str) {
+    if s.is_empty() {
+        return;
+    }
     w.el("text")
         .attr("x", Px(x))
         .attr("y", Px(y))
         .attr("font-size", size)
         .attr("text-anchor", anchor)
-        .raw(FONT)
+        .attr("font-family", crate::svg::FONT_FAMILY)
         .raw(extra)
         .text(s)
         .nl();
@@ -204,7 +206,7 @@ fn rotated(w: &mut Svg, x: f64, y: f64, size: f64, degrees: i32, s: &str) {
         .attr("y", Px(y))
         .attr("font-size", size)
         .attr("text-anchor", "end")
-        .raw(FONT)
+        .attr("font-family", crate::svg::FONT_FAMILY)
         .attr(
             "transform",
             format_args!("rotate({degrees} {} {})", Px(x), Px(y)),
@@ -411,7 +413,7 @@ fn y_axis(w: &mut Svg, ym: &AxisMap, label: &str, area: &Area) {
         .attr("y", Px(cy))
         .attr("font-size", 13)
         .attr("text-anchor", "middle")
-        .raw(FONT)
+        .attr("font-family", crate::svg::FONT_FAMILY)
         .attr("transform", format_args!("rotate(-90 22 {})", Px(cy)))
         .text(label)
         .nl();
