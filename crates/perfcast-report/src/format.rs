@@ -14,11 +14,16 @@ pub enum Format {
     Json,
     /// Comma-separated values with a header line, full precision.
     Csv,
+    /// The CSV's columns as a typed Parquet file (binary: written to a file, never to a
+    /// terminal; [`crate::parquet`]). Not a `value_enum` value: the commands that write it
+    /// list it with [`Format::parser`].
+    #[cfg_attr(feature = "clap", value(skip))]
+    Parquet,
 }
 
 impl Format {
     /// Every format, in the order `--help` lists them.
-    pub const ALL: [Format; 3] = [Format::Table, Format::Json, Format::Csv];
+    pub const ALL: [Format; 4] = [Format::Table, Format::Json, Format::Csv, Format::Parquet];
 
     /// The name on the command line (`table`, `json`, `csv`).
     pub const fn name(self) -> &'static str {
@@ -26,6 +31,7 @@ impl Format {
             Format::Table => "table",
             Format::Json => "json",
             Format::Csv => "csv",
+            Format::Parquet => "parquet",
         }
     }
 
@@ -96,7 +102,7 @@ mod tests {
         let e = "yaml".parse::<Format>().unwrap_err();
         assert_eq!(
             e,
-            "unknown format `yaml`: expected `table`, `json` or `csv`"
+            "unknown format `yaml`: expected `table`, `json`, `csv` or `parquet`"
         );
         assert_eq!(
             Format::Csv.unsupported(&[Format::Table, Format::Json]),

@@ -15,6 +15,8 @@
 //!   [`charts`]: the CLI's charts of engine reports (`predict --plot`).
 //! - [`file`]: output files written whole or not at all ([`file::OutFile`], [`file::write`]),
 //!   and one writer per `--out` directory ([`file::DirLock`]).
+//! - [`parquet`](mod@parquet): a results table as a Parquet file, its columns typed from
+//!   their cells (`--format parquet`).
 //!
 //! Invariant: this crate only formats (every renderer of an engine report lives here); it depends on `perfcast-core` and `perfcast-engine`
 //! (for the types it labels and draws) and on nothing above them.
@@ -31,6 +33,7 @@ pub mod label;
 pub mod marks;
 pub mod num;
 pub mod palette;
+pub mod parquet;
 pub mod svg;
 pub mod table;
 pub mod training;

@@ -200,7 +200,8 @@ pub fn validate_to_string_with(
                 Format::Json => {
                     serde_json::to_string_pretty(&r.to_json()).map_err(|e| e.to_string())? + "\n"
                 }
-                Format::Table | Format::Csv => r.to_table(),
+                // CSV and Parquet were refused above.
+                Format::Table | Format::Csv | Format::Parquet => r.to_table(),
             });
         }
     }
@@ -209,8 +210,8 @@ pub fn validate_to_string_with(
         Format::Json => {
             serde_json::to_string_pretty(&r.to_json()).map_err(|e| e.to_string())? + "\n"
         }
-        // CSV was refused above.
-        Format::Table | Format::Csv => r.to_table(),
+        // CSV and Parquet were refused above (Parquet: `ValidationReport::to_rows`).
+        Format::Table | Format::Csv | Format::Parquet => r.to_table(),
     })
 }
 

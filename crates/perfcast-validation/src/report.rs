@@ -330,6 +330,66 @@ impl Report {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
 
+    /// One row per case and metric (a case without metrics: one row naming why), the columns
+    /// of `--format parquet`: `id`, `group`, `kind`, `status`, `metric`, `predicted`,
+    /// `measured`, `rel_error` (signed, predicted / measured - 1), `lo` and `hi` (the
+    /// interval, when asked for), `stack`, `reason`.
+    pub fn to_rows(&self) -> perfcast_report::Table {
+        let mut t = perfcast_report::Table::new(&[
+            ("id", false),
+            ("group", false),
+            ("kind", false),
+            ("status", false),
+            ("metric", false),
+            ("predicted", true),
+            ("measured", true),
+            ("rel_error", true),
+            ("lo", true),
+            ("hi", true),
+            ("stack", false),
+            ("reason", false),
+        ]);
+        let name = |v: serde_json::Result<serde_json::Value>| match v {
+            Ok(serde_json::Value::String(s)) => s,
+            _ => String::new(),
+        };
+        let opt = |v: Option<f64>| v.map(|x| format!("{x:?}")).unwrap_or_default();
+        for c in &self.cases {
+            let common = [
+                c.id.clone(),
+                c.group.clone(),
+                name(serde_json::to_value(c.kind)),
+                name(serde_json::to_value(c.status)),
+            ];
+            let tail = [
+                c.stack.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
+                c.reason.clone().unwrap_or_default(),
+            ];
+            let metrics: Vec<Option<&MetricResult>> = if c.metrics.is_empty() {
+                vec![None]
+            } else {
+                c.metrics.iter().map(Some).collect()
+            };
+            for m in metrics {
+                let mut row = common.to_vec();
+                row.extend(match m {
+                    Some(m) => [
+                        name(serde_json::to_value(m.name)),
+                        opt(m.predicted),
+                        format!("{:?}", m.measured),
+                        opt(m.rel_error),
+                        opt(m.interval.map(|i| i[0])),
+                        opt(m.interval.map(|i| i[1])),
+                    ],
+                    None => Default::default(),
+                });
+                row.extend(tail.iter().cloned());
+                t.push(row);
+            }
+        }
+        t
+    }
+
     /// A terminal table: one block per group, then the summary.
     pub fn to_table(&self) -> String {
         let mut out = String::new();

@@ -113,6 +113,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let c = calibrate::calibrate_file(a.cases.as_deref(), &harness, &opts)
         .map_err(anyhow::Error::msg)?;
     let text = match a.format {
+        Format::Parquet => return Err(crate::common::no_parquet()),
         Format::Json => to_json(&c.to_json())?,
         Format::Table | Format::Csv => c.to_table(),
     };

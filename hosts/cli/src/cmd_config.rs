@@ -51,6 +51,7 @@ fn explain(a: ExplainArgs) -> anyhow::Result<()> {
         cfg.explain()
     };
     let text = match a.format {
+        Format::Parquet => return Err(crate::common::no_parquet()),
         Format::Json => to_json(&rows)?,
         Format::Table | Format::Csv => {
             let mut t = Table::new(&[("key", false), ("value", false), ("source", false)]);

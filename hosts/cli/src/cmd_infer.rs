@@ -107,6 +107,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             memory: &report.memory,
         };
         let text = match a.format {
+            Format::Parquet => return Err(crate::common::no_parquet()),
             Format::Json => to_json(&out)?,
             Format::Csv | Format::Table => max_batch_table(&out, a.format),
         };
@@ -132,6 +133,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let rows = inference_rows(&report);
     let plain: Vec<Row> = rows.iter().map(|(r, _)| r.clone()).collect();
     let text = match a.format {
+        Format::Parquet => return Err(crate::common::no_parquet()),
         Format::Json => to_json(&WithConfig {
             report: &report,
             notes: &notes,

@@ -184,6 +184,7 @@ fn list(a: ListArgs) -> anyhow::Result<()> {
         }
     }
     let text = match a.format {
+        Format::Parquet => return Err(crate::common::no_parquet()),
         Format::Json => to_json(&rows)?,
         Format::Table | Format::Csv => {
             let mut t = Table::new(&[

@@ -41,6 +41,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let rows = perfcast_config::plugin_rows(&registry);
     let text = match a.format {
+        Format::Parquet => return Err(crate::common::no_parquet()),
         Format::Json => to_json(&rows)?,
         Format::Table | Format::Csv => {
             let mut t = Table::new(&[

@@ -140,6 +140,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         )?;
     }
     let text = match a.format {
+        Format::Parquet => return Err(crate::common::no_parquet()),
         Format::Json => to_json(&Output {
             model: &model_name,
             system: &system_name,

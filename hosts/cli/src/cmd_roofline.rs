@@ -38,6 +38,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         crate::common::write_plot(path, crate::plot::roofline_svg(&report))?;
     }
     let text = match a.format {
+        Format::Parquet => return Err(crate::common::no_parquet()),
         Format::Json => to_json(&report)?,
         Format::Csv => csv(&report),
         Format::Table => table(&report),
@@ -190,6 +191,7 @@ fn run_model(a: &Args, cfg: &perfcast_config::Config) -> anyhow::Result<()> {
         )?;
     }
     let text = match a.format {
+        Format::Parquet => return Err(crate::common::no_parquet()),
         Format::Json => to_json(&serde_json::json!({
             "model": model,
             "system": system,

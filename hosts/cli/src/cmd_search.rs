@@ -26,8 +26,12 @@ pub struct Args {
     /// What to minimise (default: search.objective, else time).
     #[arg(long, value_parser = ["time", "memory", "cost"])]
     pub objective: Option<String>,
-    #[arg(long, value_enum, default_value_t = Format::Table)]
+    #[arg(long, value_parser = Format::parser(&crate::common::ROW_FORMATS), default_value_t)]
     pub format: Format,
+    /// Write the output to this file (whole or not at all) instead of standard output;
+    /// needed by `--format parquet`.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
     /// Run the search several times and report its speed (plans per second).
     #[arg(long)]
     pub bench: bool,
@@ -219,32 +223,47 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             },
         }
     });
+    let out = a.out.as_deref();
     match a.format {
-        Format::Json => print(&to_json(&Output {
-            plans: r
-                .plans
-                .iter()
-                .map(|p| PlanOut {
-                    plan: p,
-                    interval: time(p.report.iteration_time.0),
-                })
-                .collect(),
-            error_bars: iv.as_ref(),
-            pareto: &r.pareto,
-            pareto_devices: &r.pareto_devices,
-            fastest: &r.fastest,
-            summary: &r.summary,
-            published: published.as_ref(),
-            cost: cost_of(&r, sc.price_per_gpu_hour),
-        })?),
-        Format::Csv => print(&csv_table(&r, sc.price_per_gpu_hour, iv.as_ref()).csv()),
-        Format::Table => print(&render(
-            &r,
-            published.as_ref(),
-            sc.constraints.global_batch,
-            sc.price_per_gpu_hour,
-            iv.as_ref(),
-        )),
+        Format::Json => crate::common::emit(
+            &to_json(&Output {
+                plans: r
+                    .plans
+                    .iter()
+                    .map(|p| PlanOut {
+                        plan: p,
+                        interval: time(p.report.iteration_time.0),
+                    })
+                    .collect(),
+                error_bars: iv.as_ref(),
+                pareto: &r.pareto,
+                pareto_devices: &r.pareto_devices,
+                fastest: &r.fastest,
+                summary: &r.summary,
+                published: published.as_ref(),
+                cost: cost_of(&r, sc.price_per_gpu_hour),
+            })?,
+            out,
+        ),
+        Format::Csv => crate::common::emit(
+            &csv_table(&r, sc.price_per_gpu_hour, iv.as_ref()).csv(),
+            out,
+        ),
+        Format::Parquet => crate::common::write_parquet(
+            &csv_table(&r, sc.price_per_gpu_hour, iv.as_ref()),
+            out,
+            "search",
+        ),
+        Format::Table => crate::common::emit(
+            &render(
+                &r,
+                published.as_ref(),
+                sc.constraints.global_batch,
+                sc.price_per_gpu_hour,
+                iv.as_ref(),
+            ),
+            out,
+        ),
     }
 }
 

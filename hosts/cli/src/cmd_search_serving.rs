@@ -40,10 +40,15 @@ pub fn run(a: &Args, cfg: &Config) -> anyhow::Result<()> {
             result: &r,
             config: perfcast_scenario::reproducible_config(cfg, s.scenario.inference.model())?,
         })?,
-        Format::Csv => csv(&r),
+        Format::Csv => rows(&r).csv(),
+        Format::Parquet => String::new(),
         Format::Table => render(&r),
     };
-    print(&text)?;
+    if a.format == Format::Parquet {
+        crate::common::write_parquet(&rows(&r), a.out.as_deref(), "search")?;
+    } else {
+        crate::common::emit(&text, a.out.as_deref())?;
+    }
     match r.best.iter().find(|b| b.best.is_none()) {
         Some(b) => Err(infeasible(b)),
         None => Ok(()),
@@ -165,7 +170,8 @@ fn render(r: &ServingSearchResult) -> String {
     out
 }
 
-fn csv(r: &ServingSearchResult) -> String {
+/// The CSV's (and Parquet's) rows: the Pareto front, then the top deployments.
+fn rows(r: &ServingSearchResult) -> Table {
     let mut t = Table::new(&[
         ("list", false),
         ("deployment", false),
@@ -221,7 +227,7 @@ fn csv(r: &ServingSearchResult) -> String {
             ]);
         }
     }
-    t.csv()
+    t
 }
 
 fn bench(s: &perfcast_search::serving::ServingSearch) -> anyhow::Result<()> {

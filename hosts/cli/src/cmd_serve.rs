@@ -4,7 +4,7 @@
 //! config's model on its system, read through `perfcast-scenario`; one run per load, a
 //! latency-throughput curve with several rates. Deterministic for a seed.
 
-use crate::common::{num, print, to_json, ConfigArgs, Format, Table};
+use crate::common::{num, to_json, ConfigArgs, Format, Table};
 use perfcast_report::figure::{Axis, Figure, Marker, Panel, PanelKind, Series};
 use perfcast_scenario::serving::{read_trace, Requests};
 use perfcast_scenario::{serving_error, ServingScenario};
@@ -38,8 +38,12 @@ pub struct Args {
     /// Seed of the random draws (default: serving.seed, else 0).
     #[arg(long, value_name = "S")]
     pub seed: Option<u64>,
-    #[arg(long, value_enum, default_value_t)]
+    #[arg(long, value_parser = Format::parser(&crate::common::ROW_FORMATS), default_value_t)]
     pub format: Format,
+    /// Write the output to this file (whole or not at all) instead of standard output;
+    /// needed by `--format parquet`.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
     /// Draw TTFT and TPOT against output throughput (one point per load) to this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
@@ -119,9 +123,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             config: perfcast_scenario::reproducible_config(&cfg, sc.inference.model())?,
         })?,
         Format::Csv => runs_table(&runs).csv(),
+        Format::Parquet => String::new(),
         Format::Table => render(model, system, &d, &runs),
     };
-    print(&text)?;
+    if a.format == Format::Parquet {
+        crate::common::write_parquet(&runs_table(&runs), a.out.as_deref(), "serve")?;
+    } else {
+        crate::common::emit(&text, a.out.as_deref())?;
+    }
     if let Some(path) = &a.plot {
         let svg = curve_svg(model, system, &runs)?;
         crate::common::write_plot(path, svg)?;

@@ -1,23 +1,36 @@
-//! `perfcast sweep STUDY.toml [--out DIR] [--force]`: a grid or list over config keys, each
-//! point evaluated or searched for its best plan; CSV rows streamed to stdout or to
-//! `DIR/STUDY.csv` (written whole or not at all, one writer per DIR), with a progress bar (indicatif) on a terminal (stderr) once it runs past a
+//! `perfcast sweep STUDY.toml [--out DIR] [--format csv|parquet] [--force]`: a grid or list
+//! over config keys, each point evaluated or searched for its best plan; CSV rows streamed to
+//! stdout or to `DIR/STUDY.csv` (or the same columns typed in `DIR/STUDY.parquet`; written
+//! whole or not at all, one writer per DIR), with a progress bar (indicatif) on a terminal (stderr) once it runs past a
 //! second.
 
-use crate::common;
+use crate::common::{self, Format, Table};
 use anyhow::Context as _;
 use perfcast_report::file;
 use perfcast_search::sweep::Sweep;
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 
+/// The outputs of `perfcast sweep`.
+const FORMATS: [(Format, &str); 2] = [
+    (Format::Csv, "One row per point: the swept values, then the results"),
+    (
+        Format::Parquet,
+        "The CSV's columns, typed (INT64, DOUBLE, UTF-8; an empty cell is a null), written to DIR/STUDY.parquet (needs --out)",
+    ),
+];
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The sweep file (see configs/sweeps/).
     #[arg(value_name = "STUDY.toml")]
     pub study: PathBuf,
-    /// Write DIR/STUDY.csv instead of printing the CSV.
+    /// Write DIR/STUDY.csv (DIR/STUDY.parquet with `--format parquet`) instead of printing
+    /// the CSV.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    #[arg(long, value_parser = Format::parser(&FORMATS), default_value_t = Format::Csv)]
+    pub format: Format,
     /// Run even when the sweep is estimated to take longer than its max_seconds.
     #[arg(long)]
     pub force: bool,
@@ -54,13 +67,27 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             // only once complete: a failing or interrupted sweep leaves it as it was.
             let _lock = file::DirLock::take(dir)
                 .with_context(|| format!("cannot write into {}", dir.display()))?;
-            let path = dir.join(format!("{}.csv", sweep.name));
+            let path = dir.join(format!("{}.{}", sweep.name, a.format));
             let cannot = || format!("cannot write {}", path.display());
+            if a.format == Format::Parquet {
+                // The CSV rows, read back as a table and written typed.
+                let mut csv = Vec::new();
+                let n = sweep.run(&mut csv, a.force, &mut progress)?;
+                let table = Table::from_csv(&String::from_utf8_lossy(&csv))
+                    .map_err(|e| anyhow::anyhow!("the sweep's CSV: {e}"))?;
+                common::write_parquet_file(&table, &path, "sweep")?;
+                return common::print(&format!("wrote {} ({n} points)\n", path.display()));
+            }
             let mut w = file::OutFile::create(&path).with_context(cannot)?;
             let n = sweep.run(&mut w, a.force, &mut progress)?;
             w.commit().with_context(cannot)?;
             common::print(&format!("wrote {} ({n} points)\n", path.display()))
         }
+        None if a.format == Format::Parquet => Err(anyhow::anyhow!(
+            "`--format parquet` writes DIR/{}.parquet: add `--out DIR` (Parquet is binary; it \
+             never goes to standard output)",
+            sweep.name
+        )),
         None => {
             let stdout = std::io::stdout();
             let mut w = stdout.lock();

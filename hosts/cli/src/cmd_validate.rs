@@ -8,14 +8,14 @@
 //! or has a key that applies to no case, or a bad residuals file (the message names the file,
 //! the case and the key).
 
-use crate::common::{print, Format};
+use crate::common::Format;
 use crate::error_bars::IntervalArgs;
 use perfcast_validation::overlay::Overlay;
 use perfcast_validation::ValidateOptions;
 use std::path::PathBuf;
 
 /// The outputs of `perfcast validate` (no CSV: a report of nested cases), with their help.
-const FORMATS: [(Format, &str); 2] = [
+const FORMATS: [(Format, &str); 3] = [
     (
         Format::Table,
         "Per group: each case's metrics, predicted / measured / error, the time breakdown; then the summary",
@@ -23,6 +23,10 @@ const FORMATS: [(Format, &str); 2] = [
     (
         Format::Json,
         "`{\"cases\":[{\"id\",\"group\",\"kind\",\"status\",\"reason\",\"metrics\":[...]}],\"summary\":{...}}`",
+    ),
+    (
+        Format::Parquet,
+        "One row per case and metric (id, group, kind, status, metric, predicted, measured, rel_error, lo, hi, stack, reason), typed, written to --out FILE",
     ),
 ];
 
@@ -43,6 +47,10 @@ pub struct Args {
     pub intervals: IntervalArgs,
     #[arg(long, value_parser = Format::parser(&FORMATS), default_value_t)]
     pub format: Format,
+    /// Write the output to this file (whole or not at all) instead of standard output;
+    /// needed by `--format parquet`.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -54,6 +62,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         overlay,
         intervals: a.intervals.load()?,
     };
+    if a.format == Format::Parquet {
+        let r = perfcast_validation::validate_with(
+            a.cases.as_deref(),
+            a.group.as_deref(),
+            &crate::common::plugins(),
+            &opts,
+        )
+        .map_err(anyhow::Error::msg)?;
+        return crate::common::write_parquet(&r.to_rows(), a.out.as_deref(), "validate");
+    }
     let text = perfcast_validation::validate_to_string_with(
         a.cases.as_deref(),
         a.group.as_deref(),
@@ -62,5 +80,5 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         &opts,
     )
     .map_err(anyhow::Error::msg)?;
-    print(&text)
+    crate::common::emit(&text, a.out.as_deref())
 }

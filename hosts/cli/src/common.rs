@@ -205,6 +205,78 @@ pub fn print(text: &str) -> anyhow::Result<()> {
     }
 }
 
+/// Print `text`, or write it to `out` (whole or not at all) and say where on stderr.
+pub fn emit(text: &str, out: Option<&std::path::Path>) -> anyhow::Result<()> {
+    match out {
+        None => print(text),
+        Some(path) => {
+            perfcast_report::file::write(path, text)
+                .with_context(|| format!("cannot write `{}`", path.display()))?;
+            eprint_line(&format!("wrote {}", path.display()));
+            Ok(())
+        }
+    }
+}
+
+/// The formats of a command that writes a table of rows (`search`, `serve`): the table, JSON,
+/// CSV, and the CSV's columns as typed Parquet to `--out FILE`.
+pub const ROW_FORMATS: [(Format, &str); 4] = [
+    (Format::Table, "Aligned columns for a terminal"),
+    (Format::Json, "Pretty-printed JSON, full precision"),
+    (Format::Csv, "Comma-separated values with a header line, full precision"),
+    (
+        Format::Parquet,
+        "The CSV's columns, typed (INT64, DOUBLE, UTF-8; an empty cell is a null), written to --out FILE",
+    ),
+];
+
+/// The error for `--format parquet` from a command that writes no table of rows (its
+/// `--format` does not offer it, so clap refuses it first).
+pub fn no_parquet() -> anyhow::Error {
+    anyhow::anyhow!(
+        "`--format parquet` is written by `search`, `sweep`, `validate` and `serve` (with --out)"
+    )
+}
+
+/// Write `table` to `out` as Parquet ([`perfcast_report::parquet`]), whole or not at all,
+/// and say where on stderr; without `out`, refuse: Parquet is binary and never goes to
+/// standard output.
+pub fn write_parquet(
+    table: &Table,
+    out: Option<&std::path::Path>,
+    command: &str,
+) -> anyhow::Result<()> {
+    let Some(path) = out else {
+        anyhow::bail!(
+            "`--format parquet` writes a file: add `--out FILE` (Parquet is binary; it never goes \
+             to standard output)"
+        );
+    };
+    write_parquet_file(table, path, command)?;
+    eprint_line(&format!(
+        "wrote {} ({} rows, {} columns)",
+        path.display(),
+        table.rows.len(),
+        table.headers.len()
+    ));
+    Ok(())
+}
+
+/// Write `table` to `path` as Parquet, whole or not at all, `created_by` naming the command.
+pub fn write_parquet_file(
+    table: &Table,
+    path: &std::path::Path,
+    command: &str,
+) -> anyhow::Result<()> {
+    let bytes = perfcast_report::parquet::to_parquet(
+        table,
+        &format!("perfcast {} {command}", env!("CARGO_PKG_VERSION")),
+    )
+    .map_err(anyhow::Error::msg)?;
+    perfcast_report::file::write(path, bytes)
+        .with_context(|| format!("cannot write `{}`", path.display()))
+}
+
 /// Pretty JSON with a trailing newline.
 pub fn to_json<T: Serialize>(v: &T) -> anyhow::Result<String> {
     let mut s = serde_json::to_string_pretty(v).context("cannot serialise the report")?;

@@ -420,3 +420,191 @@ fn search_table_collapses_alike_plans_explains_its_abbreviations_and_prices_the_
         o.stderr
     );
 }
+
+/// The rows of a Parquet file, each cell as the CSV writes it (a null as an empty cell),
+/// and each column's physical type.
+fn parquet_rows(path: &Path) -> (Vec<String>, Vec<String>, Vec<Vec<String>>) {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::Field;
+    let r = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let schema = r.metadata().file_metadata().schema_descr_ptr();
+    let names = schema
+        .columns()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    let types = schema
+        .columns()
+        .iter()
+        .map(|c| c.physical_type().to_string())
+        .collect();
+    let rows = r
+        .get_row_iter(None)
+        .unwrap()
+        .map(|row| {
+            row.unwrap()
+                .into_columns()
+                .into_iter()
+                .map(|(_, f)| match f {
+                    Field::Null => String::new(),
+                    Field::Long(v) => v.to_string(),
+                    Field::Double(v) => format!("{v:?}"),
+                    Field::Str(s) => s,
+                    other => panic!("a column of type {other:?}"),
+                })
+                .collect()
+        })
+        .collect();
+    (names, types, rows)
+}
+
+/// `--format parquet --out FILE` writes the CSV's columns and rows, typed (integers INT64,
+/// numbers DOUBLE, text BYTE_ARRAY), for search, serve and sweep, and validate's rows per
+/// case and metric; without --out, to a path that cannot be written, or from a command that
+/// writes no rows, it is a clear error and nothing is written.
+#[test]
+fn parquet_has_the_csv_columns_typed() {
+    let d = tmpdir();
+    let same = |what: &str, csv: &str, file: &Path| {
+        let csv = perfcast_report::Table::from_csv(csv).unwrap();
+        let (names, types, rows) = parquet_rows(file);
+        assert_eq!(names, csv.headers, "{what}");
+        assert_eq!(rows.len(), csv.rows.len(), "{what}");
+        for (p, c) in rows.iter().zip(&csv.rows) {
+            for (k, (a, b)) in p.iter().zip(c).enumerate() {
+                // The wall time of a point differs from run to run.
+                let equal = names[k] == "seconds"
+                    || a == b
+                    || (types[k] == "DOUBLE" && a.parse::<f64>().ok() == b.parse::<f64>().ok());
+                assert!(
+                    equal,
+                    "{what}: column {} is {a} in Parquet, {b} in CSV",
+                    names[k]
+                );
+            }
+        }
+        types
+    };
+    let sc = scenario();
+    let mut search = vec!["search", sc.as_str()];
+    search.extend(SMALL);
+    let csv = run(&[&search[..], &["--format", "csv"]].concat());
+    assert_eq!(csv.code, 0, "{}", csv.stderr);
+    let file = d.join("search.parquet");
+    let o = run(&[
+        &search[..],
+        &["--format", "parquet", "--out", file.to_str().unwrap()],
+    ]
+    .concat());
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.is_empty() && o.stderr.contains("search.parquet"),
+        "{}",
+        o.stderr
+    );
+    let types = same("search", &csv.stdout, &file);
+    let col = |t: &str| types.iter().filter(|x| *x == t).count();
+    assert!(
+        col("INT64") > 0 && col("DOUBLE") > 0 && col("BYTE_ARRAY") > 0,
+        "{types:?}"
+    );
+
+    let serving = repo().join("configs/serving/llama3.1-8b-h100.toml");
+    let serve = [
+        "serve",
+        serving.to_str().unwrap(),
+        "--rates",
+        "2,8",
+        "--requests",
+        "50",
+    ];
+    let csv = run(&[&serve[..], &["--format", "csv"]].concat());
+    assert_eq!(csv.code, 0, "{}", csv.stderr);
+    let file = d.join("serve.parquet");
+    let o = run(&[
+        &serve[..],
+        &["--format", "parquet", "--out", file.to_str().unwrap()],
+    ]
+    .concat());
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    same("serve", &csv.stdout, &file);
+
+    let f = write_sweep(
+        &d,
+        "mode = \"evaluate\"\n[grid]\n\"components.a100_sxm4_80gb_hbm.bandwidth_tbs\" = [1.5, 3.0]\n",
+    );
+    let csv = run(&["sweep", &f]);
+    assert_eq!(csv.code, 0, "{}", csv.stderr);
+    let out = d.join("sweep");
+    let o = run(&[
+        "sweep",
+        &f,
+        "--format",
+        "parquet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    same("sweep", &csv.stdout, &out.join("s.parquet"));
+
+    let file = d.join("validate.parquet");
+    let group = ["--group", "narayanan2021-table1"];
+    let o = run(&[
+        &[
+            "validate",
+            "--format",
+            "parquet",
+            "--out",
+            file.to_str().unwrap(),
+        ],
+        &group[..],
+    ]
+    .concat());
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let json: Value = serde_json::from_str(
+        &run(&[&["validate", "--format", "json"], &group[..]].concat()).stdout,
+    )
+    .unwrap();
+    let (names, _, rows) = parquet_rows(&file);
+    let metrics: Vec<&Value> = json["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["metrics"].as_array().unwrap())
+        .collect();
+    assert_eq!(rows.len(), metrics.len());
+    let at = |n: &str| names.iter().position(|x| x == n).unwrap();
+    for (r, m) in rows.iter().zip(&metrics) {
+        assert_eq!(
+            r[at("predicted")].parse::<f64>().ok(),
+            m["predicted"].as_f64()
+        );
+        assert_eq!(
+            r[at("measured")].parse::<f64>().ok(),
+            m["measured"].as_f64()
+        );
+    }
+
+    // Bad input: no --out, a directory that does not exist, a command without rows.
+    let o = run(&[&search[..], &["--format", "parquet"]].concat());
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("add `--out FILE`"), "{}", o.stderr);
+    let o = run(&["sweep", &f, "--format", "parquet"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("--out DIR"), "{}", o.stderr);
+    let nowhere = d.join("no/such/dir/x.parquet");
+    let o = run(&[
+        &serve[..],
+        &["--format", "parquet", "--out", nowhere.to_str().unwrap()],
+    ]
+    .concat());
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("no/such/dir/x.parquet"), "{}", o.stderr);
+    let o = run(&["predict", &sc, "--format", "parquet"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("possible values: table, json, csv"),
+        "{}",
+        o.stderr
+    );
+}
