@@ -63,6 +63,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         intervals: a.intervals.load()?,
     };
     if a.format == Format::Parquet {
+        let collectives = a
+            .cases
+            .as_deref()
+            .and_then(perfcast_validation::presets::find_repo_file)
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .is_some_and(|t| perfcast_validation::collectives::is_collectives(&t));
+        if collectives {
+            anyhow::bail!(
+                "`--format parquet` writes the rows of validation cases; a collectives file \
+                 writes `table` or `json`"
+            );
+        }
         let r = perfcast_validation::validate_with(
             a.cases.as_deref(),
             a.group.as_deref(),

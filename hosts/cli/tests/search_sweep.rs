@@ -600,6 +600,21 @@ fn parquet_has_the_csv_columns_typed() {
     .concat());
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(o.stderr.contains("no/such/dir/x.parquet"), "{}", o.stderr);
+    let collectives = repo().join("configs/validation/collectives.toml");
+    let o = run(&[
+        "validate",
+        collectives.to_str().unwrap(),
+        "--format",
+        "parquet",
+        "--out",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("a collectives file writes"),
+        "{}",
+        o.stderr
+    );
     let o = run(&["predict", &sc, "--format", "parquet"]);
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(
