@@ -176,7 +176,7 @@ fn does_not_fit(inf: &Inference, plan: &InferencePlan, r: &InferenceReport) -> a
         Ok(n) => format!("the largest batch that fits these lengths is {n} (inference.batch)"),
         Err(_) => "not even a batch of 1 fits: raise inference.tp or inference.pp, or narrow inference.weight_dtype / inference.kv_dtype".into(),
     };
-    anyhow::anyhow!(
+    anyhow::Error::new(crate::common::Infeasible(format!(
         "the plan does not fit in device memory: weights {:.2} GiB + KV cache {:.2} GiB ({} sequences x {} tokens x {:.1} KiB per token) + workspace {:.2} GiB + reserve {:.2} GiB = {:.2} GiB per device, but {:.2} GiB is usable: short by {:.2} GiB; {hint}",
         m.weights.gib(),
         m.kv_cache.gib(),
@@ -188,7 +188,7 @@ fn does_not_fit(inf: &Inference, plan: &InferencePlan, r: &InferenceReport) -> a
         m.total.gib(),
         m.capacity.gib(),
         m.shortfall.gib(),
-    )
+    )))
 }
 
 fn max_batch_table(o: &MaxBatch, format: Format) -> String {

@@ -200,7 +200,7 @@ fn does_not_fit(r: &TrainingReport, stages: &[StageMemory]) -> anyhow::Error {
             a
         }
     });
-    anyhow::anyhow!(
+    anyhow::Error::new(crate::common::Infeasible(format!(
         "the plan does not fit in device memory: pipeline stage {} needs {:.2} GiB per device (weights {:.2}, gradients {:.2}, optimizer {:.2}, activations {:.2}, temporary {:.2}, reserved {:.2}) but the device has {:.2} GiB: short by {:.2} GiB; raise plan.tp or plan.pp, use plan.zero_stage, or plan.recompute = \"selective\" / \"full\"",
         worst.stage,
         worst.total.gib(),
@@ -212,7 +212,7 @@ fn does_not_fit(r: &TrainingReport, stages: &[StageMemory]) -> anyhow::Error {
         worst.reserved.gib(),
         r.memory.capacity.gib(),
         (worst.total.0 - r.memory.capacity.0).max(r.memory.shortfall.0) / GIB,
-    )
+    )))
 }
 
 /// The training sequence length, and the model's context where it is longer.

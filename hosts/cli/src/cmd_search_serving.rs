@@ -74,8 +74,8 @@ fn limits(s: &Slo) -> String {
 }
 
 fn infeasible(b: &BestForSlo) -> anyhow::Error {
-    match &b.closest {
-        Some(p) => anyhow::anyhow!(
+    let message = match &b.closest {
+        Some(p) => format!(
             "no deployment meets the SLO ({}): the closest is `{}` at {} clients (TTFT p90 {} ms, TPOT p90 {} ms, {} tok/s per GPU), which would need every limit relaxed {}x",
             limits(&b.slo),
             p.label,
@@ -85,8 +85,9 @@ fn infeasible(b: &BestForSlo) -> anyhow::Error {
             num(p.tokens_per_s_per_gpu),
             num(p.slo_factor.iter().copied().fold(0.0, f64::max).max(1.0)),
         ),
-        None => anyhow::anyhow!("no deployment meets the SLO ({})", limits(&b.slo)),
-    }
+        None => format!("no deployment meets the SLO ({})", limits(&b.slo)),
+    };
+    anyhow::Error::new(crate::common::Infeasible(message))
 }
 
 fn points_table(points: &[SearchPoint]) -> Table {

@@ -89,8 +89,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             sweep.name
         )),
         None => {
-            let stdout = std::io::stdout();
-            let mut w = stdout.lock();
+            let mut w = common::stdout_writer();
             match sweep.run(&mut w, a.force, &mut progress) {
                 Ok(_) => Ok(()),
                 Err(perfcast_search::SearchError::File { message, .. })

@@ -197,6 +197,9 @@ pub fn write_plot(path: &std::path::Path, svg: String) -> anyhow::Result<()> {
 
 /// Write `text` to stdout; a closed pipe (`perfcast ... | head`) is not an error.
 pub fn print(text: &str) -> anyhow::Result<()> {
+    if captured(text.as_bytes()) {
+        return Ok(());
+    }
     let mut out = std::io::stdout().lock();
     let r = out.write_all(text.as_bytes()).and_then(|_| out.flush());
     match r {
@@ -286,8 +289,13 @@ pub fn to_json<T: Serialize>(v: &T) -> anyhow::Result<String> {
 
 /// Print `error: ...` with the cause chain (causes already in the message are not repeated).
 pub fn print_error(e: &anyhow::Error) {
-    let mut msg = format!("error: {e}");
-    let mut last = e.to_string();
+    eprint_line(&format!("error: {}", error_text(e)));
+}
+
+/// An error and the causes its message does not already hold, one `caused by:` line each.
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut msg = e.to_string();
+    let mut last = msg.clone();
     for cause in e.chain().skip(1) {
         let c = cause.to_string();
         if !last.contains(&c) {
@@ -295,7 +303,163 @@ pub fn print_error(e: &anyhow::Error) {
         }
         last = c;
     }
-    eprint_line(&msg);
+    msg
+}
+
+/// A result that cannot be had under the configuration's limits: a plan that does not fit
+/// in memory (its report printed first), no deployment meeting an SLO. The command line
+/// prints its message like any error; in process it is [`FailureKind::Infeasible`].
+#[derive(Debug)]
+pub struct Infeasible(pub String);
+
+impl std::fmt::Display for Infeasible {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Infeasible {}
+
+/// What kind of failure a command in process ended with ([`crate::run_captured`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The command line itself: an unknown command, option or value (exit code 2).
+    Usage,
+    /// A configuration key, value or file: the message names it and where it came from.
+    Config,
+    /// A plugin library that does not load, or a plugin that fails or answers badly.
+    Plugin,
+    /// A validation cases file (or overlay, residuals) that cannot be used.
+    Validation,
+    /// A plan that does not fit, no plan in the space, no deployment meeting an SLO.
+    Infeasible,
+    /// Anything else (a model error naming no key, a file that cannot be written).
+    Other,
+    /// A bug in perfcast (a panic).
+    Internal,
+}
+
+/// A command that failed in process: its kind, the message the command line prints after
+/// `error: `, and what it printed before failing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+    pub output: String,
+}
+
+impl FailureKind {
+    /// The kind of `e`, from the first error of its chain that tells.
+    pub fn of(e: &anyhow::Error) -> FailureKind {
+        use perfcast_config::HostError;
+        use perfcast_scenario::ScenarioError;
+        let host = |h: &HostError| match h {
+            HostError::Library { .. } => FailureKind::Plugin,
+            _ => FailureKind::Config,
+        };
+        let model = |m: &perfcast_core::ModelError| match m {
+            perfcast_core::ModelError::Invalid { .. } => FailureKind::Config,
+            perfcast_core::ModelError::Plugin(_) => FailureKind::Plugin,
+            _ => FailureKind::Other,
+        };
+        for cause in e.chain() {
+            if cause.downcast_ref::<Infeasible>().is_some() {
+                return FailureKind::Infeasible;
+            }
+            if let Some(h) = cause.downcast_ref::<HostError>() {
+                return host(h);
+            }
+            if let Some(s) = cause.downcast_ref::<ScenarioError>() {
+                return match s {
+                    ScenarioError::Host(h) => host(h),
+                    ScenarioError::Model(m) => model(m),
+                    ScenarioError::Missing { .. } => FailureKind::Config,
+                };
+            }
+            if let Some(s) = cause.downcast_ref::<perfcast_search::SearchError>() {
+                use perfcast_search::SearchError as S;
+                return match s {
+                    S::Empty { .. } => FailureKind::Infeasible,
+                    S::Host(h) => host(h),
+                    S::Scenario(ScenarioError::Host(h)) => host(h),
+                    S::Model { source, .. } => model(source),
+                    S::Invalid { .. } => FailureKind::Config,
+                    _ => FailureKind::Other,
+                };
+            }
+            if let Some(m) = cause.downcast_ref::<perfcast_core::ModelError>() {
+                return model(m);
+            }
+        }
+        FailureKind::Other
+    }
+}
+
+thread_local! {
+    /// What `print` wrote while a command runs in process ([`capture`]); `None`: standard
+    /// output.
+    static CAPTURED: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Append `bytes` to the capture of this thread, if one runs; whether it did.
+fn captured(bytes: &[u8]) -> bool {
+    CAPTURED.with(|c| match c.borrow_mut().as_mut() {
+        Some(buf) => {
+            buf.extend_from_slice(bytes);
+            true
+        }
+        None => false,
+    })
+}
+
+/// Standard output, or this thread's capture while a command runs in process (for commands
+/// that stream their rows).
+pub fn stdout_writer() -> Box<dyn std::io::Write> {
+    struct Capture;
+    impl std::io::Write for Capture {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            captured(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    if CAPTURED.with(|c| c.borrow().is_some()) {
+        Box::new(Capture)
+    } else {
+        Box::new(std::io::stdout().lock())
+    }
+}
+
+/// Run a command with what it prints captured: its output, or its [`Failure`].
+pub fn capture(
+    run: impl FnOnce() -> std::thread::Result<anyhow::Result<()>>,
+) -> Result<String, Failure> {
+    let previous = CAPTURED.with(|c| c.borrow_mut().replace(Vec::new()));
+    let outcome = run();
+    let bytes = CAPTURED.with(|c| std::mem::replace(&mut *c.borrow_mut(), previous));
+    let output = String::from_utf8_lossy(&bytes.unwrap_or_default()).into_owned();
+    match outcome {
+        Ok(Ok(())) => Ok(output),
+        Ok(Err(e)) => Err(Failure {
+            kind: FailureKind::of(&e),
+            message: error_text(&e),
+            output,
+        }),
+        Err(panic) => Err(Failure {
+            kind: FailureKind::Internal,
+            message: format!(
+                "internal error (a bug in perfcast, please report it): {}",
+                panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into())
+            ),
+            output,
+        }),
+    }
 }
 
 /// A panic is a bug: say so clearly (the process then exits with [`EXIT_INTERNAL`]).

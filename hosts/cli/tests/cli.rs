@@ -799,3 +799,93 @@ fn plugin_parameters_are_described_and_defaults_explained() {
     ok(&o);
     assert!(!o.stdout.contains("plan.vpp") && o.stdout.contains("plan.tp"));
 }
+
+/// `perfcast_cli::run_captured` (the Python package's way in) prints exactly what the binary
+/// prints, and says what kind of failure a bad input is, with the binary's message and what
+/// was printed before it (the report of a plan that does not fit).
+#[test]
+fn in_process_runs_print_what_the_binary_prints_and_classify_failures() {
+    use perfcast_cli::{run_captured, FailureKind};
+    let root = repo();
+    let at = |p: &str| root.join(p).display().to_string();
+    let gpt3 = at("configs/experiments/gpt3-175b-a100.toml");
+    let llama = at("configs/experiments/llama2-70b-h100.toml");
+    let serving = at("configs/serving/llama3.1-8b-h100.toml");
+    let roof = at("configs/experiments/roofline-a100.toml");
+    let runs: [&[&str]; 5] = [
+        &["predict", &gpt3, "--format", "json"],
+        &["infer", &llama, "--format", "csv"],
+        &["roofline", &roof],
+        &[
+            "serve",
+            &serving,
+            "--rates",
+            "2,8",
+            "--requests",
+            "50",
+            "--format",
+            "json",
+        ],
+        &["config", "presets"],
+    ];
+    for args in runs {
+        let o = perfcast(args);
+        ok(&o);
+        assert_eq!(run_captured(args).unwrap(), o.stdout, "{args:?}");
+    }
+    let cases: [(&[&str], FailureKind, &str); 6] = [
+        (
+            &["predict", &gpt3, "--set", "plan.tpp=2"],
+            FailureKind::Config,
+            "plan.tpp",
+        ),
+        (
+            &["predict", &gpt3, "--format", "yaml"],
+            FailureKind::Usage,
+            "yaml",
+        ),
+        (
+            &["predict", &gpt3, "--load", "no-such-lib.so"],
+            FailureKind::Plugin,
+            "no-such-lib.so",
+        ),
+        (
+            &[
+                "predict",
+                &gpt3,
+                "--set",
+                "plan.recompute=\"none\"",
+                "--set",
+                "plan.tp=2",
+                "--set",
+                "plan.pp=1",
+                "--set",
+                "plan.dp=512",
+            ],
+            FailureKind::Infeasible,
+            "does not fit",
+        ),
+        (&["validate", &gpt3], FailureKind::Validation, "schema"),
+        (
+            &["plugin-host", "x.so"],
+            FailureKind::Usage,
+            "started by perfcast",
+        ),
+    ];
+    for (args, kind, needle) in cases {
+        let f = run_captured(args).unwrap_err();
+        assert_eq!(f.kind, kind, "{args:?}: {}", f.message);
+        assert!(f.message.contains(needle), "{args:?}: {}", f.message);
+        if kind == FailureKind::Infeasible {
+            assert!(f.output.contains("iteration time"), "{}", f.output);
+        }
+        if kind != FailureKind::Usage {
+            let o = perfcast(args);
+            assert_eq!(
+                o.stderr.trim_end(),
+                format!("error: {}", f.message),
+                "{args:?}"
+            );
+        }
+    }
+}

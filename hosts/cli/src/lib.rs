@@ -1,0 +1,146 @@
+//! `perfcast`: the command-line host, as a library: [`main`] is the binary's whole body, and
+//! [`run_captured`] runs a command in process, returning what it prints (the Python package's
+//! way to the same results as the command line, byte for byte).
+//!
+//! Adding a command is two lines here: a variant of [`Command`] (its `Args` type lives in the
+//! command's module) and an arm in [`run`]. Shared things (output formats, config arguments,
+//! printing, exit codes) are in [`common`].
+
+// Modules are private: the library's interface is `main` and `run_captured`.
+mod cmd_calibrate;
+mod cmd_config;
+mod cmd_infer;
+mod cmd_kernels;
+mod cmd_plugins;
+mod cmd_predict;
+mod cmd_roofline;
+mod cmd_search;
+mod cmd_search_serving;
+mod cmd_serve;
+mod cmd_study;
+mod cmd_sweep;
+mod cmd_validate;
+mod common;
+mod error_bars;
+mod plot;
+mod reference;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// perfcast: an analytical performance model for distributed LLM training and inference.
+#[derive(Debug, Parser)]
+#[command(name = "perfcast", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List every registered plugin: category, name, origin, version, ABI.
+    Plugins(cmd_plugins::Args),
+    /// Per-op roofline: the config's `[[ops]]` on its device, or a model's GEMMs (`--phase`).
+    Roofline(cmd_roofline::Args),
+    /// Inspect configurations.
+    #[command(subcommand)]
+    Config(cmd_config::Command),
+    /// Predicted vs published measurements of a validation cases file, MAPE per group.
+    Validate(cmd_validate::Args),
+    /// Fit named shared parameters to a cases file, with cross-validation; write the layer.
+    Calibrate(cmd_calibrate::Args),
+    /// Run one of the seed paper's studies (CSV, SVG, summary); `--list` lists them.
+    Study(cmd_study::Args),
+    /// Predict one training step: time, throughput, MFU/HFU, breakdown, memory per stage.
+    Predict(cmd_predict::Args),
+    /// Predict serving: TTFT, time per output token, throughput, memory; `--max-batch`.
+    Infer(cmd_infer::Args),
+    /// The best training plans for the config's model and system, and their Pareto front.
+    Search(cmd_search::Args),
+    /// A grid over config keys (hardware included), each point evaluated or searched.
+    Sweep(cmd_sweep::Args),
+    /// Serving under load (continuous batching, paged KV cache): latency, throughput, goodput.
+    Serve(cmd_serve::Args),
+    /// Kernel tables timed on silicon: import (AIConfigurator's layout, a vendor's CSV or
+    /// Parquet), list, show.
+    #[command(subcommand)]
+    Kernels(cmd_kernels::Command),
+    /// Serve a plugin library on stdin/stdout for an isolated load (`--isolate`); started by
+    /// perfcast itself, not by hand.
+    PluginHost(PluginHostArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct PluginHostArgs {
+    /// The plugin library to serve.
+    path: std::path::PathBuf,
+    /// Its sha256 pin, checked on the file opened (and loaded) here.
+    #[arg(long, value_name = "HEX")]
+    sha256: Option<String>,
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Plugins(a) => cmd_plugins::run(a),
+        Command::Roofline(a) => cmd_roofline::run(a),
+        Command::Config(c) => cmd_config::run(c),
+        Command::Validate(a) => cmd_validate::run(a),
+        Command::Calibrate(a) => cmd_calibrate::run(a),
+        Command::Study(a) => cmd_study::run(a),
+        Command::Search(a) => cmd_search::run(a),
+        Command::Sweep(a) => cmd_sweep::run(a),
+        Command::Predict(a) => cmd_predict::run(a),
+        Command::Infer(a) => cmd_infer::run(a),
+        Command::Serve(a) => cmd_serve::run(a),
+        Command::Kernels(c) => cmd_kernels::run(c),
+        Command::PluginHost(a) => perfcast_config::isolate::serve(&a.path, a.sha256.as_deref())
+            .map_err(anyhow::Error::msg),
+    }
+}
+
+/// The `perfcast` binary: parse the command line, run the command, map the outcome to the
+/// exit code.
+pub fn main() -> ExitCode {
+    common::install_panic_hook();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return common::usage_error(e),
+    };
+    common::finish(std::panic::catch_unwind(|| run(cli)))
+}
+
+pub use common::{Failure, FailureKind};
+
+/// Run `perfcast ARGS...` (without the program name) in this process and return what it
+/// printed on standard output; a failure carries its kind, the message the command line
+/// prints after `error: ` (with its causes) and what was printed before it failed (e.g. the
+/// report of a plan that does not fit). Warnings still go to standard error. Commands run on
+/// the calling thread; several threads may run commands at once.
+pub fn run_captured<S: AsRef<str>>(args: &[S]) -> Result<String, Failure> {
+    let argv = std::iter::once("perfcast").chain(args.iter().map(AsRef::as_ref));
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) => {
+            return Err(Failure {
+                kind: FailureKind::Usage,
+                message: e.to_string().trim_end().to_string(),
+                output: String::new(),
+            })
+        }
+    };
+    if let Command::PluginHost(_) = cli.command {
+        return Err(Failure {
+            kind: FailureKind::Usage,
+            message: "`plugin-host` serves a library on this process's stdin/stdout: it is started by perfcast, not run in process".into(),
+            output: String::new(),
+        });
+    }
+    // A validation command's input errors are about its cases file.
+    let validation = matches!(cli.command, Command::Validate(_) | Command::Calibrate(_));
+    common::capture(|| std::panic::catch_unwind(|| run(cli))).map_err(|mut f| {
+        if validation && matches!(f.kind, FailureKind::Config | FailureKind::Other) {
+            f.kind = FailureKind::Validation;
+        }
+        f
+    })
+}
