@@ -145,6 +145,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-kernel-data",
         ],
     ),
+    // The Python package's native module: the CLI's commands in process (`run_captured`),
+    // so that its results are the command line's, byte for byte.
+    ("perfcast-python", &["perfcast-cli"]),
     // Tests and their fixtures.
     ("perfcast-tests", &[]),
     ("perfcast-testkit", &["perfcast-core", "perfcast-builtins"]),

@@ -1,0 +1,405 @@
+"""perfcast: an analytical performance model of distributed LLM training and inference.
+
+Every function runs the same code as the ``perfcast`` command line, in this process (the
+native module releases the GIL while it runs), and returns the command's JSON as a
+:class:`Result` (a ``dict`` with ``to_json``, ``to_pandas``, ``to_parquet`` and a notebook
+table). Its fields are the CLI's ``--format json`` fields, so the README's reference applies.
+
+A configuration is a path (``str`` or ``os.PathLike``), a built-in preset (``"preset:NAME"``),
+TOML text, or a nested ``dict``; several are merged in order, as on the command line.
+Overrides use the dotted keys of ``--set``: ``overrides={"plan.tp": 4}``, or as keyword
+arguments with ``__`` for the dot (``plan__tp=4``). Errors are exceptions carrying the CLI's
+message (which names the key and where its value came from)::
+
+    import perfcast
+    r = perfcast.predict("configs/experiments/gpt3-175b-a100.toml", plan__tp=4)
+    r["report"]["iteration_time"], r["report"]["mfu"]
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+
+from . import _native
+
+__version__ = _native.__version__
+
+__all__ = [
+    "predict",
+    "infer",
+    "roofline",
+    "serve",
+    "search",
+    "sweep",
+    "validate",
+    "plugins",
+    "presets",
+    "explain",
+    "run",
+    "Result",
+    "PerfcastError",
+    "ConfigError",
+    "UsageError",
+    "PluginError",
+    "ValidationError",
+    "InfeasibleError",
+    "InternalError",
+]
+
+
+class PerfcastError(Exception):
+    """A perfcast command failed. ``message`` is what the CLI prints after ``error:``;
+    ``output`` what the command printed before failing (e.g. the report of a plan that does
+    not fit), as text."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.output = output
+
+
+class ConfigError(PerfcastError, ValueError):
+    """A configuration key, value or file is wrong (the message names it and its origin)."""
+
+
+class UsageError(PerfcastError, ValueError):
+    """An argument the command does not take (an unknown option or value)."""
+
+
+class PluginError(PerfcastError):
+    """A plugin library does not load, or a plugin fails or answers badly."""
+
+
+class ValidationError(PerfcastError):
+    """A validation cases file (or overlay, residuals file) cannot be used."""
+
+
+class InfeasibleError(PerfcastError):
+    """No result under the configuration's limits: a plan that does not fit in memory, an
+    empty plan space, no deployment meeting an SLO. ``result`` holds what the command
+    printed first, parsed when it is JSON (the report of the plan that does not fit)."""
+
+    @property
+    def result(self) -> Optional["Result"]:
+        try:
+            return Result(json.loads(self.output))
+        except ValueError:
+            return None
+
+
+class InternalError(PerfcastError):
+    """A bug in perfcast (please report it)."""
+
+
+_ERRORS = {
+    "usage": UsageError,
+    "config": ConfigError,
+    "plugin": PluginError,
+    "validation": ValidationError,
+    "infeasible": InfeasibleError,
+    "internal": InternalError,
+}
+
+
+def run(args: Sequence[str]) -> str:
+    """Run ``perfcast ARGS...`` in process and return what it prints (any format)."""
+    try:
+        return _native.run([str(a) for a in args])
+    except _native.Failure as f:
+        kind, message, output = f.args
+        raise _ERRORS.get(kind, PerfcastError)(message, output) from None
+
+
+class Result(dict):
+    """A command's JSON result: a ``dict`` of the CLI's ``--format json`` fields."""
+
+    #: The list of records ``to_pandas`` turns into rows, by the fields a result has.
+    _ROWS = ("plans", "runs", "cases", "rows", "ops", "points")
+
+    def to_dict(self) -> dict:
+        """A plain ``dict`` (deep copy)."""
+        return json.loads(json.dumps(self))
+
+    def to_json(self, indent: Optional[int] = 2) -> str:
+        return json.dumps(self, indent=indent)
+
+    def records(self) -> list:
+        """The result's rows as flat dicts (nested fields joined by ``.``): its first list of
+        records (``plans``, ``runs``, ``cases``, ...), else the result itself as one row."""
+        rows = next(
+            (self[k] for k in self._ROWS if isinstance(self.get(k), list)),
+            [dict(self)],
+        )
+        return [_flatten(r) if isinstance(r, dict) else {"value": r} for r in rows]
+
+    def to_parquet(self, path: Union[str, os.PathLike]) -> None:
+        """The CLI's Parquet file of this command (``--format parquet``: the CSV's columns,
+        typed), for ``search``, ``serve`` and ``validate``: the command runs again with the
+        same arguments (its results are deterministic) and writes ``path``."""
+        args = getattr(self, "_args", None)
+        if args is None:
+            raise PerfcastError("this result does not come from a command")
+        args.run(["--format", "parquet", "--out", os.fspath(path)])
+
+    def to_pandas(self):
+        """``records()`` as a pandas DataFrame (a list of dicts when pandas is not installed)."""
+        try:
+            import pandas
+        except ImportError:
+            return self.records()
+        return pandas.DataFrame(self.records())
+
+    def _repr_html_(self) -> str:
+        rows = self.records()
+        cols = list(dict.fromkeys(k for r in rows for k in r))
+        esc = lambda v: str(v).replace("&", "&amp;").replace("<", "&lt;")  # noqa: E731
+        head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{esc(r.get(c, ''))}</td>" for c in cols) + "</tr>"
+            for r in rows[:50]
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+class Rows(list):
+    """A CSV result (``sweep``): a list of dicts, numbers parsed."""
+
+    def to_pandas(self):
+        try:
+            import pandas
+        except ImportError:
+            return list(self)
+        return pandas.DataFrame(list(self))
+
+
+def _flatten(d: Mapping, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+Config = Union[str, "os.PathLike[str]", Mapping[str, Any]]
+
+
+class _Temp:
+    """A configuration given as text or a dict: written to a temporary file for each run."""
+
+    def __init__(self, text: str, suffix: str) -> None:
+        self.text, self.suffix = text, suffix
+
+
+class _Args:
+    """The command line of one call. A configuration given as text or a dict is written to a
+    temporary file beside the working directory's files (so its relative paths mean what
+    they would in a file there) for the run, and removed afterwards."""
+
+    def __init__(self) -> None:
+        self.args: list = []
+
+    def config(self, c: Config) -> None:
+        if isinstance(c, Mapping):
+            self.args.append(_Temp(json.dumps(c), ".json"))
+        elif isinstance(c, os.PathLike):
+            self.args.append(os.fspath(c))
+        elif isinstance(c, str):
+            text = "\n" in c or ("=" in c and not os.path.exists(c))
+            self.args.append(_Temp(c, ".toml") if text else c)
+        else:
+            raise TypeError(
+                f"a configuration is a path, TOML text or a dict, not {type(c).__name__}"
+            )
+
+    def sets(self, overrides: Optional[Mapping[str, Any]], kw: Mapping[str, Any]) -> None:
+        items = list((overrides or {}).items()) + [(k.replace("__", "."), v) for k, v in kw.items()]
+        for k, v in items:
+            self.args += ["--set", f"{k}={json.dumps(v)}"]
+
+    def flag(self, name: str, value: Any) -> None:
+        if value is None or value is False:
+            return
+        if value is True:
+            self.args.append(name)
+        else:
+            self.args += [name, str(value)]
+
+    def loads(self, load: Union[None, str, os.PathLike, Iterable]) -> None:
+        if load is None:
+            return
+        libs = [load] if isinstance(load, (str, os.PathLike)) else list(load)
+        for lib in libs:
+            if isinstance(lib, tuple):
+                path, pin = lib
+                self.args += ["--load", os.fspath(path), "--sha256", pin]
+            else:
+                self.args += ["--load", os.fspath(lib)]
+
+    def run(self, extra: Sequence[str] = ()) -> str:
+        written: list = []
+        try:
+            args = [_write(a, written) if isinstance(a, _Temp) else a for a in self.args]
+            return run(args + list(extra))
+        finally:
+            for p in written:
+                try:
+                    os.remove(p)
+                except OSError:
+                    pass
+
+
+def _write(t: _Temp, written: list) -> str:
+    for where in (os.getcwd(), None):
+        try:
+            fd, path = tempfile.mkstemp(prefix=".perfcast-", suffix=t.suffix, dir=where)
+        except OSError:
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(t.text)
+        written.append(path)
+        return path
+    raise OSError("cannot write a temporary configuration file")
+
+
+def _configured(command: Sequence[str], configs: Sequence[Config], overrides, load, kw) -> _Args:
+    if not configs:
+        raise TypeError(f"{command[0]}() needs a configuration")
+    a = _Args()
+    a.args += list(command)
+    for c in configs:
+        a.config(c)
+    a.sets(overrides, kw)
+    a.loads(load)
+    return a
+
+
+def _json(a: _Args) -> Result:
+    r = Result(json.loads(a.run(["--format", "json"])))
+    r._args = a
+    return r
+
+
+def predict(*configs: Config, overrides=None, load=None, **kw) -> Result:
+    """One training step: time, MFU/HFU, breakdown, memory per stage (``perfcast predict``)."""
+    return _json(_configured(["predict"], configs, overrides, load, kw))
+
+
+def infer(*configs: Config, overrides=None, load=None, max_batch: bool = False, **kw) -> Result:
+    """Static inference: TTFT, time per output token, throughput, memory (``perfcast infer``);
+    ``max_batch=True``: the largest batch that fits."""
+    a = _configured(["infer"], configs, overrides, load, kw)
+    a.flag("--max-batch", max_batch)
+    return _json(a)
+
+
+def roofline(*configs: Config, overrides=None, load=None, phase: Optional[str] = None, **kw) -> Result:
+    """Per-op roofline: the config's ``[[ops]]``, or a model's GEMMs (``phase``)."""
+    a = _configured(["roofline"], configs, overrides, load, kw)
+    a.flag("--phase", phase)
+    return _json(a)
+
+
+def serve(
+    *configs: Config,
+    overrides=None,
+    load=None,
+    rate: Optional[float] = None,
+    rates: Optional[Iterable[float]] = None,
+    concurrency: Optional[int] = None,
+    trace: Optional[Union[str, os.PathLike]] = None,
+    requests: Optional[int] = None,
+    seed: Optional[int] = None,
+    **kw,
+) -> Result:
+    """Serving under load (``perfcast serve``): one run per rate, the latency percentiles."""
+    a = _configured(["serve"], configs, overrides, load, kw)
+    a.flag("--rate", rate)
+    if rates is not None:
+        a.flag("--rates", ",".join(str(r) for r in rates))
+    a.flag("--concurrency", concurrency)
+    a.flag("--trace", os.fspath(trace) if trace is not None else None)
+    a.flag("--requests", requests)
+    a.flag("--seed", seed)
+    return _json(a)
+
+
+def search(
+    *configs: Config,
+    overrides=None,
+    load=None,
+    top: Optional[int] = None,
+    objective: Optional[str] = None,
+    max_seconds: Optional[float] = None,
+    **kw,
+) -> Result:
+    """The best training plans and their Pareto front, or with ``[serving_search]`` the best
+    deployments (``perfcast search``)."""
+    a = _configured(["search"], configs, overrides, load, kw)
+    a.flag("--top", top)
+    a.flag("--objective", objective)
+    a.flag("--max-seconds", max_seconds)
+    return _json(a)
+
+
+def sweep(study: Union[str, os.PathLike], force: bool = False) -> Rows:
+    """A sweep file's points (``perfcast sweep``): one dict per point, numbers parsed."""
+    a = _Args()
+    a.args += ["sweep", os.fspath(study)]
+    a.flag("--force", force)
+    return Rows(_parse(r) for r in csv.DictReader(io.StringIO(a.run())))
+
+
+def _parse(row: Mapping[str, str]) -> dict:
+    out = {}
+    for k, v in row.items():
+        for cast in (int, float):
+            try:
+                v = cast(v)
+                break
+            except (TypeError, ValueError):
+                pass
+        out[k] = None if v == "" else v
+    return out
+
+
+def validate(
+    cases: Optional[Union[str, os.PathLike]] = None,
+    group: Optional[str] = None,
+    overlay: Optional[Union[str, os.PathLike]] = None,
+) -> Result:
+    """Predicted against published measurements (``perfcast validate``): per case, per group,
+    overall; ``cases`` defaults to the built-in cases file."""
+    a = _Args()
+    a.args.append("validate")
+    if cases is not None:
+        a.args.append(os.fspath(cases))
+    a.flag("--group", group)
+    a.flag("--overlay", os.fspath(overlay) if overlay is not None else None)
+    return _json(a)
+
+
+def plugins(load=None) -> list:
+    """Every registered component (built-in and loaded): category, name, origin, ABI."""
+    a = _Args()
+    a.args.append("plugins")
+    a.loads(load)
+    return json.loads(a.run(["--format", "json"]))
+
+
+def presets() -> str:
+    """The built-in presets and software stacks, as the CLI lists them."""
+    return run(["config", "presets"])
+
+
+def explain(*configs: Config, overrides=None, load=None, **kw) -> list:
+    """Every configuration value and where it came from (``perfcast config explain``)."""
+    a = _configured(["config", "explain"], configs, overrides, load, kw)
+    return json.loads(a.run(["--format", "json"]))

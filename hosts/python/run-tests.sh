@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The Python package's tests: a virtual environment of pinned packages (under the cargo target
+# directory), the package built from this workspace by maturin (release, abi3 wheel), then
+# pytest. Needs only python3 (3.9 or newer, with venv) and the packages of PyPI.
+set -euo pipefail
+cd "$(dirname "$0")"
+root="$(cd ../.. && pwd)"
+venv="${CARGO_TARGET_DIR:-$root/target}/python-venv"
+python3 -m venv "$venv"
+# The build backend runs the venv's `maturin` executable.
+export PATH="$venv/bin:$PATH"
+pip=("$venv/bin/pip" --quiet --disable-pip-version-check)
+"${pip[@]}" install maturin==1.9.4 pytest==8.3.4 pandas==2.2.3 numpy==2.4.6
+"${pip[@]}" install --no-build-isolation --force-reinstall --no-deps .
+"$venv/bin/python" -m pytest -q -p no:cacheprovider tests

@@ -1,0 +1,125 @@
+"""The perfcast Python package against the command line's own outputs (the golden files of
+tests/golden/ are the CLI's JSON), its configuration forms, its exceptions, and its tables.
+Run from anywhere: the tests work in the repository root."""
+
+import json
+import pathlib
+import threading
+
+import pytest
+
+import perfcast
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+GPT3 = "configs/experiments/gpt3-175b-a100.toml"
+LLAMA = "configs/experiments/llama2-70b-h100.toml"
+SERVING = "configs/serving/llama3.1-8b-h100.toml"
+SMALL = {"search.pp": [1, 2, 16], "search.tp": [4, 8]}
+
+
+@pytest.fixture(autouse=True)
+def in_repo(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def golden(name):
+    return json.loads((ROOT / "tests/golden" / name).read_text())
+
+
+def test_results_are_the_cli_json():
+    assert perfcast.predict(GPT3).to_dict() == golden("predict/gpt3-175b-a100.json")
+    assert perfcast.infer(LLAMA).to_dict() == golden("infer/llama2-70b-h100.json")
+
+
+def test_a_config_is_a_path_a_preset_list_toml_text_or_a_dict():
+    by_path = perfcast.predict(pathlib.Path(GPT3))["report"]
+    text = (ROOT / GPT3).read_text()
+    assert perfcast.predict(text)["report"] == by_path
+    import tomllib
+
+    assert perfcast.predict(tomllib.loads(text))["report"] == by_path
+    # Several configurations merge in order; overrides as a dict or as keywords.
+    h100 = perfcast.predict(GPT3, "preset:h100-sxm5-80gb")
+    assert h100["report"]["iteration_time"] < by_path["iteration_time"]
+    a = perfcast.predict(GPT3, overrides={"plan.tp": 4, "plan.pp": 32})
+    b = perfcast.predict(GPT3, plan__tp=4, plan__pp=32)
+    assert a == b and a["plan"]["tp"] == 4 and a["plan"]["pp"] == 32
+    # No temporary file is left behind.
+    assert not list(ROOT.glob(".perfcast-*"))
+
+
+def test_errors_are_exceptions_with_the_cli_message():
+    with pytest.raises(perfcast.ConfigError) as e:
+        perfcast.predict(GPT3, plan__tpp=2)
+    assert "plan.tpp" in e.value.message and "--set plan.tpp=2" in e.value.message
+    with pytest.raises(perfcast.ConfigError) as e:
+        perfcast.predict({"model": {"layers": 0}})
+    with pytest.raises(perfcast.UsageError):
+        perfcast.roofline(LLAMA, phase="middle")
+    with pytest.raises(perfcast.PluginError) as e:
+        perfcast.predict(GPT3, load="no-such-lib.so")
+    assert "no-such-lib.so" in e.value.message
+    with pytest.raises(perfcast.InfeasibleError) as e:
+        perfcast.predict(GPT3, plan__tp=2, plan__pp=1, plan__dp=512)
+    assert "does not fit" in e.value.message
+    assert e.value.result["memory_per_stage"], "the report of the plan that does not fit"
+    with pytest.raises(perfcast.ValidationError):
+        perfcast.validate(GPT3)
+    with pytest.raises(TypeError):
+        perfcast.predict(42)
+    with pytest.raises(perfcast.ConfigError) as e:
+        perfcast.predict("no/such/file.toml")
+    assert "no/such/file.toml" in e.value.message
+
+
+def test_search_serve_validate_give_rows_and_parquet(tmp_path):
+    s = perfcast.search(GPT3, top=3, overrides=SMALL)
+    assert len(s["plans"]) == 3 and len(s.records()) == 3
+    s.to_parquet(tmp_path / "plans.parquet")
+    assert (tmp_path / "plans.parquet").read_bytes()[:4] == b"PAR1"
+    r = perfcast.serve(SERVING, rates=[2, 8], requests=50)
+    rows = r.records()
+    assert [x["offered_rate"] for x in rows] == [2.0, 8.0]
+    assert rows[0]["ttft.p90"] > 0
+    frame = r.to_pandas()
+    pandas = pytest.importorskip("pandas")
+    assert isinstance(frame, pandas.DataFrame) and list(frame["offered_rate"]) == [2.0, 8.0]
+    assert "<table>" in r._repr_html_()
+    v = perfcast.validate(group="narayanan2021-table1")
+    assert v["summary"] and len(v.records()) == len(v["cases"])
+
+
+def test_sweep_rows_are_typed(tmp_path):
+    study = tmp_path / "s.toml"
+    study.write_text(
+        f'configs = ["{(ROOT / GPT3).as_posix()}"]\nmode = "evaluate"\n'
+        '[grid]\n"components.a100_sxm4_80gb_hbm.bandwidth_tbs" = [1.5, 3.0]\n'
+    )
+    rows = perfcast.sweep(study)
+    assert len(rows) == 2
+    assert rows[0]["devices"] == 1024 and isinstance(rows[0]["time_s"], float)
+    assert rows[1]["time_s"] <= rows[0]["time_s"]
+
+
+def test_calls_from_threads_give_the_same_results():
+    want = perfcast.predict(GPT3)["report"]["iteration_time"]
+    got = []
+
+    def one():
+        got.append(perfcast.predict(GPT3)["report"]["iteration_time"])
+
+    threads = [threading.Thread(target=one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [want] * 4
+
+
+def test_plugins_presets_explain():
+    names = {p["name"] for p in perfcast.plugins()}
+    assert "tensor" in names or any("tensor" in n for n in names)
+    assert "gpt3-175b" in perfcast.presets()
+    rows = perfcast.explain(GPT3, plan__tp=4)
+    tp = next(r for r in rows if r["key"] == "plan.tp")
+    assert tp["source"].startswith("--set")
