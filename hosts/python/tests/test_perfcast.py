@@ -123,3 +123,34 @@ def test_plugins_presets_explain():
     rows = perfcast.explain(GPT3, plan__tp=4)
     tp = next(r for r in rows if r["key"] == "plan.tp")
     assert tp["source"].startswith("--set")
+
+
+# The golden outputs of tests/golden/ are the command line's (hosts/cli/tests/golden.rs keeps
+# them): every one of them, in every format, from Python. A search's counts of work and time
+# (its summary's `pruned`, `evaluated`, `seconds`, ...) vary from run to run.
+GOLDEN = [
+    (command, config.stem)
+    for command in ("predict", "infer", "search")
+    for config in sorted((ROOT / "tests/golden" / command).glob("*.json"))
+]
+VARYING = {"pruned", "evaluated", "seconds", "pruned_bound", "plans_per_s", "evaluations_per_s", "threads"}
+
+
+def masked(command, fmt, text):
+    if fmt == "json":
+        value = json.loads(text)
+        if command == "search":
+            value["summary"] = {k: v for k, v in value["summary"].items() if k not in VARYING}
+        return value
+    if fmt == "table" and command == "search":
+        return [l for l in text.splitlines() if "plans enumerated" not in l]
+    return text
+
+
+@pytest.mark.parametrize("command,name", GOLDEN)
+@pytest.mark.parametrize("fmt", ["json", "csv", "table"])
+def test_every_golden_output_is_what_python_gets(command, name, fmt):
+    ext = {"table": "txt"}.get(fmt, fmt)
+    want = (ROOT / "tests/golden" / command / f"{name}.{ext}").read_text()
+    got = perfcast.run([command, f"configs/experiments/{name}.toml", "--format", fmt])
+    assert masked(command, fmt, got) == masked(command, fmt, want)
