@@ -89,11 +89,19 @@ pub fn direction_of_name(name: &str) -> Option<Direction> {
         .and_then(direction)
 }
 
+/// The accelerator catalog, parsed once (every prediction with error bars asks it).
+fn catalog() -> Option<&'static toml::Table> {
+    static CATALOG: std::sync::OnceLock<Option<toml::Table>> = std::sync::OnceLock::new();
+    CATALOG
+        .get_or_init(|| toml::from_str(ACCELERATORS).ok())
+        .as_ref()
+}
+
 /// The hardware generation of a catalog accelerator id: the first word of its catalog
 /// `arch` (`Ampere GA100` -> `Ampere`, `Blackwell Ultra (2 dies)` -> `Blackwell`), with a
 /// version word kept (`TPU v5e`, `Gaudi 3`). `None` for an id not in the catalog.
 pub fn generation(accelerator: &str) -> Option<String> {
-    let cat: toml::Table = toml::from_str(ACCELERATORS).ok()?;
+    let cat = catalog()?;
     let arch = cat
         .get("gpu")?
         .as_array()?
@@ -118,7 +126,7 @@ pub fn generation(accelerator: &str) -> Option<String> {
 /// case, `-` and `_` ignored; the longest id found).
 pub fn catalog_id(component: &str, display_name: Option<&str>) -> Option<String> {
     let norm = |s: &str| s.to_ascii_lowercase().replace('-', "_");
-    let cat: toml::Table = toml::from_str(ACCELERATORS).ok()?;
+    let cat = catalog()?;
     let ids: Vec<&str> = cat
         .get("gpu")?
         .as_array()?
@@ -367,7 +375,13 @@ fn quantile(x: &[f64], p: f64) -> f64 {
 impl Residuals {
     /// The shipped residuals ([`EMBEDDED`]).
     pub fn embedded() -> Result<Residuals, String> {
-        Residuals::parse(EMBEDDED, "configs/validation/residuals.toml (built in)")
+        // Parsed once: every prediction with error bars reads them.
+        static PARSED: std::sync::OnceLock<Result<Residuals, String>> = std::sync::OnceLock::new();
+        PARSED
+            .get_or_init(|| {
+                Residuals::parse(EMBEDDED, "configs/validation/residuals.toml (built in)")
+            })
+            .clone()
     }
 
     /// Read a residuals file.

@@ -145,6 +145,9 @@ impl ConfigArgs {
 /// Load a configuration, warning (on stderr, once per process) about the `PERFCAST_*`
 /// variables it left out because they set no allowed top-level key.
 pub fn load_config(sources: &Sources) -> anyhow::Result<Config> {
+    if let Some(cfg) = PRELOADED.with(|p| p.borrow().as_ref().map(|c| c.with_sets(&sources.sets))) {
+        return Ok(cfg?);
+    }
     let cfg = Config::load(sources)?;
     warn_ignored_env(cfg.ignored_env(), &sources.sections);
     Ok(cfg)
@@ -396,6 +399,11 @@ impl FailureKind {
 }
 
 thread_local! {
+    /// A configuration loaded once ([`crate::Loaded`]): while a command runs on it,
+    /// `load_config` hands it out with the command's `--set`s on top instead of reading the
+    /// command's files.
+    static PRELOADED: std::cell::RefCell<Option<std::sync::Arc<Config>>> =
+        const { std::cell::RefCell::new(None) };
     /// What `print` wrote while a command runs in process ([`capture`]); `None`: standard
     /// output.
     static CAPTURED: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
@@ -430,6 +438,14 @@ pub fn stdout_writer() -> Box<dyn std::io::Write> {
     } else {
         Box::new(std::io::stdout().lock())
     }
+}
+
+/// Run `run` with `cfg` as the configuration every command loads (its `--set`s on top).
+pub fn with_preloaded<T>(cfg: &std::sync::Arc<Config>, run: impl FnOnce() -> T) -> T {
+    let previous = PRELOADED.with(|p| p.borrow_mut().replace(cfg.clone()));
+    let out = run();
+    PRELOADED.with(|p| *p.borrow_mut() = previous);
+    out
 }
 
 /// Run a command with what it prints captured: its output, or its [`Failure`].

@@ -111,6 +111,74 @@ pub fn main() -> ExitCode {
 
 pub use common::{Failure, FailureKind};
 
+/// A configuration loaded once (its files read, its libraries loaded and checked), on which
+/// many commands run ([`Loaded::run_captured`]) without reading or loading again: the Python
+/// package's `Scenario`.
+pub struct Loaded {
+    cfg: std::sync::Arc<perfcast_config::Config>,
+}
+
+impl std::fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loaded").finish_non_exhaustive()
+    }
+}
+
+/// Load `CONFIG... [--set KEY=VALUE]... [--load PATH [--sha256 HEX]]...` as `predict` does
+/// (every section of the experiment files, the model and plans checked before any library
+/// loads).
+pub fn load<S: AsRef<str>>(args: &[S]) -> Result<Loaded, Failure> {
+    let usage = |message: String| Failure {
+        kind: FailureKind::Usage,
+        message,
+        output: String::new(),
+    };
+    let argv = ["perfcast", "config", "explain"]
+        .into_iter()
+        .chain(args.iter().map(AsRef::as_ref));
+    let Command::Config(cmd_config::Command::Explain(a)) = Cli::try_parse_from(argv)
+        .map_err(|e| usage(e.to_string().trim_end().to_string()))?
+        .command
+    else {
+        return Err(usage("not a configuration".into()));
+    };
+    let loaded = std::panic::catch_unwind(|| {
+        cmd_predict::sources(&a.config).and_then(|s| common::load_config(&s))
+    });
+    match loaded {
+        Ok(Ok(cfg)) => Ok(Loaded {
+            cfg: std::sync::Arc::new(cfg),
+        }),
+        Ok(Err(e)) => Err(Failure {
+            kind: FailureKind::of(&e),
+            message: common::error_text(&e),
+            output: String::new(),
+        }),
+        Err(_) => Err(Failure {
+            kind: FailureKind::Internal,
+            message: "internal error (a bug in perfcast, please report it) while loading".into(),
+            output: String::new(),
+        }),
+    }
+}
+
+impl Loaded {
+    /// [`run_captured`] on this configuration: the command's own configuration argument is
+    /// not read (give any placeholder, e.g. `-`), its `--set`s go on top of this one, and it
+    /// may not `--load` libraries (they were loaded with the configuration).
+    pub fn run_captured<S: AsRef<str>>(&self, args: &[S]) -> Result<String, Failure> {
+        if args.iter().any(|a| a.as_ref() == "--load") {
+            return Err(Failure {
+                kind: FailureKind::Usage,
+                message: "a loaded configuration has its libraries: `--load` belongs to the load"
+                    .into(),
+                output: String::new(),
+            });
+        }
+        common::with_preloaded(&self.cfg, || run_captured(args))
+    }
+}
+
 /// Run `perfcast ARGS...` (without the program name) in this process and return what it
 /// printed on standard output; a failure carries its kind, the message the command line
 /// prints after `error: ` (with its causes) and what was printed before it failed (e.g. the

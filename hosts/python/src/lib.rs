@@ -1,6 +1,7 @@
-//! `perfcast._native`: the Python package's way into perfcast. One function, `run(args)`,
-//! runs a `perfcast` command in this process ([`perfcast_cli::run_captured`]) with the GIL
-//! released and returns what the command line would print; a failure raises
+//! `perfcast._native`: the Python package's way into perfcast. `run(args)` runs a `perfcast`
+//! command in this process ([`perfcast_cli::run_captured`]) with the GIL released and returns
+//! what the command line would print; `load(args)` loads a configuration once and its
+//! `Loaded.run(args)` runs commands on it ([`perfcast_cli::Loaded`]); a failure raises
 //! `_native.Failure(kind, message, output)`, which the Python layer (`python/perfcast/`)
 //! turns into its exception classes. Everything else (configurations as dicts or TOML text,
 //! keyword overrides, results as objects) is Python, in `python/perfcast/__init__.py`.
@@ -33,12 +34,39 @@ fn kind_name(k: FailureKind) -> &'static str {
 #[pyfunction]
 fn run(py: Python<'_>, args: Vec<String>) -> PyResult<String> {
     py.allow_threads(|| perfcast_cli::run_captured(&args))
-        .map_err(|f| Failure::new_err((kind_name(f.kind), f.message, f.output)))
+        .map_err(raise)
+}
+
+fn raise(f: perfcast_cli::Failure) -> PyErr {
+    Failure::new_err((kind_name(f.kind), f.message, f.output))
+}
+
+/// A configuration loaded once ([`perfcast_cli::Loaded`]): the Python `Scenario`.
+#[pyclass(frozen)]
+struct Loaded(perfcast_cli::Loaded);
+
+#[pymethods]
+impl Loaded {
+    /// Run a command on this configuration (its configuration argument is a placeholder).
+    fn run(&self, py: Python<'_>, args: Vec<String>) -> PyResult<String> {
+        py.allow_threads(|| self.0.run_captured(&args))
+            .map_err(raise)
+    }
+}
+
+/// Load `CONFIG... [--set KEY=VALUE]... [--load PATH [--sha256 HEX]]...` once.
+#[pyfunction]
+fn load(py: Python<'_>, args: Vec<String>) -> PyResult<Loaded> {
+    py.allow_threads(|| perfcast_cli::load(&args))
+        .map(Loaded)
+        .map_err(raise)
 }
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_class::<Loaded>()?;
     m.add("Failure", m.py().get_type::<Failure>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

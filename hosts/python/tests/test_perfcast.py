@@ -154,3 +154,20 @@ def test_every_golden_output_is_what_python_gets(command, name, fmt):
     want = (ROOT / "tests/golden" / command / f"{name}.{ext}").read_text()
     got = perfcast.run([command, f"configs/experiments/{name}.toml", "--format", fmt])
     assert masked(command, fmt, got) == masked(command, fmt, want)
+
+
+def test_a_loaded_scenario_gives_the_same_results_as_a_fresh_load():
+    sc = perfcast.load(GPT3)
+    assert sc.predict() == perfcast.predict(GPT3)
+    assert sc.predict(plan__tp=4, plan__pp=32) == perfcast.predict(GPT3, plan__tp=4, plan__pp=32)
+    # The overrides of one call do not stay for the next.
+    assert sc.predict()["plan"]["tp"] == 8
+    assert sc.search(top=2, overrides=SMALL)["plans"] == perfcast.search(GPT3, top=2, overrides=SMALL)["plans"]
+    rows = sc.explain(plan__tp=2)
+    assert next(r for r in rows if r["key"] == "plan.tp")["source"].startswith("--set")
+    with pytest.raises(perfcast.ConfigError):
+        sc.predict(plan__tpp=2)
+    with pytest.raises(perfcast.ConfigError):
+        perfcast.load({"model": {"layers": 0}, "plan": {"tp": 1}})
+    serving = perfcast.load(SERVING)
+    assert serving.serve(rates=[2], requests=50) == perfcast.serve(SERVING, rates=[2], requests=50)

@@ -41,6 +41,8 @@ __all__ = [
     "presets",
     "explain",
     "run",
+    "load",
+    "Scenario",
     "Result",
     "PerfcastError",
     "ConfigError",
@@ -285,6 +287,77 @@ def _json(a: _Args) -> Result:
     r = Result(json.loads(a.run(["--format", "json"])))
     r._args = a
     return r
+
+
+class Scenario:
+    """A configuration loaded once (files read, libraries loaded, model and plans checked):
+    ``predict``, ``infer``, ``roofline``, ``serve``, ``search`` and ``explain`` run on it with
+    their own overrides on top, without reading or loading again (``perfcast.load``)."""
+
+    def __init__(self, *configs: Config, overrides=None, load=None, **kw) -> None:
+        a = _configured([], configs, overrides, load, kw)
+        written: list = []
+        try:
+            args = [_write(x, written) if isinstance(x, _Temp) else x for x in a.args]
+            try:
+                self._loaded = _native.load(args)
+            except _native.Failure as f:
+                kind, message, output = f.args
+                raise _ERRORS.get(kind, PerfcastError)(message, output) from None
+        finally:
+            for p in written:
+                try:
+                    os.remove(p)
+                except OSError:
+                    pass
+
+    def _text(self, command: Sequence[str], overrides, kw, extra: Sequence[str] = ()) -> str:
+        a = _Args()
+        a.args += list(command) + ["-"]
+        a.sets(overrides, kw)
+        a.args += list(extra) + ["--format", "json"]
+        try:
+            return self._loaded.run(a.args)
+        except _native.Failure as f:
+            kind, message, output = f.args
+            raise _ERRORS.get(kind, PerfcastError)(message, output) from None
+
+    def _run(self, command: Sequence[str], overrides, kw, extra: Sequence[str] = ()) -> Result:
+        return Result(json.loads(self._text(command, overrides, kw, extra)))
+
+    def predict(self, overrides=None, **kw) -> Result:
+        return self._run(["predict"], overrides, kw)
+
+    def infer(self, overrides=None, max_batch: bool = False, **kw) -> Result:
+        return self._run(["infer"], overrides, kw, ["--max-batch"] if max_batch else [])
+
+    def roofline(self, overrides=None, phase: Optional[str] = None, **kw) -> Result:
+        return self._run(["roofline"], overrides, kw, ["--phase", phase] if phase else [])
+
+    def search(self, overrides=None, top: Optional[int] = None, **kw) -> Result:
+        return self._run(["search"], overrides, kw, ["--top", str(top)] if top else [])
+
+    def serve(
+        self,
+        overrides=None,
+        rates: Optional[Iterable[float]] = None,
+        requests: Optional[int] = None,
+        **kw,
+    ) -> Result:
+        extra: list = []
+        if rates is not None:
+            extra += ["--rates", ",".join(str(r) for r in rates)]
+        if requests is not None:
+            extra += ["--requests", str(requests)]
+        return self._run(["serve"], overrides, kw, extra)
+
+    def explain(self, overrides=None, **kw) -> list:
+        return json.loads(self._text(["config", "explain"], overrides, kw))
+
+
+def load(*configs: Config, overrides=None, load=None, **kw) -> Scenario:
+    """Load a configuration once; its methods run commands on it (see :class:`Scenario`)."""
+    return Scenario(*configs, overrides=overrides, load=load, **kw)
 
 
 def predict(*configs: Config, overrides=None, load=None, **kw) -> Result:
