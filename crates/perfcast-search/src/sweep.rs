@@ -400,48 +400,85 @@ impl Sweep {
         })
     }
 
-    /// Run every point in order, writing the CSV header and one row per point to `out` as
-    /// each finishes. The first point is timed; when `points x its time` exceeds
-    /// `max_seconds` the sweep stops with the estimate unless `force`. `progress(done, total,
-    /// elapsed_s)` is called after every point.
+    /// Run every point in order, writing the CSV header and one row per point to `out`
+    /// ([`Sweep::run_range`] over all points).
     pub fn run(
         &self,
         out: &mut dyn Write,
         force: bool,
         progress: &mut dyn FnMut(usize, usize, f64),
     ) -> Result<usize, SearchError> {
+        self.run_range(out, 0..self.points.len(), force, progress)
+    }
+
+    /// Run the points of `range` (0-based, end excluded: a distributed sweep's chunk),
+    /// writing the CSV header and their rows, in order, to `out`. The first point is timed
+    /// alone; when `points x its time` exceeds `max_seconds` the sweep stops with the estimate
+    /// unless `force`. The others run on every core, a batch at a time, each batch written
+    /// in order as it completes; `progress(done, total, elapsed_s)` is called after each.
+    pub fn run_range(
+        &self,
+        out: &mut dyn Write,
+        range: std::ops::Range<usize>,
+        force: bool,
+        progress: &mut dyn FnMut(usize, usize, f64),
+    ) -> Result<usize, SearchError> {
+        use rayon::prelude::*;
         self.check_keys()?;
-        let start = Instant::now();
         let n = self.points.len();
-        let io = |e: std::io::Error| bad(&self.path, format!("cannot write the results: {e}"));
-        for i in 0..n {
-            let r = self.run_point(i)?;
-            if i == 0 && !force {
-                let estimate = r.seconds.max(1e-3) * n as f64;
-                if estimate > self.file.max_seconds {
-                    return Err(SearchError::Invalid {
-                        key: "max_seconds".into(),
-                        message: format!(
-                            "the sweep has {n} points at about {:.2} s each (~{:.0} s in all), \
-                             more than max_seconds = {} of {}: shrink the grid, raise max_seconds, \
-                             or pass --force",
-                            r.seconds,
-                            estimate,
-                            self.file.max_seconds,
-                            self.path.display()
-                        ),
-                    });
-                }
-            }
-            if i == 0 {
-                out.write_all(csv_header(&self.keys).as_bytes())
-                    .map_err(io)?;
-            }
-            out.write_all(r.csv_row().as_bytes()).map_err(io)?;
-            out.flush().map_err(io)?;
-            progress(i + 1, n, start.elapsed().as_secs_f64());
+        if range.start > range.end || range.end > n {
+            return Err(bad(
+                &self.path,
+                format!(
+                    "points {}..{} are not within the sweep's {n} points (0..{n})",
+                    range.start, range.end
+                ),
+            ));
         }
-        Ok(n)
+        let start = Instant::now();
+        let total = range.len();
+        let io = |e: std::io::Error| bad(&self.path, format!("cannot write the results: {e}"));
+        let header = csv_header(&self.keys);
+        let Some(first) = range.clone().next() else {
+            out.write_all(header.as_bytes()).map_err(io)?;
+            return Ok(0);
+        };
+        let r = self.run_point(first)?;
+        if !force {
+            let estimate = r.seconds.max(1e-3) * total as f64;
+            if estimate > self.file.max_seconds {
+                return Err(SearchError::Invalid {
+                    key: "max_seconds".into(),
+                    message: format!(
+                        "the sweep has {total} points at about {:.2} s each (~{:.0} s in all), \
+                         more than max_seconds = {} of {}: shrink the grid, raise max_seconds, \
+                         or pass --force",
+                        r.seconds,
+                        estimate,
+                        self.file.max_seconds,
+                        self.path.display()
+                    ),
+                });
+            }
+        }
+        out.write_all(header.as_bytes()).map_err(io)?;
+        out.write_all(r.csv_row().as_bytes()).map_err(io)?;
+        out.flush().map_err(io)?;
+        progress(1, total, start.elapsed().as_secs_f64());
+        let batch = 4 * rayon::current_num_threads().max(1);
+        let mut done = 1;
+        let rest: Vec<usize> = range.skip(1).collect();
+        for ids in rest.chunks(batch) {
+            let rows: Vec<Result<PointResult, SearchError>> =
+                ids.par_iter().map(|&i| self.run_point(i)).collect();
+            for r in rows {
+                out.write_all(r?.csv_row().as_bytes()).map_err(io)?;
+            }
+            out.flush().map_err(io)?;
+            done += ids.len();
+            progress(done, total, start.elapsed().as_secs_f64());
+        }
+        Ok(total)
     }
 }
 

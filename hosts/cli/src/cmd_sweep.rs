@@ -34,10 +34,33 @@ pub struct Args {
     /// Run even when the sweep is estimated to take longer than its max_seconds.
     #[arg(long)]
     pub force: bool,
+    /// Only the points START..END (0-based, END excluded; a distributed sweep's chunk).
+    #[arg(long, value_name = "START..END", value_parser = parse_points)]
+    pub points: Option<std::ops::Range<usize>>,
+    /// Print the number of points and exit.
+    #[arg(long, conflicts_with_all = ["out", "points"])]
+    pub count: bool,
+}
+
+fn parse_points(s: &str) -> Result<std::ops::Range<usize>, String> {
+    let bad = || format!("`{s}`: expected START..END, two integers >= 0 with START <= END");
+    let (a, b) = s.split_once("..").ok_or_else(bad)?;
+    let (a, b): (usize, usize) = (
+        a.trim().parse().map_err(|_| bad())?,
+        b.trim().parse().map_err(|_| bad())?,
+    );
+    if a > b {
+        return Err(bad());
+    }
+    Ok(a..b)
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let sweep = Sweep::load(&a.study, &crate::common::plugins())?;
+    if a.count {
+        return common::print(&format!("{}\n", sweep.points.len()));
+    }
+    let range = a.points.clone().unwrap_or(0..sweep.points.len());
     // A progress bar on a terminal (stderr), once the sweep has run for a second.
     let tty = std::io::stderr().is_terminal();
     let mut bar: Option<indicatif::ProgressBar> = None;
@@ -72,14 +95,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             if a.format == Format::Parquet {
                 // The CSV rows, read back as a table and written typed.
                 let mut csv = Vec::new();
-                let n = sweep.run(&mut csv, a.force, &mut progress)?;
+                let n = sweep.run_range(&mut csv, range, a.force, &mut progress)?;
                 let table = Table::from_csv(&String::from_utf8_lossy(&csv))
                     .map_err(|e| anyhow::anyhow!("the sweep's CSV: {e}"))?;
                 common::write_parquet_file(&table, &path, "sweep")?;
                 return common::print(&format!("wrote {} ({n} points)\n", path.display()));
             }
             let mut w = file::OutFile::create(&path).with_context(cannot)?;
-            let n = sweep.run(&mut w, a.force, &mut progress)?;
+            let n = sweep.run_range(&mut w, range, a.force, &mut progress)?;
             w.commit().with_context(cannot)?;
             common::print(&format!("wrote {} ({n} points)\n", path.display()))
         }
@@ -90,7 +113,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         )),
         None => {
             let mut w = common::stdout_writer();
-            match sweep.run(&mut w, a.force, &mut progress) {
+            match sweep.run_range(&mut w, range, a.force, &mut progress) {
                 Ok(_) => Ok(()),
                 Err(perfcast_search::SearchError::File { message, .. })
                     if message.contains("Broken pipe") =>

@@ -221,6 +221,31 @@ fn sweep_rows_and_out_dir() {
     let time = |l: &str| l.split(',').nth(3).unwrap().parse::<f64>().unwrap();
     // More HBM bandwidth never slows the A100 down.
     assert!(time(lines[3]) <= time(lines[1]));
+    // A chunk (what a distributed sweep hands one worker): the header and the rows of the
+    // points asked for, equal to those rows of the whole run.
+    let o = run(&["sweep", &f, "--count"]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "4\n"), "{}", o.stderr);
+    let o = run(&["sweep", &f, "--points", "1..3"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // (the last column is the point's wall time)
+    let timeless = |l: &str| l.rsplit_once(',').unwrap().0.to_string();
+    let chunk: Vec<String> = o.stdout.lines().map(timeless).collect();
+    assert_eq!(chunk, [0, 2, 3].map(|i| timeless(lines[i])));
+    let o = run(&["sweep", &f, "--points", "2..2"]);
+    assert_eq!((o.code, o.stdout.trim_end()), (0, lines[0]), "{}", o.stderr);
+    let o = run(&["sweep", &f, "--points", "3..9"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("3..9 are not within the sweep's 4 points"),
+        "{}",
+        o.stderr
+    );
+    for bad in ["3", "2..1", "a..b"] {
+        let o = run(&["sweep", &f, "--points", bad]);
+        assert_eq!(o.code, 2, "{bad}: {}", o.stderr);
+        assert!(o.stderr.contains("START..END"), "{bad}: {}", o.stderr);
+    }
     let out = d.join("out");
     let o = run(&["sweep", &f, "--out", out.to_str().unwrap()]);
     assert_eq!(o.code, 0, "{}", o.stderr);
