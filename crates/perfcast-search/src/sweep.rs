@@ -68,6 +68,11 @@ pub struct Sweep {
     pub points: Vec<Vec<(String, toml::Value)>>,
     /// The plugins every point's configuration resolves in (the host's choice).
     pub plugins: Plugins,
+    /// Libraries every point loads on top of its configuration's `[[plugins]]` (the host's
+    /// `--load`), with where isolated ones run and whether all are.
+    pub libraries: Vec<perfcast_config::config::PluginSpec>,
+    pub plugin_host: Option<perfcast_config::isolate::IsolateOptions>,
+    pub isolate_all: bool,
 }
 
 fn bad(path: &Path, message: impl Into<String>) -> SearchError {
@@ -193,6 +198,9 @@ impl Sweep {
             keys,
             points,
             plugins: plugins.clone(),
+            libraries: Vec::new(),
+            plugin_host: None,
+            isolate_all: false,
         })
     }
 
@@ -225,8 +233,11 @@ impl Sweep {
         }
         let mut sources = Sources::files(&self.plugins, files)
             .with_sets(sets)
+            .with_libraries(self.libraries.iter().cloned())
             .without_env();
         sources.sections.push(SECTION);
+        sources.plugin_host.clone_from(&self.plugin_host);
+        sources.isolate_all = self.isolate_all;
         Ok(Config::load(&sources)?)
     }
 

@@ -1,5 +1,7 @@
-//! `perfcast sweep STUDY.toml [--out DIR] [--format csv|parquet] [--force]`: a grid or list
-//! over config keys, each point evaluated or searched for its best plan; CSV rows streamed to
+//! `perfcast sweep STUDY.toml [--out DIR] [--format csv|parquet] [--force] [--points A..B]
+//! [--merge CHUNK.csv...] [--load PATH]`: a grid or list over config keys, each point
+//! evaluated or searched for its best plan (the points in parallel, a chunk of them with
+//! `--points`, or chunks run elsewhere joined with `--merge`); CSV rows streamed to
 //! stdout or to `DIR/STUDY.csv` (or the same columns typed in `DIR/STUDY.parquet`; written
 //! whole or not at all, one writer per DIR), with a progress bar (indicatif) on a terminal (stderr) once it runs past a
 //! second.
@@ -8,7 +10,7 @@ use crate::common::{self, Format, Table};
 use anyhow::Context as _;
 use perfcast_report::file;
 use perfcast_search::sweep::Sweep;
-use std::io::IsTerminal as _;
+use std::io::{IsTerminal as _, Write};
 use std::path::PathBuf;
 
 /// The outputs of `perfcast sweep`.
@@ -38,8 +40,17 @@ pub struct Args {
     #[arg(long, value_name = "START..END", value_parser = parse_points)]
     pub points: Option<std::ops::Range<usize>>,
     /// Print the number of points and exit.
-    #[arg(long, conflicts_with_all = ["out", "points"])]
+    #[arg(long, conflicts_with_all = ["out", "points", "merge"])]
     pub count: bool,
+    #[command(flatten)]
+    pub libraries: common::LoadArgs,
+    #[command(flatten)]
+    pub isolation: common::IsolationArgs,
+    /// Instead of running the points, join the CSV files of chunks run elsewhere (`--points`,
+    /// in order) into the sweep's output: each must have the sweep's header, and together
+    /// one row per point.
+    #[arg(long, value_name = "CHUNK.csv", num_args = 1.., conflicts_with_all = ["points", "force"])]
+    pub merge: Vec<PathBuf>,
 }
 
 fn parse_points(s: &str) -> Result<std::ops::Range<usize>, String> {
@@ -56,7 +67,11 @@ fn parse_points(s: &str) -> Result<std::ops::Range<usize>, String> {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let sweep = Sweep::load(&a.study, &crate::common::plugins())?;
+    let mut sweep = Sweep::load(&a.study, &crate::common::plugins())?;
+    // Every point loads the `--load` libraries too.
+    sweep.libraries = a.libraries.specs()?;
+    sweep.plugin_host = Some(a.isolation.options()?);
+    sweep.isolate_all = a.isolation.isolate;
     if a.count {
         return common::print(&format!("{}\n", sweep.points.len()));
     }
@@ -84,6 +99,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             }
         }
     };
+    // The rows: the points run here, or the chunks of a distributed run joined.
+    let mut produce = |w: &mut dyn Write| -> anyhow::Result<usize> {
+        if a.merge.is_empty() {
+            Ok(sweep.run_range(w, range.clone(), a.force, &mut progress)?)
+        } else {
+            merge(&sweep, &a.merge, w)
+        }
+    };
     match &a.out {
         Some(dir) => {
             // The directory is held for the whole run, and the CSV replaces an earlier one
@@ -95,14 +118,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             if a.format == Format::Parquet {
                 // The CSV rows, read back as a table and written typed.
                 let mut csv = Vec::new();
-                let n = sweep.run_range(&mut csv, range, a.force, &mut progress)?;
+                let n = produce(&mut csv)?;
                 let table = Table::from_csv(&String::from_utf8_lossy(&csv))
                     .map_err(|e| anyhow::anyhow!("the sweep's CSV: {e}"))?;
                 common::write_parquet_file(&table, &path, "sweep")?;
                 return common::print(&format!("wrote {} ({n} points)\n", path.display()));
             }
             let mut w = file::OutFile::create(&path).with_context(cannot)?;
-            let n = sweep.run_range(&mut w, range, a.force, &mut progress)?;
+            let n = produce(&mut w)?;
             w.commit().with_context(cannot)?;
             common::print(&format!("wrote {} ({n} points)\n", path.display()))
         }
@@ -111,17 +134,49 @@ pub fn run(a: Args) -> anyhow::Result<()> {
              never goes to standard output)",
             sweep.name
         )),
-        None => {
-            let mut w = common::stdout_writer();
-            match sweep.run_range(&mut w, range, a.force, &mut progress) {
-                Ok(_) => Ok(()),
-                Err(perfcast_search::SearchError::File { message, .. })
-                    if message.contains("Broken pipe") =>
-                {
-                    Ok(())
-                }
-                Err(e) => Err(e.into()),
-            }
+        None => match produce(&mut common::stdout_writer()) {
+            Ok(_) => Ok(()),
+            Err(e) if broken_pipe(&e) => Ok(()),
+            Err(e) => Err(e),
+        },
+    }
+}
+
+/// Whether writing failed because the reader of standard output went away (`| head`).
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.to_string().contains("Broken pipe"))
+}
+
+/// Write the sweep's header, then the rows of `chunks` in order: each chunk a CSV of the
+/// sweep's header and rows, all of them together one row per point.
+fn merge(sweep: &Sweep, chunks: &[PathBuf], out: &mut dyn Write) -> anyhow::Result<usize> {
+    let header = perfcast_search::sweep::csv_header(&sweep.keys);
+    out.write_all(header.as_bytes())?;
+    let mut rows = 0;
+    for chunk in chunks {
+        let text = std::fs::read_to_string(chunk)
+            .with_context(|| format!("cannot read the chunk {}", chunk.display()))?;
+        let Some(body) = text.strip_prefix(header.as_str()) else {
+            anyhow::bail!(
+                "{}: not a chunk of {}: its first line is not the sweep's header `{}`",
+                chunk.display(),
+                sweep.path.display(),
+                header.trim_end()
+            );
+        };
+        for line in body.lines().filter(|l| !l.trim().is_empty()) {
+            out.write_all(line.as_bytes())?;
+            out.write_all(b"\n")?;
+            rows += 1;
         }
     }
+    out.flush()?;
+    if rows != sweep.points.len() {
+        anyhow::bail!(
+            "the chunks hold {rows} rows, {} has {} points: a chunk is missing or repeated",
+            sweep.path.display(),
+            sweep.points.len()
+        );
+    }
+    Ok(rows)
 }

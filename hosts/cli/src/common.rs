@@ -6,7 +6,6 @@ use perfcast_config::{Config, Plugins, Sources};
 use serde::Serialize;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 /// Exit code: success.
 pub const EXIT_OK: u8 = 0;
@@ -87,10 +86,30 @@ pub struct IsolationArgs {
     pub plugin_timeout: Option<f64>,
 }
 
+/// The command that runs an isolated library, when the program embedding perfcast is not
+/// the `perfcast` executable ([`set_plugin_host`]).
+static PLUGIN_HOST: std::sync::OnceLock<(PathBuf, Vec<String>)> = std::sync::OnceLock::new();
+
+/// Run isolated libraries as `program args... PATH [--sha256 HEX]` instead of this
+/// executable's `plugin-host` subcommand: for a host whose executable is not perfcast (the
+/// Python package's is the interpreter, `python -m perfcast._plugin_host`), a command that
+/// ends in [`main_with`]`(["perfcast", "plugin-host", PATH, ...])`. The first setting stays;
+/// returns whether this one took.
+pub fn set_plugin_host(program: PathBuf, args: Vec<String>) -> bool {
+    PLUGIN_HOST.set((program, args)).is_ok()
+}
+
 impl IsolationArgs {
-    /// The plugin host: this executable's `plugin-host` subcommand.
+    /// The plugin host: this executable's `plugin-host` subcommand, or the embedding's
+    /// ([`set_plugin_host`]).
     pub fn options(&self) -> anyhow::Result<perfcast_config::isolate::IsolateOptions> {
-        let program = std::env::current_exe().context("cannot find the perfcast executable")?;
+        let (program, args) = match PLUGIN_HOST.get() {
+            Some((program, args)) => (program.clone(), args.clone()),
+            None => (
+                std::env::current_exe().context("cannot find the perfcast executable")?,
+                vec!["plugin-host".into()],
+            ),
+        };
         let timeout = match self.plugin_timeout {
             None => perfcast_config::isolate::DEFAULT_TIMEOUT,
             Some(t) if t.is_finite() && t > 0.0 => std::time::Duration::from_secs_f64(t.min(1e6)),
@@ -100,7 +119,7 @@ impl IsolationArgs {
         };
         Ok(perfcast_config::isolate::IsolateOptions {
             program,
-            args: vec!["plugin-host".into()],
+            args,
             timeout,
         })
     }
@@ -356,14 +375,19 @@ impl FailureKind {
     pub fn of(e: &anyhow::Error) -> FailureKind {
         use perfcast_config::HostError;
         use perfcast_scenario::ScenarioError;
-        let host = |h: &HostError| match h {
-            HostError::Library { .. } => FailureKind::Plugin,
-            _ => FailureKind::Config,
-        };
         let model = |m: &perfcast_core::ModelError| match m {
             perfcast_core::ModelError::Invalid { .. } => FailureKind::Config,
             perfcast_core::ModelError::Plugin(_) => FailureKind::Plugin,
             _ => FailureKind::Other,
+        };
+        let host = |h: &HostError| match h {
+            HostError::Library { .. } => FailureKind::Plugin,
+            // A plugin that fails while a component answers (a crash of an isolated one).
+            HostError::Model {
+                source: source @ perfcast_core::ModelError::Plugin(_),
+                ..
+            } => model(source),
+            _ => FailureKind::Config,
         };
         for cause in e.chain() {
             if cause.downcast_ref::<Infeasible>().is_some() {
@@ -498,21 +522,21 @@ pub fn install_panic_hook() {
 }
 
 /// Exit for a command-line usage error (help and version go to stdout with exit 0).
-pub fn usage_error(e: clap::Error) -> ExitCode {
+pub fn usage_error(e: clap::Error) -> u8 {
     let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
     let _ = e.print();
-    ExitCode::from(code)
+    code
 }
 
 /// Exit code of a command's outcome.
-pub fn finish(outcome: std::thread::Result<anyhow::Result<()>>) -> ExitCode {
+pub fn finish(outcome: std::thread::Result<anyhow::Result<()>>) -> u8 {
     match outcome {
-        Ok(Ok(())) => ExitCode::from(EXIT_OK),
+        Ok(Ok(())) => EXIT_OK,
         Ok(Err(e)) => {
             print_error(&e);
-            ExitCode::from(EXIT_ERROR)
+            EXIT_ERROR
         }
-        Err(_) => ExitCode::from(EXIT_INTERNAL),
+        Err(_) => EXIT_INTERNAL,
     }
 }
 
@@ -522,13 +546,10 @@ mod tests {
 
     #[test]
     fn outcomes_map_to_exit_codes() {
-        assert_eq!(finish(Ok(Ok(()))), ExitCode::from(EXIT_OK));
-        assert_eq!(
-            finish(Ok(Err(anyhow::anyhow!("bad input")))),
-            ExitCode::from(EXIT_ERROR)
-        );
+        assert_eq!(finish(Ok(Ok(()))), EXIT_OK);
+        assert_eq!(finish(Ok(Err(anyhow::anyhow!("bad input")))), EXIT_ERROR);
         // A panic (caught at the top of main) is an internal error, not a crash.
         let caught = std::panic::catch_unwind(|| -> anyhow::Result<()> { panic!("a bug") });
-        assert_eq!(finish(caught), ExitCode::from(EXIT_INTERNAL));
+        assert_eq!(finish(caught), EXIT_INTERNAL);
     }
 }

@@ -101,15 +101,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 /// The `perfcast` binary: parse the command line, run the command, map the outcome to the
 /// exit code.
 pub fn main() -> ExitCode {
+    ExitCode::from(main_with(std::env::args_os()))
+}
+
+/// The `perfcast` command line `ARGS` (the program name first), run as the binary runs it
+/// (output to this process's standard output and error, a panic reported as a bug); the
+/// exit code. For hosts embedding the command line (`python -m perfcast`).
+pub fn main_with<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
     common::install_panic_hook();
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => return common::usage_error(e),
     };
     common::finish(std::panic::catch_unwind(|| run(cli)))
 }
 
-pub use common::{Failure, FailureKind};
+pub use common::{set_plugin_host, Failure, FailureKind};
 
 /// A configuration loaded once (its files read, its libraries loaded and checked), on which
 /// many commands run ([`Loaded::run_captured`]) without reading or loading again: the Python

@@ -986,3 +986,51 @@ fn a_truncated_library_is_an_error_not_a_bus_error() {
         }
     }
 }
+
+/// `sweep --load`: every point loads the library (in process or isolated, the same rows);
+/// without it the points cannot resolve its components.
+#[test]
+fn a_sweep_loads_its_libraries_at_every_point() {
+    let l = libs();
+    let dir = common::tmpdir("perfcast-cli-sweep-load");
+    std::fs::write(
+        dir.join("plan.toml"),
+        "include = [\"preset:megatron-gpt-1.7b\"]\n\
+         [plan]\ntp = 8\npp = 1\ndp = 1\nmicro_batch = 1\nglobal_batch = 8\n",
+    )
+    .unwrap();
+    let cfg = repo().join("configs/examples/c-vendor.toml");
+    let sweep = dir.join("s.toml");
+    std::fs::write(
+        &sweep,
+        format!(
+            "configs = [\"{}\", \"plan.toml\"]\nmode = \"evaluate\"\n\
+             [grid]\n\"components.dsp1.bf16_tflops\" = [25.0, 50.0]\n",
+            cfg.display()
+        ),
+    )
+    .unwrap();
+    let (s, c) = (sweep.to_str().unwrap(), l.c.to_str().unwrap());
+    let o = perfcast(&["sweep", s]);
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr.contains("unknown kind `cvendor/dsp1`"),
+        "{}",
+        o.stderr
+    );
+    let rows = |extra: &[&str]| -> Vec<String> {
+        let o = perfcast(&[&["sweep", s, "--load", c][..], extra].concat());
+        assert_eq!(o.code, 0, "{extra:?}: {}", o.stderr);
+        // (the last column is the point's wall time)
+        o.stdout
+            .lines()
+            .map(|l| l.rsplit_once(',').unwrap().0.to_string())
+            .collect()
+    };
+    let in_process = rows(&[]);
+    assert_eq!(in_process.len(), 3);
+    // A faster MAC array is never slower.
+    let time = |l: &str| l.split(',').nth(2).unwrap().parse::<f64>().unwrap();
+    assert!(time(&in_process[2]) < time(&in_process[1]));
+    assert_eq!(rows(&["--isolate"]), in_process);
+}

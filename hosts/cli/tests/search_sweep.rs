@@ -241,6 +241,44 @@ fn sweep_rows_and_out_dir() {
         "{}",
         o.stderr
     );
+    // Chunks run elsewhere, joined into the sweep's output: the whole run's rows.
+    let chunk = |name: &str, points: &str| {
+        let o = run(&["sweep", &f, "--points", points]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let p = d.join(name);
+        std::fs::write(&p, o.stdout).unwrap();
+        p.display().to_string()
+    };
+    let (c1, c2) = (chunk("c1.csv", "0..1"), chunk("c2.csv", "1..4"));
+    let o = run(&["sweep", &f, "--merge", &c1, &c2]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let merged: Vec<String> = o.stdout.lines().map(timeless).collect();
+    assert_eq!(
+        merged,
+        lines.iter().map(|l| timeless(l)).collect::<Vec<_>>()
+    );
+    let o = run(&["sweep", &f, "--merge", &c2]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("the chunks hold 3 rows") && o.stderr.contains("4 points"),
+        "{}",
+        o.stderr
+    );
+    let other = d.join("other.csv");
+    std::fs::write(&other, "a,b\n1,2\n").unwrap();
+    let o = run(&["sweep", &f, "--merge", &c1, other.to_str().unwrap()]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("other.csv: not a chunk of"),
+        "{}",
+        o.stderr
+    );
+    let o = run(&["sweep", &f, "--merge", d.join("none.csv").to_str().unwrap()]);
+    assert!(
+        o.code == 1 && o.stderr.contains("cannot read the chunk"),
+        "{}",
+        o.stderr
+    );
     for bad in ["3", "2..1", "a..b"] {
         let o = run(&["sweep", &f, "--points", bad]);
         assert_eq!(o.code, 2, "{bad}: {}", o.stderr);

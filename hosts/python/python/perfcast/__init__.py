@@ -22,12 +22,18 @@ import csv
 import io
 import json
 import os
+import sys
 import tempfile
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 from . import _native
 
 __version__ = _native.__version__
+
+# Isolated plugin libraries run in a child process serving one library: here the executable
+# is Python, so the child is this interpreter running the package's plugin host.
+if sys.executable:
+    _native.set_plugin_host(sys.executable, ["-m", "perfcast._plugin_host"])
 
 __all__ = [
     "predict",
@@ -38,12 +44,15 @@ __all__ = [
     "sweep",
     "validate",
     "plugins",
+    "load_plugin",
+    "Plugin",
     "presets",
     "explain",
     "run",
     "load",
     "Scenario",
     "Result",
+    "Rows",
     "PerfcastError",
     "ConfigError",
     "UsageError",
@@ -108,13 +117,20 @@ _ERRORS = {
 }
 
 
+#: The kind of failure each exception class stands for.
+_KINDS = {cls: kind for kind, cls in _ERRORS.items()}
+
+
+def _raise(kind: str, message: str, output: str = ""):
+    raise _ERRORS.get(kind, PerfcastError)(message, output)
+
+
 def run(args: Sequence[str]) -> str:
     """Run ``perfcast ARGS...`` in process and return what it prints (any format)."""
     try:
         return _native.run([str(a) for a in args])
     except _native.Failure as f:
-        kind, message, output = f.args
-        raise _ERRORS.get(kind, PerfcastError)(message, output) from None
+        _raise(*f.args)
 
 
 class Result(dict):
@@ -156,6 +172,10 @@ class Result(dict):
             return self.records()
         return pandas.DataFrame(self.records())
 
+    def to_polars(self):
+        """``records()`` as a polars DataFrame (a list of dicts when polars is not installed)."""
+        return _polars(self.records())
+
     def _repr_html_(self) -> str:
         rows = self.records()
         cols = list(dict.fromkeys(k for r in rows for k in r))
@@ -168,15 +188,38 @@ class Result(dict):
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _polars(rows: list):
+    try:
+        import polars
+    except ImportError:
+        return rows
+    return polars.DataFrame(rows)
+
+
 class Rows(list):
-    """A CSV result (``sweep``): a list of dicts, numbers parsed."""
+    """A CSV result (``sweep``): a list of dicts, numbers parsed; ``path`` is the file it was
+    written to (``out=``), else ``None``."""
+
+    def __init__(self, text: str, path: Optional[str] = None) -> None:
+        super().__init__(_parse(r) for r in csv.DictReader(io.StringIO(text)))
+        self._text = text
+        self.path = path
+
+    def to_csv(self) -> str:
+        """The CSV, as the command line prints it."""
+        return self._text
 
     def to_pandas(self):
+        """A pandas DataFrame (a list of dicts when pandas is not installed)."""
         try:
             import pandas
         except ImportError:
             return list(self)
         return pandas.DataFrame(list(self))
+
+    def to_polars(self):
+        """A polars DataFrame (a list of dicts when polars is not installed)."""
+        return _polars(list(self))
 
 
 def _flatten(d: Mapping, prefix: str = "") -> dict:
@@ -191,6 +234,75 @@ def _flatten(d: Mapping, prefix: str = "") -> dict:
 
 
 Config = Union[str, "os.PathLike[str]", Mapping[str, Any]]
+
+
+class Plugin:
+    """A plugin library, checked to load (:func:`load_plugin`): give it to any function's
+    ``load=``. ``components`` lists what it registers (category, name, version, ABI).
+    ``isolate=True`` runs it in a child process (``python -m perfcast._plugin_host``) where a
+    crash, a hang longer than ``timeout`` seconds or an exit is a :class:`PluginError`
+    naming it, not the end of the interpreter; a call that loads an isolated library runs
+    all of its libraries isolated (``--isolate``)."""
+
+    def __init__(
+        self,
+        path: Union[str, os.PathLike],
+        sha256: Optional[str] = None,
+        isolate: bool = False,
+        timeout: Optional[float] = None,
+    ) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+        self.sha256 = sha256
+        self.isolate = isolate
+        self.timeout = timeout
+        self.components = [c for c in plugins(load=self) if c.get("origin") == self.path]
+
+    def __repr__(self) -> str:
+        names = ", ".join(c["name"] for c in self.components)
+        return f"Plugin({self.path!r}: {names})"
+
+
+def load_plugin(
+    path: Union[str, os.PathLike],
+    sha256: Optional[str] = None,
+    isolate: bool = False,
+    timeout: Optional[float] = None,
+) -> Plugin:
+    """Check that the library at ``path`` loads (its pin, its ABI, its components) and
+    return it as a :class:`Plugin` for ``load=``; a library that does not load raises
+    :class:`PluginError` with the reason."""
+    return Plugin(path, sha256=sha256, isolate=isolate, timeout=timeout)
+
+
+#: Libraries for ``load=``: a path, a ``(path, sha256)`` pair, a :class:`Plugin`, or a list.
+Load = Union[None, str, os.PathLike, tuple, Plugin, Iterable]
+
+
+def _load_args(load: Load) -> list:
+    """The ``--load`` (``--sha256``, ``--isolate``) arguments of ``load=``."""
+    if load is None:
+        return []
+    single = isinstance(load, (str, os.PathLike, tuple, Plugin))
+    args: list = []
+    isolate, timeout = False, None
+    for lib in [load] if single else list(load):
+        if isinstance(lib, Plugin):
+            path, pin = lib.path, lib.sha256
+            isolate |= lib.isolate
+            if lib.timeout is not None:
+                timeout = lib.timeout if timeout is None else min(timeout, lib.timeout)
+        elif isinstance(lib, tuple):
+            path, pin = lib
+        else:
+            path, pin = lib, None
+        args += ["--load", os.fspath(path)]
+        if pin is not None:
+            args += ["--sha256", str(pin)]
+    if isolate:
+        args.append("--isolate")
+    if timeout is not None:
+        args += ["--plugin-timeout", str(timeout)]
+    return args
 
 
 class _Temp:
@@ -234,16 +346,8 @@ class _Args:
         else:
             self.args += [name, str(value)]
 
-    def loads(self, load: Union[None, str, os.PathLike, Iterable]) -> None:
-        if load is None:
-            return
-        libs = [load] if isinstance(load, (str, os.PathLike)) else list(load)
-        for lib in libs:
-            if isinstance(lib, tuple):
-                path, pin = lib
-                self.args += ["--load", os.fspath(path), "--sha256", pin]
-            else:
-                self.args += ["--load", os.fspath(lib)]
+    def loads(self, load: Load) -> None:
+        self.args += _load_args(load)
 
     def run(self, extra: Sequence[str] = ()) -> str:
         written: list = []
@@ -302,8 +406,7 @@ class Scenario:
             try:
                 self._loaded = _native.load(args)
             except _native.Failure as f:
-                kind, message, output = f.args
-                raise _ERRORS.get(kind, PerfcastError)(message, output) from None
+                _raise(*f.args)
         finally:
             for p in written:
                 try:
@@ -319,8 +422,7 @@ class Scenario:
         try:
             return self._loaded.run(a.args)
         except _native.Failure as f:
-            kind, message, output = f.args
-            raise _ERRORS.get(kind, PerfcastError)(message, output) from None
+            _raise(*f.args)
 
     def _run(self, command: Sequence[str], overrides, kw, extra: Sequence[str] = ()) -> Result:
         return Result(json.loads(self._text(command, overrides, kw, extra)))
@@ -422,12 +524,69 @@ def search(
     return _json(a)
 
 
-def sweep(study: Union[str, os.PathLike], force: bool = False) -> Rows:
-    """A sweep file's points (``perfcast sweep``): one dict per point, numbers parsed."""
-    a = _Args()
-    a.args += ["sweep", os.fspath(study)]
-    a.flag("--force", force)
-    return Rows(_parse(r) for r in csv.DictReader(io.StringIO(a.run())))
+def sweep(
+    study: Union[str, os.PathLike],
+    force: bool = False,
+    executor=None,
+    out: Optional[Union[str, os.PathLike]] = None,
+    format: str = "csv",
+    load: Load = None,
+    progress=None,
+) -> Rows:
+    """A sweep file's points (``perfcast sweep``): one dict per point, numbers parsed.
+
+    ``executor``: ``None`` runs the points here, on every core; ``"ray"`` (or a
+    :class:`perfcast.distributed.RayExecutor` for its address, chunk size and retries) runs
+    chunks of them as Ray tasks, taken back in order. ``out=DIR`` also writes
+    ``DIR/STUDY.csv`` (``format="parquet"``: ``DIR/STUDY.parquet``), whole or not at all,
+    exactly as the command line does. ``load=``: libraries every point loads (and every Ray
+    task, by path and pin). ``progress(done, total)`` is called as Ray chunks come back.
+    Under Ray, a sweep's ``max_seconds`` bounds each chunk (one task's time), unless
+    ``force``."""
+    if format not in ("csv", "parquet"):
+        raise UsageError(f"format must be \"csv\" or \"parquet\", not {format!r}")
+    study = os.fspath(study)
+    libs = _load_args(load)
+    forced = ["--force"] if force else []
+    if executor is None or executor == "local":
+        text = run(["sweep", study, *forced, *libs])
+    else:
+        from .distributed import RayExecutor
+
+        if executor == "ray":
+            executor = RayExecutor()
+        elif not isinstance(executor, RayExecutor):
+            raise UsageError(
+                f"executor must be None, \"local\", \"ray\" or a RayExecutor, not {executor!r}"
+            )
+        n = int(run(["sweep", study, "--count"]))
+        path = os.path.abspath(study)
+        header, rows = None, []
+        for chunk in executor.map(
+            lambda c: ["sweep", path, "--points", f"{c.start}..{c.stop}", *forced, *libs],
+            n,
+            progress,
+        ):
+            head, _, body = chunk.partition("\n")
+            header = head
+            rows.append(body)
+        if header is None:
+            # No points: the header alone, as a local run prints it.
+            header = run(["sweep", study, "--points", "0..0"]).rstrip("\n")
+        text = header + "\n" + "".join(rows)
+    written = None
+    if out is not None:
+        fd, chunk_file = tempfile.mkstemp(prefix=".perfcast-sweep-", suffix=".csv")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            said = run(
+                ["sweep", study, "--out", os.fspath(out), "--format", format, "--merge", chunk_file]
+            )
+        finally:
+            os.remove(chunk_file)
+        written = said.split(" (")[0].removeprefix("wrote ") if said.startswith("wrote ") else None
+    return Rows(text, written)
 
 
 def _parse(row: Mapping[str, str]) -> dict:
