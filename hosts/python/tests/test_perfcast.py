@@ -99,6 +99,9 @@ def test_sweep_rows_are_typed(tmp_path):
     assert len(rows) == 2
     assert rows[0]["devices"] == 1024 and isinstance(rows[0]["time_s"], float)
     assert rows[1]["time_s"] <= rows[0]["time_s"]
+    frame = rows.to_pandas()
+    assert list(frame.columns) == list(rows[0]) and list(frame["time_s"]) == [r["time_s"] for r in rows]
+    assert frame["fits"].dtype == bool and frame["devices"].dtype.kind == "i"
 
 
 def test_calls_from_threads_give_the_same_results():

@@ -210,12 +210,13 @@ class Rows(list):
         return self._text
 
     def to_pandas(self):
-        """A pandas DataFrame (a list of dicts when pandas is not installed)."""
+        """A pandas DataFrame, read from the CSV (an empty cell is missing; a list of dicts
+        when pandas is not installed)."""
         try:
             import pandas
         except ImportError:
             return list(self)
-        return pandas.DataFrame(list(self))
+        return pandas.read_csv(io.StringIO(self._text))
 
     def to_polars(self):
         """A polars DataFrame (a list of dicts when polars is not installed)."""

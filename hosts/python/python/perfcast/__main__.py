@@ -48,6 +48,12 @@ def _ray_sweep(argv) -> int:
     except ImportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    finally:
+        # Leave Ray (and stop the local one this command started) before the interpreter
+        # exits, not while it tears down.
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
     if a.out is None:
         sys.stdout.write(rows.to_csv())
     else:

@@ -130,24 +130,32 @@ class RayExecutor:
         )(_chunk_task)
         refs = [task.remote(self, args_of(c)) for c in chunks]
         done = 0
-        try:
-            for c, ref in zip(chunks, refs):
-                try:
-                    answer = ray.get(ref)
-                except ray.exceptions.RayError as e:
-                    raise PerfcastError(
-                        f"the chunk of points {c.start}..{c.stop} failed on Ray (after up to "
-                        f"{self.max_retries} retries of a dead worker): {e}"
-                    ) from None
-                if answer[0] == "error":
-                    _raise(*answer[1:])
-                done += len(c)
-                if progress is not None:
-                    progress(done, n)
-                yield answer[1]
-        finally:
-            for ref in refs:
-                try:
-                    ray.cancel(ref)
-                except Exception:  # noqa: BLE001 (a finished task cannot be cancelled)
-                    pass
+        for i, (c, ref) in enumerate(zip(chunks, refs)):
+            try:
+                answer = ray.get(ref)
+            except ray.exceptions.RayError as e:
+                self._cancel(ray, refs[i + 1 :])
+                raise PerfcastError(
+                    f"the chunk of points {c.start}..{c.stop} failed on Ray (after up to "
+                    f"{self.max_retries} retries of a dead worker): {e}"
+                ) from None
+            if answer[0] == "error":
+                self._cancel(ray, refs[i + 1 :])
+                _raise(*answer[1:])
+            done += len(c)
+            if progress is not None:
+                progress(done, n)
+            yield answer[1]
+
+    @staticmethod
+    def _cancel(ray, refs) -> None:
+        """Cancel the chunks not started or still running (not finished ones: cancelling a
+        task as it completes takes Ray 2.40's driver down)."""
+        if not refs:
+            return
+        _, running = ray.wait(refs, num_returns=len(refs), timeout=0)
+        for ref in running:
+            try:
+                ray.cancel(ref)
+            except Exception:  # noqa: BLE001 (it finished meanwhile)
+                pass
