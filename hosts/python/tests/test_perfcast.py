@@ -174,3 +174,17 @@ def test_a_loaded_scenario_gives_the_same_results_as_a_fresh_load():
         perfcast.load({"model": {"layers": 0}, "plan": {"tp": 1}})
     serving = perfcast.load(SERVING)
     assert serving.serve(rates=[2], requests=50) == perfcast.serve(SERVING, rates=[2], requests=50)
+
+
+def test_results_are_built_as_the_json_reads():
+    """The native module builds the objects while it reads the JSON: the same values, types
+    and key order as ``json.loads`` of the CLI's text."""
+    for args in (
+        ["predict", GPT3, "--format", "json"],
+        ["serve", SERVING, "--rates", "2", "--requests", "50", "--format", "json"],
+        ["roofline", LLAMA, "--phase", "decode", "--format", "json"],
+    ):
+        built, read = perfcast._run_json(args), json.loads(perfcast.run(args))
+        assert json.dumps(built) == json.dumps(read), args
+    nested = perfcast._native.run_json(["config", "explain", GPT3, "--format", "json"])
+    assert isinstance(nested, list) and all(isinstance(r, dict) for r in nested)

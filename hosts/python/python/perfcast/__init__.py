@@ -133,6 +133,15 @@ def run(args: Sequence[str]) -> str:
         _raise(*f.args)
 
 
+def _run_json(args: Sequence[str]):
+    """``json.loads(run(args))`` for a ``--format json`` command, the objects built by the
+    native module as it reads the JSON."""
+    try:
+        return _native.run_json([str(a) for a in args])
+    except _native.Failure as f:
+        _raise(*f.args)
+
+
 class Result(dict):
     """A command's JSON result: a ``dict`` of the CLI's ``--format json`` fields."""
 
@@ -350,11 +359,11 @@ class _Args:
     def loads(self, load: Load) -> None:
         self.args += _load_args(load)
 
-    def run(self, extra: Sequence[str] = ()) -> str:
+    def run(self, extra: Sequence[str] = (), runner=run):
         written: list = []
         try:
             args = [_write(a, written) if isinstance(a, _Temp) else a for a in self.args]
-            return run(args + list(extra))
+            return runner(args + list(extra))
         finally:
             for p in written:
                 try:
@@ -389,7 +398,7 @@ def _configured(command: Sequence[str], configs: Sequence[Config], overrides, lo
 
 
 def _json(a: _Args) -> Result:
-    r = Result(json.loads(a.run(["--format", "json"])))
+    r = Result(a.run(["--format", "json"], _run_json))
     r._args = a
     return r
 
@@ -415,18 +424,18 @@ class Scenario:
                 except OSError:
                     pass
 
-    def _text(self, command: Sequence[str], overrides, kw, extra: Sequence[str] = ()) -> str:
+    def _call(self, native, command: Sequence[str], overrides, kw, extra: Sequence[str] = ()):
         a = _Args()
         a.args += list(command) + ["-"]
         a.sets(overrides, kw)
         a.args += list(extra) + ["--format", "json"]
         try:
-            return self._loaded.run(a.args)
+            return native(a.args)
         except _native.Failure as f:
             _raise(*f.args)
 
     def _run(self, command: Sequence[str], overrides, kw, extra: Sequence[str] = ()) -> Result:
-        return Result(json.loads(self._text(command, overrides, kw, extra)))
+        return Result(self._call(self._loaded.run_json, command, overrides, kw, extra))
 
     def predict(self, overrides=None, **kw) -> Result:
         return self._run(["predict"], overrides, kw)
@@ -455,7 +464,7 @@ class Scenario:
         return self._run(["serve"], overrides, kw, extra)
 
     def explain(self, overrides=None, **kw) -> list:
-        return json.loads(self._text(["config", "explain"], overrides, kw))
+        return self._call(self._loaded.run_json, ["config", "explain"], overrides, kw)
 
 
 def load(*configs: Config, overrides=None, load=None, **kw) -> Scenario:

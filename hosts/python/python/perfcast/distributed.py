@@ -8,8 +8,8 @@ The driver takes the chunks back in order as they finish, and joins them into th
 rows (``perfcast sweep --merge``: the same CSV or Parquet as a local run). A chunk whose
 worker died (a crashed or killed process, a lost node) is run again by Ray, up to
 ``max_retries`` times; a chunk that fails in perfcast (a point that does not fit, a bad key)
-fails the sweep with perfcast's own exception and message, and the chunks not yet run are
-cancelled.
+fails the sweep with perfcast's own exception and message, and no further chunk is
+submitted (at most two chunks per CPU are in flight at a time).
 
 The study, the files it names and the plugin libraries are read by the workers at the same
 paths as on the driver: on one machine that is given; on a cluster, put them on a shared
@@ -115,7 +115,8 @@ class RayExecutor:
         from . import PerfcastError, _raise
 
         ray = self.connect()
-        chunks = self.chunks(n, ray.cluster_resources().get("CPU", 1))
+        cpus = ray.cluster_resources().get("CPU", 1)
+        chunks = self.chunks(n, cpus)
         env = dict(self.runtime_env)
         # perfcast's threads in a task: the CPUs the task holds.
         env["env_vars"] = {
@@ -128,34 +129,26 @@ class RayExecutor:
             retry_exceptions=False,
             runtime_env=env,
         )(_chunk_task)
-        refs = [task.remote(self, args_of(c)) for c in chunks]
+        # A window of chunks in flight, submitted as the earliest come back: when a chunk
+        # fails, no more are submitted and those in flight run out (cancelling a Ray 2.40 task
+        # while it completes or is retried can take the driver down, so none is cancelled).
+        window = max(1, 2 * int(cpus / self.cpus_per_task))
+        refs = [task.remote(self, args_of(c)) for c in chunks[:window]]
         done = 0
-        for i, (c, ref) in enumerate(zip(chunks, refs)):
+        for i, c in enumerate(chunks):
             try:
-                answer = ray.get(ref)
+                answer = ray.get(refs[i])
             except ray.exceptions.RayError as e:
-                self._cancel(ray, refs[i + 1 :])
                 raise PerfcastError(
                     f"the chunk of points {c.start}..{c.stop} failed on Ray (after up to "
                     f"{self.max_retries} retries of a dead worker): {e}"
                 ) from None
             if answer[0] == "error":
-                self._cancel(ray, refs[i + 1 :])
                 _raise(*answer[1:])
+            if i + window < len(chunks):
+                refs.append(task.remote(self, args_of(chunks[i + window])))
+            refs[i] = None
             done += len(c)
             if progress is not None:
                 progress(done, n)
             yield answer[1]
-
-    @staticmethod
-    def _cancel(ray, refs) -> None:
-        """Cancel the chunks not started or still running (not finished ones: cancelling a
-        task as it completes takes Ray 2.40's driver down)."""
-        if not refs:
-            return
-        _, running = ray.wait(refs, num_returns=len(refs), timeout=0)
-        for ref in running:
-            try:
-                ray.cancel(ref)
-            except Exception:  # noqa: BLE001 (it finished meanwhile)
-                pass
