@@ -10,6 +10,6 @@ python3 -m venv "$venv"
 # The build backend runs the venv's `maturin` executable.
 export PATH="$venv/bin:$PATH"
 pip=("$venv/bin/pip" --quiet --disable-pip-version-check)
-"${pip[@]}" install maturin==1.9.4 pytest==8.3.4 pandas==2.2.3 numpy==2.4.6 ray==2.40.0
+"${pip[@]}" install maturin==1.9.4 pytest==8.3.4 pandas==2.2.3 numpy==2.4.6 ray==2.40.0 matplotlib==3.10.0 pyparsing==3.2.1
 "${pip[@]}" install --no-build-isolation --force-reinstall --no-deps .
 "$venv/bin/python" -m pytest -q -p no:cacheprovider tests
