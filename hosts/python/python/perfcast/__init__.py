@@ -42,7 +42,10 @@ __all__ = [
     "serve",
     "search",
     "sweep",
+    "study",
+    "studies",
     "validate",
+    "calibrate",
     "plugins",
     "load_plugin",
     "Plugin",
@@ -213,6 +216,8 @@ class Rows(list):
         super().__init__(_parse(r) for r in csv.DictReader(io.StringIO(text)))
         self._text = text
         self.path = path
+        #: A study's summary (`study`), else None.
+        self.summary: Optional[str] = None
 
     def to_csv(self) -> str:
         """The CSV, as the command line prints it."""
@@ -610,6 +615,84 @@ def _parse(row: Mapping[str, str]) -> dict:
                 pass
         out[k] = None if v == "" else v
     return out
+
+
+def studies() -> list:
+    """The seed paper's studies: one dict per study (``study``, ``config``, ``what``)."""
+    lines = [l for l in run(["study", "--list"]).splitlines() if l.strip()]
+    # A table: a header, a rule of dashes whose runs give the columns, then rows.
+    rule = lines[1]
+    spans, start = [], None
+    for i, ch in enumerate(rule + " "):
+        if ch == "-" and start is None:
+            start = i
+        elif ch != "-" and start is not None:
+            spans.append((start, i))
+            start = None
+    cut = lambda l: [  # noqa: E731
+        l[a : (spans[j + 1][0] if j + 1 < len(spans) else len(l))].strip()
+        for j, (a, _) in enumerate(spans)
+    ]
+    names = cut(lines[0])
+    return [dict(zip(names, cut(l))) for l in lines[2:]]
+
+
+def study(
+    name: str,
+    out: Optional[Union[str, os.PathLike]] = None,
+    config: Optional[Union[str, os.PathLike]] = None,
+) -> Rows:
+    """Run one of the seed paper's studies (``perfcast study NAME``): its CSV rows, with
+    ``path`` the CSV written under ``out`` (``NAME.csv``, ``NAME.svg``, ``NAME.md``; without
+    ``out`` they go to a temporary directory, removed afterwards) and ``summary`` the
+    study's summary (``NAME.md``). ``config``: a study config to read instead of the
+    built-in one."""
+    import shutil
+
+    tmp = None if out is not None else tempfile.mkdtemp(prefix="perfcast-study-")
+    where = os.fspath(out) if out is not None else tmp
+    try:
+        args = ["study", name, "--out", where]
+        if config is not None:
+            args += ["--config", os.fspath(config)]
+        run(args)
+        csv_path = os.path.join(where, f"{name}.csv")
+        with open(csv_path, encoding="utf-8") as f:
+            rows = Rows(f.read(), csv_path if out is not None else None)
+        with open(os.path.join(where, f"{name}.md"), encoding="utf-8") as f:
+            rows.summary = f.read()
+        return rows
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def calibrate(
+    cases: Optional[Union[str, os.PathLike]] = None,
+    params: Optional[Iterable[str]] = None,
+    cv: Optional[Iterable[str]] = None,
+    out: Optional[Union[str, os.PathLike]] = None,
+    residuals: Optional[Union[str, os.PathLike]] = None,
+    exclude_serving: bool = False,
+    max_evals: Optional[int] = None,
+) -> Result:
+    """Fit named parameters to published measurements (``perfcast calibrate``): ``params``
+    as ``--param`` takes them (``"KEY[,KEY...][=LO..HI]"``), ``cv`` the cross-validation
+    schemes; the fitted values, in-sample and cross-validated error per group. ``out``
+    writes the fitted overlay; ``residuals`` the per-class error bars."""
+    a = _Args()
+    a.args.append("calibrate")
+    if cases is not None:
+        a.args.append(os.fspath(cases))
+    for p in params or ():
+        a.args += ["--param", p]
+    if cv is not None:
+        a.args += ["--cv", ",".join(cv)]
+    a.flag("--out", os.fspath(out) if out is not None else None)
+    a.flag("--residuals", os.fspath(residuals) if residuals is not None else None)
+    a.flag("--exclude-serving", exclude_serving)
+    a.flag("--max-evals", max_evals)
+    return _json(a)
 
 
 def validate(
