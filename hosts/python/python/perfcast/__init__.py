@@ -124,8 +124,9 @@ _ERRORS = {
 _KINDS = {cls: kind for kind, cls in _ERRORS.items()}
 
 
-def _raise(kind: str, message: str, output: str = ""):
-    raise _ERRORS.get(kind, PerfcastError)(message, output)
+def _error(kind: str, message: str, output: str = "") -> PerfcastError:
+    """The exception of a failure of ``kind``."""
+    return _ERRORS.get(kind, PerfcastError)(message, output)
 
 
 def run(args: Sequence[str]) -> str:
@@ -133,7 +134,7 @@ def run(args: Sequence[str]) -> str:
     try:
         return _native.run([str(a) for a in args])
     except _native.Failure as f:
-        _raise(*f.args)
+        raise _error(*f.args) from None
 
 
 def _run_json(args: Sequence[str]):
@@ -142,7 +143,7 @@ def _run_json(args: Sequence[str]):
     try:
         return _native.run_json([str(a) for a in args])
     except _native.Failure as f:
-        _raise(*f.args)
+        raise _error(*f.args) from None
 
 
 class Result(dict):
@@ -421,7 +422,7 @@ class Scenario:
             try:
                 self._loaded = _native.load(args)
             except _native.Failure as f:
-                _raise(*f.args)
+                raise _error(*f.args) from None
         finally:
             for p in written:
                 try:
@@ -437,7 +438,7 @@ class Scenario:
         try:
             return native(a.args)
         except _native.Failure as f:
-            _raise(*f.args)
+            raise _error(*f.args) from None
 
     def _run(self, command: Sequence[str], overrides, kw, extra: Sequence[str] = ()) -> Result:
         return Result(self._call(self._loaded.run_json, command, overrides, kw, extra))

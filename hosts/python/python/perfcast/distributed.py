@@ -112,7 +112,7 @@ class RayExecutor:
     ) -> Iterator[str]:
         """The CSV of every chunk of ``n`` points, in order, as they finish (each chunk's
         command line from ``args_of(points)``)."""
-        from . import PerfcastError, _raise
+        from . import PerfcastError, _error
 
         ray = self.connect()
         cpus = ray.cluster_resources().get("CPU", 1)
@@ -144,7 +144,7 @@ class RayExecutor:
                     f"{self.max_retries} retries of a dead worker): {e}"
                 ) from None
             if answer[0] == "error":
-                _raise(*answer[1:])
+                raise _error(*answer[1:])
             if i + window < len(chunks):
                 refs.append(task.remote(self, args_of(chunks[i + window])))
             refs[i] = None
