@@ -349,9 +349,9 @@ fn bad_c_strategies_and_parameters_are_errors_naming_the_plugin() {
 }
 
 /// Isolated (`--isolate`: a child plugin host), every execution category prints what it
-/// prints in process: the example strategy, the C schedule and policy examples, and the
-/// built-in strategies, schedules and policies compiled as a library; and the example
-/// topology.
+/// prints in process: the Rust and C example strategies, the C schedule, policy and
+/// topology examples, the built-in strategies, schedules and policies compiled as a
+/// library, and the Rust example topology.
 #[test]
 fn isolated_execution_plugins_print_what_they_print_in_process() {
     let l = libs();
@@ -402,8 +402,58 @@ fn isolated_execution_plugins_print_what_they_print_in_process() {
         gpt,
         &["--load", zb, "--set", "plan.schedule=\"example/zb-h1\""],
     );
-    let listed = perfcast(&["plugins", "--isolate", "--load", &l.ulysses, "--load", zb]);
-    for name in ["example/ulysses", "example/zb-h1"] {
+    // The C strategy, recompute policy and topology examples.
+    let c_example = |folder: &str, file: &str| {
+        let src = repo().join(format!("plugins/examples/{folder}/{file}.c"));
+        let lib = cc_shared(&dir, &src, &format!("lib{file}.so"), &[]);
+        lib.to_str().unwrap().to_string()
+    };
+    let mut c_names: Vec<String> = BUILTINS.map(String::from).to_vec();
+    c_names[0] = "example/tensor-c".into();
+    same(gpt, &["--load", tensor_c(), "--set", &strategies(&c_names)]);
+    let sqrt = c_example("sqrt-checkpoint", "sqrt_checkpoint");
+    same(
+        gpt,
+        &[
+            "--load",
+            &sqrt,
+            "--set",
+            "plan.recompute=\"example/sqrt-checkpoint\"",
+        ],
+    );
+    let xbar = c_example("crossbar-c", "crossbar_c");
+    same(
+        gpt,
+        &[
+            "--load",
+            &xbar,
+            "--set",
+            "components.xbar.kind=\"example/crossbar-c\"",
+            "--set",
+            "system.topology=\"xbar\"",
+        ],
+    );
+    let listed = perfcast(&[
+        "plugins",
+        "--isolate",
+        "--load",
+        &l.ulysses,
+        "--load",
+        zb,
+        "--load",
+        tensor_c(),
+        "--load",
+        &sqrt,
+        "--load",
+        &xbar,
+    ]);
+    for name in [
+        "example/ulysses",
+        "example/zb-h1",
+        "example/tensor-c",
+        "example/sqrt-checkpoint",
+        "example/crossbar-c",
+    ] {
         assert!(
             listed
                 .stdout

@@ -233,8 +233,13 @@ def test_plugins_load_from_python_in_process_isolated_and_on_ray(ray, tmp_path):
     pin = hashlib.sha256(lib.read_bytes()).hexdigest()
     isolated = perfcast.load_plugin(lib, sha256=pin, isolate=True)
     assert timeless(perfcast.sweep(study, load=isolated)) == rows
-    # Ray tasks get the library by path and pin.
+    # Ray tasks get the library by path and pin, from Python and from the command line.
     assert timeless(perfcast.sweep(study, load=isolated, executor="ray")) == rows
+    o = python_m("sweep", study, "--ray", "auto", "--load", lib, "--sha256", pin, "--isolate")
+    assert o.returncode == 0, o.stderr
+    assert timeless(perfcast.Rows(o.stdout)) == rows
+    o = python_m("sweep", study, "--ray", "auto", "--load", lib, "--sha256", "0" * 64)
+    assert o.returncode == 1 and "sha256" in o.stderr, o.stderr
     with pytest.raises(perfcast.PluginError) as e:
         perfcast.load_plugin(lib, sha256="0" * 64)
     assert "sha256" in e.value.message

@@ -9,7 +9,7 @@ sweep's chunks run as Ray tasks (:func:`perfcast.sweep` with ``executor="ray"``)
 import argparse
 import sys
 
-from . import PerfcastError, _native, sweep
+from . import PerfcastError, Plugin, UsageError, _native, sweep
 from .distributed import RayExecutor
 
 
@@ -33,18 +33,20 @@ def _ray_sweep(argv) -> int:
     p.add_argument("--chunk-size", type=int, metavar="N")
     p.add_argument("--load", action="append", default=[], metavar="PATH")
     p.add_argument("--sha256", action="append", default=[], metavar="HEX")
+    p.add_argument("--isolate", action="store_true", help="run the libraries in child processes")
     a = p.parse_args(argv)
     if a.sha256 and len(a.sha256) != len(a.load):
         p.error("give one --sha256 per --load, in the same order")
-    load = list(zip(a.load, a.sha256)) if a.sha256 else a.load
+    pins = a.sha256 or [None] * len(a.load)
     executor = RayExecutor(address=a.ray or None, chunk_size=a.chunk_size)
     try:
+        load = [Plugin(path, sha256=pin, isolate=a.isolate) for path, pin in zip(a.load, pins)]
         rows = sweep(
             a.study, force=a.force, executor=executor, out=a.out, format=a.format, load=load
         )
     except PerfcastError as e:
         print(f"error: {e.message}", file=sys.stderr)
-        return 2 if type(e).__name__ == "UsageError" else 1
+        return 2 if isinstance(e, UsageError) else 1
     except ImportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
