@@ -10,7 +10,7 @@ venv="${CARGO_TARGET_DIR:-$root/target}/python-venv"
 python3 -m venv "$venv"
 # The build backend runs the venv's `maturin` executable.
 export PATH="$venv/bin:$PATH"
-pip=("$venv/bin/pip" --quiet --disable-pip-version-check)
+pip=("$venv/bin/pip" --quiet --disable-pip-version-check --no-cache-dir)
 "${pip[@]}" install maturin==1.9.4 pytest==8.3.4 pandas==2.2.3 numpy==2.4.6 ray==2.40.0 matplotlib==3.10.0 pyparsing==3.2.1
 "${pip[@]}" install --no-build-isolation --force-reinstall --no-deps .
 # The executable the parity tests compare with (tests/test_parity.py).
