@@ -54,6 +54,18 @@ def test_errors_are_exceptions_with_the_cli_message():
     assert "plan.tpp" in e.value.message and "--set plan.tpp=2" in e.value.message
     with pytest.raises(perfcast.ConfigError) as e:
         perfcast.predict({"model": {"layers": 0}})
+    # A dict or TOML text is named as given, not by the temporary file it is read from.
+    with pytest.raises(perfcast.ConfigError) as e:
+        perfcast.predict(GPT3, {"model": {"layers": "many"}})
+    assert "model.layers" in e.value.message and "non-negative integer" in e.value.message
+    assert "from the dict given as configuration 2" in e.value.message, e.value.message
+    assert ".perfcast-" not in e.value.message
+    with pytest.raises(perfcast.ConfigError) as e:
+        perfcast.load(GPT3, "[plan]\ntp = \"eight\"\n")
+    assert "the TOML text given as configuration 2" in e.value.message, e.value.message
+    with pytest.raises(perfcast.PerfcastError) as e:
+        perfcast.search(GPT3, top=2, overrides=SMALL).to_parquet("/nonexistent/dir/plans.parquet")
+    assert "/nonexistent/dir/plans.parquet" in e.value.message
     with pytest.raises(perfcast.UsageError):
         perfcast.roofline(LLAMA, phase="middle")
     with pytest.raises(perfcast.PluginError) as e:

@@ -322,10 +322,11 @@ def _load_args(load: Load) -> list:
 
 
 class _Temp:
-    """A configuration given as text or a dict: written to a temporary file for each run."""
+    """A configuration given as text or a dict: written to a temporary file for each run;
+    ``what`` names it in messages instead of that file."""
 
-    def __init__(self, text: str, suffix: str) -> None:
-        self.text, self.suffix = text, suffix
+    def __init__(self, text: str, suffix: str, what: str) -> None:
+        self.text, self.suffix, self.what = text, suffix, what
 
 
 class _Args:
@@ -335,15 +336,19 @@ class _Args:
 
     def __init__(self) -> None:
         self.args: list = []
+        self.configs = 0
 
     def config(self, c: Config) -> None:
+        self.configs += 1
+        n = self.configs
         if isinstance(c, Mapping):
-            self.args.append(_Temp(json.dumps(c), ".json"))
+            self.args.append(_Temp(json.dumps(c), ".json", f"the dict given as configuration {n}"))
         elif isinstance(c, os.PathLike):
             self.args.append(os.fspath(c))
         elif isinstance(c, str):
             text = "\n" in c or ("=" in c and not os.path.exists(c))
-            self.args.append(_Temp(c, ".toml") if text else c)
+            what = f"the TOML text given as configuration {n}"
+            self.args.append(_Temp(c, ".toml", what) if text else c)
         else:
             raise TypeError(
                 f"a configuration is a path, TOML text or a dict, not {type(c).__name__}"
@@ -366,19 +371,31 @@ class _Args:
         self.args += _load_args(load)
 
     def run(self, extra: Sequence[str] = (), runner=run):
-        written: list = []
+        return _with_files(self.args, lambda args: runner(args + list(extra)))
+
+
+def _with_files(args: Sequence, call):
+    """``call(args)`` with each configuration given as text or a dict written to a temporary
+    file (removed afterwards); an error names it as the caller gave it, not by that file."""
+    written: dict = {}
+    try:
+        files = [_write(a, written) if isinstance(a, _Temp) else a for a in args]
         try:
-            args = [_write(a, written) if isinstance(a, _Temp) else a for a in self.args]
-            return runner(args + list(extra))
-        finally:
-            for p in written:
-                try:
-                    os.remove(p)
-                except OSError:
-                    pass
+            return call(files)
+        except PerfcastError as e:
+            message = e.message
+            for path, what in written.items():
+                message = message.replace(f"file {path}", what).replace(path, what)
+            raise type(e)(message, e.output) from None
+    finally:
+        for p in written:
+            try:
+                os.remove(p)
+            except OSError:
+                pass
 
 
-def _write(t: _Temp, written: list) -> str:
+def _write(t: _Temp, written: dict) -> str:
     for where in (os.getcwd(), None):
         try:
             fd, path = tempfile.mkstemp(prefix=".perfcast-", suffix=t.suffix, dir=where)
@@ -386,7 +403,7 @@ def _write(t: _Temp, written: list) -> str:
             continue
         with os.fdopen(fd, "w") as f:
             f.write(t.text)
-        written.append(path)
+        written[path] = t.what
         return path
     raise OSError("cannot write a temporary configuration file")
 
@@ -416,19 +433,14 @@ class Scenario:
 
     def __init__(self, *configs: Config, overrides=None, load=None, **kw) -> None:
         a = _configured([], configs, overrides, load, kw)
-        written: list = []
-        try:
-            args = [_write(x, written) if isinstance(x, _Temp) else x for x in a.args]
+
+        def native_load(args):
             try:
-                self._loaded = _native.load(args)
+                return _native.load(args)
             except _native.Failure as f:
                 raise _error(*f.args) from None
-        finally:
-            for p in written:
-                try:
-                    os.remove(p)
-                except OSError:
-                    pass
+
+        self._loaded = _with_files(a.args, native_load)
 
     def _call(self, native, command: Sequence[str], overrides, kw, extra: Sequence[str] = ()):
         a = _Args()
