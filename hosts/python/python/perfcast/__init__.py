@@ -608,12 +608,12 @@ def sweep(
         try:
             with os.fdopen(fd, "w") as f:
                 f.write(text)
-            said = run(
-                ["sweep", study, "--out", os.fspath(out), "--format", format, "--merge", chunk_file]
-            )
+            run(["sweep", study, "--out", os.fspath(out), "--format", format, "--merge", chunk_file])
         finally:
             os.remove(chunk_file)
-        written = said.split(" (")[0].removeprefix("wrote ") if said.startswith("wrote ") else None
+        # DIR/STUDY.csv, as the command line names it (the study file's stem).
+        stem = os.path.splitext(os.path.basename(study))[0]
+        written = os.path.join(os.fspath(out), f"{stem}.{format}")
     return Rows(text, written)
 
 
