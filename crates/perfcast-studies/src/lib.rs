@@ -210,12 +210,6 @@ pub fn info(name: &str) -> Result<StudyInfo, StudyError> {
         })
 }
 
-/// The repository's `configs/studies` directory (where the shipped configs live; tests read
-/// them there, the binary carries its own copy: [`builtin_config`]).
-pub fn configs_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/studies")
-}
-
 /// The shipped configs of `configs/studies/`, embedded at build time by `perfcast-assets` (as
 /// the presets are), so that `perfcast study NAME` works from any directory: `(study, TOML
 /// text)`, sorted by name.
@@ -274,7 +268,10 @@ mod builtin_config_tests {
     fn every_study_has_its_config_built_in() {
         for s in STUDIES {
             assert!(builtin_config(s.name).is_some(), "{}", s.name);
-            assert!(configs_dir().join(format!("{}.toml", s.name)).exists());
+            let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../configs/studies")
+                .join(format!("{}.toml", s.name));
+            assert!(shipped.exists(), "{}", shipped.display());
         }
     }
 }

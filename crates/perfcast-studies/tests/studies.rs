@@ -8,7 +8,13 @@
 
 use perfcast_studies::common::StudyContext;
 use perfcast_studies::studies::{a100_to_b200, dram_scaling, memory_recompute, technology_nodes};
-use perfcast_studies::{configs_dir, info, run, StudyError};
+use perfcast_studies::{info, run, StudyError};
+
+/// The repository's `configs/studies` (the shipped configs the binary embeds through
+/// `perfcast-assets`; the tests read the files themselves).
+fn configs_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/studies")
+}
 use std::path::{Path, PathBuf};
 
 /// A fresh temporary directory for this test.

@@ -6,8 +6,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use perfcast_studies::common::StudyContext;
+use perfcast_studies::info;
 use perfcast_studies::studies::topologies;
-use perfcast_studies::{configs_dir, info};
+
+/// The repository's `configs/studies` (the shipped configs the binary embeds through
+/// `perfcast-assets`; the tests read the files themselves).
+fn configs_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/studies")
+}
 
 fn shipped() -> String {
     let text = std::fs::read_to_string(configs_dir().join("topologies.toml")).unwrap();
