@@ -178,6 +178,14 @@ pub struct Constraints {
 /// would expect to run out of memory; set `search.memory_headroom = 0` to fill the device.
 pub const DEFAULT_MEMORY_HEADROOM: f64 = 0.10;
 
+impl Constraints {
+    /// The memory a plan may use per device, in bytes, on a device of `capacity` bytes:
+    /// `capacity x (1 - memory_headroom)`.
+    pub fn memory_limit(&self, capacity: f64) -> f64 {
+        capacity * (1.0 - self.memory_headroom)
+    }
+}
+
 impl Default for Constraints {
     fn default() -> Self {
         Constraints {

@@ -389,6 +389,11 @@ impl FailureKind {
             } => model(source),
             _ => FailureKind::Config,
         };
+        let scenario = |s: &ScenarioError| match s {
+            ScenarioError::Host(h) => host(h),
+            ScenarioError::Model(m) => model(m),
+            ScenarioError::Missing { .. } => FailureKind::Config,
+        };
         for cause in e.chain() {
             if cause.downcast_ref::<Infeasible>().is_some() {
                 return FailureKind::Infeasible;
@@ -397,18 +402,14 @@ impl FailureKind {
                 return host(h);
             }
             if let Some(s) = cause.downcast_ref::<ScenarioError>() {
-                return match s {
-                    ScenarioError::Host(h) => host(h),
-                    ScenarioError::Model(m) => model(m),
-                    ScenarioError::Missing { .. } => FailureKind::Config,
-                };
+                return scenario(s);
             }
             if let Some(s) = cause.downcast_ref::<perfcast_search::SearchError>() {
                 use perfcast_search::SearchError as S;
                 return match s {
                     S::Empty { .. } => FailureKind::Infeasible,
                     S::Host(h) => host(h),
-                    S::Scenario(ScenarioError::Host(h)) => host(h),
+                    S::Scenario(s) => scenario(s),
                     S::Model { source, .. } => model(source),
                     S::Invalid { .. } => FailureKind::Config,
                     _ => FailureKind::Other,
@@ -491,11 +492,7 @@ pub fn capture(
             kind: FailureKind::Internal,
             message: format!(
                 "internal error (a bug in perfcast, please report it): {}",
-                panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into())
+                panic_text(panic.as_ref())
             ),
             output,
         }),
@@ -503,14 +500,18 @@ pub fn capture(
 }
 
 /// A panic is a bug: say so clearly (the process then exits with [`EXIT_INTERNAL`]).
+/// What a panic said (its `&str` or `String` payload).
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
 pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
-        let msg = info
-            .payload()
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| info.payload().downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
+        let msg = panic_text(info.payload());
         let at = info
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))

@@ -105,7 +105,7 @@ pub(super) fn no_plan(
             ),
         };
     }
-    let limit_gib = trainings[0].capacity().0 * (1.0 - constraints.memory_headroom) / GIB;
+    let limit_gib = constraints.memory_limit(trainings[0].capacity().0) / GIB;
     let mut reason = if counts.enumerated == 0 {
         "the space lists no plan (check search.vpp, search.micro_batch, search.recompute, \
          search.schedule, search.precision)"
@@ -189,34 +189,30 @@ pub(super) fn finish(
         }
     }
     let seconds = start.elapsed().as_secs_f64();
+    let capacity = trainings[0].capacity().0;
     Ok(SearchResult {
         plans,
         pareto,
         pareto_devices,
         fastest,
-        summary: summary(
-            &acc,
-            seconds,
-            objective,
-            walked,
-            (constraints, &trainings[0]),
-        ),
+        summary: summary(&acc, seconds, objective, walked, constraints, capacity),
     })
 }
 
-/// The summary; the constraints and a training (whose device's capacity) give the memory limit.
+/// The summary; `capacity` (bytes per device) and the constraints give the memory limit.
 fn summary(
     acc: &Acc,
     seconds: f64,
     objective: Objective,
     walked: &Walked<'_>,
-    (constraints, training): (&Constraints, &Training),
+    constraints: &Constraints,
+    capacity: f64,
 ) -> Summary {
     let counts: &Counts = &acc.counts;
     let (not_visited, not_visited_tuples, n) = walked.not_visited(acc);
     Summary {
         memory_headroom: constraints.memory_headroom,
-        memory_limit_gib: training.capacity().0 * (1.0 - constraints.memory_headroom) / GIB,
+        memory_limit_gib: constraints.memory_limit(capacity) / GIB,
         estimated: walked.estimated,
         complete: acc.unvisited.is_empty(),
         not_visited,

@@ -131,7 +131,7 @@ fn hopeless_counts(trainings: &[Training], constraints: &Constraints) -> Vec<(us
     for (i, t) in trainings.iter().enumerate() {
         let n = t.system().devices;
         let floor = t.memory_floor(n).0;
-        let limit = t.capacity().0 * (1.0 - constraints.memory_headroom);
+        let limit = constraints.memory_limit(t.capacity().0);
         if floor > limit {
             out.push((
                 i,

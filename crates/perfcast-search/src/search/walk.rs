@@ -242,7 +242,7 @@ impl Ctx<'_> {
         let training = &self.trainings[o.t];
         let l = &self.lists[o.t];
         let gb = self.constraints.global_batch;
-        let limit = training.capacity().0 * (1.0 - self.constraints.memory_headroom);
+        let limit = self.constraints.memory_limit(training.capacity().0);
         let Dims {
             vpps,
             mbs,
