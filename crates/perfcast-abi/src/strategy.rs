@@ -301,6 +301,8 @@ impl PcModel {
             mla: None,
             sliding_window: None,
             sliding_window_layers: None,
+            layer_pattern: None,
+            attention_chunk: None,
             mtp_layers: self.mtp_layers,
         })
     }

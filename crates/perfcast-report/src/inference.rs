@@ -55,10 +55,11 @@ pub fn notes(r: &InferenceReport) -> Vec<String> {
     let m = &r.memory;
     if m.fits && m.capacity.0 > 0.0 {
         n.push(format!(
-            "memory: {:.0}% of the usable capacity; the KV cache takes {:.2} GiB ({:.1} KiB per token)",
+            "memory: {:.0}% of the usable capacity; the KV cache takes {:.2} GiB ({:.1} KiB per token{})",
             100.0 * m.total.0 / m.capacity.0,
             m.kv_cache.gib(),
-            m.kv_per_token.0 / 1024.0
+            m.kv_per_token.0 / 1024.0,
+            kv_spans_note(&m.kv_spans)
         ));
     } else if !m.fits {
         n.push(format!(
@@ -224,4 +225,31 @@ pub fn csv(r: &InferenceReport, warnings: &[String]) -> String {
         row("warning", crate::csv_cell(w), "");
     }
     s
+}
+
+/// What the KV cache per token leaves out when some layers keep only a window or a chunk of
+/// each sequence: `""` when every layer attends fully.
+fn kv_spans_note(s: &perfcast_core::workload::LayerSpans) -> String {
+    let mut parts = Vec::new();
+    if s.sliding > 0 {
+        parts.push(format!(
+            "{} of {} layers keep at most the last {} positions (sliding window)",
+            s.sliding,
+            s.layers(),
+            s.window
+        ));
+    }
+    if s.chunked > 0 {
+        parts.push(format!(
+            "{} of {} layers keep at most one {}-position chunk (chunked attention)",
+            s.chunked,
+            s.layers(),
+            s.chunk
+        ));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" were every layer caching it; {}", parts.join(", "))
+    }
 }

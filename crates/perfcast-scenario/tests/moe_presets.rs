@@ -63,5 +63,18 @@ fn gpt_oss_card_convention() {
     let m = model("gpt-oss-120b");
     let a = (m.active_params() - m.vocab * m.hidden) as f64 / 1e9;
     assert!((a - 5.1).abs() / 5.1 < 0.01, "{a}");
-    assert_eq!(m.sliding(), (18, 128));
+    let s = m.layer_spans(0, m.layers);
+    assert_eq!((s.full, s.sliding, s.window), (18, 18, 128));
+}
+
+/// Llama 4's chunked local attention: 36 of 48 layers attend within 8,192-token chunks
+/// (every fourth layer global), as the preset and the Hugging Face reader both say.
+#[test]
+fn llama4_chunked_layers() {
+    for name in ["llama4-scout", "llama4-maverick"] {
+        let m = model(name);
+        let s = m.layer_spans(0, m.layers);
+        assert_eq!((s.full, s.chunked, s.chunk), (12, 36, 8192), "{name}");
+        assert_eq!(m.span_of(3), perfcast_core::workload::AttentionSpan::Full);
+    }
 }

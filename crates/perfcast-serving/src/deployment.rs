@@ -279,7 +279,7 @@ pub fn kv_caches(
             PoolRole::Prefill => max_input,
             _ => d.reserved_tokens(max_context),
         };
-        let need = ctx.div_ceil(d.kv_block_size);
+        let need = mem.kv_blocks(ctx, d.kv_block_size);
         if blocks < need {
             let missing = (need - blocks) as f64 * block_bytes;
             return Err(ModelError::invalid(

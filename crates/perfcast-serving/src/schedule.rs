@@ -16,10 +16,6 @@ use crate::state::{Ev, Work};
 use perfcast_core::ModelError;
 use perfcast_engine::inference::{PrefillChunk, StepBatch};
 
-fn blocks_for(tokens: u32, block: u32) -> u32 {
-    tokens.div_ceil(block)
-}
-
 /// What a step being formed holds so far: its tokens, its decodes and their context.
 #[derive(Debug, Clone, Copy, Default)]
 struct Tally {
@@ -34,14 +30,23 @@ impl Run<'_, '_> {
         self.d.speculative.map_or(1, |s| s.draft_len + 1)
     }
 
-    /// Blocks a sequence holds under the guaranteed policy from admission on.
-    fn guaranteed_blocks(&self, s: u32, role: PoolRole) -> u32 {
+    /// KV blocks a sequence of `tokens` tokens holds on instance `i` (its layers' spans
+    /// decide: [`perfcast_engine::inference::ServingMemory::kv_blocks`]).
+    fn blocks_for(&self, i: usize, tokens: u32) -> u32 {
+        self.kv[self.insts[i].pool]
+            .memory
+            .kv_blocks(tokens, self.d.kv_block_size)
+    }
+
+    /// Blocks a sequence holds on instance `i` under the guaranteed policy from admission
+    /// on.
+    fn guaranteed_blocks(&self, i: usize, s: u32, role: PoolRole) -> u32 {
         let seq = &self.seqs[s as usize];
         let tokens = match role {
             PoolRole::Prefill => seq.input,
             _ => self.d.reserved_tokens(seq.input + seq.output),
         };
-        blocks_for(tokens, self.d.kv_block_size)
+        self.blocks_for(i, tokens)
     }
 
     /// Preempt `s` (recompute): its blocks go back, it returns to the front of the queue and
@@ -128,7 +133,6 @@ impl Run<'_, '_> {
     ) {
         let budget = self.d.pools[self.insts[i].pool].max_num_tokens;
         let on_demand = self.d.kv_admission == KvAdmission::OnDemand;
-        let block = self.d.kv_block_size;
         let q = self.decode_q();
         let mut k = 0;
         while k < running.len() {
@@ -174,7 +178,7 @@ impl Run<'_, '_> {
                 continue;
             }
             if on_demand {
-                let need = blocks_for(seq.kv + take, block).saturating_sub(seq.blocks);
+                let need = self.blocks_for(i, seq.kv + take).saturating_sub(seq.blocks);
                 if need > 0 && !self.grow(i, running, k, need, t) {
                     continue;
                 }
@@ -197,7 +201,6 @@ impl Run<'_, '_> {
         let pool = &self.d.pools[self.insts[i].pool];
         let (budget, max_batch, role) = (pool.max_num_tokens, pool.max_batch, pool.role);
         let on_demand = self.d.kv_admission == KvAdmission::OnDemand;
-        let block = self.d.kv_block_size;
         let q = self.decode_q();
         while running.len() < max_batch as usize && tally.tokens < budget {
             let Some(&s) = self.insts[i].waiting.front() else {
@@ -219,9 +222,9 @@ impl Run<'_, '_> {
                 break;
             }
             let need = if on_demand {
-                blocks_for(seq.kv + take, block)
+                self.blocks_for(i, seq.kv + take)
             } else {
-                self.guaranteed_blocks(s, role)
+                self.guaranteed_blocks(i, s, role)
             }
             .saturating_sub(seq.blocks);
             if need > self.insts[i].kv_free {
@@ -317,7 +320,6 @@ impl Run<'_, '_> {
     pub fn step_end(&mut self, i: usize, l: usize, t: f64) -> Result<(), ModelError> {
         let work = std::mem::take(&mut self.insts[i].lanes[l].work);
         let on_demand = self.d.kv_admission == KvAdmission::OnDemand;
-        let block = self.d.kv_block_size;
         let prefill_only = self.prefill_only(i);
         let mut leaving = false;
         let spec = self.d.speculative.is_some();
@@ -341,7 +343,9 @@ impl Run<'_, '_> {
                 seq.generated += g;
                 seq.kv += g;
                 if on_demand {
-                    let keep = blocks_for(seq.kv, block);
+                    let kv = seq.kv;
+                    let keep = self.blocks_for(i, kv);
+                    let seq = &mut self.seqs[s];
                     let extra = seq.blocks.saturating_sub(keep);
                     seq.blocks -= extra;
                     let inst = &mut self.insts[i];

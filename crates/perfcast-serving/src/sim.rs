@@ -389,7 +389,7 @@ impl Run<'_, '_> {
                 "no network level spans the prefill and decode instances: the KV cache cannot be sent",
             ));
         };
-        let bytes = self.kv[a.pool].memory.kv_per_token.0 * tokens as f64;
+        let bytes = self.kv[a.pool].memory.kv_bytes(tokens);
         let c = Collective {
             kind: CollectiveKind::SendRecv,
             bytes: Bytes(bytes),

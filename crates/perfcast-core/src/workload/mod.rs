@@ -2,10 +2,12 @@
 //! or latent attention, sliding-window layers and multi-token-prediction modules.
 
 mod moe;
+mod spans;
 #[cfg(test)]
 mod tests;
 
 pub use moe::{AttentionLayout, MlaSpec, MoeSpec, DEFAULT_LOAD_IMBALANCE};
+pub use spans::{AttentionSpan, LayerSpans};
 
 use crate::error::{Key, ModelError};
 use serde::{Deserialize, Serialize};
@@ -115,10 +117,20 @@ pub struct ModelSpec {
     /// positions (Mistral 7B; GPT-OSS's alternating 128-token windows). Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sliding_window: Option<u64>,
-    /// Layers that use the window (default: all, with `sliding_window`; GPT-OSS-120B: 18 of
-    /// 36).
+    /// How many layers use the window, spread evenly (default: all, with `sliding_window`);
+    /// the older form of `layer_pattern`, which says which.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sliding_window_layers: Option<u64>,
+    /// What each layer attends over, repeated from the first layer: `full`, `sliding`
+    /// (`sliding_window`), `chunked` (`attention_chunk`). GPT-OSS: `["sliding", "full"]`;
+    /// Llama 4: `["chunked", "chunked", "chunked", "full"]`. Default: every layer full, or
+    /// `sliding_window_layers` sliding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer_pattern: Option<Vec<AttentionSpan>>,
+    /// Positions of one chunk of a `chunked` layer (Llama 4: 8,192, the Hugging Face
+    /// config's `attention_chunk_size`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_chunk: Option<u64>,
     /// Multi-token-prediction modules trained beside the model (DeepSeek-V3: 1, DeepSeek 2024
     /// §2.2): each one more transformer layer of the model's kind (MoE when the model's
     /// layers are), a `2h -> h` projection and two RMSNorms, sharing the embedding and the
@@ -165,6 +177,8 @@ impl ModelSpec {
             mla: None,
             sliding_window: None,
             sliding_window_layers: None,
+            layer_pattern: None,
+            attention_chunk: None,
             mtp_layers: 0,
         }
     }
@@ -397,12 +411,32 @@ impl ModelSpec {
         self.layers * self.attention_weights() + mlp + self.vocab * self.hidden
     }
 
-    /// Layers that attend over a sliding window, and the window (`(0, 0)` without one).
-    pub fn sliding(&self) -> (u64, u64) {
-        match self.sliding_window {
-            Some(w) => (self.sliding_window_layers.unwrap_or(self.layers), w),
-            None => (0, 0),
+    /// What layer `i` (0-based) attends over.
+    pub fn span_of(&self, i: u64) -> AttentionSpan {
+        let sliding = self
+            .sliding_window
+            .map(|_| self.sliding_window_layers.unwrap_or(self.layers));
+        spans::kind_of(self.layer_pattern.as_deref(), sliding, self.layers, i)
+    }
+
+    /// How the `count` layers from layer `first` on attend (a pipeline stage's, or all).
+    pub fn layer_spans(&self, first: u64, count: u64) -> LayerSpans {
+        if self.sliding_window.is_none() && self.attention_chunk.is_none() {
+            return LayerSpans::full(count);
         }
+        let mut s = LayerSpans {
+            window: self.sliding_window.unwrap_or(0),
+            chunk: self.attention_chunk.unwrap_or(0),
+            ..LayerSpans::default()
+        };
+        for i in first..first + count {
+            match self.span_of(i) {
+                AttentionSpan::Full => s.full += 1,
+                AttentionSpan::Sliding => s.sliding += 1,
+                AttentionSpan::Chunked => s.chunked += 1,
+            }
+        }
+        s
     }
 
     /// Reject sizes that are zero or inconsistent.
@@ -635,29 +669,124 @@ impl ModelSpec {
                 ));
             }
         }
-        match (self.sliding_window, self.sliding_window_layers) {
-            (Some(0), _) => {
-                return Err(ModelError::invalid(
-                    Key::model("sliding_window"),
-                    0,
-                    "must be a positive number of positions",
-                ))
+        self.validate_spans()?;
+        Ok(())
+    }
+}
+
+impl ModelSpec {
+    /// The window, the chunk and the layer pattern agree with each other and the context.
+    fn validate_spans(&self) -> Result<(), ModelError> {
+        let ctx = self.context_limit();
+        for (key, v) in [
+            ("sliding_window", self.sliding_window),
+            ("attention_chunk", self.attention_chunk),
+        ] {
+            match v {
+                Some(0) => {
+                    return Err(ModelError::invalid(
+                        Key::model(key),
+                        0,
+                        "must be a positive number of positions",
+                    ))
+                }
+                Some(w) if w > ctx => {
+                    return Err(ModelError::invalid(
+                        Key::model(key),
+                        w,
+                        format!(
+                            "is longer than the model's context ({ctx} positions: \
+                             model.max_context, else model.seq_len)"
+                        ),
+                    ))
+                }
+                _ => {}
             }
-            (None, Some(n)) => {
+        }
+        if let Some(n) = self.sliding_window_layers {
+            if self.sliding_window.is_none() {
                 return Err(ModelError::invalid(
                     Key::model("sliding_window_layers"),
                     n,
                     "needs model.sliding_window",
-                ))
+                ));
             }
-            (Some(_), Some(n)) if n > self.layers => {
+            if n > self.layers {
                 return Err(ModelError::invalid(
                     Key::model("sliding_window_layers"),
                     n,
                     format!("must not exceed model.layers = {}", self.layers),
-                ))
+                ));
             }
-            _ => {}
+            if self.layer_pattern.is_some() {
+                return Err(ModelError::invalid(
+                    Key::model("sliding_window_layers"),
+                    n,
+                    "cannot be given with model.layer_pattern, which says which layers slide: \
+                     give one of them",
+                ));
+            }
+        }
+        let has = |k: AttentionSpan| self.layer_pattern.as_ref().is_some_and(|p| p.contains(&k));
+        if let Some(p) = &self.layer_pattern {
+            let shown = || {
+                let names: Vec<_> = p.iter().map(|k| format!("\"{}\"", k.name())).collect();
+                format!("[{}]", names.join(", "))
+            };
+            if p.is_empty() {
+                return Err(ModelError::invalid(
+                    Key::model("layer_pattern"),
+                    "[]",
+                    "must name at least one layer kind (full, sliding or chunked)",
+                ));
+            }
+            if p.len() as u64 > self.layers {
+                return Err(ModelError::invalid(
+                    Key::model("layer_pattern"),
+                    shown(),
+                    format!(
+                        "has {} entries, more than model.layers = {}",
+                        p.len(),
+                        self.layers
+                    ),
+                ));
+            }
+            for (kind, key) in [
+                (AttentionSpan::Sliding, "sliding_window"),
+                (AttentionSpan::Chunked, "attention_chunk"),
+            ] {
+                let set = match kind {
+                    AttentionSpan::Sliding => self.sliding_window.is_some(),
+                    _ => self.attention_chunk.is_some(),
+                };
+                if has(kind) && !set {
+                    return Err(ModelError::invalid(
+                        Key::model("layer_pattern"),
+                        shown(),
+                        format!("has {} layers but model.{key} is not set", kind.name()),
+                    ));
+                }
+            }
+            if self.sliding_window.is_some() && !has(AttentionSpan::Sliding) {
+                return Err(ModelError::invalid(
+                    Key::model("sliding_window"),
+                    self.sliding_window.unwrap_or(0),
+                    format!(
+                        "is set but model.layer_pattern = {} has no sliding layer",
+                        shown()
+                    ),
+                ));
+            }
+        }
+        if let Some(c) = self.attention_chunk {
+            if !has(AttentionSpan::Chunked) {
+                return Err(ModelError::invalid(
+                    Key::model("attention_chunk"),
+                    c,
+                    "needs model.layer_pattern with chunked layers (which layers attend \
+                     within their chunk)",
+                ));
+            }
         }
         Ok(())
     }

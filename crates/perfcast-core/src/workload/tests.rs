@@ -222,7 +222,179 @@ fn moe_and_mla_validation_names_the_key() {
         .to_string()
         .contains("sliding_window_layers"));
     m.sliding_window_layers = Some(1);
-    assert_eq!(m.sliding(), (1, 128));
+    let s = m.layer_spans(0, 2);
+    assert_eq!((s.sliding, s.window, s.full), (1, 128, 1));
+}
+
+/// Layer kinds per layer: a pattern repeats from the first layer; the older count spreads
+/// its sliding layers evenly; a stage counts its own layers.
+#[test]
+fn layer_spans_table() {
+    use AttentionSpan::{Chunked as C, Full as F, Sliding as S};
+    let model = |pattern: Option<Vec<AttentionSpan>>, count: Option<u64>| ModelSpec {
+        sliding_window: pattern
+            .as_ref()
+            .is_none_or(|p| p.contains(&S))
+            .then_some(128),
+        sliding_window_layers: count,
+        attention_chunk: pattern
+            .as_ref()
+            .is_some_and(|p| p.contains(&C))
+            .then_some(1024),
+        layer_pattern: pattern,
+        max_context: Some(1 << 17),
+        ..gpt(12, 256, 4)
+    };
+    // (pattern, count, first, layers) -> (full, sliding, chunked)
+    type Row = (Option<Vec<AttentionSpan>>, Option<u64>, u64, u64, [u64; 3]);
+    let table: [Row; 8] = [
+        (Some(vec![S, F]), None, 0, 12, [6, 6, 0]),
+        (Some(vec![S, F]), None, 1, 3, [2, 1, 0]),
+        (Some(vec![C, C, C, F]), None, 0, 12, [3, 0, 9]),
+        (Some(vec![C, C, C, F]), None, 3, 2, [1, 0, 1]),
+        (Some(vec![S, S, S, S, S, F]), None, 0, 12, [2, 10, 0]),
+        (None, None, 0, 12, [0, 12, 0]),
+        (None, Some(6), 0, 12, [6, 6, 0]),
+        (None, Some(4), 0, 6, [4, 2, 0]),
+    ];
+    for (i, (pattern, count, first, n, want)) in table.into_iter().enumerate() {
+        let m = model(pattern, count);
+        m.validate().unwrap();
+        let s = m.layer_spans(first, n);
+        assert_eq!([s.full, s.sliding, s.chunked], want, "case {i}");
+        assert_eq!(s.layers(), n, "case {i}");
+    }
+    // The evenly spread count: every other layer slides for 6 of 12, the odd ones.
+    let m = model(None, Some(6));
+    let kinds: Vec<_> = (0..4).map(|i| m.span_of(i)).collect();
+    assert_eq!(kinds, [F, S, F, S]);
+    // A model without windows: every layer full, whatever the run.
+    assert_eq!(gpt(12, 256, 4).layer_spans(2, 5), LayerSpans::full(5));
+}
+
+/// KV positions a sequence keeps and positions a query attends, per kind (GPT-OSS-120B's
+/// 18 + 18 layers with a 128-token window; Llama 4's 36 chunked + 12 full with 8,192-token
+/// chunks).
+#[test]
+fn kv_positions_and_attended_table() {
+    let oss = LayerSpans {
+        full: 18,
+        sliding: 18,
+        window: 128,
+        ..LayerSpans::default()
+    };
+    let llama4 = LayerSpans {
+        full: 12,
+        chunked: 36,
+        chunk: 8192,
+        ..LayerSpans::default()
+    };
+    for (s, len, want) in [
+        (oss, 100, 36 * 100),
+        (oss, 128, 36 * 128),
+        (oss, 10_000, 18 * 10_000 + 18 * 128),
+        (llama4, 8192, 48 * 8192),
+        (llama4, 100_000, 12 * 100_000 + 36 * 8192),
+        (LayerSpans::full(4), 7, 28),
+    ] {
+        assert_eq!(s.kv_positions(len), want, "{s:?} {len}");
+    }
+    use AttentionSpan::*;
+    for (s, span, pos, want) in [
+        (oss, Full, 999, 1000),
+        (oss, Sliding, 99, 100),
+        (oss, Sliding, 999, 128),
+        (llama4, Chunked, 8191, 8192),
+        (llama4, Chunked, 8192, 1),
+        (llama4, Chunked, 20_000, 20_000 - 16_384 + 1),
+    ] {
+        assert_eq!(s.attended(span, pos), want, "{span:?} {pos}");
+    }
+}
+
+/// A pattern, window or chunk that disagree with each other or the context: errors naming
+/// the key.
+#[test]
+fn bad_spans_name_the_key() {
+    use AttentionSpan::{Chunked as C, Full as F, Sliding as S};
+    let base = || ModelSpec {
+        max_context: Some(4096),
+        ..gpt(4, 256, 4)
+    };
+    let table: [(ModelSpec, &str, &str); 8] = [
+        (
+            ModelSpec {
+                sliding_window: Some(8192),
+                ..base()
+            },
+            "model.sliding_window",
+            "longer than the model's context",
+        ),
+        (
+            ModelSpec {
+                layer_pattern: Some(vec![]),
+                ..base()
+            },
+            "model.layer_pattern",
+            "at least one",
+        ),
+        (
+            ModelSpec {
+                layer_pattern: Some(vec![S, F]),
+                ..base()
+            },
+            "model.layer_pattern",
+            "model.sliding_window is not set",
+        ),
+        (
+            ModelSpec {
+                layer_pattern: Some(vec![C, F]),
+                ..base()
+            },
+            "model.layer_pattern",
+            "model.attention_chunk is not set",
+        ),
+        (
+            ModelSpec {
+                attention_chunk: Some(1024),
+                ..base()
+            },
+            "model.attention_chunk",
+            "needs model.layer_pattern",
+        ),
+        (
+            ModelSpec {
+                sliding_window: Some(128),
+                layer_pattern: Some(vec![F]),
+                ..base()
+            },
+            "model.sliding_window",
+            "no sliding layer",
+        ),
+        (
+            ModelSpec {
+                sliding_window: Some(128),
+                sliding_window_layers: Some(2),
+                layer_pattern: Some(vec![S, F]),
+                ..base()
+            },
+            "model.sliding_window_layers",
+            "give one of them",
+        ),
+        (
+            ModelSpec {
+                sliding_window: Some(128),
+                layer_pattern: Some(vec![S, F, S, F, S]),
+                ..base()
+            },
+            "model.layer_pattern",
+            "more than model.layers",
+        ),
+    ];
+    for (i, (m, key, what)) in table.into_iter().enumerate() {
+        let e = m.validate().unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains(what), "case {i}: {e}");
+    }
 }
 
 /// `max_context` (the longest context) may not be shorter than the training length.

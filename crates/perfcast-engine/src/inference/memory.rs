@@ -81,10 +81,15 @@ impl Inference {
     ) -> MemoryReport {
         let weights = self.weight_bytes(sh);
         // Under attention data parallelism a rank caches its own sequences only.
-        let tokens =
-            batch.div_ceil(sh.dp) as f64 * (plan.input_len as f64 + plan.output_len as f64);
+        let seqs = batch.div_ceil(sh.dp);
+        let len = plan.input_len as u64 + plan.output_len as u64;
         let kv_per_token = sh.kv_bytes_per_token();
-        let kv = tokens * kv_per_token;
+        let kv = if sh.stage_spans.all_full() {
+            seqs as f64 * (plan.input_len as f64 + plan.output_len as f64) * kv_per_token
+        } else {
+            // Sliding-window and chunked layers keep at most their span.
+            seqs as f64 * sh.kv_bytes(len)
+        };
         let workspace = self.workspace_bytes(sh, plan, batch);
         let reserve = Bytes::from_gib(self.options.runtime_reserve_gib).0;
         let total = weights + kv + workspace + reserve;
@@ -105,6 +110,7 @@ impl Inference {
             fits: total <= capacity,
             shortfall: Bytes((total - capacity).max(0.0)),
             kv_per_token: Bytes(kv_per_token),
+            kv_spans: sh.stage_spans,
         }
     }
 }

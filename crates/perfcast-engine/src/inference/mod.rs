@@ -67,11 +67,14 @@ mod plan;
 mod report;
 mod roofline;
 mod shard;
+mod spans;
 mod step;
 mod time;
 
 #[cfg(test)]
 mod moe_tests;
+#[cfg(test)]
+mod spans_tests;
 #[cfg(test)]
 mod step_tests;
 #[cfg(test)]
@@ -143,8 +146,13 @@ impl Inference {
         let mut prefill = self.pass_without_attention(&sh, plan, prefill_pass)?;
         // Attention runs per rank on its own sequences under attention data parallelism.
         let b_rank = b.div_ceil(sh.dp);
-        let att = self.attention(&sh, prefill_pass, b_rank, s, s)?;
-        prefill.add_scaled(&att, sh.layers as f64);
+        if sh.spans.all_full() {
+            let att = self.attention(&sh, prefill_pass, b_rank, s, s)?;
+            prefill.add_scaled(&att, sh.layers as f64);
+        } else {
+            let att = self.layers_attention(&sh, prefill_pass, b_rank, s, 0)?;
+            prefill.add_scaled(&att, 1.0);
+        }
 
         // Decode: n steps, context input_len + j at step j = 1..=n.
         let n = plan.output_len as u64 - 1;
@@ -160,8 +168,13 @@ impl Inference {
             if plan.graph_capture {
                 decode.overhead += n as f64 * self.options.graph_launch_us * 1e-6;
             }
-            let att = self.decode_attention_sum(&sh, pass, b_rank, s, n)?;
-            decode.add_scaled(&att, sh.layers as f64);
+            if sh.spans.all_full() {
+                let att = self.decode_attention_sum(&sh, pass, b_rank, s, n)?;
+                decode.add_scaled(&att, sh.layers as f64);
+            } else {
+                let att = self.layers_decode_sum(&sh, pass, b_rank, s, n)?;
+                decode.add_scaled(&att, 1.0);
+            }
         }
 
         let memory = self.memory_report(&sh, plan, b);

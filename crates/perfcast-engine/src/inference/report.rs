@@ -1,6 +1,7 @@
 //! What an evaluation returns.
 
 use super::plan::InferencePlan;
+use perfcast_core::workload::LayerSpans;
 use perfcast_core::{Bytes, DType, Seconds, TimeBound};
 use serde::Serialize;
 
@@ -58,8 +59,12 @@ pub struct MemoryReport {
     pub fits: bool,
     /// How much is missing when it does not fit (zero otherwise).
     pub shortfall: Bytes,
-    /// KV cache per token on this device.
+    /// KV cache per token on this device, were every layer caching it.
     pub kv_per_token: Bytes,
+    /// What the largest stage's layers attend over, when some keep only a window or a chunk
+    /// of each sequence (left out of the JSON when every layer attends fully).
+    #[serde(skip_serializing_if = "LayerSpans::all_full")]
+    pub kv_spans: LayerSpans,
 }
 
 /// Prefill or decode.

@@ -4,7 +4,7 @@
 
 use super::plan::InferencePlan;
 use perfcast_core::op::{Attention, ComputeOp, Gemm, GemmScaling, VectorOp, VectorOpKind};
-use perfcast_core::workload::{FfnAct, ModelSpec, PositionKind};
+use perfcast_core::workload::{FfnAct, LayerSpans, ModelSpec, PositionKind};
 use perfcast_core::{AttentionKind, DType};
 
 /// Shapes on one device.
@@ -27,6 +27,10 @@ pub(crate) struct Shard {
     pub mla: Option<perfcast_core::workload::MlaSpec>,
     /// Layers of the largest stage (`ceil(layers / pp)`).
     pub stage_layers: u64,
+    /// What the model's layers attend over (full, sliding window, chunked), all of them
+    /// (a pass runs every stage) and the first stage's (the largest: its KV cache).
+    pub spans: LayerSpans,
+    pub stage_spans: LayerSpans,
     pub hidden: u64,
     pub head_dim: u64,
     /// Query heads per device.
@@ -78,6 +82,8 @@ impl Shard {
                 .map(|m| super::moe::MoeShard::new(model, m, plan, base)),
             mla: model.mla,
             stage_layers: model.layers.div_ceil(pp),
+            spans: model.layer_spans(0, model.layers),
+            stage_spans: model.layer_spans(0, model.layers.div_ceil(pp)),
             hidden: model.hidden,
             head_dim: model.qk_head_dim(),
             q_heads: model.heads / attn_tp,
@@ -147,21 +153,32 @@ impl Shard {
         self.attention_matmul_weights() + (self.up_n + self.ffn) * self.hidden
     }
 
-    /// KV-cache bytes one token occupies on the device holding the largest stage:
-    /// `2 x layers x kv_heads x head_dim x bytes`, with `kv_heads` already divided by TP
-    /// (seed digest §2.9); MLA: `layers x (kv_lora_rank + rope) x bytes`, the latent and the
-    /// rotary key every rank of the attention's TP group holds whole (DeepSeek-AI 2024 §2.1:
-    /// 576 elements per token and layer for DeepSeek-V3).
+    /// KV-cache bytes one token occupies on the device holding the largest stage, were
+    /// every layer caching it: `2 x layers x kv_heads x head_dim x bytes`, with `kv_heads`
+    /// already divided by TP (seed digest §2.9); MLA: `layers x (kv_lora_rank + rope) x
+    /// bytes`, the latent and the rotary key every rank of the attention's TP group holds
+    /// whole (DeepSeek-AI 2024 §2.1: 576 elements per token and layer for DeepSeek-V3).
+    /// Sliding-window and chunked layers keep fewer positions: [`Shard::kv_bytes`].
     pub fn kv_bytes_per_token(&self) -> f64 {
-        if let Some(m) = &self.mla {
-            return self.stage_layers as f64
-                * (m.kv_lora_rank + m.qk_rope_head_dim) as f64
-                * self.kv.bytes();
+        self.stage_layers as f64 * self.kv_position_bytes()
+    }
+
+    /// KV-cache bytes of one position in one layer on this device.
+    pub fn kv_position_bytes(&self) -> f64 {
+        match &self.mla {
+            Some(m) => (m.kv_lora_rank + m.qk_rope_head_dim) as f64 * self.kv.bytes(),
+            None => 2.0 * self.kv_heads as f64 * self.head_dim as f64 * self.kv.bytes(),
         }
-        2.0 * self.stage_layers as f64
-            * self.kv_heads as f64
-            * self.head_dim as f64
-            * self.kv.bytes()
+    }
+
+    /// KV-cache bytes of one sequence of `len` tokens on the device holding the largest
+    /// stage: each layer keeps the positions its kind attends over
+    /// ([`LayerSpans::kv_positions`]).
+    pub fn kv_bytes(&self, len: u64) -> f64 {
+        if self.stage_spans.all_full() {
+            return len as f64 * self.kv_bytes_per_token();
+        }
+        self.stage_spans.kv_positions(len) as f64 * self.kv_position_bytes()
     }
 
     pub(super) fn gemm(&self, m: u64, n: u64, k: u64) -> Gemm {

@@ -21,6 +21,7 @@ use super::shard::Shard;
 use super::time::{Acc, Adjust, Pass, Timed};
 use super::Inference;
 use perfcast_core::op::{Collective, CollectiveKind, ComputeOp};
+use perfcast_core::workload::LayerSpans;
 use perfcast_core::ModelError;
 
 use perfcast_core::Bytes;
@@ -84,11 +85,34 @@ pub struct ServingMemory {
     pub reserve: Bytes,
     /// The device tier's whole capacity (the KV cache takes a fraction of what is left).
     pub capacity: Bytes,
-    /// KV cache per token on this device.
+    /// KV cache per token on this device, were every layer caching it.
     pub kv_per_token: Bytes,
+    /// What the largest stage's layers attend over: sliding-window and chunked layers keep
+    /// at most their span of a sequence.
+    pub kv_spans: LayerSpans,
 }
 
 impl ServingMemory {
+    /// KV-cache blocks of `block` tokens one sequence of `tokens` tokens holds: whole
+    /// blocks of the positions its layers keep ([`LayerSpans::kv_positions`]), counted in
+    /// blocks of every layer (a model whose layers all attend fully: `⌈tokens / block⌉`).
+    pub fn kv_blocks(&self, tokens: u32, block: u32) -> u32 {
+        let s = &self.kv_spans;
+        if s.all_full() {
+            return tokens.div_ceil(block);
+        }
+        let per_block = s.layers().max(1) * block as u64;
+        s.kv_positions(tokens as u64).div_ceil(per_block) as u32
+    }
+
+    /// KV-cache bytes of one sequence of `tokens` tokens on this device.
+    pub fn kv_bytes(&self, tokens: u32) -> f64 {
+        let s = &self.kv_spans;
+        if s.all_full() {
+            return self.kv_per_token.0 * tokens as f64;
+        }
+        self.kv_per_token.0 * s.kv_positions(tokens as u64) as f64 / s.layers().max(1) as f64
+    }
     /// Capacity left after weights, workspace and reserve (negative when they do not fit).
     pub fn free(&self) -> f64 {
         self.capacity.0 - self.weights.0 - self.workspace.0 - self.reserve.0
@@ -243,13 +267,22 @@ impl<'a> StepCosts<'a> {
                 if let Some(v) = memo.get(&key) {
                     return Ok(*v);
                 }
-                let a = if decode {
-                    inf.attention_timed(sh, pass, n, 1, ctx)?.1
+                let v = if !sh.spans.all_full() {
+                    // Per layer kind, weighted by its share of the layers (the caller
+                    // multiplies by the layers).
+                    let prior = if decode { ctx - 1 } else { ctx };
+                    let a = inf.layers_attention(sh, pass, n, q, prior)?;
+                    let layers = sh.layers as f64;
+                    (a.attention / layers, a.overhead / layers)
+                } else if decode {
+                    let a = inf.attention_timed(sh, pass, n, 1, ctx)?.1;
+                    (a.busy, a.overhead)
                 } else {
-                    inf.chunk_attention(sh, pass, n, q, ctx)?
+                    let a = inf.chunk_attention(sh, pass, n, q, ctx)?;
+                    (a.busy, a.overhead)
                 };
-                memo.insert(key, (a.busy, a.overhead));
-                Ok((a.busy, a.overhead))
+                memo.insert(key, v);
+                Ok(v)
             };
         let mut t = 0.0;
         if !b.chunks.is_empty() {
@@ -344,6 +377,7 @@ impl Inference {
             // Per token of the instance: under attention data parallelism each of the `dp`
             // ranks caches its own sequences, so the instance holds `dp` times as many.
             kv_per_token: Bytes(sh.kv_bytes_per_token() / sh.dp as f64),
+            kv_spans: sh.stage_spans,
         })
     }
 

@@ -125,27 +125,41 @@ impl LayerShape {
         backward: bool,
     ) -> Result<f64, ModelError> {
         let class = OpClass::Attention;
-        if let Some((share, w)) = self.window {
-            if w < self.s {
-                // The windowed layers' queries attend over at most `w` keys: `q x w` scores,
-                // no causal skipping left to do (w << s; the first w queries' triangle is
-                // counted whole).
-                let full = LayerShape {
-                    window: None,
-                    ..*self
+        let windowed = [(self.window, false), (self.chunk, true)];
+        if windowed
+            .iter()
+            .any(|(w, _)| w.is_some_and(|(share, w)| share > 0.0 && w < self.s))
+        {
+            // Sliding-window layers' queries attend over at most `w` keys: `q x w` scores,
+            // no causal skipping left to do (w << s; the first w queries' triangle is
+            // counted whole). Chunked layers' queries attend within their `w`-token chunk:
+            // `s / w` causal `w x w` blocks, one causal op of `q x w`.
+            let full = LayerShape {
+                window: None,
+                chunk: None,
+                ..*self
+            };
+            let mut acc_full = ClassTimes::default();
+            let t_full = full.attention(timer, &mut acc_full, backward)?;
+            let narrow = windowed.map(|(w, causal)| (w.filter(|&(_, w)| w < self.s), causal));
+            let rest = narrow
+                .iter()
+                .filter_map(|(w, _)| w.map(|(share, _)| share))
+                .fold(1.0, |r, share| r - share);
+            acc.add_scaled(&acc_full, rest);
+            let mut t = rest * t_full;
+            for (span, causal) in narrow {
+                let Some((share, w)) = span else {
+                    continue;
                 };
-                let mut acc_full = ClassTimes::default();
-                let t_full = full.attention(timer, &mut acc_full, backward)?;
-                acc.add_scaled(&acc_full, 1.0 - share);
-                let mut t = (1.0 - share) * t_full;
                 let mut win = self.attention_op(backward);
                 if let ComputeOp::Attention(a) = &mut win {
                     a.kv_len = w;
-                    a.causal = false;
+                    a.causal = causal;
                 }
                 t += timer.add_as(acc, win, share, class)?;
-                return Ok(t);
             }
+            return Ok(t);
         }
         if self.attention.is_flash() {
             return timer.add_as(acc, self.attention_op(backward), 1.0, class);

@@ -157,7 +157,8 @@ impl Training {
             Some(l) => (l.nope + l.rope + l.v).div_ceil(2),
             None => m.head_dim(),
         };
-        let (slide_layers, window) = m.sliding();
+        let spans = m.layer_spans(0, m.layers);
+        let share = |n: u64| n as f64 / m.layers.max(1) as f64;
         let s = m.seq_len;
         shape::LayerShape {
             b: plan.micro_batch as u64,
@@ -184,7 +185,8 @@ impl Training {
             attention: plan.attention,
             mla,
             moe: None,
-            window: (slide_layers > 0).then(|| (slide_layers as f64 / m.layers as f64, window)),
+            window: (spans.sliding > 0).then(|| (share(spans.sliding), spans.window)),
+            chunk: (spans.chunked > 0).then(|| (share(spans.chunked), spans.chunk)),
             fused: self.params.fused,
             op_sac: self.params.selective_recompute == crate::software::SelectiveRecompute::OpSac,
         }

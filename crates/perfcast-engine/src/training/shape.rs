@@ -53,6 +53,8 @@ pub struct LayerShape {
     pub moe: Option<MoeShape>,
     /// Sliding-window attention: the share of the layers that use it and the window.
     pub window: Option<(f64, u64)>,
+    /// Chunked local attention: the share of the layers that use it and the chunk.
+    pub chunk: Option<(f64, u64)>,
 }
 
 /// Latent attention's widths on one device (MLA, DeepSeek-V2 §2.1).

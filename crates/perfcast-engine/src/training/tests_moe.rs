@@ -200,7 +200,7 @@ fn mtp_and_sliding_windows() {
         ModelSpec {
             sliding_window: Some(512),
             sliding_window_layers: Some(4),
-            ..dense
+            ..dense.clone()
         },
         8,
     )
@@ -208,6 +208,26 @@ fn mtp_and_sliding_windows() {
     .unwrap();
     let a = |r: &TrainingReport| r.breakdown.compute.attention;
     assert!(a(&slid) < 0.65 * a(&full), "{} vs {}", a(&slid), a(&full));
+    // Chunked local attention on 3 of 4 layers (Llama 4): each chunk is a causal block, so
+    // 2,048-token chunks of 8,192-token sequences cost those layers a quarter of their
+    // attention; a chunk as long as the sequence changes nothing.
+    use perfcast_core::workload::AttentionSpan::{Chunked, Full};
+    let chunked = |c: u64| {
+        training(
+            ModelSpec {
+                attention_chunk: Some(c),
+                layer_pattern: Some(vec![Chunked, Chunked, Chunked, Full]),
+                ..dense.clone()
+            },
+            8,
+        )
+        .evaluate(&p)
+        .unwrap()
+    };
+    let want = 0.25 + 0.75 * 0.25;
+    let got = a(&chunked(2048)) / a(&full);
+    assert!((got - want).abs() < 0.05, "{got} vs {want}");
+    assert_eq!(a(&chunked(8192)), a(&full));
 }
 
 /// Bad expert-parallel plans: an error naming the key, never a panic.

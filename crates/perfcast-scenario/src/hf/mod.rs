@@ -233,8 +233,9 @@ pub fn model_from_hf_config(cfg: &Value) -> Result<ModelSpec, HfError> {
         moe: sp.moe,
         attention: sp.attention,
         mla: sp.mla,
-        sliding_window: sp.sliding_window,
-        sliding_window_layers: sp.sliding_window_layers,
+        sliding_window: sp.spans.sliding_window,
+        attention_chunk: sp.spans.attention_chunk,
+        layer_pattern: sp.spans.layer_pattern,
         max_context: Some(seq_len),
         mtp_layers: sp.mtp_layers,
         ..ModelSpec::dense(

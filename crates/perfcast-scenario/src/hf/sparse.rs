@@ -13,15 +13,27 @@
 //! | `mla` | – | – | `q_lora_rank` (null: 0), `kv_lora_rank`, `qk_nope_head_dim`, `qk_rope_head_dim`, `v_head_dim` | – |
 //! | `mtp_layers` | – | – | `num_nextn_predict_layers` | – |
 //!
-//! Sliding windows: `sliding_window` with `layer_types` (the `"sliding_attention"` entries
-//! counted: GPT-OSS, Gemma 3), all layers for Mistral/Mixtral, every other layer for Gemma 2,
-//! all but every `sliding_window_pattern`-th for Gemma 3, and for Qwen only with
-//! `use_sliding_window` (the layers from `max_window_layers` on). A window of another family
-//! is an error (which of its layers slide is not known).
+//! Layer kinds (`layer_pattern`, the shortest period of the per-layer list): `layer_types`
+//! where the config has it (`"full_attention"`, `"sliding_attention"` with
+//! `sliding_window`, `"chunked_attention"` with `attention_chunk_size`: GPT-OSS, Gemma 3,
+//! recent Llama 4 and Qwen configs); else Llama 4's `attention_chunk_size` on its rotary
+//! layers (`no_rope_layers`, by default all but every fourth), and with `sliding_window`:
+//! every layer for Mistral/Mixtral, every other layer for Gemma 2, all but every
+//! `sliding_window_pattern`-th for Gemma 3, and for Qwen only with `use_sliding_window` (the
+//! layers from `max_window_layers` on). A window of another family is an error (which of
+//! its layers slide is not known).
 
 use super::{boolean, positive_int, required, HfError};
-use perfcast_core::workload::{AttentionLayout, MlaSpec, MoeSpec};
+use perfcast_core::workload::{AttentionLayout, AttentionSpan, MlaSpec, MoeSpec};
 use serde_json::Value;
+
+/// The layers' attention spans [`read`] found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Spans {
+    pub sliding_window: Option<u64>,
+    pub attention_chunk: Option<u64>,
+    pub layer_pattern: Option<Vec<AttentionSpan>>,
+}
 
 /// What [`read`] found.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -29,8 +41,7 @@ pub(super) struct Sparse {
     pub moe: Option<MoeSpec>,
     pub attention: Option<AttentionLayout>,
     pub mla: Option<MlaSpec>,
-    pub sliding_window: Option<u64>,
-    pub sliding_window_layers: Option<u64>,
+    pub spans: Spans,
     pub mtp_layers: u64,
     /// The dense layers' MLP width when `intermediate_size` is the experts' (Llama 4).
     pub dense_ffn_hidden: Option<u64>,
@@ -73,9 +84,7 @@ pub(super) fn read(
             v_head_dim: required(cfg, &["v_head_dim"])?,
         });
     }
-    let (window, count) = sliding(cfg, model_type, layers)?;
-    sp.sliding_window = window;
-    sp.sliding_window_layers = count;
+    sp.spans = spans(cfg, model_type, layers)?;
     Ok(sp)
 }
 
@@ -139,72 +148,134 @@ fn moe(cfg: &Value, model_type: &str, ffn_hidden: u64) -> Result<Option<MoeSpec>
     Ok(None)
 }
 
-fn sliding(
-    cfg: &Value,
-    model_type: &str,
-    layers: u64,
-) -> Result<(Option<u64>, Option<u64>), HfError> {
-    let Some(window) = positive_int(cfg, "sliding_window")? else {
-        return Ok((None, None));
-    };
-    if let Some(types) = cfg.get("layer_types").filter(|v| !v.is_null()) {
-        let Some(list) = types.as_array() else {
-            return Err(HfError::BadValue {
-                key: "layer_types".into(),
-                value: types.to_string(),
-                expected: "a list of layer kinds".into(),
-            });
-        };
-        let n = list
-            .iter()
-            .filter(|t| t.as_str() == Some("sliding_attention"))
-            .count() as u64;
-        return Ok(if n == 0 {
-            (None, None)
-        } else {
-            (Some(window), Some(n.min(layers)))
-        });
+/// Layer kinds of a `layers`-long list, as its shortest repeating pattern (`None` when every
+/// layer is full).
+fn shortest_period(kinds: &[AttentionSpan]) -> Option<Vec<AttentionSpan>> {
+    if kinds.iter().all(|k| *k == AttentionSpan::Full) {
+        return None;
     }
-    match model_type {
-        "mistral" | "mixtral" => Ok((Some(window), None)),
-        t if t.starts_with("qwen") => {
-            if boolean(cfg, "use_sliding_window")?.unwrap_or(false) {
-                let from = non_negative(cfg, "max_window_layers")?.unwrap_or(0);
-                let n = layers.saturating_sub(from);
-                Ok(if n == 0 {
-                    (None, None)
-                } else {
-                    (Some(window), Some(n))
+    let n = kinds.len();
+    let p = (1..=n)
+        .find(|&p| (0..n).all(|i| kinds[i] == kinds[i % p]))
+        .unwrap_or(n);
+    Some(kinds[..p].to_vec())
+}
+
+/// The window, the chunk and the layer pattern (see the module documentation).
+fn spans(cfg: &Value, model_type: &str, layers: u64) -> Result<Spans, HfError> {
+    let window = positive_int(cfg, "sliding_window")?;
+    let chunk = positive_int(cfg, "attention_chunk_size")?;
+    let kinds: Option<Vec<AttentionSpan>> = if let Some(types) =
+        cfg.get("layer_types").filter(|v| !v.is_null())
+    {
+        let bad = |value: &Value| HfError::BadValue {
+            key: "layer_types".into(),
+            value: value.to_string(),
+            expected: "a list of \"full_attention\", \"sliding_attention\" or \
+                           \"chunked_attention\""
+                .into(),
+        };
+        let list = types.as_array().ok_or_else(|| bad(types))?;
+        let kinds = list
+            .iter()
+            .map(|t| match t.as_str() {
+                Some("full_attention") => Ok(AttentionSpan::Full),
+                Some("sliding_attention") => Ok(AttentionSpan::Sliding),
+                Some("chunked_attention") => Ok(AttentionSpan::Chunked),
+                _ => Err(bad(t)),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Some(kinds)
+    } else if let (Some(_), true) = (chunk, model_type.starts_with("llama4")) {
+        // Llama 4: the layers with rotary positions attend within their chunk, the
+        // others (NoPE) globally; `no_rope_layers` says which (1: rotary), by default
+        // all but every fourth (transformers' Llama4TextConfig).
+        let rope = match cfg.get("no_rope_layers").and_then(Value::as_array) {
+            Some(l) if !l.is_empty() => l.iter().map(|v| v.as_u64() != Some(0)).collect(),
+            _ => (0..layers).map(|i| (i + 1) % 4 != 0).collect::<Vec<_>>(),
+        };
+        Some(
+            rope.into_iter()
+                .map(|r| {
+                    if r {
+                        AttentionSpan::Chunked
+                    } else {
+                        AttentionSpan::Full
+                    }
                 })
-            } else {
-                Ok((None, None))
+                .collect(),
+        )
+    } else if window.is_some() {
+        let every = |p: &[AttentionSpan]| (0..layers).map(|i| p[i as usize % p.len()]).collect();
+        use AttentionSpan::{Full, Sliding};
+        match model_type {
+            "mistral" | "mixtral" => Some(every(&[Sliding])),
+            t if t.starts_with("qwen") => {
+                if boolean(cfg, "use_sliding_window")?.unwrap_or(false) {
+                    let from = non_negative(cfg, "max_window_layers")?.unwrap_or(0);
+                    Some(
+                        (0..layers)
+                            .map(|i| if i < from { Full } else { Sliding })
+                            .collect(),
+                    )
+                } else {
+                    None
+                }
+            }
+            // Gemma 2 alternates local and global layers, the first local (transformers'
+            // Gemma2DecoderLayer: `is_sliding = not bool(layer_idx % 2)`).
+            "gemma2" => Some(every(&[Sliding, Full])),
+            // Gemma 3: every `sliding_window_pattern`-th layer is global.
+            "gemma3_text" | "gemma3" => {
+                let n = positive_int(cfg, "sliding_window_pattern")?.unwrap_or(6);
+                Some(
+                    (0..layers)
+                        .map(|i| if (i + 1) % n == 0 { Full } else { Sliding })
+                        .collect(),
+                )
+            }
+            _ => {
+                // A family whose window pattern is not read here: say so rather than
+                // time full attention silently.
+                return Err(HfError::Unsupported {
+                    what: format!("`sliding_window` of model_type \"{model_type}\""),
+                    why: "which layers use the window is not known (no `layer_types`); \
+                              set model.sliding_window and model.layer_pattern by hand"
+                        .into(),
+                });
             }
         }
-        // Gemma 2 alternates local and global layers, the first local (transformers'
-        // Gemma2DecoderLayer: `is_sliding = not bool(layer_idx % 2)`).
-        "gemma2" => Ok((Some(window), Some(layers.div_ceil(2)))),
-        // Gemma 3: every `sliding_window_pattern`-th layer is global.
-        "gemma3_text" | "gemma3" => {
-            let n = positive_int(cfg, "sliding_window_pattern")?.unwrap_or(6);
-            Ok((Some(window), Some(layers - layers / n)))
-        }
-        _ => {
-            // A family whose window pattern is not read here: say so rather than time full
-            // attention silently.
-            Err(HfError::Unsupported {
-                what: format!("`sliding_window` of model_type \"{model_type}\""),
-                why: "which layers use the window is not known (no `layer_types`); set \
-                      model.sliding_window and model.sliding_window_layers by hand"
-                    .into(),
-            })
-        }
-    }
+    } else {
+        None
+    };
+    let Some(kinds) = kinds else {
+        return Ok(Spans::default());
+    };
+    let kinds = &kinds[..kinds.len().min(layers as usize)];
+    let pattern = shortest_period(kinds);
+    let has = |k| pattern.as_ref().is_some_and(|p| p.contains(&k));
+    let need = |k, key: &str, v: Option<u64>| match v {
+        None if has(k) => Err(HfError::BadValue {
+            key: key.into(),
+            value: "null".into(),
+            expected: format!(
+                "a positive number of positions (`layer_types` has {} layers)",
+                AttentionSpan::name(k)
+            ),
+        }),
+        v => Ok(v.filter(|_| has(k))),
+    };
+    Ok(Spans {
+        sliding_window: need(AttentionSpan::Sliding, "sliding_window", window)?,
+        attention_chunk: need(AttentionSpan::Chunked, "attention_chunk_size", chunk)?,
+        layer_pattern: pattern,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::model_from_hf_config;
-    use perfcast_core::workload::AttentionLayout;
+    use perfcast_core::workload::{AttentionLayout, AttentionSpan};
     use serde_json::json;
 
     /// deepseek-ai/DeepSeek-V3 config.json (public), abridged to the fields that matter.
@@ -282,7 +353,12 @@ mod tests {
             "tie_word_embeddings": false
         });
         let m = model_from_hf_config(&oss).unwrap();
-        assert_eq!(m.sliding(), (18, 128));
+        assert_eq!(
+            m.layer_pattern,
+            Some(vec![AttentionSpan::Sliding, AttentionSpan::Full])
+        );
+        let s = m.layer_spans(0, 36);
+        assert_eq!((s.sliding, s.window, s.full), (18, 128, 18));
         assert!(m.bias() && m.moe.unwrap().top_k == 4);
         assert!((m.params() as f64 - 116.8e9).abs() / 116.8e9 < 0.005);
         let maverick = json!({
@@ -293,10 +369,49 @@ mod tests {
                 "head_dim": 128, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
                 "num_local_experts": 128, "num_experts_per_tok": 1,
                 "interleave_moe_layer_step": 2, "vocab_size": 202048,
-                "max_position_embeddings": 1048576, "tie_word_embeddings": false
+                "max_position_embeddings": 1048576, "tie_word_embeddings": false,
+                "attention_chunk_size": 8192
             }
         });
         let m = model_from_hf_config(&maverick).unwrap();
+        use AttentionSpan::{Chunked, Full};
+        assert_eq!(m.layer_pattern, Some(vec![Chunked, Chunked, Chunked, Full]));
+        assert_eq!(m.attention_chunk, Some(8192));
+        // The same from `layer_types` (newer transformers write it), and from
+        // `no_rope_layers`.
+        let mut typed = maverick.clone();
+        let types: Vec<&str> = (0..48)
+            .map(|i| {
+                if (i + 1) % 4 == 0 {
+                    "full_attention"
+                } else {
+                    "chunked_attention"
+                }
+            })
+            .collect();
+        typed["text_config"]["layer_types"] = json!(types);
+        let t = model_from_hf_config(&typed).unwrap();
+        assert_eq!(t.layer_pattern, m.layer_pattern);
+        let mut nope = maverick.clone();
+        let rope: Vec<u64> = (0..48).map(|i| u64::from((i + 1) % 4 != 0)).collect();
+        nope["text_config"]["no_rope_layers"] = json!(rope);
+        assert_eq!(
+            model_from_hf_config(&nope).unwrap().layer_pattern,
+            m.layer_pattern
+        );
+        // A kind the reader does not know, and chunked layers without a chunk: errors
+        // naming the key.
+        let mut odd = typed.clone();
+        odd["text_config"]["layer_types"][5] = json!("linear_attention");
+        let e = model_from_hf_config(&odd).unwrap_err().to_string();
+        assert!(
+            e.contains("layer_types") && e.contains("linear_attention"),
+            "{e}"
+        );
+        let mut no_chunk = typed.clone();
+        no_chunk["text_config"]["attention_chunk_size"] = json!(null);
+        let e = model_from_hf_config(&no_chunk).unwrap_err().to_string();
+        assert!(e.contains("attention_chunk_size"), "{e}");
         assert_eq!((m.ffn_hidden, m.moe_layers()), (16384, 24));
         assert!((m.params() as f64 - 400e9).abs() / 400e9 < 0.005);
         assert!((m.active_params() as f64 - 17e9).abs() / 17e9 < 0.015);
