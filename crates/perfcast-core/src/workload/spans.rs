@@ -8,6 +8,9 @@
 //! five `sliding` then one `full`, Gemma Team 2025 §2). Without a pattern,
 //! `sliding_window_layers = n` (the older key) spreads `n` sliding layers evenly: layer `i`
 //! slides when `⌊(i + 1)·n / L⌋ > ⌊i·n / L⌋` (every other layer for n = L/2).
+//!
+//! GPT-OSS's attention sinks (one learned logit per head in each softmax's denominator,
+//! OpenAI 2025 §2.1) cache nothing and add no matrix work: they are not costed apart.
 
 use serde::{Deserialize, Serialize};
 

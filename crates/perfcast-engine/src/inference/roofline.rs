@@ -7,6 +7,7 @@ use super::shard::{GemmName, OpClass};
 use super::time::{Pass, Timed};
 use super::Inference;
 use perfcast_core::op::ComputeOp;
+use perfcast_core::workload::AttentionSpan;
 use perfcast_core::{DType, Engine, ModelError, Seconds, TimeBound};
 
 impl Inference {
@@ -92,17 +93,32 @@ impl Inference {
                     pass_time,
                 )?);
             }
-            let (op, t) = self.attention_timed(&sh, pass, br, q_len, kv_len)?;
-            out.push(self.point(
-                phase,
-                "attention",
-                (br * q_len, kv_len, sh.head_dim),
-                layers,
-                (sh.base, sh.kv),
-                &op,
-                &t,
-                pass_time,
-            )?);
+            // One attention point per layer kind (sliding-window and chunked layers see
+            // part of the context).
+            for (span, count, _) in sh.spans.kinds() {
+                if count == 0 {
+                    continue;
+                }
+                let (op, t) = self.span_op(&sh, pass, span, br, q_len, kv_len)?;
+                let (name, n) = match (span, op) {
+                    (AttentionSpan::Full, _) => ("attention", kv_len),
+                    (AttentionSpan::Sliding, ComputeOp::Attention(a)) => {
+                        ("attention (sliding)", a.kv_len)
+                    }
+                    (_, ComputeOp::Attention(a)) => ("attention (chunked)", a.kv_len),
+                    (_, _) => ("attention", kv_len),
+                };
+                out.push(self.point(
+                    phase,
+                    name,
+                    (br * q_len, n, sh.head_dim),
+                    count,
+                    (sh.base, sh.kv),
+                    &op,
+                    &t,
+                    pass_time,
+                )?);
+            }
         }
         Ok(out)
     }

@@ -13,7 +13,7 @@
 //!   over `prior mod chunk + 1`).
 
 use super::shard::Shard;
-use super::time::{Acc, Adjust, Pass};
+use super::time::{Acc, Adjust, Pass, Timed};
 use super::Inference;
 use perfcast_core::op::ComputeOp;
 use perfcast_core::workload::AttentionSpan;
@@ -185,6 +185,25 @@ impl Inference {
         q: u64,
         w: u64,
     ) -> Result<Acc, ModelError> {
+        let (op, t) = self.banded_op(sh, pass, batch, q, w)?;
+        Ok(Acc {
+            attention: t.busy,
+            overhead: t.overhead,
+            flops: t.flops,
+            bytes: t.bytes,
+            kernels: op.launches() as f64,
+            ..Acc::default()
+        })
+    }
+
+    fn banded_op(
+        &self,
+        sh: &Shard,
+        pass: Pass,
+        batch: u64,
+        q: u64,
+        w: u64,
+    ) -> Result<(ComputeOp, Timed), ModelError> {
         let mut a = sh.attention_op(batch, q, w);
         a.causal = false;
         let mut spanned = a;
@@ -204,13 +223,39 @@ impl Inference {
                 compute: None,
             },
         )?;
-        Ok(Acc {
-            attention: t.busy,
-            overhead: t.overhead,
-            flops: t.flops,
-            bytes: t.bytes,
-            kernels: op.launches() as f64,
-            ..Acc::default()
-        })
+        Ok((op, t))
+    }
+
+    /// One op standing for a layer of kind `span` over `batch` sequences of `q` queries
+    /// whose last attends over `kv` positions, for the roofline's listing: a decode over the
+    /// positions its kind attends; a prefill inside the window or one chunk as full; past
+    /// the window the non-causal `q x window` op; past one chunk `⌈q / chunk⌉` causal chunks.
+    pub(super) fn span_op(
+        &self,
+        sh: &Shard,
+        pass: Pass,
+        span: AttentionSpan,
+        batch: u64,
+        q: u64,
+        kv: u64,
+    ) -> Result<(ComputeOp, Timed), ModelError> {
+        let spans = &sh.spans;
+        match span {
+            AttentionSpan::Sliding if q == 1 => {
+                self.attention_timed(sh, pass, batch, 1, kv.min(spans.window))
+            }
+            AttentionSpan::Sliding if kv > spans.window => {
+                self.banded_op(sh, pass, batch, q, spans.window)
+            }
+            AttentionSpan::Chunked if q == 1 => {
+                let c = spans.chunk.max(1);
+                self.attention_timed(sh, pass, batch, 1, (kv.max(1) - 1) % c + 1)
+            }
+            AttentionSpan::Chunked if q > spans.chunk => {
+                let c = spans.chunk.max(1);
+                self.attention_timed(sh, pass, batch * q.div_ceil(c), c, c)
+            }
+            _ => self.attention_timed(sh, pass, batch, q, kv),
+        }
     }
 }
