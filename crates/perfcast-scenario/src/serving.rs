@@ -8,10 +8,11 @@
 
 use crate::{engine_error, is_set, ScenarioError};
 use perfcast_config::Config;
+use perfcast_core::{Key, ModelError, ModelSpec};
 use perfcast_engine::inference::{Inference, InferencePlan};
 use perfcast_serving::{
-    parse_trace, Deployment, Length, Load, Request, ServingConfig, Slo, TraceFormat, Traffic,
-    WorkloadSpec,
+    parse_trace, Deployment, DraftMethod, Length, Load, Request, ServingConfig, Slo,
+    SpeculativeConfig, TraceFormat, Traffic, WorkloadSpec,
 };
 use std::path::{Path, PathBuf};
 
@@ -47,6 +48,10 @@ pub struct ServingScenario {
     pub requests: Requests,
     /// `[slo]`, when present.
     pub slo: Option<Slo>,
+    /// The engine of a timed speculative draft (`serving.speculative.method = "mtp"`: the
+    /// model's MTP module as a one-layer model; `"draft_model"`: the named preset), on the
+    /// same system and options; for `Simulator::with_draft`.
+    pub draft: Option<Inference>,
 }
 
 impl ServingScenario {
@@ -91,6 +96,14 @@ impl ServingScenario {
         }
         let requests = requests(cfg, &config, defaults.as_ref())?;
         let options = crate::inference::options(sc)?;
+        let draft = match config.speculative.as_ref() {
+            Some(s) => draft_model(&model, s).map_err(|e| engine_error(cfg, e))?,
+            None => None,
+        };
+        let draft = draft
+            .map(|m| Inference::new(m, system.clone(), options.clone()))
+            .transpose()
+            .map_err(|e| engine_error(cfg, e))?;
         let inference = Inference::new(model, system, options).map_err(|e| engine_error(cfg, e))?;
         Ok(ServingScenario {
             inference,
@@ -99,6 +112,7 @@ impl ServingScenario {
             defaults,
             requests,
             slo,
+            draft,
         })
     }
 
@@ -121,6 +135,88 @@ impl ServingScenario {
         match &self.requests {
             Requests::Generated(w) => w.seed,
             Requests::Trace { .. } => self.config.seed,
+        }
+    }
+}
+
+/// The model a timed draft runs: the MTP module of `model` (one more layer of its kind,
+/// full attention, with the embedding and LM head it shares; its `2h -> h` projection and
+/// two norms are left out, about a sixth of an MoE layer's active weights for DeepSeek-V3),
+/// or the named model preset. `None` for a draft costed by ratio.
+fn draft_model(model: &ModelSpec, s: &SpeculativeConfig) -> Result<Option<ModelSpec>, ModelError> {
+    match s.method {
+        DraftMethod::Ratio => Ok(None),
+        DraftMethod::Mtp => {
+            if model.mtp_layers == 0 {
+                return Err(ModelError::invalid(
+                    Key::serving("speculative.method"),
+                    "mtp",
+                    format!(
+                        "model `{}` has no multi-token-prediction module (model.mtp_layers = \
+                         0): use method = \"draft_model\" or \"ratio\"",
+                        model.name
+                    ),
+                ));
+            }
+            let mut m = ModelSpec {
+                name: format!("{} MTP module", model.name),
+                layers: 1,
+                mtp_layers: 0,
+                sliding_window: None,
+                sliding_window_layers: None,
+                layer_pattern: None,
+                attention_chunk: None,
+                ..model.clone()
+            };
+            if let Some(moe) = &mut m.moe {
+                moe.dense_layers = 0;
+                moe.moe_layer_freq = 1;
+            }
+            m.validate()?;
+            Ok(Some(m))
+        }
+        DraftMethod::DraftModel => {
+            let name = s.draft_model.as_deref().unwrap_or_default();
+            let key = || Key::serving("speculative.draft_model");
+            let models = || {
+                perfcast_config::preset_groups()
+                    .into_iter()
+                    .filter(|(_, g)| *g == "models")
+                    .map(|(n, _)| n)
+            };
+            let text = models()
+                .any(|n| n == name)
+                .then(|| perfcast_config::preset(name))
+                .flatten()
+                .ok_or_else(|| {
+                    ModelError::invalid(
+                        key(),
+                        name,
+                        format!(
+                            "is no model preset{}; `perfcast config presets` lists them",
+                            perfcast_core::suggest::did_you_mean(name, models())
+                        ),
+                    )
+                })?;
+            let m: ModelSpec = figment::Figment::from(
+                <figment::providers::Toml as figment::providers::Format>::string(text),
+            )
+            .extract_inner("model")
+            .map_err(|e| ModelError::invalid(key(), name, e.to_string()))?;
+            m.validate()
+                .map_err(|e| ModelError::invalid(key(), name, e.to_string()))?;
+            if m.vocab != model.vocab {
+                return Err(ModelError::invalid(
+                    key(),
+                    name,
+                    format!(
+                        "has a vocabulary of {} tokens, the target `{}` {}: a draft must share \
+                         the target's tokenizer",
+                        m.vocab, model.name, model.vocab
+                    ),
+                ));
+            }
+            Ok(Some(m))
         }
     }
 }

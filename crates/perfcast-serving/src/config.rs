@@ -2,6 +2,7 @@
 //! [`Deployment`] (what runs where, how it is scheduled) and a [`WorkloadSpec`] (the traffic).
 
 use crate::deployment::{Deployment, KvAdmission, Pool, PoolRole, Router, Speculative};
+use crate::speculative::SpeculativeConfig;
 use perfcast_core::{AttentionKind, DType, Key, ModelError};
 use perfcast_engine::inference::InferencePlan;
 use serde::{Deserialize, Serialize};
@@ -128,22 +129,6 @@ pub struct DisaggregatedConfig {
     /// block gathering), µs. Default 0.
     #[serde(default)]
     pub transfer_overhead_us: f64,
-}
-
-/// `[serving.speculative]`: speculative decoding (Leviathan et al. 2023; Chen et al. 2023).
-#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct SpeculativeConfig {
-    /// Draft tokens proposed per step (`k`).
-    pub draft_len: u32,
-    /// Probability that the target model accepts a draft token (each independently, up to the
-    /// first rejection), in [0, 1].
-    pub acceptance_rate: f64,
-    /// Time of one drafting step as a fraction of a target decode step at the same batch:
-    /// about the draft-to-target size ratio for a separate draft model, near 0 for prompt
-    /// look-up (n-gram) drafting. Default 0.
-    #[serde(default)]
-    pub draft_cost: f64,
 }
 
 /// `[serving]`: the deployment (parallel plan and formats; `[inference]` gives the defaults),
@@ -611,10 +596,11 @@ impl ServingConfig {
             per_sequence_overhead_us: self.per_sequence_overhead_us,
             prefix_cache_hit_rate: self.prefix_cache_hit_rate,
             router: self.router,
-            speculative: self.speculative.map(|s| Speculative {
+            speculative: self.speculative.as_ref().map(|s| Speculative {
                 draft_len: s.draft_len,
-                acceptance_rate: s.acceptance_rate,
-                draft_cost: s.draft_cost,
+                acceptance_rate: s.acceptance().unwrap_or(0.0),
+                draft_cost: s.draft_cost.unwrap_or(0.0),
+                method: s.method,
             }),
             transfer_overhead_us: self
                 .disaggregated
@@ -660,35 +646,6 @@ pub const MIN_RATE: f64 = 1e-3;
 pub const MIN_RATE_RULE: &str = "must be at least 0.001 requests per second (one request per \
      17 minutes): slower arrivals meet an idle system every time, and the simulator's clock \
      loses the precision of the latencies";
-
-impl SpeculativeConfig {
-    fn validate(&self) -> Result<(), ModelError> {
-        if !(1..=64).contains(&self.draft_len) {
-            return Err(ModelError::invalid(
-                Key::serving("speculative.draft_len"),
-                self.draft_len,
-                "must be in 1..=64",
-            ));
-        }
-        let a = self.acceptance_rate;
-        if !(a.is_finite() && (0.0..=1.0).contains(&a)) {
-            return Err(ModelError::invalid(
-                Key::serving("speculative.acceptance_rate"),
-                a,
-                "must be in [0, 1]",
-            ));
-        }
-        let c = self.draft_cost;
-        if !(c.is_finite() && c >= 0.0) {
-            return Err(ModelError::invalid(
-                Key::serving("speculative.draft_cost"),
-                c,
-                "must be a finite number >= 0",
-            ));
-        }
-        Ok(())
-    }
-}
 
 impl DisaggregatedConfig {
     fn validate(&self) -> Result<(), ModelError> {

@@ -59,11 +59,19 @@ pub struct Speculative {
     pub draft_len: u32,
     /// Per-token acceptance probability.
     pub acceptance_rate: f64,
-    /// Drafting step time over a target decode step.
+    /// Drafting step time over a target decode step (`timed` false).
     pub draft_cost: f64,
+    /// How drafts are made: an MTP module or a draft model is timed on the devices,
+    /// `ratio` costs `draft_cost` x a target step.
+    pub method: crate::speculative::DraftMethod,
 }
 
 impl Speculative {
+    /// The draft runs a model the simulator times.
+    pub fn timed(&self) -> bool {
+        self.method != crate::speculative::DraftMethod::Ratio
+    }
+
     /// Expected tokens gained per verification step: `(1 - a^(k+1)) / (1 - a)` (Leviathan et
     /// al. 2023, eq. 1).
     pub fn expected_tokens(&self) -> f64 {
@@ -185,16 +193,9 @@ fn pool_key(d: &Deployment, i: usize, field: &'static str) -> Key {
     }
 }
 
-/// Check `d` against the engine and size each pool's KV cache: weights and workspace must
-/// fit, the cache must hold the longest request (`max_context` tokens of prompt plus output)
-/// alone, and without chunked prefill the longest prompt (`max_input`) must fit in one step.
-/// Errors say how much is missing.
-pub fn kv_caches(
-    inf: &Inference,
-    d: &Deployment,
-    max_input: u32,
-    max_context: u32,
-) -> Result<Vec<KvCache>, ModelError> {
+/// The deployment's devices against the system's, and its chunk against every pool's
+/// token budget.
+fn check_sizes(inf: &Inference, d: &Deployment) -> Result<(), ModelError> {
     let system_devices = inf.system().devices;
     if d.gpus() > system_devices {
         return Err(ModelError::invalid(
@@ -231,6 +232,33 @@ pub fn kv_caches(
             ),
         ));
     }
+    Ok(())
+}
+
+/// A pool's memory with a timed draft's beside it: the draft's weights share the devices,
+/// and its KV cache grows with each sequence beside the target's (counted per token, as the
+/// target's).
+fn with_draft(mut mem: ServingMemory, draft: Option<ServingMemory>) -> ServingMemory {
+    if let Some(dm) = draft {
+        mem.weights = Bytes(mem.weights.0 + dm.weights.0);
+        mem.workspace = Bytes(mem.workspace.0.max(dm.workspace.0));
+        mem.kv_per_token = Bytes(mem.kv_per_token.0 + dm.kv_per_token.0);
+    }
+    mem
+}
+
+/// Check `d` against the engine and size each pool's KV cache: weights and workspace must
+/// fit, the cache must hold the longest request (`max_context` tokens of prompt plus output)
+/// alone, and without chunked prefill the longest prompt (`max_input`) must fit in one step.
+/// Errors say how much is missing.
+pub fn kv_caches(
+    inf: &Inference,
+    d: &Deployment,
+    max_input: u32,
+    max_context: u32,
+    draft: &[Option<ServingMemory>],
+) -> Result<Vec<KvCache>, ModelError> {
+    check_sizes(inf, d)?;
     let mut out = Vec::with_capacity(d.pools.len());
     for (i, pool) in d.pools.iter().enumerate() {
         if let Some(s) = d.speculative {
@@ -254,7 +282,10 @@ pub fn kv_caches(
                 ),
             ));
         }
-        let mem = inf.serving_memory(&pool.plan, pool.max_num_tokens, pool.max_batch)?;
+        let mem = with_draft(
+            inf.serving_memory(&pool.plan, pool.max_num_tokens, pool.max_batch)?,
+            draft.get(i).copied().flatten(),
+        );
         let block_bytes = mem.kv_per_token.0 * d.kv_block_size as f64;
         let free = mem.free();
         if free <= 0.0 {

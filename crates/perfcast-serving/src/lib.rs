@@ -43,6 +43,7 @@ mod report;
 mod rng;
 mod schedule;
 mod sim;
+mod speculative;
 mod state;
 mod workload;
 
@@ -51,8 +52,7 @@ mod tests;
 
 pub use config::{
     check_rate, ArrivalProcess, DisaggregatedConfig, InferenceDefaults, Length, Load, PoolConfig,
-    ServingConfig, Slo, SpeculativeConfig, WorkloadSpec, MAX_REQUESTS, MAX_REQUESTS_RULE, MIN_RATE,
-    MIN_RATE_RULE,
+    ServingConfig, Slo, WorkloadSpec, MAX_REQUESTS, MAX_REQUESTS_RULE, MIN_RATE, MIN_RATE_RULE,
 };
 pub use deployment::{
     kv_caches, Deployment, KvAdmission, KvCache, Pool, PoolRole, Router, Speculative,
@@ -60,6 +60,7 @@ pub use deployment::{
 pub use report::{PoolReport, ServingReport, SloReport, Stats};
 pub use rng::Rng;
 pub use sim::Simulator;
+pub use speculative::{DraftMethod, SpeculativeConfig, MTP_ACCEPTANCE_RATE};
 pub use workload::{
     parse_trace, Request, TraceError, TraceFormat, Traffic, MAX_TRACE_SPAN_S, TRACE_FIELDS,
 };

@@ -286,14 +286,20 @@ impl Run<'_, '_> {
         };
         let mut t = costs.time(&batch)?;
         if let Some(s) = self.d.speculative {
-            if decodes > 0 && s.draft_cost > 0.0 {
-                let draft = StepBatch {
-                    chunks: &[],
-                    decodes,
-                    decode_context: ctx - decodes as u64 * (q as u64 - 1),
-                    decode_tokens: 1,
-                    graph_batch: self.d.graph_batch(decodes),
-                };
+            let draft = StepBatch {
+                chunks: &[],
+                decodes,
+                decode_context: ctx - decodes as u64 * (q as u64 - 1),
+                decode_tokens: 1,
+                graph_batch: self.d.graph_batch(decodes),
+            };
+            if decodes > 0 && s.timed() {
+                // One pass of the draft's engine per draft token, run one after the other
+                // (each draft token feeds the next).
+                if let Some(k) = self.pool_draft[pool] {
+                    t += s.draft_len as f64 * self.draft_costs[k].time(&draft)?;
+                }
+            } else if decodes > 0 && s.draft_cost > 0.0 {
                 t += s.draft_len as f64 * s.draft_cost * costs.time(&draft)?;
             }
         }

@@ -4,11 +4,12 @@ use crate::config::Slo;
 use crate::deployment::{kv_caches, Deployment, KvCache, PoolRole, Router};
 use crate::report::{self, ServingReport};
 use crate::rng::Rng;
+use crate::speculative::DraftMethod;
 use crate::state::{Ev, Event, Inst, Seq};
 use crate::workload::Traffic;
 use perfcast_core::op::{Collective, CollectiveKind};
 use perfcast_core::{Bytes, ModelError};
-use perfcast_engine::inference::{Inference, StepCosts};
+use perfcast_engine::inference::{Inference, InferencePlan, StepCosts};
 use std::collections::{BinaryHeap, VecDeque};
 
 /// A serving simulator for one model on one system: the step-time tables of every pool plan
@@ -16,6 +17,10 @@ use std::collections::{BinaryHeap, VecDeque};
 pub struct Simulator<'a> {
     inf: &'a Inference,
     costs: Vec<StepCosts<'a>>,
+    /// The engine a timed speculative draft runs on (an MTP module or a draft model, on the
+    /// same system), and its step tables.
+    draft: Option<&'a Inference>,
+    draft_costs: Vec<StepCosts<'a>>,
 }
 
 /// One run's mutable state.
@@ -25,6 +30,9 @@ pub(super) struct Run<'r, 'a> {
     /// Index into the simulator's cost tables per pool.
     pub pool_costs: Vec<usize>,
     pub costs: &'r mut [StepCosts<'a>],
+    /// Per pool, the draft engine's step tables (timed drafts only).
+    pub pool_draft: Vec<Option<usize>>,
+    pub draft_costs: &'r mut [StepCosts<'a>],
     pub seqs: Vec<Seq>,
     pub insts: Vec<Inst>,
     /// First instance of each pool.
@@ -56,16 +64,25 @@ const STEPS_PER_TOKEN_BOUND: u64 = 64;
 impl<'a> Simulator<'a> {
     /// A simulator over `inf`'s model and system.
     pub fn new(inf: &'a Inference) -> Simulator<'a> {
-        Simulator {
-            inf,
-            costs: Vec::new(),
-        }
+        Simulator::with_costs(inf, Vec::new())
     }
 
     /// A simulator that starts from step tables already computed (e.g. warmed with
     /// [`StepCosts::warm`] and cloned into each worker of a search).
     pub fn with_costs(inf: &'a Inference, costs: Vec<StepCosts<'a>>) -> Simulator<'a> {
-        Simulator { inf, costs }
+        Simulator {
+            inf,
+            costs,
+            draft: None,
+            draft_costs: Vec::new(),
+        }
+    }
+
+    /// The engine that times a speculative draft of `method = "mtp"` or `"draft_model"`
+    /// (built by the host: `perfcast_scenario::ServingScenario::draft`).
+    pub fn with_draft(mut self, draft: Option<&'a Inference>) -> Simulator<'a> {
+        self.draft = draft;
+        self
     }
 
     /// The inference engine it times steps with.
@@ -77,28 +94,7 @@ impl<'a> Simulator<'a> {
         &mut self,
         plan: &perfcast_engine::inference::InferencePlan,
     ) -> Result<usize, ModelError> {
-        if let Some(i) = self.costs.iter().position(|c| {
-            let p = c.plan();
-            (
-                p.tp,
-                p.pp,
-                p.weight_dtype,
-                p.activation_dtype,
-                p.kv_dtype,
-                p.attention,
-            ) == (
-                plan.tp,
-                plan.pp,
-                plan.weight_dtype,
-                plan.activation_dtype,
-                plan.kv_dtype,
-                plan.attention,
-            ) && p.input_len + p.output_len >= plan.input_len + plan.output_len
-        }) {
-            return Ok(i);
-        }
-        self.costs.push(self.inf.step_costs(plan)?);
-        Ok(self.costs.len() - 1)
+        costs_in(self.inf, &mut self.costs, plan)
     }
 
     /// Simulate `traffic` on `d`; `seed` drives the draft acceptance draws, `slos` the
@@ -125,14 +121,49 @@ impl<'a> Simulator<'a> {
     ) -> Result<ServingReport, ModelError> {
         let max_input = traffic.max_input();
         let max_context = traffic.max_context();
-        let kv = kv_caches(self.inf, d, max_input, max_context)?;
+        let timed_draft = d.speculative.is_some_and(|s| s.timed());
+        let draft = match (timed_draft, self.draft) {
+            (false, _) => None,
+            (true, Some(inf)) => Some(inf),
+            (true, None) => {
+                return Err(ModelError::invalid(
+                    perfcast_core::Key::serving("speculative.method"),
+                    "a timed draft",
+                    "needs the draft's engine, which this host did not build \
+                     (Simulator::with_draft)",
+                ))
+            }
+        };
         let mut pool_costs = Vec::with_capacity(d.pools.len());
+        let mut pool_draft = Vec::with_capacity(d.pools.len());
+        let mut draft_memory = Vec::with_capacity(d.pools.len());
         for p in &d.pools {
             let mut plan = p.plan.clone();
             plan.input_len = max_context.max(2) - 1;
             plan.output_len = 1;
             pool_costs.push(self.costs_for(&plan)?);
+            match draft {
+                Some(inf) if p.role != PoolRole::Prefill => {
+                    let plan = draft_plan(inf, &plan);
+                    let mut mem = inf
+                        .serving_memory(&plan, p.max_num_tokens, p.max_batch)
+                        .map_err(draft_error)?;
+                    if d.speculative.is_some_and(|s| s.method == DraftMethod::Mtp) {
+                        // The module shares the model's embedding and LM head.
+                        mem.weights = Bytes(mem.weights.0 - mem.shared_weights.0);
+                    }
+                    draft_memory.push(Some(mem));
+                    pool_draft.push(Some(
+                        costs_in(inf, &mut self.draft_costs, &plan).map_err(draft_error)?,
+                    ));
+                }
+                _ => {
+                    draft_memory.push(None);
+                    pool_draft.push(None);
+                }
+            }
         }
+        let kv = kv_caches(self.inf, d, max_input, max_context, &draft_memory)?;
         let hit = d.prefix_cache_hit_rate;
         let block = d.kv_block_size;
         let seqs: Vec<Seq> = traffic
@@ -161,6 +192,8 @@ impl<'a> Simulator<'a> {
             kv,
             pool_costs,
             costs: &mut self.costs,
+            pool_draft,
+            draft_costs: &mut self.draft_costs,
             seqs,
             insts,
             pool_start,
@@ -183,6 +216,56 @@ impl<'a> Simulator<'a> {
         (run.progress)(run.completed, n);
         Ok(report::build(&run, traffic, slos))
     }
+}
+
+/// The step tables of `plan` among `costs` (computed and added when none fits): a table
+/// serves any plan equal but for the batch, replicas and lengths, up to its context.
+fn costs_in<'a>(
+    inf: &'a Inference,
+    costs: &mut Vec<StepCosts<'a>>,
+    plan: &InferencePlan,
+) -> Result<usize, ModelError> {
+    let shape = |p: &InferencePlan| InferencePlan {
+        replicas: 1,
+        batch: 1,
+        input_len: 1,
+        output_len: 1,
+        graph_capture: false,
+        ..p.clone()
+    };
+    let want = shape(plan);
+    if let Some(i) = costs.iter().position(|c| {
+        let p = c.plan();
+        shape(p) == want && p.input_len + p.output_len >= plan.input_len + plan.output_len
+    }) {
+        return Ok(i);
+    }
+    costs.push(inf.step_costs(plan)?);
+    Ok(costs.len() - 1)
+}
+
+/// The plan a draft engine runs beside a pool's `plan`: one stage (the MTP module sits on
+/// the last, a draft model runs whole on the instance's GPUs) at the pool's tensor
+/// parallelism and formats; a dense draft model without the experts' layout.
+fn draft_plan(draft: &Inference, plan: &InferencePlan) -> InferencePlan {
+    let mut p = InferencePlan {
+        pp: 1,
+        ..plan.clone()
+    };
+    if draft.model().moe.is_none() {
+        p.ep = 1;
+        p.attention_dp = false;
+    }
+    p
+}
+
+/// An error of the draft's engine, named as the draft's.
+fn draft_error(e: ModelError) -> ModelError {
+    ModelError::invalid(
+        perfcast_core::Key::serving("speculative.method"),
+        "a timed draft",
+        format!("the draft cannot run beside the pool's plan: {e}"),
+    )
 }
 
 impl Run<'_, '_> {

@@ -367,8 +367,10 @@ fn graphs_speculation_and_prefix_caching() {
     let always = ServingConfig {
         speculative: Some(SpeculativeConfig {
             draft_len: 3,
-            acceptance_rate: 1.0,
-            draft_cost: 0.0,
+            acceptance_rate: Some(1.0),
+            draft_cost: Some(0.0),
+            method: DraftMethod::Ratio,
+            draft_model: None,
         }),
         ..c.clone()
     };
@@ -383,8 +385,10 @@ fn graphs_speculation_and_prefix_caching() {
     let never = ServingConfig {
         speculative: Some(SpeculativeConfig {
             draft_len: 3,
-            acceptance_rate: 0.0,
-            draft_cost: 0.1,
+            acceptance_rate: Some(0.0),
+            draft_cost: Some(0.1),
+            method: DraftMethod::Ratio,
+            draft_model: None,
         }),
         ..c.clone()
     };
@@ -394,6 +398,7 @@ fn graphs_speculation_and_prefix_caching() {
         draft_len: 4,
         acceptance_rate: 0.5,
         draft_cost: 0.0,
+        method: DraftMethod::Ratio,
     };
     assert!((sp.expected_tokens() - 1.9375).abs() < 1e-12);
     // Half of every prompt cached: shorter prefills.
@@ -543,8 +548,10 @@ fn bad_values_name_their_keys() {
             ServingConfig {
                 speculative: Some(SpeculativeConfig {
                     draft_len: 2,
-                    acceptance_rate: 1.2,
-                    draft_cost: 0.0,
+                    acceptance_rate: Some(1.2),
+                    draft_cost: Some(0.0),
+                    method: DraftMethod::Ratio,
+                    draft_model: None,
                 }),
                 ..cfg()
             },
@@ -724,4 +731,40 @@ fn rates_below_the_minimum_are_refused() {
         );
     }
     check_rate(crate::MIN_RATE, key).unwrap();
+}
+
+/// A draft timed on the devices: one pass of the draft engine per draft token on top of the
+/// verification step, its weights and KV cache beside the target's; a host that built no
+/// draft engine gets an error naming the key.
+#[test]
+fn timed_drafts() {
+    let target = engine(13, 1);
+    let draft = engine(7, 1);
+    let timed = |method| ServingConfig {
+        speculative: Some(SpeculativeConfig {
+            draft_len: 3,
+            acceptance_rate: Some(0.8),
+            draft_cost: None,
+            method,
+            draft_model: (method == DraftMethod::DraftModel).then(|| "llama2-7b".into()),
+        }),
+        ..cfg()
+    };
+    let c = timed(DraftMethod::DraftModel);
+    let traffic = spec(&c, poisson(2.0)).traffic();
+    let d = c.deployment(None, traffic.max_context()).unwrap();
+    let e = Simulator::new(&target)
+        .run(&d, &traffic, 0, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("serving.speculative.method"), "{e}");
+    let with = Simulator::new(&target)
+        .with_draft(Some(&draft))
+        .run(&d, &traffic, 0, &[])
+        .unwrap();
+    let free = run(&target, &timed(DraftMethod::Ratio), poisson(2.0)).unwrap();
+    assert_eq!(free.pools.len(), with.pools.len());
+    assert!(with.tpot.mean.0 > free.tpot.mean.0);
+    // A 7B draft beside a 13B target: its weights leave fewer KV blocks.
+    assert!(with.pools[0].kv_blocks < free.pools[0].kv_blocks);
 }

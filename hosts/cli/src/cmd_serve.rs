@@ -93,7 +93,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let total: u64 = loads.len() as u64 * traffic0.requests().len() as u64;
     let bar = progress_bar(total);
     let slos: Vec<_> = sc.slo.into_iter().collect();
-    let mut sim = Simulator::new(&sc.inference);
+    let mut sim = Simulator::new(&sc.inference).with_draft(sc.draft.as_ref());
     let mut runs = Vec::with_capacity(loads.len());
     for (i, load) in loads.iter().enumerate() {
         let traffic = traffic_for(&sc, *load);
@@ -362,8 +362,13 @@ fn deployment_line(d: &Deployment) -> String {
         if d.cuda_graphs { "on" } else { "off" },
         match d.speculative {
             Some(s) => format!(
-                "speculative k={} a={}",
-                s.draft_len, s.acceptance_rate
+                "speculative k={} a={} ({})",
+                s.draft_len,
+                s.acceptance_rate,
+                match s.method {
+                    perfcast_serving::DraftMethod::Ratio => format!("draft cost {}", s.draft_cost),
+                    m => format!("{} draft timed", m.name()),
+                }
             ),
             None => "no speculation".into(),
         }

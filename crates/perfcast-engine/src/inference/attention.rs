@@ -35,7 +35,7 @@ impl Inference {
     ) -> Result<(ComputeOp, Timed), ModelError> {
         let decode = q_len == 1;
         if let (true, Some(mla)) = (decode, &sh.mla) {
-            return self.mla_decode_attention(sh, mla, pass, batch, kv_len);
+            return self.mla_decode_attention(sh, mla, pass, batch, 1, kv_len);
         }
         if let Some(t) = self.measured_attention(sh, pass, batch, q_len, kv_len)? {
             return Ok(t);
@@ -113,18 +113,20 @@ impl Inference {
     /// MLA's decode attention in the absorbed form (DeepSeek-AI 2024 §2.1.1; FlashMLA,
     /// TensorRT-LLM): every query head attends over the one cached latent and rotary key
     /// (`kv_lora_rank + rope` wide) of each position, so the heads fold into the M dimension
-    /// of one product per sequence (`q_len = heads`, one "KV head"), and the cache is read
-    /// once, in `kv_dtype`, for all heads.
-    fn mla_decode_attention(
+    /// of one product per sequence (`q_len = heads x q`, one "KV head"; `q` > 1 when a
+    /// speculative draft is verified, which the generation kernels run too), and the cache
+    /// is read once, in `kv_dtype`, for all heads.
+    pub(super) fn mla_decode_attention(
         &self,
         sh: &Shard,
         mla: &perfcast_core::workload::MlaSpec,
         pass: Pass,
         batch: u64,
+        q: u64,
         kv_len: u64,
     ) -> Result<(ComputeOp, Timed), ModelError> {
         let d = mla.kv_lora_rank + mla.qk_rope_head_dim;
-        let mut a = sh.attention_op(batch, sh.q_heads, kv_len);
+        let mut a = sh.attention_op(batch, sh.q_heads * q, kv_len);
         a.heads = 1;
         a.kv_heads = 1;
         a.head_dim = d;
@@ -132,7 +134,7 @@ impl Inference {
         let op = ComputeOp::Attention(a);
         let b = batch as f64;
         let bytes = b * kv_len as f64 * d as f64 * sh.kv.bytes()
-            + 2.0 * b * sh.q_heads as f64 * d as f64 * sh.base.bytes();
+            + 2.0 * b * (sh.q_heads * q) as f64 * d as f64 * sh.base.bytes();
         let op_bytes = op.min_bytes().0;
         let mem_scale = if op_bytes > 0.0 {
             bytes / op_bytes

@@ -12,6 +12,12 @@ impl Inference {
     /// `weight_dtype`, norms and biases in the base format, replicated across TP), plus the
     /// embedding (first stage) and/or LM head and final norm (last stage), vocab-parallel.
     pub(crate) fn weight_bytes(&self, sh: &Shard) -> f64 {
+        self.weight_parts(sh).0
+    }
+
+    /// [`Inference::weight_bytes`], and its part outside the layers: the embedding (and
+    /// learned positions), the LM head and the final norm on the stages that hold them.
+    pub(crate) fn weight_parts(&self, sh: &Shard) -> (f64, f64) {
         let m = &self.model;
         let base = sh.base.bytes();
         let layer = sh.layer_matmul_weights() as f64 * sh.weight.bytes()
@@ -45,11 +51,12 @@ impl Inference {
         } else {
             table
         } + m.hidden as f64 * base;
-        if sh.pp == 1 {
-            layers + first + last
+        let outside = if sh.pp == 1 {
+            first + last
         } else {
-            layers + first.max(last)
-        }
+            first.max(last)
+        };
+        (layers + outside, outside)
     }
 
     /// Activation workspace: the largest prefill chunk's live tensors (residual stream,

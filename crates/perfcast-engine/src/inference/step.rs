@@ -85,6 +85,9 @@ pub struct ServingMemory {
     pub reserve: Bytes,
     /// The device tier's whole capacity (the KV cache takes a fraction of what is left).
     pub capacity: Bytes,
+    /// The part of `weights` outside the layers (embedding, LM head, final norm): what a
+    /// multi-token-prediction module shares with its model.
+    pub shared_weights: Bytes,
     /// KV cache per token on this device, were every layer caching it.
     pub kv_per_token: Bytes,
     /// What the largest stage's layers attend over: sliding-window and chunked layers keep
@@ -267,15 +270,21 @@ impl<'a> StepCosts<'a> {
                 if let Some(v) = memo.get(&key) {
                     return Ok(*v);
                 }
+                // `decode` with `q` > 1: a draft verified, `q` tokens after `ctx` cached.
                 let v = if !sh.spans.all_full() {
                     // Per layer kind, weighted by its share of the layers (the caller
                     // multiplies by the layers).
-                    let prior = if decode { ctx - 1 } else { ctx };
+                    let prior = if decode && q == 1 { ctx - 1 } else { ctx };
                     let a = inf.layers_attention(sh, pass, n, q, prior)?;
                     let layers = sh.layers as f64;
                     (a.attention / layers, a.overhead / layers)
-                } else if decode {
+                } else if decode && q == 1 {
                     let a = inf.attention_timed(sh, pass, n, 1, ctx)?.1;
+                    (a.busy, a.overhead)
+                } else if let (true, Some(mla)) = (decode, &sh.mla) {
+                    // The generation kernel over the latent, as a decode (not a context
+                    // chunk's decompressed keys and values).
+                    let a = inf.mla_decode_attention(sh, mla, pass, n, q, ctx + q)?.1;
                     (a.busy, a.overhead)
                 } else {
                     let a = inf.chunk_attention(sh, pass, n, q, ctx)?;
@@ -315,7 +324,7 @@ impl<'a> StepCosts<'a> {
                 timed(n, 1, kv.max(1), true)?
             } else {
                 // Verifying a draft: `q` new tokens after `kv - q` cached ones.
-                timed(n, q, kv.saturating_sub(q), false)?
+                timed(n, q, kv.saturating_sub(q), true)?
             };
             t += busy + o;
         }
@@ -369,8 +378,10 @@ impl Inference {
             .device()
             .map(|d| d.capacity().0)
             .unwrap_or(0.0);
+        let (weights, shared) = self.weight_parts(&sh);
         Ok(ServingMemory {
-            weights: Bytes(self.weight_bytes(&sh)),
+            weights: Bytes(weights),
+            shared_weights: Bytes(shared),
             workspace: Bytes(workspace),
             reserve: Bytes::from_gib(self.options.runtime_reserve_gib),
             capacity: Bytes(capacity),

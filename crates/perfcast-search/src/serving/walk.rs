@@ -473,7 +473,8 @@ fn simulate(
         .filter(|w| d.pools.iter().any(|p| same_plan(w.plan(), &p.plan)))
         .cloned()
         .collect();
-    let mut sim = Simulator::with_costs(&s.scenario.inference, costs);
+    let mut sim =
+        Simulator::with_costs(&s.scenario.inference, costs).with_draft(s.scenario.draft.as_ref());
     let conc = s
         .config
         .concurrency
