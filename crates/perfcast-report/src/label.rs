@@ -6,7 +6,8 @@ use perfcast_engine::training::{Placement, TrainingPlan};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlanStyle {
     /// Every searched dimension, compactly (search tables):
-    /// `tp8 pp16 dp8 v6 mb2 sp zero2 full interleaved-1f1b fp16 tpo`. CP only when > 1, `sp`
+    /// `tp8 pp16 dp8 v6 mb2 sp zero2 full interleaved-1f1b fp16 tpo`. CP, EP and ETP only
+    /// when > 1, `sp`
     /// only with TP > 1, the recomputed layer count in parentheses, the schedule only with
     /// PP > 1, `tpo` when TP communication overlaps.
     Compact,
@@ -42,6 +43,12 @@ fn compact(p: &TrainingPlan) -> String {
     let mut s = format!("tp{} pp{} dp{}", p.tp, p.pp, p.dp);
     if p.cp > 1 {
         s.push_str(&format!(" cp{}", p.cp));
+    }
+    if p.ep > 1 {
+        s.push_str(&format!(" ep{}", p.ep));
+    }
+    if p.etp > 1 {
+        s.push_str(&format!(" etp{}", p.etp));
     }
     s.push_str(&format!(" v{} mb{}", p.vpp, p.micro_batch));
     if p.sp && p.tp > 1 {

@@ -41,11 +41,13 @@ pub use space::{
 
 /// The plan fields that search and sweep outputs (CSV, tables) list, one column each, with
 /// whether the column is numeric.
-pub const PLAN_COLUMNS: [(&str, bool); 13] = [
+pub const PLAN_COLUMNS: [(&str, bool); 15] = [
     ("tp", true),
     ("pp", true),
     ("dp", true),
     ("cp", true),
+    ("ep", true),
+    ("etp", true),
     ("vpp", true),
     ("micro_batch", true),
     ("sp", false),
@@ -58,12 +60,14 @@ pub const PLAN_COLUMNS: [(&str, bool); 13] = [
 ];
 
 /// The cells of [`PLAN_COLUMNS`] for `p`. Sequence parallelism only exists with TP > 1.
-pub fn plan_cells(p: &TrainingPlan) -> [String; 13] {
+pub fn plan_cells(p: &TrainingPlan) -> [String; 15] {
     [
         p.tp.to_string(),
         p.pp.to_string(),
         p.dp.to_string(),
         p.cp.to_string(),
+        p.ep.to_string(),
+        p.etp.to_string(),
         p.vpp.to_string(),
         p.micro_batch.to_string(),
         (p.sp && p.tp > 1).to_string(),

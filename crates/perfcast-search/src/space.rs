@@ -59,6 +59,13 @@ space_and_config! {
         /// Context-parallel degrees. Default: `[1]` (context parallelism only pays off for long
         /// sequences; list e.g. `[1, 2, 4]` to search it).
         pub cp: Option<Vec<u32>>,
+        /// Expert-parallel degrees (a mixture-of-experts model's experts split over `ep`
+        /// ranks of a stage's TP x CP x DP). Default: the powers of two dividing
+        /// `model.moe.experts` (a dense model: the plan's, 1).
+        pub ep: Option<Vec<u32>>,
+        /// Expert tensor-parallel degrees (each expert's weights split `etp` ways). Default:
+        /// 1 and the tuple's TP degree (Megatron-Core's two usual choices).
+        pub etp: Option<Vec<u32>>,
         /// Virtual pipeline stages. Default: `perfcast_core::parallel::interleaving_degrees`
         /// (every `v` dividing `layers / pp`, Megatron-LM's requirement; with uneven stages, the
         /// splits that take at most one chunk from the first and the last stage, as Llama 3 ran).

@@ -30,6 +30,8 @@ fn small_space() -> SearchSpace {
         pp: Some(vec![1, 2, 4]),
         dp: None,
         cp: Some(vec![1, 2]),
+        ep: None,
+        etp: None,
         vpp: Some(vec![1, 2]),
         micro_batch: Some(vec![1, 2, 4]),
         sp: Some(vec![false, true]),
@@ -510,4 +512,93 @@ fn a_search_is_bounded_in_time_and_refused_when_hopeless() {
         "{e}"
     );
     assert!(start.elapsed().as_secs_f64() < 1.0);
+}
+
+/// A mixture-of-experts model's search walks the expert layouts: its best plan is the best
+/// of the searches pinned to each layout, every ranked plan's layout follows the expert
+/// strategy's rules, and a layout survives into the label; a dense model keeps EP 1 and
+/// refuses `search.ep` above 1.
+#[test]
+fn moe_search_walks_expert_layouts() {
+    use perfcast_core::workload::MoeSpec;
+    let registry = perfcast_builtins::registry().expect("registry");
+    let sys = a100_from_registry(&registry, 16).expect("system");
+    let model = ModelSpec {
+        name: "small-moe".into(),
+        moe: Some(MoeSpec::new(16, 2, 1024)),
+        ..ModelSpec::dense(4, 1024, 16, 4096, FfnAct::Swiglu, 32000, 1024)
+    };
+    let t = Training::new(model, sys, &registry).expect("training");
+    let space = SearchSpace {
+        tp: Some(vec![1, 2]),
+        pp: Some(vec![1, 2]),
+        cp: Some(vec![1]),
+        vpp: Some(vec![1]),
+        micro_batch: Some(vec![1, 2]),
+        sp: Some(vec![true]),
+        recompute: Some(vec!["none".into(), "full".into()]),
+        partial_recompute: Some(false),
+        zero_stage: Some(vec![0, 1]),
+        schedule: Some(vec!["1f1b".into()]),
+        tp_comm_overlap: Some(vec![false]),
+        ..SearchSpace::default()
+    };
+    let run = |space: &SearchSpace| {
+        search(
+            std::slice::from_ref(&t),
+            space,
+            &constraints(64),
+            &TrainingPlan::default(),
+            Objective::Time,
+            5,
+        )
+    };
+    let all = run(&space).expect("search");
+    let best = all.plans[0].report.iteration_time.0;
+    assert!(
+        all.plans.iter().any(|p| p.plan.ep > 1),
+        "no expert-parallel plan ranked"
+    );
+    for p in &all.plans {
+        let (ep, etp) = (p.plan.ep as u64, p.plan.etp as u64);
+        assert!(16 % ep == 0 && 1024 % etp == 0);
+        assert_eq!(
+            (p.plan.tp * p.plan.dp) as u64 % (ep * etp),
+            0,
+            "{:?}",
+            p.plan
+        );
+    }
+    let mut pinned_best = f64::INFINITY;
+    for ep in [1, 2, 4, 8, 16] {
+        for etp in [1, 2] {
+            let pinned = SearchSpace {
+                ep: Some(vec![ep]),
+                etp: Some(vec![etp]),
+                ..space.clone()
+            };
+            if let Ok(r) = run(&pinned) {
+                assert!(r.plans.iter().all(|p| (p.plan.ep, p.plan.etp) == (ep, etp)));
+                pinned_best = pinned_best.min(r.plans[0].report.iteration_time.0);
+            }
+        }
+    }
+    assert_eq!(best, pinned_best);
+    let label =
+        perfcast_report::plan_label(&all.plans[0].plan, perfcast_report::PlanStyle::Compact);
+    let p = &all.plans[0].plan;
+    assert_eq!(label.contains(&format!(" ep{}", p.ep)), p.ep > 1, "{label}");
+    // Dense: EP stays 1; listing it is an error naming the key.
+    let dense = run_dense(&SearchSpace {
+        ep: Some(vec![1, 2]),
+        ..small_space()
+    });
+    assert!(
+        dense.contains("search.ep") && dense.contains("mixture-of-experts"),
+        "{dense}"
+    );
+}
+
+fn run_dense(space: &SearchSpace) -> String {
+    err_of(space.clone(), constraints(64), 5).to_string()
 }

@@ -351,8 +351,9 @@ fn gpu_hours(r: &TrainingReport) -> f64 {
 
 /// What the compact plan labels and the columns abbreviate.
 const LEGEND: &str = "\
-legend: tpN/ppN/dpN/cpN tensor/pipeline/data/context-parallel degrees; vN virtual pipeline
-  stages per device (interleaving); mbN micro-batch size; sp sequence parallelism; zeroN ZeRO
+legend: tpN/ppN/dpN/cpN tensor/pipeline/data/context-parallel degrees; epN/etpN expert and
+  expert tensor-parallel degrees (when > 1); vN virtual pipeline stages per device
+  (interleaving); mbN micro-batch size; sp sequence parallelism; zeroN ZeRO
   stage; none/selective/full recompute, full(N) full recompute of N layers per stage; the
   pipeline schedule (1f1b, interleaved-1f1b, ...); the GEMM precision; tpo TP communication
   overlapped with GEMMs; [a-b-c-d] the order of the mesh axes on the devices, innermost first,

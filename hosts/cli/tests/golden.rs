@@ -35,6 +35,7 @@ const UPDATE: &str = "UPDATE_GOLDEN=1 cargo test -p perfcast-cli --test golden";
 /// it (the others refuse it: no `[plan]`, no `[inference]`, no model). A new config must be
 /// added here (the test checks), which decides what of it is compared.
 const EXPERIMENTS: &[(&str, &[&str])] = &[
+    ("deepseek-v3-h100-search", &["predict", "search"]),
     ("gpt3-175b-a100", &["predict", "search"]),
     ("korthikanti-175b-selective", &["predict", "search"]),
     ("llama2-70b-h100", &["infer"]),

@@ -153,7 +153,7 @@ fn search_table_and_csv() {
     let o = run(&args);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let lines: Vec<&str> = o.stdout.lines().collect();
-    assert!(lines[0].starts_with("rank,devices,tp,pp,dp,cp,vpp,micro_batch,sp,zero_stage"));
+    assert!(lines[0].starts_with("rank,devices,tp,pp,dp,cp,ep,etp,vpp,micro_batch,sp,zero_stage"));
     assert_eq!(lines.len(), 11);
 }
 

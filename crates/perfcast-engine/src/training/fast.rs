@@ -23,8 +23,9 @@ use std::collections::HashMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct LayerKey {
     dims: [u64; 8],
-    /// The MoE layer's: local experts, rows per expert, expert width, dispatcher fusion.
-    moe: [u64; 4],
+    /// The MoE layer's: local experts, rows per expert, expert width, dispatcher fusion,
+    /// rows routed to the rank (all that EP and ETP change in a layer's program).
+    moe: [u64; 5],
     gemm: DType,
     act: DType,
     flags: u8,
@@ -34,12 +35,13 @@ fn layer_key(ls: &shape::LayerShape, moe: Option<&moe::MoePrep>) -> LayerKey {
     let attention = ls.attention as u8;
     let m = moe.and_then(|m| m.ls.moe);
     LayerKey {
-        moe: m.map_or([0; 4], |m| {
+        moe: m.map_or([0; 5], |m| {
             [
                 m.local_experts,
                 m.rows_per_expert,
                 m.f_dev,
                 m.fused_permute as u64,
+                m.routed,
             ]
         }),
         dims: [

@@ -34,6 +34,8 @@ fn plan_of(template: &TrainingPlan, training: &Training, k: &PlanKey) -> Trainin
         pp: k.pp,
         dp: k.dp,
         cp: k.cp,
+        ep: k.ep,
+        etp: k.etp,
         vpp: k.vpp,
         sp: k.sp,
         zero_stage: k.zero_stage,

@@ -28,6 +28,8 @@ pub(super) struct Outer {
 
 /// The resolved lists of a space for one training.
 pub(super) struct Lists {
+    pub(super) ep: Option<Vec<u32>>,
+    pub(super) etp: Option<Vec<u32>>,
     pub(super) vpp: Option<Vec<u32>>,
     pub(super) micro_batch: Option<Vec<u32>>,
     pub(super) sp: Vec<bool>,
@@ -154,6 +156,8 @@ pub(super) fn lists(
         });
     }
     Ok(Lists {
+        ep: space.ep.clone(),
+        etp: space.etp.clone(),
         vpp: space.vpp.clone(),
         micro_batch: space.micro_batch.clone(),
         sp: space.sp.clone().unwrap_or(vec![false, true]),
@@ -226,8 +230,23 @@ pub(super) fn check(
         ("search.cp", &space.cp),
         ("search.vpp", &space.vpp),
         ("search.micro_batch", &space.micro_batch),
+        ("search.ep", &space.ep),
+        ("search.etp", &space.etp),
     ] {
         check_list(k, l)?;
+    }
+    let dense = trainings.iter().any(|t| t.model().moe.is_none());
+    for (k, l) in [("search.ep", &space.ep), ("search.etp", &space.etp)] {
+        if let Some(v) = l.as_ref().and_then(|l| l.iter().find(|v| **v > 1)) {
+            if dense {
+                return Err(SearchError::Invalid {
+                    key: k.into(),
+                    message: format!(
+                        "{v}: expert parallelism needs a mixture-of-experts model ([model.moe])"
+                    ),
+                });
+            }
+        }
     }
     Ok(())
 }

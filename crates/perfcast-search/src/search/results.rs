@@ -15,6 +15,9 @@ pub struct PlanKey {
     pub pp: u32,
     pub dp: u32,
     pub cp: u32,
+    /// Expert parallelism and expert tensor parallelism (1 and 1 for a dense model).
+    pub ep: u32,
+    pub etp: u32,
     pub vpp: u32,
     pub micro_batch: u32,
     pub sp: bool,

@@ -89,6 +89,8 @@ impl Ctx<'_> {
 
 /// The per-tuple value lists of one outer tuple (see [`Ctx::dims`]).
 struct Dims {
+    /// (ep, etp) pairs valid on the tuple.
+    experts: Vec<(u32, u32)>,
     vpps: Vec<u32>,
     mbs: Vec<u32>,
     sps: Vec<bool>,
@@ -181,6 +183,7 @@ impl Ctx<'_> {
             }
         }
         Dims {
+            experts: self.expert_layouts(o),
             vpps,
             mbs,
             sps,
@@ -188,6 +191,40 @@ impl Ctx<'_> {
             zeros,
             places,
         }
+    }
+
+    /// The expert layouts `(ep, etp)` of tuple `o`: the listed (or default) degrees whose
+    /// product divides its TP x CP x DP ranks, `ep` the experts and `etp` an expert's width
+    /// (the expert strategy's rules); a dense model keeps the template's.
+    fn expert_layouts(&self, o: Outer) -> Vec<(u32, u32)> {
+        let l = &self.lists[o.t];
+        let Some(moe) = &self.trainings[o.t].model().moe else {
+            return vec![(self.template.ep, self.template.etp)];
+        };
+        let eps = l.ep.clone().unwrap_or_else(|| {
+            (0..32)
+                .map(|i| 1u32 << i)
+                .take_while(|e| (*e as u64) <= moe.experts)
+                .filter(|e| moe.experts.is_multiple_of(*e as u64))
+                .collect()
+        });
+        let mut etps = l.etp.clone().unwrap_or_else(|| vec![1, o.tp]);
+        etps.dedup();
+        let mesh = o.tp as u64 * o.cp as u64 * o.dp as u64;
+        let mut out = Vec::new();
+        for &ep in &eps {
+            for &etp in &etps {
+                let (e, t) = (ep as u64, etp as u64);
+                if moe.experts.is_multiple_of(e)
+                    && moe.expert_ffn_hidden.is_multiple_of(t)
+                    && mesh.is_multiple_of(e * t)
+                    && !out.contains(&(ep, etp))
+                {
+                    out.push((ep, etp));
+                }
+            }
+        }
+        out
     }
 
     /// The overlap switches walked for a ZeRO stage: (grad-reduce values, param-gather
@@ -233,7 +270,7 @@ impl Ctx<'_> {
             let nv = var.len() as u64 * d.places.len() as u64;
             n = n.saturating_add(nv.saturating_mul(d.mbs.len() as u64 * per_mb));
         }
-        n
+        n.saturating_mul(d.experts.len() as u64)
     }
 
     /// Walk every group of one outer tuple; how many plans it visited (all of
@@ -244,6 +281,7 @@ impl Ctx<'_> {
         let gb = self.constraints.global_batch;
         let limit = self.constraints.memory_limit(training.capacity().0);
         let Dims {
+            experts,
             vpps,
             mbs,
             sps,
@@ -261,7 +299,12 @@ impl Ctx<'_> {
             global_batch: gb,
             ..self.template.clone()
         };
-        'all: for &vpp in &vpps {
+        'all: for (&(ep, etp), &vpp) in experts
+            .iter()
+            .flat_map(|e| vpps.iter().map(move |v| (e, v)))
+        {
+            plan.ep = ep;
+            plan.etp = etp;
             variants(l, o.pp, vpp, self.stage_layers_bound(o, vpp), &mut var);
             if var.is_empty() {
                 continue; // no schedule listed for this interleaving: no plan
@@ -296,6 +339,8 @@ impl Ctx<'_> {
                                             pp: o.pp,
                                             dp: o.dp,
                                             cp: o.cp,
+                                            ep,
+                                            etp,
                                             vpp,
                                             micro_batch: mb,
                                             sp,
