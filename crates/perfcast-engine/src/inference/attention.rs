@@ -162,14 +162,7 @@ impl Inference {
         kv_len: u64,
     ) -> Result<Acc, ModelError> {
         let (op, t) = self.attention_timed(sh, pass, batch, q_len, kv_len)?;
-        Ok(Acc {
-            attention: t.busy,
-            overhead: t.overhead,
-            flops: t.flops,
-            bytes: t.bytes,
-            kernels: op.launches() as f64,
-            ..Acc::default()
-        })
+        Ok(Acc::attention(&t, op.launches() as f64))
     }
 
     /// Attention of one layer summed over decode steps j = 1..=n (context input_len + j), in

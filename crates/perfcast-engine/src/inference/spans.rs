@@ -163,14 +163,7 @@ impl Inference {
             return self.attention(sh, pass, batch, q, q);
         }
         let t = self.chunk_attention(sh, pass, batch, q, prior)?;
-        Ok(Acc {
-            attention: t.busy,
-            overhead: t.overhead,
-            flops: t.flops,
-            bytes: t.bytes,
-            kernels: 1.0,
-            ..Acc::default()
-        })
+        Ok(Acc::attention(&t, 1.0))
     }
 
     /// `q` queries each attending over exactly `w` positions (a sliding window past its
@@ -186,14 +179,7 @@ impl Inference {
         w: u64,
     ) -> Result<Acc, ModelError> {
         let (op, t) = self.banded_op(sh, pass, batch, q, w)?;
-        Ok(Acc {
-            attention: t.busy,
-            overhead: t.overhead,
-            flops: t.flops,
-            bytes: t.bytes,
-            kernels: op.launches() as f64,
-            ..Acc::default()
-        })
+        Ok(Acc::attention(&t, op.launches() as f64))
     }
 
     fn banded_op(

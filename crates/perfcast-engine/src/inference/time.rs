@@ -22,6 +22,17 @@ pub(super) struct Acc {
 }
 
 impl Acc {
+    /// One timed attention core of `kernels` launches, booked under attention.
+    pub(super) fn attention(t: &Timed, kernels: f64) -> Acc {
+        Acc {
+            attention: t.busy,
+            overhead: t.overhead,
+            flops: t.flops,
+            bytes: t.bytes,
+            kernels,
+            ..Acc::default()
+        }
+    }
     pub(super) fn total(&self) -> f64 {
         self.gemm + self.attention + self.other + self.comm + self.overhead
     }
