@@ -25,7 +25,7 @@
 //!   stages outermost: [`placement`]); the others the engine's default. MoE token dispatch
 //!   overlapped with another micro-batch's compute where the case sets
 //!   `parallel.ep_comm_overlap`; `parallel.moe_routing = "balanced"` routes without load
-//!   imbalance; `parallel.schedule` names GPipe or 1F1B (DualPipe and the zero-bubble
+//!   imbalance; `parallel.schedule` names GPipe, 1F1B or DualPipe (the zero-bubble
 //!   schedules, not built in, run as 1F1B and the case's note says so).
 //! * **Recompute** `unknown` (not published): the least recompute that fits in device memory
 //!   (none, else selective, else full), the choice a practitioner makes.
@@ -198,12 +198,13 @@ fn p_flag(v: Option<bool>) -> bool {
 }
 
 /// The engine's schedule for a case's `parallel.schedule`: 1F1B (interleaved by `vpp`) is
-/// the engine's default; GPipe is built in; DualPipe and the zero-bubble schedules are not
+/// the engine's default; GPipe and DualPipe are built in; the zero-bubble schedules are not
 /// built-in schedules, so their cases run as 1F1B and say so in their notes
 /// ([`schedule_note`]).
 fn schedule_of(case: &Case) -> Option<String> {
     match case.parallel.schedule? {
         CaseSchedule::Gpipe => Some("gpipe".into()),
+        CaseSchedule::DualPipe => Some("dualpipe".into()),
         _ => None,
     }
 }
@@ -211,7 +212,7 @@ fn schedule_of(case: &Case) -> Option<String> {
 /// What a case's result says about a schedule the engine ran in another's place.
 pub(crate) fn schedule_note(case: &Case) -> Option<String> {
     match case.parallel.schedule? {
-        s @ (CaseSchedule::DualPipe | CaseSchedule::ZbH1 | CaseSchedule::ZbV) => Some(format!(
+        s @ (CaseSchedule::ZbH1 | CaseSchedule::ZbV) => Some(format!(
             "schedule \"{}\" is not a built-in schedule: modelled as 1F1B",
             s.name()
         )),

@@ -1,5 +1,5 @@
 //! Built-in pipeline schedules: `gpipe`, `1f1b`, `interleaved-1f1b`,
-//! `flexible-interleaved-1f1b`.
+//! `flexible-interleaved-1f1b`, `dualpipe` (its own module).
 //!
 //! All compose one stage's per-micro-batch forward time `t_f` and backward time `t_b`
 //! (the slowest stage's, recompute included) over `m` micro-batches on `p` stages:
@@ -19,6 +19,9 @@
 //! `m + p - 1` (interleaved: `v·m + p - 1`) time slots of a stage waits for one forward and
 //! one backward hand-off.
 
+mod dualpipe;
+
+pub use dualpipe::DualPipe;
 use perfcast_core::parallel::{PipelineSchedule, PlanShape, ScheduleInput, ScheduleResult};
 use perfcast_core::registry::Component;
 use perfcast_core::{Key, ModelError, PluginError};
@@ -345,6 +348,17 @@ perfcast_core::builtin!(
     |p| {
         params_none(p)?;
         Ok(Component::PipelineSchedule(Arc::new(Interleaved::MEGATRON)))
+    },
+    params = &[]
+);
+
+perfcast_core::builtin!(
+    PipelineSchedule,
+    "dualpipe",
+    "DeepSeek-V3's DualPipe: both directions at once; bubble (p/2-1)(F+B/2), 2x model state, p+1 in flight",
+    |p| {
+        params_none(p)?;
+        Ok(Component::PipelineSchedule(Arc::new(DualPipe)))
     },
     params = &[]
 );

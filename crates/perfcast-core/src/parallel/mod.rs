@@ -715,6 +715,11 @@ pub trait PipelineSchedule: Send + Sync {
         let layers: f64 = (0..input.virtual_stages.max(1)).map(chunk_layers).sum();
         self.in_flight(input, stage) * layers
     }
+    /// Copies of its stage's model state (weights, gradients, optimizer) a device holds:
+    /// 1, or 2 for DualPipe (a stage of each direction). Default 1.
+    fn model_copies(&self) -> f64 {
+        1.0
+    }
 }
 
 #[cfg(test)]

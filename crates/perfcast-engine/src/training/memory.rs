@@ -259,6 +259,13 @@ impl Training {
             grads += eparams * st.grads / ss.expert_grads.max(1) as f64;
             optimizer += eparams * st.optimizer / ss.expert_optimizer.max(1) as f64;
         }
+        // DualPipe holds a stage of each direction: its model state twice.
+        let copies = p.sched.model_copies();
+        if copies != 1.0 {
+            weights *= copies;
+            grads *= copies;
+            optimizer *= copies;
+        }
         let activations = in_flight * per_mb;
         let total = weights + grads + optimizer + activations + temp + reserved.0;
         StageMemory {

@@ -363,3 +363,56 @@ fn expert_group_larger_than_the_devices() {
     }
     t.evaluate(&plan(1, 64, 64)).unwrap();
 }
+
+/// DualPipe on an MoE plan: the same compute as 1F1B, a smaller bubble
+/// (`(p/2 - 1)(F + B/2)` against `(p - 1)(F + B)`), the model state twice and `p + 1`
+/// micro-batches in flight on every stage; the search's fast path agrees with `evaluate`.
+#[test]
+fn dualpipe_against_1f1b() {
+    let t = training(dsv3_small(), 64);
+    let base = TrainingPlan {
+        global_batch: 128,
+        ..plan(4, 16, 8)
+    };
+    let one = t.evaluate(&base).unwrap();
+    let dual = t
+        .evaluate(&TrainingPlan {
+            schedule: Some("dualpipe".into()),
+            ..base.clone()
+        })
+        .unwrap();
+    let b = |r: &TrainingReport| r.breakdown.bubble.0;
+    assert!(b(&dual) < 0.5 * b(&one), "{} vs {}", b(&dual), b(&one));
+    assert!(dual.iteration_time.0 < one.iteration_time.0);
+    let (f1, f2) = (&one.memory.first_stage, &dual.memory.first_stage);
+    assert_eq!(f2.weights.0, 2.0 * f1.weights.0);
+    assert_eq!(f2.optimizer.0, 2.0 * f1.optimizer.0);
+    assert_eq!((f1.in_flight, f2.in_flight), (4.0, 5.0));
+    // Fewer micro-batches than twice the stages: refused by name.
+    let e = t
+        .evaluate(&TrainingPlan {
+            schedule: Some("dualpipe".into()),
+            global_batch: 64,
+            ..base.clone()
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("plan.micro_batch") && e.contains("dualpipe"),
+        "{e}"
+    );
+    // The fast path (the search's) gives evaluate's time and memory.
+    let names = t.schedule_names();
+    let s = names.iter().position(|n| *n == "dualpipe").unwrap();
+    let rec = t
+        .recompute_names()
+        .iter()
+        .position(|n| *n == "full")
+        .unwrap();
+    let mut cache = crate::training::LayerCache::new();
+    let mut g = t.plan_group(&base, &mut cache).unwrap();
+    g.set_variant(rec, None, s).unwrap();
+    let rel = |a: f64, b: f64| (a - b).abs() / b;
+    assert!(rel(g.time().unwrap(), dual.iteration_time.0) < 1e-9);
+    assert!(rel(g.memory_peak().unwrap(), dual.memory.peak.0) < 1e-9);
+}
