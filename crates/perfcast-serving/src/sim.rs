@@ -134,36 +134,53 @@ impl<'a> Simulator<'a> {
                 ))
             }
         };
+        // The plans the step tables are built for: the longest request's context.
+        let plans: Vec<InferencePlan> = d
+            .pools
+            .iter()
+            .map(|p| InferencePlan {
+                input_len: max_context.max(2) - 1,
+                output_len: 1,
+                ..p.plan.clone()
+            })
+            .collect();
+        let draft_plans: Vec<Option<InferencePlan>> = d
+            .pools
+            .iter()
+            .zip(&plans)
+            .map(|(p, plan)| match draft {
+                Some(inf) if p.role != PoolRole::Prefill => Some(draft_plan(inf, plan)),
+                _ => None,
+            })
+            .collect();
+        let mut draft_memory = Vec::with_capacity(d.pools.len());
+        for (p, plan) in d.pools.iter().zip(&draft_plans) {
+            let (Some(inf), Some(plan)) = (draft, plan) else {
+                draft_memory.push(None);
+                continue;
+            };
+            let mut mem = inf
+                .serving_memory(plan, p.max_num_tokens, p.max_batch)
+                .map_err(draft_error)?;
+            if d.speculative.is_some_and(|s| s.method == DraftMethod::Mtp) {
+                // The module shares the model's embedding and LM head.
+                mem.weights = Bytes(mem.weights.0 - mem.shared_weights.0);
+            }
+            draft_memory.push(Some(mem));
+        }
+        // The deployment's checks and KV caches before any step table.
+        let kv = kv_caches(self.inf, d, max_input, max_context, &draft_memory)?;
         let mut pool_costs = Vec::with_capacity(d.pools.len());
         let mut pool_draft = Vec::with_capacity(d.pools.len());
-        let mut draft_memory = Vec::with_capacity(d.pools.len());
-        for p in &d.pools {
-            let mut plan = p.plan.clone();
-            plan.input_len = max_context.max(2) - 1;
-            plan.output_len = 1;
-            pool_costs.push(self.costs_for(&plan)?);
-            match draft {
-                Some(inf) if p.role != PoolRole::Prefill => {
-                    let plan = draft_plan(inf, &plan);
-                    let mut mem = inf
-                        .serving_memory(&plan, p.max_num_tokens, p.max_batch)
-                        .map_err(draft_error)?;
-                    if d.speculative.is_some_and(|s| s.method == DraftMethod::Mtp) {
-                        // The module shares the model's embedding and LM head.
-                        mem.weights = Bytes(mem.weights.0 - mem.shared_weights.0);
-                    }
-                    draft_memory.push(Some(mem));
-                    pool_draft.push(Some(
-                        costs_in(inf, &mut self.draft_costs, &plan).map_err(draft_error)?,
-                    ));
+        for (plan, dp) in plans.iter().zip(&draft_plans) {
+            pool_costs.push(self.costs_for(plan)?);
+            pool_draft.push(match (draft, dp) {
+                (Some(inf), Some(dp)) => {
+                    Some(costs_in(inf, &mut self.draft_costs, dp).map_err(draft_error)?)
                 }
-                _ => {
-                    draft_memory.push(None);
-                    pool_draft.push(None);
-                }
-            }
+                _ => None,
+            });
         }
-        let kv = kv_caches(self.inf, d, max_input, max_context, &draft_memory)?;
         let hit = d.prefix_cache_hit_rate;
         let block = d.kv_block_size;
         let seqs: Vec<Seq> = traffic
