@@ -9,7 +9,7 @@ use crate::state::{Ev, Event, Inst, Seq};
 use crate::workload::Traffic;
 use perfcast_core::op::{Collective, CollectiveKind};
 use perfcast_core::{Bytes, ModelError};
-use perfcast_engine::inference::{Inference, InferencePlan, StepCosts};
+use perfcast_engine::inference::{Inference, InferencePlan, ServingMemory, StepCosts};
 use std::collections::{BinaryHeap, VecDeque};
 
 /// A serving simulator for one model on one system: the step-time tables of every pool plan
@@ -153,21 +153,7 @@ impl<'a> Simulator<'a> {
                 _ => None,
             })
             .collect();
-        let mut draft_memory = Vec::with_capacity(d.pools.len());
-        for (p, plan) in d.pools.iter().zip(&draft_plans) {
-            let (Some(inf), Some(plan)) = (draft, plan) else {
-                draft_memory.push(None);
-                continue;
-            };
-            let mut mem = inf
-                .serving_memory(plan, p.max_num_tokens, p.max_batch)
-                .map_err(draft_error)?;
-            if d.speculative.is_some_and(|s| s.method == DraftMethod::Mtp) {
-                // The module shares the model's embedding and LM head.
-                mem.weights = Bytes(mem.weights.0 - mem.shared_weights.0);
-            }
-            draft_memory.push(Some(mem));
-        }
+        let draft_memory = draft_memories(d, draft, &draft_plans)?;
         // The deployment's checks and KV caches before any step table.
         let kv = kv_caches(self.inf, d, max_input, max_context, &draft_memory)?;
         let mut pool_costs = Vec::with_capacity(d.pools.len());
@@ -274,6 +260,30 @@ fn draft_plan(draft: &Inference, plan: &InferencePlan) -> InferencePlan {
         p.attention_dp = false;
     }
     p
+}
+
+/// Per pool, the memory of a timed draft beside it (`None` where no draft runs): an MTP
+/// module without the embedding and LM head it shares with its model.
+fn draft_memories(
+    d: &Deployment,
+    draft: Option<&Inference>,
+    plans: &[Option<InferencePlan>],
+) -> Result<Vec<Option<ServingMemory>>, ModelError> {
+    let mut out = Vec::with_capacity(d.pools.len());
+    for (p, plan) in d.pools.iter().zip(plans) {
+        let (Some(inf), Some(plan)) = (draft, plan) else {
+            out.push(None);
+            continue;
+        };
+        let mut mem = inf
+            .serving_memory(plan, p.max_num_tokens, p.max_batch)
+            .map_err(draft_error)?;
+        if d.speculative.is_some_and(|s| s.method == DraftMethod::Mtp) {
+            mem.weights = Bytes(mem.weights.0 - mem.shared_weights.0);
+        }
+        out.push(Some(mem));
+    }
+    Ok(out)
 }
 
 /// An error of the draft's engine, named as the draft's.
