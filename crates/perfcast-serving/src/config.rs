@@ -109,6 +109,13 @@ pub struct PoolConfig {
     /// Tokens one step processes at most (default: `serving.max_num_tokens`).
     #[serde(default)]
     pub max_num_tokens: Option<u32>,
+    /// Expert parallelism of a mixture-of-experts model in this pool (default:
+    /// `serving.ep`): a wide-EP decode pool beside a narrow prefill one.
+    #[serde(default)]
+    pub ep: Option<u32>,
+    /// Attention data parallelism in this pool (default: `serving.attention_dp`).
+    #[serde(default)]
+    pub attention_dp: Option<bool>,
 }
 
 fn one() -> u32 {
@@ -544,40 +551,39 @@ impl ServingConfig {
         plan.expert_dtype = self.expert_dtype.or(plan.expert_dtype);
         let replicas = self.replicas.or(inference.map(|i| i.replicas)).unwrap_or(1);
         let chunk = self.chunk_size.unwrap_or(self.max_num_tokens);
-        let pool = |role, tp, pp, instances, mb: Option<u32>, mnt: Option<u32>| {
+        let pool = |role, c: &PoolConfig| {
             let mut p = plan.clone();
-            p.tp = tp;
-            p.pp = pp;
+            p.tp = c.tp;
+            p.pp = c.pp;
+            p.ep = c.ep.unwrap_or(p.ep);
+            p.attention_dp = c.attention_dp.unwrap_or(p.attention_dp);
             if p.attention_dp {
-                p.ep = tp;
+                p.ep = c.tp;
             }
             Pool {
                 role,
                 plan: p,
-                instances,
-                max_batch: mb.unwrap_or(self.max_batch),
-                max_num_tokens: mnt.unwrap_or(self.max_num_tokens),
+                instances: c.instances,
+                max_batch: c.max_batch.unwrap_or(self.max_batch),
+                max_num_tokens: c.max_num_tokens.unwrap_or(self.max_num_tokens),
             }
         };
         let pools = match &self.disaggregated {
-            None => vec![pool(PoolRole::Both, plan.tp, plan.pp, replicas, None, None)],
+            None => vec![pool(
+                PoolRole::Both,
+                &PoolConfig {
+                    tp: plan.tp,
+                    pp: plan.pp,
+                    instances: replicas,
+                    max_batch: None,
+                    max_num_tokens: None,
+                    ep: None,
+                    attention_dp: None,
+                },
+            )],
             Some(d) => vec![
-                pool(
-                    PoolRole::Prefill,
-                    d.prefill.tp,
-                    d.prefill.pp,
-                    d.prefill.instances,
-                    d.prefill.max_batch,
-                    d.prefill.max_num_tokens,
-                ),
-                pool(
-                    PoolRole::Decode,
-                    d.decode.tp,
-                    d.decode.pp,
-                    d.decode.instances,
-                    d.decode.max_batch,
-                    d.decode.max_num_tokens,
-                ),
+                pool(PoolRole::Prefill, &d.prefill),
+                pool(PoolRole::Decode, &d.decode),
             ],
         };
         let mut graph_sizes = self.graph_batch_sizes.clone();
@@ -656,6 +662,7 @@ impl DisaggregatedConfig {
                 ("instances", Some(p.instances)),
                 ("max_batch", p.max_batch),
                 ("max_num_tokens", p.max_num_tokens),
+                ("ep", p.ep),
             ] {
                 if v == Some(0) {
                     return Err(ModelError::invalid(

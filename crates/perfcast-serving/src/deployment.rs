@@ -235,6 +235,31 @@ fn check_sizes(inf: &Inference, d: &Deployment) -> Result<(), ModelError> {
     Ok(())
 }
 
+/// An engine error about a pool's own plan field (`tp`, `pp`, `ep`, `attention_dp`), named as
+/// the disaggregated pool's key that sets it; any other error as it is.
+fn pool_error(d: &Deployment, i: usize, e: ModelError) -> ModelError {
+    match e {
+        ModelError::Invalid { key, value, rule }
+            if d.disaggregated()
+                && key.section == perfcast_core::error::Section::Inference
+                && matches!(&*key.path, "tp" | "pp" | "ep" | "attention_dp") =>
+        {
+            let field = match &*key.path {
+                "tp" => "tp",
+                "pp" => "pp",
+                "ep" => "ep",
+                _ => "attention_dp",
+            };
+            ModelError::Invalid {
+                key: pool_key(d, i, field),
+                value,
+                rule,
+            }
+        }
+        other => other,
+    }
+}
+
 /// A pool's memory with a timed draft's beside it: the draft's weights share the devices,
 /// and its KV cache grows with each sequence beside the target's (counted per token, as the
 /// target's).
@@ -283,7 +308,8 @@ pub fn kv_caches(
             ));
         }
         let mem = with_draft(
-            inf.serving_memory(&pool.plan, pool.max_num_tokens, pool.max_batch)?,
+            inf.serving_memory(&pool.plan, pool.max_num_tokens, pool.max_batch)
+                .map_err(|e| pool_error(d, i, e))?,
             draft.get(i).copied().flatten(),
         );
         let block_bytes = mem.kv_per_token.0 * d.kv_block_size as f64;

@@ -452,6 +452,8 @@ fn replicas_pipeline_and_disaggregation() {
                 instances: 1,
                 max_batch: None,
                 max_num_tokens: None,
+                ep: None,
+                attention_dp: None,
             },
             decode: PoolConfig {
                 tp: 1,
@@ -459,6 +461,8 @@ fn replicas_pipeline_and_disaggregation() {
                 instances: 2,
                 max_batch: None,
                 max_num_tokens: None,
+                ep: None,
+                attention_dp: None,
             },
             transfer_overhead_us: 0.0,
         }),

@@ -37,6 +37,38 @@ fn serve(extra: &[&str]) -> Out {
 /// (the shipped DeepSeek-R1 example): every request completes; the plan carries the expert
 /// parallelism; each rank caches its own requests' latent KV, so the node holds `tp` times the
 /// tokens it would with tensor-parallel attention (where every rank holds every latent).
+/// A wide expert-parallel decode pool beside a narrow prefill one on one GB200 NVL72 (the
+/// shipped DeepSeek-R1 example): each pool carries its own EP and attention DP, every request
+/// completes, and a pool's bad EP is named by the pool's key.
+#[test]
+fn disaggregated_pools_with_their_own_expert_parallelism() {
+    let c = config("deepseek-r1-gb200-nvl72-wide-ep.toml");
+    let o = run(&["serve", c.as_str(), "--requests", "64", "--format", "json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let pools = v["deployment"]["pools"].as_array().unwrap();
+    let layout: Vec<_> = pools
+        .iter()
+        .map(|p| (p["plan"]["tp"].as_u64(), p["plan"]["ep"].as_u64()))
+        .collect();
+    assert_eq!(layout, [(Some(4), Some(4)), (Some(64), Some(64))]);
+    assert_eq!(v["runs"][0]["completed"].as_u64(), Some(64));
+    for (set, key) in [
+        (
+            "serving.disaggregated.decode={tp=64,ep=3,instances=1,attention_dp=false}",
+            "`serving.disaggregated.decode.ep`",
+        ),
+        (
+            "serving.disaggregated.prefill={tp=4,ep=0,instances=2}",
+            "`serving.disaggregated.prefill.ep`",
+        ),
+    ] {
+        let o = run(&["serve", c.as_str(), "--set", set]);
+        assert_ne!(o.code, 0, "{set}");
+        assert!(o.stderr.contains(key), "{set}: {}", o.stderr);
+    }
+}
+
 /// Speculative decoding whose draft is timed on the devices: DeepSeek-R1's own MTP module
 /// (one more MoE layer, its embedding and LM head shared) drafting 3 tokens accepted at the
 /// published 0.85 halves TPOT but costs more than a free draft, and takes KV memory; a

@@ -299,6 +299,8 @@ fn disaggregated(s: &ServingSearch, tps: &[u32], sched: &Sched, out: &mut Vec<Ca
         instances,
         max_batch: None,
         max_num_tokens: None,
+        ep: None,
+        attention_dp: None,
     };
     let overhead = s
         .scenario
