@@ -192,6 +192,24 @@ fn moe_expert_layouts_are_walked() {
     ]);
     assert_eq!(r.configurations, 1);
     assert_eq!((r.top[0].ep, r.top[0].attention_dp), (4, false));
+    // Disaggregated: each pool walks its own layouts (3 for the prefill pool x 3 for the
+    // decode pool, one split of 4 + 4 GPUs), beside the 3 aggregated ones.
+    let r = moe(&[
+        "serving_search.disaggregated=true",
+        "serving_search.prefill_tp=[4]",
+        "serving_search.decode_tp=[4]",
+    ]);
+    assert_eq!(r.configurations, 3 + 9);
+    let disagg: Vec<&str> = r
+        .top
+        .iter()
+        .filter(|p| p.disaggregated)
+        .map(|p| p.label.as_str())
+        .collect();
+    assert!(
+        disagg.iter().any(|l| l.contains("tp4 ep4 + 1 x tp4 dep4")),
+        "{disagg:?}"
+    );
     let dense = search(&load(&config(&[])).unwrap()).unwrap();
     assert!(dense.top.iter().all(|p| p.ep == 1 && !p.attention_dp));
 }

@@ -288,19 +288,26 @@ fn aggregated(
     }
 }
 
-/// Disaggregated candidates: for every prefill and decode TP, every split of the budget
-/// into at least one prefill instance and as many decode instances as the rest holds.
+/// Disaggregated candidates: for every prefill and decode TP (and, for a mixture-of-experts
+/// model, every expert layout of each pool), every split of the budget into at least one
+/// prefill instance and as many decode instances as the rest holds.
 fn disaggregated(s: &ServingSearch, tps: &[u32], sched: &Sched, out: &mut Vec<Candidate>) {
     let ptps = s.config.prefill_tp.clone().unwrap_or_else(|| tps.to_vec());
     let dtps = s.config.decode_tp.clone().unwrap_or_else(|| tps.to_vec());
-    let pool = |tp, instances| PoolConfig {
+    let moe = s.scenario.inference.model().moe.is_some();
+    let pool = |tp, instances, (ep, dp): (u32, bool)| PoolConfig {
         tp,
         pp: 1,
         instances,
         max_batch: None,
         max_num_tokens: None,
-        ep: None,
-        attention_dp: None,
+        ep: moe.then_some(ep),
+        attention_dp: moe.then_some(dp),
+    };
+    let name = |(ep, dp): (u32, bool)| match (moe, dp) {
+        (false, _) => String::new(),
+        (true, false) => format!(" ep{ep}"),
+        (true, true) => format!(" dep{ep}"),
     };
     let overhead = s
         .scenario
@@ -309,30 +316,41 @@ fn disaggregated(s: &ServingSearch, tps: &[u32], sched: &Sched, out: &mut Vec<Ca
         .map_or(0.0, |d| d.transfer_overhead_us);
     for &tp_p in &ptps {
         for &tp_d in &dtps {
-            let mut np = 1;
-            while np * tp_p + tp_d <= s.gpus {
-                let nd = (s.gpus - np * tp_p) / tp_d;
-                out.push(Candidate {
-                    cfg: ServingConfig {
-                        disaggregated: Some(DisaggregatedConfig {
-                            prefill: pool(tp_p, np),
-                            decode: pool(tp_d, nd),
-                            transfer_overhead_us: overhead,
-                        }),
-                        ..sched.cfg.clone()
-                    },
-                    point: SearchPoint {
-                        label: format!("disagg {np} x tp{tp_p} + {nd} x tp{tp_d} {}", sched.suffix),
-                        disaggregated: true,
-                        tp: tp_d,
-                        instances: nd,
-                        prefill: Some((np, tp_p)),
-                        gpus: np * tp_p + nd * tp_d,
-                        ..sched.point.clone()
-                    },
-                    below: sched.below,
-                });
-                np += 1;
+            for lp in expert_layouts(s, tp_p) {
+                for ld in expert_layouts(s, tp_d) {
+                    let mut np = 1;
+                    while np * tp_p + tp_d <= s.gpus {
+                        let nd = (s.gpus - np * tp_p) / tp_d;
+                        out.push(Candidate {
+                            cfg: ServingConfig {
+                                disaggregated: Some(DisaggregatedConfig {
+                                    prefill: pool(tp_p, np, lp),
+                                    decode: pool(tp_d, nd, ld),
+                                    transfer_overhead_us: overhead,
+                                }),
+                                ..sched.cfg.clone()
+                            },
+                            point: SearchPoint {
+                                label: format!(
+                                    "disagg {np} x tp{tp_p}{} + {nd} x tp{tp_d}{} {}",
+                                    name(lp),
+                                    name(ld),
+                                    sched.suffix
+                                ),
+                                disaggregated: true,
+                                tp: tp_d,
+                                ep: ld.0,
+                                attention_dp: ld.1,
+                                instances: nd,
+                                prefill: Some((np, tp_p)),
+                                gpus: np * tp_p + nd * tp_d,
+                                ..sched.point.clone()
+                            },
+                            below: sched.below,
+                        });
+                        np += 1;
+                    }
+                }
             }
         }
     }
