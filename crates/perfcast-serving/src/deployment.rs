@@ -59,7 +59,7 @@ pub struct Speculative {
     pub draft_len: u32,
     /// Per-token acceptance probability.
     pub acceptance_rate: f64,
-    /// Drafting step time over a target decode step (`timed` false).
+    /// Drafting step time over a target decode step (`method = "ratio"`).
     pub draft_cost: f64,
     /// How drafts are made: an MTP module or a draft model is timed on the devices,
     /// `ratio` costs `draft_cost` x a target step.
