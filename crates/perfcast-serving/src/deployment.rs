@@ -238,25 +238,23 @@ fn check_sizes(inf: &Inference, d: &Deployment) -> Result<(), ModelError> {
 /// An engine error about a pool's own plan field (`tp`, `pp`, `ep`, `attention_dp`), named as
 /// the disaggregated pool's key that sets it; any other error as it is.
 fn pool_error(d: &Deployment, i: usize, e: ModelError) -> ModelError {
-    match e {
-        ModelError::Invalid { key, value, rule }
-            if d.disaggregated()
-                && key.section == perfcast_core::error::Section::Inference
-                && matches!(&*key.path, "tp" | "pp" | "ep" | "attention_dp") =>
+    let field = match &e {
+        ModelError::Invalid { key, .. }
+            if d.disaggregated() && key.section == perfcast_core::error::Section::Inference =>
         {
-            let field = match &*key.path {
-                "tp" => "tp",
-                "pp" => "pp",
-                "ep" => "ep",
-                _ => "attention_dp",
-            };
-            ModelError::Invalid {
-                key: pool_key(d, i, field),
-                value,
-                rule,
-            }
+            ["tp", "pp", "ep", "attention_dp"]
+                .into_iter()
+                .find(|f| *f == key.path)
         }
-        other => other,
+        _ => None,
+    };
+    match (e, field) {
+        (ModelError::Invalid { value, rule, .. }, Some(field)) => ModelError::Invalid {
+            key: pool_key(d, i, field),
+            value,
+            rule,
+        },
+        (e, _) => e,
     }
 }
 

@@ -121,26 +121,7 @@ mod tests {
     /// Plans the reference implementation refuses: errors naming the key.
     #[test]
     fn refuses_what_dualpipe_cannot_run() {
-        let plan = |pp: u32, vpp: u32, mb: u32| PlanShape {
-            tp: 1,
-            pp,
-            dp: 1,
-            cp: 1,
-            ep: 1,
-            etp: 1,
-            moe_dispatcher: Default::default(),
-            ep_comm_overlap: false,
-            vpp,
-            sp: false,
-            zero_stage: 0,
-            micro_batch: mb,
-            global_batch: 32,
-            tp_comm_overlap: false,
-            overlap_grad_reduce: true,
-            overlap_param_gather: true,
-            fp32_grad_accum: false,
-            cp_comm: Default::default(),
-        };
+        let plan = |pp: u32, vpp: u32, mb: u32| crate::tests::shape(pp, vpp, mb, 32);
         DualPipe.validate(&plan(16, 1, 1)).unwrap();
         for (p, key) in [
             (plan(16, 2, 1), "plan.vpp"),

@@ -371,6 +371,31 @@ mod tests {
     use super::*;
     use perfcast_core::Seconds;
 
+    /// A plan of `pp` stages, `vpp` chunks and `global_batch / micro_batch` micro-batches
+    /// on one data-parallel rank, everything else off.
+    pub(crate) fn shape(pp: u32, vpp: u32, micro_batch: u32, global_batch: u32) -> PlanShape {
+        PlanShape {
+            tp: 1,
+            pp,
+            dp: 1,
+            cp: 1,
+            ep: 1,
+            etp: 1,
+            moe_dispatcher: Default::default(),
+            ep_comm_overlap: false,
+            vpp,
+            sp: false,
+            zero_stage: 0,
+            micro_batch,
+            global_batch,
+            tp_comm_overlap: false,
+            overlap_grad_reduce: true,
+            overlap_param_gather: true,
+            fp32_grad_accum: false,
+            cp_comm: Default::default(),
+        }
+    }
+
     fn input(p: u32, v: u32, m: u32) -> ScheduleInput {
         ScheduleInput {
             stages: p,
@@ -577,26 +602,7 @@ mod tests {
             assert_eq!(f.in_flight(&inp, 0), fl, "p{p} v{v} m{m}");
         }
         // Validation: m a multiple of the round count, whatever p.
-        let plan = |pp: u32, vpp: u32, global_batch: u32| PlanShape {
-            tp: 1,
-            pp,
-            dp: 1,
-            cp: 1,
-            ep: 1,
-            etp: 1,
-            moe_dispatcher: Default::default(),
-            ep_comm_overlap: false,
-            vpp,
-            sp: false,
-            zero_stage: 0,
-            micro_batch: 1,
-            global_batch,
-            tp_comm_overlap: false,
-            overlap_grad_reduce: true,
-            overlap_param_gather: true,
-            fp32_grad_accum: false,
-            cp_comm: Default::default(),
-        };
+        let plan = |pp: u32, vpp: u32, global_batch: u32| shape(pp, vpp, 1, global_batch);
         assert!(f.validate(&plan(4, 2, 10)).is_ok());
         assert!(Interleaved::MEGATRON.validate(&plan(4, 2, 10)).is_err());
         assert!(f.validate(&plan(4, 2, 3)).is_ok());
@@ -616,26 +622,7 @@ mod tests {
         let inp = input(1, 1, 8);
         assert_eq!(OneFOneB.step(&inp).unwrap().p2p.0, 0.0);
         assert!(OneFOneB.step(&input(0, 1, 8)).is_err());
-        let plan = PlanShape {
-            tp: 1,
-            pp: 4,
-            dp: 1,
-            cp: 1,
-            ep: 1,
-            etp: 1,
-            moe_dispatcher: Default::default(),
-            ep_comm_overlap: false,
-            vpp: 2,
-            sp: false,
-            zero_stage: 0,
-            micro_batch: 1,
-            global_batch: 6,
-            tp_comm_overlap: false,
-            overlap_grad_reduce: false,
-            overlap_param_gather: false,
-            fp32_grad_accum: false,
-            cp_comm: Default::default(),
-        };
+        let plan = shape(4, 2, 1, 6);
         for s in [&OneFOneB as &dyn PipelineSchedule, &GPipe] {
             assert!(s
                 .validate(&plan)

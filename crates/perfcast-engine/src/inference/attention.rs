@@ -49,18 +49,13 @@ impl Inference {
             sh.attention_op(batch, q_len, kv_len)
         };
         let op = ComputeOp::Attention(a);
-        let op_bytes = op.min_bytes().0;
-        let mem_scale = if op_bytes > 0.0 {
-            sh.attention_bytes(&a, self.kv_passes(sh, q_len)) / op_bytes
-        } else {
-            1.0
-        };
         let compute = if decode {
             self.vector_time(a.flops().0, sh.base, batch * sh.q_heads * kv_len)
         } else {
             None
         };
-        let t = self.compute_adjusted(&op, pass, Adjust { mem_scale, compute })?;
+        let bytes = sh.attention_bytes(&a, self.kv_passes(sh, q_len));
+        let t = self.compute_adjusted(&op, pass, Adjust::traffic(&op, bytes, compute))?;
         Ok((op, t))
     }
 
@@ -135,20 +130,7 @@ impl Inference {
         let b = batch as f64;
         let bytes = b * kv_len as f64 * d as f64 * sh.kv.bytes()
             + 2.0 * b * (sh.q_heads * q) as f64 * d as f64 * sh.base.bytes();
-        let op_bytes = op.min_bytes().0;
-        let mem_scale = if op_bytes > 0.0 {
-            bytes / op_bytes
-        } else {
-            1.0
-        };
-        let t = self.compute_adjusted(
-            &op,
-            pass,
-            Adjust {
-                mem_scale,
-                compute: None,
-            },
-        )?;
+        let t = self.compute_adjusted(&op, pass, Adjust::traffic(&op, bytes, None))?;
         Ok((op, t))
     }
 

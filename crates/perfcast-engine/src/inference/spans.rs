@@ -195,20 +195,8 @@ impl Inference {
         let mut spanned = a;
         spanned.kv_len = q + w;
         let op = ComputeOp::Attention(a);
-        let op_bytes = op.min_bytes().0;
-        let mem_scale = if op_bytes > 0.0 {
-            sh.attention_bytes(&spanned, 1.0) / op_bytes
-        } else {
-            1.0
-        };
-        let t = self.compute_adjusted(
-            &op,
-            pass,
-            Adjust {
-                mem_scale,
-                compute: None,
-            },
-        )?;
+        let bytes = sh.attention_bytes(&spanned, 1.0);
+        let t = self.compute_adjusted(&op, pass, Adjust::traffic(&op, bytes, None))?;
         Ok((op, t))
     }
 

@@ -480,19 +480,7 @@ impl Inference {
         a.causal = false;
         let truth = sh.attention_op(n, q, prior + q);
         let op = ComputeOp::Attention(a);
-        let op_bytes = op.min_bytes().0;
-        let mem_scale = if op_bytes > 0.0 {
-            sh.attention_bytes(&truth, 1.0) / op_bytes
-        } else {
-            1.0
-        };
-        self.compute_adjusted(
-            &op,
-            pass,
-            Adjust {
-                mem_scale,
-                compute: None,
-            },
-        )
+        let bytes = sh.attention_bytes(&truth, 1.0);
+        self.compute_adjusted(&op, pass, Adjust::traffic(&op, bytes, None))
     }
 }

@@ -91,6 +91,20 @@ pub(super) struct Adjust {
 }
 
 impl Adjust {
+    /// `op` moving `bytes` of device traffic instead of what its shape says (the KV cache in
+    /// its own format, re-reads, positions the op does not list), with an alternative
+    /// `compute` time.
+    pub(super) fn traffic(op: &ComputeOp, bytes: f64, compute: Option<f64>) -> Adjust {
+        let op_bytes = op.min_bytes().0;
+        Adjust {
+            mem_scale: if op_bytes > 0.0 {
+                bytes / op_bytes
+            } else {
+                1.0
+            },
+            compute,
+        }
+    }
     const NONE: Adjust = Adjust {
         mem_scale: 1.0,
         compute: None,
