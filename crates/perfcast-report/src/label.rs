@@ -93,10 +93,17 @@ fn fields(p: &TrainingPlan) -> String {
 }
 
 fn brief(p: &TrainingPlan) -> String {
-    let mut s = format!(
-        "TP{} PP{} DP{} mb{} {} {}",
-        p.tp, p.pp, p.dp, p.micro_batch, p.recompute, p.precision
-    );
+    let mut s = format!("TP{} PP{} DP{}", p.tp, p.pp, p.dp);
+    if p.ep > 1 {
+        s.push_str(&format!(" EP{}", p.ep));
+    }
+    if p.etp > 1 {
+        s.push_str(&format!(" ETP{}", p.etp));
+    }
+    s.push_str(&format!(
+        " mb{} {} {}",
+        p.micro_batch, p.recompute, p.precision
+    ));
     if p.zero_stage > 0 {
         s.push_str(&format!(" Z{}", p.zero_stage));
     }

@@ -39,7 +39,7 @@ pub struct StudyInfo {
 }
 
 /// Every study: the seed paper's, in its order, then perfcast's own.
-pub const STUDIES: [StudyInfo; 6] = [
+pub const STUDIES: [StudyInfo; 7] = [
     StudyInfo {
         name: "memory-vs-recompute",
         title: "Memory per GPU under activation recomputation (Korthikanti models, A100-80GB)",
@@ -63,6 +63,10 @@ pub const STUDIES: [StudyInfo; 6] = [
     StudyInfo {
         name: "topologies",
         title: "Network topologies for one training plan: step time, exposed communication, cost",
+    },
+    StudyInfo {
+        name: "moe-ep-placement",
+        title: "Expert parallelism inside the NVLink domain vs across the scale-out network",
     },
 ];
 
@@ -129,8 +133,8 @@ pub fn docs_page(outputs: &[StudyOutput]) -> String {
         "# Studies\n\n\
 The five studies of the seed paper (Kundu et al. 2024, \"Performance Modeling and Workload Analysis of \
 Distributed LLM Training and Inference\", arXiv:2407.14645), \
-rerun with perfcast's own model, and perfcast's own study of network topologies (Wang et al. 2023's \
-rail-only claim). Each is a config under `configs/studies/` (copy it, change it, pass it \
+rerun with perfcast's own model, and perfcast's own studies of network topologies (Wang et al. 2023's \
+rail-only claim) and of where a mixture-of-experts model's expert-parallel group sits. Each is a config under `configs/studies/` (copy it, change it, pass it \
 with `--config`) and writes `NAME.csv` (every number), `NAME.svg` (the plot) and `NAME.md` (the finding) \
 into `--out DIR` (default `out/studies/NAME`). The findings below are generated from the numbers by the \
 study itself; the files under [`docs/studies/`](studies/) are the committed outputs.\n\n\
@@ -252,6 +256,7 @@ pub fn run(
         "matmul-boundedness" => studies::matmul::run(&ctx),
         "dram-scaling" => studies::dram_scaling::run(&ctx),
         "topologies" => studies::topologies::run(&ctx),
+        "moe-ep-placement" => studies::moe_ep_placement::run(&ctx),
         _ => Err(StudyError::Unknown {
             name: name.to_string(),
             known: names().into_iter().map(String::from).collect(),

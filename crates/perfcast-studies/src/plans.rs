@@ -174,11 +174,11 @@ fn check_lists(ctx: &StudyContext, key: &str, s: &SearchSpace) -> Result<(), Stu
         .precision
         .iter()
         .flatten()
-        .find(|p| !matches!(p, DType::Bf16 | DType::Fp16 | DType::Fp8))
+        .find(|p| !matches!(p, DType::Bf16 | DType::Fp16 | DType::Fp8 | DType::Fp4))
     {
         return Err(ctx.bad(
             &format!("{key}.precision"),
-            format!("`{p}`: the training engine trains in bf16, fp16 or fp8"),
+            format!("`{p}`: the training engine trains in bf16, fp16, fp8 or fp4 (NVFP4)"),
         ));
     }
     if let Some(z) = s.zero_stage.iter().flatten().find(|z| **z > 3) {
@@ -203,6 +203,29 @@ impl StudySearch {
         global_batch: u32,
         precisions: &[DType],
     ) -> Result<Best, StudyError> {
+        self.best_fitting(ctx, key, what, training, global_batch, precisions)?
+            .map_err(|reason| {
+                ctx.bad(
+                    key,
+                    format!(
+                        "{what}: no plan of the search space fits ({reason}); widen the search \
+                         section (tp, pp, recompute) or add GPUs"
+                    ),
+                )
+            })
+    }
+
+    /// As [`StudySearch::best`], with "no plan of the space fits" an answer (`Err(reason)`
+    /// inside `Ok`) rather than an error: for a study whose points may not all fit.
+    pub fn best_fitting(
+        &self,
+        ctx: &StudyContext,
+        key: &str,
+        what: &str,
+        training: &Training,
+        global_batch: u32,
+        precisions: &[DType],
+    ) -> Result<Result<Best, String>, StudyError> {
         let unit = training.system().compute.clone();
         let precision: Vec<DType> = self
             .space
@@ -232,24 +255,19 @@ impl StudySearch {
             max_tp: Some(self.max_tp),
             max_micro_batch: self.max_micro_batch,
         };
-        let r = perfcast_search::best_plans(training, &space, &constraints, 1).map_err(
-            |e| match e {
-                SearchError::Empty { reason } => ctx.bad(
-                    key,
-                    format!(
-                        "{what}: no plan of the search space fits ({reason}); widen the search \
-                         section (tp, pp, recompute) or add GPUs"
-                    ),
-                ),
-                SearchError::Invalid { key: k, message } => {
-                    ctx.bad(&format!("{key}: {k}"), format!("{what}: {message}"))
-                }
-                SearchError::Model { context, source } => {
-                    model_err(format!("{what}: {context}"))(source)
-                }
-                other => ctx.bad(key, format!("{what}: {other}")),
-            },
-        )?;
+        let r = match perfcast_search::best_plans(training, &space, &constraints, 1) {
+            Err(SearchError::Empty { reason }) => return Ok(Err(reason)),
+            r => r,
+        };
+        let r = r.map_err(|e| match e {
+            SearchError::Invalid { key: k, message } => {
+                ctx.bad(&format!("{key}: {k}"), format!("{what}: {message}"))
+            }
+            SearchError::Model { context, source } => {
+                model_err(format!("{what}: {context}"))(source)
+            }
+            other => ctx.bad(key, format!("{what}: {other}")),
+        })?;
         let s = &r.summary;
         let valid = s.enumerated - s.pruned_invalid;
         let fit = valid - s.pruned_memory;
@@ -258,12 +276,12 @@ impl StudySearch {
             .into_iter()
             .next()
             .ok_or_else(|| ctx.bad(key, format!("{what}: the search returned no plan")))?;
-        Ok(Best {
+        Ok(Ok(Best {
             plan: best.plan,
             report: best.report,
             valid,
             fit,
-        })
+        }))
     }
 }
 
@@ -294,7 +312,7 @@ mod tests {
                 Some("search.recompute"),
             ),
             (
-                |s| s.precision = Some(vec![DType::Fp4]),
+                |s| s.precision = Some(vec![DType::Int8]),
                 Some("search.precision"),
             ),
             (|s| s.zero_stage = Some(vec![4]), Some("search.zero_stage")),

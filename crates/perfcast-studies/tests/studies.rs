@@ -1,13 +1,16 @@
 //! Study invariants (not exact figures): every study runs and writes its three files; the
 //! Shapley factors multiply to the speed-up; memory components sum to the total; time shares
-//! sum to the time; more bandwidth never makes anything slower; bad input gives errors that
-//! name the file, the key and what is allowed.
+//! sum to the time; more bandwidth never makes anything slower; an expert-parallel group
+//! inside the NVLink domain exposes less all-to-all than one across it; bad input gives errors
+//! that name the file, the key and what is allowed.
 
 // A test, bench or example target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use perfcast_studies::common::StudyContext;
-use perfcast_studies::studies::{a100_to_b200, dram_scaling, memory_recompute, technology_nodes};
+use perfcast_studies::studies::{
+    a100_to_b200, dram_scaling, memory_recompute, moe_ep_placement, technology_nodes,
+};
 use perfcast_studies::{info, run, StudyError};
 
 /// The repository's `configs/studies` (the shipped configs the binary embeds through
@@ -450,4 +453,145 @@ fn built_in_configs_are_the_shipped_files_and_name_presets() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("preset:NAME") && e.contains("(built-in)"), "{e}");
+}
+
+/// A job's own `[jobs.search]` replaces the study's `[search]` for that job: a
+/// mixture-of-experts job walks its expert layouts and fp4 without widening the dense grid.
+#[test]
+fn a_job_searches_its_own_space() {
+    let dir = temp_dir("job-search");
+    let base = configs_dir();
+    let text = format!(
+        "{head}
+[[jobs]]
+label = \"Mixtral 8x7B, 288 GPUs\"
+model = \"{b}/../models/mixtral-8x7b.toml\"
+gpus = 288
+global_batch = 288
+baseline = \"{b}/../systems/dgx-a100.toml\"
+target = \"{b}/../systems/gb200-nvl72.toml\"
+
+[jobs.search]
+tp = [1, 2]
+pp = [4]
+micro_batch = [1]
+recompute = [\"full\"]
+precision = [\"bf16\", \"fp8\", \"fp4\"]
+zero_stage = [1]
+ep = [8]
+etp = [1]
+
+[search]
+tp = [8]
+pp = [8]
+",
+        head = shipped("a100-to-b200").split("[[jobs]]").next().unwrap(),
+        b = base.display()
+    );
+    let (jobs, _) = a100_to_b200::evaluate(&ctx("a100-to-b200", &dir, &text)).unwrap();
+    let j = &jobs[0];
+    for p in &j.plans {
+        assert_eq!((p.ep, p.pp, p.recompute.as_str()), (8, 4, "full"));
+    }
+    // The A100 computes none of the narrow formats; with Blackwell's matrix engine and the
+    // precision factor on, fp4 is among what the search may pick.
+    assert_eq!(j.baseline.plan.precision, perfcast_core::DType::Bf16);
+    assert!(j.total > 1.0);
+    // A bad value in the job's own search names it.
+    let bad = text.replacen("recompute = [\"full\"]", "recompute = [\"most\"]", 1);
+    let e = a100_to_b200::evaluate(&ctx("a100-to-b200", &dir, &bad))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("jobs[0].search.recompute") && e.contains("most"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_ep_group_inside_the_nvlink_domain_exposes_less_all_to_all() {
+    let r = moe_ep_placement::evaluate(&ctx(
+        "moe-ep-placement",
+        &configs_dir(),
+        &shipped("moe-ep-placement"),
+    ))
+    .unwrap();
+    let mut systems: Vec<&str> = r.points.iter().map(|p| p.system.as_str()).collect();
+    systems.dedup();
+    assert_eq!(systems, ["DGX H100", "DGX B200", "GB200 NVL72"]);
+    for s in &systems {
+        let mine: Vec<_> = r.points.iter().filter(|p| p.system == *s).collect();
+        let ep_comm = |inside: bool| -> Vec<f64> {
+            mine.iter()
+                .filter(|p| p.best.is_ok() && p.inside() == inside)
+                .map(|p| p.best.as_ref().unwrap().report.breakdown.ep_comm.0)
+                .collect()
+        };
+        let (inside, across) = (ep_comm(true), ep_comm(false));
+        assert!(!inside.is_empty() && !across.is_empty(), "{s}");
+        let worst_inside = inside.iter().fold(0.0, |a: f64, b| a.max(*b));
+        let best_across = across.iter().fold(f64::INFINITY, |a: f64, b| a.min(*b));
+        assert!(worst_inside < best_across, "{s}: {inside:?} vs {across:?}");
+        for p in &mine {
+            if let Ok(b) = &p.best {
+                // Each point's plan is at its own EP degree, an expert whole per GPU.
+                assert_eq!((b.plan.ep, b.plan.etp), (p.ep, 1));
+                let (in_domain, domains) = p.span().unwrap();
+                assert!(in_domain <= p.domain as u64 && in_domain * domains >= p.ep as u64);
+                // A group larger than the domain cannot be inside it.
+                assert!(p.ep <= p.domain || !p.inside(), "{s} EP {}", p.ep);
+            }
+        }
+    }
+    // The 72-GPU domain holds EP groups the 8-GPU ones cannot.
+    assert!(r
+        .points
+        .iter()
+        .any(|p| p.system == "GB200 NVL72" && p.ep > 8 && p.inside()));
+}
+
+#[test]
+fn bad_moe_ep_placement_configs_name_the_key() {
+    let dir = temp_dir("bad-ep");
+    let good = shipped("moe-ep-placement");
+    let table: Vec<(String, Vec<&str>)> = vec![
+        (
+            good.replacen("models/deepseek-v3.toml", "models/gpt3-175b.toml", 1),
+            vec!["`model`", "dense"],
+        ),
+        (
+            good.replacen("ep = [8, 16, 32, 64, 128]", "ep = [8, 12]", 1),
+            vec!["`ep`", "12", "divide"],
+        ),
+        (
+            good.replacen("ep = [8, 16, 32, 64, 128]", "ep = []", 1),
+            vec!["`ep`", "one or more"],
+        ),
+        (
+            good.replacen("zero_stage = [1]", "zero_stage = [1]\nep = [8]", 1),
+            vec!["search.ep", "set by the study"],
+        ),
+        (
+            good.replacen("dgx-b200.toml", "dgx-b300.toml", 1),
+            vec!["systems[1].system", "dgx-b300.toml"],
+        ),
+    ];
+    for (text, want) in table {
+        let p = write_config(&dir, "moe-ep-placement", &text);
+        let e = run(
+            "moe-ep-placement",
+            Some(&p),
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(&p.display().to_string()), "file not named: {e}");
+        for w in want {
+            assert!(e.contains(w), "`{w}` missing in: {e}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
