@@ -2,6 +2,7 @@
 //! passes before anything is worked out.
 
 use super::components::{TrainingComponents, TrainingOptions};
+use super::modules::RecomputeModules;
 use super::plan::{EngineParams, TrainingPlan};
 use super::Training;
 use crate::network::Network;
@@ -131,6 +132,39 @@ impl Training {
         })
     }
 
+    /// The modules of `plan.recompute_modules` exist in the model.
+    fn check_modules(&self, m: RecomputeModules) -> Result<(), ModelError> {
+        let model = &self.model;
+        let missing = [
+            (
+                RecomputeModules::MLA_UP_PROJ,
+                model.mla.is_none(),
+                "mla_up_proj needs latent attention (model.attention = \"mla\")",
+            ),
+            (
+                RecomputeModules::MOE_ACT,
+                model.moe.is_none(),
+                "moe_act needs a mixture-of-experts model ([model.moe])",
+            ),
+            (
+                RecomputeModules::SHARED_EXPERTS,
+                model.moe.is_none_or(|x| x.shared_experts == 0),
+                "shared_experts needs an MoE model with shared experts (model.moe.shared_experts)",
+            ),
+        ];
+        match missing
+            .iter()
+            .find(|(bit, absent, _)| *absent && m.contains(*bit))
+        {
+            Some((_, _, why)) => Err(ModelError::invalid(
+                Key::plan("recompute_modules"),
+                m.names().join(", "),
+                *why,
+            )),
+            None => Ok(()),
+        }
+    }
+
     pub(super) fn check_plan(&self, plan: &TrainingPlan) -> Result<(), ModelError> {
         positive(Key::plan("tp"), plan.tp)?;
         positive(Key::plan("pp"), plan.pp)?;
@@ -141,6 +175,9 @@ impl Training {
         positive(Key::plan("micro_batch"), plan.micro_batch)?;
         positive(Key::plan("global_batch"), plan.global_batch)?;
         positive(Key::plan("etp"), plan.etp)?;
+        if let Some(m) = plan.recompute_modules {
+            self.check_modules(m)?;
+        }
         if plan.ep > 1 || plan.etp > 1 {
             let key = if plan.ep > 1 { "ep" } else { "etp" };
             let v = plan.ep.max(plan.etp);

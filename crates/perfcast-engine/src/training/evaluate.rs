@@ -80,7 +80,13 @@ impl Training {
             recomputed_layers(plan.pp, [&rp_first, &rp_mid, &rp_last])
         };
         let lf = m.layers as f64;
-        let fl = flops::step_flops(m, plan.global_batch as f64, full / lf, attn / lf);
+        let fl = flops::step_flops_with(
+            m,
+            plan.global_batch as f64,
+            full / lf,
+            attn / lf,
+            plan.recompute_modules,
+        );
         let peak_rate = self
             .system
             .compute

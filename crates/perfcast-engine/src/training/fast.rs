@@ -29,6 +29,8 @@ struct LayerKey {
     gemm: DType,
     act: DType,
     flags: u8,
+    /// Module-level selective recompute (`RecomputeModules` bits; 0: none).
+    modules: u8,
 }
 
 fn layer_key(ls: &shape::LayerShape, moe: Option<&moe::MoePrep>) -> LayerKey {
@@ -57,6 +59,7 @@ fn layer_key(ls: &shape::LayerShape, moe: Option<&moe::MoePrep>) -> LayerKey {
         gemm: ls.gemm_dtype,
         act: ls.act_dtype,
         flags: (ls.fp32_grads as u8) | (ls.dropout as u8) << 1 | attention << 2,
+        modules: ls.modules.map_or(0, |m| m.0),
     }
 }
 

@@ -8,6 +8,7 @@
 //!   recomputed layer (`2·P_layer + 2·s·heads·(d_qk + d_v)`), selective the forward attention
 //!   core (`2·s·heads·(d_qk + d_v)`); the logit layer is never recomputed.
 
+use super::modules::RecomputeModules;
 use perfcast_core::workload::ModelSpec;
 
 /// FLOPs of one step.
@@ -23,6 +24,32 @@ pub fn attention_fwd_per_token(m: &ModelSpec) -> f64 {
         return 2.0 * m.seq_len as f64 * m.heads as f64 * (m.qk_head_dim() + m.v_head_dim()) as f64;
     }
     2.0 * m.seq_len as f64 * m.heads as f64 * 2.0 * m.head_dim() as f64
+}
+
+/// Forward FLOPs per token per layer that `selective` recompute reruns, the mean over the
+/// layers: the attention core, or with module recompute (`modules`) the modules' GEMMs:
+/// `core_attn` the attention term, `mla_up_proj` the query and key/value up-projections,
+/// `mlp` the dense layers' MLP, `shared_experts` the MoE layers' shared experts (norms and
+/// activations are not matmuls).
+pub fn selective_fwd_per_token(m: &ModelSpec, modules: Option<RecomputeModules>) -> f64 {
+    let attn = attention_fwd_per_token(m);
+    let Some(r) = modules else { return attn };
+    let pick = |module, flops: f64| if r.contains(module) { flops } else { 0.0 };
+    let layers = m.layers.max(1) as f64;
+    let up = m.mla.map_or(0.0, |l| {
+        let heads = m.heads as f64;
+        let q = l.q_lora_rank as f64 * heads * (l.qk_nope_head_dim + l.qk_rope_head_dim) as f64;
+        2.0 * (q + l.kv_lora_rank as f64 * heads * (l.qk_nope_head_dim + l.v_head_dim) as f64)
+    });
+    let mlp = 2.0 * m.mlp_weights() as f64 * m.dense_layers() as f64 / layers;
+    let shared = m.moe.map_or(0.0, |x| {
+        let w = x.shared_experts * m.ffn_act.matrices() * m.hidden * x.shared_ffn_hidden();
+        2.0 * w as f64 * m.moe_layers() as f64 / layers
+    });
+    pick(RecomputeModules::CORE_ATTN, attn)
+        + pick(RecomputeModules::MLA_UP_PROJ, up)
+        + pick(RecomputeModules::MLP, mlp)
+        + pick(RecomputeModules::SHARED_EXPERTS, shared)
 }
 
 /// Matmul weights one token passes through in one layer (an MoE model's: the mean over its
@@ -43,6 +70,18 @@ pub fn step_flops(
     full_fraction: f64,
     attention_fraction: f64,
 ) -> StepFlops {
+    step_flops_with(m, sequences, full_fraction, attention_fraction, None)
+}
+
+/// [`step_flops`] with `selective_fraction` of the layers rerunning what `selective` reruns
+/// under `modules` ([`selective_fwd_per_token`]).
+pub fn step_flops_with(
+    m: &ModelSpec,
+    sequences: f64,
+    full_fraction: f64,
+    selective_fraction: f64,
+    modules: Option<RecomputeModules>,
+) -> StepFlops {
     let tokens = sequences * m.seq_len as f64;
     let l = m.layers as f64;
     let attn = attention_fwd_per_token(m);
@@ -55,7 +94,8 @@ pub fn step_flops(
         model += tokens * m.mtp_layers as f64 * (6.0 * module + 3.0 * attn);
     }
     let layer_fwd = 2.0 * layer_matmul_params(m) + attn;
-    let extra = tokens * l * (full_fraction * layer_fwd + attention_fraction * attn);
+    let rerun = selective_fwd_per_token(m, modules);
+    let extra = tokens * l * (full_fraction * layer_fwd + selective_fraction * rerun);
     StepFlops {
         model,
         hardware: model + extra,

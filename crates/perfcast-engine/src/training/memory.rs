@@ -12,6 +12,8 @@ use perfcast_core::{Bytes, ModelError, Seconds};
 use perfcast_core::parallel::LayerActivations;
 use perfcast_core::AttentionKind;
 
+use super::modules::RecomputeModules;
+
 /// Shape of one layer's activations on one device.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ActivationShape {
@@ -34,10 +36,15 @@ pub struct ActivationShape {
     pub cp: f64,
     /// Bytes per activation element (2 for 16-bit).
     pub elem: f64,
+    /// Bytes per element of the GEMM inputs kept for the weight gradient: `elem`, or the
+    /// recipe's format with its scales (`EngineParams::fp8_saved_inputs`).
+    pub gemm_in: f64,
     pub dropout: bool,
     pub attention: AttentionKind,
     /// Latent attention's widths (`None`: QKV of `heads`/`kv_heads` x `head_dim`).
     pub mla: Option<super::shape::MlaShape>,
+    /// Module-level selective recompute (`None`: `selective` drops the attention core).
+    pub modules: Option<RecomputeModules>,
 }
 
 impl ActivationShape {
@@ -53,6 +60,12 @@ impl ActivationShape {
     ///   FlashAttention keeps only the fp32 log-sum-exp, `4·sab/t`;
     /// * MLP: input (LN-2 output) `e·sbh/sp`; up-projection outputs `(m-1)·e·sbf/t`;
     ///   activation output `e·sbf/t`; dropout mask `sbh/sp`.
+    ///
+    /// With module recompute (`modules`), `attention_core` is what the modules rerun (the
+    /// attention core, the norms' outputs, MLA's up-projected queries, keys and values, the
+    /// MLP's internals) and `other` the rest: `selective` drops the former. The GEMM inputs the
+    /// weight gradients read (the norms' outputs, the output projection's input, MLA's
+    /// latents, the down-projection's input) take `gemm_in` bytes per element.
     pub fn layer(&self) -> LayerActivations {
         let e = self.elem;
         let t = self.tp.max(1.0);
@@ -65,29 +78,33 @@ impl ActivationShape {
         let d = self.head_dim;
         let mask = if self.dropout { 1.0 } else { 0.0 };
 
+        // GEMM inputs kept narrower than `e` (`gemm_in`): what each term saves per element.
+        let narrow = e - self.gemm_in;
         let input = e * sbh / sp;
         let ln2_in = e * sbh / sp;
-        let attn_linear = match &self.mla {
-            None => {
-                e * sbh / sp
-                    + e * tok * (a_dev + kv_dev) * d
+        // The norms' outputs: the QKV (or latent down-projections') input and the MLP's.
+        let norm_outputs = 2.0 * e * sbh / sp - narrow * 2.0 * sbh / sp;
+        let (attn_linear, up_proj) = match &self.mla {
+            None => (
+                e * tok * (a_dev + kv_dev) * d
                     + e * tok * kv_dev * d
                     + e * tok * a_dev * d
                     + mask * sbh / sp
-            }
-            // MLA: the input, the normed query latent, the query, the key/value latent with
-            // the rotary key, the up-projected keys (no-rope part) and values, the keys with
-            // their rotary part, the output projection's input.
+                    - narrow * tok * a_dev * d,
+                0.0,
+            ),
+            // MLA: the normed query latent, the key/value latent with the rotary key, the
+            // output projection's input (GEMM inputs but the rotary key); rebuilt from the
+            // latents (the up-projections): the query, the up-projected keys (no-rope part)
+            // and values, the keys with their rotary part.
             Some(l) => {
                 let (q_lat, kv_lat) = (l.q_rank as f64, (l.kv_rank + l.rope) as f64);
                 let (qk, nope, v) = ((l.nope + l.rope) as f64, l.nope as f64, l.v as f64);
-                e * sbh / sp
-                    + e * tok * (q_lat + a_dev * qk)
-                    + e * tok * kv_lat
-                    + e * tok * a_dev * (nope + v)
-                    + e * tok * a_dev * qk
-                    + e * tok * a_dev * v
-                    + mask * sbh / sp
+                (
+                    e * tok * (q_lat + kv_lat + a_dev * v) + mask * sbh / sp
+                        - narrow * tok * (q_lat + l.kv_rank as f64 + a_dev * v),
+                    e * tok * a_dev * (2.0 * qk + nope + v),
+                )
             }
         };
         // Keys/values span the whole sequence under context parallelism.
@@ -100,14 +117,27 @@ impl ActivationShape {
             e * scores
         };
         let f_dev = self.ffn_hidden / t;
-        let mlp = e * sbh / sp
-            + (self.ffn_matrices - 1.0) * e * tok * f_dev
-            + e * tok * f_dev
-            + mask * sbh / sp;
+        // The up-projections' outputs, the activation's output (the down-projection's input).
+        let mlp = (self.ffn_matrices - 1.0) * e * tok * f_dev + e * tok * f_dev + mask * sbh / sp
+            - narrow * tok * f_dev;
+        let rest = ln2_in + norm_outputs + attn_linear + up_proj + mlp;
+        let Some(m) = self.modules else {
+            return LayerActivations {
+                input: Bytes(input),
+                attention_core: Bytes(core),
+                other: Bytes(rest),
+            };
+        };
+        // Module recompute: what the modules rerun is what `selective` drops.
+        let pick = |module, bytes: f64| if m.contains(module) { bytes } else { 0.0 };
+        let dropped = pick(RecomputeModules::LAYERNORM, norm_outputs)
+            + pick(RecomputeModules::MLA_UP_PROJ, up_proj)
+            + pick(RecomputeModules::MLP, mlp);
+        let core_dropped = pick(RecomputeModules::CORE_ATTN, core);
         LayerActivations {
             input: Bytes(input),
-            attention_core: Bytes(core),
-            other: Bytes(ln2_in + attn_linear + mlp),
+            attention_core: Bytes(core_dropped + dropped),
+            other: Bytes(rest - dropped + (core - core_dropped)),
         }
     }
 
@@ -376,9 +406,11 @@ mod tests {
             pointwise: if sp { t } else { 1.0 },
             cp: 1.0,
             elem: 2.0,
+            gemm_in: 2.0,
             dropout: true,
             attention: AttentionKind::Plain,
             mla: None,
+            modules: None,
         }
     }
 

@@ -18,6 +18,7 @@ mod evaluate;
 pub mod fast;
 pub mod flops;
 pub mod memory;
+pub mod modules;
 pub mod moe;
 pub mod ops;
 pub mod ops_moe;
@@ -31,6 +32,7 @@ mod time;
 pub mod timer;
 
 pub use fast::{LayerCache, PlanGroup};
+pub use modules::RecomputeModules;
 pub use placement::{MeshAxis, Placement};
 pub use plan::{EngineParams, TrainingPlan};
 pub use recipe::{CastCosts, Fp8Recipe};
@@ -86,5 +88,7 @@ impl Training {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_modules;
 #[cfg(test)]
 mod tests_moe;

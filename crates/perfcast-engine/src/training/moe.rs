@@ -13,6 +13,7 @@
 //! 1.6% for DeepSeek-V3's 4096 tokens x 8 on EP 64, large for decode-sized batches. A
 //! capacity factor caps it (tokens beyond an expert's capacity are dropped).
 
+use super::modules::RecomputeModules;
 use super::ops::PassTimes;
 use super::plan::TrainingPlan;
 use super::prepare::StageParams;
@@ -168,10 +169,24 @@ impl Training {
         let mat = m.ffn_act.matrices() as f64;
         let tok = ls.tokens_total() as f64;
         let sf = shared.div_ceil(tp) as f64;
+        // GEMM inputs kept narrower (`gemm_in`): the routed rows entering the experts, the
+        // experts' and the shared experts' down-projection inputs.
+        let narrow = e - act_shape.gemm_in;
+        let routed_act = e * r * f_dev - narrow * r * f_dev;
+        let shared_bytes = e * tok * mat * sf - narrow * tok * sf;
         let block =
-            4.0 * (t * spec.experts) as f64 + e * r * (2.0 * h + mat * f_dev) + e * tok * mat * sf;
+            4.0 * (t * spec.experts) as f64 + e * r * (2.0 * h + mat * f_dev) + shared_bytes
+                - narrow * r * (h + f_dev);
+        // Module recompute drops the routed experts' activation outputs (`moe_act`) and the
+        // shared experts' internals (`shared_experts`) with what `selective` drops.
+        let dropped = act_shape.modules.map_or(0.0, |m| {
+            let pick = |module, bytes: f64| if m.contains(module) { bytes } else { 0.0 };
+            pick(RecomputeModules::MOE_ACT, routed_act)
+                + pick(RecomputeModules::SHARED_EXPERTS, shared_bytes)
+        });
         let act = LayerActivations {
-            other: Bytes(base.other.0 + block),
+            other: Bytes(base.other.0 + block - dropped),
+            attention_core: Bytes(base.attention_core.0 + dropped),
             ..base
         };
         let expert_layer_params = local as f64 * m.expert_params() as f64 / etp as f64;

@@ -256,7 +256,7 @@ impl LayerShape {
     }
 
     /// Elements the rotary embedding rotates: the queries' and keys' rotary parts.
-    fn rope_elements(&self) -> u64 {
+    pub(super) fn rope_elements(&self) -> u64 {
         let t = self.tokens();
         match &self.mla {
             None => t * (self.a_dev + self.kv_dev) * self.d,
@@ -377,7 +377,7 @@ impl LayerShape {
     /// The layer's matmuls in the order a per-op SAC policy counts them (torchtitan's Llama:
     /// `wq`, `wk`, `wv`, `wo`, `w1`, `w3`, `w2`; GPT: `q`, `k`, `v`, `o`, `fc1`, `fc2`), each as
     /// (which of [`Self::gemms`] computes it, its share of that GEMM's work).
-    fn matmuls(&self) -> ([(usize, f64); 7], usize) {
+    pub(super) fn matmuls(&self) -> ([(usize, f64); 7], usize) {
         let qkv = (self.a_dev + 2 * self.kv_dev) as f64;
         let (q, kv) = (self.a_dev as f64 / qkv, self.kv_dev as f64 / qkv);
         let attn = [(0, q), (0, kv), (0, kv), (1, 1.0)];
@@ -445,7 +445,7 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
     timer.part.set("layer forward");
     let mut f = ClassTimes::default();
     let (mut gemm_f, gemm_t, attn_f) = p.forward(&mut f)?;
-    let selective = p.selective(f, &gemm_t, attn_f);
+    let selective = p.selective(f, &gemm_t, attn_f)?;
     // The MoE block after what selective recompute reruns: neither the attention core nor
     // per-op SAC (which saves the expert GEMMs' outputs) reruns it.
     let block_f = super::ops_moe::moe_block(timer, x, &mut f, false)?;
@@ -478,40 +478,30 @@ pub fn layer(timer: &Timer, x: &LayerShape) -> Result<LayerTimes, ModelError> {
 
 /// One layer's dense op program (everything but the MoE block), with what its forward and
 /// backward passes share.
-struct LayerProgram<'a> {
-    timer: &'a Timer<'a>,
-    x: &'a LayerShape,
+pub(super) struct LayerProgram<'a> {
+    pub(super) timer: &'a Timer<'a>,
+    pub(super) x: &'a LayerShape,
     /// The layer's GEMMs `(m, n, k)`, and which of them take their input from a norm.
-    gemms: &'a [(u64, u64, u64)],
-    norm_fed: u8,
-    tok: u64,
+    pub(super) gemms: &'a [(u64, u64, u64)],
+    pub(super) norm_fed: u8,
+    pub(super) tok: u64,
     /// Elements of one pointwise op over the (sequence-parallel) activations.
-    pwe: u64,
-    norm: Pointwise,
-    act: Pointwise,
-    rope: Pointwise,
-    bda: Pointwise,
-    bda_kind: VectorOpKind,
-    act_el: u64,
+    pub(super) pwe: u64,
+    pub(super) norm: Pointwise,
+    pub(super) act: Pointwise,
+    pub(super) rope: Pointwise,
+    pub(super) bda: Pointwise,
+    pub(super) bda_kind: VectorOpKind,
+    pub(super) act_el: u64,
 }
 
 impl LayerProgram<'_> {
     /// The forward pass: its GEMM time, each GEMM's time and the attention core's.
     fn forward(&self, f: &mut ClassTimes) -> Result<(f64, [f64; 7], f64), ModelError> {
         let (timer, x) = (self.timer, self.x);
-        let (norm, act, rope, bda) = (self.norm, self.act, self.rope, self.bda);
-        // Norm-fed GEMMs (QKV and the MLP's first) take their fp8 input from the norm when the
-        // stack fuses the cast into it (one more byte written by the norm).
+        let (rope, bda) = (self.rope, self.bda);
         let fused_cast = x.cast.is_some() && x.fused.fp8_cast;
-        let norm_extra = if fused_cast { 1.0 } else { 0.0 };
-        let norm_f = x.pointwise_op(
-            VectorOpKind::Norm,
-            self.pwe,
-            x.norm_flops(),
-            norm.fwd + norm_extra,
-            norm.fwd_kernels,
-        );
-        timer.add(f, norm_f, 2.0)?;
+        timer.add(f, self.norm_fwd(), 2.0)?;
         let bda_f = x.pointwise_op(self.bda_kind, self.pwe, 2.0, bda.fwd, bda.fwd_kernels);
         timer.add(f, bda_f, 2.0)?;
         let mut gemm_f = 0.0;
@@ -529,10 +519,7 @@ impl LayerProgram<'_> {
                 timer.add(f, w, 1.0)?;
             }
         }
-        if let Some(l) = &x.mla {
-            // The latents' RMSNorms.
-            let el = self.tok * (l.q_rank + l.kv_rank);
-            let op = x.pointwise_op(VectorOpKind::Norm, el, 3.0, norm.fwd, norm.fwd_kernels);
+        if let Some(op) = self.latent_norms_fwd() {
             timer.add(f, op, 1.0)?;
         }
         if x.rope {
@@ -540,48 +527,48 @@ impl LayerProgram<'_> {
             let op = x.pointwise_op(VectorOpKind::Rope, el, 6.0, rope.fwd, rope.fwd_kernels);
             timer.add(f, op, 1.0)?;
         }
-        let act_f = x.pointwise_op(
-            VectorOpKind::Activation,
-            self.act_el,
-            8.0,
-            act.fwd,
-            act.fwd_kernels,
-        );
-        timer.add(f, act_f, 1.0)?;
+        timer.add(f, self.act_fwd(), 1.0)?;
         let attn_f = x.attention(timer, f, false)?;
         Ok((gemm_f, gemm_t, attn_f))
     }
 
-    /// What selective recompute reruns of the forward `f`.
-    fn selective(&self, f: ClassTimes, gemm_t: &[f64; 7], attn_f: f64) -> ClassTimes {
+    /// The forward of one of the two norms. Norm-fed GEMMs (QKV and the MLP's first) take
+    /// their fp8 input from the norm when the stack fuses the cast into it (one more byte
+    /// written by the norm).
+    pub(super) fn norm_fwd(&self) -> ComputeOp {
         let x = self.x;
-        let mut selective = ClassTimes::default();
-        if !x.op_sac {
-            selective.0[OpClass::Attention as usize] = attn_f;
-            return selective;
-        }
-        selective = f;
-        selective.0[OpClass::Attention as usize] -= attn_f;
-        if x.mla.is_none() && x.moe.is_none() {
-            let (mms, n) = x.matmuls();
-            for (j, (g, share)) in mms[..n].iter().enumerate() {
-                if j % 2 == 0 {
-                    selective.0[OpClass::Gemm as usize] -= gemm_t[*g] * share;
-                }
-            }
-        } else {
-            // Latent attention's projections and an MoE layer's attention GEMMs, one matmul
-            // each, counted in program order: every second one is saved.
-            for (j, t) in gemm_t[..self.gemms.len()].iter().enumerate() {
-                if j % 2 == 0 {
-                    selective.0[OpClass::Gemm as usize] -= t;
-                }
-            }
-        }
-        for v in selective.0.iter_mut() {
-            *v = v.max(0.0);
-        }
-        selective
+        let fused_cast = x.cast.is_some() && x.fused.fp8_cast;
+        let extra = if fused_cast { 1.0 } else { 0.0 };
+        x.pointwise_op(
+            VectorOpKind::Norm,
+            self.pwe,
+            x.norm_flops(),
+            self.norm.fwd + extra,
+            self.norm.fwd_kernels,
+        )
+    }
+
+    /// The forward of latent attention's RMSNorms of its latents.
+    pub(super) fn latent_norms_fwd(&self) -> Option<ComputeOp> {
+        let l = self.x.mla.as_ref()?;
+        let el = self.tok * (l.q_rank + l.kv_rank);
+        let n = self.norm;
+        Some(
+            self.x
+                .pointwise_op(VectorOpKind::Norm, el, 3.0, n.fwd, n.fwd_kernels),
+        )
+    }
+
+    /// The forward of the dense MLP's activation.
+    pub(super) fn act_fwd(&self) -> ComputeOp {
+        let a = self.act;
+        self.x.pointwise_op(
+            VectorOpKind::Activation,
+            self.act_el,
+            8.0,
+            a.fwd,
+            a.fwd_kernels,
+        )
     }
 
     /// The backward pass: its GEMM time and the attention core's.

@@ -14,6 +14,7 @@
 //! expert's own rows). Token dispatch and combine themselves are collectives of the `expert`
 //! strategy. With FP8, each expert GEMM input is cast as the dense GEMMs' are.
 
+use super::modules::RecomputeModules;
 use super::shape::{LayerShape, MoeShape};
 use super::timer::{ClassTimes, OpClass, Timer};
 use perfcast_core::op::{ComputeOp, Gemm, VectorOpKind};
@@ -47,6 +48,30 @@ pub fn moe_block(
     b.experts(acc, &mut bt)?;
     b.shared_experts(acc, &mut bt)?;
     Ok(bt)
+}
+
+/// What module recompute reruns of the MoE block's forward (`moe_act`: the routed experts'
+/// activation; `shared_experts`: the shared experts' MLP), booked into `acc`.
+pub fn rerun(
+    timer: &Timer,
+    x: &LayerShape,
+    modules: RecomputeModules,
+    acc: &mut ClassTimes,
+) -> Result<(), ModelError> {
+    let Some(m) = &x.moe else { return Ok(()) };
+    let b = Block {
+        timer,
+        x,
+        m,
+        backward: false,
+    };
+    if modules.contains(RecomputeModules::MOE_ACT) {
+        b.activation(acc, m.routed * m.f_dev)?;
+    }
+    if modules.contains(RecomputeModules::SHARED_EXPERTS) {
+        b.shared_experts(acc, &mut BlockTime::default())?;
+    }
+    Ok(())
 }
 
 /// One MoE block's op program on one rank, forward or backward. Its parts add into one

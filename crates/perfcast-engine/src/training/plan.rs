@@ -86,6 +86,11 @@ pub struct TrainingPlan {
     /// With `full`: only this many layers per pipeline stage are recomputed.
     #[serde(default)]
     pub recompute_layers: Option<u32>,
+    /// With `selective`: the modules rerun in the backward (Megatron-Core
+    /// `--recompute-modules`: `core_attn`, `layernorm`, `mla_up_proj`, `mlp`, `moe_act`,
+    /// `shared_experts`; [`super::modules`]). Default: the stack's `selective`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recompute_modules: Option<super::modules::RecomputeModules>,
     /// Pipeline schedule (registry name): `1f1b`, `gpipe`, `interleaved-1f1b`.
     /// Default: `interleaved-1f1b` when `vpp > 1`, else `1f1b`.
     #[serde(default)]
@@ -143,6 +148,7 @@ impl Default for TrainingPlan {
             global_batch: 1,
             recompute: d_recompute(),
             recompute_layers: None,
+            recompute_modules: None,
             schedule: None,
             precision: d_precision(),
             fp8_recipe: None,
@@ -250,6 +256,13 @@ pub struct EngineParams {
     /// tensor. Default false.
     #[serde(default)]
     pub fp8_param_gather: bool,
+    /// Under a low-precision recipe, the GEMM inputs the weight gradient needs are kept in
+    /// the recipe's format (Transformer Engine's `Linear` saves its quantised input;
+    /// DeepSeek-V3 §3.3.1: "the FP8 Wgrad GEMM allows activations to be stored in FP8 for use
+    /// in the backward pass") instead of 16 bits (torchao's float8 saves the high-precision
+    /// input and casts again). Default false.
+    #[serde(default)]
+    pub fp8_saved_inputs: bool,
     /// What `plan.recompute = "selective"` saves and reruns. Default `attention_core`.
     #[serde(default)]
     pub selective_recompute: SelectiveRecompute,
@@ -272,6 +285,7 @@ impl Default for EngineParams {
             fused: FusedOps::default(),
             fp8_recipes: BTreeMap::new(),
             fp8_param_gather: false,
+            fp8_saved_inputs: false,
             selective_recompute: SelectiveRecompute::default(),
             fsdp: FsdpParams::default(),
         }

@@ -60,6 +60,19 @@ impl Training {
             s.validate(&self.model, &shape)?;
         }
         let policy = self.recompute_policy(&plan.recompute)?;
+        if let Some(m) = plan
+            .recompute_modules
+            .filter(|_| policy.kind() != "selective")
+        {
+            return Err(ModelError::invalid(
+                Key::plan("recompute_modules"),
+                m.names().join(", "),
+                format!(
+                    "lists what `selective` recompute reruns, but plan.recompute = \"{}\"",
+                    plan.recompute
+                ),
+            ));
+        }
         let sched = self.schedule(plan.schedule_name())?;
         sched.validate(&plan.shape())?;
         let mut p = self.prepare_checked(plan, sched)?;
@@ -104,7 +117,15 @@ impl Training {
         let state = StateBytes::mixed_precision_adam(plan.fp32_grad_accum, plan.recipe().is_some());
         let mut dims = self.layer_dims(plan, &params, &state, e);
         // Recompute.
-        let act_shape = activation_shape(m, &ls, t, cpd);
+        // The GEMM inputs kept for the weight gradient: in the recipe's format where the
+        // stack saves the quantised input, else as the activations.
+        let gemm_in = match ls.cast {
+            Some(_) if self.params.fp8_saved_inputs => {
+                ls.gemm_dtype.bytes() + ls.scaling.scale_bytes_per_element()
+            }
+            _ => e,
+        };
+        let act_shape = activation_shape(m, &ls, t, cpd, gemm_in);
         let act = act_shape.layer();
         let moe = self.prepare_moe(plan, &split, &ls, &params, &act_shape)?;
         if let Some(mp) = &moe {
@@ -188,7 +209,9 @@ impl Training {
             window: (spans.sliding > 0).then(|| (share(spans.sliding), spans.window)),
             chunk: (spans.chunked > 0).then(|| (share(spans.chunked), spans.chunk)),
             fused: self.params.fused,
-            op_sac: self.params.selective_recompute == crate::software::SelectiveRecompute::OpSac,
+            op_sac: self.params.selective_recompute == crate::software::SelectiveRecompute::OpSac
+                && plan.recompute_modules.is_none(),
+            modules: plan.recompute_modules,
         }
     }
 
@@ -438,7 +461,13 @@ fn stage_params(m: &ModelSpec, plan: &TrainingPlan, t: u64) -> Result<StageParam
 
 /// The activations' shape for the recompute policies: layer `ls` with its weights split `t`
 /// ways and its tokens `cpd` ways.
-fn activation_shape(m: &ModelSpec, ls: &shape::LayerShape, t: u64, cpd: u64) -> ActivationShape {
+fn activation_shape(
+    m: &ModelSpec,
+    ls: &shape::LayerShape,
+    t: u64,
+    cpd: u64,
+    gemm_in: f64,
+) -> ActivationShape {
     ActivationShape {
         micro_batch: ls.b as f64,
         seq_len: ls.s as f64,
@@ -452,9 +481,11 @@ fn activation_shape(m: &ModelSpec, ls: &shape::LayerShape, t: u64, cpd: u64) -> 
         pointwise: ls.ps as f64,
         cp: cpd as f64,
         elem: ls.act_dtype.bytes(),
+        gemm_in,
         dropout: ls.dropout,
         attention: ls.attention,
         mla: ls.mla,
+        modules: ls.modules,
     }
 }
 

@@ -46,6 +46,8 @@ pub struct LayerShape {
     /// `selective` recompute is torchtitan's per-op SAC (what it reruns: [`super::ops::layer`]) rather than
     /// the attention core alone.
     pub op_sac: bool,
+    /// Module-level selective recompute (`plan.recompute_modules`): overrides `op_sac`.
+    pub modules: Option<super::modules::RecomputeModules>,
     /// Latent attention's projections (`None`: the fused QKV projection of `a_dev`,
     /// `kv_dev` heads of `d`).
     pub mla: Option<MlaShape>,

@@ -14,7 +14,7 @@ fn registry() -> Registry {
 
 /// A DeepSeek-V3-shaped model at 1/4 depth (16 layers, the first dense): MLA, 64 routed
 /// experts of 2048, top-8 (groups of 8, 4 per token), one shared expert.
-fn dsv3_small() -> ModelSpec {
+pub(super) fn dsv3_small() -> ModelSpec {
     ModelSpec {
         kv_heads: Some(128),
         ffn_hidden: 18432,
@@ -41,12 +41,12 @@ fn dsv3_small() -> ModelSpec {
     }
 }
 
-fn training(m: ModelSpec, devices: u32) -> Training {
+pub(super) fn training(m: ModelSpec, devices: u32) -> Training {
     let r = registry();
     Training::new(m, a100_from_registry(&r, devices).unwrap(), &r).unwrap()
 }
 
-fn plan(pp: u32, dp: u32, ep: u32) -> TrainingPlan {
+pub(super) fn plan(pp: u32, dp: u32, ep: u32) -> TrainingPlan {
     TrainingPlan {
         pp,
         dp,

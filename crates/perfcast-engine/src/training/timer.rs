@@ -159,7 +159,19 @@ impl OpClass {
     }
 }
 
-impl Timer<'_> {
+impl<'a> Timer<'a> {
+    /// The same timer without the op trace: for ops timed again that the program does not
+    /// run once more per pass (what recompute reruns).
+    pub(super) fn untraced(&self) -> Timer<'a> {
+        Timer {
+            unit: self.unit,
+            memory: self.memory,
+            trace: None,
+            part: Cell::new(self.part.get()),
+            scales: self.scales,
+        }
+    }
+
     pub(super) fn add(
         &self,
         acc: &mut ClassTimes,

@@ -140,6 +140,12 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
         "modelled (recipes with one scale per tensor)",
     ),
     (
+        "fp8.saved_inputs",
+        "options.engine.fp8_saved_inputs",
+        "-",
+        "modelled: the weight gradient's GEMM inputs kept in the recipe's format (activation memory)",
+    ),
+    (
         "fp8.recipes.*",
         "options.engine.fp8_recipes.*",
         "-",
@@ -337,12 +343,20 @@ impl Stack {
             &mut e.host.step_overhead_us,
             h.step_overhead_us,
         );
-        put(
-            set,
-            &k("fp8_param_gather"),
-            &mut e.fp8_param_gather,
-            self.fp8.param_gather,
-        );
+        for (name, dst, v) in [
+            (
+                "fp8_param_gather",
+                &mut e.fp8_param_gather,
+                self.fp8.param_gather,
+            ),
+            (
+                "fp8_saved_inputs",
+                &mut e.fp8_saved_inputs,
+                self.fp8.saved_inputs,
+            ),
+        ] {
+            put(set, &k(name), dst, v);
+        }
         for (recipe, costs) in &self.fp8.recipes {
             if !set(&k(&format!("fp8_recipes.{recipe}"))) {
                 e.fp8_recipes.insert(*recipe, *costs);
@@ -367,7 +381,12 @@ impl Stack {
             self.recompute.selective,
         );
         scales(set, "options.engine.", &mut e.efficiency, self.efficiency);
-        // Strategy parameters: only for the strategies in use (the engine refuses others).
+        self.apply_strategy_params(opts, set);
+    }
+
+    /// Set the stack's strategy parameters of `opts` the user did not set: only for the
+    /// strategies in use (the engine refuses others).
+    fn apply_strategy_params(&self, opts: &mut TrainingOptions, set: UserSet) {
         let in_use: Vec<String> = match &opts.strategies {
             Some(l) => l.clone(),
             None => DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect(),

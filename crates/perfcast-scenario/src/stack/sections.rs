@@ -199,6 +199,9 @@ pub struct Fp8Sw {
     pub recipe: Option<Fp8Recipe>,
     /// Parameters all-gathered in fp8.
     pub param_gather: bool,
+    /// The GEMM inputs kept for the weight gradient in the recipe's format (Transformer
+    /// Engine saves the quantised input) rather than in 16 bits (torchao).
+    pub saved_inputs: bool,
     /// The framework's own quantisation costs per recipe, where they differ from the fused
     /// kernels' compulsory traffic (`[software.fp8.recipes.NAME]`, each field optional).
     pub recipes: BTreeMap<Fp8Recipe, CastCostsOverride>,

@@ -41,6 +41,10 @@ fn plan_of(template: &TrainingPlan, training: &Training, k: &PlanKey) -> Trainin
         zero_stage: k.zero_stage,
         micro_batch: k.micro_batch,
         recompute: rnames[k.recompute as usize].to_string(),
+        // The modules say what `selective` reruns; other policies take none.
+        recompute_modules: template
+            .recompute_modules
+            .filter(|_| rnames[k.recompute as usize] == "selective"),
         recompute_layers: (k.recompute_layers > 0).then_some(k.recompute_layers),
         schedule: Some(snames[k.schedule as usize].to_string()),
         precision: PRECISIONS[k.precision as usize],
