@@ -455,3 +455,40 @@ fn deployment_search_outputs_and_infeasible_slo() {
         o.stderr
     );
 }
+
+/// The shipped DeepSeek-R1 rack search, narrowed: every aggregated TP walks its expert layouts
+/// (EP 1, EP = TP, attention DP), each disaggregated pool its own, and the best deployment
+/// under the SLO is one of them.
+#[test]
+fn moe_rack_search_walks_the_expert_layouts() {
+    let c = config("deepseek-r1-gb200-nvl72-search.toml");
+    let o = run(&[
+        "search",
+        c.as_str(),
+        "--format",
+        "json",
+        "--set",
+        "serving_search.tp=[8]",
+        "--set",
+        "serving_search.max_batch=[64]",
+        "--set",
+        "serving_search.max_num_tokens=[8192]",
+        "--set",
+        "serving_search.prefill_tp=[8]",
+        "--set",
+        "serving_search.decode_tp=[64]",
+        "--set",
+        "serving_search.concurrency=[16]",
+        "--set",
+        "serving.output_len=16",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    // 3 aggregated layouts of TP 8 (x9 instances); 3 prefill x 3 decode layouts of the one
+    // split that fits (1 x TP 8 + 1 x TP 64).
+    assert_eq!(v["configurations"].as_u64(), Some(12), "{}", o.stdout);
+    let labels = o.stdout;
+    for layout in ["tp8 ep1", "tp8 ep8", "tp8 dep8", "tp64 dep64"] {
+        assert!(labels.contains(layout), "{layout} missing");
+    }
+}
