@@ -86,7 +86,8 @@ def test_every_study_gives_the_cli_files(name, tmp_path):
 
 def test_studies_list_and_calibrate():
     names = [s["study"] for s in perfcast.studies()]
-    assert names[:2] == ["memory-vs-recompute", "a100-to-b200"] and len(names) == 6
+    assert names[:2] == ["memory-vs-recompute", "a100-to-b200"]
+    assert names[-1] == "moe-ep-placement" and len(names) == 7
     assert all(s["config"] and s["what"] for s in perfcast.studies())
     with pytest.raises(perfcast.PerfcastError):
         perfcast.study("no-such-study")
