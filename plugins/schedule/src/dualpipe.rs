@@ -8,8 +8,9 @@
 //! and activations of `p + 1` micro-batches (1F1B: `(p - 1)·(F + B)`, 1x, `p`). With the
 //! engine's per-stage forward `F` and backward `B`:
 //! * `F&B`, a forward and a backward chunk overlapped, is `F + B`: they share the device's
-//!   compute, and what the overlap hides is communication, which the plan's
-//!   `ep_comm_overlap` already hides;
+//!   compute, and what the overlap hides is communication: the expert all-to-all, which the
+//!   engine times hidden for a schedule that overlaps two micro-batches
+//!   (`overlaps_expert_comm`);
 //! * `W`, the weight-gradient part of a backward, is `B / 2`: a GEMM's weight gradient costs
 //!   what its input gradient does (ASSUMPTION: the attention core has no weight gradient,
 //!   so this slightly overstates `W` and understates the bubble);
@@ -85,6 +86,9 @@ impl PipelineSchedule for DualPipe {
     fn model_copies(&self) -> f64 {
         2.0
     }
+    fn overlaps_expert_comm(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
@@ -116,6 +120,7 @@ mod tests {
             assert!(r.time.0 <= one.time.0);
         }
         assert_eq!(DualPipe.model_copies(), 2.0);
+        assert!(DualPipe.overlaps_expert_comm());
     }
 
     /// Plans the reference implementation refuses: errors naming the key.

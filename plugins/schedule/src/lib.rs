@@ -19,8 +19,10 @@
 //! `m + p - 1` (interleaved: `v·m + p - 1`) time slots of a stage waits for one forward and
 //! one backward hand-off.
 
+mod combined;
 mod dualpipe;
 
+pub use combined::Combined1F1B;
 pub use dualpipe::DualPipe;
 use perfcast_core::parallel::{PipelineSchedule, PlanShape, ScheduleInput, ScheduleResult};
 use perfcast_core::registry::Component;
@@ -359,6 +361,17 @@ perfcast_core::builtin!(
     |p| {
         params_none(p)?;
         Ok(Component::PipelineSchedule(Arc::new(DualPipe)))
+    },
+    params = &[]
+);
+
+perfcast_core::builtin!(
+    PipelineSchedule,
+    "combined-1f1b",
+    "Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm): 1F1B with each forward merged with another micro-batch's backward, the expert all-to-all hidden",
+    |p| {
+        params_none(p)?;
+        Ok(Component::PipelineSchedule(Arc::new(Combined1F1B)))
     },
     params = &[]
 );

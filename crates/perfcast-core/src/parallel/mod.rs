@@ -720,6 +720,14 @@ pub trait PipelineSchedule: Send + Sync {
     fn model_copies(&self) -> f64 {
         1.0
     }
+    /// The schedule runs one micro-batch's forward beside another's backward, so that an
+    /// MoE layer's dispatch and combine hide behind the other micro-batch's compute
+    /// (DualPipe; Megatron-Core's combined 1F1B): the engine then times the expert
+    /// all-to-all as `plan.ep_comm_overlap` does, given two micro-batches or more. Default
+    /// false.
+    fn overlaps_expert_comm(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

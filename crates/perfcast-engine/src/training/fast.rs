@@ -95,6 +95,9 @@ pub struct PlanGroup<'t> {
     ends: ops::EndTimes,
     moe_lt: Option<ops::LayerTimes>,
     g: Option<GroupTimes>,
+    /// The group's times with the other expert-overlap state (a schedule that overlaps two
+    /// micro-batches hides the expert all-to-all): kept while variants alternate.
+    g_other: Option<GroupTimes>,
     variant_set: bool,
     placement: Placement,
 }
@@ -166,6 +169,7 @@ impl Training {
             ends,
             moe_lt,
             g: None,
+            g_other: None,
             variant_set: false,
             placement: Placement::MEGATRON,
         })
@@ -196,6 +200,11 @@ impl<'t> PlanGroup<'t> {
         })?;
         sched.validate(&self.p.shape)?;
         self.p.sched = sched.as_ref();
+        let overlap = super::prepare::expert_overlap(&self.plan, &self.p.shape, sched.as_ref());
+        if overlap != self.p.shape.ep_comm_overlap {
+            self.p.shape.ep_comm_overlap = overlap;
+            std::mem::swap(&mut self.g, &mut self.g_other);
+        }
         t.set_recompute(&mut self.p, policy.as_ref(), recompute_layers, rname)?;
         self.variant_set = true;
         Ok(())
@@ -303,6 +312,7 @@ impl<'t> PlanGroup<'t> {
         if placement != self.placement {
             self.placement = placement;
             self.g = None;
+            self.g_other = None;
         }
     }
 

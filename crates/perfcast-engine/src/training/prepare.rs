@@ -43,6 +43,17 @@ pub(super) struct Prepared<'a> {
     pub(super) act_shape: ActivationShape,
 }
 
+/// Whether the expert all-to-all hides behind another micro-batch's compute: the plan asks
+/// for it (`plan.ep_comm_overlap`), or its schedule overlaps two micro-batches
+/// ([`PipelineSchedule::overlaps_expert_comm`]) and the step has two to overlap.
+pub(super) fn expert_overlap(
+    plan: &TrainingPlan,
+    shape: &perfcast_core::parallel::PlanShape,
+    sched: &dyn PipelineSchedule,
+) -> bool {
+    plan.ep_comm_overlap || (sched.overlaps_expert_comm() && shape.micro_batches() >= 2)
+}
+
 /// A recompute plan before a policy has decided (the fast path sets it per variant).
 pub(super) const NO_RECOMPUTE_YET: RecomputePlan = RecomputePlan {
     full_layers: 0.0,
@@ -76,6 +87,7 @@ impl Training {
         let sched = self.schedule(plan.schedule_name())?;
         sched.validate(&plan.shape())?;
         let mut p = self.prepare_checked(plan, sched)?;
+        p.shape.ep_comm_overlap = expert_overlap(plan, &p.shape, sched);
         self.set_recompute(&mut p, policy, plan.recompute_layers, &plan.recompute)?;
         Ok(p)
     }

@@ -416,3 +416,35 @@ fn dualpipe_against_1f1b() {
     assert!(rel(g.time().unwrap(), dual.iteration_time.0) < 1e-9);
     assert!(rel(g.memory_peak().unwrap(), dual.memory.peak.0) < 1e-9);
 }
+
+/// A schedule that overlaps two micro-batches (combined 1F1B, DualPipe) hides the expert
+/// all-to-all as the plan's `ep_comm_overlap` does: combined 1F1B is 1F1B with the flag, to
+/// the bit, and exposes less expert communication than plain 1F1B.
+#[test]
+fn schedules_that_overlap_hide_the_expert_all_to_all() {
+    let t = training(dsv3_small(), 64);
+    let with = |schedule: &str, flag: bool| {
+        t.evaluate(&TrainingPlan {
+            schedule: Some(schedule.into()),
+            ep_comm_overlap: flag,
+            global_batch: 16 * 16,
+            ..plan(4, 16, 8)
+        })
+        .unwrap()
+    };
+    let (combined, flagged, plain) = (
+        with("combined-1f1b", false),
+        with("1f1b", true),
+        with("1f1b", false),
+    );
+    assert_eq!(combined.iteration_time.0, flagged.iteration_time.0);
+    assert_eq!(combined.memory.peak.0, flagged.memory.peak.0);
+    assert!(combined.breakdown.ep_comm.0 < plain.breakdown.ep_comm.0);
+    assert!(combined.iteration_time.0 < plain.iteration_time.0);
+    // DualPipe without the flag hides it too.
+    let dual = with("dualpipe", false);
+    assert_eq!(
+        dual.breakdown.ep_comm.0,
+        with("dualpipe", true).breakdown.ep_comm.0
+    );
+}
