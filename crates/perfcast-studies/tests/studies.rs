@@ -521,8 +521,22 @@ fn an_ep_group_inside_the_nvlink_domain_exposes_less_all_to_all() {
     let mut systems: Vec<&str> = r.points.iter().map(|p| p.system.as_str()).collect();
     systems.dedup();
     assert_eq!(systems, ["DGX H100", "DGX B200", "GB200 NVL72"]);
+    let fastest = |s: &str, schedule: &str| {
+        r.points
+            .iter()
+            .filter(|p| p.system == s && p.schedule == schedule)
+            .filter_map(|p| p.best.as_ref().ok())
+            .map(|b| b.report.iteration_time.0)
+            .fold(f64::INFINITY, f64::min)
+    };
     for s in &systems {
-        let mine: Vec<_> = r.points.iter().filter(|p| p.system == *s).collect();
+        // Under plain 1F1B (nothing overlapped) a group inside the domain exposes less
+        // all-to-all than any across it.
+        let mine: Vec<_> = r
+            .points
+            .iter()
+            .filter(|p| p.system == *s && p.schedule == "1f1b")
+            .collect();
         let ep_comm = |inside: bool| -> Vec<f64> {
             mine.iter()
                 .filter(|p| p.best.is_ok() && p.inside() == inside)
@@ -534,15 +548,18 @@ fn an_ep_group_inside_the_nvlink_domain_exposes_less_all_to_all() {
         let worst_inside = inside.iter().fold(0.0, |a: f64, b| a.max(*b));
         let best_across = across.iter().fold(f64::INFINITY, |a: f64, b| a.min(*b));
         assert!(worst_inside < best_across, "{s}: {inside:?} vs {across:?}");
-        for p in &mine {
-            if let Ok(b) = &p.best {
-                // Each point's plan is at its own EP degree, an expert whole per GPU.
-                assert_eq!((b.plan.ep, b.plan.etp), (p.ep, 1));
-                let (in_domain, domains) = p.span().unwrap();
-                assert!(in_domain <= p.domain as u64 && in_domain * domains >= p.ep as u64);
-                // A group larger than the domain cannot be inside it.
-                assert!(p.ep <= p.domain || !p.inside(), "{s} EP {}", p.ep);
-            }
+        // Overlapping two micro-batches never makes the best plan slower.
+        assert!(fastest(s, "combined-1f1b") <= fastest(s, "1f1b"), "{s}");
+    }
+    for p in &r.points {
+        if let Ok(b) = &p.best {
+            // Each point's plan is at its own EP degree and schedule, an expert whole per GPU.
+            assert_eq!((b.plan.ep, b.plan.etp), (p.ep, 1));
+            assert_eq!(b.plan.schedule.as_deref(), Some(p.schedule.as_str()));
+            let (in_domain, domains) = p.span().unwrap();
+            assert!(in_domain <= p.domain as u64 && in_domain * domains >= p.ep as u64);
+            // A group larger than the domain cannot be inside it.
+            assert!(p.ep <= p.domain || !p.inside(), "{} EP {}", p.system, p.ep);
         }
     }
     // The 72-GPU domain holds EP groups the 8-GPU ones cannot.
@@ -572,6 +589,26 @@ fn bad_moe_ep_placement_configs_name_the_key() {
         (
             good.replacen("zero_stage = [1]", "zero_stage = [1]\nep = [8]", 1),
             vec!["search.ep", "set by the study"],
+        ),
+        (
+            good.replacen(
+                "zero_stage = [1]",
+                "zero_stage = [1]\nschedule = [\"1f1b\"]",
+                1,
+            ),
+            vec!["search.schedule", "set by the study"],
+        ),
+        (
+            good.replacen(
+                "schedules = [\"1f1b\", \"combined-1f1b\"]",
+                "schedules = []",
+                1,
+            ),
+            vec!["`schedules`", "one or more"],
+        ),
+        (
+            good.replacen("\"combined-1f1b\"]", "\"zigzag\"]", 1),
+            vec!["zigzag"],
         ),
         (
             good.replacen("dgx-b200.toml", "dgx-b300.toml", 1),

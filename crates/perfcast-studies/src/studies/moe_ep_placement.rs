@@ -32,11 +32,19 @@ struct Config {
     global_batch: u32,
     /// The expert-parallel degrees walked (each divides the model's experts).
     ep: Vec<u32>,
+    /// Pipeline schedules, each point searched under each (default `1f1b`): e.g.
+    /// `combined-1f1b`, which hides the expert all-to-all behind another micro-batch.
+    #[serde(default = "one_f_one_b")]
+    schedules: Vec<String>,
     systems: Vec<SystemRun>,
-    /// The plan search at each point (perfcast-search's `[search]`; `ep` and `etp` are the
-    /// study's).
+    /// The plan search at each point (perfcast-search's `[search]`; `ep`, `etp` and
+    /// `schedule` are the study's).
     #[serde(default)]
     search: SearchConfig,
+}
+
+fn one_f_one_b() -> Vec<String> {
+    vec!["1f1b".into()]
 }
 
 #[derive(Debug, Deserialize)]
@@ -54,6 +62,8 @@ pub struct Point {
     pub system: String,
     /// GPUs per NVLink domain.
     pub domain: u32,
+    /// The pipeline schedule searched.
+    pub schedule: String,
     pub ep: u32,
     /// The best plan, or why none fits.
     pub best: Result<Best, String>,
@@ -111,13 +121,18 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Results, StudyError> {
     for (field, set) in [
         ("ep", cfg.search.ep.is_some()),
         ("etp", cfg.search.etp.is_some()),
+        ("schedule", cfg.search.schedule.is_some()),
     ] {
         if set {
             return Err(ctx.bad(
                 &format!("search.{field}"),
-                "is set by the study (the top-level `ep` list; an expert whole on each GPU)",
+                "is set by the study (the top-level `ep` and `schedules` lists; an expert \
+                 whole on each GPU)",
             ));
         }
+    }
+    if cfg.schedules.is_empty() {
+        return Err(ctx.bad("schedules", "needs one or more pipeline schedules"));
     }
     let model = ctx.model("model", &cfg.model)?;
     let Some(moe) = &model.moe else {
@@ -152,15 +167,20 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Results, StudyError> {
         let domain = system.network.first().map_or(1, |l| l.domain_size());
         let training = Training::new(model.clone(), system, &registry)
             .map_err(model_err(format!("{} on {}", model.name, s.label)))?;
-        let found: Vec<Result<Point, StudyError>> = cfg
-            .ep
+        let grid: Vec<(&String, u32)> = cfg
+            .schedules
+            .iter()
+            .flat_map(|sc| cfg.ep.iter().map(move |&ep| (sc, ep)))
+            .collect();
+        let found: Vec<Result<Point, StudyError>> = grid
             .par_iter()
-            .map(|&ep| {
+            .map(|&(schedule, ep)| {
                 let mut at = search.clone();
                 at.space.ep = Some(vec![ep]);
                 at.space.etp = Some(vec![1]);
+                at.space.schedule = Some(vec![schedule.clone()]);
                 let what = format!(
-                    "{} on {} GPUs of {}, EP {ep}",
+                    "{} on {} GPUs of {}, EP {ep}, {schedule}",
                     model.name, cfg.gpus, s.label
                 );
                 let best =
@@ -168,6 +188,7 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Results, StudyError> {
                 Ok(Point {
                     system: s.label.clone(),
                     domain,
+                    schedule: schedule.clone(),
                     ep,
                     best,
                 })
@@ -197,6 +218,7 @@ fn table(points: &[Point]) -> Table {
     let mut t = Table::with_headers(&[
         "system",
         "nvlink_domain",
+        "schedule",
         "ep",
         "ep_ranks_per_domain",
         "domains_per_ep_group",
@@ -213,7 +235,12 @@ fn table(points: &[Point]) -> Table {
         "no_fit_reason",
     ]);
     for p in points {
-        let mut row = vec![p.system.clone(), p.domain.to_string(), p.ep.to_string()];
+        let mut row = vec![
+            p.system.clone(),
+            p.domain.to_string(),
+            p.schedule.clone(),
+            p.ep.to_string(),
+        ];
         match (&p.best, p.span()) {
             (Ok(b), Some((inside, domains))) => {
                 let r = &b.report;
@@ -259,25 +286,41 @@ fn systems(points: &[Point]) -> Vec<&str> {
     out
 }
 
-/// Two panels over the EP degree: each system's step time against its own fastest degree,
-/// and the exposed EP communication's share of the step. Filled markers: the EP group
-/// inside one NVLink domain; hollow ones would need a second series, so the domain shows in
-/// the legend and the finding.
+/// The (system, schedule) runs in config order.
+fn runs(points: &[Point]) -> Vec<(&str, &str)> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    for p in points {
+        let run = (p.system.as_str(), p.schedule.as_str());
+        if !out.contains(&run) {
+            out.push(run);
+        }
+    }
+    out
+}
+
+/// Two panels over the EP degree: each system's step time against its own fastest point,
+/// and the exposed EP communication's share of the step; one line per system and schedule
+/// (a system's colour and marker, dashed for its second and later schedules).
 fn figure(ctx: &StudyContext, points: &[Point]) -> Figure {
     let markers = [Marker::Circle, Marker::Triangle, Marker::Square];
+    let names = systems(points);
     let lines = |y: &dyn Fn(&Point, f64) -> Option<f64>| -> Vec<Series> {
-        systems(points)
+        runs(points)
             .iter()
-            .enumerate()
-            .map(|(i, name)| {
-                let mine: Vec<&Point> = points.iter().filter(|p| p.system == *name).collect();
-                let best = mine
+            .map(|&(name, schedule)| {
+                let i = names.iter().position(|n| *n == name).unwrap_or(0);
+                let best = points
                     .iter()
+                    .filter(|p| p.system == name)
                     .filter_map(|p| p.time())
                     .fold(f64::INFINITY, f64::min);
+                let mine: Vec<&Point> = points
+                    .iter()
+                    .filter(|p| p.system == name && p.schedule == schedule)
+                    .collect();
                 let domain = mine.first().map_or(1, |p| p.domain);
                 Series {
-                    name: format!("{name} (NVLink domain {domain})"),
+                    name: format!("{name} (NVLink domain {domain}), {schedule}"),
                     points: mine
                         .iter()
                         .filter_map(|p| y(p, best).map(|v| (p.ep as f64, v)))
@@ -285,7 +328,13 @@ fn figure(ctx: &StudyContext, points: &[Point]) -> Figure {
                     line: true,
                     marker: Some(markers[i % markers.len()]),
                     color: i,
-                    dashed: false,
+                    dashed: mine.first().is_some_and(|p| {
+                        points
+                            .iter()
+                            .find(|q| q.system == name)
+                            .map(|q| &q.schedule)
+                            != Some(&p.schedule)
+                    }),
                 }
             })
             .collect()
@@ -301,7 +350,7 @@ fn figure(ctx: &StudyContext, points: &[Point]) -> Figure {
         panel_height: 420.0,
         panels: vec![
             Panel {
-                title: "Step time of the best plan at each EP degree\nrelative to the system's fastest degree (1 = best)".into(),
+                title: "Step time of the best plan at each EP degree\nrelative to the system's fastest point (1 = best)".into(),
                 y: Axis::linear("step time / fastest"),
                 kind: PanelKind::XY {
                     x: x(),
@@ -325,15 +374,19 @@ fn figure(ctx: &StudyContext, points: &[Point]) -> Figure {
 /// domain, and the largest degree inside against the smallest one across.
 fn finding(r: &Results) -> String {
     let mut parts = Vec::new();
-    for name in systems(&r.points) {
-        let mine: Vec<&Point> = r.points.iter().filter(|p| p.system == name).collect();
+    for (name, schedule) in runs(&r.points) {
+        let mine: Vec<&Point> = r
+            .points
+            .iter()
+            .filter(|p| p.system == name && p.schedule == schedule)
+            .collect();
         let fits: Vec<&&Point> = mine.iter().filter(|p| p.best.is_ok()).collect();
         let Some(best) = fits.iter().min_by(|a, b| {
             a.time()
                 .unwrap_or(f64::MAX)
                 .total_cmp(&b.time().unwrap_or(f64::MAX))
         }) else {
-            parts.push(format!("{name}: no EP degree fits"));
+            parts.push(format!("{name}, {schedule}: no EP degree fits"));
             continue;
         };
         let t0 = best.time().unwrap_or(1.0);
@@ -359,7 +412,7 @@ fn finding(r: &Results) -> String {
         let last_inside = fits.iter().filter(|p| p.inside()).max_by_key(|p| p.ep);
         let first_across = fits.iter().filter(|p| !p.inside()).min_by_key(|p| p.ep);
         let mut s = format!(
-            "{name} (NVLink domain {}): fastest at {} with {}",
+            "{name} (NVLink domain {}), {schedule}: fastest at {} with {}",
             best.domain,
             describe(best),
             best.best
@@ -391,7 +444,7 @@ fn finding(r: &Results) -> String {
         parts.push(s);
     }
     format!(
-        "{}, the best plan of the search at each expert-parallel degree (an expert whole on each GPU). {}. EP's all-to-all moves every routed token's hidden vector twice per layer per pass (dispatch and combine); inside an NVLink domain it runs at NVLink bandwidth, across domains at the scale-out NIC's, so a system whose domain holds the whole EP group can widen EP (less expert memory per GPU, a shallower pipeline) without paying the slower network.",
+        "{}, the best plan of the search at each expert-parallel degree (an expert whole on each GPU). {}. EP's all-to-all moves every routed token's hidden vector twice per layer per pass (dispatch and combine); inside an NVLink domain it runs at NVLink bandwidth, across domains at the scale-out NIC's, so a system whose domain holds the whole EP group can widen EP (less expert memory per GPU, a shallower pipeline) without paying the slower network; a schedule that overlaps two micro-batches (combined 1F1B, DualPipe) hides the all-to-all behind the other's compute up to the expert strategy's overlap efficiency, which is what lets EP cross the scale-out network, as DeepSeek-V3's EP 64 over 8 nodes does.",
         r.what,
         parts.join("; ")
     )
