@@ -42,6 +42,25 @@ fn shipped(name: &str) -> String {
     text.replace("\"../", &format!("\"{}/../", base.display()))
 }
 
+/// The host's plugins: the built-ins with the shared kernel tables.
+fn plugins() -> perfcast_config::Plugins {
+    perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+        .with_kernels(perfcast_kernel_data::shared().expect("kernel tables"))
+}
+
+/// Each config text of `table` run as study `name` is refused with an error naming its file
+/// and containing every expected fragment.
+fn assert_refused(dir: &Path, name: &str, table: Vec<(String, Vec<&str>)>) {
+    for (text, want) in table {
+        let p = write_config(dir, name, &text);
+        let e = run(name, Some(&p), &plugins()).unwrap_err().to_string();
+        assert!(e.contains(&p.display().to_string()), "file not named: {e}");
+        for w in want {
+            assert!(e.contains(w), "`{w}` missing in: {e}");
+        }
+    }
+}
+
 /// Write `text` as a config file in `dir`.
 fn write_config(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(format!("{name}.toml"));
@@ -77,13 +96,7 @@ zero_stage = [1]
 }
 
 fn ctx(name: &str, dir: &Path, text: &str) -> StudyContext {
-    StudyContext::from_text(
-        info(name).unwrap(),
-        dir,
-        text,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
+    StudyContext::from_text(info(name).unwrap(), dir, text, &plugins())
 }
 
 #[test]
@@ -95,13 +108,8 @@ fn every_study_runs_and_writes_its_three_files() {
         } else {
             None
         };
-        let out = run(
-            s.name,
-            config.as_deref(),
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-        )
-        .unwrap_or_else(|e| panic!("{}: {e}", s.name));
+        let out = run(s.name, config.as_deref(), &plugins())
+            .unwrap_or_else(|e| panic!("{}: {e}", s.name));
         let files = out.write(&dir.join(s.name)).unwrap();
         assert_eq!(files.len(), 3);
         for f in &files {
@@ -127,13 +135,7 @@ fn every_study_runs_and_writes_its_three_files() {
 
 #[test]
 fn a_bad_study_name_lists_the_known_ones() {
-    let e = run(
-        "memory-vs-recomputation",
-        None,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap_err();
+    let e = run("memory-vs-recomputation", None, &plugins()).unwrap_err();
     assert!(matches!(e, StudyError::Unknown { .. }));
     let msg = e.to_string();
     for s in perfcast_studies::STUDIES {
@@ -180,33 +182,14 @@ fn bad_config_values_name_the_file_the_key_and_what_is_allowed() {
             vec!["(syntax)"],
         ),
     ];
-    for (text, want) in table {
-        let p = write_config(&dir, "memory-vs-recompute", &text);
-        let e = run(
-            "memory-vs-recompute",
-            Some(&p),
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains(&p.display().to_string()), "file not named: {e}");
-        for w in want {
-            assert!(e.contains(w), "`{w}` missing in: {e}");
-        }
-    }
+    assert_refused(&dir, "memory-vs-recompute", table);
     // A bad value inside a plugin's parameters (technology-nodes) names the node entry and
     // the plugin's key.
     let t = shipped("technology-nodes").replacen("vt = 0.30", "vt = 0.95", 1);
     let p = write_config(&dir, "technology-nodes", &t);
-    let e = run(
-        "technology-nodes",
-        Some(&p),
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap_err()
-    .to_string();
+    let e = run("technology-nodes", Some(&p), &plugins())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("nodes[0].node") && e.contains("node.vt"), "{e}");
     // The plan search section (perfcast-search's `[search]`) of a100-to-b200: bad values,
     // keys the study sets itself, unknown keys and a space where nothing fits.
@@ -240,31 +223,12 @@ fn bad_config_values_name_the_file_the_key_and_what_is_allowed() {
             ],
         ),
     ];
-    for (text, want) in search_table {
-        let p = write_config(&dir, "a100-to-b200", &text);
-        let e = run(
-            "a100-to-b200",
-            Some(&p),
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains(&p.display().to_string()), "file not named: {e}");
-        for w in want {
-            assert!(e.contains(w), "`{w}` missing in: {e}");
-        }
-    }
+    assert_refused(&dir, "a100-to-b200", search_table);
     let t = shipped("dram-scaling").replacen("generation = \"HBM3\"", "generation = \"HBM9\"", 1);
     let p = write_config(&dir, "dram-scaling", &t);
-    let e = run(
-        "dram-scaling",
-        Some(&p),
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap_err()
-    .to_string();
+    let e = run("dram-scaling", Some(&p), &plugins())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("memories[1]") && e.contains("HBM3e"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -400,11 +364,7 @@ fn technology_sweep_shares_sum_and_bandwidth_is_monotone() {
 
 #[test]
 fn the_technology_kinds_are_registered_builtins() {
-    let r = perfcast_studies::common::registry(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap();
+    let r = perfcast_studies::common::registry(&plugins()).unwrap();
     use perfcast_core::Category;
     assert!(r.contains(Category::ComputeUnit, "tech/node-scaled-gpu"));
     assert!(r.contains(Category::MemoryTier, "tech/node-sram"));
@@ -441,12 +401,7 @@ fn built_in_configs_are_the_shipped_files_and_name_presets() {
     // A built-in config's `../models/NAME.toml` is the preset; a missing one is an error
     // that says how a built-in config names files.
     let info = info("memory-vs-recompute").unwrap();
-    let ctx = StudyContext::builtin(
-        info,
-        "",
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    );
+    let ctx = StudyContext::builtin(info, "", &plugins());
     assert!(ctx.model("m", "../models/gpt3-175b.toml").is_ok());
     let e = ctx
         .model("m", "../models/nope.toml")
@@ -615,20 +570,6 @@ fn bad_moe_ep_placement_configs_name_the_key() {
             vec!["systems[1].system", "dgx-b300.toml"],
         ),
     ];
-    for (text, want) in table {
-        let p = write_config(&dir, "moe-ep-placement", &text);
-        let e = run(
-            "moe-ep-placement",
-            Some(&p),
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains(&p.display().to_string()), "file not named: {e}");
-        for w in want {
-            assert!(e.contains(w), "`{w}` missing in: {e}");
-        }
-    }
+    assert_refused(&dir, "moe-ep-placement", table);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -16,7 +16,6 @@
 
 use super::ops::LayerProgram;
 use super::timer::{ClassTimes, OpClass};
-use perfcast_core::op::VectorOpKind;
 use perfcast_core::ModelError;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -144,9 +143,7 @@ impl LayerProgram<'_> {
             if let Some(op) = self.latent_norms_fwd() {
                 timer.add(&mut r, op, 1.0)?;
             }
-            if x.rope {
-                let (el, p) = (x.rope_elements(), self.rope);
-                let op = x.pointwise_op(VectorOpKind::Rope, el, 6.0, p.fwd, p.fwd_kernels);
+            if let Some(op) = self.rope_fwd() {
                 timer.add(&mut r, op, 1.0)?;
             }
         }

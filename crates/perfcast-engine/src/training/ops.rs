@@ -499,7 +499,7 @@ impl LayerProgram<'_> {
     /// The forward pass: its GEMM time, each GEMM's time and the attention core's.
     fn forward(&self, f: &mut ClassTimes) -> Result<(f64, [f64; 7], f64), ModelError> {
         let (timer, x) = (self.timer, self.x);
-        let (rope, bda) = (self.rope, self.bda);
+        let bda = self.bda;
         let fused_cast = x.cast.is_some() && x.fused.fp8_cast;
         timer.add(f, self.norm_fwd(), 2.0)?;
         let bda_f = x.pointwise_op(self.bda_kind, self.pwe, 2.0, bda.fwd, bda.fwd_kernels);
@@ -522,9 +522,7 @@ impl LayerProgram<'_> {
         if let Some(op) = self.latent_norms_fwd() {
             timer.add(f, op, 1.0)?;
         }
-        if x.rope {
-            let el = x.rope_elements();
-            let op = x.pointwise_op(VectorOpKind::Rope, el, 6.0, rope.fwd, rope.fwd_kernels);
+        if let Some(op) = self.rope_fwd() {
             timer.add(f, op, 1.0)?;
         }
         timer.add(f, self.act_fwd(), 1.0)?;
@@ -557,6 +555,20 @@ impl LayerProgram<'_> {
             self.x
                 .pointwise_op(VectorOpKind::Norm, el, 3.0, n.fwd, n.fwd_kernels),
         )
+    }
+
+    /// The forward of the rotary embedding (none without rotary positions).
+    pub(super) fn rope_fwd(&self) -> Option<ComputeOp> {
+        let (x, r) = (self.x, self.rope);
+        x.rope.then(|| {
+            x.pointwise_op(
+                VectorOpKind::Rope,
+                x.rope_elements(),
+                6.0,
+                r.fwd,
+                r.fwd_kernels,
+            )
+        })
     }
 
     /// The forward of the dense MLP's activation.

@@ -115,8 +115,10 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Results, StudyError> {
     if cfg.systems.is_empty() {
         return Err(ctx.bad("systems", "needs at least one [[systems]] entry"));
     }
-    if cfg.gpus == 0 || cfg.global_batch == 0 {
-        return Err(ctx.bad("gpus", "gpus and global_batch must be >= 1"));
+    for (field, v) in [("gpus", cfg.gpus), ("global_batch", cfg.global_batch)] {
+        if v == 0 {
+            return Err(ctx.bad(field, "must be an integer >= 1"));
+        }
     }
     for (field, set) in [
         ("ep", cfg.search.ep.is_some()),
@@ -275,27 +277,26 @@ fn table(points: &[Point]) -> Table {
     t
 }
 
-/// The systems in config order.
-fn systems(points: &[Point]) -> Vec<&str> {
-    let mut out: Vec<&str> = Vec::new();
+/// The distinct values of `key` over `points`, in config order.
+fn distinct<'a, T: PartialEq>(points: &'a [Point], key: impl Fn(&'a Point) -> T) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
     for p in points {
-        if !out.contains(&p.system.as_str()) {
-            out.push(&p.system);
+        let k = key(p);
+        if !out.contains(&k) {
+            out.push(k);
         }
     }
     out
 }
 
+/// The systems in config order.
+fn systems(points: &[Point]) -> Vec<&str> {
+    distinct(points, |p| p.system.as_str())
+}
+
 /// The (system, schedule) runs in config order.
 fn runs(points: &[Point]) -> Vec<(&str, &str)> {
-    let mut out: Vec<(&str, &str)> = Vec::new();
-    for p in points {
-        let run = (p.system.as_str(), p.schedule.as_str());
-        if !out.contains(&run) {
-            out.push(run);
-        }
-    }
-    out
+    distinct(points, |p| (p.system.as_str(), p.schedule.as_str()))
 }
 
 /// Two panels over the EP degree: each system's step time against its own fastest point,
@@ -304,6 +305,7 @@ fn runs(points: &[Point]) -> Vec<(&str, &str)> {
 fn figure(ctx: &StudyContext, points: &[Point]) -> Figure {
     let markers = [Marker::Circle, Marker::Triangle, Marker::Square];
     let names = systems(points);
+    let first_schedule = points.first().map(|p| p.schedule.as_str());
     let lines = |y: &dyn Fn(&Point, f64) -> Option<f64>| -> Vec<Series> {
         runs(points)
             .iter()
@@ -328,13 +330,7 @@ fn figure(ctx: &StudyContext, points: &[Point]) -> Figure {
                     line: true,
                     marker: Some(markers[i % markers.len()]),
                     color: i,
-                    dashed: mine.first().is_some_and(|p| {
-                        points
-                            .iter()
-                            .find(|q| q.system == name)
-                            .map(|q| &q.schedule)
-                            != Some(&p.schedule)
-                    }),
+                    dashed: Some(schedule) != first_schedule,
                 }
             })
             .collect()
