@@ -9,7 +9,7 @@
 //! field can be switched on without touching the profiles. (The attention kernel a stack
 //! runs is the plan's own `attention`, a kernel family of [`perfcast_core::AttentionKind`].)
 
-use crate::training::recipe::CastCosts;
+use crate::training::CastCosts;
 use perfcast_core::{Key, ModelError, Section};
 use serde::{Deserialize, Serialize};
 

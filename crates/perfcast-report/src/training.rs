@@ -1,7 +1,7 @@
 //! The training report as text: a readable table, `metric,value,unit` CSV, and plain-language
 //! notes on what limits the step (the engine computes the report; this formats it).
 
-use perfcast_engine::training::report::MOE_METRICS;
+use perfcast_engine::training::MOE_METRICS;
 use perfcast_engine::training::{StageMemory, TrainingReport};
 use std::fmt::Write as _;
 

@@ -7,7 +7,7 @@
 
 use perfcast_core::AttentionKind;
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan};
-use perfcast_engine::training::report::MOE_METRICS;
+use perfcast_engine::training::MOE_METRICS;
 use perfcast_engine::training::{StageMemory, Training, TrainingPlan};
 use perfcast_report::{inference, training};
 use perfcast_testkit::flat::h100;

@@ -15,7 +15,7 @@
 //!   Monte-Carlo of uniform routing.
 //! - **Load on the slowest rank.** The routed copies a rank receives are `T x k / ep` on
 //!   average, times the router's imbalance and the statistical excess of a finite sample
-//!   (`crate::training::moe::load_factor`, the training engine's rule): every MoE layer waits
+//!   (`crate::training::load_factor`, the training engine's rule): every MoE layer waits
 //!   for the busiest rank.
 //! - **Grouped GEMMs.** The touched experts' gate/up and down projections run as one grouped
 //!   GEMM each (CUTLASS grouped GEMM, TensorRT-LLM's MoE plugin, DeepGEMM): a batched GEMM of
@@ -102,7 +102,7 @@ impl MoeShard {
         let mut spec = MoeSpec::new(self.experts, self.top_k, self.ffn);
         spec.load_imbalance = Some(self.imbalance);
         spec.capacity_factor = self.capacity;
-        copies * crate::training::moe::load_factor(&spec, self.ep, copies)
+        copies * crate::training::load_factor(&spec, self.ep, copies)
     }
 
     /// Weight elements of one MoE layer on this device besides attention: its routed

@@ -2,12 +2,13 @@
 //! included), the critical stage, the schedule over the micro-batches, and the step-level
 //! collectives and optimizer on top.
 
+use super::moe::StageMix;
 use super::ops::PassTimes;
 use super::plan::TrainingPlan;
 use super::prepare::Prepared;
-use super::time::{pool, GroupTimes};
+use super::time::{pool, GroupTimes, KindTimes};
 use super::timer::ClassTimes;
-use super::{moe, sum, ClassComm, Training};
+use super::{sum, ClassComm, Training};
 use perfcast_core::parallel::{CommClass, Phase, RecomputePlan, ScheduleInput};
 use perfcast_core::{ModelError, Seconds};
 
@@ -48,8 +49,8 @@ impl Training {
         let stage =
             |n: u64, rp: &RecomputePlan, emb: bool, head: bool| dense_stage(g, n, rp, emb, head);
         let single = p.single;
-        let mixed = |mix: &moe::StageMix, rp: &RecomputePlan, emb: bool, head: f64| {
-            moe::stage_mixed(g, mix, rp, emb, head)
+        let mixed = |mix: &StageMix, rp: &RecomputePlan, emb: bool, head: f64| {
+            stage_mixed(g, mix, rp, emb, head)
         };
         let (first, last) = match &p.moe {
             None => (
@@ -168,6 +169,84 @@ fn dense_stage(
     if with_head {
         add(&ends.head_fwd, &g.head_f_ex, true);
         add(&ends.head_bwd, &g.head_b_ex, false);
+    }
+    st
+}
+
+/// One stage's per-micro-batch times with dense and MoE layers (`mix`) and `heads` LM heads
+/// with their losses (1, plus one per multi-token-prediction module, on the last stage; 0
+/// elsewhere). Recomputed layers take the stage's mean layer.
+fn stage_mixed(
+    g: &GroupTimes,
+    mix: &StageMix,
+    rp: &RecomputePlan,
+    with_emb: bool,
+    heads: f64,
+) -> StageTimes {
+    let d = KindTimes {
+        lt: g.lt,
+        fwd_ex: g.fwd_ex,
+        bwd_ex: g.bwd_ex,
+        rc_ex: g.rc_ex,
+        fwd_hidden: g.fwd_hidden,
+        bwd_hidden: g.bwd_hidden,
+        rc_hidden: g.rc_hidden,
+    };
+    let k = g.moe.unwrap_or(d);
+    let (nd, nm) = (mix.dense, mix.moe);
+    let n = (nd + nm).max(1e-300);
+    let (wd, wm) = (nd / n, nm / n);
+    let full = rp.full_layers;
+    let mut st = StageTimes {
+        layers: nd + nm,
+        rc_compute: full * (wd * d.lt.fwd.total + wm * k.lt.fwd.total)
+            + rp.attention_layers * (wd * d.lt.selective.total() + wm * k.lt.selective.total()),
+        rc_comm: full * (wd * sum(&d.rc_ex) + wm * sum(&k.rc_ex))
+            + rp.attention_layers * g.selective_comm,
+        hidden: nd * (d.fwd_hidden + d.bwd_hidden)
+            + nm * (k.fwd_hidden + k.bwd_hidden)
+            + full * (wd * d.rc_hidden + wm * k.rc_hidden),
+        ..StageTimes::default()
+    };
+    st.compute.add_scaled(&d.lt.fwd.classes, nd + full * wd);
+    st.compute.add_scaled(&k.lt.fwd.classes, nm + full * wm);
+    st.compute.add_scaled(&d.lt.bwd.classes, nd);
+    st.compute.add_scaled(&k.lt.bwd.classes, nm);
+    st.compute
+        .add_scaled(&d.lt.selective, rp.attention_layers * wd);
+    st.compute
+        .add_scaled(&k.lt.selective, rp.attention_layers * wm);
+    for c in 0..6 {
+        st.comm[c] = nd * (d.fwd_ex[c] + d.bwd_ex[c])
+            + nm * (k.fwd_ex[c] + k.bwd_ex[c])
+            + full * (wd * d.rc_ex[c] + wm * k.rc_ex[c]);
+    }
+    st.comm[CommClass::Tensor.index()] += rp.attention_layers * g.selective_comm;
+    st.fwd = nd * (d.lt.fwd.total + sum(&d.fwd_ex)) + nm * (k.lt.fwd.total + sum(&k.fwd_ex));
+    st.bwd = nd * (d.lt.bwd.total + sum(&d.bwd_ex))
+        + nm * (k.lt.bwd.total + sum(&k.bwd_ex))
+        + st.rc_compute
+        + st.rc_comm;
+    let mut add = |p: &PassTimes, ex: &ClassComm, fwd: bool, times: f64| {
+        let x = times * (p.total + sum(ex));
+        if fwd {
+            st.fwd += x;
+        } else {
+            st.bwd += x;
+        }
+        st.compute.add_scaled(&p.classes, times);
+        for (c, e) in st.comm.iter_mut().zip(ex) {
+            *c += times * e;
+        }
+    };
+    let ends = &g.ends;
+    if with_emb {
+        add(&ends.embedding_fwd, &g.emb_f_ex, true, 1.0);
+        add(&ends.embedding_bwd, &g.emb_b_ex, false, 1.0);
+    }
+    if heads > 0.0 {
+        add(&ends.head_fwd, &g.head_f_ex, true, heads);
+        add(&ends.head_bwd, &g.head_b_ex, false, heads);
     }
     st
 }

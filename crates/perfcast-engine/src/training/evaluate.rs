@@ -80,7 +80,7 @@ impl Training {
             recomputed_layers(plan.pp, [&rp_first, &rp_mid, &rp_last])
         };
         let lf = m.layers as f64;
-        let fl = flops::step_flops_with(
+        let fl = flops::step_flops(
             m,
             plan.global_batch as f64,
             full / lf,

@@ -63,19 +63,9 @@ pub fn layer_matmul_params(m: &ModelSpec) -> f64 {
 }
 
 /// FLOPs of a step of `sequences` sequences, where `full_fraction` of the layers rerun their
-/// forward and `attention_fraction` rerun their attention core.
+/// forward and `selective_fraction` rerun what `selective` reruns under `modules`
+/// ([`selective_fwd_per_token`]; `None`: the attention core).
 pub fn step_flops(
-    m: &ModelSpec,
-    sequences: f64,
-    full_fraction: f64,
-    attention_fraction: f64,
-) -> StepFlops {
-    step_flops_with(m, sequences, full_fraction, attention_fraction, None)
-}
-
-/// [`step_flops`] with `selective_fraction` of the layers rerunning what `selective` reruns
-/// under `modules` ([`selective_fwd_per_token`]).
-pub fn step_flops_with(
     m: &ModelSpec,
     sequences: f64,
     full_fraction: f64,
@@ -124,12 +114,12 @@ mod tests {
             let (s, v, lf, hf) = (2048.0, 51200.0, l as f64, h as f64);
             let eq3 = 96.0 * b * s * lf * hf * hf * (1.0 + s / (6.0 * hf) + v / (16.0 * lf * hf));
             let f72 = 72.0 * b * s * lf * hf * hf * (1.0 + s / (6.0 * hf) + v / (12.0 * lf * hf));
-            let full = step_flops(&m, b, 1.0, 0.0);
+            let full = step_flops(&m, b, 1.0, 0.0, None);
             assert!((full.hardware / eq3 - 1.0).abs() < 1e-12, "L={l}");
             assert!((full.model / f72 - 1.0).abs() < 1e-12, "L={l}");
-            let none = step_flops(&m, b, 0.0, 0.0);
+            let none = step_flops(&m, b, 0.0, 0.0, None);
             assert_eq!(none.hardware, none.model);
-            let sel = step_flops(&m, b, 0.0, 1.0);
+            let sel = step_flops(&m, b, 0.0, 1.0, None);
             let want = f72 + 4.0 * b * s * s * lf * hf;
             assert!((sel.hardware / want - 1.0).abs() < 1e-12);
         }

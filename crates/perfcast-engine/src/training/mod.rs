@@ -11,34 +11,37 @@
 //! ZeRO stage, activations per recompute policy times the micro-batches the schedule keeps in
 //! flight, transient buffers, against the device tier's capacity.
 
+mod activations;
 mod check;
 mod components;
 mod compose;
 mod evaluate;
-pub mod fast;
-pub mod flops;
-pub mod memory;
-pub mod modules;
-pub mod moe;
-pub mod ops;
-pub mod ops_moe;
-pub mod placement;
+mod fast;
+mod flops;
+mod memory;
+mod modules;
+mod moe;
+mod ops;
+mod ops_moe;
+mod placement;
 mod plan;
 mod prepare;
-pub mod recipe;
-pub mod report;
-pub mod shape;
+mod recipe;
+mod report;
+mod rerun;
+mod shape;
 mod time;
-pub mod timer;
+mod timer;
 
 pub use fast::{LayerCache, PlanGroup};
 pub use modules::RecomputeModules;
+pub(crate) use moe::load_factor;
 pub use placement::{MeshAxis, Placement};
 pub use plan::{EngineParams, TrainingPlan};
 pub use recipe::{CastCosts, Fp8Recipe};
 pub use report::{
     Bottleneck, Feasibility, LayerReport, MemoryReport, StageField, StageMemory, TimeBreakdown,
-    TrainingReport,
+    TrainingReport, MOE_METRICS,
 };
 pub use timer::{ComputeBreakdown, OpLine};
 

@@ -13,20 +13,14 @@
 //! 1.6% for DeepSeek-V3's 4096 tokens x 8 on EP 64, large for decode-sized batches. A
 //! capacity factor caps it (tokens beyond an expert's capacity are dropped).
 
+use super::activations::ActivationShape;
 use super::modules::RecomputeModules;
-use super::ops::PassTimes;
 use super::plan::TrainingPlan;
-use super::prepare::StageParams;
-use super::shape::{MlaShape, MoeShape};
-use super::time::GroupTimes;
-use super::{memory, shape};
-use super::{sum, ClassComm, Training};
-use perfcast_core::parallel::{CommClass, LayerSplit, RecomputePlan};
+use super::shape::{self, MlaShape, MoeShape};
+use super::Training;
+use perfcast_core::parallel::{LayerActivations, LayerSplit, MoeDims};
 use perfcast_core::workload::ModelSpec;
 use perfcast_core::{Bytes, Key, ModelError};
-
-use super::{compose, time};
-use perfcast_core::parallel::{LayerActivations, MoeDims};
 
 /// Layers of one pipeline stage by kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -103,14 +97,14 @@ impl Training {
         plan: &TrainingPlan,
         split: &LayerSplit,
         ls: &shape::LayerShape,
-        params: &StageParams,
-        act_shape: &memory::ActivationShape,
+        stage_layers: [u64; 3],
+        act_shape: &ActivationShape,
     ) -> Result<Option<MoePrep>, ModelError> {
         let m = &self.model;
         if m.moe.is_none() && m.mtp_layers == 0 {
             return Ok(None);
         }
-        let (mut mix, mtp) = stage_mixes(m, plan, params);
+        let (mut mix, mtp) = stage_mixes(m, plan, stage_layers);
         let Some(spec) = &m.moe else {
             return Ok(Some(MoePrep {
                 ls: *ls,
@@ -158,7 +152,7 @@ impl Training {
         };
         // Activations: the attention part as a dense layer's without its MLP, plus the
         // block's tensors on the busiest rank.
-        let base = memory::ActivationShape {
+        let base = ActivationShape {
             ffn_hidden: 0.0,
             ..*act_shape
         }
@@ -207,12 +201,8 @@ impl Training {
 
 /// The dense and MoE layers (multi-token-prediction modules included) of the first, a middle
 /// and the last stage, and the multi-token-prediction modules.
-fn stage_mixes(m: &ModelSpec, plan: &TrainingPlan, params: &StageParams) -> ([StageMix; 3], f64) {
-    let (n1, n2, n3) = (
-        params.n_first as f64,
-        params.n_mid as f64,
-        params.n_last as f64,
-    );
+fn stage_mixes(m: &ModelSpec, plan: &TrainingPlan, layers: [u64; 3]) -> ([StageMix; 3], f64) {
+    let [n1, n2, n3] = layers.map(|n| n as f64);
     let pp = plan.pp as f64;
     // Stage starts: the first stage, a middle one (stage 1), the last.
     let (d1, m1) = mix_of(m, 0.0, n1);
@@ -275,82 +265,4 @@ pub(super) fn moe_dims(
         expert_layer_params: mp.expert_layer_params,
         expert_params,
     })
-}
-
-/// One stage's per-micro-batch times with dense and MoE layers (`mix`) and `heads` LM heads
-/// with their losses (1, plus one per multi-token-prediction module, on the last stage; 0
-/// elsewhere). Recomputed layers take the stage's mean layer.
-pub(super) fn stage_mixed(
-    g: &GroupTimes,
-    mix: &StageMix,
-    rp: &RecomputePlan,
-    with_emb: bool,
-    heads: f64,
-) -> compose::StageTimes {
-    let d = time::KindTimes {
-        lt: g.lt,
-        fwd_ex: g.fwd_ex,
-        bwd_ex: g.bwd_ex,
-        rc_ex: g.rc_ex,
-        fwd_hidden: g.fwd_hidden,
-        bwd_hidden: g.bwd_hidden,
-        rc_hidden: g.rc_hidden,
-    };
-    let k = g.moe.unwrap_or(d);
-    let (nd, nm) = (mix.dense, mix.moe);
-    let n = (nd + nm).max(1e-300);
-    let (wd, wm) = (nd / n, nm / n);
-    let full = rp.full_layers;
-    let mut st = compose::StageTimes {
-        layers: nd + nm,
-        rc_compute: full * (wd * d.lt.fwd.total + wm * k.lt.fwd.total)
-            + rp.attention_layers * (wd * d.lt.selective.total() + wm * k.lt.selective.total()),
-        rc_comm: full * (wd * sum(&d.rc_ex) + wm * sum(&k.rc_ex))
-            + rp.attention_layers * g.selective_comm,
-        hidden: nd * (d.fwd_hidden + d.bwd_hidden)
-            + nm * (k.fwd_hidden + k.bwd_hidden)
-            + full * (wd * d.rc_hidden + wm * k.rc_hidden),
-        ..compose::StageTimes::default()
-    };
-    st.compute.add_scaled(&d.lt.fwd.classes, nd + full * wd);
-    st.compute.add_scaled(&k.lt.fwd.classes, nm + full * wm);
-    st.compute.add_scaled(&d.lt.bwd.classes, nd);
-    st.compute.add_scaled(&k.lt.bwd.classes, nm);
-    st.compute
-        .add_scaled(&d.lt.selective, rp.attention_layers * wd);
-    st.compute
-        .add_scaled(&k.lt.selective, rp.attention_layers * wm);
-    for c in 0..6 {
-        st.comm[c] = nd * (d.fwd_ex[c] + d.bwd_ex[c])
-            + nm * (k.fwd_ex[c] + k.bwd_ex[c])
-            + full * (wd * d.rc_ex[c] + wm * k.rc_ex[c]);
-    }
-    st.comm[CommClass::Tensor.index()] += rp.attention_layers * g.selective_comm;
-    st.fwd = nd * (d.lt.fwd.total + sum(&d.fwd_ex)) + nm * (k.lt.fwd.total + sum(&k.fwd_ex));
-    st.bwd = nd * (d.lt.bwd.total + sum(&d.bwd_ex))
-        + nm * (k.lt.bwd.total + sum(&k.bwd_ex))
-        + st.rc_compute
-        + st.rc_comm;
-    let mut add = |p: &PassTimes, ex: &ClassComm, fwd: bool, times: f64| {
-        let x = times * (p.total + sum(ex));
-        if fwd {
-            st.fwd += x;
-        } else {
-            st.bwd += x;
-        }
-        st.compute.add_scaled(&p.classes, times);
-        for (c, e) in st.comm.iter_mut().zip(ex) {
-            *c += times * e;
-        }
-    };
-    let ends = &g.ends;
-    if with_emb {
-        add(&ends.embedding_fwd, &g.emb_f_ex, true, 1.0);
-        add(&ends.embedding_bwd, &g.emb_b_ex, false, 1.0);
-    }
-    if heads > 0.0 {
-        add(&ends.head_fwd, &g.head_f_ex, true, heads);
-        add(&ends.head_bwd, &g.head_b_ex, false, heads);
-    }
-    st
 }

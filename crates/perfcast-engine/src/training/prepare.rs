@@ -2,7 +2,7 @@
 //! device, the layers and parameters of each stage, the model state, the dimensions the
 //! strategies see, the activations, and (set per variant) the recompute plan.
 
-use super::memory::{ActivationShape, StateBytes};
+use super::activations::{ActivationShape, StateBytes};
 use super::plan::TrainingPlan;
 use super::{moe, shape, Training};
 use perfcast_core::parallel::{
@@ -139,7 +139,13 @@ impl Training {
         };
         let act_shape = activation_shape(m, &ls, t, cpd, gemm_in);
         let act = act_shape.layer();
-        let moe = self.prepare_moe(plan, &split, &ls, &params, &act_shape)?;
+        let moe = self.prepare_moe(
+            plan,
+            &split,
+            &ls,
+            [params.n_first, params.n_mid, params.n_last],
+            &act_shape,
+        )?;
         if let Some(mp) = &moe {
             params.apply_mix(m, mp, tf);
             dims.device_params = params.device_params;

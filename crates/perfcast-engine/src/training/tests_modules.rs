@@ -92,7 +92,7 @@ fn bytes_each_module_drops() {
         rope: 64,
         v: 128,
     };
-    let base = memory::ActivationShape {
+    let base = activations::ActivationShape {
         micro_batch: 1.0,
         seq_len: 4096.0,
         hidden: 7168.0,
@@ -126,7 +126,7 @@ fn bytes_each_module_drops() {
         (&["mlp"], e * tok * 3.0 * 18432.0 / 2.0),
     ];
     for (names, want) in table {
-        let got = memory::ActivationShape {
+        let got = activations::ActivationShape {
             modules: modules(names),
             ..base
         }
