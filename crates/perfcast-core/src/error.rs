@@ -136,6 +136,7 @@ impl fmt::Display for Key {
 
 /// An error raised while building or calling a plugin.
 #[derive(Debug, Error, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum PluginError {
     /// The parameters given to a factory were rejected (`path` is the key path inside the
     /// component's parameter table, empty for the table itself).
@@ -168,6 +169,7 @@ pub enum PluginError {
 
 /// An error raised by the model while evaluating a scenario.
 #[derive(Debug, Error, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ModelError {
     /// A quantity computed or returned was NaN, infinite or negative; the roofline also
     /// reports a non-positive peak or bandwidth, or an efficiency outside (0, 1], as this.

@@ -23,6 +23,7 @@ use std::fmt;
 /// The type of a parameter's value, as a configuration spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ParamType {
     /// A number (TOML float or integer).
     Float,

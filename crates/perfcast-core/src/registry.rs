@@ -249,6 +249,7 @@ macro_rules! register_fn {
 
 /// Registry errors.
 #[derive(Debug, Error, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum RegistryError {
     /// A name already taken in its category.
     #[error("{category} `{name}` is registered twice: by {first} and by {second}")]

@@ -553,7 +553,7 @@ fn placement_error(
             plugin: t.kind().to_string(),
             message: format!("{path}: {message} ({at})"),
         },
-        bad @ PluginError::BadValue { .. } => bad,
+        other => other,
     })
 }
 
