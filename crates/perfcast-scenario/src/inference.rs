@@ -25,8 +25,8 @@ impl InferenceScenario {
     /// required.
     pub fn of(sc: &Scenario) -> Result<Self, ScenarioError> {
         let cfg = sc.config();
-        let model = crate::model(cfg)?;
-        let mut system = cfg.system()?;
+        let model = sc.model()?.clone();
+        let mut system = sc.system()?.clone();
         if !cfg.contains("inference") {
             return Err(ScenarioError::Missing {
                 section: "inference",

@@ -34,7 +34,7 @@ pub mod stack;
 pub mod training;
 
 pub use inference::InferenceScenario;
-pub use model::model;
+pub use model::{model, models_resolved};
 pub use resolved::Scenario;
 pub use serving::ServingScenario;
 pub use stack::stacks_resolved;

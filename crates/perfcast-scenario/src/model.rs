@@ -5,10 +5,22 @@ use perfcast_config::Config;
 use perfcast_core::ModelSpec;
 use std::path::{Path, PathBuf};
 
+thread_local! {
+    /// Models read on this thread (what a test of "once per command" counts).
+    static RESOLVED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many times [`model`] has read a `[model]` on the calling thread (see
+/// [`crate::stacks_resolved`]).
+pub fn models_resolved() -> usize {
+    RESOLVED.with(std::cell::Cell::get)
+}
+
 /// The model of `[model]`: its `ModelSpec` fields (directly or from an included model preset
 /// such as `preset:gpt3-175b`), or `hf_config = "path/config.json"` (a Hugging Face config,
 /// relative to the file that names it; `name` may be set beside it). Validated.
 pub fn model(cfg: &Config) -> Result<ModelSpec, ScenarioError> {
+    RESOLVED.with(|n| n.set(n.get() + 1));
     if !cfg.contains("model") {
         return Err(ScenarioError::Missing {
             section: "model",

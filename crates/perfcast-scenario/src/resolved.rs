@@ -1,10 +1,11 @@
-//! A configuration read once for a command ([`Scenario::resolve`]): the software stack it
-//! selects (checked against the engines the command drives) and the GPU generation the stack's
-//! per-generation choices key on. Every view of the configuration (the training plan and
+//! A configuration read once for a command ([`Scenario::resolve`]): the model, the system
+//! (plugins built, `system.devices` as configured), the software stack it selects (checked
+//! against the engines the command drives) and the GPU generation the stack's per-generation
+//! choices key on. Every view of the configuration (the training plan and
 //! options, the inference plan and options, the serving scenario, the search's template and
 //! space) derives from one `Scenario`, so a command resolves its stack once.
 //!
-//! A stack or generation that does not resolve is reported where it is first used, so a
+//! A model, system, stack or generation that does not resolve is reported where it is first used, so a
 //! command's errors come in the order they always did (a missing section before a stack of
 //! the wrong kind); errors are not `Clone`, so that error is read again from the
 //! configuration when asked for.
@@ -12,8 +13,11 @@
 use crate::stack::{generation, user_set, GpuGeneration};
 use crate::{ScenarioError, Stack, StackKind};
 use perfcast_config::Config;
+use perfcast_core::workload::ModelSpec;
+use perfcast_core::System;
+use std::cell::OnceCell;
 
-/// A configuration with its stack and generation resolved.
+/// A configuration with its model, system, stack and generation resolved.
 pub struct Scenario<'c> {
     cfg: &'c Config,
     kind: StackKind,
@@ -21,6 +25,11 @@ pub struct Scenario<'c> {
     stack: Option<Stack>,
     /// `None`: `device.generation` does not parse.
     generation: Option<Option<GpuGeneration>>,
+    /// Read on first use (`None`: `[model]` is absent or does not resolve).
+    model: OnceCell<Option<ModelSpec>>,
+    /// Built on first use, so that a command that needs no system (`config explain`) starts
+    /// no isolated plugin (`None`: the system does not resolve).
+    system: OnceCell<Option<System>>,
 }
 
 impl<'c> Scenario<'c> {
@@ -33,6 +42,8 @@ impl<'c> Scenario<'c> {
             kind,
             stack: Stack::from_config(cfg, kind).ok(),
             generation: generation(cfg).ok(),
+            model: OnceCell::new(),
+            system: OnceCell::new(),
         }
     }
 
@@ -56,7 +67,24 @@ impl<'c> Scenario<'c> {
     pub fn stack(&self) -> Result<&Stack, ScenarioError> {
         match &self.stack {
             Some(s) => Ok(s),
-            None => Err(self.again(Stack::from_config(self.cfg, self.kind).err())),
+            None => Err(self.again("stack", Stack::from_config(self.cfg, self.kind).err())),
+        }
+    }
+
+    /// The `[model]`, or why there is none.
+    pub fn model(&self) -> Result<&ModelSpec, ScenarioError> {
+        match self.model.get_or_init(|| crate::model(self.cfg).ok()) {
+            Some(m) => Ok(m),
+            None => Err(self.again("model", crate::model(self.cfg).err())),
+        }
+    }
+
+    /// The system with `system.devices` as configured (a training or inference scenario
+    /// reconciles it with its plan), or why it does not resolve.
+    pub fn system(&self) -> Result<&System, ScenarioError> {
+        match self.system.get_or_init(|| self.cfg.system().ok()) {
+            Some(s) => Ok(s),
+            None => Err(self.again("system", self.cfg.system().err().map(Into::into))),
         }
     }
 
@@ -64,7 +92,7 @@ impl<'c> Scenario<'c> {
     pub fn generation(&self) -> Result<Option<GpuGeneration>, ScenarioError> {
         match self.generation {
             Some(g) => Ok(g),
-            None => Err(self.again(generation(self.cfg).err())),
+            None => Err(self.again("device.generation", generation(self.cfg).err())),
         }
     }
 
@@ -75,13 +103,10 @@ impl<'c> Scenario<'c> {
 
     /// The error of a resolution that failed, read again (resolution is deterministic, so it
     /// fails again; should it not, say so rather than go on).
-    fn again(&self, e: Option<ScenarioError>) -> ScenarioError {
+    fn again(&self, key: &str, e: Option<ScenarioError>) -> ScenarioError {
         e.unwrap_or_else(|| {
             self.cfg
-                .invalid(
-                    "stack",
-                    "the stack resolved differently on a second reading",
-                )
+                .invalid(key, "it resolved differently on a second reading")
                 .into()
         })
     }

@@ -64,8 +64,8 @@ impl ServingScenario {
     /// The serving scenario of `sc` (see [`ServingScenario::from_config`]).
     pub fn of(sc: &crate::Scenario) -> Result<Self, ScenarioError> {
         let cfg = sc.config();
-        let model = crate::model(cfg)?;
-        let mut system = cfg.system()?;
+        let model = sc.model()?.clone();
+        let mut system = sc.system()?.clone();
         if !cfg.contains("serving") && !cfg.contains("inference") {
             return Err(ScenarioError::Missing {
                 section: "serving",

@@ -30,8 +30,8 @@ impl TrainingScenario {
     /// The training scenario of `sc`: a `[model]`, a `[plan]` and a system are required.
     pub fn of(sc: &Scenario) -> Result<Self, ScenarioError> {
         let cfg = sc.config();
-        let model = crate::model(cfg)?;
-        let mut system = cfg.system()?;
+        let model = sc.model()?.clone();
+        let mut system = sc.system()?.clone();
         let mut plan = plan(sc)?.ok_or(ScenarioError::Missing {
             section: "plan",
             hint: "`perfcast predict` needs the training plan (tp, pp, dp, micro_batch, global_batch, recompute, ...; README.md, \"predict\")",

@@ -53,8 +53,8 @@ impl Scenario {
 /// among the allowed sections; its stack resolved once, for a training command).
 pub fn load_scenario(resolved: &Resolved) -> Result<Scenario, SearchError> {
     let cfg = resolved.config();
-    let model = perfcast_scenario::model(cfg)?;
-    let mut system = cfg.system()?;
+    let model = resolved.model()?;
+    let mut system = resolved.system()?.clone();
     let mut plan: Option<TrainingPlan> = plan(resolved)?;
     // The [plan]'s devices as `perfcast predict` reconciles them (without `plan.dp`, DP
     // fills the system; without `system.devices`, the plan sets it). A [plan] for another

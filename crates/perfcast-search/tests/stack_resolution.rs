@@ -1,14 +1,17 @@
-//! A command resolves its configuration's software stack once (`perfcast_scenario::Scenario`):
-//! the search's scenario, its template and space, and the error bars' class all read the one
-//! resolved stack, as do the predict, infer and serve scenarios. Counted on this thread with
-//! `perfcast_scenario::stacks_resolved` (each test runs on its own thread).
+//! A command resolves its configuration's software stack and model once
+//! (`perfcast_scenario::Scenario`): the search's scenario, its template and space, and the
+//! error bars' class all read the one resolved stack and model, as do the predict, infer and
+//! serve scenarios. Counted on this thread with `perfcast_scenario::stacks_resolved` and
+//! `models_resolved` (each test runs on its own thread).
 
 // A test target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use perfcast_config::{Config, Plugins, Sources};
 use perfcast_scenario::TrainingScenario;
-use perfcast_scenario::{stacks_resolved, InferenceScenario, Scenario, ServingScenario};
+use perfcast_scenario::{
+    models_resolved, stacks_resolved, InferenceScenario, Scenario, ServingScenario,
+};
 use perfcast_search::config::SECTION;
 use perfcast_search::load_scenario;
 use perfcast_validation::cases::Kind;
@@ -29,11 +32,13 @@ fn load(file: &str, sets: &[&str]) -> Config {
     Config::load(&s).unwrap()
 }
 
-/// How many stacks `f` resolves.
+/// How many stacks `f` resolves (and that it resolves the model as often).
 fn resolutions(f: impl FnOnce()) -> usize {
-    let before = stacks_resolved();
+    let (stacks, models) = (stacks_resolved(), models_resolved());
     f();
-    stacks_resolved() - before
+    let n = stacks_resolved() - stacks;
+    assert_eq!(models_resolved() - models, n, "model resolutions");
+    n
 }
 
 #[test]
