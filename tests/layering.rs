@@ -54,7 +54,13 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-config",
         ],
     ),
-    ("perfcast-report", &["perfcast-core", "perfcast-engine"]),
+    // The drawing kit (tables, numbers, labels, figures, files), below every report.
+    ("perfcast-render", &["perfcast-core", "perfcast-engine"]),
+    // What each report looks like.
+    (
+        "perfcast-report",
+        &["perfcast-core", "perfcast-engine", "perfcast-render"],
+    ),
     // The applications.
     (
         "perfcast-search",
@@ -64,7 +70,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-serving",
             "perfcast-config",
             "perfcast-scenario",
-            "perfcast-report",
+            "perfcast-render",
         ],
     ),
     (
@@ -76,7 +82,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-serving",
             "perfcast-config",
             "perfcast-scenario",
-            "perfcast-report",
+            "perfcast-render",
             "perfcast-kernels",
         ],
     ),
@@ -89,7 +95,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-config",
             "perfcast-scenario",
             "perfcast-search",
-            "perfcast-report",
+            "perfcast-render",
         ],
     ),
     // The built-in plugins and the facade that composes them.
@@ -136,6 +142,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-serving",
             "perfcast-config",
             "perfcast-scenario",
+            "perfcast-render",
             "perfcast-report",
             "perfcast-search",
             "perfcast-studies",

@@ -1,10 +1,10 @@
 //! Charts of engine reports for the CLI's `--plot` (texts inherit the root's font).
 
-use crate::axis::{linear_ticks, tick_label};
-use crate::marks::{stack, Legend};
-use crate::palette::{pick, TAB16};
-use crate::svg::{Px, Svg};
 use perfcast_engine::training::{StageField, StageMemory, TrainingReport};
+use perfcast_render::axis::{linear_ticks, tick_label};
+use perfcast_render::marks::{stack, Legend};
+use perfcast_render::palette::{pick, TAB16};
+use perfcast_render::svg::{Px, Svg};
 
 const WIDTH: f64 = 900.0;
 const HEIGHT: f64 = 480.0;

@@ -222,7 +222,7 @@ pub fn csv(r: &InferenceReport, warnings: &[String]) -> String {
     }
     row("memory.fits", m.fits.to_string(), "");
     for w in warnings {
-        row("warning", crate::csv_cell(w), "");
+        row("warning", perfcast_render::csv_cell(w), "");
     }
     s
 }

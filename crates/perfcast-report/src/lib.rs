@@ -1,48 +1,19 @@
-//! perfcast-report: every renderer of what perfcast writes, shared by the CLI and the studies (and,
-//! later, the Python bindings and a web page).
+//! perfcast-report: what each report of perfcast looks like, shared by the CLI and the Python
+//! package (and, later, a web page). The drawing kit (tables, numbers, labels, figures, files)
+//! is `perfcast-render`'s; here each report chooses its columns, notes and charts.
 //!
-//! - [`Format`]: table, JSON or CSV (`--format`; with the `clap` feature a `clap::ValueEnum`,
-//!   and [`Format::parser`] for commands that accept only some formats).
-//! - [`Table`]: rows rendered as aligned text or RFC 4180 CSV; [`num`] (four significant
-//!   digits, for tables) and [`num6`] (six, for data files).
-//! - [`plan_label`]: a training plan as text, in the styles of [`PlanStyle`].
-//! - [`svg`]: an SVG document written element by element, with text escaping; [`axis`]:
-//!   linear and log axes (ranges, ticks, labels); [`marks`]: stacked bars, markers, lines and
-//!   legend rows; [`palette`]: the colours.
 //! - [`training`] and [`inference`]: the engines' reports as tables, CSV and notes (the
 //!   engines compute; they do not format).
-//! - [`figure`]: figures of panels (stacked bars, waterfall, lines, x-y) for the studies;
-//!   [`charts`]: the CLI's charts of engine reports (`predict --plot`).
-//! - [`file`]: output files written whole or not at all ([`file::OutFile`], [`file::write`]),
-//!   and one writer per `--out` directory ([`file::DirLock`]).
-//! - [`parquet`](mod@parquet): a results table as a Parquet file, its columns typed from
-//!   their cells (`--format parquet`).
+//! - [`charts`]: the CLI's charts of engine reports (`predict --plot`).
+//! - [`search`]: a training-plan search's output (`perfcast search`).
 //!
-//! Invariant: this crate only formats (every renderer of an engine report lives here); it depends on `perfcast-core` and `perfcast-engine`
-//! (for the types it labels and draws) and on nothing above them.
+//! Invariant: this crate only formats: it computes nothing a report shows. It sits above the
+//! engines and the applications whose results it renders (search, validation's error bars),
+//! below the hosts.
 
 #![warn(missing_docs)]
 
-pub mod axis;
 pub mod charts;
-pub mod figure;
-pub mod file;
-pub mod format;
 pub mod inference;
-pub mod label;
-pub mod marks;
-pub mod num;
-pub mod palette;
-pub mod parquet;
-pub mod svg;
-pub mod table;
+pub mod search;
 pub mod training;
-
-pub use format::Format;
-pub use label::{placed_plan_label, plan_label, PlanStyle};
-pub use num::{fmt_factor, num, num6, pct};
-pub use table::{csv_cell, Table};
-
-/// Bytes in a gibibyte (2^30): memory per device is reported in GiB, as frameworks and
-/// `nvidia-smi` report it. (`perfcast_core::Bytes::gib` where the value is a `Bytes`.)
-pub const GIB: f64 = (1u64 << 30) as f64;

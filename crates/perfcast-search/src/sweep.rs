@@ -19,7 +19,7 @@ use crate::config::{load_scenario, SECTION};
 use crate::SearchError;
 use perfcast_config::{Config, Plugins, Sources};
 use perfcast_engine::training::{Placement, TrainingPlan};
-use perfcast_report::csv_cell;
+use perfcast_render::csv_cell;
 use serde::Deserialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -585,7 +585,7 @@ fn moe_search_walks_expert_layouts() {
     }
     assert_eq!(best, pinned_best);
     let label =
-        perfcast_report::plan_label(&all.plans[0].plan, perfcast_report::PlanStyle::Compact);
+        perfcast_render::plan_label(&all.plans[0].plan, perfcast_render::PlanStyle::Compact);
     let p = &all.plans[0].plan;
     assert_eq!(label.contains(&format!(" ep{}", p.ep)), p.ep > 1, "{label}");
     // Dense: EP stays 1; listing it is an error naming the key.

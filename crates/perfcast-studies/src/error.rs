@@ -45,7 +45,7 @@ pub enum StudyError {
 
     /// A plot could not be drawn (non-finite data).
     #[error(transparent)]
-    Plot(#[from] perfcast_report::figure::PlotError),
+    Plot(#[from] perfcast_render::figure::PlotError),
 
     /// An output file could not be written.
     #[error("cannot write `{}`: {source}", path.display())]

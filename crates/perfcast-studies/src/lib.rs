@@ -87,8 +87,8 @@ impl StudyOutput {
     /// summary around `finding`.
     pub fn new(
         ctx: &common::StudyContext,
-        table: perfcast_report::Table,
-        figure: perfcast_report::figure::Figure,
+        table: perfcast_render::Table,
+        figure: perfcast_render::figure::Figure,
         finding: String,
     ) -> Result<Self, StudyError> {
         Ok(StudyOutput {
@@ -102,10 +102,10 @@ impl StudyOutput {
 
     /// Write `NAME.csv`, `NAME.svg` and `NAME.md` into `dir` (created if needed), each whole
     /// or not at all, holding `dir` against another perfcast writing there
-    /// ([`perfcast_report::file`]).
+    /// ([`perfcast_render::file`]).
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, StudyError> {
         let _lock =
-            perfcast_report::file::DirLock::take(dir).map_err(|source| StudyError::Write {
+            perfcast_render::file::DirLock::take(dir).map_err(|source| StudyError::Write {
                 path: dir.to_path_buf(),
                 source,
             })?;
@@ -116,7 +116,7 @@ impl StudyOutput {
             ("md", &self.summary),
         ] {
             let p = dir.join(format!("{}.{ext}", self.name));
-            perfcast_report::file::write(&p, text).map_err(|source| StudyError::Write {
+            perfcast_render::file::write(&p, text).map_err(|source| StudyError::Write {
                 path: p.clone(),
                 source,
             })?;

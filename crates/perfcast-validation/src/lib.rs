@@ -64,7 +64,7 @@ pub fn load_cases(path: Option<&Path>) -> Result<(cases::CasesFile, String), Str
 
 /// Output format of [`validate_to_string`]: table or JSON (a report of nested cases has no
 /// CSV form).
-pub use perfcast_report::Format;
+pub use perfcast_render::Format;
 
 /// Find a cases file named on the command line: the path as given, else relative to any
 /// ancestor of the current directory (so `configs/validation/cases.toml` works from inside

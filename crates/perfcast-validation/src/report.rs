@@ -334,8 +334,8 @@ impl Report {
     /// of `--format parquet`: `id`, `group`, `kind`, `status`, `metric`, `predicted`,
     /// `measured`, `rel_error` (signed, predicted / measured - 1), `lo` and `hi` (the
     /// interval, when asked for), `stack`, `reason`.
-    pub fn to_rows(&self) -> perfcast_report::Table {
-        let mut t = perfcast_report::Table::new(&[
+    pub fn to_rows(&self) -> perfcast_render::Table {
+        let mut t = perfcast_render::Table::new(&[
             ("id", false),
             ("group", false),
             ("kind", false),

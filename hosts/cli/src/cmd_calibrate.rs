@@ -121,13 +121,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // The files are written even when the optimiser stopped at its limit: the overlay then
     // says so in its header, and the command exits 1 after writing them.
     if let Some(out) = &a.out {
-        perfcast_report::file::write(out, c.overlay_toml())
+        perfcast_render::file::write(out, c.overlay_toml())
             .with_context(|| format!("cannot write the overlay to `{}`", out.display()))?;
         eprintln!("wrote the fitted parameters to {}", out.display());
     }
     if let (Some(file), Some(text)) = (&a.residuals, c.residuals_toml()) {
         let text = text.map_err(anyhow::Error::msg)?;
-        perfcast_report::file::write(file, text)
+        perfcast_render::file::write(file, text)
             .with_context(|| format!("cannot write the residuals to `{}`", file.display()))?;
         eprintln!(
             "wrote {} out-of-fold residuals to {}",

@@ -136,7 +136,7 @@ fn import(a: ImportArgs) -> anyhow::Result<()> {
         std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
         let path = dir.join(format!("{}.parquet", t.op));
         let bytes = write_table(t)?;
-        perfcast_report::file::write(&path, &bytes).with_context(|| path.display().to_string())?;
+        perfcast_render::file::write(&path, &bytes).with_context(|| path.display().to_string())?;
         lines.push(format!(
             "{}: {} rows, {} bytes (from {})",
             path.display(),

@@ -7,8 +7,8 @@ use crate::error_bars::{self, ErrorBars, IntervalArgs, Row};
 use perfcast_config::{Config, SECTIONS};
 use perfcast_engine::training::StageMemory;
 use perfcast_engine::{TrainingPlan, TrainingReport};
+use perfcast_render::{plan_label, PlanStyle, GIB};
 use perfcast_report::charts::training_svg;
-use perfcast_report::{plan_label, PlanStyle, GIB};
 use perfcast_scenario::{engine_error, TrainingScenario};
 use perfcast_validation::cases::Kind;
 use serde::Serialize;
@@ -300,7 +300,7 @@ fn csv(
         }
     }
     for w in warnings {
-        let _ = writeln!(s, "warning,{},", perfcast_report::csv_cell(w));
+        let _ = writeln!(s, "warning,{},", perfcast_render::csv_cell(w));
     }
     s
 }

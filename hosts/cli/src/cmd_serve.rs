@@ -5,7 +5,7 @@
 //! latency-throughput curve with several rates. Deterministic for a seed.
 
 use crate::common::{num, to_json, ConfigArgs, Format, Table};
-use perfcast_report::figure::{Axis, Figure, Marker, Panel, PanelKind, Series};
+use perfcast_render::figure::{Axis, Figure, Marker, Panel, PanelKind, Series};
 use perfcast_scenario::serving::{read_trace, Requests};
 use perfcast_scenario::{serving_error, ServingScenario};
 use perfcast_serving::{ArrivalProcess, Deployment, Load, ServingReport, Simulator, Stats};

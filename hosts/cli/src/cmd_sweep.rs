@@ -8,7 +8,7 @@
 
 use crate::common::{self, Format, Table};
 use anyhow::Context as _;
-use perfcast_report::file;
+use perfcast_render::file;
 use perfcast_search::sweep::Sweep;
 use std::io::{IsTerminal as _, Write};
 use std::path::PathBuf;

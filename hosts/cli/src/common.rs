@@ -16,8 +16,8 @@ pub const EXIT_USAGE: u8 = 2;
 /// Exit code: a bug in perfcast (a panic, reported by the hook).
 pub const EXIT_INTERNAL: u8 = 101;
 
-// The output format, tables and numbers are perfcast-report's (shared with the studies).
-pub use perfcast_report::{num, Format, Table};
+// The output format, tables and numbers are perfcast-render's (shared with the studies).
+pub use perfcast_render::{num, Format, Table};
 
 /// Config files and overrides, for every command that reads a configuration.
 #[derive(Debug, Clone, clap::Args)]
@@ -211,7 +211,7 @@ pub fn warn_hardware(
 
 /// Write an SVG plot to `path` and say where on stderr.
 pub fn write_plot(path: &std::path::Path, svg: String) -> anyhow::Result<()> {
-    perfcast_report::file::write(path, svg)
+    perfcast_render::file::write(path, svg)
         .with_context(|| format!("cannot write the plot to `{}`", path.display()))?;
     eprint_line(&format!("wrote the plot to {}", path.display()));
     Ok(())
@@ -235,7 +235,7 @@ pub fn emit(text: &str, out: Option<&std::path::Path>) -> anyhow::Result<()> {
     match out {
         None => print(text),
         Some(path) => {
-            perfcast_report::file::write(path, text)
+            perfcast_render::file::write(path, text)
                 .with_context(|| format!("cannot write `{}`", path.display()))?;
             eprint_line(&format!("wrote {}", path.display()));
             Ok(())
@@ -263,7 +263,7 @@ pub fn no_parquet() -> anyhow::Error {
     )
 }
 
-/// Write `table` to `out` as Parquet ([`perfcast_report::parquet`]), whole or not at all,
+/// Write `table` to `out` as Parquet ([`perfcast_render::parquet`]), whole or not at all,
 /// and say where on stderr; without `out`, refuse: Parquet is binary and never goes to
 /// standard output.
 pub fn write_parquet(
@@ -293,12 +293,12 @@ pub fn write_parquet_file(
     path: &std::path::Path,
     command: &str,
 ) -> anyhow::Result<()> {
-    let bytes = perfcast_report::parquet::to_parquet(
+    let bytes = perfcast_render::parquet::to_parquet(
         table,
         &format!("perfcast {} {command}", env!("CARGO_PKG_VERSION")),
     )
     .map_err(anyhow::Error::msg)?;
-    perfcast_report::file::write(path, bytes)
+    perfcast_render::file::write(path, bytes)
         .with_context(|| format!("cannot write `{}`", path.display()))
 }
 

@@ -3,9 +3,9 @@
 //! (`perfcast_validation::intervals`), appended to the table rows, as `error_bars` in JSON
 //! and as `.lo`/`.hi` rows in CSV.
 
-use perfcast_report::num;
+use perfcast_render::num;
 use perfcast_validation::cases::Kind;
-use perfcast_validation::intervals::{self, Class, Direction, Interval, Residuals};
+use perfcast_validation::intervals::{Class, Direction, Interval, Residuals};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -176,11 +176,6 @@ pub fn csv_rows(iv: &Interval, rows: &[(Row, &str)]) -> String {
         ));
     }
     s
-}
-
-/// The percentage of a level (`80`).
-pub fn percent(iv: &Interval) -> String {
-    intervals::fmt_level(iv.level)
 }
 
 #[cfg(test)]

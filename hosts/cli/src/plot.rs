@@ -2,16 +2,16 @@
 //! Waterman & Patterson 2009). x: arithmetic intensity at the device tier (FLOP/B); y:
 //! throughput (TFLOP/s). Roofs: one horizontal line per engine/dtype peak the ops use, one
 //! diagonal per memory tier (its achievable bandwidth); points: each op's achieved throughput.
-//! Drawn with perfcast-report's primitives (`predict --plot` is `perfcast_report::charts`).
+//! Drawn with perfcast-render's primitives (`predict --plot` is `perfcast_report::charts`).
 //!
 //! Only finite, positive numbers reach the drawing (the host checked them; points without
 //! FLOPs are left out), so the file never contains NaN.
 
-use perfcast_report::axis::{tick_label, AxisMap};
-use perfcast_report::marks::Legend;
-use perfcast_report::num;
-use perfcast_report::palette::{pick, POINTS};
-use perfcast_report::svg::{Px, Svg, XMLNS};
+use perfcast_render::axis::{tick_label, AxisMap};
+use perfcast_render::marks::Legend;
+use perfcast_render::num;
+use perfcast_render::palette::{pick, POINTS};
+use perfcast_render::svg::{Px, Svg, XMLNS};
 use perfcast_scenario::roofline::RooflineReport;
 
 const W: f64 = 840.0;

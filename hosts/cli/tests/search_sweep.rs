@@ -291,7 +291,7 @@ fn sweep_rows_and_out_dir() {
     assert_eq!(csv.lines().count(), 5);
     // While another perfcast holds the directory, a second writer is refused at once and the
     // CSV is untouched.
-    let held = perfcast_report::file::DirLock::take(&out).unwrap();
+    let held = perfcast_render::file::DirLock::take(&out).unwrap();
     let o = run(&["sweep", &f, "--out", out.to_str().unwrap()]);
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(
@@ -313,7 +313,7 @@ fn sweep_rows_and_out_dir() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     left.sort();
-    assert_eq!(left, [perfcast_report::file::LOCK_FILE, "s.csv"]);
+    assert_eq!(left, [perfcast_render::file::LOCK_FILE, "s.csv"]);
     // A searched point.
     let f = write_sweep(
         &d,
@@ -529,7 +529,7 @@ fn parquet_rows(path: &Path) -> (Vec<String>, Vec<String>, Vec<Vec<String>>) {
 fn parquet_has_the_csv_columns_typed() {
     let d = tmpdir();
     let same = |what: &str, csv: &str, file: &Path| {
-        let csv = perfcast_report::Table::from_csv(csv).unwrap();
+        let csv = perfcast_render::Table::from_csv(csv).unwrap();
         let (names, types, rows) = parquet_rows(file);
         assert_eq!(names, csv.headers, "{what}");
         assert_eq!(rows.len(), csv.rows.len(), "{what}");

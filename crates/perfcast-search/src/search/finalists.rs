@@ -11,7 +11,7 @@ use perfcast_core::DType;
 use perfcast_engine::training::{Fp8Recipe, Placement, Training, TrainingPlan};
 use std::time::Instant;
 
-use perfcast_report::GIB;
+use perfcast_render::GIB;
 
 fn placement_of(k: &PlanKey) -> Placement {
     Placement::all()

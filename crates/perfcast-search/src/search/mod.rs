@@ -19,7 +19,7 @@ pub use results::{Counts, ParetoPoint, PlanKey, RankedPlan, SearchResult, Summar
 use crate::space::{Budget, Constraints, Objective, SearchSpace};
 use crate::SearchError;
 use perfcast_engine::training::{Training, TrainingPlan};
-use perfcast_report::GIB;
+use perfcast_render::GIB;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 

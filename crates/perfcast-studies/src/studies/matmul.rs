@@ -7,8 +7,8 @@ use crate::error::StudyError;
 use crate::StudyOutput;
 use perfcast_core::{DType, Engine, TimeBound};
 use perfcast_engine::inference::{GemmPoint, Inference, InferenceOptions, InferencePlan};
-use perfcast_report::figure::{Axis, Figure, Marker, Panel, PanelKind, Scale, Series};
-use perfcast_report::{num6, Table};
+use perfcast_render::figure::{Axis, Figure, Marker, Panel, PanelKind, Scale, Series};
+use perfcast_render::{num6, Table};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]

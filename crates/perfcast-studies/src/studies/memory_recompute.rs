@@ -7,8 +7,8 @@ use crate::error::StudyError;
 use crate::StudyOutput;
 use perfcast_core::{AttentionKind, DType};
 use perfcast_engine::training::{StageMemory, Training, TrainingPlan, TrainingReport};
-use perfcast_report::figure::{Axis, Bar, BarGroup, Figure, Panel, PanelKind, RefLine};
-use perfcast_report::{num6, Table};
+use perfcast_render::figure::{Axis, Bar, BarGroup, Figure, Panel, PanelKind, RefLine};
+use perfcast_render::{num6, Table};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]

@@ -12,8 +12,8 @@ use perfcast_core::topology::NetworkCost;
 use perfcast_core::{Bytes, CollectiveKind, Topology};
 use perfcast_engine::network::{Mesh, Network};
 use perfcast_engine::training::{Training, TrainingPlan, TrainingReport};
-use perfcast_report::figure::{Axis, Bar, BarGroup, Figure, Panel, PanelKind};
-use perfcast_report::{num6, Table};
+use perfcast_render::figure::{Axis, Bar, BarGroup, Figure, Panel, PanelKind};
+use perfcast_render::{num6, Table};
 use serde::Deserialize;
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@
 use super::predict::{predict, Prediction, Regime};
 use super::CollectivesFile;
 use perfcast_config::Plugins;
-use perfcast_report::{num, Table};
+use perfcast_render::{num, Table};
 use serde_json::{json, Value};
 
 /// One entry's outcome.

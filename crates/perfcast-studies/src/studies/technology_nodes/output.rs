@@ -6,8 +6,8 @@ use crate::common::{caption, StudyContext};
 use crate::error::StudyError;
 use crate::StudyOutput;
 use perfcast_core::{DType, Engine, TierLevel};
-use perfcast_report::figure::{Axis, Bar, BarGroup, Figure, Panel, PanelKind, Scale};
-use perfcast_report::{num6, pct, plan_label, PlanStyle, Table};
+use perfcast_render::figure::{Axis, Bar, BarGroup, Figure, Panel, PanelKind, Scale};
+use perfcast_render::{num6, pct, plan_label, PlanStyle, Table};
 
 fn shares(v: &[f64; 4]) -> Vec<f64> {
     let t: f64 = v.iter().sum();
