@@ -59,7 +59,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // What each report looks like.
     (
         "perfcast-report",
-        &["perfcast-core", "perfcast-engine", "perfcast-render"],
+        &[
+            "perfcast-core",
+            "perfcast-engine",
+            "perfcast-serving",
+            "perfcast-render",
+            "perfcast-search",
+            "perfcast-validation",
+        ],
     ),
     // The applications.
     (

@@ -5,7 +5,9 @@
 //! - [`training`] and [`inference`]: the engines' reports as tables, CSV and notes (the
 //!   engines compute; they do not format).
 //! - [`charts`]: the CLI's charts of engine reports (`predict --plot`).
-//! - [`search`]: a training-plan search's output (`perfcast search`).
+//! - [`search`]: a training-plan search's output (`perfcast search`); [`deployments`]: a
+//!   deployment search's for serving (`perfcast search` with `[serving_search]`).
+//! - [`serve`]: a serving simulation's output (`perfcast serve`).
 //!
 //! Invariant: this crate only formats: it computes nothing a report shows. It sits above the
 //! engines and the applications whose results it renders (search, validation's error bars),
@@ -14,6 +16,8 @@
 #![warn(missing_docs)]
 
 pub mod charts;
+pub mod deployments;
 pub mod inference;
 pub mod search;
+pub mod serve;
 pub mod training;

@@ -57,7 +57,7 @@ pub use config::{
 pub use deployment::{
     kv_caches, Deployment, KvAdmission, KvCache, Pool, PoolRole, Router, Speculative,
 };
-pub use report::{PoolReport, ServingReport, SloReport, Stats};
+pub use report::{ttft_knee, PoolReport, ServingReport, SloReport, Stats};
 pub use rng::Rng;
 pub use sim::Simulator;
 pub use speculative::{DraftMethod, SpeculativeConfig, MTP_ACCEPTANCE_RATE};

@@ -310,3 +310,19 @@ fn pools(run: &Run, duration: f64) -> Vec<PoolReport> {
         })
         .collect()
 }
+
+/// Where TTFT explodes over a sweep of offered rates: the first offered rate whose mean TTFT
+/// exceeds five times the lowest rate's (runs without an offered rate are left out).
+pub fn ttft_knee(runs: &[ServingReport]) -> Option<f64> {
+    let mut rated: Vec<&ServingReport> = runs.iter().filter(|r| r.offered_rate.is_some()).collect();
+    rated.sort_by(|a, b| {
+        a.offered_rate
+            .partial_cmp(&b.offered_rate)
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let base = rated.first()?.ttft.mean.0;
+    rated
+        .iter()
+        .find(|r| r.ttft.mean.0 > 5.0 * base)
+        .and_then(|r| r.offered_rate)
+}
