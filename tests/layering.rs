@@ -64,6 +64,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-engine",
             "perfcast-serving",
             "perfcast-render",
+            "perfcast-scenario",
             "perfcast-search",
             "perfcast-validation",
         ],

@@ -5,6 +5,8 @@
 //! - [`training`] and [`inference`]: the engines' reports as tables, CSV and notes (the
 //!   engines compute; they do not format).
 //! - [`charts`]: the CLI's charts of engine reports (`predict --plot`).
+//! - [`roofline`]: a device's `[[ops]]` or a model's GEMMs on the roofline, as text, CSV and
+//!   the log-log chart (`perfcast roofline`).
 //! - [`search`]: a training-plan search's output (`perfcast search`); [`deployments`]: a
 //!   deployment search's for serving (`perfcast search` with `[serving_search]`).
 //! - [`serve`]: a serving simulation's output (`perfcast serve`).
@@ -18,6 +20,7 @@
 pub mod charts;
 pub mod deployments;
 pub mod inference;
+pub mod roofline;
 pub mod search;
 pub mod serve;
 pub mod training;

@@ -10,6 +10,7 @@ use perfcast_config::{Device, HostError, NamedOp};
 use perfcast_core::hardware::TierLevel;
 use perfcast_core::units::ensure_finite;
 use perfcast_core::{Engine, Key, ModelError, TimeBound};
+use perfcast_engine::inference::GemmPoint;
 use serde::Serialize;
 
 /// One memory tier of the device.
@@ -228,5 +229,59 @@ fn shape(op: &perfcast_core::ComputeOp) -> String {
             a.batch, a.heads, a.kv_heads, a.q_len, a.kv_len, a.head_dim
         ),
         ComputeOp::Vector(v) => format!("{} el", v.elements),
+    }
+}
+
+/// A model's GEMMs (`Inference::gemm_roofline`) as a roofline report on `device`, for the
+/// chart of `roofline --plot`: each GEMM at its intensity, its attainable throughput on the
+/// datasheet ridge times the device tier's peak bandwidth.
+pub fn of_gemms(device: &Device, points: &[GemmPoint]) -> RooflineReport {
+    let tier = device.device_tier();
+    let memory: Vec<TierRow> = device
+        .memory
+        .tiers
+        .iter()
+        .zip(&device.memory_names)
+        .map(|(t, n)| TierRow {
+            name: n.clone(),
+            kind: t.kind().to_string(),
+            level: t.level(),
+            capacity_bytes: t.capacity().0,
+            bandwidth_bytes_per_s: t.bandwidth().0,
+            effective_bandwidth_bytes_per_s: t.bandwidth().0 * t.efficiency(),
+        })
+        .collect();
+    let bw = memory.get(tier).map_or(0.0, |t| t.bandwidth_bytes_per_s);
+    let ops = points
+        .iter()
+        .map(|p| {
+            let time = p.time.0;
+            RooflineRow {
+                name: format!("{}.{}", p.phase.name(), p.name),
+                op: "gemm".into(),
+                shape: format!("{} x {} x {}", p.m, p.n, p.k),
+                dtype: p.dtype.name().to_string(),
+                engine: "matrix".into(),
+                flops: p.flops,
+                bytes: p.bytes,
+                intensity: p.intensity,
+                ridge: p.ridge,
+                peak_flops_per_s: p.ridge * bw,
+                attainable_flops_per_s: p.ridge * bw,
+                time_s: time,
+                compute_s: 0.0,
+                memory_s: 0.0,
+                overhead_s: 0.0,
+                achieved_flops_per_s: if time > 0.0 { p.flops / time } else { 0.0 },
+                bound: p.limiter.clone(),
+            }
+        })
+        .collect();
+    RooflineReport {
+        device: device.compute_name.clone(),
+        compute_kind: device.compute.kind().to_string(),
+        device_tier: device.memory_names.get(tier).cloned().unwrap_or_default(),
+        memory,
+        ops,
     }
 }
