@@ -4,7 +4,11 @@
 //!
 //! - [`training`] and [`inference`]: the engines' reports as tables, CSV and notes (the
 //!   engines compute; they do not format).
-//! - [`charts`]: the CLI's charts of engine reports (`predict --plot`).
+//! - [`charts`]: the CLI's charts of engine reports (`predict --plot`); [`predict`]: what
+//!   `perfcast predict` writes beside the training report; [`infer`]: what `perfcast infer`
+//!   writes beside the inference report.
+//! - [`error_bars`]: a prediction's intervals beside its rows, in JSON and in CSV;
+//!   [`reference`]: a config's published figures beside the prediction.
 //! - [`roofline`]: a device's `[[ops]]` or a model's GEMMs on the roofline, as text, CSV and
 //!   the log-log chart (`perfcast roofline`).
 //! - [`search`]: a training-plan search's output (`perfcast search`); [`deployments`]: a
@@ -19,7 +23,11 @@
 
 pub mod charts;
 pub mod deployments;
+pub mod error_bars;
+pub mod infer;
 pub mod inference;
+pub mod predict;
+pub mod reference;
 pub mod roofline;
 pub mod search;
 pub mod serve;

@@ -3,9 +3,11 @@
 //! `perfcast-scenario`.
 
 use crate::cmd_predict::load;
-use crate::common::{print, to_json, ConfigArgs, Format, Table};
-use crate::error_bars::{self, ErrorBars, IntervalArgs, Row};
-use perfcast_engine::inference::{Inference, InferencePlan, InferenceReport, MemoryReport};
+use crate::common::{print, to_json, ConfigArgs, Format};
+use crate::error_bars::IntervalArgs;
+use perfcast_engine::inference::{InferencePlan, InferenceReport};
+use perfcast_report::error_bars::{self, ErrorBars, Row};
+use perfcast_report::infer;
 use perfcast_scenario::{engine_error, InferenceScenario};
 use perfcast_validation::cases::Kind;
 use serde::Serialize;
@@ -24,39 +26,6 @@ pub struct Args {
     pub intervals: IntervalArgs,
 }
 
-/// The rows of an inference report that get an interval (times in ms, as the report shows).
-fn inference_rows(r: &InferenceReport) -> Vec<(Row<'static>, &'static str)> {
-    use perfcast_validation::intervals::Direction::{Rate, Time};
-    vec![
-        (
-            Row::new("ttft", "time to first token", r.ttft.millis(), Time),
-            "ms",
-        ),
-        (
-            Row::new("tpot", "time per output token", r.tpot.millis(), Time),
-            "ms",
-        ),
-        (
-            Row::new("latency", "end-to-end latency", r.latency.millis(), Time),
-            "ms",
-        ),
-        (
-            // In JSON and CSV only: the table's tokens/s line ends with the per-GPU rate.
-            Row::new("tokens_per_s", "", r.tokens_per_s, Rate),
-            "tok/s",
-        ),
-        (
-            Row::new(
-                "tokens_per_s_per_gpu",
-                "output tokens/s",
-                r.tokens_per_s_per_gpu,
-                Rate,
-            ),
-            "tok/s",
-        ),
-    ]
-}
-
 /// What `infer --format json` prints: the report's fields and the configuration that
 /// produced it (feed it back as a `.json` config).
 #[derive(Serialize)]
@@ -67,23 +36,11 @@ struct WithConfig<'a> {
     notes: &'a [String],
     /// The config's published figures beside the prediction, if it has `[reference]`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    reference: Option<&'a crate::reference::ReferenceOut<'a>>,
+    reference: Option<&'a perfcast_report::reference::ReferenceOut<'a>>,
     /// Each predicted time and rate's interval, and where they come from.
     #[serde(skip_serializing_if = "Option::is_none")]
     error_bars: Option<ErrorBars<'a>>,
     config: serde_json::Value,
-}
-
-/// What `--max-batch` reports.
-#[derive(Serialize)]
-struct MaxBatch<'a> {
-    model: &'a str,
-    system: &'a str,
-    max_batch: u32,
-    input_len: u32,
-    output_len: u32,
-    /// Device memory at that batch.
-    memory: &'a MemoryReport,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -98,7 +55,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             ..plan.clone()
         };
         let report = inference.evaluate(&at).map_err(err)?;
-        let out = MaxBatch {
+        let out = infer::MaxBatch {
             model: &inference.model().name,
             system: &inference.system().name,
             max_batch: n,
@@ -109,7 +66,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let text = match a.format {
             Format::Parquet => return Err(crate::common::no_parquet()),
             Format::Json => to_json(&out)?,
-            Format::Csv | Format::Table => max_batch_table(&out, a.format),
+            Format::Csv | Format::Table => infer::max_batch_table(&out, a.format == Format::Csv),
         };
         return print(&text);
     }
@@ -121,7 +78,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     notes.extend(warnings.iter().cloned());
     let published = perfcast_scenario::reference::reference(&cfg)?;
     let reference = published.as_ref().map(|r| {
-        crate::reference::compare(r, |key| match key {
+        perfcast_report::reference::compare(r, |key| match key {
             "ttft_ms" => Some(report.ttft.millis()),
             "tpot_ms" => Some(report.tpot.millis()),
             "latency_s" => Some(report.latency.0),
@@ -130,7 +87,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         })
     });
     let interval = a.intervals.for_scenario(&resolved, Kind::Inference)?;
-    let rows = inference_rows(&report);
+    let rows = infer::interval_rows(&report);
     let plain: Vec<Row> = rows.iter().map(|(r, _)| r.clone()).collect();
     let text = match a.format {
         Format::Parquet => return Err(crate::common::no_parquet()),
@@ -147,7 +104,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 s.push_str(&error_bars::csv_rows(iv, &rows));
             }
             if let Some(r) = &reference {
-                s.push_str(&crate::reference::csv(r));
+                s.push_str(&perfcast_report::reference::csv(r));
             }
             s
         }
@@ -158,67 +115,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 None => t,
             };
             if let Some(r) = &reference {
-                s.push_str(&crate::reference::table(r));
+                s.push_str(&perfcast_report::reference::table(r));
             }
             s
         }
     };
     print(&text)?;
     if !report.memory.fits {
-        return Err(does_not_fit(&inference, &plan, &report));
+        return Err(anyhow::Error::new(crate::common::Infeasible(
+            infer::does_not_fit(&plan, &report, inference.max_batch(&plan).ok()),
+        )));
     }
     Ok(())
-}
-
-fn does_not_fit(inf: &Inference, plan: &InferencePlan, r: &InferenceReport) -> anyhow::Error {
-    let m = &r.memory;
-    let hint = match inf.max_batch(plan) {
-        Ok(n) => format!("the largest batch that fits these lengths is {n} (inference.batch)"),
-        Err(_) => "not even a batch of 1 fits: raise inference.tp or inference.pp, or narrow inference.weight_dtype / inference.kv_dtype".into(),
-    };
-    anyhow::Error::new(crate::common::Infeasible(format!(
-        "the plan does not fit in device memory: weights {:.2} GiB + KV cache {:.2} GiB ({} sequences x {} tokens x {:.1} KiB per token) + workspace {:.2} GiB + reserve {:.2} GiB = {:.2} GiB per device, but {:.2} GiB is usable: short by {:.2} GiB; {hint}",
-        m.weights.gib(),
-        m.kv_cache.gib(),
-        plan.batch,
-        plan.input_len as u64 + plan.output_len as u64,
-        m.kv_per_token.0 / 1024.0,
-        m.workspace.gib(),
-        m.reserve.gib(),
-        m.total.gib(),
-        m.capacity.gib(),
-        m.shortfall.gib(),
-    )))
-}
-
-fn max_batch_table(o: &MaxBatch, format: Format) -> String {
-    let m = o.memory;
-    let rows: Vec<(&str, String, &str)> = vec![
-        ("max_batch", o.max_batch.to_string(), "sequences"),
-        ("input_len", o.input_len.to_string(), "tokens"),
-        ("output_len", o.output_len.to_string(), "tokens"),
-        ("memory.weights", format!("{:.2}", m.weights.gib()), "GiB"),
-        ("memory.kv_cache", format!("{:.2}", m.kv_cache.gib()), "GiB"),
-        (
-            "memory.workspace",
-            format!("{:.2}", m.workspace.gib()),
-            "GiB",
-        ),
-        ("memory.reserve", format!("{:.2}", m.reserve.gib()), "GiB"),
-        ("memory.total", format!("{:.2}", m.total.gib()), "GiB"),
-        ("memory.capacity", format!("{:.2}", m.capacity.gib()), "GiB"),
-    ];
-    let mut t = Table::new(&[("metric", false), ("value", true), ("unit", false)]);
-    for (k, v, u) in rows {
-        t.push(vec![k.to_string(), v, u.to_string()]);
-    }
-    match format {
-        Format::Csv => t.csv(),
-        _ => format!(
-            "{} on {}: largest batch that fits\n{}",
-            o.model,
-            o.system,
-            t.render()
-        ),
-    }
 }

@@ -17,7 +17,7 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_INTERNAL: u8 = 101;
 
 // The output format, tables and numbers are perfcast-render's (shared with the studies).
-pub use perfcast_render::{num, Format, Table};
+pub use perfcast_render::{Format, Table};
 
 /// Config files and overrides, for every command that reads a configuration.
 #[derive(Debug, Clone, clap::Args)]

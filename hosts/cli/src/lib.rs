@@ -22,7 +22,6 @@ mod cmd_sweep;
 mod cmd_validate;
 mod common;
 mod error_bars;
-mod reference;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

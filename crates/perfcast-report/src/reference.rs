@@ -8,9 +8,12 @@ use std::fmt::Write as _;
 /// What JSON reports carry under `reference`.
 #[derive(Debug, Serialize)]
 pub struct ReferenceOut<'a> {
+    /// Where the published figures come from.
     pub source: &'a str,
+    /// A note on them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<&'a str>,
+    /// Each figure beside its prediction.
     pub compared: Vec<Compared>,
 }
 
@@ -26,7 +29,7 @@ pub fn compare<'a>(r: &'a Reference, predicted: impl Fn(&str) -> Option<f64>) ->
 fn value(unit: &str, v: f64) -> String {
     match unit {
         "fraction" => format!("{:.1}%", 100.0 * v),
-        _ => crate::common::num(v),
+        _ => perfcast_render::num(v),
     }
 }
 

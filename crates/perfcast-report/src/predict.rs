@@ -1,0 +1,162 @@
+//! What `perfcast predict` writes beside the training report: the plan, every stage's memory,
+//! the hardware warnings, the rows that carry error bars, and why a plan does not fit.
+
+use crate::error_bars::Row;
+use perfcast_engine::training::{StageMemory, TrainingPlan, TrainingReport};
+use perfcast_render::{num, plan_label, PlanStyle, Table, GIB};
+use std::fmt::Write as _;
+
+/// The rows of a training report that get an interval.
+pub fn interval_rows(r: &TrainingReport) -> Vec<(Row<'static>, &'static str)> {
+    use perfcast_validation::intervals::Direction::{Rate, Time};
+    vec![
+        (
+            Row::new("iteration_time", "iteration time", r.iteration_time.0, Time),
+            "s",
+        ),
+        (
+            Row::new("tokens_per_s", "tokens/s", r.tokens_per_s, Rate),
+            "tokens/s",
+        ),
+        (
+            Row::new(
+                "tokens_per_s_per_gpu",
+                "tokens/s per GPU",
+                r.tokens_per_s_per_gpu,
+                Rate,
+            ),
+            "tokens/s",
+        ),
+        (
+            // In JSON and CSV only: its table row carries two values.
+            Row::new("tflops_per_gpu_model", "", r.tflops_per_gpu_model, Rate),
+            "TFLOP/s",
+        ),
+        (
+            Row {
+                show: |v| format!("{:.1}%", 100.0 * v),
+                ..Row::new("mfu", "MFU / HFU", r.mfu, Rate)
+            },
+            "",
+        ),
+    ]
+}
+
+/// Why a plan does not fit: its largest stage's memory by part against the device's, and
+/// what to change.
+pub fn does_not_fit(r: &TrainingReport, stages: &[StageMemory]) -> String {
+    let worst = stages.iter().copied().fold(r.memory.first_stage, |a, s| {
+        if s.total.0 > a.total.0 {
+            s
+        } else {
+            a
+        }
+    });
+    format!(
+        "the plan does not fit in device memory: pipeline stage {} needs {:.2} GiB per device (weights {:.2}, gradients {:.2}, optimizer {:.2}, activations {:.2}, temporary {:.2}, reserved {:.2}) but the device has {:.2} GiB: short by {:.2} GiB; raise plan.tp or plan.pp, use plan.zero_stage, or plan.recompute = \"selective\" / \"full\"",
+        worst.stage,
+        worst.total.gib(),
+        worst.weights.gib(),
+        worst.grads.gib(),
+        worst.optimizer.gib(),
+        worst.activations.gib(),
+        worst.temp.gib(),
+        worst.reserved.gib(),
+        r.memory.capacity.gib(),
+        (worst.total.0 - r.memory.capacity.0).max(r.memory.shortfall.0) / GIB,
+    )
+}
+
+/// The training sequence length, and the model's context where it is longer.
+pub fn sequence_label(m: &perfcast_core::workload::ModelSpec) -> String {
+    if m.context_limit() > m.seq_len {
+        format!(
+            "sequences of {} tokens; context {}",
+            m.seq_len,
+            m.context_limit()
+        )
+    } else {
+        format!("sequences of {} tokens", m.seq_len)
+    }
+}
+
+/// The terminal text: the plan, the report's table and notes (the hardware warnings continue
+/// them), and every pipeline stage's memory when there are more than three.
+pub fn table(
+    model: &str,
+    system: &str,
+    plan: &TrainingPlan,
+    r: &TrainingReport,
+    stages: &[StageMemory],
+    warnings: &[String],
+) -> String {
+    let mut s = format!(
+        "{model} on {system}, {} devices\n  {}\n",
+        r.devices,
+        plan_label(plan, PlanStyle::Fields)
+    );
+    s.push_str(&crate::training::table(r));
+    // The report's table ends with its notes: the hardware warnings continue the list.
+    for w in warnings {
+        let _ = writeln!(s, "  - {w}");
+    }
+    if stages.len() > 3 {
+        let _ = writeln!(s, "Memory of every pipeline stage (GiB per device)");
+        let mut headers = vec![("stage", true)];
+        headers.extend(StageMemory::FIELDS.iter().map(|f| (f.label, true)));
+        let mut t = Table::new(&headers);
+        for st in stages {
+            let mut row = vec![st.stage.to_string()];
+            row.extend(StageMemory::FIELDS.iter().map(|f| {
+                if f.unit == "B" {
+                    format!("{:.2}", f.display_value(st))
+                } else {
+                    num((f.get)(st))
+                }
+            }));
+            t.push(row);
+        }
+        for line in t.render().lines() {
+            let _ = writeln!(s, "  {line}");
+        }
+    }
+    s
+}
+
+/// The CSV: the report's `metric,value,unit` rows, the plan's degrees, every stage's memory
+/// and the warnings.
+pub fn csv(
+    plan: &TrainingPlan,
+    r: &TrainingReport,
+    stages: &[StageMemory],
+    warnings: &[String],
+) -> String {
+    let mut s = crate::training::csv(r);
+    for (k, v) in [
+        ("plan.tp", plan.tp),
+        ("plan.pp", plan.pp),
+        ("plan.dp", plan.dp),
+        ("plan.cp", plan.cp),
+        ("plan.vpp", plan.vpp),
+        ("plan.micro_batch", plan.micro_batch),
+        ("plan.global_batch", plan.global_batch),
+    ] {
+        let _ = writeln!(s, "{k},{v},");
+    }
+    for st in stages {
+        for f in &StageMemory::FIELDS {
+            let _ = writeln!(
+                s,
+                "memory.stage{}.{},{},{}",
+                st.stage,
+                f.name,
+                (f.get)(st),
+                f.unit
+            );
+        }
+    }
+    for w in warnings {
+        let _ = writeln!(s, "warning,{},", perfcast_render::csv_cell(w));
+    }
+    s
+}
