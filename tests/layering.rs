@@ -62,6 +62,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "perfcast-core",
             "perfcast-engine",
+            "perfcast-kernels",
             "perfcast-serving",
             "perfcast-render",
             "perfcast-scenario",

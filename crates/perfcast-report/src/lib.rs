@@ -9,6 +9,7 @@
 //!   writes beside the inference report.
 //! - [`error_bars`]: a prediction's intervals beside its rows, in JSON and in CSV;
 //!   [`reference`]: a config's published figures beside the prediction.
+//! - [`kernels`]: the kernel tables' catalog and one table (`perfcast kernels list|show`).
 //! - [`roofline`]: a device's `[[ops]]` or a model's GEMMs on the roofline, as text, CSV and
 //!   the log-log chart (`perfcast roofline`).
 //! - [`search`]: a training-plan search's output (`perfcast search`); [`deployments`]: a
@@ -26,6 +27,7 @@ pub mod deployments;
 pub mod error_bars;
 pub mod infer;
 pub mod inference;
+pub mod kernels;
 pub mod predict;
 pub mod reference;
 pub mod roofline;

@@ -1,10 +1,11 @@
 //! `perfcast kernels`: import kernel tables (NVIDIA AIConfigurator's layout, or a vendor's
 //! CSV/Parquet), list them and show one.
 
-use crate::common::{print, to_json, Format, Table};
+use crate::common::{print, to_json, Format};
 use anyhow::{bail, Context};
 use perfcast_kernels::io::{read_csv, read_table, write_table, ParquetFile};
 use perfcast_kernels::{aic, Catalog, KernelTable, Op};
+use perfcast_report::kernels;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Subcommand)]
@@ -152,18 +153,6 @@ fn import(a: ImportArgs) -> anyhow::Result<()> {
     print(&(lines.join("\n") + "\n"))
 }
 
-#[derive(serde::Serialize)]
-struct ListRow {
-    gpu: String,
-    op: String,
-    rows: usize,
-    variants: usize,
-    framework: String,
-    device: String,
-    source: String,
-    path: String,
-}
-
 fn list(a: ListArgs) -> anyhow::Result<()> {
     let c = catalog(a.dir.as_deref())?;
     let mut rows = Vec::new();
@@ -171,7 +160,7 @@ fn list(a: ListArgs) -> anyhow::Result<()> {
         for op in c.ops(gpu) {
             let t = c.get(gpu, op)?;
             let t = &t.table;
-            rows.push(ListRow {
+            rows.push(kernels::ListRow {
                 gpu: gpu.to_string(),
                 op: op.name().to_string(),
                 rows: t.rows.len(),
@@ -186,31 +175,8 @@ fn list(a: ListArgs) -> anyhow::Result<()> {
     let text = match a.format {
         Format::Parquet => return Err(crate::common::no_parquet()),
         Format::Json => to_json(&rows)?,
-        Format::Table | Format::Csv => {
-            let mut t = Table::new(&[
-                ("gpu", false),
-                ("op", false),
-                ("rows", true),
-                ("variants", true),
-                ("framework", false),
-                ("device", false),
-            ]);
-            for r in &rows {
-                t.push(vec![
-                    r.gpu.clone(),
-                    r.op.clone(),
-                    r.rows.to_string(),
-                    r.variants.to_string(),
-                    r.framework.clone(),
-                    r.device.clone(),
-                ]);
-            }
-            if a.format == Format::Csv {
-                t.csv()
-            } else {
-                t.render()
-            }
-        }
+        Format::Table => kernels::list_table(&rows).render(),
+        Format::Csv => kernels::list_table(&rows).csv(),
     };
     print(&text)
 }
@@ -226,88 +192,8 @@ fn show(a: ShowArgs) -> anyhow::Result<()> {
     let c = catalog(a.dir.as_deref())?;
     let t = c.get(&a.gpu, op)?;
     let t = &t.table;
-    let s = op.schema();
     if a.format == Format::Json {
-        let variants: Vec<serde_json::Value> = t
-            .variants()
-            .into_iter()
-            .map(|(k, n)| serde_json::json!({ "values": k, "rows": n }))
-            .collect();
-        let rows: Vec<serde_json::Value> = t
-            .rows
-            .iter()
-            .take(a.rows)
-            .map(|r| {
-                let mut m = serde_json::Map::new();
-                for (i, c) in s.categorical.iter().enumerate() {
-                    m.insert((*c).into(), t.value(r, i).into());
-                }
-                for (i, c) in s.shape.iter().enumerate() {
-                    m.insert((*c).into(), r.shape[i].into());
-                }
-                m.insert("latency_ms".into(), r.latency_ms.into());
-                serde_json::Value::Object(m)
-            })
-            .collect();
-        let p = &t.provenance;
-        return print(&to_json(&serde_json::json!({
-            "gpu": t.gpu, "op": op.name(), "rows": t.rows.len(),
-            "source": p.source, "path": p.path, "device": p.device, "framework": p.framework,
-            "variants": variants, "first_rows": rows,
-        }))?);
+        return print(&to_json(&kernels::show_json(t, op, a.rows))?);
     }
-    let p = &t.provenance;
-    let mut out = format!(
-        "{} {}: {} rows\n  source: {}\n  file: {}\n  device: {}\n  framework: {}\n",
-        t.gpu,
-        op,
-        t.rows.len(),
-        p.source,
-        p.path,
-        p.device,
-        p.framework
-    );
-    let mut v = Table::new(&[(&s.categorical.join(" / "), false), ("rows", true)]);
-    for (k, n) in t.variants() {
-        v.push(vec![k.join(" / "), n.to_string()]);
-    }
-    out.push_str(&v.render());
-    let mut ranges = Table::new(&[
-        ("field", false),
-        ("min", true),
-        ("max", true),
-        ("values", true),
-    ]);
-    for (i, c) in s.shape.iter().enumerate() {
-        let mut vals: Vec<u64> = t.rows.iter().map(|r| r.shape[i]).collect();
-        vals.sort_unstable();
-        vals.dedup();
-        ranges.push(vec![
-            (*c).to_string(),
-            vals.first().copied().unwrap_or_default().to_string(),
-            vals.last().copied().unwrap_or_default().to_string(),
-            vals.len().to_string(),
-        ]);
-    }
-    out.push_str(&ranges.render());
-    if a.rows > 0 {
-        let mut head: Vec<(&str, bool)> = s.categorical.iter().map(|c| (*c, false)).collect();
-        head.extend(s.shape.iter().map(|c| (*c, true)));
-        head.push(("latency_ms", true));
-        let mut rt = Table::new(&head);
-        for r in t.rows.iter().take(a.rows) {
-            let mut cells: Vec<String> = (0..s.categorical.len())
-                .map(|i| t.value(r, i).to_string())
-                .collect();
-            cells.extend(r.shape[..s.shape.len()].iter().map(u64::to_string));
-            cells.push(format!("{:.6}", r.latency_ms));
-            rt.push(cells);
-        }
-        out.push_str(&if a.format == Format::Csv {
-            rt.csv()
-        } else {
-            rt.render()
-        });
-    }
-    print(&out)
+    print(&kernels::show_text(t, op, a.rows, a.format == Format::Csv))
 }
