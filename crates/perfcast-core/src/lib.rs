@@ -23,6 +23,8 @@
 
 pub mod dtype;
 pub mod error;
+#[cfg(feature = "fixtures")]
+pub mod fixtures;
 pub mod hardware;
 pub mod op;
 pub mod parallel;

@@ -127,7 +127,7 @@ impl ParallelStrategy for Context {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{dims, plan};
+    use perfcast_core::fixtures::{gpt3_layer_dims as dims, gpt3_plan as plan};
 
     /// Context parallelism: the ring (p2p) hides `cp - 1` K/V hand-offs behind attention; the
     /// all-gather variant moves the whole sequence's K/V in the critical path.

@@ -331,7 +331,7 @@ impl Expert {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{dims, model, plan};
+    use perfcast_core::fixtures::{gpt, gpt3_layer_dims as dims, gpt3_plan as plan};
     use perfcast_core::parallel::MoeDims;
     use perfcast_core::workload::MoeSpec;
 
@@ -348,7 +348,7 @@ mod tests {
     fn moe_model() -> ModelSpec {
         ModelSpec {
             moe: Some(MoeSpec::new(64, 8, 2048)),
-            ..model()
+            ..gpt(96, 12288, 96)
         }
     }
 
@@ -474,7 +474,7 @@ mod tests {
                 "plan.tp x plan.cp x plan.dp",
             ),
             (ep_plan(8, 3), m.clone(), "plan.etp"),
-            (ep_plan(8, 1), model(), "mixture-of-experts"),
+            (ep_plan(8, 1), gpt(96, 12288, 96), "mixture-of-experts"),
             (
                 PlanShape {
                     tp: 8,

@@ -23,8 +23,6 @@ mod expert;
 mod pipeline;
 mod sequence;
 mod tensor;
-#[cfg(test)]
-mod testing;
 mod zero;
 
 pub use context::{Context, ContextParams};
@@ -237,7 +235,7 @@ perfcast_core::register_fn!();
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{model, plan};
+    use perfcast_core::fixtures::{gpt, gpt3_plan as plan};
     use perfcast_core::parallel::{ParallelStrategy, PlanShape};
     use perfcast_core::workload::ModelSpec;
 
@@ -331,9 +329,9 @@ mod tests {
         let strategies = all();
         let ok =
             |p: &PlanShape, m: &ModelSpec| strategies.iter().try_for_each(|s| s.validate(m, p));
-        ok(&plan(), &model()).unwrap();
+        ok(&plan(), &gpt(96, 12288, 96)).unwrap();
         for (i, (mutate, key)) in cases.into_iter().enumerate() {
-            let (mut p, mut m) = (plan(), model());
+            let (mut p, mut m) = (plan(), gpt(96, 12288, 96));
             mutate(&mut p, &mut m);
             let e = ok(&p, &m).unwrap_err().to_string();
             assert!(e.contains(key), "case {i}: {e}");

@@ -209,7 +209,7 @@ impl ParallelStrategy for Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{dims, plan};
+    use perfcast_core::fixtures::{gpt3_layer_dims as dims, gpt3_plan as plan};
 
     /// Per-layer TP volume: 2 all-reduces of b·s·h each way (Megatron); SP: the same bytes as
     /// 2 all-gathers + 2 reduce-scatters. Ring wire volume: AR 2(t-1)/t = AG + RS.

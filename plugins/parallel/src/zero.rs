@@ -158,7 +158,7 @@ impl ParallelStrategy for Zero {
 mod tests {
     use super::*;
     use crate::data::{Data, DataParams};
-    use crate::testing::{dims, plan};
+    use perfcast_core::fixtures::{gpt3_layer_dims as dims, gpt3_plan as plan};
     #[test]
     fn state_split_by_zero_stage() {
         let z = Zero {
