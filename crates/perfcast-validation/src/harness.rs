@@ -51,6 +51,7 @@ use crate::overlay::Overlay;
 use crate::presets;
 use crate::report::{CaseResult, MetricResult, Report};
 use crate::stacks::{generation_of, StackTable};
+use crate::{Error, Result};
 use perfcast_config::Plugins;
 use perfcast_core::parallel::interleaving_degrees;
 use perfcast_core::registry::Registry;
@@ -134,32 +135,30 @@ pub fn model_spec(case: &Case, stack: &Stack) -> ModelSpec {
 
 /// The configuration sources of a case's system: the hardware of `system.gpu`
 /// ([`presets::Hardware`]) with the case's scale-out NIC and device count.
-pub fn case_hardware(case: &Case) -> Result<presets::Hardware, String> {
+pub fn case_hardware(case: &Case) -> Result<presets::Hardware> {
     let s = &case.system;
     let mut hw = presets::Hardware::of(&s.gpu)?;
     if let Some(g) = s.scaleout_gbps_per_gpu {
         // With no scale-out level in the hardware, the case's NIC becomes one.
         hw.set_scaleout_nic(g)?;
     }
-    let devices = u32::try_from(s.num_gpus)
-        .map_err(|_| format!("system.num_gpus = {} is too large", s.num_gpus))?;
+    let devices = u32_of("system.num_gpus", s.num_gpus)?;
     hw.set("system.devices", devices);
     Ok(hw)
 }
 
 /// The system of a case ([`case_hardware`]), composed by perfcast-config through `plugins`.
-pub fn system_for(case: &Case, plugins: &Plugins) -> Result<System, String> {
+pub fn system_for(case: &Case, plugins: &Plugins) -> Result<System> {
     case_hardware(case)?.system(plugins)
 }
 
 /// The training plan of a case with recompute policy `recompute` (a registry name), on
 /// `stack`.
-pub fn training_plan(case: &Case, recompute: &str, stack: &Stack) -> Result<TrainingPlan, String> {
+pub fn training_plan(case: &Case, recompute: &str, stack: &Stack) -> Result<TrainingPlan> {
     let p = case
         .training_parallel()
-        .ok_or("not a training case with all parallel degrees")?;
-    let t = case.training.as_ref().ok_or("[case.training] missing")?;
-    let u32_of = |k: &str, v: u64| u32::try_from(v).map_err(|_| format!("{k} = {v} is too large"));
+        .ok_or_else(|| Error::invalid("not a training case with all parallel degrees"))?;
+    let t = training_of(case)?;
     let mut plan = TrainingPlan {
         tp: u32_of("parallel.tp", p.tp)?,
         pp: u32_of("parallel.pp", p.pp)?,
@@ -191,6 +190,28 @@ pub fn training_plan(case: &Case, recompute: &str, stack: &Stack) -> Result<Trai
         plan.tp_comm_overlap = p_flag(case.parallel.tp_comm_overlap);
     }
     Ok(plan)
+}
+
+/// `v` as a `u32` field of the engines; [`Error::TooLarge`] names case key `key`.
+pub(crate) fn u32_of(key: &str, v: u64) -> Result<u32> {
+    u32::try_from(v).map_err(|_| Error::TooLarge {
+        key: key.to_string(),
+        value: v,
+    })
+}
+
+/// `[case.training]`, which a training case has.
+fn training_of(case: &Case) -> Result<&crate::cases::CaseTraining> {
+    case.training
+        .as_ref()
+        .ok_or_else(|| Error::invalid("[case.training] missing"))
+}
+
+/// `[case.inference]`, which an inference case has.
+pub(crate) fn inference_of(case: &Case) -> Result<&crate::cases::CaseInference> {
+    case.inference
+        .as_ref()
+        .ok_or_else(|| Error::invalid("[case.inference] missing"))
 }
 
 fn p_flag(v: Option<bool>) -> bool {
@@ -238,16 +259,19 @@ pub fn placement(plan: &TrainingPlan) -> Placement {
 }
 
 /// The inference plan of a case, on `stack`.
-pub fn inference_plan(case: &Case, stack: &Stack) -> Result<InferencePlan, String> {
+pub fn inference_plan(case: &Case, stack: &Stack) -> Result<InferencePlan> {
     let p = case
         .inference_parallel()
-        .ok_or("not an inference case with tp, pp and dp")?;
-    let i = case.inference.as_ref().ok_or("[case.inference] missing")?;
+        .ok_or_else(|| Error::invalid("not an inference case with tp, pp and dp"))?;
+    let i = inference_of(case)?;
     let batch = match i.batch {
         Batch::Fixed(b) => b,
-        Batch::Max => return Err("inference.batch = \"max\" has no fixed batch".into()),
+        Batch::Max => {
+            return Err(Error::invalid(
+                "inference.batch = \"max\" has no fixed batch",
+            ))
+        }
     };
-    let u32_of = |k: &str, v: u64| u32::try_from(v).map_err(|_| format!("{k} = {v} is too large"));
     let weights = i.precision.dtype();
     let activations = match i.precision {
         Precision::Fp8 | Precision::Fp4 | Precision::Fp16 | Precision::Bf16 => weights,
@@ -259,10 +283,10 @@ pub fn inference_plan(case: &Case, stack: &Stack) -> Result<InferencePlan, Strin
     let ep = case.parallel.ep.unwrap_or(1);
     if let Some(etp) = case.parallel.etp {
         if ep * etp != p.tp {
-            return Err(format!(
+            return Err(Error::Invalid(format!(
                 "parallel.ep x parallel.etp = {ep} x {etp} must equal parallel.tp = {} in inference (experts spread over ep ranks of the TP group, each expert's width over etp)",
                 p.tp
-            ));
+            )));
         }
     }
     let mut plan = InferencePlan {
@@ -323,8 +347,8 @@ impl Harness {
     }
 
     /// A harness over the plugins its host chose.
-    pub fn new(plugins: &Plugins) -> Result<Harness, String> {
-        let registry = plugins.registry().map_err(|e| e.to_string())?;
+    pub fn new(plugins: &Plugins) -> Result<Harness> {
+        let registry = plugins.registry()?;
         Ok(Harness {
             plugins: plugins.clone(),
             registry,
@@ -338,7 +362,7 @@ impl Harness {
 
     /// This harness with every case mapped to the fallback stack of its rules (a software
     /// string no rule knows): how a held-out stack family is predicted.
-    pub fn on_fallback_stack(&self) -> Result<Harness, String> {
+    pub fn on_fallback_stack(&self) -> Result<Harness> {
         let mut h = Harness::new(&self.plugins)?;
         h.stacks = self.stacks.fallback_only();
         h.inference_options = self.inference_options.clone();
@@ -376,7 +400,7 @@ impl Harness {
 
     /// Every overlay key must apply to some case of `group` (all when `None`): a key that
     /// applies nowhere is an error naming it (a typo would otherwise change nothing, silently).
-    pub fn check_overlay(&self, file: &CasesFile, group: Option<&str>) -> Result<(), String> {
+    pub fn check_overlay(&self, file: &CasesFile, group: Option<&str>) -> Result<()> {
         if self.overlay.is_empty() {
             return Ok(());
         }
@@ -398,19 +422,12 @@ impl Harness {
             }
             near.sort_by_key(|n| perfcast_core::suggest::edit_distance(n, &e.key));
             near.truncate(3);
-            return Err(format!(
-                "{}: `{}` applies to no case's configuration{}{}",
-                self.overlay.source,
-                e.key,
-                group
-                    .map(|g| format!(" in group `{g}`"))
-                    .unwrap_or_default(),
-                if near.is_empty() {
-                    String::new()
-                } else {
-                    format!("; nearest keys: {}", near.join(", "))
-                }
-            ));
+            return Err(Error::OverlayKey {
+                overlay: self.overlay.source.clone(),
+                key: e.key.clone(),
+                group: group.map(str::to_string),
+                nearest: near,
+            });
         }
         Ok(())
     }
@@ -442,8 +459,8 @@ impl Harness {
         &self,
         case: &Case,
         engine: &Training,
-    ) -> Result<(TrainingReport, String, u32), String> {
-        let t = case.training.as_ref().ok_or("[case.training] missing")?;
+    ) -> Result<(TrainingReport, String, u32)> {
+        let t = training_of(case)?;
         let policies: &[&str] = match t.recompute {
             Recompute::None => &["none"],
             Recompute::Selective => &["selective"],
@@ -477,7 +494,7 @@ impl Harness {
                         }
                     }
                     Err(e) => {
-                        first_err.get_or_insert(e.to_string());
+                        first_err.get_or_insert(Error::from(e));
                         break;
                     }
                 }
@@ -495,7 +512,7 @@ impl Harness {
                 }
             };
         }
-        best.ok_or_else(|| first_err.unwrap_or_else(|| "no plan to evaluate".to_string()))
+        best.ok_or_else(|| first_err.unwrap_or_else(|| Error::invalid("no plan to evaluate")))
     }
 
     /// Predict every published metric of a training case on `engine`.
@@ -504,10 +521,12 @@ impl Harness {
         case: &Case,
         engine: &Training,
         r: &mut CaseResult,
-    ) -> Result<(), String> {
+    ) -> Result<()> {
         let (rep, policy, vpp) = self.evaluate_training(case, engine)?;
-        let t = case.training.as_ref().ok_or("[case.training] missing")?;
-        let p = case.training_parallel().ok_or("parallel degrees missing")?;
+        let t = training_of(case)?;
+        let p = case
+            .training_parallel()
+            .ok_or_else(|| Error::invalid("parallel degrees missing"))?;
         let me = &case.measured;
         let time = rep.iteration_time.0;
         let gpus = case.system.num_gpus as f64;
@@ -619,7 +638,7 @@ impl Harness {
         case: &Case,
         engine: &Inference,
         r: &mut CaseResult,
-    ) -> Result<(), String> {
+    ) -> Result<()> {
         // The serving modes are simulated step by step on this engine (`crate::serving`).
         if case
             .inference
@@ -630,7 +649,7 @@ impl Harness {
         }
         let stack = self.stacks.of(case).1;
         let plan = inference_plan(case, stack)?;
-        let rep: InferenceReport = engine.evaluate(&plan).map_err(|e| e.to_string())?;
+        let rep: InferenceReport = engine.evaluate(&plan)?;
         let me = &case.measured;
         // Whole deployment: every replica runs the batch.
         let flops = plan.replicas as f64

@@ -36,6 +36,7 @@
 use crate::cases::{Case, Kind, Metric};
 use crate::presets::ACCELERATORS;
 use crate::report::CaseResult;
+use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -348,13 +349,11 @@ pub fn min_residuals(level: f64) -> usize {
 }
 
 /// Check an interval level: a fraction strictly between 0 and 1.
-pub fn check_level(level: f64) -> Result<f64, String> {
+pub fn check_level(level: f64) -> Result<f64> {
     if level.is_finite() && level > 0.0 && level < 1.0 {
         Ok(level)
     } else {
-        Err(format!(
-            "interval level {level}: must be strictly between 0 and 1 (e.g. 0.8 for 80%)"
-        ))
+        Err(Error::Level { level })
     }
 }
 
@@ -374,9 +373,9 @@ fn quantile(x: &[f64], p: f64) -> f64 {
 
 impl Residuals {
     /// The shipped residuals ([`EMBEDDED`]).
-    pub fn embedded() -> Result<Residuals, String> {
+    pub fn embedded() -> Result<Residuals> {
         // Parsed once: every prediction with error bars reads them.
-        static PARSED: std::sync::OnceLock<Result<Residuals, String>> = std::sync::OnceLock::new();
+        static PARSED: std::sync::OnceLock<Result<Residuals>> = std::sync::OnceLock::new();
         PARSED
             .get_or_init(|| {
                 Residuals::parse(EMBEDDED, "configs/validation/residuals.toml (built in)")
@@ -385,41 +384,44 @@ impl Residuals {
     }
 
     /// Read a residuals file.
-    pub fn load(path: &Path) -> Result<Residuals, String> {
+    pub fn load(path: &Path) -> Result<Residuals> {
         let file = path.display().to_string();
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("{file}: cannot read: {e}"))?;
+        let text = crate::error::read(path, &file)?;
         Residuals::parse(&text, &file)
     }
 
     /// Parse a residuals file; `file` names it in messages.
-    pub fn parse(text: &str, file: &str) -> Result<Residuals, String> {
+    pub fn parse(text: &str, file: &str) -> Result<Residuals> {
+        let refused = |message: String| Error::File {
+            file: file.to_string(),
+            message,
+        };
         let r: Residuals =
-            toml::from_str(text).map_err(|e| format!("{file}: {}", e.to_string().trim_end()))?;
+            toml::from_str(text).map_err(|e| refused(e.to_string().trim_end().to_string()))?;
         if r.meta.schema != SCHEMA {
-            return Err(format!(
-                "{file}: meta.schema = \"{}\": expected \"{SCHEMA}\"",
+            return Err(refused(format!(
+                "meta.schema = \"{}\": expected \"{SCHEMA}\"",
                 r.meta.schema
-            ));
+            )));
         }
         for (i, x) in r.residuals.iter().enumerate() {
             if x.log_time_ratio().is_none() {
-                return Err(format!(
-                    "{file}: residual #{} (case `{}`): metric `{}` with predicted {} and measured {}: needs a time or rate metric and positive finite values",
+                return Err(refused(format!(
+                    "residual #{} (case `{}`): metric `{}` with predicted {} and measured {}: needs a time or rate metric and positive finite values",
                     i + 1,
                     x.case,
                     x.metric,
                     x.predicted,
                     x.measured
-                ));
+                )));
             }
         }
         Ok(r)
     }
 
     /// The file's text: a header comment, `[meta]`, one `[[residual]]` per case.
-    pub fn to_toml(&self, header: &str) -> Result<String, String> {
-        let body = toml::to_string(self).map_err(|e| e.to_string())?;
+    pub fn to_toml(&self, header: &str) -> Result<String> {
+        let body = toml::to_string(self)?;
         let mut s = String::new();
         for l in header.lines() {
             let _ = writeln!(s, "# {l}");
@@ -914,6 +916,7 @@ mod tests {
         );
         assert!(Residuals::parse(&bad, "x")
             .unwrap_err()
+            .to_string()
             .contains("time or rate"));
     }
 

@@ -18,6 +18,7 @@
 
 use crate::calibrate::optimize::{minimize, Settings};
 use crate::presets::Hardware;
+use crate::{Error, Result};
 use perfcast_config::Plugins;
 use perfcast_core::op::{ComputeOp, Gemm};
 use perfcast_core::{DType, Engine, GemmScaling, System};
@@ -78,12 +79,15 @@ fn timed(
     table: &Timings,
     dtype: &str,
     stride: usize,
-) -> Result<(Vec<Timed>, f64), String> {
-    let (fmt, scaling) =
-        format_of(dtype).ok_or_else(|| format!("no GEMM format for table dtype `{dtype}`"))?;
-    let kernel = table
-        .main_kernel(&[dtype])
-        .ok_or_else(|| format!("the {} table has no `{dtype}` rows", table.table.gpu))?;
+) -> Result<(Vec<Timed>, f64)> {
+    let (fmt, scaling) = format_of(dtype)
+        .ok_or_else(|| Error::KernelTable(format!("no GEMM format for table dtype `{dtype}`")))?;
+    let kernel = table.main_kernel(&[dtype]).ok_or_else(|| {
+        Error::KernelTable(format!(
+            "the {} table has no `{dtype}` rows",
+            table.table.gpu
+        ))
+    })?;
     let t = &table.table;
     let ids = [
         t.value_id(0, dtype).unwrap_or_default(),
@@ -92,7 +96,7 @@ fn timed(
     let peak = system
         .compute
         .peak(Engine::Matrix, fmt)
-        .ok_or_else(|| format!("the device has no {} matrix peak", fmt.name()))?
+        .ok_or_else(|| Error::KernelTable(format!("the device has no {} matrix peak", fmt.name())))?
         .0;
     let mut out = Vec::new();
     let on_chip = system.memory.on_chip_capacity().0;
@@ -114,16 +118,14 @@ fn timed(
             out: DType::Bf16,
             scaling,
         });
-        let predicted = system
-            .compute
-            .op_time(&op, &system.memory)
-            .map_err(|e| e.to_string())?
-            .time
-            .0;
+        let predicted = system.compute.op_time(&op, &system.memory)?.time.0;
         out.push((predicted, r.latency_ms * 1e-3, 2.0 * (m * n * k) as f64));
     }
     if out.is_empty() {
-        return Err(format!("no `{dtype}` rows in the {} table", t.gpu));
+        return Err(Error::KernelTable(format!(
+            "no `{dtype}` rows in the {} table",
+            t.gpu
+        )));
     }
     Ok((out, peak))
 }
@@ -134,7 +136,7 @@ pub fn gemm_check(
     table: &Timings,
     dtype: &str,
     stride: usize,
-) -> Result<GemmCheck, String> {
+) -> Result<GemmCheck> {
     let (rows, peak) = timed(system, table, dtype, stride)?;
     let (mut c, mut sum, mut bias, mut cb) = (GemmCheck::default(), 0.0, 0.0, 0.0);
     for (predicted, measured, flops) in rows {
@@ -155,17 +157,11 @@ pub fn gemm_check(
 
 /// `hw` at the rated power with no end-to-end fit and the GEMM parameters `values` (in
 /// [`FIT_PARAMS`] order; `None` keeps the preset's).
-pub fn kernel_level(
-    hw: &Hardware,
-    plugins: &Plugins,
-    values: Option<&[f64]>,
-) -> Result<System, String> {
+pub fn kernel_level(hw: &Hardware, plugins: &Plugins, values: Option<&[f64]>) -> Result<System> {
     let mut hw = hw.clone();
     let config = hw.config(&Plugins::none())?;
-    let compute: String = config
-        .extract("device.compute")
-        .map_err(|e| e.to_string())?;
-    let memory: Vec<String> = config.extract("device.memory").map_err(|e| e.to_string())?;
+    let compute: String = config.extract("device.compute")?;
+    let memory: Vec<String> = config.extract("device.memory")?;
     // The device tier: the memory component of a DRAM kind.
     let dram = memory
         .iter()
@@ -183,9 +179,9 @@ pub fn kernel_level(
         for ((part, name, _, _), x) in FIT_PARAMS.iter().zip(v) {
             let component = match part {
                 Part::Compute => &compute,
-                Part::DeviceMemory => dram
-                    .as_ref()
-                    .ok_or_else(|| "the device has no HBM, GDDR or LPDDR tier".to_string())?,
+                Part::DeviceMemory => dram.as_ref().ok_or_else(|| {
+                    Error::KernelTable("the device has no HBM, GDDR or LPDDR tier".into())
+                })?,
             };
             hw.set(&format!("components.{component}.{name}"), *x);
         }
@@ -201,7 +197,7 @@ pub fn fit_gemm(
     plugins: &Plugins,
     dtype: &str,
     stride: usize,
-) -> Result<(Vec<f64>, Vec<GemmCheck>), String> {
+) -> Result<(Vec<f64>, Vec<GemmCheck>)> {
     let to_value = |u: &[f64]| -> Vec<f64> {
         FIT_PARAMS
             .iter()
@@ -244,7 +240,7 @@ pub fn fit_gemm(
 }
 
 /// The mean absolute log error of `system`'s GEMM times on the table's rows.
-fn log_error(system: &System, table: &Timings, dtype: &str, stride: usize) -> Result<f64, String> {
+fn log_error(system: &System, table: &Timings, dtype: &str, stride: usize) -> Result<f64> {
     let (rows, _) = timed(system, table, dtype, stride)?;
     let n = rows.len() as f64;
     Ok(rows.iter().map(|(p, m, _)| (p / m).ln().abs()).sum::<f64>() / n)

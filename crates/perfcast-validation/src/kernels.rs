@@ -12,6 +12,7 @@
 //! time, so both sides count alike.
 
 use crate::presets::Hardware;
+use crate::{Error, Result};
 use perfcast_config::Plugins;
 use perfcast_core::op::{Attention, AttentionKind, ComputeOp, Gemm, GemmScaling};
 use perfcast_core::{DType, System};
@@ -146,13 +147,17 @@ struct File {
 }
 
 /// Parse a kernels file.
-pub fn parse(text: &str) -> Result<Vec<Kernel>, String> {
-    let f: File = toml::from_str(text).map_err(|e| format!("kernels file: {e}"))?;
+pub fn parse(text: &str) -> Result<Vec<Kernel>> {
+    let refused = |message: String| Error::File {
+        file: "kernels file".into(),
+        message,
+    };
+    let f: File = toml::from_str(text).map_err(|e| refused(e.to_string()))?;
     if f.schema != SCHEMA {
-        return Err(format!(
-            "kernels file: schema = \"{}\", expected \"{SCHEMA}\"",
+        return Err(refused(format!(
+            "schema = \"{}\", expected \"{SCHEMA}\"",
             f.schema
-        ));
+        )));
     }
     Ok(f.kernel)
 }
@@ -177,8 +182,10 @@ pub fn source_group(k: &Kernel) -> &str {
 }
 
 /// The ops of a measurement and the FLOPs the source counts for it.
-fn ops(k: &Kernel) -> Result<(Vec<ComputeOp>, f64), String> {
-    let need = |v: Option<u64>, what: &str| v.ok_or_else(|| format!("{}: no `{what}`", k.id));
+fn ops(k: &Kernel) -> Result<(Vec<ComputeOp>, f64)> {
+    let need = |v: Option<u64>, what: &str| {
+        v.ok_or_else(|| kernel_error(k, Error::Invalid(format!("no `{what}`"))))
+    };
     let dt = k.dtype.dtype();
     let out = k.out_dtype.map(KernelDType::dtype).unwrap_or(match dt {
         DType::Fp8 | DType::Fp4 => DType::Bf16,
@@ -289,7 +296,7 @@ pub fn run_with(
     sets: &BTreeMap<String, Vec<String>>,
     plugins: &Plugins,
 ) -> Vec<KernelResult> {
-    let mut systems: BTreeMap<String, Result<System, String>> = BTreeMap::new();
+    let mut systems: BTreeMap<String, Result<System>> = BTreeMap::new();
     kernels
         .iter()
         .map(|k| {
@@ -314,7 +321,7 @@ pub fn run_with(
                 kind: k.kind,
                 measured_tflops: k.tflops,
                 predicted_tflops: predicted.as_ref().ok().copied(),
-                error: predicted.err(),
+                error: predicted.err().map(|e| e.to_string()),
             }
         })
         .collect()
@@ -322,23 +329,34 @@ pub fn run_with(
 
 /// The TFLOP/s `system`'s device reaches on `k`, counted as the source counts (the kernel's
 /// duration without its launch overhead).
-pub fn predict(k: &Kernel, system: &System) -> Result<f64, String> {
+pub fn predict(k: &Kernel, system: &System) -> Result<f64> {
     let (ops, flops) = ops(k)?;
     let mut t = 0.0;
     for op in &ops {
         let r = system
             .compute
             .op_time(op, &system.memory)
-            .map_err(|e| format!("{}: {e}", k.id))?;
+            .map_err(|e| kernel_error(k, e.into()))?;
         // The sources time the kernel's own duration (CUDA events or profiler traces over
         // back-to-back launches), not the host's launch: the device's launch overhead is
         // left out.
         t += r.time.0 - r.overhead.0;
     }
     if !(t.is_finite() && t > 0.0) {
-        return Err(format!("{}: predicted time {t} s", k.id));
+        return Err(kernel_error(
+            k,
+            Error::Invalid(format!("predicted time {t} s")),
+        ));
     }
     Ok(flops / t / 1e12)
+}
+
+/// [`Error::Kernel`]: `e` about measurement `k`.
+fn kernel_error(k: &Kernel, e: Error) -> Error {
+    Error::Kernel {
+        id: k.id.clone(),
+        source: Box::new(e),
+    }
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@
 pub mod calibrate;
 pub mod cases;
 pub mod collectives;
+pub mod error;
 pub mod flops;
 pub mod harness;
 pub mod intervals;
@@ -31,6 +32,8 @@ pub mod presets;
 pub mod report;
 pub mod serving;
 pub mod stacks;
+
+pub use error::{Error, Result};
 
 use perfcast_config::Plugins;
 use std::path::{Path, PathBuf};
@@ -47,16 +50,15 @@ pub const BUILTIN_CASES: &str = perfcast_assets::validation::CASES;
 pub const BUILTIN_CASES_LABEL: &str = "configs/validation/cases.toml (built-in)";
 
 /// The cases file named `path`, or the built-in cases when `path` is `None`.
-pub fn load_cases(path: Option<&Path>) -> Result<(cases::CasesFile, String), String> {
+pub fn load_cases(path: Option<&Path>) -> Result<(cases::CasesFile, String)> {
     match path {
         Some(p) => {
             let p = locate_cases(Some(p))?;
-            let file = cases::CasesFile::load(&p).map_err(|e| e.to_string())?;
+            let file = cases::CasesFile::load(&p)?;
             Ok((file, p.display().to_string()))
         }
         None => {
-            let file = cases::CasesFile::parse(BUILTIN_CASES, BUILTIN_CASES_LABEL)
-                .map_err(|e| e.to_string())?;
+            let file = cases::CasesFile::parse(BUILTIN_CASES, BUILTIN_CASES_LABEL)?;
             Ok((file, BUILTIN_CASES_LABEL.to_string()))
         }
     }
@@ -69,13 +71,10 @@ pub use perfcast_render::Format;
 /// Find a cases file named on the command line: the path as given, else relative to any
 /// ancestor of the current directory (so `configs/validation/cases.toml` works from inside
 /// the repository). Without a name, `validate` runs [`BUILTIN_CASES`].
-pub fn locate_cases(path: Option<&Path>) -> Result<PathBuf, String> {
+pub fn locate_cases(path: Option<&Path>) -> Result<PathBuf> {
     let p = path.unwrap_or(Path::new(DEFAULT_CASES));
-    presets::find_repo_file(p).ok_or_else(|| {
-        format!(
-            "{}: no such file (also looked relative to every parent of the current directory)",
-            p.display()
-        )
+    presets::find_repo_file(p).ok_or_else(|| Error::NotFound {
+        path: p.to_path_buf(),
     })
 }
 
@@ -90,7 +89,7 @@ pub struct ValidateOptions {
 
 impl ValidateOptions {
     /// No overlay; error bars at [`intervals::DEFAULT_LEVEL`] from the shipped residuals.
-    pub fn standard() -> Result<ValidateOptions, String> {
+    pub fn standard() -> Result<ValidateOptions> {
         Ok(ValidateOptions {
             overlay: overlay::Overlay::empty(),
             intervals: Some((intervals::Residuals::embedded()?, intervals::DEFAULT_LEVEL)),
@@ -104,7 +103,7 @@ pub fn validate(
     path: Option<&Path>,
     group: Option<&str>,
     plugins: &Plugins,
-) -> Result<report::Report, String> {
+) -> Result<report::Report> {
     validate_with(path, group, plugins, &ValidateOptions::standard()?)
 }
 
@@ -116,16 +115,21 @@ pub fn validate_with(
     group: Option<&str>,
     plugins: &Plugins,
     opts: &ValidateOptions,
-) -> Result<report::Report, String> {
+) -> Result<report::Report> {
     let (file, name) = load_cases(path)?;
     if let Some(g) = group {
         if !file.cases.iter().any(|c| c.group == g) {
             let groups = file.groups();
-            return Err(format!(
-                "{name}: no case of group `{g}`{}; groups: {}",
-                perfcast_core::suggest::did_you_mean(g, groups.iter().map(String::as_str)),
-                groups.join(", ")
-            ));
+            return Err(Error::UnknownGroup {
+                file: name,
+                what: "case",
+                group: g.to_string(),
+                did_you_mean: perfcast_core::suggest::did_you_mean(
+                    g,
+                    groups.iter().map(String::as_str),
+                ),
+                groups,
+            });
         }
     }
     let mut h = harness::Harness::new(plugins)?.with_overlay(opts.overlay.clone());
@@ -150,15 +154,17 @@ pub fn validate_collectives(
     path: &Path,
     group: Option<&str>,
     plugins: &Plugins,
-) -> Result<collectives::report::Report, String> {
+) -> Result<collectives::report::Report> {
     let file = collectives::CollectivesFile::load(path)?;
     if let Some(g) = group {
         if !file.entries.iter().any(|e| e.group == g) {
-            return Err(format!(
-                "{}: no collective of group `{g}`; groups: {}",
-                path.display(),
-                file.groups().join(", ")
-            ));
+            return Err(Error::UnknownGroup {
+                file: path.display().to_string(),
+                what: "collective",
+                group: g.to_string(),
+                did_you_mean: String::new(),
+                groups: file.groups(),
+            });
         }
     }
     Ok(collectives::report::run(&file, group, plugins))
@@ -171,7 +177,7 @@ pub fn validate_to_string(
     group: Option<&str>,
     format: Format,
     plugins: &Plugins,
-) -> Result<String, String> {
+) -> Result<String> {
     validate_to_string_with(path, group, format, plugins, &ValidateOptions::standard()?)
 }
 
@@ -182,24 +188,22 @@ pub fn validate_to_string_with(
     format: Format,
     plugins: &Plugins,
     opts: &ValidateOptions,
-) -> Result<String, String> {
+) -> Result<String> {
     let supported = [Format::Table, Format::Json];
     if !supported.contains(&format) {
-        return Err(format.unsupported(&supported));
+        return Err(Error::Invalid(format.unsupported(&supported)));
     }
     if let Some(p) = path.and_then(presets::find_repo_file) {
         if std::fs::read_to_string(&p).is_ok_and(|t| collectives::is_collectives(&t)) {
             if !opts.overlay.is_empty() {
-                return Err(format!(
-                    "{}: --overlay applies to the cases of a validation cases file, not to collective benchmarks",
-                    p.display()
-                ));
+                return Err(Error::File {
+                    file: p.display().to_string(),
+                    message: "--overlay applies to the cases of a validation cases file, not to collective benchmarks".into(),
+                });
             }
             let r = validate_collectives(&p, group, plugins)?;
             return Ok(match format {
-                Format::Json => {
-                    serde_json::to_string_pretty(&r.to_json()).map_err(|e| e.to_string())? + "\n"
-                }
+                Format::Json => serde_json::to_string_pretty(&r.to_json())? + "\n",
                 // CSV and Parquet were refused above.
                 Format::Table | Format::Csv | Format::Parquet => r.to_table(),
             });
@@ -207,9 +211,7 @@ pub fn validate_to_string_with(
     }
     let r = validate_with(path, group, plugins, opts)?;
     Ok(match format {
-        Format::Json => {
-            serde_json::to_string_pretty(&r.to_json()).map_err(|e| e.to_string())? + "\n"
-        }
+        Format::Json => serde_json::to_string_pretty(&r.to_json())? + "\n",
         // CSV and Parquet were refused above (Parquet: `ValidationReport::to_rows`).
         Format::Table | Format::Csv | Format::Parquet => r.to_table(),
     })
@@ -233,7 +235,8 @@ mod tests {
             &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
                 .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("`table` or `json`"), "{e}");
         let e = validate(
             None,
@@ -241,7 +244,8 @@ mod tests {
             &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
                 .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("narayanan2021-table1"), "{e}");
         // The built-in cases are the repository's file as built.
         assert_eq!(BUILTIN_CASES, std::fs::read_to_string(&p).unwrap());
@@ -251,10 +255,13 @@ mod tests {
             &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
                 .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with(BUILTIN_CASES_LABEL), "{e}");
         assert!(e.contains("did you mean `narayanan2021-table1`?"), "{e}");
-        let e = locate_cases(Some(Path::new("no/such/cases.toml"))).unwrap_err();
+        let e = locate_cases(Some(Path::new("no/such/cases.toml")))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no/such/cases.toml"), "{e}");
         let out = validate_to_string(
             None,

@@ -25,6 +25,7 @@
 //! options changes each case only where its configuration has the key. A key that applies to
 //! no case at all is an error (a typo would otherwise be silently ignored).
 
+use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -99,14 +100,21 @@ impl Overlay {
 
     /// Entries from `key=value` arguments (perfcast-config's `--set` syntax: the value is TOML,
     /// else JSON, else a string).
-    pub fn from_sets<S: AsRef<str>>(sets: &[S]) -> Result<Overlay, String> {
+    pub fn from_sets<S: AsRef<str>>(sets: &[S]) -> Result<Overlay> {
         let mut entries = Vec::new();
         for s in sets {
             let s = s.as_ref();
-            let layer = perfcast_config::layers::parse_set(s).map_err(|e| e.to_string())?;
-            let value = serde_json::to_value(&layer.data).map_err(|e| format!("{s}: {e}"))?;
-            let table: toml::Table = serde_json::from_value(value)
-                .map_err(|e| format!("{s}: the value cannot be written as TOML (a null?): {e}"))?;
+            let at = |e: Error| Error::OverlayEntry {
+                entry: s.to_string(),
+                source: Box::new(e),
+            };
+            let layer = perfcast_config::layers::parse_set(s)?;
+            let value = serde_json::to_value(&layer.data).map_err(|e| at(e.into()))?;
+            let table: toml::Table = serde_json::from_value(value).map_err(|e| {
+                at(Error::Invalid(format!(
+                    "the value cannot be written as TOML (a null?): {e}"
+                )))
+            })?;
             flatten(&table, "", &mut entries);
         }
         Ok(Overlay {
@@ -116,21 +124,22 @@ impl Overlay {
     }
 
     /// The keys of a TOML file (tables are walked, arrays and inline values are leaves).
-    pub fn load(path: &Path) -> Result<Overlay, String> {
+    pub fn load(path: &Path) -> Result<Overlay> {
         let file = path.display().to_string();
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("{file}: cannot read: {e}"))?;
+        let text = crate::error::read(path, &file)?;
         Overlay::parse(&text, &file)
     }
 
     /// The keys of TOML `text`; `file` names it in messages.
-    pub fn parse(text: &str, file: &str) -> Result<Overlay, String> {
-        let table: toml::Table = toml::from_str(text)
-            .map_err(|e| format!("{file}: not valid TOML: {}", e.to_string().trim_end()))?;
+    pub fn parse(text: &str, file: &str) -> Result<Overlay> {
+        let table: toml::Table = crate::error::parse_toml(text, file)?;
         let mut entries = Vec::new();
         flatten(&table, "", &mut entries);
         if entries.is_empty() {
-            return Err(format!("{file}: the overlay sets no key"));
+            return Err(Error::File {
+                file: file.to_string(),
+                message: "the overlay sets no key".into(),
+            });
         }
         Ok(Overlay {
             source: file.to_string(),
@@ -287,7 +296,7 @@ pub fn json_set(
     root: &mut serde_json::Value,
     path: &[&str],
     value: serde_json::Value,
-) -> Result<(), String> {
+) -> Result<()> {
     let Some((last, parents)) = path.split_last() else {
         *root = value;
         return Ok(());
@@ -295,7 +304,9 @@ pub fn json_set(
     let mut v = root;
     for p in parents {
         let serde_json::Value::Object(m) = v else {
-            return Err(format!("`{p}` is inside a value that is not a table"));
+            return Err(Error::Invalid(format!(
+                "`{p}` is inside a value that is not a table"
+            )));
         };
         v = m
             .entry(p.to_string())
@@ -306,7 +317,9 @@ pub fn json_set(
             m.insert(last.to_string(), value);
             Ok(())
         }
-        _ => Err(format!("the parent of `{last}` is not a table")),
+        _ => Err(Error::Invalid(format!(
+            "the parent of `{last}` is not a table"
+        ))),
     }
 }
 
@@ -340,13 +353,10 @@ mod tests {
         a.sort_by(|x, y| x.key.cmp(&y.key));
         b.sort_by(|x, y| x.key.cmp(&y.key));
         assert_eq!(a, b);
-        assert!(Overlay::from_sets(&["=1"])
-            .unwrap_err()
-            .contains("empty key"));
-        assert!(Overlay::parse("", "e.toml").unwrap_err().contains("no key"));
-        assert!(Overlay::parse("a = ", "b.toml")
-            .unwrap_err()
-            .contains("b.toml: not valid TOML"));
+        let error = |r: Result<Overlay>| r.unwrap_err().to_string();
+        assert!(error(Overlay::from_sets(&["=1"])).contains("empty key"));
+        assert!(error(Overlay::parse("", "e.toml")).contains("no key"));
+        assert!(error(Overlay::parse("a = ", "b.toml")).contains("b.toml: not valid TOML"));
     }
 
     #[test]

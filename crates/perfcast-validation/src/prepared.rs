@@ -10,6 +10,7 @@ use crate::harness::{case_hardware, model_spec, unsupported_reason, Harness};
 use crate::overlay::{json_set, Applies, CaseKeys, Entry};
 use crate::presets::Hardware;
 use crate::report::{CaseResult, MetricResult, Status};
+use crate::{Error, Result};
 use perfcast_core::workload::ModelSpec;
 use perfcast_core::System;
 use perfcast_engine::inference::{Inference, InferenceOptions};
@@ -19,8 +20,9 @@ use perfcast_engine::training::{Training, TrainingOptions, DEFAULT_STRATEGIES};
 pub struct Prepared<'c> {
     /// The case.
     pub case: &'c Case,
-    /// The inputs, or why the case cannot run (its status and reason).
-    setup: Result<Setup, (Status, String)>,
+    /// The inputs, or why the case cannot run ([`Error::Unsupported`] for a case the engines
+    /// do not model).
+    setup: Result<Setup>,
 }
 
 /// What of a case does not depend on an overlay.
@@ -57,8 +59,8 @@ impl Prepared<'_> {
     }
 
     /// Why the case cannot run, with its status (`None` when it can).
-    pub fn failure(&self) -> Option<(Status, &str)> {
-        self.setup.as_ref().err().map(|(s, w)| (*s, w.as_str()))
+    pub fn failure(&self) -> Option<(Status, &Error)> {
+        self.setup.as_ref().err().map(|e| (status_of(e), e))
     }
 }
 
@@ -66,19 +68,14 @@ impl Harness {
     /// Prepare `case`: unsupported cases and systems that do not compose are recorded, not
     /// errors.
     pub fn prepare<'c>(&self, case: &'c Case) -> Prepared<'c> {
-        if let Some(why) = unsupported_reason(case) {
-            return Prepared {
-                case,
-                setup: Err((Status::Unsupported, why)),
-            };
-        }
-        Prepared {
-            case,
-            setup: self.setup(case).map_err(|e| (Status::Error, e)),
-        }
+        let setup = match unsupported_reason(case) {
+            Some(why) => Err(Error::Unsupported(why)),
+            None => self.setup(case),
+        };
+        Prepared { case, setup }
     }
 
-    fn setup(&self, case: &Case) -> Result<Setup, String> {
+    fn setup(&self, case: &Case) -> Result<Setup> {
         let hardware = case_hardware(case)?;
         let (config, system) = hardware.compose(self.plugins())?;
         let compute: String = config
@@ -91,8 +88,7 @@ impl Harness {
         let options = match case.kind {
             Kind::Training => {
                 let resolved = perfcast_scenario::Scenario::training(&config);
-                let mut o: TrainingOptions =
-                    perfcast_scenario::training::options(&resolved).map_err(|e| e.to_string())?;
+                let mut o: TrainingOptions = perfcast_scenario::training::options(&resolved)?;
                 stack.apply_training_options(&mut o, &user_set);
                 // Every strategy in use has a parameter table (empty: its defaults), so that
                 // `options.strategy_params.data.overlap_efficiency` has a parent to apply to.
@@ -112,8 +108,7 @@ impl Harness {
                 let mut o: InferenceOptions = if config.contains("options") {
                     perfcast_scenario::inference::options(&perfcast_scenario::Scenario::inference(
                         &config,
-                    ))
-                    .map_err(|e| e.to_string())?
+                    ))?
                 } else {
                     self.inference_options.clone()
                 };
@@ -121,15 +116,21 @@ impl Harness {
                 serde_json::to_value(o)
             }
         }
-        .map_err(|e| format!("options: {e}"))?;
-        let mut all = serde_json::to_value(config.value()).map_err(|e| e.to_string())?;
+        .map_err(|e| Error::Options {
+            with: None,
+            source: std::sync::Arc::new(e),
+        })?;
+        let mut all = serde_json::to_value(config.value())?;
         json_set(&mut all, &["options"], options.clone())?;
         let name = self.stacks().of(case).0.name;
         let training = case.kind == Kind::Training;
         json_set(
             &mut all,
             &["stacks", &name],
-            stack_options(stack, training).map_err(|e| format!("stack {name}: {e}"))?,
+            stack_options(stack, training).map_err(|e| Error::Stack {
+                stack: name.clone(),
+                source: Box::new(e),
+            })?,
         )?;
         Ok(Setup {
             model: model_spec(case, stack),
@@ -171,9 +172,9 @@ impl Harness {
 
     /// Build the case's engine with `entries` set (nothing is evaluated): the error a plugin or
     /// the engine gives for them.
-    pub fn probe(&self, p: &Prepared, entries: &[Entry]) -> Result<(), String> {
+    pub fn probe(&self, p: &Prepared, entries: &[Entry]) -> Result<()> {
         let Ok(s) = &p.setup else {
-            return Err("the case cannot run".into());
+            return Err(Error::invalid("the case cannot run"));
         };
         let system = s.system_with(entries);
         match p.case.kind {
@@ -207,10 +208,10 @@ impl Harness {
     }
 
     /// The system of the prepared case with the `entries` outside `[options]` on top.
-    pub fn compose(&self, p: &Prepared, entries: &[Entry]) -> Result<System, String> {
+    pub fn compose(&self, p: &Prepared, entries: &[Entry]) -> Result<System> {
         match &p.setup {
             Ok(s) => s.system_with(entries),
-            Err((_, why)) => Err(why.clone()),
+            Err(why) => Err(why.clone()),
         }
     }
 
@@ -227,7 +228,7 @@ impl Harness {
         &self,
         p: &Prepared,
         entries: &[Entry],
-        system: Option<Result<System, String>>,
+        system: Option<Result<System>>,
     ) -> CaseResult {
         let case = p.case;
         let mut r = CaseResult {
@@ -250,9 +251,9 @@ impl Harness {
                 .collect::<Vec<_>>()
         };
         let outcome = match &p.setup {
-            Err((status, why)) => {
-                r.status = *status;
-                r.reason = Some(why.clone());
+            Err(why) => {
+                r.status = status_of(why);
+                r.reason = Some(why.to_string());
                 r.metrics = unpredicted(case);
                 return r;
             }
@@ -273,7 +274,7 @@ impl Harness {
         };
         if let Err(e) = outcome {
             r.status = Status::Error;
-            r.reason = Some(e);
+            r.reason = Some(e.to_string());
             r.metrics = unpredicted(case);
             r.breakdown.clear();
             return r;
@@ -295,34 +296,49 @@ impl Harness {
         &self,
         s: &Setup,
         entries: &[Entry],
-        system: Result<System, String>,
-    ) -> Result<Training, String> {
+        system: Result<System>,
+    ) -> Result<Training> {
         let options: TrainingOptions = serde_json::from_value(s.options_with(entries)?)
             .map_err(|e| options_error(entries, e))?;
-        Training::with_options(s.model.clone(), system?, self.registry(), &options)
-            .map_err(|e| e.to_string())
+        Ok(Training::with_options(
+            s.model.clone(),
+            system?,
+            self.registry(),
+            &options,
+        )?)
     }
 
     fn inference_engine(
         &self,
         s: &Setup,
         entries: &[Entry],
-        system: Result<System, String>,
-    ) -> Result<Inference, String> {
+        system: Result<System>,
+    ) -> Result<Inference> {
         let options: InferenceOptions = serde_json::from_value(s.options_with(entries)?)
             .map_err(|e| options_error(entries, e))?;
-        Inference::new(s.model.clone(), system?, options).map_err(|e| e.to_string())
+        Ok(Inference::new(s.model.clone(), system?, options)?)
+    }
+}
+
+/// The status of a case that cannot run because of `e`.
+fn status_of(e: &Error) -> Status {
+    match e {
+        Error::Unsupported(_) => Status::Unsupported,
+        _ => Status::Error,
     }
 }
 
 /// An `[options]` that the engine refuses once the overlay's keys are set.
-fn options_error(entries: &[Entry], e: serde_json::Error) -> String {
-    let keys: Vec<&str> = entries
+fn options_error(entries: &[Entry], e: serde_json::Error) -> Error {
+    let keys: Vec<String> = entries
         .iter()
         .filter(|e| e.is_option())
-        .map(|e| e.key.as_str())
+        .map(|e| e.key.clone())
         .collect();
-    format!("options (with {}): {e}", keys.join(", "))
+    Error::Options {
+        with: Some(keys),
+        source: std::sync::Arc::new(e),
+    }
 }
 
 impl Setup {
@@ -352,7 +368,7 @@ impl Setup {
     /// The system with the entries outside `[options]` on top (the one composed without them
     /// when there are none). Entries that reach only the compute unit's table rebuild only the
     /// compute unit (the memory tiers and network levels are those composed at preparation).
-    fn system_with(&self, entries: &[Entry]) -> Result<System, String> {
+    fn system_with(&self, entries: &[Entry]) -> Result<System> {
         let sets: Vec<&Entry> = entries.iter().filter(|e| !e.is_option()).collect();
         if sets.is_empty() {
             return Ok(self.system.clone());
@@ -377,7 +393,7 @@ impl Setup {
 
     /// `[options]` with the entries below it set, and the entries of this case's stack
     /// (`stacks.NAME.KEY`) set on the option each lands on.
-    fn options_with(&self, entries: &[Entry]) -> Result<serde_json::Value, String> {
+    fn options_with(&self, entries: &[Entry]) -> Result<serde_json::Value> {
         let mut o = self.options.clone();
         for e in entries {
             let option = match e.stack_key() {
@@ -385,15 +401,17 @@ impl Setup {
                     match perfcast_scenario::stack::option_key(key, self.training) {
                         Some(k) => Some(k),
                         None => {
-                            return Err(format!(
-                                "{}: `{key}` of stack {name} is no single {} option",
-                                e.key,
-                                if self.training {
-                                    "training"
-                                } else {
-                                    "inference"
-                                }
-                            ))
+                            return Err(Error::OverlayEntry {
+                                entry: e.key.clone(),
+                                source: Box::new(Error::Invalid(format!(
+                                    "`{key}` of stack {name} is no single {} option",
+                                    if self.training {
+                                        "training"
+                                    } else {
+                                        "inference"
+                                    }
+                                ))),
+                            })
                         }
                     }
                 }
@@ -401,9 +419,13 @@ impl Setup {
                 None => e.option_path().map(|p| p.join(".")),
             };
             if let Some(path) = option {
-                let v = serde_json::to_value(&e.value).map_err(|x| format!("{}: {x}", e.key))?;
+                let at = |x: Error| Error::OverlayEntry {
+                    entry: e.key.clone(),
+                    source: Box::new(x),
+                };
+                let v = serde_json::to_value(&e.value).map_err(|x| at(x.into()))?;
                 let path: Vec<&str> = path.split('.').collect();
-                json_set(&mut o, &path, v).map_err(|x| format!("{}: {x}", e.key))?;
+                json_set(&mut o, &path, v).map_err(at)?;
             }
         }
         Ok(o)
@@ -413,12 +435,9 @@ impl Setup {
 /// The `[software]` keys of `stack` that land on one option of the training (or inference)
 /// engine, with the stack's values (`null` where the stack leaves the engine's default): the
 /// keys `stacks.NAME.KEY` a case mapped to the stack has.
-fn stack_options(
-    stack: &perfcast_scenario::Stack,
-    training: bool,
-) -> Result<serde_json::Value, String> {
+fn stack_options(stack: &perfcast_scenario::Stack, training: bool) -> Result<serde_json::Value> {
     let mut out = serde_json::Value::Object(Default::default());
-    let all = serde_json::to_value(stack).map_err(|e| e.to_string())?;
+    let all = serde_json::to_value(stack)?;
     let mut leaves = Vec::new();
     leaves_of(&all, String::new(), &mut leaves);
     for (key, v) in leaves {

@@ -13,6 +13,7 @@
 //! * the case's settings on top of that hardware ([`Hardware::set`],
 //!   [`Hardware::set_scaleout_nic`]): the device count and the scale-out NIC rate.
 
+use crate::{Error, Result};
 use perfcast_config::{Config, HostError, Plugins, Sources, PRESET_SCHEME};
 use perfcast_core::workload::ModelSpec;
 use perfcast_core::System;
@@ -52,13 +53,19 @@ pub fn preset_config(name: &str, plugins: &Plugins) -> Result<Config, HostError>
 }
 
 /// A model preset by name (e.g. `llama2-70b`), read by perfcast-config and validated.
-pub fn model_preset(name: &str) -> Result<ModelSpec, String> {
+pub fn model_preset(name: &str) -> Result<ModelSpec> {
     let preset = format!("{PRESET_SCHEME}{name}");
-    let config = preset_config(name, &Plugins::none()).map_err(|e| format!("model preset: {e}"))?;
+    let fail = |preset: Option<&str>, e: Error| Error::ModelPreset {
+        preset: preset.map(str::to_string),
+        source: Box::new(e),
+    };
+    let config = preset_config(name, &Plugins::none()).map_err(|e| fail(None, e.into()))?;
     let model: ModelSpec = config
         .extract("model")
-        .map_err(|e| format!("{preset}: {e}"))?;
-    model.validate().map_err(|e| format!("{preset}: {e}"))?;
+        .map_err(|e| fail(Some(&preset), e.into()))?;
+    model
+        .validate()
+        .map_err(|e| fail(Some(&preset), e.into()))?;
     Ok(model)
 }
 
@@ -76,7 +83,7 @@ pub struct Hardware {
 impl Hardware {
     /// The hardware of `accelerator` (an id of the catalog): its preset, else a table built
     /// from its catalog entry ([`hardware_from_catalog`]).
-    pub fn of(accelerator: &str) -> Result<Hardware, String> {
+    pub fn of(accelerator: &str) -> Result<Hardware> {
         let mut hw = Hardware {
             accelerator: accelerator.to_string(),
             files: Vec::new(),
@@ -135,7 +142,7 @@ impl Hardware {
 
     /// The merged configuration (no `PERFCAST_*` environment: a validation run does not
     /// depend on the shell), its components resolving in `plugins`.
-    pub fn config(&self, plugins: &Plugins) -> Result<Config, String> {
+    pub fn config(&self, plugins: &Plugins) -> Result<Config> {
         Config::load(
             &Sources::files(plugins, &self.files)
                 .with_sets(&self.sets)
@@ -145,12 +152,12 @@ impl Hardware {
     }
 
     /// The system, composed by perfcast-config through `plugins`.
-    pub fn system(&self, plugins: &Plugins) -> Result<System, String> {
+    pub fn system(&self, plugins: &Plugins) -> Result<System> {
         self.compose(plugins).map(|(_, s)| s)
     }
 
     /// The merged configuration and the system composed from it through `plugins`.
-    pub fn compose(&self, plugins: &Plugins) -> Result<(Config, System), String> {
+    pub fn compose(&self, plugins: &Plugins) -> Result<(Config, System)> {
         let config = self.config(plugins)?;
         let system = config.system().map_err(|e| self.error(e))?;
         Ok((config, system))
@@ -160,7 +167,7 @@ impl Hardware {
     /// `system.network` whose kind is one of [`SCALEOUT_KINDS`]; with none, an `infiniband`
     /// level of that rate ([`CASE_NIC`]) becomes the outermost level. Returns how many levels
     /// were set (0 when one was added).
-    pub fn set_scaleout_nic(&mut self, gbps: f64) -> Result<usize, String> {
+    pub fn set_scaleout_nic(&mut self, gbps: f64) -> Result<usize> {
         // Only the network's names and kinds are read: no component is resolved.
         let config = self.config(&Plugins::none())?;
         let mut network: Vec<String> = config
@@ -188,14 +195,18 @@ impl Hardware {
         Ok(n)
     }
 
-    /// A perfcast-config error prefixed with the case key it concerns and where the hardware
-    /// came from.
-    pub fn error(&self, e: HostError) -> String {
+    /// A perfcast-config error about this hardware ([`Error::Hardware`]: the case key it
+    /// concerns and where the hardware came from).
+    pub fn error(&self, e: HostError) -> Error {
         let from = match self.files.first() {
             Some(preset) => preset.as_str(),
             None => "built from configs/validation/accelerators.toml",
         };
-        format!("system.gpu = \"{}\" ({from}): {e}", self.accelerator)
+        Error::Hardware {
+            accelerator: self.accelerator.clone(),
+            from: from.to_string(),
+            source: std::sync::Arc::new(e),
+        }
     }
 }
 
@@ -240,8 +251,8 @@ fn catalog_medians(gpus: &[toml::Value]) -> (Option<f64>, Option<f64>) {
 /// not publish of what a device needs is derived by the catalog-median rule
 /// ([`catalog_medians`]: the compute-unit count, the fp32 vector peak from the bf16 matrix
 /// peak), and the device's name says which values were derived.
-pub fn hardware_from_catalog(accelerator: &str) -> Result<toml::Table, String> {
-    let cat: toml::Table = toml::from_str(ACCELERATORS).map_err(|e| e.to_string())?;
+pub fn hardware_from_catalog(accelerator: &str) -> Result<toml::Table> {
+    let cat: toml::Table = toml::from_str(ACCELERATORS)?;
     let all = cat
         .get("gpu")
         .and_then(|g| g.as_array())
@@ -254,16 +265,14 @@ pub fn hardware_from_catalog(accelerator: &str) -> Result<toml::Table, String> {
             a.iter()
                 .find(|g| g.get("id").and_then(|i| i.as_str()) == Some(accelerator))
         })
-        .ok_or_else(|| {
-            format!("system.gpu = \"{accelerator}\" is not an id of configs/validation/accelerators.toml")
+        .ok_or_else(|| Error::UnknownAccelerator {
+            accelerator: accelerator.to_string(),
         })?;
-    let need = |k: &str| {
-        gpu.get(k).cloned().ok_or_else(|| {
-            format!(
-                "accelerator `{accelerator}` has no hardware preset and its catalog entry lacks `{k}`"
-            )
-        })
+    let lacks = |what: String| Error::CatalogEntry {
+        accelerator: accelerator.to_string(),
+        lacks: what,
     };
+    let need = |k: &str| gpu.get(k).cloned().ok_or_else(|| lacks(format!("`{k}`")));
     let peaks = need("peak_tflops_dense")?;
     let peaks = peaks.as_table().cloned().unwrap_or_default();
     let mut matrix = toml::Table::new();
@@ -282,8 +291,8 @@ pub fn hardware_from_catalog(accelerator: &str) -> Result<toml::Table, String> {
     if vector.is_empty() {
         let bf16 = num(matrix.get("bf16"));
         let (Some(bf16), Some(ratio)) = (bf16, median_ratio) else {
-            return Err(format!(
-                "accelerator `{accelerator}` has no hardware preset and its catalog entry lacks `peak_tflops_dense.fp32` (and a bf16 peak to derive it from)"
+            return Err(lacks(
+                "`peak_tflops_dense.fp32` (and a bf16 peak to derive it from)".into(),
             ));
         };
         vector.insert("fp32".into(), (bf16 / ratio).into());
@@ -292,11 +301,7 @@ pub fn hardware_from_catalog(accelerator: &str) -> Result<toml::Table, String> {
     let sm_count = match gpu.get("sm_count") {
         Some(v) => v.clone(),
         None => {
-            let m = median_sms.ok_or_else(|| {
-                format!(
-                    "accelerator `{accelerator}` has no hardware preset and its catalog entry lacks `sm_count`"
-                )
-            })?;
+            let m = median_sms.ok_or_else(|| lacks("`sm_count`".into()))?;
             derived.push("sm_count");
             toml::Value::Integer(m.round() as i64)
         }
@@ -423,7 +428,10 @@ mod tests {
                 "{name}: {p:.3}B vs published {billions}B"
             );
         }
-        assert!(model_preset("gpt-5").unwrap_err().contains("llama2-7b"));
+        assert!(model_preset("gpt-5")
+            .unwrap_err()
+            .to_string()
+            .contains("llama2-7b"));
     }
 
     /// The ids of the accelerator catalog.
@@ -538,7 +546,7 @@ mod tests {
             .unwrap()
             .network[1]
             .bandwidth();
-        assert_eq!(hw.set_scaleout_nic(200.0), Ok(1));
+        assert_eq!(hw.set_scaleout_nic(200.0).unwrap(), 1);
         let after = hw
             .system(
                 &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
@@ -560,7 +568,8 @@ mod tests {
                 &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
                     .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("system.gpu = \"MI300X\"")
                 && e.contains("accelerators.toml")
@@ -568,7 +577,7 @@ mod tests {
             "{e}"
         );
         // TPU v4 lacks fields the generic GPU model needs: a clear error naming them.
-        let e = hardware_from_catalog("TPU-v4").unwrap_err();
+        let e = hardware_from_catalog("TPU-v4").unwrap_err().to_string();
         assert!(e.contains("TPU-v4") && e.contains("lacks"), "{e}");
         assert!(e.contains("scaleup_bw_gbs_bidir"), "{e}");
         // Gaudi 2 publishes neither its compute-unit count nor an fp32 peak: both come from
@@ -587,7 +596,13 @@ mod tests {
         let t = hardware_from_catalog("MI300X").unwrap();
         assert_eq!(t["components"]["gpu"]["sm_count"].as_integer(), Some(304));
         assert_eq!(t["components"]["gpu"]["name"].as_str(), Some("MI300X"));
-        assert!(hardware_from_catalog("Z100").unwrap_err().contains("Z100"));
-        assert!(Hardware::of("Z100").unwrap_err().contains("Z100"));
+        assert!(hardware_from_catalog("Z100")
+            .unwrap_err()
+            .to_string()
+            .contains("Z100"));
+        assert!(Hardware::of("Z100")
+            .unwrap_err()
+            .to_string()
+            .contains("Z100"));
     }
 }

@@ -22,8 +22,9 @@
 //! `requests_per_s`, each the simulated run's mean or rate over the run.
 
 use crate::cases::{Case, Metric, Mode};
-use crate::harness::{inference_plan, Harness};
+use crate::harness::{inference_of, inference_plan, u32_of, Harness};
 use crate::report::{CaseResult, MetricResult};
+use crate::{Error, Result};
 use perfcast_core::workload::ModelSpec;
 use perfcast_engine::inference::Inference;
 use perfcast_serving::{
@@ -205,9 +206,8 @@ pub fn unsupported_reason(case: &Case) -> Option<String> {
 }
 
 /// The workload of a case.
-pub fn workload(case: &Case) -> Result<WorkloadSpec, String> {
-    let i = case.inference.as_ref().ok_or("[case.inference] missing")?;
-    let u32_of = |k: &str, v: u64| u32::try_from(v).map_err(|_| format!("{k} = {v} is too large"));
+pub fn workload(case: &Case) -> Result<WorkloadSpec> {
+    let i = inference_of(case)?;
     let load = match (i.mode, i.concurrency, i.request_rate) {
         (_, Some(c), _) => Load::Concurrency(u32_of("inference.concurrency", c)?),
         (Mode::Server, None, Some(r)) => Load::Rate {
@@ -236,8 +236,8 @@ pub fn simulate(
     h: &Harness,
     case: &Case,
     inf: &Inference,
-) -> Result<(ServingReport, ServingStack), String> {
-    let stack = ServingStack::of(case).ok_or("no serving-stack profile")?;
+) -> Result<(ServingReport, ServingStack)> {
+    let stack = ServingStack::of(case).ok_or_else(|| Error::invalid("no serving-stack profile"))?;
     let model = inf.model();
     let capacity = inf
         .system()
@@ -249,13 +249,9 @@ pub fn simulate(
     let cfg = stack.config(case, model, capacity);
     let wl = workload(case)?;
     let traffic = wl.traffic();
-    let d = cfg
-        .deployment(Some(&plan), traffic.max_context())
-        .map_err(|e| e.to_string())?;
+    let d = cfg.deployment(Some(&plan), traffic.max_context())?;
     let mut sim = Simulator::new(inf);
-    let rep = sim
-        .run(&d, &traffic, wl.seed, &[])
-        .map_err(|e| e.to_string())?;
+    let rep = sim.run(&d, &traffic, wl.seed, &[])?;
     Ok((rep, stack))
 }
 
@@ -264,7 +260,7 @@ pub fn simulate(
 fn inference_plan_for_serving(
     case: &Case,
     stack: &perfcast_scenario::Stack,
-) -> Result<perfcast_engine::inference::InferencePlan, String> {
+) -> Result<perfcast_engine::inference::InferencePlan> {
     let mut c = case.clone();
     if let Some(i) = c.inference.as_mut() {
         i.batch = crate::cases::Batch::Fixed(1);
@@ -273,12 +269,7 @@ fn inference_plan_for_serving(
 }
 
 /// Predict every published metric of a serving case into `r`.
-pub fn predict(
-    h: &Harness,
-    case: &Case,
-    inf: &Inference,
-    r: &mut CaseResult,
-) -> Result<(), String> {
+pub fn predict(h: &Harness, case: &Case, inf: &Inference, r: &mut CaseResult) -> Result<()> {
     let (rep, stack) = simulate(h, case, inf)?;
     for (metric, measured) in case.measured.metrics() {
         let predicted = match metric {

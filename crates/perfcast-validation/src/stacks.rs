@@ -4,6 +4,7 @@
 //! perfcast-scenario exactly as `stack = "NAME"` in a configuration is.
 
 use crate::cases::Case;
+use crate::{Error, Result};
 use perfcast_config::{Config, Plugins, Sources};
 use perfcast_scenario::stack::GpuGeneration;
 use perfcast_scenario::{Stack, StackKind};
@@ -79,47 +80,53 @@ pub struct StackTable {
 
 impl StackTable {
     /// The shipped table ([`STACK_RULES`]).
-    pub fn builtin() -> Result<StackTable, String> {
+    pub fn builtin() -> Result<StackTable> {
         StackTable::parse(STACK_RULES, "configs/validation/stacks.toml")
     }
 
     /// A rule table's text; `file` names it in messages. Every rule must name a stack preset,
     /// carry a reason, and the last must be the fallback (no `contains`).
-    pub fn parse(text: &str, file: &str) -> Result<StackTable, String> {
-        let f: RuleFile = toml::from_str(text).map_err(|e| format!("{file}: {e}"))?;
+    pub fn parse(text: &str, file: &str) -> Result<StackTable> {
+        let refused = |message: String| Error::File {
+            file: file.to_string(),
+            message,
+        };
+        let f: RuleFile = toml::from_str(text).map_err(|e| refused(e.to_string()))?;
         if f.schema != SCHEMA {
-            return Err(format!(
-                "{file}: schema = \"{}\": expected \"{SCHEMA}\"",
+            return Err(refused(format!(
+                "schema = \"{}\": expected \"{SCHEMA}\"",
                 f.schema
-            ));
+            )));
         }
         let Some(last) = f.rule.last() else {
-            return Err(format!("{file}: no [[rule]]"));
+            return Err(refused("no [[rule]]".into()));
         };
         if !last.contains.is_empty() || !last.excludes.is_empty() {
-            return Err(format!(
-                "{file}: the last rule (rule {}) must be the fallback: `contains = []` and no `excludes`, so that every software string maps to a stack",
+            return Err(refused(format!(
+                "the last rule (rule {}) must be the fallback: `contains = []` and no `excludes`, so that every software string maps to a stack",
                 f.rule.len()
-            ));
+            )));
         }
         let mut stacks = BTreeMap::new();
         for (i, r) in f.rule.iter().enumerate() {
-            let at = format!("{file}: rule {} (stack = \"{}\")", i + 1, r.stack);
+            let at = |source: Error| Error::StackRule {
+                file: file.to_string(),
+                rule: i + 1,
+                stack: r.stack.clone(),
+                source: Box::new(source),
+            };
             if r.why.trim().is_empty() {
-                return Err(format!(
-                    "{at}: `why` is empty: say why these strings mean that stack"
-                ));
+                return Err(at(Error::invalid(
+                    "`why` is empty: say why these strings mean that stack",
+                )));
             }
             if i + 1 < f.rule.len() && r.contains.iter().all(|p| p.trim().is_empty()) {
-                return Err(format!(
-                    "{at}: only the last rule may match everything; give `contains` a substring"
-                ));
+                return Err(at(Error::invalid(
+                    "only the last rule may match everything; give `contains` a substring",
+                )));
             }
             if !stacks.contains_key(&r.stack) {
-                stacks.insert(
-                    r.stack.clone(),
-                    resolve(&r.stack).map_err(|e| format!("{at}: {e}"))?,
-                );
+                stacks.insert(r.stack.clone(), resolve(&r.stack).map_err(at)?);
             }
         }
         Ok(StackTable {
@@ -205,15 +212,14 @@ static FALLBACK: std::sync::LazyLock<Stack> = std::sync::LazyLock::new(Stack::de
 
 /// A stack preset resolved as `stack = "NAME"` resolves it in a configuration (its base stacks
 /// beneath it; unknown keys are errors).
-pub fn resolve(name: &str) -> Result<Stack, String> {
+pub fn resolve(name: &str) -> Result<Stack> {
     let set = format!("stack={}", toml_string(name));
     let cfg = Config::load(
         &Sources::new(&Plugins::none())
             .without_env()
             .with_sets([set]),
-    )
-    .map_err(|e| e.to_string())?;
-    Stack::from_config(&cfg, StackKind::Any).map_err(|e| e.to_string())
+    )?;
+    Ok(Stack::from_config(&cfg, StackKind::Any)?)
 }
 
 fn toml_string(s: &str) -> String {
@@ -344,7 +350,7 @@ mod tests {
             ("schema = \"perfcast-stacks/1\"\nrule = []\n", "no [[rule]]"),
         ];
         for (text, want) in bad {
-            let e = StackTable::parse(text, "t.toml").unwrap_err();
+            let e = StackTable::parse(text, "t.toml").unwrap_err().to_string();
             assert!(e.contains(want) && e.starts_with("t.toml"), "{want}: {e}");
         }
     }

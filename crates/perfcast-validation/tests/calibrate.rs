@@ -12,6 +12,7 @@ use perfcast_validation::cases::CasesFile;
 use perfcast_validation::harness::Harness;
 use perfcast_validation::overlay::Overlay;
 use perfcast_validation::report::first_metric;
+use perfcast_validation::Error;
 
 /// The H100's power limit: its clock, hence every H100 case's time (the cube law of
 /// `plugins/gpu/src/power.rs`; 700 W rated).
@@ -47,7 +48,7 @@ fn param(s: &str) -> ParamSpec {
     s.parse().unwrap()
 }
 
-fn run(file: &CasesFile, params: &[&str], cv: Cv) -> Result<Calibration, String> {
+fn run(file: &CasesFile, params: &[&str], cv: Cv) -> perfcast_validation::Result<Calibration> {
     let opts = Options {
         params: params.iter().map(|p| param(p)).collect(),
         cv,
@@ -96,7 +97,7 @@ fn a_stack_parameter_is_recovered_on_its_stack_alone() {
         "stacks.megatron-core-2024.attention.kernel=0..1",
         "stacks.megatron-core-2099.efficiency.gemm=0..1",
     ] {
-        let e = run(&file, &[bad], Cv::None).unwrap_err();
+        let e = run(&file, &[bad], Cv::None).unwrap_err().to_string();
         assert!(
             e.contains("exists in no case's configuration"),
             "{bad}: {e}"
@@ -219,7 +220,8 @@ fn stack_and_hardware_folds() {
     assert_eq!(folds, [("hopper", 4), ("ampere", 2)]);
     let one = synthetic(&["g-a"], &[]);
     let e = run(&one, &[&spec], Cv::Stacks).unwrap_err();
-    assert!(e.contains("at least two stack families"), "{e}");
+    assert!(matches!(e, Error::CrossValidation(_)), "{e:?}");
+    assert!(e.to_string().contains("at least two stack families"), "{e}");
 }
 
 /// The overlay written by a calibration, read back and applied by the harness, reproduces the
@@ -291,17 +293,21 @@ fn bad_parameters_and_files_are_errors() {
     ];
     for (p, want) in table {
         let e = run(&file, &[p], Cv::None).unwrap_err();
-        assert!(e.contains(want), "{p}: {e}");
+        assert!(matches!(e, Error::Param { .. }), "{p}: {e:?}");
+        assert!(e.to_string().contains(want), "{p}: {e}");
     }
     let e = run(
         &file,
         &["components.h100_sxm5_80gb.matmul_efficency=0.4..0.8"],
         Cv::None,
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("matmul_efficiency"), "nearest key named: {e}");
     // One group: no leave-one-group-out.
-    let e = run(&file, &[&format!("{H100_POWER}=300..700")], Cv::Groups).unwrap_err();
+    let e = run(&file, &[&format!("{H100_POWER}=300..700")], Cv::Groups)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("at least two groups"), "{e}");
     // A file of cases the engines do not support: static-batch cases run as offline
     // throughput benchmarks, on a stack without a serving profile.
@@ -320,7 +326,7 @@ fn bad_parameters_and_files_are_errors() {
             })
             .collect(),
     };
-    let e = run(&unsupported, &[], Cv::None).unwrap_err();
+    let e = run(&unsupported, &[], Cv::None).unwrap_err().to_string();
     assert!(
         e.contains("no case the engines support") && e.contains("serving-stack profile"),
         "{e}"
@@ -403,7 +409,7 @@ fn shared_systems_change_no_prediction() {
     let file = CasesFile::load(&perfcast_validation::locate_cases(None).unwrap()).unwrap();
     let h = harness();
     let prepared: Vec<_> = file.cases.iter().map(|c| h.prepare(c)).collect();
-    let mut shared: Vec<(String, Result<perfcast_core::System, String>)> = Vec::new();
+    let mut shared: Vec<(String, perfcast_validation::Result<perfcast_core::System>)> = Vec::new();
     let mut compared = 0;
     for p in prepared.iter().filter(|p| p.runnable()) {
         // The case's own value of its compute unit's GEMM efficiency, set as an overlay key

@@ -141,7 +141,8 @@ fn validate_selects_the_collectives_mode_by_schema() {
         &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
             .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("nope") && e.contains("deepep-v1-normal"), "{e}");
 }
 
@@ -196,7 +197,9 @@ fn broken_files_name_the_entry_and_the_key() {
         ),
     ];
     for (text, want) in cases {
-        let e = CollectivesFile::parse(&text, "f.toml").unwrap_err();
+        let e = CollectivesFile::parse(&text, "f.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("f.toml") && e.contains(want), "{want}: {e}");
         if want != "schema" {
             assert!(e.contains("`x`") || e.contains("id `x`"), "{e}");

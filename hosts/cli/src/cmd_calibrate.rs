@@ -65,6 +65,7 @@ pub struct Args {
 
 fn parse_param(s: &str) -> Result<ParamSpec, String> {
     s.parse()
+        .map_err(|e: perfcast_validation::Error| e.to_string())
 }
 
 /// The cross-validations of `--cv`: the first, then the others.
@@ -74,7 +75,10 @@ pub struct Schemes(Cv, Vec<Cv>);
 fn parse_cv(s: &str) -> Result<Schemes, String> {
     let mut all: Vec<Cv> = Vec::new();
     for part in s.split(',') {
-        let cv: Cv = part.trim().parse()?;
+        let cv: Cv = part
+            .trim()
+            .parse()
+            .map_err(|e: perfcast_validation::Error| e.to_string())?;
         if all.contains(&cv) {
             return Err(format!("--cv `{s}`: `{cv}` is named twice"));
         }

@@ -5,6 +5,7 @@
 use super::{round_sig, FitCase, Fold, Param, Problem, Resolved, Settings};
 use crate::overlay::Entry;
 use crate::report::FirstMetric;
+use crate::{Error, Result};
 use rayon::prelude::*;
 use std::fmt;
 use std::str::FromStr;
@@ -68,17 +69,17 @@ impl fmt::Display for Cv {
 }
 
 impl FromStr for Cv {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Cv, String> {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Cv> {
         match s {
             "groups" => Ok(Cv::Groups),
             "cases" => Ok(Cv::Cases),
             "stacks" => Ok(Cv::Stacks),
             "hardware" => Ok(Cv::Hardware),
             "none" => Ok(Cv::None),
-            _ => Err(format!(
-                "--cv `{s}`: expected `groups` (leave one group out), `cases` (leave one case out), `stacks` (leave one software stack family out), `hardware` (leave one GPU generation out) or `none`"
-            )),
+            _ => Err(Error::CrossValidation(format!(
+                "`{s}`: expected `groups` (leave one group out), `cases` (leave one case out), `stacks` (leave one software stack family out), `hardware` (leave one GPU generation out) or `none`"
+            ))),
         }
     }
 }
@@ -103,7 +104,7 @@ pub(super) fn run(
     cases: &[FitCase],
     cv: Cv,
     settings: &Settings,
-) -> Result<CvRun, String> {
+) -> Result<CvRun> {
     let folds = cross_validate(problem, fit_idx, cases, cv, settings)?;
     let mut out_of_fold = vec![None; fit_idx.len()];
     let fallback = match cv {
@@ -139,7 +140,7 @@ fn cross_validate(
     cases: &[FitCase],
     cv: Cv,
     settings: &Settings,
-) -> Result<Vec<Fold>, String> {
+) -> Result<Vec<Fold>> {
     let mut folds: Vec<(String, Vec<usize>)> = Vec::new();
     match cv {
         Cv::None => return Ok(Vec::new()),
@@ -151,16 +152,18 @@ fn cross_validate(
                 }
             }
             if folds.len() < 2 {
-                return Err(format!(
-                    "--cv groups needs scored cases in at least two groups; all {} are in `{}` (use --cv cases or --cv none)",
+                return Err(Error::CrossValidation(format!(
+                    "groups needs scored cases in at least two groups; all {} are in `{}` (use --cv cases or --cv none)",
                     cases.len(),
                     cases[0].group
-                ));
+                )));
             }
         }
         Cv::Cases => {
             if cases.len() < 2 {
-                return Err("--cv cases needs at least two scored cases (use --cv none)".into());
+                return Err(Error::CrossValidation(
+                    "cases needs at least two scored cases (use --cv none)".into(),
+                ));
             }
             folds = cases
                 .iter()
@@ -181,13 +184,13 @@ fn cross_validate(
                 }
             }
             if folds.len() < 2 {
-                return Err(format!(
-                    "--cv {} needs scored cases of at least two {}; all {} are of `{}` (use --cv groups, cases or none)",
+                return Err(Error::CrossValidation(format!(
+                    "{} needs scored cases of at least two {}; all {} are of `{}` (use --cv groups, cases or none)",
                     cv,
                     if cv == Cv::Stacks { "stack families" } else { "GPU generations" },
                     cases.len(),
                     folds.first().map(|f| f.0.as_str()).unwrap_or("")
-                ));
+                )));
             }
         }
     }

@@ -43,6 +43,7 @@ use crate::intervals::Class;
 use crate::overlay::Entry;
 use crate::prepared::Prepared;
 use crate::report::{first_metric, FirstMetric, Status};
+use crate::{Error, Result};
 use rayon::prelude::*;
 
 /// What to fit, and how.
@@ -216,7 +217,7 @@ impl Problem<'_, '_> {
                 }
             }
         }
-        let systems: Vec<Result<perfcast_core::System, String>> = firsts
+        let systems: Vec<Result<perfcast_core::System>> = firsts
             .par_iter()
             .map(|&(i, _)| h.compose(&self.prepared[cases[i]], &entries[i]))
             .collect();
@@ -366,7 +367,7 @@ pub fn calibrate(
     file: &CasesFile,
     sha256: &str,
     opts: &Options,
-) -> Result<Calibration, String> {
+) -> Result<Calibration> {
     let t0 = std::time::Instant::now();
     let serving = |c: &&crate::cases::Case| {
         c.inference
@@ -388,18 +389,20 @@ pub fn calibrate(
                 _ => errors += 1,
             }
             if reasons.len() < 3 {
-                reasons.push(format!("{}: {why}", p.case.id));
+                reasons.push(why.clone().for_case(&p.case.id).to_string());
             }
         }
     }
     let prepared: Vec<Prepared> = all.into_iter().filter(|p| p.runnable()).collect();
     if prepared.is_empty() {
-        return Err(format!(
-            "{}: no case the engines support ({} cases: {unsupported} unsupported, {errors} whose system cannot be built), so nothing to calibrate on; for example:\n  {}",
-            file.file,
-            file.cases.len(),
-            reasons.join("\n  ")
-        ));
+        return Err(Error::Calibration {
+            file: file.file.clone(),
+            message: format!(
+                "no case the engines support ({} cases: {unsupported} unsupported, {errors} whose system cannot be built), so nothing to calibrate on; for example:\n  {}",
+                file.cases.len(),
+                reasons.join("\n  ")
+            ),
+        });
     }
     let mut notes = Vec::new();
     if opts.exclude_serving {
@@ -426,15 +429,17 @@ pub fn calibrate(
         }
     }
     if params.is_empty() {
-        return Err(format!(
-            "{}: none of the default parameters ({}) applies to a case of this file; name the parameters with --param KEY=LO..HI",
-            file.file,
-            DEFAULT_PARAMS
-                .iter()
-                .map(|d| d.keys.join(","))
-                .collect::<Vec<_>>()
-                .join("; ")
-        ));
+        return Err(Error::Calibration {
+            file: file.file.clone(),
+            message: format!(
+                "none of the default parameters ({}) applies to a case of this file; name the parameters with --param KEY=LO..HI",
+                DEFAULT_PARAMS
+                    .iter()
+                    .map(|d| d.keys.join(","))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        });
     }
     let problem = Problem {
         harness,
@@ -464,7 +469,7 @@ fn finish(
     notes: Vec<String>,
     failed: (usize, usize),
     t0: std::time::Instant,
-) -> Result<Calibration, String> {
+) -> Result<Calibration> {
     let start = problem.start();
     let everything: Vec<usize> = (0..problem.prepared.len()).collect();
     let at_start = problem.scores(&everything, &start);
@@ -475,11 +480,13 @@ fn finish(
         .collect();
     let unscored = everything.len() - fit_idx.len();
     if fit_idx.is_empty() {
-        return Err(format!(
-            "{}: no case is scored at the starting values ({} cases run, none has a predicted first metric); nothing to calibrate on",
-            file.file,
-            everything.len()
-        ));
+        return Err(Error::Calibration {
+            file: file.file.clone(),
+            message: format!(
+                "no case is scored at the starting values ({} cases run, none has a predicted first metric); nothing to calibrate on",
+                everything.len()
+            ),
+        });
     }
     let mut notes = notes;
     resolve::check_moves(
@@ -580,12 +587,15 @@ pub fn calibrate_file(
     path: Option<&std::path::Path>,
     harness: &Harness,
     opts: &Options,
-) -> Result<Calibration, String> {
+) -> Result<Calibration> {
     let (name, bytes) = match path {
         Some(p) => {
             let p = crate::locate_cases(Some(p))?;
             let name = p.display().to_string();
-            let bytes = std::fs::read(&p).map_err(|e| format!("{name}: cannot read: {e}"))?;
+            let bytes = std::fs::read(&p).map_err(|e| Error::Io {
+                path: name.clone(),
+                source: std::sync::Arc::new(e),
+            })?;
             (name, bytes)
         }
         None => (
@@ -593,8 +603,11 @@ pub fn calibrate_file(
             crate::BUILTIN_CASES.as_bytes().to_vec(),
         ),
     };
-    let text = String::from_utf8(bytes.clone()).map_err(|e| format!("{name}: not UTF-8: {e}"))?;
-    let file = CasesFile::parse(&text, &name).map_err(|e| e.to_string())?;
+    let text = String::from_utf8(bytes.clone()).map_err(|e| Error::File {
+        file: name.clone(),
+        message: format!("not UTF-8: {e}"),
+    })?;
+    let file = CasesFile::parse(&text, &name)?;
     calibrate(harness, &file, &sha256_hex(&bytes), opts)
 }
 
@@ -678,7 +691,11 @@ mod tests {
         for cv in [Cv::Groups, Cv::Cases, Cv::Stacks, Cv::Hardware, Cv::None] {
             assert_eq!(cv.name().parse::<Cv>().unwrap(), cv);
         }
-        assert!("folds".parse::<Cv>().unwrap_err().contains("`groups`"));
+        assert!("folds"
+            .parse::<Cv>()
+            .unwrap_err()
+            .to_string()
+            .contains("`groups`"));
         let d = utc_date();
         assert_eq!(d.len(), 10);
         assert!(d.starts_with("20"), "{d}");

@@ -374,7 +374,7 @@ impl Calibration {
     }
 
     /// The residuals file's text.
-    pub fn residuals_toml(&self) -> Option<Result<String, String>> {
+    pub fn residuals_toml(&self) -> Option<crate::Result<String>> {
         let r = self.residuals()?;
         let schemes: Vec<Cv> = std::iter::once(self.cv)
             .filter(|cv| *cv != Cv::None)

@@ -1,6 +1,7 @@
 //! The parameters `perfcast calibrate` fits: `--param KEY[,KEY...][=LO..HI]` and the
 //! documented default set ([`DEFAULT_PARAMS`], listed in `configs/validation/CALIBRATION.md`).
 
+use crate::{Error, Result};
 use std::fmt;
 use std::str::FromStr;
 
@@ -29,10 +30,13 @@ pub const SYNTAX: &str =
     "KEY[,KEY...][=LO..HI], e.g. components.h100_sxm5_80gb.matmul_efficiency=0.5..0.8";
 
 impl FromStr for ParamSpec {
-    type Err = String;
+    type Err = Error;
 
-    fn from_str(s: &str) -> Result<ParamSpec, String> {
-        let bad = |why: String| format!("--param `{s}`: {why} (expected {SYNTAX})");
+    fn from_str(s: &str) -> Result<ParamSpec> {
+        let bad = |why: String| Error::ParamSyntax {
+            param: s.to_string(),
+            message: why,
+        };
         let (keys, bounds) = match s.split_once('=') {
             Some((k, b)) => (k, Some(b.trim())),
             None => (s, None),
@@ -65,7 +69,7 @@ impl FromStr for ParamSpec {
                 let (lo, hi) = b
                     .split_once("..")
                     .ok_or_else(|| bad(format!("bounds `{b}` are not LO..HI")))?;
-                let num = |x: &str| -> Result<f64, String> {
+                let num = |x: &str| -> Result<f64> {
                     let x = x.trim();
                     match x.parse::<f64>() {
                         Ok(v) if v.is_finite() => Ok(v),
@@ -235,7 +239,7 @@ mod tests {
             ("a=1..1", "are empty"),
         ];
         for (s, want) in bad {
-            let e = s.parse::<ParamSpec>().unwrap_err();
+            let e = s.parse::<ParamSpec>().unwrap_err().to_string();
             assert!(e.contains(want) && e.contains("expected KEY"), "{s}: {e}");
         }
     }

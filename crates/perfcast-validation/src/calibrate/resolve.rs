@@ -6,6 +6,7 @@ use crate::harness::Harness;
 use crate::overlay::{Applies, Entry};
 use crate::prepared::Prepared;
 use crate::report::FirstMetric;
+use crate::{Error, Result};
 use std::collections::BTreeSet;
 
 /// Resolve `spec` over the runnable cases. `Ok(None)` for a default parameter (`!explicit`)
@@ -16,8 +17,12 @@ pub(super) fn resolve(
     spec: &ParamSpec,
     explicit: bool,
     notes: &mut Vec<String>,
-) -> Result<Option<Resolved>, String> {
+) -> Result<Option<Resolved>> {
     let label = spec.to_string();
+    let refused = |message: String| Error::Param {
+        param: label.clone(),
+        message,
+    };
     // Current values of the keys where the configuration has them.
     let mut values = Vec::new();
     for key in &spec.keys {
@@ -27,10 +32,10 @@ pub(super) fn resolve(
                 match k.number(key) {
                     Some(v) => values.push((key.as_str(), v)),
                     None => {
-                        return Err(format!(
-                            "--param {label}: `{key}` is not a number in the configuration of case `{}` (only numeric keys can be fitted)",
+                        return Err(refused(format!(
+                            "`{key}` is not a number in the configuration of case `{}` (only numeric keys can be fitted)",
                             p.case.id
-                        ))
+                        )))
                     }
                 }
             }
@@ -51,16 +56,16 @@ pub(super) fn resolve(
         (None, Some(v)) if v > 0.0 => (v / 2.0, v * 2.0),
         (None, Some(v)) if v < 0.0 => (v * 2.0, v / 2.0),
         (None, Some(_)) => {
-            return Err(format!(
-                "--param {label}: the current value is 0, so there are no default bounds (half to twice it): give them, --param {label}=LO..HI"
-            ))
+            return Err(refused(format!(
+                "the current value is 0, so there are no default bounds (half to twice it): give them, --param {label}=LO..HI"
+            )))
         }
         (None, None) => {
-            return Err(format!(
-                "--param {label}: {} is set in no case's configuration; a plugin or engine parameter left at its default needs bounds, --param {label}=LO..HI{}",
+            return Err(refused(format!(
+                "{} is set in no case's configuration; a plugin or engine parameter left at its default needs bounds, --param {label}=LO..HI{}",
                 spec.keys.join(", "),
                 nearest(prepared, &spec.keys[0])
-            ))
+            )))
         }
     };
     let mut start = known.unwrap_or((lo + hi) / 2.0);
@@ -130,8 +135,12 @@ fn check_bounds(
     start: f64,
     (mut lo, mut hi): (f64, f64),
     notes: &mut Vec<String>,
-) -> Result<(f64, f64), String> {
+) -> Result<(f64, f64)> {
     let label = spec.to_string();
+    let refused = |message: String| Error::Param {
+        param: label.clone(),
+        message,
+    };
     for (i, key) in spec.keys.iter().enumerate() {
         let Some(c) = per_case.iter().position(|k| k.contains(&i)) else {
             continue;
@@ -141,10 +150,10 @@ fn check_bounds(
             let v = if upper { hi } else { lo };
             let Err(m) = accepts(v) else { continue };
             if spec.bounds.is_some() || accepts(start).is_err() {
-                return Err(format!(
-                    "--param {label}: case `{}` refuses {key} = {v}: {m}; narrow the bounds",
+                return Err(refused(format!(
+                    "case `{}` refuses {key} = {v}: {m}; narrow the bounds",
                     prepared[c].case.id
-                ));
+                )));
             }
             // Bisect between the start (accepted) and the refused bound.
             let (mut ok, mut bad) = (start, v);
@@ -172,9 +181,9 @@ fn check_bounds(
                 lo = ok;
             }
             if lo >= hi {
-                return Err(format!(
-                    "--param {label}: no range around the current value {start} is accepted; give bounds"
-                ));
+                return Err(refused(format!(
+                    "no range around the current value {start} is accepted; give bounds"
+                )));
             }
         }
     }
@@ -183,7 +192,7 @@ fn check_bounds(
 
 /// The error for a key that applies to no case: the nearest keys of the configurations, and
 /// what a case whose configuration has the parent table said.
-fn no_case(harness: &Harness, prepared: &[Prepared], label: &str, e: &Entry) -> String {
+fn no_case(harness: &Harness, prepared: &[Prepared], label: &str, e: &Entry) -> Error {
     let mut why = String::new();
     if let Some(p) = prepared
         .iter()
@@ -196,11 +205,14 @@ fn no_case(harness: &Harness, prepared: &[Prepared], label: &str, e: &Entry) -> 
             );
         }
     }
-    format!(
-        "--param {label}: `{}` exists in no case's configuration (the hardware preset with the case's settings, [options] as the case's engine reads it, and its stack's keys stacks.NAME.KEY that land on one option){why}{}",
-        e.key,
-        nearest(prepared, &e.key)
-    )
+    Error::Param {
+        param: label.to_string(),
+        message: format!(
+            "`{}` exists in no case's configuration (the hardware preset with the case's settings, [options] as the case's engine reads it, and its stack's keys stacks.NAME.KEY that land on one option){why}{}",
+            e.key,
+            nearest(prepared, &e.key)
+        ),
+    }
 }
 
 /// `; nearest keys: a, b, c` over every case's configuration.
@@ -232,7 +244,7 @@ pub(super) fn check_moves(
     at_start: &[Option<FirstMetric>],
     explicit: bool,
     notes: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<()> {
     let start = problem.start();
     for j in 0..problem.params.len() {
         let cases: Vec<usize> = fit
@@ -244,9 +256,11 @@ pub(super) fn check_moves(
         let label = p.keys.join(",");
         if cases.is_empty() {
             if explicit {
-                return Err(format!(
-                    "--param {label}: applies only to cases that are not scored, nothing to fit it on"
-                ));
+                return Err(Error::Param {
+                    param: label,
+                    message: "applies only to cases that are not scored, nothing to fit it on"
+                        .into(),
+                });
             }
             notes.push(format!(
                 "default parameter {label} applies to no scored case: kept at {}",
@@ -266,12 +280,15 @@ pub(super) fn check_moves(
         }
         if !moved {
             if explicit {
-                return Err(format!(
-                    "--param {label}: applies to {} scored cases but moves none of their predictions between {} and {}: it cannot be fitted",
-                    cases.len(),
-                    p.lo,
-                    p.hi
-                ));
+                return Err(Error::Param {
+                    param: label,
+                    message: format!(
+                        "applies to {} scored cases but moves none of their predictions between {} and {}: it cannot be fitted",
+                        cases.len(),
+                        p.lo,
+                        p.hi
+                    ),
+                });
             }
             notes.push(format!(
                 "default parameter {label} moves no prediction: kept at {}",

@@ -6,16 +6,21 @@
 use super::Harness;
 use crate::cases::CasesFile;
 use crate::report::first_metric;
+use crate::{Error, Result};
 
 /// The cases file `text` (named `file` in messages) with every case's first published metric
 /// set to the prediction of `harness`. Cases that are not scored keep their values. The
 /// result is TOML without the input's comments.
-pub fn remeasured(text: &str, file: &str, harness: &Harness) -> Result<String, String> {
-    let parsed = CasesFile::parse(text, file).map_err(|e| e.to_string())?;
+pub fn remeasured(text: &str, file: &str, harness: &Harness) -> Result<String> {
+    let parsed = CasesFile::parse(text, file)?;
+    let refused = |message: String| Error::File {
+        file: file.to_string(),
+        message,
+    };
     let mut root: toml::Table =
-        toml::from_str(text).map_err(|e| format!("{file}: not valid TOML: {e}"))?;
+        toml::from_str(text).map_err(|e| refused(format!("not valid TOML: {e}")))?;
     let Some(toml::Value::Array(cases)) = root.get_mut("case") else {
-        return Err(format!("{file}: no [[case]] array"));
+        return Err(refused("no [[case]] array".into()));
     };
     for (case, raw) in parsed.cases.iter().zip(cases.iter_mut()) {
         let mut r = harness.run_case(case);
@@ -42,5 +47,5 @@ pub fn remeasured(text: &str, file: &str, harness: &Harness) -> Result<String, S
             measured.insert(f.metric.clone(), f.predicted.into());
         }
     }
-    toml::to_string(&root).map_err(|e| e.to_string())
+    Ok(toml::to_string(&root)?)
 }

@@ -16,6 +16,7 @@
 pub mod predict;
 pub mod report;
 
+use crate::{Error, Result};
 use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -158,18 +159,16 @@ pub fn is_collectives(text: &str) -> bool {
 
 impl CollectivesFile {
     /// Read and check a file.
-    pub fn load(path: &Path) -> Result<CollectivesFile, String> {
+    pub fn load(path: &Path) -> Result<CollectivesFile> {
         let file = path.display().to_string();
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("{file}: cannot read: {e}"))?;
+        let text = crate::error::read(path, &file)?;
         CollectivesFile::parse(&text, &file)
     }
 
     /// Parse and check the text of a file; `file` names it in messages. Every error of the
     /// file is reported together, each naming the entry and the key.
-    pub fn parse(text: &str, file: &str) -> Result<CollectivesFile, String> {
-        let root: toml::Table = toml::from_str(text)
-            .map_err(|e| format!("{file}: not valid TOML: {}", e.to_string().trim_end()))?;
+    pub fn parse(text: &str, file: &str) -> Result<CollectivesFile> {
+        let root: toml::Table = crate::error::parse_toml(text, file)?;
         let mut errors = Vec::new();
         for k in root.keys() {
             if k != "schema" && k != "collective" {
@@ -220,11 +219,10 @@ impl CollectivesFile {
                 entries,
             })
         } else {
-            Err(format!(
-                "{file}: {} schema error(s):\n  {}",
-                errors.len(),
-                errors.join("\n  ")
-            ))
+            Err(Error::Schema {
+                file: file.to_string(),
+                errors,
+            })
         }
     }
 

@@ -29,6 +29,7 @@
 
 use super::Entry;
 use crate::presets::{Hardware, ACCELERATORS};
+use crate::{Error, Result};
 use perfcast_config::Plugins;
 use perfcast_core::parallel::AxisSet;
 use perfcast_core::{Bytes, CollectiveKind};
@@ -97,7 +98,7 @@ pub struct Prediction {
     pub metrics: Vec<Metric>,
 }
 
-fn kind_of(name: &str) -> Result<CollectiveKind, String> {
+fn kind_of(name: &str) -> Result<CollectiveKind> {
     Ok(match name {
         "all_reduce" => CollectiveKind::AllReduce,
         "all_gather" => CollectiveKind::AllGather,
@@ -105,7 +106,11 @@ fn kind_of(name: &str) -> Result<CollectiveKind, String> {
         "all_to_all" => CollectiveKind::AllToAll,
         "broadcast" => CollectiveKind::Broadcast,
         "send_recv" => CollectiveKind::SendRecv,
-        other => return Err(format!("collective `{other}` is not modelled")),
+        other => {
+            return Err(Error::Collective(format!(
+                "collective `{other}` is not modelled"
+            )))
+        }
     })
 }
 
@@ -167,7 +172,7 @@ fn algorithm(e: &Entry) -> (&'static str, &'static str) {
 }
 
 /// The hardware and topology of an entry as perfcast-config sources.
-pub fn hardware(e: &Entry) -> Result<(Hardware, &'static str), String> {
+pub fn hardware(e: &Entry) -> Result<(Hardware, &'static str)> {
     let mut hw = Hardware::of(&e.gpu)?;
     hw.set("system.devices", e.gpus as i64);
     if let Some(g) = e.scaleout_gbps_per_gpu {
@@ -194,21 +199,22 @@ pub fn hardware(e: &Entry) -> Result<(Hardware, &'static str), String> {
 }
 
 /// DeepEP's bytes per token of `dtype` (FP8 with one FP32 scale per 128 channels).
-fn token_bytes(dtype: &str, hidden: u64) -> Result<f64, String> {
+fn token_bytes(dtype: &str, hidden: u64) -> Result<f64> {
     match dtype {
         "fp8" => Ok(hidden as f64 + 4.0 * hidden.div_ceil(128) as f64),
         "bf16" => Ok(2.0 * hidden as f64),
-        other => Err(format!("DeepEP payload dtype `{other}` is not modelled")),
+        other => Err(Error::Collective(format!(
+            "DeepEP payload dtype `{other}` is not modelled"
+        ))),
     }
 }
 
 /// Predict every published metric of `e`.
-pub fn predict(e: &Entry, plugins: &Plugins) -> Result<Prediction, String> {
+pub fn predict(e: &Entry, plugins: &Plugins) -> Result<Prediction> {
     let kind = kind_of(&e.collective)?;
     let (hw, topology) = hardware(e)?;
     let sys = hw.system(plugins)?;
-    let net = Network::with_topology(&sys.network, sys.topology.clone(), e.gpus as u64)
-        .map_err(|m| m.to_string())?;
+    let net = Network::with_topology(&sys.network, sys.topology.clone(), e.gpus as u64)?;
     let mesh = Mesh::new(e.gpus, 1, 1, 1);
     let deepep = e.ep_phase.is_some();
     let bytes = if deepep {
@@ -217,12 +223,11 @@ pub fn predict(e: &Entry, plugins: &Plugins) -> Result<Prediction, String> {
     } else {
         e.message_bytes.unwrap_or(0) as f64
     };
-    let t = net
-        .time(&mesh, AxisSet::TENSOR, kind, Bytes(bytes))
-        .map_err(|m| m.to_string())?
-        .0;
+    let t = net.time(&mesh, AxisSet::TENSOR, kind, Bytes(bytes))?.0;
     if !(t.is_finite() && t > 0.0) {
-        return Err(format!("the model gives a time of {t} s"));
+        return Err(Error::Collective(format!(
+            "the model gives a time of {t} s"
+        )));
     }
     let regime = if deepep {
         if e.time_us.is_some() {

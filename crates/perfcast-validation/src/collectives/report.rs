@@ -76,7 +76,7 @@ pub fn run(file: &CollectivesFile, group: Option<&str>, plugins: &Plugins) -> Re
         .map(|e| EntryReport {
             id: e.id.clone(),
             group: e.group.clone(),
-            outcome: predict(e, plugins),
+            outcome: predict(e, plugins).map_err(|e| e.to_string()),
         })
         .collect();
     Report {
