@@ -88,7 +88,7 @@ fn public_validation_set_meets_targets_or_bounds() {
             .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     )
     .unwrap();
-    eprintln!("{}", report.to_table());
+    eprintln!("{}", perfcast_report::validation::table(&report));
     let mut failures = Vec::new();
     for (group, mape_target, worst_target) in TARGETS {
         let s = report

@@ -9,6 +9,8 @@
 //!   writes beside the inference report.
 //! - [`error_bars`]: a prediction's intervals beside its rows, in JSON and in CSV;
 //!   [`reference`]: a config's published figures beside the prediction.
+//! - [`validation`]: a validation run's table and Parquet rows, a collectives file's table
+//!   (`perfcast validate`), a calibration's report (`perfcast calibrate`).
 //! - [`kernels`]: the kernel tables' catalog and one table (`perfcast kernels list|show`).
 //! - [`roofline`]: a device's `[[ops]]` or a model's GEMMs on the roofline, as text, CSV and
 //!   the log-log chart (`perfcast roofline`).
@@ -34,3 +36,4 @@ pub mod roofline;
 pub mod search;
 pub mod serve;
 pub mod training;
+pub mod validation;

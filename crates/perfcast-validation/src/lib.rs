@@ -64,10 +64,6 @@ pub fn load_cases(path: Option<&Path>) -> Result<(cases::CasesFile, String)> {
     }
 }
 
-/// Output format of [`validate_to_string`]: table or JSON (a report of nested cases has no
-/// CSV form).
-pub use perfcast_render::Format;
-
 /// Find a cases file named on the command line: the path as given, else relative to any
 /// ancestor of the current directory (so `configs/validation/cases.toml` works from inside
 /// the repository). Without a name, `validate` runs [`BUILTIN_CASES`].
@@ -170,29 +166,34 @@ pub fn validate_collectives(
     Ok(collectives::report::run(&file, group, plugins))
 }
 
-/// [`validate`] rendered in `format` (a file whose `schema` is `perfcast-collectives/1` is
-/// [`validate_collectives`]).
-pub fn validate_to_string(
-    path: Option<&Path>,
-    group: Option<&str>,
-    format: Format,
-    plugins: &Plugins,
-) -> Result<String> {
-    validate_to_string_with(path, group, format, plugins, &ValidateOptions::standard()?)
+/// What a validation file held, predicted: its cases ([`validate_with`]) or, for a file whose
+/// `schema` is `perfcast-collectives/1`, its collective benchmarks ([`validate_collectives`]).
+#[derive(Debug)]
+pub enum Validated {
+    /// A cases file's report (boxed: it is the larger by far).
+    Cases(Box<report::Report>),
+    /// A collectives file's report.
+    Collectives(collectives::report::Report),
 }
 
-/// [`validate_with`] rendered in `format`.
-pub fn validate_to_string_with(
+impl Validated {
+    /// The report as JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Validated::Cases(r) => r.to_json(),
+            Validated::Collectives(r) => r.to_json(),
+        }
+    }
+}
+
+/// Validate the file at `path` (the built-in cases when `None`), cases or collectives by its
+/// schema; an overlay applies to cases only.
+pub fn validate_file(
     path: Option<&Path>,
     group: Option<&str>,
-    format: Format,
     plugins: &Plugins,
     opts: &ValidateOptions,
-) -> Result<String> {
-    let supported = [Format::Table, Format::Json];
-    if !supported.contains(&format) {
-        return Err(Error::Invalid(format.unsupported(&supported)));
-    }
+) -> Result<Validated> {
     if let Some(p) = path.and_then(presets::find_repo_file) {
         if std::fs::read_to_string(&p).is_ok_and(|t| collectives::is_collectives(&t)) {
             if !opts.overlay.is_empty() {
@@ -201,20 +202,14 @@ pub fn validate_to_string_with(
                     message: "--overlay applies to the cases of a validation cases file, not to collective benchmarks".into(),
                 });
             }
-            let r = validate_collectives(&p, group, plugins)?;
-            return Ok(match format {
-                Format::Json => serde_json::to_string_pretty(&r.to_json())? + "\n",
-                // CSV and Parquet were refused above.
-                Format::Table | Format::Csv | Format::Parquet => r.to_table(),
-            });
+            return Ok(Validated::Collectives(validate_collectives(
+                &p, group, plugins,
+            )?));
         }
     }
-    let r = validate_with(path, group, plugins, opts)?;
-    Ok(match format {
-        Format::Json => serde_json::to_string_pretty(&r.to_json())? + "\n",
-        // CSV and Parquet were refused above (Parquet: `ValidationReport::to_rows`).
-        Format::Table | Format::Csv | Format::Parquet => r.to_table(),
-    })
+    Ok(Validated::Cases(Box::new(validate_with(
+        path, group, plugins, opts,
+    )?)))
 }
 
 #[cfg(test)]
@@ -222,22 +217,11 @@ mod tests {
     use super::*;
 
     /// The default cases file is found from inside the repository (tests run in the crate
-    /// directory, two levels below the root); formats parse; a bad group is an error naming
-    /// the known groups.
+    /// directory, two levels below the root); a bad group is an error naming the known groups.
     #[test]
-    fn default_file_format_and_group_errors() {
+    fn default_file_and_group_errors() {
         let p = locate_cases(None).unwrap();
         assert!(p.ends_with(DEFAULT_CASES), "{}", p.display());
-        let e = validate_to_string(
-            None,
-            None,
-            Format::Csv,
-            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("`table` or `json`"), "{e}");
         let e = validate(
             None,
             Some("no-such-group"),
@@ -263,15 +247,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("no/such/cases.toml"), "{e}");
-        let out = validate_to_string(
+        let out = validate_file(
             None,
             Some("korthikanti2022-abstract"),
-            Format::Json,
             &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
                 .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+            &ValidateOptions::standard().unwrap(),
         )
         .unwrap();
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(v["cases"].as_array().unwrap().len(), 2);
+        assert_eq!(out.to_json()["cases"].as_array().unwrap().len(), 2);
     }
 }

@@ -6,6 +6,7 @@
 // A test, bench or example target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use perfcast_report::validation::calibration_table;
 use perfcast_validation::calibrate::synthetic::remeasured;
 use perfcast_validation::calibrate::{self, Calibration, Cv, Options, ParamSpec, Settings};
 use perfcast_validation::cases::CasesFile;
@@ -65,12 +66,12 @@ fn run(file: &CasesFile, params: &[&str], cv: Cv) -> perfcast_validation::Result
 fn a_parameter_that_moves_predictions_is_recovered() {
     let file = synthetic(TRAINING, &[&format!("{H100_POWER}=450")]);
     let c = run(&file, &[&format!("{H100_POWER}=300..700")], Cv::None).unwrap();
-    assert!(c.converged(), "{}", c.to_table());
+    assert!(c.converged(), "{}", calibration_table(&c));
     let p = &c.params[0];
     assert!((p.start - 450.0).abs() > 25.0, "{p:?}");
-    assert!((p.fitted - 450.0).abs() < 1.0, "{}", c.to_table());
+    assert!((p.fitted - 450.0).abs() < 1.0, "{}", calibration_table(&c));
     assert_eq!(p.cases, 4, "the A100 cases are not reached");
-    assert!(c.fit.f < 1e-3, "{}", c.to_table());
+    assert!(c.fit.f < 1e-3, "{}", calibration_table(&c));
     let before = c.group_mapes()["g-a"][0].unwrap();
     assert!(before > 0.03, "the start is off: {before}");
     assert_eq!(c.group_mapes()["g-c"][0], Some(0.0));
@@ -84,13 +85,17 @@ fn a_stack_parameter_is_recovered_on_its_stack_alone() {
     const GEMM: &str = "stacks.megatron-core-2024.efficiency.gemm";
     let file = synthetic(&["g-a", "g-c", "g-i"], &[&format!("{GEMM}=0.8")]);
     let c = run(&file, &[&format!("{GEMM}=0.5..1")], Cv::None).unwrap();
-    assert!(c.converged(), "{}", c.to_table());
+    assert!(c.converged(), "{}", calibration_table(&c));
     let own = perfcast_validation::stacks::resolve("megatron-core-2024")
         .unwrap()
         .efficiency
         .gemm;
     assert_eq!(c.params[0].start, own, "the stack's own value");
-    assert!((c.params[0].fitted - 0.8).abs() < 2e-3, "{}", c.to_table());
+    assert!(
+        (c.params[0].fitted - 0.8).abs() < 2e-3,
+        "{}",
+        calibration_table(&c)
+    );
     assert_eq!(c.params[0].cases, 4, "the inference cases are not reached");
     assert_eq!(c.group_mapes()["g-i"][0], Some(0.0));
     for bad in [
@@ -124,12 +129,16 @@ fn two_parameters_are_recovered_together() {
         Cv::None,
     )
     .unwrap();
-    assert!(c.converged(), "{}", c.to_table());
-    assert!((c.params[0].fitted - 480.0).abs() < 1.5, "{}", c.to_table());
+    assert!(c.converged(), "{}", calibration_table(&c));
+    assert!(
+        (c.params[0].fitted - 480.0).abs() < 1.5,
+        "{}",
+        calibration_table(&c)
+    );
     assert!(
         (c.params[1].fitted - 200.0).abs() < 10.0,
         "{}",
-        c.to_table()
+        calibration_table(&c)
     );
     assert_eq!((c.params[0].cases, c.params[1].cases), (6, 2));
 }
@@ -166,7 +175,7 @@ fn logo_folds_hold_out_whole_groups() {
     assert!(
         cv.unwrap() > ins.unwrap() && cv.unwrap() > 0.02,
         "{}",
-        c.to_table()
+        calibration_table(&c)
     );
     let r = c.residuals().unwrap();
     assert_eq!(r.residuals.len(), 4);
@@ -344,7 +353,7 @@ fn bad_parameters_and_files_are_errors() {
     };
     let c = calibrate::calibrate(&harness(), &file, "0", &opts).unwrap();
     assert!(!c.converged());
-    assert!(c.to_table().contains("NOT CONVERGED"));
+    assert!(calibration_table(&c).contains("NOT CONVERGED"));
 }
 
 /// `--exclude-serving` leaves the serving runs out before anything is prepared (a serving copy
@@ -381,9 +390,7 @@ fn serving_runs_can_be_left_out() {
         "{:?}",
         c.notes
     );
-    assert!(c
-        .to_table()
-        .contains("without its serving runs (--exclude-serving)"));
+    assert!(calibration_table(&c).contains("without its serving runs (--exclude-serving)"));
     let residuals = c.residuals_toml().unwrap().unwrap();
     assert!(
         residuals.contains("--exclude-serving --cv groups"),
@@ -397,7 +404,7 @@ fn serving_runs_can_be_left_out() {
     let c = calibrate::calibrate(&h, &file, "0", &opts(false)).unwrap();
     assert_eq!(c.cases.len(), scored);
     assert_eq!(c.skipped.0 + c.skipped.1, 1, "{:?}", c.skipped);
-    assert!(!c.to_table().contains("--exclude-serving"));
+    assert!(!calibration_table(&c).contains("--exclude-serving"));
 }
 
 /// What calibrate shares between cases (one composition per system key; only the compute

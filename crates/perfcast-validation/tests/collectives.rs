@@ -13,6 +13,7 @@
 
 use perfcast_validation::collectives::predict::Regime;
 use perfcast_validation::collectives::CollectivesFile;
+use perfcast_validation::Validated;
 use std::path::Path;
 
 fn repo_file() -> std::path::PathBuf {
@@ -74,7 +75,10 @@ fn every_collective_is_predicted_and_meets_its_target_or_is_a_known_miss() {
         &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
             .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
     );
-    eprintln!("{}", report.to_table());
+    eprintln!(
+        "{}",
+        perfcast_report::validation::collectives_table(&report)
+    );
     assert_eq!(report.errors(), 0, "every entry is predicted");
     let mut new_misses = Vec::new();
     let mut fixed = Vec::new();
@@ -107,42 +111,26 @@ fn every_collective_is_predicted_and_meets_its_target_or_is_a_known_miss() {
     assert!(groups.iter().all(|g| g.mean_abs_error_pct.is_finite()));
 }
 
-/// The same run through `perfcast validate`'s entry point, by group, in both formats; a group
-/// that has no entry is an error naming the groups.
+/// The same run through `perfcast validate`'s entry point, by group, as JSON and as a table; a
+/// group that has no entry is an error naming the groups.
 #[test]
 fn validate_selects_the_collectives_mode_by_schema() {
     let p = repo_file();
-    let out = perfcast_validation::validate_to_string(
-        Some(&p),
-        Some("mleng-h200-nvls-gpucount"),
-        perfcast_validation::Format::Json,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap();
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["entries"].as_array().unwrap().len(), 5);
-    let table = perfcast_validation::validate_to_string(
-        Some(&p),
-        Some("deepep-v2"),
-        perfcast_validation::Format::Table,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap();
+    let plugins = perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+        .with_kernels(perfcast_kernel_data::shared().expect("kernel tables"));
+    let opts = perfcast_validation::ValidateOptions::standard().unwrap();
+    let run = |group| perfcast_validation::validate_file(Some(&p), Some(group), &plugins, &opts);
+    let out = run("mleng-h200-nvls-gpucount").unwrap();
+    assert_eq!(out.to_json()["entries"].as_array().unwrap().len(), 5);
+    let Validated::Collectives(r) = run("deepep-v2").unwrap() else {
+        panic!("a collectives file validated as cases");
+    };
+    let table = perfcast_report::validation::collectives_table(&r);
     assert!(
         table.contains("ep_bw_gbs") && table.contains("bandwidth"),
         "{table}"
     );
-    let e = perfcast_validation::validate_to_string(
-        Some(&p),
-        Some("nope"),
-        perfcast_validation::Format::Table,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap_err()
-    .to_string();
+    let e = run("nope").unwrap_err().to_string();
     assert!(e.contains("nope") && e.contains("deepep-v1-normal"), "{e}");
 }
 

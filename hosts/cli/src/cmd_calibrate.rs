@@ -119,7 +119,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let text = match a.format {
         Format::Parquet => return Err(crate::common::no_parquet()),
         Format::Json => to_json(&c.to_json())?,
-        Format::Table | Format::Csv => c.to_table(),
+        Format::Table | Format::Csv => perfcast_report::validation::calibration_table(&c),
     };
     print(&text)?;
     // The files are written even when the optimiser stopped at its limit: the overlay then

@@ -8,10 +8,11 @@
 //! or has a key that applies to no case, or a bad residuals file (the message names the file,
 //! the case and the key).
 
-use crate::common::Format;
+use crate::common::{to_json, Format};
 use crate::error_bars::IntervalArgs;
+use perfcast_report::validation;
 use perfcast_validation::overlay::Overlay;
-use perfcast_validation::ValidateOptions;
+use perfcast_validation::{ValidateOptions, Validated};
 use std::path::PathBuf;
 
 /// The outputs of `perfcast validate` (no CSV: a report of nested cases), with their help.
@@ -62,35 +63,26 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         overlay,
         intervals: a.intervals.load()?,
     };
-    if a.format == Format::Parquet {
-        let collectives = a
-            .cases
-            .as_deref()
-            .and_then(perfcast_validation::presets::find_repo_file)
-            .and_then(|p| std::fs::read_to_string(p).ok())
-            .is_some_and(|t| perfcast_validation::collectives::is_collectives(&t));
-        if collectives {
-            anyhow::bail!(
-                "`--format parquet` writes the rows of validation cases; a collectives file \
-                 writes `table` or `json`"
-            );
-        }
-        let r = perfcast_validation::validate_with(
-            a.cases.as_deref(),
-            a.group.as_deref(),
-            &crate::common::plugins(),
-            &opts,
-        )
-        .map_err(anyhow::Error::msg)?;
-        return crate::common::write_parquet(&r.to_rows(), a.out.as_deref(), "validate");
-    }
-    let text = perfcast_validation::validate_to_string_with(
+    let validated = perfcast_validation::validate_file(
         a.cases.as_deref(),
         a.group.as_deref(),
-        a.format,
         &crate::common::plugins(),
         &opts,
     )
     .map_err(anyhow::Error::msg)?;
-    crate::common::emit(&text, a.out.as_deref())
+    let out = a.out.as_deref();
+    match (&validated, a.format) {
+        (Validated::Cases(r), Format::Parquet) => {
+            crate::common::write_parquet(&validation::rows(r), out, "validate")
+        }
+        (Validated::Collectives(_), Format::Parquet) => anyhow::bail!(
+            "`--format parquet` writes the rows of validation cases; a collectives file \
+             writes `table` or `json`"
+        ),
+        (v, Format::Json) => crate::common::emit(&to_json(&v.to_json())?, out),
+        (Validated::Cases(r), _) => crate::common::emit(&validation::table(r), out),
+        (Validated::Collectives(r), _) => {
+            crate::common::emit(&validation::collectives_table(r), out)
+        }
+    }
 }

@@ -155,6 +155,8 @@ pub struct Calibration {
     pub also: Vec<CvRun>,
     /// Wall time, seconds.
     pub seconds: f64,
+    /// Threads it ran on.
+    pub threads: usize,
 }
 
 impl Calibration {
@@ -569,6 +571,7 @@ fn finish(
         folds,
         also,
         seconds: t0.elapsed().as_secs_f64(),
+        threads: rayon::current_num_threads(),
     })
 }
 

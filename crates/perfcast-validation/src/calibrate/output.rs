@@ -1,5 +1,5 @@
-//! What a calibration writes: the terminal table, JSON, the overlay (a configuration layer
-//! with its provenance in comments) and the out-of-fold residuals.
+//! What a calibration writes: JSON, the overlay (a configuration layer with its provenance in
+//! comments) and the out-of-fold residuals (`perfcast_report::validation` writes its table).
 
 use super::{Calibration, Cv};
 use crate::cases::Kind;
@@ -36,8 +36,9 @@ impl Calibration {
         g
     }
 
-    /// MAPE of `set` over the cases `keep` selects.
-    fn mape_of(
+    /// MAPE (fraction) and count of the scored cases of `set` (one entry per case, in case
+    /// order) that `keep` selects.
+    pub fn mape_of(
         &self,
         set: &[Option<FirstMetric>],
         keep: impl Fn(usize) -> bool,
@@ -116,130 +117,6 @@ impl Calibration {
             },
             "notes": self.notes,
         })
-    }
-
-    /// The terminal report.
-    pub fn to_table(&self) -> String {
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "calibration on {} (sha256 {}): {} scored cases in {} groups ({} unsupported, {} error, {} not scored)",
-            self.cases_described(),
-            &self.sha256[..self.sha256.len().min(12)],
-            self.cases.len(),
-            self.groups().len(),
-            self.skipped.0,
-            self.skipped.1,
-            self.skipped.2
-        );
-        let _ = writeln!(
-            s,
-            "objective: mean |ln(predicted / measured)| of each case's first published metric: {:.4} at the start, {:.4} fitted",
-            self.start_objective, self.fit.f
-        );
-        let _ = writeln!(
-            s,
-            "\n  {:<58} {:>16} {:>10} {:>10} {:>6}",
-            "parameter", "bounds", "start", "fitted", "cases"
-        );
-        for p in &self.params {
-            for (i, k) in p.keys.iter().enumerate() {
-                if i == 0 {
-                    let _ = writeln!(
-                        s,
-                        "  {:<58} {:>16} {:>10} {:>10} {:>6}",
-                        k,
-                        format!("{}..{}", p.lo, p.hi),
-                        super::round_sig(p.start, 6),
-                        p.fitted,
-                        p.cases
-                    );
-                } else {
-                    let _ = writeln!(s, "    = {k}");
-                }
-            }
-        }
-        let _ = writeln!(
-            s,
-            "\nfit: {} after {} evaluations",
-            if self.fit.converged {
-                "converged"
-            } else {
-                "NOT CONVERGED"
-            },
-            self.fit.evals
-        );
-        let runs = std::iter::once((self.cv, &self.folds))
-            .filter(|(cv, _)| *cv != Cv::None)
-            .chain(self.also.iter().map(|r| (r.cv, &r.folds)));
-        for (cv, folds) in runs {
-            let bad: Vec<&str> = folds
-                .iter()
-                .filter(|f| !f.converged)
-                .map(|f| f.held_out.as_str())
-                .collect();
-            let _ = writeln!(
-                s,
-                "cross-validation: {} ({} folds, {} evaluations){}",
-                cv.describe(),
-                folds.len(),
-                folds.iter().map(|f| f.evals).sum::<usize>(),
-                if bad.is_empty() {
-                    ", every fold converged".to_string()
-                } else {
-                    format!("; NOT CONVERGED without: {}", bad.join(", "))
-                }
-            );
-        }
-        self.group_table(&mut s);
-        for n in &self.notes {
-            let _ = writeln!(s, "note: {n}");
-        }
-        let _ = writeln!(
-            s,
-            "took {:.1} s ({} threads)",
-            self.seconds,
-            rayon::current_num_threads()
-        );
-        s
-    }
-
-    /// Per group and overall: cases, MAPE before, in-sample, cross-validated (one column per
-    /// scheme, headed by what a fold holds out).
-    fn group_table(&self, s: &mut String) {
-        let mut sets: Vec<(String, &[Option<FirstMetric>])> = Vec::new();
-        if self.cv != Cv::None {
-            sets.push((format!("cv {}", self.cv.name()), &self.out_of_fold));
-        }
-        for r in &self.also {
-            sets.push((format!("cv {}", r.cv.name()), &r.out_of_fold));
-        }
-        let mut head = format!(
-            "\n  {:<30} {:>6} {:>8} {:>10}",
-            "group", "cases", "before", "in-sample"
-        );
-        for (name, _) in &sets {
-            let _ = write!(head, " {name:>12}");
-        }
-        let _ = writeln!(s, "{}", head.trim_end());
-        let row = |s: &mut String, name: &str, keep: &dyn Fn(usize) -> bool| {
-            let (b, n) = self.mape_of(&self.before, keep);
-            let (i, _) = self.mape_of(&self.in_sample, keep);
-            let mut line = format!("  {:<30} {:>6} {:>8} {:>10}", name, n, pct(b), pct(i));
-            for (_, set) in &sets {
-                let _ = write!(line, " {:>12}", pct(self.mape_of(set, keep).0));
-            }
-            let _ = writeln!(s, "{line}");
-        };
-        for g in self.groups() {
-            row(s, g, &|i| self.cases[i].group == g);
-        }
-        for (name, k) in [("training", Kind::Training), ("inference", Kind::Inference)] {
-            if self.cases.iter().any(|c| c.kind == k) {
-                row(s, name, &|i| self.cases[i].kind == k);
-            }
-        }
-        row(s, "overall", &|_| true);
     }
 
     /// The fitted values as an overlay.

@@ -6,7 +6,6 @@
 use super::predict::{predict, Prediction, Regime};
 use super::CollectivesFile;
 use perfcast_config::Plugins;
-use perfcast_render::{num, Table};
 use serde_json::{json, Value};
 
 /// One entry's outcome.
@@ -193,92 +192,5 @@ impl Report {
                 "errors": self.errors(),
             },
         })
-    }
-
-    /// The report as terminal tables: entries by group, then the groups and the totals.
-    pub fn to_table(&self) -> String {
-        let mut t = Table::with_headers(&[
-            "id",
-            "group",
-            "regime",
-            "metric",
-            "predicted",
-            "measured",
-            "error",
-            "target",
-        ]);
-        for e in &self.entries {
-            match &e.outcome {
-                Ok(p) => {
-                    for (i, m) in p.metrics.iter().enumerate() {
-                        t.push(vec![
-                            if i == 0 { e.id.clone() } else { String::new() },
-                            if i == 0 {
-                                e.group.clone()
-                            } else {
-                                String::new()
-                            },
-                            if i == 0 {
-                                p.regime.name().into()
-                            } else {
-                                String::new()
-                            },
-                            m.name.into(),
-                            num(m.predicted),
-                            num(m.measured),
-                            format!("{:+.1}%", 100.0 * (m.ratio() - 1.0)),
-                            match i {
-                                0 if e.passes() => "ok".into(),
-                                0 => "MISS".into(),
-                                _ => String::new(),
-                            },
-                        ]);
-                    }
-                }
-                Err(msg) => t.push(vec![
-                    e.id.clone(),
-                    e.group.clone(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    format!("error: {msg}"),
-                ]),
-            }
-        }
-        let mut g = Table::with_headers(&[
-            "group",
-            "entries",
-            "passing",
-            "mean |error|",
-            "mean |error| (bandwidth)",
-            "worst ratio",
-        ]);
-        for s in self.groups() {
-            g.push(vec![
-                s.group,
-                s.entries.to_string(),
-                format!("{}/{}", s.passing, s.predicted),
-                format!("{:.1}%", s.mean_abs_error_pct),
-                s.bandwidth_mean_abs_error_pct
-                    .map(|v| format!("{v:.1}%"))
-                    .unwrap_or_else(|| "-".into()),
-                format!("{:.2}", s.worst_ratio),
-            ]);
-        }
-        let line = |r: Regime, target: &str| {
-            let (pass, of) = self.regime_counts(r);
-            format!("{:<10} {pass}/{of} within {target}\n", r.name())
-        };
-        format!(
-            "{}\n{}\n{}{}{}errors: {}\n",
-            t.render(),
-            g.render(),
-            line(Regime::Bandwidth, "15% (bus bandwidth)"),
-            line(Regime::Mid, "2x"),
-            line(Regime::Latency, "2x"),
-            self.errors()
-        )
     }
 }
