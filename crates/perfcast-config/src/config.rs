@@ -2,12 +2,12 @@
 
 use crate::error::HostError;
 use crate::layers::{self, Layer, LayerOrigin};
-use crate::plugins::{self, LibraryInfo, Plugins};
+use crate::plugins::{self, LibraryInfo, PluginSpec, Plugins};
 use figment::value::{Tag, Value};
 use figment::Figment;
 use perfcast_core::Registry;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -131,36 +131,6 @@ fn libraries_from_files_only(layers: &[Layer]) -> Result<(), HostError> {
         }
     }
     Ok(())
-}
-
-/// `[[plugins]]`: a shared library to load.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct PluginSpec {
-    /// Relative paths are relative to the config file that names them.
-    pub path: PathBuf,
-    /// Optional sha256 pin of the file (hex).
-    #[serde(default)]
-    pub sha256: Option<String>,
-    /// Run the library in a child process (`perfcast plugin-host`): a crash, hang or exit
-    /// of the plugin becomes an error instead of ending perfcast.
-    #[serde(default)]
-    pub isolate: bool,
-    /// Time limit of one call of an isolated library, seconds (default 10).
-    #[serde(default)]
-    pub timeout_s: Option<f64>,
-}
-
-/// A library named by path alone (`--load PATH`): not pinned, isolated only by `--isolate`.
-impl From<PathBuf> for PluginSpec {
-    fn from(path: PathBuf) -> PluginSpec {
-        PluginSpec {
-            path,
-            sha256: None,
-            isolate: false,
-            timeout_s: None,
-        }
-    }
 }
 
 /// One line of `config explain`.
@@ -454,7 +424,7 @@ impl Config {
             }
             Some(figment::Source::Custom(c)) => (
                 c.strip_prefix(layers::PRESET_SCHEME)
-                    .or_else(|| c.strip_prefix(crate::stacks::STACK_SCHEME))
+                    .or_else(|| c.strip_prefix(crate::layers::STACK_SCHEME))
                     .and_then(layers::preset)
                     .map(str::to_string),
                 false,

@@ -26,6 +26,9 @@ pub const PRESET_SCHEME: &str = "preset:";
 /// with `stack = "NAME"`, never included.
 pub const STACKS_GROUP: &str = "stacks";
 
+/// How origins name a built-in stack: `stack:megatron-lm-2021:12`.
+pub const STACK_SCHEME: &str = "stack:";
+
 /// Names of the built-in presets that a config can include (the files of
 /// `configs/hardware/`, `configs/systems/` and `configs/models/`), sorted.
 pub fn preset_names() -> Vec<String> {
@@ -106,8 +109,8 @@ impl LayerOrigin {
             LayerOrigin::Env => "environment".into(),
             LayerOrigin::Set { arg } => format!("--set {arg}"),
             LayerOrigin::Stack { name, base_of } => match base_of {
-                Some(of) => format!("{}{name}{at} (base of {of})", crate::stacks::STACK_SCHEME),
-                None => format!("{}{name}{at}", crate::stacks::STACK_SCHEME),
+                Some(of) => format!("{}{name}{at} (base of {of})", STACK_SCHEME),
+                None => format!("{}{name}{at}", STACK_SCHEME),
             },
         }
     }
@@ -129,10 +132,9 @@ impl Provider for Layer {
                 md.source(Source::Custom(format!("{PRESET_SCHEME}{name}")))
             }
             LayerOrigin::Set { arg } => md.source(Source::Custom(format!("--set {arg}"))),
-            LayerOrigin::Stack { name, .. } => md.source(Source::Custom(format!(
-                "{}{name}",
-                crate::stacks::STACK_SCHEME
-            ))),
+            LayerOrigin::Stack { name, .. } => {
+                md.source(Source::Custom(format!("{}{name}", STACK_SCHEME)))
+            }
             _ => md,
         }
     }

@@ -27,8 +27,9 @@ pub mod plugins;
 pub mod stacks;
 
 pub use compose::Device;
-pub use config::{Config, Explained, PluginSpec, Sources, SECTIONS};
+pub use config::{Config, Explained, Sources, SECTIONS};
 pub use error::HostError;
+pub use layers::STACK_SCHEME;
 pub use layers::{
     preset, preset_group, preset_groups, preset_names, LayerOrigin, ENV_PREFIX, PRESET_SCHEME,
     STACKS_GROUP,
@@ -38,9 +39,9 @@ pub use ops::{NamedOp, OP_KINDS};
 pub use perfcast_loader::isolate;
 pub use plugins::{
     describe, plugin_rows, reference_markdown, registry_with, Described, LibraryInfo, ParamRow,
-    PluginRow, Plugins,
+    PluginRow, PluginSpec, Plugins,
 };
-pub use stacks::{stack_names, STACK_SCHEME};
+pub use stacks::stack_names;
 
 #[cfg(test)]
 mod tests;

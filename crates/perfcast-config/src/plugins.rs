@@ -6,9 +6,39 @@
 use crate::error::HostError;
 use perfcast_core::registry::{PluginGroup, RegistryError};
 use perfcast_core::{Category, Registry};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// `[[plugins]]`: a shared library to load.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSpec {
+    /// Relative paths are relative to the config file that names them.
+    pub path: PathBuf,
+    /// Optional sha256 pin of the file (hex).
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// Run the library in a child process (`perfcast plugin-host`): a crash, hang or exit
+    /// of the plugin becomes an error instead of ending perfcast.
+    #[serde(default)]
+    pub isolate: bool,
+    /// Time limit of one call of an isolated library, seconds (default 10).
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+}
+
+/// A library named by path alone (`--load PATH`): not pinned, isolated only by `--isolate`.
+impl From<PathBuf> for PluginSpec {
+    fn from(path: PathBuf) -> PluginSpec {
+        PluginSpec {
+            path,
+            sha256: None,
+            isolate: false,
+            timeout_s: None,
+        }
+    }
+}
 
 /// What a loaded library registered.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -108,7 +138,7 @@ impl std::fmt::Debug for Plugins {
 /// hosts that list plugins without a config.
 pub fn registry_with(
     plugins: &Plugins,
-    libraries: &[crate::config::PluginSpec],
+    libraries: &[PluginSpec],
     isolate: Option<&perfcast_loader::isolate::IsolateOptions>,
 ) -> Result<(Registry, Vec<LibraryInfo>), HostError> {
     let mut registry = plugins.registry()?;

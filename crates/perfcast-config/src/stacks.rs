@@ -12,12 +12,9 @@
 //! there) and maps it to the engines' plan and option fields.
 
 use crate::error::HostError;
-use crate::layers::{self, kind_name, Layer, LayerOrigin, STACKS_GROUP};
+use crate::layers::{self, kind_name, Layer, LayerOrigin, STACKS_GROUP, STACK_SCHEME};
 use figment::value::Value;
 use std::path::{Path, PathBuf};
-
-/// How origins name a built-in stack: `stack:megatron-lm-2021:12`.
-pub const STACK_SCHEME: &str = "stack:";
 
 /// The top-level keys a stack file may set.
 pub const STACK_KEYS: [&str; 2] = ["software", "stack"];

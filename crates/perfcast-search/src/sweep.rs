@@ -70,7 +70,7 @@ pub struct Sweep {
     pub plugins: Plugins,
     /// Libraries every point loads on top of its configuration's `[[plugins]]` (the host's
     /// `--load`), with where isolated ones run and whether all are.
-    pub libraries: Vec<perfcast_config::config::PluginSpec>,
+    pub libraries: Vec<perfcast_config::PluginSpec>,
     pub plugin_host: Option<perfcast_config::isolate::IsolateOptions>,
     pub isolate_all: bool,
 }

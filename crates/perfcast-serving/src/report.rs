@@ -3,7 +3,7 @@
 
 use crate::config::Slo;
 use crate::deployment::PoolRole;
-use crate::sim::Run;
+use crate::state::Run;
 use crate::workload::Traffic;
 use perfcast_core::Seconds;
 use serde::Serialize;

@@ -11,7 +11,7 @@
 //! is taken whole or waits for a step with room.
 
 use crate::deployment::{KvAdmission, PoolRole};
-use crate::sim::Run;
+use crate::state::Run;
 use crate::state::{Ev, Work};
 use perfcast_core::ModelError;
 use perfcast_engine::inference::{PrefillChunk, StepBatch};

@@ -1,11 +1,11 @@
 //! The event loop: arrivals, routing, steps, KV transfers; the run's accounting.
 
 use crate::config::Slo;
-use crate::deployment::{kv_caches, Deployment, KvCache, PoolRole, Router};
+use crate::deployment::{kv_caches, Deployment, PoolRole, Router};
 use crate::report::{self, ServingReport};
 use crate::rng::Rng;
 use crate::speculative::DraftMethod;
-use crate::state::{Ev, Event, Inst, Seq};
+use crate::state::{Ev, Event, Inst, Run, Seq};
 use crate::workload::Traffic;
 use perfcast_core::op::{Collective, CollectiveKind};
 use perfcast_core::{Bytes, ModelError};
@@ -21,39 +21,6 @@ pub struct Simulator<'a> {
     /// same system), and its step tables.
     draft: Option<&'a Inference>,
     draft_costs: Vec<StepCosts<'a>>,
-}
-
-/// One run's mutable state.
-pub(super) struct Run<'r, 'a> {
-    pub d: &'r Deployment,
-    pub kv: Vec<KvCache>,
-    /// Index into the simulator's cost tables per pool.
-    pub pool_costs: Vec<usize>,
-    pub costs: &'r mut [StepCosts<'a>],
-    /// Per pool, the draft engine's step tables (timed drafts only).
-    pub pool_draft: Vec<Option<usize>>,
-    pub draft_costs: &'r mut [StepCosts<'a>],
-    pub seqs: Vec<Seq>,
-    pub insts: Vec<Inst>,
-    /// First instance of each pool.
-    pub pool_start: Vec<usize>,
-    pub heap: BinaryHeap<Event>,
-    pub order: u64,
-    pub rng: Rng,
-    pub rr: usize,
-    /// Instances whose idle lanes should try to start a step once the current time's
-    /// events are all processed.
-    pub wake: Vec<bool>,
-    pub chunks: Vec<perfcast_engine::inference::PrefillChunk>,
-    pub preemptions: u64,
-    pub steps: u64,
-    /// Closed loop: requests not yet sent.
-    pub next_closed: usize,
-    pub closed_ready: VecDeque<(f64, u32)>,
-    pub inf: &'a Inference,
-    /// Requests completed so far, and who wants to know.
-    pub completed: u32,
-    pub progress: &'r mut dyn FnMut(u32, u32),
 }
 
 /// Steps allowed per token of work before a run is declared stuck (it cannot be: every step

@@ -1,8 +1,11 @@
-//! The simulator's state: sequences, instances and their pipeline lanes, the event queue.
+//! The simulator's state: one run's (`Run`), its sequences, instances and their pipeline lanes,
+//! the event queue.
 
-use crate::deployment::{KvCache, PoolRole};
+use crate::deployment::{Deployment, KvCache, PoolRole};
+use crate::rng::Rng;
+use perfcast_engine::inference::{Inference, StepCosts};
 use std::cmp::Ordering;
-use std::collections::VecDeque;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// One request's progress.
 #[derive(Clone, Copy, Debug)]
@@ -172,4 +175,37 @@ impl Ord for Event {
     fn cmp(&self, o: &Self) -> Ordering {
         o.t.total_cmp(&self.t).then(o.order.cmp(&self.order))
     }
+}
+
+/// One run's mutable state.
+pub(super) struct Run<'r, 'a> {
+    pub d: &'r Deployment,
+    pub kv: Vec<KvCache>,
+    /// Index into the simulator's cost tables per pool.
+    pub pool_costs: Vec<usize>,
+    pub costs: &'r mut [StepCosts<'a>],
+    /// Per pool, the draft engine's step tables (timed drafts only).
+    pub pool_draft: Vec<Option<usize>>,
+    pub draft_costs: &'r mut [StepCosts<'a>],
+    pub seqs: Vec<Seq>,
+    pub insts: Vec<Inst>,
+    /// First instance of each pool.
+    pub pool_start: Vec<usize>,
+    pub heap: BinaryHeap<Event>,
+    pub order: u64,
+    pub rng: Rng,
+    pub rr: usize,
+    /// Instances whose idle lanes should try to start a step once the current time's
+    /// events are all processed.
+    pub wake: Vec<bool>,
+    pub chunks: Vec<perfcast_engine::inference::PrefillChunk>,
+    pub preemptions: u64,
+    pub steps: u64,
+    /// Closed loop: requests not yet sent.
+    pub next_closed: usize,
+    pub closed_ready: VecDeque<(f64, u32)>,
+    pub inf: &'a Inference,
+    /// Requests completed so far, and who wants to know.
+    pub completed: u32,
+    pub progress: &'r mut dyn FnMut(u32, u32),
 }

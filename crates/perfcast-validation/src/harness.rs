@@ -445,7 +445,7 @@ impl Harness {
         let mut r = self.evaluate(&p, &entries);
         if let Some((residuals, level)) = &self.intervals {
             let family = &self.stacks.of(case).1.family;
-            crate::intervals::attach(&mut r, case, family, residuals, *level);
+            r.attach_interval(case, family, residuals, *level);
         }
         r
     }

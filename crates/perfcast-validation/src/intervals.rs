@@ -35,7 +35,6 @@
 
 use crate::cases::{Case, Kind, Metric};
 use crate::presets::ACCELERATORS;
-use crate::report::CaseResult;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -710,21 +709,6 @@ fn interval_in(
 /// generation).
 fn same(label: Option<&str>, want: &str) -> bool {
     label.is_some_and(|l| l.eq_ignore_ascii_case(want))
-}
-
-/// Give each predicted metric of a validation result an interval: the case's class (`family`:
-/// its stack's), the residuals of its own group (and of itself) left out.
-pub fn attach(r: &mut CaseResult, case: &Case, family: &str, residuals: &Residuals, level: f64) {
-    let class = Class::of_case(case, family);
-    let Some(iv) = residuals.interval(&class, level, Some(&case.group), Some(&case.id)) else {
-        return;
-    };
-    for m in &mut r.metrics {
-        if let (Some(p), Some(d)) = (m.predicted, direction(m.name)) {
-            m.interval = Some(iv.around(p, d));
-        }
-    }
-    r.error_bars = Some(iv);
 }
 
 #[cfg(test)]

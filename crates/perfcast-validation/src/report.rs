@@ -7,8 +7,8 @@
 //! per-layer time (forward + backward of one layer, both published); inference — request
 //! latency, else TTFT, else TPOT, else tokens/s per GPU, else tokens/s.
 
-use crate::cases::{Kind, Metric};
-use crate::intervals::Interval;
+use crate::cases::{Case, Kind, Metric};
+use crate::intervals::{direction, Class, Interval, Residuals};
 use crate::stacks::StackMatch;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -83,6 +83,27 @@ pub struct CaseResult {
 }
 
 impl CaseResult {
+    /// Give each predicted metric an interval: the case's class (`family`: its stack's), the
+    /// residuals of its own group (and of itself) left out.
+    pub fn attach_interval(
+        &mut self,
+        case: &Case,
+        family: &str,
+        residuals: &Residuals,
+        level: f64,
+    ) {
+        let class = Class::of_case(case, family);
+        let Some(iv) = residuals.interval(&class, level, Some(&case.group), Some(&case.id)) else {
+            return;
+        };
+        for m in &mut self.metrics {
+            if let (Some(p), Some(d)) = (m.predicted, direction(m.name)) {
+                m.interval = Some(iv.around(p, d));
+            }
+        }
+        self.error_bars = Some(iv);
+    }
+
     /// The result of metric `m`, if the case publishes it.
     pub fn metric(&self, m: Metric) -> Option<&MetricResult> {
         self.metrics.iter().find(|x| x.name == m)

@@ -84,7 +84,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let cfg = load_config(&a)?;
     // A deployment search for serving (issue 12) when the config has [serving_search].
     if cfg.contains(perfcast_search::serving::SECTION) {
-        return crate::cmd_search_serving::run(&a, &cfg);
+        if a.objective.is_some() {
+            anyhow::bail!("--objective applies to training plan searches; a deployment search ([serving_search]) ranks by tokens/s per GPU under each SLO");
+        }
+        return crate::cmd_search_serving::run(&cfg, a.top, a.bench, a.format, a.out.as_deref());
     }
     let resolved = perfcast_scenario::Scenario::training(&cfg);
     let sc = load(&a, &resolved)?;

@@ -2,7 +2,6 @@
 //! (`perfcast_search::serving`): the Pareto front of tokens/s per GPU against tokens/s per
 //! user, the best deployment per SLO (or the closest, then an error), the top load points.
 
-use crate::cmd_search::Args;
 use crate::common::{print, to_json, Format};
 use anyhow::Context as _;
 use perfcast_config::Config;
@@ -20,22 +19,27 @@ struct Output<'a> {
     config: serde_json::Value,
 }
 
-pub fn run(a: &Args, cfg: &Config) -> anyhow::Result<()> {
-    if a.objective.is_some() {
-        anyhow::bail!("--objective applies to training plan searches; a deployment search ([serving_search]) ranks by tokens/s per GPU under each SLO");
-    }
+/// The deployment search of `cfg`: `top` deployments (`--top`), timed when `bench`, written
+/// in `format` to `out` or standard output.
+pub fn run(
+    cfg: &Config,
+    top: Option<usize>,
+    bench: bool,
+    format: Format,
+    out: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
     let mut s = perfcast_search::serving::load(cfg)?;
-    if let Some(n) = a.top {
+    if let Some(n) = top {
         if n == 0 {
             anyhow::bail!("invalid `--top 0`: must be at least 1");
         }
         s.config.top = Some(n);
     }
-    if a.bench {
-        return bench(&s);
+    if bench {
+        return time_it(&s);
     }
     let r = perfcast_search::serving::search(&s)?;
-    let text = match a.format {
+    let text = match format {
         Format::Json => to_json(&Output {
             result: &r,
             config: perfcast_scenario::reproducible_config(cfg, s.scenario.inference.model())?,
@@ -44,10 +48,10 @@ pub fn run(a: &Args, cfg: &Config) -> anyhow::Result<()> {
         Format::Parquet => String::new(),
         Format::Table => deployments::text(&r),
     };
-    if a.format == Format::Parquet {
-        crate::common::write_parquet(&deployments::rows(&r), a.out.as_deref(), "search")?;
+    if format == Format::Parquet {
+        crate::common::write_parquet(&deployments::rows(&r), out, "search")?;
     } else {
-        crate::common::emit(&text, a.out.as_deref())?;
+        crate::common::emit(&text, out)?;
     }
     match r.best.iter().find(|b| b.best.is_none()) {
         Some(b) => Err(anyhow::Error::new(crate::common::Infeasible(
@@ -57,7 +61,7 @@ pub fn run(a: &Args, cfg: &Config) -> anyhow::Result<()> {
     }
 }
 
-fn bench(s: &perfcast_search::serving::ServingSearch) -> anyhow::Result<()> {
+fn time_it(s: &perfcast_search::serving::ServingSearch) -> anyhow::Result<()> {
     let runs = 5;
     let mut secs = Vec::with_capacity(runs);
     let mut last = None;

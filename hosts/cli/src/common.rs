@@ -51,7 +51,7 @@ pub struct LoadArgs {
 
 impl LoadArgs {
     /// Each `--load` with its pin.
-    pub fn specs(&self) -> anyhow::Result<Vec<perfcast_config::config::PluginSpec>> {
+    pub fn specs(&self) -> anyhow::Result<Vec<perfcast_config::PluginSpec>> {
         if !self.sha256.is_empty() && self.sha256.len() != self.load.len() {
             anyhow::bail!(
                 "{} --sha256 for {} --load: give one --sha256 per --load, in the same order",
@@ -63,7 +63,7 @@ impl LoadArgs {
             .load
             .iter()
             .enumerate()
-            .map(|(i, p)| perfcast_config::config::PluginSpec {
+            .map(|(i, p)| perfcast_config::PluginSpec {
                 sha256: self.sha256.get(i).cloned(),
                 ..p.clone().into()
             })

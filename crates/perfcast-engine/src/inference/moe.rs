@@ -29,63 +29,11 @@
 //!   and gathers them back: two all-to-alls of `tokens x k x hidden` per rank
 //!   (`Inference::moe_comm`).
 
-use super::plan::InferencePlan;
-use super::shard::{GemmName, OpClass, Shard};
+use super::shard::{GemmName, MoeShard, OpClass, Shard};
 use perfcast_core::op::{ComputeOp, Gemm, GemmScaling, RoutedExperts, VectorOpKind};
-use perfcast_core::workload::{ModelSpec, MoeSpec};
-use perfcast_core::DType;
-
-/// The experts of a mixture-of-experts layer on one device.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct MoeShard {
-    /// Routed experts of the layer (`E`).
-    pub experts: u64,
-    pub top_k: u64,
-    /// Expert parallelism and the expert tensor parallelism it leaves (`tp / ep`).
-    pub ep: u64,
-    pub etp: u64,
-    /// Routed experts on this device (`E / ep`).
-    pub local: u64,
-    /// One expert's inner width on this device, and its gate/up output width.
-    pub ffn: u64,
-    pub up_n: u64,
-    /// The shared experts' inner width on this device (all of them summed), and their gate/up
-    /// output width (0 without shared experts).
-    pub shared_ffn: u64,
-    pub shared_up_n: u64,
-    /// Format of the routed experts' weights.
-    pub weight: DType,
-    /// The router's systematic imbalance and the capacity factor (`MoeSpec`).
-    pub imbalance: f64,
-    pub capacity: Option<f64>,
-}
+use perfcast_core::workload::MoeSpec;
 
 impl MoeShard {
-    /// The experts of `moe` on one device of a checked `plan` (`base`: the 16-bit format).
-    pub fn new(model: &ModelSpec, moe: &MoeSpec, plan: &InferencePlan, _base: DType) -> Self {
-        let tp = plan.tp as u64;
-        let ep = (plan.ep as u64).max(1);
-        let etp = (tp / ep).max(1);
-        let attn_tp = tp / plan.attention_ranks() as u64;
-        let mats = model.ffn_act.matrices() - 1;
-        let ffn = moe.expert_ffn_hidden / etp;
-        let shared_ffn = moe.shared_experts * moe.shared_ffn_hidden() / attn_tp.max(1);
-        MoeShard {
-            experts: moe.experts,
-            top_k: moe.top_k,
-            ep,
-            etp,
-            local: moe.experts / ep,
-            ffn,
-            up_n: mats * ffn,
-            shared_ffn,
-            shared_up_n: mats * shared_ffn,
-            weight: plan.expert_dtype.unwrap_or(plan.weight_dtype),
-            imbalance: moe.load_imbalance(),
-            capacity: moe.capacity_factor,
-        }
-    }
-
     /// Expected experts of this device that `tokens` routed tokens touch (module
     /// documentation), at least one when any token is routed.
     pub fn experts_touched(&self, tokens: u64) -> f64 {
@@ -236,6 +184,7 @@ impl Shard {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use perfcast_core::DType;
 
     fn shard(experts: u64, top_k: u64, ep: u64) -> MoeShard {
         MoeShard {

@@ -4,7 +4,7 @@
 
 use super::plan::InferencePlan;
 use perfcast_core::op::{Attention, ComputeOp, Gemm, GemmScaling, VectorOp, VectorOpKind};
-use perfcast_core::workload::{FfnAct, LayerSpans, ModelSpec, PositionKind};
+use perfcast_core::workload::{FfnAct, LayerSpans, ModelSpec, MoeSpec, PositionKind};
 use perfcast_core::{AttentionKind, DType};
 
 /// Shapes on one device.
@@ -22,7 +22,7 @@ pub(crate) struct Shard {
     pub dense_layers: u64,
     pub moe_layers: u64,
     /// The experts on this device, for a mixture-of-experts model.
-    pub moe: Option<super::moe::MoeShard>,
+    pub moe: Option<MoeShard>,
     /// Multi-head latent attention (DeepSeek-V2/V3): its ranks and widths.
     pub mla: Option<perfcast_core::workload::MlaSpec>,
     /// Layers of the largest stage (`ceil(layers / pp)`).
@@ -79,7 +79,7 @@ impl Shard {
             moe: model
                 .moe
                 .as_ref()
-                .map(|m| super::moe::MoeShard::new(model, m, plan, base)),
+                .map(|m| MoeShard::new(model, m, plan, base)),
             mla: model.mla,
             stage_layers: model.layers.div_ceil(pp),
             spans: model.layer_spans(0, model.layers),
@@ -459,4 +459,56 @@ impl GemmName {
 pub(crate) enum OpClass {
     Gemm(GemmName),
     Other,
+}
+
+/// The experts of a mixture-of-experts layer on one device.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct MoeShard {
+    /// Routed experts of the layer (`E`).
+    pub experts: u64,
+    pub top_k: u64,
+    /// Expert parallelism and the expert tensor parallelism it leaves (`tp / ep`).
+    pub ep: u64,
+    pub etp: u64,
+    /// Routed experts on this device (`E / ep`).
+    pub local: u64,
+    /// One expert's inner width on this device, and its gate/up output width.
+    pub ffn: u64,
+    pub up_n: u64,
+    /// The shared experts' inner width on this device (all of them summed), and their gate/up
+    /// output width (0 without shared experts).
+    pub shared_ffn: u64,
+    pub shared_up_n: u64,
+    /// Format of the routed experts' weights.
+    pub weight: DType,
+    /// The router's systematic imbalance and the capacity factor (`MoeSpec`).
+    pub imbalance: f64,
+    pub capacity: Option<f64>,
+}
+
+impl MoeShard {
+    /// The experts of `moe` on one device of a checked `plan` (`base`: the 16-bit format).
+    pub fn new(model: &ModelSpec, moe: &MoeSpec, plan: &InferencePlan, _base: DType) -> Self {
+        let tp = plan.tp as u64;
+        let ep = (plan.ep as u64).max(1);
+        let etp = (tp / ep).max(1);
+        let attn_tp = tp / plan.attention_ranks() as u64;
+        let mats = model.ffn_act.matrices() - 1;
+        let ffn = moe.expert_ffn_hidden / etp;
+        let shared_ffn = moe.shared_experts * moe.shared_ffn_hidden() / attn_tp.max(1);
+        MoeShard {
+            experts: moe.experts,
+            top_k: moe.top_k,
+            ep,
+            etp,
+            local: moe.experts / ep,
+            ffn,
+            up_n: mats * ffn,
+            shared_ffn,
+            shared_up_n: mats * shared_ffn,
+            weight: plan.expert_dtype.unwrap_or(plan.weight_dtype),
+            imbalance: moe.load_imbalance(),
+            capacity: moe.capacity_factor,
+        }
+    }
 }

@@ -392,7 +392,7 @@ impl Inference {
     fn measured_experts(
         &self,
         sh: &Shard,
-        moe: &super::moe::MoeShard,
+        moe: &super::shard::MoeShard,
         tokens: u64,
         rank: Pass,
     ) -> Result<Option<Acc>, ModelError> {
@@ -428,7 +428,7 @@ impl Inference {
     fn moe_comm(
         &self,
         sh: &Shard,
-        moe: &super::moe::MoeShard,
+        moe: &super::shard::MoeShard,
         rank: Pass,
         acc: &mut Acc,
     ) -> Result<(), ModelError> {
