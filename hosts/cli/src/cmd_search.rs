@@ -5,7 +5,7 @@
 //! `[serving_search]` section it is the deployment search for serving instead
 //! (`cmd_search_serving`).
 
-use crate::common::{print, to_json, ConfigArgs, Format};
+use crate::common::{print, ConfigArgs, Format};
 use crate::error_bars::IntervalArgs;
 use anyhow::Context as _;
 use perfcast_config::Config;
@@ -123,13 +123,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         price_per_gpu_hour: sc.price_per_gpu_hour,
         interval: iv.as_ref(),
     };
-    let out = a.out.as_deref();
-    match a.format {
-        Format::Json => crate::common::emit(&to_json(&output)?, out),
-        Format::Csv => crate::common::emit(&output.rows().csv(), out),
-        Format::Parquet => crate::common::write_parquet(&output.rows(), out, "search"),
-        Format::Table => crate::common::emit(&output.text(), out),
-    }
+    crate::common::write_rows(
+        a.format,
+        || Ok(&output),
+        || output.text(),
+        || output.rows(),
+        a.out.as_deref(),
+        "search",
+    )
 }
 
 fn bench(sc: &perfcast_search::Scenario) -> anyhow::Result<()> {

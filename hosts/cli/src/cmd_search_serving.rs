@@ -2,7 +2,7 @@
 //! (`perfcast_search::serving`): the Pareto front of tokens/s per GPU against tokens/s per
 //! user, the best deployment per SLO (or the closest, then an error), the top load points.
 
-use crate::common::{print, to_json, Format};
+use crate::common::{print, Format};
 use anyhow::Context as _;
 use perfcast_config::Config;
 use perfcast_report::deployments;
@@ -39,20 +39,19 @@ pub fn run(
         return time_it(&s);
     }
     let r = perfcast_search::serving::search(&s)?;
-    let text = match format {
-        Format::Json => to_json(&Output {
-            result: &r,
-            config: perfcast_scenario::reproducible_config(cfg, s.scenario.inference.model())?,
-        })?,
-        Format::Csv => deployments::rows(&r).csv(),
-        Format::Parquet => String::new(),
-        Format::Table => deployments::text(&r),
-    };
-    if format == Format::Parquet {
-        crate::common::write_parquet(&deployments::rows(&r), out, "search")?;
-    } else {
-        crate::common::emit(&text, out)?;
-    }
+    crate::common::write_rows(
+        format,
+        || {
+            Ok(Output {
+                result: &r,
+                config: perfcast_scenario::reproducible_config(cfg, s.scenario.inference.model())?,
+            })
+        },
+        || deployments::text(&r),
+        || deployments::rows(&r),
+        out,
+        "search",
+    )?;
     match r.best.iter().find(|b| b.best.is_none()) {
         Some(b) => Err(anyhow::Error::new(crate::common::Infeasible(
             deployments::infeasible(b),

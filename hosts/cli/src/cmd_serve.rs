@@ -4,7 +4,7 @@
 //! config's model on its system, read through `perfcast-scenario`; one run per load, a
 //! latency-throughput curve with several rates. Deterministic for a seed.
 
-use crate::common::{to_json, ConfigArgs, Format};
+use crate::common::{ConfigArgs, Format};
 use perfcast_report::serve::ServeOutput;
 use perfcast_scenario::serving::{read_trace, Requests};
 use perfcast_scenario::{serving_error, ServingScenario};
@@ -120,23 +120,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         deployment: &d,
         runs: &runs,
     };
-    let text = match a.format {
-        Format::Json => to_json(&Output {
-            model,
-            system,
-            deployment: &d,
-            runs: &runs,
-            config: perfcast_scenario::reproducible_config(&cfg, sc.inference.model())?,
-        })?,
-        Format::Csv => output.rows().csv(),
-        Format::Parquet => String::new(),
-        Format::Table => output.text(),
-    };
-    if a.format == Format::Parquet {
-        crate::common::write_parquet(&output.rows(), a.out.as_deref(), "serve")?;
-    } else {
-        crate::common::emit(&text, a.out.as_deref())?;
-    }
+    crate::common::write_rows(
+        a.format,
+        || {
+            Ok(Output {
+                model,
+                system,
+                deployment: &d,
+                runs: &runs,
+                config: perfcast_scenario::reproducible_config(&cfg, sc.inference.model())?,
+            })
+        },
+        || output.text(),
+        || output.rows(),
+        a.out.as_deref(),
+        "serve",
+    )?;
     if let Some(path) = &a.plot {
         let svg = output.svg().map_err(|e| anyhow::anyhow!("{e}"))?;
         crate::common::write_plot(path, svg)?;

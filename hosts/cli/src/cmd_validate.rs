@@ -71,18 +71,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     )
     .map_err(anyhow::Error::msg)?;
     let out = a.out.as_deref();
-    match (&validated, a.format) {
-        (Validated::Cases(r), Format::Parquet) => {
-            crate::common::write_parquet(&validation::rows(r), out, "validate")
-        }
-        (Validated::Collectives(_), Format::Parquet) => anyhow::bail!(
-            "`--format parquet` writes the rows of validation cases; a collectives file \
-             writes `table` or `json`"
+    match validated {
+        Validated::Cases(r) => crate::common::write_rows(
+            a.format,
+            || Ok(r.to_json()),
+            || validation::table(&r),
+            || validation::rows(&r),
+            out,
+            "validate",
         ),
-        (v, Format::Json) => crate::common::emit(&to_json(&v.to_json())?, out),
-        (Validated::Cases(r), _) => crate::common::emit(&validation::table(r), out),
-        (Validated::Collectives(r), _) => {
-            crate::common::emit(&validation::collectives_table(r), out)
-        }
+        Validated::Collectives(r) => match a.format {
+            Format::Parquet => anyhow::bail!(
+                "`--format parquet` writes the rows of validation cases; a collectives file \
+                 writes `table` or `json`"
+            ),
+            Format::Json => crate::common::emit(&to_json(&r.to_json())?, out),
+            _ => crate::common::emit(&validation::collectives_table(&r), out),
+        },
     }
 }

@@ -255,6 +255,26 @@ pub const ROW_FORMATS: [(Format, &str); 4] = [
     ),
 ];
 
+/// Write a result that has rows (`search`, `serve`, `validate`) in `format` to `out`, or to
+/// standard output without it: JSON is `json()` serialised, the table `text()`, CSV and
+/// Parquet `rows()` (Parquet only to a file, `command` naming its writer). Each form is made
+/// only when it is the one asked for.
+pub fn write_rows<J: Serialize>(
+    format: Format,
+    json: impl FnOnce() -> anyhow::Result<J>,
+    text: impl FnOnce() -> String,
+    rows: impl FnOnce() -> Table,
+    out: Option<&std::path::Path>,
+    command: &str,
+) -> anyhow::Result<()> {
+    match format {
+        Format::Json => emit(&to_json(&json()?)?, out),
+        Format::Csv => emit(&rows().csv(), out),
+        Format::Parquet => write_parquet(&rows(), out, command),
+        Format::Table => emit(&text(), out),
+    }
+}
+
 /// The error for `--format parquet` from a command that writes no table of rows (its
 /// `--format` does not offer it, so clap refuses it first).
 pub fn no_parquet() -> anyhow::Error {
