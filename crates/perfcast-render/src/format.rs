@@ -16,7 +16,7 @@ pub enum Format {
     Csv,
     /// The CSV's columns as a typed Parquet file (binary: written to a file, never to a
     /// terminal; [`crate::parquet`]). Not a `value_enum` value: the commands that write it
-    /// list it with [`Format::parser`].
+    /// list it with `Format::parser` (feature `clap`).
     #[cfg_attr(feature = "clap", value(skip))]
     Parquet,
 }

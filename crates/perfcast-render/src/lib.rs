@@ -2,15 +2,15 @@
 //! studies, the search and the validation harness. It knows no report of its own.
 //!
 //! - [`Format`]: table, JSON or CSV (`--format`; with the `clap` feature a `clap::ValueEnum`,
-//!   and [`Format::parser`] for commands that accept only some formats).
-//! - [`Table`]: rows rendered as aligned text or RFC 4180 CSV; [`num`] (four significant
+//!   and `Format::parser` for commands that accept only some formats).
+//! - [`Table`]: rows rendered as aligned text or RFC 4180 CSV; [`num`](fn@num) (four significant
 //!   digits, for tables) and [`num6`] (six, for data files).
 //! - [`plan_label`]: a training plan as text, in the styles of [`PlanStyle`].
 //! - [`svg`]: an SVG document written element by element, with text escaping; [`axis`]:
 //!   linear and log axes (ranges, ticks, labels); [`marks`]: stacked bars, markers, lines and
 //!   legend rows; [`palette`]: the colours.
 //! - [`figure`]: figures of panels (stacked bars, waterfall, lines, x-y), drawn as SVG.
-//! - [`file`]: output files written whole or not at all ([`file::OutFile`], [`file::write`]),
+//! - [`file`](mod@file): output files written whole or not at all ([`file::OutFile`], [`file::write`]),
 //!   and one writer per `--out` directory ([`file::DirLock`]).
 //! - [`parquet`](mod@parquet): a results table as a Parquet file, its columns typed from
 //!   their cells (`--format parquet`).

@@ -8,7 +8,7 @@
 //!   `perfcast predict` writes beside the training report; [`infer`]: what `perfcast infer`
 //!   writes beside the inference report.
 //! - [`error_bars`]: a prediction's intervals beside its rows, in JSON and in CSV;
-//!   [`reference`]: a config's published figures beside the prediction.
+//!   [`reference`](mod@reference): a config's published figures beside the prediction.
 //! - [`validation`]: a validation run's table and Parquet rows, a collectives file's table
 //!   (`perfcast validate`), a calibration's report (`perfcast calibrate`).
 //! - [`kernels`]: the kernel tables' catalog and one table (`perfcast kernels list|show`).

@@ -1,6 +1,6 @@
 //! What `perfcast roofline` writes: the roofline of a device's `[[ops]]`
 //! (`perfcast_scenario::roofline`) or of a model's GEMMs under an inference plan
-//! (`Inference::gemm_roofline`), as text, CSV and the log-log chart ([`chart`]).
+//! (`Inference::gemm_roofline`), as text, CSV and the log-log chart ([`roofline_svg`]).
 
 mod chart;
 
