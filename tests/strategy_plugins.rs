@@ -51,23 +51,9 @@ fn registry() -> Registry {
 fn shape(tp: u32, cp: u32) -> PlanShape {
     PlanShape {
         tp,
-        pp: 1,
-        dp: 1,
         cp,
-        ep: 1,
-        etp: 1,
-        moe_dispatcher: Default::default(),
-        ep_comm_overlap: false,
-        vpp: 1,
-        sp: false,
-        zero_stage: 0,
-        micro_batch: 1,
         global_batch: 8,
-        tp_comm_overlap: false,
-        overlap_grad_reduce: false,
-        overlap_param_gather: false,
-        fp32_grad_accum: false,
-        cp_comm: Default::default(),
+        ..PlanShape::default()
     }
 }
 

@@ -632,19 +632,17 @@ mod tests {
             dp: 16,
             cp: 2,
             ep: 8,
-            etp: 1,
             moe_dispatcher: Dispatcher::Deepep,
             ep_comm_overlap: true,
             vpp: 2,
             sp: true,
             zero_stage: 1,
-            micro_batch: 1,
             global_batch: 1024,
             tp_comm_overlap: true,
             overlap_grad_reduce: true,
-            overlap_param_gather: false,
             fp32_grad_accum: true,
             cp_comm: CpComm::AllGather,
+            ..PlanShape::default()
         }
     }
 

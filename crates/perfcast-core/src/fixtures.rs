@@ -59,21 +59,10 @@ pub fn gpt3_plan() -> PlanShape {
         tp: 8,
         pp: 16,
         dp: 8,
-        cp: 1,
-        ep: 1,
-        etp: 1,
-        moe_dispatcher: Default::default(),
-        ep_comm_overlap: false,
-        vpp: 1,
-        sp: false,
-        zero_stage: 0,
-        micro_batch: 1,
         global_batch: 1536,
-        tp_comm_overlap: false,
         overlap_grad_reduce: true,
         overlap_param_gather: true,
-        fp32_grad_accum: false,
-        cp_comm: Default::default(),
+        ..PlanShape::default()
     }
 }
 

@@ -388,24 +388,13 @@ mod tests {
     /// on one data-parallel rank, everything else off.
     pub(crate) fn shape(pp: u32, vpp: u32, micro_batch: u32, global_batch: u32) -> PlanShape {
         PlanShape {
-            tp: 1,
             pp,
-            dp: 1,
-            cp: 1,
-            ep: 1,
-            etp: 1,
-            moe_dispatcher: Default::default(),
-            ep_comm_overlap: false,
             vpp,
-            sp: false,
-            zero_stage: 0,
             micro_batch,
             global_batch,
-            tp_comm_overlap: false,
             overlap_grad_reduce: true,
             overlap_param_gather: true,
-            fp32_grad_accum: false,
-            cp_comm: Default::default(),
+            ..PlanShape::default()
         }
     }
 

@@ -129,6 +129,34 @@ pub struct PlanShape {
     pub cp_comm: CpComm,
 }
 
+/// One device, one sequence per step, every switch off: each degree 1, micro-batch and global
+/// batch 1, ZeRO 0, no overlap, bf16 gradient reduction, the default dispatcher and K/V
+/// exchange (what a test or a plugin spells out by `..PlanShape::default()`).
+impl Default for PlanShape {
+    fn default() -> Self {
+        PlanShape {
+            tp: 1,
+            pp: 1,
+            dp: 1,
+            cp: 1,
+            ep: 1,
+            etp: 1,
+            moe_dispatcher: Dispatcher::default(),
+            ep_comm_overlap: false,
+            vpp: 1,
+            sp: false,
+            zero_stage: 0,
+            micro_batch: 1,
+            global_batch: 1,
+            tp_comm_overlap: false,
+            overlap_grad_reduce: false,
+            overlap_param_gather: false,
+            fp32_grad_accum: false,
+            cp_comm: CpComm::default(),
+        }
+    }
+}
+
 impl PlanShape {
     /// Micro-batches per optimizer step on one pipeline (gradient-accumulation steps):
     /// `global_batch / (micro_batch · dp)`, rounded down (zero degrees count as 1).
@@ -808,21 +836,8 @@ mod tests {
             tp: 8,
             pp: 16,
             dp: 8,
-            cp: 1,
-            ep: 1,
-            etp: 1,
-            moe_dispatcher: Dispatcher::Alltoall,
-            ep_comm_overlap: false,
-            vpp: 1,
-            sp: false,
-            zero_stage: 0,
-            micro_batch: 1,
             global_batch: 1536,
-            tp_comm_overlap: false,
-            overlap_grad_reduce: false,
-            overlap_param_gather: false,
-            fp32_grad_accum: false,
-            cp_comm: Default::default(),
+            ..PlanShape::default()
         };
         assert_eq!(plan.micro_batches(), 192);
     }
