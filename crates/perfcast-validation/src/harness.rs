@@ -34,7 +34,7 @@
 //!   ([`perfcast_core::parallel::interleaving_degrees`]).
 //! * **Inference**: `fp8`/`fp4` precision is W8A8/W4A4 (fp8/fp4 GEMMs, as TensorRT-LLM runs
 //!   FP8 on Hopper); `int8`/`int4` are weight-only (16-bit activations). KV cache in
-//!   `kv_precision` (default: the precision, no narrower than fp8: [`kv_dtype`]). Static and latency modes are one batch prefilled
+//!   `kv_precision` (default: the precision, no narrower than fp8: `kv_dtype`). Static and latency modes are one batch prefilled
 //!   then decoded; offline-max-throughput and server modes are simulated under in-flight
 //!   batching by [`crate::serving`].
 //!

@@ -249,7 +249,7 @@ fn catalog_medians(gpus: &[toml::Value]) -> (Option<f64>, Option<f64>) {
 /// compute unit with the catalog's dense peaks, `hbm`, an `nvlink` scale-up level and an
 /// `infiniband` scale-out level (efficiencies at the plugins' defaults). What the entry does
 /// not publish of what a device needs is derived by the catalog-median rule
-/// ([`catalog_medians`]: the compute-unit count, the fp32 vector peak from the bf16 matrix
+/// (`catalog_medians`: the compute-unit count, the fp32 vector peak from the bf16 matrix
 /// peak), and the device's name says which values were derived.
 pub fn hardware_from_catalog(accelerator: &str) -> Result<toml::Table> {
     let cat: toml::Table = toml::from_str(ACCELERATORS)?;

@@ -93,7 +93,7 @@ static PLUGIN_HOST: std::sync::OnceLock<(PathBuf, Vec<String>)> = std::sync::Onc
 /// Run isolated libraries as `program args... PATH [--sha256 HEX]` instead of this
 /// executable's `plugin-host` subcommand: for a host whose executable is not perfcast (the
 /// Python package's is the interpreter, `python -m perfcast._plugin_host`), a command that
-/// ends in [`main_with`]`(["perfcast", "plugin-host", PATH, ...])`. The first setting stays;
+/// ends in [`crate::main_with`]`(["perfcast", "plugin-host", PATH, ...])`. The first setting stays;
 /// returns whether this one took.
 pub fn set_plugin_host(program: PathBuf, args: Vec<String>) -> bool {
     PLUGIN_HOST.set((program, args)).is_ok()

@@ -2,9 +2,9 @@
 //! [`run_captured`] runs a command in process, returning what it prints (the Python package's
 //! way to the same results as the command line, byte for byte).
 //!
-//! Adding a command is two lines here: a variant of [`Command`] (its `Args` type lives in the
-//! command's module) and an arm in [`run`]. Shared things (output formats, config arguments,
-//! printing, exit codes) are in [`common`].
+//! Adding a command is two lines here: a variant of `Command` (its `Args` type lives in the
+//! command's module) and an arm in `run`. Shared things (output formats, config arguments,
+//! printing, exit codes) are in `common`.
 
 // Modules are private: the library's interface is `main` and `run_captured`.
 mod cmd_calibrate;

@@ -40,7 +40,7 @@
 //!   each KV head is replicated on `tp / kv_heads` devices (TensorRT-LLM and vLLM do the
 //!   same); otherwise `tp` must divide them. `tp` must divide the query heads and the MLP
 //!   width; the vocabulary is padded up to a multiple of `tp`.
-//! - **Mixture of experts** ([`moe`]): the dense layers' MLPs and the MoE layers' router,
+//! - **Mixture of experts** (`moe`): the dense layers' MLPs and the MoE layers' router,
 //!   routed experts (grouped GEMMs over the experts a step's tokens touch, on the busiest
 //!   expert-parallel rank) and shared experts; `ep` spreads the experts over the TP ranks,
 //!   `attention_dp` runs attention, dense layers and the LM head data-parallel with the

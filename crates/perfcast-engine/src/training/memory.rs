@@ -185,7 +185,7 @@ impl Training {
     /// A lower bound on the peak memory per device of every plan of this model on `devices`
     /// devices, whatever its degrees, ZeRO stage, recompute or precision: the model state
     /// sharded over all of them at the least bytes per parameter any plan keeps
-    /// ([`StateBytes::mixed_precision_adam`] without fp32 gradients or fp8 copies, 16 B),
+    /// (`StateBytes::mixed_precision_adam` without fp32 gradients or fp8 copies, 16 B),
     /// plus the runtime reserve. Sound because each stage's weights, gradients and optimizer
     /// state are split at most `tp x cp x dp` ways and the busiest of `pp` stages holds at
     /// least `1/pp` of the parameters; activations only add. For refusing a hopeless search

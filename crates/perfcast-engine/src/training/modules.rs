@@ -42,7 +42,7 @@ pub const MODULES: [(&str, u8, &str); 6] = [
     ("shared_experts", 32, "the MoE layers' shared experts"),
 ];
 
-/// A set of [`MODULES`].
+/// A set of `MODULES`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct RecomputeModules(pub u8);
 
@@ -87,7 +87,7 @@ impl RecomputeModules {
         Ok(Self(set))
     }
 
-    /// The names of the modules of the set, in [`MODULES`] order.
+    /// The names of the modules of the set, in `MODULES` order.
     pub fn names(self) -> Vec<&'static str> {
         MODULES
             .iter()

@@ -88,7 +88,7 @@ pub struct TrainingPlan {
     pub recompute_layers: Option<u32>,
     /// With `selective`: the modules rerun in the backward (Megatron-Core
     /// `--recompute-modules`: `core_attn`, `layernorm`, `mla_up_proj`, `mlp`, `moe_act`,
-    /// `shared_experts`; [`super::modules`]). Default: the stack's `selective`.
+    /// `shared_experts`; `training::modules`). Default: the stack's `selective`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recompute_modules: Option<super::modules::RecomputeModules>,
     /// Pipeline schedule (registry name): `1f1b`, `gpipe`, `interleaved-1f1b`.

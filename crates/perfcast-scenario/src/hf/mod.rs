@@ -26,7 +26,7 @@
 //! model family: GPT-2 LayerNorm + learned positions + biases; GPT-NeoX LayerNorm + rotary +
 //! biases; Nemotron LayerNorm + rotary, no biases; Llama-like RMSNorm + rotary, no biases.
 //! Mixture-of-experts, latent attention, sliding windows and multi-token prediction are read
-//! by [`sparse`] (Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3 and Kimi K2, GPT-OSS, Llama 4 keys).
+//! by `sparse` (Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3 and Kimi K2, GPT-OSS, Llama 4 keys).
 //! A Llama 4-style config nests the language model under `text_config`; it is read from
 //! there.
 

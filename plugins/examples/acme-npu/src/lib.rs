@@ -11,7 +11,7 @@
 //! The model (what the loader's end-to-end test recomputes):
 //!
 //! GEMM utilisation of a weight-stationary array (Kung 1982; the fill/drain and tiling terms as
-//! in SCALE-Sim, Samajdar et al. 2018): B[k,n] is cut into `ceil(k/D)*ceil(n/D)` tiles of D x D
+//! in SCALE-Sim, Samajdar et al. 2018): `B[k,n]` is cut into `ceil(k/D)*ceil(n/D)` tiles of D x D
 //! (D = `array_dim`), each tile streams the m rows of A through the array in `m + 2D` cycles
 //! (fill and drain), and the `batch * tiles` tile jobs are spread over `cores` arrays in waves:
 //!
