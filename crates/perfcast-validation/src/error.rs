@@ -433,14 +433,14 @@ mod tests {
             ),
             (
                 Error::Hardware {
-                    accelerator: "MI300X".into(),
+                    accelerator: "MI350X".into(),
                     from: "built from configs/validation/accelerators.toml".into(),
                     source: Arc::new(HostError::Format {
                         origin: "--set".into(),
                         message: "bad".into(),
                     }),
                 },
-                "system.gpu = \"MI300X\" (built from configs/validation/accelerators.toml): `--set`: bad",
+                "system.gpu = \"MI350X\" (built from configs/validation/accelerators.toml): `--set`: bad",
             ),
             (
                 Error::Options {

@@ -32,8 +32,8 @@ const BOUNDS: &[(&str, &str, f64, &str)] = &[
     ("cudnn", "GB300", 0.17, "not fitted: the GB200's attention fit on the GB300 preset, predicted from its datasheet (14.3% on 2026-12-02)"),
     ("torchao", "H100-SXM5-80GB", 0.70, "MoE grouped GEMMs: torchao's K-grouped weight-gradient kernel reaches a third of a dense GEMM (not modelled: issue 11)"),
     ("torchao", "B200-SXM-180GB", 0.70, "as torchao_h100 (MXFP8)"),
-    ("mamf", "MI300X", 0.60, "no preset: a generic device from the catalog with the gpu plugin's default efficiencies, which overstate CDNA3's reachable fraction (668 of 1307 TFLOP/s)"),
-    ("mamf", "MI325X", 0.60, "as MI300X"),
+    ("mamf", "MI300X", 0.03, "fitted (one bf16 shape)"),
+    ("mamf", "MI325X", 0.03, "fitted (one bf16 shape)"),
     ("mamf", "Gaudi2", 0.80, "no preset: a generic device from the catalog, its sm_count and fp32 peak derived by the catalog-median rule, with NVIDIA-like default efficiencies that do not describe Gaudi's MMEs (67% on 2026-12-02)"),
     ("mamf", "Gaudi3", 0.85, "as Gaudi2 (76%)"),
 ];

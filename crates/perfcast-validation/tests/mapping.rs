@@ -155,7 +155,7 @@ fn systems_from_cases() {
     // An accelerator without a preset (built from the catalog) and without a scale-out NIC in
     // the catalog gets the case's NIC as its scale-out level.
     let mut c = case(&f, "llama3_405b_8k_8192gpu").clone();
-    c.system.gpu = "MI300X".into();
+    c.system.gpu = "MI350X".into();
     let s = harness::system_for(&c, h.plugins()).unwrap();
     assert_eq!(s.network.len(), 2);
     assert!((s.network[1].bandwidth().0 * 8.0 / 1e9 - 400.0 * 0.9).abs() < 1e-6);
