@@ -76,7 +76,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
     let lp_bw = 8.0 * 16.0 / 8.0 * 6400e6;
     let lp_lat = 120e-9;
     let mut times = Vec::new();
-    for (path, abi, tile) in [(&f.c_v1_1, "c 1.5", 32), (&f.c_v1_0, "c 1.0", 128)] {
+    for (path, abi, tile) in [(&f.c_v1_1, "c 1.6", 32), (&f.c_v1_0, "c 1.0", 128)] {
         let mut r = Registry::new();
         let lib = load_library(path, None, &mut r).unwrap();
         assert_eq!(lib.abi, abi);
@@ -87,7 +87,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
                 .or_else(|| r.info(perfcast_core::Category::MemoryTier, name))
                 .and_then(|i| i.params.as_ref().map(Vec::len))
         };
-        assert_eq!(declared("cvendor/dsp1"), (abi == "c 1.5").then_some(8));
+        assert_eq!(declared("cvendor/dsp1"), (abi == "c 1.6").then_some(8));
         assert_eq!(declared("cvendor/lpddr"), None);
         let dsp = r
             .compute_unit("cvendor/dsp1", &dsp_params(json!({})))
@@ -108,7 +108,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
         let t = dsp.op_time(&op, &mem).unwrap();
         let compute = op.flops().0 / 2000e9;
         let memory = op.min_bytes().0 / (lp_bw * 0.75) + lp_lat;
-        let want = if abi == "c 1.5" {
+        let want = if abi == "c 1.6" {
             // The plugin's own op_time: no overlap of DMA and compute.
             compute + memory + 4e-6
         } else {
@@ -253,7 +253,8 @@ int main(void) {
   S(perfcast_schedule_result) O(perfcast_schedule_result, time)
   O(perfcast_schedule_result, peak_in_flight)
   S(perfcast_pipeline_schedule_vtable) O(perfcast_pipeline_schedule_vtable, in_flight)
-  O(perfcast_pipeline_schedule_vtable, validate)
+  O(perfcast_pipeline_schedule_vtable, validate) O(perfcast_pipeline_schedule_vtable, properties)
+  S(perfcast_schedule_properties) O(perfcast_schedule_properties, model_copies)
   S(perfcast_layer_activations) O(perfcast_layer_activations, other)
   S(perfcast_recompute_plan) O(perfcast_recompute_plan, working)
   S(perfcast_recompute_policy_vtable) O(perfcast_recompute_policy_vtable, plan)
@@ -358,6 +359,18 @@ int main(void) {
         (
             "perfcast_pipeline_schedule_vtable.validate",
             offset_of!(PcPipelineScheduleVtable, validate),
+        ),
+        (
+            "perfcast_pipeline_schedule_vtable.properties",
+            offset_of!(PcPipelineScheduleVtable, properties),
+        ),
+        (
+            "perfcast_schedule_properties",
+            size_of::<PcScheduleProperties>(),
+        ),
+        (
+            "perfcast_schedule_properties.model_copies",
+            offset_of!(PcScheduleProperties, model_copies),
         ),
         (
             "perfcast_layer_activations",

@@ -196,7 +196,7 @@ fn the_c_example_topology_answers_its_ring_model() {
         .plugins()
         .find(|p| p.name == "example/crossbar-c")
         .unwrap();
-    assert_eq!(info.abi_version.as_deref(), Some("c 1.5"));
+    assert_eq!(info.abi_version.as_deref(), Some("c 1.6"));
     let t = r.topology("example/crossbar-c", &json!({})).unwrap();
     let sys = a100_from_registry(&r, 1024).unwrap();
     let net: &[Arc<dyn Interconnect>] = &sys.network;

@@ -39,6 +39,9 @@
  *        structs the Rust ABI (1.2) passes.
  *   1.5  network topologies: PERFCAST_CATEGORY_TOPOLOGY (perfcast_topology_vtable,
  *        perfcast_level, perfcast_group_axis, perfcast_link_class, perfcast_link_load).
+ *   1.6  perfcast_pipeline_schedule_vtable gains `properties` (optional): the model-state copies
+ *        a device holds and whether the schedule hides MoE expert communication
+ *        (perfcast_schedule_properties), as the built-in DualPipe and combined 1F1B declare.
  *
  * Codes (dtype, engine, op kinds...) are plain uint32_t values; new values may be added in a
  * minor version, so plugins must answer PERFCAST_ERR_UNSUPPORTED for a code they do not know.
@@ -72,7 +75,7 @@ extern "C" {
 
 #define PERFCAST_PLUGIN_ABI_MAJOR 1
 /* The newest minor this header describes. */
-#define PERFCAST_PLUGIN_ABI_MINOR_LATEST 5
+#define PERFCAST_PLUGIN_ABI_MINOR_LATEST 6
 /* The minor a plugin is compiled against (override with -DPERFCAST_PLUGIN_ABI_MINOR=0). */
 #ifndef PERFCAST_PLUGIN_ABI_MINOR
 #define PERFCAST_PLUGIN_ABI_MINOR PERFCAST_PLUGIN_ABI_MINOR_LATEST
@@ -288,6 +291,20 @@ typedef struct perfcast_schedule_result {
     double peak_in_flight; /* micro-batches the first stage holds at its peak (informational) */
 } perfcast_schedule_result;
 
+/* What a schedule instance is (plugin -> host, written into a host-allocated struct whose
+ * fields hold the defaults), 1.6. Asked once, when the instance is created. */
+typedef struct perfcast_schedule_properties {
+    uint32_t struct_size;          /* host's sizeof(perfcast_schedule_properties) */
+    /* 1 if the schedule runs one micro-batch's forward beside another's backward, so that an
+     * MoE layer's dispatch and combine hide behind the other's compute (DualPipe, combined
+     * 1F1B): the engine then times the expert all-to-all as `plan.ep_comm_overlap` does.
+     * 0 (default) otherwise; any other value is an error. */
+    uint32_t overlaps_expert_comm;
+    /* Copies of its stage's model state (weights, gradients, optimizer) a device holds: 1
+     * (default), or 2 for a bidirectional schedule such as DualPipe. Finite and >= 1. */
+    double model_copies;
+} perfcast_schedule_properties;
+
 /* Pipeline schedule functions, 1.3 (a component of PERFCAST_CATEGORY_PIPELINE_SCHEDULE; use it
  * with `plan.schedule = "NAME"`). */
 typedef struct perfcast_pipeline_schedule_vtable {
@@ -305,6 +322,12 @@ typedef struct perfcast_pipeline_schedule_vtable {
      * it does not interleave) with PERFCAST_ERR_FAILED and a message saying why. */
     int32_t (*validate)(const void *self, const perfcast_schedule_input *in, char *err,
                         size_t err_cap);
+#if PERFCAST_PLUGIN_ABI_MINOR >= 6
+    /* Optional, 1.6 (absent or NULL: the defaults of perfcast_schedule_properties). Write the
+     * instance's properties into `out` (struct_size and the defaults are preset). */
+    int32_t (*properties)(const void *self, perfcast_schedule_properties *out, char *err,
+                          size_t err_cap);
+#endif
 } perfcast_pipeline_schedule_vtable;
 
 /* ---- activation-recompute policies (perfcast_core::parallel::RecomputePolicy), 1.3 ------- */

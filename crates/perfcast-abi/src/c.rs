@@ -11,7 +11,7 @@ use std::mem::size_of;
 /// Major version of the C ABI (part of the entry symbol name).
 pub const C_ABI_MAJOR: u32 = 1;
 /// Newest minor of the C ABI this crate (and the host) knows.
-pub const C_ABI_MINOR: u32 = 5;
+pub const C_ABI_MINOR: u32 = 6;
 /// The entry symbol, NUL-terminated.
 pub const C_ENTRY_SYMBOL: &[u8] = b"perfcast_plugin_entry_v1\0";
 
@@ -192,7 +192,31 @@ pub type PcScheduleInFlight = unsafe extern "C" fn(
 pub type PcScheduleValidate =
     unsafe extern "C" fn(*const c_void, *const PcScheduleInput, ErrBuf, usize) -> i32;
 
-/// `perfcast_pipeline_schedule_vtable` (1.3).
+/// `perfcast_schedule_properties` (1.6).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PcScheduleProperties {
+    pub struct_size: u32,
+    pub overlaps_expert_comm: u32,
+    pub model_copies: f64,
+}
+
+impl Default for PcScheduleProperties {
+    /// The header's defaults: one copy, no expert-communication overlap.
+    fn default() -> Self {
+        PcScheduleProperties {
+            struct_size: size_of::<PcScheduleProperties>() as u32,
+            overlaps_expert_comm: 0,
+            model_copies: 1.0,
+        }
+    }
+}
+
+/// `perfcast_pipeline_schedule_vtable.properties` (1.6).
+pub type PcScheduleProps =
+    unsafe extern "C" fn(*const c_void, *mut PcScheduleProperties, ErrBuf, usize) -> i32;
+
+/// `perfcast_pipeline_schedule_vtable` (1.3; `properties` 1.6).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct PcPipelineScheduleVtable {
@@ -201,6 +225,7 @@ pub struct PcPipelineScheduleVtable {
     pub step: Option<PcScheduleStep>,
     pub in_flight: Option<PcScheduleInFlight>,
     pub validate: Option<PcScheduleValidate>,
+    pub properties: Option<PcScheduleProps>,
 }
 
 /// `perfcast_layer_activations` (1.3).

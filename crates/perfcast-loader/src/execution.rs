@@ -7,7 +7,9 @@
 //! already checked.
 
 use crate::adapter::CallError;
-use perfcast_abi::c::{PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleResult};
+use perfcast_abi::c::{
+    PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleProperties, PcScheduleResult,
+};
 use perfcast_core::parallel::{
     LayerActivations, PipelineSchedule, PlanShape, RecomputePlan, RecomputePolicy, ScheduleInput,
     ScheduleResult,
@@ -30,12 +32,20 @@ pub(crate) trait ScheduleBackend: Send + Sync {
     ) -> Option<Result<f64, CallError>> {
         None
     }
+    /// What the schedule is (asked once, when the instance is created); the defaults (one
+    /// model copy, no expert-communication overlap) for an ABI or plugin without the call.
+    fn properties(&self) -> Result<PcScheduleProperties, CallError> {
+        Ok(PcScheduleProperties::default())
+    }
 }
 
 /// A foreign pipeline schedule.
 pub(crate) struct ForeignSchedule {
     name: String,
     backend: Box<dyn ScheduleBackend>,
+    /// Its checked properties: model-state copies (>= 1) and expert-communication overlap.
+    model_copies: f64,
+    overlaps_expert_comm: bool,
 }
 
 /// The counts of `input` with zero times (what memory sizing asks with).
@@ -49,11 +59,37 @@ fn counts_only(input: &ScheduleInput) -> PcScheduleInput {
 }
 
 impl ForeignSchedule {
-    pub fn new(name: &str, backend: Box<dyn ScheduleBackend>) -> Self {
-        ForeignSchedule {
+    /// The adapter of `backend`, its properties asked and checked: `model_copies` finite and
+    /// at least 1, `overlaps_expert_comm` 0 or 1.
+    pub fn new(name: &str, backend: Box<dyn ScheduleBackend>) -> Result<Self, PluginError> {
+        let p = backend
+            .properties()
+            .map_err(|e| e.into_plugin_error(name))?;
+        let bad = |message: String| PluginError::Failed {
+            plugin: name.to_string(),
+            message,
+        };
+        if !(p.model_copies.is_finite() && p.model_copies >= 1.0) {
+            return Err(bad(format!(
+                "properties: model_copies {} is not a number of copies (finite, >= 1)",
+                p.model_copies
+            )));
+        }
+        let overlaps_expert_comm = match p.overlaps_expert_comm {
+            0 => false,
+            1 => true,
+            v => {
+                return Err(bad(format!(
+                    "properties: overlaps_expert_comm {v} is neither 0 nor 1"
+                )))
+            }
+        };
+        Ok(ForeignSchedule {
             name: name.to_string(),
             backend,
-        }
+            model_copies: p.model_copies,
+            overlaps_expert_comm,
+        })
     }
 
     fn failed(&self, e: CallError) -> ModelError {
@@ -83,6 +119,14 @@ impl ForeignSchedule {
 impl PipelineSchedule for ForeignSchedule {
     fn kind(&self) -> &str {
         &self.name
+    }
+
+    fn model_copies(&self) -> f64 {
+        self.model_copies
+    }
+
+    fn overlaps_expert_comm(&self) -> bool {
+        self.overlaps_expert_comm
     }
 
     fn validate(&self, plan: &PlanShape) -> Result<(), ModelError> {

@@ -464,7 +464,7 @@ fn factory(
                 let json = params_json(params);
                 let obj = res(new_schedule(RStr::from_str(&n), RStr::from_str(&json)))
                     .map_err(|e| e.into_plugin_error(&n))?;
-                let s = ForeignSchedule::new(&n, Box::new(RustSchedule(obj)));
+                let s = ForeignSchedule::new(&n, Box::new(RustSchedule(obj)))?;
                 Ok(Component::PipelineSchedule(Arc::new(s)))
             })
         }

@@ -1,4 +1,4 @@
-//! Execution plugins loaded from C libraries (C ABI 1.3). A pipeline schedule: the example
+//! Execution plugins loaded from C libraries (C ABI 1.3; a schedule's properties 1.6). A pipeline schedule: the example
 //! `plugins/examples/zb-h1/zb_h1.c` built with the system C compiler. Its `example/1f1b-c`
 //! (perfcast's 1F1B written in C) gives bit-identical results to the compiled-in `1f1b`; its
 //! `example/zb-h1` gives Qi et al.'s bubble; bad parameters, plans and answers are errors that
@@ -127,7 +127,7 @@ fn zb_h1_shrinks_the_bubble_as_qi_et_al_say() {
     assert!(o.stdout.contains("weight_grad_share"), "{}", o.stdout);
     let o = perfcast(&["plugins", "--load", l]);
     assert!(
-        o.stdout.contains("pipeline_schedule") && o.stdout.contains("c 1.5"),
+        o.stdout.contains("pipeline_schedule") && o.stdout.contains("c 1.6"),
         "{}",
         o.stdout
     );
@@ -135,9 +135,34 @@ fn zb_h1_shrinks_the_bubble_as_qi_et_al_say() {
 
 /// A schedule whose `step` answers `body` (C statements before the return), built here.
 fn misbehaving(name: &str, body: &str) -> PathBuf {
+    schedule_lib(name, body, None, &[])
+}
+
+/// A schedule `bad/sched` built here: `step` runs `body` before it returns; with `props`, a
+/// `properties` function (C ABI 1.6) runs those statements on `out`, which holds the
+/// defaults; `flags` go to the compiler (e.g. an older minor).
+fn schedule_lib(name: &str, body: &str, props: Option<&str>, flags: &[&str]) -> PathBuf {
     let dir = common::tmpdir(&format!("perfcast-cli-schedule-{name}"));
+    let (props_fn, props_field) = match props {
+        Some(p) => (
+            format!(
+                r#"
+#if PERFCAST_PLUGIN_ABI_MINOR >= 6
+static int32_t props(const void *self, perfcast_schedule_properties *out, char *err,
+                     size_t cap) {{
+    (void)self; (void)out; (void)err; (void)cap;
+    {p}
+    return PERFCAST_OK;
+}}
+#endif
+"#
+            ),
+            "\n#if PERFCAST_PLUGIN_ABI_MINOR >= 6\n    .properties = props,\n#endif\n",
+        ),
+        None => (String::new(), ""),
+    };
     let src = format!(
-        r#"
+        r#"#include "perfcast_plugin.h"
 #include <stdio.h>
 static int32_t create(const char *json, void **out, char *err, size_t cap) {{
     (void)json; (void)err; (void)cap; *out = NULL; return PERFCAST_OK;
@@ -153,9 +178,10 @@ static int32_t in_flight(const void *self, const perfcast_schedule_input *in, ui
                          double *out, char *err, size_t cap) {{
     (void)self; (void)in; (void)stage; (void)err; (void)cap; *out = 1.0; return PERFCAST_OK;
 }}
+{props_fn}
 static const perfcast_pipeline_schedule_vtable vt = {{
     .struct_size = sizeof(perfcast_pipeline_schedule_vtable), .step = step,
-    .in_flight = in_flight,
+    .in_flight = in_flight,{props_field}
 }};
 static const perfcast_component comp = {{
     .struct_size = sizeof(perfcast_component), .category = PERFCAST_CATEGORY_PIPELINE_SCHEDULE,
@@ -170,7 +196,68 @@ static const perfcast_plugin plugin = {{
 const perfcast_plugin *perfcast_plugin_entry_v1(void) {{ return &plugin; }}
 "#
     );
-    cc_plugin_source(&dir, name, &src)
+    let path = dir.join(format!("{name}.c"));
+    std::fs::write(&path, src).unwrap();
+    cc_shared(&dir, &path, &format!("lib{name}.so"), flags)
+}
+
+/// A schedule declares what it is (C ABI 1.6): two model copies (as DualPipe holds) double
+/// the weights, gradients and optimizer state of a stage; the same source built for 1.5 has
+/// no `properties` and loads with the defaults; a bad answer is an error naming the plugin.
+#[test]
+fn a_schedule_declares_its_model_copies_and_older_minors_get_the_defaults() {
+    let two = "out->model_copies = 2.0;";
+    let state = |lib: &PathBuf, isolate: bool| {
+        let l = lib.to_str().unwrap();
+        let mut args = vec!["predict", EXPERIMENT, "--load", l];
+        args.extend(["--set", "plan.schedule=\"bad/sched\"", "--format", "json"]);
+        if isolate {
+            args.push("--isolate");
+        }
+        let o = perfcast(&args);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let v: Value = serde_json::from_str(&o.stdout).unwrap();
+        ["weights", "grads", "optimizer"].map(|k| field(&v, &["memory", "first_stage", k]))
+    };
+    let defaults = state(&schedule_lib("one-copy", "", Some(""), &[]), false);
+    let doubled = schedule_lib("two-copies", "", Some(two), &[]);
+    let older = schedule_lib(
+        "two-copies-1-5",
+        "",
+        Some(two),
+        &["-DPERFCAST_PLUGIN_ABI_MINOR=5"],
+    );
+    for (i, d) in defaults.iter().enumerate() {
+        assert!(*d > 0.0);
+        assert_eq!(state(&doubled, false)[i], 2.0 * d);
+        // An isolated library answers the same: the child reports the properties.
+        assert_eq!(state(&doubled, true)[i], 2.0 * d);
+        assert_eq!(state(&older, false)[i], *d);
+    }
+    let o = perfcast(&["plugins", "--load", older.to_str().unwrap()]);
+    assert!(o.stdout.contains("c 1.5"), "{}", o.stdout);
+    // (properties, what stderr says besides the plugin's name)
+    let table = [
+        ("out->model_copies = 0.5;", "model_copies 0.5"),
+        ("out->model_copies = 0.0 / 0.0;", "model_copies NaN"),
+        ("out->overlaps_expert_comm = 7;", "overlaps_expert_comm 7"),
+        (
+            "snprintf(err, cap, \"no properties today\"); return PERFCAST_ERR_FAILED;",
+            "no properties today",
+        ),
+    ];
+    for (i, (props, want)) in table.into_iter().enumerate() {
+        let lib = schedule_lib(&format!("bad-props-{i}"), "", Some(props), &[]);
+        let l = lib.to_str().unwrap();
+        let set = "plan.schedule=\"bad/sched\"";
+        let o = perfcast(&["predict", EXPERIMENT, "--load", l, "--set", set]);
+        assert_eq!(o.code, 1, "{props}: {}", o.stderr);
+        assert!(
+            o.stderr.contains(want) && o.stderr.contains("bad/sched"),
+            "{props}: want {want:?} in {}",
+            o.stderr
+        );
+    }
 }
 
 #[test]

@@ -177,7 +177,7 @@ fn plugins_lists_library_components_with_origin_and_abi() {
     assert_eq!(dsp["origin"], l.c.display().to_string());
     assert_eq!(
         (dsp["abi"].as_str(), dsp["version"].as_str()),
-        (Some("c 1.5"), Some("1.2.0"))
+        (Some("c 1.6"), Some("1.2.0"))
     );
     assert_eq!(row("acme/xlink")["category"], "interconnect");
     assert_eq!(row("gpu")["abi"], "-");

@@ -1,4 +1,4 @@
-//! C execution plugins (C ABI 1.3): pipeline schedules and recompute policies, as backends of
+//! C execution plugins (C ABI 1.3; a schedule's `properties` 1.6): pipeline schedules and recompute policies, as backends of
 //! the checked adapters of `crate::execution` (which check every answer, with the plugin's
 //! name in the message, before the engine sees it).
 
@@ -8,8 +8,8 @@ use crate::execution::{ForeignRecompute, ForeignSchedule, RecomputeBackend, Sche
 use crate::LoadError;
 use perfcast_abi::c::{
     v1_3, PcLayerActivations, PcPipelineScheduleVtable, PcRecomputePlan, PcRecomputePlanFn,
-    PcRecomputePolicyVtable, PcScheduleInFlight, PcScheduleInput, PcScheduleResult, PcScheduleStep,
-    PcScheduleValidate,
+    PcRecomputePolicyVtable, PcScheduleInFlight, PcScheduleInput, PcScheduleProperties,
+    PcScheduleProps, PcScheduleResult, PcScheduleStep, PcScheduleValidate,
 };
 use perfcast_core::parallel::PlanShape;
 use perfcast_core::registry::Factory;
@@ -19,7 +19,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// The factory of pipeline schedule `cname` (its vtable checked: the 1.3 layout, `step` and
-/// `in_flight`).
+/// `in_flight`; `properties` read when the plugin's vtable reaches it, 1.6).
 ///
 /// # Safety
 /// `vp` must be the component's (non-NULL) vtable.
@@ -53,11 +53,12 @@ pub(super) unsafe fn pipeline_schedule(
             step,
             in_flight,
             validate: vt.validate,
+            properties: vt.properties,
         };
         Ok(Component::PipelineSchedule(Arc::new(ForeignSchedule::new(
             &n,
             Box::new(backend),
-        ))))
+        )?)))
     }))
 }
 
@@ -67,9 +68,18 @@ struct CSchedule {
     step: PcScheduleStep,
     in_flight: PcScheduleInFlight,
     validate: Option<PcScheduleValidate>,
+    properties: Option<PcScheduleProps>,
 }
 
 impl ScheduleBackend for CSchedule {
+    fn properties(&self) -> Result<PcScheduleProperties, CallError> {
+        let mut out = PcScheduleProperties::default();
+        if let Some(p) = self.properties {
+            // SAFETY: function and instance come from the plugin, per the header's contract.
+            call(|e, cap| unsafe { p(self.inst.this, &mut out, e, cap) })?;
+        }
+        Ok(out)
+    }
     fn validate(&self, _plan: &PlanShape, input: &PcScheduleInput) -> Result<(), CallError> {
         match self.validate {
             // SAFETY: function and instance come from the plugin, per the header's contract.

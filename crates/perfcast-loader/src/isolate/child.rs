@@ -5,7 +5,7 @@ use super::protocol::{Answer, Built, Call, Request, Response, WireComponent, Wir
 use super::PROTOCOL;
 use crate::LoadedLibrary;
 use abi_stable::std_types::RSlice;
-use perfcast_abi::c::{PcRecomputePlan, PcScheduleResult};
+use perfcast_abi::c::{PcRecomputePlan, PcScheduleProperties, PcScheduleResult};
 use perfcast_abi::codes;
 use perfcast_abi::rust_abi::FfiLevel;
 use perfcast_abi::sdk;
@@ -472,7 +472,13 @@ fn build(
         Component::ParallelStrategy(s) => Built::Strategy {
             axis: axis_code(s.axis()),
         },
-        Component::PipelineSchedule(_) => Built::Schedule,
+        Component::PipelineSchedule(s) => Built::Schedule {
+            properties: PcScheduleProperties {
+                model_copies: s.model_copies(),
+                overlaps_expert_comm: s.overlaps_expert_comm() as u32,
+                ..Default::default()
+            },
+        },
         Component::RecomputePolicy(_) => Built::Recompute,
         Component::Topology(_) => Built::Topology,
     };

@@ -5,12 +5,12 @@
 //! limit per call and a cache of answers (the engine asks the same questions again and
 //! again: a search's layer shapes repeat).
 //!
-//! The protocol (`perfcast-plugin-host/2`), modelled on nushell's plugin protocol (a
+//! The protocol (`perfcast-plugin-host/3`), modelled on nushell's plugin protocol (a
 //! versioned hello, then calls and answers matched by id, one JSON document per line):
 //!
 //! ```text
-//! host  -> {"id":0,"call":{"hello":{"protocol":"perfcast-plugin-host/2"}}}
-//! child <- {"id":0,"ok":{"hello":{"protocol":"perfcast-plugin-host/2","plugin":..,"version":..,
+//! host  -> {"id":0,"call":{"hello":{"protocol":"perfcast-plugin-host/3"}}}
+//! child <- {"id":0,"ok":{"hello":{"protocol":"perfcast-plugin-host/3","plugin":..,"version":..,
 //!           "abi":..,"components":[{"category":..,"name":..,"description":..,"params":..}]}}}
 //! host  -> {"id":1,"call":{"build":{"category":"compute_unit","name":"acme/npu9","params":{..}}}}
 //! child <- {"id":1,"ok":{"built":{"handle":0,"compute":{"peaks":[..],"launch_overhead":..,"gemm_tile":..}}}}
@@ -47,8 +47,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The protocol both sides must speak (2: the execution categories and topologies).
-pub const PROTOCOL: &str = "perfcast-plugin-host/2";
+/// The protocol both sides must speak (2: the execution categories and topologies; 3: a
+/// schedule's properties in its `built` answer).
+pub const PROTOCOL: &str = "perfcast-plugin-host/3";
 
 /// The default time limit of one call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -381,9 +382,9 @@ fn factory(
                 let s = ForeignStrategy::new(&name, Box::new(backend))?;
                 Ok(Component::ParallelStrategy(Arc::new(s)))
             }
-            Built::Schedule => {
-                let backend = IsoSchedule(Proxy::new(&conn, handle));
-                let s = ForeignSchedule::new(&name, Box::new(backend));
+            Built::Schedule { properties } => {
+                let backend = IsoSchedule(Proxy::new(&conn, handle), properties);
+                let s = ForeignSchedule::new(&name, Box::new(backend))?;
                 Ok(Component::PipelineSchedule(Arc::new(s)))
             }
             Built::Recompute => {

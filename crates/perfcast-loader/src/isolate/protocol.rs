@@ -1,7 +1,9 @@
-//! The messages of the plugin-host protocol (`perfcast-plugin-host/2`, see the module
+//! The messages of the plugin-host protocol (`perfcast-plugin-host/3`, see the module
 //! above): one call host to child, one answer child to host, matched by id.
 
-use perfcast_abi::c::{PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleResult};
+use perfcast_abi::c::{
+    PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleProperties, PcScheduleResult,
+};
 use perfcast_abi::rust_abi::{FfiGroupAxis, FfiLevel};
 use perfcast_abi::strategy::{PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit};
 use perfcast_abi::TierProps;
@@ -168,7 +170,10 @@ pub(super) enum Built {
     Strategy {
         axis: u32,
     },
-    Schedule,
+    /// A pipeline schedule: what it declared of itself.
+    Schedule {
+        properties: PcScheduleProperties,
+    },
     Recompute,
     Topology,
 }
@@ -292,7 +297,7 @@ mod tests {
             (
                 "hello",
                 Call::Hello {
-                    protocol: "perfcast-plugin-host/2".into(),
+                    protocol: "perfcast-plugin-host/3".into(),
                 },
             ),
             (
@@ -449,7 +454,7 @@ mod tests {
             (
                 "hello",
                 Answer::Hello {
-                    protocol: "perfcast-plugin-host/2".into(),
+                    protocol: "perfcast-plugin-host/3".into(),
                     plugin: "ulysses".into(),
                     version: "0.1.0".into(),
                     abi: "rust-abi_stable 1.2".into(),
@@ -483,7 +488,13 @@ mod tests {
                 "built_schedule",
                 Answer::Built {
                     handle: 3,
-                    built: Built::Schedule,
+                    built: Built::Schedule {
+                        properties: PcScheduleProperties {
+                            model_copies: 2.0,
+                            overlaps_expert_comm: 1,
+                            ..Default::default()
+                        },
+                    },
                 },
             ),
             ("number", Answer::Number(0.75)),

@@ -10,7 +10,9 @@ use crate::adapter::CallError;
 use crate::execution::{RecomputeBackend, ScheduleBackend};
 use crate::strategy::StrategyBackend;
 use crate::topology::TopologyBackend;
-use perfcast_abi::c::{PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleResult};
+use perfcast_abi::c::{
+    PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleProperties, PcScheduleResult,
+};
 use perfcast_abi::rust_abi::{
     FfiCollectiveCost, FfiCostItem, FfiGroupAxis, FfiLevel, FfiLinkClass, FfiLinkLoad,
     FfiNetworkCost,
@@ -143,10 +145,13 @@ impl StrategyBackend for IsoStrategy {
     }
 }
 
-/// A pipeline schedule in the child.
-pub(super) struct IsoSchedule(pub(super) Proxy);
+/// A pipeline schedule in the child, with the properties it declared when it was built.
+pub(super) struct IsoSchedule(pub(super) Proxy, pub(super) PcScheduleProperties);
 
 impl ScheduleBackend for IsoSchedule {
+    fn properties(&self) -> Result<PcScheduleProperties, CallError> {
+        Ok(self.1)
+    }
     fn validate(&self, plan: &PlanShape, _input: &PcScheduleInput) -> Result<(), CallError> {
         let call = Call::ScheduleValidate {
             handle: self.0.handle,
