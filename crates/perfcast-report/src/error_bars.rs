@@ -8,6 +8,36 @@ use perfcast_validation::intervals::{Direction, Interval};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+/// A level as a percentage without trailing zeros (`80`, `92.5`).
+pub fn level(level: f64) -> String {
+    let p = 100.0 * level;
+    if (p - p.round()).abs() < 1e-9 {
+        format!("{}", p.round() as i64)
+    } else {
+        format!("{p:.1}")
+    }
+}
+
+/// One line on where an interval comes from.
+pub fn describe(iv: &Interval) -> String {
+    let mut s = format!(
+        "{}% intervals from {} out-of-fold residuals of {}",
+        level(iv.level),
+        iv.residuals,
+        iv.class
+    );
+    if let Some(n) = &iv.note {
+        s.push_str(&format!(" ({n})"));
+    }
+    s
+}
+
+/// `(lo–hi, 80%)` beside a value of direction `d` shown as `format(value)`.
+pub fn label(iv: &Interval, value: f64, d: Direction, format: impl Fn(f64) -> String) -> String {
+    let [lo, hi] = iv.around(value, d);
+    format!("({}–{}, {}%)", format(lo), format(hi), level(iv.level))
+}
+
 /// One metric's interval, for JSON.
 #[derive(Debug, Serialize)]
 pub struct MetricInterval {
@@ -83,7 +113,7 @@ pub fn annotate(table: &str, iv: &Interval, rows: &[Row], after: &str) -> String
     let mut done = vec![false; rows.len()];
     let mut out = String::with_capacity(table.len() + 256);
     let mut placed = false;
-    let describe = format!("  error bars: {}\n", iv.describe());
+    let source = format!("  error bars: {}\n", describe(iv));
     for line in table.lines() {
         out.push_str(line);
         let body = line.trim_start();
@@ -94,18 +124,18 @@ pub fn annotate(table: &str, iv: &Interval, rows: &[Row], after: &str) -> String
                 && body[r.label.len()..].starts_with("  ")
             {
                 out.push(' ');
-                out.push_str(&iv.label(r.value, r.direction, r.show));
+                out.push_str(&label(iv, r.value, r.direction, r.show));
                 done[i] = true;
             }
         }
         out.push('\n');
         if !placed && body.starts_with(after.trim_start()) {
-            out.push_str(&describe);
+            out.push_str(&source);
             placed = true;
         }
     }
     if !placed {
-        out.push_str(&describe);
+        out.push_str(&source);
     }
     out
 }
@@ -128,6 +158,13 @@ mod tests {
     // A test module: a panic with a message is its failure report.
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn levels_print_without_trailing_zeros() {
+        for (l, want) in [(0.8, "80"), (0.925, "92.5"), (0.5, "50")] {
+            assert_eq!(level(l), want);
+        }
+    }
 
     #[test]
     fn annotations_json_and_csv() {

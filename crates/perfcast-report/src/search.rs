@@ -3,10 +3,11 @@
 //! top plans with identical results collapsed, the Pareto fronts, the config's own `[plan]`
 //! beside the fastest plan, the walk's counts).
 
+use crate::error_bars;
 use perfcast_engine::training::{TrainingPlan, TrainingReport};
 use perfcast_render::{num, placed_plan_label, plan_label, PlanStyle, Table};
 use perfcast_search::{Objective, SearchResult};
-use perfcast_validation::intervals::{self, Direction, Interval};
+use perfcast_validation::intervals::{Direction, Interval};
 use serde::{Serialize, Serializer};
 
 /// A search's result with what its output shows beside it.
@@ -192,7 +193,7 @@ fn report_cells(r: &TrainingReport) -> Vec<String> {
 /// GPU-hours and the price per step; with error bars, the step time's interval.
 fn plans_table(r: &SearchResult, price: f64, iv: Option<&Interval>) -> Table {
     let cost = r.summary.objective == Objective::Cost;
-    let header = iv.map(|iv| format!("time {}%", intervals::fmt_level(iv.level)));
+    let header = iv.map(|iv| format!("time {}%", error_bars::level(iv.level)));
     let mut cols = vec![
         ("rank", true),
         ("plans", true),
@@ -356,7 +357,7 @@ fn render(
         plans_table(r, price, iv).render()
     );
     if let Some(iv) = iv {
-        out.push_str(&format!("error bars: {}\n", iv.describe()));
+        out.push_str(&format!("error bars: {}\n", error_bars::describe(iv)));
     }
     if let Some(p) = published {
         out.push_str(&published_line(r, p, global_batch));

@@ -4,11 +4,11 @@
 //! kind, the intervals' coverage, the worst cases), the Parquet rows, the table of a
 //! collectives file and a calibration's report (`perfcast calibrate`).
 
+use crate::error_bars;
 use perfcast_render::{num, Table};
 use perfcast_validation::calibrate::{round_sig, Calibration, Cv};
 use perfcast_validation::cases::Kind;
 use perfcast_validation::collectives::{self, predict::Regime};
-use perfcast_validation::intervals::fmt_level;
 use perfcast_validation::report::FirstMetric;
 use perfcast_validation::report::{CaseResult, GroupSummary, MetricResult, Report, Status};
 use std::fmt::Write as _;
@@ -92,7 +92,7 @@ pub fn table(r: &Report) -> String {
         );
         match level {
             Some(l) => {
-                let _ = writeln!(out, "    {}% interval", fmt_level(l));
+                let _ = writeln!(out, "    {}% interval", error_bars::level(l));
             }
             None => out.push('\n'),
         }
@@ -189,7 +189,7 @@ fn summary_rows(out: &mut String, r: &Report) {
         let _ = writeln!(
             out,
             "  {}% intervals (out-of-fold residuals of comparable cases, the case's own group left out): {} of {} measurements inside ({:.1}%)",
-            fmt_level(l),
+            error_bars::level(l),
             o.inside_interval,
             o.with_interval,
             100.0 * o.inside_interval as f64 / o.with_interval.max(1) as f64
@@ -199,7 +199,7 @@ fn summary_rows(out: &mut String, r: &Report) {
         let _ = writeln!(
             out,
             "  {}% intervals by kind, on the residuals' own measurements (each without what its fold held out):",
-            fmt_level(l)
+            error_bars::level(l)
         );
         for k in &r.summary.interval_kinds {
             let what = match k.cv.as_str() {

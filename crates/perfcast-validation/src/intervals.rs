@@ -303,41 +303,6 @@ impl Interval {
             Direction::Rate => [value / self.high, value / self.low],
         }
     }
-
-    /// `(lo–hi, 80%)` for a value shown as `format(value)`.
-    pub fn label(&self, value: f64, d: Direction, format: impl Fn(f64) -> String) -> String {
-        let [lo, hi] = self.around(value, d);
-        format!(
-            "({}–{}, {}%)",
-            format(lo),
-            format(hi),
-            fmt_level(self.level)
-        )
-    }
-
-    /// One line on where the interval comes from.
-    pub fn describe(&self) -> String {
-        let mut s = format!(
-            "{}% intervals from {} out-of-fold residuals of {}",
-            fmt_level(self.level),
-            self.residuals,
-            self.class
-        );
-        if let Some(n) = &self.note {
-            let _ = write!(s, " ({n})");
-        }
-        s
-    }
-}
-
-/// A level as a percentage without trailing zeros (`80`, `92.5`).
-pub fn fmt_level(level: f64) -> String {
-    let p = 100.0 * level;
-    if (p - p.round()).abs() < 1e-9 {
-        format!("{}", p.round() as i64)
-    } else {
-        format!("{p:.1}")
-    }
 }
 
 /// Residuals needed for an interval of `level`: the upper bound's position p(n+1), p = (1 +
@@ -818,7 +783,6 @@ mod tests {
         assert_eq!(catalog_id("npu", Some("Acme NPU")), None);
         assert_eq!(min_residuals(0.8), 9);
         assert_eq!(min_residuals(0.9), 19);
-        assert_eq!(fmt_level(0.8), "80");
         assert!(check_level(1.0).is_err() && check_level(0.5).is_ok());
     }
 
