@@ -6,6 +6,7 @@
 //! behaviour (origins, pins, errors, threads) is tested beside it, in
 //! `crates/perfcast-loader/tests/e2e.rs`.
 
+use perfcast_abi::rust_abi::RUST_ABI_MINOR;
 use perfcast_core::{Category, DType, Engine, FlopRate, MemoryHierarchy, Registry, TimeBound};
 use perfcast_loader::{load_library, LoadError};
 use perfcast_testkit::examples::{decode_qkv, dsp_params, lpddr_params, residual};
@@ -24,6 +25,8 @@ struct Fixtures {
     abi_mismatch: PathBuf,
     abi_v1_0: PathBuf,
     abi_v1_1: PathBuf,
+    abi_v1_2: PathBuf,
+    builtins_lib: PathBuf,
     c_v1_1: PathBuf,
     c_v1_0: PathBuf,
     c_major2: PathBuf,
@@ -40,6 +43,8 @@ fn fixtures() -> &'static Fixtures {
                 "abi-mismatch-fixture",
                 "abi-v1-0-fixture",
                 "abi-v1-1-fixture",
+                "abi-v1-2-fixture",
+                "execution-builtins-lib",
             ],
             &dir,
         );
@@ -55,6 +60,8 @@ fn fixtures() -> &'static Fixtures {
             abi_mismatch: rust[1].clone(),
             abi_v1_0: rust[2].clone(),
             abi_v1_1: rust[3].clone(),
+            abi_v1_2: rust[4].clone(),
+            builtins_lib: rust[5].clone(),
             c_v1_1,
             c_v1_0,
             c_major2,
@@ -138,8 +145,51 @@ fn incompatible_rust_abi_is_rejected_in_a_few_lines() {
     );
 }
 
-/// A plugin built against the previous minor (Rust ABI 1.1's root module, without
-/// `new_parallel_strategy`) still loads on this 1.2 host and serves what 1.1 offers: its
+/// A plugin built against the previous minor (Rust ABI 1.2: a schedule trait without
+/// `properties`) still loads on this 1.3 host: its DualPipe steps as the compiled-in one
+/// does, with the default properties (one model copy, no overlap), where the same schedule
+/// through the current ABI declares its two copies and its overlap.
+#[test]
+fn a_rust_schedule_of_the_previous_minor_loads_with_default_properties() {
+    let f = fixtures();
+    let mut r = perfcast_builtins::registry().unwrap();
+    let old = load_library(&f.abi_v1_2, None, &mut r).unwrap();
+    assert_eq!(old.abi, "rust-abi_stable 1.2");
+    let new = load_library(&f.builtins_lib, None, &mut r).unwrap();
+    assert_eq!(new.abi, format!("rust-abi_stable 1.{RUST_ABI_MINOR}"));
+    let schedule = |name: &str| r.pipeline_schedule(name, &json!({})).unwrap();
+    let (native, v12, lib) = (
+        schedule("dualpipe"),
+        schedule("fixture12/dualpipe"),
+        schedule("lib/dualpipe"),
+    );
+    let input = perfcast_core::parallel::ScheduleInput {
+        stages: 8,
+        virtual_stages: 1,
+        micro_batches: 32,
+        forward: perfcast_core::Seconds(1e-3),
+        backward: perfcast_core::Seconds(2e-3),
+        p2p: perfcast_core::Seconds(1e-5),
+    };
+    let want = native.step(&input).unwrap();
+    assert_eq!(v12.step(&input).unwrap(), want);
+    assert_eq!(lib.step(&input).unwrap(), want);
+    // (schedule, model copies, overlaps expert communication)
+    let table = [
+        (&native, 2.0, true),
+        (&lib, 2.0, true),
+        (&v12, 1.0, false),
+        (&schedule("lib/combined-1f1b"), 1.0, true),
+        (&schedule("lib/1f1b"), 1.0, false),
+    ];
+    for (s, copies, overlaps) in table {
+        assert_eq!(s.model_copies(), copies, "{}", s.kind());
+        assert_eq!(s.overlaps_expert_comm(), overlaps, "{}", s.kind());
+    }
+}
+
+/// A plugin built against the minor before (Rust ABI 1.1's root module, without
+/// `new_parallel_strategy`) still loads on this host and serves what 1.1 offers: its
 /// topology answers as the compiled-in one does.
 #[test]
 fn a_rust_plugin_of_the_previous_minor_loads() {

@@ -174,6 +174,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "abi-v1-1-fixture",
         &["perfcast-core", "perfcast-abi", "perfcast-plugin-topology"],
     ),
+    (
+        "abi-v1-2-fixture",
+        &["perfcast-core", "perfcast-abi", "perfcast-plugin-schedule"],
+    ),
     ("sram-fixture", &["perfcast-core", "perfcast-abi"]),
     ("fuzz-fixture", &["perfcast-core", "perfcast-abi"]),
     (
@@ -409,6 +413,7 @@ const OWN_LINTS: &[&str] = &[
     "abi-mismatch-fixture",
     "abi-v1-0-fixture",
     "abi-v1-1-fixture",
+    "abi-v1-2-fixture",
     "sram-fixture",
     "fuzz-fixture",
     "topology-builtins-lib",

@@ -133,7 +133,7 @@ fn the_example_topology_loads_and_answers_its_model() {
         .plugins()
         .find(|p| p.name == "example/dragonfly-plus")
         .unwrap();
-    assert_eq!(info.abi_version.as_deref(), Some("rust-abi_stable 1.2"));
+    assert_eq!(info.abi_version.as_deref(), Some("rust-abi_stable 1.3"));
     let p = json!({"nics_per_leaf": 32, "leaves_per_group": 8, "spines_per_group": 8,
                    "global_links_per_spine": 16});
     let t = r.topology("example/dragonfly-plus", &p).unwrap();

@@ -9,13 +9,15 @@
 //! load time and, for versions >= 1.0, requires equal majors (`RUST_ABI_VERSION`). Its checker
 //! lets an OLDER host load a NEWER plugin (appended prefix fields), not the other way round. So
 //! a minor appends to [`PluginModule`] (1.1: `new_topology`; 1.2: `new_parallel_strategy`,
-//! `new_pipeline_schedule`, `new_recompute_policy`) and
-//! freezes the previous layout here ([`v1_0`], [`v1_1`]): the loader checks a library against the current layout and, when that
+//! `new_pipeline_schedule`, `new_recompute_policy`) or to a trait reachable from it (1.3:
+//! [`FfiPipelineSchedule::properties`]) and freezes the previous layout here ([`v1_0`],
+//! [`v1_1`], [`v1_2`]): the loader checks a library against the current layout and, when that
 //! fails, against each frozen one of the same major, and serves what that minor offers (see
 //! `plugins/examples/README.md`). Types reachable from a frozen layout never change.
 
 use crate::c::{
-    PcLayerActivations, PcOp, PcOpTime, PcRecomputePlan, PcScheduleInput, PcScheduleResult,
+    PcLayerActivations, PcOp, PcOpTime, PcRecomputePlan, PcScheduleInput, PcScheduleProperties,
+    PcScheduleResult,
 };
 use crate::strategy::{PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit};
 use abi_stable::{
@@ -31,7 +33,7 @@ use abi_stable::{
 /// as the root module's `VERSION_STRINGS` (equal majors) and records in every type layout.
 pub const RUST_ABI_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const RUST_ABI_MAJOR: u32 = 1;
-pub const RUST_ABI_MINOR: u32 = 2;
+pub const RUST_ABI_MINOR: u32 = 3;
 
 /// An error crossing the boundary. `code` is one of `codes::ERR_*`; `path` is the parameter
 /// key path for `ERR_PARAMS` (empty otherwise).
@@ -315,9 +317,10 @@ pub trait FfiParallelStrategy: Send + Sync {
     ) -> RResult<u32, FfiError>;
 }
 
-/// FFI mirror of `perfcast_core::parallel::PipelineSchedule` (Rust ABI 1.2): the plan to
-/// check, the C ABI's `perfcast_schedule_input`/`_result`, and `peak_layers_held` with the
-/// stage's layers per chunk as a slice.
+/// FFI mirror of `perfcast_core::parallel::PipelineSchedule` (Rust ABI 1.2; `properties`
+/// 1.3): the plan to check, the C ABI's `perfcast_schedule_input`/`_result`,
+/// `peak_layers_held` with the stage's layers per chunk as a slice, and the C ABI's
+/// `perfcast_schedule_properties` (asked once per instance).
 #[sabi_trait]
 pub trait FfiPipelineSchedule: Send + Sync {
     fn validate(&self, plan: &PcPlan) -> RResult<(), FfiError>;
@@ -330,6 +333,8 @@ pub trait FfiPipelineSchedule: Send + Sync {
         stage: u32,
         chunk_layers: RSlice<'_, f64>,
     ) -> RResult<f64, FfiError>;
+    /// Since 1.3.
+    fn properties(&self) -> RResult<PcScheduleProperties, FfiError>;
 }
 
 /// FFI mirror of `perfcast_core::parallel::RecomputePolicy` (Rust ABI 1.2), with the C
@@ -420,10 +425,67 @@ pub mod v1_1 {
     }
 }
 
+/// Rust ABI 1.2, frozen: its pipeline-schedule trait (without `properties`) and its root
+/// module, which hands out that trait's objects. The loader serves every 1.2 category; a
+/// 1.2 schedule has the default properties (one model copy, no expert-communication overlap).
+pub mod v1_2 {
+    use super::*;
+
+    /// Rust ABI 1.2's pipeline schedule (never changes).
+    #[sabi_trait]
+    pub trait FfiPipelineSchedule: Send + Sync {
+        fn validate(&self, plan: &PcPlan) -> RResult<(), FfiError>;
+        fn step(&self, input: &PcScheduleInput) -> RResult<PcScheduleResult, FfiError>;
+        fn in_flight(&self, input: &PcScheduleInput, stage: u32) -> RResult<f64, FfiError>;
+        #[sabi(last_prefix_field)]
+        fn peak_layers_held(
+            &self,
+            input: &PcScheduleInput,
+            stage: u32,
+            chunk_layers: RSlice<'_, f64>,
+        ) -> RResult<f64, FfiError>;
+    }
+
+    pub type FfiPipelineScheduleBox = FfiPipelineSchedule_TO<'static, RBox<()>>;
+    pub type NewPipelineSchedule =
+        extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiPipelineScheduleBox, FfiError>;
+
+    /// Rust ABI 1.2's root module (never changes).
+    #[repr(C)]
+    #[derive(StableAbi)]
+    #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
+    #[sabi(missing_field(panic))]
+    pub struct PluginModule {
+        pub describe: extern "C" fn() -> PluginDescriptor,
+        pub new_compute_unit:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiComputeUnitBox, FfiError>,
+        pub new_memory_tier:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiMemoryTierBox, FfiError>,
+        #[sabi(last_prefix_field)]
+        pub new_interconnect:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>,
+        pub new_topology: extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiTopologyBox, FfiError>,
+        pub new_parallel_strategy:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiParallelStrategyBox, FfiError>,
+        pub new_pipeline_schedule:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiPipelineScheduleBox, FfiError>,
+        pub new_recompute_policy:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiRecomputePolicyBox, FfiError>,
+    }
+
+    impl RootModule for PluginModuleRef {
+        declare_root_module_statics! {PluginModuleRef}
+        const BASE_NAME: &'static str = "perfcast_plugin";
+        const NAME: &'static str = "perfcast_plugin";
+        const VERSION_STRINGS: VersionStrings = VersionStrings::new("1.2.0");
+    }
+}
+
 /// The root module every Rust plugin exports (through `export_plugin!`). A prefix type:
 /// fields are appended at the end, one minor at a time (1.1: `new_topology`; 1.2:
-/// `new_parallel_strategy`, `new_pipeline_schedule`, `new_recompute_policy`); the layout of each earlier minor is frozen in its module
-/// ([`v1_0`], [`v1_1`]).
+/// `new_parallel_strategy`, `new_pipeline_schedule`, `new_recompute_policy`; 1.3: the
+/// schedule trait's `properties`); the layout of each earlier minor is frozen in its module
+/// ([`v1_0`], [`v1_1`], [`v1_2`]).
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]

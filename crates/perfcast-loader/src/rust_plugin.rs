@@ -10,10 +10,12 @@ use crate::topology::{ForeignTopology, TopologyBackend};
 use crate::{params_json, Candidate, LoadError, LoadedLibrary};
 use abi_stable::library::{lib_header_from_path, LibraryError};
 use abi_stable::std_types::{RResult, RSlice, RSliceMut, RStr};
-use perfcast_abi::c::{PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleResult};
+use perfcast_abi::c::{
+    PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleProperties, PcScheduleResult,
+};
 use perfcast_abi::codes::category_from_code;
 use perfcast_abi::rust_abi::{
-    v1_0, v1_1, FfiCollectiveCost, FfiGroupAxis, FfiLevel, FfiLinkClass, FfiMemoryTierBox,
+    v1_0, v1_1, v1_2, FfiCollectiveCost, FfiGroupAxis, FfiLevel, FfiLinkClass, FfiMemoryTierBox,
     FfiNetworkCost, FfiPipelineScheduleBox, FfiRecomputePolicyBox, NewComputeUnit, NewInterconnect,
     NewMemoryTier, NewParallelStrategy, NewPipelineSchedule, NewRecomputePolicy, NewTopology,
     PluginDescriptor, RUST_ABI_VERSION, RUST_PARAMS_SYMBOL,
@@ -114,17 +116,33 @@ impl TopologyBackend for RustTopology {
     }
 }
 
-struct RustSchedule(FfiPipelineScheduleBox);
+/// A Rust plugin's pipeline schedule: of the current layout, or of the frozen 1.2 one
+/// (which has no `properties`: the defaults).
+enum RustSchedule {
+    Current(FfiPipelineScheduleBox),
+    V1_2(v1_2::FfiPipelineScheduleBox),
+}
+
+/// `$call` on the schedule object, whichever layout it has.
+macro_rules! on_schedule {
+    ($s:expr, $o:ident => $call:expr) => {
+        match $s {
+            RustSchedule::Current($o) => $call,
+            RustSchedule::V1_2($o) => $call,
+        }
+    };
+}
 
 impl ScheduleBackend for RustSchedule {
     fn validate(&self, plan: &PlanShape, _input: &PcScheduleInput) -> Result<(), CallError> {
-        res(self.0.validate(&PcPlan::from_native(plan)))
+        let plan = PcPlan::from_native(plan);
+        res(on_schedule!(self, o => o.validate(&plan)))
     }
     fn step(&self, input: &PcScheduleInput) -> Result<PcScheduleResult, CallError> {
-        res(self.0.step(input))
+        res(on_schedule!(self, o => o.step(input)))
     }
     fn in_flight(&self, input: &PcScheduleInput, stage: u32) -> Result<f64, CallError> {
-        res(self.0.in_flight(input, stage))
+        res(on_schedule!(self, o => o.in_flight(input, stage)))
     }
     fn peak_layers_held(
         &self,
@@ -132,11 +150,16 @@ impl ScheduleBackend for RustSchedule {
         stage: u32,
         chunk_layers: &[f64],
     ) -> Option<Result<f64, CallError>> {
-        Some(res(self.0.peak_layers_held(
-            input,
-            stage,
-            RSlice::from_slice(chunk_layers),
-        )))
+        let chunks = RSlice::from_slice(chunk_layers);
+        Some(res(
+            on_schedule!(self, o => o.peak_layers_held(input, stage, chunks)),
+        ))
+    }
+    fn properties(&self) -> Result<PcScheduleProperties, CallError> {
+        match self {
+            RustSchedule::Current(o) => res(o.properties()),
+            RustSchedule::V1_2(_) => Ok(PcScheduleProperties::default()),
+        }
     }
 }
 
@@ -178,12 +201,21 @@ impl StrategyBackend for RustStrategy {
     }
 }
 
+/// A schedule factory of the current layout or of the frozen 1.2 one.
+#[derive(Clone, Copy)]
+enum NewSchedule {
+    Current(NewPipelineSchedule),
+    V1_2(v1_2::NewPipelineSchedule),
+}
+
 /// A root module of one of the layouts this host reads: the current one, or a frozen
 /// earlier minor of the same major (what that minor offers).
 #[derive(Clone, Copy)]
 enum Module {
-    /// Rust ABI 1.2 (current).
+    /// Rust ABI 1.3 (current).
     Current(PluginModuleRef),
+    /// Rust ABI 1.2: schedules without `properties`.
+    V1_2(v1_2::PluginModuleRef),
     /// Rust ABI 1.1: no parallel strategies.
     V1_1(v1_1::PluginModuleRef),
     /// Rust ABI 1.0: no topologies either.
@@ -195,6 +227,7 @@ impl Module {
     fn minor(self) -> u32 {
         match self {
             Module::Current(_) => perfcast_abi::rust_abi::RUST_ABI_MINOR,
+            Module::V1_2(_) => 2,
             Module::V1_1(_) => 1,
             Module::V1_0(_) => 0,
         }
@@ -202,6 +235,7 @@ impl Module {
     fn describe(self) -> PluginDescriptor {
         match self {
             Module::Current(m) => (m.describe())(),
+            Module::V1_2(m) => (m.describe())(),
             Module::V1_1(m) => (m.describe())(),
             Module::V1_0(m) => (m.describe())(),
         }
@@ -209,6 +243,7 @@ impl Module {
     fn new_compute_unit(self) -> NewComputeUnit {
         match self {
             Module::Current(m) => m.new_compute_unit(),
+            Module::V1_2(m) => m.new_compute_unit(),
             Module::V1_1(m) => m.new_compute_unit(),
             Module::V1_0(m) => m.new_compute_unit(),
         }
@@ -216,6 +251,7 @@ impl Module {
     fn new_memory_tier(self) -> NewMemoryTier {
         match self {
             Module::Current(m) => m.new_memory_tier(),
+            Module::V1_2(m) => m.new_memory_tier(),
             Module::V1_1(m) => m.new_memory_tier(),
             Module::V1_0(m) => m.new_memory_tier(),
         }
@@ -223,6 +259,7 @@ impl Module {
     fn new_interconnect(self) -> NewInterconnect {
         match self {
             Module::Current(m) => m.new_interconnect(),
+            Module::V1_2(m) => m.new_interconnect(),
             Module::V1_1(m) => m.new_interconnect(),
             Module::V1_0(m) => m.new_interconnect(),
         }
@@ -230,6 +267,7 @@ impl Module {
     fn new_topology(self) -> Option<NewTopology> {
         match self {
             Module::Current(m) => Some(m.new_topology()),
+            Module::V1_2(m) => Some(m.new_topology()),
             Module::V1_1(m) => Some(m.new_topology()),
             Module::V1_0(_) => None,
         }
@@ -237,18 +275,21 @@ impl Module {
     fn new_parallel_strategy(self) -> Option<NewParallelStrategy> {
         match self {
             Module::Current(m) => Some(m.new_parallel_strategy()),
+            Module::V1_2(m) => Some(m.new_parallel_strategy()),
             Module::V1_1(_) | Module::V1_0(_) => None,
         }
     }
-    fn new_pipeline_schedule(self) -> Option<NewPipelineSchedule> {
+    fn new_pipeline_schedule(self) -> Option<NewSchedule> {
         match self {
-            Module::Current(m) => Some(m.new_pipeline_schedule()),
+            Module::Current(m) => Some(NewSchedule::Current(m.new_pipeline_schedule())),
+            Module::V1_2(m) => Some(NewSchedule::V1_2(m.new_pipeline_schedule())),
             Module::V1_1(_) | Module::V1_0(_) => None,
         }
     }
     fn new_recompute_policy(self) -> Option<NewRecomputePolicy> {
         match self {
             Module::Current(m) => Some(m.new_recompute_policy()),
+            Module::V1_2(m) => Some(m.new_recompute_policy()),
             Module::V1_1(_) | Module::V1_0(_) => None,
         }
     }
@@ -462,9 +503,13 @@ fn factory(
             };
             Arc::new(move |params| {
                 let json = params_json(params);
-                let obj = res(new_schedule(RStr::from_str(&n), RStr::from_str(&json)))
-                    .map_err(|e| e.into_plugin_error(&n))?;
-                let s = ForeignSchedule::new(&n, Box::new(RustSchedule(obj)))?;
+                let (name, json) = (RStr::from_str(&n), RStr::from_str(&json));
+                let obj = match new_schedule {
+                    NewSchedule::Current(new) => res(new(name, json)).map(RustSchedule::Current),
+                    NewSchedule::V1_2(new) => res(new(name, json)).map(RustSchedule::V1_2),
+                }
+                .map_err(|e| e.into_plugin_error(&n))?;
+                let s = ForeignSchedule::new(&n, Box::new(obj))?;
                 Ok(Component::PipelineSchedule(Arc::new(s)))
             })
         }
@@ -494,12 +539,14 @@ pub(crate) fn load(
     // opened with (the dynamic loader hands back the same library); `path` names it.
     let header = lib_header_from_path(open).map_err(|e| map_library_error(path, None, e))?;
     let declared = header.version_strings().version.as_str().to_string();
-    // The current layout; failing that, the frozen 1.1 and 1.0 ones (a plugin built against
+    // The current layout; failing that, the frozen 1.2, 1.1 and 1.0 ones (a plugin built against
     // an earlier minor); failing all, the current layout's error.
     let module = match header.init_root_module::<PluginModuleRef>() {
         Ok(m) => Module::Current(m),
         Err(e @ LibraryError::AbiInstability(_)) => {
-            if let Ok(m) = header.init_root_module::<v1_1::PluginModuleRef>() {
+            if let Ok(m) = header.init_root_module::<v1_2::PluginModuleRef>() {
+                Module::V1_2(m)
+            } else if let Ok(m) = header.init_root_module::<v1_1::PluginModuleRef>() {
                 Module::V1_1(m)
             } else if let Ok(m) = header.init_root_module::<v1_0::PluginModuleRef>() {
                 Module::V1_0(m)

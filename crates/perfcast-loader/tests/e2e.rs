@@ -206,7 +206,7 @@ fn lists_components_origins_and_versions() {
     let acme = load_library(&f.acme, None, &mut r).unwrap();
     assert_eq!(acme.plugin, "acme");
     assert_eq!(acme.version, env!("CARGO_PKG_VERSION"));
-    assert_eq!(acme.abi, "rust-abi_stable 1.2");
+    assert_eq!(acme.abi, "rust-abi_stable 1.3");
     assert_eq!(acme.path, f.acme);
     assert_eq!(
         acme.components,
@@ -240,7 +240,7 @@ fn lists_components_origins_and_versions() {
     );
     let info = r.info(Category::ComputeUnit, "acme/npu9").unwrap();
     assert_eq!(info.origin, Origin::Library(f.acme.clone()));
-    assert_eq!(info.abi_version.as_deref(), Some("rust-abi_stable 1.2"));
+    assert_eq!(info.abi_version.as_deref(), Some("rust-abi_stable 1.3"));
     assert!(info.description.contains("systolic"), "{info:?}");
     let info = r.info(Category::MemoryTier, "cvendor/lpddr").unwrap();
     assert_eq!(info.origin, Origin::Library(f.c_v1_1.clone()));

@@ -2,7 +2,9 @@
 //! pipeline schedule or recompute policy behind its FFI trait, every call guarded.
 
 use super::{guard, model_error, parse_params, plugin_error};
-use crate::c::{PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleResult};
+use crate::c::{
+    PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleProperties, PcScheduleResult,
+};
 use crate::rust_abi::*;
 use crate::strategy::{
     axis_code, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit,
@@ -147,6 +149,15 @@ impl<T: PipelineSchedule + 'static> FfiPipelineSchedule for SdkSchedule<T> {
         guard(|| {
             let chunks = |c: u32| chunk_layers.get(c as usize).copied().unwrap_or(0.0);
             Ok(self.0.peak_layers_held(&input.to_native(), stage, &chunks))
+        })
+    }
+    fn properties(&self) -> RResult<PcScheduleProperties, FfiError> {
+        guard(|| {
+            Ok(PcScheduleProperties {
+                model_copies: self.0.model_copies(),
+                overlaps_expert_comm: self.0.overlaps_expert_comm() as u32,
+                ..Default::default()
+            })
         })
     }
 }
