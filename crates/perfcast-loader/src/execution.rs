@@ -1,8 +1,9 @@
-//! Foreign pipeline schedules and recompute policies (C ABI 1.3, Rust ABI 1.2) as native
-//! trait objects: one checked adapter per category, fed by a backend per ABI. Every answer is
-//! checked before the engine sees it, with the component's name in the message: times and
-//! counts finite and >= 0, a schedule's bubble and hand-off time within its step time, a
-//! policy's layer counts within the stage. A schedule's `validate` also asks `in_flight` of
+//! Foreign pipeline schedules and recompute policies (C ABI 1.3, Rust ABI 1.2; a schedule's
+//! properties C ABI 1.6, Rust ABI 1.3) as native trait objects: one checked adapter per
+//! category, fed by a backend per ABI. Every answer is checked before the engine sees it, with
+//! the component's name in the message: times and counts finite and >= 0, a schedule's bubble
+//! and hand-off time within its step time, its model copies >= 1, a policy's layer counts
+//! within the stage. A schedule's `validate` also asks `in_flight` of
 //! every stage of the plan, so that memory sizing (which cannot fail) only ever sees answers
 //! already checked.
 

@@ -505,8 +505,9 @@ mod tests {
     fn large_gemms_are_compute_bound_on_every_preset() {
         use perfcast_core::op::{ComputeOp, Gemm};
         use perfcast_core::{DType, Engine, TimeBound};
-        // (every preset names its GPU's kernel table: 8192^3 in bf16 is a measured row, at
-        // the rated power's clock unless the preset sets a lower limit)
+        // (every NVIDIA preset names its GPU's kernel table: 8192^3 in bf16 is a measured row,
+        // at the rated power's clock unless the preset sets a lower limit; the AMD presets
+        // have none: their analytical model answers)
         // (accelerator, lowest and highest fraction of the bf16 peak, bound)
         const C: TimeBound = TimeBound::Compute;
         let table = [

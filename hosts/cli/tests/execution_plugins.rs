@@ -1,5 +1,5 @@
-//! Execution plugins loaded from C libraries (C ABI 1.3; a schedule's properties 1.6). A pipeline schedule: the example
-//! `plugins/examples/zb-h1/zb_h1.c` built with the system C compiler. Its `example/1f1b-c`
+//! Execution plugins loaded from C libraries (C ABI 1.3; a schedule's properties 1.6). A
+//! pipeline schedule: the example `plugins/examples/zb-h1/zb_h1.c` built with the system C compiler. Its `example/1f1b-c`
 //! (perfcast's 1F1B written in C) gives bit-identical results to the compiled-in `1f1b`; its
 //! `example/zb-h1` gives Qi et al.'s bubble; bad parameters, plans and answers are errors that
 //! name the plugin. A recompute policy: `plugins/examples/sqrt-checkpoint/sqrt_checkpoint.c`,
@@ -9,7 +9,7 @@
 // A test, bench or example target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use perfcast_testkit::plugins::{cc_plugin_source, cc_shared};
+use perfcast_testkit::plugins::{cc_plugin_source, cc_plugin_source_with, cc_shared};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -162,8 +162,7 @@ static int32_t props(const void *self, perfcast_schedule_properties *out, char *
         None => (String::new(), ""),
     };
     let src = format!(
-        r#"#include "perfcast_plugin.h"
-#include <stdio.h>
+        r#"#include <stdio.h>
 static int32_t create(const char *json, void **out, char *err, size_t cap) {{
     (void)json; (void)err; (void)cap; *out = NULL; return PERFCAST_OK;
 }}
@@ -196,9 +195,7 @@ static const perfcast_plugin plugin = {{
 const perfcast_plugin *perfcast_plugin_entry_v1(void) {{ return &plugin; }}
 "#
     );
-    let path = dir.join(format!("{name}.c"));
-    std::fs::write(&path, src).unwrap();
-    cc_shared(&dir, &path, &format!("lib{name}.so"), flags)
+    cc_plugin_source_with(&dir, name, &src, flags)
 }
 
 /// A schedule declares what it is (C ABI 1.6): two model copies (as DualPipe holds) double

@@ -115,8 +115,13 @@ pub fn cc_program(dir: &Path, src: &Path, out: &str) -> PathBuf {
 /// Write the C source `body` to `dir/name.c` (the plugin header included first) and compile it
 /// into the shared library `dir/lib<name>.so`.
 pub fn cc_plugin_source(dir: &Path, name: &str, body: &str) -> PathBuf {
+    cc_plugin_source_with(dir, name, body, &[])
+}
+
+/// [`cc_plugin_source`] with `extra` compiler flags (e.g. `-DPERFCAST_PLUGIN_ABI_MINOR=5`).
+pub fn cc_plugin_source_with(dir: &Path, name: &str, body: &str, extra: &[&str]) -> PathBuf {
     let src = dir.join(format!("{name}.c"));
     std::fs::write(&src, format!("#include \"perfcast_plugin.h\"\n{body}\n"))
         .unwrap_or_else(|e| panic!("write {}: {e}", src.display()));
-    cc_shared(dir, &src, &library_name(name), &[])
+    cc_shared(dir, &src, &library_name(name), extra)
 }
