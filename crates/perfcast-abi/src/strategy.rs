@@ -181,6 +181,9 @@ impl PcPlan {
             overlap_param_gather: bool_from(self.overlap_param_gather, "overlap_param_gather")?,
             fp32_grad_accum: bool_from(self.fp32_grad_accum, "fp32_grad_accum")?,
             cp_comm: from_code(&CP_COMMS, self.cp_comm, "context-parallel exchange")?,
+            // Declared axes do not cross the ABI (yet): a loaded strategy sees none.
+            axes: [1; perfcast_core::parallel::MAX_DECLARED_AXES],
+            batch_split: 1,
         })
     }
 }
@@ -517,7 +520,7 @@ impl PcCommOp {
             phase,
             kind,
             bytes: perfcast_core::Bytes(self.bytes),
-            group: AxisSet(self.group as u8),
+            group: AxisSet(self.group as u16),
             count: self.count,
             overlap,
             with_recompute: bool_from(self.with_recompute, "with_recompute")?,

@@ -44,7 +44,9 @@
 //! changes its times.
 
 use perfcast_core::op::CollectiveKind;
-use perfcast_core::parallel::{AxisSet, CommList, Dispatch, Overlap, Phase, Window};
+use perfcast_core::parallel::{
+    AxisSet, CommList, Dispatch, Overlap, Phase, Window, MAX_DECLARED_AXES,
+};
 use perfcast_core::topology::{
     CollectiveCost, GroupAxis, GroupPlacement, Hierarchical, LinkClass, MAX_GROUP_AXES,
 };
@@ -52,6 +54,13 @@ use perfcast_core::{
     Bytes, Interconnect, Key, ModelError, PluginError, Seconds, Section, Topology,
 };
 use std::sync::Arc;
+
+/// Axes a group may span: the dense mesh's five, the expert mesh's three of up to three pieces
+/// each, and the declared ones.
+const GROUP_AXES: usize = DENSE_GROUP_AXES + MAX_DECLARED_AXES;
+
+/// The dense and expert meshes' part of [`GROUP_AXES`].
+const DENSE_GROUP_AXES: usize = 14;
 
 /// Degrees of the mesh axes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,11 +73,35 @@ pub struct Mesh {
     pub ep: u32,
     /// Expert tensor-parallel degree (1: none).
     pub etp: u32,
+    /// The declared axes ([`AxisSet::declared`]`(k)` is `declared[k]`), the first
+    /// `declared_len` of them in use ([`Mesh::declare`]).
+    declared: [DeclaredDim; MAX_DECLARED_AXES],
+    declared_len: u8,
+}
+
+/// A declared axis as the mesh lays it out: its degree, next to which of the four dense
+/// positions (0..4, innermost first: where `tp`, `cp`, `pp`, `dp` sit), and on which side.
+/// Several declared axes on the same side of the same position are laid out in their order,
+/// innermost first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeclaredDim {
+    pub degree: u32,
+    pub slot: u8,
+    pub outside: bool,
+}
+
+impl DeclaredDim {
+    /// Degree 1: takes no place.
+    pub const NONE: DeclaredDim = DeclaredDim {
+        degree: 1,
+        slot: 0,
+        outside: false,
+    };
 }
 
 impl Mesh {
-    /// A mesh of `tp x cp x pp x dp` without expert parallelism.
-    pub fn new(tp: u32, cp: u32, pp: u32, dp: u32) -> Mesh {
+    /// A mesh of `tp x cp x pp x dp` without expert parallelism or declared axes.
+    pub const fn new(tp: u32, cp: u32, pp: u32, dp: u32) -> Mesh {
         Mesh {
             tp,
             cp,
@@ -76,7 +109,45 @@ impl Mesh {
             dp,
             ep: 1,
             etp: 1,
+            declared: [DeclaredDim::NONE; MAX_DECLARED_AXES],
+            declared_len: 0,
         }
+    }
+
+    /// Lay out the run's `k`-th declared axis as `dim` (`k < MAX_DECLARED_AXES`; beyond, the
+    /// axis is ignored: the engine declares no more).
+    pub fn declare(&mut self, k: usize, dim: DeclaredDim) {
+        if let Some(d) = self.declared.get_mut(k) {
+            *d = dim;
+            self.declared_len = self.declared_len.max(k as u8 + 1);
+        }
+    }
+
+    /// Strides of the four dense positions and of the declared axes: each axis steps over
+    /// every rank of the axes inside it.
+    fn strides(&self) -> ([u64; 4], [u64; MAX_DECLARED_AXES]) {
+        let deg = [self.tp, self.cp, self.pp, self.dp].map(|d| d.max(1) as u64);
+        let mut dense = [1u64; 4];
+        let mut declared = [1u64; MAX_DECLARED_AXES];
+        let mut run = 1u64;
+        for slot in 0..4u8 {
+            for outside in [false, true] {
+                if outside {
+                    dense[slot as usize] = run;
+                    run *= deg[slot as usize];
+                }
+                for (k, d) in self.declared[..self.declared_len as usize]
+                    .iter()
+                    .enumerate()
+                {
+                    if d.degree > 1 && d.slot == slot && d.outside == outside {
+                        declared[k] = run;
+                        run *= d.degree as u64;
+                    }
+                }
+            }
+        }
+        (dense, declared)
     }
 
     /// `(degree, stride)` pieces of the expert-mesh axis of `size` ranks that starts after
@@ -105,7 +176,7 @@ impl Mesh {
     }
 
     /// `(degree, stride)` of each axis in `set` (axes of degree 1 omitted).
-    fn axes(&self, set: AxisSet) -> [(u64, u64); 14] {
+    fn axes(&self, set: AxisSet) -> [(u64, u64); DENSE_GROUP_AXES] {
         let tp = self.tp.max(1) as u64;
         let cp = self.cp.max(1) as u64;
         let pp = self.pp.max(1) as u64;
@@ -117,13 +188,18 @@ impl Mesh {
                 (1, 1)
             }
         };
-        let mut out = [(1, 1); 14];
+        let mut out = [(1, 1); DENSE_GROUP_AXES];
+        let [s_tp, s_cp, s_pp, s_dp] = if self.declared_len > 0 {
+            self.strides().0
+        } else {
+            [1, tp, tp * cp, tp * cp * pp]
+        };
         out[..5].copy_from_slice(&[
-            pick(AxisSet::TENSOR, tp, 1),
-            pick(AxisSet::CONTEXT, cp, tp),
-            pick(AxisSet::PIPELINE, pp, tp * cp),
-            pick(AxisSet::DATA, dp, tp * cp * pp),
-            pick(AxisSet::PIPELINE_ENDS, pp.min(2), tp * cp * (pp - 1).max(1)),
+            pick(AxisSet::TENSOR, tp, s_tp),
+            pick(AxisSet::CONTEXT, cp, s_cp),
+            pick(AxisSet::PIPELINE, pp, s_pp),
+            pick(AxisSet::DATA, dp, s_dp),
+            pick(AxisSet::PIPELINE_ENDS, pp.min(2), s_pp * (pp - 1).max(1)),
         ]);
         if set.intersects(AxisSet::EXPERT_MESH) {
             let etp = self.etp.max(1) as u64;
@@ -144,35 +220,68 @@ impl Mesh {
         out
     }
 
+    /// `(degree, stride)` of each declared axis in `set` (the others `(1, 1)`).
+    fn declared_axes(&self, set: AxisSet) -> [(u64, u64); MAX_DECLARED_AXES] {
+        let mut out = [(1, 1); MAX_DECLARED_AXES];
+        if set.declared_bits() != 0 {
+            let strides = self.strides().1;
+            for (k, d) in self.declared.iter().enumerate() {
+                if set.contains(AxisSet::declared(k)) {
+                    out[k] = (d.degree.max(1) as u64, strides[k]);
+                }
+            }
+        }
+        out
+    }
+
     /// Devices of the mesh.
     pub fn devices(&self) -> u64 {
+        let declared: u64 = self
+            .declared
+            .iter()
+            .map(|d| d.degree.max(1) as u64)
+            .product();
         [self.tp, self.cp, self.pp, self.dp]
             .iter()
             .map(|&d| d.max(1) as u64)
-            .product()
+            .product::<u64>()
+            * declared
     }
 
     /// Ranks in a group over `set`.
     pub fn ranks(&self, set: AxisSet) -> u64 {
-        self.axes(set).iter().map(|a| a.0).product()
+        let dense: u64 = self.axes(set).iter().map(|a| a.0).product();
+        if set.declared_bits() == 0 {
+            return dense;
+        }
+        dense * self.declared_axes(set).iter().map(|a| a.0).product::<u64>()
     }
 
     /// Members of a group over `set` inside one domain of `domain` consecutive devices.
     pub fn members_in_domain(&self, set: AxisSet, domain: u64) -> u64 {
-        self.axes(set)
-            .iter()
-            .map(|&(deg, stride)| (domain / stride).clamp(1, deg))
-            .product()
+        let within = |&(deg, stride): &(u64, u64)| (domain / stride).clamp(1, deg);
+        let dense: u64 = self.axes(set).iter().map(within).product();
+        if set.declared_bits() == 0 {
+            return dense;
+        }
+        dense * self.declared_axes(set).iter().map(within).product::<u64>()
     }
 
     /// The group over `set` as a lattice of device numbers (every bit of an [`AxisSet`] is
     /// an axis the mesh lays out: the dense mesh's and the expert mesh's).
     pub fn placement(&self, set: AxisSet) -> Result<GroupPlacement, ModelError> {
-        let mut axes = [GroupAxis::default(); 14];
+        let mut axes = [GroupAxis::default(); GROUP_AXES];
         for (a, (degree, stride)) in axes.iter_mut().zip(self.axes(set)) {
             *a = GroupAxis { degree, stride };
         }
-        GroupPlacement::new(&axes, self.devices()).map_err(ModelError::Plugin)
+        let mut used = DENSE_GROUP_AXES;
+        if set.declared_bits() != 0 {
+            for (a, (degree, stride)) in axes[used..].iter_mut().zip(self.declared_axes(set)) {
+                *a = GroupAxis { degree, stride };
+            }
+            used = GROUP_AXES;
+        }
+        GroupPlacement::new(&axes[..used], self.devices()).map_err(ModelError::Plugin)
     }
 }
 
@@ -801,14 +910,7 @@ mod topology_tests {
         Network::with_topology(&levels(), Some(t), 1024).unwrap()
     }
 
-    const MESH: Mesh = Mesh {
-        tp: 8,
-        cp: 1,
-        pp: 16,
-        dp: 8,
-        ep: 1,
-        etp: 1,
-    };
+    const MESH: Mesh = Mesh::new(8, 1, 16, 8);
 
     /// The default network is the hierarchical topology of core, bit for bit.
     #[test]

@@ -13,6 +13,7 @@
 //!   `[inference]`): every field left out, at the value the engine uses.
 
 use perfcast_config::{Config, Explained};
+use perfcast_core::parallel::AxisPlace;
 use perfcast_core::{Category, ParamDefault, PluginInfo};
 use perfcast_engine::training::DEFAULT_STRATEGIES;
 use serde::Serialize;
@@ -69,6 +70,28 @@ pub fn explain_all(cfg: &Config) -> Vec<Explained> {
             if let Some(info) = cfg.registry().info(Category::ParallelStrategy, n) {
                 let base = format!("options.strategy_params.{n}");
                 declared_rows(info, &base, &mut |k, v, s| add(&mut rows, k, v, s));
+            }
+            let params = options
+                .as_ref()
+                .and_then(|o| o.strategy_params.get(n).cloned())
+                .unwrap_or_default();
+            if let Ok(s) = cfg.registry().parallel_strategy(n, &params) {
+                for a in s.axes() {
+                    let (side, anchor) = match a.place {
+                        AxisPlace::Inside(x) => ("inside", x),
+                        AxisPlace::Outside(x) => ("outside", x),
+                    };
+                    add(
+                        &mut rows,
+                        format!("plan.axes.{}", a.name),
+                        "1".into(),
+                        format!(
+                            "axis declared by strategy `{n}` ({side} {}): absent from the plan, \
+                             degree 1",
+                            anchor.name()
+                        ),
+                    );
+                }
             }
         }
         if let Ok(Some(plan)) = crate::training::plan(&sc) {

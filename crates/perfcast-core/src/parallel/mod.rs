@@ -21,7 +21,9 @@ use crate::units::{Bytes, Seconds};
 use crate::workload::ModelSpec;
 use serde::{Deserialize, Serialize};
 
+mod axes;
 mod expert;
+pub use axes::{AxisDecl, AxisPlace, AxisSet, Divides, MAX_DECLARED_AXES};
 pub use expert::{Dispatch, Dispatcher, MoeDims};
 
 /// The mesh axis a strategy shards.
@@ -127,6 +129,13 @@ pub struct PlanShape {
     pub fp32_grad_accum: bool,
     /// Context-parallel K/V exchange.
     pub cp_comm: CpComm,
+    /// Degrees of the declared axes (`plan.axes.NAME`; 1 where absent): as a strategy sees
+    /// the plan, `axes[k]` is its own `k`-th declared axis ([`AxisSet::declared`]`(k)`), and 1
+    /// beyond its declarations.
+    pub axes: [u32; MAX_DECLARED_AXES],
+    /// Product of the degrees of the declared axes that split the batch ([`Divides::batch`]);
+    /// 1 without.
+    pub batch_split: u32,
 }
 
 /// One device, one sequence per step, every switch off: each degree 1, micro-batch and global
@@ -153,15 +162,18 @@ impl Default for PlanShape {
             overlap_param_gather: false,
             fp32_grad_accum: false,
             cp_comm: CpComm::default(),
+            axes: [1; MAX_DECLARED_AXES],
+            batch_split: 1,
         }
     }
 }
 
 impl PlanShape {
     /// Micro-batches per optimizer step on one pipeline (gradient-accumulation steps):
-    /// `global_batch / (micro_batch · dp)`, rounded down (zero degrees count as 1).
+    /// `global_batch / (micro_batch · dp · batch_split)`, rounded down (zero degrees count
+    /// as 1).
     pub fn micro_batches(&self) -> u32 {
-        let per = self.micro_batch.max(1) * self.dp.max(1);
+        let per = self.micro_batch.max(1) * self.dp.max(1) * self.batch_split.max(1);
         self.global_batch / per
     }
 }
@@ -224,51 +236,6 @@ pub fn interleaving_degrees(layers: u64, pp: u32) -> Vec<u32> {
     (1..=max)
         .filter(|&v| stage_layers(layers, pp, v).is_some())
         .collect()
-}
-
-/// Mesh axes of a communication group, as a bit set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct AxisSet(pub u8);
-
-impl AxisSet {
-    /// The tensor-parallel group (sequence parallelism shares it).
-    pub const TENSOR: AxisSet = AxisSet(1);
-    /// The context-parallel group.
-    pub const CONTEXT: AxisSet = AxisSet(2);
-    /// The pipeline group (one rank per stage; hand-offs between neighbours).
-    pub const PIPELINE: AxisSet = AxisSet(4);
-    /// The data-parallel group (replicas).
-    pub const DATA: AxisSet = AxisSet(8);
-    /// Megatron's data-parallel group when context parallelism is on: gradients are reduced
-    /// over `dp x cp` ranks.
-    pub const DATA_CONTEXT: AxisSet = AxisSet(8 | 2);
-    /// The first and the last pipeline stage (Megatron's embedding group: tied input and
-    /// output embeddings synchronise their gradients); two ranks when `pp > 1`.
-    pub const PIPELINE_ENDS: AxisSet = AxisSet(16);
-    /// The expert-parallel group of the MoE layers: `ep` ranks spaced `etp` apart among the
-    /// `tp x cp x dp` ranks of a pipeline stage, filled innermost first (Megatron-Core's
-    /// expert mesh, ETP innermost, then EP, then expert data parallelism).
-    pub const EXPERT: AxisSet = AxisSet(32);
-    /// The expert tensor-parallel group (`etp` neighbouring ranks).
-    pub const EXPERT_TENSOR: AxisSet = AxisSet(64);
-    /// The expert data-parallel group: the `tp x cp x dp / (ep x etp)` ranks holding the same
-    /// experts, over which their gradients are reduced and their state sharded.
-    pub const EXPERT_DATA: AxisSet = AxisSet(128);
-    /// The expert mesh's axes (`EXPERT`, `EXPERT_TENSOR`, `EXPERT_DATA`).
-    pub const EXPERT_MESH: AxisSet = AxisSet(32 | 64 | 128);
-    /// Whether every axis of `other` is in `self` (false for an empty `other`).
-    pub const fn contains(self, other: AxisSet) -> bool {
-        self.0 & other.0 == other.0 && other.0 != 0
-    }
-    /// Whether `self` and `other` share an axis.
-    pub const fn intersects(self, other: AxisSet) -> bool {
-        self.0 & other.0 != 0
-    }
-    /// The axes of both.
-    pub const fn union(self, other: AxisSet) -> AxisSet {
-        AxisSet(self.0 | other.0)
-    }
 }
 
 /// Dimensions of one transformer layer as seen by the strategies: the sizes are the whole
@@ -526,6 +493,12 @@ impl CommList {
     pub fn iter(&self) -> impl Iterator<Item = &CommOp> {
         self.items[..self.len].iter().flatten()
     }
+    /// The collectives from position `start` on, to edit (the engine renumbers the declared
+    /// axes of what a strategy pushed).
+    pub fn ops_mut_from(&mut self, start: usize) -> impl Iterator<Item = &mut CommOp> {
+        let end = self.len;
+        self.items[start.min(end)..end].iter_mut().flatten()
+    }
 }
 
 /// How the strategies divide one layer's work on one device. Each strategy multiplies in its
@@ -597,6 +570,11 @@ pub trait ParallelStrategy: Send + Sync {
     /// The mesh axis this strategy shards (descriptive: the engine places each collective by
     /// its [`CommOp::group`], not by this).
     fn axis(&self) -> Axis;
+    /// Axes of its own the strategy adds to the mesh (see [`AxisDecl`]): asked once, when the
+    /// strategies are resolved. Default: none.
+    fn axes(&self) -> Vec<AxisDecl> {
+        Vec::new()
+    }
     /// Check the plan's degree on this axis against the model (e.g. heads divisible by TP).
     /// Called for every plan before anything is worked out.
     fn validate(&self, model: &ModelSpec, plan: &PlanShape) -> Result<(), ModelError>;

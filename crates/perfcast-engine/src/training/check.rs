@@ -6,9 +6,10 @@ use super::modules::RecomputeModules;
 use super::plan::{EngineParams, TrainingPlan};
 use super::Training;
 use crate::network::Network;
+use perfcast_core::parallel::PlanShape;
 use perfcast_core::registry::Registry;
 use perfcast_core::workload::ModelSpec;
-use perfcast_core::{DType, Engine, Key, ModelError, System};
+use perfcast_core::{DType, Engine, Key, ModelError, Section, System};
 
 fn positive(key: Key, v: u32) -> Result<(), ModelError> {
     if v == 0 {
@@ -165,6 +166,83 @@ impl Training {
         }
     }
 
+    /// The plan as the strategies see it, its declared axes numbered as the run numbers them
+    /// and checked: each `plan.axes` key an axis a strategy in use declares, each degree
+    /// positive and dividing what its declaration says.
+    pub(super) fn shape(&self, plan: &TrainingPlan) -> Result<PlanShape, ModelError> {
+        let mut shape = plan.shape();
+        if plan.axes.is_empty() {
+            return Ok(shape);
+        }
+        let declared = &self.comps.declared;
+        for (name, &degree) in &plan.axes {
+            let key = || Key::owned(Section::Plan, format!("axes.{name}"));
+            let Some(k) = declared.iter().position(|d| d.decl.name == *name) else {
+                let known = declared.iter().map(|d| d.decl.name.as_str());
+                let why = if declared.is_empty() {
+                    "no strategy in use declares an axis (options.strategies)".to_string()
+                } else {
+                    format!(
+                        "not an axis the strategies in use declare{}; declared: {}",
+                        perfcast_core::suggest::did_you_mean(name, known.clone()),
+                        known.collect::<Vec<_>>().join(", ")
+                    )
+                };
+                return Err(ModelError::invalid(key(), degree, why));
+            };
+            positive(key(), degree)?;
+            if degree > 1 && (plan.ep > 1 || plan.etp > 1) {
+                return Err(ModelError::invalid(
+                    key(),
+                    degree,
+                    "a declared axis cannot be combined with expert parallelism yet (the \
+                     expert mesh is laid out over tp x cp x dp only)",
+                ));
+            }
+            shape.axes[k] = degree;
+        }
+        let m = &self.model;
+        let experts = m.moe.map_or(1, |x| x.experts);
+        for (d, &degree) in declared.iter().zip(&shape.axes) {
+            let div = d.decl.divides;
+            let key = || Key::owned(Section::Plan, format!("axes.{}", d.decl.name));
+            let checks = [
+                (div.heads, m.heads, "model.heads"),
+                (div.kv_heads, m.kv_heads(), "model.kv_heads"),
+                (div.sequence, m.seq_len, "model.seq_len"),
+                (
+                    div.experts,
+                    experts,
+                    "the routed experts (model.moe.experts)",
+                ),
+            ];
+            for (on, n, what) in checks {
+                if on && !n.is_multiple_of(degree as u64) {
+                    return Err(ModelError::invalid(
+                        key(),
+                        degree,
+                        format!("must divide {what} = {n} (strategy `{}`)", d.owner),
+                    ));
+                }
+            }
+            if div.batch {
+                shape.batch_split *= degree;
+            }
+        }
+        let per = plan.micro_batch as u64 * plan.dp as u64 * shape.batch_split as u64;
+        if shape.batch_split > 1 && !(plan.global_batch as u64).is_multiple_of(per) {
+            return Err(ModelError::invalid(
+                Key::plan("global_batch"),
+                plan.global_batch,
+                format!(
+                    "must be a multiple of plan.micro_batch x plan.dp x the declared axes that \
+                     split the batch = {per}"
+                ),
+            ));
+        }
+        Ok(shape)
+    }
+
     pub(super) fn check_plan(&self, plan: &TrainingPlan) -> Result<(), ModelError> {
         positive(Key::plan("tp"), plan.tp)?;
         positive(Key::plan("pp"), plan.pp)?;
@@ -248,11 +326,24 @@ impl Training {
                 ),
             ));
         }
+        for (name, &degree) in &plan.axes {
+            positive(Key::owned(Section::Plan, format!("axes.{name}")), degree)?;
+        }
         if plan.devices() != self.system.devices as u64 {
+            let declared: String = plan
+                .axes
+                .iter()
+                .map(|(k, v)| format!("x{v} ({k})"))
+                .collect();
+            let key = if plan.axes.is_empty() {
+                "tp*pp*dp*cp"
+            } else {
+                "tp*pp*dp*cp*axes"
+            };
             return Err(ModelError::invalid(
-                Key::plan("tp*pp*dp*cp"),
+                Key::plan(key),
                 format!(
-                    "{}x{}x{}x{} = {}",
+                    "{}x{}x{}x{}{declared} = {}",
                     plan.tp,
                     plan.pp,
                     plan.dp,

@@ -3,7 +3,10 @@
 
 use super::plan::EngineParams;
 use super::{Training, DEFAULT_STRATEGIES};
-use perfcast_core::parallel::{ParallelStrategy, PipelineSchedule, RecomputePolicy};
+use perfcast_core::parallel::{
+    AxisDecl, AxisSet, CommList, ParallelStrategy, PipelineSchedule, PlanShape, RecomputePolicy,
+    MAX_DECLARED_AXES,
+};
 use perfcast_core::registry::{Category, Registry};
 use perfcast_core::{Key, ModelError, Section};
 use std::sync::Arc;
@@ -13,6 +16,11 @@ use std::sync::Arc;
 pub struct TrainingComponents {
     /// Applied in order; each adds its split, collectives and state sharding.
     pub strategies: Vec<Arc<dyn ParallelStrategy>>,
+    /// The axes the strategies declare, numbered in the order of `strategies` and then of
+    /// their declarations ([`AxisSet::declared`]`(k)` is `declared[k]`).
+    pub declared: Vec<DeclaredAxis>,
+    /// Per strategy, the run's number of its first declared axis and how many it declares.
+    pub axis_ranges: Vec<(u8, u8)>,
     /// Recompute policies by name (the plan's `recompute`).
     pub recompute: Vec<(String, Arc<dyn RecomputePolicy>)>,
     /// Pipeline schedules by name (the plan's `schedule`).
@@ -20,6 +28,14 @@ pub struct TrainingComponents {
     /// Registered policies and schedules that could not be built without parameters, and why
     /// (reported when a plan names one).
     pub unbuilt: Vec<(String, String)>,
+}
+
+/// An axis a strategy in use declares.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeclaredAxis {
+    pub decl: AxisDecl,
+    /// The name the strategy is used by (`options.strategies`).
+    pub owner: String,
 }
 
 fn registry_error(e: perfcast_core::registry::RegistryError) -> ModelError {
@@ -55,7 +71,7 @@ impl TrainingComponents {
         }
         let null = serde_json::Value::Null;
         let mut strategies = Vec::with_capacity(names.len());
-        for n in names {
+        for &n in &names {
             let params = options.strategy_params.get(n).unwrap_or(&null);
             strategies.push(
                 registry
@@ -63,6 +79,7 @@ impl TrainingComponents {
                     .map_err(registry_error)?,
             );
         }
+        let (declared, axis_ranges) = declare_axes(&names, &strategies)?;
         let recompute_names = registry.names(Category::RecomputePolicy);
         let schedule_names = registry.names(Category::PipelineSchedule);
         for (table, what, params, known) in [
@@ -115,9 +132,121 @@ impl TrainingComponents {
         }
         Ok(TrainingComponents {
             strategies,
+            declared,
+            axis_ranges,
             recompute,
             schedules,
             unbuilt,
+        })
+    }
+}
+
+/// Number the axes the strategies declare: checked names, none claimed twice, at most
+/// [`MAX_DECLARED_AXES`].
+#[allow(clippy::type_complexity)]
+fn declare_axes(
+    names: &[&str],
+    strategies: &[Arc<dyn ParallelStrategy>],
+) -> Result<(Vec<DeclaredAxis>, Vec<(u8, u8)>), ModelError> {
+    let key = || Key::options("strategies");
+    let mut declared: Vec<DeclaredAxis> = Vec::new();
+    let mut ranges = Vec::with_capacity(strategies.len());
+    for (name, s) in names.iter().zip(strategies) {
+        let first = declared.len();
+        for decl in s.axes() {
+            decl.check()
+                .map_err(|e| ModelError::invalid(key(), name, format!("strategy `{name}`: {e}")))?;
+            if let Some(other) = declared.iter().find(|d| d.decl.name == decl.name) {
+                return Err(ModelError::invalid(
+                    key(),
+                    name,
+                    format!(
+                        "strategy `{name}` declares axis `{}`, which strategy `{}` declares too",
+                        decl.name, other.owner
+                    ),
+                ));
+            }
+            if declared.len() == MAX_DECLARED_AXES {
+                return Err(ModelError::invalid(
+                    key(),
+                    name,
+                    format!(
+                        "strategy `{name}` declares axis `{}`: the strategies in use may \
+                         declare at most {MAX_DECLARED_AXES} axes",
+                        decl.name
+                    ),
+                ));
+            }
+            declared.push(DeclaredAxis {
+                decl,
+                owner: name.to_string(),
+            });
+        }
+        ranges.push((first as u8, (declared.len() - first) as u8));
+    }
+    Ok((declared, ranges))
+}
+
+impl TrainingComponents {
+    /// Call `f` with every strategy and the plan as it sees it: its own declared axes'
+    /// degrees at `axes[0..]` (the plan itself when no axis is declared).
+    pub(super) fn each_strategy(
+        &self,
+        shape: &PlanShape,
+        mut f: impl FnMut(&dyn ParallelStrategy, &PlanShape) -> Result<(), ModelError>,
+    ) -> Result<(), ModelError> {
+        if self.declared.is_empty() {
+            for s in &self.strategies {
+                f(s.as_ref(), shape)?;
+            }
+            return Ok(());
+        }
+        for (s, &(first, n)) in self.strategies.iter().zip(&self.axis_ranges) {
+            let mut view = *shape;
+            view.axes = [1; MAX_DECLARED_AXES];
+            let (first, n) = (first as usize, n as usize);
+            view.axes[..n].copy_from_slice(&shape.axes[first..first + n]);
+            f(s.as_ref(), &view)?;
+        }
+        Ok(())
+    }
+
+    /// Every strategy's collectives in `out`, their groups' declared axes numbered as the run
+    /// numbers them; a collective on a declared axis its strategy did not declare is an
+    /// error naming the strategy.
+    pub(super) fn comms(
+        &self,
+        shape: &PlanShape,
+        dims: &perfcast_core::parallel::LayerDims,
+        out: &mut CommList,
+    ) -> Result<(), ModelError> {
+        let mut i = 0;
+        self.each_strategy(shape, |s, view| {
+            let start = out.len();
+            s.comms(view, dims, out)?;
+            let (first, n) = self.axis_ranges.get(i).copied().unwrap_or((0, 0));
+            i += 1;
+            for op in out.ops_mut_from(start) {
+                let local = op.group.declared_bits();
+                if local == 0 {
+                    continue;
+                }
+                if (local as u32) >> n != 0 {
+                    return Err(ModelError::invalid(
+                        Key::options("strategies"),
+                        s.kind(),
+                        format!(
+                            "strategy `{}` adds a collective on a declared axis it does not \
+                             declare (group {:#x}; it declares {n})",
+                            s.kind(),
+                            op.group.0
+                        ),
+                    ));
+                }
+                let global = ((local as u16) << first) << 8;
+                op.group = AxisSet((op.group.0 & AxisSet::BUILT_IN.0) | global);
+            }
+            Ok(())
         })
     }
 }

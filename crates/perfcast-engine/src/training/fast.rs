@@ -133,10 +133,9 @@ impl Training {
         cache: &mut LayerCache,
     ) -> Result<PlanGroup<'t>, ModelError> {
         self.check_plan(plan)?;
-        let shape = plan.shape();
-        for s in &self.comps.strategies {
-            s.validate(&self.model, &shape)?;
-        }
+        let shape = self.shape(plan)?;
+        self.comps
+            .each_strategy(&shape, |s, view| s.validate(&self.model, view))?;
         let sched = self
             .comps
             .schedules
@@ -150,7 +149,7 @@ impl Training {
                 )
             })?;
         // The schedule is validated per variant; prepare without it.
-        let p = self.prepare_checked(plan, sched)?;
+        let p = self.prepare_checked(plan, shape, sched)?;
         let key = layer_key(&p.ls, p.moe.as_ref());
         let (lt, ends, moe_lt) = match cache.map.get(&key) {
             Some(v) => *v,

@@ -92,6 +92,8 @@ impl Training {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_axes;
+#[cfg(test)]
 mod tests_modules;
 #[cfg(test)]
 mod tests_moe;

@@ -9,8 +9,8 @@
 //! the first and last stage (tied embeddings) is placed relative to it, so the orders are the
 //! six permutations of TP, CP, DP around it.
 
-use crate::network::Mesh;
-use perfcast_core::parallel::AxisSet;
+use crate::network::{DeclaredDim, Mesh};
+use perfcast_core::parallel::{Axis, AxisPlace, AxisSet};
 use perfcast_core::{Key, ModelError};
 use serde::{Deserialize, Serialize};
 
@@ -33,7 +33,7 @@ impl MeshAxis {
             MeshAxis::Dp => "dp",
         }
     }
-    fn bit(self) -> u8 {
+    fn bit(self) -> u16 {
         match self {
             MeshAxis::Tp => AxisSet::TENSOR.0,
             MeshAxis::Cp => AxisSet::CONTEXT.0,
@@ -56,7 +56,7 @@ impl Default for Placement {
 }
 
 /// Physical slots (mesh positions, innermost first) as the network sees them.
-const SLOT_BITS: [u8; 4] = [1, 2, 4, 8];
+const SLOT_BITS: [u16; 4] = [1, 2, 4, 8];
 
 impl Placement {
     /// TP, CP, PP, DP: Megatron-LM's rank order.
@@ -176,6 +176,22 @@ impl Placement {
         )
     }
 
+    /// A declared axis of `degree` at `place` (next to a dense axis) as the mesh lays it out.
+    pub(crate) fn declared(&self, place: AxisPlace, degree: u32) -> DeclaredDim {
+        let logical = match place.anchor() {
+            Axis::Tensor | Axis::Sequence => MeshAxis::Tp,
+            Axis::Context => MeshAxis::Cp,
+            Axis::Pipeline => MeshAxis::Pp,
+            Axis::Data | Axis::Expert => MeshAxis::Dp,
+        };
+        let slot = self.order.iter().position(|&a| a == logical).unwrap_or(0) as u8;
+        DeclaredDim {
+            degree,
+            slot,
+            outside: matches!(place, AxisPlace::Outside(_)),
+        }
+    }
+
     /// A group's logical axes as physical slots of [`Placement::mesh`].
     pub(crate) fn map(&self, set: AxisSet) -> AxisSet {
         if *self == Placement::MEGATRON {
@@ -183,7 +199,9 @@ impl Placement {
         }
         // The expert mesh fills a stage's non-pipeline devices innermost first whatever
         // their order: its bits are placed by the mesh itself.
-        let mut out = set.0 & (AxisSet::PIPELINE_ENDS.0 | AxisSet::EXPERT_MESH.0);
+        // So are the declared axes, placed next to their dense axis's slot.
+        let mut out =
+            set.0 & (AxisSet::PIPELINE_ENDS.0 | AxisSet::EXPERT_MESH.0 | !AxisSet::BUILT_IN.0);
         for (slot, a) in self.order.iter().enumerate() {
             if set.0 & a.bit() != 0 {
                 out |= SLOT_BITS[slot];

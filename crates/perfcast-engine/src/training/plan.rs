@@ -128,6 +128,10 @@ pub struct TrainingPlan {
     /// Overlap parameter all-gathers with the forward (`--overlap-param-gather`).
     #[serde(default = "yes")]
     pub overlap_param_gather: bool,
+    /// Degrees of the axes the strategies in use declare, by name (`plan.axes.NAME = N`;
+    /// an axis left out has degree 1).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub axes: BTreeMap<String, u32>,
 }
 
 impl Default for TrainingPlan {
@@ -159,6 +163,7 @@ impl Default for TrainingPlan {
             cp_comm: CpComm::P2p,
             overlap_grad_reduce: true,
             overlap_param_gather: true,
+            axes: BTreeMap::new(),
         }
     }
 }
@@ -168,7 +173,8 @@ impl TrainingPlan {
     pub fn recipe(&self) -> Option<Fp8Recipe> {
         self.fp8_recipe.or(Fp8Recipe::default_for(self.precision))
     }
-    /// The plain-data view the execution plugins see.
+    /// The plain-data view the execution plugins see, declared axes left at degree 1 (the
+    /// engine numbers and fills them: `Training::shape`).
     pub fn shape(&self) -> PlanShape {
         PlanShape {
             tp: self.tp,
@@ -189,6 +195,7 @@ impl TrainingPlan {
             overlap_param_gather: self.overlap_param_gather,
             fp32_grad_accum: self.fp32_grad_accum,
             cp_comm: self.cp_comm,
+            ..PlanShape::default()
         }
     }
 
@@ -201,9 +208,10 @@ impl TrainingPlan {
         }
     }
 
-    /// Devices the plan uses: `tp x pp x dp x cp`.
+    /// Devices the plan uses: `tp x pp x dp x cp`, times the degrees of its declared axes.
     pub fn devices(&self) -> u64 {
-        self.tp as u64 * self.pp as u64 * self.dp as u64 * self.cp as u64
+        let declared: u64 = self.axes.values().map(|&d| d as u64).product();
+        self.tp as u64 * self.pp as u64 * self.dp as u64 * self.cp as u64 * declared
     }
 }
 

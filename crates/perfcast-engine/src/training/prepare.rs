@@ -6,8 +6,8 @@ use super::activations::{ActivationShape, StateBytes};
 use super::plan::TrainingPlan;
 use super::{moe, shape, Training};
 use perfcast_core::parallel::{
-    stage_layers, LayerDims, LayerSplit, PipelineSchedule, RecomputePlan, RecomputePolicy,
-    StateSplit,
+    stage_layers, LayerDims, LayerSplit, PipelineSchedule, PlanShape, RecomputePlan,
+    RecomputePolicy, StateSplit,
 };
 use perfcast_core::workload::{FfnAct, ModelSpec, NormKind, PositionKind};
 use perfcast_core::{Bytes, DType, Key, ModelError};
@@ -66,10 +66,9 @@ impl Training {
     /// Validate `plan` and work out everything that does not need timing.
     pub(super) fn prepare(&self, plan: &TrainingPlan) -> Result<Prepared<'_>, ModelError> {
         self.check_plan(plan)?;
-        let shape = plan.shape();
-        for s in &self.comps.strategies {
-            s.validate(&self.model, &shape)?;
-        }
+        let shape = self.shape(plan)?;
+        self.comps
+            .each_strategy(&shape, |s, view| s.validate(&self.model, view))?;
         let policy = self.recompute_policy(&plan.recompute)?;
         if let Some(m) = plan
             .recompute_modules
@@ -85,8 +84,8 @@ impl Training {
             ));
         }
         let sched = self.schedule(plan.schedule_name())?;
-        sched.validate(&plan.shape())?;
-        let mut p = self.prepare_checked(plan, sched)?;
+        sched.validate(&shape)?;
+        let mut p = self.prepare_checked(plan, shape, sched)?;
         p.shape.ep_comm_overlap = expert_overlap(plan, &p.shape, sched);
         self.set_recompute(&mut p, policy, plan.recompute_layers, &plan.recompute)?;
         Ok(p)
@@ -98,17 +97,16 @@ impl Training {
     pub(super) fn prepare_checked<'a>(
         &'a self,
         plan: &TrainingPlan,
+        shape: PlanShape,
         sched: &'a dyn PipelineSchedule,
     ) -> Result<Prepared<'a>, ModelError> {
         let m = &self.model;
-        let shape = plan.shape();
-
         let mut split = LayerSplit::default();
         let mut ssplit = StateSplit::default();
-        for s in &self.comps.strategies {
-            s.split_layer(&shape, &mut split)?;
-            s.split_state(&shape, &mut ssplit)?;
-        }
+        self.comps.each_strategy(&shape, |s, view| {
+            s.split_layer(view, &mut split)?;
+            s.split_state(view, &mut ssplit)
+        })?;
         let t = split.weights.max(1) as u64;
         let cpd = split.tokens.max(1) as u64;
         let ps = split.pointwise.max(1) as u64;

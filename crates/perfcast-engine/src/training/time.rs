@@ -162,12 +162,13 @@ impl Training {
             scales: self.params.efficiency,
         };
         let mut comms = CommList::default();
-        for st in &self.comps.strategies {
-            st.comms(&p.shape, &p.dims, &mut comms)?;
-        }
+        self.comps.comms(&p.shape, &p.dims, &mut comms)?;
         let mut mesh: Mesh = placement.mesh(plan.tp, plan.cp, plan.pp, plan.dp);
         mesh.ep = p.shape.ep;
         mesh.etp = p.shape.etp;
+        for (k, (d, &degree)) in self.comps.declared.iter().zip(&p.shape.axes).enumerate() {
+            mesh.declare(k, placement.declared(d.decl.place, degree));
+        }
         let mut ctime = [0.0f64; CommList::CAPACITY];
         self.network
             .time_comms(&mesh, &comms, |g| placement.map(g), &mut ctime)?;

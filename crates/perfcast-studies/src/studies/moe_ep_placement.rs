@@ -95,11 +95,10 @@ impl Point {
 }
 
 fn mesh(p: &TrainingPlan) -> Mesh {
-    Mesh {
-        ep: p.ep,
-        etp: p.etp,
-        ..Mesh::new(p.tp, p.cp, p.pp, p.dp)
-    }
+    let mut m = Mesh::new(p.tp, p.cp, p.pp, p.dp);
+    m.ep = p.ep;
+    m.etp = p.etp;
+    m
 }
 
 /// Everything the study computes.
