@@ -50,6 +50,9 @@ fn compact(p: &TrainingPlan) -> String {
     if p.etp > 1 {
         s.push_str(&format!(" etp{}", p.etp));
     }
+    for (name, d) in &p.axes {
+        s.push_str(&format!(" {name}{d}"));
+    }
     s.push_str(&format!(" v{} mb{}", p.vpp, p.micro_batch));
     if p.sp && p.tp > 1 {
         s.push_str(" sp");
@@ -89,6 +92,9 @@ fn fields(p: &TrainingPlan) -> String {
     if p.cp > 1 {
         s.push_str(&format!(" cp_comm={}", p.cp_comm.name()));
     }
+    for (name, d) in &p.axes {
+        s.push_str(&format!(" axes.{name}={d}"));
+    }
     s
 }
 
@@ -99,6 +105,9 @@ fn brief(p: &TrainingPlan) -> String {
     }
     if p.etp > 1 {
         s.push_str(&format!(" ETP{}", p.etp));
+    }
+    for (name, d) in &p.axes {
+        s.push_str(&format!(" {}{d}", name.to_uppercase()));
     }
     s.push_str(&format!(
         " mb{} {} {}",
@@ -169,5 +178,14 @@ mod tests {
         assert!(!c.contains(" sp") && c.contains("full(3)"), "{c}");
         assert!(plan_label(&p, PlanStyle::Fields).contains(" cp_comm="));
         assert!(!plan_label(&p, PlanStyle::Brief).contains(" Z"));
+        // Declared axes, by name.
+        let h = TrainingPlan {
+            dp: 2,
+            axes: [("shard".to_string(), 8)].into(),
+            ..TrainingPlan::default()
+        };
+        assert!(plan_label(&h, PlanStyle::Compact).starts_with("tp1 pp1 dp2 shard8 v1"));
+        assert!(plan_label(&h, PlanStyle::Fields).ends_with(" axes.shard=8"));
+        assert!(plan_label(&h, PlanStyle::Brief).starts_with("TP1 PP1 DP2 SHARD8 mb1"));
     }
 }

@@ -3,7 +3,8 @@
 //! Devices: `system.devices` and `plan.dp` may each be left out. With `plan.dp` omitted it is
 //! derived as `system.devices / (tp x pp x cp)` (which must divide); with `system.devices`
 //! left at its built-in default it becomes `tp x pp x dp x cp`; with both given, the product
-//! must equal `system.devices`.
+//! must equal `system.devices`. The degrees of declared axes (`plan.axes.NAME`) multiply in
+//! beside `tp x pp x cp`.
 //!
 //! The stack (`stack = "NAME"`, [`crate::stack`]) fills the plan and option fields the
 //! configuration leaves unset.
@@ -91,9 +92,18 @@ pub fn resolve_devices(
     system: &mut System,
 ) -> Result<(), HostError> {
     let devices_set = is_set(cfg, "system.devices");
-    let Some(per) = product(&[plan.tp, plan.pp, plan.cp]) else {
+    let mut parts = vec![plan.tp, plan.pp, plan.cp];
+    parts.extend(plan.axes.values());
+    let Some(per) = product(&parts) else {
         return Ok(()); // a zero or absurd degree: the engine names it
     };
+    // The factors beside dp, named and valued for messages.
+    let axes: String = plan
+        .axes
+        .keys()
+        .map(|k| format!(" x plan.axes.{k}"))
+        .collect();
+    let values: String = plan.axes.values().map(|v| format!(" x {v}")).collect();
     if is_set(cfg, "plan.dp") {
         let Some(all) = product(&[per, plan.dp]) else {
             return Ok(());
@@ -104,7 +114,7 @@ pub fn resolve_devices(
             return Err(cfg.invalid(
                 "plan.dp",
                 format!(
-                    "plan.tp x plan.pp x plan.dp x plan.cp = {} x {} x {} x {} = {all} must equal system.devices = {}{}; or omit plan.dp to derive it",
+                    "plan.tp x plan.pp x plan.dp x plan.cp{axes} = {} x {} x {} x {}{values} = {all} must equal system.devices = {}{}; or omit plan.dp to derive it",
                     plan.tp,
                     plan.pp,
                     plan.dp,
@@ -121,7 +131,7 @@ pub fn resolve_devices(
             return Err(cfg.invalid(
                 "system.devices",
                 format!(
-                    "{} devices cannot be split into data-parallel replicas of plan.tp x plan.pp x plan.cp = {} x {} x {} = {per} devices: it must be a multiple of {per} (or set plan.dp)",
+                    "{} devices cannot be split into data-parallel replicas of plan.tp x plan.pp x plan.cp{axes} = {} x {} x {}{values} = {per} devices: it must be a multiple of {per} (or set plan.dp)",
                     system.devices, plan.tp, plan.pp, plan.cp
                 ),
             ));

@@ -1,6 +1,6 @@
 //! Built-in parallel strategies, one per mesh axis: `tensor`, `sequence`, `context`,
 //! `expert`, `pipeline`, `data`, `zero` (and `fsdp`, ZeRO with PyTorch FSDP's resharding
-//! switch).
+//! switch), and `hsdp` (hybrid-sharded data parallelism, on a mesh axis it declares, `shard`).
 //!
 //! Mesh order (Megatron-LM): TP innermost, then CP, PP, DP outermost; the MoE layers' expert
 //! mesh (ETP, EP, EDP) is folded into a stage's TP x CP x DP ranks (`expert`). Each strategy divides
@@ -10,7 +10,7 @@
 //! named plugin parameters with documented defaults, shared by every scenario.
 //!
 //! One module per strategy (`tensor`, `sequence`, `context`, `pipeline`, `data`, `zero` for
-//! both `zero` and `fsdp`), `common` for what they share; the registration is here.
+//! both `zero` and `fsdp`, `hsdp`), `common` for what they share; the registration is here.
 //!
 //! [`LayerSplit`]: perfcast_core::parallel::LayerSplit
 //! [`CommOp`]: perfcast_core::parallel::CommOp
@@ -20,6 +20,7 @@ mod common;
 mod context;
 mod data;
 mod expert;
+mod hsdp;
 mod pipeline;
 mod sequence;
 mod tensor;
@@ -28,6 +29,7 @@ mod zero;
 pub use context::{Context, ContextParams};
 pub use data::{Data, DataParams};
 pub use expert::{expert_data_degree, Expert, ExpertParams};
+pub use hsdp::Hsdp;
 pub use pipeline::{Pipeline, PipelineParams};
 pub use sequence::Sequence;
 pub use tensor::{Tensor, TensorParams};
@@ -74,10 +76,13 @@ fn expert(p: &serde_json::Value) -> Result<Component, PluginError> {
     fraction("prefetch_efficiency", params.prefetch_efficiency)?;
     Ok(Component::ParallelStrategy(Arc::new(Expert { params })))
 }
-fn zero_named(name: &'static str, p: &serde_json::Value) -> Result<Component, PluginError> {
+fn zero(name: &'static str, p: &serde_json::Value) -> Result<Zero, PluginError> {
     let params: ZeroParams = params::parse(p)?;
     fraction("prefetch_efficiency", params.prefetch_efficiency)?;
-    Ok(Component::ParallelStrategy(Arc::new(Zero { name, params })))
+    Ok(Zero { name, params })
+}
+fn zero_named(name: &'static str, p: &serde_json::Value) -> Result<Component, PluginError> {
+    Ok(Component::ParallelStrategy(Arc::new(zero(name, p)?)))
 }
 
 /// The parameter every overlap-taking strategy has, with its meaning and source.
@@ -226,6 +231,17 @@ perfcast_core::builtin!(
     "fsdp",
     "PyTorch FSDP (ZeRO with reshard_after_forward switch); plan.zero_stage 3 = FULL_SHARD",
     |p| zero_named("fsdp", p),
+    params = ZERO_PARAMS
+);
+
+perfcast_core::builtin!(
+    ParallelStrategy,
+    "hsdp",
+    "Hybrid-sharded data parallel (FSDP HYBRID_SHARD): ZeRO-3 inside plan.axes.shard, replicas over plan.dp; replaces data and zero",
+    |p| {
+        let zero = zero("hsdp", p)?;
+        Ok(Component::ParallelStrategy(Arc::new(Hsdp { zero })))
+    },
     params = ZERO_PARAMS
 );
 

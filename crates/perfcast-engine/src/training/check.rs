@@ -190,7 +190,13 @@ impl Training {
                 };
                 return Err(ModelError::invalid(key(), degree, why));
             };
-            positive(key(), degree)?;
+            if degree == 0 {
+                return Err(ModelError::invalid(
+                    key(),
+                    degree,
+                    "must be a positive integer",
+                ));
+            }
             if degree > 1 && (plan.ep > 1 || plan.etp > 1) {
                 return Err(ModelError::invalid(
                     key(),
@@ -326,8 +332,13 @@ impl Training {
                 ),
             ));
         }
-        for (name, &degree) in &plan.axes {
-            positive(Key::owned(Section::Plan, format!("axes.{name}")), degree)?;
+        if let Some((name, &degree)) = plan.axes.iter().find(|(_, &d)| d == 0) {
+            let key = Key::owned(Section::Plan, format!("axes.{name}"));
+            return Err(ModelError::invalid(
+                key,
+                degree,
+                "must be a positive integer",
+            ));
         }
         if plan.devices() != self.system.devices as u64 {
             let declared: String = plan

@@ -420,3 +420,40 @@ fn bad_declared_axes() {
     let t = with_probe(json!({ "axes": [shard], "comm_on": 0 })).unwrap();
     t.evaluate(&plan(8, 1, 2, &[("shard", 4)])).unwrap();
 }
+
+/// The built-in `hsdp` with one replica is ZeRO-3 over its shard group: the report of `dp =
+/// 1, axes.shard = N` is the built-in `data` + `zero` report of `dp = N` bit for bit. With
+/// replicas the state is sharded over the shard group only, so a device holds more of it
+/// than under ZeRO-3 over every rank, with the same micro-batches.
+#[test]
+fn hsdp_with_one_replica_is_zero_3_over_its_shard() {
+    let mut names: Vec<&str> = DEFAULT_STRATEGIES[..5].to_vec();
+    names.push("hsdp");
+    let hsdp = training(&options(&names, json!({})), 64).unwrap();
+    let builtin = training(&TrainingOptions::default(), 64).unwrap();
+    for (tp, pp, n) in [(2, 2, 16), (8, 1, 8), (1, 4, 16)] {
+        let zero3 = |dp, axes: &[(&str, u32)]| TrainingPlan {
+            zero_stage: 3,
+            ..plan(tp, pp, dp, axes)
+        };
+        let want = builtin.evaluate(&zero3(n, &[])).unwrap();
+        let got = hsdp.evaluate(&zero3(1, &[("shard", n)])).unwrap();
+        assert_eq!(got, want, "tp {tp} pp {pp} shard {n}");
+    }
+    // 8 x 8 devices: shard 8 inside the node, 2 x 4 replicas. The state is sharded 8 ways
+    // instead of 64 (ZeRO-3 over every rank), so more memory per device.
+    let full = builtin
+        .evaluate(&TrainingPlan {
+            zero_stage: 3,
+            ..plan(1, 1, 64, &[])
+        })
+        .unwrap();
+    let hybrid = hsdp
+        .evaluate(&TrainingPlan {
+            zero_stage: 3,
+            ..plan(1, 1, 8, &[("shard", 8)])
+        })
+        .unwrap();
+    assert!(hybrid.memory.peak.0 > full.memory.peak.0);
+    assert_eq!(hybrid.micro_batches, full.micro_batches);
+}

@@ -1,0 +1,142 @@
+//! Declared axes through the command line: the built-in `hsdp` strategy and its `shard` axis
+//! (`plan.axes.shard`) on a shipped experiment, `config explain --all` listing the axis, and
+//! bad axis keys and degrees as errors naming the key.
+
+// A test, bench or example target: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+
+mod common;
+use common::{repo, Out};
+
+const CONFIG: &str = "configs/experiments/llama3-8b-h100.toml";
+const HSDP: &str =
+    r#"options.strategies=["tensor","sequence","context","expert","pipeline","hsdp"]"#;
+
+fn perfcast(args: &[&str]) -> Out {
+    let out = common::output(&mut common::command(&repo(), args));
+    assert!(!out.stderr.contains("panicked at"), "{}", out.stderr);
+    out
+}
+
+fn report(extra: &[&str]) -> Value {
+    let mut args = vec!["predict", CONFIG, "--format", "json"];
+    args.extend(extra);
+    let o = perfcast(&args);
+    assert_eq!(o.code, 0, "perfcast {}: {}", args.join(" "), o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    v["report"].clone()
+}
+
+/// One shard group of all 8 GPUs (`dp` derived as 1) is ZeRO-3 over 8 data-parallel ranks;
+/// 2 replicas of shard groups of 2 run (the plan line names the axis) and shard the state 2
+/// ways instead of 8.
+#[test]
+fn hsdp_from_the_command_line() {
+    let zero3 = report(&["--set", "plan.zero_stage=3"]);
+    let one_group = report(&[
+        "--set",
+        HSDP,
+        "--set",
+        "plan.zero_stage=3",
+        "--set",
+        "plan.axes.shard=4",
+    ]);
+    assert_eq!(one_group, zero3);
+    let o = perfcast(&[
+        "predict",
+        CONFIG,
+        "--set",
+        HSDP,
+        "--set",
+        "plan.zero_stage=3",
+        "--set",
+        "plan.axes.shard=2",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("dp=2 ") && o.stdout.contains("axes.shard=2"),
+        "{}",
+        o.stdout
+    );
+    let hybrid = report(&[
+        "--set",
+        HSDP,
+        "--set",
+        "plan.zero_stage=3",
+        "--set",
+        "plan.axes.shard=2",
+    ]);
+    let weights = |r: &Value| r["memory"]["first_stage"]["weights"].as_f64().unwrap();
+    assert_eq!(weights(&hybrid), 2.0 * weights(&zero3));
+}
+
+#[test]
+fn explain_lists_an_absent_axis_at_degree_one() {
+    let o = perfcast(&["config", "explain", "--all", CONFIG, "--set", HSDP]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let line = o
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("plan.axes.shard"))
+        .unwrap_or_else(|| panic!("{}", o.stdout));
+    assert!(line.contains("declared by strategy `hsdp`"), "{line}");
+}
+
+/// (arguments, what stderr says): each a non-zero exit naming the key.
+#[test]
+fn bad_axes_are_errors_naming_the_key() {
+    let table: [(&[&str], &str); 5] = [
+        (
+            &[
+                "--set",
+                HSDP,
+                "--set",
+                "plan.zero_stage=3",
+                "--set",
+                "plan.axes.shrad=2",
+            ],
+            "did you mean `shard`",
+        ),
+        (
+            &["--set", "plan.axes.shard=2"],
+            "no strategy in use declares an axis",
+        ),
+        (
+            &[
+                "--set",
+                HSDP,
+                "--set",
+                "plan.zero_stage=3",
+                "--set",
+                "plan.axes.shard=0",
+            ],
+            "plan.axes.shard",
+        ),
+        (
+            &["--set", HSDP, "--set", "plan.axes.shard=2"],
+            "plan.zero_stage",
+        ),
+        (
+            &[
+                "--set",
+                HSDP,
+                "--set",
+                "plan.zero_stage=3",
+                "--set",
+                "plan.axes.shard=2",
+                "--set",
+                "plan.dp=3",
+            ],
+            "x plan.axes.shard = 2 x 1 x 3 x 1 x 2 = 12",
+        ),
+    ];
+    for (extra, want) in table {
+        let mut args = vec!["predict", CONFIG];
+        args.extend(extra);
+        let o = perfcast(&args);
+        assert_ne!(o.code, 0, "{}", args.join(" "));
+        assert!(o.stderr.contains(want), "{}: {}", args.join(" "), o.stderr);
+    }
+}
