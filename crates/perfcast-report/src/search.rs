@@ -307,6 +307,11 @@ fn csv_table(r: &SearchResult, price: f64, iv: Option<&Interval>) -> Table {
     if iv.is_some() {
         cols.extend([("time_s_lo", true), ("time_s_hi", true)]);
     }
+    // The declared axes' degrees (`shard=8;...`), when a plan has one.
+    let axes = r.plans.iter().any(|p| !p.plan.axes.is_empty());
+    if axes {
+        cols.push(("axes", false));
+    }
     let mut t = Table::new(&cols);
     for rp in &r.plans {
         let p = &rp.plan;
@@ -334,6 +339,10 @@ fn csv_table(r: &SearchResult, price: f64, iv: Option<&Interval>) -> Table {
         if let Some(iv) = iv {
             let [lo, hi] = iv.around(rep.iteration_time.0, Direction::Time);
             row.extend([lo.to_string(), hi.to_string()]);
+        }
+        if axes {
+            let cells: Vec<String> = p.axes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            row.push(cells.join(";"));
         }
         t.push(row);
     }

@@ -101,6 +101,9 @@ space_and_config! {
         /// Megatron-LM's; `dp-tp-pp-cp` puts DP inside the node). Default: all six with PP third
         /// (orders that place a mesh the same are tried once).
         pub placement: Option<Vec<String>>,
+        /// Degrees of the axes the strategies in use declare, by name (`axes.shard = [1, 2,
+        /// 4, 8]`). Default: the plan's own degree of each (`plan.axes.NAME`, else 1).
+        pub axes: Option<std::collections::BTreeMap<String, Vec<u32>>>,
     }
 
     /// The `[search]` config section: the space and the constraints in one flat table.

@@ -48,6 +48,7 @@ fn small_space() -> SearchSpace {
         overlap_grad_reduce: None,
         overlap_param_gather: None,
         placement: None,
+        axes: None,
     }
 }
 
@@ -601,4 +602,76 @@ fn moe_search_walks_expert_layouts() {
 
 fn run_dense(space: &SearchSpace) -> String {
     err_of(space.clone(), constraints(64), 5).to_string()
+}
+
+/// `[search] axes.NAME` walks a declared axis: `hsdp`'s shard group over 1, 2, 4 and 8 of the
+/// 8 devices (the replicas the rest); with one group of 8 its best plan is ZeRO-3 over 8
+/// data-parallel ranks, the built-in search's, in the same time.
+#[test]
+fn search_walks_a_declared_axis() {
+    let registry = perfcast_builtins::registry().expect("registry");
+    let names = [
+        "tensor", "sequence", "context", "expert", "pipeline", "hsdp",
+    ];
+    let opts = perfcast_engine::TrainingOptions {
+        strategies: Some(names.map(String::from).to_vec()),
+        ..Default::default()
+    };
+    let sys = a100_from_registry(&registry, 8).expect("system");
+    let hsdp = Training::with_options(small_model(), sys, &registry, &opts).expect("training");
+    let space = |shards: Vec<u32>| SearchSpace {
+        tp: Some(vec![1]),
+        pp: Some(vec![1]),
+        zero_stage: Some(vec![3]),
+        micro_batch: Some(vec![1]),
+        axes: Some([("shard".to_string(), shards)].into()),
+        ..small_space()
+    };
+    let r = crate::best_plans(&hsdp, &space(vec![1, 2, 4, 8]), &constraints(64), 40).unwrap();
+    // (An axis at degree 1 is left out of the plan, as plan.axes leaves it.)
+    let shard = |p: &TrainingPlan| p.axes.get("shard").copied().unwrap_or(1);
+    let mut shards: Vec<u32> = r.plans.iter().map(|p| shard(&p.plan)).collect();
+    shards.sort_unstable();
+    shards.dedup();
+    assert_eq!(shards, [1, 2, 4, 8]);
+    for p in &r.plans {
+        assert_eq!(p.plan.dp * shard(&p.plan), 8, "{:?}", p.plan);
+    }
+    let one_group = crate::best_plans(&hsdp, &space(vec![8]), &constraints(64), 1).unwrap();
+    let builtin = SearchSpace {
+        dp: Some(vec![8]),
+        axes: None,
+        ..space(vec![8])
+    };
+    let zero3 = crate::best_plans(&training(8), &builtin, &constraints(64), 1).unwrap();
+    assert_eq!(
+        one_group.plans[0].report.iteration_time,
+        zero3.plans[0].report.iteration_time
+    );
+    // An axis no strategy declares, and a zero degree, name the key.
+    let bad = SearchSpace {
+        axes: Some([("shrad".to_string(), vec![2])].into()),
+        ..space(vec![])
+    };
+    let e = crate::best_plans(&hsdp, &bad, &constraints(64), 1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("search.axes.shrad") && e.contains("did you mean `shard`"),
+        "{e}"
+    );
+    let e = crate::best_plans(&hsdp, &space(vec![0, 2]), &constraints(64), 1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("search.axes.shard") && e.contains("positive"),
+        "{e}"
+    );
+    let e = crate::best_plans(&training(8), &space(vec![2]), &constraints(64), 1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("search.axes.shard") && e.contains("no strategy"),
+        "{e}"
+    );
 }

@@ -140,3 +140,45 @@ fn bad_axes_are_errors_naming_the_key() {
         assert!(o.stderr.contains(want), "{}: {}", args.join(" "), o.stderr);
     }
 }
+
+/// `[search] axes.shard` from the command line: the CSV gains an `axes` column naming each
+/// plan's degree, and every plan's shard groups and replicas fill the 8 GPUs.
+#[test]
+fn search_walks_the_shard_axis() {
+    let o = perfcast(&[
+        "search",
+        CONFIG,
+        "--set",
+        HSDP,
+        "--set",
+        "search.axes.shard=[2,4,8]",
+        "--set",
+        "search.zero_stage=[3]",
+        "--set",
+        "search.tp=[1]",
+        "--set",
+        "plan.zero_stage=3",
+        "--top",
+        "20",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let mut lines = o.stdout.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let (dp, pp, axes) = (col("dp"), col("pp"), col("axes"));
+    let mut seen = Vec::new();
+    for line in lines {
+        let cells: Vec<&str> = line.split(',').collect();
+        let shard: u32 = cells[axes].trim_start_matches("shard=").parse().unwrap();
+        let dp: u32 = cells[dp].parse().unwrap();
+        let pp: u32 = cells[pp].parse().unwrap();
+        assert_eq!(dp * pp * shard, 8, "{line}");
+        seen.push(shard);
+    }
+    assert!(!seen.is_empty());
+    let o = perfcast(&["search", CONFIG, "--set", "search.axes.shard=[2]"]);
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("search.axes.shard"), "{}", o.stderr);
+}

@@ -103,6 +103,10 @@ pub struct PlanGroup<'t> {
 }
 
 impl Training {
+    /// The axes the strategies in use declare, in the run's numbering (`PlanShape::axes`).
+    pub fn declared_axes(&self) -> impl Iterator<Item = &perfcast_core::parallel::AxisDecl> {
+        self.comps.declared.iter().map(|d| &d.decl)
+    }
     /// Registered recompute policy names, in the order [`PlanGroup::set_variant`] indexes them.
     pub fn recompute_names(&self) -> Vec<&str> {
         self.comps

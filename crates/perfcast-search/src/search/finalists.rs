@@ -29,7 +29,7 @@ pub(super) fn recipe_for(template: &TrainingPlan, precision: DType) -> Option<Fp
 fn plan_of(template: &TrainingPlan, training: &Training, k: &PlanKey) -> TrainingPlan {
     let rnames = training.recompute_names();
     let snames = training.schedule_names();
-    TrainingPlan {
+    let mut plan = TrainingPlan {
         tp: k.tp,
         pp: k.pp,
         dp: k.dp,
@@ -53,7 +53,9 @@ fn plan_of(template: &TrainingPlan, training: &Training, k: &PlanKey) -> Trainin
         overlap_grad_reduce: k.overlap_grad_reduce,
         overlap_param_gather: k.overlap_param_gather,
         ..template.clone()
-    }
+    };
+    super::walk::set_axes(&mut plan, training, &k.axes);
+    plan
 }
 
 /// Why no plan was timed: the space lists none, none fits in memory (the limit and the

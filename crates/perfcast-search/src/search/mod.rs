@@ -77,7 +77,7 @@ pub fn search_within(
     for t in trainings {
         lists.push(resolve::lists(t, space, template.precision)?);
     }
-    let mut outers = resolve::outer_tuples(trainings, space, constraints)?;
+    let mut outers = resolve::outer_tuples(trainings, space, constraints, template)?;
     let hopeless = hopeless_counts(trainings, constraints);
     outers.retain(|o| !hopeless.iter().any(|(t, _)| *t == o.t));
     if outers.is_empty() && !hopeless.is_empty() {

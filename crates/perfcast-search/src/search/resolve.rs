@@ -5,8 +5,9 @@
 use super::results::precision_code;
 use crate::space::{Constraints, SearchSpace};
 use crate::SearchError;
+use perfcast_core::parallel::MAX_DECLARED_AXES;
 use perfcast_core::DType;
-use perfcast_engine::training::{Placement, Training};
+use perfcast_engine::training::{Placement, Training, TrainingPlan};
 
 /// Most plans one search reports (each is fully evaluated and printed).
 const MAX_TOP: usize = 10_000;
@@ -24,6 +25,10 @@ pub(super) struct Outer {
     pub(super) pp: u32,
     pub(super) dp: u32,
     pub(super) cp: u32,
+    /// Degrees of the declared axes (the run's numbering; 1 beyond them).
+    pub(super) axes: [u32; MAX_DECLARED_AXES],
+    /// The product of the declared axes' degrees that split the batch.
+    pub(super) batch: u32,
 }
 
 /// The resolved lists of a space for one training.
@@ -235,6 +240,34 @@ pub(super) fn check(
     ] {
         check_list(k, l)?;
     }
+    for (name, list) in space.axes.iter().flatten() {
+        let key = format!("search.axes.{name}");
+        check_list(&key, &Some(list.clone()))?;
+        if list.is_empty() {
+            return Err(SearchError::Invalid {
+                key,
+                message: "lists no degree".into(),
+            });
+        }
+        let declared: Vec<&str> = trainings[0]
+            .declared_axes()
+            .map(|a| a.name.as_str())
+            .collect();
+        if !declared.contains(&name.as_str()) {
+            return Err(SearchError::Invalid {
+                key,
+                message: if declared.is_empty() {
+                    "no strategy in use declares an axis (options.strategies)".into()
+                } else {
+                    format!(
+                        "not an axis the strategies in use declare{}; declared: {}",
+                        perfcast_core::suggest::did_you_mean(name, declared.iter().copied()),
+                        declared.join(", ")
+                    )
+                },
+            });
+        }
+    }
     let dense = trainings.iter().any(|t| t.model().moe.is_none());
     for (k, l) in [("search.ep", &space.ep), ("search.etp", &space.etp)] {
         if let Some(v) = l.as_ref().and_then(|l| l.iter().find(|v| **v > 1)) {
@@ -257,6 +290,7 @@ pub(super) fn outer_tuples(
     trainings: &[Training],
     space: &SearchSpace,
     constraints: &Constraints,
+    template: &TrainingPlan,
 ) -> Result<Vec<Outer>, SearchError> {
     let mut outers = Vec::new();
     let mut why_empty: Vec<String> = Vec::new();
@@ -269,67 +303,107 @@ pub(super) fn outer_tuples(
             .map(|l| l.domain_size())
             .unwrap_or(1);
         let max_tp = constraints.max_tp.unwrap_or(domain);
-        let divs = divisors(n as u64);
         let allowed =
             |list: &Option<Vec<u32>>, v: u32| list.as_ref().is_none_or(|l| l.contains(&v));
-        let tps: Vec<u32> = divs
-            .iter()
-            .copied()
-            .filter(|v| *v <= max_tp && allowed(&space.tp, *v))
-            .collect();
-        if tps.is_empty() {
-            why_empty.push(format!(
-                "{n} devices: no tensor-parallel degree in search.tp = {:?} divides {n} and is <= max_tp = {max_tp}",
-                space.tp
-            ));
-        }
-        let cps: Vec<u32> = divs
-            .iter()
-            .copied()
-            .filter(|v| match &space.cp {
-                Some(l) => l.contains(v),
-                None => *v == 1,
-            })
-            .collect();
-        if cps.is_empty() {
-            why_empty.push(format!(
-                "{n} devices: no context-parallel degree in search.cp = {:?} divides {n}",
-                space.cp
-            ));
-        }
-        let before = outers.len();
-        for &tp in &tps {
-            for &cp in &cps {
-                if !(n as u64).is_multiple_of(tp as u64 * cp as u64) {
-                    continue;
-                }
-                let rest = n / (tp * cp);
-                for pp in divisors(rest as u64) {
-                    let dp = rest / pp;
-                    if allowed(&space.pp, pp) && allowed(&space.dp, dp) {
-                        outers.push(Outer {
-                            t: ti,
-                            devices: n,
-                            tp,
-                            pp,
-                            dp,
-                            cp,
-                        });
+        let (before, reasons) = (outers.len(), why_empty.len());
+        for (axes, batch) in declared_combinations(t, space, template) {
+            let declared: u64 = axes.iter().map(|&d| d as u64).product();
+            if !(n as u64).is_multiple_of(declared) {
+                continue;
+            }
+            let m = (n as u64 / declared) as u32;
+            let divs = divisors(m as u64);
+            let tps: Vec<u32> = divs
+                .iter()
+                .copied()
+                .filter(|v| *v <= max_tp && allowed(&space.tp, *v))
+                .collect();
+            if tps.is_empty() {
+                why_empty.push(format!(
+                    "{n} devices: no tensor-parallel degree in search.tp = {:?} divides {m} and is <= max_tp = {max_tp}",
+                    space.tp
+                ));
+            }
+            let cps: Vec<u32> = divs
+                .iter()
+                .copied()
+                .filter(|v| match &space.cp {
+                    Some(l) => l.contains(v),
+                    None => *v == 1,
+                })
+                .collect();
+            if cps.is_empty() {
+                why_empty.push(format!(
+                    "{n} devices: no context-parallel degree in search.cp = {:?} divides {m}",
+                    space.cp
+                ));
+            }
+            for &tp in &tps {
+                for &cp in &cps {
+                    if !(m as u64).is_multiple_of(tp as u64 * cp as u64) {
+                        continue;
+                    }
+                    let rest = m / (tp * cp);
+                    for pp in divisors(rest as u64) {
+                        let dp = rest / pp;
+                        if allowed(&space.pp, pp) && allowed(&space.dp, dp) {
+                            outers.push(Outer {
+                                t: ti,
+                                devices: n,
+                                tp,
+                                pp,
+                                dp,
+                                cp,
+                                axes,
+                                batch,
+                            });
+                        }
                     }
                 }
             }
         }
-        if outers.len() == before && !tps.is_empty() && !cps.is_empty() {
+        if outers.len() == before && why_empty.len() == reasons {
             why_empty.push(format!(
-                "{n} devices: no pp in search.pp = {:?} and dp in search.dp = {:?} with tp x cp x pp x dp = {n}",
-                space.pp, space.dp
+                "{n} devices: no pp in search.pp = {:?} and dp in search.dp = {:?} with tp x cp x pp x dp{} = {n}",
+                space.pp,
+                space.dp,
+                if space.axes.is_some() { " x the declared axes" } else { "" }
             ));
         }
     }
     if outers.is_empty() {
+        why_empty.dedup();
         return Err(SearchError::Empty {
             reason: why_empty.join("; "),
         });
     }
     Ok(outers)
+}
+
+/// Every combination of the declared axes' degrees the space lists (each axis not listed at
+/// the template's degree, else 1), with the product of those that split the batch.
+fn declared_combinations(
+    training: &Training,
+    space: &SearchSpace,
+    template: &TrainingPlan,
+) -> Vec<([u32; MAX_DECLARED_AXES], u32)> {
+    let mut out = vec![([1u32; MAX_DECLARED_AXES], 1u32)];
+    for (k, decl) in training.declared_axes().enumerate().take(MAX_DECLARED_AXES) {
+        let fixed = [template.axes.get(&decl.name).copied().unwrap_or(1)];
+        let values: &[u32] = match space.axes.as_ref().and_then(|a| a.get(&decl.name)) {
+            Some(l) => l,
+            None => &fixed,
+        };
+        out = out
+            .into_iter()
+            .flat_map(|(axes, batch)| {
+                values.iter().map(move |&d| {
+                    let mut a = axes;
+                    a[k] = d;
+                    (a, if decl.divides.batch { batch * d } else { batch })
+                })
+            })
+            .collect();
+    }
+    out
 }

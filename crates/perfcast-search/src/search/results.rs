@@ -2,6 +2,7 @@
 //! [`Summary`]) and the compact plan form the workers keep ([`PlanKey`]).
 
 use crate::space::Objective;
+use perfcast_core::parallel::MAX_DECLARED_AXES;
 use perfcast_core::DType;
 use perfcast_engine::training::{TrainingPlan, TrainingReport};
 use serde::Serialize;
@@ -34,6 +35,8 @@ pub struct PlanKey {
     pub schedule: u8,
     /// Index into `Placement::all()` (0: Megatron's TP, CP, PP, DP).
     pub placement: u8,
+    /// Degrees of the declared axes, in the run's numbering (1 beyond them).
+    pub axes: [u32; MAX_DECLARED_AXES],
 }
 
 /// The precisions a [`PlanKey`] encodes (`PlanKey::precision` indexes this).

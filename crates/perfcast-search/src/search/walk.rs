@@ -153,8 +153,9 @@ impl Ctx<'_> {
         let mbs: Vec<u32> = match &l.micro_batch {
             Some(v) => v.clone(),
             None => {
-                if gb.is_multiple_of(o.dp) {
-                    divisors((gb / o.dp) as u64)
+                let replicas = o.dp * o.batch;
+                if gb.is_multiple_of(replicas) {
+                    divisors((gb / replicas) as u64)
                         .into_iter()
                         .filter(|b| *b <= self.constraints.max_micro_batch)
                         .collect()
@@ -165,19 +166,21 @@ impl Ctx<'_> {
         };
         let sps = if o.tp > 1 { l.sp.clone() } else { vec![false] };
         let tpos = if o.tp > 1 { l.tpo.clone() } else { vec![false] };
-        let zeros = if o.dp * o.cp > 1 {
+        let zeros = if o.dp * o.cp * o.batch > 1 {
             l.zero.clone()
         } else {
             vec![0]
         };
         // Placements that place this mesh differently (same order of the non-trivial axes
-        // = same placement of every group).
+        // = same placement of every group; with a declared axis every order is tried, as
+        // its anchor may be a trivial axis whose place still matters).
+        let declared = o.axes.iter().any(|&d| d > 1);
         let all = Placement::all();
         let mut places: Vec<u8> = Vec::with_capacity(l.placements.len());
         let mut seen = Vec::with_capacity(l.placements.len());
         for &i in &l.placements {
             let e = all[i as usize].effective(o.tp, o.cp, o.pp, o.dp);
-            if !seen.contains(&e) {
+            if declared || !seen.contains(&e) {
                 seen.push(e);
                 places.push(i);
             }
@@ -231,12 +234,12 @@ impl Ctx<'_> {
     /// values).
     fn overlaps(&self, o: Outer, zero: u8) -> (&[bool], &[bool]) {
         let l = &self.lists[o.t];
-        let ogrs: &[bool] = if o.dp * o.cp > 1 {
+        let ogrs: &[bool] = if o.dp * o.cp * o.batch > 1 {
             &l.ogr
         } else {
             std::slice::from_ref(&self.template.overlap_grad_reduce)
         };
-        let opgs: &[bool] = if o.dp * o.cp > 1 && (1..=2).contains(&zero) {
+        let opgs: &[bool] = if o.dp * o.cp * o.batch > 1 && (1..=2).contains(&zero) {
             &l.opg
         } else {
             std::slice::from_ref(&self.template.overlap_param_gather)
@@ -299,6 +302,7 @@ impl Ctx<'_> {
             global_batch: gb,
             ..self.template.clone()
         };
+        set_axes(&mut plan, training, &o.axes);
         'all: for (&(ep, etp), &vpp) in experts
             .iter()
             .flat_map(|e| vpps.iter().map(move |v| (e, v)))
@@ -353,6 +357,7 @@ impl Ctx<'_> {
                                             recompute_layers: 0,
                                             schedule: 0,
                                             placement: 0,
+                                            axes: o.axes,
                                         };
                                         let left = self
                                             .group(training, &plan, key, &var, &places, limit, acc);
@@ -532,6 +537,20 @@ impl Ctx<'_> {
             acc.offer_fastest(sc);
         }
         0
+    }
+}
+
+/// Set `plan.axes` to `degrees` (the run's numbering) by the training's axis names: every
+/// axis of degree > 1, and those the template names.
+pub(super) fn set_axes(
+    plan: &mut TrainingPlan,
+    training: &Training,
+    degrees: &[u32; perfcast_core::parallel::MAX_DECLARED_AXES],
+) {
+    for (decl, &d) in training.declared_axes().zip(degrees) {
+        if d > 1 || plan.axes.contains_key(&decl.name) {
+            plan.axes.insert(decl.name.clone(), d);
+        }
     }
 }
 
