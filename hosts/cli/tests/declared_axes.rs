@@ -14,6 +14,22 @@ const CONFIG: &str = "configs/experiments/llama3-8b-h100.toml";
 const HSDP: &str =
     r#"options.strategies=["tensor","sequence","context","expert","pipeline","hsdp"]"#;
 
+/// `hsdp` in use, ZeRO-3, and `plan.axes.shard = N`.
+fn hsdp_args(shard: &str) -> Vec<String> {
+    [
+        HSDP,
+        "plan.zero_stage=3",
+        &format!("plan.axes.shard={shard}"),
+    ]
+    .iter()
+    .flat_map(|s| ["--set".to_string(), s.to_string()])
+    .collect()
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
 fn perfcast(args: &[&str]) -> Out {
     let out = common::output(&mut common::command(&repo(), args));
     assert!(!out.stderr.contains("panicked at"), "{}", out.stderr);
@@ -29,9 +45,9 @@ fn report(extra: &[&str]) -> Value {
     v["report"].clone()
 }
 
-/// One shard group of all 8 GPUs (`dp` derived as 1) is ZeRO-3 over 8 data-parallel ranks;
-/// 2 replicas of shard groups of 2 run (the plan line names the axis) and shard the state 2
-/// ways instead of 8.
+/// The experiment runs TP 2 on 8 GPUs: one shard group of 4 (`dp` derived as 1) is ZeRO-3
+/// over 4 data-parallel ranks, bit for bit; 2 replicas of shard groups of 2 run (the plan line
+/// names the axis) and shard the weights 2 ways instead of 4.
 #[test]
 fn hsdp_from_the_command_line() {
     let zero3 = report(&["--set", "plan.zero_stage=3"]);
