@@ -51,39 +51,19 @@ fn report(extra: &[&str]) -> Value {
 #[test]
 fn hsdp_from_the_command_line() {
     let zero3 = report(&["--set", "plan.zero_stage=3"]);
-    let one_group = report(&[
-        "--set",
-        HSDP,
-        "--set",
-        "plan.zero_stage=3",
-        "--set",
-        "plan.axes.shard=4",
-    ]);
+    let one_group = report(&strs(&hsdp_args("4")));
     assert_eq!(one_group, zero3);
-    let o = perfcast(&[
-        "predict",
-        CONFIG,
-        "--set",
-        HSDP,
-        "--set",
-        "plan.zero_stage=3",
-        "--set",
-        "plan.axes.shard=2",
-    ]);
+    let two = hsdp_args("2");
+    let mut args = vec!["predict", CONFIG];
+    args.extend(strs(&two));
+    let o = perfcast(&args);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(
         o.stdout.contains("dp=2 ") && o.stdout.contains("axes.shard=2"),
         "{}",
         o.stdout
     );
-    let hybrid = report(&[
-        "--set",
-        HSDP,
-        "--set",
-        "plan.zero_stage=3",
-        "--set",
-        "plan.axes.shard=2",
-    ]);
+    let hybrid = report(&strs(&two));
     let weights = |r: &Value| r["memory"]["first_stage"]["weights"].as_f64().unwrap();
     assert_eq!(weights(&hybrid), 2.0 * weights(&zero3));
 }
