@@ -99,6 +99,45 @@ struct Dims {
     places: Vec<u8>,
 }
 
+/// The axes of degree > 1 of tuple `o` as `placement` lays them out, innermost first (the
+/// dense ones 0..4 in `MeshAxis` order, declared axis `k` as `10 + k`, each next to its
+/// anchor): two placements with the same order place every group the same.
+fn physical_order(
+    placement: &Placement,
+    o: Outer,
+    decls: &[&perfcast_core::parallel::AxisDecl],
+) -> Vec<u8> {
+    use perfcast_core::parallel::{Axis, AxisPlace};
+    use perfcast_engine::training::MeshAxis;
+    let logical = |a: Axis| match a {
+        Axis::Tensor | Axis::Sequence => MeshAxis::Tp,
+        Axis::Context => MeshAxis::Cp,
+        Axis::Pipeline => MeshAxis::Pp,
+        Axis::Data | Axis::Expert => MeshAxis::Dp,
+    };
+    let mut out = Vec::with_capacity(4 + decls.len());
+    for a in placement.order() {
+        let degree = match a {
+            MeshAxis::Tp => o.tp,
+            MeshAxis::Cp => o.cp,
+            MeshAxis::Pp => o.pp,
+            MeshAxis::Dp => o.dp,
+        };
+        for outside in [false, true] {
+            if outside && degree > 1 {
+                out.push(a as u8);
+            }
+            for (k, d) in decls.iter().enumerate() {
+                let side = matches!(d.place, AxisPlace::Outside(_));
+                if o.axes[k] > 1 && side == outside && logical(d.place.anchor()) == a {
+                    out.push(10 + k as u8);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Variants of one group: (recompute index, layers, schedule index).
 fn variants(l: &Lists, pp: u32, vpp: u32, max_stage_layers: u64, out: &mut Vec<(u8, u32, u8)>) {
     out.clear();
@@ -174,13 +213,13 @@ impl Ctx<'_> {
         // Placements that place this mesh differently (same order of the non-trivial axes
         // = same placement of every group; with a declared axis every order is tried, as
         // its anchor may be a trivial axis whose place still matters).
-        let declared = o.axes.iter().any(|&d| d > 1);
+        let decls: Vec<_> = self.trainings[o.t].declared_axes().collect();
         let all = Placement::all();
         let mut places: Vec<u8> = Vec::with_capacity(l.placements.len());
         let mut seen = Vec::with_capacity(l.placements.len());
         for &i in &l.placements {
-            let e = all[i as usize].effective(o.tp, o.cp, o.pp, o.dp);
-            if declared || !seen.contains(&e) {
+            let e = physical_order(&all[i as usize], o, &decls);
+            if !seen.contains(&e) {
                 seen.push(e);
                 places.push(i);
             }
@@ -556,3 +595,49 @@ pub(super) fn set_axes(
 
 /// Variants between two looks at the clock inside a group.
 const CLOCK_EVERY: usize = 4096;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfcast_core::parallel::{Axis, AxisDecl, AxisPlace, Divides, MAX_DECLARED_AXES};
+
+    /// Placements are told apart by where they put every axis of degree > 1, declared ones
+    /// included: a shard group inside `data` moves with `data` even when `dp = 1`.
+    #[test]
+    fn placements_are_compared_with_their_declared_axes() {
+        let shard = AxisDecl {
+            name: "shard".into(),
+            place: AxisPlace::Inside(Axis::Data),
+            divides: Divides::default(),
+        };
+        let mut axes = [1; MAX_DECLARED_AXES];
+        axes[0] = 4;
+        let o = Outer {
+            t: 0,
+            devices: 8,
+            tp: 2,
+            pp: 1,
+            dp: 1,
+            cp: 1,
+            axes,
+            batch: 4,
+        };
+        let order = |name: &str| physical_order(&Placement::parse(name).unwrap(), o, &[&shard]);
+        // (placement, tp = 0 and the shard = 10, innermost first)
+        let table: [(&str, &[u8]); 3] = [
+            ("tp-cp-pp-dp", &[0, 10]),
+            ("dp-tp-pp-cp", &[10, 0]),
+            ("cp-tp-pp-dp", &[0, 10]),
+        ];
+        for (name, want) in table {
+            assert_eq!(order(name), want, "{name}");
+        }
+        // Without the declared axis both orders are the same (TP alone).
+        let o = Outer {
+            axes: [1; MAX_DECLARED_AXES],
+            ..o
+        };
+        let plain = |name: &str| physical_order(&Placement::parse(name).unwrap(), o, &[&shard]);
+        assert_eq!(plain("tp-cp-pp-dp"), plain("dp-tp-pp-cp"));
+    }
+}
