@@ -167,8 +167,8 @@ impl Training {
     }
 
     /// The plan as the strategies see it, its declared axes numbered as the run numbers them
-    /// and checked: each `plan.axes` key an axis a strategy in use declares, each degree
-    /// positive and dividing what its declaration says.
+    /// and checked (after [`Training::check_plan`]): each `plan.axes` key an axis a strategy in
+    /// use declares, each degree dividing what its declaration says.
     pub(super) fn shape(&self, plan: &TrainingPlan) -> Result<PlanShape, ModelError> {
         let mut shape = plan.shape();
         if plan.axes.is_empty() {
@@ -190,13 +190,7 @@ impl Training {
                 };
                 return Err(ModelError::invalid(key(), degree, why));
             };
-            if degree == 0 {
-                return Err(ModelError::invalid(
-                    key(),
-                    degree,
-                    "must be a positive integer",
-                ));
-            }
+            // (A zero degree is refused by `check_plan`, which runs first.)
             if degree > 1 && (plan.ep > 1 || plan.etp > 1) {
                 return Err(ModelError::invalid(
                     key(),
