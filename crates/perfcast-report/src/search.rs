@@ -180,7 +180,7 @@ fn report_cells(r: &TrainingReport) -> Vec<String> {
         format!("{:.1}%", r.mfu * 100.0),
         num(r.memory.peak.gib()),
         num(b.compute.total()),
-        num(b.tp_comm.0 + b.cp_comm.0 + b.pp_comm.0 + b.dp_comm.0 + b.zero_comm.0),
+        num(b.exposed_comm().0),
         num(b.hidden_comm.0),
         num(b.bubble.0),
         r.bottleneck.describe().to_string(),
@@ -224,7 +224,7 @@ fn plans_table(r: &SearchResult, price: f64, iv: Option<&Interval>) -> Table {
                 r.iteration_time.0,
                 r.memory.peak.0,
                 b.compute.total(),
-                b.tp_comm.0 + b.cp_comm.0 + b.pp_comm.0 + b.dp_comm.0 + b.zero_comm.0,
+                b.exposed_comm().0,
                 b.bubble.0,
             ]
         };
@@ -327,7 +327,7 @@ fn csv_table(r: &SearchResult, price: f64, iv: Option<&Interval>) -> Table {
             rep.mfu.to_string(),
             rep.memory.peak.gib().to_string(),
             b.compute.total().to_string(),
-            (b.tp_comm.0 + b.cp_comm.0 + b.pp_comm.0 + b.dp_comm.0 + b.zero_comm.0).to_string(),
+            b.exposed_comm().0.to_string(),
             b.hidden_comm.0.to_string(),
             b.bubble.0.to_string(),
             format!("{:?}", rep.bottleneck),

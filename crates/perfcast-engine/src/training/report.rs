@@ -35,6 +35,11 @@ impl TimeBreakdown {
     pub fn compute_total(&self) -> Seconds {
         Seconds(self.compute.total())
     }
+    /// Exposed communication of every ledger (pipeline hand-offs and MoE dispatch
+    /// included).
+    pub fn exposed_comm(&self) -> Seconds {
+        self.tp_comm + self.cp_comm + self.pp_comm + self.dp_comm + self.zero_comm + self.ep_comm
+    }
     /// Sum of all parts (equals the iteration time).
     pub fn total(&self) -> Seconds {
         self.compute_total()

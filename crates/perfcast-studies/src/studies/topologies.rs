@@ -83,7 +83,7 @@ impl Row {
     /// Exposed communication of the step, seconds.
     pub fn exposed_comm(&self) -> f64 {
         let b = &self.report.breakdown;
-        (b.tp_comm + b.cp_comm + b.pp_comm + b.dp_comm + b.zero_comm).0
+        b.exposed_comm().0
     }
 }
 

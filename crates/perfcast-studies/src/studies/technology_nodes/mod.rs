@@ -133,7 +133,7 @@ pub fn training_split(r: &TrainingReport) -> [f64; 4] {
     let c = &b.compute;
     let matrix = c.gemm + c.attention;
     let other = b.compute.total() - matrix + b.optimizer.0;
-    let net = b.tp_comm.0 + b.cp_comm.0 + b.pp_comm.0 + b.dp_comm.0 + b.zero_comm.0;
+    let net = b.exposed_comm().0;
     [matrix, other, net, b.bubble.0]
 }
 
