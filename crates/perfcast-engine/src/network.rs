@@ -225,7 +225,8 @@ impl Mesh {
         let mut out = [(1, 1); MAX_DECLARED_AXES];
         if set.declared_bits() != 0 {
             let strides = self.strides().1;
-            for (k, d) in self.declared.iter().enumerate() {
+            let declared = &self.declared[..self.declared_len as usize];
+            for (k, d) in declared.iter().enumerate() {
                 if set.contains(AxisSet::declared(k)) {
                     out[k] = (d.degree.max(1) as u64, strides[k]);
                 }
@@ -236,16 +237,12 @@ impl Mesh {
 
     /// Devices of the mesh.
     pub fn devices(&self) -> u64 {
-        let declared: u64 = self
-            .declared
-            .iter()
-            .map(|d| d.degree.max(1) as u64)
-            .product();
+        let declared = &self.declared[..self.declared_len as usize];
         [self.tp, self.cp, self.pp, self.dp]
             .iter()
             .map(|&d| d.max(1) as u64)
-            .product::<u64>()
-            * declared
+            .chain(declared.iter().map(|d| d.degree.max(1) as u64))
+            .product()
     }
 
     /// Ranks in a group over `set`.

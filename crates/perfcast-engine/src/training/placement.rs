@@ -25,6 +25,17 @@ pub enum MeshAxis {
 }
 
 impl MeshAxis {
+    /// The mesh axis a strategy's axis lives on (sequence parallelism shares the tensor
+    /// group; the expert mesh is folded into the data-parallel positions): where a declared
+    /// axis anchored at `axis` is laid out.
+    pub const fn of(axis: Axis) -> MeshAxis {
+        match axis {
+            Axis::Tensor | Axis::Sequence => MeshAxis::Tp,
+            Axis::Context => MeshAxis::Cp,
+            Axis::Pipeline => MeshAxis::Pp,
+            Axis::Data | Axis::Expert => MeshAxis::Dp,
+        }
+    }
     pub const fn name(self) -> &'static str {
         match self {
             MeshAxis::Tp => "tp",
@@ -178,12 +189,7 @@ impl Placement {
 
     /// A declared axis of `degree` at `place` (next to a dense axis) as the mesh lays it out.
     pub(crate) fn declared(&self, place: AxisPlace, degree: u32) -> DeclaredDim {
-        let logical = match place.anchor() {
-            Axis::Tensor | Axis::Sequence => MeshAxis::Tp,
-            Axis::Context => MeshAxis::Cp,
-            Axis::Pipeline => MeshAxis::Pp,
-            Axis::Data | Axis::Expert => MeshAxis::Dp,
-        };
+        let logical = MeshAxis::of(place.anchor());
         let slot = self.order.iter().position(|&a| a == logical).unwrap_or(0) as u8;
         DeclaredDim {
             degree,

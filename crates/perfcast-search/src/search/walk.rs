@@ -107,14 +107,8 @@ fn physical_order(
     o: Outer,
     decls: &[&perfcast_core::parallel::AxisDecl],
 ) -> Vec<u8> {
-    use perfcast_core::parallel::{Axis, AxisPlace};
+    use perfcast_core::parallel::AxisPlace;
     use perfcast_engine::training::MeshAxis;
-    let logical = |a: Axis| match a {
-        Axis::Tensor | Axis::Sequence => MeshAxis::Tp,
-        Axis::Context => MeshAxis::Cp,
-        Axis::Pipeline => MeshAxis::Pp,
-        Axis::Data | Axis::Expert => MeshAxis::Dp,
-    };
     let mut out = Vec::with_capacity(4 + decls.len());
     for a in placement.order() {
         let degree = match a {
@@ -129,7 +123,7 @@ fn physical_order(
             }
             for (k, d) in decls.iter().enumerate() {
                 let side = matches!(d.place, AxisPlace::Outside(_));
-                if o.axes[k] > 1 && side == outside && logical(d.place.anchor()) == a {
+                if o.axes[k] > 1 && side == outside && MeshAxis::of(d.place.anchor()) == a {
                     out.push(10 + k as u8);
                 }
             }
