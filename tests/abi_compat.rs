@@ -26,6 +26,7 @@ struct Fixtures {
     abi_v1_0: PathBuf,
     abi_v1_1: PathBuf,
     abi_v1_2: PathBuf,
+    abi_v1_3: PathBuf,
     builtins_lib: PathBuf,
     c_v1_1: PathBuf,
     c_v1_0: PathBuf,
@@ -45,6 +46,7 @@ fn fixtures() -> &'static Fixtures {
                 "abi-v1-1-fixture",
                 "abi-v1-2-fixture",
                 "execution-builtins-lib",
+                "abi-v1-3-fixture",
             ],
             &dir,
         );
@@ -62,6 +64,7 @@ fn fixtures() -> &'static Fixtures {
             abi_v1_1: rust[3].clone(),
             abi_v1_2: rust[4].clone(),
             builtins_lib: rust[5].clone(),
+            abi_v1_3: rust[6].clone(),
             c_v1_1,
             c_v1_0,
             c_major2,
@@ -83,7 +86,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
     let lp_bw = 8.0 * 16.0 / 8.0 * 6400e6;
     let lp_lat = 120e-9;
     let mut times = Vec::new();
-    for (path, abi, tile) in [(&f.c_v1_1, "c 1.6", 32), (&f.c_v1_0, "c 1.0", 128)] {
+    for (path, abi, tile) in [(&f.c_v1_1, "c 1.7", 32), (&f.c_v1_0, "c 1.0", 128)] {
         let mut r = Registry::new();
         let lib = load_library(path, None, &mut r).unwrap();
         assert_eq!(lib.abi, abi);
@@ -94,7 +97,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
                 .or_else(|| r.info(perfcast_core::Category::MemoryTier, name))
                 .and_then(|i| i.params.as_ref().map(Vec::len))
         };
-        assert_eq!(declared("cvendor/dsp1"), (abi == "c 1.6").then_some(8));
+        assert_eq!(declared("cvendor/dsp1"), (abi != "c 1.0").then_some(8));
         assert_eq!(declared("cvendor/lpddr"), None);
         let dsp = r
             .compute_unit("cvendor/dsp1", &dsp_params(json!({})))
@@ -115,7 +118,7 @@ fn c_plugin_numbers_and_the_old_abi_through_compatibility() {
         let t = dsp.op_time(&op, &mem).unwrap();
         let compute = op.flops().0 / 2000e9;
         let memory = op.min_bytes().0 / (lp_bw * 0.75) + lp_lat;
-        let want = if abi == "c 1.6" {
+        let want = if abi != "c 1.0" {
             // The plugin's own op_time: no overlap of DMA and compute.
             compute + memory + 4e-6
         } else {
@@ -145,8 +148,48 @@ fn incompatible_rust_abi_is_rejected_in_a_few_lines() {
     );
 }
 
-/// A plugin built against the previous minor (Rust ABI 1.2: a schedule trait without
-/// `properties`) still loads on this 1.3 host: its DualPipe steps as the compiled-in one
+/// A plugin built against the previous minor (Rust ABI 1.3: a strategy trait without
+/// declared axes, handed the 1.4 plan) still loads on this host: its tensor strategy
+/// declares no axes and gives the compiled-in evaluations bit for bit.
+#[test]
+fn a_rust_strategy_of_the_previous_minor_loads_without_declared_axes() {
+    use perfcast_engine::{Training, TrainingOptions, TrainingPlan};
+    let f = fixtures();
+    let mut r = perfcast_builtins::registry().unwrap();
+    let old = load_library(&f.abi_v1_3, None, &mut r).unwrap();
+    assert_eq!(old.abi, "rust-abi_stable 1.3");
+    let s = r.parallel_strategy("fixture13/tensor", &json!({})).unwrap();
+    assert!(s.axes().is_empty());
+    let training = |tensor: &str| {
+        let names = [
+            tensor, "sequence", "context", "expert", "pipeline", "data", "zero",
+        ];
+        let options: TrainingOptions =
+            serde_json::from_value(json!({ "strategies": names })).unwrap();
+        let model = perfcast_testkit::gpt(96, 12288, 96);
+        let system = perfcast_testkit::a100_from_registry(&r, 1024).unwrap();
+        Training::with_options(model, system, &r, &options).unwrap()
+    };
+    let (builtin, lib) = (training("tensor"), training("fixture13/tensor"));
+    let plan = TrainingPlan {
+        tp: 8,
+        pp: 8,
+        dp: 16,
+        micro_batch: 1,
+        global_batch: 512,
+        sp: true,
+        tp_comm_overlap: true,
+        recompute: "selective".into(),
+        ..TrainingPlan::default()
+    };
+    assert_eq!(
+        serde_json::to_string(&builtin.evaluate(&plan).unwrap()).unwrap(),
+        serde_json::to_string(&lib.evaluate(&plan).unwrap()).unwrap()
+    );
+}
+
+/// A plugin built against an earlier minor (Rust ABI 1.2: a schedule trait without
+/// `properties`) still loads on this host: its DualPipe steps as the compiled-in one
 /// does, with the default properties (one model copy, no overlap), where the same schedule
 /// through the current ABI declares its two copies and its overlap.
 #[test]
@@ -309,6 +352,8 @@ int main(void) {
   S(perfcast_recompute_plan) O(perfcast_recompute_plan, working)
   S(perfcast_recompute_policy_vtable) O(perfcast_recompute_policy_vtable, plan)
   S(perfcast_plan) O(perfcast_plan, global_batch) O(perfcast_plan, fp32_grad_accum)
+  O(perfcast_plan, batch_split) O(perfcast_plan, n_axes) O(perfcast_plan, axes)
+  S(perfcast_axis_decl) O(perfcast_axis_decl, divides) O(perfcast_axis_decl, name)
   S(perfcast_model) O(perfcast_model, tied_embeddings) O(perfcast_model, group_top_k)
   O(perfcast_model, load_imbalance)
   S(perfcast_layer_dims) O(perfcast_layer_dims, act_bytes) O(perfcast_layer_dims, has_moe)
@@ -318,7 +363,7 @@ int main(void) {
   S(perfcast_comm_op) O(perfcast_comm_op, bytes) O(perfcast_comm_op, window)
   O(perfcast_comm_op, efficiency) O(perfcast_comm_op, dispatch_hierarchical)
   S(perfcast_parallel_strategy_vtable) O(perfcast_parallel_strategy_vtable, axis)
-  O(perfcast_parallel_strategy_vtable, comms)
+  O(perfcast_parallel_strategy_vtable, comms) O(perfcast_parallel_strategy_vtable, axes)
   S(perfcast_level) O(perfcast_level, overhead) S(perfcast_group_axis)
   S(perfcast_link_class) O(perfcast_link_class, name) O(perfcast_link_class, bandwidth)
   S(perfcast_link_load) O(perfcast_link_load, busy)
@@ -443,7 +488,8 @@ int main(void) {
             "perfcast_recompute_policy_vtable.plan",
             offset_of!(PcRecomputePolicyVtable, plan),
         ),
-        ("perfcast_plan", size_of::<PcPlan>()),
+        // The 1.7 `perfcast_plan` is the 1.4 one (`PcPlan`) with the declared axes appended.
+        ("perfcast_plan", size_of::<PcPlanAxes>()),
         (
             "perfcast_plan.global_batch",
             offset_of!(PcPlan, global_batch),
@@ -452,6 +498,18 @@ int main(void) {
             "perfcast_plan.fp32_grad_accum",
             offset_of!(PcPlan, fp32_grad_accum),
         ),
+        (
+            "perfcast_plan.batch_split",
+            offset_of!(PcPlanAxes, batch_split),
+        ),
+        ("perfcast_plan.n_axes", offset_of!(PcPlanAxes, n_axes)),
+        ("perfcast_plan.axes", offset_of!(PcPlanAxes, axes)),
+        ("perfcast_axis_decl", size_of::<PcAxisDecl>()),
+        (
+            "perfcast_axis_decl.divides",
+            offset_of!(PcAxisDecl, divides),
+        ),
+        ("perfcast_axis_decl.name", offset_of!(PcAxisDecl, name)),
         ("perfcast_model", size_of::<PcModel>()),
         (
             "perfcast_model.tied_embeddings",
@@ -510,6 +568,10 @@ int main(void) {
         (
             "perfcast_parallel_strategy_vtable.comms",
             offset_of!(PcParallelStrategyVtable, comms),
+        ),
+        (
+            "perfcast_parallel_strategy_vtable.axes",
+            offset_of!(PcParallelStrategyVtable, axes),
         ),
         ("perfcast_level", size_of::<PcLevel>()),
         ("perfcast_level.overhead", offset_of!(PcLevel, overhead)),

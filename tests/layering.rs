@@ -178,6 +178,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "abi-v1-2-fixture",
         &["perfcast-core", "perfcast-abi", "perfcast-plugin-schedule"],
     ),
+    (
+        "abi-v1-3-fixture",
+        &["perfcast-core", "perfcast-abi", "perfcast-plugin-parallel"],
+    ),
     ("sram-fixture", &["perfcast-core", "perfcast-abi"]),
     ("fuzz-fixture", &["perfcast-core", "perfcast-abi"]),
     (
@@ -414,6 +418,7 @@ const OWN_LINTS: &[&str] = &[
     "abi-v1-0-fixture",
     "abi-v1-1-fixture",
     "abi-v1-2-fixture",
+    "abi-v1-3-fixture",
     "sram-fixture",
     "fuzz-fixture",
     "topology-builtins-lib",

@@ -1,6 +1,7 @@
-//! Parallel strategies from shared libraries (Rust ABI 1.2), end to end: the seven built-in
-//! strategies compiled as a library (`execution-builtins-lib`: `lib/tensor`, ...) give the
-//! compiled-in evaluations bit for bit, dense and mixture-of-experts; the example
+//! Parallel strategies from shared libraries (Rust ABI 1.2; declared axes 1.4), end to end:
+//! the built-in strategies compiled as a library (`execution-builtins-lib`: `lib/tensor`, ...,
+//! `lib/hsdp` on its declared axis) give the compiled-in evaluations bit for bit, dense and
+//! mixture-of-experts; the example
 //! `example/ulysses` (DeepSpeed-Ulysses) adds the all-to-alls of Jacobs et al. 2023 and
 //! refuses the plans the paper cannot run, naming the plugin and the key.
 
@@ -395,5 +396,65 @@ fn a_plugin_that_needs_parameters_only_fails_the_plans_that_use_it() {
             e.contains(name) && e.contains("cannot be built") && e.contains("seed"),
             "{e}"
         );
+    }
+}
+
+/// A strategy on a declared axis crosses the Rust ABI (1.4): `lib/hsdp`, the built-in `hsdp`
+/// compiled as a library, declares its axis `shard` across the boundary, is handed the
+/// axis's degree with every call, names the axis in its collectives' groups, and gives the
+/// compiled-in evaluations bit for bit; a plan the built-in refuses it refuses for the same
+/// reason, under its own name.
+#[test]
+fn a_strategy_on_a_declared_axis_from_a_library_is_bit_identical() {
+    let r = registry();
+    let names = |hsdp: &str| -> Vec<String> {
+        ["tensor", "sequence", "context", "expert", "pipeline", hsdp]
+            .map(String::from)
+            .to_vec()
+    };
+    let training = |hsdp: &str| {
+        Training::with_options(
+            gpt(96, 12288, 96),
+            a100_from_registry(&r, 1024).unwrap(),
+            &r,
+            &options(&names(hsdp), json!({})),
+        )
+        .unwrap()
+    };
+    let (builtin, lib) = (training("hsdp"), training("lib/hsdp"));
+    let axes: Vec<_> = lib.declared_axes().collect();
+    assert_eq!(axes, builtin.declared_axes().collect::<Vec<_>>());
+    assert_eq!(axes[0].name, "shard");
+    let plan = |tp, pp, dp, shard, zero_stage| TrainingPlan {
+        tp,
+        pp,
+        dp,
+        micro_batch: 1,
+        global_batch: 512,
+        zero_stage,
+        recompute: "selective".into(),
+        axes: [("shard".to_string(), shard)].into(),
+        ..TrainingPlan::default()
+    };
+    for p in [
+        plan(8, 8, 2, 8, 3),
+        plan(8, 4, 4, 8, 3),
+        plan(4, 8, 8, 4, 3),
+        plan(8, 8, 16, 1, 3),
+        // Refused by hsdp's own check: it shards with ZeRO-3 only.
+        plan(8, 8, 2, 8, 1),
+    ] {
+        match (builtin.evaluate(&p), lib.evaluate(&p)) {
+            (Ok(x), Ok(y)) => assert_eq!(
+                serde_json::to_string(&x).unwrap(),
+                serde_json::to_string(&y).unwrap(),
+                "{p:?}"
+            ),
+            (Err(x), Err(y)) => {
+                let (x, y) = (x.to_string(), y.to_string());
+                assert!(y.ends_with(&x) && y.contains("lib/hsdp"), "{x} / {y}");
+            }
+            (x, y) => panic!("{p:?}: compiled-in {x:?}, library {y:?}"),
+        }
     }
 }

@@ -133,7 +133,7 @@ fn the_example_topology_loads_and_answers_its_model() {
         .plugins()
         .find(|p| p.name == "example/dragonfly-plus")
         .unwrap();
-    assert_eq!(info.abi_version.as_deref(), Some("rust-abi_stable 1.3"));
+    assert_eq!(info.abi_version.as_deref(), Some("rust-abi_stable 1.4"));
     let p = json!({"nics_per_leaf": 32, "leaves_per_group": 8, "spines_per_group": 8,
                    "global_links_per_spine": 16});
     let t = r.topology("example/dragonfly-plus", &p).unwrap();
@@ -196,7 +196,7 @@ fn the_c_example_topology_answers_its_ring_model() {
         .plugins()
         .find(|p| p.name == "example/crossbar-c")
         .unwrap();
-    assert_eq!(info.abi_version.as_deref(), Some("c 1.6"));
+    assert_eq!(info.abi_version.as_deref(), Some("c 1.7"));
     let t = r.topology("example/crossbar-c", &json!({})).unwrap();
     let sys = a100_from_registry(&r, 1024).unwrap();
     let net: &[Arc<dyn Interconnect>] = &sys.network;

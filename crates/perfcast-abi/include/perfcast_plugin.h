@@ -42,6 +42,10 @@
  *   1.6  perfcast_pipeline_schedule_vtable gains `properties` (optional): the model-state copies
  *        a device holds and whether the schedule hides MoE expert communication
  *        (perfcast_schedule_properties), as the built-in DualPipe and combined 1F1B declare.
+ *   1.7  declared mesh axes: perfcast_parallel_strategy_vtable gains `axes` (optional), which
+ *        names the strategy's own axes (perfcast_axis_decl); the perfcast_plan a strategy is
+ *        handed appends `batch_split`, `n_axes` and `axes` (their degrees); a collective's
+ *        `group` may name the strategy's own axes (PERFCAST_GROUP_DECLARED(k)).
  *
  * Codes (dtype, engine, op kinds...) are plain uint32_t values; new values may be added in a
  * minor version, so plugins must answer PERFCAST_ERR_UNSUPPORTED for a code they do not know.
@@ -75,7 +79,7 @@ extern "C" {
 
 #define PERFCAST_PLUGIN_ABI_MAJOR 1
 /* The newest minor this header describes. */
-#define PERFCAST_PLUGIN_ABI_MINOR_LATEST 6
+#define PERFCAST_PLUGIN_ABI_MINOR_LATEST 7
 /* The minor a plugin is compiled against (override with -DPERFCAST_PLUGIN_ABI_MINOR=0). */
 #ifndef PERFCAST_PLUGIN_ABI_MINOR
 #define PERFCAST_PLUGIN_ABI_MINOR PERFCAST_PLUGIN_ABI_MINOR_LATEST
@@ -384,6 +388,8 @@ typedef struct perfcast_recompute_policy_vtable {
 #define PERFCAST_GROUP_EXPERT 32u
 #define PERFCAST_GROUP_EXPERT_TENSOR 64u
 #define PERFCAST_GROUP_EXPERT_DATA 128u
+/* 1.7: the k-th axis the strategy declares (k < PERFCAST_MAX_DECLARED_AXES). */
+#define PERFCAST_GROUP_DECLARED(k) (256u << (k))
 
 /* The report ledger of a collective (perfcast_core::parallel::CommClass). */
 #define PERFCAST_CLASS_TENSOR 0
@@ -435,6 +441,16 @@ typedef struct perfcast_plan {
     uint32_t sp, ep_comm_overlap, tp_comm_overlap, overlap_grad_reduce, overlap_param_gather;
     uint32_t fp32_grad_accum;
     uint32_t reserved0;
+#if PERFCAST_PLUGIN_ABI_MINOR >= 7
+    /* 1.7, in the plan a parallel strategy is handed (check struct_size before reading: other
+     * calls may hand the 1.4 struct). The product of the degrees of every declared axis that
+     * splits the batch (the sequences per optimizer step are split over dp x batch_split). */
+    uint32_t batch_split;
+    /* How many of axes[] are this strategy's: the degrees of the axes it declares, in the
+     * order of its `axes` answer (the rest are 1). */
+    uint32_t n_axes;
+    uint32_t axes[8]; /* PERFCAST_MAX_DECLARED_AXES */
+#endif
 } perfcast_plan;
 
 /* The model's dimensions (host -> plugin). kv_heads and head_dim are the values in effect;
@@ -510,8 +526,37 @@ typedef struct perfcast_comm_op {
     uint32_t dispatch_group_top_k, dispatch_hierarchical;
 } perfcast_comm_op;
 
+#if PERFCAST_PLUGIN_ABI_MINOR >= 7
+/* ---- declared mesh axes (perfcast_core::parallel::AxisDecl), 1.7 ------------------------- */
+#define PERFCAST_MAX_DECLARED_AXES 8
+#define PERFCAST_AXIS_NAME_BYTES 32
+/* Where a declared axis sits: its consecutive ranks are closer than the next rank of the
+ * anchor (INSIDE), or it steps over every rank of the anchor (OUTSIDE). */
+#define PERFCAST_PLACE_INSIDE 0
+#define PERFCAST_PLACE_OUTSIDE 1
+/* What a declared axis's degree divides (bits). BATCH: it replicates the model over parts of
+ * the batch, as data parallelism does. */
+#define PERFCAST_DIVIDES_BATCH 1u
+#define PERFCAST_DIVIDES_HEADS 2u
+#define PERFCAST_DIVIDES_KV_HEADS 4u
+#define PERFCAST_DIVIDES_SEQUENCE 8u
+#define PERFCAST_DIVIDES_EXPERTS 16u
+
+/* One mesh axis a strategy declares (plugin -> host, written into the host's array). Its
+ * name is the plan key `plan.axes.NAME` and the search key `axes.NAME`: lowercase letters,
+ * digits and `_`, starting with a letter, not a built-in axis's name or key. */
+typedef struct perfcast_axis_decl {
+    uint32_t struct_size; /* host's sizeof(perfcast_axis_decl): write only within it */
+    uint32_t place;       /* PERFCAST_PLACE_* */
+    uint32_t anchor;      /* PERFCAST_AXIS_TENSOR, _CONTEXT, _PIPELINE or _DATA */
+    uint32_t divides;     /* PERFCAST_DIVIDES_* bits */
+    char name[PERFCAST_AXIS_NAME_BYTES]; /* NUL-terminated UTF-8 */
+} perfcast_axis_decl;
+#endif
+
 /* Parallel strategy functions, 1.4 (a component of PERFCAST_CATEGORY_PARALLEL_STRATEGY; use
- * it by naming it in `options.strategies`, in place of the built-in on its axis). */
+ * it by naming it in `options.strategies`, in place of the built-in on its axis, or beside
+ * the built-ins when it owns axes of its own). */
 typedef struct perfcast_parallel_strategy_vtable {
     uint32_t struct_size;
     uint32_t reserved0;
@@ -531,6 +576,13 @@ typedef struct perfcast_parallel_strategy_vtable {
      * struct_size is preset) and their number into *n_out; more than `cap` is an error. */
     int32_t (*comms)(const void *self, const perfcast_plan *plan, const perfcast_layer_dims *dims,
                      perfcast_comm_op *out, size_t cap, size_t *n_out, char *err, size_t err_cap);
+#if PERFCAST_PLUGIN_ABI_MINOR >= 7
+    /* 1.7, optional (absent or NULL: none). Write the axes the strategy declares into
+     * out[0..cap) (each entry's struct_size is preset; cap is PERFCAST_MAX_DECLARED_AXES) and
+     * their number into *n_out. Called once per instance. */
+    int32_t (*axes)(const void *self, perfcast_axis_decl *out, size_t cap, size_t *n_out,
+                    char *err, size_t err_cap);
+#endif
 } perfcast_parallel_strategy_vtable;
 
 /* ---- network topologies (perfcast_core::Topology), 1.5 ----------------------------------- */

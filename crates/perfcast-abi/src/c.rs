@@ -11,7 +11,7 @@ use std::mem::size_of;
 /// Major version of the C ABI (part of the entry symbol name).
 pub const C_ABI_MAJOR: u32 = 1;
 /// Newest minor of the C ABI this crate (and the host) knows.
-pub const C_ABI_MINOR: u32 = 6;
+pub const C_ABI_MINOR: u32 = 7;
 /// The entry symbol, NUL-terminated.
 pub const C_ENTRY_SYMBOL: &[u8] = b"perfcast_plugin_entry_v1\0";
 
@@ -313,7 +313,18 @@ pub type PcStrategyComms = unsafe extern "C" fn(
     usize,
 ) -> i32;
 
-/// `perfcast_parallel_strategy_vtable` (1.4).
+/// `perfcast_parallel_strategy_vtable.axes` (1.7): write the declared axes into
+/// `out[0..cap)` and their number into `*n_out`.
+pub type PcStrategyAxes = unsafe extern "C" fn(
+    *const c_void,
+    *mut crate::strategy::PcAxisDecl,
+    usize,
+    *mut usize,
+    ErrBuf,
+    usize,
+) -> i32;
+
+/// `perfcast_parallel_strategy_vtable` (1.4; `axes` 1.7).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PcParallelStrategyVtable {
@@ -324,6 +335,8 @@ pub struct PcParallelStrategyVtable {
     pub split_layer: Option<PcStrategySplitLayer>,
     pub split_state: Option<PcStrategySplitState>,
     pub comms: Option<PcStrategyComms>,
+    /// Since 1.7.
+    pub axes: Option<PcStrategyAxes>,
 }
 
 /// `perfcast_level` (1.5).

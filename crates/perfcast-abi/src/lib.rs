@@ -15,6 +15,7 @@
 //! The host side (dlopen, checks, adapters to native trait objects) is `perfcast-loader`.
 #![allow(non_local_definitions)]
 
+mod axes;
 pub mod c;
 pub mod codes;
 pub mod convert;

@@ -10,16 +10,19 @@
 //! lets an OLDER host load a NEWER plugin (appended prefix fields), not the other way round. So
 //! a minor appends to [`PluginModule`] (1.1: `new_topology`; 1.2: `new_parallel_strategy`,
 //! `new_pipeline_schedule`, `new_recompute_policy`) or to a trait reachable from it (1.3:
-//! [`FfiPipelineSchedule::properties`]) and freezes the previous layout here ([`v1_0`],
-//! [`v1_1`], [`v1_2`]): the loader checks a library against the current layout and, when that
-//! fails, against each frozen one of the same major, and serves what that minor offers (see
+//! [`FfiPipelineSchedule::properties`]; 1.4: [`FfiParallelStrategy::axes`] and the `*_axes`
+//! calls) and freezes the previous layout here ([`v1_0`], [`v1_1`], [`v1_2`], [`v1_3`]): the
+//! loader checks a library against the current layout and, when that fails, against each
+//! frozen one of the same major, and serves what that minor offers (see
 //! `plugins/examples/README.md`). Types reachable from a frozen layout never change.
 
 use crate::c::{
     PcLayerActivations, PcOp, PcOpTime, PcRecomputePlan, PcScheduleInput, PcScheduleProperties,
     PcScheduleResult,
 };
-use crate::strategy::{PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit};
+use crate::strategy::{
+    PcAxisDecl, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcPlanAxes, PcStateSplit,
+};
 use abi_stable::{
     declare_root_module_statics,
     library::RootModule,
@@ -33,7 +36,7 @@ use abi_stable::{
 /// as the root module's `VERSION_STRINGS` (equal majors) and records in every type layout.
 pub const RUST_ABI_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const RUST_ABI_MAJOR: u32 = 1;
-pub const RUST_ABI_MINOR: u32 = 3;
+pub const RUST_ABI_MINOR: u32 = 4;
 
 /// An error crossing the boundary. `code` is one of `codes::ERR_*`; `path` is the parameter
 /// key path for `ERR_PARAMS` (empty otherwise).
@@ -298,10 +301,13 @@ pub trait FfiTopology: Send + Sync {
     ) -> RResult<FfiCollectiveCost, FfiError>;
 }
 
-/// FFI mirror of `perfcast_core::parallel::ParallelStrategy` (Rust ABI 1.2), the data as
-/// `crate::strategy`'s `#[repr(C)]` types. `axis` is a code of `strategy::AXES`; the splits
-/// come in as the factors so far and go out multiplied; `comms` writes its collectives into
-/// `out` (the host's fixed-capacity array) and returns how many it wrote.
+/// FFI mirror of `perfcast_core::parallel::ParallelStrategy` (Rust ABI 1.2; declared axes
+/// 1.4), the data as `crate::strategy`'s `#[repr(C)]` types. `axis` is a code of
+/// `strategy::AXES`; the splits come in as the factors so far and go out multiplied; `comms`
+/// writes its collectives into `out` (the host's fixed-capacity array) and returns how many
+/// it wrote. A 1.4 host asks `axes` once per instance and then calls only the `*_axes`
+/// methods, whose plan carries the degrees of the strategy's own declared axes; the 1.2
+/// methods stay for the layout (the SDK answers them as the `*_axes` ones with no axes).
 #[sabi_trait]
 pub trait FfiParallelStrategy: Send + Sync {
     fn axis(&self) -> RResult<u32, FfiError>;
@@ -312,6 +318,30 @@ pub trait FfiParallelStrategy: Send + Sync {
     fn comms(
         &self,
         plan: &PcPlan,
+        dims: &PcLayerDims,
+        out: RSliceMut<'_, PcCommOp>,
+    ) -> RResult<u32, FfiError>;
+    /// Since 1.4: the mesh axes the strategy declares (at most
+    /// `perfcast_core::parallel::MAX_DECLARED_AXES`).
+    fn axes(&self) -> RResult<RVec<PcAxisDecl>, FfiError>;
+    /// Since 1.4.
+    fn validate_axes(&self, model: &PcModel, plan: &PcPlanAxes) -> RResult<(), FfiError>;
+    /// Since 1.4.
+    fn split_layer_axes(
+        &self,
+        plan: &PcPlanAxes,
+        split: PcLayerSplit,
+    ) -> RResult<PcLayerSplit, FfiError>;
+    /// Since 1.4.
+    fn split_state_axes(
+        &self,
+        plan: &PcPlanAxes,
+        split: PcStateSplit,
+    ) -> RResult<PcStateSplit, FfiError>;
+    /// Since 1.4: collectives may name the strategy's own axes (`0x100 << k` for its `k`-th).
+    fn comms_axes(
+        &self,
+        plan: &PcPlanAxes,
         dims: &PcLayerDims,
         out: RSliceMut<'_, PcCommOp>,
     ) -> RResult<u32, FfiError>;
@@ -466,7 +496,10 @@ pub mod v1_2 {
             extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>,
         pub new_topology: extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiTopologyBox, FfiError>,
         pub new_parallel_strategy:
-            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiParallelStrategyBox, FfiError>,
+            extern "C" fn(
+                RStr<'_>,
+                RStr<'_>,
+            ) -> RResult<super::v1_3::FfiParallelStrategyBox, FfiError>,
         pub new_pipeline_schedule:
             extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiPipelineScheduleBox, FfiError>,
         pub new_recompute_policy:
@@ -481,11 +514,76 @@ pub mod v1_2 {
     }
 }
 
+/// Rust ABI 1.3, frozen: its parallel-strategy trait (the 1.2 one, without declared axes)
+/// and its root module. The loader serves every 1.3 category; a 1.3 strategy declares no
+/// axes.
+pub mod v1_3 {
+    use super::*;
+
+    /// Rust ABI 1.2's and 1.3's parallel strategy (never changes).
+    #[sabi_trait]
+    pub trait FfiParallelStrategy: Send + Sync {
+        fn axis(&self) -> RResult<u32, FfiError>;
+        fn validate(&self, model: &PcModel, plan: &PcPlan) -> RResult<(), FfiError>;
+        fn split_layer(
+            &self,
+            plan: &PcPlan,
+            split: PcLayerSplit,
+        ) -> RResult<PcLayerSplit, FfiError>;
+        fn split_state(
+            &self,
+            plan: &PcPlan,
+            split: PcStateSplit,
+        ) -> RResult<PcStateSplit, FfiError>;
+        #[sabi(last_prefix_field)]
+        fn comms(
+            &self,
+            plan: &PcPlan,
+            dims: &PcLayerDims,
+            out: RSliceMut<'_, PcCommOp>,
+        ) -> RResult<u32, FfiError>;
+    }
+
+    pub type FfiParallelStrategyBox = FfiParallelStrategy_TO<'static, RBox<()>>;
+    pub type NewParallelStrategy =
+        extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiParallelStrategyBox, FfiError>;
+
+    /// Rust ABI 1.3's root module (never changes).
+    #[repr(C)]
+    #[derive(StableAbi)]
+    #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
+    #[sabi(missing_field(panic))]
+    pub struct PluginModule {
+        pub describe: extern "C" fn() -> PluginDescriptor,
+        pub new_compute_unit:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiComputeUnitBox, FfiError>,
+        pub new_memory_tier:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiMemoryTierBox, FfiError>,
+        #[sabi(last_prefix_field)]
+        pub new_interconnect:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>,
+        pub new_topology: extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiTopologyBox, FfiError>,
+        pub new_parallel_strategy:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiParallelStrategyBox, FfiError>,
+        pub new_pipeline_schedule:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<super::FfiPipelineScheduleBox, FfiError>,
+        pub new_recompute_policy:
+            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiRecomputePolicyBox, FfiError>,
+    }
+
+    impl RootModule for PluginModuleRef {
+        declare_root_module_statics! {PluginModuleRef}
+        const BASE_NAME: &'static str = "perfcast_plugin";
+        const NAME: &'static str = "perfcast_plugin";
+        const VERSION_STRINGS: VersionStrings = VersionStrings::new("1.3.0");
+    }
+}
+
 /// The root module every Rust plugin exports (through `export_plugin!`). A prefix type:
 /// fields are appended at the end, one minor at a time (1.1: `new_topology`; 1.2:
 /// `new_parallel_strategy`, `new_pipeline_schedule`, `new_recompute_policy`; 1.3: the
-/// schedule trait's `properties`); the layout of each earlier minor is frozen in its module
-/// ([`v1_0`], [`v1_1`], [`v1_2`]).
+/// schedule trait's `properties`; 1.4: the strategy trait's declared axes); the layout of
+/// each earlier minor is frozen in its module ([`v1_0`], [`v1_1`], [`v1_2`], [`v1_3`]).
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]

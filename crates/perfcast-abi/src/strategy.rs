@@ -1,5 +1,6 @@
-//! What a parallel strategy exchanges with the host (Rust ABI 1.2), as `#[repr(C)]` numbers:
-//! the plan ([`PcPlan`]), the model's dimensions ([`PcModel`]), one layer's dimensions
+//! What a parallel strategy exchanges with the host (Rust ABI 1.2; declared axes 1.4), as
+//! `#[repr(C)]` numbers: the plan ([`PcPlan`]; with the degrees of the strategy's own declared
+//! axes, [`PcPlanAxes`]), the axes it declares ([`PcAxisDecl`]), the model's dimensions ([`PcModel`]), one layer's dimensions
 //! ([`PcLayerDims`]), the splits ([`PcLayerSplit`], [`PcStateSplit`]) and the collectives
 //! ([`PcCommOp`], written into a caller-provided array). Enums cross as the codes below;
 //! booleans as `0`/`1`; an absent optional as `0`. Both sides convert with the functions here:
@@ -18,7 +19,7 @@ use abi_stable::StableAbi;
 use perfcast_core::op::CollectiveKind;
 use perfcast_core::parallel::{
     Axis, AxisSet, CommClass, CommOp, CpComm, Dispatch, Dispatcher, LayerDims, LayerSplit, MoeDims,
-    Overlap, Phase, PlanShape, StateSplit, Window,
+    Overlap, Phase, PlanShape, StateSplit, Window, MAX_DECLARED_AXES,
 };
 use perfcast_core::workload::{FfnAct, ModelSpec, MoeSpec};
 use serde::{Deserialize, Serialize};
@@ -63,8 +64,11 @@ pub const CP_COMMS: [CpComm; 2] = [CpComm::P2p, CpComm::AllGather];
 /// The feed-forward activations, in code order.
 pub const FFN_ACTS: [FfnAct; 3] = [FfnAct::Gelu, FfnAct::Swiglu, FfnAct::Relu2];
 
-/// The bits an [`AxisSet`] may carry across (every built-in group).
-pub const AXIS_SET_BITS: u32 = 0xff;
+/// The bits an [`AxisSet`] may carry across: every built-in group (`0xff`) and, since Rust
+/// ABI 1.4 / C ABI 1.7, the strategy's own declared axes (`0x100 << k` for its `k`-th).
+pub const AXIS_SET_BITS: u32 = 0xffff;
+
+pub use crate::axes::*;
 
 fn code_of<T: PartialEq>(all: &[T], v: &T) -> u32 {
     all.iter().position(|x| x == v).unwrap_or(0) as u32
@@ -181,8 +185,8 @@ impl PcPlan {
             overlap_param_gather: bool_from(self.overlap_param_gather, "overlap_param_gather")?,
             fp32_grad_accum: bool_from(self.fp32_grad_accum, "fp32_grad_accum")?,
             cp_comm: from_code(&CP_COMMS, self.cp_comm, "context-parallel exchange")?,
-            // Declared axes do not cross the ABI (yet): a loaded strategy sees none.
-            axes: [1; perfcast_core::parallel::MAX_DECLARED_AXES],
+            // The 1.4 plan carries no declared axes ([`PcPlanAxes`] does).
+            axes: [1; MAX_DECLARED_AXES],
             batch_split: 1,
         })
     }
@@ -711,7 +715,7 @@ mod tests {
             (|o| o.phase = 99, "phase code 99"),
             (|o| o.kind = 77, "collective kind code 77"),
             (|o| o.group = 0, "group 0x0"),
-            (|o| o.group = 0x100, "group 0x100"),
+            (|o| o.group = 0x10000, "group 0x10000"),
             (|o| o.exposed = 2, "exposed is 2"),
         ];
         for (spoil, want) in table {

@@ -48,7 +48,7 @@ pub struct LoadedLibrary {
     pub plugin: String,
     /// The plugin's own version.
     pub version: String,
-    /// ABI and version it was built against, e.g. `rust-abi_stable 1.3` or `c 1.6`.
+    /// ABI and version it was built against, e.g. `rust-abi_stable 1.4` or `c 1.7`.
     pub abi: String,
     /// What it registered.
     pub components: Vec<(Category, String)>,

@@ -9,18 +9,20 @@ use crate::strategy::{ForeignStrategy, StrategyBackend};
 use crate::topology::{ForeignTopology, TopologyBackend};
 use crate::{params_json, Candidate, LoadError, LoadedLibrary};
 use abi_stable::library::{lib_header_from_path, LibraryError};
-use abi_stable::std_types::{RResult, RSlice, RSliceMut, RStr};
+use abi_stable::std_types::{RResult, RSlice, RSliceMut, RStr, RVec};
 use perfcast_abi::c::{
     PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleProperties, PcScheduleResult,
 };
 use perfcast_abi::codes::category_from_code;
 use perfcast_abi::rust_abi::{
-    v1_0, v1_1, v1_2, FfiCollectiveCost, FfiGroupAxis, FfiLevel, FfiLinkClass, FfiMemoryTierBox,
-    FfiNetworkCost, FfiPipelineScheduleBox, FfiRecomputePolicyBox, NewComputeUnit, NewInterconnect,
-    NewMemoryTier, NewParallelStrategy, NewPipelineSchedule, NewRecomputePolicy, NewTopology,
-    PluginDescriptor, RUST_ABI_VERSION, RUST_PARAMS_SYMBOL,
+    v1_0, v1_1, v1_2, v1_3, FfiCollectiveCost, FfiGroupAxis, FfiLevel, FfiLinkClass,
+    FfiMemoryTierBox, FfiNetworkCost, FfiPipelineScheduleBox, FfiRecomputePolicyBox,
+    NewComputeUnit, NewInterconnect, NewMemoryTier, NewParallelStrategy, NewPipelineSchedule,
+    NewRecomputePolicy, NewTopology, PluginDescriptor, RUST_ABI_VERSION, RUST_PARAMS_SYMBOL,
 };
-use perfcast_abi::strategy::{PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit};
+use perfcast_abi::strategy::{
+    PcAxisDecl, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcPlanAxes, PcStateSplit,
+};
 use perfcast_abi::{
     FfiComputeUnitBox, FfiError, FfiInterconnectBox, FfiParallelStrategyBox, FfiTier,
     FfiTopologyBox, PcOp, PcOpTime, PluginModuleRef,
@@ -176,29 +178,71 @@ impl RecomputeBackend for RustRecompute {
     }
 }
 
-struct RustStrategy(FfiParallelStrategyBox);
+/// A Rust plugin's parallel strategy: of the current layout, or of the frozen 1.3 one (the
+/// 1.2 trait: no declared axes, the plan's 1.4 prefix).
+enum RustStrategy {
+    Current(FfiParallelStrategyBox),
+    V1_3(v1_3::FfiParallelStrategyBox),
+}
 
 impl StrategyBackend for RustStrategy {
     fn axis(&self) -> Result<u32, CallError> {
-        res(self.0.axis())
+        res(match self {
+            RustStrategy::Current(o) => o.axis(),
+            RustStrategy::V1_3(o) => o.axis(),
+        })
     }
-    fn validate(&self, model: &PcModel, plan: &PcPlan) -> Result<(), CallError> {
-        res(self.0.validate(model, plan))
+    fn axes(&self) -> Result<Vec<PcAxisDecl>, CallError> {
+        match self {
+            RustStrategy::Current(o) => res(o.axes()).map(RVec::into_vec),
+            RustStrategy::V1_3(_) => Ok(Vec::new()),
+        }
     }
-    fn split_layer(&self, plan: &PcPlan, split: PcLayerSplit) -> Result<PcLayerSplit, CallError> {
-        res(self.0.split_layer(plan, split))
+    fn validate(&self, model: &PcModel, plan: &PcPlanAxes) -> Result<(), CallError> {
+        res(match self {
+            RustStrategy::Current(o) => o.validate_axes(model, plan),
+            RustStrategy::V1_3(o) => o.validate(model, &plan.plan),
+        })
     }
-    fn split_state(&self, plan: &PcPlan, split: PcStateSplit) -> Result<PcStateSplit, CallError> {
-        res(self.0.split_state(plan, split))
+    fn split_layer(
+        &self,
+        plan: &PcPlanAxes,
+        split: PcLayerSplit,
+    ) -> Result<PcLayerSplit, CallError> {
+        res(match self {
+            RustStrategy::Current(o) => o.split_layer_axes(plan, split),
+            RustStrategy::V1_3(o) => o.split_layer(&plan.plan, split),
+        })
+    }
+    fn split_state(
+        &self,
+        plan: &PcPlanAxes,
+        split: PcStateSplit,
+    ) -> Result<PcStateSplit, CallError> {
+        res(match self {
+            RustStrategy::Current(o) => o.split_state_axes(plan, split),
+            RustStrategy::V1_3(o) => o.split_state(&plan.plan, split),
+        })
     }
     fn comms(
         &self,
-        plan: &PcPlan,
+        plan: &PcPlanAxes,
         dims: &PcLayerDims,
         out: &mut [PcCommOp],
     ) -> Result<u32, CallError> {
-        res(self.0.comms(plan, dims, RSliceMut::from_mut_slice(out)))
+        let out = RSliceMut::from_mut_slice(out);
+        res(match self {
+            RustStrategy::Current(o) => o.comms_axes(plan, dims, out),
+            RustStrategy::V1_3(o) => o.comms(&plan.plan, dims, out),
+        })
     }
+}
+
+/// A strategy factory of the current layout or of the frozen 1.3 one.
+#[derive(Clone, Copy)]
+enum NewStrategy {
+    Current(NewParallelStrategy),
+    V1_3(v1_3::NewParallelStrategy),
 }
 
 /// A schedule factory of the current layout or of the frozen 1.2 one.
@@ -212,8 +256,10 @@ enum NewSchedule {
 /// earlier minor of the same major (what that minor offers).
 #[derive(Clone, Copy)]
 enum Module {
-    /// Rust ABI 1.3 (current).
+    /// Rust ABI 1.4 (current).
     Current(PluginModuleRef),
+    /// Rust ABI 1.3: strategies without declared axes.
+    V1_3(v1_3::PluginModuleRef),
     /// Rust ABI 1.2: schedules without `properties`.
     V1_2(v1_2::PluginModuleRef),
     /// Rust ABI 1.1: no parallel strategies.
@@ -227,6 +273,7 @@ impl Module {
     fn minor(self) -> u32 {
         match self {
             Module::Current(_) => perfcast_abi::rust_abi::RUST_ABI_MINOR,
+            Module::V1_3(_) => 3,
             Module::V1_2(_) => 2,
             Module::V1_1(_) => 1,
             Module::V1_0(_) => 0,
@@ -235,6 +282,7 @@ impl Module {
     fn describe(self) -> PluginDescriptor {
         match self {
             Module::Current(m) => (m.describe())(),
+            Module::V1_3(m) => (m.describe())(),
             Module::V1_2(m) => (m.describe())(),
             Module::V1_1(m) => (m.describe())(),
             Module::V1_0(m) => (m.describe())(),
@@ -243,6 +291,7 @@ impl Module {
     fn new_compute_unit(self) -> NewComputeUnit {
         match self {
             Module::Current(m) => m.new_compute_unit(),
+            Module::V1_3(m) => m.new_compute_unit(),
             Module::V1_2(m) => m.new_compute_unit(),
             Module::V1_1(m) => m.new_compute_unit(),
             Module::V1_0(m) => m.new_compute_unit(),
@@ -251,6 +300,7 @@ impl Module {
     fn new_memory_tier(self) -> NewMemoryTier {
         match self {
             Module::Current(m) => m.new_memory_tier(),
+            Module::V1_3(m) => m.new_memory_tier(),
             Module::V1_2(m) => m.new_memory_tier(),
             Module::V1_1(m) => m.new_memory_tier(),
             Module::V1_0(m) => m.new_memory_tier(),
@@ -259,6 +309,7 @@ impl Module {
     fn new_interconnect(self) -> NewInterconnect {
         match self {
             Module::Current(m) => m.new_interconnect(),
+            Module::V1_3(m) => m.new_interconnect(),
             Module::V1_2(m) => m.new_interconnect(),
             Module::V1_1(m) => m.new_interconnect(),
             Module::V1_0(m) => m.new_interconnect(),
@@ -267,21 +318,24 @@ impl Module {
     fn new_topology(self) -> Option<NewTopology> {
         match self {
             Module::Current(m) => Some(m.new_topology()),
+            Module::V1_3(m) => Some(m.new_topology()),
             Module::V1_2(m) => Some(m.new_topology()),
             Module::V1_1(m) => Some(m.new_topology()),
             Module::V1_0(_) => None,
         }
     }
-    fn new_parallel_strategy(self) -> Option<NewParallelStrategy> {
+    fn new_parallel_strategy(self) -> Option<NewStrategy> {
         match self {
-            Module::Current(m) => Some(m.new_parallel_strategy()),
-            Module::V1_2(m) => Some(m.new_parallel_strategy()),
+            Module::Current(m) => Some(NewStrategy::Current(m.new_parallel_strategy())),
+            Module::V1_3(m) => Some(NewStrategy::V1_3(m.new_parallel_strategy())),
+            Module::V1_2(m) => Some(NewStrategy::V1_3(m.new_parallel_strategy())),
             Module::V1_1(_) | Module::V1_0(_) => None,
         }
     }
     fn new_pipeline_schedule(self) -> Option<NewSchedule> {
         match self {
             Module::Current(m) => Some(NewSchedule::Current(m.new_pipeline_schedule())),
+            Module::V1_3(m) => Some(NewSchedule::Current(m.new_pipeline_schedule())),
             Module::V1_2(m) => Some(NewSchedule::V1_2(m.new_pipeline_schedule())),
             Module::V1_1(_) | Module::V1_0(_) => None,
         }
@@ -289,6 +343,7 @@ impl Module {
     fn new_recompute_policy(self) -> Option<NewRecomputePolicy> {
         match self {
             Module::Current(m) => Some(m.new_recompute_policy()),
+            Module::V1_3(m) => Some(m.new_recompute_policy()),
             Module::V1_2(m) => Some(m.new_recompute_policy()),
             Module::V1_1(_) | Module::V1_0(_) => None,
         }
@@ -491,9 +546,13 @@ fn factory(
             };
             Arc::new(move |params| {
                 let json = params_json(params);
-                let obj = res(new_strategy(RStr::from_str(&n), RStr::from_str(&json)))
-                    .map_err(|e| e.into_plugin_error(&n))?;
-                let s = ForeignStrategy::new(&n, Box::new(RustStrategy(obj)))?;
+                let (name, json) = (RStr::from_str(&n), RStr::from_str(&json));
+                let obj = match new_strategy {
+                    NewStrategy::Current(new) => res(new(name, json)).map(RustStrategy::Current),
+                    NewStrategy::V1_3(new) => res(new(name, json)).map(RustStrategy::V1_3),
+                }
+                .map_err(|e| e.into_plugin_error(&n))?;
+                let s = ForeignStrategy::new(&n, Box::new(obj))?;
                 Ok(Component::ParallelStrategy(Arc::new(s)))
             })
         }
@@ -539,12 +598,14 @@ pub(crate) fn load(
     // opened with (the dynamic loader hands back the same library); `path` names it.
     let header = lib_header_from_path(open).map_err(|e| map_library_error(path, None, e))?;
     let declared = header.version_strings().version.as_str().to_string();
-    // The current layout; failing that, the frozen 1.2, 1.1 and 1.0 ones (a plugin built against
+    // The current layout; failing that, the frozen 1.3, 1.2, 1.1 and 1.0 ones (a plugin built against
     // an earlier minor); failing all, the current layout's error.
     let module = match header.init_root_module::<PluginModuleRef>() {
         Ok(m) => Module::Current(m),
         Err(e @ LibraryError::AbiInstability(_)) => {
-            if let Ok(m) = header.init_root_module::<v1_2::PluginModuleRef>() {
+            if let Ok(m) = header.init_root_module::<v1_3::PluginModuleRef>() {
+                Module::V1_3(m)
+            } else if let Ok(m) = header.init_root_module::<v1_2::PluginModuleRef>() {
                 Module::V1_2(m)
             } else if let Ok(m) = header.init_root_module::<v1_1::PluginModuleRef>() {
                 Module::V1_1(m)

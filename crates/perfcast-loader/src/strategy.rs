@@ -9,24 +9,38 @@
 use crate::adapter::CallError;
 use perfcast_abi::convert::bad_value;
 use perfcast_abi::strategy::{
-    axis_from_code, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit,
+    axis_from_code, PcAxisDecl, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlanAxes,
+    PcStateSplit,
 };
 use perfcast_core::parallel::{
-    Axis, CommList, LayerDims, LayerSplit, Overlap, ParallelStrategy, PlanShape, StateSplit,
+    Axis, AxisDecl, CommList, LayerDims, LayerSplit, Overlap, ParallelStrategy, PlanShape,
+    StateSplit, MAX_DECLARED_AXES,
 };
 use perfcast_core::workload::ModelSpec;
 use perfcast_core::{ModelError, PluginError};
 
-/// The calls a foreign strategy answers (one implementation per ABI).
+/// The calls a foreign strategy answers (one implementation per ABI). The plan carries the
+/// degrees of the strategy's own declared axes (a backend of an ABI minor without declared
+/// axes hands on its 1.4 prefix).
 pub(crate) trait StrategyBackend: Send + Sync {
     fn axis(&self) -> Result<u32, CallError>;
-    fn validate(&self, model: &PcModel, plan: &PcPlan) -> Result<(), CallError>;
-    fn split_layer(&self, plan: &PcPlan, split: PcLayerSplit) -> Result<PcLayerSplit, CallError>;
-    fn split_state(&self, plan: &PcPlan, split: PcStateSplit) -> Result<PcStateSplit, CallError>;
+    /// The axes it declares (none before Rust ABI 1.4 and C ABI 1.7).
+    fn axes(&self) -> Result<Vec<PcAxisDecl>, CallError>;
+    fn validate(&self, model: &PcModel, plan: &PcPlanAxes) -> Result<(), CallError>;
+    fn split_layer(
+        &self,
+        plan: &PcPlanAxes,
+        split: PcLayerSplit,
+    ) -> Result<PcLayerSplit, CallError>;
+    fn split_state(
+        &self,
+        plan: &PcPlanAxes,
+        split: PcStateSplit,
+    ) -> Result<PcStateSplit, CallError>;
     /// Write collectives into `out`; how many were written.
     fn comms(
         &self,
-        plan: &PcPlan,
+        plan: &PcPlanAxes,
         dims: &PcLayerDims,
         out: &mut [PcCommOp],
     ) -> Result<u32, CallError>;
@@ -36,22 +50,47 @@ pub(crate) trait StrategyBackend: Send + Sync {
 pub(crate) struct ForeignStrategy {
     kind: String,
     axis: Axis,
+    /// The axes it declares, asked once.
+    declared: Vec<AxisDecl>,
     backend: Box<dyn StrategyBackend>,
 }
 
 impl ForeignStrategy {
-    /// Ask the plugin for its axis once; an unknown code refuses the component.
+    /// Ask the plugin for its axis and its declared axes once; an unknown code, a bad
+    /// declaration or more than [`MAX_DECLARED_AXES`] axes refuse the component.
     pub fn new(kind: &str, backend: Box<dyn StrategyBackend>) -> Result<Self, PluginError> {
-        let code = backend.axis().map_err(|e| e.into_plugin_error(kind))?;
-        let axis = axis_from_code(code).map_err(|m| PluginError::Failed {
+        let failed = |message: String| PluginError::Failed {
             plugin: kind.to_string(),
-            message: m,
-        })?;
+            message,
+        };
+        let code = backend.axis().map_err(|e| e.into_plugin_error(kind))?;
+        let axis = axis_from_code(code).map_err(failed)?;
+        let decls = backend.axes().map_err(|e| e.into_plugin_error(kind))?;
+        if decls.len() > MAX_DECLARED_AXES {
+            return Err(failed(format!(
+                "declares {} axes; a strategy may declare at most {MAX_DECLARED_AXES}",
+                decls.len()
+            )));
+        }
+        let declared = decls
+            .iter()
+            .map(|d| {
+                let d = d.to_native()?;
+                d.check().map(|()| d)
+            })
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|m| failed(format!("declared axis: {m}")))?;
         Ok(ForeignStrategy {
             kind: kind.to_string(),
             axis,
+            declared,
             backend,
         })
+    }
+
+    /// The plan as the plugin sees it: with the degrees of its own declared axes.
+    fn plan(&self, plan: &PlanShape) -> PcPlanAxes {
+        PcPlanAxes::from_native(plan, self.declared.len())
     }
 
     fn failed(&self, e: CallError) -> ModelError {
@@ -117,16 +156,19 @@ impl ParallelStrategy for ForeignStrategy {
     fn axis(&self) -> Axis {
         self.axis
     }
+    fn axes(&self) -> Vec<AxisDecl> {
+        self.declared.clone()
+    }
     fn validate(&self, model: &ModelSpec, plan: &PlanShape) -> Result<(), ModelError> {
         self.backend
-            .validate(&PcModel::from_native(model), &PcPlan::from_native(plan))
+            .validate(&PcModel::from_native(model), &self.plan(plan))
             .map_err(|e| self.failed(e))
     }
     fn split_layer(&self, plan: &PlanShape, split: &mut LayerSplit) -> Result<(), ModelError> {
         let before = PcLayerSplit::from_native(split);
         let after = self
             .backend
-            .split_layer(&PcPlan::from_native(plan), before)
+            .split_layer(&self.plan(plan), before)
             .map_err(|e| self.failed(e))?;
         self.check_factors("split_layer", before.fields(), after.fields())?;
         *split = after.to_native();
@@ -136,7 +178,7 @@ impl ParallelStrategy for ForeignStrategy {
         let before = PcStateSplit::from_native(split);
         let after = self
             .backend
-            .split_state(&PcPlan::from_native(plan), before)
+            .split_state(&self.plan(plan), before)
             .map_err(|e| self.failed(e))?;
         self.check_factors("split_state", before.fields(), after.fields())?;
         *split = after.to_native();
@@ -153,7 +195,7 @@ impl ParallelStrategy for ForeignStrategy {
         let n = self
             .backend
             .comms(
-                &PcPlan::from_native(plan),
+                &self.plan(plan),
                 &PcLayerDims::from_native(dims),
                 &mut buf[..room],
             )
@@ -175,14 +217,16 @@ impl ParallelStrategy for ForeignStrategy {
 mod tests {
     use super::*;
     use perfcast_abi::codes::ERR_FAILED;
-    use perfcast_abi::strategy::PcCommOp;
+    use perfcast_abi::strategy::{PcCommOp, PcPlan};
     use perfcast_core::op::CollectiveKind;
+    use perfcast_core::parallel::{AxisPlace, Divides};
     use perfcast_core::parallel::{AxisSet, CommClass, CommOp, Phase, Window};
     use perfcast_core::Bytes;
 
     /// A backend answering what it is told to.
     struct Scripted {
         axis: u32,
+        axes: Vec<PcAxisDecl>,
         factor: u32,
         ops: Vec<PcCommOp>,
         claimed: Option<u32>,
@@ -193,7 +237,10 @@ mod tests {
         fn axis(&self) -> Result<u32, CallError> {
             Ok(self.axis)
         }
-        fn validate(&self, _: &PcModel, _: &PcPlan) -> Result<(), CallError> {
+        fn axes(&self) -> Result<Vec<PcAxisDecl>, CallError> {
+            Ok(self.axes.clone())
+        }
+        fn validate(&self, _: &PcModel, _: &PcPlanAxes) -> Result<(), CallError> {
             if self.fail {
                 return Err(CallError {
                     code: ERR_FAILED,
@@ -203,16 +250,21 @@ mod tests {
             }
             Ok(())
         }
-        fn split_layer(&self, _: &PcPlan, mut s: PcLayerSplit) -> Result<PcLayerSplit, CallError> {
-            s.tokens *= self.factor;
+        fn split_layer(
+            &self,
+            p: &PcPlanAxes,
+            mut s: PcLayerSplit,
+        ) -> Result<PcLayerSplit, CallError> {
+            // The first declared axis's degree, when it has one, multiplies the tokens too.
+            s.tokens *= self.factor * if p.n_axes > 0 { p.axes[0] } else { 1 };
             Ok(s)
         }
-        fn split_state(&self, _: &PcPlan, s: PcStateSplit) -> Result<PcStateSplit, CallError> {
+        fn split_state(&self, _: &PcPlanAxes, s: PcStateSplit) -> Result<PcStateSplit, CallError> {
             Ok(s)
         }
         fn comms(
             &self,
-            _: &PcPlan,
+            _: &PcPlanAxes,
             _: &PcLayerDims,
             out: &mut [PcCommOp],
         ) -> Result<u32, CallError> {
@@ -243,6 +295,7 @@ mod tests {
     fn strategy(f: impl FnOnce(&mut Scripted)) -> Result<ForeignStrategy, PluginError> {
         let mut s = Scripted {
             axis: 2,
+            axes: Vec::new(),
             factor: 2,
             ops: vec![good_op()],
             claimed: None,
@@ -332,6 +385,72 @@ mod tests {
         }
         let e = strategy(|s| s.axis = 17).err().unwrap().to_string();
         assert!(e.contains("t/cp") && e.contains("axis code 17"), "{e}");
+    }
+
+    fn decl(name: &str) -> PcAxisDecl {
+        PcAxisDecl::from_native(&AxisDecl {
+            name: name.into(),
+            place: AxisPlace::Inside(Axis::Tensor),
+            divides: Divides {
+                heads: true,
+                ..Divides::default()
+            },
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn declared_axes_cross_with_their_degrees() {
+        let s = strategy(|s| s.axes = vec![decl("row"), decl("col")]).unwrap();
+        let axes = s.axes();
+        assert_eq!(axes.len(), 2);
+        assert_eq!(axes[1].name, "col");
+        assert_eq!(axes[0].place, AxisPlace::Inside(Axis::Tensor));
+        assert!(axes[0].divides.heads && !axes[0].divides.batch);
+        let mut p = plan();
+        p.axes[0] = 4;
+        p.axes[1] = 2;
+        let sent = s.plan(&p);
+        assert_eq!((sent.n_axes, &sent.axes[..3]), (2, &[4, 2, 1][..]));
+        assert_eq!(sent.to_native().unwrap(), p);
+        let mut split = LayerSplit::default();
+        s.split_layer(&p, &mut split).unwrap();
+        assert_eq!(split.tokens, 2 * 4);
+        // A collective on the strategy's own first axis crosses as bit 8.
+        let mut op = good_op();
+        op.group = 0x100;
+        let s = strategy(|s| {
+            s.axes = vec![decl("row")];
+            s.ops = vec![op];
+        })
+        .unwrap();
+        let l = comms(&s).unwrap();
+        assert_eq!(l.iter().next().unwrap().group, AxisSet::declared(0));
+    }
+
+    #[test]
+    fn bad_declarations_refuse_the_component() {
+        let mut long = decl("x");
+        long.name = [b'a'; 32];
+        let mut bad_place = decl("row");
+        bad_place.place = 7;
+        let mut bad_anchor = decl("row");
+        bad_anchor.anchor = 3; // expert: not a dense axis
+        let mut bad_bits = decl("row");
+        bad_bits.divides = 0x40;
+        let table = [
+            (vec![decl("tp")], "built-in axis"),
+            (vec![decl("Row")], "lowercase"),
+            (vec![long], "NUL-terminated"),
+            (vec![bad_place], "place code 7"),
+            (vec![bad_anchor], "next to `expert`"),
+            (vec![bad_bits], "divides 0x40"),
+            (vec![decl("a"); 9], "at most 8"),
+        ];
+        for (axes, want) in table {
+            let e = strategy(|s| s.axes = axes).err().unwrap().to_string();
+            assert!(e.contains("t/cp") && e.contains(want), "{e} / {want}");
+        }
     }
 
     /// A small model without the testkit (the loader does not depend on it).

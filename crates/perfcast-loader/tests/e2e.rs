@@ -206,7 +206,7 @@ fn lists_components_origins_and_versions() {
     let acme = load_library(&f.acme, None, &mut r).unwrap();
     assert_eq!(acme.plugin, "acme");
     assert_eq!(acme.version, env!("CARGO_PKG_VERSION"));
-    assert_eq!(acme.abi, "rust-abi_stable 1.3");
+    assert_eq!(acme.abi, "rust-abi_stable 1.4");
     assert_eq!(acme.path, f.acme);
     assert_eq!(
         acme.components,
@@ -219,7 +219,7 @@ fn lists_components_origins_and_versions() {
     let c = load_library(&f.c_v1_1, None, &mut r).unwrap();
     assert_eq!(
         (c.plugin.as_str(), c.version.as_str(), c.abi.as_str()),
-        ("cvendor", "1.2.0", "c 1.6")
+        ("cvendor", "1.2.0", "c 1.7")
     );
     assert_eq!(
         c.components,
@@ -240,12 +240,12 @@ fn lists_components_origins_and_versions() {
     );
     let info = r.info(Category::ComputeUnit, "acme/npu9").unwrap();
     assert_eq!(info.origin, Origin::Library(f.acme.clone()));
-    assert_eq!(info.abi_version.as_deref(), Some("rust-abi_stable 1.3"));
+    assert_eq!(info.abi_version.as_deref(), Some("rust-abi_stable 1.4"));
     assert!(info.description.contains("systolic"), "{info:?}");
     let info = r.info(Category::MemoryTier, "cvendor/lpddr").unwrap();
     assert_eq!(info.origin, Origin::Library(f.c_v1_1.clone()));
     assert_eq!(info.version, "1.2.0");
-    assert_eq!(info.abi_version.as_deref(), Some("c 1.6"));
+    assert_eq!(info.abi_version.as_deref(), Some("c 1.7"));
     let fake = r.info(Category::ComputeUnit, "fake/gpu").unwrap();
     assert_eq!(fake.origin, Origin::BuiltIn("fake-builtin".into()));
     assert_eq!(fake.abi_version, None);

@@ -127,7 +127,7 @@ fn zb_h1_shrinks_the_bubble_as_qi_et_al_say() {
     assert!(o.stdout.contains("weight_grad_share"), "{}", o.stdout);
     let o = perfcast(&["plugins", "--load", l]);
     assert!(
-        o.stdout.contains("pipeline_schedule") && o.stdout.contains("c 1.6"),
+        o.stdout.contains("pipeline_schedule") && o.stdout.contains("c 1.7"),
         "{}",
         o.stdout
     );

@@ -172,12 +172,12 @@ fn plugins_lists_library_components_with_origin_and_abi() {
     let npu = row("acme/npu9");
     assert_eq!(npu["category"], "compute_unit");
     assert_eq!(npu["origin"], l.acme.display().to_string());
-    assert_eq!(npu["abi"], "rust-abi_stable 1.3");
+    assert_eq!(npu["abi"], "rust-abi_stable 1.4");
     let dsp = row("cvendor/dsp1");
     assert_eq!(dsp["origin"], l.c.display().to_string());
     assert_eq!(
         (dsp["abi"].as_str(), dsp["version"].as_str()),
-        (Some("c 1.6"), Some("1.2.0"))
+        (Some("c 1.7"), Some("1.2.0"))
     );
     assert_eq!(row("acme/xlink")["category"], "interconnect");
     assert_eq!(row("gpu")["abi"], "-");
@@ -943,7 +943,7 @@ fn an_isolated_library_gives_the_in_process_numbers() {
         .iter()
         .find(|p| p["name"] == "acme/npu9")
         .unwrap();
-    assert_eq!(npu["abi"], "rust-abi_stable 1.3, isolated");
+    assert_eq!(npu["abi"], "rust-abi_stable 1.4, isolated");
     // A config entry asks for isolation itself.
     let dir = common::tmpdir("perfcast-cli-isolate-cfg");
     let c = dir.join("iso.toml");

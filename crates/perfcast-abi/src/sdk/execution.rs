@@ -1,4 +1,4 @@
-//! The SDK's side of the execution categories (Rust ABI 1.2): a native parallel strategy,
+//! The SDK's side of the execution categories (Rust ABI 1.2; declared axes 1.4): a native parallel strategy,
 //! pipeline schedule or recompute policy behind its FFI trait, every call guarded.
 
 use super::{guard, model_error, parse_params, plugin_error};
@@ -7,10 +7,11 @@ use crate::c::{
 };
 use crate::rust_abi::*;
 use crate::strategy::{
-    axis_code, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit,
+    axis_code, PcAxisDecl, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcPlanAxes,
+    PcStateSplit,
 };
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RResult, RSlice, RSliceMut};
+use abi_stable::std_types::{RResult, RSlice, RSliceMut, RVec};
 use perfcast_core::parallel::{CommList, ParallelStrategy, PipelineSchedule, RecomputePolicy};
 use perfcast_core::PluginError;
 use serde::de::DeserializeOwned;
@@ -37,18 +38,58 @@ fn decoded<T>(r: Result<T, String>, what: &str) -> Result<T, FfiError> {
 
 struct SdkStrategy<T>(T);
 
+impl<T: ParallelStrategy> SdkStrategy<T> {
+    /// The 1.2 plan as the 1.4 one without declared axes.
+    fn widened(plan: &PcPlan) -> PcPlanAxes {
+        PcPlanAxes {
+            plan: *plan,
+            ..PcPlanAxes::default()
+        }
+    }
+}
+
 impl<T: ParallelStrategy + 'static> FfiParallelStrategy for SdkStrategy<T> {
     fn axis(&self) -> RResult<u32, FfiError> {
         guard(|| Ok(axis_code(self.0.axis())))
     }
     fn validate(&self, model: &PcModel, plan: &PcPlan) -> RResult<(), FfiError> {
+        self.validate_axes(model, &Self::widened(plan))
+    }
+    fn split_layer(&self, plan: &PcPlan, split: PcLayerSplit) -> RResult<PcLayerSplit, FfiError> {
+        self.split_layer_axes(&Self::widened(plan), split)
+    }
+    fn split_state(&self, plan: &PcPlan, split: PcStateSplit) -> RResult<PcStateSplit, FfiError> {
+        self.split_state_axes(&Self::widened(plan), split)
+    }
+    fn comms(
+        &self,
+        plan: &PcPlan,
+        dims: &PcLayerDims,
+        out: RSliceMut<'_, PcCommOp>,
+    ) -> RResult<u32, FfiError> {
+        self.comms_axes(&Self::widened(plan), dims, out)
+    }
+    fn axes(&self) -> RResult<RVec<PcAxisDecl>, FfiError> {
+        guard(|| {
+            self.0
+                .axes()
+                .iter()
+                .map(|d| PcAxisDecl::from_native(d).map_err(FfiError::failed))
+                .collect()
+        })
+    }
+    fn validate_axes(&self, model: &PcModel, plan: &PcPlanAxes) -> RResult<(), FfiError> {
         guard(|| {
             let m = decoded(model.to_native(), "model")?;
             let p = decoded(plan.to_native(), "plan")?;
             self.0.validate(&m, &p).map_err(model_error)
         })
     }
-    fn split_layer(&self, plan: &PcPlan, split: PcLayerSplit) -> RResult<PcLayerSplit, FfiError> {
+    fn split_layer_axes(
+        &self,
+        plan: &PcPlanAxes,
+        split: PcLayerSplit,
+    ) -> RResult<PcLayerSplit, FfiError> {
         guard(|| {
             let p = decoded(plan.to_native(), "plan")?;
             let mut s = split.to_native();
@@ -56,7 +97,11 @@ impl<T: ParallelStrategy + 'static> FfiParallelStrategy for SdkStrategy<T> {
             Ok(PcLayerSplit::from_native(&s))
         })
     }
-    fn split_state(&self, plan: &PcPlan, split: PcStateSplit) -> RResult<PcStateSplit, FfiError> {
+    fn split_state_axes(
+        &self,
+        plan: &PcPlanAxes,
+        split: PcStateSplit,
+    ) -> RResult<PcStateSplit, FfiError> {
         guard(|| {
             let p = decoded(plan.to_native(), "plan")?;
             let mut s = split.to_native();
@@ -64,9 +109,9 @@ impl<T: ParallelStrategy + 'static> FfiParallelStrategy for SdkStrategy<T> {
             Ok(PcStateSplit::from_native(&s))
         })
     }
-    fn comms(
+    fn comms_axes(
         &self,
-        plan: &PcPlan,
+        plan: &PcPlanAxes,
         dims: &PcLayerDims,
         mut out: RSliceMut<'_, PcCommOp>,
     ) -> RResult<u32, FfiError> {

@@ -1,14 +1,19 @@
-//! C parallel strategies (C ABI 1.4): the vtable's calls as a `StrategyBackend`, behind the
-//! same checked `ForeignStrategy` as a Rust library's (`crate::strategy`). A function the
-//! vtable leaves NULL answers what the trait's default does (any plan, no split, no
-//! collectives).
+//! C parallel strategies (C ABI 1.4; declared axes 1.7): the vtable's calls as a
+//! `StrategyBackend`, behind the same checked `ForeignStrategy` as a Rust library's
+//! (`crate::strategy`). A function the vtable leaves NULL (or, before 1.7, lacks) answers
+//! what the trait's default does (any plan, no split, no collectives, no declared axes). The
+//! plan is the 1.7 `perfcast_plan` (its `struct_size` says so): a plugin compiled against an
+//! earlier minor reads its 1.4 prefix.
 
 use super::raw::{call, no_function, read_vtable, Instance, NewInstance};
 use crate::adapter::CallError;
 use crate::strategy::{ForeignStrategy, StrategyBackend};
 use crate::LoadError;
 use perfcast_abi::c::{v1_4, PcParallelStrategyVtable};
-use perfcast_abi::strategy::{PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit};
+use perfcast_abi::strategy::{
+    PcAxisDecl, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcPlanAxes, PcStateSplit,
+};
+use perfcast_core::parallel::MAX_DECLARED_AXES;
 use perfcast_core::registry::Factory;
 use perfcast_core::Component;
 use std::path::Path;
@@ -43,6 +48,12 @@ pub(super) unsafe fn parallel_strategy(
     }))
 }
 
+/// The 1.7 plan as the vtable's functions take it: a pointer to its 1.4 prefix, through which
+/// a 1.7 plugin reads the whole struct (`plan.struct_size` covers it).
+fn prefix(plan: &PcPlanAxes) -> *const PcPlan {
+    (plan as *const PcPlanAxes).cast()
+}
+
 struct CStrategy {
     inst: Instance,
     vt: PcParallelStrategyVtable,
@@ -57,38 +68,57 @@ impl StrategyBackend for CStrategy {
         }
         Ok(out)
     }
-    fn validate(&self, model: &PcModel, plan: &PcPlan) -> Result<(), CallError> {
+    fn axes(&self) -> Result<Vec<PcAxisDecl>, CallError> {
+        let Some(f) = self.vt.axes else {
+            return Ok(Vec::new());
+        };
+        let mut out = [PcAxisDecl::default(); MAX_DECLARED_AXES];
+        let mut n = 0usize;
+        // SAFETY: as above; `out` holds `out.len()` entries.
+        call(|e, cap| unsafe { f(self.inst.this, out.as_mut_ptr(), out.len(), &mut n, e, cap) })?;
+        if n > out.len() {
+            return Err(CallError {
+                code: perfcast_abi::codes::ERR_FAILED,
+                path: String::new(),
+                message: format!(
+                    "declares {n} axes; a strategy may declare at most {MAX_DECLARED_AXES}"
+                ),
+            });
+        }
+        Ok(out[..n].to_vec())
+    }
+    fn validate(&self, model: &PcModel, plan: &PcPlanAxes) -> Result<(), CallError> {
         match self.vt.validate {
             // SAFETY: as above.
-            Some(f) => call(|e, cap| unsafe { f(self.inst.this, model, plan, e, cap) }),
+            Some(f) => call(|e, cap| unsafe { f(self.inst.this, model, prefix(plan), e, cap) }),
             None => Ok(()),
         }
     }
     fn split_layer(
         &self,
-        plan: &PcPlan,
+        plan: &PcPlanAxes,
         mut split: PcLayerSplit,
     ) -> Result<PcLayerSplit, CallError> {
         if let Some(f) = self.vt.split_layer {
             // SAFETY: as above.
-            call(|e, cap| unsafe { f(self.inst.this, plan, &mut split, e, cap) })?;
+            call(|e, cap| unsafe { f(self.inst.this, prefix(plan), &mut split, e, cap) })?;
         }
         Ok(split)
     }
     fn split_state(
         &self,
-        plan: &PcPlan,
+        plan: &PcPlanAxes,
         mut split: PcStateSplit,
     ) -> Result<PcStateSplit, CallError> {
         if let Some(f) = self.vt.split_state {
             // SAFETY: as above.
-            call(|e, cap| unsafe { f(self.inst.this, plan, &mut split, e, cap) })?;
+            call(|e, cap| unsafe { f(self.inst.this, prefix(plan), &mut split, e, cap) })?;
         }
         Ok(split)
     }
     fn comms(
         &self,
-        plan: &PcPlan,
+        plan: &PcPlanAxes,
         dims: &PcLayerDims,
         out: &mut [PcCommOp],
     ) -> Result<u32, CallError> {
@@ -104,7 +134,7 @@ impl StrategyBackend for CStrategy {
         call(|e, cap| unsafe {
             f(
                 self.inst.this,
-                plan,
+                prefix(plan),
                 dims,
                 out.as_mut_ptr(),
                 out.len(),

@@ -9,7 +9,7 @@ use perfcast_abi::c::{PcRecomputePlan, PcScheduleProperties, PcScheduleResult};
 use perfcast_abi::codes;
 use perfcast_abi::rust_abi::FfiLevel;
 use perfcast_abi::sdk;
-use perfcast_abi::strategy::{axis_code, PcCommOp, PcLayerSplit, PcStateSplit};
+use perfcast_abi::strategy::{axis_code, PcAxisDecl, PcCommOp, PcLayerSplit, PcStateSplit};
 use perfcast_core::parallel::{CommList, ParallelStrategy, PipelineSchedule};
 use perfcast_core::topology::{GroupAxis, GroupPlacement};
 use perfcast_core::{
@@ -471,6 +471,12 @@ fn build(
         },
         Component::ParallelStrategy(s) => Built::Strategy {
             axis: axis_code(s.axis()),
+            axes: s
+                .axes()
+                .iter()
+                .map(PcAxisDecl::from_native)
+                .collect::<Result<_, _>>()
+                .map_err(failed)?,
         },
         Component::PipelineSchedule(s) => Built::Schedule {
             properties: PcScheduleProperties {

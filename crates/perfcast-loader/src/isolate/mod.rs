@@ -49,7 +49,7 @@ use std::time::Duration;
 
 /// The protocol both sides must speak (2: the execution categories and topologies; 3: a
 /// schedule's properties in its `built` answer).
-pub const PROTOCOL: &str = "perfcast-plugin-host/3";
+pub const PROTOCOL: &str = "perfcast-plugin-host/4";
 
 /// The default time limit of one call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -377,8 +377,8 @@ fn factory(
                 let link = ForeignInterconnect::new(&name, Ok(props), Box::new(backend))?;
                 Ok(Component::Interconnect(Arc::new(link)))
             }
-            Built::Strategy { axis } => {
-                let backend = IsoStrategy::new(Proxy::new(&conn, handle), axis);
+            Built::Strategy { axis, axes } => {
+                let backend = IsoStrategy::new(Proxy::new(&conn, handle), axis, axes);
                 let s = ForeignStrategy::new(&name, Box::new(backend))?;
                 Ok(Component::ParallelStrategy(Arc::new(s)))
             }

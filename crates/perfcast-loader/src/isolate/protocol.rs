@@ -5,7 +5,9 @@ use perfcast_abi::c::{
     PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleProperties, PcScheduleResult,
 };
 use perfcast_abi::rust_abi::{FfiGroupAxis, FfiLevel};
-use perfcast_abi::strategy::{PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit};
+use perfcast_abi::strategy::{
+    PcAxisDecl, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcPlanAxes, PcStateSplit,
+};
 use perfcast_abi::TierProps;
 use perfcast_core::topology::{LinkClass, LinkLoad, NetworkCost};
 use perfcast_core::{Category, Collective, ComputeOp, OpTime, ParamSpec};
@@ -40,21 +42,21 @@ pub(super) enum Call {
     Validate {
         handle: usize,
         model: PcModel,
-        plan: PcPlan,
+        plan: PcPlanAxes,
     },
     SplitLayer {
         handle: usize,
-        plan: PcPlan,
+        plan: PcPlanAxes,
         split: PcLayerSplit,
     },
     SplitState {
         handle: usize,
-        plan: PcPlan,
+        plan: PcPlanAxes,
         split: PcStateSplit,
     },
     Comms {
         handle: usize,
-        plan: PcPlan,
+        plan: PcPlanAxes,
         dims: PcLayerDims,
         capacity: usize,
     },
@@ -166,9 +168,10 @@ pub(super) enum Built {
         bandwidth: f64,
         latency: f64,
     },
-    /// A parallel strategy: its axis code.
+    /// A parallel strategy: its axis code and the axes it declares.
     Strategy {
         axis: u32,
+        axes: Vec<PcAxisDecl>,
     },
     /// A pipeline schedule: what it declared of itself.
     Schedule {
@@ -263,6 +266,19 @@ mod tests {
         }
     }
 
+    /// The plan a strategy with one declared axis of degree 4 sees.
+    fn plan_axes() -> PcPlanAxes {
+        let mut p = PcPlanAxes {
+            plan: plan(),
+            batch_split: 4,
+            n_axes: 1,
+            ..PcPlanAxes::default()
+        };
+        p.plan.struct_size = 120;
+        p.axes[0] = 4;
+        p
+    }
+
     fn input() -> PcScheduleInput {
         PcScheduleInput {
             struct_size: 40,
@@ -334,14 +350,14 @@ mod tests {
                 Call::Validate {
                     handle: 2,
                     model: PcModel::default(),
-                    plan: plan(),
+                    plan: plan_axes(),
                 },
             ),
             (
                 "split_layer",
                 Call::SplitLayer {
                     handle: 2,
-                    plan: plan(),
+                    plan: plan_axes(),
                     split: PcLayerSplit::default(),
                 },
             ),
@@ -349,7 +365,7 @@ mod tests {
                 "split_state",
                 Call::SplitState {
                     handle: 2,
-                    plan: plan(),
+                    plan: plan_axes(),
                     split: PcStateSplit::default(),
                 },
             ),
@@ -357,7 +373,7 @@ mod tests {
                 "comms",
                 Call::Comms {
                     handle: 2,
-                    plan: plan(),
+                    plan: plan_axes(),
                     dims: PcLayerDims::default(),
                     capacity: 32,
                 },
@@ -481,7 +497,16 @@ mod tests {
                 "built_strategy",
                 Answer::Built {
                     handle: 2,
-                    built: Built::Strategy { axis: 2 },
+                    built: Built::Strategy {
+                        axis: 0,
+                        axes: vec![PcAxisDecl {
+                            place: 1,
+                            anchor: 0,
+                            divides: 2,
+                            name: *b"col\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+                            ..PcAxisDecl::default()
+                        }],
+                    },
                 },
             ),
             (

@@ -17,7 +17,9 @@ use perfcast_abi::rust_abi::{
     FfiCollectiveCost, FfiCostItem, FfiGroupAxis, FfiLevel, FfiLinkClass, FfiLinkLoad,
     FfiNetworkCost,
 };
-use perfcast_abi::strategy::{PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcStateSplit};
+use perfcast_abi::strategy::{
+    PcAxisDecl, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcPlanAxes, PcStateSplit,
+};
 use perfcast_core::parallel::PlanShape;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -75,11 +77,12 @@ impl Proxy {
 pub(super) struct IsoStrategy {
     proxy: Proxy,
     axis: u32,
+    axes: Vec<PcAxisDecl>,
 }
 
 impl IsoStrategy {
-    pub(super) fn new(proxy: Proxy, axis: u32) -> Self {
-        IsoStrategy { proxy, axis }
+    pub(super) fn new(proxy: Proxy, axis: u32, axes: Vec<PcAxisDecl>) -> Self {
+        IsoStrategy { proxy, axis, axes }
     }
 }
 
@@ -87,7 +90,10 @@ impl StrategyBackend for IsoStrategy {
     fn axis(&self) -> Result<u32, CallError> {
         Ok(self.axis)
     }
-    fn validate(&self, model: &PcModel, plan: &PcPlan) -> Result<(), CallError> {
+    fn axes(&self) -> Result<Vec<PcAxisDecl>, CallError> {
+        Ok(self.axes.clone())
+    }
+    fn validate(&self, model: &PcModel, plan: &PcPlanAxes) -> Result<(), CallError> {
         let call = Call::Validate {
             handle: self.proxy.handle,
             model: *model,
@@ -98,7 +104,11 @@ impl StrategyBackend for IsoStrategy {
             _ => Err(self.proxy.other("validate")),
         }
     }
-    fn split_layer(&self, plan: &PcPlan, split: PcLayerSplit) -> Result<PcLayerSplit, CallError> {
+    fn split_layer(
+        &self,
+        plan: &PcPlanAxes,
+        split: PcLayerSplit,
+    ) -> Result<PcLayerSplit, CallError> {
         let call = Call::SplitLayer {
             handle: self.proxy.handle,
             plan: *plan,
@@ -109,7 +119,11 @@ impl StrategyBackend for IsoStrategy {
             _ => Err(self.proxy.other("split_layer")),
         }
     }
-    fn split_state(&self, plan: &PcPlan, split: PcStateSplit) -> Result<PcStateSplit, CallError> {
+    fn split_state(
+        &self,
+        plan: &PcPlanAxes,
+        split: PcStateSplit,
+    ) -> Result<PcStateSplit, CallError> {
         let call = Call::SplitState {
             handle: self.proxy.handle,
             plan: *plan,
@@ -122,7 +136,7 @@ impl StrategyBackend for IsoStrategy {
     }
     fn comms(
         &self,
-        plan: &PcPlan,
+        plan: &PcPlanAxes,
         dims: &PcLayerDims,
         out: &mut [PcCommOp],
     ) -> Result<u32, CallError> {
