@@ -3,7 +3,9 @@
 //! `lib/hsdp` on its declared axis) give the compiled-in evaluations bit for bit, dense and
 //! mixture-of-experts; the example
 //! `example/ulysses` (DeepSpeed-Ulysses) adds the all-to-alls of Jacobs et al. 2023 and
-//! refuses the plans the paper cannot run, naming the plugin and the key.
+//! refuses the plans the paper cannot run, naming the plugin and the key; the C example
+//! `example/tp2d` (2-D tensor parallelism, C ABI 1.7) declares the axis `col` and moves the
+//! SUMMA panels of Xu et al. 2021 over it and over `tensor`.
 
 // A test, bench or example target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -13,7 +15,8 @@ use perfcast_core::parallel::{CommClass, CommList, LayerDims, Phase, PlanShape};
 use perfcast_core::Registry;
 use perfcast_engine::{Training, TrainingOptions, TrainingPlan};
 use perfcast_loader::load_library;
-use perfcast_testkit::plugins::build_rust;
+use perfcast_testkit::plugins::{build_rust, cc_shared};
+use perfcast_testkit::process::workspace_root;
 use perfcast_testkit::{a100_from_registry, deepseek_v3, gpt};
 use serde_json::json;
 use std::path::PathBuf;
@@ -26,6 +29,7 @@ const BUILTINS: [&str; 7] = [
 struct Libs {
     builtins: PathBuf,
     ulysses: PathBuf,
+    tp2d: PathBuf,
 }
 
 fn libs() -> &'static Libs {
@@ -33,18 +37,21 @@ fn libs() -> &'static Libs {
     L.get_or_init(|| {
         let dir = perfcast_testkit::tmpdir("perfcast-strategy-plugins");
         let v = build_rust(&["execution-builtins-lib", "ulysses"], &dir);
+        let src = workspace_root().join("plugins/examples/tp2d/tp2d.c");
         Libs {
             builtins: v[0].clone(),
             ulysses: v[1].clone(),
+            tp2d: cc_shared(&dir, &src, "libtp2d.so", &[]),
         }
     })
 }
 
-/// The built-ins and both libraries.
+/// The built-ins and the three libraries.
 fn registry() -> Registry {
     let mut r = perfcast_builtins::registry().unwrap();
     load_library(&libs().builtins, None, &mut r).unwrap();
     load_library(&libs().ulysses, None, &mut r).unwrap();
+    load_library(&libs().tp2d, None, &mut r).unwrap();
     r
 }
 
@@ -456,5 +463,129 @@ fn a_strategy_on_a_declared_axis_from_a_library_is_bit_identical() {
             }
             (x, y) => panic!("{p:?}: compiled-in {x:?}, library {y:?}"),
         }
+    }
+}
+
+/// `example/tp2d` (C ABI 1.7) declares `col` outside `tensor` across the C boundary and, on a
+/// 2 x 2 grid, moves by hand: per layer forward an all-gather of the activation panels
+/// M K_A / q over `col` (M = 4,096 tokens, K_A = 2 x 4,096 + 32 x 128 + 16,384 = 28,672,
+/// q = 2: 58,720,256 elements, 2 bytes each) and of the weight panels W / q over `tensor`
+/// (W = 5e7 x q^2 = 2e8: 1e8 elements); the backward the same two plus reduce-scatters of the
+/// same panels (the weight gradients at 4 bytes); the embedding, head and loss all-reduces
+/// over the whole grid.
+#[test]
+fn tp2d_in_c_declares_its_axis_and_moves_the_summa_panels() {
+    use perfcast_core::parallel::{Axis, AxisPlace, AxisSet, LayerSplit};
+    let r = registry();
+    let s = r.parallel_strategy("example/tp2d", &json!({})).unwrap();
+    let axes = s.axes();
+    assert_eq!(axes.len(), 1);
+    assert_eq!(axes[0].name, "col");
+    assert_eq!(axes[0].place, AxisPlace::Outside(Axis::Tensor));
+    assert!(axes[0].divides.heads && !axes[0].divides.batch);
+    let mut plan = shape(2, 1);
+    plan.axes[0] = 2;
+    let mut split = LayerSplit::default();
+    s.split_layer(&plan, &mut split).unwrap();
+    assert_eq!((split.weights, split.pointwise, split.tokens), (4, 4, 1));
+    let mut d = dims(4096, 4096, 32, 8);
+    d.ffn_hidden = 16384;
+    d.layer_params = 5e7;
+    d.grad_bytes = 4.0;
+    let mut l = CommList::default();
+    s.comms(&plan, &d, &mut l).unwrap();
+    let (row, col) = (AxisSet::TENSOR, AxisSet::declared(0));
+    let acts = 4096.0 * 28672.0 / 2.0 * 2.0;
+    let w = 5e7 * 4.0 / 2.0;
+    let grid = row.union(col);
+    use CollectiveKind::{AllGather, AllReduce, ReduceScatter};
+    let want = [
+        (Phase::Forward, AllGather, col, acts),
+        (Phase::Forward, AllGather, row, w * 2.0),
+        (Phase::Backward, AllGather, col, acts),
+        (Phase::Backward, AllGather, row, w * 2.0),
+        (Phase::Backward, ReduceScatter, col, acts),
+        (Phase::Backward, ReduceScatter, row, w * 4.0),
+        (
+            Phase::EmbeddingForward,
+            AllReduce,
+            grid,
+            4096.0 * 4096.0 * 2.0,
+        ),
+        (Phase::HeadBackward, AllReduce, grid, 4096.0 * 4096.0 * 2.0),
+        (Phase::HeadForward, AllReduce, grid, 4096.0 * 4.0),
+    ];
+    let got: Vec<_> = l
+        .iter()
+        .map(|c| (c.phase, c.kind, c.group, c.bytes.0))
+        .collect();
+    assert_eq!(got, want);
+    assert!(l.iter().all(|c| c.class == CommClass::Tensor));
+}
+
+/// In an evaluation, `example/tp2d` on a 1 x 1 grid is no tensor parallelism (the built-in's
+/// report at tp 1, bit for bit); on a 2 x 2 grid it runs the GEMMs of 1-D tensor parallelism
+/// over 4 and adds its panels as exposed tensor-parallel communication; plans off the grid
+/// are refused naming the key.
+#[test]
+fn tp2d_runs_in_an_evaluation_and_refuses_plans_off_its_grid() {
+    let r = registry();
+    let names = |tensor: &str| -> Vec<String> {
+        [
+            tensor, "sequence", "context", "expert", "pipeline", "data", "zero",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let training = |tensor: &str| {
+        Training::with_options(
+            gpt(96, 12288, 96),
+            a100_from_registry(&r, 1024).unwrap(),
+            &r,
+            &options(&names(tensor), json!({})),
+        )
+        .unwrap()
+    };
+    let (builtin, tp2d) = (training("tensor"), training("example/tp2d"));
+    let plan = |tp, col, dp| TrainingPlan {
+        tp,
+        pp: 16,
+        dp,
+        micro_batch: 1,
+        global_batch: 1536,
+        recompute: "full".into(),
+        axes: [("col".to_string(), col)].into(),
+        ..TrainingPlan::default()
+    };
+    let one = TrainingPlan {
+        axes: Default::default(),
+        ..plan(1, 1, 64)
+    };
+    assert_eq!(
+        serde_json::to_string(&builtin.evaluate(&one).unwrap()).unwrap(),
+        serde_json::to_string(&tp2d.evaluate(&plan(1, 1, 64)).unwrap()).unwrap()
+    );
+    let d1 = builtin
+        .evaluate(&TrainingPlan {
+            axes: Default::default(),
+            ..plan(4, 1, 16)
+        })
+        .unwrap();
+    let d2 = tp2d.evaluate(&plan(2, 2, 16)).unwrap();
+    assert_eq!(d2.breakdown.compute.gemm, d1.breakdown.compute.gemm);
+    assert!(d2.breakdown.tp_comm.0 > d1.breakdown.tp_comm.0);
+    for (p, want) in [
+        (plan(2, 4, 8), "plan.axes.col` = 4: must equal plan.tp = 2"),
+        (
+            TrainingPlan {
+                sp: true,
+                ..plan(2, 2, 16)
+            },
+            "plan.sp",
+        ),
+        (plan(8, 8, 1), "q^2 = 64 must divide model.heads = 96"),
+    ] {
+        let e = tp2d.evaluate(&p).unwrap_err().to_string();
+        assert!(e.contains("example/tp2d") && e.contains(want), "{e}");
     }
 }

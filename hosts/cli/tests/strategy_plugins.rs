@@ -2,8 +2,9 @@
 //! experiment, `predict` and `search` with the seven built-in strategies loaded from
 //! `execution-builtins-lib` (Rust ABI 1.2, named `lib/...` in `options.strategies`), and with
 //! the built-in `tensor` written in C (`plugins/examples/tensor-c`, C ABI 1.4), print what the
-//! compiled-in ones print; the example `ulysses` runs from its README's command; bad
-//! strategy names, plans, parameters and answers are errors naming the key and the plugin.
+//! compiled-in ones print; the examples `ulysses` and `tp2d` (a declared axis from C, C ABI
+//! 1.7) run from their READMEs' commands, and a search walks `tp2d`'s axis; bad strategy
+//! names, plans, parameters and answers are errors naming the key and the plugin.
 
 // A test, bench or example target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -467,4 +468,68 @@ fn isolated_execution_plugins_print_what_they_print_in_process() {
         "plugins/examples/dragonfly-plus/gpt3-175b-dragonfly-plus.toml",
         &["--load", &l.dragonfly_plus],
     );
+}
+
+/// `plugins/examples/tp2d/tp2d.c` (C ABI 1.7): its README's `predict` runs on a 2 x 2 grid
+/// and labels the plan with its axis; a search over `search.axes.col` finds plans on the
+/// grid only; a key of an axis nobody declares and a plan off the grid are refused with a
+/// non-zero exit naming the key.
+#[test]
+fn tp2d_runs_from_its_readme_and_its_axis_is_searched() {
+    let dir = common::tmpdir("perfcast-cli-tp2d");
+    let src = repo().join("plugins/examples/tp2d/tp2d.c");
+    let lib = cc_shared(&dir, &src, "libtp2d.so", &[]);
+    let lib = lib.to_str().unwrap();
+    let mut names: Vec<String> = BUILTINS.map(String::from).to_vec();
+    names[0] = "example/tp2d".into();
+    let set = strategies(&names);
+    let config = "configs/experiments/gpt3-175b-a100.toml";
+    let grid = [
+        "--set",
+        "plan.tp=2",
+        "--set",
+        "plan.axes.col=2",
+        "--set",
+        "plan.dp=16",
+    ];
+    let mut args = vec!["predict", config, "--load", lib, "--set", set.as_str()];
+    args.extend(grid);
+    let o = perfcast(&args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("tp=2") && o.stdout.contains("axes.col=2"),
+        "{}",
+        o.stdout
+    );
+    let v = json(
+        "search",
+        config,
+        &[
+            "--load",
+            lib,
+            "--set",
+            &set,
+            "--set",
+            "search.tp=[1,2]",
+            "--set",
+            "search.axes.col=[1,2]",
+        ],
+    );
+    let plans = v["plans"].as_array().unwrap();
+    assert!(!plans.is_empty());
+    for p in plans {
+        let plan = &p["plan"];
+        let col = plan["axes"]["col"].as_u64().unwrap_or(1);
+        assert_eq!(plan["tp"].as_u64().unwrap(), col, "{plan}");
+    }
+    for (extra, want) in [
+        ("plan.axes.row=2", "plan.axes.row"),
+        ("plan.axes.col=4", "must equal plan.tp = 2"),
+    ] {
+        let mut args = vec!["predict", config, "--load", lib, "--set", set.as_str()];
+        args.extend(["--set", "plan.tp=2", "--set", extra, "--set", "plan.dp=8"]);
+        let o = perfcast(&args);
+        assert_ne!(o.code, 0, "{extra}");
+        assert!(o.stderr.contains(want), "{extra}: {}", o.stderr);
+    }
 }
