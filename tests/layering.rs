@@ -161,6 +161,19 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "perfcast-kernel-data",
         ],
     ),
+    // The public test support of plugin authors: a library beside the built-ins, through the
+    // configuration and scenario layers, as the command line loads it.
+    (
+        "perfcast-plugin-test",
+        &[
+            "perfcast-core",
+            "perfcast-builtins",
+            "perfcast-config",
+            "perfcast-scenario",
+            "perfcast-engine",
+            "perfcast-kernel-data",
+        ],
+    ),
     // The Python package's native module: the CLI's commands in process (`run_captured`),
     // so that its results are the command line's, byte for byte.
     ("perfcast-python", &["perfcast-cli"]),
@@ -201,7 +214,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
 ];
 
 /// Crates that exist to be hosts or tests: the only ones that may link `perfcast-builtins`.
-const MAY_LINK_BUILTINS: &[&str] = &["perfcast-cli", "perfcast-testkit"];
+const MAY_LINK_BUILTINS: &[&str] = &["perfcast-cli", "perfcast-plugin-test", "perfcast-testkit"];
 
 struct Member {
     dir: PathBuf,

@@ -2,7 +2,8 @@
 //! 175B on 1,024 A100, TP 8, PP 16, DP 8, full recompute, built-in plugins) with its seven
 //! parallel strategies compiled in, and with all seven loaded from a library
 //! (`execution-builtins-lib`, Rust ABI 1.2), and with only `tensor` loaded: what crossing the
-//! boundary costs per evaluation. Then `tensor` in an isolated plugin host (a child `perfcast
+//! boundary costs per evaluation; `hsdp` on its declared axis compiled in and from the library
+//! (Rust ABI 1.4). Then `tensor` in an isolated plugin host (a child `perfcast
 //! plugin-host`, the debug build): a repeated evaluation (its answers cached by the host) and
 //! a new plan each time (every call a round trip to the child).
 
@@ -34,10 +35,24 @@ fn bench(c: &mut Criterion) {
         recompute: "full".into(),
         ..TrainingPlan::default()
     };
-    let cases: [(&str, Vec<String>); 3] = [
+    // `hsdp` on its declared axis: ZeRO-3 over 8 ranks inside `data`, one replica (Rust ABI
+    // 1.4; the engine's tests check it against ZeRO-3 over the same 8 ranks).
+    let hsdp_plan = TrainingPlan {
+        dp: 1,
+        zero_stage: 3,
+        axes: [("shard".to_string(), 8)].into(),
+        ..plan.clone()
+    };
+    let hsdp = |name: &str| -> Vec<String> {
+        ["tensor", "sequence", "context", "expert", "pipeline", name]
+            .map(String::from)
+            .to_vec()
+    };
+    let cases: [(&str, Vec<String>, &TrainingPlan); 5] = [
         (
             "compiled-in strategies",
             BUILTINS.map(String::from).to_vec(),
+            &plan,
         ),
         (
             "tensor from a library",
@@ -50,13 +65,17 @@ fn bench(c: &mut Criterion) {
                     }
                 })
                 .to_vec(),
+            &plan,
         ),
         (
             "all seven from a library",
             BUILTINS.map(|n| format!("lib/{n}")).to_vec(),
+            &plan,
         ),
+        ("hsdp compiled in, shard 8", hsdp("hsdp"), &hsdp_plan),
+        ("hsdp from a library, shard 8", hsdp("lib/hsdp"), &hsdp_plan),
     ];
-    for (what, names) in cases {
+    for (what, names, plan) in cases {
         let options = TrainingOptions {
             strategies: Some(names),
             ..TrainingOptions::default()
@@ -68,9 +87,9 @@ fn bench(c: &mut Criterion) {
             &options,
         )
         .unwrap();
-        t.evaluate(&plan).unwrap();
+        t.evaluate(plan).unwrap();
         c.bench_function(&format!("evaluate gpt3-175b 1024xA100 ({what})"), |b| {
-            b.iter(|| t.evaluate(black_box(&plan)).unwrap())
+            b.iter(|| t.evaluate(black_box(plan)).unwrap())
         });
     }
     isolated(c, &lib, &plan);
