@@ -350,7 +350,7 @@ fn bad_c_strategies_and_parameters_are_errors_naming_the_plugin() {
 }
 
 /// Isolated (`--isolate`: a child plugin host), every execution category prints what it
-/// prints in process: the Rust and C example strategies, the C schedule, policy and
+/// prints in process: the Rust and C example strategies (declared axes too), the C schedule, policy and
 /// topology examples, the built-in strategies, schedules and policies compiled as a
 /// library, and the Rust example topology.
 #[test]
@@ -412,6 +412,47 @@ fn isolated_execution_plugins_print_what_they_print_in_process() {
     let mut c_names: Vec<String> = BUILTINS.map(String::from).to_vec();
     c_names[0] = "example/tensor-c".into();
     same(gpt, &["--load", tensor_c(), "--set", &strategies(&c_names)]);
+    // Strategies on declared axes: `tp2d` from C (1.7), `hsdp` from Rust (1.4).
+    let tp2d = c_example("tp2d", "tp2d");
+    let mut tp2d_names: Vec<String> = BUILTINS.map(String::from).to_vec();
+    tp2d_names[0] = "example/tp2d".into();
+    let tp2d_set = strategies(&tp2d_names);
+    same(
+        gpt,
+        &[
+            "--load",
+            &tp2d,
+            "--set",
+            &tp2d_set,
+            "--set",
+            "plan.tp=2",
+            "--set",
+            "plan.axes.col=2",
+            "--set",
+            "plan.dp=16",
+        ],
+    );
+    let hsdp_set = strategies(
+        &[
+            "tensor", "sequence", "context", "expert", "pipeline", "lib/hsdp",
+        ]
+        .map(String::from),
+    );
+    same(
+        gpt,
+        &[
+            "--load",
+            &l.builtins,
+            "--set",
+            &hsdp_set,
+            "--set",
+            "plan.zero_stage=3",
+            "--set",
+            "plan.axes.shard=4",
+            "--set",
+            "plan.dp=2",
+        ],
+    );
     let sqrt = c_example("sqrt-checkpoint", "sqrt_checkpoint");
     same(
         gpt,
