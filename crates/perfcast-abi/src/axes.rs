@@ -100,7 +100,35 @@ pub struct PcAxisDecl {
     pub place: u32,
     pub anchor: u32,
     pub divides: u32,
+    /// (Serialised as a string: the bytes up to the NUL.)
+    #[serde(with = "name_text")]
     pub name: [u8; AXIS_NAME_BYTES],
+}
+
+/// A declared axis's name as text on the wire (the isolated plugin host's JSON): the bytes
+/// up to the first NUL; a text that does not fit is an error.
+mod name_text {
+    use super::AXIS_NAME_BYTES;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(name: &[u8; AXIS_NAME_BYTES], s: S) -> Result<S::Ok, S::Error> {
+        let end = name.iter().position(|&b| b == 0).unwrap_or(AXIS_NAME_BYTES);
+        s.serialize_str(&String::from_utf8_lossy(&name[..end]))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; AXIS_NAME_BYTES], D::Error> {
+        let text = String::deserialize(d)?;
+        let bytes = text.as_bytes();
+        if bytes.len() >= AXIS_NAME_BYTES {
+            return Err(D::Error::custom(format!(
+                "axis name `{text}` is longer than {} bytes",
+                AXIS_NAME_BYTES - 1
+            )));
+        }
+        let mut name = [0; AXIS_NAME_BYTES];
+        name[..bytes.len()].copy_from_slice(bytes);
+        Ok(name)
+    }
 }
 
 impl Default for PcAxisDecl {
@@ -229,6 +257,21 @@ mod tests {
         };
         assert!(PcAxisDecl::from_native(&long)
             .unwrap_err()
+            .contains("longer than 31"));
+        // On the wire (the isolated host's JSON) the name is text.
+        let d = PcAxisDecl::from_native(&AxisDecl {
+            name: "col".into(),
+            place: AxisPlace::Outside(Axis::Tensor),
+            divides: Divides::default(),
+        })
+        .unwrap();
+        let j = serde_json::to_string(&d).unwrap();
+        assert!(j.contains(r#""name":"col""#), "{j}");
+        assert_eq!(serde_json::from_str::<PcAxisDecl>(&j).unwrap(), d);
+        let too_long = j.replace("\"col\"", &format!("\"{}\"", "c".repeat(32)));
+        assert!(serde_json::from_str::<PcAxisDecl>(&too_long)
+            .unwrap_err()
+            .to_string()
             .contains("longer than 31"));
         let mut p = PlanShape {
             tp: 2,

@@ -243,28 +243,9 @@ fn label(p: &PlanShape) -> String {
 fn dense() -> ModelSpec {
     ModelSpec {
         name: "check-dense".into(),
-        layers: 32,
-        hidden: 4096,
-        heads: 32,
         kv_heads: Some(8),
         head_dim: Some(128),
-        ffn_hidden: 14336,
-        ffn_act: FfnAct::Swiglu,
-        vocab: 128256,
-        seq_len: 4096,
-        max_context: None,
-        tied_embeddings: false,
-        norm: None,
-        position: None,
-        bias: None,
-        moe: None,
-        attention: None,
-        mla: None,
-        sliding_window: None,
-        sliding_window_layers: None,
-        layer_pattern: None,
-        attention_chunk: None,
-        mtp_layers: 0,
+        ..ModelSpec::dense(32, 4096, 32, 14336, FfnAct::Swiglu, 128256, 4096)
     }
 }
 
@@ -272,19 +253,7 @@ fn dense() -> ModelSpec {
 fn moe() -> ModelSpec {
     ModelSpec {
         name: "check-moe".into(),
-        moe: Some(MoeSpec {
-            experts: 64,
-            top_k: 8,
-            expert_ffn_hidden: 1408,
-            shared_experts: 0,
-            shared_expert_ffn_hidden: None,
-            dense_layers: 0,
-            moe_layer_freq: 1,
-            expert_groups: None,
-            group_top_k: None,
-            capacity_factor: None,
-            load_imbalance: None,
-        }),
+        moe: Some(MoeSpec::new(64, 8, 1408)),
         ..dense()
     }
 }

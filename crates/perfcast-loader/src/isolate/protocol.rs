@@ -499,13 +499,17 @@ mod tests {
                     handle: 2,
                     built: Built::Strategy {
                         axis: 0,
-                        axes: vec![PcAxisDecl {
-                            place: 1,
-                            anchor: 0,
-                            divides: 2,
-                            name: *b"col\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
-                            ..PcAxisDecl::default()
-                        }],
+                        axes: vec![PcAxisDecl::from_native(&perfcast_core::parallel::AxisDecl {
+                            name: "col".into(),
+                            place: perfcast_core::parallel::AxisPlace::Outside(
+                                perfcast_core::parallel::Axis::Tensor,
+                            ),
+                            divides: perfcast_core::parallel::Divides {
+                                heads: true,
+                                ..Default::default()
+                            },
+                        })
+                        .unwrap()],
                     },
                 },
             ),
