@@ -26,6 +26,20 @@ pub(super) fn recipe_for(template: &TrainingPlan, precision: DType) -> Option<Fp
     template.fp8_recipe.filter(|r| r.dtype() == precision)
 }
 
+/// Set `plan.axes` to `degrees` (the run's numbering) by the training's axis names: every
+/// axis of degree > 1, and those the template names.
+pub(super) fn set_axes(
+    plan: &mut TrainingPlan,
+    training: &Training,
+    degrees: &[u32; perfcast_core::parallel::MAX_DECLARED_AXES],
+) {
+    for (decl, &d) in training.declared_axes().zip(degrees) {
+        if d > 1 || plan.axes.contains_key(&decl.name) {
+            plan.axes.insert(decl.name.clone(), d);
+        }
+    }
+}
+
 fn plan_of(template: &TrainingPlan, training: &Training, k: &PlanKey) -> TrainingPlan {
     let rnames = training.recompute_names();
     let snames = training.schedule_names();
@@ -54,7 +68,7 @@ fn plan_of(template: &TrainingPlan, training: &Training, k: &PlanKey) -> Trainin
         overlap_param_gather: k.overlap_param_gather,
         ..template.clone()
     };
-    super::walk::set_axes(&mut plan, training, &k.axes);
+    set_axes(&mut plan, training, &k.axes);
     plan
 }
 

@@ -3,7 +3,7 @@
 //! over the outer tuples (rayon), each worker with its own [`Acc`].
 
 use super::accumulate::{push_top, Acc, Scored};
-use super::finalists::recipe_for;
+use super::finalists::{recipe_for, set_axes};
 use super::resolve::{divisors, Lists, Outer, MAX_SCHEDULES};
 use super::results::{precision_code, PlanKey};
 use crate::space::{Constraints, Objective};
@@ -570,20 +570,6 @@ impl Ctx<'_> {
             acc.offer_fastest(sc);
         }
         0
-    }
-}
-
-/// Set `plan.axes` to `degrees` (the run's numbering) by the training's axis names: every
-/// axis of degree > 1, and those the template names.
-pub(super) fn set_axes(
-    plan: &mut TrainingPlan,
-    training: &Training,
-    degrees: &[u32; perfcast_core::parallel::MAX_DECLARED_AXES],
-) {
-    for (decl, &d) in training.declared_axes().zip(degrees) {
-        if d > 1 || plan.axes.contains_key(&decl.name) {
-            plan.axes.insert(decl.name.clone(), d);
-        }
     }
 }
 
