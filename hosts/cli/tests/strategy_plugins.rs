@@ -223,30 +223,36 @@ fn tensor_in_c_prints_what_the_compiled_in_tensor_prints() {
     let b = json("predict", &c, &args);
     assert!(a == b, "sp + overlap: the C strategy's output differs");
     assert!(a["report"]["breakdown"]["hidden_comm"].as_f64().unwrap() > 0.0);
-    // Built against the previous minor (C ABI 1.4, before topologies), it loads as such on
-    // this host and prints the same.
-    let dir = common::tmpdir("perfcast-cli-tensor-c-1-4");
+    // Built against earlier minors (C ABI 1.4, the first with strategies; 1.6, the one before
+    // declared axes, whose plan it reads as the 1.4 prefix), it loads as such on this host
+    // and prints the same.
+    let dir = common::tmpdir("perfcast-cli-tensor-c-old");
     let src = repo().join("plugins/examples/tensor-c/tensor_c.c");
-    let old = cc_shared(
-        &dir,
-        &src,
-        "libtensor_c_1_4.so",
-        &["-ffp-contract=off", "-DPERFCAST_PLUGIN_ABI_MINOR=4"],
-    );
-    let old = old.to_str().unwrap();
-    let listed = perfcast(&["plugins", "--load", old]);
-    assert!(
-        listed
-            .stdout
-            .lines()
-            .any(|l| l.contains("example/tensor-c") && l.contains("c 1.4")),
-        "{}",
-        listed.stdout
-    );
     let config = "configs/experiments/gpt3-175b-a100.toml";
-    assert!(
-        json("predict", config, &["--load", old, "--set", &set]) == json("predict", config, &[])
-    );
+    let want = json("predict", config, &[]);
+    for minor in [4, 6] {
+        let old = cc_shared(
+            &dir,
+            &src,
+            &format!("libtensor_c_1_{minor}.so"),
+            &[
+                "-ffp-contract=off",
+                &format!("-DPERFCAST_PLUGIN_ABI_MINOR={minor}"),
+            ],
+        );
+        let old = old.to_str().unwrap();
+        let listed = perfcast(&["plugins", "--load", old]);
+        let abi = format!("c 1.{minor}");
+        assert!(
+            listed
+                .stdout
+                .lines()
+                .any(|l| l.contains("example/tensor-c") && l.contains(&abi)),
+            "{}",
+            listed.stdout
+        );
+        assert!(json("predict", config, &["--load", old, "--set", &set]) == want);
+    }
 }
 
 /// A C strategy whose `comms` answers `body` (C statements filling `out[0]`), built here.
