@@ -548,6 +548,39 @@ fn tp2d_runs_from_its_readme_and_its_axis_is_searched() {
         "{}",
         o.stdout
     );
+    // The README's and the example's figures: the 2 x 2 grid against 1-D TP over 4 GPUs.
+    let mut grid_args = vec!["--load", lib, "--set", set.as_str()];
+    grid_args.extend(grid);
+    let two_d = json("predict", config, &grid_args);
+    let one_d = json(
+        "predict",
+        config,
+        &["--set", "plan.tp=4", "--set", "plan.dp=16"],
+    );
+    let f = |v: &Value, path: &[&str]| {
+        let x = path.iter().fold(&v["report"], |v, k| &v[*k]);
+        format!("{:.2}", x.as_f64().unwrap())
+    };
+    let said = format!(
+        "this step takes {} s against {} s for 1-D tensor parallelism over the same 4 GPUs \
+         (`--set plan.tp=4 --set plan.dp=16`): the same GEMMs ({} s), but {} s of exposed \
+         tensor-parallel communication instead of {} s",
+        f(&two_d, &["iteration_time"]),
+        f(&one_d, &["iteration_time"]),
+        f(&two_d, &["breakdown", "compute", "gemm"]),
+        f(&two_d, &["breakdown", "tp_comm"]),
+        f(&one_d, &["breakdown", "tp_comm"]),
+    );
+    let fold = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let readme = fold(&std::fs::read_to_string(repo().join("README.md")).unwrap());
+    assert!(
+        readme.contains(&fold(&said)),
+        "the README should say: {said}"
+    );
+    assert_eq!(
+        f(&two_d, &["breakdown", "compute", "gemm"]),
+        f(&one_d, &["breakdown", "compute", "gemm"])
+    );
     let v = json(
         "search",
         config,
@@ -564,6 +597,14 @@ fn tp2d_runs_from_its_readme_and_its_axis_is_searched() {
     );
     let plans = v["plans"].as_array().unwrap();
     assert!(!plans.is_empty());
+    // The README: the search prefers micro-batches of 6 (29.76 s).
+    let best = &plans[0];
+    assert_eq!(best["plan"]["micro_batch"], 6, "{best}");
+    let t = format!("{:.2}", best["objective"].as_f64().unwrap());
+    assert!(
+        readme.contains(&format!("prefers micro-batches of 6 ({t} s)")),
+        "{t}"
+    );
     for p in plans {
         let plan = &p["plan"];
         let col = plan["axes"]["col"].as_u64().unwrap_or(1);
