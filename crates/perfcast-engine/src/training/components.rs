@@ -11,23 +11,26 @@ use perfcast_core::registry::{Category, Registry};
 use perfcast_core::{Key, ModelError, Section};
 use std::sync::Arc;
 
-/// The execution plugins a `Training` evaluates plans with.
+/// The execution plugins a `Training` evaluates plans with. Built only by
+/// [`TrainingComponents::from_registry`] and [`TrainingComponents::from_options`], which number
+/// the strategies' declared axes (`declare_axes`): the fields are the engine's, so that the
+/// strategies, their axes and their ranges cannot disagree.
 #[derive(Clone)]
 pub struct TrainingComponents {
     /// Applied in order; each adds its split, collectives and state sharding.
-    pub strategies: Vec<Arc<dyn ParallelStrategy>>,
+    pub(crate) strategies: Vec<Arc<dyn ParallelStrategy>>,
     /// The axes the strategies declare, numbered in the order of `strategies` and then of
     /// their declarations ([`AxisSet::declared`]`(k)` is `declared[k]`).
-    pub declared: Vec<DeclaredAxis>,
+    pub(crate) declared: Vec<DeclaredAxis>,
     /// Per strategy, the run's number of its first declared axis and how many it declares.
-    pub axis_ranges: Vec<(u8, u8)>,
+    pub(crate) axis_ranges: Vec<(u8, u8)>,
     /// Recompute policies by name (the plan's `recompute`).
-    pub recompute: Vec<(String, Arc<dyn RecomputePolicy>)>,
+    pub(crate) recompute: Vec<(String, Arc<dyn RecomputePolicy>)>,
     /// Pipeline schedules by name (the plan's `schedule`).
-    pub schedules: Vec<(String, Arc<dyn PipelineSchedule>)>,
+    pub(crate) schedules: Vec<(String, Arc<dyn PipelineSchedule>)>,
     /// Registered policies and schedules that could not be built without parameters, and why
     /// (reported when a plan names one).
-    pub unbuilt: Vec<(String, String)>,
+    pub(crate) unbuilt: Vec<(String, String)>,
 }
 
 /// An axis a strategy in use declares.
