@@ -9,7 +9,9 @@
 // A test, bench or example target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use perfcast_testkit::plugins::{cc_plugin_source, cc_plugin_source_with, cc_shared};
+use perfcast_testkit::plugins::{
+    c_one_component, cc_plugin_source, cc_plugin_source_with, cc_shared,
+};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -163,9 +165,6 @@ static int32_t props(const void *self, perfcast_schedule_properties *out, char *
     };
     let src = format!(
         r#"#include <stdio.h>
-static int32_t create(const char *json, void **out, char *err, size_t cap) {{
-    (void)json; (void)err; (void)cap; *out = NULL; return PERFCAST_OK;
-}}
 static int32_t step(const void *self, const perfcast_schedule_input *in,
                     perfcast_schedule_result *out, char *err, size_t cap) {{
     (void)self; (void)in; (void)err; (void)cap;
@@ -182,19 +181,8 @@ static const perfcast_pipeline_schedule_vtable vt = {{
     .struct_size = sizeof(perfcast_pipeline_schedule_vtable), .step = step,
     .in_flight = in_flight,{props_field}
 }};
-static const perfcast_component comp = {{
-    .struct_size = sizeof(perfcast_component), .category = PERFCAST_CATEGORY_PIPELINE_SCHEDULE,
-    .name = "bad/sched", .description = "misbehaves", .create = create, .vtable = &vt,
-}};
-static const perfcast_component *const comps[] = {{&comp}};
-static const perfcast_plugin plugin = {{
-    .struct_size = sizeof(perfcast_plugin), .abi_major = PERFCAST_PLUGIN_ABI_MAJOR,
-    .abi_minor = PERFCAST_PLUGIN_ABI_MINOR, .n_components = 1, .name = "bad",
-    .version = "0.0.1", .components = comps,
-}};
-const perfcast_plugin *perfcast_plugin_entry_v1(void) {{ return &plugin; }}
 "#
-    );
+    ) + &c_one_component("PERFCAST_CATEGORY_PIPELINE_SCHEDULE", "bad/sched", "bad");
     cc_plugin_source_with(&dir, name, &src, flags)
 }
 
@@ -397,9 +385,6 @@ fn misbehaving_policy(name: &str, body: &str) -> PathBuf {
     let dir = common::tmpdir(&format!("perfcast-cli-recompute-{name}"));
     let src = format!(
         r#"
-static int32_t create(const char *json, void **out, char *err, size_t cap) {{
-    (void)json; (void)err; (void)cap; *out = NULL; return PERFCAST_OK;
-}}
 static int32_t plan(const void *self, const perfcast_layer_activations *act, uint32_t layers,
                     uint32_t rl, perfcast_recompute_plan *out, char *err, size_t cap) {{
     (void)self; (void)rl; (void)err; (void)cap;
@@ -411,18 +396,11 @@ static int32_t plan(const void *self, const perfcast_layer_activations *act, uin
 static const perfcast_recompute_policy_vtable vt = {{
     .struct_size = sizeof(perfcast_recompute_policy_vtable), .plan = plan,
 }};
-static const perfcast_component comp = {{
-    .struct_size = sizeof(perfcast_component), .category = PERFCAST_CATEGORY_RECOMPUTE_POLICY,
-    .name = "bad/policy", .description = "misbehaves", .create = create, .vtable = &vt,
-}};
-static const perfcast_component *const comps[] = {{&comp}};
-static const perfcast_plugin plugin = {{
-    .struct_size = sizeof(perfcast_plugin), .abi_major = PERFCAST_PLUGIN_ABI_MAJOR,
-    .abi_minor = PERFCAST_PLUGIN_ABI_MINOR, .n_components = 1, .name = "badpolicy",
-    .version = "0.0.1", .components = comps,
-}};
-const perfcast_plugin *perfcast_plugin_entry_v1(void) {{ return &plugin; }}
 "#
+    ) + &c_one_component(
+        "PERFCAST_CATEGORY_RECOMPUTE_POLICY",
+        "bad/policy",
+        "badpolicy",
     );
     cc_plugin_source(&dir, name, &src)
 }

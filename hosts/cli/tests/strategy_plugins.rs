@@ -9,7 +9,7 @@
 // A test, bench or example target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use perfcast_testkit::plugins::{build_rust, cc_plugin_source, cc_shared};
+use perfcast_testkit::plugins::{build_rust, c_one_component, cc_plugin_source, cc_shared};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -260,9 +260,6 @@ fn misbehaving(name: &str, axis: u32, body: &str) -> String {
     let dir = common::tmpdir(&format!("perfcast-cli-strategy-{name}"));
     let src = format!(
         r#"
-static int32_t create(const char *json, void **out, char *err, size_t cap) {{
-    (void)json; (void)err; (void)cap; *out = NULL; return PERFCAST_OK;
-}}
 static int32_t axis(const void *self, uint32_t *out, char *err, size_t cap) {{
     (void)self; (void)err; (void)cap; *out = {axis}; return PERFCAST_OK;
 }}
@@ -279,19 +276,8 @@ static int32_t comms(const void *self, const perfcast_plan *plan, const perfcast
 static const perfcast_parallel_strategy_vtable vt = {{
     .struct_size = sizeof(perfcast_parallel_strategy_vtable), .axis = axis, .comms = comms,
 }};
-static const perfcast_component comp = {{
-    .struct_size = sizeof(perfcast_component), .category = PERFCAST_CATEGORY_PARALLEL_STRATEGY,
-    .name = "bad/tp", .description = "misbehaves", .create = create, .vtable = &vt,
-}};
-static const perfcast_component *const comps[] = {{&comp}};
-static const perfcast_plugin plugin = {{
-    .struct_size = sizeof(perfcast_plugin), .abi_major = PERFCAST_PLUGIN_ABI_MAJOR,
-    .abi_minor = PERFCAST_PLUGIN_ABI_MINOR, .n_components = 1, .name = "bad",
-    .version = "0.0.1", .components = comps,
-}};
-const perfcast_plugin *perfcast_plugin_entry_v1(void) {{ return &plugin; }}
 "#
-    );
+    ) + &c_one_component("PERFCAST_CATEGORY_PARALLEL_STRATEGY", "bad/tp", "bad");
     cc_plugin_source(&dir, name, &src)
         .to_str()
         .unwrap()

@@ -138,10 +138,12 @@ pub fn check_strategy(s: &dyn ParallelStrategy) -> Result<usize, Failure> {
     }
     let own = decls.len();
     let allowed = AxisSet::BUILT_IN.0 | (0..own).fold(0, |acc, k| acc | AxisSet::declared(k).0);
+    // Its own axes' degrees (one pass at 1 when it declares none).
+    let declared_degrees: &[u32] = if own == 0 { &[1] } else { &[1, 2, 4] };
     let mut answered = 0;
     for model in [dense(), moe()] {
         for degree in [1, 2, 4, 8] {
-            for declared in [1, 2, 4] {
+            for &declared in declared_degrees {
                 let plan = plan(s.axis(), degree, own, declared);
                 if s.validate(&model, &plan).is_err() {
                     continue;
@@ -258,9 +260,12 @@ fn moe() -> ModelSpec {
     }
 }
 
-/// One layer of `model` under `plan`, as the engine hands it to the strategies (bf16).
+/// One layer of `model` under `plan`, as the engine hands it to the strategies, in round
+/// numbers (only the shapes of the answers are checked, not their values): bf16 weights and
+/// activations, fp32 gradients, a layer of 12 x hidden^2 parameters (a GPT layer's, Narayanan
+/// et al. 2021, eq. 2), each expert three `hidden x expert_ffn_hidden` matrices (SwiGLU).
 fn dims(model: &ModelSpec, plan: &PlanShape) -> LayerDims {
-    let tokens = (plan.micro_batch * model.seq_len as u32) as f64;
+    let tokens = plan.micro_batch as f64 * model.seq_len as f64;
     let layer = 12.0 * (model.hidden * model.hidden) as f64;
     LayerDims {
         micro_batch: plan.micro_batch as u64,

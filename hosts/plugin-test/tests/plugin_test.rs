@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use perfcast_plugin_test::{check_strategy, PluginTest};
-use perfcast_testkit::plugins::{cc_plugin_source, cc_shared};
+use perfcast_testkit::plugins::{c_one_component, cc_plugin_source, cc_shared};
 use perfcast_testkit::process::workspace_root;
 use serde_json::json;
 use std::path::PathBuf;
@@ -77,9 +77,6 @@ fn broken(name: &str, split: &str, group: &str) -> PluginTest {
     let dir = perfcast_testkit::tmpdir(&format!("perfcast-plugin-test-{name}"));
     let src = format!(
         r#"
-static int32_t create(const char *json, void **out, char *err, size_t cap) {{
-    (void)json; (void)err; (void)cap; *out = NULL; return PERFCAST_OK;
-}}
 static int32_t axis(const void *self, uint32_t *out, char *err, size_t cap) {{
     (void)self; (void)err; (void)cap; *out = PERFCAST_AXIS_TENSOR; return PERFCAST_OK;
 }}
@@ -100,19 +97,8 @@ static const perfcast_parallel_strategy_vtable vt = {{
     .struct_size = sizeof(perfcast_parallel_strategy_vtable), .axis = axis,
     .split_layer = split_layer, .comms = comms,
 }};
-static const perfcast_component comp = {{
-    .struct_size = sizeof(perfcast_component), .category = PERFCAST_CATEGORY_PARALLEL_STRATEGY,
-    .name = "bad/tp", .description = "misbehaves", .create = create, .vtable = &vt,
-}};
-static const perfcast_component *const comps[] = {{&comp}};
-static const perfcast_plugin plugin = {{
-    .struct_size = sizeof(perfcast_plugin), .abi_major = PERFCAST_PLUGIN_ABI_MAJOR,
-    .abi_minor = PERFCAST_PLUGIN_ABI_MINOR, .n_components = 1, .name = "bad",
-    .version = "0.0.1", .components = comps,
-}};
-const perfcast_plugin *perfcast_plugin_entry_v1(void) {{ return &plugin; }}
 "#
-    );
+    ) + &c_one_component("PERFCAST_CATEGORY_PARALLEL_STRATEGY", "bad/tp", "bad");
     PluginTest::new(cc_plugin_source(&dir, name, &src))
 }
 

@@ -112,6 +112,31 @@ pub fn cc_program(dir: &Path, src: &Path, out: &str) -> PathBuf {
     dst
 }
 
+/// The rest of a one-component C plugin whose vtable, `vt`, is defined above it: a `create`
+/// that keeps no state, the component `component` of `category` (a `PERFCAST_CATEGORY_*`
+/// name), the plugin `plugin` (version 0.0.1) and the entry point. The tests' misbehaving
+/// plugins are their vtable's functions and this.
+pub fn c_one_component(category: &str, component: &str, plugin: &str) -> String {
+    format!(
+        r#"
+static int32_t create(const char *json, void **out, char *err, size_t cap) {{
+    (void)json; (void)err; (void)cap; *out = NULL; return PERFCAST_OK;
+}}
+static const perfcast_component comp = {{
+    .struct_size = sizeof(perfcast_component), .category = {category},
+    .name = "{component}", .description = "misbehaves", .create = create, .vtable = &vt,
+}};
+static const perfcast_component *const comps[] = {{&comp}};
+static const perfcast_plugin plugin = {{
+    .struct_size = sizeof(perfcast_plugin), .abi_major = PERFCAST_PLUGIN_ABI_MAJOR,
+    .abi_minor = PERFCAST_PLUGIN_ABI_MINOR, .n_components = 1, .name = "{plugin}",
+    .version = "0.0.1", .components = comps,
+}};
+const perfcast_plugin *perfcast_plugin_entry_v1(void) {{ return &plugin; }}
+"#
+    )
+}
+
 /// Write the C source `body` to `dir/name.c` (the plugin header included first) and compile it
 /// into the shared library `dir/lib<name>.so`.
 pub fn cc_plugin_source(dir: &Path, name: &str, body: &str) -> PathBuf {

@@ -120,9 +120,9 @@ pub struct Divides {
 /// An axis a strategy declares ([`super::ParallelStrategy::axes`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct AxisDecl {
-    /// Its name: the plan key `plan.axes.NAME`, the `[search]` key `axes.NAME` and the
-    /// report's ledger (lowercase letters, digits and `_`, starting with a letter; not a
-    /// built-in axis's name or key).
+    /// Its name: the plan key `plan.axes.NAME` and the `[search]` key `axes.NAME`
+    /// (lowercase letters, digits and `_`, starting with a letter; not a built-in axis's name
+    /// or key).
     pub name: String,
     /// Where it sits in the mesh.
     pub place: AxisPlace,

@@ -177,19 +177,9 @@ impl Training {
         let declared = &self.comps.declared;
         for (name, &degree) in &plan.axes {
             let key = || Key::owned(Section::Plan, format!("axes.{name}"));
-            let Some(k) = declared.iter().position(|d| d.decl.name == *name) else {
-                let known = declared.iter().map(|d| d.decl.name.as_str());
-                let why = if declared.is_empty() {
-                    "no strategy in use declares an axis (options.strategies)".to_string()
-                } else {
-                    format!(
-                        "not an axis the strategies in use declare{}; declared: {}",
-                        perfcast_core::suggest::did_you_mean(name, known.clone()),
-                        known.collect::<Vec<_>>().join(", ")
-                    )
-                };
-                return Err(ModelError::invalid(key(), degree, why));
-            };
+            let k = self
+                .declared_axis(name)
+                .map_err(|why| ModelError::invalid(key(), degree, why))?;
             // (A zero degree is refused by `check_plan`, which runs first.)
             if degree > 1 && (plan.ep > 1 || plan.etp > 1) {
                 return Err(ModelError::invalid(

@@ -191,25 +191,26 @@ fn declare_axes(
 }
 
 impl TrainingComponents {
-    /// Call `f` with every strategy and the plan as it sees it: its own declared axes'
-    /// degrees at `axes[0..]` (the plan itself when no axis is declared).
+    /// Call `f` with every strategy, the plan as it sees it (its own declared axes' degrees
+    /// at `axes[0..]`; the plan itself when no axis is declared) and the run's number of its
+    /// first declared axis and how many it declares.
     pub(super) fn each_strategy(
         &self,
         shape: &PlanShape,
-        mut f: impl FnMut(&dyn ParallelStrategy, &PlanShape) -> Result<(), ModelError>,
+        mut f: impl FnMut(&dyn ParallelStrategy, &PlanShape, (u8, u8)) -> Result<(), ModelError>,
     ) -> Result<(), ModelError> {
         if self.declared.is_empty() {
             for s in &self.strategies {
-                f(s.as_ref(), shape)?;
+                f(s.as_ref(), shape, (0, 0))?;
             }
             return Ok(());
         }
         for (s, &(first, n)) in self.strategies.iter().zip(&self.axis_ranges) {
             let mut view = *shape;
             view.axes = [1; MAX_DECLARED_AXES];
-            let (first, n) = (first as usize, n as usize);
-            view.axes[..n].copy_from_slice(&shape.axes[first..first + n]);
-            f(s.as_ref(), &view)?;
+            let (i, len) = (first as usize, n as usize);
+            view.axes[..len].copy_from_slice(&shape.axes[i..i + len]);
+            f(s.as_ref(), &view, (first, n))?;
         }
         Ok(())
     }
@@ -223,12 +224,9 @@ impl TrainingComponents {
         dims: &perfcast_core::parallel::LayerDims,
         out: &mut CommList,
     ) -> Result<(), ModelError> {
-        let mut i = 0;
-        self.each_strategy(shape, |s, view| {
+        self.each_strategy(shape, |s, view, (first, n)| {
             let start = out.len();
             s.comms(view, dims, out)?;
-            let (first, n) = self.axis_ranges.get(i).copied().unwrap_or((0, 0));
-            i += 1;
             for op in out.ops_mut_from(start) {
                 let local = op.group.declared_bits();
                 if local == 0 {

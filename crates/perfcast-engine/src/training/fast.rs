@@ -107,6 +107,25 @@ impl Training {
     pub fn declared_axes(&self) -> impl Iterator<Item = &perfcast_core::parallel::AxisDecl> {
         self.comps.declared.iter().map(|d| &d.decl)
     }
+    /// The run's number of the declared axis `name`, or why there is none (no strategy in
+    /// use declares an axis; or the names they declare, with the nearest): the reason a plan
+    /// key `plan.axes.NAME` or a search key `search.axes.NAME` is refused.
+    pub fn declared_axis(&self, name: &str) -> Result<usize, String> {
+        let declared = &self.comps.declared;
+        if let Some(k) = declared.iter().position(|d| d.decl.name == name) {
+            return Ok(k);
+        }
+        let known = declared.iter().map(|d| d.decl.name.as_str());
+        Err(if declared.is_empty() {
+            "no strategy in use declares an axis (options.strategies)".to_string()
+        } else {
+            format!(
+                "not an axis the strategies in use declare{}; declared: {}",
+                perfcast_core::suggest::did_you_mean(name, known.clone()),
+                known.collect::<Vec<_>>().join(", ")
+            )
+        })
+    }
     /// Registered recompute policy names, in the order [`PlanGroup::set_variant`] indexes them.
     pub fn recompute_names(&self) -> Vec<&str> {
         self.comps
@@ -139,7 +158,7 @@ impl Training {
         self.check_plan(plan)?;
         let shape = self.shape(plan)?;
         self.comps
-            .each_strategy(&shape, |s, view| s.validate(&self.model, view))?;
+            .each_strategy(&shape, |s, view, _| s.validate(&self.model, view))?;
         let sched = self
             .comps
             .schedules

@@ -68,7 +68,7 @@ impl Training {
         self.check_plan(plan)?;
         let shape = self.shape(plan)?;
         self.comps
-            .each_strategy(&shape, |s, view| s.validate(&self.model, view))?;
+            .each_strategy(&shape, |s, view, _| s.validate(&self.model, view))?;
         let policy = self.recompute_policy(&plan.recompute)?;
         if let Some(m) = plan
             .recompute_modules
@@ -103,7 +103,7 @@ impl Training {
         let m = &self.model;
         let mut split = LayerSplit::default();
         let mut ssplit = StateSplit::default();
-        self.comps.each_strategy(&shape, |s, view| {
+        self.comps.each_strategy(&shape, |s, view, _| {
             s.split_layer(view, &mut split)?;
             s.split_state(view, &mut ssplit)
         })?;

@@ -117,6 +117,15 @@ pub(super) fn no_function(path: &Path, cname: &str, function: &str) -> LoadError
     )
 }
 
+/// A count a plugin wrote that is more than the host's array of `cap` holds.
+pub(super) fn too_many(what: &str, n: usize, cap: usize) -> CallError {
+    CallError {
+        code: perfcast_abi::codes::ERR_FAILED,
+        path: String::new(),
+        message: format!("{n} {what} do not fit the host's array of {cap}"),
+    }
+}
+
 /// Creates an instance of a component from its parameters (the component's `create`).
 pub(super) trait NewInstance:
     Fn(&serde_json::Value) -> Result<Instance, PluginError> + Send + Sync + 'static

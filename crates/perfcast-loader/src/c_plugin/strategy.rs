@@ -77,13 +77,7 @@ impl StrategyBackend for CStrategy {
         // SAFETY: as above; `out` holds `out.len()` entries.
         call(|e, cap| unsafe { f(self.inst.this, out.as_mut_ptr(), out.len(), &mut n, e, cap) })?;
         if n > out.len() {
-            return Err(CallError {
-                code: perfcast_abi::codes::ERR_FAILED,
-                path: String::new(),
-                message: format!(
-                    "declares {n} axes; a strategy may declare at most {MAX_DECLARED_AXES}"
-                ),
-            });
+            return Err(super::raw::too_many("declared axes", n, out.len()));
         }
         Ok(out[..n].to_vec())
     }

@@ -76,14 +76,6 @@ fn pc_levels(levels: &[FfiLevel]) -> Vec<PcLevel> {
         .collect()
 }
 
-fn too_many(what: &str, n: usize, cap: usize) -> CallError {
-    CallError {
-        code: perfcast_abi::codes::ERR_FAILED,
-        path: String::new(),
-        message: format!("{n} {what} do not fit the host's array of {cap}"),
-    }
-}
-
 impl TopologyBackend for CTopology {
     fn check(&self, levels: &[FfiLevel], devices: u64) -> Result<(), CallError> {
         let Some(f) = self.vt.check else {
@@ -115,7 +107,7 @@ impl TopologyBackend for CTopology {
             )
         })?;
         if n > out.len() {
-            return Err(too_many("link classes", n, out.len()));
+            return Err(super::raw::too_many("link classes", n, out.len()));
         }
         Ok(out[..n]
             .iter()
@@ -180,7 +172,7 @@ impl TopologyBackend for CTopology {
             )
         })?;
         if n > loads.len() {
-            return Err(too_many("link loads", n, loads.len()));
+            return Err(super::raw::too_many("link loads", n, loads.len()));
         }
         Ok(FfiCollectiveCost {
             time,

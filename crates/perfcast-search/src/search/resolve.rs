@@ -249,23 +249,8 @@ pub(super) fn check(
                 message: "lists no degree".into(),
             });
         }
-        let declared: Vec<&str> = trainings[0]
-            .declared_axes()
-            .map(|a| a.name.as_str())
-            .collect();
-        if !declared.contains(&name.as_str()) {
-            return Err(SearchError::Invalid {
-                key,
-                message: if declared.is_empty() {
-                    "no strategy in use declares an axis (options.strategies)".into()
-                } else {
-                    format!(
-                        "not an axis the strategies in use declare{}; declared: {}",
-                        perfcast_core::suggest::did_you_mean(name, declared.iter().copied()),
-                        declared.join(", ")
-                    )
-                },
-            });
+        if let Err(message) = trainings[0].declared_axis(name) {
+            return Err(SearchError::Invalid { key, message });
         }
     }
     let dense = trainings.iter().any(|t| t.model().moe.is_none());
