@@ -83,7 +83,8 @@ fn y_axis(s: &mut Svg, x: f64, bottom: f64, max: f64) {
     }
 }
 
-/// The parts of the step time, in stacking order (positive and finite ones only).
+/// The parts of the step time, in stacking order (positive and finite ones only); they add
+/// up to the iteration time.
 fn time_parts(r: &TrainingReport) -> Vec<(String, f64)> {
     let b = &r.breakdown;
     let mut parts: Vec<(String, f64)> = b
@@ -98,6 +99,14 @@ fn time_parts(r: &TrainingReport) -> Vec<(String, f64)> {
         ("pipeline p2p".to_string(), b.pp_comm.0),
         ("exposed DP comm".to_string(), b.dp_comm.0),
         ("exposed ZeRO comm".to_string(), b.zero_comm.0),
+        ("exposed EP comm".to_string(), b.ep_comm.0),
+    ]);
+    parts.extend(
+        b.axes
+            .iter()
+            .map(|(n, t)| (format!("exposed {n} comm"), t.0)),
+    );
+    parts.extend([
         ("pipeline bubble".to_string(), b.bubble.0),
         ("optimizer".to_string(), b.optimizer.0),
     ]);
@@ -225,5 +234,37 @@ fn memory_bars(s: &mut Svg, r: &TrainingReport, stages: &[StageMemory]) {
     for (k, (name, _)) in kinds.iter().enumerate() {
         swatch_row(s, legend.x, legend.y(k), TAB16[k], name);
         s.nl();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfcast_engine::training::{Training, TrainingPlan};
+
+    /// The bar's parts add up to the step: every ledger of the breakdown is drawn (an MoE
+    /// model's expert dispatch too).
+    #[test]
+    fn the_time_bar_adds_up_to_the_step() {
+        let registry = perfcast_testkit::registry();
+        let moe = perfcast_core::workload::ModelSpec {
+            moe: Some(perfcast_core::workload::MoeSpec::new(8, 2, 4096)),
+            ..perfcast_testkit::gpt(4, 2048, 16)
+        };
+        let t = Training::new(moe, perfcast_testkit::a100_system(16), &registry).unwrap();
+        let plan = TrainingPlan {
+            tp: 2,
+            sp: true,
+            dp: 8,
+            ep: 4,
+            micro_batch: 1,
+            global_batch: 32,
+            ..TrainingPlan::default()
+        };
+        let r = t.evaluate(&plan).unwrap();
+        assert!(r.breakdown.ep_comm.0 > 0.0, "{:?}", r.breakdown);
+        let drawn: f64 = time_parts(&r).iter().map(|p| p.1).sum();
+        let step = r.iteration_time.0;
+        assert!((drawn - step).abs() <= 1e-9 * step, "{drawn} vs {step}");
     }
 }

@@ -21,6 +21,9 @@ pub fn csv(r: &TrainingReport) -> String {
         }
         let _ = writeln!(s, "{n},{v},{u}");
     }
+    for (name, t) in r.breakdown.axes.iter() {
+        let _ = writeln!(s, "axes.{name},{},s", t.0);
+    }
     for (which, st) in r.stages() {
         for f in &StageMemory::FIELDS {
             let _ = writeln!(s, "memory.{which}.{},{},{}", f.name, (f.get)(st), f.unit);
@@ -94,6 +97,15 @@ pub fn notes(r: &TrainingReport) -> Vec<String> {
             ));
         }
     }
+    for (name, t) in b.axes.iter() {
+        if frac(t.0) > NOTE_COMM_SHARE {
+            n.push(format!(
+                "exposed communication on the declared axis `{name}` is {:.0}% of the step: \
+                 a lower degree of it, or an overlap its strategy offers",
+                100.0 * frac(t.0)
+            ));
+        }
+    }
     let c = &b.compute;
     let vector = c.total() - c.gemm - c.attention;
     if c.total() > 0.0 && vector / c.total() > NOTE_SHARE {
@@ -156,6 +168,16 @@ pub fn table(r: &TrainingReport) -> String {
         ("exposed DP comm", b.dp_comm.0),
         ("exposed ZeRO comm", b.zero_comm.0),
         ("exposed EP comm", b.ep_comm.0),
+    ] {
+        if v > 0.0 {
+            let _ = writeln!(s, "  {:<22}{:>12.4} s {:>6.1}%", n, v, pct(v));
+        }
+    }
+    for (name, t) in b.axes.iter() {
+        let label = format!("exposed {name} comm");
+        let _ = writeln!(s, "  {:<22}{:>12.4} s {:>6.1}%", label, t.0, pct(t.0));
+    }
+    for (n, v) in [
         ("pipeline bubble", b.bubble.0),
         ("optimizer", b.optimizer.0),
         ("(comm hidden, overlap)", b.hidden_comm.0),

@@ -46,12 +46,26 @@ fn report(extra: &[&str]) -> Value {
 }
 
 /// The experiment runs TP 2 on 8 GPUs: one shard group of 4 (`dp` derived as 1) is ZeRO-3
-/// over 4 data-parallel ranks, bit for bit; 2 replicas of shard groups of 2 run (the plan line
+/// over 4 data-parallel ranks, bit for bit (its collectives on the `shard` ledger); 2 replicas of shard groups of 2 run (the plan line
 /// names the axis) and shard the weights 2 ways instead of 4.
 #[test]
 fn hsdp_from_the_command_line() {
     let zero3 = report(&["--set", "plan.zero_stage=3"]);
-    let one_group = report(&strs(&hsdp_args("4")));
+    let mut one_group = report(&strs(&hsdp_args("4")));
+    // The same report, but the gathers and reduce-scatters are booked on the `shard` ledger.
+    let b = &mut one_group["breakdown"];
+    let moved = zero3["breakdown"]["dp_comm"].as_f64().unwrap()
+        + zero3["breakdown"]["zero_comm"].as_f64().unwrap();
+    let shard = b["axes"]["shard"].as_f64().unwrap();
+    assert!((shard - moved).abs() <= 1e-12 * moved, "{shard} vs {moved}");
+    assert_eq!(
+        (b["dp_comm"].as_f64(), b["zero_comm"].as_f64()),
+        (Some(0.0), Some(0.0))
+    );
+    b["dp_comm"] = zero3["breakdown"]["dp_comm"].clone();
+    b["zero_comm"] = zero3["breakdown"]["zero_comm"].clone();
+    b.as_object_mut().unwrap().remove("axes");
+    one_group["bottleneck"] = zero3["bottleneck"].clone();
     assert_eq!(one_group, zero3);
     let two = hsdp_args("2");
     let mut args = vec!["predict", CONFIG];

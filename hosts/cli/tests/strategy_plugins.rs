@@ -530,7 +530,9 @@ fn tp2d_runs_from_its_readme_and_its_axis_is_searched() {
     let o = perfcast(&args);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(
-        o.stdout.contains("tp=2") && o.stdout.contains("axes.col=2"),
+        o.stdout.contains("tp=2")
+            && o.stdout.contains("axes.col=2")
+            && o.stdout.contains("exposed col comm"),
         "{}",
         o.stdout
     );
@@ -543,19 +545,24 @@ fn tp2d_runs_from_its_readme_and_its_axis_is_searched() {
         config,
         &["--set", "plan.tp=4", "--set", "plan.dp=16"],
     );
-    let f = |v: &Value, path: &[&str]| {
+    let at = |v: &Value, path: &[&str]| {
         let x = path.iter().fold(&v["report"], |v, k| &v[*k]);
-        format!("{:.2}", x.as_f64().unwrap())
+        x.as_f64().unwrap()
     };
+    let f = |v: &Value, path: &[&str]| format!("{:.2}", at(v, path));
+    let both = at(&two_d, &["breakdown", "tp_comm"]) + at(&two_d, &["breakdown", "axes", "col"]);
     let said = format!(
         "this step takes {} s against {} s for 1-D tensor parallelism over the same 4 GPUs \
-         (`--set plan.tp=4 --set plan.dp=16`): the same GEMMs ({} s), but {} s of exposed \
-         tensor-parallel communication instead of {} s",
+         (`--set plan.tp=4 --set plan.dp=16`): the same GEMMs ({} s), but {both:.2} s of exposed \
+         tensor-parallel communication instead of {} s ({} s of weight panels over `tensor`, \
+         reported as TP comm, and {} s of activation panels, reported on the `col` axis's own \
+         ledger)",
         f(&two_d, &["iteration_time"]),
         f(&one_d, &["iteration_time"]),
         f(&two_d, &["breakdown", "compute", "gemm"]),
-        f(&two_d, &["breakdown", "tp_comm"]),
         f(&one_d, &["breakdown", "tp_comm"]),
+        f(&two_d, &["breakdown", "tp_comm"]),
+        f(&two_d, &["breakdown", "axes", "col"]),
     );
     let fold = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     let readme = fold(&std::fs::read_to_string(repo().join("README.md")).unwrap());

@@ -17,6 +17,10 @@ use serde::{Deserialize, Serialize};
 /// Most axes the strategies of one run may declare (besides the built-in ones).
 pub const MAX_DECLARED_AXES: usize = 8;
 
+/// Longest name (in bytes) a declared axis may have: what C ABI's `perfcast_axis_decl`
+/// holds before its NUL, and what a report keeps inline for its ledger.
+pub const MAX_AXIS_NAME_LEN: usize = 31;
+
 /// Mesh axes of a communication group, as a bit set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -149,6 +153,12 @@ impl AxisDecl {
                 "axis name `{n}` must be lowercase letters, digits and `_`, starting with a letter"
             ));
         }
+        if n.len() > MAX_AXIS_NAME_LEN {
+            return Err(format!(
+                "axis name `{n}` is {} bytes long; at most {MAX_AXIS_NAME_LEN}",
+                n.len()
+            ));
+        }
         if RESERVED_AXIS_NAMES.contains(&n.as_str()) {
             return Err(format!(
                 "axis name `{n}` is a built-in axis's; reserved: {}",
@@ -196,6 +206,9 @@ mod tests {
         assert!(decl("tp_col2", AxisPlace::Outside(Axis::Tensor))
             .check()
             .is_ok());
+        assert!(decl(&"a".repeat(31), AxisPlace::Inside(Axis::Data))
+            .check()
+            .is_ok());
         // (declaration, what the error names)
         let bad = [
             (decl("", AxisPlace::Inside(Axis::Data)), "``"),
@@ -204,6 +217,10 @@ mod tests {
             (decl("a-b", AxisPlace::Inside(Axis::Data)), "`a-b`"),
             (decl("tp", AxisPlace::Inside(Axis::Data)), "built-in"),
             (decl("data", AxisPlace::Inside(Axis::Data)), "built-in"),
+            (
+                decl(&"a".repeat(32), AxisPlace::Inside(Axis::Data)),
+                "32 bytes long; at most 31",
+            ),
             (
                 decl("x", AxisPlace::Inside(Axis::Expert)),
                 "next to `expert`",

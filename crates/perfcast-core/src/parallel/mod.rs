@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 mod axes;
 mod expert;
-pub use axes::{AxisDecl, AxisPlace, AxisSet, Divides, MAX_DECLARED_AXES};
+pub use axes::{AxisDecl, AxisPlace, AxisSet, Divides, MAX_AXIS_NAME_LEN, MAX_DECLARED_AXES};
 pub use expert::{Dispatch, Dispatcher, MoeDims};
 
 /// The mesh axis a strategy shards.

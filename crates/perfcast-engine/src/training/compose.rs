@@ -30,6 +30,8 @@ pub(crate) struct StageTimes {
 #[derive(Clone, Copy)]
 pub(super) struct Composed {
     pub(super) crit: StageTimes,
+    /// Which stage is the critical one.
+    pub(super) which: Stage,
     pub(super) input: ScheduleInput,
     pub(super) sr: perfcast_core::parallel::ScheduleResult,
     pub(super) step_ex: ClassComm,
@@ -38,7 +40,45 @@ pub(super) struct Composed {
     pub(super) iteration: f64,
 }
 
+/// A pipeline stage: the first (with the embedding), a middle one, the last (with the LM
+/// head); one stage holds both ends when `pp = 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stage {
+    First,
+    Mid,
+    Last,
+}
+
 impl Training {
+    /// One stage's per-micro-batch times under the exposures of `g`.
+    pub(super) fn stage(&self, p: &Prepared, g: &GroupTimes, which: Stage) -> StageTimes {
+        let single = p.single;
+        let (rp, emb, head) = match which {
+            Stage::First => (&p.rp_first, true, single),
+            Stage::Mid => (&p.rp_mid, false, false),
+            Stage::Last => (&p.rp_last, single, true),
+        };
+        match &p.moe {
+            None => {
+                let n = match which {
+                    Stage::First => p.params.n_first,
+                    Stage::Mid => p.params.n_mid,
+                    Stage::Last => p.params.n_last,
+                };
+                dense_stage(g, n, rp, emb, head)
+            }
+            Some(mp) => {
+                let mix = match which {
+                    Stage::First => &mp.first,
+                    Stage::Mid => &mp.mid,
+                    Stage::Last => &mp.last,
+                };
+                let heads = if head { 1.0 + mp.mtp_heads } else { 0.0 };
+                stage_mixed(g, mix, rp, emb, heads)
+            }
+        }
+    }
+
     /// Compose the stages of a prepared plan (its recompute decided) over the schedule.
     pub(super) fn compose(
         &self,
@@ -46,42 +86,17 @@ impl Training {
         p: &Prepared,
         g: &GroupTimes,
     ) -> Result<Composed, ModelError> {
-        let stage =
-            |n: u64, rp: &RecomputePlan, emb: bool, head: bool| dense_stage(g, n, rp, emb, head);
-        let single = p.single;
-        let mixed = |mix: &StageMix, rp: &RecomputePlan, emb: bool, head: f64| {
-            stage_mixed(g, mix, rp, emb, head)
-        };
-        let (first, last) = match &p.moe {
-            None => (
-                stage(p.params.n_first, &p.rp_first, true, single),
-                stage(p.params.n_last, &p.rp_last, single, true),
-            ),
-            Some(mp) => {
-                let heads = 1.0 + mp.mtp_heads;
-                (
-                    mixed(
-                        &mp.first,
-                        &p.rp_first,
-                        true,
-                        if single { heads } else { 0.0 },
-                    ),
-                    mixed(&mp.last, &p.rp_last, single, heads),
-                )
-            }
-        };
-        let mut crit = if first.fwd + first.bwd >= last.fwd + last.bwd {
-            first
+        let first = self.stage(p, g, Stage::First);
+        let last = self.stage(p, g, Stage::Last);
+        let (mut crit, mut which) = if first.fwd + first.bwd >= last.fwd + last.bwd {
+            (first, Stage::First)
         } else {
-            last
+            (last, Stage::Last)
         };
         if plan.pp > 2 {
-            let mid = match &p.moe {
-                None => stage(p.params.n_mid, &p.rp_mid, false, false),
-                Some(mp) => mixed(&mp.mid, &p.rp_mid, false, 0.0),
-            };
+            let mid = self.stage(p, g, Stage::Mid);
             if mid.fwd + mid.bwd > crit.fwd + crit.bwd {
-                crit = mid;
+                (crit, which) = (mid, Stage::Mid);
             }
         }
 
@@ -113,6 +128,7 @@ impl Training {
         let iteration = sr.time.0 + sum(&step.exposed) + g.opt;
         Ok(Composed {
             crit,
+            which,
             input,
             sr,
             step_ex: step.exposed,

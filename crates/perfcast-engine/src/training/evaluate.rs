@@ -29,6 +29,7 @@ impl Training {
         let p = self.prepare(plan)?;
         let (lt, ends, moe_lt) = self.layer_times(&p)?;
         let g = self.group_times(plan, &p, lt, ends, moe_lt, placement)?;
+        let composed = self.compose(plan, &p, &g)?;
         let Composed {
             crit,
             input,
@@ -36,7 +37,8 @@ impl Training {
             step_ex,
             step_hidden,
             iteration,
-        } = self.compose(plan, &p, &g)?;
+            ..
+        } = composed;
         let Prepared {
             s,
             precision,
@@ -55,7 +57,7 @@ impl Training {
         let mut compute = ClassTimes::default();
         compute.add_scaled(&crit.compute, mbf);
         let comm_of = |c: CommClass| mbf * crit.comm[c.index()] + step_ex[c.index()];
-        let breakdown = TimeBreakdown {
+        let mut breakdown = TimeBreakdown {
             compute: ComputeBreakdown::from(&compute),
             recompute: Seconds(mbf * crit.rc_compute),
             tp_comm: Seconds(comm_of(CommClass::Tensor)),
@@ -66,8 +68,10 @@ impl Training {
             ep_comm: Seconds(comm_of(CommClass::Expert)),
             bubble: sr.bubble,
             optimizer: Seconds(opt),
+            axes: Default::default(),
             hidden_comm: Seconds(mbf * crit.hidden + step_hidden),
         };
+        self.split_declared(&p, &g, &composed, &mut breakdown);
 
         let memory = self.memory_report(plan, &p, &input);
         let fits = memory.fits;
@@ -157,6 +161,7 @@ fn bottleneck(breakdown: &TimeBreakdown) -> Bottleneck {
         (Bottleneck::DataComm, breakdown.dp_comm.0),
         (Bottleneck::ZeroComm, breakdown.zero_comm.0),
         (Bottleneck::ExpertComm, breakdown.ep_comm.0),
+        (Bottleneck::DeclaredAxisComm, breakdown.axes.max().0),
         (Bottleneck::Optimizer, breakdown.optimizer.0),
     ];
     let mut bottleneck = candidates[0];

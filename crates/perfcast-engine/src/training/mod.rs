@@ -18,6 +18,7 @@ mod compose;
 mod evaluate;
 mod fast;
 mod flops;
+mod ledger;
 mod memory;
 mod modules;
 mod moe;

@@ -2,6 +2,7 @@
 //! `perfcast_report::training`'s).
 
 use super::timer::ComputeBreakdown;
+use perfcast_core::parallel::{MAX_AXIS_NAME_LEN, MAX_DECLARED_AXES};
 use perfcast_core::{Bytes, FlopCount, ModelError, Seconds};
 use serde::Serialize;
 
@@ -22,6 +23,11 @@ pub struct TimeBreakdown {
     /// MoE token dispatch and combine (left out of JSON when zero: dense models).
     #[serde(skip_serializing_if = "is_zero")]
     pub ep_comm: Seconds,
+    /// Exposed communication on the strategies' declared axes, one ledger per axis by name
+    /// (a collective whose group spans a declared axis is its, not its class's; an axis that
+    /// exposes nothing has none; left out of JSON when empty).
+    #[serde(skip_serializing_if = "AxisLedger::is_empty")]
+    pub axes: AxisLedger,
     /// Pipeline fill and drain.
     pub bubble: Seconds,
     /// Optimizer step.
@@ -38,7 +44,13 @@ impl TimeBreakdown {
     /// Exposed communication of every ledger (pipeline hand-offs and MoE dispatch
     /// included).
     pub fn exposed_comm(&self) -> Seconds {
-        self.tp_comm + self.cp_comm + self.pp_comm + self.dp_comm + self.zero_comm + self.ep_comm
+        self.tp_comm
+            + self.cp_comm
+            + self.pp_comm
+            + self.dp_comm
+            + self.zero_comm
+            + self.ep_comm
+            + self.axes.total()
     }
     /// Sum of all parts (equals the iteration time).
     pub fn total(&self) -> Seconds {
@@ -49,6 +61,7 @@ impl TimeBreakdown {
             + self.dp_comm
             + self.zero_comm
             + self.ep_comm
+            + self.axes.total()
             + self.bubble
             + self.optimizer
     }
@@ -56,6 +69,70 @@ impl TimeBreakdown {
 
 fn is_zero(s: &Seconds) -> bool {
     s.0 == 0.0
+}
+
+/// Exposed communication per declared axis, by the axis's name, in the run's order of the
+/// axes; empty when no strategy declares one. Inline and `Copy` (at most
+/// [`MAX_DECLARED_AXES`] names of at most [`MAX_AXIS_NAME_LEN`] bytes), so a report stays a
+/// value; serialized as a map from name to seconds.
+#[derive(Clone, Copy, PartialEq, Default)]
+pub struct AxisLedger {
+    len: u8,
+    name_len: [u8; MAX_DECLARED_AXES],
+    names: [[u8; MAX_AXIS_NAME_LEN]; MAX_DECLARED_AXES],
+    comm: [Seconds; MAX_DECLARED_AXES],
+}
+
+impl AxisLedger {
+    /// Append an axis's ledger. The engine's declarations are checked (at most
+    /// [`MAX_DECLARED_AXES`], names of at most [`MAX_AXIS_NAME_LEN`] bytes), so neither
+    /// bound is reached; past them the entry is dropped rather than the report.
+    pub(crate) fn push(&mut self, name: &str, comm: Seconds) {
+        let k = self.len as usize;
+        if k == MAX_DECLARED_AXES || name.len() > MAX_AXIS_NAME_LEN {
+            debug_assert!(false, "unchecked declared axis `{name}`");
+            return;
+        }
+        self.names[k][..name.len()].copy_from_slice(name.as_bytes());
+        self.name_len[k] = name.len() as u8;
+        self.comm[k] = comm;
+        self.len += 1;
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Each axis's name and exposed communication, in the run's order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Seconds)> + '_ {
+        (0..self.len as usize).map(|k| {
+            let name = &self.names[k][..self.name_len[k] as usize];
+            // Pushed from a `&str` whole, so always UTF-8.
+            (std::str::from_utf8(name).unwrap_or("?"), self.comm[k])
+        })
+    }
+    /// The largest ledger (zero when empty).
+    pub fn max(&self) -> Seconds {
+        Seconds(self.iter().map(|(_, t)| t.0).fold(0.0, f64::max))
+    }
+    pub fn total(&self) -> Seconds {
+        Seconds(self.iter().map(|(_, t)| t.0).sum())
+    }
+}
+
+impl std::fmt::Debug for AxisLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for AxisLedger {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.len as usize))?;
+        for (name, t) in self.iter() {
+            m.serialize_entry(name, &t)?;
+        }
+        m.end()
+    }
 }
 
 /// Metrics that only MoE models have: left out of CSV when zero.
@@ -239,6 +316,9 @@ pub enum Bottleneck {
     ZeroComm,
     /// Exposed MoE token dispatch and combine.
     ExpertComm,
+    /// Exposed communication on one of the strategies' declared axes (the report's
+    /// `breakdown.axes` says which).
+    DeclaredAxisComm,
     Optimizer,
 }
 
@@ -254,6 +334,7 @@ impl Bottleneck {
             Bottleneck::DataComm => "exposed gradient reduction",
             Bottleneck::ZeroComm => "exposed ZeRO parameter gathers",
             Bottleneck::ExpertComm => "exposed MoE token dispatch and combine",
+            Bottleneck::DeclaredAxisComm => "exposed communication on a declared axis",
             Bottleneck::Optimizer => "optimizer step",
         }
     }
@@ -372,6 +453,14 @@ impl TrainingReport {
                 return Err(ModelError::NonFinite {
                     what: format!("training report `{name}`"),
                     value: v,
+                });
+            }
+        }
+        for (name, t) in self.breakdown.axes.iter() {
+            if !(t.0.is_finite() && t.0 >= 0.0) {
+                return Err(ModelError::NonFinite {
+                    what: format!("training report `axes.{name}`"),
+                    value: t.0,
                 });
             }
         }

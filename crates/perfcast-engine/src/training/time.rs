@@ -8,7 +8,7 @@ use super::prepare::Prepared;
 use super::timer::{OpLine, Timer};
 use super::{ops, sum, ClassComm, Training};
 use crate::network::Mesh;
-use perfcast_core::parallel::{CommClass, CommList, Overlap, Phase};
+use perfcast_core::parallel::{CommClass, CommList, CommOp, Overlap, Phase};
 use perfcast_core::ModelError;
 
 /// Everything of a plan's timing that neither the recompute policy nor the schedule changes:
@@ -75,6 +75,27 @@ pub(super) fn pool(
     windows: [f64; 5],
     share: f64,
 ) -> Pooled {
+    pool_of(comms, ctime, phases, recompute_only, windows, share, all)
+}
+
+/// Every collective (the `keep` of the run's own ledgers).
+pub(super) fn all(_: &CommOp) -> bool {
+    true
+}
+
+/// [`pool`]'s exposed time of the collectives `keep` selects: all of an exposed one's time,
+/// and of one behind a window its share (by time) of what the window exposes, so that the
+/// exposed times of a partition of the collectives add up to [`pool`]'s. `hidden` stays the
+/// whole window's.
+pub(super) fn pool_of(
+    comms: &CommList,
+    ctime: &[f64; CommList::CAPACITY],
+    phases: &[Phase],
+    recompute_only: bool,
+    windows: [f64; 5],
+    share: f64,
+    keep: impl Fn(&CommOp) -> bool,
+) -> Pooled {
     let mut exposed = [0.0; 6];
     let mut total_w = [0.0; 5];
     let mut cap_w = [0.0f64; 5];
@@ -84,13 +105,20 @@ pub(super) fn pool(
             continue;
         }
         let k = c.class.index();
+        let kept = keep(c);
         match c.overlap {
-            Overlap::Exposed => exposed[k] += ctime[i],
+            Overlap::Exposed => {
+                if kept {
+                    exposed[k] += ctime[i];
+                }
+            }
             Overlap::Behind { window, efficiency } => {
                 let w = window.index();
                 total_w[w] += ctime[i];
                 cap_w[w] = cap_w[w].max(efficiency.clamp(0.0, 1.0) * windows[w]);
-                by[w][k] += ctime[i];
+                if kept {
+                    by[w][k] += ctime[i];
+                }
             }
         }
     }
@@ -110,6 +138,89 @@ pub(super) fn pool(
 
 /// The timed dense layer, the ends, and the MoE layer of a plan.
 pub(super) type LayerPrograms = (ops::LayerTimes, ops::EndTimes, Option<ops::LayerTimes>);
+
+/// A plan's timed programs and collectives with the exposed parts of the collectives `keep`
+/// selects ([`pool_of`]): with [`all`] the run's; with a part of them, what the composition
+/// turns into that part's ledger.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn exposures(
+    lt: ops::LayerTimes,
+    ends: ops::EndTimes,
+    moe_lt: Option<ops::LayerTimes>,
+    comms: CommList,
+    ctime: [f64; CommList::CAPACITY],
+    opt: f64,
+    op_sac: bool,
+    share: f64,
+    keep: impl Fn(&CommOp) -> bool + Copy,
+) -> GroupTimes {
+    let layer_windows = |p: &PassTimes| [p.gemm, p.attention, p.total, 0.0, 0.0];
+    let none = [0.0; 5];
+    let phase =
+        |ph: Phase, rc: bool, w: [f64; 5]| pool_of(&comms, &ctime, &[ph], rc, w, share, keep);
+    let (fwd, bwd) = (
+        phase(Phase::Forward, false, layer_windows(&lt.fwd)),
+        phase(Phase::Backward, false, layer_windows(&lt.bwd)),
+    );
+    let rc = phase(Phase::Forward, true, layer_windows(&lt.fwd));
+    let moe = moe_lt.map(|ml| {
+        let f = [Phase::Forward, Phase::ExpertForward];
+        let b = [Phase::Backward, Phase::ExpertBackward];
+        let kind = |ph: &[Phase], rc: bool, w| pool_of(&comms, &ctime, ph, rc, w, share, keep);
+        let (mf, mb, mr) = (
+            kind(&f, false, layer_windows(&ml.fwd)),
+            kind(&b, false, layer_windows(&ml.bwd)),
+            kind(&f, true, layer_windows(&ml.fwd)),
+        );
+        KindTimes {
+            lt: ml,
+            fwd_ex: mf.exposed,
+            bwd_ex: mb.exposed,
+            rc_ex: mr.exposed,
+            fwd_hidden: mf.hidden,
+            bwd_hidden: mb.hidden,
+            rc_hidden: mr.hidden,
+        }
+    });
+    let selective_comm = if op_sac {
+        let (mut rerun, mut total) = (0.0, 0.0);
+        for (c, t) in comms.iter().zip(&ctime) {
+            if c.class == CommClass::Tensor && c.phase == Phase::Forward && c.with_recompute {
+                total += t;
+                if c.kind != perfcast_core::CollectiveKind::ReduceScatter {
+                    rerun += t;
+                }
+            }
+        }
+        if total > 0.0 {
+            rc.exposed[CommClass::Tensor.index()] * rerun / total
+        } else {
+            0.0
+        }
+    } else {
+        0.0
+    };
+    GroupTimes {
+        selective_comm,
+        fwd_ex: fwd.exposed,
+        bwd_ex: bwd.exposed,
+        rc_ex: rc.exposed,
+        fwd_hidden: fwd.hidden,
+        bwd_hidden: bwd.hidden,
+        rc_hidden: rc.hidden,
+        emb_f_ex: phase(Phase::EmbeddingForward, false, none).exposed,
+        emb_b_ex: phase(Phase::EmbeddingBackward, false, none).exposed,
+        head_f_ex: phase(Phase::HeadForward, false, none).exposed,
+        head_b_ex: phase(Phase::HeadBackward, false, none).exposed,
+        p2p: sum(&phase(Phase::Boundary, false, layer_windows(&lt.fwd)).exposed),
+        lt,
+        ends,
+        comms,
+        ctime,
+        opt,
+        moe,
+    }
+}
 
 /// Parameters whose optimizer state one device updates: its dense share and its experts'.
 pub(super) fn optimizer_params(p: &Prepared) -> f64 {
@@ -172,75 +283,20 @@ impl Training {
         let mut ctime = [0.0f64; CommList::CAPACITY];
         self.network
             .time_comms(&mesh, &comms, |g| placement.map(g), &mut ctime)?;
-        let layer_windows = |p: &PassTimes| [p.gemm, p.attention, p.total, 0.0, 0.0];
-        let none = [0.0; 5];
         let opt = ops::optimizer(&timer, optimizer_params(p), p.state.grads)?;
         let share = self.params.overlap_compute_share;
-        let phase = |ph: Phase, rc: bool, w: [f64; 5]| pool(&comms, &ctime, &[ph], rc, w, share);
-        let (fwd, bwd) = (
-            phase(Phase::Forward, false, layer_windows(&lt.fwd)),
-            phase(Phase::Backward, false, layer_windows(&lt.bwd)),
-        );
-        let rc = phase(Phase::Forward, true, layer_windows(&lt.fwd));
-        let moe = moe_lt.map(|ml| {
-            let f = [Phase::Forward, Phase::ExpertForward];
-            let b = [Phase::Backward, Phase::ExpertBackward];
-            let kind = |ph: &[Phase], rc: bool, w| pool(&comms, &ctime, ph, rc, w, share);
-            let (mf, mb, mr) = (
-                kind(&f, false, layer_windows(&ml.fwd)),
-                kind(&b, false, layer_windows(&ml.bwd)),
-                kind(&f, true, layer_windows(&ml.fwd)),
-            );
-            KindTimes {
-                lt: ml,
-                fwd_ex: mf.exposed,
-                bwd_ex: mb.exposed,
-                rc_ex: mr.exposed,
-                fwd_hidden: mf.hidden,
-                bwd_hidden: mb.hidden,
-                rc_hidden: mr.hidden,
-            }
-        });
-        let selective_comm = if p.ls.op_sac {
-            let (mut rerun, mut all) = (0.0, 0.0);
-            for (c, t) in comms.iter().zip(&ctime) {
-                if c.class == CommClass::Tensor && c.phase == Phase::Forward && c.with_recompute {
-                    all += t;
-                    if c.kind != perfcast_core::CollectiveKind::ReduceScatter {
-                        rerun += t;
-                    }
-                }
-            }
-            if all > 0.0 {
-                rc.exposed[CommClass::Tensor.index()] * rerun / all
-            } else {
-                0.0
-            }
-        } else {
-            0.0
-        };
-        Ok(GroupTimes {
-            selective_comm,
-            fwd_ex: fwd.exposed,
-            bwd_ex: bwd.exposed,
-            rc_ex: rc.exposed,
-            fwd_hidden: fwd.hidden,
-            bwd_hidden: bwd.hidden,
-            rc_hidden: rc.hidden,
-            emb_f_ex: phase(Phase::EmbeddingForward, false, none).exposed,
-            emb_b_ex: phase(Phase::EmbeddingBackward, false, none).exposed,
-            head_f_ex: phase(Phase::HeadForward, false, none).exposed,
-            head_b_ex: phase(Phase::HeadBackward, false, none).exposed,
-            p2p: sum(&phase(Phase::Boundary, false, layer_windows(&lt.fwd)).exposed),
+        Ok(exposures(
             lt,
             ends,
+            moe_lt,
             comms,
             ctime,
             opt,
-            moe,
-        })
+            p.ls.op_sac,
+            share,
+            all,
+        ))
     }
-
     /// The layer and end programs of a prepared plan, timed (and the MoE layer's).
     pub(super) fn layer_times(&self, p: &Prepared) -> Result<LayerPrograms, ModelError> {
         let timer = Timer {
