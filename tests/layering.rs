@@ -142,6 +142,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("acme-npu", &["perfcast-core", "perfcast-abi"]),
     ("dragonfly-plus", &["perfcast-core", "perfcast-abi"]),
     ("ulysses", &["perfcast-core", "perfcast-abi"]),
+    ("hsdp", &["perfcast-core", "perfcast-abi"]),
     // The host: it chooses the plugins and hands them down.
     (
         "perfcast-cli",
@@ -424,6 +425,7 @@ const OWN_LINTS: &[&str] = &[
     "acme-npu",
     "dragonfly-plus",
     "ulysses",
+    "hsdp",
     "perfcast-tests",
     "perfcast-testkit",
     "abi-v2-fixture",

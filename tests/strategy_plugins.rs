@@ -1,7 +1,7 @@
 //! Parallel strategies from shared libraries (Rust ABI 1.2; declared axes 1.4), end to end:
-//! the built-in strategies compiled as a library (`execution-builtins-lib`: `lib/tensor`, ...,
-//! `lib/hsdp` on its declared axis) give the compiled-in evaluations bit for bit, dense and
-//! mixture-of-experts; the example
+//! the built-in strategies compiled as a library (`execution-builtins-lib`: `lib/tensor`, ...)
+//! give the compiled-in evaluations bit for bit, dense and mixture-of-experts, and so does the
+//! example `example/hsdp` on its declared axis against its own crate compiled in; the example
 //! `example/ulysses` (DeepSpeed-Ulysses) adds the all-to-alls of Jacobs et al. 2023 and
 //! refuses the plans the paper cannot run, naming the plugin and the key; the C example
 //! `example/tp2d` (2-D tensor parallelism, C ABI 1.7) declares the axis `col` and moves the
@@ -30,18 +30,20 @@ struct Libs {
     builtins: PathBuf,
     ulysses: PathBuf,
     tp2d: PathBuf,
+    hsdp: PathBuf,
 }
 
 fn libs() -> &'static Libs {
     static L: OnceLock<Libs> = OnceLock::new();
     L.get_or_init(|| {
         let dir = perfcast_testkit::tmpdir("perfcast-strategy-plugins");
-        let v = build_rust(&["execution-builtins-lib", "ulysses"], &dir);
+        let v = build_rust(&["execution-builtins-lib", "ulysses", "hsdp"], &dir);
         let src = workspace_root().join("plugins/examples/tp2d/tp2d.c");
         Libs {
             builtins: v[0].clone(),
             ulysses: v[1].clone(),
             tp2d: cc_shared(&dir, &src, "libtp2d.so", &[]),
+            hsdp: v[2].clone(),
         }
     })
 }
@@ -406,29 +408,37 @@ fn a_plugin_that_needs_parameters_only_fails_the_plans_that_use_it() {
     }
 }
 
-/// A strategy on a declared axis crosses the Rust ABI (1.4): `lib/hsdp`, the built-in `hsdp`
-/// compiled as a library, declares its axis `shard` across the boundary, is handed the
-/// axis's degree with every call, names the axis in its collectives' groups, and gives the
-/// compiled-in evaluations bit for bit; a plan the built-in refuses it refuses for the same
-/// reason, under its own name.
+/// A strategy on a declared axis crosses the Rust ABI (1.4): `example/hsdp`
+/// (`plugins/examples/hsdp`) loaded as a library declares its axis `shard` across the
+/// boundary, is handed the axis's degree with every call, names the axis in its collectives'
+/// groups, and gives the evaluations of the same crate compiled in bit for bit; a plan the
+/// compiled-in one refuses it refuses for the same reason, under the library's name.
 #[test]
 fn a_strategy_on_a_declared_axis_from_a_library_is_bit_identical() {
-    let r = registry();
-    let names = |hsdp: &str| -> Vec<String> {
-        ["tensor", "sequence", "context", "expert", "pipeline", hsdp]
-            .map(String::from)
-            .to_vec()
-    };
-    let training = |hsdp: &str| {
+    let names = [
+        "tensor",
+        "sequence",
+        "context",
+        "expert",
+        "pipeline",
+        "example/hsdp",
+    ]
+    .map(String::from)
+    .to_vec();
+    let training = |r: &Registry| {
         Training::with_options(
             gpt(96, 12288, 96),
-            a100_from_registry(&r, 1024).unwrap(),
-            &r,
-            &options(&names(hsdp), json!({})),
+            a100_from_registry(r, 1024).unwrap(),
+            r,
+            &options(&names, json!({})),
         )
         .unwrap()
     };
-    let (builtin, lib) = (training("hsdp"), training("lib/hsdp"));
+    let mut compiled_in = perfcast_builtins::registry().unwrap();
+    hsdp::register(&mut compiled_in).unwrap();
+    let mut loaded = perfcast_builtins::registry().unwrap();
+    load_library(&libs().hsdp, None, &mut loaded).unwrap();
+    let (builtin, lib) = (training(&compiled_in), training(&loaded));
     let axes: Vec<_> = lib.declared_axes().collect();
     assert_eq!(axes, builtin.declared_axes().collect::<Vec<_>>());
     assert_eq!(axes[0].name, "shard");
@@ -459,7 +469,7 @@ fn a_strategy_on_a_declared_axis_from_a_library_is_bit_identical() {
             ),
             (Err(x), Err(y)) => {
                 let (x, y) = (x.to_string(), y.to_string());
-                assert!(y.ends_with(&x) && y.contains("lib/hsdp"), "{x} / {y}");
+                assert!(y.ends_with(&x) && y.contains("example/hsdp"), "{x} / {y}");
             }
             (x, y) => panic!("{p:?}: compiled-in {x:?}, library {y:?}"),
         }

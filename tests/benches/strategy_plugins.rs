@@ -2,8 +2,8 @@
 //! 175B on 1,024 A100, TP 8, PP 16, DP 8, full recompute, built-in plugins) with its seven
 //! parallel strategies compiled in, and with all seven loaded from a library
 //! (`execution-builtins-lib`, Rust ABI 1.2), and with only `tensor` loaded: what crossing the
-//! boundary costs per evaluation; `hsdp` on its declared axis compiled in and from the library
-//! (Rust ABI 1.4). Then `tensor` in an isolated plugin host (a child `perfcast
+//! boundary costs per evaluation; the example `hsdp` on its declared axis compiled in and from
+//! its library (Rust ABI 1.4). Then `tensor` in an isolated plugin host (a child `perfcast
 //! plugin-host`, the debug build): a repeated evaluation (its answers cached by the host) and
 //! a new plan each time (every call a round trip to the child).
 
@@ -23,9 +23,14 @@ const BUILTINS: [&str; 7] = [
 
 fn bench(c: &mut Criterion) {
     let dir = perfcast_testkit::tmpdir("perfcast-bench-strategy-plugins");
-    let lib = build_rust(&["execution-builtins-lib"], &dir).remove(0);
+    let libs = build_rust(&["execution-builtins-lib", "hsdp"], &dir);
+    let lib = &libs[0];
     let mut registry = perfcast_builtins::registry().unwrap();
-    load_library(&lib, None, &mut registry).unwrap();
+    load_library(lib, None, &mut registry).unwrap();
+    hsdp::register(&mut registry).unwrap();
+    // The same name from its library, in a registry of its own.
+    let mut loaded = perfcast_builtins::registry().unwrap();
+    load_library(&libs[1], None, &mut loaded).unwrap();
     let plan = TrainingPlan {
         tp: 8,
         pp: 16,
@@ -35,24 +40,30 @@ fn bench(c: &mut Criterion) {
         recompute: "full".into(),
         ..TrainingPlan::default()
     };
-    // `hsdp` on its declared axis: ZeRO-3 over 8 ranks inside `data`, one replica (Rust ABI
-    // 1.4; the engine's tests check it against ZeRO-3 over the same 8 ranks).
+    // `example/hsdp` on its declared axis: ZeRO-3 over 8 ranks inside `data`, one replica
+    // (Rust ABI 1.4; the engine's tests check it against ZeRO-3 over the same 8 ranks).
     let hsdp_plan = TrainingPlan {
         dp: 1,
         zero_stage: 3,
         axes: [("shard".to_string(), 8)].into(),
         ..plan.clone()
     };
-    let hsdp = |name: &str| -> Vec<String> {
-        ["tensor", "sequence", "context", "expert", "pipeline", name]
-            .map(String::from)
-            .to_vec()
-    };
-    let cases: [(&str, Vec<String>, &TrainingPlan); 5] = [
+    let hsdp = [
+        "tensor",
+        "sequence",
+        "context",
+        "expert",
+        "pipeline",
+        "example/hsdp",
+    ]
+    .map(String::from)
+    .to_vec();
+    let cases: [(&str, Vec<String>, &TrainingPlan, &_); 5] = [
         (
             "compiled-in strategies",
             BUILTINS.map(String::from).to_vec(),
             &plan,
+            &registry,
         ),
         (
             "tensor from a library",
@@ -66,24 +77,31 @@ fn bench(c: &mut Criterion) {
                 })
                 .to_vec(),
             &plan,
+            &registry,
         ),
         (
             "all seven from a library",
             BUILTINS.map(|n| format!("lib/{n}")).to_vec(),
             &plan,
+            &registry,
         ),
-        ("hsdp compiled in, shard 8", hsdp("hsdp"), &hsdp_plan),
-        ("hsdp from a library, shard 8", hsdp("lib/hsdp"), &hsdp_plan),
+        (
+            "hsdp compiled in, shard 8",
+            hsdp.clone(),
+            &hsdp_plan,
+            &registry,
+        ),
+        ("hsdp from a library, shard 8", hsdp, &hsdp_plan, &loaded),
     ];
-    for (what, names, plan) in cases {
+    for (what, names, plan, registry) in cases {
         let options = TrainingOptions {
             strategies: Some(names),
             ..TrainingOptions::default()
         };
         let t = Training::with_options(
             gpt(96, 12288, 96),
-            a100_from_registry(&registry, 1024).unwrap(),
-            &registry,
+            a100_from_registry(registry, 1024).unwrap(),
+            registry,
             &options,
         )
         .unwrap();
@@ -92,7 +110,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| t.evaluate(black_box(plan)).unwrap())
         });
     }
-    isolated(c, &lib, &plan);
+    isolated(c, lib, &plan);
 }
 
 /// `lib/tensor` served by a child process.

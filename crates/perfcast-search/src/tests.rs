@@ -604,14 +604,20 @@ fn run_dense(space: &SearchSpace) -> String {
     err_of(space.clone(), constraints(64), 5).to_string()
 }
 
-/// `[search] axes.NAME` walks a declared axis: `hsdp`'s shard group over 1, 2, 4 and 8 of the
+/// `[search] axes.NAME` walks a declared axis: the example `hsdp`'s (compiled in) shard group over 1, 2, 4 and 8 of the
 /// 8 devices (the replicas the rest); with one group of 8 its best plan is ZeRO-3 over 8
 /// data-parallel ranks, the built-in search's, in the same time.
 #[test]
 fn search_walks_a_declared_axis() {
-    let registry = perfcast_builtins::registry().expect("registry");
+    let mut registry = perfcast_builtins::registry().expect("registry");
+    hsdp::register(&mut registry).expect("hsdp");
     let names = [
-        "tensor", "sequence", "context", "expert", "pipeline", "hsdp",
+        "tensor",
+        "sequence",
+        "context",
+        "expert",
+        "pipeline",
+        "example/hsdp",
     ];
     let opts = perfcast_engine::TrainingOptions {
         strategies: Some(names.map(String::from).to_vec()),

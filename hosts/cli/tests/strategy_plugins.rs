@@ -34,6 +34,7 @@ struct Libs {
     builtins: String,
     ulysses: String,
     dragonfly_plus: String,
+    hsdp: String,
 }
 
 fn libs() -> &'static Libs {
@@ -41,7 +42,12 @@ fn libs() -> &'static Libs {
     L.get_or_init(|| {
         let dir = common::tmpdir("perfcast-cli-strategy-plugins");
         let v: Vec<PathBuf> = build_rust(
-            &["execution-builtins-lib", "ulysses", "dragonfly-plus"],
+            &[
+                "execution-builtins-lib",
+                "ulysses",
+                "dragonfly-plus",
+                "hsdp",
+            ],
             &dir,
         );
         let s = |i: usize| v[i].to_str().unwrap().to_string();
@@ -49,6 +55,7 @@ fn libs() -> &'static Libs {
             builtins: s(0),
             ulysses: s(1),
             dragonfly_plus: s(2),
+            hsdp: s(3),
         }
     })
 }
@@ -426,7 +433,12 @@ fn isolated_execution_plugins_print_what_they_print_in_process() {
     );
     let hsdp_set = strategies(
         &[
-            "tensor", "sequence", "context", "expert", "pipeline", "lib/hsdp",
+            "tensor",
+            "sequence",
+            "context",
+            "expert",
+            "pipeline",
+            "example/hsdp",
         ]
         .map(String::from),
     );
@@ -434,7 +446,7 @@ fn isolated_execution_plugins_print_what_they_print_in_process() {
         gpt,
         &[
             "--load",
-            &l.builtins,
+            &l.hsdp,
             "--set",
             &hsdp_set,
             "--set",

@@ -1,5 +1,5 @@
-//! The public test support on the shipped examples: every built-in strategy and the C example
-//! `example/tp2d` keep the rules `check_strategy` checks; a strategy that splits at degree 1,
+//! The public test support on the shipped examples: every built-in strategy, the C example
+//! `example/tp2d` and the Rust example `example/hsdp` keep the rules `check_strategy` checks; a strategy that splits at degree 1,
 //! or names an axis it did not declare, fails them with a message naming it; `predict` and
 //! `same_report` give what the command line gives and name the first field that differs.
 
@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use perfcast_plugin_test::{check_strategy, PluginTest};
-use perfcast_testkit::plugins::{c_one_component, cc_plugin_source, cc_shared};
+use perfcast_testkit::plugins::{build_rust, c_one_component, cc_plugin_source, cc_shared};
 use perfcast_testkit::process::workspace_root;
 use serde_json::json;
 use std::path::PathBuf;
@@ -26,16 +26,22 @@ const TP2D: &str =
     r#"options.strategies=["example/tp2d","sequence","context","expert","pipeline","data","zero"]"#;
 
 #[test]
-fn the_builtin_strategies_and_tp2d_keep_the_rules() {
+fn the_builtin_strategies_and_the_examples_keep_the_rules() {
     let r = perfcast_builtins::registry().unwrap();
     for name in [
-        "tensor", "sequence", "context", "expert", "pipeline", "data", "zero", "hsdp",
+        "tensor", "sequence", "context", "expert", "pipeline", "data", "zero",
     ] {
         let s = r.parallel_strategy(name, &json!({})).unwrap();
         let n = check_strategy(&*s).unwrap();
         assert!(n > 0, "{name}: no plan answered");
     }
     let n = tp2d().check_strategy("example/tp2d", &json!({})).unwrap();
+    assert!(n > 0);
+    let dir = perfcast_testkit::tmpdir("perfcast-plugin-test-hsdp");
+    let lib = build_rust(&["hsdp"], &dir).remove(0);
+    let n = PluginTest::new(lib)
+        .check_strategy("example/hsdp", &json!({}))
+        .unwrap();
     assert!(n > 0);
 }
 

@@ -1,6 +1,7 @@
 //! Built-in parallel strategies, one per mesh axis: `tensor`, `sequence`, `context`,
 //! `expert`, `pipeline`, `data`, `zero` (and `fsdp`, ZeRO with PyTorch FSDP's resharding
-//! switch), and `hsdp` (hybrid-sharded data parallelism, on a mesh axis it declares, `shard`).
+//! switch). Hybrid-sharded data parallelism, on a mesh axis of its own, is the example plugin
+//! `plugins/examples/hsdp` (loaded with `--load`).
 //!
 //! Mesh order (Megatron-LM): TP innermost, then CP, PP, DP outermost; the MoE layers' expert
 //! mesh (ETP, EP, EDP) is folded into a stage's TP x CP x DP ranks (`expert`). Each strategy divides
@@ -10,7 +11,7 @@
 //! named plugin parameters with documented defaults, shared by every scenario.
 //!
 //! One module per strategy (`tensor`, `sequence`, `context`, `pipeline`, `data`, `zero` for
-//! both `zero` and `fsdp`, `hsdp`), `common` for what they share; the registration is here.
+//! both `zero` and `fsdp`), `common` for what they share; the registration is here.
 //!
 //! [`LayerSplit`]: perfcast_core::parallel::LayerSplit
 //! [`CommOp`]: perfcast_core::parallel::CommOp
@@ -20,7 +21,6 @@ mod common;
 mod context;
 mod data;
 mod expert;
-mod hsdp;
 mod pipeline;
 mod sequence;
 mod tensor;
@@ -29,7 +29,6 @@ mod zero;
 pub use context::{Context, ContextParams};
 pub use data::{Data, DataParams};
 pub use expert::{expert_data_degree, Expert, ExpertParams};
-pub use hsdp::Hsdp;
 pub use pipeline::{Pipeline, PipelineParams};
 pub use sequence::Sequence;
 pub use tensor::{Tensor, TensorParams};
@@ -231,17 +230,6 @@ perfcast_core::builtin!(
     "fsdp",
     "PyTorch FSDP (ZeRO with reshard_after_forward switch); plan.zero_stage 3 = FULL_SHARD",
     |p| zero_named("fsdp", p),
-    params = ZERO_PARAMS
-);
-
-perfcast_core::builtin!(
-    ParallelStrategy,
-    "hsdp",
-    "Hybrid-sharded data parallel (FSDP HYBRID_SHARD): ZeRO-3 inside plan.axes.shard, replicas over plan.dp; replaces data and zero",
-    |p| {
-        let zero = zero("hsdp", p)?;
-        Ok(Component::ParallelStrategy(Arc::new(Hsdp { zero })))
-    },
     params = ZERO_PARAMS
 );
 

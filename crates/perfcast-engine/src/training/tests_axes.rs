@@ -127,6 +127,7 @@ fn info(name: &str) -> PluginInfo {
 
 fn registry() -> Registry {
     let mut r = perfcast_testkit::registry();
+    hsdp::register(&mut r).unwrap();
     let base = perfcast_testkit::registry();
     let null = serde_json::Value::Null;
     let inner = [
@@ -449,15 +450,15 @@ fn bad_declared_axes() {
     t.evaluate(&plan(8, 1, 2, &[("shard", 4)])).unwrap();
 }
 
-/// The built-in `hsdp` with one replica is ZeRO-3 over its shard group: the report of `dp =
-/// 1, axes.shard = N` is the built-in `data` + `zero` report of `dp = N` bit for bit (its
-/// collectives on the `shard` ledger). With
-/// replicas the state is sharded over the shard group only, so a device holds more of it
-/// than under ZeRO-3 over every rank, with the same micro-batches.
+/// The example `hsdp` (`plugins/examples/hsdp`, compiled in) with one replica is ZeRO-3 over
+/// its shard group: the report of `dp = 1, axes.shard = N` is the built-in `data` + `zero`
+/// report of `dp = N` bit for bit (its collectives on the `shard` ledger). With replicas the
+/// state is sharded over the shard group only, so a device holds more of it than under
+/// ZeRO-3 over every rank, with the same micro-batches.
 #[test]
 fn hsdp_with_one_replica_is_zero_3_over_its_shard() {
     let mut names: Vec<&str> = DEFAULT_STRATEGIES[..5].to_vec();
-    names.push("hsdp");
+    names.push("example/hsdp");
     let hsdp = training(&options(&names, json!({})), 64).unwrap();
     let builtin = training(&TrainingOptions::default(), 64).unwrap();
     for (tp, pp, n) in [(2, 2, 16), (8, 1, 8), (1, 4, 16)] {
