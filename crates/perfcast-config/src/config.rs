@@ -598,6 +598,21 @@ pub(crate) fn lookup<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
     Some(cur)
 }
 
+/// Keys a training run has and inference and serving do not, with why (issue 22: a
+/// strategy's declared axes and the strategies themselves are training's).
+const TRAINING_ONLY: [(&str, &str); 2] = [
+    (
+        "axes",
+        "a strategy's declared axes are for training and its search (`plan.axes.NAME`, \
+         `[search] axes.NAME`); inference and serving shard over the built-in axes only",
+    ),
+    (
+        "strategies",
+        "parallel strategies are chosen for training (`options.strategies`); inference and \
+         serving shard over the built-in axes only",
+    ),
+];
+
 /// A figment error's kind in perfcast's words: an unknown key or value with the nearest
 /// allowed ones, a wrong type as the rule the value breaks and the value itself
 /// (`expected a non-negative integer (at most 4294967295), got -4`), not serde's type names.
@@ -617,6 +632,14 @@ fn figment_message(kind: &figment::error::Kind) -> String {
         )
     };
     match kind {
+        // Keys of a training run that an inference or serving section does not have: say so.
+        Kind::UnknownField(f, expected) if TRAINING_ONLY.iter().any(|(k, _)| k == f) => {
+            let why = TRAINING_ONLY
+                .iter()
+                .find(|(k, _)| k == f)
+                .map_or("", |w| w.1);
+            format!("{}; {why}", unknown("key", f, expected))
+        }
         Kind::UnknownField(f, expected) => unknown("key", f, expected),
         Kind::UnknownVariant(v, expected) => unknown("value", v, expected),
         Kind::InvalidType(actual, exp) | Kind::InvalidValue(actual, exp) => {

@@ -87,6 +87,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         if a.objective.is_some() {
             anyhow::bail!("--objective applies to training plan searches; a deployment search ([serving_search]) ranks by tokens/s per GPU under each SLO");
         }
+        // The training search's section would be read by nothing: refuse it (its `axes`,
+        // a strategy's declared axes, are training's only).
+        if cfg.contains("search") {
+            let from = cfg
+                .origin_of("search")
+                .map_or(String::new(), |o| format!(" (from {o})"));
+            anyhow::bail!(
+                "invalid `search`{from}: the training plan search's section; a deployment \
+                 search reads `[serving_search]` (tp, pp, ep, ...), and a strategy's declared \
+                 axes (`search.axes.NAME`) are for training only"
+            );
+        }
         return crate::cmd_search_serving::run(&cfg, a.top, a.bench, a.format, a.out.as_deref());
     }
     let resolved = perfcast_scenario::Scenario::training(&cfg);

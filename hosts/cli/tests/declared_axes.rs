@@ -1,7 +1,8 @@
 //! Declared axes through the command line: the example `hsdp` strategy
 //! (`plugins/examples/hsdp`, loaded with `--load` as its README says) and its `shard` axis
-//! (`plan.axes.shard`) on a shipped experiment, `config explain --all` listing the axis, and
-//! bad axis keys and degrees as errors naming the key.
+//! (`plan.axes.shard`) on a shipped experiment, `config explain --all` listing the axis, bad
+//! axis keys and degrees as errors naming the key, and inference, serving and the deployment
+//! search refusing declared axes.
 
 // A test, bench or example target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -241,4 +242,52 @@ fn search_walks_the_shard_axis() {
     let o = perfcast(&["search", CONFIG, "--set", "search.axes.shard=[2]"]);
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("search.axes.shard"), "{}", o.stderr);
+}
+
+/// Declared axes are training's: `infer`, `serve` and the deployment search refuse them (and
+/// the strategies) with a non-zero exit naming the key and saying so, even with a strategy
+/// that declares one loaded.
+#[test]
+fn inference_and_serving_refuse_declared_axes() {
+    let infer = "configs/experiments/llama2-70b-h100.toml";
+    let serve = "configs/serving/llama3.1-8b-h100.toml";
+    let deploy = "configs/serving/llama3.1-70b-dgx-h100-search.toml";
+    // (arguments, the key stderr names, what it says)
+    let table: [(&[&str], &str, &str); 5] = [
+        (
+            &["infer", infer, "--set", "inference.axes.shard=2"],
+            "`inference.axes`",
+            "declared axes are for training",
+        ),
+        (
+            &["infer", infer, "--set", HSDP],
+            "`options.strategies`",
+            "parallel strategies are chosen for training",
+        ),
+        (
+            &["serve", serve, "--set", "serving.axes.shard=2"],
+            "`serving.axes`",
+            "declared axes are for training",
+        ),
+        (
+            &["search", deploy, "--set", "serving_search.axes.shard=[2]"],
+            "`serving_search.axes`",
+            "declared axes are for training",
+        ),
+        (
+            &["search", deploy, "--set", "search.axes.shard=[2]"],
+            "`search` (from --set search.axes.shard=[2])",
+            "declared axes (`search.axes.NAME`) are for training only",
+        ),
+    ];
+    for (args, key, why) in table {
+        let o = perfcast(args);
+        assert_ne!(o.code, 0, "{}", args.join(" "));
+        assert!(
+            o.stderr.contains(key) && o.stderr.contains(why),
+            "{}: {}",
+            args.join(" "),
+            o.stderr
+        );
+    }
 }
