@@ -415,16 +415,7 @@ fn a_plugin_that_needs_parameters_only_fails_the_plans_that_use_it() {
 /// compiled-in one refuses it refuses for the same reason, under the library's name.
 #[test]
 fn a_strategy_on_a_declared_axis_from_a_library_is_bit_identical() {
-    let names = [
-        "tensor",
-        "sequence",
-        "context",
-        "expert",
-        "pipeline",
-        "example/hsdp",
-    ]
-    .map(String::from)
-    .to_vec();
+    let names = hsdp::STRATEGIES.map(String::from).to_vec();
     let training = |r: &Registry| {
         Training::with_options(
             gpt(96, 12288, 96),

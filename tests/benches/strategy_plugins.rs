@@ -48,16 +48,7 @@ fn bench(c: &mut Criterion) {
         axes: [("shard".to_string(), 8)].into(),
         ..plan.clone()
     };
-    let hsdp = [
-        "tensor",
-        "sequence",
-        "context",
-        "expert",
-        "pipeline",
-        "example/hsdp",
-    ]
-    .map(String::from)
-    .to_vec();
+    let hsdp = hsdp::STRATEGIES.map(String::from).to_vec();
     let cases: [(&str, Vec<String>, &TrainingPlan, &_); 5] = [
         (
             "compiled-in strategies",

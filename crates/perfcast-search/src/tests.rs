@@ -611,14 +611,7 @@ fn run_dense(space: &SearchSpace) -> String {
 fn search_walks_a_declared_axis() {
     let mut registry = perfcast_builtins::registry().expect("registry");
     hsdp::register(&mut registry).expect("hsdp");
-    let names = [
-        "tensor",
-        "sequence",
-        "context",
-        "expert",
-        "pipeline",
-        "example/hsdp",
-    ];
+    let names = hsdp::STRATEGIES;
     let opts = perfcast_engine::TrainingOptions {
         strategies: Some(names.map(String::from).to_vec()),
         ..Default::default()

@@ -41,8 +41,8 @@ impl TimeBreakdown {
     pub fn compute_total(&self) -> Seconds {
         Seconds(self.compute.total())
     }
-    /// Exposed communication of every ledger (pipeline hand-offs and MoE dispatch
-    /// included).
+    /// Exposed communication of every ledger (pipeline hand-offs, MoE dispatch and the
+    /// declared axes' included).
     pub fn exposed_comm(&self) -> Seconds {
         self.tp_comm
             + self.cp_comm
@@ -54,16 +54,7 @@ impl TimeBreakdown {
     }
     /// Sum of all parts (equals the iteration time).
     pub fn total(&self) -> Seconds {
-        self.compute_total()
-            + self.tp_comm
-            + self.cp_comm
-            + self.pp_comm
-            + self.dp_comm
-            + self.zero_comm
-            + self.ep_comm
-            + self.axes.total()
-            + self.bubble
-            + self.optimizer
+        self.compute_total() + self.exposed_comm() + self.bubble + self.optimizer
     }
 }
 

@@ -457,9 +457,7 @@ fn bad_declared_axes() {
 /// ZeRO-3 over every rank, with the same micro-batches.
 #[test]
 fn hsdp_with_one_replica_is_zero_3_over_its_shard() {
-    let mut names: Vec<&str> = DEFAULT_STRATEGIES[..5].to_vec();
-    names.push("example/hsdp");
-    let hsdp = training(&options(&names, json!({})), 64).unwrap();
+    let hsdp = training(&options(&hsdp::STRATEGIES, json!({})), 64).unwrap();
     let builtin = training(&TrainingOptions::default(), 64).unwrap();
     for (tp, pp, n) in [(2, 2, 16), (8, 1, 8), (1, 4, 16)] {
         let zero3 = |dp, axes: &[(&str, u32)]| TrainingPlan {

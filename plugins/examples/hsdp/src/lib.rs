@@ -69,6 +69,17 @@ pub static PARAMS: &[ParamSpec] = &[
     ),
 ];
 
+/// `options.strategies` with this strategy in use: the built-in list with `example/hsdp` in
+/// place of `data` and `zero`.
+pub const STRATEGIES: [&str; 6] = [
+    "tensor",
+    "sequence",
+    "context",
+    "expert",
+    "pipeline",
+    "example/hsdp",
+];
+
 /// Hybrid sharding on the declared axis `shard`.
 #[derive(Debug, Clone)]
 pub struct Hsdp(pub HsdpParams);
