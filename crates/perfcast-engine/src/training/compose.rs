@@ -122,7 +122,7 @@ impl Training {
             &g.ctime,
             &[Phase::Step],
             false,
-            [0.0, 0.0, 0.0, crit.bwd, crit.fwd],
+            step_windows(&crit),
             self.params.overlap_compute_share,
         );
         let iteration = sr.time.0 + sum(&step.exposed) + g.opt;
@@ -136,6 +136,12 @@ impl Training {
             iteration,
         })
     }
+}
+
+/// The windows the step's collectives hide behind: the critical stage's last backward and
+/// first forward ([`perfcast_core::parallel::Window`]'s last two).
+pub(super) fn step_windows(crit: &StageTimes) -> [f64; 5] {
+    [0.0, 0.0, 0.0, crit.bwd, crit.fwd]
 }
 
 /// One dense stage's per-micro-batch times: `n` layers under recompute plan `rp`, with the

@@ -8,7 +8,7 @@
 //! the first declared axis its group spans (2D tensor parallelism's all-reduce over the whole
 //! grid is its declared axis's); the rest stay in their classes' ledgers.
 
-use super::compose::Composed;
+use super::compose::{step_windows, Composed};
 use super::prepare::Prepared;
 use super::report::TimeBreakdown;
 use super::time::{exposures, pool_of, GroupTimes};
@@ -24,8 +24,8 @@ fn owner(op: &CommOp) -> Option<usize> {
 }
 
 impl Training {
-    /// Split `b`'s communication ledgers by declared axis (nothing to do when no strategy
-    /// declares one: the hot path never gets here).
+    /// Split `b`'s communication ledgers by declared axis (at once done when no strategy
+    /// declares one; the search's fast path never calls it).
     pub(super) fn split_declared(
         &self,
         p: &Prepared,
@@ -38,7 +38,7 @@ impl Training {
         }
         let share = self.params.overlap_compute_share;
         let mbf = c.input.micro_batches as f64;
-        let step_windows = [0.0, 0.0, 0.0, c.crit.bwd, c.crit.fwd];
+
         let part = |keep: &dyn Fn(&CommOp) -> bool| -> ClassComm {
             let moe_lt = g.moe.map(|m| m.lt);
             let gk = exposures(
@@ -58,7 +58,7 @@ impl Training {
                 &g.ctime,
                 &[Phase::Step],
                 false,
-                step_windows,
+                step_windows(&c.crit),
                 share,
                 keep,
             );
