@@ -5,11 +5,12 @@ use crate::adapter::{
     LinkBackend, TierData,
 };
 use crate::execution::{ForeignRecompute, ForeignSchedule, RecomputeBackend, ScheduleBackend};
-use crate::strategy::{ForeignStrategy, StrategyBackend};
+use crate::strategy::rust::RustStrategy;
+use crate::strategy::ForeignStrategy;
 use crate::topology::{ForeignTopology, TopologyBackend};
 use crate::{params_json, Candidate, LoadError, LoadedLibrary};
 use abi_stable::library::{lib_header_from_path, LibraryError};
-use abi_stable::std_types::{RResult, RSlice, RSliceMut, RStr, RVec};
+use abi_stable::std_types::{RResult, RSlice, RStr};
 use perfcast_abi::c::{
     PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleProperties, PcScheduleResult,
 };
@@ -20,9 +21,7 @@ use perfcast_abi::rust_abi::{
     NewComputeUnit, NewInterconnect, NewMemoryTier, NewParallelStrategy, NewPipelineSchedule,
     NewRecomputePolicy, NewTopology, PluginDescriptor, RUST_ABI_VERSION, RUST_PARAMS_SYMBOL,
 };
-use perfcast_abi::strategy::{
-    PcAxisDecl, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcPlanAxes, PcStateSplit,
-};
+use perfcast_abi::strategy::PcPlan;
 use perfcast_abi::{
     FfiComputeUnitBox, FfiError, FfiInterconnectBox, FfiParallelStrategyBox, FfiTier,
     FfiTopologyBox, PcOp, PcOpTime, PluginModuleRef,
@@ -43,7 +42,8 @@ impl From<FfiError> for CallError {
     }
 }
 
-fn res<T>(r: RResult<T, FfiError>) -> Result<T, CallError> {
+/// A Rust plugin's answer, its error as the adapters take it.
+pub(crate) fn res<T>(r: RResult<T, FfiError>) -> Result<T, CallError> {
     r.into_result().map_err(CallError::from)
 }
 
@@ -175,66 +175,6 @@ impl RecomputeBackend for RustRecompute {
         recompute_layers: u32,
     ) -> Result<PcRecomputePlan, CallError> {
         res(self.0.plan(act, layers, recompute_layers))
-    }
-}
-
-/// A Rust plugin's parallel strategy: of the current layout, or of the frozen 1.3 one (the
-/// 1.2 trait: no declared axes, the plan's 1.4 prefix).
-enum RustStrategy {
-    Current(FfiParallelStrategyBox),
-    V1_3(v1_3::FfiParallelStrategyBox),
-}
-
-impl StrategyBackend for RustStrategy {
-    fn axis(&self) -> Result<u32, CallError> {
-        res(match self {
-            RustStrategy::Current(o) => o.axis(),
-            RustStrategy::V1_3(o) => o.axis(),
-        })
-    }
-    fn axes(&self) -> Result<Vec<PcAxisDecl>, CallError> {
-        match self {
-            RustStrategy::Current(o) => res(o.axes()).map(RVec::into_vec),
-            RustStrategy::V1_3(_) => Ok(Vec::new()),
-        }
-    }
-    fn validate(&self, model: &PcModel, plan: &PcPlanAxes) -> Result<(), CallError> {
-        res(match self {
-            RustStrategy::Current(o) => o.validate_axes(model, plan),
-            RustStrategy::V1_3(o) => o.validate(model, &plan.plan),
-        })
-    }
-    fn split_layer(
-        &self,
-        plan: &PcPlanAxes,
-        split: PcLayerSplit,
-    ) -> Result<PcLayerSplit, CallError> {
-        res(match self {
-            RustStrategy::Current(o) => o.split_layer_axes(plan, split),
-            RustStrategy::V1_3(o) => o.split_layer(&plan.plan, split),
-        })
-    }
-    fn split_state(
-        &self,
-        plan: &PcPlanAxes,
-        split: PcStateSplit,
-    ) -> Result<PcStateSplit, CallError> {
-        res(match self {
-            RustStrategy::Current(o) => o.split_state_axes(plan, split),
-            RustStrategy::V1_3(o) => o.split_state(&plan.plan, split),
-        })
-    }
-    fn comms(
-        &self,
-        plan: &PcPlanAxes,
-        dims: &PcLayerDims,
-        out: &mut [PcCommOp],
-    ) -> Result<u32, CallError> {
-        let out = RSliceMut::from_mut_slice(out);
-        res(match self {
-            RustStrategy::Current(o) => o.comms_axes(plan, dims, out),
-            RustStrategy::V1_3(o) => o.comms(&plan.plan, dims, out),
-        })
     }
 }
 

@@ -24,8 +24,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 mod execution;
-mod raw;
-mod strategy;
+pub(crate) mod raw;
 mod topology;
 use execution::{pipeline_schedule, recompute_policy};
 use raw::{
@@ -300,7 +299,7 @@ unsafe fn candidate(
         ),
         codes::CATEGORY_PARALLEL_STRATEGY => (
             Category::ParallelStrategy,
-            strategy::parallel_strategy(path, &cname, c.vtable.cast(), new_instance)?,
+            crate::strategy::c::parallel_strategy(path, &cname, c.vtable.cast(), new_instance)?,
         ),
         codes::CATEGORY_TOPOLOGY => (
             Category::Topology,

@@ -10,14 +10,14 @@ use std::ffi::{c_char, c_void, CStr};
 use std::mem::{size_of, MaybeUninit};
 use std::path::Path;
 
-pub(super) const ERR_CAP: usize = 1024;
+pub(crate) const ERR_CAP: usize = 1024;
 
 /// Copy the first `min(struct_size, size_of::<T>())` bytes of `*p` into a zeroed `T`.
 ///
 /// # Safety
 /// `p` must point to at least `struct_size` readable bytes, and `T` must be valid when zeroed
 /// (integers, raw pointers and `Option<fn>` only).
-pub(super) unsafe fn read_prefix<T: Copy>(p: *const T, struct_size: usize) -> T {
+pub(crate) unsafe fn read_prefix<T: Copy>(p: *const T, struct_size: usize) -> T {
     let mut out = MaybeUninit::<T>::zeroed();
     let n = struct_size.min(size_of::<T>());
     std::ptr::copy_nonoverlapping(p as *const u8, out.as_mut_ptr() as *mut u8, n);
@@ -25,16 +25,16 @@ pub(super) unsafe fn read_prefix<T: Copy>(p: *const T, struct_size: usize) -> T 
 }
 
 /// The `struct_size` at the start of a plugin struct.
-pub(super) unsafe fn struct_size<T>(p: *const T) -> usize {
+pub(crate) unsafe fn struct_size<T>(p: *const T) -> usize {
     std::ptr::read_unaligned(p as *const u32) as usize
 }
 
-pub(super) unsafe fn c_string(p: *const c_char) -> Option<String> {
+pub(crate) unsafe fn c_string(p: *const c_char) -> Option<String> {
     (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
 }
 
 /// The message a plugin wrote into an error buffer (bounded; never trusts the NUL).
-pub(super) fn read_err(buf: &[u8], code: i32) -> String {
+pub(crate) fn read_err(buf: &[u8], code: i32) -> String {
     let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
     let s = String::from_utf8_lossy(&buf[..end]).trim().to_string();
     if s.is_empty() {
@@ -45,7 +45,7 @@ pub(super) fn read_err(buf: &[u8], code: i32) -> String {
 }
 
 /// Call `f(err, err_cap)` and turn a non-OK status into a `CallError`.
-pub(super) fn call(f: impl FnOnce(*mut c_char, usize) -> i32) -> Result<(), CallError> {
+pub(crate) fn call(f: impl FnOnce(*mut c_char, usize) -> i32) -> Result<(), CallError> {
     let mut buf = [0u8; ERR_CAP];
     let rc = f(buf.as_mut_ptr() as *mut c_char, ERR_CAP);
     if rc == OK {
@@ -60,9 +60,9 @@ pub(super) fn call(f: impl FnOnce(*mut c_char, usize) -> i32) -> Result<(), Call
 }
 
 /// A created instance and the function that frees it.
-pub(super) struct Instance {
-    pub(super) this: *mut c_void,
-    pub(super) destroy: Option<unsafe extern "C" fn(*mut c_void)>,
+pub(crate) struct Instance {
+    pub(crate) this: *mut c_void,
+    pub(crate) destroy: Option<unsafe extern "C" fn(*mut c_void)>,
 }
 
 // SAFETY: the header's contract requires instances to be immutable after `create` and every
@@ -79,7 +79,7 @@ impl Drop for Instance {
     }
 }
 
-pub(super) fn invalid(path: &Path, message: String) -> LoadError {
+pub(crate) fn invalid(path: &Path, message: String) -> LoadError {
     LoadError::Invalid {
         path: path.to_path_buf(),
         message,
@@ -91,7 +91,7 @@ pub(super) fn invalid(path: &Path, message: String) -> LoadError {
 ///
 /// # Safety
 /// `vp` must be the component's (non-NULL) vtable.
-pub(super) unsafe fn read_vtable<T: Copy>(
+pub(crate) unsafe fn read_vtable<T: Copy>(
     path: &Path,
     cname: &str,
     vp: *const T,
@@ -110,7 +110,7 @@ pub(super) unsafe fn read_vtable<T: Copy>(
 }
 
 /// A required function the vtable of `cname` lacks.
-pub(super) fn no_function(path: &Path, cname: &str, function: &str) -> LoadError {
+pub(crate) fn no_function(path: &Path, cname: &str, function: &str) -> LoadError {
     invalid(
         path,
         format!("`{cname}`: vtable has no {function} function"),
@@ -118,7 +118,7 @@ pub(super) fn no_function(path: &Path, cname: &str, function: &str) -> LoadError
 }
 
 /// A count a plugin wrote that is more than the host's array of `cap` holds.
-pub(super) fn too_many(what: &str, n: usize, cap: usize) -> CallError {
+pub(crate) fn too_many(what: &str, n: usize, cap: usize) -> CallError {
     CallError {
         code: perfcast_abi::codes::ERR_FAILED,
         path: String::new(),
@@ -127,7 +127,7 @@ pub(super) fn too_many(what: &str, n: usize, cap: usize) -> CallError {
 }
 
 /// Creates an instance of a component from its parameters (the component's `create`).
-pub(super) trait NewInstance:
+pub(crate) trait NewInstance:
     Fn(&serde_json::Value) -> Result<Instance, PluginError> + Send + Sync + 'static
 {
 }

@@ -9,8 +9,8 @@ use perfcast_abi::c::{PcRecomputePlan, PcScheduleProperties, PcScheduleResult};
 use perfcast_abi::codes;
 use perfcast_abi::rust_abi::FfiLevel;
 use perfcast_abi::sdk;
-use perfcast_abi::strategy::{axis_code, PcAxisDecl, PcCommOp, PcLayerSplit, PcStateSplit};
-use perfcast_core::parallel::{CommList, ParallelStrategy, PipelineSchedule};
+use perfcast_abi::strategy::{axis_code, PcAxisDecl};
+use perfcast_core::parallel::PipelineSchedule;
 use perfcast_core::topology::{GroupAxis, GroupPlacement};
 use perfcast_core::{
     Bytes, Category, Component, DType, Engine, MemoryHierarchy, MemoryTier, ModelError, Registry,
@@ -108,7 +108,7 @@ pub fn serve(path: &Path, sha256: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
-fn failed(message: String) -> WireError {
+pub(crate) fn failed(message: String) -> WireError {
     WireError {
         code: codes::ERR_FAILED,
         path: String::new(),
@@ -228,73 +228,10 @@ fn answer_execution(handles: &[Component], call: Call) -> Result<Answer, WireErr
                 .map_err(model_failed)?;
             Ok(Answer::RecomputePlan(PcRecomputePlan::from_native(&r)))
         }
-        other => answer_strategy(handles, other),
-    }
-}
-
-/// The calls of a parallel strategy.
-fn answer_strategy(handles: &[Component], call: Call) -> Result<Answer, WireError> {
-    match call {
-        Call::Validate {
-            handle: h,
-            model,
-            plan,
-        } => {
-            let s = strategy(handles, h)?;
-            let (m, p) = (
-                model.to_native().map_err(failed)?,
-                plan.to_native().map_err(failed)?,
-            );
-            s.validate(&m, &p)
-                .map(|()| Answer::Done)
-                .map_err(model_failed)
-        }
-        Call::SplitLayer {
-            handle: h,
-            plan,
-            split,
-        } => {
-            let s = strategy(handles, h)?;
-            let mut x = split.to_native();
-            s.split_layer(&plan.to_native().map_err(failed)?, &mut x)
-                .map_err(model_failed)?;
-            Ok(Answer::LayerSplit(PcLayerSplit::from_native(&x)))
-        }
-        Call::SplitState {
-            handle: h,
-            plan,
-            split,
-        } => {
-            let s = strategy(handles, h)?;
-            let mut x = split.to_native();
-            s.split_state(&plan.to_native().map_err(failed)?, &mut x)
-                .map_err(model_failed)?;
-            Ok(Answer::StateSplit(PcStateSplit::from_native(&x)))
-        }
-        Call::Comms {
-            handle: h,
-            plan,
-            dims,
-            capacity,
-        } => {
-            let s = strategy(handles, h)?;
-            let mut list = CommList::default();
-            let (p, d) = (
-                plan.to_native().map_err(failed)?,
-                dims.to_native().map_err(failed)?,
-            );
-            s.comms(&p, &d, &mut list).map_err(model_failed)?;
-            if list.len() > capacity {
-                return Err(failed(format!(
-                    "{} collectives do not fit the host's array of {capacity}",
-                    list.len()
-                )));
-            }
-            Ok(Answer::Comms(
-                list.iter().map(PcCommOp::from_native).collect(),
-            ))
-        }
-        other => answer_topology(handles, other),
+        other => match crate::strategy::isolate::answer(handles, other)? {
+            Ok(answer) => Ok(answer),
+            Err(other) => answer_topology(handles, other),
+        },
     }
 }
 
@@ -372,18 +309,9 @@ fn schedule(handles: &[Component], h: usize) -> Result<Arc<dyn PipelineSchedule>
     }
 }
 
-/// The parallel strategy under handle `h`.
-fn strategy(handles: &[Component], h: usize) -> Result<Arc<dyn ParallelStrategy>, WireError> {
-    match handles.get(h) {
-        Some(Component::ParallelStrategy(s)) => Ok(s.clone()),
-        Some(_) => Err(failed(format!("component {h} is not a parallel strategy"))),
-        None => Err(failed(format!("no component {h}"))),
-    }
-}
-
 /// A strategy's error, as the wire carries it (the plugin's own message; the host puts it
 /// under the component's name).
-fn model_failed(e: ModelError) -> WireError {
+pub(crate) fn model_failed(e: ModelError) -> WireError {
     match e {
         ModelError::Plugin(perfcast_core::PluginError::Failed { message, .. }) => failed(message),
         other => failed(other.to_string()),

@@ -63,12 +63,13 @@ pub struct IsolateOptions {
     pub timeout: Duration,
 }
 
-mod child;
-mod protocol;
-mod proxies;
+pub(crate) mod child;
+pub(crate) mod protocol;
+pub(crate) mod proxies;
+use crate::strategy::isolate::IsoStrategy;
 pub use child::serve;
 use protocol::{Answer, Built, Call, Request, Response, WireTier};
-use proxies::{IsoRecompute, IsoSchedule, IsoStrategy, IsoTopology, Proxy};
+use proxies::{IsoRecompute, IsoSchedule, IsoTopology, Proxy};
 
 // ---------------------------------------------------------------------------------------
 // The host: a connection to one child, and proxies for its components.

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 /// One call, host to child.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub(super) enum Call {
+pub(crate) enum Call {
     Hello {
         protocol: String,
     },
@@ -112,12 +112,12 @@ pub(super) enum Call {
 
 /// A memory tier's properties on the wire (`TierProps`).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub(super) struct WireTier {
-    pub(super) level: u32,
-    pub(super) capacity: f64,
-    pub(super) bandwidth: f64,
-    pub(super) efficiency: f64,
-    pub(super) latency: f64,
+pub(crate) struct WireTier {
+    pub(crate) level: u32,
+    pub(crate) capacity: f64,
+    pub(crate) bandwidth: f64,
+    pub(crate) efficiency: f64,
+    pub(crate) latency: f64,
 }
 
 impl From<TierProps> for WireTier {
@@ -145,17 +145,17 @@ impl From<WireTier> for TierProps {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(super) struct WireComponent {
-    pub(super) category: Category,
-    pub(super) name: String,
-    pub(super) description: String,
-    pub(super) params: Option<Vec<ParamSpec>>,
+pub(crate) struct WireComponent {
+    pub(crate) category: Category,
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) params: Option<Vec<ParamSpec>>,
 }
 
 /// What a build returns: the component's constant properties.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub(super) enum Built {
+pub(crate) enum Built {
     Compute {
         /// `(engine code, dtype code, FLOP/s)` of every path the device has.
         peaks: Vec<(u32, u32, f64)>,
@@ -184,7 +184,7 @@ pub(super) enum Built {
 /// One answer, child to host.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub(super) enum Answer {
+pub(crate) enum Answer {
     Hello {
         protocol: String,
         plugin: String,
@@ -213,25 +213,25 @@ pub(super) enum Answer {
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) struct WireError {
-    pub(super) code: i32,
-    pub(super) path: String,
-    pub(super) message: String,
+pub(crate) struct WireError {
+    pub(crate) code: i32,
+    pub(crate) path: String,
+    pub(crate) message: String,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) struct Request {
-    pub(super) id: u64,
-    pub(super) call: Call,
+pub(crate) struct Request {
+    pub(crate) id: u64,
+    pub(crate) call: Call,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) struct Response {
-    pub(super) id: u64,
+pub(crate) struct Response {
+    pub(crate) id: u64,
     #[serde(default)]
-    pub(super) ok: Option<Answer>,
+    pub(crate) ok: Option<Answer>,
     #[serde(default)]
-    pub(super) err: Option<WireError>,
+    pub(crate) err: Option<WireError>,
 }
 
 #[cfg(test)]

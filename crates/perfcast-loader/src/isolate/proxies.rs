@@ -1,4 +1,5 @@
-//! The host's proxies for the execution categories and topologies in a child: each call goes
+//! The host's proxies for the execution categories and topologies in a child (a parallel
+//! strategy's is its category's, `crate::strategy::isolate`, on this module's [`Proxy`]): each call goes
 //! over the connection once per distinct question (their answers depend on the call's data
 //! only, so each is kept by the call's JSON: a search asks the same plans' questions again
 //! and again), and the answers go through the same checked adapters as an in-process
@@ -8,7 +9,6 @@ use super::protocol::{Answer, Call};
 use super::Connection;
 use crate::adapter::CallError;
 use crate::execution::{RecomputeBackend, ScheduleBackend};
-use crate::strategy::StrategyBackend;
 use crate::topology::TopologyBackend;
 use perfcast_abi::c::{
     PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleProperties, PcScheduleResult,
@@ -17,17 +17,15 @@ use perfcast_abi::rust_abi::{
     FfiCollectiveCost, FfiCostItem, FfiGroupAxis, FfiLevel, FfiLinkClass, FfiLinkLoad,
     FfiNetworkCost,
 };
-use perfcast_abi::strategy::{
-    PcAxisDecl, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcPlanAxes, PcStateSplit,
-};
+use perfcast_abi::strategy::PcPlan;
 use perfcast_core::parallel::PlanShape;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// One component in the child, and the answers it gave.
-pub(super) struct Proxy {
+pub(crate) struct Proxy {
     conn: Arc<Connection>,
-    handle: usize,
+    pub(crate) handle: usize,
     answers: Mutex<HashMap<String, Result<Answer, CallError>>>,
 }
 
@@ -41,7 +39,7 @@ impl Proxy {
     }
 
     /// The answer to `call` (named `what` in messages), asked once.
-    fn ask(&self, what: &str, call: Call) -> Result<Answer, CallError> {
+    pub(crate) fn ask(&self, what: &str, call: Call) -> Result<Answer, CallError> {
         let key = serde_json::to_string(&call).unwrap_or_default();
         if let Some(v) = self.answers.lock().ok().and_then(|c| c.get(&key).cloned()) {
             return v;
@@ -53,7 +51,7 @@ impl Proxy {
         v
     }
 
-    fn other(&self, what: &str) -> CallError {
+    pub(crate) fn other(&self, what: &str) -> CallError {
         self.conn
             .fail(format!("answered `{what}` with another kind of answer"))
     }
@@ -69,92 +67,6 @@ impl Proxy {
         match self.ask(what, call)? {
             Answer::Done => Ok(()),
             _ => Err(self.other(what)),
-        }
-    }
-}
-
-/// A parallel strategy in the child.
-pub(super) struct IsoStrategy {
-    proxy: Proxy,
-    axis: u32,
-    axes: Vec<PcAxisDecl>,
-}
-
-impl IsoStrategy {
-    pub(super) fn new(proxy: Proxy, axis: u32, axes: Vec<PcAxisDecl>) -> Self {
-        IsoStrategy { proxy, axis, axes }
-    }
-}
-
-impl StrategyBackend for IsoStrategy {
-    fn axis(&self) -> Result<u32, CallError> {
-        Ok(self.axis)
-    }
-    fn axes(&self) -> Result<Vec<PcAxisDecl>, CallError> {
-        Ok(self.axes.clone())
-    }
-    fn validate(&self, model: &PcModel, plan: &PcPlanAxes) -> Result<(), CallError> {
-        let call = Call::Validate {
-            handle: self.proxy.handle,
-            model: *model,
-            plan: *plan,
-        };
-        match self.proxy.ask("validate", call)? {
-            Answer::Done => Ok(()),
-            _ => Err(self.proxy.other("validate")),
-        }
-    }
-    fn split_layer(
-        &self,
-        plan: &PcPlanAxes,
-        split: PcLayerSplit,
-    ) -> Result<PcLayerSplit, CallError> {
-        let call = Call::SplitLayer {
-            handle: self.proxy.handle,
-            plan: *plan,
-            split,
-        };
-        match self.proxy.ask("split_layer", call)? {
-            Answer::LayerSplit(s) => Ok(s),
-            _ => Err(self.proxy.other("split_layer")),
-        }
-    }
-    fn split_state(
-        &self,
-        plan: &PcPlanAxes,
-        split: PcStateSplit,
-    ) -> Result<PcStateSplit, CallError> {
-        let call = Call::SplitState {
-            handle: self.proxy.handle,
-            plan: *plan,
-            split,
-        };
-        match self.proxy.ask("split_state", call)? {
-            Answer::StateSplit(s) => Ok(s),
-            _ => Err(self.proxy.other("split_state")),
-        }
-    }
-    fn comms(
-        &self,
-        plan: &PcPlanAxes,
-        dims: &PcLayerDims,
-        out: &mut [PcCommOp],
-    ) -> Result<u32, CallError> {
-        let call = Call::Comms {
-            handle: self.proxy.handle,
-            plan: *plan,
-            dims: *dims,
-            capacity: out.len(),
-        };
-        match self.proxy.ask("comms", call)? {
-            Answer::Comms(ops) => {
-                // More than fit is the adapter's to refuse (it sees the count).
-                for (slot, op) in out.iter_mut().zip(&ops) {
-                    *slot = *op;
-                }
-                Ok(u32::try_from(ops.len()).unwrap_or(u32::MAX))
-            }
-            _ => Err(self.proxy.other("comms")),
         }
     }
 }

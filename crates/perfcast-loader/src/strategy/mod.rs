@@ -5,6 +5,11 @@
 //! collectives as the host's array holds, each with known codes, a non-empty group of the
 //! mesh's axes, bytes and count finite and >= 0, and an overlap efficiency in [0, 1]. A
 //! plugin's own error keeps its message, under the component's name.
+//!
+//! The category's whole boundary is in this module: the checked adapter (here), fed by one
+//! backend per way in, `c` (the C ABI's vtable), `rust` (the abi_stable trait object, current
+//! and frozen layouts) and `isolate` (the plugin host's proxy, and the child's answers to its
+//! calls).
 
 use crate::adapter::CallError;
 use perfcast_abi::convert::bad_value;
@@ -212,6 +217,10 @@ impl ParallelStrategy for ForeignStrategy {
         Ok(())
     }
 }
+
+pub(crate) mod c;
+pub(crate) mod isolate;
+pub(crate) mod rust;
 
 #[cfg(test)]
 mod tests {

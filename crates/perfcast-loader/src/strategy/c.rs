@@ -1,13 +1,13 @@
 //! C parallel strategies (C ABI 1.4; declared axes 1.7): the vtable's calls as a
 //! `StrategyBackend`, behind the same checked `ForeignStrategy` as a Rust library's
-//! (`crate::strategy`). A function the vtable leaves NULL (or, before 1.7, lacks) answers
+//! (the module above). A function the vtable leaves NULL (or, before 1.7, lacks) answers
 //! what the trait's default does (any plan, no split, no collectives, no declared axes). The
 //! plan is the 1.7 `perfcast_plan` (its `struct_size` says so): a plugin compiled against an
 //! earlier minor reads its 1.4 prefix.
 
-use super::raw::{call, no_function, read_vtable, Instance, NewInstance};
+use super::{ForeignStrategy, StrategyBackend};
 use crate::adapter::CallError;
-use crate::strategy::{ForeignStrategy, StrategyBackend};
+use crate::c_plugin::raw::{call, no_function, read_vtable, Instance, NewInstance};
 use crate::LoadError;
 use perfcast_abi::c::{v1_4, PcParallelStrategyVtable};
 use perfcast_abi::strategy::{
@@ -23,7 +23,7 @@ use std::sync::Arc;
 ///
 /// # Safety
 /// `vp` must be the component's (non-NULL) vtable.
-pub(super) unsafe fn parallel_strategy(
+pub(crate) unsafe fn parallel_strategy(
     path: &Path,
     cname: &str,
     vp: *const PcParallelStrategyVtable,
@@ -77,7 +77,11 @@ impl StrategyBackend for CStrategy {
         // SAFETY: as above; `out` holds `out.len()` entries.
         call(|e, cap| unsafe { f(self.inst.this, out.as_mut_ptr(), out.len(), &mut n, e, cap) })?;
         if n > out.len() {
-            return Err(super::raw::too_many("declared axes", n, out.len()));
+            return Err(crate::c_plugin::raw::too_many(
+                "declared axes",
+                n,
+                out.len(),
+            ));
         }
         Ok(out[..n].to_vec())
     }
