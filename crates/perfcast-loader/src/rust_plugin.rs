@@ -7,7 +7,8 @@ use crate::adapter::{
 use crate::execution::{ForeignRecompute, ForeignSchedule, RecomputeBackend, ScheduleBackend};
 use crate::strategy::rust::RustStrategy;
 use crate::strategy::ForeignStrategy;
-use crate::topology::{ForeignTopology, TopologyBackend};
+use crate::topology::rust::RustTopology;
+use crate::topology::ForeignTopology;
 use crate::{params_json, Candidate, LoadError, LoadedLibrary};
 use abi_stable::library::{lib_header_from_path, LibraryError};
 use abi_stable::std_types::{RResult, RSlice, RStr};
@@ -16,8 +17,7 @@ use perfcast_abi::c::{
 };
 use perfcast_abi::codes::category_from_code;
 use perfcast_abi::rust_abi::{
-    v1_0, v1_1, v1_2, v1_3, FfiCollectiveCost, FfiGroupAxis, FfiLevel, FfiLinkClass,
-    FfiMemoryTierBox, FfiNetworkCost, FfiPipelineScheduleBox, FfiRecomputePolicyBox,
+    v1_0, v1_1, v1_2, v1_3, FfiMemoryTierBox, FfiPipelineScheduleBox, FfiRecomputePolicyBox,
     NewComputeUnit, NewInterconnect, NewMemoryTier, NewParallelStrategy, NewPipelineSchedule,
     NewRecomputePolicy, NewTopology, PluginDescriptor, RUST_ABI_VERSION, RUST_PARAMS_SYMBOL,
 };
@@ -85,36 +85,6 @@ impl LinkBackend for RustInterconnect {
         algorithm: u32,
     ) -> Result<f64, CallError> {
         res(self.0.collective_time(kind, bytes, ranks, algorithm))
-    }
-}
-
-struct RustTopology(FfiTopologyBox);
-
-impl TopologyBackend for RustTopology {
-    fn check(&self, levels: &[FfiLevel], devices: u64) -> Result<(), CallError> {
-        res(self.0.check(RSlice::from_slice(levels), devices))
-    }
-    fn links(&self, levels: &[FfiLevel], devices: u64) -> Result<Vec<FfiLinkClass>, CallError> {
-        res(self.0.links(RSlice::from_slice(levels), devices)).map(|v| v.into_vec())
-    }
-    fn cost(&self, levels: &[FfiLevel], devices: u64) -> Result<Option<FfiNetworkCost>, CallError> {
-        res(self.0.cost(RSlice::from_slice(levels), devices)).map(|o| o.into_option())
-    }
-    fn collective(
-        &self,
-        levels: &[FfiLevel],
-        axes: &[FfiGroupAxis],
-        devices: u64,
-        kind: u32,
-        bytes: f64,
-    ) -> Result<FfiCollectiveCost, CallError> {
-        res(self.0.collective(
-            RSlice::from_slice(levels),
-            RSlice::from_slice(axes),
-            devices,
-            kind,
-            bytes,
-        ))
     }
 }
 

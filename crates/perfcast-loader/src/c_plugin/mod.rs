@@ -25,7 +25,6 @@ use std::sync::Arc;
 
 mod execution;
 pub(crate) mod raw;
-mod topology;
 use execution::{pipeline_schedule, recompute_policy};
 use raw::{
     c_string, call, invalid, no_function, read_prefix, read_vtable, struct_size, Instance,
@@ -303,7 +302,7 @@ unsafe fn candidate(
         ),
         codes::CATEGORY_TOPOLOGY => (
             Category::Topology,
-            topology::topology(path, &cname, c.vtable.cast(), new_instance)?,
+            crate::topology::c::topology(path, &cname, c.vtable.cast(), new_instance)?,
         ),
         _ => return Ok(None),
     };

@@ -4,16 +4,12 @@
 use super::protocol::{Answer, Built, Call, Request, Response, WireComponent, WireError, WireTier};
 use super::PROTOCOL;
 use crate::LoadedLibrary;
-use abi_stable::std_types::RSlice;
 use perfcast_abi::c::{PcRecomputePlan, PcScheduleProperties, PcScheduleResult};
 use perfcast_abi::codes;
-use perfcast_abi::rust_abi::FfiLevel;
-use perfcast_abi::sdk;
 use perfcast_abi::strategy::{axis_code, PcAxisDecl};
 use perfcast_core::parallel::PipelineSchedule;
-use perfcast_core::topology::{GroupAxis, GroupPlacement};
 use perfcast_core::{
-    Bytes, Category, Component, DType, Engine, MemoryHierarchy, MemoryTier, ModelError, Registry,
+    Category, Component, DType, Engine, MemoryHierarchy, MemoryTier, ModelError, Registry,
 };
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -230,74 +226,8 @@ fn answer_execution(handles: &[Component], call: Call) -> Result<Answer, WireErr
         }
         other => match crate::strategy::isolate::answer(handles, other)? {
             Ok(answer) => Ok(answer),
-            Err(other) => answer_topology(handles, other),
+            Err(other) => crate::topology::isolate::answer(handles, other),
         },
-    }
-}
-
-/// The calls of a topology, the host's levels rebuilt as views of their numbers.
-fn answer_topology(handles: &[Component], call: Call) -> Result<Answer, WireError> {
-    let topology = |h: usize| match handles.get(h) {
-        Some(Component::Topology(t)) => Ok(t.clone()),
-        _ => Err(failed(format!("component {h} is not a topology"))),
-    };
-    let plugin = |e: perfcast_core::PluginError| match e {
-        perfcast_core::PluginError::Failed { message, .. } => failed(message),
-        other => failed(other.to_string()),
-    };
-    let views = |l: &[FfiLevel]| sdk::levels(RSlice::from_slice(l));
-    match call {
-        Call::TopologyCheck {
-            handle,
-            levels,
-            devices,
-        } => topology(handle)?
-            .check(&views(&levels), devices)
-            .map(|()| Answer::Done)
-            .map_err(plugin),
-        Call::TopologyLinks {
-            handle,
-            levels,
-            devices,
-        } => topology(handle)?
-            .links(&views(&levels), devices)
-            .map(Answer::Links)
-            .map_err(plugin),
-        Call::TopologyCost {
-            handle,
-            levels,
-            devices,
-        } => topology(handle)?
-            .cost(&views(&levels), devices)
-            .map(Answer::Cost)
-            .map_err(plugin),
-        Call::TopologyCollective {
-            handle,
-            levels,
-            axes,
-            devices,
-            kind,
-            bytes,
-        } => {
-            let kind = codes::collective_kind_from_code(kind)
-                .ok_or_else(|| failed(format!("unknown collective kind code {kind}")))?;
-            let axes: Vec<GroupAxis> = axes
-                .iter()
-                .map(|a| GroupAxis {
-                    degree: a.degree,
-                    stride: a.stride,
-                })
-                .collect();
-            let g = GroupPlacement::new(&axes, devices).map_err(plugin)?;
-            let c = topology(handle)?
-                .collective(&views(&levels), &g, kind, Bytes(bytes))
-                .map_err(plugin)?;
-            Ok(Answer::CollectiveCost {
-                time: c.time.0,
-                loads: c.loads.as_slice().to_vec(),
-            })
-        }
-        _ => Err(failed("a call this plugin host does not serve".into())),
     }
 }
 

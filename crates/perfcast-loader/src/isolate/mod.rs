@@ -67,9 +67,10 @@ pub(crate) mod child;
 pub(crate) mod protocol;
 pub(crate) mod proxies;
 use crate::strategy::isolate::IsoStrategy;
+use crate::topology::isolate::IsoTopology;
 pub use child::serve;
 use protocol::{Answer, Built, Call, Request, Response, WireTier};
-use proxies::{IsoRecompute, IsoSchedule, IsoTopology, Proxy};
+use proxies::{IsoRecompute, IsoSchedule, Proxy};
 
 // ---------------------------------------------------------------------------------------
 // The host: a connection to one child, and proxies for its components.

@@ -9,13 +9,8 @@ use super::protocol::{Answer, Call};
 use super::Connection;
 use crate::adapter::CallError;
 use crate::execution::{RecomputeBackend, ScheduleBackend};
-use crate::topology::TopologyBackend;
 use perfcast_abi::c::{
     PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleProperties, PcScheduleResult,
-};
-use perfcast_abi::rust_abi::{
-    FfiCollectiveCost, FfiCostItem, FfiGroupAxis, FfiLevel, FfiLinkClass, FfiLinkLoad,
-    FfiNetworkCost,
 };
 use perfcast_abi::strategy::PcPlan;
 use perfcast_core::parallel::PlanShape;
@@ -56,14 +51,14 @@ impl Proxy {
             .fail(format!("answered `{what}` with another kind of answer"))
     }
 
-    fn number(&self, what: &str, call: Call) -> Result<f64, CallError> {
+    pub(crate) fn number(&self, what: &str, call: Call) -> Result<f64, CallError> {
         match self.ask(what, call)? {
             Answer::Number(x) => Ok(x),
             _ => Err(self.other(what)),
         }
     }
 
-    fn done(&self, what: &str, call: Call) -> Result<(), CallError> {
+    pub(crate) fn done(&self, what: &str, call: Call) -> Result<(), CallError> {
         match self.ask(what, call)? {
             Answer::Done => Ok(()),
             _ => Err(self.other(what)),
@@ -138,93 +133,6 @@ impl RecomputeBackend for IsoRecompute {
         match self.0.ask("plan", call)? {
             Answer::RecomputePlan(p) => Ok(p),
             _ => Err(self.0.other("plan")),
-        }
-    }
-}
-
-/// A topology in the child.
-pub(super) struct IsoTopology(pub(super) Proxy);
-
-impl TopologyBackend for IsoTopology {
-    fn check(&self, levels: &[FfiLevel], devices: u64) -> Result<(), CallError> {
-        let call = Call::TopologyCheck {
-            handle: self.0.handle,
-            levels: levels.to_vec(),
-            devices,
-        };
-        self.0.done("check", call)
-    }
-    fn links(&self, levels: &[FfiLevel], devices: u64) -> Result<Vec<FfiLinkClass>, CallError> {
-        let call = Call::TopologyLinks {
-            handle: self.0.handle,
-            levels: levels.to_vec(),
-            devices,
-        };
-        match self.0.ask("links", call)? {
-            Answer::Links(v) => Ok(v
-                .into_iter()
-                .map(|c| FfiLinkClass {
-                    name: c.name.into(),
-                    count: c.count,
-                    bandwidth: c.bandwidth.0,
-                })
-                .collect()),
-            _ => Err(self.0.other("links")),
-        }
-    }
-    fn cost(&self, levels: &[FfiLevel], devices: u64) -> Result<Option<FfiNetworkCost>, CallError> {
-        let call = Call::TopologyCost {
-            handle: self.0.handle,
-            levels: levels.to_vec(),
-            devices,
-        };
-        match self.0.ask("cost", call)? {
-            Answer::Cost(c) => Ok(c.map(|c| FfiNetworkCost {
-                switches: c.switches,
-                switch_ports: c.switch_ports,
-                optics: c.optics,
-                items: c
-                    .items
-                    .into_iter()
-                    .map(|i| FfiCostItem {
-                        item: i.item.into(),
-                        count: i.count,
-                        unit_usd: i.unit_usd,
-                    })
-                    .collect(),
-            })),
-            _ => Err(self.0.other("cost")),
-        }
-    }
-    fn collective(
-        &self,
-        levels: &[FfiLevel],
-        axes: &[FfiGroupAxis],
-        devices: u64,
-        kind: u32,
-        bytes: f64,
-    ) -> Result<FfiCollectiveCost, CallError> {
-        let call = Call::TopologyCollective {
-            handle: self.0.handle,
-            levels: levels.to_vec(),
-            axes: axes.to_vec(),
-            devices,
-            kind,
-            bytes,
-        };
-        match self.0.ask("collective", call)? {
-            Answer::CollectiveCost { time, loads } => Ok(FfiCollectiveCost {
-                time,
-                loads: loads
-                    .iter()
-                    .map(|l| FfiLinkLoad {
-                        class: l.class,
-                        links: l.links,
-                        busy: l.busy.0,
-                    })
-                    .collect(),
-            }),
-            _ => Err(self.0.other("collective")),
         }
     }
 }

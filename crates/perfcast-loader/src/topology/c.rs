@@ -1,10 +1,10 @@
 //! C network topologies (C ABI 1.5): the vtable's calls as a `TopologyBackend`, behind the
-//! same checked `ForeignTopology` as a Rust library's (`crate::topology`). A C topology has no
+//! same checked `ForeignTopology` as a Rust library's (the module above). A C topology has no
 //! bill of materials (`cost` is `None`).
 
-use super::raw::{call, no_function, read_vtable, Instance, NewInstance};
+use super::{ForeignTopology, TopologyBackend};
 use crate::adapter::CallError;
-use crate::topology::{ForeignTopology, TopologyBackend};
+use crate::c_plugin::raw::{call, no_function, read_vtable, Instance, NewInstance};
 use crate::LoadError;
 use perfcast_abi::c::{
     v1_5, PcGroupAxis, PcLevel, PcLinkClass, PcLinkLoad, PcTopologyCollective, PcTopologyVtable,
@@ -25,7 +25,7 @@ const MAX_LINK_CLASSES: usize = 64;
 ///
 /// # Safety
 /// `vp` must be the component's (non-NULL) vtable.
-pub(super) unsafe fn topology(
+pub(crate) unsafe fn topology(
     path: &Path,
     cname: &str,
     vp: *const PcTopologyVtable,
@@ -107,7 +107,7 @@ impl TopologyBackend for CTopology {
             )
         })?;
         if n > out.len() {
-            return Err(super::raw::too_many("link classes", n, out.len()));
+            return Err(crate::c_plugin::raw::too_many("link classes", n, out.len()));
         }
         Ok(out[..n]
             .iter()
@@ -172,7 +172,7 @@ impl TopologyBackend for CTopology {
             )
         })?;
         if n > loads.len() {
-            return Err(super::raw::too_many("link loads", n, loads.len()));
+            return Err(crate::c_plugin::raw::too_many("link loads", n, loads.len()));
         }
         Ok(FfiCollectiveCost {
             time,

@@ -2,6 +2,10 @@
 //! and the group go over as data, and every value that comes back is checked: times and busy
 //! times finite and >= 0, link counts and bandwidths finite and > 0, costs finite and >= 0.
 //! A plugin's error keeps its own message, under the component's name.
+//!
+//! The category's whole boundary is in this module: the checked adapter (here), fed by one
+//! backend per way in, `c` (the C ABI's vtable, 1.5), `rust` (the abi_stable trait object,
+//! 1.1) and `isolate` (the plugin host's proxy, and the child's answers to its calls).
 
 use crate::adapter::CallError;
 use perfcast_abi::codes;
@@ -188,6 +192,10 @@ impl Topology for ForeignTopology {
         Ok(Some(out))
     }
 }
+
+pub(crate) mod c;
+pub(crate) mod isolate;
+pub(crate) mod rust;
 
 #[cfg(test)]
 mod tests {
