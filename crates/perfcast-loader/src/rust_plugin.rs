@@ -4,7 +4,8 @@ use crate::adapter::{
     foreign_memory_tier, CallError, ComputeBackend, ForeignComputeUnit, ForeignInterconnect,
     LinkBackend, TierData,
 };
-use crate::execution::{ForeignRecompute, ForeignSchedule, RecomputeBackend, ScheduleBackend};
+use crate::execution::rust::{RustRecompute, RustSchedule};
+use crate::execution::{ForeignRecompute, ForeignSchedule};
 use crate::strategy::rust::RustStrategy;
 use crate::strategy::ForeignStrategy;
 use crate::topology::rust::RustTopology;
@@ -12,21 +13,16 @@ use crate::topology::ForeignTopology;
 use crate::{params_json, Candidate, LoadError, LoadedLibrary};
 use abi_stable::library::{lib_header_from_path, LibraryError};
 use abi_stable::std_types::{RResult, RSlice, RStr};
-use perfcast_abi::c::{
-    PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleProperties, PcScheduleResult,
-};
 use perfcast_abi::codes::category_from_code;
 use perfcast_abi::rust_abi::{
-    v1_0, v1_1, v1_2, v1_3, FfiMemoryTierBox, FfiPipelineScheduleBox, FfiRecomputePolicyBox,
-    NewComputeUnit, NewInterconnect, NewMemoryTier, NewParallelStrategy, NewPipelineSchedule,
-    NewRecomputePolicy, NewTopology, PluginDescriptor, RUST_ABI_VERSION, RUST_PARAMS_SYMBOL,
+    v1_0, v1_1, v1_2, v1_3, FfiMemoryTierBox, NewComputeUnit, NewInterconnect, NewMemoryTier,
+    NewParallelStrategy, NewPipelineSchedule, NewRecomputePolicy, NewTopology, PluginDescriptor,
+    RUST_ABI_VERSION, RUST_PARAMS_SYMBOL,
 };
-use perfcast_abi::strategy::PcPlan;
 use perfcast_abi::{
     FfiComputeUnitBox, FfiError, FfiInterconnectBox, FfiParallelStrategyBox, FfiTier,
     FfiTopologyBox, PcOp, PcOpTime, PluginModuleRef,
 };
-use perfcast_core::parallel::PlanShape;
 use perfcast_core::{Category, Component, ParamSpec};
 use std::collections::HashMap;
 use std::path::Path;
@@ -85,66 +81,6 @@ impl LinkBackend for RustInterconnect {
         algorithm: u32,
     ) -> Result<f64, CallError> {
         res(self.0.collective_time(kind, bytes, ranks, algorithm))
-    }
-}
-
-/// A Rust plugin's pipeline schedule: of the current layout, or of the frozen 1.2 one
-/// (which has no `properties`: the defaults).
-enum RustSchedule {
-    Current(FfiPipelineScheduleBox),
-    V1_2(v1_2::FfiPipelineScheduleBox),
-}
-
-/// `$call` on the schedule object, whichever layout it has.
-macro_rules! on_schedule {
-    ($s:expr, $o:ident => $call:expr) => {
-        match $s {
-            RustSchedule::Current($o) => $call,
-            RustSchedule::V1_2($o) => $call,
-        }
-    };
-}
-
-impl ScheduleBackend for RustSchedule {
-    fn validate(&self, plan: &PlanShape, _input: &PcScheduleInput) -> Result<(), CallError> {
-        let plan = PcPlan::from_native(plan);
-        res(on_schedule!(self, o => o.validate(&plan)))
-    }
-    fn step(&self, input: &PcScheduleInput) -> Result<PcScheduleResult, CallError> {
-        res(on_schedule!(self, o => o.step(input)))
-    }
-    fn in_flight(&self, input: &PcScheduleInput, stage: u32) -> Result<f64, CallError> {
-        res(on_schedule!(self, o => o.in_flight(input, stage)))
-    }
-    fn peak_layers_held(
-        &self,
-        input: &PcScheduleInput,
-        stage: u32,
-        chunk_layers: &[f64],
-    ) -> Option<Result<f64, CallError>> {
-        let chunks = RSlice::from_slice(chunk_layers);
-        Some(res(
-            on_schedule!(self, o => o.peak_layers_held(input, stage, chunks)),
-        ))
-    }
-    fn properties(&self) -> Result<PcScheduleProperties, CallError> {
-        match self {
-            RustSchedule::Current(o) => res(o.properties()),
-            RustSchedule::V1_2(_) => Ok(PcScheduleProperties::default()),
-        }
-    }
-}
-
-struct RustRecompute(FfiRecomputePolicyBox);
-
-impl RecomputeBackend for RustRecompute {
-    fn plan(
-        &self,
-        act: &PcLayerActivations,
-        layers: u32,
-        recompute_layers: u32,
-    ) -> Result<PcRecomputePlan, CallError> {
-        res(self.0.plan(act, layers, recompute_layers))
     }
 }
 

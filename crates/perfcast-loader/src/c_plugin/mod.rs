@@ -23,9 +23,8 @@ use std::mem::size_of;
 use std::path::Path;
 use std::sync::Arc;
 
-mod execution;
 pub(crate) mod raw;
-use execution::{pipeline_schedule, recompute_policy};
+use crate::execution::c::{pipeline_schedule, recompute_policy};
 use raw::{
     c_string, call, invalid, no_function, read_prefix, read_vtable, struct_size, Instance,
     NewInstance,

@@ -4,10 +4,9 @@
 use super::protocol::{Answer, Built, Call, Request, Response, WireComponent, WireError, WireTier};
 use super::PROTOCOL;
 use crate::LoadedLibrary;
-use perfcast_abi::c::{PcRecomputePlan, PcScheduleProperties, PcScheduleResult};
+use perfcast_abi::c::PcScheduleProperties;
 use perfcast_abi::codes;
 use perfcast_abi::strategy::{axis_code, PcAxisDecl};
-use perfcast_core::parallel::PipelineSchedule;
 use perfcast_core::{
     Category, Component, DType, Engine, MemoryHierarchy, MemoryTier, ModelError, Registry,
 };
@@ -168,75 +167,22 @@ fn answer(
                 .map_err(|e| failed(e.to_string())),
             _ => Err(failed(format!("component {h} is not an interconnect"))),
         },
-        other => answer_execution(handles, other),
+        other => answer_categories(handles, other),
     }
 }
 
-/// The calls of the execution categories and topologies: pipeline schedules and recompute
-/// policies here, then parallel strategies, then topologies.
-fn answer_execution(handles: &[Component], call: Call) -> Result<Answer, WireError> {
-    match call {
-        Call::ScheduleValidate { handle: h, plan } => {
-            let p = plan.to_native().map_err(failed)?;
-            schedule(handles, h)?
-                .validate(&p)
-                .map(|()| Answer::Done)
-                .map_err(model_failed)
-        }
-        Call::Step { handle: h, input } => {
-            let r = schedule(handles, h)?
-                .step(&input.to_native())
-                .map_err(model_failed)?;
-            Ok(Answer::ScheduleResult(PcScheduleResult::from_native(&r)))
-        }
-        Call::InFlight {
-            handle: h,
-            input,
-            stage,
-        } => Ok(Answer::Number(
-            schedule(handles, h)?.in_flight(&input.to_native(), stage),
-        )),
-        Call::PeakLayersHeld {
-            handle: h,
-            input,
-            stage,
-            chunk_layers,
-        } => {
-            let chunks = |c: u32| chunk_layers.get(c as usize).copied().unwrap_or(0.0);
-            Ok(Answer::Number(schedule(handles, h)?.peak_layers_held(
-                &input.to_native(),
-                stage,
-                &chunks,
-            )))
-        }
-        Call::RecomputePlan {
-            handle: h,
-            act,
-            layers,
-            recompute_layers,
-        } => {
-            let Some(Component::RecomputePolicy(p)) = handles.get(h) else {
-                return Err(failed(format!("component {h} is not a recompute policy")));
-            };
-            let given = (recompute_layers != 0).then_some(recompute_layers);
-            let r = p
-                .plan(&act.to_native(), layers, given)
-                .map_err(model_failed)?;
-            Ok(Answer::RecomputePlan(PcRecomputePlan::from_native(&r)))
-        }
-        other => match crate::strategy::isolate::answer(handles, other)? {
-            Ok(answer) => Ok(answer),
-            Err(other) => crate::topology::isolate::answer(handles, other),
-        },
-    }
-}
-
-/// The pipeline schedule under handle `h`.
-fn schedule(handles: &[Component], h: usize) -> Result<Arc<dyn PipelineSchedule>, WireError> {
-    match handles.get(h) {
-        Some(Component::PipelineSchedule(s)) => Ok(s.clone()),
-        _ => Err(failed(format!("component {h} is not a pipeline schedule"))),
-    }
+/// The calls of the execution categories, parallel strategies and topologies, each answered
+/// by its category's module.
+fn answer_categories(handles: &[Component], call: Call) -> Result<Answer, WireError> {
+    let call = match crate::execution::isolate::answer(handles, call)? {
+        Ok(answer) => return Ok(answer),
+        Err(other) => other,
+    };
+    let call = match crate::strategy::isolate::answer(handles, call)? {
+        Ok(answer) => return Ok(answer),
+        Err(other) => other,
+    };
+    crate::topology::isolate::answer(handles, call)
 }
 
 /// A strategy's error, as the wire carries it (the plugin's own message; the host puts it

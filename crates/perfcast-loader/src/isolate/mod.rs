@@ -66,11 +66,12 @@ pub struct IsolateOptions {
 pub(crate) mod child;
 pub(crate) mod protocol;
 pub(crate) mod proxies;
+use crate::execution::isolate::{IsoRecompute, IsoSchedule};
 use crate::strategy::isolate::IsoStrategy;
 use crate::topology::isolate::IsoTopology;
 pub use child::serve;
 use protocol::{Answer, Built, Call, Request, Response, WireTier};
-use proxies::{IsoRecompute, IsoSchedule, Proxy};
+use proxies::Proxy;
 
 // ---------------------------------------------------------------------------------------
 // The host: a connection to one child, and proxies for its components.

@@ -6,6 +6,11 @@
 //! within the stage. A schedule's `validate` also asks `in_flight` of
 //! every stage of the plan, so that memory sizing (which cannot fail) only ever sees answers
 //! already checked.
+//!
+//! The categories' whole boundary is in this module: the checked adapters (here), fed by one
+//! backend per way in, `c` (the C ABI's vtables, 1.3; a schedule's `properties` 1.6), `rust`
+//! (the abi_stable trait objects, 1.2; `properties` 1.3) and `isolate` (the plugin host's
+//! proxies, and the child's answers to their calls).
 
 use crate::adapter::CallError;
 use perfcast_abi::c::{
@@ -271,3 +276,7 @@ impl RecomputePolicy for ForeignRecompute {
         })
     }
 }
+
+pub(crate) mod c;
+pub(crate) mod isolate;
+pub(crate) mod rust;

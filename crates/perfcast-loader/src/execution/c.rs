@@ -1,10 +1,10 @@
 //! C execution plugins (C ABI 1.3; a schedule's `properties` 1.6): pipeline schedules and recompute policies, as backends of
-//! the checked adapters of `crate::execution` (which check every answer, with the plugin's
+//! the checked adapters of the module above (which check every answer, with the plugin's
 //! name in the message, before the engine sees it).
 
-use super::raw::{call, no_function, read_vtable, Instance, NewInstance};
+use super::{ForeignRecompute, ForeignSchedule, RecomputeBackend, ScheduleBackend};
 use crate::adapter::CallError;
-use crate::execution::{ForeignRecompute, ForeignSchedule, RecomputeBackend, ScheduleBackend};
+use crate::c_plugin::raw::{call, no_function, read_vtable, Instance, NewInstance};
 use crate::LoadError;
 use perfcast_abi::c::{
     v1_3, PcLayerActivations, PcPipelineScheduleVtable, PcRecomputePlan, PcRecomputePlanFn,
@@ -23,7 +23,7 @@ use std::sync::Arc;
 ///
 /// # Safety
 /// `vp` must be the component's (non-NULL) vtable.
-pub(super) unsafe fn pipeline_schedule(
+pub(crate) unsafe fn pipeline_schedule(
     path: &Path,
     cname: &str,
     vp: *const PcPipelineScheduleVtable,
@@ -112,7 +112,7 @@ impl ScheduleBackend for CSchedule {
 ///
 /// # Safety
 /// `vp` must be the component's (non-NULL) vtable.
-pub(super) unsafe fn recompute_policy(
+pub(crate) unsafe fn recompute_policy(
     path: &Path,
     cname: &str,
     vp: *const PcRecomputePolicyVtable,
