@@ -20,11 +20,12 @@
 //!
 //! Libraries are never unloaded. Foreign objects become native `Arc<dyn ComputeUnit>` /
 //! `Arc<dyn MemoryTier>` / `Arc<dyn Interconnect>`; every value they return is checked
-//! (see `adapter`), a panic inside a Rust plugin comes back as `PluginError::Failed`.
+//! (see each category's module: `hardware`, `strategy`, `execution`, `topology`), a panic inside a Rust plugin comes back as `PluginError::Failed`.
 
-mod adapter;
 mod c_plugin;
+mod call;
 mod execution;
+mod hardware;
 pub mod isolate;
 mod rust_plugin;
 mod strategy;

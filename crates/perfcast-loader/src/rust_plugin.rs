@@ -1,18 +1,17 @@
 //! Loading Rust (abi_stable) plugins.
 
-use crate::adapter::{
-    foreign_memory_tier, CallError, ComputeBackend, ForeignComputeUnit, ForeignInterconnect,
-    LinkBackend, TierData,
-};
+use crate::call::CallError;
 use crate::execution::rust::{RustRecompute, RustSchedule};
 use crate::execution::{ForeignRecompute, ForeignSchedule};
+use crate::hardware::rust::{RustComputeUnit, RustInterconnect};
+use crate::hardware::{foreign_memory_tier, ForeignComputeUnit, ForeignInterconnect};
 use crate::strategy::rust::RustStrategy;
 use crate::strategy::ForeignStrategy;
 use crate::topology::rust::RustTopology;
 use crate::topology::ForeignTopology;
 use crate::{params_json, Candidate, LoadError, LoadedLibrary};
 use abi_stable::library::{lib_header_from_path, LibraryError};
-use abi_stable::std_types::{RResult, RSlice, RStr};
+use abi_stable::std_types::{RResult, RStr};
 use perfcast_abi::codes::category_from_code;
 use perfcast_abi::rust_abi::{
     v1_0, v1_1, v1_2, v1_3, FfiMemoryTierBox, NewComputeUnit, NewInterconnect, NewMemoryTier,
@@ -20,8 +19,7 @@ use perfcast_abi::rust_abi::{
     RUST_ABI_VERSION, RUST_PARAMS_SYMBOL,
 };
 use perfcast_abi::{
-    FfiComputeUnitBox, FfiError, FfiInterconnectBox, FfiParallelStrategyBox, FfiTier,
-    FfiTopologyBox, PcOp, PcOpTime, PluginModuleRef,
+    FfiComputeUnitBox, FfiError, FfiParallelStrategyBox, FfiTopologyBox, PluginModuleRef,
 };
 use perfcast_core::{Category, Component, ParamSpec};
 use std::collections::HashMap;
@@ -41,47 +39,6 @@ impl From<FfiError> for CallError {
 /// A Rust plugin's answer, its error as the adapters take it.
 pub(crate) fn res<T>(r: RResult<T, FfiError>) -> Result<T, CallError> {
     r.into_result().map_err(CallError::from)
-}
-
-struct RustComputeUnit(FfiComputeUnitBox);
-
-impl ComputeBackend for RustComputeUnit {
-    fn peak(&self, engine: u32, dtype: u32) -> Result<Option<f64>, CallError> {
-        res(self.0.peak(engine, dtype)).map(|o| o.into_option())
-    }
-    fn efficiency(&self, op: &PcOp) -> Result<f64, CallError> {
-        res(self.0.efficiency(op))
-    }
-    fn launch_overhead(&self) -> Result<f64, CallError> {
-        res(self.0.launch_overhead())
-    }
-    fn gemm_tile(&self) -> Result<u64, CallError> {
-        res(self.0.gemm_tile())
-    }
-    fn op_time(&self, op: &PcOp, tiers: &[TierData<'_>]) -> Option<Result<PcOpTime, CallError>> {
-        let ffi: Vec<FfiTier<'_>> = tiers
-            .iter()
-            .map(|t| FfiTier {
-                kind: RStr::from_str(t.kind),
-                props: t.props,
-            })
-            .collect();
-        Some(res(self.0.op_time(op, RSlice::from_slice(&ffi))))
-    }
-}
-
-struct RustInterconnect(FfiInterconnectBox);
-
-impl LinkBackend for RustInterconnect {
-    fn collective_time(
-        &self,
-        kind: u32,
-        bytes: f64,
-        ranks: u32,
-        algorithm: u32,
-    ) -> Result<f64, CallError> {
-        res(self.0.collective_time(kind, bytes, ranks, algorithm))
-    }
 }
 
 /// A strategy factory of the current layout or of the frozen 1.3 one.

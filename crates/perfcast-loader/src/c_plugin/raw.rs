@@ -2,7 +2,7 @@
 //! to their `struct_size`, its strings and error buffers, calling a function that reports
 //! through a status code, and owning the instances `create` returned.
 
-use crate::adapter::CallError;
+use crate::call::CallError;
 use crate::LoadError;
 use perfcast_abi::codes::OK;
 use perfcast_core::PluginError;

@@ -3,8 +3,8 @@
 //! name in the message, before the engine sees it).
 
 use super::{ForeignRecompute, ForeignSchedule, RecomputeBackend, ScheduleBackend};
-use crate::adapter::CallError;
 use crate::c_plugin::raw::{call, no_function, read_vtable, Instance, NewInstance};
+use crate::call::CallError;
 use crate::LoadError;
 use perfcast_abi::c::{
     v1_3, PcLayerActivations, PcPipelineScheduleVtable, PcRecomputePlan, PcRecomputePlanFn,

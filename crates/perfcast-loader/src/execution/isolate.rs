@@ -4,7 +4,7 @@
 //! in-process library's, and the child's answers to those calls.
 
 use super::{RecomputeBackend, ScheduleBackend};
-use crate::adapter::CallError;
+use crate::call::CallError;
 use crate::isolate::child::{failed, model_failed};
 use crate::isolate::protocol::{Answer, Call, WireError};
 use crate::isolate::proxies::Proxy;

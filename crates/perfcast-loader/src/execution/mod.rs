@@ -12,7 +12,7 @@
 //! (the abi_stable trait objects, 1.2; `properties` 1.3) and `isolate` (the plugin host's
 //! proxies, and the child's answers to their calls).
 
-use crate::adapter::CallError;
+use crate::call::CallError;
 use perfcast_abi::c::{
     PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleProperties, PcScheduleResult,
 };

@@ -4,7 +4,7 @@
 //! has no `properties`: the defaults.
 
 use super::{RecomputeBackend, ScheduleBackend};
-use crate::adapter::CallError;
+use crate::call::CallError;
 use crate::rust_plugin::res;
 use abi_stable::std_types::RSlice;
 use perfcast_abi::c::{

@@ -7,12 +7,9 @@ use crate::LoadedLibrary;
 use perfcast_abi::c::PcScheduleProperties;
 use perfcast_abi::codes;
 use perfcast_abi::strategy::{axis_code, PcAxisDecl};
-use perfcast_core::{
-    Category, Component, DType, Engine, MemoryHierarchy, MemoryTier, ModelError, Registry,
-};
+use perfcast_core::{Category, Component, DType, Engine, ModelError, Registry};
 use std::io::{BufRead, Write};
 use std::path::Path;
-use std::sync::Arc;
 
 /// The host's request lines, read by a thread of their own: when stdin closes (the host has
 /// exited, or was killed: its end of the pipe closes with it) that thread ends the process,
@@ -117,12 +114,6 @@ fn answer(
     handles: &mut Vec<Component>,
     call: Call,
 ) -> Result<Answer, WireError> {
-    let handle = |handles: &[Component], h: usize| {
-        handles
-            .get(h)
-            .cloned()
-            .ok_or_else(|| failed(format!("no component {h}")))
-    };
     match call {
         Call::Hello { protocol } => hello(registry, lib, &protocol),
         Call::Build {
@@ -130,50 +121,16 @@ fn answer(
             name,
             params,
         } => build(registry, handles, category, &name, &params),
-        Call::Efficiency { handle: h, op } => match handle(handles, h)? {
-            Component::ComputeUnit(u) => Ok(Answer::Number(u.efficiency(&op))),
-            _ => Err(failed(format!("component {h} is not a compute unit"))),
-        },
-        Call::OpTime {
-            handle: h,
-            op,
-            tiers,
-        } => match handle(handles, h)? {
-            Component::ComputeUnit(u) => {
-                let tiers: Vec<Arc<dyn MemoryTier>> = tiers
-                    .into_iter()
-                    .filter_map(|(kind, p)| {
-                        let level = codes::tier_level_from_code(p.level)?;
-                        Some(
-                            Arc::new(perfcast_abi::PropsTier::new(kind, level, p.into(), None))
-                                as Arc<dyn MemoryTier>,
-                        )
-                    })
-                    .collect();
-                u.op_time(&op, &MemoryHierarchy::new(tiers))
-                    .map(Answer::OpTime)
-                    .map_err(|e| failed(e.to_string()))
-            }
-            _ => Err(failed(format!("component {h} is not a compute unit"))),
-        },
-        Call::CollectiveTime {
-            handle: h,
-            collective,
-            algorithm,
-        } => match handle(handles, h)? {
-            Component::Interconnect(l) => l
-                .try_collective_time(&collective, algorithm)
-                .map(|s| Answer::Number(s.0))
-                .map_err(|e| failed(e.to_string())),
-            _ => Err(failed(format!("component {h} is not an interconnect"))),
-        },
         other => answer_categories(handles, other),
     }
 }
 
-/// The calls of the execution categories, parallel strategies and topologies, each answered
-/// by its category's module.
+/// The calls of the components, each answered by its category's module.
 fn answer_categories(handles: &[Component], call: Call) -> Result<Answer, WireError> {
+    let call = match crate::hardware::isolate::answer(handles, call)? {
+        Ok(answer) => return Ok(answer),
+        Err(other) => other,
+    };
     let call = match crate::execution::isolate::answer(handles, call)? {
         Ok(answer) => return Ok(answer),
         Err(other) => other,

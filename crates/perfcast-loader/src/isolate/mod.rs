@@ -28,18 +28,16 @@
 //! A different protocol string in the hello is refused by both sides. Calls are answered in
 //! order; the child serves one at a time.
 
-use crate::adapter::{
-    foreign_memory_tier, CallError, ComputeBackend, ForeignComputeUnit, ForeignInterconnect,
-    LinkBackend, TierData,
-};
+use crate::call::CallError;
 use crate::execution::{ForeignRecompute, ForeignSchedule};
+use crate::hardware::isolate::{IsoCompute, IsoLink};
+use crate::hardware::{foreign_memory_tier, ForeignComputeUnit, ForeignInterconnect};
 use crate::strategy::ForeignStrategy;
 use crate::topology::ForeignTopology;
 use crate::{Candidate, LoadError, LoadedLibrary};
 use perfcast_abi::codes;
-use perfcast_abi::{LinkProps, PcOp, PcOpTime};
-use perfcast_core::{Bytes, Category, Collective, Component};
-use std::collections::HashMap;
+use perfcast_abi::LinkProps;
+use perfcast_core::{Category, Component};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -70,7 +68,7 @@ use crate::execution::isolate::{IsoRecompute, IsoSchedule};
 use crate::strategy::isolate::IsoStrategy;
 use crate::topology::isolate::IsoTopology;
 pub use child::serve;
-use protocol::{Answer, Built, Call, Request, Response, WireTier};
+use protocol::{Answer, Built, Call, Request, Response};
 use proxies::Proxy;
 
 // ---------------------------------------------------------------------------------------
@@ -188,133 +186,6 @@ fn exit_text(status: std::process::ExitStatus) -> String {
     }
 }
 
-/// Answers already given, by the call's JSON.
-type Cache = Mutex<HashMap<String, Result<f64, CallError>>>;
-
-struct IsoCompute {
-    conn: Arc<Connection>,
-    handle: usize,
-    peaks: Vec<(u32, u32, f64)>,
-    launch: f64,
-    tile: u64,
-    cache: Cache,
-    op_times: Mutex<HashMap<String, Result<PcOpTime, CallError>>>,
-}
-
-impl ComputeBackend for IsoCompute {
-    fn peak(&self, engine: u32, dtype: u32) -> Result<Option<f64>, CallError> {
-        Ok(self
-            .peaks
-            .iter()
-            .find(|(e, d, _)| *e == engine && *d == dtype)
-            .map(|p| p.2))
-    }
-    fn efficiency(&self, op: &PcOp) -> Result<f64, CallError> {
-        let op = op.to_native().map_err(|m| self.conn.fail(m))?;
-        let key = serde_json::to_string(&op).unwrap_or_default();
-        if let Some(v) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
-            return v;
-        }
-        let v = match self.conn.call(
-            "efficiency",
-            Call::Efficiency {
-                handle: self.handle,
-                op,
-            },
-        ) {
-            Ok(Answer::Number(x)) => Ok(x),
-            Ok(_) => Err(self
-                .conn
-                .fail("answered `efficiency` with another kind of answer".into())),
-            Err(e) => Err(e),
-        };
-        if let Ok(mut c) = self.cache.lock() {
-            c.insert(key, v.clone());
-        }
-        v
-    }
-    fn launch_overhead(&self) -> Result<f64, CallError> {
-        Ok(self.launch)
-    }
-    fn gemm_tile(&self) -> Result<u64, CallError> {
-        Ok(self.tile)
-    }
-    fn op_time(&self, op: &PcOp, tiers: &[TierData<'_>]) -> Option<Result<PcOpTime, CallError>> {
-        let native = match op.to_native() {
-            Ok(o) => o,
-            Err(m) => return Some(Err(self.conn.fail(m))),
-        };
-        let tiers: Vec<(String, WireTier)> = tiers
-            .iter()
-            .map(|t| (t.kind.to_string(), t.props.into()))
-            .collect();
-        let key = serde_json::to_string(&(&native, &tiers)).unwrap_or_default();
-        if let Some(v) = self.op_times.lock().ok().and_then(|c| c.get(&key).cloned()) {
-            return Some(v);
-        }
-        let call = Call::OpTime {
-            handle: self.handle,
-            op: native,
-            tiers,
-        };
-        let v = match self.conn.call("op_time", call) {
-            Ok(Answer::OpTime(t)) => Ok(PcOpTime::from_native(&t)),
-            Ok(_) => Err(self
-                .conn
-                .fail("answered `op_time` with another kind of answer".into())),
-            Err(e) => Err(e),
-        };
-        if let Ok(mut c) = self.op_times.lock() {
-            c.insert(key, v.clone());
-        }
-        Some(v)
-    }
-}
-
-struct IsoLink {
-    conn: Arc<Connection>,
-    handle: usize,
-    cache: Cache,
-}
-
-impl LinkBackend for IsoLink {
-    fn collective_time(
-        &self,
-        kind: u32,
-        bytes: f64,
-        ranks: u32,
-        algorithm: u32,
-    ) -> Result<f64, CallError> {
-        let bad = |what: &str| self.conn.fail(format!("unknown {what} code"));
-        let collective = Collective {
-            kind: codes::collective_kind_from_code(kind).ok_or_else(|| bad("collective"))?,
-            bytes: Bytes(bytes),
-            ranks,
-        };
-        let algorithm = codes::algorithm_from_code(algorithm).ok_or_else(|| bad("algorithm"))?;
-        let key = serde_json::to_string(&(&collective, &algorithm)).unwrap_or_default();
-        if let Some(v) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
-            return v;
-        }
-        let call = Call::CollectiveTime {
-            handle: self.handle,
-            collective,
-            algorithm,
-        };
-        let v = match self.conn.call("collective_time", call) {
-            Ok(Answer::Number(x)) => Ok(x),
-            Ok(_) => Err(self
-                .conn
-                .fail("answered `collective_time` with another kind of answer".into())),
-            Err(e) => Err(e),
-        };
-        if let Ok(mut c) = self.cache.lock() {
-            c.insert(key, v.clone());
-        }
-        v
-    }
-}
-
 /// The factory of component `name` of `category` on `conn`.
 fn factory(
     conn: Arc<Connection>,
@@ -346,15 +217,8 @@ fn factory(
                 launch_overhead,
                 gemm_tile,
             } => {
-                let backend = IsoCompute {
-                    conn: conn.clone(),
-                    handle,
-                    peaks,
-                    launch: launch_overhead,
-                    tile: gemm_tile,
-                    cache: Mutex::new(HashMap::new()),
-                    op_times: Mutex::new(HashMap::new()),
-                };
+                let proxy = Proxy::new(&conn, handle);
+                let backend = IsoCompute::new(proxy, peaks, launch_overhead, gemm_tile);
                 let unit = ForeignComputeUnit::new(&name, Box::new(backend))?;
                 Ok(Component::ComputeUnit(Arc::new(unit)))
             }
@@ -372,11 +236,7 @@ fn factory(
                     bandwidth,
                     latency,
                 };
-                let backend = IsoLink {
-                    conn: conn.clone(),
-                    handle,
-                    cache: Mutex::new(HashMap::new()),
-                };
+                let backend = IsoLink(Proxy::new(&conn, handle));
                 let link = ForeignInterconnect::new(&name, Ok(props), Box::new(backend))?;
                 Ok(Component::Interconnect(Arc::new(link)))
             }

@@ -7,7 +7,7 @@
 
 use super::protocol::{Answer, Call};
 use super::Connection;
-use crate::adapter::CallError;
+use crate::call::CallError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -38,6 +38,11 @@ impl Proxy {
             c.insert(key, v.clone());
         }
         v
+    }
+
+    /// The connection's error for a bad answer or a bad call (`message` says which).
+    pub(crate) fn fail(&self, message: String) -> CallError {
+        self.conn.fail(message)
     }
 
     pub(crate) fn other(&self, what: &str) -> CallError {

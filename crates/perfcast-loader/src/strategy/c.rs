@@ -6,8 +6,8 @@
 //! earlier minor reads its 1.4 prefix.
 
 use super::{ForeignStrategy, StrategyBackend};
-use crate::adapter::CallError;
 use crate::c_plugin::raw::{call, no_function, read_vtable, Instance, NewInstance};
+use crate::call::CallError;
 use crate::LoadError;
 use perfcast_abi::c::{v1_4, PcParallelStrategyVtable};
 use perfcast_abi::strategy::{

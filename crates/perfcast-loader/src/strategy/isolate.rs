@@ -4,7 +4,7 @@
 //! calls.
 
 use super::StrategyBackend;
-use crate::adapter::CallError;
+use crate::call::CallError;
 use crate::isolate::child::{failed, model_failed};
 use crate::isolate::protocol::{Answer, Call, WireError};
 use crate::isolate::proxies::Proxy;

@@ -11,7 +11,7 @@
 //! and frozen layouts) and `isolate` (the plugin host's proxy, and the child's answers to its
 //! calls).
 
-use crate::adapter::CallError;
+use crate::call::CallError;
 use perfcast_abi::convert::bad_value;
 use perfcast_abi::strategy::{
     axis_from_code, PcAxisDecl, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlanAxes,

@@ -4,7 +4,7 @@
 //! is handed the plan's 1.4 prefix.
 
 use super::StrategyBackend;
-use crate::adapter::CallError;
+use crate::call::CallError;
 use crate::rust_plugin::res;
 use abi_stable::std_types::{RSliceMut, RVec};
 use perfcast_abi::rust_abi::v1_3;

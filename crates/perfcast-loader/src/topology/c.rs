@@ -3,8 +3,8 @@
 //! bill of materials (`cost` is `None`).
 
 use super::{ForeignTopology, TopologyBackend};
-use crate::adapter::CallError;
 use crate::c_plugin::raw::{call, no_function, read_vtable, Instance, NewInstance};
+use crate::call::CallError;
 use crate::LoadError;
 use perfcast_abi::c::{
     v1_5, PcGroupAxis, PcLevel, PcLinkClass, PcLinkLoad, PcTopologyCollective, PcTopologyVtable,

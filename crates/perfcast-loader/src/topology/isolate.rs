@@ -3,7 +3,7 @@
 //! `ForeignTopology` as an in-process library's, and the child's answers to those calls.
 
 use super::TopologyBackend;
-use crate::adapter::CallError;
+use crate::call::CallError;
 use crate::isolate::child::failed;
 use crate::isolate::protocol::{Answer, Call, WireError};
 use crate::isolate::proxies::Proxy;

@@ -7,7 +7,7 @@
 //! backend per way in, `c` (the C ABI's vtable, 1.5), `rust` (the abi_stable trait object,
 //! 1.1) and `isolate` (the plugin host's proxy, and the child's answers to its calls).
 
-use crate::adapter::CallError;
+use crate::call::CallError;
 use perfcast_abi::codes;
 use perfcast_abi::rust_abi::{
     FfiCollectiveCost, FfiGroupAxis, FfiLevel, FfiLinkClass, FfiNetworkCost,

@@ -3,7 +3,7 @@
 //! above).
 
 use super::TopologyBackend;
-use crate::adapter::CallError;
+use crate::call::CallError;
 use crate::rust_plugin::res;
 use abi_stable::std_types::RSlice;
 use perfcast_abi::rust_abi::{

@@ -1,4 +1,9 @@
-//! Foreign objects (from either ABI) wrapped as native `perfcast_core` trait objects.
+//! Foreign compute units, memory tiers and interconnects (from either ABI, or a plugin host)
+//! wrapped as native `perfcast_core` trait objects.
+//!
+//! The categories' whole boundary is in this module: the checked adapters (here), fed by one
+//! backend per way in, `c` (the C ABI's vtables), `rust` (the abi_stable trait objects) and
+//! `isolate` (the plugin host's proxies, and the child's answers to their calls).
 //!
 //! Every value coming back from a plugin is checked. Values that take no argument (launch
 //! overhead, GEMM tile, a memory tier's properties, a link's properties) and the peak table
@@ -8,7 +13,8 @@
 //! returns NaN, which the roofline rejects) and every later `op_time` returns the plugin's
 //! error. `op_time` itself validates the plugin's answer (finite, >= 0, a known bound).
 
-use perfcast_abi::codes::{self, ERR_PARAMS, ERR_UNSUPPORTED};
+use crate::call::CallError;
+use perfcast_abi::codes::{self, ERR_UNSUPPORTED};
 use perfcast_abi::convert::{bad_value, check_fraction, check_non_negative, check_positive};
 use perfcast_abi::{LinkProps, PcOp, PcOpTime, PropsTier, TierProps};
 use perfcast_core::{
@@ -16,31 +22,6 @@ use perfcast_core::{
     Interconnect, MemoryHierarchy, MemoryTier, ModelError, OpTime, PluginError, Seconds,
 };
 use std::sync::Mutex;
-
-/// An error reported by a plugin call: a status code (`codes::ERR_*`), the parameter key path
-/// (parameter errors only) and the plugin's message.
-#[derive(Debug, Clone)]
-pub(crate) struct CallError {
-    pub code: i32,
-    pub path: String,
-    pub message: String,
-}
-
-impl CallError {
-    pub fn into_plugin_error(self, plugin: &str) -> PluginError {
-        if self.code == ERR_PARAMS {
-            PluginError::Params {
-                path: self.path,
-                message: self.message,
-            }
-        } else {
-            PluginError::Failed {
-                plugin: plugin.to_string(),
-                message: self.message,
-            }
-        }
-    }
-}
 
 /// A memory tier handed to a plugin's `op_time`: its name and checked properties.
 pub(crate) struct TierData<'a> {
@@ -376,6 +357,10 @@ impl Interconnect for ForeignInterconnect {
         }
     }
 }
+
+pub(crate) mod c;
+pub(crate) mod isolate;
+pub(crate) mod rust;
 
 #[cfg(test)]
 mod tests {
