@@ -55,12 +55,22 @@ use perfcast_core::{
 };
 use std::sync::Arc;
 
-/// Axes a group may span: the dense mesh's five, the expert mesh's three of up to three pieces
-/// each, and the declared ones.
+/// Axes a group may span: the dense mesh's five, the expert mesh's pieces, and the declared
+/// ones.
 const GROUP_AXES: usize = DENSE_GROUP_AXES + MAX_DECLARED_AXES;
 
 /// The dense and expert meshes' part of [`GROUP_AXES`].
-const DENSE_GROUP_AXES: usize = 14;
+const DENSE_GROUP_AXES: usize = 5 + EXPERT_PIECES;
+
+/// Pieces the expert mesh's three axes take together: each of the [`EXPERT_DIGITS`] axes
+/// they are carved out of is cut at most once between two of them, so at most
+/// `EXPERT_DIGITS + 2` are not of degree 1 (kept apart from the declared axes' slots, with
+/// room to spare: the room the fixed three-by-three layout had).
+const EXPERT_PIECES: usize = 9;
+
+/// The mesh axes the expert mesh is carved out of: tensor, context, data and at most one
+/// declared axis that splits the batch (the engine refuses more with expert parallelism).
+const EXPERT_DIGITS: usize = 4;
 
 /// Degrees of the mesh axes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +98,9 @@ pub struct DeclaredDim {
     pub degree: u32,
     pub slot: u8,
     pub outside: bool,
+    /// It splits the batch ([`perfcast_core::parallel::Divides::batch`]): the expert mesh is
+    /// carved out of it as out of `data`.
+    pub batch: bool,
 }
 
 impl DeclaredDim {
@@ -96,6 +109,7 @@ impl DeclaredDim {
         degree: 1,
         slot: 0,
         outside: false,
+        batch: false,
     };
 }
 
@@ -150,14 +164,35 @@ impl Mesh {
         (dense, declared)
     }
 
-    /// `(degree, stride)` pieces of the expert-mesh axis of `size` ranks that starts after
-    /// `inner` ranks (the axes inside it), over the flattened TP, CP, DP positions.
-    fn expert_pieces(&self, inner: u64, size: u64) -> [(u64, u64); 3] {
+    /// `(degree, stride)` of the axes the expert mesh is carved out of, innermost first: TP,
+    /// CP, DP and a declared axis that splits the batch (Megatron-Core's expert mesh over a
+    /// stage's TP x CP x DP ranks, the declared axis's ranks counted as data-parallel ones).
+    fn expert_digits(&self) -> [(u64, u64); EXPERT_DIGITS] {
         let tp = self.tp.max(1) as u64;
         let cp = self.cp.max(1) as u64;
         let pp = self.pp.max(1) as u64;
-        let digits = [(tp, 1), (cp, tp), (self.dp.max(1) as u64, tp * cp * pp)];
-        let mut out = [(1, 1); 3];
+        let dp = self.dp.max(1) as u64;
+        if self.declared_len == 0 {
+            return [(tp, 1), (cp, tp), (dp, tp * cp * pp), (1, 1)];
+        }
+        let (dense, declared) = self.strides();
+        let mut digits = [(tp, dense[0]), (cp, dense[1]), (dp, dense[3]), (1, 1)];
+        let batch = self.declared[..self.declared_len as usize]
+            .iter()
+            .zip(declared)
+            .find(|(d, _)| d.batch && d.degree > 1);
+        if let Some((d, stride)) = batch {
+            digits[3] = (d.degree as u64, stride);
+            digits.sort_by_key(|&(deg, stride)| if deg > 1 { stride } else { u64::MAX });
+        }
+        digits
+    }
+
+    /// `(degree, stride)` pieces of the expert-mesh axis of `size` ranks that starts after
+    /// `inner` ranks (the axes inside it), over the flattened [`Mesh::expert_digits`].
+    fn expert_pieces(&self, inner: u64, size: u64) -> [(u64, u64); EXPERT_DIGITS] {
+        let digits = self.expert_digits();
+        let mut out = [(1, 1); EXPERT_DIGITS];
         let (mut inner, mut size) = (inner.max(1), size.max(1));
         for (i, &(deg, stride)) in digits.iter().enumerate() {
             if size <= 1 {
@@ -202,18 +237,42 @@ impl Mesh {
             pick(AxisSet::PIPELINE_ENDS, pp.min(2), s_pp * (pp - 1).max(1)),
         ]);
         if set.intersects(AxisSet::EXPERT_MESH) {
-            let etp = self.etp.max(1) as u64;
-            let ep = self.ep.max(1) as u64;
-            let edp = (tp * cp * dp / (ep * etp)).max(1);
-            let axes = [
-                (AxisSet::EXPERT_TENSOR, 1, etp),
-                (AxisSet::EXPERT, etp, ep),
-                (AxisSet::EXPERT_DATA, etp * ep, edp),
-            ];
-            for (j, (a, inner, size)) in axes.into_iter().enumerate() {
-                if set.contains(a) {
-                    let pieces = self.expert_pieces(inner, size);
-                    out[5 + 3 * j..8 + 3 * j].copy_from_slice(&pieces);
+            out[5..].copy_from_slice(&self.expert_axes(set));
+        }
+        out
+    }
+
+    /// The pieces of the expert-mesh axes in `set`, those of degree 1 left out (out of the
+    /// hot path's way: only a mixture-of-experts model's groups have them).
+    #[inline(never)]
+    fn expert_axes(&self, set: AxisSet) -> [(u64, u64); EXPERT_PIECES] {
+        let mut out = [(1, 1); EXPERT_PIECES];
+        let tp = self.tp.max(1) as u64;
+        let cp = self.cp.max(1) as u64;
+        let dp = self.dp.max(1) as u64;
+        let etp = self.etp.max(1) as u64;
+        let ep = self.ep.max(1) as u64;
+        let batch: u64 = self.declared[..self.declared_len as usize]
+            .iter()
+            .filter(|d| d.batch)
+            .map(|d| d.degree.max(1) as u64)
+            .product();
+        let edp = (tp * cp * dp * batch / (ep * etp)).max(1);
+        let axes = [
+            (AxisSet::EXPERT_TENSOR, 1, etp),
+            (AxisSet::EXPERT, etp, ep),
+            (AxisSet::EXPERT_DATA, etp * ep, edp),
+        ];
+        let mut at = 0;
+        for (a, inner, size) in axes {
+            if set.contains(a) {
+                let pieces = self.expert_pieces(inner, size);
+                for piece in pieces.into_iter().filter(|p| p.0 > 1) {
+                    // (Never past the end: see EXPERT_PIECES.)
+                    if let Some(slot) = out.get_mut(at) {
+                        *slot = piece;
+                        at += 1;
+                    }
                 }
             }
         }

@@ -64,10 +64,17 @@ pub struct Expert {
     pub params: ExpertParams,
 }
 
-/// Ranks of the expert data-parallel group: `tp x cp x dp / (ep x etp)`.
+/// Ranks of a stage the expert mesh is carved out of: `tp x cp x dp`, times the declared axes
+/// that split the batch (their ranks hold other data, as data-parallel ones do).
+fn expert_mesh(plan: &PlanShape) -> u64 {
+    let data = plan.dp.max(1) as u64 * plan.batch_split.max(1) as u64;
+    plan.tp.max(1) as u64 * plan.cp.max(1) as u64 * data
+}
+
+/// Ranks of the expert data-parallel group: `tp x cp x dp / (ep x etp)` (`dp` times the
+/// declared axes that split the batch).
 pub fn expert_data_degree(plan: &PlanShape) -> u64 {
-    let mesh = plan.tp.max(1) as u64 * plan.cp.max(1) as u64 * plan.dp.max(1) as u64;
-    (mesh / (plan.ep.max(1) as u64 * plan.etp.max(1) as u64)).max(1)
+    (expert_mesh(plan) / (plan.ep.max(1) as u64 * plan.etp.max(1) as u64)).max(1)
 }
 
 impl ParallelStrategy for Expert {
@@ -114,14 +121,20 @@ impl ParallelStrategy for Expert {
                 ),
             ));
         }
-        let mesh = plan.tp as u64 * plan.cp as u64 * plan.dp as u64;
+        let mesh = expert_mesh(plan);
         if !mesh.is_multiple_of(ep * etp) {
+            let declared = if plan.batch_split > 1 {
+                " x the declared axes that split the batch"
+            } else {
+                ""
+            };
             return Err(ModelError::invalid(
                 Key::plan("ep"),
                 plan.ep,
                 format!(
-                    "plan.ep x plan.etp = {} must divide plan.tp x plan.cp x plan.dp = {mesh} \
-                     (the expert-parallel group is carved out of a stage's TP x CP x DP ranks)",
+                    "plan.ep x plan.etp = {} must divide plan.tp x plan.cp x plan.dp{declared} = \
+                     {mesh} (the expert-parallel group is carved out of a stage's TP x CP x DP \
+                     ranks)",
                     ep * etp
                 ),
             ));

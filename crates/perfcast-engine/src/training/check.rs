@@ -181,15 +181,10 @@ impl Training {
                 .declared_axis(name)
                 .map_err(|why| ModelError::invalid(key(), degree, why))?;
             // (A zero degree is refused by `check_plan`, which runs first.)
-            if degree > 1 && (plan.ep > 1 || plan.etp > 1) {
-                return Err(ModelError::invalid(
-                    key(),
-                    degree,
-                    "a declared axis cannot be combined with expert parallelism yet (the \
-                     expert mesh is laid out over tp x cp x dp only)",
-                ));
-            }
             shape.axes[k] = degree;
+        }
+        if plan.ep > 1 || plan.etp > 1 {
+            self.check_expert_mesh(&shape)?;
         }
         let m = &self.model;
         let experts = m.moe.map_or(1, |x| x.experts);
@@ -231,6 +226,43 @@ impl Training {
             ));
         }
         Ok(shape)
+    }
+
+    /// The expert mesh is carved out of a stage's TP x CP x DP ranks and at most one declared
+    /// axis that splits the batch (counted as data-parallel ranks): with expert parallelism,
+    /// refuse a declared axis (degree > 1) that does not split the batch, or a second one.
+    fn check_expert_mesh(&self, shape: &PlanShape) -> Result<(), ModelError> {
+        let mut batch = None;
+        for (d, &degree) in self.comps.declared.iter().zip(&shape.axes) {
+            let key = || Key::owned(Section::Plan, format!("axes.{}", d.decl.name));
+            if degree <= 1 {
+                continue;
+            }
+            if !d.decl.divides.batch {
+                return Err(ModelError::invalid(
+                    key(),
+                    degree,
+                    format!(
+                        "cannot be combined with expert parallelism: the expert mesh is carved \
+                         out of tp x cp x dp and an axis that splits the batch, and axis `{}` \
+                         of strategy `{}` does not split it",
+                        d.decl.name, d.owner
+                    ),
+                ));
+            }
+            if let Some(first) = batch.replace(&d.decl.name) {
+                return Err(ModelError::invalid(
+                    key(),
+                    degree,
+                    format!(
+                        "a second declared axis that splits the batch (after `{first}`) cannot \
+                         be combined with expert parallelism: the expert mesh is carved out of \
+                         tp x cp x dp and one such axis"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn check_plan(&self, plan: &TrainingPlan) -> Result<(), ModelError> {

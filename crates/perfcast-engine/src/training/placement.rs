@@ -187,14 +187,16 @@ impl Placement {
         )
     }
 
-    /// A declared axis of `degree` at `place` (next to a dense axis) as the mesh lays it out.
-    pub(crate) fn declared(&self, place: AxisPlace, degree: u32) -> DeclaredDim {
+    /// A declared axis of `degree` at `place` (next to a dense axis) as the mesh lays it out
+    /// (`batch`: it splits the batch).
+    pub(crate) fn declared(&self, place: AxisPlace, degree: u32, batch: bool) -> DeclaredDim {
         let logical = MeshAxis::of(place.anchor());
         let slot = self.order.iter().position(|&a| a == logical).unwrap_or(0) as u8;
         DeclaredDim {
             degree,
             slot,
             outside: matches!(place, AxisPlace::Outside(_)),
+            batch,
         }
     }
 

@@ -200,13 +200,17 @@ fn plan(tp: u32, pp: u32, dp: u32, axes: &[(&str, u32)]) -> TrainingPlan {
 
 /// `got` (a run whose one declared axis carries what the built-in `data` and `zero` do) is
 /// `want` (the built-in's) bit for bit, but for where the data-parallel collectives are
-/// booked: `got`'s axis ledger holds `want`'s `dp_comm + zero_comm` (to rounding: the ledgers
-/// are timed apart) and its own `dp_comm` and `zero_comm` are zero.
+/// booked: `got`'s axis ledger and what is left of its `dp_comm + zero_comm` add up to
+/// `want`'s `dp_comm + zero_comm` (to rounding: the ledgers are timed apart). A dense model
+/// leaves nothing (all its data-parallel collectives are on the axis); a mixture-of-experts
+/// model keeps its experts' own, on the expert mesh.
 fn same_but_ledgers(got: &TrainingReport, want: &TrainingReport, what: &str) {
     let (gb, wb) = (&got.breakdown, &want.breakdown);
-    assert_eq!((gb.dp_comm.0, gb.zero_comm.0), (0.0, 0.0), "{what}");
+    if gb.ep_comm.0 == 0.0 {
+        assert_eq!((gb.dp_comm.0, gb.zero_comm.0), (0.0, 0.0), "{what}");
+    }
     let moved = wb.dp_comm.0 + wb.zero_comm.0;
-    let ledger = gb.axes.total().0;
+    let ledger = gb.axes.total().0 + gb.dp_comm.0 + gb.zero_comm.0;
     assert!(
         (ledger - moved).abs() <= 1e-12 * moved,
         "{what}: {ledger} vs {moved}"
@@ -266,6 +270,7 @@ fn a_declared_axis_is_placed_next_to_its_anchor() {
         degree: 4,
         slot: 3,
         outside,
+        batch: true,
     };
     m.declare(0, dim(false));
     assert_eq!(m.devices(), 16);
@@ -286,6 +291,7 @@ fn a_declared_axis_is_placed_next_to_its_anchor() {
             degree: 2,
             slot: 0,
             outside: false,
+            batch: false,
         },
     );
     let tp = m.placement(AxisSet::TENSOR).unwrap();
@@ -296,6 +302,129 @@ fn a_declared_axis_is_placed_next_to_its_anchor() {
     assert_eq!((both.ranks(), both.members_within(8)), (8, 8));
     let pp = m.placement(AxisSet::PIPELINE).unwrap();
     assert_eq!(pp.members_within(8), 1);
+}
+
+/// The expert mesh is carved out of TP, CP, DP and a declared axis that splits the batch, in
+/// their layout order: TP 2 x a shard of 4 inside DP 2 (16 devices) with EP 8 makes the
+/// expert group the 8 ranks of a node (TP's 2 and the shard's 4) and the expert data group
+/// the 2 replicas, 8 apart; the shard placed outside `data` puts DP inside it instead.
+#[test]
+fn the_expert_mesh_is_carved_out_of_a_batch_splitting_declared_axis() {
+    use crate::network::{DeclaredDim, Mesh};
+    let mesh = |outside| {
+        let mut m = Mesh::new(2, 1, 1, 2);
+        m.ep = 8;
+        m.declare(
+            0,
+            DeclaredDim {
+                degree: 4,
+                slot: 3,
+                outside,
+                batch: true,
+            },
+        );
+        m
+    };
+    let m = mesh(false);
+    let ep = m.placement(AxisSet::EXPERT).unwrap();
+    assert_eq!((ep.ranks(), ep.members_within(8)), (8, 8));
+    let edp = m.placement(AxisSet::EXPERT_DATA).unwrap();
+    assert_eq!((edp.ranks(), edp.members_within(8)), (2, 1));
+    // Outside `data`: TP 2 x DP 2 x 2 of the shard's 4 (stride 4) in the expert group.
+    let m = mesh(true);
+    let ep = m.placement(AxisSet::EXPERT).unwrap();
+    assert_eq!((ep.ranks(), ep.members_within(8)), (8, 8));
+    let edp = m.placement(AxisSet::EXPERT_DATA).unwrap();
+    assert_eq!((edp.ranks(), edp.members_within(8)), (2, 1));
+}
+
+/// With expert parallelism, `data` and `zero` on a declared axis (`test/relabel`, outside
+/// `data` with `dp = 1`) give the built-in report of a mixture-of-experts model bit for bit
+/// (their collectives on the axis's ledger): the expert mesh counts the axis's ranks as
+/// data-parallel ones, in the same places. So does the example `hsdp` with one replica
+/// (its shard inside `data`) against ZeRO-3.
+#[test]
+fn expert_parallelism_over_a_batch_splitting_declared_axis_matches_the_built_in() {
+    let moe = ModelSpec {
+        moe: Some(perfcast_core::workload::MoeSpec::new(8, 2, 4096)),
+        ..gpt(8, 2048, 16)
+    };
+    let t = |opts: &TrainingOptions| {
+        Training::with_options(moe.clone(), a100_system(64), &registry(), opts).unwrap()
+    };
+    let (builtin, relabel, hsdp) = (
+        t(&TrainingOptions::default()),
+        t(&options(&RELABELLED, json!({}))),
+        t(&options(&hsdp::STRATEGIES, json!({}))),
+    );
+    for (tp, pp, dp, ep) in [(2, 2, 16, 8), (1, 4, 16, 4), (2, 1, 32, 8)] {
+        let moe_plan = |dp, axes: &[(&str, u32)]| TrainingPlan {
+            sp: tp > 1,
+            ep,
+            ..plan(tp, pp, dp, axes)
+        };
+        let want = builtin.evaluate(&moe_plan(dp, &[])).unwrap();
+        assert!(want.breakdown.ep_comm.0 > 0.0, "{:?}", want.breakdown);
+        let got = relabel.evaluate(&moe_plan(1, &[("replica", dp)])).unwrap();
+        same_but_ledgers(&got, &want, &format!("tp {tp} pp {pp} dp {dp} ep {ep}"));
+        // The example hsdp with one replica: ZeRO-3 over its shard, with EP over it.
+        let zero3 = |dp, axes: &[(&str, u32)]| TrainingPlan {
+            zero_stage: 3,
+            ..moe_plan(dp, axes)
+        };
+        let want = builtin.evaluate(&zero3(dp, &[])).unwrap();
+        let got = hsdp.evaluate(&zero3(1, &[("shard", dp)])).unwrap();
+        same_but_ledgers(
+            &got,
+            &want,
+            &format!("hsdp tp {tp} pp {pp} dp {dp} ep {ep}"),
+        );
+    }
+}
+
+/// With expert parallelism a declared axis that does not split the batch, or a second one that
+/// does, is refused naming its key, its strategy and the reason; at degree 1 either is fine.
+#[test]
+fn expert_parallelism_refuses_other_declared_axes() {
+    let moe = ModelSpec {
+        moe: Some(perfcast_core::workload::MoeSpec::new(8, 2, 4096)),
+        ..gpt(8, 2048, 16)
+    };
+    let mut names: Vec<&str> = DEFAULT_STRATEGIES.to_vec();
+    names.push("test/probe");
+    let params = json!({ "test/probe": probe(json!([
+        axis("col", json!({"outside": "tensor"}), json!({"heads": true})),
+        axis("rep", json!({"outside": "data"}), json!({"batch": true})),
+        axis("rep2", json!({"outside": "data"}), json!({"batch": true})),
+    ])) });
+    let t = Training::with_options(moe, a100_system(64), &registry(), &options(&names, params))
+        .unwrap();
+    let with = |dp, axes: &[(&str, u32)]| TrainingPlan {
+        ep: 2,
+        ..plan(1, 1, dp, axes)
+    };
+    // (dp, axes over the 64 GPUs, the key, what the error says)
+    type Row<'a> = (u32, &'a [(&'a str, u32)], &'a str, &'a str);
+    let table: [Row; 2] = [
+        (
+            32,
+            &[("col", 2)],
+            "plan.axes.col",
+            "`col` of strategy `test/probe` does not split",
+        ),
+        (
+            8,
+            &[("rep", 2), ("rep2", 4)],
+            "plan.axes.rep2",
+            "a second declared axis that splits the batch (after `rep`)",
+        ),
+    ];
+    for (dp, axes, key, want) in table {
+        let e = t.evaluate(&with(dp, axes)).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains(want), "{axes:?}: {e}");
+    }
+    let ok = t.evaluate(&with(8, &[("rep", 8), ("col", 1), ("rep2", 1)]));
+    assert!(ok.is_ok(), "{ok:?}");
 }
 
 fn probe(axes: serde_json::Value) -> serde_json::Value {

@@ -278,7 +278,8 @@ impl Training {
         mesh.ep = p.shape.ep;
         mesh.etp = p.shape.etp;
         for (k, (d, &degree)) in self.comps.declared.iter().zip(&p.shape.axes).enumerate() {
-            mesh.declare(k, placement.declared(d.decl.place, degree));
+            let batch = d.decl.divides.batch;
+            mesh.declare(k, placement.declared(d.decl.place, degree, batch));
         }
         let mut ctime = [0.0f64; CommList::CAPACITY];
         self.network
