@@ -604,6 +604,53 @@ fn run_dense(space: &SearchSpace) -> String {
     err_of(space.clone(), constraints(64), 5).to_string()
 }
 
+/// A mixture-of-experts model searched over the example `hsdp`'s shard group and EP: the
+/// expert groups are carved out of the shard's ranks too, so plans with a shard group and
+/// EP across it are found (EP 8 on 8 GPUs with no data-parallel replica), and each is what
+/// `evaluate` says of it.
+#[test]
+fn search_walks_expert_parallelism_over_a_declared_axis() {
+    let mut registry = perfcast_builtins::registry().expect("registry");
+    hsdp::register(&mut registry).expect("hsdp");
+    let opts = perfcast_engine::TrainingOptions {
+        strategies: Some(hsdp::STRATEGIES.map(String::from).to_vec()),
+        ..Default::default()
+    };
+    let moe = ModelSpec {
+        moe: Some(perfcast_core::workload::MoeSpec::new(8, 2, 2048)),
+        ..small_model()
+    };
+    let sys = a100_from_registry(&registry, 8).expect("system");
+    let t = Training::with_options(moe, sys, &registry, &opts).expect("training");
+    let space = SearchSpace {
+        tp: Some(vec![1]),
+        pp: Some(vec![1]),
+        cp: Some(vec![1]),
+        sp: Some(vec![false]),
+        ep: Some(vec![1, 2, 8]),
+        zero_stage: Some(vec![3]),
+        micro_batch: Some(vec![1]),
+        axes: Some([("shard".to_string(), vec![1, 2, 8])].into()),
+        ..small_space()
+    };
+    let r = crate::best_plans(&t, &space, &constraints(64), 100).unwrap();
+    let shard = |p: &TrainingPlan| p.axes.get("shard").copied().unwrap_or(1);
+    assert!(
+        r.plans
+            .iter()
+            .any(|p| shard(&p.plan) == 8 && p.plan.ep == 8),
+        "{:?}",
+        r.plans
+            .iter()
+            .map(|p| (shard(&p.plan), p.plan.ep))
+            .collect::<Vec<_>>()
+    );
+    for p in &r.plans {
+        let want = t.evaluate(&p.plan).unwrap();
+        assert_eq!(p.report.iteration_time, want.iteration_time, "{:?}", p.plan);
+    }
+}
+
 /// `[search] axes.NAME` walks a declared axis: the example `hsdp`'s (compiled in) shard group over 1, 2, 4 and 8 of the
 /// 8 devices (the replicas the rest); with one group of 8 its best plan is ZeRO-3 over 8
 /// data-parallel ranks, the built-in search's, in the same time.

@@ -230,8 +230,9 @@ impl Ctx<'_> {
     }
 
     /// The expert layouts `(ep, etp)` of tuple `o`: the listed (or default) degrees whose
-    /// product divides its TP x CP x DP ranks, `ep` the experts and `etp` an expert's width
-    /// (the expert strategy's rules); a dense model keeps the template's.
+    /// product divides its TP x CP x DP ranks (DP times the declared axes that split the
+    /// batch), `ep` the experts and `etp` an expert's width (the expert strategy's rules); a
+    /// dense model keeps the template's.
     fn expert_layouts(&self, o: Outer) -> Vec<(u32, u32)> {
         let l = &self.lists[o.t];
         let Some(moe) = &self.trainings[o.t].model().moe else {
@@ -246,7 +247,7 @@ impl Ctx<'_> {
         });
         let mut etps = l.etp.clone().unwrap_or_else(|| vec![1, o.tp]);
         etps.dedup();
-        let mesh = o.tp as u64 * o.cp as u64 * o.dp as u64;
+        let mesh = o.tp as u64 * o.cp as u64 * o.dp as u64 * o.batch as u64;
         let mut out = Vec::new();
         for &ep in &eps {
             for &etp in &etps {
