@@ -1,16 +1,16 @@
 //! Plugin isolation: a library loaded in a child process (`perfcast plugin-host PATH`) that
 //! answers the host's calls over its stdin/stdout, so that a plugin that crashes, hangs,
 //! exits or writes garbage takes down only the child. The host side registers proxies whose
-//! answers go through the same checks as an in-process library's (`adapter`), with a time
-//! limit per call and a cache of answers (the engine asks the same questions again and
-//! again: a search's layer shapes repeat).
+//! answers go through the same checks as an in-process library's (each category's adapter),
+//! with a time limit per call and a cache of answers (the engine asks the same questions
+//! again and again: a search's layer shapes repeat).
 //!
-//! The protocol (`perfcast-plugin-host/3`), modelled on nushell's plugin protocol (a
+//! The protocol (`perfcast-plugin-host/4`), modelled on nushell's plugin protocol (a
 //! versioned hello, then calls and answers matched by id, one JSON document per line):
 //!
 //! ```text
-//! host  -> {"id":0,"call":{"hello":{"protocol":"perfcast-plugin-host/3"}}}
-//! child <- {"id":0,"ok":{"hello":{"protocol":"perfcast-plugin-host/3","plugin":..,"version":..,
+//! host  -> {"id":0,"call":{"hello":{"protocol":"perfcast-plugin-host/4"}}}
+//! child <- {"id":0,"ok":{"hello":{"protocol":"perfcast-plugin-host/4","plugin":..,"version":..,
 //!           "abi":..,"components":[{"category":..,"name":..,"description":..,"params":..}]}}}
 //! host  -> {"id":1,"call":{"build":{"category":"compute_unit","name":"acme/npu9","params":{..}}}}
 //! child <- {"id":1,"ok":{"built":{"handle":0,"compute":{"peaks":[..],"launch_overhead":..,"gemm_tile":..}}}}
@@ -22,8 +22,9 @@
 //!
 //! Every category is served: compute units, memory tiers and interconnects (their constant
 //! properties sent once with the build), parallel strategies, pipeline schedules, recompute
-//! policies and topologies (`proxies`: their calls carry the ABIs' data as JSON, and their
-//! answers go through the same checked adapters as an in-process library's).
+//! policies and topologies (each category's `isolate` module, on the `Proxy` of `proxies`:
+//! their calls carry the ABIs' data as JSON, and their answers go through the same checked
+//! adapters as an in-process library's).
 //!
 //! A different protocol string in the hello is refused by both sides. Calls are answered in
 //! order; the child serves one at a time.

@@ -1,4 +1,4 @@
-//! The messages of the plugin-host protocol (`perfcast-plugin-host/3`, see the module
+//! The messages of the plugin-host protocol (`perfcast-plugin-host/4`, see the module
 //! above): one call host to child, one answer child to host, matched by id.
 
 use perfcast_abi::c::{
