@@ -52,6 +52,50 @@ fn training_table_and_csv() {
     assert!(csv.contains("memory.second.total,"));
 }
 
+/// A run with a declared axis shows the axis's ledger by name: a table row, a CSV line, a key
+/// of JSON's `breakdown.axes`, a note when it is a large part of the step; the parts still
+/// add up to the step.
+#[test]
+fn training_declared_axis_ledger() {
+    let mut r = registry();
+    hsdp::register(&mut r).unwrap();
+    let opts = perfcast_engine::TrainingOptions {
+        strategies: Some(hsdp::STRATEGIES.map(String::from).to_vec()),
+        ..Default::default()
+    };
+    let t = Training::with_options(gpt(8, 2048, 16), a100_system(64), &r, &opts).unwrap();
+    let p = TrainingPlan {
+        zero_stage: 3,
+        axes: [("shard".to_string(), 8)].into(),
+        ..plan(1, 1, 8, 64, "none")
+    };
+    let rep = t.evaluate(&p).unwrap();
+    let shard = rep
+        .breakdown
+        .axes
+        .iter()
+        .find(|(n, _)| *n == "shard")
+        .map(|(_, s)| s.0)
+        .unwrap();
+    assert!(shard > 0.0);
+    let table = training::table(&rep);
+    assert!(table.contains("exposed shard comm"), "{table}");
+    let csv = training::csv(&rep);
+    assert!(csv.contains(&format!("axes.shard,{shard},s\n")), "{csv}");
+    let json = serde_json::to_value(rep).unwrap();
+    assert_eq!(json["breakdown"]["axes"]["shard"].as_f64(), Some(shard));
+    let b = &rep.breakdown;
+    let step = rep.iteration_time.0;
+    assert!((b.total().0 - step).abs() <= 1e-12 * step);
+    // A note when the ledger is more than a tenth of the step (the notes' threshold).
+    let notes = training::notes(&rep).join("\n");
+    assert_eq!(
+        notes.contains("declared axis `shard`"),
+        shard / step > 0.1,
+        "{shard} of {step}: {notes}"
+    );
+}
+
 /// A plan that does not fit says so in the table and its notes, with by how much.
 #[test]
 fn training_does_not_fit() {

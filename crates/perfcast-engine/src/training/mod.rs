@@ -41,8 +41,8 @@ pub use placement::{MeshAxis, Placement};
 pub use plan::{EngineParams, TrainingPlan};
 pub use recipe::{CastCosts, Fp8Recipe};
 pub use report::{
-    Bottleneck, Feasibility, LayerReport, MemoryReport, StageField, StageMemory, TimeBreakdown,
-    TrainingReport, MOE_METRICS,
+    AxisLedger, Bottleneck, Feasibility, LayerReport, MemoryReport, StageField, StageMemory,
+    TimeBreakdown, TrainingReport, MOE_METRICS,
 };
 pub use timer::{ComputeBreakdown, OpLine};
 
