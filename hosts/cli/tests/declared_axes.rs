@@ -130,6 +130,21 @@ fn hsdp_from_the_command_line() {
     );
 }
 
+/// The README's "load" command: the library's strategy, its parameters and their sources.
+#[test]
+fn the_example_describes_itself() {
+    let o = perfcast(&["plugins", "--describe", "example/hsdp"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    for part in [
+        "parallel_strategy `example/hsdp`",
+        "prefetch_efficiency",
+        "reshard_after_forward",
+        "PyTorch FSDP reshard_after_forward",
+    ] {
+        assert!(o.stdout.contains(part), "{part}: {}", o.stdout);
+    }
+}
+
 #[test]
 fn explain_lists_an_absent_axis_at_degree_one() {
     let o = perfcast(&["config", "explain", "--all", CONFIG, "--set", HSDP]);
