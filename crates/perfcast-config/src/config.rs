@@ -633,14 +633,10 @@ fn figment_message(kind: &figment::error::Kind) -> String {
     };
     match kind {
         // Keys of a training run that an inference or serving section does not have: say so.
-        Kind::UnknownField(f, expected) if TRAINING_ONLY.iter().any(|(k, _)| k == f) => {
-            let why = TRAINING_ONLY
-                .iter()
-                .find(|(k, _)| k == f)
-                .map_or("", |w| w.1);
-            format!("{}; {why}", unknown("key", f, expected))
-        }
-        Kind::UnknownField(f, expected) => unknown("key", f, expected),
+        Kind::UnknownField(f, expected) => match TRAINING_ONLY.iter().find(|(k, _)| k == f) {
+            Some((_, why)) => format!("{}; {why}", unknown("key", f, expected)),
+            None => unknown("key", f, expected),
+        },
         Kind::UnknownVariant(v, expected) => unknown("value", v, expected),
         Kind::InvalidType(actual, exp) | Kind::InvalidValue(actual, exp) => {
             rewrite_serde(&format!("invalid type: {actual}, expected {exp}"))

@@ -41,10 +41,7 @@ impl StrategyBackend for IsoStrategy {
             model: *model,
             plan: *plan,
         };
-        match self.proxy.ask("validate", call)? {
-            Answer::Done => Ok(()),
-            _ => Err(self.proxy.other("validate")),
-        }
+        self.proxy.done("validate", call)
     }
     fn split_layer(
         &self,
