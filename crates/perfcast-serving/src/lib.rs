@@ -39,6 +39,7 @@
 
 mod config;
 mod deployment;
+mod replay;
 mod report;
 mod rng;
 mod schedule;
@@ -57,6 +58,7 @@ pub use config::{
 pub use deployment::{
     kv_caches, Deployment, KvAdmission, KvCache, Pool, PoolRole, Router, Speculative,
 };
+pub use replay::Schedule;
 pub use report::{ttft_knee, PoolReport, ServingReport, SloReport, Stats};
 pub use rng::Rng;
 pub use sim::Simulator;

@@ -12,7 +12,7 @@
 
 use crate::deployment::{KvAdmission, PoolRole};
 use crate::state::Run;
-use crate::state::{Ev, Work};
+use crate::state::{At, Ev, StepRecord, Work};
 use perfcast_core::ModelError;
 use perfcast_engine::inference::{PrefillChunk, StepBatch};
 
@@ -91,10 +91,39 @@ impl Run<'_, '_> {
         work.clear();
         self.chunks.clear();
         let mut tally = Tally::default();
+        // Recording: what is done while forming the step is done at its start.
+        let cause = self.rec.as_mut().and_then(|r| {
+            let cause = r.now;
+            r.now = Some(At::Start(self.steps as u32));
+            cause
+        });
         self.continue_running(i, &mut running, &mut work, &mut tally, t);
         self.admit_waiting(i, &mut running, &mut work, &mut tally, t);
         let lane_work = !work.is_empty();
         let mut dur = 0.0;
+        if let Some(r) = &mut self.rec {
+            r.now = cause;
+            if lane_work {
+                match cause {
+                    Some(cause) if self.steps < u64::from(u32::MAX) => {
+                        let from = r.chunks.len() as u32;
+                        r.chunks.extend_from_slice(&self.chunks);
+                        r.steps.push(StepRecord {
+                            inst: i as u32,
+                            lane: l as u32,
+                            cause,
+                            chunks: (from, r.chunks.len() as u32),
+                            decodes: tally.decodes,
+                            ctx: tally.ctx,
+                            seqs: work.len() as u32,
+                            tokens: tally.tokens,
+                        });
+                    }
+                    // A step of no event, or too many steps to name: not a schedule.
+                    _ => self.rec = None,
+                }
+            }
+        }
         if lane_work {
             dur = self.step_duration(i, tally.decodes, tally.ctx, work.len())?;
             let inst = &mut self.insts[i];
@@ -108,6 +137,9 @@ impl Run<'_, '_> {
         lane.running = running;
         lane.work = work;
         lane.busy = lane_work;
+        if lane_work {
+            lane.step = self.steps - 1;
+        }
         if lane_work {
             self.push(
                 t + dur,
@@ -231,7 +263,7 @@ impl Run<'_, '_> {
                 break;
             }
             self.insts[i].waiting.pop_front();
-            self.insts[i].kv_touch(t);
+            self.touch(i, t);
             self.insts[i].take(need);
             self.seqs[s as usize].blocks += need;
             running.push(s);
@@ -262,7 +294,7 @@ impl Run<'_, '_> {
 
     /// The step's time: the engine step of this composition, the draft model's steps when
     /// speculating, and the runtime's host costs.
-    fn step_duration(
+    pub(super) fn step_duration(
         &mut self,
         i: usize,
         decodes: u32,
@@ -366,6 +398,11 @@ impl Run<'_, '_> {
                     seq.generated += 1;
                     if seq.first.is_nan() {
                         seq.first = t;
+                        if let Some(r) = &mut self.rec {
+                            if let Some(At::End(k)) = r.now {
+                                r.first[s] = k;
+                            }
+                        }
                     }
                 }
             }

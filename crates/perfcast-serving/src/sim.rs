@@ -2,10 +2,11 @@
 
 use crate::config::Slo;
 use crate::deployment::{kv_caches, Deployment, PoolRole, Router};
+use crate::replay::Schedule;
 use crate::report::{self, ServingReport};
 use crate::rng::Rng;
 use crate::speculative::DraftMethod;
-use crate::state::{Ev, Event, Inst, Run, Seq};
+use crate::state::{At, Ev, Event, Inst, Recorder, Run, Seq};
 use crate::workload::Traffic;
 use perfcast_core::op::{Collective, CollectiveKind};
 use perfcast_core::{Bytes, ModelError};
@@ -86,6 +87,49 @@ impl<'a> Simulator<'a> {
         slos: &[Slo],
         progress: &mut dyn FnMut(u32, u32),
     ) -> Result<ServingReport, ModelError> {
+        let mut run = self.start(d, traffic, seed, progress)?;
+        run.event_loop(traffic)?;
+        let n = run.seqs.len() as u32;
+        (run.progress)(run.completed, n);
+        Ok(report::build(&run, traffic, slos))
+    }
+
+    /// [`Simulator::run`], recording the run's schedule to re-time on another engine
+    /// ([`Simulator::replay`]); `None` when the run is not one a schedule can stand for
+    /// ([`Schedule`]).
+    pub fn run_recorded(
+        &mut self,
+        d: &Deployment,
+        traffic: &Traffic,
+        seed: u64,
+        slos: &[Slo],
+    ) -> Result<(ServingReport, Option<Schedule>), ModelError> {
+        let mut progress = |_, _| {};
+        let mut run = self.start(d, traffic, seed, &mut progress)?;
+        if Schedule::fits(d, traffic) {
+            let n = run.seqs.len();
+            run.rec = Some(Box::new(Recorder {
+                first: vec![u32::MAX; n],
+                finish: vec![u32::MAX; n],
+                released: vec![u32::MAX; n],
+                ..Recorder::default()
+            }));
+        }
+        run.event_loop(traffic)?;
+        let rep = report::build(&run, traffic, slos);
+        let schedule = run.rec.take().map(|rec| Schedule::new(*rec, &run.insts));
+        Ok((rep, schedule))
+    }
+
+    /// The run's state before its first event: the step tables of its plans, the KV caches,
+    /// the requests and the instances.
+    pub(super) fn start<'r>(
+        &'r mut self,
+        d: &'r Deployment,
+        traffic: &Traffic,
+        seed: u64,
+        progress: &'r mut dyn FnMut(u32, u32),
+    ) -> Result<Run<'r, 'a>, ModelError> {
         let max_input = traffic.max_input();
         let max_context = traffic.max_context();
         let timed_draft = d.speculative.is_some_and(|s| s.timed());
@@ -157,7 +201,7 @@ impl<'a> Simulator<'a> {
             }
         }
         let n_inst = insts.len();
-        let mut run = Run {
+        Ok(Run {
             d,
             kv,
             pool_costs,
@@ -178,13 +222,10 @@ impl<'a> Simulator<'a> {
             next_closed: 0,
             closed_ready: VecDeque::new(),
             inf: self.inf,
+            rec: None,
             completed: 0,
             progress,
-        };
-        run.event_loop(traffic)?;
-        let n = run.seqs.len() as u32;
-        (run.progress)(run.completed, n);
-        Ok(report::build(&run, traffic, slos))
+        })
     }
 }
 
@@ -263,6 +304,18 @@ fn draft_error(e: ModelError) -> ModelError {
 }
 
 impl Run<'_, '_> {
+    /// Account instance `i`'s KV occupancy up to `t` (before every change of its free
+    /// blocks), noted in the schedule being recorded.
+    pub fn touch(&mut self, i: usize, t: f64) {
+        let inst = &mut self.insts[i];
+        if let Some(r) = &mut self.rec {
+            if let Some(at) = r.now {
+                r.touches.push((i as u32, at, inst.kv_total - inst.kv_free));
+            }
+        }
+        inst.kv_touch(t);
+    }
+
     pub fn push(&mut self, t: f64, ev: Ev) {
         self.order += 1;
         self.heap.push(Event {
@@ -339,8 +392,18 @@ impl Run<'_, '_> {
             return Ok(0.0);
         };
         match e.ev {
-            Ev::StepEnd { inst, lane } => self.step_end(inst as usize, lane as usize, e.t)?,
-            Ev::Transfer { seq, from, to } => self.transfer_done(seq, from, to, e.t),
+            Ev::StepEnd { inst, lane } => {
+                if let Some(r) = &mut self.rec {
+                    let k = self.insts[inst as usize].lanes[lane as usize].step;
+                    r.now = Some(At::End(k as u32));
+                }
+                self.step_end(inst as usize, lane as usize, e.t)?
+            }
+            Ev::Transfer { seq, from, to } => {
+                // A schedule stands for aggregated runs only (`Schedule::fits`).
+                self.rec = None;
+                self.transfer_done(seq, from, to, e.t)
+            }
         }
         Ok(e.t)
     }
@@ -358,6 +421,9 @@ impl Run<'_, '_> {
                 .min_by_key(|&i| (self.insts[i].load, i))
                 .unwrap_or(start),
         };
+        if let Some(r) = &mut self.rec {
+            r.now = Some(At::Arrival(s));
+        }
         let seq = &mut self.seqs[s as usize];
         seq.arrival = t;
         seq.inst = i as u32;
@@ -387,8 +453,13 @@ impl Run<'_, '_> {
         seq.leaving = true;
         let (i, blocks) = (seq.inst as usize, seq.blocks);
         seq.blocks = 0;
+        if let Some(r) = &mut self.rec {
+            if let Some(At::End(k)) = r.now {
+                r.finish[s as usize] = k;
+            }
+        }
+        self.touch(i, t);
         let inst = &mut self.insts[i];
-        inst.kv_touch(t);
         inst.kv_free += blocks;
         inst.load = inst.load.saturating_sub(1);
         self.completed += 1;
@@ -396,6 +467,11 @@ impl Run<'_, '_> {
             (self.progress)(self.completed, self.seqs.len() as u32);
         }
         if self.next_closed > 0 && self.next_closed < self.seqs.len() {
+            if let Some(r) = &mut self.rec {
+                if let Some(At::End(k)) = r.now {
+                    r.released[self.next_closed] = k;
+                }
+            }
             self.closed_ready.push_back((t, self.next_closed as u32));
             self.next_closed += 1;
         }

@@ -81,6 +81,54 @@ pub(super) struct Lane {
     pub running: Vec<u32>,
     pub busy: bool,
     pub work: Vec<Work>,
+    /// The run's number of the step in flight (its order among all the run's steps).
+    pub step: u64,
+}
+
+/// A moment of a recorded run, named by what happened then (its time differs from one
+/// engine to another).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum At {
+    /// A request's arrival.
+    Arrival(u32),
+    /// A step's start.
+    Start(u32),
+    /// A step's end.
+    End(u32),
+}
+
+/// One step of a recorded run: where it ran, what it held, and which moment it started at.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct StepRecord {
+    pub inst: u32,
+    pub lane: u32,
+    /// The event whose handling formed the step.
+    pub cause: At,
+    /// Its prefill chunks: a range of [`Recorder::chunks`].
+    pub chunks: (u32, u32),
+    pub decodes: u32,
+    pub ctx: u64,
+    pub seqs: u32,
+    pub tokens: u32,
+}
+
+/// What a run records to be re-timed on another engine ([`crate::Schedule`]).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Recorder {
+    /// The moment of the event being handled.
+    pub now: Option<At>,
+    pub steps: Vec<StepRecord>,
+    pub chunks: Vec<perfcast_engine::inference::PrefillChunk>,
+    /// Every change of an instance's KV occupancy: the instance, when, and the blocks in
+    /// use just before.
+    pub touches: Vec<(u32, At, u32)>,
+    /// Per request, the step that gave its first token and the one that finished it
+    /// (`u32::MAX`: none).
+    pub first: Vec<u32>,
+    pub finish: Vec<u32>,
+    /// Per request of a closed loop, the step whose end finished the request that sent it
+    /// (`u32::MAX`: sent at the start).
+    pub released: Vec<u32>,
 }
 
 /// One instance (a replica, or a member of a disaggregated pool).
@@ -205,6 +253,8 @@ pub(super) struct Run<'r, 'a> {
     pub next_closed: usize,
     pub closed_ready: VecDeque<(f64, u32)>,
     pub inf: &'a Inference,
+    /// The schedule being recorded, when asked for and the run can be re-timed.
+    pub rec: Option<Box<Recorder>>,
     /// Requests completed so far, and who wants to know.
     pub completed: u32,
     pub progress: &'r mut dyn FnMut(u32, u32),
