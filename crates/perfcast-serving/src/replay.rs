@@ -2,10 +2,10 @@
 //! times instead of simulating the run again.
 
 use crate::config::Slo;
-use crate::deployment::{Deployment, KvAdmission, PoolRole};
+use crate::deployment::{Deployment, KvAdmission, KvCache, PoolRole};
 use crate::report::{self, ServingReport};
 use crate::sim::Simulator;
-use crate::state::{At, Inst, Recorder, StepRecord};
+use crate::state::{At, Recorder, Run, StepRecord};
 use crate::workload::Traffic;
 use perfcast_core::ModelError;
 
@@ -28,7 +28,11 @@ pub struct Schedule {
     rec: Recorder,
     /// Per instance, the most KV blocks in use at once (the schedule's, not its times').
     kv_peak: Vec<u32>,
-    requests: usize,
+    /// What the schedule was decided on: the deployment, the requests and the KV caches
+    /// (a replay on others is refused).
+    deployment: Deployment,
+    traffic: Traffic,
+    kv: Vec<KvCache>,
 }
 
 impl Schedule {
@@ -48,10 +52,12 @@ impl Schedule {
             && d.kv_admission == KvAdmission::Guaranteed
     }
 
-    pub(super) fn new(rec: Recorder, insts: &[Inst]) -> Schedule {
+    pub(super) fn new(rec: Recorder, run: &Run, traffic: &Traffic) -> Schedule {
         Schedule {
-            requests: rec.first.len(),
-            kv_peak: insts.iter().map(|i| i.kv_peak).collect(),
+            kv_peak: run.insts.iter().map(|i| i.kv_peak).collect(),
+            deployment: run.d.clone(),
+            traffic: traffic.clone(),
+            kv: run.kv.clone(),
             rec,
         }
     }
@@ -59,6 +65,106 @@ impl Schedule {
     /// Steps recorded.
     pub fn steps(&self) -> usize {
         self.rec.steps.len()
+    }
+}
+
+/// Recording, out of the simulator's hot path (each call behind `self.rec.is_some()`).
+impl Run<'_, '_> {
+    /// The event being handled happened at `at`.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn note_now(&mut self, at: At) {
+        if let Some(r) = &mut self.rec {
+            r.now = Some(at);
+        }
+    }
+
+    /// The step in flight on lane `l` of instance `i` ended (the event being handled).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn note_end(&mut self, i: usize, l: usize) {
+        if let Some(r) = &mut self.rec {
+            r.now = Some(At::End(r.lane_step[i][l]));
+        }
+    }
+
+    /// A step is being formed (what is done meanwhile is done at its start): the event that
+    /// formed it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn note_forming(&mut self) -> Option<At> {
+        let r = self.rec.as_mut()?;
+        let cause = r.now;
+        r.now = Some(At::Start(self.steps as u32));
+        cause
+    }
+
+    /// The step formed by `cause`, if it has work (`formed`'s cause and chunks are filled
+    /// here); a step of no event, or too many to name, ends the recording.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn note_formed(&mut self, cause: Option<At>, formed: Option<StepRecord>) {
+        let Some(r) = &mut self.rec else { return };
+        r.now = cause;
+        let Some(step) = formed else { return };
+        match cause {
+            Some(cause) if self.steps < u64::from(u32::MAX) => {
+                r.lane_step[step.inst as usize][step.lane as usize] = r.steps.len() as u32;
+                let from = r.chunks.len() as u32;
+                r.chunks.extend_from_slice(&self.chunks);
+                r.steps.push(StepRecord {
+                    cause,
+                    chunks: (from, r.chunks.len() as u32),
+                    ..step
+                });
+            }
+            _ => self.rec = None,
+        }
+    }
+
+    /// Instance `i`'s KV occupancy is about to change.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn note_touch(&mut self, i: usize) {
+        let inst = &self.insts[i];
+        if let Some(r) = &mut self.rec {
+            if let Some(at) = r.now {
+                r.touches.push((i as u32, at, inst.kv_total - inst.kv_free));
+            }
+        }
+    }
+
+    /// Request `s` got its first token at the end of the step being handled.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn note_first(&mut self, s: usize) {
+        if let Some(r) = &mut self.rec {
+            if let Some(At::End(k)) = r.now {
+                r.first[s] = k;
+            }
+        }
+    }
+
+    /// Request `s` finished at the end of the step being handled.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn note_finish(&mut self, s: u32) {
+        if let Some(r) = &mut self.rec {
+            if let Some(At::End(k)) = r.now {
+                r.finish[s as usize] = k;
+            }
+        }
+    }
+
+    /// Closed loop: request `s` is sent at the end of the step being handled.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn note_released(&mut self, s: usize) {
+        if let Some(r) = &mut self.rec {
+            if let Some(At::End(k)) = r.now {
+                r.released[s] = k;
+            }
+        }
     }
 }
 
@@ -75,19 +181,11 @@ impl Simulator<'_> {
         let mut progress = |_, _| {};
         let mut run = self.start(d, traffic, 0, &mut progress)?;
         let rec = &schedule.rec;
-        let fits = Schedule::fits(d, traffic)
-            && run.seqs.len() == schedule.requests
-            && run.insts.len() == schedule.kv_peak.len()
-            && rec.steps.iter().all(|s| {
-                run.insts
-                    .get(s.inst as usize)
-                    .is_some_and(|i| (s.lane as usize) < i.lanes.len())
-            });
-        if !fits {
+        if *d != schedule.deployment || *traffic != schedule.traffic || run.kv != schedule.kv {
             return Err(ModelError::invalid(
                 perfcast_core::Key::other("serving schedule"),
-                format!("{} requests, {} steps", schedule.requests, rec.steps.len()),
-                "was recorded on another deployment or workload than the one to replay",
+                format!("{} requests, {} steps", rec.first.len(), rec.steps.len()),
+                "was recorded on another deployment, workload or KV cache than the one to replay",
             ));
         }
         let mut start = Vec::with_capacity(rec.steps.len());

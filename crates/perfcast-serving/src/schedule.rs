@@ -92,37 +92,27 @@ impl Run<'_, '_> {
         self.chunks.clear();
         let mut tally = Tally::default();
         // Recording: what is done while forming the step is done at its start.
-        let cause = self.rec.as_mut().and_then(|r| {
-            let cause = r.now;
-            r.now = Some(At::Start(self.steps as u32));
-            cause
-        });
+        let cause = if self.rec.is_some() {
+            self.note_forming()
+        } else {
+            None
+        };
         self.continue_running(i, &mut running, &mut work, &mut tally, t);
         self.admit_waiting(i, &mut running, &mut work, &mut tally, t);
         let lane_work = !work.is_empty();
         let mut dur = 0.0;
-        if let Some(r) = &mut self.rec {
-            r.now = cause;
-            if lane_work {
-                match cause {
-                    Some(cause) if self.steps < u64::from(u32::MAX) => {
-                        let from = r.chunks.len() as u32;
-                        r.chunks.extend_from_slice(&self.chunks);
-                        r.steps.push(StepRecord {
-                            inst: i as u32,
-                            lane: l as u32,
-                            cause,
-                            chunks: (from, r.chunks.len() as u32),
-                            decodes: tally.decodes,
-                            ctx: tally.ctx,
-                            seqs: work.len() as u32,
-                            tokens: tally.tokens,
-                        });
-                    }
-                    // A step of no event, or too many steps to name: not a schedule.
-                    _ => self.rec = None,
-                }
-            }
+        if self.rec.is_some() {
+            let formed = StepRecord {
+                inst: i as u32,
+                lane: l as u32,
+                cause: At::Start(0),
+                chunks: (0, 0),
+                decodes: tally.decodes,
+                ctx: tally.ctx,
+                seqs: work.len() as u32,
+                tokens: tally.tokens,
+            };
+            self.note_formed(cause, lane_work.then_some(formed));
         }
         if lane_work {
             dur = self.step_duration(i, tally.decodes, tally.ctx, work.len())?;
@@ -137,9 +127,6 @@ impl Run<'_, '_> {
         lane.running = running;
         lane.work = work;
         lane.busy = lane_work;
-        if lane_work {
-            lane.step = self.steps - 1;
-        }
         if lane_work {
             self.push(
                 t + dur,
@@ -398,10 +385,8 @@ impl Run<'_, '_> {
                     seq.generated += 1;
                     if seq.first.is_nan() {
                         seq.first = t;
-                        if let Some(r) = &mut self.rec {
-                            if let Some(At::End(k)) = r.now {
-                                r.first[s] = k;
-                            }
+                        if self.rec.is_some() {
+                            self.note_first(s);
                         }
                     }
                 }

@@ -112,12 +112,13 @@ impl<'a> Simulator<'a> {
                 first: vec![u32::MAX; n],
                 finish: vec![u32::MAX; n],
                 released: vec![u32::MAX; n],
+                lane_step: run.insts.iter().map(|i| vec![0; i.lanes.len()]).collect(),
                 ..Recorder::default()
             }));
         }
         run.event_loop(traffic)?;
         let rep = report::build(&run, traffic, slos);
-        let schedule = run.rec.take().map(|rec| Schedule::new(*rec, &run.insts));
+        let schedule = run.rec.take().map(|rec| Schedule::new(*rec, &run, traffic));
         Ok((rep, schedule))
     }
 
@@ -307,13 +308,10 @@ impl Run<'_, '_> {
     /// Account instance `i`'s KV occupancy up to `t` (before every change of its free
     /// blocks), noted in the schedule being recorded.
     pub fn touch(&mut self, i: usize, t: f64) {
-        let inst = &mut self.insts[i];
-        if let Some(r) = &mut self.rec {
-            if let Some(at) = r.now {
-                r.touches.push((i as u32, at, inst.kv_total - inst.kv_free));
-            }
+        if self.rec.is_some() {
+            self.note_touch(i);
         }
-        inst.kv_touch(t);
+        self.insts[i].kv_touch(t);
     }
 
     pub fn push(&mut self, t: f64, ev: Ev) {
@@ -393,9 +391,8 @@ impl Run<'_, '_> {
         };
         match e.ev {
             Ev::StepEnd { inst, lane } => {
-                if let Some(r) = &mut self.rec {
-                    let k = self.insts[inst as usize].lanes[lane as usize].step;
-                    r.now = Some(At::End(k as u32));
+                if self.rec.is_some() {
+                    self.note_end(inst as usize, lane as usize);
                 }
                 self.step_end(inst as usize, lane as usize, e.t)?
             }
@@ -421,8 +418,8 @@ impl Run<'_, '_> {
                 .min_by_key(|&i| (self.insts[i].load, i))
                 .unwrap_or(start),
         };
-        if let Some(r) = &mut self.rec {
-            r.now = Some(At::Arrival(s));
+        if self.rec.is_some() {
+            self.note_now(At::Arrival(s));
         }
         let seq = &mut self.seqs[s as usize];
         seq.arrival = t;
@@ -453,10 +450,8 @@ impl Run<'_, '_> {
         seq.leaving = true;
         let (i, blocks) = (seq.inst as usize, seq.blocks);
         seq.blocks = 0;
-        if let Some(r) = &mut self.rec {
-            if let Some(At::End(k)) = r.now {
-                r.finish[s as usize] = k;
-            }
+        if self.rec.is_some() {
+            self.note_finish(s);
         }
         self.touch(i, t);
         let inst = &mut self.insts[i];
@@ -467,10 +462,8 @@ impl Run<'_, '_> {
             (self.progress)(self.completed, self.seqs.len() as u32);
         }
         if self.next_closed > 0 && self.next_closed < self.seqs.len() {
-            if let Some(r) = &mut self.rec {
-                if let Some(At::End(k)) = r.now {
-                    r.released[self.next_closed] = k;
-                }
+            if self.rec.is_some() {
+                self.note_released(self.next_closed);
             }
             self.closed_ready.push_back((t, self.next_closed as u32));
             self.next_closed += 1;

@@ -81,8 +81,6 @@ pub(super) struct Lane {
     pub running: Vec<u32>,
     pub busy: bool,
     pub work: Vec<Work>,
-    /// The run's number of the step in flight (its order among all the run's steps).
-    pub step: u64,
 }
 
 /// A moment of a recorded run, named by what happened then (its time differs from one
@@ -117,6 +115,9 @@ pub(super) struct StepRecord {
 pub(super) struct Recorder {
     /// The moment of the event being handled.
     pub now: Option<At>,
+    /// Per instance and lane, the number of its step in flight (its order among the run's
+    /// steps).
+    pub lane_step: Vec<Vec<u32>>,
     pub steps: Vec<StepRecord>,
     pub chunks: Vec<perfcast_engine::inference::PrefillChunk>,
     /// Every change of an instance's KV occupancy: the instance, when, and the blocks in
