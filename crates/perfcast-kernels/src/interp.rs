@@ -74,16 +74,10 @@ pub fn lookup(rows: &[Row], shape: &[u64]) -> Option<Lookup> {
 fn along(rows: &[Row], dim: usize, q: &[u64], exact: &mut bool) -> Option<f64> {
     let x = q[dim];
     let last = dim + 1 == q.len();
-    // The rows from `i` on whose coordinate is `rows[i]`'s; those up to `i` whose
-    // coordinate is `rows[i - 1]`'s (the rows are sorted along `dim`: one search each).
-    let from = |i: usize| -> &[Row] {
-        let v = rows[i].shape[dim];
-        let n = rows[i..].partition_point(|r| r.shape[dim] <= v);
-        &rows[i..i + n]
-    };
-    let upto = |i: usize| -> &[Row] {
-        let v = rows[i - 1].shape[dim];
-        &rows[rows[..i].partition_point(|r| r.shape[dim] < v)..i]
+    let at = |v: u64| -> &[Row] {
+        let lo = rows.partition_point(|r| r.shape[dim] < v);
+        let hi = rows.partition_point(|r| r.shape[dim] <= v);
+        &rows[lo..hi]
     };
     let reduce = |g: &[Row], exact: &mut bool| -> Option<f64> {
         if last {
@@ -94,15 +88,15 @@ fn along(rows: &[Row], dim: usize, q: &[u64], exact: &mut bool) -> Option<f64> {
     };
     let i = rows.partition_point(|r| r.shape[dim] < x);
     if i < rows.len() && rows[i].shape[dim] == x {
-        return reduce(from(i), exact);
+        return reduce(at(x), exact);
     }
     if i == 0 || i == rows.len() {
         return None;
     }
     *exact = false;
     let (x0, x1) = (rows[i - 1].shape[dim], rows[i].shape[dim]);
-    let y0 = reduce(upto(i), exact)?;
-    let y1 = reduce(from(i), exact)?;
+    let y0 = reduce(at(x0), exact)?;
+    let y1 = reduce(at(x1), exact)?;
     let t = if x0 == 0 {
         x as f64 / x1 as f64
     } else {
