@@ -638,6 +638,7 @@ impl Harness {
         case: &Case,
         engine: &Inference,
         r: &mut CaseResult,
+        how: &mut crate::serving::ServingRun,
     ) -> Result<()> {
         // The serving modes are simulated step by step on this engine (`crate::serving`).
         if case
@@ -645,7 +646,7 @@ impl Harness {
             .as_ref()
             .is_some_and(|i| crate::serving::models_mode(i.mode))
         {
-            return crate::serving::predict(self, case, engine, r);
+            return crate::serving::predict(self, case, engine, r, how);
         }
         let stack = self.stacks.of(case).1;
         let plan = inference_plan(case, stack)?;

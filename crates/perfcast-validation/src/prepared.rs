@@ -10,6 +10,7 @@ use crate::harness::{case_hardware, model_spec, unsupported_reason, Harness};
 use crate::overlay::{json_set, Applies, CaseKeys, Entry};
 use crate::presets::Hardware;
 use crate::report::{CaseResult, MetricResult, Status};
+use crate::serving::ServingRun;
 use crate::{Error, Result};
 use perfcast_core::workload::ModelSpec;
 use perfcast_core::System;
@@ -230,6 +231,17 @@ impl Harness {
         entries: &[Entry],
         system: Option<Result<System>>,
     ) -> CaseResult {
+        self.evaluate_with(p, entries, system, &mut ServingRun::Simulate)
+    }
+
+    /// [`Harness::evaluate_on`], a serving case's run had as `how` says.
+    pub fn evaluate_with(
+        &self,
+        p: &Prepared,
+        entries: &[Entry],
+        system: Option<Result<System>>,
+        how: &mut ServingRun,
+    ) -> CaseResult {
         let case = p.case;
         let mut r = CaseResult {
             id: case.id.clone(),
@@ -268,7 +280,7 @@ impl Harness {
                         .and_then(|e| self.predict_training(case, &e, &mut r)),
                     Kind::Inference => self
                         .inference_engine(s, entries, system)
-                        .and_then(|e| self.predict_inference(case, &e, &mut r)),
+                        .and_then(|e| self.predict_inference(case, &e, &mut r, how)),
                 }
             }
         };

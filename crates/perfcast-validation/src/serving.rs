@@ -28,7 +28,7 @@ use crate::{Error, Result};
 use perfcast_core::workload::ModelSpec;
 use perfcast_engine::inference::Inference;
 use perfcast_serving::{
-    ArrivalProcess, Length, Load, ServingConfig, ServingReport, Simulator, WorkloadSpec,
+    ArrivalProcess, Length, Load, Schedule, ServingConfig, ServingReport, Simulator, WorkloadSpec,
 };
 
 /// Requests of a case that does not say how many.
@@ -232,10 +232,26 @@ pub fn workload(case: &Case) -> Result<WorkloadSpec> {
 /// Simulate a serving case on `inf` (the case's inference engine: its model, its system and
 /// the options of its software stack, with any overlay applied): the report and the serving
 /// profile used.
+/// How a serving case's run is had: simulated; simulated, recording its schedule where it
+/// does not depend on step times; or that schedule re-timed on the engine (what a
+/// calibration evaluates hundreds of times: [`perfcast_serving::Schedule`]).
+#[derive(Debug, Default)]
+pub enum ServingRun<'s> {
+    /// Simulate.
+    #[default]
+    Simulate,
+    /// Simulate, and leave the schedule here (`None` where it depends on step times).
+    Record(Option<Box<Schedule>>),
+    /// Re-time this schedule, recorded on the same case.
+    Replay(&'s Schedule),
+}
+
+/// The serving run of `case` on `inf`, as `how` says.
 pub fn simulate(
     h: &Harness,
     case: &Case,
     inf: &Inference,
+    how: &mut ServingRun,
 ) -> Result<(ServingReport, ServingStack)> {
     let stack = ServingStack::of(case).ok_or_else(|| Error::invalid("no serving-stack profile"))?;
     let model = inf.model();
@@ -251,7 +267,15 @@ pub fn simulate(
     let traffic = wl.traffic();
     let d = cfg.deployment(Some(&plan), traffic.max_context())?;
     let mut sim = Simulator::new(inf);
-    let rep = sim.run(&d, &traffic, wl.seed, &[])?;
+    let rep = match how {
+        ServingRun::Simulate => sim.run(&d, &traffic, wl.seed, &[])?,
+        ServingRun::Record(slot) => {
+            let (rep, schedule) = sim.run_recorded(&d, &traffic, wl.seed, &[])?;
+            *slot = schedule.map(Box::new);
+            rep
+        }
+        ServingRun::Replay(schedule) => sim.replay(&d, &traffic, schedule, &[])?,
+    };
     Ok((rep, stack))
 }
 
@@ -269,8 +293,14 @@ fn inference_plan_for_serving(
 }
 
 /// Predict every published metric of a serving case into `r`.
-pub fn predict(h: &Harness, case: &Case, inf: &Inference, r: &mut CaseResult) -> Result<()> {
-    let (rep, stack) = simulate(h, case, inf)?;
+pub fn predict(
+    h: &Harness,
+    case: &Case,
+    inf: &Inference,
+    r: &mut CaseResult,
+    how: &mut ServingRun,
+) -> Result<()> {
+    let (rep, stack) = simulate(h, case, inf, how)?;
     for (metric, measured) in case.measured.metrics() {
         let predicted = match metric {
             Metric::TtftMs => Some(rep.ttft.mean.millis()),

@@ -446,3 +446,81 @@ fn shared_systems_change_no_prediction() {
         shared.len()
     );
 }
+
+/// What calibrate re-times instead of simulating (the schedule of an offline serving run,
+/// recorded at one set of values) predicts what the simulation does at others; a run
+/// under a rate records no schedule. The cheapest offline case of each public serving group
+/// (dense and MoE) and one server case, at the configuration's values and at other hosts.
+#[test]
+fn a_recorded_serving_schedule_predicts_as_the_simulation() {
+    use perfcast_validation::cases::Mode;
+    use perfcast_validation::overlay::Entry;
+    use perfcast_validation::serving::ServingRun;
+    let file = CasesFile::load(&perfcast_validation::locate_cases(None).unwrap()).unwrap();
+    let h = harness();
+    let work = |c: &&perfcast_validation::cases::Case| {
+        let i = c.inference.as_ref().unwrap();
+        i.num_requests.unwrap_or(500) * (i.input_len + i.output_len)
+    };
+    let mut picked: Vec<&perfcast_validation::cases::Case> = Vec::new();
+    for mode in [Mode::OfflineMaxThroughput, Mode::Server] {
+        let mut of_mode: Vec<_> = file
+            .cases
+            .iter()
+            .filter(|c| c.inference.as_ref().is_some_and(|i| i.mode == mode))
+            .collect();
+        of_mode.sort_by_key(work);
+        // Runs of 6 M tokens at most, for a quick debug build (the closed loops of
+        // `trtllm-dsr1-blog`, 16 M tokens each, are the serving crate's tests' kind).
+        for c in of_mode.into_iter().filter(|c| work(c) <= 6_000_000) {
+            let mode_of = |c: &perfcast_validation::cases::Case| c.inference.as_ref().unwrap().mode;
+            let picked_one = |p: &&perfcast_validation::cases::Case| {
+                mode_of(p) == mode && (p.group == c.group || mode == Mode::Server)
+            };
+            if !picked.iter().any(picked_one) {
+                picked.push(c);
+            }
+        }
+    }
+    assert!(picked.len() >= 4, "{}", picked.len());
+    let slower = [
+        Entry::number("options.step_overhead_us", 5000.0),
+        Entry::number("options.host_launch_us", 30.0),
+    ];
+    for case in picked {
+        let p = h.prepare(case);
+        let mut how = ServingRun::Record(None);
+        let recorded = h.evaluate_with(&p, &[], None, &mut how);
+        assert_eq!(recorded, h.evaluate(&p, &[]), "{}", case.id);
+        let ServingRun::Record(schedule) = how else {
+            unreachable!()
+        };
+        let offline = case.inference.as_ref().unwrap().mode == Mode::OfflineMaxThroughput;
+        assert_eq!(schedule.is_some(), offline, "{}", case.id);
+        let Some(schedule) = schedule else { continue };
+        let entries = h.applicable(&p, &slower);
+        assert_eq!(entries.len(), 2, "{}", case.id);
+        let replayed = h.evaluate_with(&p, &entries, None, &mut ServingRun::Replay(&schedule));
+        let simulated = h.evaluate(&p, &entries);
+        assert_eq!(replayed.status, perfcast_validation::report::Status::Ok);
+        let (a, b) = (
+            first_metric(&replayed).unwrap(),
+            first_metric(&simulated).unwrap(),
+        );
+        let at_start = first_metric(&recorded).unwrap();
+        assert!(
+            (a.predicted / at_start.predicted - 1.0).abs() > 0.005,
+            "{}: the hosts moved nothing: {} {}",
+            case.id,
+            a.predicted,
+            at_start.predicted
+        );
+        assert!(
+            (a.predicted - b.predicted).abs() <= 1e-9 * b.predicted.abs(),
+            "{}: {} vs {}",
+            case.id,
+            a.predicted,
+            b.predicted
+        );
+    }
+}

@@ -52,11 +52,13 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub residuals: Option<PathBuf>,
     /// Leave out the cases simulated as serving runs (modes `server` and
-    /// `offline-max-throughput`): each simulates hundreds to thousands of requests, so a fit
-    /// with them takes hours (configs/validation/CALIBRATION.md, Speed).
+    /// `offline-max-throughput`): each simulates hundreds to thousands of requests (an offline
+    /// run once, then its schedule re-timed; a run under a rate at every evaluation, and its
+    /// TTFT moves in steps), so a fit with them takes tens of minutes (42 for the public
+    /// file's default run: configs/validation/CALIBRATION.md, Speed).
     #[arg(long)]
     pub exclude_serving: bool,
-    /// Objective evaluations allowed per fit (the full fit and each fold).
+    /// Objective evaluations allowed per block of a fit (the full fit and each fold).
     #[arg(long, value_name = "N", default_value_t = Settings::default().max_evals)]
     pub max_evals: usize,
     #[arg(long, value_parser = Format::parser(&FORMATS), default_value_t)]

@@ -43,8 +43,12 @@ use crate::intervals::Class;
 use crate::overlay::Entry;
 use crate::prepared::Prepared;
 use crate::report::{first_metric, FirstMetric, Status};
+use crate::serving::ServingRun;
 use crate::{Error, Result};
+use perfcast_serving::Schedule;
 use rayon::prelude::*;
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 /// What to fit, and how.
 #[derive(Debug, Clone, Default)]
@@ -186,7 +190,17 @@ struct Problem<'h, 'c> {
     harness: &'h Harness,
     prepared: Vec<Prepared<'c>>,
     params: Vec<Resolved>,
+    /// Per prepared case, its serving run's schedule when it does not depend on step times
+    /// (recorded at the start: [`Problem::record`]); an evaluation re-times it instead of
+    /// simulating the run again, to the same result.
+    schedules: Vec<Option<Box<Schedule>>>,
+    /// Each block of the fit minimised so far, by its parameters and cases: a fold that
+    /// holds out none of a block's cases fits it exactly as the fit on every case did.
+    blocks: Mutex<HashMap<Block, Minimum>>,
 }
+
+/// A block of a fit: its parameters (indices into [`Problem::params`]) and its cases.
+type Block = (Vec<usize>, Vec<usize>);
 
 impl Problem<'_, '_> {
     /// The entries of case `c` (an index into `prepared`) at `theta`.
@@ -230,13 +244,39 @@ impl Problem<'_, '_> {
                     let j = firsts.iter().position(|(_, f)| f == k)?;
                     Some(systems[j].clone())
                 });
-                let r = h.evaluate_on(&self.prepared[cases[i]], &entries[i], system);
+                let c = cases[i];
+                let mut how = match &self.schedules[c] {
+                    Some(s) => ServingRun::Replay(s),
+                    None => ServingRun::Simulate,
+                };
+                let r = h.evaluate_with(&self.prepared[c], &entries[i], system, &mut how);
                 if r.status != Status::Ok {
                     return None;
                 }
                 first_metric(&r)
             })
             .collect()
+    }
+
+    /// The first metric of every case at `theta`, each serving run's schedule recorded (where
+    /// it does not depend on step times) for the evaluations to come.
+    fn record(&mut self, theta: &[f64]) -> Vec<Option<FirstMetric>> {
+        let h = self.harness;
+        let (scores, schedules): (Vec<_>, Vec<_>) = (0..self.prepared.len())
+            .into_par_iter()
+            .map(|c| {
+                let mut how = ServingRun::Record(None);
+                let r = h.evaluate_with(&self.prepared[c], &self.entries(c, theta), None, &mut how);
+                let schedule = match how {
+                    ServingRun::Record(s) => s,
+                    _ => None,
+                };
+                let first = first_metric(&r).filter(|_| r.status == Status::Ok);
+                (first, schedule)
+            })
+            .unzip();
+        self.schedules = schedules;
+        scores
     }
 
     /// The first metric of each of `cases` at `theta`, each prepared again by `other` (a
@@ -297,6 +337,12 @@ impl Problem<'_, '_> {
         self.params.iter().map(|p| p.start).collect()
     }
 
+    /// The blocks minimised so far (a poisoned lock only means another fold panicked: its
+    /// blocks are whole or absent).
+    fn memo(&self) -> std::sync::MutexGuard<'_, HashMap<Block, Minimum>> {
+        self.blocks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Fit the parameters that apply to some case of `cases` (the others keep their start).
     fn fit(&self, cases: &[usize], settings: &Settings) -> (Vec<f64>, Minimum) {
         let start = self.start();
@@ -322,7 +368,50 @@ impl Problem<'_, '_> {
                 (p.start - p.lo) / (p.hi - p.lo)
             })
             .collect();
-        let m = optimize::minimize(|x| self.objective(cases, &theta_of(x)), &x0, settings);
+        // The objective is a sum over cases, and a case moves only with the parameters that
+        // apply to it: each connected block of parameters and cases is minimised alone (in
+        // parallel), the same minimum in far fewer evaluations of far fewer cases.
+        let applies = |k: usize, c: usize| !self.params[free[k]].per_case[c].is_empty();
+        let parts: Vec<(Minimum, Vec<usize>)> = blocks(free.len(), cases, applies)
+            .into_par_iter()
+            .map(|(at, members)| {
+                let key = (at.iter().map(|&k| free[k]).collect(), members.clone());
+                if let Some(m) = self.memo().get(&key) {
+                    return (m.clone(), at);
+                }
+                let sub = |x: &[f64]| {
+                    let mut full = x0.clone();
+                    for (&k, v) in at.iter().zip(x) {
+                        full[k] = *v;
+                    }
+                    full
+                };
+                let y0: Vec<f64> = at.iter().map(|&k| x0[k]).collect();
+                let m = optimize::minimize(
+                    |y| self.objective(&members, &theta_of(&sub(y))),
+                    &y0,
+                    settings,
+                );
+                self.memo().insert(key, m.clone());
+                (m, at)
+            })
+            .collect();
+        let mut x = x0.clone();
+        let (mut evals, mut converged) = (0, true);
+        for (m, at) in &parts {
+            for (&k, v) in at.iter().zip(&m.x) {
+                x[k] = *v;
+            }
+            evals += m.evals;
+            converged &= m.converged;
+        }
+        let f = self.objective(cases, &theta_of(&x));
+        let m = Minimum {
+            converged: converged && f.is_finite(),
+            x,
+            f,
+            evals,
+        };
         let mut theta = theta_of(&m.x);
         for (t, p) in theta.iter_mut().zip(&self.params) {
             *t = round_sig(*t, 6).clamp(p.lo, p.hi);
@@ -346,6 +435,57 @@ impl Problem<'_, '_> {
         }
         (theta, m)
     }
+}
+
+/// The independent blocks of a fit of `n` parameters on `cases`: each the parameters linked
+/// through the cases they share (`applies(k, c)`: parameter `k` applies to case `c`), with
+/// those cases, in the order of their first parameter. Cases no parameter applies to are in
+/// none (they do not move).
+fn blocks(
+    n: usize,
+    cases: &[usize],
+    applies: impl Fn(usize, usize) -> bool,
+) -> Vec<(Vec<usize>, Vec<usize>)> {
+    // Union-find over the parameters, each root its block's smallest parameter.
+    let mut root: Vec<usize> = (0..n).collect();
+    fn find(root: &mut [usize], mut a: usize) -> usize {
+        while root[a] != a {
+            root[a] = root[root[a]];
+            a = root[a];
+        }
+        a
+    }
+    for &c in cases {
+        let mut first = None;
+        for k in (0..n).filter(|&k| applies(k, c)) {
+            match first {
+                None => first = Some(k),
+                Some(f) => {
+                    let (a, b) = (find(&mut root, f), find(&mut root, k));
+                    root[a.max(b)] = a.min(b);
+                }
+            }
+        }
+    }
+    let mut out: Vec<(usize, Vec<usize>, Vec<usize>)> = Vec::new();
+    for k in 0..n {
+        let r = find(&mut root, k);
+        match out.iter_mut().find(|b| b.0 == r) {
+            Some(b) => b.1.push(k),
+            None => out.push((r, vec![k], Vec::new())),
+        }
+    }
+    for &c in cases {
+        if let Some(k) = (0..n).find(|&k| applies(k, c)) {
+            let r = find(&mut root, k);
+            if let Some(b) = out.iter_mut().find(|b| b.0 == r) {
+                b.2.push(c);
+            }
+        }
+    }
+    out.into_iter()
+        .map(|(_, at, members)| (at, members))
+        .collect()
 }
 
 /// `v` to `digits` significant digits.
@@ -447,6 +587,8 @@ pub fn calibrate(
         harness,
         prepared,
         params,
+        schedules: Vec::new(),
+        blocks: Mutex::default(),
     };
     finish(
         problem,
@@ -474,7 +616,7 @@ fn finish(
 ) -> Result<Calibration> {
     let start = problem.start();
     let everything: Vec<usize> = (0..problem.prepared.len()).collect();
-    let at_start = problem.scores(&everything, &start);
+    let at_start = problem.record(&start);
     let fit_idx: Vec<usize> = everything
         .iter()
         .copied()
@@ -683,6 +825,42 @@ mod tests {
                 (vec!["host.kernel_launch_us".to_string()], 15.0)
             ]
         );
+    }
+
+    /// Parameters linked through shared cases form one block; a case no parameter reaches is
+    /// in none; a parameter that reaches no case is a block of its own, with no cases.
+    #[test]
+    fn blocks_of_a_fit() {
+        // (cases, which parameters apply to each case (by position), blocks expected).
+        type Table = (
+            &'static [usize],
+            &'static [&'static [usize]],
+            &'static [(&'static [usize], &'static [usize])],
+        );
+        let table: &[Table] = &[
+            // Two stacks' parameters, each on its cases; the inference parameters 2 and 3
+            // together on theirs.
+            (
+                &[0, 1, 2, 3, 4],
+                &[&[0], &[1], &[0], &[2, 3], &[3]],
+                &[(&[0], &[0, 2]), (&[1], &[1]), (&[2, 3], &[3, 4])],
+            ),
+            // A chain links 0-1 and 1-2 into one block; case 1 moves with nothing.
+            (
+                &[0, 1, 2],
+                &[&[0, 1], &[], &[2, 1]],
+                &[(&[0, 1, 2], &[0, 2])],
+            ),
+            // Parameter 1 reaches no case; only the cases given are counted.
+            (&[2], &[&[0], &[1], &[0]], &[(&[0], &[2]), (&[1], &[])]),
+        ];
+        for &(cases, applies, want) in table {
+            let n = want.iter().map(|b| b.0.len()).sum();
+            let got = blocks(n, cases, |k, c| applies[c].contains(&k));
+            let want: Vec<(Vec<usize>, Vec<usize>)> =
+                want.iter().map(|(a, b)| (a.to_vec(), b.to_vec())).collect();
+            assert_eq!(got, want, "{applies:?}");
+        }
     }
 
     #[test]
