@@ -462,22 +462,23 @@ fn a_recorded_serving_schedule_predicts_as_the_simulation() {
         let i = c.inference.as_ref().unwrap();
         i.num_requests.unwrap_or(500) * (i.input_len + i.output_len)
     };
+    let mode_of = |c: &perfcast_validation::cases::Case| c.inference.as_ref().map(|i| i.mode);
+    // Runs of 6 M tokens at most, for a quick debug build (the closed loops of
+    // `trtllm-dsr1-blog`, 16 M tokens each, are covered by the serving crate's closed-loop
+    // test): the cheapest offline run of each group, the cheapest run under a rate.
     let mut picked: Vec<&perfcast_validation::cases::Case> = Vec::new();
     for mode in [Mode::OfflineMaxThroughput, Mode::Server] {
         let mut of_mode: Vec<_> = file
             .cases
             .iter()
-            .filter(|c| c.inference.as_ref().is_some_and(|i| i.mode == mode))
+            .filter(|c| mode_of(c) == Some(mode) && work(c) <= 6_000_000)
             .collect();
         of_mode.sort_by_key(work);
-        // Runs of 6 M tokens at most, for a quick debug build (the closed loops of
-        // `trtllm-dsr1-blog`, 16 M tokens each, are the serving crate's tests' kind).
-        for c in of_mode.into_iter().filter(|c| work(c) <= 6_000_000) {
-            let mode_of = |c: &perfcast_validation::cases::Case| c.inference.as_ref().unwrap().mode;
-            let picked_one = |p: &&perfcast_validation::cases::Case| {
-                mode_of(p) == mode && (p.group == c.group || mode == Mode::Server)
-            };
-            if !picked.iter().any(picked_one) {
+        for c in of_mode {
+            let seen = picked
+                .iter()
+                .any(|p| mode_of(p) == Some(mode) && (mode == Mode::Server || p.group == c.group));
+            if !seen {
                 picked.push(c);
             }
         }
