@@ -20,6 +20,9 @@
 
 use crate::op::{MAX_CATEGORICAL, MAX_SHAPE};
 use crate::table::{KernelTable, Row};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Mutex;
 
 /// How a time was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -105,18 +108,79 @@ fn along(rows: &[Row], dim: usize, q: &[u64], exact: &mut bool) -> Option<f64> {
     Some(y0 + t * (y1 - y0))
 }
 
+/// A query already answered: the variant's categorical value indices and the shape, each
+/// padded, with the number of shape coordinates given.
+type Query = ([u16; MAX_CATEGORICAL], [u64; MAX_SHAPE], usize);
+
+/// Answers kept at most per table before the memo starts again (~100 bytes each).
+const MEMO_CAPACITY: usize = 1 << 20;
+
 /// A table ready to answer shapes of each of its variants.
-#[derive(Debug, Clone)]
+///
+/// Answers are memoised: a table is shared by every device built on it (the catalog hands
+/// out one copy per GPU and op), and a search, a calibration or a serving replay asks the
+/// same shapes again and again (a calibration re-times one schedule's steps, each one
+/// attention lookup, at hundreds of parameter values that do not move a kernel). The memo
+/// is exact (a lookup is a pure function of the table and the query), bounded
+/// ([`MEMO_CAPACITY`], then emptied), and never waited on: a thread that finds it locked
+/// interpolates itself.
+#[derive(Debug)]
 pub struct Timings {
     pub table: KernelTable,
     /// The table's variants (categorical value indices) and their row counts, found once.
     variants: Vec<([u16; MAX_CATEGORICAL], usize)>,
+    memo: Mutex<HashMap<Query, Option<Lookup>, BuildHasherDefault<Mix>>>,
+}
+
+impl Clone for Timings {
+    fn clone(&self) -> Self {
+        Timings {
+            table: self.table.clone(),
+            variants: self.variants.clone(),
+            memo: Mutex::default(),
+        }
+    }
+}
+
+/// A multiplicative hasher for the memo's small integer keys (the queries are perfcast's
+/// own: no need for SipHash's flooding resistance).
+#[derive(Default, Clone, Copy)]
+struct Mix(u64);
+
+impl Hasher for Mix {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.write_u64(u64::from_le_bytes(w.try_into().unwrap_or_default()));
+        }
+        for b in words.remainder() {
+            self.write_u64(*b as u64);
+        }
+    }
+    fn write_u16(&mut self, x: u16) {
+        self.write_u64(x as u64);
+    }
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0 ^ x)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(29);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 impl Timings {
     pub fn new(table: KernelTable) -> Self {
         let variants = table.variant_ids();
-        Timings { table, variants }
+        Timings {
+            table,
+            variants,
+            memo: Mutex::default(),
+        }
     }
 
     /// The latency of `shape` for the variant whose categorical values are `cat` (all of the
@@ -124,11 +188,27 @@ impl Timings {
     /// its range.
     pub fn time(&self, cat: &[&str], shape: &[u64]) -> Option<Lookup> {
         let t = &self.table;
-        let mut ids = Vec::with_capacity(cat.len());
-        for (i, v) in cat.iter().enumerate() {
-            ids.push(t.value_id(i, v)?);
+        if cat.len() > MAX_CATEGORICAL || shape.len() > MAX_SHAPE {
+            return None;
         }
-        lookup(t.rows_of(&ids), shape)
+        let mut q: Query = ([0; MAX_CATEGORICAL], [0; MAX_SHAPE], shape.len());
+        for (i, v) in cat.iter().enumerate() {
+            q.0[i] = t.value_id(i, v)?;
+        }
+        q.1[..shape.len()].copy_from_slice(shape);
+        if let Ok(memo) = self.memo.try_lock() {
+            if let Some(hit) = memo.get(&q) {
+                return *hit;
+            }
+        }
+        let answer = lookup(t.rows_of(&q.0[..cat.len()]), shape);
+        if let Ok(mut memo) = self.memo.try_lock() {
+            if memo.len() >= MEMO_CAPACITY {
+                memo.clear();
+            }
+            memo.insert(q, answer);
+        }
+        answer
     }
 
     /// The largest value of each shape field among the rows of the variant `cat` (`None` for
@@ -226,6 +306,27 @@ mod tests {
                 "{q:?}: {got:?} vs {want}"
             );
         }
+    }
+
+    #[test]
+    fn a_memoised_answer_is_the_interpolation() {
+        let t = power_law();
+        let queries = [[16u64, 1024, 1024], [100, 3000, 500], [8192, 1024, 1024]];
+        for q in &queries {
+            // Asked first (interpolated), again (from the memo), on a clone (memo empty).
+            let rows = t.table.rows_of(&[0, 0]);
+            let want = lookup(rows, q);
+            assert_eq!(t.time(&["bf16", "x"], q), want, "{q:?}");
+            assert_eq!(t.time(&["bf16", "x"], q), want, "{q:?}: memoised");
+            assert_eq!(t.clone().time(&["bf16", "x"], q), want, "{q:?}: cloned");
+        }
+        // A shorter query is another query than the one padded with zeros.
+        let rows = t.table.rows_of(&[0, 0]);
+        assert_eq!(t.time(&["bf16", "x"], &[16, 1024, 0]), None);
+        let short = t.time(&["bf16", "x"], &[16, 1024]);
+        assert!(short.is_some());
+        assert_eq!(short, lookup(rows, &[16, 1024]));
+        assert_eq!(t.memo.lock().unwrap().len(), queries.len() + 2);
     }
 
     #[test]
