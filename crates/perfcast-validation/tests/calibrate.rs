@@ -525,3 +525,36 @@ fn a_recorded_serving_schedule_predicts_as_the_simulation() {
         );
     }
 }
+
+/// Each default parameter that applies to no case of the file is noted once, however many
+/// keys it ties (a stack parameter ties eight); one that applies through some of its keys
+/// names the others in one note.
+#[test]
+fn default_parameters_left_out_are_noted_once_each() {
+    let file = synthetic(&["g-a", "g-i"], &[]);
+    let opts = Options {
+        params: Vec::new(),
+        cv: Cv::None,
+        also: Vec::new(),
+        exclude_serving: false,
+        settings: Settings {
+            max_evals: 20,
+            ..Settings::default()
+        },
+    };
+    let c = calibrate::calibrate(&harness(), &file, "0", &opts).unwrap();
+    let left_out: Vec<&String> = c.notes.iter().filter(|n| n.contains("left out")).collect();
+    assert!(!left_out.is_empty(), "{:?}", c.notes);
+    for d in calibrate::DEFAULT_PARAMS {
+        let label = d.keys.join(",");
+        let about = left_out.iter().filter(|n| n.contains(&label)).count();
+        assert!(about <= 1, "{label}: {left_out:#?}");
+    }
+    for n in &left_out {
+        assert!(
+            n.ends_with("applies to no case of synthetic-cases.toml: left out")
+                || n.ends_with("to no case: left out"),
+            "{n}"
+        );
+    }
+}

@@ -77,6 +77,7 @@ pub(super) fn resolve(
         start = c;
     }
     let mut per_case = vec![Vec::new(); prepared.len()];
+    let mut unused = Vec::new();
     for (i, key) in spec.keys.iter().enumerate() {
         let e = Entry::number(key, start);
         let mut any = false;
@@ -90,13 +91,23 @@ pub(super) fn resolve(
             return Err(no_case(harness, prepared, &label, &e));
         }
         if !any {
-            notes.push(format!(
-                "default parameter {label}: `{key}` applies to no case: left out"
-            ));
+            unused.push(format!("`{key}`"));
         }
     }
     if per_case.iter().all(Vec::is_empty) {
+        // The caller notes the whole parameter left out.
         return Ok(None);
+    }
+    if !unused.is_empty() {
+        notes.push(format!(
+            "default parameter {label}: {} {} to no case: left out",
+            unused.join(", "),
+            if unused.len() == 1 {
+                "applies"
+            } else {
+                "apply"
+            }
+        ));
     }
     // Keep only the keys that apply somewhere (the overlay then carries no key that applies
     // to no case).
