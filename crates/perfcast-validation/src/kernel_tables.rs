@@ -8,8 +8,11 @@
 //! kernel timed alone contains: the GPU plugin's GEMM terms (`plugins/gpu/src/gemm.rs`: what
 //! large GEMMs reach, `matmul_efficiency`; a tile's fixed cost in reduction steps, `k_half`;
 //! the cost of a narrow column tile, `tile_n_half`), a kernel's fixed device-side cost
-//! (`launch_overhead_us`: prologue, epilogue, the tail of the last wave) and the fraction of the
-//! HBM's peak a weight-bound GEMM streams (`efficiency` of the device-memory tier). The
+//! (`launch_overhead_us`: prologue, epilogue, the tail of the last wave), the fraction of the
+//! HBM's peak a weight-bound GEMM streams (`efficiency` of the device-memory tier) and the
+//! energy of a matrix FLOP (`matrix_pj_per_flop`: a big GEMM runs at the clock its power
+//! draw leaves within the rated power, so a part rated at more watts runs it faster; with
+//! it `matmul_efficiency` holds at the datasheet clock). The
 //! objective is the mean absolute log error over the table's rows of one dtype (the kernel
 //! measured on most shapes), every `stride`-th row, leaving out the shapes whose operands fit
 //! in the device's on-chip memory: the tables time each shape in a loop on the same matrices,
@@ -33,16 +36,17 @@ pub enum Part {
 
 /// The parameters a fit moves, each with its part and its box (the plugin's allowed range,
 /// narrowed to what a GPU can plausibly have; searched in log space).
-pub const FIT_PARAMS: [(Part, &str, f64, f64); 5] = [
+pub const FIT_PARAMS: [(Part, &str, f64, f64); 6] = [
     (Part::Compute, "matmul_efficiency", 0.4, 1.0),
     (Part::Compute, "k_half", 1.0, 1000.0),
     (Part::Compute, "tile_n_half", 1.0, 1000.0),
     (Part::Compute, "launch_overhead_us", 0.1, 20.0),
     (Part::DeviceMemory, "efficiency", 0.5, 1.0),
+    (Part::Compute, "matrix_pj_per_flop", 0.05, 5.0),
 ];
 
 /// Where a fit starts (box units): the presets' neighbourhood.
-const FIT_START: [f64; 5] = [0.8, 0.5, 0.5, 0.5, 0.7];
+const FIT_START: [f64; 6] = [0.8, 0.5, 0.5, 0.5, 0.7, 0.5];
 
 /// How the model does on a table's rows.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

@@ -23,7 +23,9 @@
 //! own model per kernel family (`attention`, [`attention`]); a device without an entry for
 //! a family times flash attention as a GEMM of depth `head_dim` (the model before the
 //! families). Under a power limit below the rated power every engine's throughput scales with
-//! the clock the limit leaves ([`power`]).
+//! the clock the limit leaves ([`power`]); with `matrix_pj_per_flop` the matrix engines run at
+//! the clock their own power draw leaves ([`power::MatrixPower`]), so a big GEMM is throttled
+//! and a small one is not.
 //!
 //! Vector ops run at the vector engine's peak for their dtype (fp32 if the table has no entry
 //! for it); they are memory-bound in practice, so the memory tier's efficiency dominates.
@@ -123,6 +125,13 @@ pub struct GpuParams {
     /// [`power::DEFAULT_STATIC_FRACTION`]).
     #[serde(default)]
     pub static_power_fraction: Option<f64>,
+    /// Dynamic energy of one 16-bit matrix FLOP at the datasheet clock, pJ: with it the
+    /// matrix engines' efficiencies hold at the datasheet clock and a GEMM runs at the clock
+    /// its power draw leaves within the rated power or the limit ([`power::MatrixPower`]);
+    /// without it they hold at the rated power (what a preset fitted to kernels measured there
+    /// has) and only a limit moves the clock.
+    #[serde(default)]
+    pub matrix_pj_per_flop: Option<f64>,
 }
 
 // Defaults for a device without calibrated values (the presets in configs/hardware set their
@@ -165,6 +174,8 @@ pub struct Gpu {
     vector: [Option<f64>; 8],
     /// Clock relative to the kernel measurements' (the rated power's): the power limit's.
     clock: f64,
+    /// The matrix engines' clock under their own power draw (`matrix_pj_per_flop`).
+    matrix_power: Option<power::MatrixPower>,
     /// `params.attention` by kind code (no map lookup on the hot path).
     attention: [Option<AttentionParams>; 4],
     /// `params.matmul_scaling_efficiency` by scaling code.
@@ -257,6 +268,25 @@ impl Gpu {
             static_power_fraction: p.static_power_fraction,
         }
         .clock_ratio()?;
+        let matrix_power = match p.matrix_pj_per_flop {
+            None => None,
+            Some(pj) => {
+                positive("matrix_pj_per_flop", pj)?;
+                let peak16 = matrix[DType::Bf16.code() as usize]
+                    .or(matrix[DType::Fp16.code() as usize])
+                    .ok_or_else(|| PluginError::Params {
+                        path: "matrix_pj_per_flop".into(),
+                        message: "needs a bf16 or fp16 matrix peak (the energy is per 16-bit FLOP)"
+                            .into(),
+                    })?;
+                let power = PowerParams {
+                    rated_power_w: p.rated_power_w,
+                    power_limit_w: p.power_limit_w,
+                    static_power_fraction: p.static_power_fraction,
+                };
+                Some(power.matrix_power(pj * 1e-12 * peak16)?)
+            }
+        };
         if p.min_tile_m == 0 || p.min_tile_m > p.tile_m {
             return Err(PluginError::Params {
                 path: "min_tile_m".into(),
@@ -275,6 +305,7 @@ impl Gpu {
             matrix,
             vector,
             clock,
+            matrix_power,
             attention,
             scaling,
         })
@@ -331,9 +362,16 @@ impl ComputeUnit for Gpu {
                     self.gemm_efficiency(a.q_len, a.kv_len, a.head_dim, a.batch * a.heads, a.dtype)
                 }
             },
-            ComputeOp::Vector(_) => self.params.vector_efficiency,
+            ComputeOp::Vector(_) => {
+                return (self.params.vector_efficiency * self.clock).clamp(1e-4, 1.0)
+            }
         };
-        (e * self.clock).clamp(1e-4, 1.0)
+        // The matrix engines: at the clock their own draw leaves, or the limit's.
+        let clock = match &self.matrix_power {
+            Some(m) => m.clock(e),
+            None => self.clock,
+        };
+        (e * clock).clamp(1e-4, 1.0)
     }
 
     fn launch_overhead(&self) -> Seconds {
@@ -402,6 +440,7 @@ pub static PARAMS: &[ParamSpec] = &[
     ParamSpec::with_default("attention", ParamType::Table, "", "{}", "tables per kernel family: flash, flash3, cudnn", "flash-attention efficiency per kernel family (forward, backward, head_dim_half, kv_overhead, q_tile, ...)", "fitted per die on configs/validation/kernels.toml"),
     ParamSpec::derived("rated_power_w", ParamType::Float, "W", "none: no power model", "> 0", "the power the peaks and efficiencies hold at (the TDP)", "the device's datasheet"),
     ParamSpec::derived("power_limit_w", ParamType::Float, "W", "the rated power", "(0, rated_power_w]", "the power limit the device runs under (a limit only lowers the clock)", "the system's configuration"),
+    ParamSpec::derived("matrix_pj_per_flop", ParamType::Float, "pJ", "none: the efficiencies hold at the rated power", "> 0; needs rated_power_w", "dynamic energy of a 16-bit matrix FLOP at the datasheet clock: the efficiencies then hold at that clock and a GEMM runs at the clock its power draw leaves within the rated power or the limit", "fitted to kernel tables with the GEMM terms (crates/perfcast-validation/src/kernel_tables.rs)"),
     ParamSpec::derived("static_power_fraction", ParamType::Float, "", "0.15 (power::DEFAULT_STATIC_FRACTION)", "[0, 1)", "the clock-independent part of the rated power", "bounded by idle draw at full clocks: H100 SXM 100-145 W of 700 W (0.14-0.21; wilicc/gpu-burn#114, NVIDIA-NeMo#9291), A100 62 W of 400 W (0.16); the clock at 500 W of 700 W moves 0.88-0.86 over 0.10-0.20"),
 ];
 
@@ -485,5 +524,73 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("smcount"), "{e}");
+        // The matrix power model: (params, what the error names).
+        let table = [
+            (json!({"matrix_pj_per_flop": 1.0}), "rated_power_w"),
+            (
+                json!({"matrix_pj_per_flop": -1.0, "rated_power_w": 700.0}),
+                "matrix_pj_per_flop",
+            ),
+            (
+                json!({"matrix_pj_per_flop": 1.0, "rated_power_w": 700.0, "power_limit_w": 800.0}),
+                "power_limit_w",
+            ),
+        ];
+        for (extra, what) in table {
+            let mut p = json!({"matrix_tflops": {"bf16": 1000.0}, "vector_tflops": {"fp32": 60.0}, "sm_count": 132});
+            for (k, v) in extra.as_object().unwrap() {
+                p[k] = v.clone();
+            }
+            let e = build(&p).err().unwrap().to_string();
+            assert!(e.contains(what), "{extra}: {e}");
+        }
+        let e = build(&json!({"matrix_tflops": {"fp8": 1000.0}, "vector_tflops": {"fp32": 60.0}, "sm_count": 132, "matrix_pj_per_flop": 1.0, "rated_power_w": 700.0}))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("bf16 or fp16"), "{e}");
+    }
+
+    /// With the matrix engines' power draw, a big GEMM runs at the clock its draw leaves and a
+    /// small one at the datasheet clock; without it, at the rated power's.
+    #[test]
+    fn matrix_power_throttles_big_gemms_only() {
+        let p = |pj: Option<f64>| {
+            let mut p = json!({"matrix_tflops": {"bf16": 1000.0}, "vector_tflops": {"fp32": 60.0},
+                "sm_count": 132, "matmul_efficiency": 0.9, "rated_power_w": 700.0});
+            if let Some(pj) = pj {
+                p["matrix_pj_per_flop"] = json!(pj);
+            }
+            Gpu::new(params::parse(&p).unwrap()).unwrap()
+        };
+        let gemm = |m: u64, n: u64, k: u64| {
+            ComputeOp::Gemm(perfcast_core::Gemm {
+                m,
+                n,
+                k,
+                batch: 1,
+                a: DType::Bf16,
+                b: DType::Bf16,
+                out: DType::Bf16,
+                scaling: perfcast_core::GemmScaling::Tensor,
+            })
+        };
+        // 1 pJ x 1000 TFLOP/s = 1000 W at the peak; 595 W of budget (700 W less 15%).
+        let (plain, hot) = (p(None), p(Some(1.0)));
+        let big = gemm(8192, 8192, 8192);
+        let e0 = plain.efficiency(&big);
+        let want = e0 * (595.0f64 / (1000.0 * e0)).cbrt();
+        assert!((hot.efficiency(&big) - want).abs() < 1e-12, "{want}");
+        let small = gemm(16, 1024, 1024);
+        assert_eq!(hot.efficiency(&small), plain.efficiency(&small));
+        let v = ComputeOp::Vector(perfcast_core::VectorOp {
+            kind: perfcast_core::VectorOpKind::Elementwise,
+            elements: 1 << 20,
+            flops_per_element: 1.0,
+            bytes_per_element: 4.0,
+            dtype: DType::Fp32,
+            launches: 1,
+        });
+        assert_eq!(hot.efficiency(&v), plain.efficiency(&v));
     }
 }

@@ -80,6 +80,61 @@ impl PowerParams {
         }
         Ok(((limit - floor) / (rated - floor)).cbrt())
     }
+
+    /// The matrix engines' power model for a device whose dynamic power at the 16-bit matrix
+    /// peak and the datasheet clock is `full_power_w` ([`MatrixPower`]), or why the
+    /// parameters are invalid.
+    pub fn matrix_power(&self, full_power_w: f64) -> Result<MatrixPower, PluginError> {
+        positive("matrix power at the datasheet peak", full_power_w)?;
+        let rated = self.rated_power_w.ok_or_else(|| PluginError::Params {
+            path: "rated_power_w".into(),
+            message: "needed with matrix_pj_per_flop: the power budget a GEMM runs within".into(),
+        })?;
+        positive("rated_power_w", rated)?;
+        // The limit is checked by `clock_ratio` (at most the rated power, above the static).
+        self.clock_ratio()?;
+        let s = self
+            .static_power_fraction
+            .unwrap_or(DEFAULT_STATIC_FRACTION);
+        let limit = self.power_limit_w.unwrap_or(rated);
+        Ok(MatrixPower {
+            budget_w: limit - s * rated,
+            full_w: full_power_w,
+        })
+    }
+}
+
+/// The clock a matrix-engine load sustains within a power budget.
+///
+/// At the datasheet clock, a GEMM that keeps a fraction `u` of the matrix peak busy draws
+/// `u · full_w` of dynamic power (the work per second times the energy per operation). When
+/// that exceeds the budget (the limit less the static power) the power manager lowers the
+/// clock to `r`, where the draw `u · full_w · r³` (the work rate falls with `r`, the energy
+/// per operation with `V² ∝ r²`: the cube law above) meets it:
+/// `r = min(1, (budget / (u · full_w))^(1/3))`. Big GEMMs then run below the datasheet clock
+/// and small ones at it: on the kernel tables, GB200 (1,200 W) runs large bf16 GEMMs 7%
+/// faster than B200 (1,000 W) with the same chip and peak, `(1200 / 1000)^(1/3) = 1.063`.
+/// A GEMM of a narrower format at its own (doubled) peak is taken to draw what a 16-bit one
+/// does at the 16-bit peak (ASSUMPTION: the doubled throughput comes from narrower
+/// multipliers in the same power envelope).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MatrixPower {
+    /// Power left for the clock-dependent part: the limit (or rated power) less the static.
+    pub budget_w: f64,
+    /// Dynamic power at the 16-bit matrix peak and the datasheet clock.
+    pub full_w: f64,
+}
+
+impl MatrixPower {
+    /// The clock ratio a load at fraction `utilisation` of the peak sustains.
+    pub fn clock(&self, utilisation: f64) -> f64 {
+        let need = self.full_w * utilisation;
+        if need <= self.budget_w {
+            1.0
+        } else {
+            (self.budget_w / need).cbrt()
+        }
+    }
 }
 
 #[cfg(test)]
@@ -119,5 +174,47 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("rated_power_w"), "{e}");
+    }
+
+    #[test]
+    fn matrix_clock_table() {
+        let p = |limit: Option<f64>| PowerParams {
+            rated_power_w: Some(1000.0),
+            power_limit_w: limit,
+            static_power_fraction: None,
+        };
+        let full = 2000.0;
+        // (limit, utilisation, clock): the budget is the limit less 150 W of static power.
+        let table = [
+            (None, 0.0, 1.0),
+            (None, 0.4, 1.0),
+            (None, 0.425, 1.0),
+            (None, 0.8, (850.0f64 / 1600.0).cbrt()),
+            (Some(600.0), 0.8, (450.0f64 / 1600.0).cbrt()),
+            (Some(1000.0), 1.0, (850.0f64 / 2000.0).cbrt()),
+        ];
+        for (limit, u, want) in table {
+            let r = p(limit).matrix_power(full).unwrap().clock(u);
+            assert!((r - want).abs() < 1e-12, "{limit:?} {u}: {r}");
+        }
+        // More power, a faster big GEMM, by the cube root of the budgets.
+        let at = |rated: f64| {
+            PowerParams {
+                rated_power_w: Some(rated),
+                ..PowerParams::default()
+            }
+            .matrix_power(full)
+            .unwrap()
+            .clock(0.9)
+        };
+        assert!((at(1200.0) / at(1000.0) - 1.2f64.cbrt()).abs() < 1e-12);
+        for (params, what) in [
+            (PowerParams::default(), "rated_power_w"),
+            (p(Some(1200.0)), "above the rated power"),
+        ] {
+            let e = params.matrix_power(full).unwrap_err().to_string();
+            assert!(e.contains(what), "{e}");
+        }
+        assert!(p(None).matrix_power(0.0).is_err());
     }
 }
