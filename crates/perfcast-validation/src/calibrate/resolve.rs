@@ -23,24 +23,7 @@ pub(super) fn resolve(
         param: label.clone(),
         message,
     };
-    // Current values of the keys where the configuration has them.
-    let mut values = Vec::new();
-    for key in &spec.keys {
-        for p in prepared {
-            let Some(k) = p.keys() else { continue };
-            if k.contains(key) {
-                match k.number(key) {
-                    Some(v) => values.push((key.as_str(), v)),
-                    None => {
-                        return Err(refused(format!(
-                            "`{key}` is not a number in the configuration of case `{}` (only numeric keys can be fitted)",
-                            p.case.id
-                        )))
-                    }
-                }
-            }
-        }
-    }
+    let values = current_values(prepared, spec).map_err(refused)?;
     let known = (!values.is_empty())
         .then(|| values.iter().map(|(_, v)| v).sum::<f64>() / values.len() as f64);
     let distinct: BTreeSet<String> = values.iter().map(|(_, v)| v.to_string()).collect();
@@ -133,6 +116,33 @@ pub(super) fn resolve(
         start,
         per_case,
     }))
+}
+
+/// The current values of `spec`'s keys where the cases' configurations have them (every
+/// case's, so a key set differently by two presets shows twice); a key that is not a number
+/// there is refused.
+fn current_values<'s>(
+    prepared: &[Prepared],
+    spec: &'s ParamSpec,
+) -> std::result::Result<Vec<(&'s str, f64)>, String> {
+    let mut values = Vec::new();
+    for key in &spec.keys {
+        for p in prepared {
+            let Some(k) = p.keys() else { continue };
+            if k.contains(key) {
+                match k.number(key) {
+                    Some(v) => values.push((key.as_str(), v)),
+                    None => {
+                        return Err(format!(
+                            "`{key}` is not a number in the configuration of case `{}` (only numeric keys can be fitted)",
+                            p.case.id
+                        ))
+                    }
+                }
+            }
+        }
+    }
+    Ok(values)
 }
 
 /// Both bounds must be values the plugins and engines accept (checked on the first case each
