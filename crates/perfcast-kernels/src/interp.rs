@@ -142,10 +142,10 @@ impl Clone for Timings {
     }
 }
 
-/// A multiplicative hasher for the memo's small integer keys (the queries are perfcast's
+/// A multiplicative hasher for the memos' small integer keys (the queries are perfcast's
 /// own: no need for SipHash's flooding resistance).
 #[derive(Default, Clone, Copy)]
-struct Mix(u64);
+pub(crate) struct Mix(u64);
 
 impl Hasher for Mix {
     fn write(&mut self, bytes: &[u8]) {

@@ -55,14 +55,18 @@
 //! training's attention (forward and backward) does not come from them.
 
 use crate::catalog::Catalog;
+use crate::interp::Mix;
 use crate::interp::{Path, Timings};
 use crate::op::{Op, MAX_SHAPE};
 use perfcast_core::op::{Attention, ComputeOp, Gemm, RoutedExperts};
+use perfcast_core::MemoryTier;
 use perfcast_core::{
     ComputeUnit, DType, Engine, FlopRate, GemmScaling, MemoryHierarchy, ModelError, OpTime, Seconds,
 };
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::OnceLock;
+use std::sync::{Arc, Mutex};
 
 /// The table `dtype` that times a GEMM's operands and scaling, if any.
 pub fn gemm_dtype(g: &Gemm) -> Option<&'static str> {
@@ -110,6 +114,34 @@ pub struct MeasuredCompute {
     kernels: Vec<(&'static str, Option<String>)>,
     /// The inner unit's clock relative to the measurements' ([`ComputeUnit::clock_ratio`]).
     clock: f64,
+    /// GEMM times already answered ([`ComputeUnit::op_time`]).
+    gemms: Mutex<GemmMemo>,
+}
+
+/// GEMM times a unit has answered on one memory hierarchy: a unit is shared by every engine
+/// built on its system (a calibration builds one per evaluation, a search one per plan), and
+/// they ask the same GEMMs again and again. Exact (a time is a pure function of the GEMM and
+/// the hierarchy), bounded ([`GEMM_MEMO_CAPACITY`], then emptied), emptied when asked on
+/// another hierarchy (whose tiers it holds, so they are compared by identity), and never
+/// waited on.
+#[derive(Default)]
+struct GemmMemo {
+    tiers: Vec<Arc<dyn MemoryTier>>,
+    times: HashMap<Gemm, OpTime, BuildHasherDefault<Mix>>,
+}
+
+/// GEMM times kept at most per unit before the memo starts again (~100 bytes each).
+const GEMM_MEMO_CAPACITY: usize = 1 << 18;
+
+impl GemmMemo {
+    fn on(&self, memory: &MemoryHierarchy) -> bool {
+        self.tiers.len() == memory.tiers.len()
+            && self
+                .tiers
+                .iter()
+                .zip(&memory.tiers)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
+    }
 }
 
 impl MeasuredCompute {
@@ -139,6 +171,7 @@ impl MeasuredCompute {
             } else {
                 1.0
             },
+            gemms: Mutex::default(),
         }
     }
 
@@ -475,10 +508,31 @@ impl ComputeUnit for MeasuredCompute {
     }
 
     fn op_time(&self, op: &ComputeOp, memory: &MemoryHierarchy) -> Result<OpTime, ModelError> {
-        let analytical = self.inner.op_time(op, memory)?;
         let ComputeOp::Gemm(g) = op else {
-            return Ok(analytical);
+            return self.inner.op_time(op, memory);
         };
+        if let Ok(memo) = self.gemms.try_lock() {
+            if let Some(t) = memo.times.get(g).filter(|_| memo.on(memory)) {
+                return Ok(*t);
+            }
+        }
+        let t = self.gemm_op_time(g, memory)?;
+        if let Ok(mut memo) = self.gemms.try_lock() {
+            if !memo.on(memory) || memo.times.len() >= GEMM_MEMO_CAPACITY {
+                memo.times.clear();
+                memo.tiers = memory.tiers.clone();
+            }
+            memo.times.insert(*g, t);
+        }
+        Ok(t)
+    }
+}
+
+impl MeasuredCompute {
+    /// [`ComputeUnit::op_time`] of a GEMM, not memoised.
+    fn gemm_op_time(&self, g: &Gemm, memory: &MemoryHierarchy) -> Result<OpTime, ModelError> {
+        let op = &ComputeOp::Gemm(*g);
+        let analytical = self.inner.op_time(op, memory)?;
         let Some((mut t, _)) = self.gemm_time(g) else {
             return Ok(analytical);
         };
@@ -639,10 +693,16 @@ mod tests {
             ])
         };
         let op = ComputeOp::Gemm(gemm(64, 1, DType::Bf16));
-        let warm = u.op_time(&op, &slow(50e6)).unwrap().time.0;
+        let (big, small) = (slow(50e6), slow(1e6));
+        let warm = u.op_time(&op, &big).unwrap().time.0;
         assert!(warm > 1e-3, "{warm}");
-        let cold = u.op_time(&op, &slow(1e6)).unwrap().time.0;
+        let cold = u.op_time(&op, &small).unwrap().time.0;
         assert!((cold - 64e-6).abs() < 1e-12, "{cold}");
+        // The GEMM memo answers per hierarchy: asked again on each, each's own time.
+        for _ in 0..2 {
+            assert_eq!(u.op_time(&op, &small).unwrap().time.0, cold);
+            assert_eq!(u.op_time(&op, &big).unwrap().time.0, warm);
+        }
     }
 
     /// A toy MoE table: hidden 1024, inter 512, top 2 of 8 experts, ep 2; latency linear in
