@@ -223,7 +223,7 @@ impl AttentionKind {
 }
 
 /// The attention core (after the QKV projection, before the output projection).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Attention {
     /// Sequences (micro-batch).
     pub batch: u64,

@@ -114,26 +114,30 @@ pub struct MeasuredCompute {
     kernels: Vec<(&'static str, Option<String>)>,
     /// The inner unit's clock relative to the measurements' ([`ComputeUnit::clock_ratio`]).
     clock: f64,
-    /// GEMM times already answered ([`ComputeUnit::op_time`]).
-    gemms: Mutex<GemmMemo>,
+    /// GEMM and inference attention times already answered.
+    memo: Mutex<Memo>,
 }
 
-/// GEMM times a unit has answered on one memory hierarchy: a unit is shared by every engine
-/// built on its system (a calibration builds one per evaluation, a search one per plan), and
-/// they ask the same GEMMs again and again. Exact (a time is a pure function of the GEMM and
-/// the hierarchy), bounded ([`GEMM_MEMO_CAPACITY`], then emptied), emptied when asked on
-/// another hierarchy (whose tiers it holds, so they are compared by identity), and never
-/// waited on.
+/// Times a unit has answered on one memory hierarchy: a unit is shared by every engine built
+/// on its system (a calibration builds one per evaluation, a search one per plan), and they
+/// ask the same GEMMs and attention cores again and again. Exact (a time is a pure function
+/// of the op and the hierarchy), bounded ([`MEMO_CAPACITY`] per kind, then emptied), emptied
+/// when asked on another hierarchy (whose tiers it holds, so they are compared by identity),
+/// and never waited on.
 #[derive(Default)]
-struct GemmMemo {
+struct Memo {
     tiers: Vec<Arc<dyn MemoryTier>>,
-    times: HashMap<Gemm, OpTime, BuildHasherDefault<Mix>>,
+    /// [`ComputeUnit::op_time`] of GEMMs.
+    gemms: HashMap<Gemm, OpTime, BuildHasherDefault<Mix>>,
+    /// [`ComputeUnit::inference_attention_time`] by attention core and KV-cache format.
+    attention: HashMap<(Attention, DType), Option<Seconds>, BuildHasherDefault<Mix>>,
 }
 
-/// GEMM times kept at most per unit before the memo starts again (~100 bytes each).
-const GEMM_MEMO_CAPACITY: usize = 1 << 18;
+/// Answers of one kind kept at most per unit before that memo starts again (~100 bytes
+/// each).
+const MEMO_CAPACITY: usize = 1 << 18;
 
-impl GemmMemo {
+impl Memo {
     fn on(&self, memory: &MemoryHierarchy) -> bool {
         self.tiers.len() == memory.tiers.len()
             && self
@@ -141,6 +145,39 @@ impl GemmMemo {
                 .iter()
                 .zip(&memory.tiers)
                 .all(|(a, b)| Arc::ptr_eq(a, b))
+    }
+}
+
+impl MeasuredCompute {
+    /// `answer()` for `key` in the memo `of` selects, from it when it is there.
+    fn memoised<K: std::hash::Hash + Eq, V: Copy>(
+        &self,
+        memory: &MemoryHierarchy,
+        of: fn(&mut Memo) -> &mut HashMap<K, V, BuildHasherDefault<Mix>>,
+        key: K,
+        answer: impl FnOnce() -> Result<V, ModelError>,
+    ) -> Result<V, ModelError> {
+        if let Ok(mut memo) = self.memo.try_lock() {
+            if memo.on(memory) {
+                if let Some(v) = of(&mut memo).get(&key) {
+                    return Ok(*v);
+                }
+            }
+        }
+        let v = answer()?;
+        if let Ok(mut memo) = self.memo.try_lock() {
+            if !memo.on(memory) {
+                memo.gemms.clear();
+                memo.attention.clear();
+                memo.tiers = memory.tiers.clone();
+            }
+            let map = of(&mut memo);
+            if map.len() >= MEMO_CAPACITY {
+                map.clear();
+            }
+            map.insert(key, v);
+        }
+        Ok(v)
     }
 }
 
@@ -171,7 +208,7 @@ impl MeasuredCompute {
             } else {
                 1.0
             },
-            gemms: Mutex::default(),
+            memo: Mutex::default(),
         }
     }
 
@@ -468,16 +505,12 @@ impl ComputeUnit for MeasuredCompute {
         kv: DType,
         memory: &MemoryHierarchy,
     ) -> Result<Option<Seconds>, ModelError> {
-        let Some(mut t) = self.attention_time(a, kv)? else {
-            return self.inner.inference_attention_time(a, kv, memory);
-        };
-        // Timed again and again on the same cache: one that fits on chip ran warm there, while
-        // in a model each layer reads its own from device memory.
-        let op = ComputeOp::Attention(*a);
-        if op.min_bytes().0 <= memory.on_chip_capacity().0 {
-            t = t.max(self.inner.op_time(&op, memory)?.memory.0 * self.clock);
-        }
-        Ok(Some(Seconds(t / self.clock)))
+        self.memoised(
+            memory,
+            |m| &mut m.attention,
+            (*a, kv),
+            || self.attention_op_time(a, kv, memory),
+        )
     }
 
     fn routed_experts_time(&self, e: &RoutedExperts) -> Result<Option<Seconds>, ModelError> {
@@ -511,24 +544,35 @@ impl ComputeUnit for MeasuredCompute {
         let ComputeOp::Gemm(g) = op else {
             return self.inner.op_time(op, memory);
         };
-        if let Ok(memo) = self.gemms.try_lock() {
-            if let Some(t) = memo.times.get(g).filter(|_| memo.on(memory)) {
-                return Ok(*t);
-            }
-        }
-        let t = self.gemm_op_time(g, memory)?;
-        if let Ok(mut memo) = self.gemms.try_lock() {
-            if !memo.on(memory) || memo.times.len() >= GEMM_MEMO_CAPACITY {
-                memo.times.clear();
-                memo.tiers = memory.tiers.clone();
-            }
-            memo.times.insert(*g, t);
-        }
-        Ok(t)
+        self.memoised(
+            memory,
+            |m| &mut m.gemms,
+            *g,
+            || self.gemm_op_time(g, memory),
+        )
     }
 }
 
 impl MeasuredCompute {
+    /// [`ComputeUnit::inference_attention_time`], not memoised.
+    fn attention_op_time(
+        &self,
+        a: &Attention,
+        kv: DType,
+        memory: &MemoryHierarchy,
+    ) -> Result<Option<Seconds>, ModelError> {
+        let Some(mut t) = self.attention_time(a, kv)? else {
+            return self.inner.inference_attention_time(a, kv, memory);
+        };
+        // Timed again and again on the same cache: one that fits on chip ran warm there, while
+        // in a model each layer reads its own from device memory.
+        let op = ComputeOp::Attention(*a);
+        if op.min_bytes().0 <= memory.on_chip_capacity().0 {
+            t = t.max(self.inner.op_time(&op, memory)?.memory.0 * self.clock);
+        }
+        Ok(Some(Seconds(t / self.clock)))
+    }
+
     /// [`ComputeUnit::op_time`] of a GEMM, not memoised.
     fn gemm_op_time(&self, g: &Gemm, memory: &MemoryHierarchy) -> Result<OpTime, ModelError> {
         let op = &ComputeOp::Gemm(*g);
@@ -927,6 +971,9 @@ mod tests {
             .unwrap()
             .0;
         assert!((t - 4.194304e-3 / 0.8).abs() < 1e-12, "{t}");
+        // Asked again: the memo's answer, the same.
+        let again = capped.inference_attention_time(&attention(1, 2048, 2048), DType::Fp8, &mem);
+        assert_eq!(again.unwrap().unwrap().0, t);
         assert_eq!(
             unit()
                 .inference_attention_time(&attention(1, 2048, 2048), DType::Fp8, &mem)
