@@ -26,6 +26,7 @@ pub mod error;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
 pub mod hardware;
+pub mod hash;
 pub mod op;
 pub mod parallel;
 pub mod param_spec;

@@ -20,8 +20,8 @@
 
 use crate::op::{MAX_CATEGORICAL, MAX_SHAPE};
 use crate::table::{KernelTable, Row};
+use perfcast_core::hash::MixState;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
 /// How a time was found.
@@ -129,7 +129,7 @@ pub struct Timings {
     pub table: KernelTable,
     /// The table's variants (categorical value indices) and their row counts, found once.
     variants: Vec<([u16; MAX_CATEGORICAL], usize)>,
-    memo: Mutex<HashMap<Query, Option<Lookup>, BuildHasherDefault<Mix>>>,
+    memo: Mutex<HashMap<Query, Option<Lookup>, MixState>>,
 }
 
 impl Clone for Timings {
@@ -139,37 +139,6 @@ impl Clone for Timings {
             variants: self.variants.clone(),
             memo: Mutex::default(),
         }
-    }
-}
-
-/// A multiplicative hasher for the memos' small integer keys (the queries are perfcast's
-/// own: no need for SipHash's flooding resistance).
-#[derive(Default, Clone, Copy)]
-pub(crate) struct Mix(u64);
-
-impl Hasher for Mix {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for w in &mut words {
-            self.write_u64(u64::from_le_bytes(w.try_into().unwrap_or_default()));
-        }
-        for b in words.remainder() {
-            self.write_u64(*b as u64);
-        }
-    }
-    fn write_u16(&mut self, x: u16) {
-        self.write_u64(x as u64);
-    }
-    fn write_usize(&mut self, x: usize) {
-        self.write_u64(x as u64);
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0 ^ x)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            .rotate_left(29);
-    }
-    fn finish(&self) -> u64 {
-        self.0
     }
 }
 

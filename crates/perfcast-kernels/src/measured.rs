@@ -55,16 +55,15 @@
 //! training's attention (forward and backward) does not come from them.
 
 use crate::catalog::Catalog;
-use crate::interp::Mix;
 use crate::interp::{Path, Timings};
 use crate::op::{Op, MAX_SHAPE};
+use perfcast_core::hash::MixState;
 use perfcast_core::op::{Attention, ComputeOp, Gemm, RoutedExperts};
 use perfcast_core::MemoryTier;
 use perfcast_core::{
     ComputeUnit, DType, Engine, FlopRate, GemmScaling, MemoryHierarchy, ModelError, OpTime, Seconds,
 };
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 
@@ -128,9 +127,9 @@ pub struct MeasuredCompute {
 struct Memo {
     tiers: Vec<Arc<dyn MemoryTier>>,
     /// [`ComputeUnit::op_time`] of GEMMs.
-    gemms: HashMap<Gemm, OpTime, BuildHasherDefault<Mix>>,
+    gemms: HashMap<Gemm, OpTime, MixState>,
     /// [`ComputeUnit::inference_attention_time`] by attention core and KV-cache format.
-    attention: HashMap<(Attention, DType), Option<Seconds>, BuildHasherDefault<Mix>>,
+    attention: HashMap<(Attention, DType), Option<Seconds>, MixState>,
 }
 
 /// Answers of one kind kept at most per unit before that memo starts again (~100 bytes
@@ -153,7 +152,7 @@ impl MeasuredCompute {
     fn memoised<K: std::hash::Hash + Eq, V: Copy>(
         &self,
         memory: &MemoryHierarchy,
-        of: fn(&mut Memo) -> &mut HashMap<K, V, BuildHasherDefault<Mix>>,
+        of: fn(&mut Memo) -> &mut HashMap<K, V, MixState>,
         key: K,
         answer: impl FnOnce() -> Result<V, ModelError>,
     ) -> Result<V, ModelError> {

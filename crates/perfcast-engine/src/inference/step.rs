@@ -24,9 +24,9 @@ use perfcast_core::op::{Collective, CollectiveKind, ComputeOp};
 use perfcast_core::workload::LayerSpans;
 use perfcast_core::ModelError;
 
+use perfcast_core::hash::MixState;
 use perfcast_core::Bytes;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// A prefill chunk of one sequence in a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,32 +138,11 @@ pub struct StepCosts<'a> {
     groups: Vec<(u32, u32, u64)>,
     /// Attention cores already timed: (sequences, new tokens each, prior or attended
     /// context, decode kernel, eager) -> (busy, overhead) of one layer.
-    attention: HashMap<AttentionKey, (f64, f64), BuildHasherDefault<Mix>>,
+    attention: HashMap<AttentionKey, (f64, f64), MixState>,
 }
 
 /// (sequences, new tokens each, prior or attended context, decode kernel, eager).
 type AttentionKey = (u64, u64, u64, bool, bool);
-
-/// A multiplicative hasher for the small integer keys of the attention memo (no need for
-/// SipHash's flooding resistance: the keys are the simulator's own).
-#[derive(Default, Clone, Copy)]
-struct Mix(u64);
-
-impl Hasher for Mix {
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(*b as u64);
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0 ^ x)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            .rotate_left(29);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
 
 fn memo(
     table: &mut Vec<f64>,
