@@ -54,8 +54,8 @@ pub struct Args {
     /// Leave out the cases simulated as serving runs (modes `server` and
     /// `offline-max-throughput`): each simulates hundreds to thousands of requests (an offline
     /// run once, then its schedule re-timed; a run under a rate at every evaluation, and its
-    /// TTFT moves in steps), so a fit with them takes tens of minutes (42 for the public
-    /// file's default run: configs/validation/CALIBRATION.md, Speed).
+    /// TTFT moves in steps), so a fit with them takes minutes (14 for the public file's
+    /// default run on two cores: configs/validation/CALIBRATION.md, Speed).
     #[arg(long)]
     pub exclude_serving: bool,
     /// Objective evaluations allowed per block of a fit (the full fit and each fold).
