@@ -122,7 +122,9 @@ pub struct MeasuredCompute {
 /// ask the same GEMMs and attention cores again and again. Exact (a time is a pure function
 /// of the op and the hierarchy), bounded ([`MEMO_CAPACITY`] per kind, then emptied), emptied
 /// when asked on another hierarchy (whose tiers it holds, so they are compared by identity),
-/// and never waited on.
+/// and never waited on. A unit shared by systems of different hierarchies (a calibration of
+/// the unit's own parameters shares each evaluation's unit among the cases of a preset)
+/// alternates between them and gains nothing, still exactly.
 #[derive(Default)]
 struct Memo {
     tiers: Vec<Arc<dyn MemoryTier>>,
@@ -144,39 +146,6 @@ impl Memo {
                 .iter()
                 .zip(&memory.tiers)
                 .all(|(a, b)| Arc::ptr_eq(a, b))
-    }
-}
-
-impl MeasuredCompute {
-    /// `answer()` for `key` in the memo `of` selects, from it when it is there.
-    fn memoised<K: std::hash::Hash + Eq, V: Copy>(
-        &self,
-        memory: &MemoryHierarchy,
-        of: fn(&mut Memo) -> &mut HashMap<K, V, MixState>,
-        key: K,
-        answer: impl FnOnce() -> Result<V, ModelError>,
-    ) -> Result<V, ModelError> {
-        if let Ok(mut memo) = self.memo.try_lock() {
-            if memo.on(memory) {
-                if let Some(v) = of(&mut memo).get(&key) {
-                    return Ok(*v);
-                }
-            }
-        }
-        let v = answer()?;
-        if let Ok(mut memo) = self.memo.try_lock() {
-            if !memo.on(memory) {
-                memo.gemms.clear();
-                memo.attention.clear();
-                memo.tiers = memory.tiers.clone();
-            }
-            let map = of(&mut memo);
-            if map.len() >= MEMO_CAPACITY {
-                map.clear();
-            }
-            map.insert(key, v);
-        }
-        Ok(v)
     }
 }
 
@@ -553,6 +522,37 @@ impl ComputeUnit for MeasuredCompute {
 }
 
 impl MeasuredCompute {
+    /// `answer()` for `key` in the memo `of` selects, from it when it is there.
+    fn memoised<K: std::hash::Hash + Eq, V: Copy>(
+        &self,
+        memory: &MemoryHierarchy,
+        of: fn(&mut Memo) -> &mut HashMap<K, V, MixState>,
+        key: K,
+        answer: impl FnOnce() -> Result<V, ModelError>,
+    ) -> Result<V, ModelError> {
+        if let Ok(mut memo) = self.memo.try_lock() {
+            if memo.on(memory) {
+                if let Some(v) = of(&mut memo).get(&key) {
+                    return Ok(*v);
+                }
+            }
+        }
+        let v = answer()?;
+        if let Ok(mut memo) = self.memo.try_lock() {
+            if !memo.on(memory) {
+                memo.gemms.clear();
+                memo.attention.clear();
+                memo.tiers = memory.tiers.clone();
+            }
+            let map = of(&mut memo);
+            if map.len() >= MEMO_CAPACITY {
+                map.clear();
+            }
+            map.insert(key, v);
+        }
+        Ok(v)
+    }
+
     /// [`ComputeUnit::inference_attention_time`], not memoised.
     fn attention_op_time(
         &self,
