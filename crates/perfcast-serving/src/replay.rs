@@ -122,6 +122,15 @@ impl Run<'_, '_> {
         }
     }
 
+    /// The recorder and the step whose end is being handled, when one is.
+    fn step_ending(&mut self) -> Option<(&mut Recorder, u32)> {
+        let r = self.rec.as_deref_mut()?;
+        match r.now {
+            Some(At::End(k)) => Some((r, k)),
+            _ => None,
+        }
+    }
+
     /// Instance `i`'s KV occupancy is about to change.
     #[cold]
     #[inline(never)]
@@ -138,10 +147,8 @@ impl Run<'_, '_> {
     #[cold]
     #[inline(never)]
     pub(super) fn note_first(&mut self, s: usize) {
-        if let Some(r) = &mut self.rec {
-            if let Some(At::End(k)) = r.now {
-                r.first[s] = k;
-            }
+        if let Some((r, k)) = self.step_ending() {
+            r.first[s] = k;
         }
     }
 
@@ -149,10 +156,8 @@ impl Run<'_, '_> {
     #[cold]
     #[inline(never)]
     pub(super) fn note_finish(&mut self, s: u32) {
-        if let Some(r) = &mut self.rec {
-            if let Some(At::End(k)) = r.now {
-                r.finish[s as usize] = k;
-            }
+        if let Some((r, k)) = self.step_ending() {
+            r.finish[s as usize] = k;
         }
     }
 
@@ -160,10 +165,8 @@ impl Run<'_, '_> {
     #[cold]
     #[inline(never)]
     pub(super) fn note_released(&mut self, s: usize) {
-        if let Some(r) = &mut self.rec {
-            if let Some(At::End(k)) = r.now {
-                r.released[s] = k;
-            }
+        if let Some((r, k)) = self.step_ending() {
+            r.released[s] = k;
         }
     }
 }

@@ -229,9 +229,6 @@ pub fn workload(case: &Case) -> Result<WorkloadSpec> {
     })
 }
 
-/// Simulate a serving case on `inf` (the case's inference engine: its model, its system and
-/// the options of its software stack, with any overlay applied): the report and the serving
-/// profile used.
 /// How a serving case's run is had: simulated; simulated, recording its schedule where it
 /// does not depend on step times; or that schedule re-timed on the engine (what a
 /// calibration evaluates hundreds of times: [`perfcast_serving::Schedule`]).
@@ -246,7 +243,9 @@ pub enum ServingRun<'s> {
     Replay(&'s Schedule),
 }
 
-/// The serving run of `case` on `inf`, as `how` says.
+/// Run a serving case on `inf` (the case's inference engine: its model, its system and the
+/// options of its software stack, with any overlay applied) as `how` says: the report and
+/// the serving profile used.
 pub fn simulate(
     h: &Harness,
     case: &Case,
