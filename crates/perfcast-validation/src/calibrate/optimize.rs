@@ -8,7 +8,12 @@
 //! (in box units, i.e. a fraction of each parameter's bound range) of the best. Nelder–Mead
 //! can stall on a non-smooth objective, so a converged simplex is restarted around its best
 //! point; the minimiser has converged when a restart does not improve on it by more than
-//! `restart_gain` of the objective (or `ftol`). Running out of evaluations first is reported as not converged, with the best point.
+//! `restart_gain` of the objective (or `ftol`). Such a restart only checks for a stall, so it
+//! stops as soon as its values agree within that gain and its vertices within an eighth of
+//! `step` (a full run to `ftol` and `xtol` found the same minimum in twice the evaluations,
+//! 745 against 433 for the public file's four inference parameters); a restart that does
+//! find a gain is followed by a full run from its best point, then checked again. Running
+//! out of evaluations first is reported as not converged, with the best point.
 //! An objective value of `+inf` marks an infeasible point (a case the engine refuses there).
 
 /// Settings of [`minimize`].
@@ -22,7 +27,7 @@ pub struct Settings {
     pub xtol: f64,
     /// Initial simplex edge (box units).
     pub step: f64,
-    /// Restarts after a convergence, at most.
+    /// Restarts after a convergence (stall checks and the full runs after a gain), at most.
     pub max_restarts: usize,
     /// A restart that improves the objective by less than this fraction of it (or `ftol`)
     /// ends the search (0.5%: on a mean absolute log error of 0.08, 0.0004, i.e. 0.04
@@ -74,9 +79,23 @@ pub fn minimize(mut f: impl FnMut(&[f64]) -> f64, x0: &[f64], s: &Settings) -> M
         };
     }
     let mut restarts = 0;
+    // Whether the next run only checks for a stall (a restart after a full run).
+    let mut check = false;
     loop {
-        let run = simplex(&mut f, &best, fbest, s, &mut evals);
-        let improved = run.f < fbest - s.ftol.max(s.restart_gain * fbest.abs());
+        let gain = s.ftol.max(s.restart_gain * fbest.abs());
+        let run = if check {
+            // It has only to show whether a gain that counts exists: it stops once its
+            // values agree within that gain (a found gain is then refined by a full run).
+            let loose = Settings {
+                ftol: gain,
+                xtol: s.xtol.max(s.step / 8.0),
+                ..*s
+            };
+            simplex(&mut f, &best, fbest, &loose, &mut evals)
+        } else {
+            simplex(&mut f, &best, fbest, s, &mut evals)
+        };
+        let improved = run.f < fbest - gain;
         if run.f < fbest {
             best = run.x;
             fbest = run.f;
@@ -89,9 +108,11 @@ pub fn minimize(mut f: impl FnMut(&[f64]) -> f64, x0: &[f64], s: &Settings) -> M
                 converged: false,
             };
         }
-        if restarts > 0 && !improved {
+        if check && !improved {
             break;
         }
+        // After a full run, check; after a check that found a gain, a full run from there.
+        check = !check || !improved;
         restarts += 1;
         if restarts > s.max_restarts {
             // Still improving after every restart allowed: not a stable minimum.
@@ -292,6 +313,29 @@ mod tests {
         };
         let m = minimize(f, &[0.9, 0.9], &s);
         assert!(!m.converged && m.evals <= 6 && m.f <= f(&[0.9, 0.9]));
+        // The restart after a converged run is a cheaper stall check: on a smooth
+        // four-parameter bowl above 0.1 (a fit's error) it costs less than half the first run.
+        let bowl = |x: &[f64]| {
+            x.iter()
+                .enumerate()
+                .map(|(i, v)| (v - 0.1 * (i + 2) as f64).powi(2))
+                .sum::<f64>()
+                + 0.1
+        };
+        let first = minimize(
+            bowl,
+            &[0.9; 4],
+            &Settings {
+                max_restarts: 0,
+                ..Settings::default()
+            },
+        );
+        let full = minimize(bowl, &[0.9; 4], &Settings::default());
+        assert!(full.converged && !first.converged, "{first:?} {full:?}");
+        assert!(
+            full.evals - first.evals < first.evals / 2,
+            "{first:?} {full:?}"
+        );
         // No parameters: the start, evaluated once.
         let m = minimize(|_| 1.0, &[], &Settings::default());
         assert!(m.converged && m.evals == 1 && m.x.is_empty());
