@@ -431,6 +431,10 @@ fn bad_stacks_are_named() {
             "software.fsdp.prefetch_depth=0",
             "software.fsdp.prefetch_depth",
         ),
+        (
+            "software.parallel.stages_per_rank=1",
+            "software.parallel.stages_per_rank",
+        ),
     ] {
         let cfg = load(&[], &[set]).unwrap();
         let e = Stack::from_config(&cfg, StackKind::Any)

@@ -30,8 +30,10 @@
 //! * **Recompute** `unknown` (not published): the least recompute that fits in device memory
 //!   (none, else selective, else full), the choice a practitioner makes.
 //! * **Interleaving** listed in `assumed` (not published; the schema calls assumed values soft
-//!   inputs): the fastest plan that fits among the interleavings the layers allow
-//!   ([`perfcast_core::parallel::interleaving_degrees`]).
+//!   inputs): an interleaved schedule (`vpp` > 1) on a framework with a default degree
+//!   (`software.parallel.stages_per_rank`: torchtitan's 2) runs that degree; otherwise the
+//!   fastest plan that fits among the interleavings the layers allow
+//!   ([`perfcast_core::parallel::interleaving_degrees`]), the degree a practitioner tunes.
 //! * **Inference**: `fp8`/`fp4` precision is W8A8/W4A4 (fp8/fp4 GEMMs, as TensorRT-LLM runs
 //!   FP8 on Hopper); `int8`/`int4` are weight-only (16-bit activations). KV cache in
 //!   `kv_precision` (default: the precision, no narrower than fp8: `kv_dtype`). Static and latency modes are one batch prefilled
@@ -88,6 +90,14 @@ pub fn unsupported_reason(case: &Case) -> Option<String> {
         }
     }
     None
+}
+
+/// How an unpublished interleaving degree is chosen ([`Harness::assumed_interleaving`]).
+enum Interleaving {
+    /// The framework's default degree for an interleaved schedule.
+    StackDefault(u32),
+    /// The fastest degree that fits.
+    Fastest,
 }
 
 /// The model of a case run on `stack`.
@@ -450,6 +460,23 @@ impl Harness {
         r
     }
 
+    /// How an unpublished (`assumed`) interleaving is resolved, when it is and
+    /// `soft_assumed_vpp`: an interleaved schedule (`vpp` > 1) runs the framework's default
+    /// degree where its stack declares one (`software.parallel.stages_per_rank`); otherwise
+    /// (a framework that needs the degree given, or no schedule published) the fastest that
+    /// fits, the practitioner's choice.
+    fn assumed_interleaving(&self, case: &Case, stack: &Stack) -> Option<Interleaving> {
+        let p = case.training_parallel()?;
+        if !self.soft_assumed_vpp || p.pp <= 1 || !case.assumed.iter().any(|a| a == "parallel.vpp")
+        {
+            return None;
+        }
+        Some(match stack.parallel.stages_per_rank {
+            Some(v) if p.vpp > 1 => Interleaving::StackDefault(v),
+            _ => Interleaving::Fastest,
+        })
+    }
+
     /// Evaluate a training case: the published plan, with the soft inputs of the schema
     /// resolved by shared rules (module documentation): an unknown recompute policy becomes
     /// the least recompute that fits; an *assumed* (unpublished) interleaving degree becomes
@@ -469,13 +496,10 @@ impl Harness {
         };
         let stack = self.stacks.of(case).1;
         let base = training_plan(case, policies[0], stack)?;
-        let vpps: Vec<u32> = if self.soft_assumed_vpp
-            && base.pp > 1
-            && case.assumed.iter().any(|a| a == "parallel.vpp")
-        {
-            interleaving_degrees(case.model.layers, base.pp)
-        } else {
-            vec![base.vpp]
+        let vpps: Vec<u32> = match self.assumed_interleaving(case, stack) {
+            Some(Interleaving::StackDefault(v)) => vec![v],
+            Some(Interleaving::Fastest) => interleaving_degrees(case.model.layers, base.pp),
+            None => vec![base.vpp],
         };
         let mut best: Option<(TrainingReport, String, u32)> = None;
         let mut first_err = None;
@@ -613,8 +637,12 @@ impl Harness {
             ));
         }
         if vpp as u64 != p.vpp {
+            let why = match self.assumed_interleaving(case, self.stacks.of(case).1) {
+                Some(Interleaving::StackDefault(_)) => "the stack's default",
+                _ => "the fastest that fits",
+            };
             notes.push(format!(
-                "interleaving not published (assumed vpp = {}): modelled as vpp = {vpp} (the fastest that fits)",
+                "interleaving not published (assumed vpp = {}): modelled as vpp = {vpp} ({why})",
                 p.vpp
             ));
         }

@@ -441,3 +441,51 @@ fn inference_flop_metrics() {
     assert!((get(Metric::TflopsPerGpu) - fl / latency / 1e12).abs() / (fl / latency / 1e12) < 1e-9);
     assert!((get(Metric::Mfu) - fl / latency / 1979e12).abs() < 1e-9);
 }
+
+/// An interleaved schedule whose degree is not published runs the framework's default degree
+/// where its stack declares one (torchtitan: 2 stages per rank), else the fastest that fits.
+#[test]
+fn unpublished_interleaving_follows_the_stack() {
+    let f = file();
+    let h = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
+    .unwrap();
+    let assumed = case(&f, "torchtitan_h100_llama31_405b_fsdp8_tp8_pp8_interleaved").clone();
+    assert!(assumed.assumed.iter().any(|a| a == "parallel.vpp"));
+    let time = |c: &Case| {
+        let r = h.run_case(c);
+        assert_eq!(r.status, Status::Ok, "{:?}", r.reason);
+        (
+            r.metric(Metric::TokensPerSPerGpu)
+                .unwrap()
+                .predicted
+                .unwrap(),
+            r.reason.unwrap_or_default(),
+        )
+    };
+    // The stack's default, 2, is the case's assumed value: modelled as given, no note.
+    let mut given = assumed.clone();
+    given.assumed.retain(|a| a != "parallel.vpp");
+    let (t_default, note) = time(&assumed);
+    assert_eq!(t_default, time(&given).0);
+    assert!(!note.contains("interleaving"), "{note}");
+    // Another assumed degree still runs the stack's default, and says so.
+    let mut four = assumed.clone();
+    four.parallel.vpp = Some(4);
+    let (t_four, note) = time(&four);
+    assert_eq!(t_four, t_default);
+    assert!(
+        note.contains("modelled as vpp = 2 (the stack's default)"),
+        "{note}"
+    );
+    // A framework without a default (Megatron-Core): the fastest that fits, faster here.
+    let mut megatron = assumed.clone();
+    megatron.software = Some("Megatron-Core 0.9".into());
+    let (t_fast, note) = time(&megatron);
+    assert!(note.contains("(the fastest that fits)"), "{note}");
+    let mut megatron_given = megatron.clone();
+    megatron_given.assumed.retain(|a| a != "parallel.vpp");
+    assert!(t_fast > time(&megatron_given).0, "{t_fast}");
+}

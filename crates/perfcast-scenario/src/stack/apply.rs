@@ -62,6 +62,12 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
         "narrows the search (unset: every registered policy)",
     ),
     (
+        "parallel.stages_per_rank",
+        "-",
+        "-",
+        "validation: the interleaving of a case that names an interleaved schedule but not its degree (`parallel.vpp` assumed); unset: the fastest that fits",
+    ),
+    (
         "moe.balanced_gate",
         "-",
         "-",

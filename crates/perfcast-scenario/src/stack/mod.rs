@@ -204,6 +204,12 @@ impl Stack {
         if self.fsdp.prefetch_depth == 0 {
             return bad("software.fsdp.prefetch_depth", "must be >= 1");
         }
+        if self.parallel.stages_per_rank.is_some_and(|v| v < 2) {
+            return bad(
+                "software.parallel.stages_per_rank",
+                "must be >= 2 (an interleaved schedule runs at least two chunks per rank)",
+            );
+        }
         if let Err(e) = self.efficiency.validate("") {
             let (k, m) = key_and_rule(e);
             return bad(&format!("software.{k}"), &m);

@@ -246,8 +246,9 @@ pub struct RecomputeSw {
     pub selective: SelectiveRecompute,
 }
 
-/// `[software.parallel]`: which parallelisation features the framework offers (unset: all).
-/// Only the search reads it: a plan a configuration gives explicitly is evaluated as given.
+/// `[software.parallel]`: which parallelisation features the framework offers (unset: all),
+/// read by the search (a plan a configuration gives explicitly is evaluated as given), and
+/// its default interleaving, read by validation.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct ParallelSw {
@@ -258,6 +259,12 @@ pub struct ParallelSw {
     pub sequence_parallel: Option<bool>,
     /// The recompute policies it implements (registry names).
     pub recompute: Option<Vec<String>>,
+    /// The model chunks per pipeline rank (interleaving degree) it runs an interleaved
+    /// schedule with when the user gives none: validation models a case whose source names an
+    /// interleaved schedule but not its degree (`parallel.vpp` assumed) with it; unset (a
+    /// framework that needs the degree given, e.g. Megatron's
+    /// `--num-layers-per-virtual-pipeline-stage`): the fastest degree that fits.
+    pub stages_per_rank: Option<u32>,
 }
 
 /// `[software.moe]`: what the framework's mixture-of-experts layers do beyond the plan.
