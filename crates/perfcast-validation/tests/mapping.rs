@@ -23,6 +23,15 @@ fn file() -> CasesFile {
     CasesFile::load(&p).unwrap()
 }
 
+/// The harness of the built-in plugins with the shipped kernel tables.
+fn harness() -> Harness {
+    Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
+    .unwrap()
+}
+
 fn case<'a>(f: &'a CasesFile, id: &str) -> &'a Case {
     f.cases.iter().find(|c| c.id == id).unwrap()
 }
@@ -59,11 +68,7 @@ fn models_from_cases() {
 #[test]
 fn plans_from_cases() {
     let f = file();
-    let h = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap();
+    let h = harness();
     let st = |c: &Case| h.stacks().of(c).1.clone();
     let c = case(&f, "korthikanti2022_175b_selective_sp");
     let p = harness::training_plan(c, "selective", &st(c)).unwrap();
@@ -141,11 +146,7 @@ fn plans_from_cases() {
 #[test]
 fn systems_from_cases() {
     let f = file();
-    let h = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap();
+    let h = harness();
     let s = harness::system_for(case(&f, "llama3_405b_8k_16384gpu"), h.plugins()).unwrap();
     assert_eq!(s.devices, 16384);
     assert_eq!(s.network[0].domain_size(), 8);
@@ -239,11 +240,7 @@ fn flop_conventions_reproduce_published_utilisation() {
 #[test]
 fn predicted_metrics_follow_the_case_conventions() {
     let f = file();
-    let h = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap();
+    let h = harness();
     let base = case(&f, "korthikanti2022_175b_selective_sp").clone();
     // (convention, attention counting, basis) -> predicted tflops and mfu must equal the
     // closed forms evaluated at the predicted step time.
@@ -294,11 +291,7 @@ fn predicted_metrics_follow_the_case_conventions() {
 #[test]
 fn unsupported_and_failing_cases_are_listed() {
     let f = file();
-    let h = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap();
+    let h = harness();
     // A static batch left unpublished; an offline run on a stack without a serving profile.
     let serving = "trtllm_v061_llama2_7b_h100_bs768_tp1_128_128";
     let mut max = case(&f, serving).clone();
@@ -331,11 +324,7 @@ fn unsupported_and_failing_cases_are_listed() {
 #[test]
 fn whole_file_keeps_every_case_and_json_shape() {
     let f = file();
-    let h = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap();
+    let h = harness();
     let r = h.run(&f, None);
     assert_eq!(r.cases.len(), f.cases.len());
     let j = r.to_json();
@@ -358,14 +347,10 @@ fn whole_file_keeps_every_case_and_json_shape() {
     }
     // With error bars, a case that ran says where its intervals come from.
     let residuals = perfcast_validation::intervals::Residuals::embedded().unwrap();
-    let with_bars = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap()
-    .with_intervals(residuals, 0.8)
-    .run(&f, Some("korthikanti2022-table5"))
-    .to_json();
+    let with_bars = harness()
+        .with_intervals(residuals, 0.8)
+        .run(&f, Some("korthikanti2022-table5"))
+        .to_json();
     let c = &with_bars["cases"][0];
     assert_eq!(c["error_bars"]["level"], 0.8);
     assert!(c["metrics"][0]["interval"][1].as_f64().unwrap() > 0.0);
@@ -420,11 +405,7 @@ fn every_case_model_matches_its_published_size() {
 #[test]
 fn inference_flop_metrics() {
     let f = file();
-    let h = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap();
+    let h = harness();
     let mut c = case(&f, "trtllm_v061_llama2_7b_h100_bs768_tp1_128_128").clone();
     c.measured.tflops_per_gpu = Some(500.0);
     c.measured.mfu = Some(0.3);
@@ -447,11 +428,7 @@ fn inference_flop_metrics() {
 #[test]
 fn unpublished_interleaving_follows_the_stack() {
     let f = file();
-    let h = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap();
+    let h = harness();
     let assumed = case(&f, "torchtitan_h100_llama31_405b_fsdp8_tp8_pp8_interleaved").clone();
     assert!(assumed.assumed.iter().any(|a| a == "parallel.vpp"));
     let time = |c: &Case| {
