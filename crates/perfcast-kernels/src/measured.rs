@@ -134,84 +134,68 @@ struct Memo {
     attention: HashMap<AttentionKey, Option<Seconds>, MixState>,
 }
 
-/// A memo's GEMM, compared field by field without branching: the derived comparison of the
-/// 36-byte key compiled to a `memcmp` call, a tenth of a calibration's serving runs. The
-/// destructuring is exhaustive, so a field added to [`Gemm`] cannot be left out.
+/// A memo's key: an op's fields packed into words, compared and hashed word by word without
+/// branching (the derived comparison of a 36-byte `Gemm` compiled to a `memcmp` call, a
+/// tenth of a calibration's serving runs). The constructors destructure the op exhaustively,
+/// so a field added to it cannot be left out.
 #[derive(Clone, Copy)]
-struct GemmKey(Gemm);
+struct Packed<const N: usize>([u64; N]);
 
-impl std::hash::Hash for GemmKey {
+impl<const N: usize> std::hash::Hash for Packed<N> {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        self.0.hash(h)
+        self.0.iter().for_each(|w| h.write_u64(*w));
     }
 }
 
-impl PartialEq for GemmKey {
+impl<const N: usize> PartialEq for Packed<N> {
     fn eq(&self, o: &Self) -> bool {
-        let Gemm {
-            m,
-            n,
-            k,
-            batch,
-            a,
-            b,
-            out,
-            scaling,
-        } = self.0;
-        let o = &o.0;
-        (m == o.m)
-            & (n == o.n)
-            & (k == o.k)
-            & (batch == o.batch)
-            & (a == o.a)
-            & (b == o.b)
-            & (out == o.out)
-            & (scaling == o.scaling)
+        self.0.iter().zip(&o.0).fold(0, |d, (a, b)| d | (a ^ b)) == 0
     }
 }
 
-impl Eq for GemmKey {}
+impl<const N: usize> Eq for Packed<N> {}
 
-/// A memo's attention core and KV-cache format, compared as [`GemmKey`] is.
-#[derive(Clone, Copy)]
-struct AttentionKey(Attention, DType);
+type GemmKey = Packed<5>;
+type AttentionKey = Packed<7>;
 
-impl std::hash::Hash for AttentionKey {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        (self.0, self.1).hash(h)
-    }
+fn gemm_key(g: &Gemm) -> GemmKey {
+    let Gemm {
+        m,
+        n,
+        k,
+        batch,
+        a,
+        b,
+        out,
+        scaling,
+    } = *g;
+    let formats = a.code() as u64
+        | (b.code() as u64) << 8
+        | (out.code() as u64) << 16
+        | (scaling as u64) << 24;
+    Packed([m, n, k, batch, formats])
 }
 
-impl PartialEq for AttentionKey {
-    fn eq(&self, o: &Self) -> bool {
-        let Attention {
-            batch,
-            heads,
-            kv_heads,
-            q_len,
-            kv_len,
-            head_dim,
-            causal,
-            kind,
-            dtype,
-            backward,
-        } = self.0;
-        let (oa, ok) = (&o.0, o.1);
-        (batch == oa.batch)
-            & (heads == oa.heads)
-            & (kv_heads == oa.kv_heads)
-            & (q_len == oa.q_len)
-            & (kv_len == oa.kv_len)
-            & (head_dim == oa.head_dim)
-            & (causal == oa.causal)
-            & (kind == oa.kind)
-            & (dtype == oa.dtype)
-            & (backward == oa.backward)
-            & (self.1 == ok)
-    }
+fn attention_key(a: &Attention, kv: DType) -> AttentionKey {
+    let Attention {
+        batch,
+        heads,
+        kv_heads,
+        q_len,
+        kv_len,
+        head_dim,
+        causal,
+        kind,
+        dtype,
+        backward,
+    } = *a;
+    let rest = causal as u64
+        | (backward as u64) << 1
+        | (kind as u64) << 8
+        | (dtype.code() as u64) << 16
+        | (kv.code() as u64) << 24;
+    Packed([batch, heads, kv_heads, q_len, kv_len, head_dim, rest])
 }
-
-impl Eq for AttentionKey {}
 
 /// Answers of one kind kept at most per unit before that memo starts again (~100 bytes
 /// each).
@@ -555,7 +539,7 @@ impl ComputeUnit for MeasuredCompute {
         self.memoised(
             memory,
             |m| &mut m.attention,
-            AttentionKey(*a, kv),
+            attention_key(a, kv),
             || self.attention_op_time(a, kv, memory),
         )
     }
@@ -594,7 +578,7 @@ impl ComputeUnit for MeasuredCompute {
         self.memoised(
             memory,
             |m| &mut m.gemms,
-            GemmKey(*g),
+            gemm_key(g),
             || self.gemm_op_time(g, memory),
         )
     }
@@ -686,6 +670,73 @@ mod tests {
     use super::*;
     use crate::op::Op;
     use crate::table::{Provenance, TableBuilder};
+
+    /// Two ops that differ in any one field have different memo keys (and equal ops equal
+    /// ones): each field of the table changed alone.
+    #[test]
+    fn memo_keys_tell_every_field_apart() {
+        use perfcast_core::{AttentionKind, GemmScaling};
+        let g = Gemm {
+            m: 1,
+            n: 2,
+            k: 3,
+            batch: 4,
+            a: DType::Bf16,
+            b: DType::Bf16,
+            out: DType::Bf16,
+            scaling: GemmScaling::Tensor,
+        };
+        let gemms: [fn(&mut Gemm); 8] = [
+            |g| g.m += 1,
+            |g| g.n += 1,
+            |g| g.k += 1,
+            |g| g.batch += 1,
+            |g| g.a = DType::Fp8,
+            |g| g.b = DType::Fp8,
+            |g| g.out = DType::Fp32,
+            |g| g.scaling = GemmScaling::Row,
+        ];
+        assert!(gemm_key(&g) == gemm_key(&{ g }));
+        for change in gemms {
+            let mut h = g;
+            change(&mut h);
+            assert!(gemm_key(&g) != gemm_key(&h), "{h:?}");
+        }
+        let a = Attention {
+            batch: 1,
+            heads: 2,
+            kv_heads: 3,
+            q_len: 4,
+            kv_len: 5,
+            head_dim: 6,
+            causal: false,
+            kind: AttentionKind::Flash,
+            dtype: DType::Bf16,
+            backward: false,
+        };
+        let attentions: [fn(&mut Attention); 10] = [
+            |a| a.batch += 1,
+            |a| a.heads += 1,
+            |a| a.kv_heads += 1,
+            |a| a.q_len += 1,
+            |a| a.kv_len += 1,
+            |a| a.head_dim += 1,
+            |a| a.causal = true,
+            |a| a.kind = AttentionKind::Cudnn,
+            |a| a.dtype = DType::Fp8,
+            |a| a.backward = true,
+        ];
+        assert!(attention_key(&a, DType::Bf16) == attention_key(&{ a }, DType::Bf16));
+        assert!(attention_key(&a, DType::Bf16) != attention_key(&a, DType::Fp8));
+        for change in attentions {
+            let mut b = a;
+            change(&mut b);
+            assert!(
+                attention_key(&a, DType::Bf16) != attention_key(&b, DType::Bf16),
+                "{b:?}"
+            );
+        }
+    }
 
     /// A unit at 100 TFLOP/s in every format, no memory traffic modelled.
     struct Flat;
