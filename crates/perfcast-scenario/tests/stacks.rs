@@ -181,6 +181,29 @@ fn no_stack_is_generic_the_engines_defaults_with_the_middle_efficiencies() {
     assert_eq!(o, InferenceOptions::default());
 }
 
+/// A plan that names an interleaved schedule but no degree runs its framework's default
+/// (torchtitan: 2 stages per rank); a degree the user gives, another schedule or a stack
+/// without a default keeps the plan's.
+#[test]
+fn an_interleaved_schedule_without_a_degree_takes_the_stacks() {
+    let d = tmpdir();
+    let f = training_file(&d, "dgx-h100", "");
+    let vpp = |sets: &[&str]| {
+        let mut all = vec!["plan.pp=4"];
+        all.extend_from_slice(sets);
+        tplan(&load(std::slice::from_ref(&f), &all).unwrap())
+            .unwrap()
+            .unwrap()
+            .vpp
+    };
+    let titan = "stack=torchtitan-compile-2025";
+    let looped = "plan.schedule=\"interleaved-1f1b\"";
+    assert_eq!(vpp(&[titan, looped]), 2);
+    assert_eq!(vpp(&[titan, looped, "plan.vpp=4"]), 4);
+    assert_eq!(vpp(&[titan]), 1);
+    assert_eq!(vpp(&["stack=megatron-core-2024", looped]), 1);
+}
+
 #[test]
 fn the_stack_sits_beneath_everything_the_user_sets() {
     let d = tmpdir();

@@ -63,9 +63,9 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
     ),
     (
         "parallel.stages_per_rank",
+        "plan.vpp",
         "-",
-        "-",
-        "validation: the interleaving of a case that names an interleaved schedule but not its degree (`parallel.vpp` assumed); unset: the fastest that fits",
+        "the interleaving of `plan.schedule = \"interleaved-1f1b\"` without `plan.vpp`, and validation's for a case that names an interleaved schedule but not its degree (`parallel.vpp` assumed; unset: the fastest that fits)",
     ),
     (
         "moe.balanced_gate",
@@ -300,6 +300,12 @@ impl Stack {
             o.param_gather,
         );
         put(set, "plan.cp_comm", &mut plan.cp_comm, o.cp_exchange);
+        // The framework's interleaving, for an interleaved schedule that names no degree.
+        if let Some(v) = self.parallel.stages_per_rank {
+            if plan.vpp <= 1 && plan.schedule.as_deref() == Some("interleaved-1f1b") {
+                put(set, "plan.vpp", &mut plan.vpp, v);
+            }
+        }
         // The stack's recipe, for a plan of its format that names none.
         if let Some(r) = self.fp8.recipe {
             if plan.fp8_recipe.is_none() && r.dtype() == plan.precision {

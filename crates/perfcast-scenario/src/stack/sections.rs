@@ -248,7 +248,7 @@ pub struct RecomputeSw {
 
 /// `[software.parallel]`: which parallelisation features the framework offers (unset: all),
 /// read by the search (a plan a configuration gives explicitly is evaluated as given), and
-/// its default interleaving, read by validation.
+/// its default interleaving.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct ParallelSw {
@@ -260,10 +260,11 @@ pub struct ParallelSw {
     /// The recompute policies it implements (registry names).
     pub recompute: Option<Vec<String>>,
     /// The model chunks per pipeline rank (interleaving degree) it runs an interleaved
-    /// schedule with when the user gives none: validation models a case whose source names an
-    /// interleaved schedule but not its degree (`parallel.vpp` assumed) with it; unset (a
-    /// framework that needs the degree given, e.g. Megatron's
-    /// `--num-layers-per-virtual-pipeline-stage`): the fastest degree that fits.
+    /// schedule with when the user gives none: a plan with `schedule = "interleaved-1f1b"` and
+    /// no `vpp` runs it, and validation models a case whose source names an interleaved
+    /// schedule but not its degree (`parallel.vpp` assumed) with it; unset (a framework that
+    /// needs the degree given, e.g. Megatron's `--num-layers-per-virtual-pipeline-stage`):
+    /// such a plan keeps `vpp` 1, and validation takes the fastest degree that fits.
     pub stages_per_rank: Option<u32>,
 }
 
