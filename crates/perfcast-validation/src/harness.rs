@@ -338,9 +338,10 @@ pub struct Harness {
     /// The `software` -> stack rules and their stacks (`configs/validation/stacks.toml`).
     stacks: StackTable,
     pub inference_options: InferenceOptions,
-    /// Treat an unpublished (`assumed`) `parallel.vpp` as a soft input: model the fastest
-    /// interleaving of [`interleaving_degrees`] that fits (default true; the schema calls
-    /// assumed values soft inputs).
+    /// Treat an unpublished (`assumed`) `parallel.vpp` as a soft input: model the stack's
+    /// default degree of an interleaved schedule, or the fastest interleaving of
+    /// [`interleaving_degrees`] that fits (`Harness::assumed_interleaving`; default true;
+    /// the schema calls assumed values soft inputs).
     pub soft_assumed_vpp: bool,
     /// Keys set on top of every case's configuration where they apply ([`crate::overlay`]).
     pub overlay: Overlay,
@@ -480,7 +481,7 @@ impl Harness {
     /// Evaluate a training case: the published plan, with the soft inputs of the schema
     /// resolved by shared rules (module documentation): an unknown recompute policy becomes
     /// the least recompute that fits; an *assumed* (unpublished) interleaving degree becomes
-    /// the one a practitioner would pick (the fastest that fits) when `soft_assumed_vpp`.
+    /// the framework's default or the fastest that fits ([`Harness::assumed_interleaving`]).
     /// Returns the report, the recompute policy and the interleaving used.
     fn evaluate_training(
         &self,

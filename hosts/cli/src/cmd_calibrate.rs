@@ -54,7 +54,7 @@ pub struct Args {
     /// Leave out the cases simulated as serving runs (modes `server` and
     /// `offline-max-throughput`): each simulates hundreds to thousands of requests (an offline
     /// run once, then its schedule re-timed; a run under a rate at every evaluation, and its
-    /// TTFT moves in steps), so a fit with them takes minutes (14 for the public file's
+    /// TTFT moves in steps), so a fit with them takes minutes (9 for the public file's
     /// default run on two cores: configs/validation/CALIBRATION.md, Speed).
     #[arg(long)]
     pub exclude_serving: bool,
