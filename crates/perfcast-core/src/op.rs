@@ -7,7 +7,7 @@ use crate::units::{Bytes, FlopCount};
 use serde::{Deserialize, Serialize};
 
 /// A (batched) matrix multiply `C[m,n] = A[m,k] · B[k,n]`, `batch` times.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Gemm {
     /// Rows of A and C (tokens, for a layer's linear projections).
     pub m: u64,
@@ -223,7 +223,7 @@ impl AttentionKind {
 }
 
 /// The attention core (after the QKV projection, before the output projection).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Attention {
     /// Sequences (micro-batch).
     pub batch: u64,

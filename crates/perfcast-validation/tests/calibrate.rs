@@ -49,14 +49,22 @@ fn param(s: &str) -> ParamSpec {
     s.parse().unwrap()
 }
 
-fn run(file: &CasesFile, params: &[&str], cv: Cv) -> perfcast_validation::Result<Calibration> {
-    let opts = Options {
+/// `params` fitted under `cv` with the serving cases, at most `max_evals` evaluations a block.
+fn options(params: &[&str], cv: Cv, max_evals: usize) -> Options {
+    Options {
         params: params.iter().map(|p| param(p)).collect(),
         cv,
         also: Vec::new(),
         exclude_serving: false,
-        settings: Settings::default(),
-    };
+        settings: Settings {
+            max_evals,
+            ..Settings::default()
+        },
+    }
+}
+
+fn run(file: &CasesFile, params: &[&str], cv: Cv) -> perfcast_validation::Result<Calibration> {
+    let opts = options(params, cv, Settings::default().max_evals);
     calibrate::calibrate(&harness(), file, "0", &opts)
 }
 
@@ -341,16 +349,7 @@ fn bad_parameters_and_files_are_errors() {
         "{e}"
     );
     // Out of evaluations: not converged, the best point so far.
-    let opts = Options {
-        params: vec![param(&format!("{H100_POWER}=300..700"))],
-        cv: Cv::None,
-        also: Vec::new(),
-        exclude_serving: false,
-        settings: Settings {
-            max_evals: 3,
-            ..Settings::default()
-        },
-    };
+    let opts = options(&[&format!("{H100_POWER}=300..700")], Cv::None, 3);
     let c = calibrate::calibrate(&harness(), &file, "0", &opts).unwrap();
     assert!(!c.converged());
     assert!(calibration_table(&c).contains("NOT CONVERGED"));
@@ -373,11 +372,12 @@ fn serving_runs_can_be_left_out() {
     serving.inference.as_mut().unwrap().mode = perfcast_validation::cases::Mode::Server;
     file.cases.push(serving);
     let opts = |exclude_serving| Options {
-        params: vec![param(&format!("{H100_POWER}=300..700"))],
-        cv: Cv::Groups,
-        also: Vec::new(),
         exclude_serving,
-        settings: Settings::default(),
+        ..options(
+            &[&format!("{H100_POWER}=300..700")],
+            Cv::Groups,
+            Settings::default().max_evals,
+        )
     };
     let h = harness();
     let c = calibrate::calibrate(&h, &file, "0", &opts(true)).unwrap();
@@ -532,16 +532,7 @@ fn a_recorded_serving_schedule_predicts_as_the_simulation() {
 #[test]
 fn default_parameters_left_out_are_noted_once_each() {
     let file = synthetic(&["g-a", "g-i"], &[]);
-    let opts = Options {
-        params: Vec::new(),
-        cv: Cv::None,
-        also: Vec::new(),
-        exclude_serving: false,
-        settings: Settings {
-            max_evals: 20,
-            ..Settings::default()
-        },
-    };
+    let opts = options(&[], Cv::None, 20);
     let c = calibrate::calibrate(&harness(), &file, "0", &opts).unwrap();
     let left_out: Vec<&String> = c.notes.iter().filter(|n| n.contains("left out")).collect();
     assert!(!left_out.is_empty(), "{:?}", c.notes);

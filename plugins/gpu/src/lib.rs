@@ -262,12 +262,12 @@ impl Gpu {
             }
             a.validate(&format!("attention.{}", kind.name()))?;
         }
-        let clock = PowerParams {
+        let power = PowerParams {
             rated_power_w: p.rated_power_w,
             power_limit_w: p.power_limit_w,
             static_power_fraction: p.static_power_fraction,
-        }
-        .clock_ratio()?;
+        };
+        let clock = power.clock_ratio()?;
         let matrix_power = match p.matrix_pj_per_flop {
             None => None,
             Some(pj) => {
@@ -279,11 +279,6 @@ impl Gpu {
                         message: "needs a bf16 or fp16 matrix peak (the energy is per 16-bit FLOP)"
                             .into(),
                     })?;
-                let power = PowerParams {
-                    rated_power_w: p.rated_power_w,
-                    power_limit_w: p.power_limit_w,
-                    static_power_fraction: p.static_power_fraction,
-                };
                 Some(power.matrix_power(pj * 1e-12 * peak16)?)
             }
         };
