@@ -33,6 +33,13 @@ const TARGETS: &[(&str, f64, f64)] = &[
     // Issue 21: mixture-of-experts inference (offline throughput of TensorRT-LLM).
     ("trtllm-v10-offline-moe", 0.15, 0.35),
     ("trtllm-dsr1-blog", 0.15, 0.35),
+    // Issue 20: every dense group within 12%, no training case worse than 25%.
+    ("torchtitan-h100-2024", 0.12, 0.25),
+    ("torchtitan-h100-asynctp-2025", 0.12, 0.25),
+    ("torchtitan-h200-2025", 0.12, 0.25),
+    ("torchtitan-blackwell-lowprec", 0.12, 0.25),
+    ("trtllm-v014-online", 0.12, 0.35),
+    ("trtllm-v017-offline", 0.12, 0.35),
 ];
 
 /// Bounds asserted where the target is not met yet: (group, MAPE bound, worst-case bound,
@@ -64,6 +71,22 @@ const BOUNDS: &[(&str, f64, f64, &str)] = &[
          block-scaled experts are not a shape of the H200's fp8 MoE table (its fp8_block rows \
          need a scaling the case schema does not carry), MLA decode attention at the \
          analytical model's efficiency, per-rank max_num_tokens not modelled",
+    ),
+    (
+        "torchtitan-h100-2024",
+        0.10,
+        0.27,
+        "Llama 3.1 8B with context parallelism 8 over 256K-token sequences predicted 26% fast: \
+         the all-gather rotation of PyTorch's context parallelism is modelled as hidden behind \
+         attention (the stack's `p2p` exchange); no profile of the run is published",
+    ),
+    (
+        "torchtitan-blackwell-lowprec",
+        0.14,
+        0.40,
+        "NVFP4 training of Llama 3 8B on GB200 predicted 39% fast: the 4-bit GEMMs at the \
+         kernel table's NVFP4 rate and the quantisation (two-level scales) as compulsory \
+         traffic; no measurement of torchao's NVFP4 linears was found to time them whole",
     ),
     (
         "deepseek-v3-report",

@@ -224,6 +224,22 @@ pub trait ComputeUnit: Send + Sync {
     ) -> Result<Option<Seconds>, ModelError> {
         Ok(None)
     }
+    /// The time of a whole low-precision linear layer over its three GEMMs' in 16 bits, when
+    /// the unit has measurements of such layers timed whole (a kernel table): its 8-bit
+    /// operands scaled by `scaling`, its forward GEMM `gemm` = `[m, n, k]` (`m x k` by
+    /// `k x n`, as [`crate::op::Gemm`]). The ratio covers
+    /// the forward, data-gradient and weight-gradient GEMMs and the quantisation of their
+    /// operands, forward and backward, at the unit's clock. `None` (the default, and a shape
+    /// or scaling the measurements do not cover) lets the engines time the GEMMs and the
+    /// quantisation op by op. An error when the 16-bit GEMMs cannot be timed.
+    fn quantised_linear_ratio(
+        &self,
+        _scaling: crate::op::GemmScaling,
+        _gemm: [u64; 3],
+        _memory: &MemoryHierarchy,
+    ) -> Result<Option<f64>, ModelError> {
+        Ok(None)
+    }
     /// Time one op. The default is the hierarchical roofline
     /// ([`crate::roofline::hierarchical`]); a plugin with a model of its own (a simulator, a
     /// lookup table) overrides this. The engines time each op of a device's program with it

@@ -151,6 +151,14 @@ pub struct FusedOps {
     /// `LayerNormLinear` writes the norm's output in fp8). Default false: a separate cast.
     #[serde(default)]
     pub fp8_cast: bool,
+    /// The query, key and value projections one linear layer, and a gated MLP's gate and up
+    /// projections one (Megatron-Core's `linear_qkv` and `linear_fc1`). Default true; false
+    /// for frameworks that keep them apart (torchtitan's `wq`, `wk`, `wv`, `w1`, `w3`). The
+    /// GEMMs are timed fused either way (their FLOPs and traffic are the same); what reads it
+    /// is a low-precision linear the device has measured whole, looked up at each layer's
+    /// own shape (`ComputeUnit::quantised_linear_ratio`).
+    #[serde(default = "yes")]
+    pub projections: bool,
 }
 
 impl Default for FusedOps {
@@ -163,6 +171,7 @@ impl Default for FusedOps {
             softmax: true,
             cross_entropy: false,
             fp8_cast: false,
+            projections: true,
         }
     }
 }

@@ -9,7 +9,8 @@
 //! - [`interp`]: a shape's time from a table, measured or interpolated (never extrapolated);
 //! - [`catalog`]: tables by GPU and op, read when first used;
 //! - [`measured`]: the compute unit a host wraps around a device's own to time its GEMMs
-//!   from its table.
+//!   from its table;
+//! - [`rowwise`]: a measured float8 linear layer with row-wise scaling (torchao, H100).
 //!
 //! The project's converted tables live in `perfcast-kernel-data`, which only what needs them
 //! links.
@@ -21,6 +22,7 @@ pub mod interp;
 pub mod io;
 pub mod measured;
 pub mod op;
+pub mod rowwise;
 pub mod table;
 
 pub use catalog::Catalog;

@@ -556,6 +556,19 @@ impl ComputeUnit for MeasuredCompute {
         self.inner.gemm_tile()
     }
 
+    /// Row-scaled float8 linears on the GPU torchao timed them on ([`crate::rowwise`]).
+    fn quantised_linear_ratio(
+        &self,
+        scaling: GemmScaling,
+        gemm: [u64; 3],
+        memory: &MemoryHierarchy,
+    ) -> Result<Option<f64>, ModelError> {
+        if scaling == GemmScaling::Row && self.gpu() == crate::rowwise::GPU {
+            return crate::rowwise::measured_ratio(self, gemm, memory).map(Some);
+        }
+        self.inner.quantised_linear_ratio(scaling, gemm, memory)
+    }
+
     fn derived(&self) -> serde_json::Value {
         let mut d = self.inner.derived();
         if let serde_json::Value::Object(m) = &mut d {

@@ -23,6 +23,7 @@ mod memory;
 mod modules;
 mod moe;
 mod ops;
+mod ops_linear;
 mod ops_moe;
 mod placement;
 mod plan;

@@ -408,6 +408,91 @@ fn fp8_gemms() {
     );
 }
 
+/// A unit that has measured row-scaled linears whole (`quantised_linear_ratio`): each of
+/// the layer's linears is booked at its ratio times its 16-bit GEMMs, its quantisation
+/// included (no cast ops); other recipes are timed op by op; a framework that keeps its
+/// projections apart is asked each projection's own shape.
+#[test]
+fn a_measured_quantised_linear_is_timed_whole() {
+    use crate::training::Fp8Recipe;
+    use perfcast_core::op::GemmScaling;
+    use std::sync::Mutex;
+    struct Measured(TestGpu, Mutex<Vec<[u64; 3]>>);
+    impl ComputeUnit for Measured {
+        fn kind(&self) -> &str {
+            "measured-test"
+        }
+        fn peak(&self, e: perfcast_core::Engine, d: DType) -> Option<FlopRate> {
+            match (e, d) {
+                (perfcast_core::Engine::Matrix, DType::Fp8) => Some(FlopRate::from_tflops(624.0)),
+                _ => self.0.peak(e, d),
+            }
+        }
+        fn efficiency(&self, op: &ComputeOp) -> f64 {
+            self.0.efficiency(op)
+        }
+        fn quantised_linear_ratio(
+            &self,
+            scaling: GemmScaling,
+            gemm: [u64; 3],
+            _: &MemoryHierarchy,
+        ) -> Result<Option<f64>, ModelError> {
+            self.1.lock().unwrap().push(gemm);
+            Ok((scaling == GemmScaling::Row).then_some(1.5))
+        }
+    }
+    let (h, tp) = (8192u64, 8u64);
+    let run = |projections: bool, recipe: Option<Fp8Recipe>| {
+        let unit = Arc::new(Measured(
+            TestGpu {
+                matmul_efficiency: 0.7,
+                launch_overhead: Seconds::ZERO,
+            },
+            Mutex::new(Vec::new()),
+        ));
+        let mut sys = a100_system(8);
+        sys.compute = unit.clone();
+        let opts: TrainingOptions =
+            serde_json::from_value(json!({"engine": {"fused": {"projections": projections}}}))
+                .unwrap();
+        let t = Training::with_options(gpt(8, h, 64), sys, &registry(), &opts).unwrap();
+        let mut pl = plan(tp as u32, 1, 1, 1, 8, "none");
+        pl.sp = true;
+        if let Some(r) = recipe {
+            pl.precision = DType::Fp8;
+            pl.fp8_recipe = Some(r);
+        }
+        let lines = t.op_breakdown(&pl).unwrap();
+        let layer = |class: &str| -> f64 {
+            let of = |l: &&OpLine| l.part.starts_with("layer") && l.class == class;
+            lines
+                .iter()
+                .filter(of)
+                .map(|l| l.time.time.0 * l.count)
+                .sum()
+        };
+        let asked = std::mem::take(&mut *unit.1.lock().unwrap());
+        (layer("gemm"), layer("cast"), asked)
+    };
+    let (bf16, _, _) = run(true, None);
+    let (row, row_cast, asked) = run(true, Some(Fp8Recipe::Rowwise));
+    assert!(close(row, 1.5 * bf16, 1e-12), "{row} {bf16}");
+    assert_eq!(row_cast, 0.0);
+    // Fused QKV (MHA: 3h / tp columns) among the shapes asked.
+    assert!(
+        asked.iter().any(|g| g[1] == 3 * h / tp && g[2] == h),
+        "{asked:?}"
+    );
+    // Another recipe: not measured, its casts timed.
+    let (_, delayed_cast, _) = run(true, Some(Fp8Recipe::Delayed));
+    assert!(delayed_cast > 0.0);
+    // Projections apart: the QKV GEMM is asked as three of h / tp columns, never fused.
+    let (apart, _, asked) = run(false, Some(Fp8Recipe::Rowwise));
+    assert!(close(apart, row, 1e-12), "{apart} {row}");
+    assert!(asked.iter().all(|g| g[1] != 3 * h / tp), "{asked:?}");
+    assert!(asked.iter().filter(|g| g[1] == h / tp && g[2] == h).count() >= 3);
+}
+
 /// A plan that does not fit is still evaluated, flagged, and says by how much.
 #[test]
 fn does_not_fit_is_flagged() {

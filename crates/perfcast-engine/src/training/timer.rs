@@ -189,16 +189,44 @@ impl<'a> Timer<'a> {
         count: f64,
         class: OpClass,
     ) -> Result<f64, ModelError> {
+        self.book(acc, op, op, 1.0, count, class)
+    }
+
+    /// Book a low-precision GEMM `op` that the unit has measured as part of a whole linear
+    /// layer (`ComputeUnit::quantised_linear_ratio`): `ratio` times the time of `op16`, its
+    /// 16-bit counterpart, once, under GEMMs.
+    pub(super) fn add_measured(
+        &self,
+        acc: &mut ClassTimes,
+        op: ComputeOp,
+        op16: ComputeOp,
+        ratio: f64,
+    ) -> Result<f64, ModelError> {
+        self.book(acc, op, op16, ratio, 1.0, OpClass::Gemm)
+    }
+
+    /// Time `timed`, scale its time by `ratio`, and book it `count` times under `class` as
+    /// `op`.
+    fn book(
+        &self,
+        acc: &mut ClassTimes,
+        op: ComputeOp,
+        timed: ComputeOp,
+        ratio: f64,
+        count: f64,
+        class: OpClass,
+    ) -> Result<f64, ModelError> {
         if count <= 0.0 || op.flops().0 == 0.0 && op.min_bytes().0 == 0.0 {
             return Ok(0.0);
         }
-        let mut ot = self.unit.op_time(&op, self.memory)?;
+        let mut ot = self.unit.op_time(&timed, self.memory)?;
         let scale = match op {
             ComputeOp::Gemm(_) => self.scales.gemm,
             ComputeOp::Attention(_) => self.scales.attention,
             ComputeOp::Vector(_) => self.scales.vector,
         };
-        ot.time.0 /= scale;
+        ot.time.0 = ot.time.0 * ratio / scale;
+        ot.compute.0 *= ratio;
         let t = ot.time.0;
         if !(t.is_finite() && t >= 0.0) {
             ensure_finite(op.class(), t)?;

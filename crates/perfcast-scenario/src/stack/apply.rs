@@ -107,7 +107,7 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
         "fused.*",
         "options.engine.fused.*",
         "-",
-        "modelled: unfused ops book eager PyTorch's kernels and traffic",
+        "modelled: unfused ops book eager PyTorch's kernels and traffic; `fused.projections = false` (torchtitan's separate `wq`, `wk`, `wv`, `w1`, `w3`) reads a low-precision linear measured whole at each projection's own shape",
     ),
     (
         "host.cuda_graphs",
@@ -327,6 +327,7 @@ impl Stack {
             ("softmax", &mut f.softmax, sf.softmax),
             ("cross_entropy", &mut f.cross_entropy, sf.cross_entropy),
             ("fp8_cast", &mut f.fp8_cast, sf.fp8_cast),
+            ("projections", &mut f.projections, sf.projections),
         ] {
             put(set, &k(&format!("fused.{name}")), dst, v);
         }
