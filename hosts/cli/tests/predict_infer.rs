@@ -320,6 +320,17 @@ fn predict_bad_inputs_name_the_key_and_the_rule() {
             vec![&k175, "--set", "plan.vpp=13"],
             vec!["plan.pp", "model.layers = 96", "8 x 13"],
         ),
+        // The interleaved schedule without its degree (a stack without a default one).
+        (
+            vec![
+                &k175,
+                "--set",
+                "plan.vpp=1",
+                "--set",
+                "plan.schedule=\"interleaved-1f1b\"",
+            ],
+            vec!["plan.vpp", "interleaved-1f1b", "1F1B"],
+        ),
         // GPUs by TP x PP x DP.
         (
             vec![&gpt3, "--set", "plan.dp=4"],

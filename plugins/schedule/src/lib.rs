@@ -253,8 +253,21 @@ impl PipelineSchedule for Interleaved {
         }
     }
     fn validate(&self, plan: &PlanShape) -> Result<(), ModelError> {
-        if plan.pp <= 1 || plan.vpp <= 1 {
+        if plan.pp <= 1 {
             return Ok(());
+        }
+        if plan.vpp <= 1 {
+            // Megatron-LM runs plain 1F1B without `--num-layers-per-virtual-pipeline-stage`:
+            // a plan that names the interleaved schedule without its degree is ambiguous.
+            return Err(ModelError::invalid(
+                Key::plan("vpp"),
+                plan.vpp,
+                format!(
+                    "{} needs plan.vpp >= 2 model chunks per device (with one it is 1F1B): \
+                     set plan.vpp, or schedule = \"1f1b\"",
+                    self.kind()
+                ),
+            ));
         }
         let m = plan.micro_batches();
         if !self.flexible && !m.is_multiple_of(plan.pp) {
@@ -643,5 +656,12 @@ mod tests {
                 ..plan
             })
             .is_ok());
+        // An interleaved schedule without its degree is refused, naming plan.vpp (one
+        // pipeline stage: nothing to interleave, accepted).
+        for s in [Interleaved::MEGATRON, Interleaved::FLEXIBLE] {
+            let e = s.validate(&shape(4, 1, 1, 8)).unwrap_err().to_string();
+            assert!(e.contains("plan.vpp") && e.contains(s.kind()), "{e}");
+            assert!(s.validate(&shape(1, 1, 1, 8)).is_ok());
+        }
     }
 }

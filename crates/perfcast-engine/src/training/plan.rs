@@ -92,7 +92,9 @@ pub struct TrainingPlan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recompute_modules: Option<super::modules::RecomputeModules>,
     /// Pipeline schedule (registry name): `1f1b`, `gpipe`, `interleaved-1f1b`.
-    /// Default: `interleaved-1f1b` when `vpp > 1`, else `1f1b`.
+    /// Default: `interleaved-1f1b` when `vpp > 1`, else `1f1b`. The interleaved schedules
+    /// with `pp > 1` need `vpp >= 2` (a stack's `parallel.stages_per_rank` supplies it when
+    /// the user gives none; otherwise the plan is refused, naming `plan.vpp`).
     #[serde(default)]
     pub schedule: Option<String>,
     /// GEMM precision: `bf16`, `fp16` (mixed precision, fp32 master weights), `fp8` (fp8
