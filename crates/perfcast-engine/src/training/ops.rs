@@ -507,11 +507,13 @@ impl LayerProgram<'_> {
         let mut gemm_f = 0.0;
         let mut gemm_t = [0.0; 7];
         for (i, &(m, n, k)) in self.gemms.iter().enumerate() {
-            if let Some(r) = self.measured_linear(m, n, k)? {
-                // Timed whole, its quantisation included.
-                gemm_t[i] = timer.add_measured(f, x.gemm(m, n, k), x.gemm16(m, n, k), r)?;
-                gemm_f += gemm_t[i];
-                continue;
+            if x.cast.is_some() {
+                // A linear timed whole, its quantisation included.
+                if let Some(t) = self.measured_forward(f, (m, n, k))? {
+                    gemm_t[i] = t;
+                    gemm_f += t;
+                    continue;
+                }
             }
             gemm_t[i] = timer.add(f, x.gemm(m, n, k), 1.0)?;
             gemm_f += gemm_t[i];
@@ -608,10 +610,11 @@ impl LayerProgram<'_> {
         timer.add(b, sums, 2.0)?;
         let mut gemm_b = 0.0;
         for &(m, n, k) in self.gemms {
-            if let Some(r) = self.measured_linear(m, n, k)? {
-                gemm_b += timer.add_measured(b, x.gemm(m, k, n), x.gemm16(m, k, n), r)?;
-                gemm_b += timer.add_measured(b, x.wgrad(k, n, m), x.gemm16(k, n, m), r)?;
-                continue;
+            if x.cast.is_some() {
+                if let Some(t) = self.measured_backward(b, (m, n, k))? {
+                    gemm_b += t;
+                    continue;
+                }
             }
             gemm_b += timer.add(b, x.gemm(m, k, n), 1.0)?; // dX = dY·Wᵀ
             gemm_b += timer.add(b, x.wgrad(k, n, m), 1.0)?; // dW = Xᵀ·dY

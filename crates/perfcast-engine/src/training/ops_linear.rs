@@ -6,6 +6,7 @@
 
 use super::ops::LayerProgram;
 use super::shape::LayerShape;
+use super::timer::ClassTimes;
 use perfcast_core::op::{ComputeOp, Gemm, GemmScaling};
 use perfcast_core::ModelError;
 
@@ -27,17 +28,47 @@ impl LayerShape {
 }
 
 impl LayerProgram<'_> {
+    /// The forward GEMM of a linear the unit has measured whole, booked in `f`: its time, or
+    /// `None` to time it op by op (out of the layer program's loop: its hot path stays
+    /// small).
+    #[inline(never)]
+    pub(super) fn measured_forward(
+        &self,
+        f: &mut ClassTimes,
+        (m, n, k): (u64, u64, u64),
+    ) -> Result<Option<f64>, ModelError> {
+        let x = self.x;
+        let Some(r) = self.measured_linear(m, n, k)? else {
+            return Ok(None);
+        };
+        (self.timer)
+            .add_measured(f, x.gemm(m, n, k), x.gemm16(m, n, k), r)
+            .map(Some)
+    }
+
+    /// The data- and weight-gradient GEMMs of a linear the unit has measured whole, booked
+    /// in `b`: their time, or `None` to time them op by op.
+    #[inline(never)]
+    pub(super) fn measured_backward(
+        &self,
+        b: &mut ClassTimes,
+        (m, n, k): (u64, u64, u64),
+    ) -> Result<Option<f64>, ModelError> {
+        let (x, timer) = (self.x, self.timer);
+        let Some(r) = self.measured_linear(m, n, k)? else {
+            return Ok(None);
+        };
+        let dgrad = timer.add_measured(b, x.gemm(m, k, n), x.gemm16(m, k, n), r)?;
+        let wgrad = timer.add_measured(b, x.wgrad(k, n, m), x.gemm16(k, n, m), r)?;
+        Ok(Some(dgrad + wgrad))
+    }
+
     /// A low-precision linear of forward GEMM `(m, n, k)` the unit has measured whole
     /// (`ComputeUnit::quantised_linear_ratio`): its time over its three 16-bit GEMMs'. A
     /// fused GEMM of a framework that keeps its projections apart (`fused.projections`
     /// false) takes its parts' ratios, weighted by their FLOPs. `None`: its GEMMs and
     /// quantisation are timed op by op.
-    pub(super) fn measured_linear(
-        &self,
-        m: u64,
-        n: u64,
-        k: u64,
-    ) -> Result<Option<f64>, ModelError> {
+    fn measured_linear(&self, m: u64, n: u64, k: u64) -> Result<Option<f64>, ModelError> {
         let (x, timer) = (self.x, self.timer);
         if x.cast.is_none() {
             return Ok(None);

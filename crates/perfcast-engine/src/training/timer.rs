@@ -189,12 +189,16 @@ impl<'a> Timer<'a> {
         count: f64,
         class: OpClass,
     ) -> Result<f64, ModelError> {
-        self.book(acc, op, op, 1.0, count, class)
+        if count <= 0.0 || op.flops().0 == 0.0 && op.min_bytes().0 == 0.0 {
+            return Ok(0.0);
+        }
+        let ot = self.timed(&op)?;
+        Ok(self.book(acc, op, ot, count, class))
     }
 
     /// Book a low-precision GEMM `op` that the unit has measured as part of a whole linear
     /// layer (`ComputeUnit::quantised_linear_ratio`): `ratio` times the time of `op16`, its
-    /// 16-bit counterpart, once, under GEMMs.
+    /// 16-bit counterpart (whose roofline fields the trace shows), once, under GEMMs.
     pub(super) fn add_measured(
         &self,
         acc: &mut ClassTimes,
@@ -202,35 +206,40 @@ impl<'a> Timer<'a> {
         op16: ComputeOp,
         ratio: f64,
     ) -> Result<f64, ModelError> {
-        self.book(acc, op, op16, ratio, 1.0, OpClass::Gemm)
+        let mut ot = self.timed(&op16)?;
+        ot.time.0 *= ratio;
+        ot.compute.0 *= ratio;
+        ensure_finite(op.class(), ot.time.0)?;
+        Ok(self.book(acc, op, ot, 1.0, OpClass::Gemm))
     }
 
-    /// Time `timed`, scale its time by `ratio`, and book it `count` times under `class` as
-    /// `op`.
-    fn book(
-        &self,
-        acc: &mut ClassTimes,
-        op: ComputeOp,
-        timed: ComputeOp,
-        ratio: f64,
-        count: f64,
-        class: OpClass,
-    ) -> Result<f64, ModelError> {
-        if count <= 0.0 || op.flops().0 == 0.0 && op.min_bytes().0 == 0.0 {
-            return Ok(0.0);
-        }
-        let mut ot = self.unit.op_time(&timed, self.memory)?;
+    /// `op`'s time on the unit, the stack's efficiency multiplier applied.
+    #[inline(always)]
+    fn timed(&self, op: &ComputeOp) -> Result<OpTime, ModelError> {
+        let mut ot = self.unit.op_time(op, self.memory)?;
         let scale = match op {
             ComputeOp::Gemm(_) => self.scales.gemm,
             ComputeOp::Attention(_) => self.scales.attention,
             ComputeOp::Vector(_) => self.scales.vector,
         };
-        ot.time.0 = ot.time.0 * ratio / scale;
-        ot.compute.0 *= ratio;
+        ot.time.0 /= scale;
         let t = ot.time.0;
         if !(t.is_finite() && t >= 0.0) {
             ensure_finite(op.class(), t)?;
         }
+        Ok(ot)
+    }
+
+    /// Book `ot`, the time of `op`, `count` times under `class` (and in the trace).
+    #[inline(always)]
+    fn book(
+        &self,
+        acc: &mut ClassTimes,
+        op: ComputeOp,
+        ot: OpTime,
+        count: f64,
+        class: OpClass,
+    ) -> f64 {
         if let Some(trace) = self.trace {
             trace.borrow_mut().push(OpLine {
                 part: self.part.get(),
@@ -240,7 +249,8 @@ impl<'a> Timer<'a> {
                 time: ot,
             });
         }
+        let t = ot.time.0;
         acc.0[class as usize] += t * count;
-        Ok(t * count)
+        t * count
     }
 }
