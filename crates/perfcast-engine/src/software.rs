@@ -153,10 +153,11 @@ pub struct FusedOps {
     pub fp8_cast: bool,
     /// The query, key and value projections one linear layer, and a gated MLP's gate and up
     /// projections one (Megatron-Core's `linear_qkv` and `linear_fc1`). Default true; false
-    /// for frameworks that keep them apart (torchtitan's `wq`, `wk`, `wv`, `w1`, `w3`). The
-    /// GEMMs are timed fused either way (their FLOPs and traffic are the same); what reads it
-    /// is a low-precision linear the device has measured whole, looked up at each layer's
-    /// own shape (`ComputeUnit::quantised_linear_ratio`).
+    /// for frameworks that keep them apart (torchtitan's `wq`, `wk`, `wv`, `w1`, `w3`). What
+    /// reads it: a low-precision linear the device has measured whole, looked up at each
+    /// projection's own shape (`ComputeUnit::quantised_linear_ratio`). The 16-bit GEMMs are
+    /// timed fused either way (apart, the narrow key and value projections of a tensor-
+    /// parallel shard would cost more than their FLOPs' share: not modelled).
     #[serde(default = "yes")]
     pub projections: bool,
 }

@@ -337,28 +337,58 @@ fn context_parallel() {
 
 /// fp8 (Transformer Engine): GEMMs at the fp8 peak, casts as extra vector work, fp8 weight
 /// copies in memory; MFU against the fp8 peak.
-#[test]
-fn fp8_gemms() {
-    struct Fp8Gpu(TestGpu);
-    impl ComputeUnit for Fp8Gpu {
-        fn kind(&self) -> &str {
-            "fp8-test"
-        }
-        fn peak(&self, e: perfcast_core::Engine, d: DType) -> Option<FlopRate> {
-            match (e, d) {
-                (perfcast_core::Engine::Matrix, DType::Fp8) => Some(FlopRate::from_tflops(624.0)),
-                _ => self.0.peak(e, d),
-            }
-        }
-        fn efficiency(&self, op: &ComputeOp) -> f64 {
-            self.0.efficiency(op)
+/// The test device with a 624 TFLOP/s fp8 matrix engine and, when `row_ratio` is set,
+/// row-scaled linears measured whole at that ratio (every shape it is asked kept).
+struct Fp8Gpu {
+    gpu: TestGpu,
+    row_ratio: Option<f64>,
+    asked: std::sync::Mutex<Vec<[u64; 3]>>,
+}
+
+impl Fp8Gpu {
+    fn new(row_ratio: Option<f64>) -> Self {
+        let gpu = TestGpu {
+            matmul_efficiency: 0.7,
+            launch_overhead: Seconds::ZERO,
+        };
+        let asked = Default::default();
+        Fp8Gpu {
+            gpu,
+            row_ratio,
+            asked,
         }
     }
+}
+
+impl ComputeUnit for Fp8Gpu {
+    fn kind(&self) -> &str {
+        "fp8-test"
+    }
+    fn peak(&self, e: perfcast_core::Engine, d: DType) -> Option<FlopRate> {
+        match (e, d) {
+            (perfcast_core::Engine::Matrix, DType::Fp8) => Some(FlopRate::from_tflops(624.0)),
+            _ => self.gpu.peak(e, d),
+        }
+    }
+    fn efficiency(&self, op: &ComputeOp) -> f64 {
+        self.gpu.efficiency(op)
+    }
+    fn quantised_linear_ratio(
+        &self,
+        scaling: perfcast_core::op::GemmScaling,
+        gemm: [u64; 3],
+        _: &MemoryHierarchy,
+    ) -> Result<Option<f64>, ModelError> {
+        self.asked.lock().unwrap().push(gemm);
+        let row = scaling == perfcast_core::op::GemmScaling::Row;
+        Ok(self.row_ratio.filter(|_| row))
+    }
+}
+
+#[test]
+fn fp8_gemms() {
     let mut sys = a100_system(8);
-    sys.compute = Arc::new(Fp8Gpu(TestGpu {
-        matmul_efficiency: 0.7,
-        launch_overhead: Seconds::ZERO,
-    }));
+    sys.compute = Arc::new(Fp8Gpu::new(None));
     let t = Training::new(gpt(8, 8192, 64), sys, &registry()).unwrap();
     let mut pl = plan(8, 1, 1, 1, 8, "none");
     pl.sp = true;
@@ -415,41 +445,9 @@ fn fp8_gemms() {
 #[test]
 fn a_measured_quantised_linear_is_timed_whole() {
     use crate::training::Fp8Recipe;
-    use perfcast_core::op::GemmScaling;
-    use std::sync::Mutex;
-    struct Measured(TestGpu, Mutex<Vec<[u64; 3]>>);
-    impl ComputeUnit for Measured {
-        fn kind(&self) -> &str {
-            "measured-test"
-        }
-        fn peak(&self, e: perfcast_core::Engine, d: DType) -> Option<FlopRate> {
-            match (e, d) {
-                (perfcast_core::Engine::Matrix, DType::Fp8) => Some(FlopRate::from_tflops(624.0)),
-                _ => self.0.peak(e, d),
-            }
-        }
-        fn efficiency(&self, op: &ComputeOp) -> f64 {
-            self.0.efficiency(op)
-        }
-        fn quantised_linear_ratio(
-            &self,
-            scaling: GemmScaling,
-            gemm: [u64; 3],
-            _: &MemoryHierarchy,
-        ) -> Result<Option<f64>, ModelError> {
-            self.1.lock().unwrap().push(gemm);
-            Ok((scaling == GemmScaling::Row).then_some(1.5))
-        }
-    }
     let (h, tp) = (8192u64, 8u64);
     let run = |projections: bool, recipe: Option<Fp8Recipe>| {
-        let unit = Arc::new(Measured(
-            TestGpu {
-                matmul_efficiency: 0.7,
-                launch_overhead: Seconds::ZERO,
-            },
-            Mutex::new(Vec::new()),
-        ));
+        let unit = Arc::new(Fp8Gpu::new(Some(1.5)));
         let mut sys = a100_system(8);
         sys.compute = unit.clone();
         let opts: TrainingOptions =
@@ -471,7 +469,7 @@ fn a_measured_quantised_linear_is_timed_whole() {
                 .map(|l| l.time.time.0 * l.count)
                 .sum()
         };
-        let asked = std::mem::take(&mut *unit.1.lock().unwrap());
+        let asked = std::mem::take(&mut *unit.asked.lock().unwrap());
         (layer("gemm"), layer("cast"), asked)
     };
     let (bf16, _, _) = run(true, None);
