@@ -19,11 +19,13 @@
 //! [`MeasuredCompute`](crate::MeasuredCompute) answers
 //! `ComputeUnit::quantised_linear_ratio` from it on the GPU it was measured on: the linear's
 //! own ratio `L8 / L16 = ((P + L16) / s - P) / L16` ([`linear_ratio`]), with `L16` and `P`
-//! timed by the unit (`P`: the compulsory traffic of a LayerNorm over `M x K` and a Sigmoid
-//! over `M x N`, forward and backward: [`BLOCK_BYTES`]). The speedup is interpolated
-//! linearly in `log s` over `log2` of each dimension and held at the table's edges beyond
-//! them (training's 65,536-131,072 tokens per micro-batch read at 32,768, where the rows
-//! have levelled off: `M` 16,384 and 32,768 differ by 8% on average).
+//! timed by the unit at the nearest measured shape (`P`: the compulsory traffic of a
+//! LayerNorm over `M x K` and a Sigmoid over `M x N`, forward and backward: [`BLOCK_BYTES`]).
+//! The speedup is interpolated linearly in `log s` over `log2` of each dimension, and the
+//! ratio held at the table's edges beyond them (training's 65,536-131,072 tokens per
+//! micro-batch read at 32,768, where the rows have levelled off: `M` 16,384 and 32,768 differ
+//! by 8% on average; a tensor-parallel shard's 128-column key and value projections read at
+//! 1,024 columns, a slowdown the table may understate).
 
 use perfcast_core::op::{ComputeOp, Gemm, VectorOp, VectorOpKind};
 use perfcast_core::{ComputeUnit, DType, Engine, GemmScaling, MemoryHierarchy, ModelError};
@@ -120,14 +122,23 @@ pub fn linear_ratio(s: f64, l16: f64, p: f64, floor: f64) -> f64 {
     (((p + l16) / s - p) / l16).max(floor)
 }
 
-/// `L8 / L16` of a row-scaled float8 linear whose forward GEMM is `[m, n, k]`: its 16-bit
-/// GEMMs timed by `unit`, the block's LayerNorm and Sigmoid by `unit` too (at its clock: the
-/// ratio of times holds at any).
+/// `L8 / L16` of a row-scaled float8 linear whose forward GEMM is `[m, n, k]`, inferred at
+/// the nearest measured shape (each dimension held within the table's, where the block's
+/// LayerNorm and Sigmoid weighed what they weighed in the measurement) and held beyond it:
+/// the 16-bit GEMMs and the LayerNorm and Sigmoid timed by `unit` (at its clock: the ratio
+/// of times holds at any).
 pub fn measured_ratio(
     unit: &dyn ComputeUnit,
-    [m, n, k]: [u64; 3],
+    gemm: [u64; 3],
     memory: &MemoryHierarchy,
 ) -> Result<f64, ModelError> {
+    let held = |x: u64| {
+        x.clamp(
+            1 << FIRST_LOG2 as u32,
+            1 << (FIRST_LOG2 as u32 + POINTS as u32 - 1),
+        )
+    };
+    let [m, n, k] = gemm.map(held);
     let gemm = |m, n, k| {
         ComputeOp::Gemm(Gemm {
             m,
@@ -268,6 +279,12 @@ mod tests {
         let got = ratio(&h100, GemmScaling::Row).unwrap();
         assert!((got - want).abs() < 1e-9 * want, "{got} {want}");
         assert!(got > 1.0 / speedup(m, k, n), "{got}");
+        // Beyond the table, the ratio of the nearest measured shape.
+        let at = |g: [u64; 3]| {
+            h100.quantised_linear_ratio(GemmScaling::Row, g, &mem)
+                .unwrap()
+        };
+        assert_eq!(at([131072, 128, 4096]), at([32768, 1024, 4096]));
         assert_eq!(ratio(&h100, GemmScaling::Tensor), None);
         assert_eq!(ratio(&on("b200_sxm"), GemmScaling::Row), None);
     }
