@@ -366,7 +366,9 @@ fn the_builtin_schedules_and_policies_as_a_library_are_bit_identical() {
             }
         }
     }
-    assert!(checked >= 12, "{checked}");
+    // Evaluated on both sides: gpipe and 1f1b at vpp 1, the interleaved ones at vpp 2 and 3
+    // where the micro-batches allow (at vpp 1 both refuse, naming plan.vpp).
+    assert!(checked >= 8, "{checked}");
 }
 
 /// A loaded schedule or policy that cannot be built without parameters (the fuzz fixture's
