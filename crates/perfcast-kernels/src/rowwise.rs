@@ -39,8 +39,11 @@ pub const GPU: &str = "h100_sxm";
 pub const BLOCK_BYTES: f64 = 10.0;
 
 /// The measured dimensions: 2^10 ... 2^15.
-const FIRST_LOG2: f64 = 10.0;
+const FIRST_LOG2: u32 = 10;
 const POINTS: usize = 6;
+/// The smallest and the largest measured dimension.
+const SMALLEST: u64 = 1 << FIRST_LOG2;
+const LARGEST: u64 = SMALLEST << (POINTS - 1);
 
 /// Speedup over bfloat16 by (`M`, `K`) row and `N` column (1,024 ... 32,768 each).
 #[rustfmt::skip]
@@ -91,7 +94,7 @@ const SPEEDUP: [[f64; POINTS]; POINTS * POINTS] = [
 
 /// Grid cell and fraction of `x` along one measured dimension (held at the edges).
 fn axis(x: u64) -> (usize, f64) {
-    let l = ((x.max(1) as f64).log2() - FIRST_LOG2).clamp(0.0, (POINTS - 1) as f64);
+    let l = ((x.max(1) as f64).log2() - FIRST_LOG2 as f64).clamp(0.0, (POINTS - 1) as f64);
     let i = (l.floor() as usize).min(POINTS - 2);
     (i, l - i as f64)
 }
@@ -132,13 +135,7 @@ pub fn measured_ratio(
     gemm: [u64; 3],
     memory: &MemoryHierarchy,
 ) -> Result<f64, ModelError> {
-    let held = |x: u64| {
-        x.clamp(
-            1 << FIRST_LOG2 as u32,
-            1 << (FIRST_LOG2 as u32 + POINTS as u32 - 1),
-        )
-    };
-    let [m, n, k] = gemm.map(held);
+    let [m, n, k] = gemm.map(|x| x.clamp(SMALLEST, LARGEST));
     let gemm = |m, n, k| {
         ComputeOp::Gemm(Gemm {
             m,
@@ -176,7 +173,9 @@ pub fn measured_ratio(
     let peak = |d| unit.peak(Engine::Matrix, d).map(|r| r.0);
     let floor = match (peak(DType::Bf16), peak(DType::Fp8)) {
         (Some(b), Some(f)) if f > 0.0 => b / f,
-        _ => 0.5,
+        // A unit without both peaks: H100's, 989 and 1,979 TFLOP/s dense (NVIDIA H100
+        // datasheet), the GPU the table was measured on.
+        _ => 989.0 / 1979.0,
     };
     Ok(linear_ratio(speedup(m, k, n), l16, p, floor))
 }

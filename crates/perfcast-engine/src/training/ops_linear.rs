@@ -67,12 +67,9 @@ impl LayerProgram<'_> {
     /// (`ComputeUnit::quantised_linear_ratio`): its time over its three 16-bit GEMMs'. A
     /// fused GEMM of a framework that keeps its projections apart (`fused.projections`
     /// false) takes its parts' ratios, weighted by their FLOPs. `None`: its GEMMs and
-    /// quantisation are timed op by op.
+    /// quantisation are timed op by op. Called only with a recipe (`x.cast`).
     fn measured_linear(&self, m: u64, n: u64, k: u64) -> Result<Option<f64>, ModelError> {
         let (x, timer) = (self.x, self.timer);
-        if x.cast.is_none() {
-            return Ok(None);
-        }
         let (q, kv) = (x.a_dev * x.d, x.kv_dev * x.d);
         let parts: &[u64] = match () {
             _ if x.fused.projections || k != x.h => &[n],
