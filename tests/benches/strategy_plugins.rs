@@ -108,13 +108,13 @@ fn bench(c: &mut Criterion) {
 fn isolated(c: &mut Criterion, lib: &std::path::Path, plan: &TrainingPlan) {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let target = perfcast_testkit::process::target_dir();
-    let status = std::process::Command::new(cargo)
-        .current_dir(perfcast_testkit::workspace_root())
-        .args(["build", "--quiet", "-p", "perfcast-cli", "--target-dir"])
-        .arg(&target)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    perfcast_testkit::process::run_within(
+        std::process::Command::new(cargo)
+            .current_dir(perfcast_testkit::workspace_root())
+            .args(["build", "--quiet", "-p", "perfcast-cli", "--target-dir"])
+            .arg(&target),
+        perfcast_testkit::process::BUILD_DEADLINE,
+    );
     let opts = IsolateOptions {
         program: target.join("debug").join("perfcast"),
         args: vec!["plugin-host".into()],

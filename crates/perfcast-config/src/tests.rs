@@ -4,7 +4,6 @@
 use crate::{Config, HostError, Plugins, Sources};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The built-in plugins, as a host hands them in.
 fn builtins() -> Plugins {
@@ -12,15 +11,9 @@ fn builtins() -> Plugins {
         .with_kernels(perfcast_kernel_data::shared().expect("kernel tables"))
 }
 
+/// A fresh directory under the target directory (not `$TMPDIR`).
 fn tmpdir() -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "perfcast-config-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    perfcast_testkit::tmpdir("perfcast-config-test")
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

@@ -434,8 +434,7 @@ mod tests {
 
     #[test]
     fn traces_are_read_relative_and_checked() {
-        let dir = std::env::temp_dir().join(format!("perfcast-trace-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = perfcast_testkit::tmpdir("perfcast-trace");
         let good = dir.join("t.csv");
         std::fs::write(&good, "arrival_s,input_len,output_len\n0,10,5\n1,20,5\n").unwrap();
         assert_eq!(read_trace(&good).unwrap().len(), 2);

@@ -9,8 +9,7 @@ use perfcast_core::{DType, Engine, TimeBound};
 use perfcast_scenario::roofline::analyze;
 
 fn a100_with(test: &str, ops: &str) -> Config {
-    let dir = std::env::temp_dir().join(format!("perfcast-roofline-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = perfcast_testkit::tmpdir("perfcast-roofline-test");
     let f = dir.join(format!("{test}.toml"));
     std::fs::write(&f, format!("include = [\"preset:a100-sxm4-80gb\"]\n{ops}")).unwrap();
     let plugins = Plugins::new(perfcast_builtins::DefaultPlugins::new())

@@ -14,7 +14,6 @@ use perfcast_engine::TrainingOptions;
 use perfcast_scenario::stack::{option_key, GpuGeneration, TpComm, MAPPING};
 use perfcast_scenario::{Stack, StackKind};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The views a command reads, each from the configuration resolved as that command resolves it.
 fn tplan(
@@ -37,15 +36,9 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// A fresh directory under the target directory (not `$TMPDIR`).
 fn tmpdir() -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "perfcast-scenario-stacks-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    perfcast_testkit::tmpdir("perfcast-scenario-stacks")
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

@@ -523,7 +523,9 @@ mod tests {
     }
 
     fn dir() -> PathBuf {
-        std::env::temp_dir().join(format!("perfcast-sweep-unit-{}", std::process::id()))
+        static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+        DIR.get_or_init(|| perfcast_testkit::tmpdir("perfcast-sweep-unit"))
+            .clone()
     }
 
     #[test]

@@ -20,18 +20,9 @@ fn configs_dir() -> std::path::PathBuf {
 }
 use std::path::{Path, PathBuf};
 
-/// A fresh temporary directory for this test.
+/// A fresh temporary directory for this test (under the target directory, not `$TMPDIR`).
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "perfcast-studies-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    perfcast_testkit::tmpdir(&format!("perfcast-studies-{tag}"))
 }
 
 /// The shipped config of `name` with its relative paths made absolute, so that it can be

@@ -598,7 +598,10 @@ fn with_closed_env(stream: &str, args: &[&str], env: &[(&str, &str)]) -> i32 {
         "stdout" => cmd.stdout(writer).stderr(std::process::Stdio::null()),
         _ => cmd.stderr(writer).stdout(std::process::Stdio::null()),
     };
-    cmd.status().unwrap().code().unwrap_or(-1)
+    common::spawn(&mut cmd)
+        .wait(common::DEADLINE)
+        .code()
+        .unwrap_or(-1)
 }
 
 #[test]

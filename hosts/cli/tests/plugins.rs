@@ -846,6 +846,21 @@ fn plugin_hosts_of(lib: &str) -> Vec<u32> {
     .collect()
 }
 
+/// The CPU time process `pid` has used, in clock ticks (user and system; 100 a second on
+/// Linux), 0 once it is gone (Linux: from /proc/PID/stat).
+#[cfg(target_os = "linux")]
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the command's closing parenthesis: state is field 3, utime 14, stime 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
+    field(14).unwrap_or(0) + field(15).unwrap_or(0)
+}
+
 /// A plugin host whose plugin runs forever does not outlive perfcast, however perfcast dies
 /// (SIGKILL: no cleanup runs; SIGTERM, SIGINT: the default actions): its request reader sees
 /// the pipe close and ends the process, within 2 s.
@@ -881,34 +896,41 @@ fn host_dies_with_perfcast(cfg: &std::path::Path, lib: &str) {
         }
         false
     };
+    // The child starts with the default action for each signal (common::spawn resets them),
+    // whatever the shell that started `cargo test` left ignored; its wait has a deadline, and
+    // the product's own plugin timeout (60 s) outlasts the test's window.
     for signal in ["KILL", "TERM", "INT"] {
-        let mut child = common::command(
-            &repo(),
-            &[
-                "roofline",
-                cfg.to_str().unwrap(),
-                "--load",
-                lib,
-                "--isolate",
-                "--plugin-timeout",
-                "600",
-            ],
-        )
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        let mut child = common::spawn(
+            common::command(
+                &repo(),
+                &[
+                    "roofline",
+                    cfg.to_str().unwrap(),
+                    "--load",
+                    lib,
+                    "--isolate",
+                    "--plugin-timeout",
+                    "60",
+                ],
+            )
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null()),
+        );
         assert!(
             wait_for(true, 20.0),
             "{signal}: no plugin host of {lib} started"
         );
-        // Let the host reach the spinning call.
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let pid = child.id().to_string();
-        perfcast_testkit::process::run(
-            std::process::Command::new("kill").args([&format!("-{signal}"), &pid]),
-        );
-        let status = child.wait().unwrap();
+        // Let the host reach the spinning call: it has burnt 200 ms of CPU.
+        let start = std::time::Instant::now();
+        while plugin_hosts_of(lib).into_iter().map(cpu_ticks).max() < Some(20) {
+            assert!(
+                start.elapsed().as_secs() < 20,
+                "{signal}: the plugin host of {lib} did not spin within 20 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        child.signal(signal);
+        let status = child.wait(std::time::Duration::from_secs(15));
         assert!(!status.success(), "{signal}: {status:?}");
         assert!(
             wait_for(false, 2.0),

@@ -124,7 +124,9 @@ def test_bad_executors_and_no_ray(tmp_path):
         "try:\n    perfcast.sweep(sys.argv[1], executor='ray')\n"
         "except ImportError as e:\n    print(e)\n"
     )
-    o = subprocess.run([sys.executable, "-c", code, str(study)], capture_output=True, text=True)
+    o = subprocess.run(
+        [sys.executable, "-c", code, str(study)], capture_output=True, text=True, timeout=300
+    )
     assert o.returncode == 0 and "pip install 'ray==" in o.stdout, o.stdout + o.stderr
     # The same from the command line (a `ray` module that cannot be imported first on the path).
     (tmp_path / "ray.py").write_text("raise ImportError('No module named ray')\n")
@@ -209,7 +211,7 @@ def cc(tmp_path, name, source=None, path=None):
         path = tmp_path / f"{name}.c"
         path.write_text(source)
     cmd = [os.environ.get("CC", "cc"), "-shared", "-fPIC", "-O1", "-I", INCLUDE, path, "-o", out, "-lm"]
-    subprocess.run([str(c) for c in cmd], check=True)
+    subprocess.run([str(c) for c in cmd], check=True, timeout=300)
     return out
 
 

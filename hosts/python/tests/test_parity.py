@@ -25,7 +25,7 @@ def in_repo(monkeypatch):
 
 def cli(*args):
     assert BIN.is_file(), f"no perfcast executable at {BIN}: run hosts/python/run-tests.sh"
-    return subprocess.run([str(BIN), *args], capture_output=True, text=True, cwd=ROOT)
+    return subprocess.run([str(BIN), *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 
 def masked(v):

@@ -5,7 +5,7 @@
 //! loads a file no other test process rebuilds under it, and its path (which error messages
 //! and origins show) is the test's.
 
-use crate::process::{run, target_dir, workspace_root};
+use crate::process::{run_within, target_dir, workspace_root, BUILD_DEADLINE};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -32,7 +32,7 @@ pub fn build_rust(crates: &[&str], dir: &Path) -> Vec<PathBuf> {
     for krate in crates {
         build.args(["-p", krate]);
     }
-    run(build.arg("--target-dir").arg(&target));
+    run_within(build.arg("--target-dir").arg(&target), BUILD_DEADLINE);
     std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
     crates
         .iter()
@@ -88,27 +88,33 @@ fn compiler() -> Command {
 /// warnings as errors; `extra` flags go before the source (e.g. `-DPERFCAST_PLUGIN_ABI_MINOR=0`).
 pub fn cc_shared(dir: &Path, src: &Path, out: &str, extra: &[&str]) -> PathBuf {
     let dst = dir.join(out);
-    run(compiler()
-        .args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror"])
-        .args(extra)
-        .arg("-I")
-        .arg(c_include_dir())
-        .arg(src)
-        .arg("-o")
-        .arg(&dst)
-        .arg("-lm"));
+    run_within(
+        compiler()
+            .args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror"])
+            .args(extra)
+            .arg("-I")
+            .arg(c_include_dir())
+            .arg(src)
+            .arg("-o")
+            .arg(&dst)
+            .arg("-lm"),
+        BUILD_DEADLINE,
+    );
     dst
 }
 
 /// Compile the C program `src` into the executable `dir/out` against the plugin header.
 pub fn cc_program(dir: &Path, src: &Path, out: &str) -> PathBuf {
     let dst = dir.join(out);
-    run(compiler()
-        .arg("-I")
-        .arg(c_include_dir())
-        .arg(src)
-        .arg("-o")
-        .arg(&dst));
+    run_within(
+        compiler()
+            .arg("-I")
+            .arg(c_include_dir())
+            .arg(src)
+            .arg("-o")
+            .arg(&dst),
+        BUILD_DEADLINE,
+    );
     dst
 }
 

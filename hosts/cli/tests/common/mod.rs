@@ -6,7 +6,7 @@
 // Each test binary compiles this module and uses only part of it.
 #![allow(dead_code, unused_imports)]
 
-pub use perfcast_testkit::process::{output, Out};
+pub use perfcast_testkit::process::{output, spawn, Out, Running, DEADLINE};
 pub use perfcast_testkit::{tmpdir, workspace_root as repo};
 use std::path::Path;
 use std::process::Command;
