@@ -26,6 +26,10 @@ enum Exception {
     /// The published interleaving degree is outside the searched rule (layers divisible by
     /// pp x vpp, Megatron-LM's requirement).
     VppOutsideSpace,
+    /// The published plan fits the device but not the search's memory headroom (the search
+    /// keeps `search.memory_headroom` of each device free; e.g. NeMo's Llama 2 70B SFT on 16
+    /// H100 at 74 GiB of 80).
+    PublishedAboveHeadroom,
 }
 
 /// The published plan as the harness evaluates it: an unpublished recompute policy becomes
@@ -124,16 +128,20 @@ fn best_plan_at_least_as_fast_as_published() {
         let best = match res {
             Ok(r) => r.plans.into_iter().next().expect("a plan"),
             Err(e) => {
-                assert!(
-                    !rep.memory.fits,
-                    "{}: the search found nothing ({e}) but the published plan fits",
-                    case.id
-                );
-                lines.push(format!(
-                    "{}: exception {:?} ({e})",
-                    case.id,
+                let limit = rep.memory.capacity.gib() * (1.0 - constraints.memory_headroom);
+                let exception = if !rep.memory.fits {
                     Exception::PublishedDoesNotFit
-                ));
+                } else if rep.memory.peak.gib() > limit {
+                    Exception::PublishedAboveHeadroom
+                } else {
+                    panic!(
+                        "{}: the search found nothing ({e}) but the published plan fits, \
+                         within the headroom ({:.2} of {limit:.2} GiB)",
+                        case.id,
+                        rep.memory.peak.gib()
+                    )
+                };
+                lines.push(format!("{}: exception {exception:?} ({e})", case.id));
                 continue;
             }
         };
@@ -147,8 +155,11 @@ fn best_plan_at_least_as_fast_as_published() {
             ));
             continue;
         }
+        let limit = rep.memory.capacity.gib() * (1.0 - constraints.memory_headroom);
         let exception = if !rep.memory.fits {
             Exception::PublishedDoesNotFit
+        } else if rep.memory.peak.gib() > limit {
+            Exception::PublishedAboveHeadroom
         } else if plan.pp > 1
             && plan.vpp > 1
             && !layers.is_multiple_of(plan.pp as u64 * plan.vpp as u64)

@@ -93,14 +93,14 @@ tokens_per_s = 1000.0
 #[test]
 fn repository_file_parses_completely() {
     let f = CasesFile::parse(&repo_cases_text(), "cases.toml").unwrap();
-    // The shared set's counts (configs/validation/README.md): 259 cases, 96 training, in
-    // 21 groups.
-    assert_eq!(f.cases.len(), 259);
+    // The shared set's counts (configs/validation/README.md, 2026-12-06): 1,834 cases, 229
+    // training, in 73 groups.
+    assert_eq!(f.cases.len(), 1834);
     assert_eq!(
         f.cases.iter().filter(|c| c.kind == Kind::Training).count(),
-        96
+        229
     );
-    assert_eq!(f.groups().len(), 21);
+    assert_eq!(f.groups().len(), 73);
     // The four optional `[case.parallel]` facts of SCHEMA.md.
     let by_id = |id: &str| f.cases.iter().find(|c| c.id == id).unwrap();
     let v3 = &by_id("deepseek_v3_report_2048xh800").parallel;
@@ -115,7 +115,7 @@ fn repository_file_parses_completely() {
             .iter()
             .filter(|c| c.parallel.tp_comm_overlap == Some(true))
             .count(),
-        9
+        10
     );
     let c = f
         .cases

@@ -372,7 +372,9 @@ fn whole_file_keeps_every_case_and_json_shape() {
 
 /// Every case's model, as the harness builds it, has the published parameter count
 /// (`model.params_b`, printed to 2-4 significant digits by the sources): within 1%, or within
-/// 0.6 units of the last printed digit (e.g. "1.7": 1.64..1.76).
+/// 0.6 units of the last printed digit (e.g. "1.7": 1.64..1.76). A case whose model shape is
+/// partly assumed (`assumed` names a `model.` field, e.g. NeMo's Nemotron 22B with its
+/// vocabulary not published) is not held to it: its count is only as good as the assumption.
 #[test]
 fn every_case_model_matches_its_published_size() {
     let f = file();
@@ -383,6 +385,7 @@ fn every_case_model_matches_its_published_size() {
         .cases
         .iter()
         .filter(|c| c.model.moe.is_none() && c.model.mla.is_none())
+        .filter(|c| !c.assumed.iter().any(|a| a.starts_with("model.")))
     {
         let Some(pb) = c.model.params_b else { continue };
         let p = harness::model_spec(c, &Stack::default()).params() as f64 / 1e9;

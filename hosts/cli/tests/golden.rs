@@ -198,18 +198,69 @@ fn golden_search() {
     experiments("search");
 }
 
+/// `perfcast validate` on a fixed sample of the public cases, in the main (debug) tier: the
+/// first [`SAMPLE_PER_GROUP`] cases of every group in file order, so every group (each
+/// publisher's table, each serving engine and GPU) is seen while the run stays seconds
+/// unoptimised. The whole file is the release tier's ([`golden_validate_whole_file`]).
 #[test]
 fn golden_validate() {
+    let sample = common::tmpdir("perfcast-golden-validate").join("validation-sample.toml");
+    std::fs::write(&sample, validation_sample()).unwrap();
     let mut failures = Vec::new();
-    let cases = "configs/validation/cases.toml";
     check(
         "validate",
-        "cases",
-        cases,
+        "sample",
+        sample.to_str().unwrap(),
         &["table", "json"],
         &mut failures,
     );
     golden::assert_none_failed(&failures, UPDATE);
+}
+
+/// `perfcast validate` on the whole public file (1,834 cases): the release tier, run by
+/// `.ci/run` (`cargo test --release -p perfcast-cli --test golden`; with `UPDATE_GOLDEN=1` it
+/// rewrites these files too).
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release tier: the whole validation file, run optimised by .ci/run"
+)]
+fn golden_validate_whole_file() {
+    let mut failures = Vec::new();
+    check(
+        "validate",
+        "cases",
+        "configs/validation/cases.toml",
+        &["table", "json"],
+        &mut failures,
+    );
+    golden::assert_none_failed(&failures, UPDATE);
+}
+
+/// How many cases of each group the debug tier's validation sample takes.
+const SAMPLE_PER_GROUP: usize = 3;
+
+/// The public cases file cut to its header and the first [`SAMPLE_PER_GROUP`] cases of each
+/// group (the text of each case kept as it is).
+fn validation_sample() -> String {
+    let text = std::fs::read_to_string(repo().join("configs/validation/cases.toml")).unwrap();
+    let mut parts = text.split("\n[[case]]\n");
+    let mut out = parts.next().unwrap().to_string();
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    for case in parts {
+        let group = case
+            .lines()
+            .find_map(|l| l.strip_prefix("group = "))
+            .unwrap_or_else(|| panic!("a case without a group: {}", &case[..80.min(case.len())]));
+        let n = seen.entry(group.to_string()).or_default();
+        *n += 1;
+        if *n <= SAMPLE_PER_GROUP {
+            out.push_str("\n[[case]]\n");
+            out.push_str(case);
+        }
+    }
+    assert!(seen.len() > 50, "{} groups", seen.len());
+    out
 }
 
 /// Every shipped experiment is listed in `EXPERIMENTS` (so a new one gets golden outputs), and
