@@ -86,51 +86,51 @@ pub fn output(cmd: &mut Command) -> Out {
 pub fn output_within(cmd: &mut Command, limit: Duration) -> Out {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut running = spawn(cmd);
-    let stdout = running.child.stdout.take().map(|s| capture(s, "stdout"));
-    let stderr = running.child.stderr.take().map(|s| capture(s, "stderr"));
-    let (status, waited) = running.wait_for(limit, &[stdout.as_ref(), stderr.as_ref()]);
-    let status = match status {
-        Ok(status) => status,
-        Err(why) => {
-            running.kill_group();
-            // The kill closed every pipe the group held: what the readers have is all there is.
-            let [out, err] = [&stdout, &stderr].map(|c| {
-                c.as_ref()
-                    .map(|c| c.finish(Duration::from_secs(5)).1)
-                    .unwrap_or_default()
-            });
-            panic!(
-                "{}: {why} after {:.1} s (limit {:.0} s); its process group was killed\n\
-                 --- stdout (end) ---\n{}\n--- stderr (end) ---\n{}",
-                running.what,
-                waited.as_secs_f64(),
-                limit.as_secs_f64(),
-                tail(&out),
-                tail(&err),
-            )
-        }
+    let streams = [
+        running.child.stdout.take().map(|s| capture(s, "stdout")),
+        running.child.stderr.take().map(|s| capture(s, "stderr")),
+    ];
+    let floods = || {
+        streams
+            .iter()
+            .flatten()
+            .find(|c| c.flooded())
+            .map(|c| c.name)
     };
-    // The streams end with the child unless something it started still holds them.
-    let left = limit.saturating_sub(waited).max(Duration::from_secs(5));
-    let mut text = [stdout, stderr].into_iter().map(|c| {
-        let Some(c) = c else { return String::new() };
-        let (ended, text) = c.finish(left);
-        if !ended {
-            running.kill_group();
-            panic!(
-                "{}: exited ({status}) but a process it left behind held its {} open for \
-                 {:.0} s more; its process group was killed",
-                running.what,
-                c.name,
-                left.as_secs_f64()
-            );
-        }
-        text
-    });
+    let (exited, waited) = running.wait_for(limit, &floods);
+    // The streams end with the child unless something it started still holds them: one
+    // deadline for both. The child is not reaped yet, so its process group is still its own.
+    let deadline = Instant::now() + limit.saturating_sub(waited).max(Duration::from_secs(5));
+    let held = exited.is_ok() && streams.iter().flatten().any(|c| !c.ended_by(deadline));
+    let flooded = floods();
+    if exited.is_err() || held || flooded.is_some() {
+        running.kill_group();
+        // The kill closed every pipe the group held: what the readers have is all there is.
+        let [out, err] = streams.each_ref().map(|c| {
+            c.as_ref()
+                .map(|c| c.text(Instant::now() + Duration::from_secs(5)))
+                .unwrap_or_default()
+        });
+        let why = match (exited, flooded) {
+            (_, Some(name)) => format!("printed more than {} MiB on {name}", OUTPUT_CAP >> 20),
+            (Err(why), None) => format!("{why} after {:.1} s", waited.as_secs_f64()),
+            (Ok(()), None) => "exited but a process it left behind held its output open".into(),
+        };
+        panic!(
+            "{}: {why} (limit {:.1} s); its process group was killed\n\
+             --- stdout (end) ---\n{}\n--- stderr (end) ---\n{}",
+            running.what,
+            limit.as_secs_f64(),
+            tail(&out),
+            tail(&err),
+        )
+    }
+    let status = running.reap();
+    let [stdout, stderr] = streams.map(|c| c.map(|c| c.text(Instant::now())).unwrap_or_default());
     Out {
         code: status.code().unwrap_or(-1),
-        stdout: text.next().unwrap_or_default(),
-        stderr: text.next().unwrap_or_default(),
+        stdout,
+        stderr,
     }
 }
 
@@ -155,11 +155,10 @@ pub fn run_within(cmd: &mut Command, limit: Duration) {
 /// its process group killed if the test lets go of it unwaited (a failed assertion, say), so
 /// that nothing a test starts outlives it.
 pub struct Running {
-    /// The child (its stdio as the command set it).
-    pub child: Child,
+    child: Child,
     /// The command, for messages.
     pub what: String,
-    waited: bool,
+    reaped: bool,
 }
 
 /// Start `cmd` as a test's child: in a process group of its own (so that a deadline can kill it
@@ -168,14 +167,19 @@ pub struct Running {
 /// whatever the test process inherited: a test run from the background of a non-interactive
 /// shell inherits SIGINT and SIGQUIT ignored (POSIX), and a test that signals its child must
 /// test the child, not the shell that started `cargo test`. On Linux the child is also killed
-/// if the test process dies first (`PR_SET_PDEATHSIG`).
+/// if the test process dies first (`PR_SET_PDEATHSIG`; it fires when the *thread* that
+/// spawned the child ends, so a test waits for its child on the thread that started it, as
+/// every test here does). A process the child starts is in its group: the deadlines kill it
+/// too; a test interrupted from the terminal (Ctrl-C reaches the test's group, not its
+/// children's) leaves them to the next run's deadline or to `kill`.
 pub fn spawn(cmd: &mut Command) -> Running {
     let what = describe(cmd);
+    let parent = std::process::id();
     cmd.stdin(Stdio::null()).process_group(0);
     // SAFETY: between fork and exec the closure calls only async-signal-safe functions
     // (signal(2), sigprocmask(2), prctl(2), getppid(2)) on memory of its own.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             for sig in [
                 libc::SIGINT,
                 libc::SIGQUIT,
@@ -194,10 +198,9 @@ pub fn spawn(cmd: &mut Command) -> Running {
             }
             #[cfg(target_os = "linux")]
             {
-                let parent = libc::getppid();
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 // The parent may have died before the request took hold.
-                if libc::getppid() != parent {
+                if u32::try_from(libc::getppid()) != Ok(parent) {
                     libc::_exit(1);
                 }
             }
@@ -210,7 +213,7 @@ pub fn spawn(cmd: &mut Command) -> Running {
     Running {
         child,
         what,
-        waited: false,
+        reaped: false,
     }
 }
 
@@ -218,20 +221,27 @@ impl Running {
     /// The child's exit status, waited for at most `limit`; past it the child's process group
     /// is killed and the test fails with a message naming the command and the time waited.
     pub fn wait(&mut self, limit: Duration) -> ExitStatus {
-        let (status, waited) = self.wait_for(limit, &[]);
-        status.unwrap_or_else(|why| {
-            self.kill_group();
-            panic!(
-                "{}: {why} after {:.1} s (limit {:.0} s); its process group was killed",
-                self.what,
-                waited.as_secs_f64(),
-                limit.as_secs_f64()
-            )
-        })
+        match self.wait_for(limit, &|| None) {
+            (Ok(()), _) => self.reap(),
+            (Err(why), waited) => {
+                self.kill_group();
+                panic!(
+                    "{}: {why} after {:.1} s (limit {:.1} s); its process group was killed",
+                    self.what,
+                    waited.as_secs_f64(),
+                    limit.as_secs_f64()
+                )
+            }
+        }
     }
 
     /// Send the child (not its group) the signal `name`: `KILL`, `TERM`, `INT`, `QUIT` or `HUP`.
     pub fn signal(&self, name: &str) {
+        assert!(
+            !self.reaped,
+            "signal {name} to {} after it was reaped",
+            self.what
+        );
         let sig = match name {
             "KILL" => libc::SIGKILL,
             "TERM" => libc::SIGTERM,
@@ -240,9 +250,8 @@ impl Running {
             "HUP" => libc::SIGHUP,
             _ => panic!("no signal SIG{name} in the test kit"),
         };
-        let pid = libc::pid_t::try_from(self.child.id()).unwrap_or_else(|e| panic!("pid: {e}"));
-        // SAFETY: kill(2) on the pid of a child this value has not reaped yet.
-        let r = unsafe { libc::kill(pid, sig) };
+        // SAFETY: kill(2) on the pid of a child not reaped yet (a zombie holds its pid).
+        let r = unsafe { libc::kill(self.pid(), sig) };
         assert_eq!(
             r,
             0,
@@ -252,42 +261,66 @@ impl Running {
         );
     }
 
-    /// Kill the child's process group (SIGKILL: a child that ignores SIGTERM dies too) and reap
-    /// the child.
-    pub fn kill_group(&mut self) {
-        if let Ok(pgid) = libc::pid_t::try_from(self.child.id()) {
-            // SAFETY: kill(2) with a negative pid signals the process group `pgid`, which
-            // `spawn` created for this child alone.
-            unsafe {
-                libc::kill(-pgid, libc::SIGKILL);
-            }
-        }
-        let _ = self.child.wait();
-        self.waited = true;
+    fn pid(&self) -> libc::pid_t {
+        libc::pid_t::try_from(self.child.id()).unwrap_or_else(|e| panic!("pid: {e}"))
     }
 
-    /// Wait for the child's exit until `limit`, watching `floods` (the output readers) for a
-    /// stream past [`OUTPUT_CAP`]. Polls: every 1 ms for the first 50 ms (most commands of the
-    /// suite end there), then every 10 ms. Returns the status or why it gave up, and the time
-    /// waited.
+    /// Kill the child's process group (SIGKILL: a child that ignores SIGTERM dies too) and reap
+    /// the child. Only before the child is reaped: until then its pid, the group's id, cannot
+    /// be anyone else's.
+    pub fn kill_group(&mut self) {
+        if !self.reaped {
+            // SAFETY: kill(2) with a negative pid signals the process group `spawn` created
+            // for this child, whose leader (the child, perhaps a zombie) is not reaped.
+            unsafe {
+                libc::kill(-self.pid(), libc::SIGKILL);
+            }
+            self.reap();
+        }
+    }
+
+    /// Reap the child and return its status.
+    fn reap(&mut self) -> ExitStatus {
+        let status = self
+            .child
+            .wait()
+            .unwrap_or_else(|e| panic!("cannot wait for {}: {e}", self.what));
+        self.reaped = true;
+        status
+    }
+
+    /// Wait for the child's exit until `limit` without reaping it (`waitid` with `WNOWAIT`,
+    /// so its process group stays its own), giving up early when `flood` names a stream past
+    /// [`OUTPUT_CAP`]. Polls every 1 ms for the first 50 ms (most commands of the suite end
+    /// there), then every 10 ms. Returns `Ok` on exit or why it gave up, and the time waited.
     fn wait_for(
         &mut self,
         limit: Duration,
-        floods: &[Option<&Capture>],
-    ) -> (Result<ExitStatus, String>, Duration) {
+        flood: &dyn Fn() -> Option<&'static str>,
+    ) -> (Result<(), String>, Duration) {
         let start = Instant::now();
         loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => {
-                    self.waited = true;
-                    return (Ok(status), start.elapsed());
-                }
-                Ok(None) => {}
-                Err(e) => return (Err(format!("cannot wait: {e}")), start.elapsed()),
+            // SAFETY: waitid(2) on this child's pid, into a zeroed siginfo_t of our own.
+            let (r, pid) = unsafe {
+                let mut info: libc::siginfo_t = std::mem::zeroed();
+                let r = libc::waitid(
+                    libc::P_PID,
+                    self.child.id(),
+                    &mut info,
+                    libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+                );
+                (r, info.si_pid())
+            };
+            if r != 0 {
+                let e = std::io::Error::last_os_error();
+                return (Err(format!("cannot wait: {e}")), start.elapsed());
+            }
+            if pid != 0 {
+                return (Ok(()), start.elapsed());
             }
             let waited = start.elapsed();
-            if let Some(c) = floods.iter().flatten().find(|c| c.flooded()) {
-                let why = format!("printed more than {} MiB on {}", OUTPUT_CAP >> 20, c.name);
+            if let Some(name) = flood() {
+                let why = format!("printed more than {} MiB on {name}", OUTPUT_CAP >> 20);
                 return (Err(why), waited);
             }
             if waited >= limit {
@@ -305,9 +338,7 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if !self.waited {
-            self.kill_group();
-        }
+        self.kill_group();
     }
 }
 
@@ -318,6 +349,7 @@ struct Capture {
     text: Arc<Mutex<Vec<u8>>>,
     flood: Arc<AtomicBool>,
     done: mpsc::Receiver<()>,
+    ended: std::cell::Cell<bool>,
 }
 
 fn capture(mut stream: impl Read + Send + 'static, name: &'static str) -> Capture {
@@ -329,7 +361,7 @@ fn capture(mut stream: impl Read + Send + 'static, name: &'static str) -> Captur
         let mut buf = [0u8; 64 << 10];
         while let Ok(n @ 1..) = stream.read(&mut buf) {
             let mut t = t.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if t.len() + n > OUTPUT_CAP {
+            if f.load(Ordering::SeqCst) || t.len() + n > OUTPUT_CAP {
                 f.store(true, Ordering::SeqCst);
             } else {
                 t.extend_from_slice(&buf[..n]);
@@ -342,6 +374,7 @@ fn capture(mut stream: impl Read + Send + 'static, name: &'static str) -> Captur
         text,
         flood,
         done,
+        ended: std::cell::Cell::new(false),
     }
 }
 
@@ -350,20 +383,34 @@ impl Capture {
         self.flood.load(Ordering::SeqCst)
     }
 
-    /// Whether the stream ended within `limit`, and what was read (lossy UTF-8).
-    fn finish(&self, limit: Duration) -> (bool, String) {
-        let ended = self.done.recv_timeout(limit).is_ok();
+    /// Whether the stream has ended, waiting for it until `deadline`.
+    fn ended_by(&self, deadline: Instant) -> bool {
+        if !self.ended.get() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            self.ended.set(self.done.recv_timeout(left).is_ok());
+        }
+        self.ended.get()
+    }
+
+    /// What was read (lossy UTF-8), once the stream ended or `deadline` passed.
+    fn text(&self, deadline: Instant) -> String {
+        self.ended_by(deadline);
         let t = self
             .text
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        (ended, String::from_utf8_lossy(&t).into_owned())
+        String::from_utf8_lossy(&t).into_owned()
     }
 }
 
-/// The last 40 lines of `text` (what a failure message shows of a child's output).
+/// The last 40 lines of `text` (what a failure message shows of a child's output), from its
+/// last 16 KiB at most: a flood is 64 MiB of lines.
 fn tail(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().collect();
+    let mut from = text.len().saturating_sub(16 << 10);
+    while !text.is_char_boundary(from) {
+        from += 1;
+    }
+    let lines: Vec<&str> = text[from..].lines().collect();
     lines[lines.len().saturating_sub(40)..].join("\n")
 }
 
@@ -482,6 +529,28 @@ mod tests {
         }
     }
 
+    /// A child that exits but leaves a process of its group holding its output: the group is
+    /// killed (the child is reaped only after, so the group is still its own) and reported.
+    #[test]
+    fn a_child_that_leaves_its_output_held_is_reported() {
+        let m = panic_of(|| {
+            output_within(&mut sh("sleep 1003.5 & echo bye"), Duration::from_secs(1));
+        });
+        assert!(
+            m.contains("exited but a process it left behind held its output open"),
+            "{m}"
+        );
+        assert!(m.contains("bye"), "{m}");
+        #[cfg(target_os = "linux")]
+        {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !processes_with("1003.5").is_empty() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert_eq!(processes_with("1003.5"), Vec::<String>::new());
+        }
+    }
+
     #[test]
     fn a_flooding_child_is_killed_and_reported() {
         let start = Instant::now();
@@ -539,8 +608,10 @@ mod tests {
     #[test]
     fn a_child_let_go_of_is_killed() {
         let running = spawn(&mut sh("exec sleep 1002.25"));
-        assert_eq!(processes_with("1002.25").len(), 1);
+        let proc_dir = PathBuf::from(format!("/proc/{}", running.pid()));
+        assert!(proc_dir.exists());
         drop(running);
-        assert_eq!(processes_with("1002.25"), Vec::<String>::new());
+        // Killed and reaped: its /proc entry is gone.
+        assert!(!proc_dir.exists(), "{} still there", proc_dir.display());
     }
 }
