@@ -218,6 +218,9 @@ fn summary_rows(out: &mut String, r: &Report) {
             );
         }
     }
+    if let Some(b) = &r.summary.baseline {
+        baseline_rows(out, b);
+    }
     if !r.summary.worst.is_empty() {
         let _ = writeln!(out, "  worst cases:");
         for w in r.summary.worst.iter().take(5) {
@@ -230,6 +233,49 @@ fn summary_rows(out: &mut String, r: &Report) {
             );
         }
     }
+}
+
+/// perfcast beside the in-project roofline baseline, per group and kind, on the cases both
+/// score.
+fn baseline_rows(out: &mut String, b: &perfcast_validation::baseline::Comparison) {
+    let params: Vec<String> = b
+        .params
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.3}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "== perfcast beside the roofline baseline (perfcast_validation::baseline: {})",
+        params.join(", ")
+    );
+    let _ = writeln!(
+        out,
+        "  {:<36} {:>6} {:>6} {:>6} {:>9} {:>9} {:>15}",
+        "group", "scored", "base", "both", "perfcast", "roofline", "roofline, LOGO"
+    );
+    let pct = |m: Option<f64>| m.map_or("-".to_string(), |m| format!("{:.1}%", 100.0 * m));
+    let rows = b.groups.iter().map(|(g, v)| (g.as_str(), v)).chain([
+        ("training", &b.training),
+        ("inference", &b.inference),
+        ("overall", &b.overall),
+    ]);
+    for (g, v) in rows {
+        let _ = writeln!(
+            out,
+            "  {g:<36} {:>6} {:>6} {:>6} {:>9} {:>9} {:>15}",
+            v.perfcast_scored,
+            v.baseline_scored,
+            v.both,
+            pct(v.perfcast_mape),
+            pct(v.baseline_mape),
+            pct(v.baseline_leave_group_out_mape)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  (scored: by perfcast; base: by the baseline; MAPE on the cases both score; LOGO: \
+         the baseline refitted without the case's group)"
+    );
 }
 
 /// One metric's row of the table: case (on the first row), metric, predicted, measured,
@@ -488,7 +534,8 @@ pub fn calibration_table(c: &Calibration) -> String {
 }
 
 /// Per group and overall: cases, MAPE before, in-sample, cross-validated (one column per
-/// scheme, headed by what a fold holds out).
+/// scheme, headed by what a fold holds out), and the roofline baseline on the same cases
+/// (fitted on them; `roofline cv`: refitted without each case's group).
 fn group_table(c: &Calibration, s: &mut String) {
     let mut sets: Vec<(String, &[Option<FirstMetric>])> = Vec::new();
     if c.cv != Cv::None {
@@ -497,6 +544,8 @@ fn group_table(c: &Calibration, s: &mut String) {
     for r in &c.also {
         sets.push((format!("cv {}", r.cv.name()), &r.out_of_fold));
     }
+    sets.push(("roofline".into(), &c.baseline[0]));
+    sets.push(("roofline cv".into(), &c.baseline[1]));
     let mut head = format!(
         "\n  {:<30} {:>6} {:>8} {:>10}",
         "group", "cases", "before", "in-sample"

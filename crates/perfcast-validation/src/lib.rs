@@ -17,6 +17,7 @@
 //! measurements (`[case.measured]`) are scored; derived `[case.reference]` values are shown,
 //! never scored.
 
+pub mod baseline;
 pub mod calibrate;
 pub mod cases;
 pub mod collectives;
@@ -134,6 +135,7 @@ pub fn validate_with(
     }
     h.check_overlay(&file, group)?;
     let mut report = h.run(&file, group);
+    report.attach_baseline(&file, group);
     if let Some((r, level)) = &opts.intervals {
         report.summary.interval_kinds = r
             .coverage(*level)

@@ -242,6 +242,10 @@ pub struct Summary {
     /// each interval drawn without what its fold held out
     /// ([`crate::intervals::Residuals::coverage`]).
     pub interval_kinds: Vec<IntervalCoverage>,
+    /// perfcast beside the in-project roofline baseline on the cases both score
+    /// ([`crate::baseline`]); absent when the run did not fit it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<crate::baseline::Comparison>,
 }
 
 /// How many measurements one kind of interval holds.
@@ -335,6 +339,7 @@ impl Report {
             first_metrics,
             worst,
             interval_kinds: Vec::new(),
+            baseline: None,
         };
         Report { cases, summary }
     }
@@ -344,6 +349,24 @@ impl Report {
         self.cases
             .iter()
             .find_map(|c| c.error_bars.as_ref().map(|e| e.level))
+    }
+
+    /// Fit the roofline baseline on the cases of `file` this report scores and set it beside
+    /// this report's first-metric errors, for the cases of `group` ([`crate::baseline::run`],
+    /// [`crate::baseline::compare`]).
+    pub fn attach_baseline(&mut self, file: &crate::cases::CasesFile, group: Option<&str>) {
+        let errors: std::collections::HashMap<&str, f64> = self
+            .cases
+            .iter()
+            .filter_map(|c| c.first.as_ref().map(|f| (c.id.as_str(), f.rel_error)))
+            .collect();
+        let cases: Vec<(&str, &str, Kind)> = self
+            .cases
+            .iter()
+            .map(|c| (c.id.as_str(), c.group.as_str(), c.kind))
+            .collect();
+        let run = crate::baseline::run(file, group, &|id| errors.contains_key(id));
+        self.summary.baseline = Some(crate::baseline::compare(&errors, &cases, &run));
     }
 
     /// `{"cases":[...],"summary":{...}}`.

@@ -157,6 +157,9 @@ pub struct Calibration {
     pub folds: Vec<Fold>,
     /// The further cross-validations ([`Options::also`]).
     pub also: Vec<CvRun>,
+    /// The roofline baseline on the same cases, fitted on them and refitted without each
+    /// case's group ([`crate::baseline::calibration_sets`]).
+    pub baseline: [Vec<Option<FirstMetric>>; 2],
     /// Wall time, seconds.
     pub seconds: f64,
     /// Threads it ran on.
@@ -689,6 +692,8 @@ fn finish(
                 .count(),
         })
         .collect();
+    let ids: Vec<&str> = cases.iter().map(|c| c.id.as_str()).collect();
+    let baseline = crate::baseline::calibration_sets(file, &ids);
     Ok(Calibration {
         cases_file: file.file.clone(),
         sha256: sha256.to_string(),
@@ -712,6 +717,7 @@ fn finish(
         fit,
         folds,
         also,
+        baseline,
         seconds: t0.elapsed().as_secs_f64(),
         threads: rayon::current_num_threads(),
     })

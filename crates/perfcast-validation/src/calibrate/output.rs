@@ -101,6 +101,10 @@ impl Calibration {
             "cross_validated": if self.cv == Cv::None { Value::Null } else { self.summary_json(&self.out_of_fold) },
             "cross_validated_also": self.also.iter().map(|r| (r.cv.name().to_string(), self.summary_json(&r.out_of_fold))).collect::<Map<String, Value>>(),
             "before": self.summary_json(&self.before),
+            "baseline": {
+                "in_sample": self.summary_json(&self.baseline[0]),
+                "cross_validated": self.summary_json(&self.baseline[1]),
+            },
             "converged": self.converged(),
             "cv": self.cv.name(),
             "objective": {"start": self.start_objective, "fitted": self.fit.f, "evaluations": self.fit.evals},
