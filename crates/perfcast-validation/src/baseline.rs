@@ -10,13 +10,13 @@
 //!
 //! - **Training**: the step's hardware FLOPs (`flops::hardware_flops`, recompute as
 //!   published, attention as its full score matrix) at the efficiency of the step's
-//!   precision, plus the 1F1B bubble
-//!   `(pp - 1) / (m · vpp)` of it (`m` micro-batches per pipeline), or the gradients' ring
-//!   all-reduce over data parallelism if that is longer (it overlaps the compute), plus the
-//!   collectives on the critical path, exposed on ring bandwidth: tensor-parallel all-reduces
-//!   (four per layer and micro-batch, two more with full recompute), the expert all-to-alls
-//!   (dispatch and combine, forward and twice in backward) and the context ring's keys and
-//!   values. No kernel tables, no stack.
+//!   precision, plus the 1F1B bubble `(pp - 1) / (m · vpp)` of it (`m` micro-batches per
+//!   pipeline), or the gradients' all-reduce over data parallelism if that is longer (it
+//!   overlaps the compute), plus the collectives on the critical path: tensor-parallel
+//!   all-reduces and the expert all-to-alls (dispatch and combine: four per layer and
+//!   micro-batch, two more with full recompute) and the context ring's keys and values.
+//!   Collectives are rings, hierarchical across scale-up domains (a ring inside each, then
+//!   one over the NICs on the domain's shard). No kernel tables, no stack.
 //! - **Inference**: a forward step is the larger of its FLOPs at the GEMM efficiency and its
 //!   bytes (weights, the experts a batch touches, the KV cache read) at the memory
 //!   efficiency, plus its tensor-parallel all-reduces and the fixed step cost. A static batch:

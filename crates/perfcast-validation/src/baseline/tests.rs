@@ -30,8 +30,14 @@ fn training_case(parallel: &str, gpus: u64, precision: &str, gpu: &str) -> Case 
     )
 }
 
-const ONE_GPU: &str = "tp = 1\npp = 1\ndp = 1\ncp = 1\nep = 1\nsp = false\nvpp = 1\n\
-                       zero_stage = 0\nmicro_batch = 1\nglobal_batch = 8";
+/// A `[case.parallel]` body: TP, PP and DP degrees and the global batch, micro-batches of 1,
+/// nothing else split.
+fn plan(tp: u64, pp: u64, dp: u64, global_batch: u64) -> String {
+    format!(
+        "tp = {tp}\npp = {pp}\ndp = {dp}\ncp = 1\nep = 1\nsp = false\nvpp = 1\nzero_stage = 0\n\
+         micro_batch = 1\nglobal_batch = {global_batch}"
+    )
+}
 
 fn params(e16: f64, e8: f64, net: f64) -> Params {
     [e16, e8, 0.3, 0.8, net, 0.0]
@@ -50,7 +56,7 @@ fn a_training_step_is_its_flops_at_the_precisions_efficiency() {
         ("H100-SXM5-80GB", "fp8", 1978.9, 0.25),
     ];
     for &(gpu, precision, peak, e) in table {
-        let c = training_case(ONE_GPU, 1, precision, gpu);
+        let c = training_case(&plan(1, 1, 1, 8), 1, precision, gpu);
         let s = Shape::of(&c).unwrap();
         let Body::Training(t) = &s.body else { panic!() };
         let want = t.flops_per_gpu / (peak * 1e12 * e);
@@ -84,38 +90,20 @@ fn the_bubble_and_ring_collectives_add_to_the_compute() {
         )
     };
     // PP 2 with 8 micro-batches: (2 - 1) / 8 of the compute on top.
-    let pp = training_case(
-        "tp = 1\npp = 2\ndp = 1\ncp = 1\nep = 1\nsp = false\nvpp = 1\nzero_stage = 0\n\
-         micro_batch = 1\nglobal_batch = 8",
-        2,
-        "bf16",
-        "A100-SXM4-80GB",
-    );
+    let pp = training_case(&plan(1, 2, 1, 8), 2, "bf16", "A100-SXM4-80GB");
     let (c, comm) = compute(&pp);
     assert_eq!(comm, 0.0);
     let got = Shape::of(&pp).unwrap().predict(&p).unwrap();
     assert!((got / (c * (1.0 + 1.0 / 8.0)) - 1.0).abs() < 1e-12);
     // TP 2 on NVLink (300 GB/s a direction): 4 all-reduces per layer and micro-batch of
     // 1024 tokens x 1024 x 2 bytes, each 2 (2-1)/2 = 1 times its size on the ring.
-    let tp = training_case(
-        "tp = 2\npp = 1\ndp = 1\ncp = 1\nep = 1\nsp = false\nvpp = 1\nzero_stage = 0\n\
-         micro_batch = 1\nglobal_batch = 8",
-        2,
-        "bf16",
-        "A100-SXM4-80GB",
-    );
+    let tp = training_case(&plan(2, 1, 1, 8), 2, "bf16", "A100-SXM4-80GB");
     let (_, comm) = compute(&tp);
     let want = 2.0 * 8.0 * 4.0 * (1024.0 * 1024.0 * 2.0) / 300e9;
     assert!((comm / want - 1.0).abs() < 1e-12, "{comm} vs {want}");
     // DP 16 over two nodes: the gradients (2 bytes a parameter) reduced in each node over
     // NVLink, then each node's eighth between the two nodes on the 200 Gb/s NICs.
-    let dp = training_case(
-        "tp = 1\npp = 1\ndp = 16\ncp = 1\nep = 1\nsp = false\nvpp = 1\nzero_stage = 0\n\
-         micro_batch = 1\nglobal_batch = 16",
-        16,
-        "bf16",
-        "A100-SXM4-80GB",
-    );
+    let dp = training_case(&plan(1, 1, 16, 16), 16, "bf16", "A100-SXM4-80GB");
     let (_, comm) = compute(&dp);
     let pmm = 2.0 * 12.0 * 1024.0f64.powi(2) + 1024.0;
     let g = 2.0 * pmm;
