@@ -473,20 +473,35 @@ pub fn calibration_table(c: &Calibration) -> String {
     );
     let _ = writeln!(
         s,
-        "\n  {:<58} {:>16} {:>10} {:>10} {:>6}",
-        "parameter", "bounds", "start", "fitted", "cases"
+        "\n  {:<58} {:>16} {:>10} {:>10} {:>6} {:>19}",
+        "parameter", "bounds", "start", "fitted", "cases", "folds (min..max)"
     );
-    for p in &c.params {
+    for (j, p) in c.params.iter().enumerate() {
+        // The spread of the parameter over the cross-validation's folds: how well the
+        // cases determine it.
+        let folds: Vec<f64> = c
+            .folds
+            .iter()
+            .filter_map(|f| f.fitted.get(j).copied())
+            .collect();
+        let spread = match (
+            folds.iter().copied().reduce(f64::min),
+            folds.iter().copied().reduce(f64::max),
+        ) {
+            (Some(lo), Some(hi)) => format!("{}..{}", round_sig(lo, 3), round_sig(hi, 3)),
+            _ => "-".into(),
+        };
         for (i, k) in p.keys.iter().enumerate() {
             if i == 0 {
                 let _ = writeln!(
                     s,
-                    "  {:<58} {:>16} {:>10} {:>10} {:>6}",
+                    "  {:<58} {:>16} {:>10} {:>10} {:>6} {:>19}",
                     k,
                     format!("{}..{}", p.lo, p.hi),
                     round_sig(p.start, 6),
                     p.fitted,
-                    p.cases
+                    p.cases,
+                    spread
                 );
             } else {
                 let _ = writeln!(s, "    = {k}");

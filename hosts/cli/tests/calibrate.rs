@@ -96,10 +96,18 @@ fn calibrate_writes_a_layer_that_validate_reproduces() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
     assert!(v["summary"]["overall"]["mape"].as_f64().unwrap() < 1e-3);
-    // The table: the same fit, and the interval column.
-    let out = perfcast(&dir, &["calibrate", "cases.toml", &param, "--cv", "none"]);
+    // The table: the same fit, each parameter's spread over the four folds (each recovers
+    // the truth), and the roofline baseline's columns; without folds, no spread.
+    let out = perfcast(&dir, &["calibrate", "cases.toml", &param]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("fit: converged") && out.stdout.contains("in-sample"));
+    assert!(out.stdout.contains("folds (min..max)"), "{}", out.stdout);
+    let row = out.stdout.lines().find(|l| l.contains(POWER)).unwrap();
+    assert!(row.trim_end().ends_with("450..450"), "{row}");
+    assert!(out.stdout.contains("roofline cv"), "{}", out.stdout);
+    let out = perfcast(&dir, &["calibrate", "cases.toml", &param, "--cv", "none"]);
+    let row = out.stdout.lines().find(|l| l.contains(POWER)).unwrap();
+    assert!(row.trim_end().ends_with(" -"), "{row}");
 }
 
 #[test]
