@@ -351,9 +351,10 @@ impl Report {
             .find_map(|c| c.error_bars.as_ref().map(|e| e.level))
     }
 
-    /// Fit the roofline baseline on the cases of `file` this report scores and set it beside
-    /// this report's first-metric errors, for the cases of `group` ([`crate::baseline::run`],
-    /// [`crate::baseline::compare`]).
+    /// Fit the roofline baseline on the cases of `file` perfcast supports (the whole file's,
+    /// whatever `group` this report holds: perfcast's configuration was fitted on them too) and
+    /// set it beside this report's first-metric errors, for the cases of `group`
+    /// ([`crate::baseline::run`], [`crate::baseline::compare`]).
     pub fn attach_baseline(&mut self, file: &crate::cases::CasesFile, group: Option<&str>) {
         let errors: std::collections::HashMap<&str, f64> = self
             .cases
@@ -365,7 +366,13 @@ impl Report {
             .iter()
             .map(|c| (c.id.as_str(), c.group.as_str(), c.kind))
             .collect();
-        let run = crate::baseline::run(file, group, &|id| errors.contains_key(id));
+        let supported: std::collections::HashSet<&str> = file
+            .cases
+            .iter()
+            .filter(|c| crate::harness::unsupported_reason(c).is_none())
+            .map(|c| c.id.as_str())
+            .collect();
+        let run = crate::baseline::run(file, group, &|id| supported.contains(id));
         self.summary.baseline = Some(crate::baseline::compare(&errors, &cases, &run));
     }
 

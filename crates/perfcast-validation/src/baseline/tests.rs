@@ -244,3 +244,21 @@ fn the_comparison_is_over_the_cases_both_score() {
     assert!((o.baseline_mape.unwrap() - 0.35).abs() < 1e-12);
     assert_eq!(c.inference, Versus::default());
 }
+
+/// One group's run is fitted as the whole file's (the same parameters) and reports that
+/// group's cases alone, each refitted without the group.
+#[test]
+fn a_groups_run_is_fitted_on_the_whole_file() {
+    let file = CasesFile::parse(crate::BUILTIN_CASES, "cases.toml").unwrap();
+    let fitted_on = |id: &str| !id.starts_with("aic_");
+    let group = "narayanan2021-table1";
+    let one = run(&file, Some(group), &fitted_on);
+    let all = run(&file, None, &fitted_on);
+    assert_eq!(one.params, all.params);
+    assert_eq!(one.cases.len(), 10);
+    for c in &one.cases {
+        assert_eq!(c.group, group);
+        let same = all.cases.iter().find(|a| a.id == c.id).unwrap();
+        assert_eq!(c, same);
+    }
+}
