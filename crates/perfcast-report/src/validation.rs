@@ -253,7 +253,6 @@ fn baseline_rows(out: &mut String, b: &perfcast_validation::baseline::Comparison
         "  {:<36} {:>6} {:>6} {:>6} {:>9} {:>9} {:>15}",
         "group", "scored", "base", "both", "perfcast", "roofline", "roofline, LOGO"
     );
-    let pct = |m: Option<f64>| m.map_or("-".to_string(), |m| format!("{:.1}%", 100.0 * m));
     let rows = b.groups.iter().map(|(g, v)| (g.as_str(), v)).chain([
         ("training", &b.training),
         ("inference", &b.inference),

@@ -646,6 +646,8 @@ pub struct BaselineCase {
     pub group: String,
     pub kind: Kind,
     pub metric: String,
+    /// The first metric's measured value.
+    pub measured: f64,
     pub in_sample: f64,
     pub leave_group_out: f64,
 }
@@ -683,6 +685,7 @@ pub fn run(file: &CasesFile, group: Option<&str>, fitted_on: &dyn Fn(&str) -> bo
                 group: s.group.clone(),
                 kind: s.kind,
                 metric: s.metric.name().to_string(),
+                measured: s.measured,
                 in_sample: err(&params)?,
                 leave_group_out: err(folds.get(s.group.as_str())?)?,
             })

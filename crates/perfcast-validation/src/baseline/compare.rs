@@ -1,7 +1,7 @@
 //! The baseline beside perfcast: on the cases a calibration scores, and per group and kind of
 //! a validation report.
 
-use super::{run, BaselineCase, BaselineRun, Shape};
+use super::{run, BaselineCase, BaselineRun};
 use crate::cases::{CasesFile, Kind};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -17,16 +17,11 @@ pub fn calibration_sets(
     let run = run(file, None, &|id| scored.contains(id));
     let by_id: HashMap<&str, &BaselineCase> =
         run.cases.iter().map(|c| (c.id.as_str(), c)).collect();
-    let measured: HashMap<&str, f64> = file
-        .cases
-        .iter()
-        .filter_map(|c| Shape::of(c).map(|s| (c.id.as_str(), s.measured)))
-        .collect();
     let set = |err: fn(&BaselineCase) -> f64| {
         ids.iter()
             .map(|id| {
                 let c = by_id.get(id)?;
-                let m = *measured.get(id)?;
+                let m = c.measured;
                 Some(crate::report::FirstMetric {
                     id: c.id.clone(),
                     group: c.group.clone(),

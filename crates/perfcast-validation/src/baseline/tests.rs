@@ -210,6 +210,7 @@ fn the_comparison_is_over_the_cases_both_score() {
         group: group.into(),
         kind: Kind::Training,
         metric: "iteration_time_s".into(),
+        measured: 1.0,
         in_sample: b,
         leave_group_out: logo,
     };
