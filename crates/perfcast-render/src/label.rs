@@ -1,6 +1,6 @@
 //! A training plan as one line of text, in the style each output needs.
 
-use perfcast_engine::training::{Placement, TrainingPlan};
+use perfcast_engine::training::{Placement, Task, TrainingPlan};
 
 /// How much of a plan a label shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +70,10 @@ fn compact(p: &TrainingPlan) -> String {
     if p.tp_comm_overlap {
         s.push_str(" tpo");
     }
+    if !p.task.is_pretrain() {
+        s.push(' ');
+        s.push_str(p.task.name());
+    }
     s
 }
 
@@ -94,6 +98,21 @@ fn fields(p: &TrainingPlan) -> String {
     }
     for (name, d) in &p.axes {
         s.push_str(&format!(" axes.{name}={d}"));
+    }
+    if !p.task.is_pretrain() {
+        s.push_str(&format!(" task={}", p.task.name()));
+    }
+    match &p.lora {
+        Some(l) if p.task == Task::Lora => {
+            let targets: Vec<_> = l.targets.iter().map(|t| t.name()).collect();
+            s.push_str(&format!(
+                " lora.rank={} lora.targets={}",
+                l.rank,
+                targets.join(",")
+            ));
+        }
+        None if p.task == Task::Lora => s.push_str(" (the stack's adapters: options.engine.lora)"),
+        _ => {}
     }
     s
 }

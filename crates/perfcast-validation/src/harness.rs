@@ -60,20 +60,14 @@ use perfcast_core::registry::Registry;
 use perfcast_core::workload::{FfnAct, ModelSpec};
 use perfcast_core::{DType, System};
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan, InferenceReport};
-use perfcast_engine::training::{Placement, Training, TrainingPlan, TrainingReport};
+use perfcast_engine::training::{
+    Placement, Task as EngineTask, Training, TrainingPlan, TrainingReport,
+};
 use perfcast_scenario::stack::{BalancedGate, TpComm};
 use perfcast_scenario::Stack;
 
 /// Why a case cannot be modelled (before the engine is asked).
 pub fn unsupported_reason(case: &Case) -> Option<String> {
-    if let Some(t) = &case.training {
-        if t.task == Task::Lora {
-            return Some(
-                "LoRA fine-tuning: the training engine has no frozen-weight (no weight-gradient) mode"
-                    .into(),
-            );
-        }
-    }
     if let Some(i) = &case.inference {
         match i.mode {
             // Serving hook (issue 12): server and offline-max-throughput cases are simulated
@@ -193,6 +187,13 @@ pub fn training_plan(case: &Case, recompute: &str, stack: &Stack) -> Result<Trai
         fp8_recipe: t.fp8_recipe,
         fp32_grad_accum: false,
         dropout: None,
+        // LoRA's rank and targets are not in the schema: the stack's defaults
+        // (`EngineParams::lora`), an assumption of every LoRA case.
+        task: match t.task {
+            Task::Pretrain => EngineTask::Pretrain,
+            Task::Sft => EngineTask::Sft,
+            Task::Lora => EngineTask::Lora,
+        },
         ..TrainingPlan::default()
     };
     stack.apply_training_plan(&mut plan, &|_| false, generation_of(&case.system.gpu));
@@ -648,6 +649,15 @@ impl Harness {
             ));
         }
         notes.extend(schedule_note(case));
+        if t.task == Task::Lora {
+            let l = &engine.params().lora;
+            let targets: Vec<_> = l.targets.iter().map(|t| t.name()).collect();
+            notes.push(format!(
+                "LoRA adapters not in the case: the stack's, rank {} on {}",
+                l.rank,
+                targets.join(", ")
+            ));
+        }
         if !rep.memory.fits {
             notes.push(format!(
                 "predicted peak memory {:.1} GiB exceeds the device's {:.1} GiB",

@@ -197,6 +197,56 @@ fn predict_other_shipped_configs() {
     assert_eq!(j["report"]["memory"]["fits"], true);
 }
 
+/// LoRA (`plan.task = "lora"`): the shipped experiment fits and reports its task and
+/// adapters; the adapters' state is a sliver of the base's weights; a higher rank costs FLOPs;
+/// every bad fine-tuning key fails naming it.
+#[test]
+fn predict_lora_fine_tuning() {
+    let cfg = experiment("llama2-70b-lora-h100.toml");
+    let j = json(&["predict", &cfg, "--format", "json"]);
+    assert_eq!(j["plan"]["task"], "lora");
+    assert_eq!(j["plan"]["lora"]["rank"], 16);
+    let r = &j["report"];
+    assert_eq!(r["memory"]["fits"], true);
+    let stage = &r["memory"]["first_stage"];
+    assert!(f(stage, "grads") < 1e-2 * f(stage, "weights"));
+    assert!(f(stage, "optimizer") < 2e-2 * f(stage, "weights"));
+    let mfu = f(r, "mfu");
+    assert!((0.1..=0.6).contains(&mfu), "MFU {mfu}");
+    let text = ok(&["predict", &cfg]);
+    assert!(
+        text.contains("task=lora lora.rank=16 lora.targets=linear_qkv,linear_proj"),
+        "{text}"
+    );
+    let wide = json(&[
+        "predict",
+        &cfg,
+        "--set",
+        "plan.lora.rank=256",
+        "--format",
+        "json",
+    ]);
+    assert!(f(&wide["report"], "model_flops") > f(r, "model_flops"));
+    // (--set, fragments of the complaint)
+    let bad: [(&str, &[&str]); 6] = [
+        ("plan.task=\"prefix\"", &["plan.task", "prefix", "lora"]),
+        ("plan.lora.rank=0", &["plan.lora.rank", ">= 1"]),
+        ("plan.lora.rank=9000", &["plan.lora.rank", "9000", "8192"]),
+        (
+            "plan.lora.targets=[]",
+            &["plan.lora.targets", "names no projection"],
+        ),
+        (
+            "plan.lora.targets=[\"q_proj\"]",
+            &["plan.lora.targets", "q_proj", "linear_qkv"],
+        ),
+        ("plan.task=\"sft\"", &["plan.lora", "sft", "plan.task"]),
+    ];
+    for (set, needles) in bad {
+        fails(&["predict", &cfg, "--set", set], needles);
+    }
+}
+
 #[test]
 fn predict_plot_draws_time_and_memory_stacks() {
     let dir = tmpdir();

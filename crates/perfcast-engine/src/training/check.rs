@@ -2,6 +2,7 @@
 //! passes before anything is worked out.
 
 use super::components::{TrainingComponents, TrainingOptions};
+use super::lora::Task;
 use super::modules::RecomputeModules;
 use super::plan::{EngineParams, TrainingPlan};
 use super::Training;
@@ -265,6 +266,26 @@ impl Training {
         Ok(())
     }
 
+    /// Reject adapters on a plan that does not fine-tune with LoRA, and adapters the model
+    /// cannot have.
+    fn check_task(&self, plan: &TrainingPlan) -> Result<(), ModelError> {
+        if plan.task != Task::Lora && plan.lora.is_some() {
+            return Err(ModelError::invalid(
+                Key::plan("lora"),
+                "[plan.lora]",
+                format!(
+                    "describes LoRA adapters, but plan.task = \"{}\" trains every weight: \
+                     set plan.task = \"lora\" or remove [plan.lora]",
+                    plan.task.name()
+                ),
+            ));
+        }
+        match plan.adapters(&self.params.lora) {
+            Some(l) => l.validate(&self.model),
+            None => Ok(()),
+        }
+    }
+
     pub(super) fn check_plan(&self, plan: &TrainingPlan) -> Result<(), ModelError> {
         positive(Key::plan("tp"), plan.tp)?;
         positive(Key::plan("pp"), plan.pp)?;
@@ -275,6 +296,7 @@ impl Training {
         positive(Key::plan("micro_batch"), plan.micro_batch)?;
         positive(Key::plan("global_batch"), plan.global_batch)?;
         positive(Key::plan("etp"), plan.etp)?;
+        self.check_task(plan)?;
         if let Some(m) = plan.recompute_modules {
             self.check_modules(m)?;
         }

@@ -90,6 +90,8 @@ impl Training {
             full / lf,
             attn / lf,
             plan.recompute_modules,
+            p.ls.lora
+                .map(|l| super::lora::layer_adapter_params(m, &l, 1)),
         );
         let peak_rate = self
             .system

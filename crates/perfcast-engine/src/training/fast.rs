@@ -31,6 +31,9 @@ struct LayerKey {
     flags: u8,
     /// Module-level selective recompute (`RecomputeModules` bits; 0: none).
     modules: u8,
+    /// Frozen base weights, and LoRA's rank and target bits (0: none).
+    frozen: bool,
+    lora: (u64, u8),
 }
 
 fn layer_key(ls: &shape::LayerShape, moe: Option<&moe::MoePrep>) -> LayerKey {
@@ -60,6 +63,8 @@ fn layer_key(ls: &shape::LayerShape, moe: Option<&moe::MoePrep>) -> LayerKey {
         act: ls.act_dtype,
         flags: (ls.fp32_grads as u8) | (ls.dropout as u8) << 1 | attention << 2,
         modules: ls.modules.map_or(0, |m| m.0),
+        frozen: ls.frozen,
+        lora: ls.lora.map_or((0, 0), |l| (l.rank, l.targets)),
     }
 }
 

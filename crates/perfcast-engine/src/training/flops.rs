@@ -6,7 +6,10 @@
 //!   GPT model `72·L·h² + 12·L·s·h + 6·h·V`;
 //! * hardware FLOPs add what recompute reruns: full recompute one more forward of each
 //!   recomputed layer (`2·P_layer + 2·s·heads·(d_qk + d_v)`), selective the forward attention
-//!   core (`2·s·heads·(d_qk + d_v)`); the logit layer is never recomputed.
+//!   core (`2·s·heads·(d_qk + d_v)`); the logit layer is never recomputed;
+//! * with frozen base weights and LoRA adapters of `P_a` parameters (`task = "lora"`): no
+//!   weight-gradient GEMMs for the frozen ones, `4·P_mm + 6·P_a + 6·L·s·heads·(d_qk + d_v)`
+//!   (validation SCHEMA: "LoRA with frozen base weights: ≈ `4·P_mm` + attention").
 
 use super::modules::RecomputeModules;
 use perfcast_core::workload::ModelSpec;
@@ -64,26 +67,33 @@ pub fn layer_matmul_params(m: &ModelSpec) -> f64 {
 
 /// FLOPs of a step of `sequences` sequences, where `full_fraction` of the layers rerun their
 /// forward and `selective_fraction` rerun what `selective` reruns under `modules`
-/// ([`selective_fwd_per_token`]; `None`: the attention core).
+/// ([`selective_fwd_per_token`]; `None`: the attention core). `lora`: the base weights are
+/// frozen and each layer has this many adapter parameters.
 pub fn step_flops(
     m: &ModelSpec,
     sequences: f64,
     full_fraction: f64,
     selective_fraction: f64,
     modules: Option<RecomputeModules>,
+    lora: Option<f64>,
 ) -> StepFlops {
     let tokens = sequences * m.seq_len as f64;
     let l = m.layers as f64;
     let attn = attention_fwd_per_token(m);
-    let mut model = tokens * (6.0 * m.matmul_params_per_token() as f64 + 3.0 * l * attn);
+    // FLOPs per weight per token: forward, data and weight gradients (no weight gradient
+    // for a frozen weight).
+    let per_weight = if lora.is_some() { 4.0 } else { 6.0 };
+    let adapters = lora.unwrap_or(0.0);
+    let mut model = tokens
+        * (per_weight * m.matmul_params_per_token() as f64 + 3.0 * l * attn + 6.0 * l * adapters);
     if m.mtp_layers > 0 {
         // Each multi-token-prediction module: one more layer, its 2h -> h projection and one
         // more logit layer per token (DeepSeek 2024 §2.2).
         let h = m.hidden as f64;
         let module = layer_matmul_params(m) + 2.0 * h * h + h * m.vocab as f64;
-        model += tokens * m.mtp_layers as f64 * (6.0 * module + 3.0 * attn);
+        model += tokens * m.mtp_layers as f64 * (per_weight * module + 3.0 * attn);
     }
-    let layer_fwd = 2.0 * layer_matmul_params(m) + attn;
+    let layer_fwd = 2.0 * (layer_matmul_params(m) + adapters) + attn;
     let rerun = selective_fwd_per_token(m, modules);
     let extra = tokens * l * (full_fraction * layer_fwd + selective_fraction * rerun);
     StepFlops {
@@ -114,12 +124,12 @@ mod tests {
             let (s, v, lf, hf) = (2048.0, 51200.0, l as f64, h as f64);
             let eq3 = 96.0 * b * s * lf * hf * hf * (1.0 + s / (6.0 * hf) + v / (16.0 * lf * hf));
             let f72 = 72.0 * b * s * lf * hf * hf * (1.0 + s / (6.0 * hf) + v / (12.0 * lf * hf));
-            let full = step_flops(&m, b, 1.0, 0.0, None);
+            let full = step_flops(&m, b, 1.0, 0.0, None, None);
             assert!((full.hardware / eq3 - 1.0).abs() < 1e-12, "L={l}");
             assert!((full.model / f72 - 1.0).abs() < 1e-12, "L={l}");
-            let none = step_flops(&m, b, 0.0, 0.0, None);
+            let none = step_flops(&m, b, 0.0, 0.0, None, None);
             assert_eq!(none.hardware, none.model);
-            let sel = step_flops(&m, b, 0.0, 1.0, None);
+            let sel = step_flops(&m, b, 0.0, 1.0, None, None);
             let want = f72 + 4.0 * b * s * s * lf * hf;
             assert!((sel.hardware / want - 1.0).abs() < 1e-12);
         }

@@ -54,13 +54,15 @@ impl Training {
         let last = plan.pp.saturating_sub(1);
         let with_emb = idx == 0;
         let with_head = idx == last;
-        let (params, rp, eparams) = if idx == 0 {
-            (p.params.first_params, &p.rp_first, p.params.first_expert)
+        let pr = &p.params;
+        let (params, rp, eparams, n) = if idx == 0 {
+            (pr.first_params, &p.rp_first, pr.first_expert, pr.n_first)
         } else if idx == last {
-            (p.params.last_params, &p.rp_last, p.params.last_expert)
+            (pr.last_params, &p.rp_last, pr.last_expert, pr.n_last)
         } else {
-            (p.params.mid_params, &p.rp_mid, p.params.mid_expert)
+            (pr.mid_params, &p.rp_mid, pr.mid_expert, pr.n_mid)
         };
+        let (trained, etrained) = pr.trainable(p.ls.frozen, n, params, eparams);
         let tok = (p.b * p.s / p.cpd) as f64;
         let reserved = Bytes::from_gib(self.params.runtime_reserve_gib);
         let in_flight = layer_weighted_in_flight(p, input, idx, plan.vpp, last);
@@ -101,13 +103,13 @@ impl Training {
         }
         let st = &p.state;
         let mut weights = params * st.weights / p.ssplit.weights.max(1) as f64;
-        let mut grads = params * st.grads / p.ssplit.grads.max(1) as f64;
-        let mut optimizer = params * st.optimizer / p.ssplit.optimizer.max(1) as f64;
+        let mut grads = trained * st.grads / p.ssplit.grads.max(1) as f64;
+        let mut optimizer = trained * st.optimizer / p.ssplit.optimizer.max(1) as f64;
         if eparams > 0.0 {
             let ss = &p.ssplit;
             weights += eparams * st.weights / ss.expert_weights.max(1) as f64;
-            grads += eparams * st.grads / ss.expert_grads.max(1) as f64;
-            optimizer += eparams * st.optimizer / ss.expert_optimizer.max(1) as f64;
+            grads += etrained * st.grads / ss.expert_grads.max(1) as f64;
+            optimizer += etrained * st.optimizer / ss.expert_optimizer.max(1) as f64;
         }
         // DualPipe holds a stage of each direction: its model state twice.
         let copies = p.sched.model_copies();
@@ -188,10 +190,15 @@ impl Training {
     /// (`StateBytes::mixed_precision_adam` without fp32 gradients or fp8 copies, 16 B),
     /// plus the runtime reserve. Sound because each stage's weights, gradients and optimizer
     /// state are split at most `tp x cp x dp` ways and the busiest of `pp` stages holds at
-    /// least `1/pp` of the parameters; activations only add. For refusing a hopeless search
-    /// at once.
-    pub fn memory_floor(&self, devices: u32) -> Bytes {
-        let state = StateBytes::mixed_precision_adam(false, false).total();
+    /// least `1/pp` of the parameters; activations only add. With frozen base weights
+    /// (`task = "lora"`) only the 16-bit weights count (2 B: the adapters' state only adds).
+    /// For refusing a hopeless search at once.
+    pub fn memory_floor(&self, devices: u32, task: super::lora::Task) -> Bytes {
+        let adam = StateBytes::mixed_precision_adam(false, false);
+        let state = match task {
+            super::lora::Task::Lora => adam.weights,
+            _ => adam.total(),
+        };
         let params = self.model.params() as f64;
         Bytes(
             params * state / devices.max(1) as f64

@@ -19,6 +19,7 @@ mod evaluate;
 mod fast;
 mod flops;
 mod ledger;
+mod lora;
 mod memory;
 mod modules;
 mod moe;
@@ -36,6 +37,7 @@ mod time;
 mod timer;
 
 pub use fast::{LayerCache, PlanGroup};
+pub use lora::{LoraPlan, LoraTarget, Task};
 pub use modules::RecomputeModules;
 pub(crate) use moe::load_factor;
 pub use placement::{MeshAxis, Placement};
@@ -95,6 +97,8 @@ impl Training {
 mod tests;
 #[cfg(test)]
 mod tests_axes;
+#[cfg(test)]
+mod tests_lora;
 #[cfg(test)]
 mod tests_modules;
 #[cfg(test)]

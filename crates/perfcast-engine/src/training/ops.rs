@@ -507,6 +507,7 @@ impl LayerProgram<'_> {
         let mut gemm_f = 0.0;
         let mut gemm_t = [0.0; 7];
         for (i, &(m, n, k)) in self.gemms.iter().enumerate() {
+            gemm_f += self.adapter(f, i, (m, n, k), false)?;
             if x.cast.is_some() {
                 // A linear timed whole, its quantisation included.
                 if let Some(t) = self.measured_forward(f, (m, n, k))? {
@@ -609,7 +610,8 @@ impl LayerProgram<'_> {
         let sums = x.vec(VectorOpKind::Elementwise, self.pwe, 1.0, 3.0 * x.e());
         timer.add(b, sums, 2.0)?;
         let mut gemm_b = 0.0;
-        for &(m, n, k) in self.gemms {
+        for (i, &(m, n, k)) in self.gemms.iter().enumerate() {
+            gemm_b += self.adapter(b, i, (m, n, k), true)?;
             if x.cast.is_some() {
                 if let Some(t) = self.measured_backward(b, (m, n, k))? {
                     gemm_b += t;
@@ -617,11 +619,16 @@ impl LayerProgram<'_> {
                 }
             }
             gemm_b += timer.add(b, x.gemm(m, k, n), 1.0)?; // dX = dY·Wᵀ
-            gemm_b += timer.add(b, x.wgrad(k, n, m), 1.0)?; // dW = Xᵀ·dY
+            if !x.frozen {
+                gemm_b += timer.add(b, x.wgrad(k, n, m), 1.0)?; // dW = Xᵀ·dY
+            }
             if let Some(c) = x.cast {
                 let grad = x.cast_op(m * n, c.amax + c.grad_cast, 2.0 * c.scale, c.kernels);
                 timer.add(b, grad, 1.0)?;
-                timer.add(b, x.cast_op(m * k, c.transpose, c.scale, 1), 1.0)?;
+                if !x.frozen {
+                    // The saved input laid out for the weight gradient.
+                    timer.add(b, x.cast_op(m * k, c.transpose, c.scale, 1), 1.0)?;
+                }
                 // The weight laid out for the data gradient.
                 timer.add(b, x.cast_op(k * n, c.transpose, c.scale, 1), 1.0)?;
             }
@@ -697,13 +704,16 @@ pub fn ends(timer: &Timer, x: &LayerShape) -> Result<EndTimes, ModelError> {
     }
     timer.part.set("embedding backward");
     let mut eb = ClassTimes::default();
-    // Scatter-add of the output gradient into the (fp32) embedding gradient rows.
-    timer.add(
-        &mut eb,
-        x.vec(VectorOpKind::Embedding, tok * x.h, 1.0, e + 8.0),
-        1.0,
-    )?;
-    if x.dropout {
+    // Scatter-add of the output gradient into the (fp32) embedding gradient rows (none into
+    // a frozen table: no gradient reaches it).
+    if !x.frozen {
+        timer.add(
+            &mut eb,
+            x.vec(VectorOpKind::Embedding, tok * x.h, 1.0, e + 8.0),
+            1.0,
+        )?;
+    }
+    if x.dropout && !x.frozen {
         timer.add(
             &mut eb,
             x.vec(VectorOpKind::Dropout, pw, 1.0, 2.0 * e + mask),
@@ -751,7 +761,9 @@ pub fn ends(timer: &Timer, x: &LayerShape) -> Result<EndTimes, ModelError> {
     let mut hb = ClassTimes::default();
     timer.add(&mut hb, loss_b, 1.0)?;
     let mut g_b = timer.add(&mut hb, head.gemm(tok, x.h, v), 1.0)?;
-    g_b += timer.add(&mut hb, head.wgrad(x.h, v, tok), 1.0)?;
+    if !x.frozen {
+        g_b += timer.add(&mut hb, head.wgrad(x.h, v, tok), 1.0)?;
+    }
     let norm_b = x.pointwise_op(
         VectorOpKind::Norm,
         pw,

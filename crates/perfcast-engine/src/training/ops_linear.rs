@@ -4,10 +4,11 @@
 //! three 16-bit GEMMs, its quantisation included, instead of timing the GEMMs and the casts op
 //! by op.
 
+use super::lora::LoraTarget;
 use super::ops::LayerProgram;
 use super::shape::LayerShape;
 use super::timer::ClassTimes;
-use perfcast_core::op::{ComputeOp, Gemm, GemmScaling};
+use perfcast_core::op::{ComputeOp, Gemm, GemmScaling, VectorOpKind};
 use perfcast_core::ModelError;
 
 impl LayerShape {
@@ -59,6 +60,9 @@ impl LayerProgram<'_> {
             return Ok(None);
         };
         let dgrad = timer.add_measured(b, x.gemm(m, k, n), x.gemm16(m, k, n), r)?;
+        if x.frozen {
+            return Ok(Some(dgrad));
+        }
         let wgrad = timer.add_measured(b, x.wgrad(k, n, m), x.gemm16(k, n, m), r)?;
         Ok(Some(dgrad + wgrad))
     }
@@ -86,5 +90,67 @@ impl LayerProgram<'_> {
             sum += r * p as f64;
         }
         Ok(Some(sum / n as f64))
+    }
+}
+
+impl LayerShape {
+    /// The LoRA target GEMM `i` of [`LayerShape::gemms`] computes (`None`: a projection
+    /// adapters cannot target: latent attention's down- and up-projections).
+    pub(super) fn lora_target(&self, i: usize) -> Option<LoraTarget> {
+        let attention = match &self.mla {
+            None => 2,
+            Some(l) => 4 + (l.q_rank > 0) as usize,
+        };
+        match i {
+            _ if i + 1 < attention => self.mla.is_none().then_some(LoraTarget::LinearQkv),
+            _ if i + 1 == attention => Some(LoraTarget::LinearProj),
+            _ if i == attention => Some(LoraTarget::LinearFc1),
+            _ => Some(LoraTarget::LinearFc2),
+        }
+    }
+}
+
+impl LayerProgram<'_> {
+    /// The LoRA adapters of the layer's GEMM `i` (forward `(m, n, k)`, rank `r`), booked in
+    /// `acc`: their GEMM time (0 without adapters there). Forward `xA` (`m x r x k`), its
+    /// product with `B` (`m x n x r`) and the sum into the output; backward `dB = (xA)ᵀ·dY`,
+    /// `d(xA) = dY·Bᵀ`, `dA = xᵀ·d(xA)`, `dx = d(xA)·Aᵀ` and the sum into the input's
+    /// gradient. In the activations' precision ([`super::lora`]).
+    pub(super) fn adapter(
+        &self,
+        acc: &mut ClassTimes,
+        i: usize,
+        (m, n, k): (u64, u64, u64),
+        backward: bool,
+    ) -> Result<f64, ModelError> {
+        let (x, timer) = (self.x, self.timer);
+        let Some(l) = x.lora else { return Ok(0.0) };
+        if !x.lora_target(i).is_some_and(|t| l.has(t)) {
+            return Ok(0.0);
+        }
+        let a = LayerShape {
+            gemm_dtype: x.act_dtype,
+            scaling: GemmScaling::Tensor,
+            cast: None,
+            ..*x
+        };
+        let r = l.rank;
+        let e = x.e();
+        let (gemm, sum) = if !backward {
+            let g = timer.add(acc, a.gemm(m, r, k), 1.0)? + timer.add(acc, a.gemm(m, n, r), 1.0)?;
+            (g, m * n)
+        } else {
+            let g = timer.add(acc, a.wgrad(r, n, m), 1.0)?
+                + timer.add(acc, a.gemm(m, r, n), 1.0)?
+                + timer.add(acc, a.wgrad(k, r, m), 1.0)?
+                + timer.add(acc, a.gemm(m, k, r), 1.0)?;
+            (g, m * k)
+        };
+        timer.add(
+            acc,
+            x.vec(VectorOpKind::Elementwise, sum, 1.0, 3.0 * e),
+            1.0,
+        )?;
+        Ok(gemm)
     }
 }

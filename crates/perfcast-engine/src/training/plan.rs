@@ -1,5 +1,6 @@
 //! The execution plan of a training run and the engine's shared parameters.
 
+use super::lora::{LoraPlan, Task};
 use super::recipe::{CastCosts, Fp8Recipe};
 use crate::software::{
     CastCostsOverride, EfficiencyScales, FsdpParams, FusedOps, HostCosts, SelectiveRecompute,
@@ -134,6 +135,14 @@ pub struct TrainingPlan {
     /// an axis left out has degree 1).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub axes: BTreeMap<String, u32>,
+    /// What the step trains: `pretrain` (default), `sft` (every weight, the same program) or
+    /// `lora` (frozen base weights and low-rank adapters: [`super::lora`]).
+    #[serde(default, skip_serializing_if = "Task::is_pretrain")]
+    pub task: Task,
+    /// With `task = "lora"`: the adapters' rank and targets (default: the stack's,
+    /// `EngineParams::lora`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<LoraPlan>,
 }
 
 impl Default for TrainingPlan {
@@ -166,11 +175,18 @@ impl Default for TrainingPlan {
             overlap_grad_reduce: true,
             overlap_param_gather: true,
             axes: BTreeMap::new(),
+            task: Task::Pretrain,
+            lora: None,
         }
     }
 }
 
 impl TrainingPlan {
+    /// The plan's adapters (`plan.lora`, else `defaults`) when it fine-tunes with LoRA.
+    pub fn adapters<'a>(&'a self, defaults: &'a LoraPlan) -> Option<&'a LoraPlan> {
+        (self.task == Task::Lora).then(|| self.lora.as_ref().unwrap_or(defaults))
+    }
+
     /// The low-precision recipe the GEMMs run (none for 16-bit plans).
     pub fn recipe(&self) -> Option<Fp8Recipe> {
         self.fp8_recipe.or(Fp8Recipe::default_for(self.precision))
@@ -279,6 +295,10 @@ pub struct EngineParams {
     /// FSDP implementation details (not modelled yet).
     #[serde(default)]
     pub fsdp: FsdpParams,
+    /// The LoRA adapters of a `task = "lora"` plan that names none (`plan.lora`). Default:
+    /// NeMo 2.0's (rank 32 on the four linear projections).
+    #[serde(default)]
+    pub lora: LoraPlan,
 }
 
 fn d_overlap_share() -> f64 {
@@ -298,6 +318,7 @@ impl Default for EngineParams {
             fp8_saved_inputs: false,
             selective_recompute: SelectiveRecompute::default(),
             fsdp: FsdpParams::default(),
+            lora: LoraPlan::default(),
         }
     }
 }
@@ -319,6 +340,17 @@ impl EngineParams {
         self.host.validate()?;
         for (recipe, o) in &self.fp8_recipes {
             o.validate(&format!("engine.fp8_recipes.{recipe}"))?;
+        }
+        if self.lora.rank == 0 || self.lora.targets.is_empty() {
+            return Err(ModelError::invalid(
+                perfcast_core::Key::options("engine.lora"),
+                format!(
+                    "rank {}, {} targets",
+                    self.lora.rank,
+                    self.lora.targets.len()
+                ),
+                "the default adapters need a rank >= 1 and at least one target",
+            ));
         }
         if self.fsdp.prefetch_depth == 0 {
             return Err(ModelError::invalid(

@@ -3,6 +3,7 @@
 //! strategies see, the activations, and (set per variant) the recompute plan.
 
 use super::activations::{ActivationShape, StateBytes};
+use super::lora::{self, LoraShape, Task};
 use super::plan::TrainingPlan;
 use super::{moe, shape, Training};
 use perfcast_core::parallel::{
@@ -150,6 +151,16 @@ impl Training {
             dims.layer_params = params.mean_layer_dense;
             dims.moe = moe::moe_dims(m, mp, e, params.expert_params);
         }
+        if let Some(l) = &ls.lora {
+            params.add_adapters(lora::layer_adapter_params(m, l, t));
+            dims.device_params = params.device_params;
+            dims.layer_params = params.mean_layer_dense;
+        }
+        if ls.frozen {
+            // Only the adapters' gradients are reduced: the gradient's bytes per parameter,
+            // averaged over a layer's (`LayerDims::grad_bytes`).
+            dims.grad_bytes = state.grads * params.adapter_layer / params.mean_layer_dense;
+        }
 
         Ok(Prepared {
             shape,
@@ -228,6 +239,11 @@ impl Training {
             op_sac: self.params.selective_recompute == crate::software::SelectiveRecompute::OpSac
                 && plan.recompute_modules.is_none(),
             modules: plan.recompute_modules,
+            frozen: plan.task == Task::Lora,
+            lora: plan.adapters(&self.params.lora).map(|l| LoraShape {
+                rank: l.rank as u64,
+                targets: l.mask(),
+            }),
         }
     }
 
@@ -368,9 +384,35 @@ pub(super) struct StageParams {
     /// Non-expert parameters of one layer on one device, averaged over the model's layers
     /// (`layer_dev` for dense models).
     pub(super) mean_layer_dense: f64,
+    /// LoRA adapter parameters of one layer on one device (0: none; counted in the
+    /// parameters above).
+    pub(super) adapter_layer: f64,
 }
 
 impl StageParams {
+    /// Add `a` adapter parameters to every layer (after [`StageParams::apply_mix`]: every
+    /// layer, dense or MoE, has the attention projections adapters target).
+    fn add_adapters(&mut self, a: f64) {
+        self.adapter_layer = a;
+        self.layer_dev += a;
+        self.mean_layer_dense += a;
+        self.first_params += self.n_first as f64 * a;
+        self.mid_params += self.n_mid as f64 * a;
+        self.last_params += self.n_last as f64 * a;
+        self.device_params = self.first_params.max(self.mid_params).max(self.last_params);
+    }
+
+    /// Parameters with gradients and optimizer state on one device of a stage of `n` layers
+    /// holding `params` (and `experts` routed-expert parameters): all of them, or with frozen
+    /// base weights the layers' adapters only.
+    pub(super) fn trainable(&self, frozen: bool, n: u64, params: f64, experts: f64) -> (f64, f64) {
+        if frozen {
+            (n as f64 * self.adapter_layer, 0.0)
+        } else {
+            (params, experts)
+        }
+    }
+
     /// Re-count the stages' parameters for the mix of dense and MoE layers (and MTP modules)
     /// of `mp`: an MoE layer holds attention, the router and the shared experts (split by
     /// TP; the router replicated) and its share of the routed experts (`expert_*`).
@@ -472,6 +514,7 @@ fn stage_params(m: &ModelSpec, plan: &TrainingPlan, t: u64) -> Result<StageParam
         last_expert: 0.0,
         expert_params: 0.0,
         mean_layer_dense: layer_dev,
+        adapter_layer: 0.0,
     })
 }
 

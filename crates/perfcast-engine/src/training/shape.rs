@@ -57,6 +57,10 @@ pub struct LayerShape {
     pub window: Option<(f64, u64)>,
     /// Chunked local attention: the share of the layers that use it and the chunk.
     pub chunk: Option<(f64, u64)>,
+    /// The base weights are frozen (`task = "lora"`): no weight gradients for them.
+    pub frozen: bool,
+    /// LoRA's adapters on the layer's projections (`None`: none).
+    pub lora: Option<super::lora::LoraShape>,
 }
 
 /// Latent attention's widths on one device (MLA, DeepSeek-V2 §2.1).

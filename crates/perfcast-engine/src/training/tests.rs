@@ -1028,7 +1028,9 @@ fn random_plans_are_reports_or_named_errors() {
 #[test]
 fn memory_floor_is_below_every_plan() {
     let t = training(gpt(8, 2048, 16), 8);
-    let floor = t.memory_floor(8).0;
+    let floor = t.memory_floor(8, Task::Pretrain).0;
+    let lora_floor = t.memory_floor(8, Task::Lora).0;
+    assert!(lora_floor < floor);
     for (tp, pp, dp, zero) in [
         (1, 1, 8, 3),
         (2, 2, 2, 3),
@@ -1042,6 +1044,15 @@ fn memory_floor_is_below_every_plan() {
         };
         let m = t.memory(&p).unwrap().peak.0;
         assert!(floor <= m, "{tp} {pp} {dp} {zero}: floor {floor} > {m}");
+        let lora = TrainingPlan {
+            task: Task::Lora,
+            ..p.clone()
+        };
+        let lm = t.memory(&lora).unwrap().peak.0;
+        assert!(
+            lora_floor <= lm,
+            "{tp} {pp} {dp} {zero}: LoRA floor {lora_floor} > {lm}"
+        );
         if zero == 3 && tp == 1 {
             assert!(floor > 0.5 * m, "floor {floor} far below {m}");
         }

@@ -223,10 +223,14 @@ pub(super) fn exposures(
 }
 
 /// Parameters whose optimizer state one device updates: its dense share and its experts'.
+/// With frozen base weights, the adapters of the stage with the most layers.
 pub(super) fn optimizer_params(p: &Prepared) -> f64 {
-    let dense = p.params.device_params / p.ssplit.optimizer.max(1) as f64;
-    if p.params.expert_params > 0.0 {
-        dense + p.params.expert_params / p.ssplit.expert_optimizer.max(1) as f64
+    let pr = &p.params;
+    let n = pr.n_first.max(pr.n_mid).max(pr.n_last);
+    let (dense, experts) = pr.trainable(p.ls.frozen, n, pr.device_params, pr.expert_params);
+    let dense = dense / p.ssplit.optimizer.max(1) as f64;
+    if experts > 0.0 {
+        dense + experts / p.ssplit.expert_optimizer.max(1) as f64
     } else {
         dense
     }
@@ -274,6 +278,12 @@ impl Training {
         };
         let mut comms = CommList::default();
         self.comps.comms(&p.shape, &p.dims, &mut comms)?;
+        if p.ls.frozen {
+            let pr = &p.params;
+            let n = pr.n_first.max(pr.n_mid).max(pr.n_last) as f64;
+            let share = (n * pr.adapter_layer / pr.device_params.max(1.0)).min(1.0);
+            super::lora::updated_only(share, &mut comms);
+        }
         let mut mesh: Mesh = placement.mesh(plan.tp, plan.cp, plan.pp, plan.dp);
         mesh.ep = p.shape.ep;
         mesh.etp = p.shape.etp;

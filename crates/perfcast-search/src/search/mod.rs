@@ -78,7 +78,7 @@ pub fn search_within(
         lists.push(resolve::lists(t, space, template.precision)?);
     }
     let mut outers = resolve::outer_tuples(trainings, space, constraints, template)?;
-    let hopeless = hopeless_counts(trainings, constraints);
+    let hopeless = hopeless_counts(trainings, constraints, template.task);
     outers.retain(|o| !hopeless.iter().any(|(t, _)| *t == o.t));
     if outers.is_empty() && !hopeless.is_empty() {
         let why: Vec<String> = hopeless.into_iter().map(|(_, m)| m).collect();
@@ -126,11 +126,15 @@ pub fn search_within(
 
 /// The device counts (training indices) whose model state alone cannot fit in a device even
 /// sharded over all its devices, each with the figures that prove it.
-fn hopeless_counts(trainings: &[Training], constraints: &Constraints) -> Vec<(usize, String)> {
+fn hopeless_counts(
+    trainings: &[Training],
+    constraints: &Constraints,
+    task: perfcast_engine::training::Task,
+) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     for (i, t) in trainings.iter().enumerate() {
         let n = t.system().devices;
-        let floor = t.memory_floor(n).0;
+        let floor = t.memory_floor(n, task).0;
         let limit = constraints.memory_limit(t.capacity().0);
         if floor > limit {
             out.push((
