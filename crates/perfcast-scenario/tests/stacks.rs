@@ -264,6 +264,36 @@ fn option_fields_follow_the_stack() {
     // The compiled stack keeps the engine's fused quantisation costs; the eager one sets its
     // own, field by field, over them.
     assert!(e.fp8_recipes.is_empty());
+    // torchao recasts each micro-batch's weights and Megatron-Core's schedule does not
+    // overlap them; Megatron-Core (and the stacks built on it) caches Transformer Engine's
+    // quantised weights per step and overlaps interleaved hand-offs, unless the user says
+    // otherwise.
+    assert!(!e.fp8_weight_cache);
+    assert!(!topts(&cfg)
+        .unwrap()
+        .strategy_params
+        .contains_key("pipeline"));
+    for stack in ["megatron-core-2024", "megatron-core-2025"] {
+        let cfg = load(std::slice::from_ref(&f), &[&format!("stack={stack}")]).unwrap();
+        let o = topts(&cfg).unwrap();
+        assert!(o.engine.fp8_weight_cache, "{stack}");
+        assert_eq!(
+            o.strategy_params["pipeline"]["overlap_p2p"], true,
+            "{stack}"
+        );
+    }
+    let cfg = load(
+        std::slice::from_ref(&f),
+        &[
+            "stack=megatron-core-2024",
+            "options.engine.fp8_weight_cache=false",
+            "options.strategy_params.pipeline.overlap_p2p=false",
+        ],
+    )
+    .unwrap();
+    let o = topts(&cfg).unwrap();
+    assert!(!o.engine.fp8_weight_cache);
+    assert_eq!(o.strategy_params["pipeline"]["overlap_p2p"], false);
     let cfg = load(std::slice::from_ref(&f), &["stack=torchtitan-eager-2025"]).unwrap();
     let e = topts(&cfg).unwrap().engine;
     let t = e.recipe_costs(Fp8Recipe::Tensorwise);

@@ -34,7 +34,7 @@
 use crate::calibrate::optimize::{minimize, Settings};
 use crate::cases::{
     AttentionFlops, Batch, Case, CaseModel, CasesFile, FlopsConvention, Kind, Metric, Mode,
-    Precision, Recompute,
+    Precision, Recompute, Task,
 };
 use crate::flops::{self, StepShape};
 use crate::report::first_metric_order;
@@ -385,7 +385,10 @@ fn training(case: &Case, d: &Device) -> Option<TrainingShape> {
     let tp_s =
         layers * micro * passes * all_reduce(d, mb_tokens * h * ACT_BYTES, tp, 1.0, per_node);
     let (dense, experts) = param_split(m);
-    let grads = 2.0 * (dense / (tp * pp) + experts / (tp * pp * ep));
+    // LoRA's frozen weights have no gradients (its adapters', a fraction of a percent of the
+    // weights, are left out).
+    let trained = if t.task == Task::Lora { 0.0 } else { 1.0 };
+    let grads = trained * 2.0 * (dense / (tp * pp) + experts / (tp * pp * ep));
     let dp_s = all_reduce(d, grads, dp, tp * cp, per_node);
     // Dispatch and combine forward, their gradients backward (and the forward again under
     // full recompute), on the stage's MoE layers.

@@ -39,6 +39,7 @@ const EXPERIMENTS: &[(&str, &[&str])] = &[
     ("gpt3-175b-a100", &["predict", "search"]),
     ("korthikanti-175b-selective", &["predict", "search"]),
     ("llama2-70b-h100", &["infer"]),
+    ("llama2-70b-lora-h100", &["predict", "search"]),
     ("llama3-8b-h100", &["predict", "search"]),
     ("llama3.1-70b-a100-search", &["predict", "search"]),
     ("llama3.1-70b-h100-search", &["predict", "search"]),

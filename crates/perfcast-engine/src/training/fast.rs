@@ -31,6 +31,8 @@ struct LayerKey {
     flags: u8,
     /// Module-level selective recompute (`RecomputeModules` bits; 0: none).
     modules: u8,
+    /// Micro-batches sharing one quantisation of the weights.
+    weight_casts: u64,
     /// Frozen base weights, and LoRA's rank and target bits (0: none).
     frozen: bool,
     lora: (u64, u8),
@@ -64,6 +66,7 @@ fn layer_key(ls: &shape::LayerShape, moe: Option<&moe::MoePrep>) -> LayerKey {
         flags: (ls.fp32_grads as u8) | (ls.dropout as u8) << 1 | attention << 2,
         modules: ls.modules.map_or(0, |m| m.0),
         frozen: ls.frozen,
+        weight_casts: ls.weight_casts,
         lora: ls.lora.map_or((0, 0), |l| (l.rank, l.targets)),
     }
 }

@@ -51,6 +51,10 @@ impl LayerShape {
             launches: kernels,
         })
     }
+    /// The share of a weight's quantisation one micro-batch runs (`weight_casts`).
+    pub(super) fn weight_cast_share(&self) -> f64 {
+        1.0 / self.weight_casts.max(1) as f64
+    }
     pub(super) fn gemm(&self, m: u64, n: u64, k: u64) -> ComputeOp {
         let out = if self.cast.is_some() {
             self.act_dtype
@@ -523,9 +527,10 @@ impl LayerProgram<'_> {
                     let op = x.cast_op(m * k, c.amax + c.cast, c.scale, c.kernels);
                     timer.add(f, op, 1.0)?;
                 }
-                // The weight, quantised for this micro-batch's forward.
+                // The weight, quantised for this micro-batch's forward (or once for the
+                // step's micro-batches that share it).
                 let w = x.cast_op(k * n, c.amax + c.cast, c.scale, c.kernels);
-                timer.add(f, w, 1.0)?;
+                timer.add(f, w, x.weight_cast_share())?;
             }
         }
         if let Some(op) = self.latent_norms_fwd() {
@@ -630,7 +635,8 @@ impl LayerProgram<'_> {
                     timer.add(b, x.cast_op(m * k, c.transpose, c.scale, 1), 1.0)?;
                 }
                 // The weight laid out for the data gradient.
-                timer.add(b, x.cast_op(k * n, c.transpose, c.scale, 1), 1.0)?;
+                let w = x.cast_op(k * n, c.transpose, c.scale, 1);
+                timer.add(b, w, x.weight_cast_share())?;
             }
         }
         if let Some(l) = &x.mla {

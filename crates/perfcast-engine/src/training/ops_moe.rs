@@ -169,7 +169,7 @@ impl Block<'_> {
             let input = x.cast_op(groups * mm * kk, c.amax + c.cast, c.scale, c.kernels);
             t += timer.add(acc, input, 1.0)?;
             let w = x.cast_op(groups * kk * nn, c.amax + c.cast, c.scale, c.kernels);
-            t += timer.add(acc, w, 1.0)?;
+            t += timer.add(acc, w, x.weight_cast_share())?;
         } else {
             let grad = x.cast_op(
                 groups * mm * nn,
@@ -183,7 +183,7 @@ impl Block<'_> {
                 t += timer.add(acc, input, 1.0)?;
             }
             let w = x.cast_op(groups * kk * nn, c.transpose, c.scale, 1);
-            t += timer.add(acc, w, 1.0)?;
+            t += timer.add(acc, w, x.weight_cast_share())?;
         }
         Ok(t)
     }

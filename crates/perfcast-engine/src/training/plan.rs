@@ -289,6 +289,13 @@ pub struct EngineParams {
     /// input and casts again). Default false.
     #[serde(default)]
     pub fp8_saved_inputs: bool,
+    /// Under a low-precision recipe, each weight's quantised copy (and its transposed one) is
+    /// made once per step and reused by the step's other micro-batches (Transformer Engine's
+    /// `is_first_microbatch`, which Megatron-Core passes: "caching of fp8 versions of the
+    /// weights and the weight transposes" between micro-batches, whose weights do not change)
+    /// instead of once per micro-batch. Default false.
+    #[serde(default)]
+    pub fp8_weight_cache: bool,
     /// What `plan.recompute = "selective"` saves and reruns. Default `attention_core`.
     #[serde(default)]
     pub selective_recompute: SelectiveRecompute,
@@ -316,6 +323,7 @@ impl Default for EngineParams {
             fp8_recipes: BTreeMap::new(),
             fp8_param_gather: false,
             fp8_saved_inputs: false,
+            fp8_weight_cache: false,
             selective_recompute: SelectiveRecompute::default(),
             fsdp: FsdpParams::default(),
             lora: LoraPlan::default(),

@@ -120,7 +120,7 @@ impl Training {
             ));
         }
         check_tensor_sizes(m, plan)?;
-        let ls = self.layer_shape(plan, t, cpd, ps);
+        let ls = self.layer_shape(plan, t, cpd, ps, shape.micro_batches());
         let (precision, dropout, e) = (plan.precision, ls.dropout, ls.act_dtype.bytes());
         let mut params = stage_params(m, plan, t)?;
         let (tf, hf) = (t as f64, h as f64);
@@ -189,7 +189,14 @@ impl Training {
 
     /// One layer's shape on one rank: the weights split `t` ways, the tokens `cpd` ways and
     /// the pointwise ops `ps` ways.
-    fn layer_shape(&self, plan: &TrainingPlan, t: u64, cpd: u64, ps: u64) -> shape::LayerShape {
+    fn layer_shape(
+        &self,
+        plan: &TrainingPlan,
+        t: u64,
+        cpd: u64,
+        ps: u64,
+        micro_batches: u32,
+    ) -> shape::LayerShape {
         let m = &self.model;
         let recipe = plan.recipe();
         let precision = plan.precision;
@@ -240,6 +247,11 @@ impl Training {
                 && plan.recompute_modules.is_none(),
             modules: plan.recompute_modules,
             frozen: plan.task == Task::Lora,
+            weight_casts: if self.params.fp8_weight_cache && recipe.is_some() {
+                micro_batches.max(1) as u64
+            } else {
+                1
+            },
             lora: plan.adapters(&self.params.lora).map(|l| LoraShape {
                 rank: l.rank as u64,
                 targets: l.mask(),

@@ -57,6 +57,10 @@ pub struct LayerShape {
     pub window: Option<(f64, u64)>,
     /// Chunked local attention: the share of the layers that use it and the chunk.
     pub chunk: Option<(f64, u64)>,
+    /// Micro-batches that share one quantisation of the weights under a low-precision
+    /// recipe: 1 (each micro-batch casts them), or a step's micro-batches where the stack
+    /// caches them (`EngineParams::fp8_weight_cache`).
+    pub weight_casts: u64,
     /// The base weights are frozen (`task = "lora"`): no weight gradients for them.
     pub frozen: bool,
     /// LoRA's adapters on the layer's projections (`None`: none).

@@ -270,3 +270,81 @@ fn fp8_saved_inputs_keep_the_gemm_inputs_narrow() {
         on.evaluate(&bf16).unwrap().memory.peak.0
     );
 }
+
+/// A stack that caches the quantised weights across a step's micro-batches (Transformer
+/// Engine's `is_first_microbatch`) runs each weight's two casts once per step: the layer's
+/// cast time falls by `(1 - 1/micro-batches)` of those casts, a step of one micro-batch and a
+/// 16-bit plan do not change, and the fast path keys its layer cache on it.
+#[test]
+fn fp8_weight_cache_casts_the_weights_once_per_step() {
+    let r = perfcast_builtins::registry().unwrap();
+    let with = |cache: bool| {
+        let options = TrainingOptions {
+            engine: EngineParams {
+                fp8_weight_cache: cache,
+                ..EngineParams::default()
+            },
+            ..TrainingOptions::default()
+        };
+        Training::with_options(
+            gpt(8, 4096, 32),
+            perfcast_testkit::flat::h100(8),
+            &r,
+            &options,
+        )
+        .unwrap()
+    };
+    let (off, on) = (with(false), with(true));
+    let fp8 = |mb_per_step: u32| TrainingPlan {
+        precision: perfcast_core::DType::Fp8,
+        tp: 2,
+        dp: 4,
+        micro_batch: 1,
+        global_batch: 4 * mb_per_step,
+        recompute: "none".into(),
+        ..TrainingPlan::default()
+    };
+    let cast = |t: &Training, p: &TrainingPlan| {
+        let r = t.evaluate(p).unwrap();
+        (r.breakdown.compute.cast, r.iteration_time.0)
+    };
+    // One micro-batch per step: nothing to reuse.
+    assert_eq!(cast(&off, &fp8(1)), cast(&on, &fp8(1)));
+    // Eight: the weights' casts (forward quantisation and backward transpose, the only casts
+    // of `k x n` elements) run for one of the eight.
+    let (c_off, t_off) = cast(&off, &fp8(8));
+    let (c_on, t_on) = cast(&on, &fp8(8));
+    assert!(c_on < c_off && t_on < t_off);
+    let weights = |t: &Training| {
+        t.op_breakdown(&fp8(8))
+            .unwrap()
+            .into_iter()
+            .filter(|o| o.part.starts_with("layer") && o.class == "cast")
+            .map(|o| o.time.time.0 * o.count)
+            .sum::<f64>()
+    };
+    let (w_off, w_on) = (weights(&off), weights(&on));
+    assert!(w_on < w_off, "{w_on} {w_off}");
+    // 16 bits: no casts, the same step.
+    let bf16 = TrainingPlan {
+        precision: perfcast_core::DType::Bf16,
+        ..fp8(8)
+    };
+    assert_eq!(
+        off.evaluate(&bf16).unwrap().iteration_time.0,
+        on.evaluate(&bf16).unwrap().iteration_time.0
+    );
+    // The fast path agrees.
+    let mut cache = LayerCache::new();
+    for p in [fp8(8), fp8(2)] {
+        let mut g = on.plan_group(&p, &mut cache).unwrap();
+        let ri = on.recompute_names().iter().position(|r| *r == "none");
+        let si = on
+            .schedule_names()
+            .iter()
+            .position(|s| *s == p.schedule_name());
+        g.set_variant(ri.unwrap(), None, si.unwrap()).unwrap();
+        assert_eq!(on.evaluate(&p).unwrap().iteration_time.0, g.time().unwrap());
+    }
+    assert_eq!(cache.len(), 2);
+}

@@ -86,6 +86,12 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
         "modelled (unset: the plugin default)",
     ),
     (
+        "overlap.pp_p2p",
+        "options.strategy_params.pipeline.overlap_p2p",
+        "-",
+        "modelled: interleaved schedules' hand-offs hidden behind compute (unset: the plugin default, off)",
+    ),
+    (
         "overlap.grad_reduce_efficiency",
         "options.strategy_params.data.overlap_efficiency",
         "-",
@@ -150,6 +156,12 @@ pub const MAPPING: &[(&str, &str, &str, &str)] = &[
         "options.engine.fp8_saved_inputs",
         "-",
         "modelled: the weight gradient's GEMM inputs kept in the recipe's format (activation memory)",
+    ),
+    (
+        "fp8.weight_cache",
+        "options.engine.fp8_weight_cache",
+        "-",
+        "modelled: each weight's quantisation (and transposed copy) once per step instead of once per micro-batch",
     ),
     (
         "fp8.recipes.*",
@@ -367,6 +379,11 @@ impl Stack {
                 &mut e.fp8_saved_inputs,
                 self.fp8.saved_inputs,
             ),
+            (
+                "fp8_weight_cache",
+                &mut e.fp8_weight_cache,
+                self.fp8.weight_cache,
+            ),
         ] {
             put(set, &k(name), dst, v);
         }
@@ -405,7 +422,8 @@ impl Stack {
             None => DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect(),
         };
         let o = &self.overlap;
-        let params: [(&[&str], &str, Option<serde_json::Value>); 5] = [
+        let params: [(&[&str], &str, Option<serde_json::Value>); 6] = [
+            (&["pipeline"], "overlap_p2p", o.pp_p2p.map(Into::into)),
             (
                 &["tensor"],
                 "overlap_efficiency",

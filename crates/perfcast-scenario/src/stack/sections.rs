@@ -158,6 +158,10 @@ pub struct OverlapSw {
     /// `context`'s `overlap_efficiency` (unset: the plugin default).
     #[serde(default)]
     pub cp_exchange_efficiency: Option<f64>,
+    /// Pipeline hand-offs of interleaved schedules overlapped with compute (`pipeline`'s
+    /// `overlap_p2p`; unset: the plugin default).
+    #[serde(default)]
+    pub pp_p2p: Option<bool>,
 }
 
 impl Default for OverlapSw {
@@ -171,6 +175,7 @@ impl Default for OverlapSw {
             grad_reduce_efficiency: None,
             param_gather_efficiency: None,
             cp_exchange_efficiency: None,
+            pp_p2p: None,
         }
     }
 }
@@ -202,6 +207,9 @@ pub struct Fp8Sw {
     /// The GEMM inputs kept for the weight gradient in the recipe's format (Transformer
     /// Engine saves the quantised input) rather than in 16 bits (torchao).
     pub saved_inputs: bool,
+    /// Each weight quantised once per step and reused by its micro-batches (Transformer
+    /// Engine's `is_first_microbatch` cache) rather than once per micro-batch.
+    pub weight_cache: bool,
     /// The framework's own quantisation costs per recipe, where they differ from the fused
     /// kernels' compulsory traffic (`[software.fp8.recipes.NAME]`, each field optional).
     pub recipes: BTreeMap<Fp8Recipe, CastCostsOverride>,
