@@ -158,6 +158,40 @@ impl std::fmt::Debug for MemoryHierarchy {
     }
 }
 
+/// What timed an op: a row of a kernel table, a shape between its rows, a shape scaled beyond
+/// its largest, or the compute unit's own (analytical) model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelPath {
+    /// A row of a kernel table.
+    Measured,
+    /// Between rows of a kernel table.
+    Interpolated,
+    /// Scaled from a kernel table's largest row along a dimension the time scales with.
+    Scaled,
+    /// The compute unit's own model.
+    Analytical,
+}
+
+impl KernelPath {
+    /// Every path, in the reports' order.
+    pub const ALL: [KernelPath; 4] = [
+        KernelPath::Measured,
+        KernelPath::Interpolated,
+        KernelPath::Scaled,
+        KernelPath::Analytical,
+    ];
+    /// The path's name in reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            KernelPath::Measured => "measured",
+            KernelPath::Interpolated => "interpolated",
+            KernelPath::Scaled => "scaled",
+            KernelPath::Analytical => "analytical",
+        }
+    }
+}
+
 /// An accelerator's compute engines.
 pub trait ComputeUnit: Send + Sync {
     /// Registered kind (e.g. `gpu`, `acme/npu9`).
@@ -196,6 +230,12 @@ pub trait ComputeUnit: Send + Sync {
     /// called by the engines.
     fn derived(&self) -> serde_json::Value {
         serde_json::Value::Null
+    }
+    /// What [`ComputeUnit::op_time`] times `op` with: a kernel table's measurements
+    /// (measured, interpolated or scaled) or the unit's own model (`Analytical`, the default).
+    /// For reports; not called on the engines' hot path.
+    fn kernel_path(&self, _op: &ComputeOp) -> KernelPath {
+        KernelPath::Analytical
     }
     /// The busiest device's time for one MoE layer's routed experts when the unit has
     /// measurements of whole fused MoE blocks (a kernel table), at the unit's clock; `None`

@@ -41,8 +41,8 @@ pub mod workload;
 pub use dtype::DType;
 pub use error::{Key, ModelError, PluginError, Section};
 pub use hardware::{
-    CollectiveAlgorithm, ComputeUnit, Engine, Interconnect, MemoryHierarchy, MemoryTier, OpTime,
-    System, TierLevel, TimeBound,
+    CollectiveAlgorithm, ComputeUnit, Engine, Interconnect, KernelPath, MemoryHierarchy,
+    MemoryTier, OpTime, System, TierLevel, TimeBound,
 };
 pub use op::{
     Attention, AttentionKind, Collective, CollectiveKind, ComputeOp, Gemm, GemmScaling, Op,

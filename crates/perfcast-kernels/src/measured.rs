@@ -61,7 +61,8 @@ use perfcast_core::hash::MixState;
 use perfcast_core::op::{Attention, ComputeOp, Gemm, RoutedExperts};
 use perfcast_core::MemoryTier;
 use perfcast_core::{
-    ComputeUnit, DType, Engine, FlopRate, GemmScaling, MemoryHierarchy, ModelError, OpTime, Seconds,
+    ComputeUnit, DType, Engine, FlopRate, GemmScaling, KernelPath, MemoryHierarchy, ModelError,
+    OpTime, Seconds,
 };
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -584,6 +585,21 @@ impl ComputeUnit for MeasuredCompute {
         d
     }
 
+    /// A GEMM the table covers: measured or interpolated; everything else (attention in
+    /// training, vector ops, GEMMs outside the table): the inner unit's model.
+    fn kernel_path(&self, op: &ComputeOp) -> KernelPath {
+        let table = match op {
+            ComputeOp::Gemm(g) => self.gemm_time(g).map(|(_, p)| p),
+            _ => None,
+        };
+        match table {
+            Some(Path::Measured) => KernelPath::Measured,
+            Some(Path::Interpolated) => KernelPath::Interpolated,
+            Some(Path::Scaled) => KernelPath::Scaled,
+            None => self.inner.kernel_path(op),
+        }
+    }
+
     fn op_time(&self, op: &ComputeOp, memory: &MemoryHierarchy) -> Result<OpTime, ModelError> {
         let ComputeOp::Gemm(g) = op else {
             return self.inner.op_time(op, memory);
@@ -849,6 +865,13 @@ mod tests {
         ] {
             assert_eq!(t(g), flat(g), "{g:?}");
         }
+        // The kernel path each says it took: the table's rows and the shapes between them;
+        // the rest, and every op but a GEMM, the wrapped unit's model.
+        let path = |g: Gemm| u.kernel_path(&ComputeOp::Gemm(g));
+        assert_eq!(path(gemm(64, 1, DType::Bf16)), KernelPath::Measured);
+        assert_eq!(path(gemm(96, 1, DType::Bf16)), KernelPath::Interpolated);
+        assert_eq!(path(gemm(256, 1, DType::Bf16)), KernelPath::Analytical);
+        assert_eq!(path(gemm(64, 2, DType::Bf16)), KernelPath::Analytical);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! the hardware warnings, the rows that carry error bars, and why a plan does not fit.
 
 use crate::error_bars::Row;
-use perfcast_engine::training::{StageMemory, TrainingPlan, TrainingReport};
+use perfcast_core::KernelPath;
+use perfcast_engine::training::{KernelPaths, StageMemory, TrainingPlan, TrainingReport};
 use perfcast_render::{num, plan_label, PlanStyle, Table, GIB};
 use std::fmt::Write as _;
 
@@ -157,6 +158,68 @@ pub fn csv(
     }
     for w in warnings {
         let _ = writeln!(s, "warning,{},", perfcast_render::csv_cell(w));
+    }
+    s
+}
+
+/// The software stack a prediction ran on: its name (`stack = "NAME"`; `None` with no stack
+/// named) and its one-line description (empty: the engines' defaults).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Software {
+    /// The config's `stack = "NAME"`, if any.
+    pub stack: Option<String>,
+    /// The stack's `[software] description` (empty without one).
+    pub description: String,
+}
+
+/// The table's section on what timed the step: the software stack, and for each op class of
+/// one layer, the embedding, the head with the loss and the optimizer (one micro-batch each)
+/// its time and the share each kernel path timed (`measured` and `interpolated`: a kernel
+/// table; `analytical`: the compute unit's model).
+pub fn kernel_paths_table(software: &Software, paths: &[KernelPaths]) -> String {
+    let mut s = match &software.stack {
+        Some(n) if !software.description.is_empty() => {
+            format!("Software: {n} ({})\n", software.description)
+        }
+        Some(n) => format!("Software: {n}\n"),
+        None => "Software: no stack named (the engines' defaults)\n".to_string(),
+    };
+    let _ = writeln!(
+        s,
+        "Kernel paths (one layer, the embedding, the head and the optimizer; one micro-batch each)"
+    );
+    let mut headers = vec![("class", false), ("time ms", true)];
+    headers.extend(KernelPath::ALL.iter().map(|p| (p.name(), true)));
+    let mut t = Table::new(&headers);
+    for c in paths {
+        let total = c.total();
+        let mut row = vec![c.class.to_string(), format!("{:.3}", 1e3 * total)];
+        row.extend(c.seconds().iter().map(|(_, v)| {
+            if *v > 0.0 && total > 0.0 {
+                format!("{:.1}%", 100.0 * v / total)
+            } else {
+                "-".to_string()
+            }
+        }));
+        t.push(row);
+    }
+    for line in t.render().lines() {
+        let _ = writeln!(s, "  {line}");
+    }
+    s
+}
+
+/// The CSV rows of [`kernel_paths_table`]: `software.stack`, then
+/// `kernel_path.CLASS.PATH,seconds,s` for every class and path.
+pub fn kernel_paths_csv(software: &Software, paths: &[KernelPaths]) -> String {
+    let mut s = format!(
+        "software.stack,{},\n",
+        perfcast_render::csv_cell(software.stack.as_deref().unwrap_or(""))
+    );
+    for c in paths {
+        for (p, v) in c.seconds() {
+            let _ = writeln!(s, "kernel_path.{}.{},{v},s", c.class, p.name());
+        }
     }
     s
 }

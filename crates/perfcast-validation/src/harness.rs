@@ -650,7 +650,7 @@ impl Harness {
         }
         notes.extend(schedule_note(case));
         if t.task == Task::Lora {
-            let l = &engine.params().lora;
+            let l = engine.params().lora.for_model(engine.model());
             let targets: Vec<_> = l.targets.iter().map(|t| t.name()).collect();
             notes.push(format!(
                 "LoRA adapters not in the case: the stack's, rank {} on {}",

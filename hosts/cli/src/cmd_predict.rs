@@ -5,7 +5,7 @@
 use crate::common::{print, to_json, ConfigArgs, Format};
 use crate::error_bars::IntervalArgs;
 use perfcast_config::{Config, SECTIONS};
-use perfcast_engine::training::StageMemory;
+use perfcast_engine::training::{KernelPaths, StageMemory};
 use perfcast_engine::{TrainingPlan, TrainingReport};
 use perfcast_report::charts::training_svg;
 use perfcast_report::error_bars::{self, ErrorBars, Row};
@@ -61,6 +61,11 @@ struct Output<'a> {
     /// Each predicted time and rate's interval, and where they come from.
     #[serde(skip_serializing_if = "Option::is_none")]
     error_bars: Option<ErrorBars<'a>>,
+    /// The software stack the step ran on, and what timed each op class (`measured` and
+    /// `interpolated`: a kernel table; `analytical`: the compute unit's model), in seconds of
+    /// one layer, the embedding, the head and the optimizer, one micro-batch each.
+    software: &'a predict::Software,
+    kernel_paths: &'a [KernelPaths],
     /// The configuration that produced the report (feed it back as a `.json` config).
     config: serde_json::Value,
 }
@@ -93,6 +98,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             _ => None,
         })
     });
+    let software = predict::Software {
+        stack: cfg.extract_opt::<String>("stack").ok().flatten(),
+        description: resolved.stack()?.description.clone(),
+    };
+    let paths = training
+        .kernel_paths(&plan)
+        .map_err(|e| engine_error(&cfg, e))?;
     let interval = a.intervals.for_scenario(&resolved, Kind::Training)?;
     let rows = predict::interval_rows(&report);
     let plain: Vec<Row> = rows.iter().map(|(r, _)| r.clone()).collect();
@@ -117,10 +129,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 .collect(),
             reference,
             error_bars: interval.as_ref().map(|iv| error_bars::json(iv, &plain)),
+            software: &software,
+            kernel_paths: &paths,
             config: perfcast_scenario::reproducible_config(&cfg, training.model())?,
         })?,
         Format::Csv => {
             let mut s = predict::csv(&plan, &report, &stages, &warnings);
+            s.push_str(&predict::kernel_paths_csv(&software, &paths));
             if let Some(iv) = &interval {
                 s.push_str(&error_bars::csv_rows(iv, &rows));
             }
@@ -142,6 +157,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 Some(iv) => error_bars::annotate(&t, iv, &plain, "  devices, micro-batches"),
                 None => t,
             };
+            s.push_str(&predict::kernel_paths_table(&software, &paths));
             if let Some(r) = &reference {
                 s.push_str(&perfcast_report::reference::table(r));
             }

@@ -247,6 +247,53 @@ fn predict_lora_fine_tuning() {
     }
 }
 
+/// `predict` says which stack timed the step and, per op class, how much of its time measured
+/// kernels timed: on an H100 with kernel tables the GEMMs come from the tables (measured or
+/// interpolated) and the rest from the analytical model; without tables everything is
+/// analytical; the shares add up to each class's time in every format.
+#[test]
+fn predict_reports_the_kernel_paths_and_the_stack() {
+    let cfg = experiment("llama2-70b-lora-h100.toml");
+    let j = json(&["predict", &cfg, "--format", "json"]);
+    assert_eq!(j["software"]["stack"], "megatron-core-2025");
+    assert!(j["software"]["description"]
+        .as_str()
+        .unwrap()
+        .contains("Megatron-Core"));
+    let paths = j["kernel_paths"].as_array().unwrap();
+    let class = |name: &str| {
+        paths
+            .iter()
+            .find(|c| c["class"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {paths:?}"))
+    };
+    let gemm = class("gemm");
+    assert!(f(gemm, "measured") + f(gemm, "interpolated") > 0.9 * f(gemm, "analytical").max(1e-12));
+    assert_eq!(f(class("attention"), "measured"), 0.0);
+    assert!(f(class("attention"), "analytical") > 0.0);
+    let text = ok(&["predict", &cfg]);
+    assert!(text.contains("Software: megatron-core-2025 ("), "{text}");
+    assert!(text.contains("Kernel paths"), "{text}");
+    let csv = ok(&["predict", &cfg, "--format", "csv"]);
+    assert!(csv.contains("software.stack,megatron-core-2025,"), "{csv}");
+    assert!(csv.contains("kernel_path.gemm.measured,"), "{csv}");
+    let none = json(&[
+        "predict",
+        &cfg,
+        "--set",
+        "device.kernels=\"none\"",
+        "--format",
+        "json",
+    ]);
+    for c in none["kernel_paths"].as_array().unwrap() {
+        assert_eq!(
+            f(c, "measured") + f(c, "interpolated") + f(c, "scaled"),
+            0.0,
+            "{c}"
+        );
+    }
+}
+
 #[test]
 fn predict_plot_draws_time_and_memory_stacks() {
     let dir = tmpdir();

@@ -27,8 +27,10 @@ pub struct Pipeline {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PipelineParams {
-    /// Overlap hand-offs with compute in interleaved schedules (Megatron-Core
-    /// `--overlap-p2p-communication`); Megatron-LM of 2021-22 blocked on them. Default false.
+    /// Overlap hand-offs with compute in interleaved schedules (Megatron-Core's
+    /// `overlap_p2p_comm`, on in Megatron-LM's training arguments unless
+    /// `--no-overlap-p2p-communication`); Megatron-LM of 2021-22 blocked on them. Default
+    /// false (the `megatron-core-*` stacks set it).
     #[serde(default)]
     pub overlap_p2p: bool,
     /// With `overlap_p2p`: fraction of one layer's compute that hides a hand-off. Default 0.8.

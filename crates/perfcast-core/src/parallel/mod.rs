@@ -266,7 +266,8 @@ pub struct LayerDims {
     pub layer_params: f64,
     /// Parameters on one device of the stage with the most (sharded by TP and PP, not by DP).
     pub device_params: f64,
-    /// Bytes of one gradient element as reduced (2, or 4 with fp32 accumulation).
+    /// Bytes of one gradient element as reduced (2, or 4 with fp32 accumulation; 0 when the
+    /// engine asks for the collectives of frozen weights, whose gradients are not computed).
     pub grad_bytes: f64,
     /// Bytes of one weight element as stored for compute (2 for bf16/fp16/fp8 recipes).
     pub weight_bytes: f64,

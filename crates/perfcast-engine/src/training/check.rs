@@ -280,10 +280,32 @@ impl Training {
                 ),
             ));
         }
-        match plan.adapters(&self.params.lora) {
-            Some(l) => l.validate(&self.model),
-            None => Ok(()),
+        if plan.task != Task::Lora {
+            return Ok(());
         }
+        match &plan.lora {
+            Some(l) => l.validate(
+                &self.model,
+                [Key::plan("lora.rank"), Key::plan("lora.targets")],
+            ),
+            None => self.params.lora.for_model(&self.model).validate(
+                &self.model,
+                [
+                    Key::options("engine.lora.rank"),
+                    Key::options("engine.lora.targets"),
+                ],
+            ),
+        }
+    }
+
+    /// The rank and target bits of a LoRA plan's adapters: `plan.lora`, else the stack's
+    /// defaults ([`EngineParams::lora`]) on the projections this model has.
+    pub(super) fn adapters(&self, plan: &TrainingPlan) -> Option<(u32, u8)> {
+        if plan.task != Task::Lora {
+            return None;
+        }
+        let l = plan.lora.as_ref().unwrap_or(&self.params.lora);
+        Some((l.rank, l.mask(&self.model)))
     }
 
     pub(super) fn check_plan(&self, plan: &TrainingPlan) -> Result<(), ModelError> {

@@ -2,6 +2,7 @@
 //! memory, FLOPs, utilisation and bottleneck.
 
 use super::compose::Composed;
+use super::lora::LoraShape;
 use super::placement::Placement;
 use super::plan::TrainingPlan;
 use super::prepare::Prepared;
@@ -91,7 +92,7 @@ impl Training {
             attn / lf,
             plan.recompute_modules,
             p.ls.lora
-                .map(|l| super::lora::layer_adapter_params(m, &l, 1)),
+                .map(|l| super::lora::layer_adapter_params(m, &LoraShape { split: 1, ..l })),
         );
         let peak_rate = self
             .system

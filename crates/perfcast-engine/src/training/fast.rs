@@ -33,9 +33,9 @@ struct LayerKey {
     modules: u8,
     /// Micro-batches sharing one quantisation of the weights.
     weight_casts: u64,
-    /// Frozen base weights, and LoRA's rank and target bits (0: none).
+    /// Frozen base weights, and LoRA's rank, target bits and split (0: none).
     frozen: bool,
-    lora: (u64, u8),
+    lora: (u64, u8, u64),
 }
 
 fn layer_key(ls: &shape::LayerShape, moe: Option<&moe::MoePrep>) -> LayerKey {
@@ -67,7 +67,7 @@ fn layer_key(ls: &shape::LayerShape, moe: Option<&moe::MoePrep>) -> LayerKey {
         modules: ls.modules.map_or(0, |m| m.0),
         frozen: ls.frozen,
         weight_casts: ls.weight_casts,
-        lora: ls.lora.map_or((0, 0), |l| (l.rank, l.targets)),
+        lora: ls.lora.map_or((0, 0, 0), |l| (l.rank, l.targets, l.split)),
     }
 }
 

@@ -7,30 +7,28 @@
 //! * no weight-gradient GEMM for a frozen weight (the backward runs the data gradients only)
 //!   and no transposed copy of its saved input under a low-precision recipe;
 //! * no gradient, optimizer state, gradient reduction or optimizer update for them: the
-//!   strategies reduce `LayerDims::grad_bytes` per parameter, here the adapters' share of a
-//!   layer's parameters times the gradient's bytes, and the parameters a distributed
-//!   optimizer gathers after the step (a step-phase all-gather) are the adapters only
-//!   ([`updated_only`]; Megatron-Core's DDP buffers and distributed optimizer hold only
-//!   parameters with `requires_grad`);
+//!   strategies' gradient reductions and post-step parameter gathers are those of the
+//!   adapters alone (`Training::frozen_comms`; Megatron-Core's DDP buffers and distributed
+//!   optimizer hold only parameters with `requires_grad`), experts and embedding included;
 //! * no backward into the frozen embedding table;
 //! * each targeted projection `W` (`k -> n`) gains adapters `A` (`k -> r`) and `B`
 //!   (`r -> n`), `y = xW + (xA)B·α/r`: forward two GEMMs and the sum into the output,
 //!   backward four GEMMs (`dB`, `d(xA)`, `dA`, `dx`) and the sum into the input's gradient.
 //!   The adapters run in the activations' precision (NeMo's `ParallelLinearAdapter` is
 //!   built of Megatron-Core's `ColumnParallelLinear`/`RowParallelLinear`, not of Transformer
-//!   Engine's fp8 modules), on the base projection's local shape (`A` reads the local input
-//!   width, `B` writes the local output width); the tensor-parallel exchange of their rank-`r`
-//!   activations is not modelled (`r / h` of the layer's, ≤ 1%).
+//!   Engine's fp8 modules) and are split over tensor parallelism as it splits them: `A` by
+//!   its rank beside a column-parallel base (`linear_qkv`, `linear_fc1`), by its input beside
+//!   a row-parallel one (`linear_proj`, `linear_fc2`), `B` by its output; the exchange of
+//!   their rank-`r` activations between the ranks is not modelled (`r / h` of the layer's).
 //!
 //! Not modelled: the first layer's data gradient that nothing below needs (autograd skips it
 //! when the embedding is frozen: 1 layer in `L`); activations a stack might stop saving for a
 //! frozen linear, and each adapter's `r`-wide intermediate (`r / h` of one saved tensor):
-//! the layer keeps what it keeps in pre-training.
+//! the layer keeps what it keeps in pre-training; module-level recompute
+//! (`plan.recompute_modules`) reruns the base GEMMs of a module, not its adapters.
 
-use perfcast_core::op::CollectiveKind;
-use perfcast_core::parallel::{CommList, Phase};
 use perfcast_core::workload::ModelSpec;
-use perfcast_core::{Bytes, Key, ModelError};
+use perfcast_core::{Key, ModelError};
 use serde::{Deserialize, Serialize};
 
 /// What a training step trains.
@@ -91,13 +89,21 @@ impl LoraTarget {
     fn bit(self) -> u8 {
         1 << (self as u8)
     }
+    /// The model has this projection in a form adapters are modelled on.
+    fn fits(self, m: &ModelSpec) -> bool {
+        match self {
+            LoraTarget::LinearQkv => m.mla.is_none(),
+            LoraTarget::LinearFc1 | LoraTarget::LinearFc2 => m.moe.is_none(),
+            LoraTarget::LinearProj => true,
+        }
+    }
     /// The projection's `(input, output)` widths in the whole model (before tensor
     /// parallelism).
     fn widths(self, m: &ModelSpec) -> (u64, u64) {
         let h = m.hidden;
         match self {
             LoraTarget::LinearQkv => (h, m.q_width() + 2 * m.kv_width()),
-            LoraTarget::LinearProj => (m.q_width(), h),
+            LoraTarget::LinearProj => (m.heads * m.v_head_dim(), h),
             LoraTarget::LinearFc1 => (h, (m.ffn_act.matrices() - 1) * m.ffn_hidden),
             LoraTarget::LinearFc2 => (m.ffn_hidden, h),
         }
@@ -136,12 +142,23 @@ impl Default for LoraPlan {
 }
 
 impl LoraPlan {
+    /// These adapters without the targets the model does not have in a form adapters are
+    /// modelled on (an MoE model's MLPs, latent attention's QKV): what a stack's defaults,
+    /// which name every projection, mean for the model.
+    pub fn for_model(&self, m: &ModelSpec) -> LoraPlan {
+        LoraPlan {
+            rank: self.rank,
+            targets: self.targets.iter().copied().filter(|t| t.fits(m)).collect(),
+        }
+    }
+
     /// Reject a rank or target list that names no adapter the model can have, naming the
-    /// plan's keys.
-    pub fn validate(&self, m: &ModelSpec) -> Result<(), ModelError> {
+    /// keys they came from: `[rank, targets]`.
+    pub fn validate(&self, m: &ModelSpec, keys: [Key; 2]) -> Result<(), ModelError> {
+        let [rank_key, targets_key] = keys;
         if self.targets.is_empty() {
             return Err(ModelError::invalid(
-                Key::plan("lora.targets"),
+                targets_key,
                 "[]",
                 "names no projection: list one or more of linear_qkv, linear_proj, \
                  linear_fc1, linear_fc2",
@@ -150,7 +167,7 @@ impl LoraPlan {
         for t in &self.targets {
             if m.mla.is_some() && matches!(t, LoraTarget::LinearQkv) {
                 return Err(ModelError::invalid(
-                    Key::plan("lora.targets"),
+                    targets_key,
                     t.name(),
                     "latent attention (MLA) has no fused QKV projection: adapters on its \
                      down- and up-projections are not modelled",
@@ -158,7 +175,7 @@ impl LoraPlan {
             }
             if m.moe.is_some() && matches!(t, LoraTarget::LinearFc1 | LoraTarget::LinearFc2) {
                 return Err(ModelError::invalid(
-                    Key::plan("lora.targets"),
+                    targets_key,
                     t.name(),
                     "adapters on a mixture-of-experts model's MLPs (its experts) are not \
                      modelled: target linear_qkv and linear_proj",
@@ -176,7 +193,7 @@ impl LoraPlan {
             .unwrap_or((0, ""));
         if self.rank == 0 || self.rank as u64 > narrowest.0 {
             return Err(ModelError::invalid(
-                Key::plan("lora.rank"),
+                rank_key,
                 self.rank,
                 format!(
                     "must be >= 1 and at most the narrowest targeted projection's width ({} \
@@ -188,8 +205,12 @@ impl LoraPlan {
         Ok(())
     }
 
-    pub(super) fn mask(&self) -> u8 {
-        self.targets.iter().fold(0, |acc, t| acc | t.bit())
+    /// The [`LoraTarget`] bits of the targets `m` has ([`LoraPlan::for_model`]).
+    pub(super) fn mask(&self, m: &ModelSpec) -> u8 {
+        self.targets
+            .iter()
+            .filter(|t| t.fits(m))
+            .fold(0, |acc, t| acc | t.bit())
     }
 }
 
@@ -199,6 +220,8 @@ pub struct LoraShape {
     pub rank: u64,
     /// [`LoraTarget`] bits.
     pub targets: u8,
+    /// The tensor-parallel split of the base weights (and of the adapters).
+    pub split: u64,
 }
 
 impl LoraShape {
@@ -207,31 +230,25 @@ impl LoraShape {
     }
 }
 
-/// Adapter parameters of one layer on one device: `r·(k + n)` per targeted projection of
-/// local input width `k` and output width `n` (the base projection split `t` ways as its
-/// tensor-parallel layout splits it).
-pub(super) fn layer_adapter_params(m: &ModelSpec, l: &LoraShape, t: u64) -> f64 {
+/// Adapter parameters of one layer on one device: `r·(k + n) / t` per targeted projection of
+/// input width `k` and output width `n`, both adapters split `t = split` ways as NeMo's
+/// `ParallelLinearAdapter` splits them (`A` by its rank for a column-parallel base, by its
+/// input for a row-parallel one; `B` by its output).
+pub(super) fn layer_adapter_params(m: &ModelSpec, l: &LoraShape) -> f64 {
     LoraTarget::ALL
         .iter()
         .filter(|x| l.has(**x))
         .map(|x| {
             let (k, n) = x.widths(m);
-            let (k, n) = match x {
-                LoraTarget::LinearQkv | LoraTarget::LinearFc1 => (k, n / t),
-                LoraTarget::LinearProj | LoraTarget::LinearFc2 => (k / t, n),
-            };
-            (l.rank * (k + n)) as f64
+            (l.rank * (k + n)) as f64 / l.split.max(1) as f64
         })
         .sum()
 }
 
-/// With frozen base weights, a parameter all-gather after the optimizer step (ZeRO-1/2's,
-/// the distributed optimizer's) moves the updated parameters only: `share` (the adapters'
-/// share of the device's parameters) of what the strategies asked.
-pub(super) fn updated_only(share: f64, comms: &mut CommList) {
-    for op in comms.ops_mut_from(0) {
-        if op.phase == Phase::Step && op.kind == CollectiveKind::AllGather {
-            op.bytes = Bytes(op.bytes.0 * share);
-        }
+impl LoraTarget {
+    /// The base projection is column-parallel (split by its output: `linear_qkv`,
+    /// `linear_fc1`) rather than row-parallel (by its input: `linear_proj`, `linear_fc2`).
+    pub(super) fn column_parallel(self) -> bool {
+        matches!(self, LoraTarget::LinearQkv | LoraTarget::LinearFc1)
     }
 }

@@ -47,7 +47,7 @@ pub use report::{
     AxisLedger, Bottleneck, Feasibility, LayerReport, MemoryReport, StageField, StageMemory,
     TimeBreakdown, TrainingReport, MOE_METRICS,
 };
-pub use timer::{ComputeBreakdown, OpLine};
+pub use timer::{ComputeBreakdown, KernelPaths, OpLine};
 
 pub use components::{TrainingComponents, TrainingOptions};
 

@@ -13,8 +13,8 @@
 //! (`8`), exp (`8`), sum (`4`), normalise into the saved softmax (`8`): `e + 36` bytes per
 //! logit in 6 kernels forward; backward scales the saved softmax by the loss gradient (`8`)
 //! and casts back (`4 + e`): `12 + e` in 2 kernels. Low-precision GEMMs quantise their inputs
-//! and weights (forward: every micro-batch; Transformer Engine's caching of a step's fp8
-//! weights across micro-batches is not modelled), the output gradient, the saved input and
+//! and weights (forward: every micro-batch, or once per step where the stack caches the
+//! quantised weights, `LayerShape::weight_casts`), the output gradient, the saved input and
 //! the weight's other orientation (backward) at the costs of the plan's
 //! recipe ([`super::recipe`]; Transformer Engine's delayed scaling: `2 + 1` bytes per input
 //! element, `2 + 1 + 1` for the gradient's cast and transposed copy, `1 + 1` for the saved

@@ -115,7 +115,8 @@ impl LayerProgram<'_> {
     /// `acc`: their GEMM time (0 without adapters there). Forward `xA` (`m x r x k`), its
     /// product with `B` (`m x n x r`) and the sum into the output; backward `dB = (xA)ᵀ·dY`,
     /// `d(xA) = dY·Bᵀ`, `dA = xᵀ·d(xA)`, `dx = d(xA)·Aᵀ` and the sum into the input's
-    /// gradient. In the activations' precision ([`super::lora`]).
+    /// gradient. In the activations' precision, each adapter split over tensor parallelism
+    /// as [`super::lora`] says.
     pub(super) fn adapter(
         &self,
         acc: &mut ClassTimes,
@@ -125,9 +126,9 @@ impl LayerProgram<'_> {
     ) -> Result<f64, ModelError> {
         let (x, timer) = (self.x, self.timer);
         let Some(l) = x.lora else { return Ok(0.0) };
-        if !x.lora_target(i).is_some_and(|t| l.has(t)) {
+        let Some(target) = x.lora_target(i).filter(|t| l.has(*t)) else {
             return Ok(0.0);
-        }
+        };
         let a = LayerShape {
             gemm_dtype: x.act_dtype,
             scaling: GemmScaling::Tensor,
@@ -135,15 +136,22 @@ impl LayerProgram<'_> {
             ..*x
         };
         let r = l.rank;
+        // On this device: `A` is `k x ra`, `B` is `r x nb` (`super::lora`'s split).
+        let (ra, nb) = if target.column_parallel() {
+            (r.div_ceil(l.split.max(1)), n)
+        } else {
+            (r, n.div_ceil(l.split.max(1)))
+        };
         let e = x.e();
         let (gemm, sum) = if !backward {
-            let g = timer.add(acc, a.gemm(m, r, k), 1.0)? + timer.add(acc, a.gemm(m, n, r), 1.0)?;
+            let g =
+                timer.add(acc, a.gemm(m, ra, k), 1.0)? + timer.add(acc, a.gemm(m, nb, r), 1.0)?;
             (g, m * n)
         } else {
-            let g = timer.add(acc, a.wgrad(r, n, m), 1.0)?
-                + timer.add(acc, a.gemm(m, r, n), 1.0)?
-                + timer.add(acc, a.wgrad(k, r, m), 1.0)?
-                + timer.add(acc, a.gemm(m, k, r), 1.0)?;
+            let g = timer.add(acc, a.wgrad(r, nb, m), 1.0)?
+                + timer.add(acc, a.gemm(m, r, nb), 1.0)?
+                + timer.add(acc, a.wgrad(k, ra, m), 1.0)?
+                + timer.add(acc, a.gemm(m, k, ra), 1.0)?;
             (g, m * k)
         };
         timer.add(

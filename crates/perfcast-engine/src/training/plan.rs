@@ -182,11 +182,6 @@ impl Default for TrainingPlan {
 }
 
 impl TrainingPlan {
-    /// The plan's adapters (`plan.lora`, else `defaults`) when it fine-tunes with LoRA.
-    pub fn adapters<'a>(&'a self, defaults: &'a LoraPlan) -> Option<&'a LoraPlan> {
-        (self.task == Task::Lora).then(|| self.lora.as_ref().unwrap_or(defaults))
-    }
-
     /// The low-precision recipe the GEMMs run (none for 16-bit plans).
     pub fn recipe(&self) -> Option<Fp8Recipe> {
         self.fp8_recipe.or(Fp8Recipe::default_for(self.precision))
@@ -348,17 +343,6 @@ impl EngineParams {
         self.host.validate()?;
         for (recipe, o) in &self.fp8_recipes {
             o.validate(&format!("engine.fp8_recipes.{recipe}"))?;
-        }
-        if self.lora.rank == 0 || self.lora.targets.is_empty() {
-            return Err(ModelError::invalid(
-                perfcast_core::Key::options("engine.lora"),
-                format!(
-                    "rank {}, {} targets",
-                    self.lora.rank,
-                    self.lora.targets.len()
-                ),
-                "the default adapters need a rank >= 1 and at least one target",
-            ));
         }
         if self.fsdp.prefetch_depth == 0 {
             return Err(ModelError::invalid(

@@ -147,20 +147,13 @@ impl Training {
         )?;
         if let Some(mp) = &moe {
             params.apply_mix(m, mp, tf);
-            dims.device_params = params.device_params;
-            dims.layer_params = params.mean_layer_dense;
             dims.moe = moe::moe_dims(m, mp, e, params.expert_params);
         }
         if let Some(l) = &ls.lora {
-            params.add_adapters(lora::layer_adapter_params(m, l, t));
-            dims.device_params = params.device_params;
-            dims.layer_params = params.mean_layer_dense;
+            params.add_adapters(lora::layer_adapter_params(m, l), m.mtp_layers);
         }
-        if ls.frozen {
-            // Only the adapters' gradients are reduced: the gradient's bytes per parameter,
-            // averaged over a layer's (`LayerDims::grad_bytes`).
-            dims.grad_bytes = state.grads * params.adapter_layer / params.mean_layer_dense;
-        }
+        dims.device_params = params.device_params;
+        dims.layer_params = params.mean_layer_dense;
 
         Ok(Prepared {
             shape,
@@ -252,9 +245,10 @@ impl Training {
             } else {
                 1
             },
-            lora: plan.adapters(&self.params.lora).map(|l| LoraShape {
-                rank: l.rank as u64,
-                targets: l.mask(),
+            lora: self.adapters(plan).map(|(rank, targets)| LoraShape {
+                rank: rank as u64,
+                targets,
+                split: t,
             }),
         }
     }
@@ -402,16 +396,22 @@ pub(super) struct StageParams {
 }
 
 impl StageParams {
-    /// Add `a` adapter parameters to every layer (after [`StageParams::apply_mix`]: every
-    /// layer, dense or MoE, has the attention projections adapters target).
-    fn add_adapters(&mut self, a: f64) {
+    /// Add `a` adapter parameters to every layer and to each of the `mtp` multi-token
+    /// prediction modules on the last stage (after [`StageParams::apply_mix`]: every layer,
+    /// dense or MoE, has the attention projections adapters target).
+    fn add_adapters(&mut self, a: f64, mtp: u64) {
         self.adapter_layer = a;
         self.layer_dev += a;
         self.mean_layer_dense += a;
         self.first_params += self.n_first as f64 * a;
         self.mid_params += self.n_mid as f64 * a;
-        self.last_params += self.n_last as f64 * a;
+        self.last_params += (self.n_last + mtp) as f64 * a;
         self.device_params = self.first_params.max(self.mid_params).max(self.last_params);
+    }
+
+    /// Layers of the stage with the most.
+    pub(super) fn max_layers(&self) -> u64 {
+        self.n_first.max(self.n_mid).max(self.n_last)
     }
 
     /// Parameters with gradients and optimizer state on one device of a stage of `n` layers

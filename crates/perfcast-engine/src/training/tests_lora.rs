@@ -47,32 +47,30 @@ fn sft_is_the_pretraining_step() {
     assert_eq!(a.model_flops.0, b.model_flops.0);
 }
 
-/// `r·(k + n)` per targeted projection on one device, the column-parallel ones split on
-/// their output, the row-parallel ones on their input (table: h 4096, 32 heads, MLP 16384).
+/// `r·(k + n) / t` per targeted projection on one device, both adapters split over tensor
+/// parallelism (table: h 4096, 32 heads, MLP 16384; and latent attention's output projection,
+/// whose input is `heads x v_head_dim`).
 #[test]
 fn adapter_parameters_per_layer() {
     let m = gpt(8, 4096, 32);
     let (h, f) = (4096u64, 16384u64);
-    let shape = |rank, targets: &[LoraTarget]| LoraShape {
-        rank,
-        targets: LoraPlan {
-            rank: rank as u32,
-            targets: targets.to_vec(),
-        }
-        .mask(),
-    };
+    let shape =
+        |m: &perfcast_core::workload::ModelSpec, rank, targets: &[LoraTarget], split| LoraShape {
+            rank,
+            targets: LoraPlan {
+                rank: rank as u32,
+                targets: targets.to_vec(),
+            }
+            .mask(m),
+            split,
+        };
     use LoraTarget::*;
-    // (rank, targets, tp, parameters)
+    // (rank, targets, tp, parameters x tp)
     let table: [(u64, &[LoraTarget], u64, u64); 5] = [
         (16, &[LinearQkv], 1, 16 * (h + 3 * h)),
-        (16, &[LinearQkv], 2, 16 * (h + 3 * h / 2)),
-        (8, &[LinearProj], 2, 8 * (h / 2 + h)),
-        (
-            32,
-            &[LinearFc1, LinearFc2],
-            4,
-            32 * (h + f / 4) + 32 * (f / 4 + h),
-        ),
+        (16, &[LinearQkv], 2, 16 * (h + 3 * h)),
+        (8, &[LinearProj], 2, 8 * (h + h)),
+        (32, &[LinearFc1, LinearFc2], 4, 32 * (h + f) + 32 * (f + h)),
         (
             4,
             &LoraTarget::ALL,
@@ -81,9 +79,13 @@ fn adapter_parameters_per_layer() {
         ),
     ];
     for (rank, targets, tp, want) in table {
-        let got = layer_adapter_params(&m, &shape(rank, targets), tp);
-        assert_eq!(got, want as f64, "{targets:?} tp {tp}");
+        let got = layer_adapter_params(&m, &shape(&m, rank, targets, tp));
+        assert_eq!(got, want as f64 / tp as f64, "{targets:?} tp {tp}");
     }
+    let d = dsv3_small();
+    let v = d.heads * d.mla.unwrap().v_head_dim;
+    let got = layer_adapter_params(&d, &shape(&d, 8, &[LinearProj], 1));
+    assert_eq!(got, (8 * (v + d.hidden)) as f64);
 }
 
 /// Frozen base weights: no weight-gradient GEMMs (the backward's GEMM time falls by more
@@ -111,8 +113,8 @@ fn lora_freezes_the_base_weights() {
         &LoraShape {
             rank: 16,
             targets: 0b11,
+            split: 2,
         },
-        2,
     );
     let first = &lo.memory.first_stage;
     assert!(
@@ -131,8 +133,8 @@ fn lora_freezes_the_base_weights() {
         &LoraShape {
             rank: 16,
             targets: 0b11,
+            split: 1,
         },
-        1,
     );
     let want =
         tokens * (4.0 * m.matmul_params_per_token() as f64 + attn + 6.0 * m.layers as f64 * whole);
@@ -203,7 +205,9 @@ fn fast_path_equals_evaluate_with_lora() {
     assert_eq!(cache.len(), 2);
 }
 
-/// An MoE model's experts are frozen too (no expert gradients or optimizer state).
+/// An MoE model's experts are frozen too: no expert gradients, optimizer state or gradient
+/// reduction over the expert data-parallel group; the stack's default adapters (every
+/// projection) take the ones the model has (latent attention's output projection here).
 #[test]
 fn lora_on_moe_freezes_the_experts() {
     let t = training(dsv3_small(), 64);
@@ -219,6 +223,38 @@ fn lora_on_moe_freezes_the_experts() {
     let (a, b) = (t.evaluate(&base).unwrap(), t.evaluate(&lo).unwrap());
     assert!(b.iteration_time.0 < a.iteration_time.0);
     assert!(b.memory.first_stage.grads.0 < 0.01 * a.memory.first_stage.grads.0);
+    // The collectives: gradient reductions of the adapters only (none of the experts'), and
+    // the experts' dispatch as in pre-training.
+    let p = t.prepare(&lo).unwrap();
+    let mut comms = perfcast_core::parallel::CommList::default();
+    t.frozen_comms(&p, &mut comms).unwrap();
+    let data: f64 = comms
+        .iter()
+        .filter(|c| c.class == perfcast_core::parallel::CommClass::Data)
+        .map(|c| c.bytes.0)
+        .sum();
+    let adapters = p.params.adapter_layer * p.params.max_layers() as f64 * 2.0;
+    assert!(data > 0.0 && data <= 2.0 * adapters, "{data} vs {adapters}");
+    assert!(comms
+        .iter()
+        .any(|c| c.class == perfcast_core::parallel::CommClass::Expert));
+    let default = TrainingPlan {
+        lora: None,
+        ..lo.clone()
+    };
+    assert_eq!(
+        t.evaluate(&default).unwrap().iteration_time.0,
+        t.evaluate(&TrainingPlan {
+            lora: Some(LoraPlan {
+                rank: 32,
+                targets: vec![LoraTarget::LinearProj],
+            }),
+            ..lo
+        })
+        .unwrap()
+        .iteration_time
+        .0
+    );
 }
 
 #[test]
@@ -273,6 +309,31 @@ fn bad_fine_tuning_names_the_key() {
             assert!(e.contains(part), "{e} lacks {part}");
         }
     }
+    // Defaults that name nothing are the stack's key's fault, not the plan's.
+    let r = perfcast_builtins::registry().unwrap();
+    let options = TrainingOptions {
+        engine: EngineParams {
+            lora: LoraPlan {
+                rank: 0,
+                ..LoraPlan::default()
+            },
+            ..EngineParams::default()
+        },
+        ..TrainingOptions::default()
+    };
+    let t = Training::with_options(
+        gpt(8, 4096, 32),
+        perfcast_testkit::flat::h100(8),
+        &r,
+        &options,
+    )
+    .unwrap();
+    let p = TrainingPlan {
+        task: Task::Lora,
+        ..dense_plan()
+    };
+    let e = t.evaluate(&p).unwrap_err().to_string();
+    assert!(e.contains("options.engine.lora.rank"), "{e}");
     // Unknown values are refused by the schema, naming what is allowed.
     let bad = toml::from_str::<TrainingPlan>("global_batch = 8\ntask = \"prefix\"\n")
         .unwrap_err()

@@ -5,10 +5,11 @@ use super::ops::PassTimes;
 use super::placement::Placement;
 use super::plan::TrainingPlan;
 use super::prepare::Prepared;
-use super::timer::{OpLine, Timer};
+use super::timer::{KernelPaths, OpLine, Timer};
 use super::{ops, sum, ClassComm, Training};
 use crate::network::Mesh;
-use perfcast_core::parallel::{CommClass, CommList, CommOp, Overlap, Phase};
+use perfcast_core::op::CollectiveKind;
+use perfcast_core::parallel::{CommClass, CommList, CommOp, LayerDims, Overlap, Phase};
 use perfcast_core::ModelError;
 
 /// Everything of a plan's timing that neither the recompute policy nor the schedule changes:
@@ -226,7 +227,7 @@ pub(super) fn exposures(
 /// With frozen base weights, the adapters of the stage with the most layers.
 pub(super) fn optimizer_params(p: &Prepared) -> f64 {
     let pr = &p.params;
-    let n = pr.n_first.max(pr.n_mid).max(pr.n_last);
+    let n = pr.max_layers();
     let (dense, experts) = pr.trainable(p.ls.frozen, n, pr.device_params, pr.expert_params);
     let dense = dense / p.ssplit.optimizer.max(1) as f64;
     if experts > 0.0 {
@@ -237,6 +238,41 @@ pub(super) fn optimizer_params(p: &Prepared) -> f64 {
 }
 
 impl Training {
+    /// The collectives of a plan whose base weights are frozen (`task = "lora"`,
+    /// [`super::lora`]): the strategies' collectives of the frozen model (no gradients:
+    /// `grad_bytes` 0) without its gradient reductions (`CommClass::Data`) and post-step
+    /// parameter gathers (step-phase all-gathers), and those two kinds of the adapters alone
+    /// (their parameters per layer and on the busiest stage, no embedding table, no experts).
+    pub(super) fn frozen_comms(&self, p: &Prepared, out: &mut CommList) -> Result<(), ModelError> {
+        let reduces = |op: &CommOp| {
+            op.class == CommClass::Data
+                || (op.phase == Phase::Step && op.kind == CollectiveKind::AllGather)
+        };
+        let mut frozen = CommList::default();
+        let dims = LayerDims {
+            grad_bytes: 0.0,
+            ..p.dims
+        };
+        self.comps.comms(&p.shape, &dims, &mut frozen)?;
+        for op in frozen.iter().filter(|op| !reduces(op) && op.bytes.0 > 0.0) {
+            out.push(*op)?;
+        }
+        let pr = &p.params;
+        let adapters = LayerDims {
+            layer_params: pr.adapter_layer,
+            device_params: pr.max_layers() as f64 * pr.adapter_layer,
+            embedding_params: 0.0,
+            moe: None,
+            ..p.dims
+        };
+        let mut trained = CommList::default();
+        self.comps.comms(&p.shape, &adapters, &mut trained)?;
+        for op in trained.iter().filter(|op| reduces(op) && op.bytes.0 > 0.0) {
+            out.push(*op)?;
+        }
+        Ok(())
+    }
+
     /// Every compute op of one device's program under `plan`, timed: one layer forward and
     /// backward (one micro-batch), the embedding and the LM head with the loss (one
     /// micro-batch), and the optimizer step. For reports that show what bounds each op; not
@@ -258,6 +294,15 @@ impl Training {
         Ok(trace.into_inner())
     }
 
+    /// [`Training::op_breakdown`]'s time by op class and by the kernel path that timed each
+    /// op (`ComputeUnit::kernel_path`): how much of the program measured kernels time. For
+    /// reports; not for the hot path.
+    pub fn kernel_paths(&self, plan: &TrainingPlan) -> Result<Vec<KernelPaths>, ModelError> {
+        let ops = self.op_breakdown(plan)?;
+        let unit = self.system.compute.as_ref();
+        Ok(KernelPaths::of(&ops, |op| unit.kernel_path(op)))
+    }
+
     /// Time the layer program, the ends and every collective of a prepared plan (what its
     /// recompute and schedule variants share).
     pub(super) fn group_times(
@@ -277,12 +322,10 @@ impl Training {
             scales: self.params.efficiency,
         };
         let mut comms = CommList::default();
-        self.comps.comms(&p.shape, &p.dims, &mut comms)?;
         if p.ls.frozen {
-            let pr = &p.params;
-            let n = pr.n_first.max(pr.n_mid).max(pr.n_last) as f64;
-            let share = (n * pr.adapter_layer / pr.device_params.max(1.0)).min(1.0);
-            super::lora::updated_only(share, &mut comms);
+            self.frozen_comms(p, &mut comms)?;
+        } else {
+            self.comps.comms(&p.shape, &p.dims, &mut comms)?;
         }
         let mut mesh: Mesh = placement.mesh(plan.tp, plan.cp, plan.pp, plan.dp);
         mesh.ep = p.shape.ep;

@@ -5,7 +5,7 @@
 use crate::software::EfficiencyScales;
 use perfcast_core::op::{ComputeOp, VectorOpKind};
 use perfcast_core::units::ensure_finite;
-use perfcast_core::{ComputeUnit, MemoryHierarchy, ModelError, OpTime};
+use perfcast_core::{ComputeUnit, KernelPath, MemoryHierarchy, ModelError, OpTime};
 use serde::Serialize;
 use std::cell::{Cell, RefCell};
 
@@ -139,6 +139,66 @@ pub struct OpLine {
     /// Times the op runs per `part` (one layer, one micro-batch).
     pub count: f64,
     pub time: OpTime,
+}
+
+/// The time of one op class in a device's program and the kernel paths that timed it
+/// (`ComputeUnit::kernel_path`), in seconds per path.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct KernelPaths {
+    /// Report class (`gemm`, `attention`, `norm`...).
+    pub class: &'static str,
+    pub measured: f64,
+    pub interpolated: f64,
+    pub scaled: f64,
+    pub analytical: f64,
+}
+
+impl KernelPaths {
+    fn new(class: &'static str) -> Self {
+        KernelPaths {
+            class,
+            measured: 0.0,
+            interpolated: 0.0,
+            scaled: 0.0,
+            analytical: 0.0,
+        }
+    }
+    fn slot(&mut self, p: KernelPath) -> &mut f64 {
+        match p {
+            KernelPath::Measured => &mut self.measured,
+            KernelPath::Interpolated => &mut self.interpolated,
+            KernelPath::Scaled => &mut self.scaled,
+            KernelPath::Analytical => &mut self.analytical,
+        }
+    }
+    /// Seconds timed by each path, in [`KernelPath::ALL`]'s order.
+    pub fn seconds(&self) -> [(KernelPath, f64); 4] {
+        [
+            (KernelPath::Measured, self.measured),
+            (KernelPath::Interpolated, self.interpolated),
+            (KernelPath::Scaled, self.scaled),
+            (KernelPath::Analytical, self.analytical),
+        ]
+    }
+    pub fn total(&self) -> f64 {
+        self.measured + self.interpolated + self.scaled + self.analytical
+    }
+    /// The op classes of `ops` in order of first appearance, each op's time (times its count)
+    /// under the path `path_of` names.
+    pub fn of(ops: &[OpLine], path_of: impl Fn(&ComputeOp) -> KernelPath) -> Vec<KernelPaths> {
+        let mut out: Vec<KernelPaths> = Vec::new();
+        for o in ops {
+            let i = match out.iter().position(|c| c.class == o.class) {
+                Some(i) => i,
+                None => {
+                    out.push(KernelPaths::new(o.class));
+                    out.len() - 1
+                }
+            };
+            *out[i].slot(path_of(&o.op)) += o.time.time.0 * o.count;
+        }
+        out
+    }
 }
 
 impl OpClass {

@@ -141,13 +141,17 @@ fn hopeless_counts(
                 i,
                 format!(
                     "on {n} devices every plan needs at least {:.2} GiB per device ({} \
-                     has {:.4e} parameters; mixed-precision Adam keeps at least 16 bytes of \
-                     state per parameter, spread over all {n} devices, plus the runtime \
-                     reserve), but the limit is {:.2} GiB (capacity x (1 - \
+                     has {:.4e} parameters; {}, spread over all {n} devices, plus the \
+                     runtime reserve), but the limit is {:.2} GiB (capacity x (1 - \
                      search.memory_headroom = {})); more devices or a smaller model",
                     floor / GIB,
                     t.model().name,
                     t.model().params() as f64,
+                    match task {
+                        perfcast_engine::training::Task::Lora =>
+                            "frozen weights keep at least their 2 bytes each",
+                        _ => "mixed-precision Adam keeps at least 16 bytes of state per parameter",
+                    },
                     limit / GIB,
                     constraints.memory_headroom,
                 ),
