@@ -135,6 +135,10 @@ fn brief(p: &TrainingPlan) -> String {
     if p.zero_stage > 0 {
         s.push_str(&format!(" Z{}", p.zero_stage));
     }
+    if !p.task.is_pretrain() {
+        s.push(' ');
+        s.push_str(p.task.name());
+    }
     s
 }
 
@@ -179,6 +183,34 @@ mod tests {
             plan_label(&p, PlanStyle::Compact)
         );
         assert!(placed_plan_label(&p, "dp-tp-pp-cp").ends_with(" tpo [dp-tp-pp-cp]"));
+    }
+
+    /// A fine-tuning plan says so in every style, and the fields name its adapters (or
+    /// whence they come).
+    #[test]
+    fn fine_tuning_shows_in_every_style() {
+        use perfcast_engine::training::{LoraPlan, LoraTarget};
+        let p = TrainingPlan {
+            task: Task::Lora,
+            lora: Some(LoraPlan {
+                rank: 16,
+                targets: vec![LoraTarget::LinearQkv, LoraTarget::LinearProj],
+            }),
+            ..TrainingPlan::default()
+        };
+        assert!(plan_label(&p, PlanStyle::Compact).ends_with(" lora"));
+        assert!(plan_label(&p, PlanStyle::Brief).ends_with(" lora"));
+        assert!(plan_label(&p, PlanStyle::Fields)
+            .ends_with(" task=lora lora.rank=16 lora.targets=linear_qkv,linear_proj"));
+        let defaults = TrainingPlan { lora: None, ..p };
+        assert!(plan_label(&defaults, PlanStyle::Fields).contains("options.engine.lora"));
+        let sft = TrainingPlan {
+            task: Task::Sft,
+            ..TrainingPlan::default()
+        };
+        assert!(plan_label(&sft, PlanStyle::Fields).ends_with(" task=sft"));
+        let pre = TrainingPlan::default();
+        assert!(!plan_label(&pre, PlanStyle::Fields).contains("task"));
     }
 
     #[test]

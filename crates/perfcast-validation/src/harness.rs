@@ -86,6 +86,18 @@ pub fn unsupported_reason(case: &Case) -> Option<String> {
     None
 }
 
+/// The assumption behind every LoRA case: the schema has no rank or targets, so the stack's
+/// adapters (on the projections the model has) stand in.
+fn lora_note(engine: &Training) -> String {
+    let l = engine.params().lora.for_model(engine.model());
+    let targets: Vec<_> = l.targets.iter().map(|t| t.name()).collect();
+    format!(
+        "LoRA adapters not in the case: the stack's, rank {} on {}",
+        l.rank,
+        targets.join(", ")
+    )
+}
+
 /// How an unpublished interleaving degree is chosen ([`Harness::assumed_interleaving`]).
 enum Interleaving {
     /// The framework's default degree for an interleaved schedule.
@@ -649,22 +661,14 @@ impl Harness {
             ));
         }
         notes.extend(schedule_note(case));
-        if t.task == Task::Lora {
-            let l = engine.params().lora.for_model(engine.model());
-            let targets: Vec<_> = l.targets.iter().map(|t| t.name()).collect();
-            notes.push(format!(
-                "LoRA adapters not in the case: the stack's, rank {} on {}",
-                l.rank,
-                targets.join(", ")
-            ));
-        }
-        if !rep.memory.fits {
-            notes.push(format!(
+        notes.extend((t.task == Task::Lora).then(|| lora_note(engine)));
+        notes.extend((!rep.memory.fits).then(|| {
+            format!(
                 "predicted peak memory {:.1} GiB exceeds the device's {:.1} GiB",
                 rep.memory.peak.gib(),
                 rep.memory.capacity.gib()
-            ));
-        }
+            )
+        }));
         if !notes.is_empty() {
             r.reason = Some(notes.join("; "));
         }

@@ -39,22 +39,6 @@ impl LayerShape {
     pub(super) fn tokens_per_rank(&self) -> u64 {
         (self.b * self.sq).div_ceil(self.ps.max(1))
     }
-    /// A quantisation of `elements` moving `bytes` per element (plus the recipe's scales) in
-    /// `kernels` kernels.
-    pub(super) fn cast_op(&self, elements: u64, bytes: f64, scale: f64, kernels: u32) -> ComputeOp {
-        ComputeOp::Vector(VectorOp {
-            kind: VectorOpKind::Cast,
-            elements,
-            flops_per_element: if bytes > 0.0 { 1.0 } else { 0.0 },
-            bytes_per_element: bytes + scale,
-            dtype: self.act_dtype,
-            launches: kernels,
-        })
-    }
-    /// The share of a weight's quantisation one micro-batch runs (`weight_casts`).
-    pub(super) fn weight_cast_share(&self) -> f64 {
-        1.0 / self.weight_casts.max(1) as f64
-    }
     pub(super) fn gemm(&self, m: u64, n: u64, k: u64) -> ComputeOp {
         let out = if self.cast.is_some() {
             self.act_dtype

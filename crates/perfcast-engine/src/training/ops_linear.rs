@@ -1,14 +1,15 @@
-//! Low-precision linear layers a compute unit has measured whole
-//! (`ComputeUnit::quantised_linear_ratio`, e.g. torchao's row-scaled float8 linears on H100:
-//! `perfcast_kernels::rowwise`): the layer program books each at the unit's ratio times its
-//! three 16-bit GEMMs, its quantisation included, instead of timing the GEMMs and the casts op
-//! by op.
+//! What the layer program adds around its linear layers: low-precision linears a compute
+//! unit has measured whole (`ComputeUnit::quantised_linear_ratio`, e.g. torchao's row-scaled
+//! float8 linears on H100: `perfcast_kernels::rowwise`), booked at the unit's ratio times
+//! their three 16-bit GEMMs, quantisation included, instead of the GEMMs and casts op by op;
+//! the quantisation ops themselves (and the share of a weight's cast a micro-batch runs); and
+//! LoRA's adapters beside a targeted projection ([`super::lora`]).
 
 use super::lora::LoraTarget;
 use super::ops::LayerProgram;
 use super::shape::LayerShape;
 use super::timer::ClassTimes;
-use perfcast_core::op::{ComputeOp, Gemm, GemmScaling, VectorOpKind};
+use perfcast_core::op::{ComputeOp, Gemm, GemmScaling, VectorOp, VectorOpKind};
 use perfcast_core::ModelError;
 
 impl LayerShape {
@@ -94,6 +95,22 @@ impl LayerProgram<'_> {
 }
 
 impl LayerShape {
+    /// A quantisation of `elements` moving `bytes` per element (plus the recipe's scales) in
+    /// `kernels` kernels.
+    pub(super) fn cast_op(&self, elements: u64, bytes: f64, scale: f64, kernels: u32) -> ComputeOp {
+        ComputeOp::Vector(VectorOp {
+            kind: VectorOpKind::Cast,
+            elements,
+            flops_per_element: if bytes > 0.0 { 1.0 } else { 0.0 },
+            bytes_per_element: bytes + scale,
+            dtype: self.act_dtype,
+            launches: kernels,
+        })
+    }
+    /// The share of a weight's quantisation one micro-batch runs (`weight_casts`).
+    pub(super) fn weight_cast_share(&self) -> f64 {
+        1.0 / self.weight_casts.max(1) as f64
+    }
     /// The LoRA target GEMM `i` of [`LayerShape::gemms`] computes (`None`: a projection
     /// adapters cannot target: latent attention's down- and up-projections).
     pub(super) fn lora_target(&self, i: usize) -> Option<LoraTarget> {
