@@ -60,9 +60,7 @@ use perfcast_core::registry::Registry;
 use perfcast_core::workload::{FfnAct, ModelSpec};
 use perfcast_core::{DType, System};
 use perfcast_engine::inference::{Inference, InferenceOptions, InferencePlan, InferenceReport};
-use perfcast_engine::training::{
-    Placement, Task as EngineTask, Training, TrainingPlan, TrainingReport,
-};
+use perfcast_engine::training::{Placement, Training, TrainingPlan, TrainingReport};
 use perfcast_scenario::stack::{BalancedGate, TpComm};
 use perfcast_scenario::Stack;
 
@@ -201,11 +199,7 @@ pub fn training_plan(case: &Case, recompute: &str, stack: &Stack) -> Result<Trai
         dropout: None,
         // LoRA's rank and targets are not in the schema: the stack's defaults
         // (`EngineParams::lora`), an assumption of every LoRA case.
-        task: match t.task {
-            Task::Pretrain => EngineTask::Pretrain,
-            Task::Sft => EngineTask::Sft,
-            Task::Lora => EngineTask::Lora,
-        },
+        task: t.task,
         ..TrainingPlan::default()
     };
     stack.apply_training_plan(&mut plan, &|_| false, generation_of(&case.system.gpu));

@@ -199,14 +199,8 @@ pub enum Optimizer {
     Adam,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Task {
-    #[default]
-    Pretrain,
-    Sft,
-    Lora,
-}
+/// `[case.training] task`: the engine's own (`pretrain`, `sft`, `lora`).
+pub use perfcast_engine::training::Task;
 
 /// `[case.training]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
