@@ -33,8 +33,7 @@ struct LayerKey {
     modules: u8,
     /// Micro-batches sharing one quantisation of the weights.
     weight_casts: u64,
-    /// Frozen base weights, and LoRA's rank, target bits and split (0: none).
-    frozen: bool,
+    /// LoRA's rank, target bits and split (0: none, the base weights trained).
     lora: (u64, u8, u64),
 }
 
@@ -65,7 +64,6 @@ fn layer_key(ls: &shape::LayerShape, moe: Option<&moe::MoePrep>) -> LayerKey {
         act: ls.act_dtype,
         flags: (ls.fp32_grads as u8) | (ls.dropout as u8) << 1 | attention << 2,
         modules: ls.modules.map_or(0, |m| m.0),
-        frozen: ls.frozen,
         weight_casts: ls.weight_casts,
         lora: ls.lora.map_or((0, 0, 0), |l| (l.rank, l.targets, l.split)),
     }

@@ -62,7 +62,7 @@ impl Training {
         } else {
             (pr.mid_params, &p.rp_mid, pr.mid_expert, pr.n_mid)
         };
-        let (trained, etrained) = pr.trainable(p.ls.frozen, n, params, eparams);
+        let (trained, etrained) = pr.trainable(p.ls.frozen(), n, params, eparams);
         let tok = (p.b * p.s / p.cpd) as f64;
         let reserved = Bytes::from_gib(self.params.runtime_reserve_gib);
         let in_flight = layer_weighted_in_flight(p, input, idx, plan.vpp, last);

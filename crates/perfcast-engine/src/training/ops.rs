@@ -608,13 +608,11 @@ impl LayerProgram<'_> {
                 }
             }
             gemm_b += timer.add(b, x.gemm(m, k, n), 1.0)?; // dX = dY·Wᵀ
-            if !x.frozen {
-                gemm_b += timer.add(b, x.wgrad(k, n, m), 1.0)?; // dW = Xᵀ·dY
-            }
+            gemm_b += x.weight_grad(timer, b, x.wgrad(k, n, m))?; // dW = Xᵀ·dY
             if let Some(c) = x.cast {
                 let grad = x.cast_op(m * n, c.amax + c.grad_cast, 2.0 * c.scale, c.kernels);
                 timer.add(b, grad, 1.0)?;
-                if !x.frozen {
+                if !x.frozen() {
                     // The saved input laid out for the weight gradient.
                     timer.add(b, x.cast_op(m * k, c.transpose, c.scale, 1), 1.0)?;
                 }
@@ -696,14 +694,14 @@ pub fn ends(timer: &Timer, x: &LayerShape) -> Result<EndTimes, ModelError> {
     let mut eb = ClassTimes::default();
     // Scatter-add of the output gradient into the (fp32) embedding gradient rows (none into
     // a frozen table: no gradient reaches it).
-    if !x.frozen {
+    if !x.frozen() {
         timer.add(
             &mut eb,
             x.vec(VectorOpKind::Embedding, tok * x.h, 1.0, e + 8.0),
             1.0,
         )?;
     }
-    if x.dropout && !x.frozen {
+    if x.dropout && !x.frozen() {
         timer.add(
             &mut eb,
             x.vec(VectorOpKind::Dropout, pw, 1.0, 2.0 * e + mask),
@@ -751,9 +749,7 @@ pub fn ends(timer: &Timer, x: &LayerShape) -> Result<EndTimes, ModelError> {
     let mut hb = ClassTimes::default();
     timer.add(&mut hb, loss_b, 1.0)?;
     let mut g_b = timer.add(&mut hb, head.gemm(tok, x.h, v), 1.0)?;
-    if !x.frozen {
-        g_b += timer.add(&mut hb, head.wgrad(x.h, v, tok), 1.0)?;
-    }
+    g_b += head.weight_grad(timer, &mut hb, head.wgrad(x.h, v, tok))?;
     let norm_b = x.pointwise_op(
         VectorOpKind::Norm,
         pw,

@@ -8,7 +8,7 @@
 use super::lora::LoraTarget;
 use super::ops::LayerProgram;
 use super::shape::LayerShape;
-use super::timer::ClassTimes;
+use super::timer::{ClassTimes, Timer};
 use perfcast_core::op::{ComputeOp, Gemm, GemmScaling, VectorOp, VectorOpKind};
 use perfcast_core::ModelError;
 
@@ -61,7 +61,7 @@ impl LayerProgram<'_> {
             return Ok(None);
         };
         let dgrad = timer.add_measured(b, x.gemm(m, k, n), x.gemm16(m, k, n), r)?;
-        if x.frozen {
+        if x.frozen() {
             return Ok(Some(dgrad));
         }
         let wgrad = timer.add_measured(b, x.wgrad(k, n, m), x.gemm16(k, n, m), r)?;
@@ -106,6 +106,19 @@ impl LayerShape {
             dtype: self.act_dtype,
             launches: kernels,
         })
+    }
+    /// Book weight-gradient GEMM `op` in `acc`: its time, or 0 (nothing booked) for a frozen
+    /// weight.
+    pub(super) fn weight_grad(
+        &self,
+        timer: &Timer,
+        acc: &mut ClassTimes,
+        op: ComputeOp,
+    ) -> Result<f64, ModelError> {
+        if self.frozen() {
+            return Ok(0.0);
+        }
+        timer.add(acc, op, 1.0)
     }
     /// The share of a weight's quantisation one micro-batch runs (`weight_casts`).
     pub(super) fn weight_cast_share(&self) -> f64 {

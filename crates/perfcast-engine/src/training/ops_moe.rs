@@ -119,11 +119,7 @@ impl Block<'_> {
             timer.add(acc, router.gemm(t, m.experts, h), 1.0)?
         } else {
             timer.add(acc, router.gemm(t, h, m.experts), 1.0)?
-                + if x.frozen {
-                    0.0
-                } else {
-                    timer.add(acc, router.wgrad(h, m.experts, t), 1.0)?
-                }
+                + x.weight_grad(timer, acc, router.wgrad(h, m.experts, t))?
         };
         bt.total += g;
         bt.gemm += g;
@@ -178,7 +174,7 @@ impl Block<'_> {
                 c.kernels,
             );
             t += timer.add(acc, grad, 1.0)?;
-            if !x.frozen {
+            if !x.frozen() {
                 let input = x.cast_op(groups * mm * kk, c.transpose, c.scale, 1);
                 t += timer.add(acc, input, 1.0)?;
             }
@@ -225,11 +221,7 @@ impl Block<'_> {
                 timer.add(acc, grouped(mm, nn, kk, false), 1.0)?
             } else {
                 timer.add(acc, grouped(mm, kk, nn, false), 1.0)?
-                    + if x.frozen {
-                        0.0
-                    } else {
-                        timer.add(acc, grouped(kk, nn, mm, true), 1.0)?
-                    }
+                    + x.weight_grad(timer, acc, grouped(kk, nn, mm, true))?
             };
             bt.total += t;
             bt.gemm += t;
@@ -264,11 +256,7 @@ impl Block<'_> {
                 timer.add(acc, x.gemm(mm, nn, kk), 1.0)?
             } else {
                 timer.add(acc, x.gemm(mm, kk, nn), 1.0)?
-                    + if x.frozen {
-                        0.0
-                    } else {
-                        timer.add(acc, x.wgrad(kk, nn, mm), 1.0)?
-                    }
+                    + x.weight_grad(timer, acc, x.wgrad(kk, nn, mm))?
             };
             bt.total += self.casts(acc, 1, (mm, nn, kk))?;
             bt.total += t;

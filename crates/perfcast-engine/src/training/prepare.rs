@@ -3,7 +3,7 @@
 //! strategies see, the activations, and (set per variant) the recompute plan.
 
 use super::activations::{ActivationShape, StateBytes};
-use super::lora::{self, LoraShape, Task};
+use super::lora::{self, LoraShape};
 use super::plan::TrainingPlan;
 use super::{moe, shape, Training};
 use perfcast_core::parallel::{
@@ -239,7 +239,6 @@ impl Training {
             op_sac: self.params.selective_recompute == crate::software::SelectiveRecompute::OpSac
                 && plan.recompute_modules.is_none(),
             modules: plan.recompute_modules,
-            frozen: plan.task == Task::Lora,
             weight_casts: if self.params.fp8_weight_cache && recipe.is_some() {
                 micro_batches.max(1) as u64
             } else {

@@ -61,10 +61,17 @@ pub struct LayerShape {
     /// recipe: 1 (each micro-batch casts them), or a step's micro-batches where the stack
     /// caches them (`EngineParams::fp8_weight_cache`).
     pub weight_casts: u64,
-    /// The base weights are frozen (`task = "lora"`): no weight gradients for them.
-    pub frozen: bool,
-    /// LoRA's adapters on the layer's projections (`None`: none).
+    /// LoRA's adapters on the layer's projections (`None`: none; `Some`: the base weights
+    /// are frozen, [`LayerShape::frozen`]).
     pub lora: Option<super::lora::LoraShape>,
+}
+
+impl LayerShape {
+    /// The base weights are frozen (`task = "lora"`, the only plan with adapters): no weight
+    /// gradients for them.
+    pub fn frozen(&self) -> bool {
+        self.lora.is_some()
+    }
 }
 
 /// Latent attention's widths on one device (MLA, DeepSeek-V2 §2.1).

@@ -228,7 +228,7 @@ pub(super) fn exposures(
 pub(super) fn optimizer_params(p: &Prepared) -> f64 {
     let pr = &p.params;
     let n = pr.max_layers();
-    let (dense, experts) = pr.trainable(p.ls.frozen, n, pr.device_params, pr.expert_params);
+    let (dense, experts) = pr.trainable(p.ls.frozen(), n, pr.device_params, pr.expert_params);
     let dense = dense / p.ssplit.optimizer.max(1) as f64;
     if experts > 0.0 {
         dense + experts / p.ssplit.expert_optimizer.max(1) as f64
@@ -322,7 +322,7 @@ impl Training {
             scales: self.params.efficiency,
         };
         let mut comms = CommList::default();
-        if p.ls.frozen {
+        if p.ls.frozen() {
             self.frozen_comms(p, &mut comms)?;
         } else {
             self.comps.comms(&p.shape, &p.dims, &mut comms)?;
