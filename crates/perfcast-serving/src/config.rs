@@ -1,7 +1,7 @@
 //! The `[serving]` and `[slo]` sections as the engine reads them, and their resolution into a
 //! [`Deployment`] (what runs where, how it is scheduled) and a [`WorkloadSpec`] (the traffic).
 
-use crate::deployment::{Deployment, KvAdmission, Pool, PoolRole, Router, Speculative};
+use crate::deployment::{Batching, Deployment, KvAdmission, Pool, PoolRole, Router, Speculative};
 use crate::speculative::SpeculativeConfig;
 use perfcast_core::{AttentionKind, DType, Key, ModelError};
 use perfcast_engine::inference::InferencePlan;
@@ -207,6 +207,18 @@ pub struct ServingConfig {
     /// when the cache is full (vLLM; TensorRT-LLM `MAX_UTILIZATION`).
     #[serde(default)]
     pub kv_admission: KvAdmission,
+    /// What one step holds: `mixed` runs the decodes and prefill chunks together (TensorRT-LLM,
+    /// vLLM); `prefill-first` runs a step of prefills whenever requests wait to be prefilled
+    /// and the running decodes then pause (SGLang). Default `mixed`.
+    #[serde(default)]
+    pub batching: Batching,
+    /// Under `on-demand` admission, the share of each running sequence's remaining output
+    /// (and all of its remaining prompt) whose KV blocks must stay free before a waiting
+    /// request is admitted, in [0, 1]: SGLang's conservative admission (`new_token_ratio`,
+    /// initially 0.7, in `PrefillAdder`); 0 admits whenever the next chunk fits (vLLM).
+    /// Default 0.
+    #[serde(default)]
+    pub admission_reserve: f64,
     /// Decode-only steps replayed as captured CUDA graphs, padded up to the next size of
     /// `graph_batch_sizes` (vLLM, SGLang and TensorRT-LLM's PyTorch runtime capture decode);
     /// mixed steps and batches above the largest size run eagerly. Default false (the
@@ -289,6 +301,8 @@ impl Default for ServingConfig {
             kv_block_size: d_block(),
             kv_memory_fraction: d_kv_fraction(),
             kv_admission: KvAdmission::default(),
+            batching: Batching::default(),
+            admission_reserve: 0.0,
             cuda_graphs: false,
             graph_batch_sizes: d_graph_sizes(),
             scheduler_overhead_us: 0.0,
@@ -449,6 +463,14 @@ impl ServingConfig {
                 ));
             }
         }
+        let r = self.admission_reserve;
+        if !(r.is_finite() && (0.0..=1.0).contains(&r)) {
+            return Err(ModelError::invalid(
+                Key::serving("admission_reserve"),
+                r,
+                "must be in [0, 1]",
+            ));
+        }
         let f = self.kv_memory_fraction;
         if !(f.is_finite() && f > 0.0 && f <= 1.0) {
             return Err(ModelError::invalid(
@@ -596,6 +618,8 @@ impl ServingConfig {
             kv_block_size: self.kv_block_size,
             kv_memory_fraction: self.kv_memory_fraction,
             kv_admission: self.kv_admission,
+            batching: self.batching,
+            admission_reserve: self.admission_reserve,
             cuda_graphs: self.cuda_graphs,
             graph_batch_sizes: graph_sizes,
             scheduler_overhead_us: self.scheduler_overhead_us,

@@ -41,6 +41,20 @@ pub enum KvAdmission {
     OnDemand,
 }
 
+/// What one step of an instance holds (see `serving.batching`).
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Batching {
+    /// Decodes and prefill chunks in one step (in-flight batching: TensorRT-LLM, vLLM V1,
+    /// Sarathi-Serve).
+    #[default]
+    Mixed,
+    /// A step of prefills (new requests and continued chunks) whenever one can be formed,
+    /// the running decodes paused; decode steps otherwise (SGLang's scheduler without
+    /// `enable_mixed_chunk`).
+    PrefillFirst,
+}
+
 /// How arrivals are spread over the instances of the first pool.
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -123,6 +137,10 @@ pub struct Deployment {
     pub kv_memory_fraction: f64,
     /// KV admission policy.
     pub kv_admission: KvAdmission,
+    /// What a step holds.
+    pub batching: Batching,
+    /// Share of the running sequences' remaining output kept free at admission (on-demand).
+    pub admission_reserve: f64,
     /// Decode-only steps as CUDA graphs.
     pub cuda_graphs: bool,
     /// Captured batch sizes, ascending.

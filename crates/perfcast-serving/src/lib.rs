@@ -50,13 +50,15 @@ mod workload;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_batching;
 
 pub use config::{
     check_rate, ArrivalProcess, DisaggregatedConfig, InferenceDefaults, Length, Load, PoolConfig,
     ServingConfig, Slo, WorkloadSpec, MAX_REQUESTS, MAX_REQUESTS_RULE, MIN_RATE, MIN_RATE_RULE,
 };
 pub use deployment::{
-    kv_caches, Deployment, KvAdmission, KvCache, Pool, PoolRole, Router, Speculative,
+    kv_caches, Batching, Deployment, KvAdmission, KvCache, Pool, PoolRole, Router, Speculative,
 };
 pub use replay::Schedule;
 pub use report::{ttft_knee, PoolReport, ServingReport, SloReport, Stats};

@@ -9,12 +9,36 @@
 //! cannot be admitted stops admission (no overtaking). Chunks take
 //! `min(remaining prompt, chunk_size, budget left)` tokens; without chunked prefill a prompt
 //! is taken whole or waits for a step with room.
+//!
+//! Under `prefill-first` batching (SGLang) a step takes the running prefills and the
+//! admissions alone when there are any, and the running decodes only when there are none.
 
-use crate::deployment::{KvAdmission, PoolRole};
+use crate::deployment::{Batching, KvAdmission, PoolRole};
 use crate::state::Run;
 use crate::state::{At, Ev, StepRecord, Work};
 use perfcast_core::ModelError;
 use perfcast_engine::inference::{PrefillChunk, StepBatch};
+
+/// Which running sequences a step takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Decodes and prefill chunks.
+    Both,
+    /// Prefill chunks only.
+    Prefill,
+    /// Decodes only.
+    Decode,
+}
+
+impl Phase {
+    fn takes(self, decoding: bool) -> bool {
+        match self {
+            Phase::Both => true,
+            Phase::Prefill => !decoding,
+            Phase::Decode => decoding,
+        }
+    }
+}
 
 /// What a step being formed holds so far: its tokens, its decodes and their context.
 #[derive(Debug, Clone, Copy, Default)]
@@ -97,8 +121,17 @@ impl Run<'_, '_> {
         } else {
             None
         };
-        self.continue_running(i, &mut running, &mut work, &mut tally, t);
-        self.admit_waiting(i, &mut running, &mut work, &mut tally, t);
+        if self.d.batching == Batching::PrefillFirst {
+            // A step of prefills when one can be formed, else of decodes.
+            self.continue_running(i, &mut running, &mut work, &mut tally, t, Phase::Prefill);
+            self.admit_waiting(i, &mut running, &mut work, &mut tally, t);
+            if work.is_empty() {
+                self.continue_running(i, &mut running, &mut work, &mut tally, t, Phase::Decode);
+            }
+        } else {
+            self.continue_running(i, &mut running, &mut work, &mut tally, t, Phase::Both);
+            self.admit_waiting(i, &mut running, &mut work, &mut tally, t);
+        }
         let lane_work = !work.is_empty();
         let mut dur = 0.0;
         if self.rec.is_some() {
@@ -149,6 +182,7 @@ impl Run<'_, '_> {
         work: &mut Vec<Work>,
         tally: &mut Tally,
         t: f64,
+        phase: Phase,
     ) {
         let budget = self.d.pools[self.insts[i].pool].max_num_tokens;
         let on_demand = self.d.kv_admission == KvAdmission::OnDemand;
@@ -156,6 +190,10 @@ impl Run<'_, '_> {
         let mut k = 0;
         while k < running.len() {
             let s = running[k];
+            if !phase.takes(self.seqs[s as usize].decoding()) {
+                k += 1;
+                continue;
+            }
             // The common case first: a decode under the guaranteed policy.
             if !on_demand {
                 let seq = &self.seqs[s as usize];
@@ -246,7 +284,12 @@ impl Run<'_, '_> {
                 self.guaranteed_blocks(i, s, role)
             }
             .saturating_sub(seq.blocks);
-            if need > self.insts[i].kv_free {
+            let reserve = if on_demand && self.d.admission_reserve > 0.0 {
+                self.growth_reserve(i, running)
+            } else {
+                0
+            };
+            if need.saturating_add(reserve) > self.insts[i].kv_free {
                 break;
             }
             self.insts[i].waiting.pop_front();
@@ -256,6 +299,22 @@ impl Run<'_, '_> {
             running.push(s);
             self.add_work(s, take, work, tally);
         }
+    }
+
+    /// Blocks the running sequences of instance `i` are expected to need before they finish:
+    /// each one's remaining prompt and `admission_reserve` of its remaining output (SGLang's
+    /// `new_token_ratio` in `PrefillAdder`), beyond the blocks it holds.
+    fn growth_reserve(&self, i: usize, running: &[u32]) -> u32 {
+        let r = self.d.admission_reserve;
+        running
+            .iter()
+            .map(|&s| {
+                let seq = &self.seqs[s as usize];
+                let left = seq.output.saturating_sub(seq.generated) as f64 * r;
+                let tokens = seq.target.max(seq.kv) + left.ceil() as u32;
+                self.blocks_for(i, tokens).saturating_sub(seq.blocks)
+            })
+            .fold(0u32, u32::saturating_add)
     }
 
     fn add_work(&mut self, s: u32, take: u32, work: &mut Vec<Work>, tally: &mut Tally) {

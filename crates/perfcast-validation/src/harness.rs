@@ -70,9 +70,8 @@ pub fn unsupported_reason(case: &Case) -> Option<String> {
         match i.mode {
             // Serving hook (issue 12): server and offline-max-throughput cases are simulated
             // by `crate::serving`.
-            Mode::OfflineMaxThroughput | Mode::Server => {
-                return crate::serving::unsupported_reason(case);
-            }
+            // An engine no profile knows runs with the fallback profile, never refused.
+            Mode::OfflineMaxThroughput | Mode::Server => return None,
             Mode::Static | Mode::Latency => {}
         }
         if i.batch == Batch::Max {
@@ -291,7 +290,12 @@ pub fn inference_plan(case: &Case, stack: &Stack) -> Result<InferencePlan> {
     };
     let weights = i.precision.dtype();
     let activations = match i.precision {
-        Precision::Fp8 | Precision::Fp4 | Precision::Fp16 | Precision::Bf16 => weights,
+        Precision::Fp8 | Precision::Fp16 | Precision::Bf16 => weights,
+        // MXFP4/NVFP4 weights on a GPU without FP4 matrix units run weight-only: dequantised
+        // into 16-bit GEMMs (TensorRT-LLM's W4A16_MXFP4 on SM90, `get_mxfp4_quant_algo` in
+        // tensorrt_llm/_torch/model_config.py; vLLM's Marlin MXFP4 kernels on Hopper).
+        Precision::Fp4 if !crate::stacks::has_fp4_matrix(&case.system.gpu) => DType::Bf16,
+        Precision::Fp4 => weights,
         // Weight-only quantisation: 16-bit activations and GEMMs.
         Precision::Int8 | Precision::Int4 => DType::Fp16,
     };

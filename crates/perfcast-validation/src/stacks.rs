@@ -192,6 +192,28 @@ pub fn generation_of(accelerator: &str) -> Option<GpuGeneration> {
     GENERATIONS.get(accelerator).copied().flatten()
 }
 
+/// Whether the accelerator's catalog entry rates a 4-bit floating-point matrix peak
+/// (`peak_tflops_dense.fp4`: Blackwell, CDNA4), i.e. it has FP4 matrix units.
+pub fn has_fp4_matrix(accelerator: &str) -> bool {
+    FP4.get(accelerator).copied().unwrap_or(false)
+}
+
+static FP4: std::sync::LazyLock<BTreeMap<String, bool>> = std::sync::LazyLock::new(|| {
+    let cat: toml::Table = toml::from_str(crate::presets::ACCELERATORS).unwrap_or_default();
+    let gpus = cat.get("gpu").and_then(|g| g.as_array());
+    gpus.into_iter()
+        .flatten()
+        .filter_map(|g| {
+            let id = g.get("id")?.as_str()?.to_string();
+            let fp4 = g
+                .get("peak_tflops_dense")
+                .and_then(|p| p.get("fp4"))
+                .is_some();
+            Some((id, fp4))
+        })
+        .collect()
+});
+
 /// The catalog's `arch` of every accelerator, read once.
 static GENERATIONS: std::sync::LazyLock<BTreeMap<String, Option<GpuGeneration>>> =
     std::sync::LazyLock::new(|| {

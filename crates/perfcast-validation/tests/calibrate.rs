@@ -326,8 +326,8 @@ fn bad_parameters_and_files_are_errors() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("at least two groups"), "{e}");
-    // A file of cases the engines do not support: static-batch cases run as offline
-    // throughput benchmarks, on a stack without a serving profile.
+    // A file of cases the engines do not support: static-batch cases on an accelerator no
+    // catalog holds.
     let public = CasesFile::load(&perfcast_validation::locate_cases(None).unwrap()).unwrap();
     let unsupported = CasesFile {
         file: "unsupported.toml".into(),
@@ -337,15 +337,14 @@ fn bad_parameters_and_files_are_errors() {
             .filter(|c| c.group == "trtllm-v061-static")
             .take(3)
             .map(|mut c| {
-                c.inference.as_mut().unwrap().mode =
-                    perfcast_validation::cases::Mode::OfflineMaxThroughput;
+                c.system.gpu = "NoSuch-GPU".into();
                 c
             })
             .collect(),
     };
     let e = run(&unsupported, &[], Cv::None).unwrap_err().to_string();
     assert!(
-        e.contains("no case the engines support") && e.contains("serving-stack profile"),
+        e.contains("no case the engines support") && e.contains("NoSuch-GPU"),
         "{e}"
     );
     // Out of evaluations: not converged, the best point so far.
@@ -400,10 +399,10 @@ fn serving_runs_can_be_left_out() {
         residuals.contains("without its serving runs"),
         "{residuals}"
     );
-    // Kept, the serving copy is a case the harness cannot model (no serving stack profile).
+    // Kept, the serving copy is simulated (its engine unknown: the fallback profile).
     let c = calibrate::calibrate(&h, &file, "0", &opts(false)).unwrap();
-    assert_eq!(c.cases.len(), scored);
-    assert_eq!(c.skipped.0 + c.skipped.1, 1, "{:?}", c.skipped);
+    assert_eq!(c.cases.len(), scored + 1);
+    assert_eq!(c.skipped, (0, 0, 0));
     assert!(!calibration_table(&c).contains("--exclude-serving"));
 }
 

@@ -287,24 +287,42 @@ fn predicted_metrics_follow_the_case_conventions() {
     assert!(seen[1] > seen[0] && seen[2] < seen[0] && seen[3] < seen[1]);
 }
 
+/// A serving run on an engine no profile knows is predicted with the fallback profile, and
+/// its result says so.
+#[test]
+fn an_unknown_serving_engine_is_predicted_and_named() {
+    let f = file();
+    let mut offline = case(&f, "trtllm_v061_llama2_7b_h100_bs768_tp1_128_128").clone();
+    offline.inference.as_mut().unwrap().mode = Mode::OfflineMaxThroughput;
+    offline.software = Some("LMDeploy 0.9 (TurboMind)".into());
+    let r = harness().run_case(&offline);
+    assert_eq!(r.status, Status::Ok, "{:?}", r.reason);
+    let reason = r.reason.unwrap();
+    assert!(
+        reason.contains("LMDeploy") && reason.contains("vLLM profile (the fallback)"),
+        "{reason}"
+    );
+    assert!(r
+        .metrics
+        .iter()
+        .all(|m| m.predicted.is_some_and(f64::is_finite)));
+}
+
 /// A case the engines cannot model is reported, never dropped.
 #[test]
 fn unsupported_and_failing_cases_are_listed() {
     let f = file();
     let h = harness();
-    // A static batch left unpublished; an offline run on a stack without a serving profile.
+    // A static batch left unpublished.
     let serving = "trtllm_v061_llama2_7b_h100_bs768_tp1_128_128";
     let mut max = case(&f, serving).clone();
     max.inference.as_mut().unwrap().batch = perfcast_validation::cases::Batch::Max;
-    let mut offline = case(&f, serving).clone();
-    offline.inference.as_mut().unwrap().mode = Mode::OfflineMaxThroughput;
     // An engine error: tp that does not divide the heads.
     let mut bad = case(&f, "korthikanti2022_22b_fullrecompute").clone();
     bad.model.heads = 63;
     bad.model.kv_heads = 63;
     let table = [
         (&max, Status::Unsupported, "batch"),
-        (&offline, Status::Unsupported, "offline-max-throughput"),
         (&bad, Status::Error, "63"),
     ];
     for (c, status, why) in table {
