@@ -2,7 +2,7 @@
 //! times instead of simulating the run again.
 
 use crate::config::Slo;
-use crate::deployment::{Deployment, KvAdmission, KvCache, PoolRole};
+use crate::deployment::{Deployment, KvCache, PoolRole};
 use crate::report::{self, ServingReport};
 use crate::sim::Simulator;
 use crate::state::{At, Recorder, Run, StepRecord};
@@ -15,11 +15,11 @@ use perfcast_core::ModelError;
 /// that sent it); every change of the KV caches' occupancy. [`Simulator::replay`] times the
 /// same steps on another engine (other step costs) and reports as a run of that engine
 /// would, exactly: a schedule is recorded only where it does not depend on step times
-/// ([`Schedule::fits`]), on aggregated instances of one lane each, without speculation, under
-/// the guaranteed KV admission, when every request is in at once (an offline run: each
-/// instance takes requests in order as its KV cache frees, whatever a step lasts) or a
-/// closed loop feeds one instance (a request is sent at the end of the step that finished
-/// another). Under a rate, across the lanes of a pipeline, or with a closed loop over
+/// ([`Schedule::fits`]), on aggregated instances of one lane each, without speculation, when
+/// every request is in at once (an offline run: each instance takes requests in order as its
+/// KV cache frees, whatever a step lasts) or a closed loop feeds one instance (a request is
+/// sent at the end of the step that finished another), under either KV admission and either
+/// batching policy (admissions and preemptions follow the cache's blocks, not the clock). Under a rate, across the lanes of a pipeline, or with a closed loop over
 /// several instances, a slower step batches the requests differently (in a trial near
 /// saturation, Llama 2 7B on one H100 at 6 req/s, re-timing a recorded schedule on steps
 /// 0.3% slower moved the mean TTFT by 25%): those runs are simulated.
@@ -28,6 +28,8 @@ pub struct Schedule {
     rec: Recorder,
     /// Per instance, the most KV blocks in use at once (the schedule's, not its times').
     kv_peak: Vec<u32>,
+    /// Preemptions of the run (decided on blocks, not times).
+    preemptions: u64,
     /// What the schedule was decided on: the deployment, the requests and the KV caches
     /// (a replay on others is refused).
     deployment: Deployment,
@@ -49,12 +51,12 @@ impl Schedule {
                 .iter()
                 .all(|p| p.role == PoolRole::Both && p.plan.pp == 1)
             && d.speculative.is_none()
-            && d.kv_admission == KvAdmission::Guaranteed
     }
 
     pub(super) fn new(rec: Recorder, run: &Run, traffic: &Traffic) -> Schedule {
         Schedule {
             kv_peak: run.insts.iter().map(|i| i.kv_peak).collect(),
+            preemptions: run.preemptions,
             deployment: run.d.clone(),
             traffic: traffic.clone(),
             kv: run.kv.clone(),
@@ -256,6 +258,7 @@ impl Simulator<'_> {
         for (x, &peak) in run.insts.iter_mut().zip(&schedule.kv_peak) {
             x.kv_peak = peak;
         }
+        run.preemptions = schedule.preemptions;
         Ok(report::build(&run, traffic, slos))
     }
 }
@@ -319,10 +322,25 @@ mod tests {
             replicas: Some(2),
             ..config()
         };
+        // On-demand KV in a cache that runs short (preemptions), with SGLang's reserve, and
+        // prefill-first batching.
+        let on_demand = ServingConfig {
+            kv_admission: KvAdmission::OnDemand,
+            kv_memory_fraction: 0.1,
+            ..config()
+        };
+        let reserved = ServingConfig {
+            admission_reserve: 0.7,
+            batching: crate::Batching::PrefillFirst,
+            ..on_demand.clone()
+        };
         for (c, load) in [
             (config(), Load::Burst),
             (two_replicas.clone(), Load::Burst),
             (config(), Load::Concurrency(24)),
+            (on_demand.clone(), Load::Burst),
+            (on_demand, Load::Concurrency(24)),
+            (reserved, Load::Concurrency(24)),
         ] {
             let (d, traffic) = setup(&c, load);
             let mut sim = Simulator::new(&slow);
@@ -334,6 +352,9 @@ mod tests {
             );
             assert_eq!(rep, sim.run(&d, &traffic, 0, &[]).unwrap());
             assert_eq!(sim.replay(&d, &traffic, &schedule, &[]).unwrap(), rep);
+            if c.kv_memory_fraction < 0.2 && c.admission_reserve == 0.0 {
+                assert!(rep.preemptions > 0, "{c:?} {load:?}: {rep:?}");
+            }
             let mut sim = Simulator::new(&fast);
             let direct = sim.run(&d, &traffic, 0, &[]).unwrap();
             let replayed = sim.replay(&d, &traffic, &schedule, &[]).unwrap();
@@ -352,16 +373,11 @@ mod tests {
         }
     }
 
-    /// Runs a schedule cannot stand for (on-demand KV, a pipeline, a rate, a closed loop over
-    /// two replicas) record none; a schedule replayed on another
-    /// workload is refused.
+    /// Runs a schedule cannot stand for (a pipeline, a rate, a closed loop over two replicas)
+    /// record none; a schedule replayed on another workload is refused.
     #[test]
     fn what_a_schedule_cannot_stand_for() {
         let inf = engine(2, 0.0);
-        let on_demand = ServingConfig {
-            kv_admission: KvAdmission::OnDemand,
-            ..config()
-        };
         let pipeline = ServingConfig {
             pp: Some(2),
             ..config()
@@ -371,7 +387,6 @@ mod tests {
             ..config()
         };
         for (c, load) in [
-            (on_demand, Load::Burst),
             (pipeline, Load::Burst),
             (config(), rate(6.0)),
             (two_replicas, Load::Concurrency(24)),

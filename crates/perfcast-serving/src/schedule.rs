@@ -76,6 +76,7 @@ impl Run<'_, '_> {
     /// Preempt `s` (recompute): its blocks go back, it returns to the front of the queue and
     /// will prefill its prompt and everything it generated again.
     fn preempt(&mut self, i: usize, s: u32, t: f64) {
+        self.touch(i, t);
         let seq = &mut self.seqs[s as usize];
         let blocks = std::mem::take(&mut seq.blocks);
         seq.target = seq.input + seq.generated;
@@ -83,7 +84,6 @@ impl Run<'_, '_> {
         seq.kv = seq.cached;
         seq.preemptions += 1;
         let inst = &mut self.insts[i];
-        inst.kv_touch(t);
         inst.kv_free += blocks;
         inst.waiting.push_front(s);
         self.preemptions += 1;
@@ -102,7 +102,7 @@ impl Run<'_, '_> {
                 return false;
             }
         }
-        self.insts[i].kv_touch(t);
+        self.touch(i, t);
         self.insts[i].take(need);
         self.seqs[running[k] as usize].blocks += need;
         true
@@ -431,10 +431,11 @@ impl Run<'_, '_> {
                     let keep = self.blocks_for(i, kv);
                     let seq = &mut self.seqs[s];
                     let extra = seq.blocks.saturating_sub(keep);
-                    seq.blocks -= extra;
-                    let inst = &mut self.insts[i];
-                    inst.kv_touch(t);
-                    inst.kv_free += extra;
+                    if extra > 0 {
+                        seq.blocks -= extra;
+                        self.touch(i, t);
+                        self.insts[i].kv_free += extra;
+                    }
                 }
             } else {
                 let seq = &mut self.seqs[s];

@@ -424,6 +424,19 @@ fn measured(c: &Case, e: &mut Vec<String>) {
     if me.layer_scope.is_some() && me.layer_fwd_ms.is_none() && me.layer_bwd_ms.is_none() {
         e.push("measured.layer_scope without layer_fwd_ms/layer_bwd_ms".into());
     }
+    let serving_mode = c
+        .inference
+        .as_ref()
+        .is_some_and(|i| matches!(i.mode, Mode::Server | Mode::OfflineMaxThroughput));
+    let per_request = me.ttft_ms.is_some() || me.tpot_ms.is_some() || me.latency_s.is_some();
+    if let Some(s) = me.statistic {
+        if !(serving_mode && per_request) {
+            e.push(format!(
+                "measured.statistic = \"{}\": a statistic over a serving run's requests needs mode \"server\" or \"offline-max-throughput\" and ttft_ms, tpot_ms or latency_s",
+                s.name()
+            ));
+        }
+    }
     if let Some(b) = me.peak_tflops_basis {
         if !(b.is_finite() && b > 0.0) {
             e.push(format!(

@@ -15,5 +15,5 @@ pub use schema::{
     AttentionFlops, AttentionType, Batch, Case, CaseInference, CaseModel, CaseParallel,
     CaseSchedule, CaseSystem, CaseTraining, FlopsConvention, Fp8Recipe, InferenceParallel, Kind,
     LayerScope, Measured, Metric, MlaSpec, Mode, MoeDispatcher, MoeRouting, Optimizer, Precision,
-    Recompute, Reference, Task, TrainingParallel,
+    Recompute, Reference, Statistic, Task, TrainingParallel,
 };

@@ -349,6 +349,36 @@ pub struct Measured {
     pub attention_flops: Option<AttentionFlops>,
     /// What `layer_fwd_ms` / `layer_bwd_ms` time.
     pub layer_scope: Option<LayerScope>,
+    /// Which statistic over a serving run's requests `ttft_ms`, `tpot_ms` and `latency_s`
+    /// are (default the mean).
+    pub statistic: Option<Statistic>,
+}
+
+/// `measured.statistic`: a statistic over a serving run's requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Statistic {
+    /// The mean (what benchmark clients report first).
+    #[default]
+    Mean,
+    /// The median.
+    Median,
+    /// The 90th percentile.
+    P90,
+    /// The 99th percentile.
+    P99,
+}
+
+impl Statistic {
+    /// Its name in the schema.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Statistic::Mean => "mean",
+            Statistic::Median => "median",
+            Statistic::P90 => "p90",
+            Statistic::P99 => "p99",
+        }
+    }
 }
 
 /// `measured.layer_scope`.

@@ -22,9 +22,10 @@
 //!
 //! Metrics: `ttft_ms`, `tpot_ms` (the token-weighted inter-token latency, which is what the
 //! sources record there), `latency_s`, `tokens_per_s` (output), `tokens_per_s_per_gpu`,
-//! `requests_per_s`, each the simulated run's mean or rate over the run.
+//! `requests_per_s`, each the simulated run's mean or rate over the run; the per-request
+//! latencies as the statistic the case names (`measured.statistic`: median, p90, p99).
 
-use crate::cases::{Case, Metric, Mode};
+use crate::cases::{Case, Metric, Mode, Statistic};
 use crate::harness::{inference_of, inference_plan, u32_of, Harness};
 use crate::report::{CaseResult, MetricResult};
 use crate::Result;
@@ -141,11 +142,24 @@ pub fn predict(
     how: &mut ServingRun,
 ) -> Result<()> {
     let (rep, stack) = simulate(h, case, inf, how)?;
+    // The statistic the case publishes (the mean unless it names another): TPOT's mean is
+    // the token-weighted inter-token latency, its percentiles those of each request's TPOT.
+    let stat = case.measured.statistic.unwrap_or_default();
+    let pick = |s: &perfcast_serving::Stats| match stat {
+        Statistic::Mean => s.mean.0,
+        Statistic::Median => s.p50.0,
+        Statistic::P90 => s.p90.0,
+        Statistic::P99 => s.p99.0,
+    };
+    let tpot = match stat {
+        Statistic::Mean => rep.itl_mean.0,
+        _ => pick(&rep.tpot),
+    };
     for (metric, measured) in case.measured.metrics() {
         let predicted = match metric {
-            Metric::TtftMs => Some(rep.ttft.mean.millis()),
-            Metric::TpotMs => Some(rep.itl_mean.millis()),
-            Metric::LatencyS => Some(rep.e2e.mean.0),
+            Metric::TtftMs => Some(pick(&rep.ttft) * 1e3),
+            Metric::TpotMs => Some(tpot * 1e3),
+            Metric::LatencyS => Some(pick(&rep.e2e)),
             Metric::TokensPerS => Some(rep.output_tokens_per_s),
             Metric::TokensPerSPerGpu => Some(rep.output_tokens_per_s_per_gpu),
             Metric::RequestsPerS => Some(rep.requests_per_s),

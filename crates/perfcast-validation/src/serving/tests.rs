@@ -240,3 +240,42 @@ fn serving_groups_reach_their_targets() {
         );
     }
 }
+
+/// A case scores the statistic it names (the mean by default); a statistic where no
+/// per-request latency is published is a schema error naming the key.
+#[test]
+fn the_named_statistic_is_scored() {
+    let f = cases();
+    let h = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
+    .unwrap();
+    let base = f
+        .cases
+        .iter()
+        .find(|c| c.group == "aic-sample-vllm-h100-llama31-70b")
+        .unwrap();
+    let ttft = |s: Option<crate::cases::Statistic>| {
+        let mut c = base.clone();
+        c.measured.statistic = s;
+        let r = h.run_case(&c);
+        assert_eq!(r.status, Status::Ok, "{:?}", r.reason);
+        let m = r.metrics.iter().find(|m| m.name == Metric::TtftMs).unwrap();
+        m.predicted.unwrap()
+    };
+    use crate::cases::Statistic::*;
+    let (mean, median, p99) = (ttft(None), ttft(Some(Median)), ttft(Some(P99)));
+    assert_eq!(mean, ttft(Some(Mean)));
+    assert!(
+        p99 >= median && p99 >= mean && mean > 0.0,
+        "{mean} {median} {p99}"
+    );
+    let text = crate::BUILTIN_CASES.replacen(
+        "[case.measured]\n",
+        "[case.measured]\nstatistic = \"p90\"\n",
+        1,
+    );
+    let e = CasesFile::parse(&text, "x.toml").unwrap_err().to_string();
+    assert!(e.contains("measured.statistic = \"p90\""), "{e}");
+}
