@@ -456,7 +456,32 @@ impl Harness {
 
     /// Validate the cases of `group` (all when `None`).
     pub fn run(&self, file: &CasesFile, group: Option<&str>) -> Report {
-        Report::new(file.group(group).map(|c| self.run_case(c)).collect())
+        use rayon::prelude::*;
+        use std::io::IsTerminal as _;
+        let cases: Vec<&Case> = file.group(group).collect();
+        // On a terminal, the cases done so far, at most every two seconds (the serving runs
+        // take a minute or more over the public file).
+        let tty = std::io::stderr().is_terminal();
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        let t0 = std::time::Instant::now();
+        let last = std::sync::Mutex::new(0.0f64);
+        let results = cases
+            .par_iter()
+            .map(|c| {
+                let r = self.run_case(c);
+                let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                if tty {
+                    let now = t0.elapsed().as_secs_f64();
+                    let mut l = last.lock().unwrap_or_else(|e| e.into_inner());
+                    if now - *l >= 2.0 {
+                        *l = now;
+                        eprintln!("validate: {n} of {} cases, {now:.0} s", cases.len());
+                    }
+                }
+                r
+            })
+            .collect();
+        Report::new(results)
     }
 
     /// One case: never panics, never drops the case. The overlay's keys apply where the

@@ -200,6 +200,8 @@ struct Problem<'h, 'c> {
     /// Each block of the fit minimised so far, by its parameters and cases: a fold that
     /// holds out none of a block's cases fits it exactly as the fit on every case did.
     blocks: Mutex<HashMap<Block, Minimum>>,
+    /// What standard error says while it runs.
+    progress: progress::Progress,
 }
 
 /// A block of a fit: its parameters (indices into [`Problem::params`]) and its cases.
@@ -264,6 +266,10 @@ impl Problem<'_, '_> {
     /// The first metric of every case at `theta`, each serving run's schedule recorded (where
     /// it does not depend on step times) for the evaluations to come.
     fn record(&mut self, theta: &[f64]) -> Vec<Option<FirstMetric>> {
+        self.progress.phase(&format!(
+            "{} cases prepared; scoring the start, recording the serving schedules",
+            self.prepared.len()
+        ));
         let h = self.harness;
         let (scores, schedules): (Vec<_>, Vec<_>) = (0..self.prepared.len())
             .into_par_iter()
@@ -279,6 +285,7 @@ impl Problem<'_, '_> {
             })
             .unzip();
         self.schedules = schedules;
+        self.progress.phase("fitting");
         scores
     }
 
@@ -321,6 +328,7 @@ impl Problem<'_, '_> {
     /// Mean |ln(predicted / measured)| over `cases`; `+inf` when one is not scored.
     fn objective(&self, cases: &[usize], theta: &[f64]) -> f64 {
         let s = self.scores(cases, theta);
+        self.progress.evaluated(cases.len());
         let mut sum = 0.0;
         for f in &s {
             match f {
@@ -592,6 +600,7 @@ pub fn calibrate(
         params,
         schedules: Vec::new(),
         blocks: Mutex::default(),
+        progress: progress::Progress::new(t0),
     };
     finish(
         problem,
@@ -604,6 +613,7 @@ pub fn calibrate(
     )
 }
 
+mod progress;
 mod resolve;
 use resolve::resolve;
 
@@ -666,6 +676,9 @@ fn finish(
     let (folds, out_of_fold) = match opts.cv {
         Cv::None => (Vec::new(), Vec::new()),
         cv => {
+            problem
+                .progress
+                .phase(&format!("cross-validating ({})", cv.name()));
             let r = cv::run(&problem, &fit_idx, &cases, cv, &opts.settings)?;
             (r.folds, r.out_of_fold)
         }
