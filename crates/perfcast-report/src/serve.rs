@@ -132,7 +132,7 @@ fn deployment_line(d: &Deployment) -> String {
         })
         .collect();
     format!(
-        "{}; weights {}, KV cache {}; chunked prefill {}; KV cache {} of the free memory in blocks of {} tokens, {} admission; CUDA graphs {}; {}",
+        "{}; weights {}, KV cache {}; chunked prefill {}; KV cache {} of the free memory in blocks of {} tokens, {}; CUDA graphs {}; {}",
         pools.join(" + "),
         d.pools[0].plan.weight_dtype,
         d.pools[0].plan.kv_dtype,
@@ -143,9 +143,18 @@ fn deployment_line(d: &Deployment) -> String {
         },
         d.kv_memory_fraction,
         d.kv_block_size,
-        match d.kv_admission {
-            perfcast_serving::KvAdmission::Guaranteed => "guaranteed",
-            perfcast_serving::KvAdmission::OnDemand => "on-demand",
+        {
+            let mut a = match d.kv_admission {
+                perfcast_serving::KvAdmission::Guaranteed => "guaranteed admission".to_string(),
+                perfcast_serving::KvAdmission::OnDemand => "on-demand admission".to_string(),
+            };
+            if d.admission_reserve > 0.0 {
+                a += &format!(" (keeping {} of the running outputs free)", d.admission_reserve);
+            }
+            if d.batching == perfcast_serving::Batching::PrefillFirst {
+                a += "; prefill-first batching";
+            }
+            a
         },
         if d.cuda_graphs { "on" } else { "off" },
         match d.speculative {

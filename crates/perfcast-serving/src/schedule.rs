@@ -190,7 +190,7 @@ impl Run<'_, '_> {
         let mut k = 0;
         while k < running.len() {
             let s = running[k];
-            if !phase.takes(self.seqs[s as usize].decoding()) {
+            if phase != Phase::Both && !phase.takes(self.seqs[s as usize].decoding()) {
                 k += 1;
                 continue;
             }

@@ -492,3 +492,49 @@ fn moe_rack_search_walks_the_expert_layouts() {
         assert!(labels.contains(layout), "{layout} missing");
     }
 }
+
+/// SGLang's scheduling from the command line: prefill-first batching and the admission
+/// reserve are named in the deployment line and change the run; out-of-range or unknown
+/// values are errors naming the key, with a non-zero exit.
+#[test]
+fn engine_scheduling_policies_from_the_command_line() {
+    let c = config("llama3.1-8b-h100.toml");
+    let serve = |extra: &[&str]| {
+        let mut args = vec!["serve", c.as_str(), "--requests", "200"];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let plain = serve(&[]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    let sglang = serve(&[
+        "--set",
+        "serving.batching=\"prefill-first\"",
+        "--set",
+        "serving.kv_admission=\"on-demand\"",
+        "--set",
+        "serving.admission_reserve=0.7",
+    ]);
+    assert_eq!(sglang.code, 0, "{}", sglang.stderr);
+    assert!(
+        sglang.stdout.contains("prefill-first batching")
+            && sglang
+                .stdout
+                .contains("keeping 0.7 of the running outputs free"),
+        "{}",
+        sglang.stdout
+    );
+    assert!(!plain.stdout.contains("prefill-first"));
+    assert_ne!(plain.stdout, sglang.stdout);
+    for (set, says) in [
+        ("serving.admission_reserve=1.5", "must be in [0, 1]"),
+        ("serving.batching=\"first\"", "prefill-first"),
+    ] {
+        let o = serve(&["--set", set]);
+        assert_ne!(o.code, 0, "{set}");
+        assert!(
+            o.stderr.contains(set.split('=').next().unwrap()) && o.stderr.contains(says),
+            "{set}: {}",
+            o.stderr
+        );
+    }
+}
