@@ -34,8 +34,10 @@ pub struct StackChoice {
 impl ServingStack {
     /// The profile an engine no rule recognises runs with: vLLM's, the middle of the three
     /// families in how it schedules (chunked prefill mixed with decodes as TensorRT-LLM's
-    /// in-flight batching does, KV allocated on demand as SGLang does) and in the
-    /// cross-engine check (`serving::tests::an_unknown_engine_takes_the_middle_profile`).
+    /// in-flight batching does, KV allocated on demand as SGLang does) and the middle when
+    /// each profile predicts the other engines' public points (configs/validation/
+    /// CALIBRATION.md, 2026-12-07: TTFT 58.2% MAPE for vLLM's on SGLang's and TensorRT-LLM's
+    /// 819, against 55.1% for SGLang's and 61.1% for `trtllm-serve`'s on the others).
     pub const FALLBACK: ServingStack = ServingStack::Vllm;
 
     /// Its name in reports.
