@@ -122,15 +122,8 @@ const BOUNDS: &[(&str, f64, f64, &str)] = &[
 
 #[test]
 fn public_validation_set_meets_targets_or_bounds() {
-    let path = cases_file();
-    let report = perfcast_validation::validate(
-        Some(&path),
-        None,
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap();
-    eprintln!("{}", perfcast_report::validation::table(&report));
+    let report = report();
+    eprintln!("{}", perfcast_report::validation::table(report));
     let mut failures = Vec::new();
     for (group, mape_target, worst_target) in TARGETS {
         let s = report
@@ -218,4 +211,81 @@ fn cases_file() -> std::path::PathBuf {
     let sample = dir.join("cases-sample.toml");
     std::fs::write(&sample, out).unwrap();
     sample
+}
+
+/// The validation report of [`cases_file`], run once for every test here.
+fn report() -> &'static perfcast_validation::report::Report {
+    static REPORT: std::sync::OnceLock<perfcast_validation::report::Report> =
+        std::sync::OnceLock::new();
+    REPORT.get_or_init(|| {
+        perfcast_validation::validate(
+            Some(&cases_file()),
+            None,
+            &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+                .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+        )
+        .unwrap()
+    })
+}
+
+/// Server-mode serving per engine family on AIConfigurator's points (groups
+/// `aic-sample-ENGINE-GPU-MODEL`; the statistic is each metric's MAPE over every case of the
+/// family): (engine, TTFT bound, TPOT bound). The issue 43 targets are 25% and 15%; these are
+/// the measured figures plus a margin (configs/validation/CALIBRATION.md, 2026-12-07), so a
+/// regression fails: TTFT is predicted too short (the benchmark's queueing is open).
+const SERVING_BOUNDS: &[(&str, f64, f64)] = &[
+    ("vllm", 0.53, 0.28),
+    ("sglang", 0.71, 0.37),
+    ("trtllm", 0.62, 0.24),
+];
+
+/// Every server-mode point is predicted but what does not fit (issue 43: coverage >= 95%, no
+/// engine refused), and each engine family's TTFT and TPOT stay within [`SERVING_BOUNDS`]: on
+/// the whole file in the release tier; the debug build's sample is too small for the figures.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release tier: the whole file's serving points, run optimised by .ci/run"
+)]
+fn serving_engines_cover_and_hold_their_bounds() {
+    use perfcast_validation::cases::Metric;
+    let report = report();
+    let serving: Vec<_> = report
+        .cases
+        .iter()
+        .filter(|c| c.group.starts_with("aic-sample-") || c.group.starts_with("inferencex-"))
+        .collect();
+    let ok = serving.iter().filter(|c| c.status == Status::Ok).count();
+    assert!(serving.len() > 1300, "{}", serving.len());
+    assert!(
+        ok as f64 >= 0.95 * serving.len() as f64,
+        "{ok} of {}",
+        serving.len()
+    );
+    let mut failures = Vec::new();
+    for (engine, ttft_bound, tpot_bound) in SERVING_BOUNDS {
+        let prefix = format!("aic-sample-{engine}-");
+        for (metric, bound) in [(Metric::TtftMs, ttft_bound), (Metric::TpotMs, tpot_bound)] {
+            let errors: Vec<f64> = serving
+                .iter()
+                .filter(|c| c.group.starts_with(&prefix))
+                .flat_map(|c| &c.metrics)
+                .filter(|m| m.name == metric)
+                .filter_map(|m| m.rel_error)
+                .map(f64::abs)
+                .collect();
+            assert!(errors.len() > 100, "{engine}: {} scored", errors.len());
+            let mape = errors.iter().sum::<f64>() / errors.len() as f64;
+            eprintln!(
+                "{engine} {metric:?}: MAPE {:.1}% over {} (bound {:.0}%)",
+                100.0 * mape,
+                errors.len(),
+                100.0 * bound
+            );
+            if mape > *bound {
+                failures.push(format!("{engine} {metric:?}: {:.1}%", 100.0 * mape));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
