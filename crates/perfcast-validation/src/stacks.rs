@@ -199,36 +199,31 @@ pub fn has_fp4_matrix(accelerator: &str) -> bool {
 }
 
 static FP4: std::sync::LazyLock<BTreeMap<String, bool>> = std::sync::LazyLock::new(|| {
-    let cat: toml::Table = toml::from_str(crate::presets::ACCELERATORS).unwrap_or_default();
-    let gpus = cat.get("gpu").and_then(|g| g.as_array());
-    gpus.into_iter()
-        .flatten()
-        .filter_map(|g| {
-            let id = g.get("id")?.as_str()?.to_string();
-            let fp4 = g
-                .get("peak_tflops_dense")
-                .and_then(|p| p.get("fp4"))
-                .is_some();
-            Some((id, fp4))
-        })
-        .collect()
+    per_accelerator(|g| {
+        g.get("peak_tflops_dense")
+            .and_then(|p| p.get("fp4"))
+            .is_some()
+    })
 });
 
 /// The catalog's `arch` of every accelerator, read once.
 static GENERATIONS: std::sync::LazyLock<BTreeMap<String, Option<GpuGeneration>>> =
     std::sync::LazyLock::new(|| {
-        let cat: toml::Table = toml::from_str(crate::presets::ACCELERATORS).unwrap_or_default();
-        let gpus = cat.get("gpu").and_then(|g| g.as_array());
-        gpus.into_iter()
-            .flatten()
-            .filter_map(|g| {
-                let id = g.get("id")?.as_str()?.to_string();
-                let arch = g.get("arch").and_then(|a| a.as_str()).unwrap_or("");
-                let first = arch.split_whitespace().next().unwrap_or("");
-                Some((id, GpuGeneration::parse(first)))
-            })
-            .collect()
+        per_accelerator(|g| {
+            let arch = g.get("arch").and_then(|a| a.as_str()).unwrap_or("");
+            GpuGeneration::parse(arch.split_whitespace().next().unwrap_or(""))
+        })
     });
+
+/// `f` of every accelerator of the catalog (`configs/validation/accelerators.toml`), by id.
+fn per_accelerator<T>(f: impl Fn(&toml::Value) -> T) -> BTreeMap<String, T> {
+    let cat: toml::Table = toml::from_str(crate::presets::ACCELERATORS).unwrap_or_default();
+    let gpus = cat.get("gpu").and_then(|g| g.as_array());
+    gpus.into_iter()
+        .flatten()
+        .filter_map(|g| Some((g.get("id")?.as_str()?.to_string(), f(g))))
+        .collect()
+}
 
 static FALLBACK: std::sync::LazyLock<Stack> = std::sync::LazyLock::new(Stack::default);
 
