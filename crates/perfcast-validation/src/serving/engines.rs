@@ -161,18 +161,19 @@ fn trtllm_serve(c: &mut ServingConfig) {
     // defaults too), `KvCacheConfig.free_gpu_memory_fraction` 0.9,
     // `enable_chunked_prefill` false, the capacity scheduler's
     // GUARANTEED_NO_EVICT; the PyTorch backend pages the KV cache in blocks of 32
-    // tokens (`tokens_per_block`); `cuda_graph_config` on for generation-only
-    // batches, captured for batch sizes 1, 2, 4, 8, then multiples of 8 to 128
-    // (`CudaGraphConfig._generate_cuda_graph_batch_sizes`), with padding off: a
-    // batch runs as a graph only at a captured size, which in a closed loop is
-    // most decode steps (a size up to 128 not captured runs eagerly).
+    // tokens (`KvCacheConfig.tokens_per_block`); `cuda_graph_config` on for
+    // generation-only batches (`ScheduledRequests.can_run_cuda_graph`), its
+    // `max_batch_size` 128 captured at 1 to 31, 32, 64 and 128
+    // (`CudaGraphConfig._generate_cuda_graph_batch_sizes` without padding). With
+    // `enable_padding` false a batch of 33 to 63 or 65 to 127 runs eagerly; the
+    // simulator pads it to the next size (a modelling simplification).
     c.max_batch = 2048;
     c.max_num_tokens = 8192;
     c.kv_memory_fraction = 0.9;
     c.chunked_prefill = false;
     c.kv_block_size = 32;
     c.cuda_graphs = true;
-    c.graph_batch_sizes = [1, 2, 4].into_iter().chain((8..=128).step_by(8)).collect();
+    c.graph_batch_sizes = (1..=32).chain([64, 128]).collect();
 }
 
 /// vLLM's OpenAI server (V1 engine).
