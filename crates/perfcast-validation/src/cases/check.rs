@@ -427,7 +427,7 @@ fn measured(c: &Case, e: &mut Vec<String>) {
     let serving_mode = c
         .inference
         .as_ref()
-        .is_some_and(|i| matches!(i.mode, Mode::Server | Mode::OfflineMaxThroughput));
+        .is_some_and(|i| crate::serving::models_mode(i.mode));
     let per_request = me.ttft_ms.is_some() || me.tpot_ms.is_some() || me.latency_s.is_some();
     if let Some(s) = me.statistic {
         if !(serving_mode && per_request) {

@@ -239,10 +239,15 @@ fn sglang(
     let reserved_mib =
         512.0 + 1.5 * chunk as f64 + 2.0 * graph_max as f64 + (tp * pp) as f64 * 128.0;
     let reserved = (reserved_mib / 1024.0 * GIB).max(10.0 * GIB);
+    // Bounded so that a device smaller than twice the reserve still gets a share (a guard,
+    // not a source value: SGLang would refuse to start there).
     let util = (1.0 - reserved / capacity_bytes.max(reserved * 2.0)).clamp(0.05, 0.95);
     c.chunked_prefill = true;
     c.chunk_size = Some(chunk);
     c.max_num_tokens = 16384;
+    // `max_running_requests` unset: the request pool, at most 4096
+    // (`min(max(max_total_tokens / context_len x 512, 2048), 4096)`, model_runner.py);
+    // the KV pool bounds the batch below that.
     c.max_batch = 4096;
     c.batching = Batching::PrefillFirst;
     c.admission_reserve = 0.7;
@@ -305,6 +310,8 @@ fn share_of_free(
     if capacity <= w {
         return util;
     }
+    // At least 5% (a guard: weights near `util x C` leave the engine almost no cache, and the
+    // deployment check then says what is missing).
     ((util * capacity - w) / (capacity - w)).clamp(0.05, 1.0)
 }
 
