@@ -8,7 +8,9 @@
 
 use perfcast_report::validation::calibration_table;
 use perfcast_validation::calibrate::synthetic::remeasured;
-use perfcast_validation::calibrate::{self, Calibration, Cv, Options, ParamSpec, Settings};
+use perfcast_validation::calibrate::{
+    self, Calibration, Cv, Options, ParamSpec, ServingCases, Settings,
+};
 use perfcast_validation::cases::CasesFile;
 use perfcast_validation::harness::Harness;
 use perfcast_validation::overlay::Overlay;
@@ -55,7 +57,7 @@ fn options(params: &[&str], cv: Cv, max_evals: usize) -> Options {
         params: params.iter().map(|p| param(p)).collect(),
         cv,
         also: Vec::new(),
-        exclude_serving: false,
+        serving: ServingCases::Score,
         settings: Settings {
             max_evals,
             ..Settings::default()
@@ -354,11 +356,13 @@ fn bad_parameters_and_files_are_errors() {
     assert!(calibration_table(&c).contains("NOT CONVERGED"));
 }
 
-/// `--exclude-serving` leaves the serving runs out before anything is prepared (a serving copy
-/// of a static case with nothing a simulation needs is not even an error), says so, and
-/// records it where the fit's provenance is written.
+/// The serving runs of a cases file are scored but not fitted on by default: the fit is the
+/// one without them, and they are predicted in sample and out of fold. `--serving fit` puts
+/// them in the objective; `--serving exclude` leaves them out before anything is prepared (a
+/// serving copy of a static case with nothing a simulation needs is not even an error). Each
+/// says so where the fit's provenance is written.
 #[test]
-fn serving_runs_can_be_left_out() {
+fn serving_runs_are_scored_fitted_or_left_out() {
     let mut file = synthetic(&["g-a", "g-i"], &[&format!("{H100_POWER}=450")]);
     let scored = file.cases.len();
     let mut serving = file
@@ -370,8 +374,8 @@ fn serving_runs_can_be_left_out() {
     serving.id.push_str("-served");
     serving.inference.as_mut().unwrap().mode = perfcast_validation::cases::Mode::Server;
     file.cases.push(serving);
-    let opts = |exclude_serving| Options {
-        exclude_serving,
+    let opts = |serving| Options {
+        serving,
         ..options(
             &[&format!("{H100_POWER}=300..700")],
             Cv::Groups,
@@ -379,31 +383,64 @@ fn serving_runs_can_be_left_out() {
         )
     };
     let h = harness();
-    let c = calibrate::calibrate(&h, &file, "0", &opts(true)).unwrap();
-    assert_eq!(c.cases.len(), scored);
-    assert_eq!(c.skipped, (0, 0, 0));
+    let excluded = calibrate::calibrate(&h, &file, "0", &opts(ServingCases::Exclude)).unwrap();
+    assert_eq!(excluded.cases.len(), scored);
+    assert_eq!(excluded.skipped, (0, 0, 0));
     assert!(
-        c.notes
+        excluded
+            .notes
             .iter()
-            .any(|n| n.starts_with("1 cases simulated as serving runs")),
+            .any(|n| n.starts_with("1 cases simulated as serving runs") && n.contains("left out")),
         "{:?}",
-        c.notes
+        excluded.notes
     );
-    assert!(calibration_table(&c).contains("without its serving runs (--exclude-serving)"));
-    let residuals = c.residuals_toml().unwrap().unwrap();
+    assert!(calibration_table(&excluded).contains("without its serving runs (--serving exclude)"));
+    let residuals = excluded.residuals_toml().unwrap().unwrap();
     assert!(
-        residuals.contains("--exclude-serving --cv groups"),
+        residuals.contains("--serving exclude --cv groups"),
         "{residuals}"
     );
     assert!(
         residuals.contains("without its serving runs"),
         "{residuals}"
     );
-    // Kept, the serving copy is simulated (its engine unknown: the fallback profile).
-    let c = calibrate::calibrate(&h, &file, "0", &opts(false)).unwrap();
-    assert_eq!(c.cases.len(), scored + 1);
-    assert_eq!(c.skipped, (0, 0, 0));
-    assert!(!calibration_table(&c).contains("--exclude-serving"));
+    // Scored only (the default): the same fit, the serving copy (its engine unknown: the
+    // fallback profile) predicted at it and out of fold.
+    let scored_only = calibrate::calibrate(&h, &file, "0", &opts(ServingCases::default())).unwrap();
+    assert_eq!(scored_only.cases.len(), scored + 1);
+    assert_eq!(scored_only.skipped, (0, 0, 0));
+    assert_eq!(scored_only.params[0].fitted, excluded.params[0].fitted);
+    assert_eq!(scored_only.params[0].cases, excluded.params[0].cases);
+    assert_eq!(scored_only.fit.f, excluded.fit.f);
+    let served = scored_only
+        .cases
+        .iter()
+        .position(|c| c.id.ends_with("-served"))
+        .unwrap();
+    assert!(scored_only.in_sample[served].is_some());
+    assert!(scored_only.out_of_fold[served].is_some());
+    assert!(
+        scored_only
+            .notes
+            .iter()
+            .any(|n| n.contains("scored, not fitted on (--serving fit")),
+        "{:?}",
+        scored_only.notes
+    );
+    let table = calibration_table(&scored_only);
+    assert!(!table.contains("without its serving runs") && !table.contains("runs fitted on"));
+    // Fitted on: one more case in the objective.
+    let fitted = calibrate::calibrate(&h, &file, "0", &opts(ServingCases::Fit)).unwrap();
+    assert_eq!(fitted.cases.len(), scored + 1);
+    assert_eq!(fitted.params[0].cases, excluded.params[0].cases + 1);
+    assert!(calibration_table(&fitted).contains("with its serving runs fitted on (--serving fit)"));
+    // Nothing but serving runs, scored only: nothing to fit on, said with the way out.
+    let mut only = file.clone();
+    only.cases.retain(|c| c.id.ends_with("-served"));
+    let e = calibrate::calibrate(&h, &only, "0", &opts(ServingCases::Score))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("use --serving fit"), "{e}");
 }
 
 /// What calibrate shares between cases (one composition per system key; only the compute

@@ -10,7 +10,7 @@
 
 use crate::common::{print, to_json, Format};
 use anyhow::Context as _;
-use perfcast_validation::calibrate::{self, Cv, Options, ParamSpec, Settings};
+use perfcast_validation::calibrate::{self, Cv, Options, ParamSpec, ServingCases, Settings};
 use std::path::PathBuf;
 
 /// The outputs of `perfcast calibrate`, with their help.
@@ -51,18 +51,26 @@ pub struct Args {
     /// than none).
     #[arg(long, value_name = "FILE")]
     pub residuals: Option<PathBuf>,
-    /// Leave out the cases simulated as serving runs (modes `server` and
-    /// `offline-max-throughput`): each simulates hundreds to thousands of requests (an offline
-    /// run once, then its schedule re-timed; a run under a rate at every evaluation, and its
-    /// TTFT moves in steps), so a fit with them takes minutes (9 for the public file's
-    /// default run on two cores: configs/validation/CALIBRATION.md, Speed).
-    #[arg(long)]
+    /// What the cases simulated as serving runs (modes `server` and
+    /// `offline-max-throughput`) are to the fit: `score` predicts them at every fitted value
+    /// (in sample and out of fold) without fitting on them; `fit` puts them in the objective
+    /// too (each evaluation re-times or re-simulates every run: hours on the public file);
+    /// `exclude` leaves them out (configs/validation/CALIBRATION.md, "Serving runs in a
+    /// calibration").
+    #[arg(long, value_name = "score|fit|exclude", default_value = "score", value_parser = parse_serving)]
+    pub serving: ServingCases,
+    /// The same as `--serving exclude` (kept for the commands already written with it).
+    #[arg(long, conflicts_with = "serving")]
     pub exclude_serving: bool,
     /// Objective evaluations allowed per block of a fit (the full fit and each fold).
     #[arg(long, value_name = "N", default_value_t = Settings::default().max_evals)]
     pub max_evals: usize,
     #[arg(long, value_parser = Format::parser(&FORMATS), default_value_t)]
     pub format: Format,
+}
+
+fn parse_serving(s: &str) -> Result<ServingCases, String> {
+    s.parse()
 }
 
 fn parse_param(s: &str) -> Result<ParamSpec, String> {
@@ -110,7 +118,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         params: a.params,
         cv: a.cv.0,
         also: a.cv.1,
-        exclude_serving: a.exclude_serving,
+        serving: if a.exclude_serving {
+            ServingCases::Exclude
+        } else {
+            a.serving
+        },
         settings: Settings {
             max_evals: a.max_evals,
             ..Settings::default()

@@ -236,6 +236,18 @@ fn bad_calibrations_exit_non_zero_with_a_reason() {
             1,
             "no-such-file.toml",
         ),
+        (&["calibrate", "cases.toml", "--serving", "all"], 2, "`score`"),
+        (
+            &[
+                "calibrate",
+                "cases.toml",
+                "--serving",
+                "fit",
+                "--exclude-serving",
+            ],
+            2,
+            "cannot be used with",
+        ),
     ];
     for (args, code, want) in table {
         let out = perfcast(&dir, args);

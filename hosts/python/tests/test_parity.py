@@ -92,10 +92,11 @@ def test_studies_list_and_calibrate():
     with pytest.raises(perfcast.PerfcastError):
         perfcast.study("no-such-study")
     param = "options.step_overhead_us=0..1000"
-    c = perfcast.calibrate(params=[param], cv=["none"], exclude_serving=True)
+    c = perfcast.calibrate(params=[param], cv=["none"], serving="exclude")
     o = cli("calibrate", "--param", param, "--cv", "none", "--exclude-serving", "--format", "json")
     assert o.returncode == 0, o.stderr
     assert masked(c.to_dict()) == masked(json.loads(o.stdout))
+    assert c["serving"] == "exclude"
     assert list(c["params"]) == ["options.step_overhead_us"]
     # A fit that does not converge: the error, with what was printed before it.
     with pytest.raises(perfcast.PerfcastError) as e:

@@ -6,15 +6,18 @@ use crate::cases::{CasesFile, Kind};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
-/// The baseline on the cases a calibration scores (`ids`, in its order), fitted on them and
-/// refitted without each case's group: each case's first metric in sample and out of fold,
-/// as [`crate::report::FirstMetric`]s (`None` where the baseline does not cover the case).
+/// The baseline on the cases a calibration scores (`ids`, in its order), fitted on those of
+/// them in its objective (`fitted_on`: perfcast's fit and the baseline's see the same cases)
+/// and refitted without each case's group: each case's first metric in sample and out of
+/// fold, as [`crate::report::FirstMetric`]s (`None` where the baseline does not cover the
+/// case).
 pub fn calibration_sets(
     file: &CasesFile,
     ids: &[&str],
+    fitted_on: &[&str],
 ) -> [Vec<Option<crate::report::FirstMetric>>; 2] {
-    let scored: std::collections::HashSet<&str> = ids.iter().copied().collect();
-    let run = run(file, None, &|id| scored.contains(id));
+    let fitted: std::collections::HashSet<&str> = fitted_on.iter().copied().collect();
+    let run = run(file, None, &|id| fitted.contains(id));
     let by_id: HashMap<&str, &BaselineCase> =
         run.cases.iter().map(|c| (c.id.as_str(), c)).collect();
     let set = |err: fn(&BaselineCase) -> f64| {

@@ -8,8 +8,9 @@
 //!   default set [`DEFAULT_PARAMS`] is fitted (its keys that apply to no case left out).
 //! * **Objective**: the mean over the cases of `|ln(predicted / measured)|` of each case's
 //!   first published metric (the metric `perfcast validate` scores), over the cases that are
-//!   scored at the starting values (the configuration's own values). A point where a case
-//!   fails is infeasible.
+//!   scored at the starting values (the configuration's own values), less the serving runs,
+//!   which are scored at every fitted value but fitted on only when asked ([`ServingCases`]).
+//!   A point where a case fails is infeasible.
 //! * **Optimiser** ([`optimize`]): Nelder–Mead on the box of the bounds, deterministic, with a
 //!   convergence test and restarts; not converging is reported with the best point.
 //! * **Cross-validation** ([`Cv`]): leave-one-group-out (each group predicted by the
@@ -30,12 +31,14 @@ mod cv;
 pub mod optimize;
 mod output;
 pub mod params;
+mod serving;
 pub mod synthetic;
 
 use cv::stack_paths;
 pub use cv::{middle_of_stacks, Cv, CvRun, StackParam};
 pub use optimize::{Minimum, Settings};
 pub use params::{DefaultParam, ParamSpec, DEFAULT_PARAMS};
+pub use serving::ServingCases;
 
 use crate::cases::{CasesFile, Kind};
 use crate::harness::Harness;
@@ -59,10 +62,10 @@ pub struct Options {
     pub cv: Cv,
     /// Further cross-validations, reported beside the first (`--cv groups,stacks,hardware`).
     pub also: Vec<Cv>,
-    /// Leave out the cases simulated as serving runs (`server` and `offline-max-throughput`
-    /// modes: each simulates hundreds to thousands of requests, too slow for the hundreds of
-    /// evaluations of a fit). Default false.
-    pub exclude_serving: bool,
+    /// What the cases simulated as serving runs (`server` and `offline-max-throughput`
+    /// modes) are to the fit: scored only (the default), fitted on too, or left out
+    /// ([`ServingCases`]).
+    pub serving: ServingCases,
     /// Optimiser settings.
     pub settings: Settings,
 }
@@ -80,7 +83,7 @@ pub struct Param {
     pub start: f64,
     /// Fitted value (six significant digits: what the overlay carries).
     pub fitted: f64,
-    /// Scored cases it applies to.
+    /// Cases it was fitted on (scored cases it applies to, in the objective).
     pub cases: usize,
 }
 
@@ -126,8 +129,8 @@ pub struct Calibration {
     pub cases_file: String,
     /// sha256 (hex) of the cases file.
     pub sha256: String,
-    /// Whether the serving runs of the file were left out ([`Options::exclude_serving`]).
-    pub exclude_serving: bool,
+    /// What the serving runs of the file were to the fit ([`Options::serving`]).
+    pub serving: ServingCases,
     /// UTC date of the run.
     pub date: String,
     /// The parameters.
@@ -157,8 +160,8 @@ pub struct Calibration {
     pub folds: Vec<Fold>,
     /// The further cross-validations ([`Options::also`]).
     pub also: Vec<CvRun>,
-    /// The roofline baseline on the same cases, fitted on them and refitted without each
-    /// case's group ([`crate::baseline::calibration_sets`]).
+    /// The roofline baseline on the same cases, fitted on those in the objective and refitted
+    /// without each case's group ([`crate::baseline::calibration_sets`]).
     pub baseline: [Vec<Option<FirstMetric>>; 2],
     /// Wall time, seconds.
     pub seconds: f64,
@@ -192,6 +195,9 @@ struct Resolved {
 struct Problem<'h, 'c> {
     harness: &'h Harness,
     prepared: Vec<Prepared<'c>>,
+    /// Per prepared case, whether it is in the objective (a serving run is scored only
+    /// unless [`ServingCases::Fit`]).
+    in_fit: Vec<bool>,
     params: Vec<Resolved>,
     /// Per prepared case, its serving run's schedule when it does not depend on step times
     /// (recorded at the start: [`Problem::record`]); an evaluation re-times it instead of
@@ -263,18 +269,23 @@ impl Problem<'_, '_> {
             .collect()
     }
 
-    /// The first metric of every case at `theta`, each serving run's schedule recorded (where
-    /// it does not depend on step times) for the evaluations to come.
+    /// The first metric of every case at `theta`, the schedule of each serving run in the
+    /// objective recorded (where it does not depend on step times) for the evaluations to
+    /// come.
     fn record(&mut self, theta: &[f64]) -> Vec<Option<FirstMetric>> {
         self.progress.phase(&format!(
-            "{} cases prepared; scoring the start, recording the serving schedules",
+            "{} cases prepared; scoring the start",
             self.prepared.len()
         ));
         let h = self.harness;
         let (scores, schedules): (Vec<_>, Vec<_>) = (0..self.prepared.len())
             .into_par_iter()
             .map(|c| {
-                let mut how = ServingRun::Record(None);
+                let mut how = if self.in_fit[c] {
+                    ServingRun::Record(None)
+                } else {
+                    ServingRun::Simulate
+                };
                 let r = h.evaluate_with(&self.prepared[c], &self.entries(c, theta), None, &mut how);
                 let schedule = match how {
                     ServingRun::Record(s) => s,
@@ -354,8 +365,11 @@ impl Problem<'_, '_> {
         self.blocks.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Fit the parameters that apply to some case of `cases` (the others keep their start).
+    /// Fit the parameters that apply to some case of `cases` in the objective
+    /// ([`Problem::in_fit`]; the others keep their start).
     fn fit(&self, cases: &[usize], settings: &Settings) -> (Vec<f64>, Minimum) {
+        let cases: Vec<usize> = cases.iter().copied().filter(|&c| self.in_fit[c]).collect();
+        let cases = cases.as_slice();
         let start = self.start();
         let free: Vec<usize> = (0..self.params.len())
             .filter(|&j| {
@@ -530,7 +544,7 @@ pub fn calibrate(
     let all: Vec<Prepared> = file
         .cases
         .par_iter()
-        .filter(|c| !(opts.exclude_serving && serving(c)))
+        .filter(|c| !(opts.serving == ServingCases::Exclude && serving(c)))
         .map(|c| harness.prepare(c))
         .collect();
     let (mut unsupported, mut errors) = (0, 0);
@@ -558,11 +572,16 @@ pub fn calibrate(
         });
     }
     let mut notes = Vec::new();
-    if opts.exclude_serving {
-        let n = file.cases.iter().filter(serving).count();
-        notes.push(format!(
-            "{n} cases simulated as serving runs (server, offline-max-throughput) left out (--exclude-serving)"
-        ));
+    let n = file.cases.iter().filter(serving).count();
+    match opts.serving {
+        _ if n == 0 => {}
+        ServingCases::Exclude => notes.push(format!(
+            "{n} cases simulated as serving runs (server, offline-max-throughput) left out (--serving exclude)"
+        )),
+        ServingCases::Score => notes.push(format!(
+            "{n} cases simulated as serving runs (server, offline-max-throughput) predicted at each fitted value and scored, not fitted on (--serving fit puts them in the objective)"
+        )),
+        ServingCases::Fit => {}
     }
     let (specs, explicit) = if opts.params.is_empty() {
         (DEFAULT_PARAMS.iter().map(|d| d.spec()).collect(), false)
@@ -594,9 +613,14 @@ pub fn calibrate(
             ),
         });
     }
+    let in_fit = prepared
+        .iter()
+        .map(|p| opts.serving.fitted() || !serving(&p.case))
+        .collect();
     let problem = Problem {
         harness,
         prepared,
+        in_fit,
         params,
         schedules: Vec::new(),
         blocks: Mutex::default(),
@@ -645,15 +669,31 @@ fn finish(
             ),
         });
     }
+    // The cases in the objective; the others (serving runs scored only) are predicted at
+    // each fitted value.
+    let objective_idx: Vec<usize> = fit_idx
+        .iter()
+        .copied()
+        .filter(|&c| problem.in_fit[c])
+        .collect();
+    if objective_idx.is_empty() {
+        return Err(Error::Calibration {
+            file: file.file.clone(),
+            message: format!(
+                "every scored case ({}) is a serving run, which a calibration scores but does not fit on unless told to: use --serving fit",
+                fit_idx.len()
+            ),
+        });
+    }
     let mut notes = notes;
     resolve::check_moves(
         &mut problem,
-        &fit_idx,
+        &objective_idx,
         &at_start,
         !opts.params.is_empty(),
         &mut notes,
     )?;
-    let (fitted, fit) = problem.fit(&fit_idx, &opts.settings);
+    let (fitted, fit) = problem.fit(&objective_idx, &opts.settings);
     let in_sample = problem.scores(&fit_idx, &fitted);
     let cases: Vec<FitCase> = fit_idx
         .iter()
@@ -699,18 +739,22 @@ fn finish(
             hi: p.hi,
             start: p.start,
             fitted: *v,
-            cases: fit_idx
+            cases: objective_idx
                 .iter()
                 .filter(|&&c| !p.per_case[c].is_empty())
                 .count(),
         })
         .collect();
     let ids: Vec<&str> = cases.iter().map(|c| c.id.as_str()).collect();
-    let baseline = crate::baseline::calibration_sets(file, &ids);
+    let in_objective: Vec<&str> = (0..ids.len())
+        .filter(|&i| problem.in_fit[fit_idx[i]])
+        .map(|i| ids[i])
+        .collect();
+    let baseline = crate::baseline::calibration_sets(file, &ids, &in_objective);
     Ok(Calibration {
         cases_file: file.file.clone(),
         sha256: sha256.to_string(),
-        exclude_serving: opts.exclude_serving,
+        serving: opts.serving,
         date: utc_date(),
         params,
         notes,
@@ -726,7 +770,7 @@ fn finish(
             .collect(),
         in_sample,
         out_of_fold,
-        start_objective: problem.objective(&fit_idx, &start),
+        start_objective: problem.objective(&objective_idx, &start),
         fit,
         folds,
         also,

@@ -1,7 +1,7 @@
 //! What a calibration writes: JSON, the overlay (a configuration layer with its provenance in
 //! comments) and the out-of-fold residuals (`perfcast_report::validation` writes its table).
 
-use super::{Calibration, Cv};
+use super::{Calibration, Cv, ServingCases};
 use crate::cases::Kind;
 use crate::intervals::{Residual, Residuals, SCHEMA};
 use crate::overlay::{Entry, Overlay};
@@ -112,7 +112,7 @@ impl Calibration {
             "folds": folds,
             "cases_file": self.cases_file,
             "cases_sha256": self.sha256,
-            "exclude_serving": self.exclude_serving,
+            "serving": self.serving.name(),
             "cases": {
                 "scored": self.cases.len(),
                 "unsupported": self.skipped.0,
@@ -137,15 +137,19 @@ impl Calibration {
         }
     }
 
-    /// The cases file as the fit saw it: its path, and whether its serving runs were left out.
+    /// The cases file as the fit saw it: its path, and what its serving runs were to the fit
+    /// (said unless they were scored only, the default).
     pub fn cases_described(&self) -> String {
-        if self.exclude_serving {
-            format!(
-                "{} without its serving runs (--exclude-serving)",
+        match self.serving {
+            ServingCases::Score => self.cases_file.clone(),
+            ServingCases::Exclude => format!(
+                "{} without its serving runs (--serving exclude)",
                 self.cases_file
-            )
-        } else {
-            self.cases_file.clone()
+            ),
+            ServingCases::Fit => format!(
+                "{} with its serving runs fitted on (--serving fit)",
+                self.cases_file
+            ),
         }
     }
 
@@ -269,7 +273,11 @@ impl Calibration {
         let header = format!(
             "Out-of-fold residuals of perfcast's predictions (schema {SCHEMA}), written by\n`perfcast calibrate {}{} --cv {} --residuals FILE` on {} (UTC): for each scored case\nand each cross-validation, its first published metric predicted by the parameters\nfitted without its {} (configs/validation/CALIBRATION.md). perfcast's error\nbars are drawn from these.",
             self.cases_file,
-            if self.exclude_serving { " --exclude-serving" } else { "" },
+            match self.serving {
+                ServingCases::Score => "",
+                ServingCases::Fit => " --serving fit",
+                ServingCases::Exclude => " --serving exclude",
+            },
             names.join(","),
             self.date,
             units.join(", or its ")

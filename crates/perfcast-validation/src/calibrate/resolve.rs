@@ -279,7 +279,7 @@ pub(super) fn check_moves(
             if explicit {
                 return Err(Error::Param {
                     param: label,
-                    message: "applies only to cases that are not scored, nothing to fit it on"
+                    message: "applies only to cases outside the objective (not scored at the start, or serving runs, which are scored but not fitted on unless --serving fit), nothing to fit it on"
                         .into(),
                 });
             }

@@ -688,11 +688,14 @@ def calibrate(
     residuals: Optional[Union[str, os.PathLike]] = None,
     exclude_serving: bool = False,
     max_evals: Optional[int] = None,
+    serving: Optional[str] = None,
 ) -> Result:
     """Fit named parameters to published measurements (``perfcast calibrate``): ``params``
     as ``--param`` takes them (``"KEY[,KEY...][=LO..HI]"``), ``cv`` the cross-validation
     schemes; the fitted values, in-sample and cross-validated error per group. ``out``
-    writes the fitted overlay; ``residuals`` the per-class error bars."""
+    writes the fitted overlay; ``residuals`` the per-class error bars. ``serving`` is what
+    the serving runs are to the fit (``"score"``, the default: predicted and scored, not
+    fitted on; ``"fit"``; ``"exclude"``, which ``exclude_serving=True`` also says)."""
     a = _Args()
     a.args.append("calibrate")
     if cases is not None:
@@ -704,6 +707,7 @@ def calibrate(
     a.flag("--out", os.fspath(out) if out is not None else None)
     a.flag("--residuals", os.fspath(residuals) if residuals is not None else None)
     a.flag("--exclude-serving", exclude_serving)
+    a.flag("--serving", serving)
     a.flag("--max-evals", max_evals)
     return _json(a)
 
