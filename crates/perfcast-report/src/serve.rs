@@ -120,8 +120,18 @@ fn deployment_line(d: &Deployment) -> String {
         .pools
         .iter()
         .map(|p| {
+            // The experts' and the attention's layouts over the tp ranks, where they are not
+            // plain tensor parallelism.
+            let mut layout = String::new();
+            if p.plan.ep > 1 {
+                layout += &format!(" ep{}", p.plan.ep);
+            }
+            if p.plan.attention_dp {
+                let groups = p.plan.attention_ranks();
+                layout += &format!(" (attention dp{groups} x tp{})", p.plan.tp / groups.max(1));
+            }
             format!(
-                "{} {}x tp{} pp{} (max_batch {}, max_num_tokens {})",
+                "{} {}x tp{} pp{}{layout} (max_batch {}, max_num_tokens {})",
                 p.role.name(),
                 p.instances,
                 p.plan.tp,

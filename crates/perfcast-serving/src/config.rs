@@ -116,6 +116,10 @@ pub struct PoolConfig {
     /// Attention data parallelism in this pool (default: `serving.attention_dp`).
     #[serde(default)]
     pub attention_dp: Option<bool>,
+    /// Tensor parallelism inside each attention group of this pool (default:
+    /// `serving.attention_tp`).
+    #[serde(default)]
+    pub attention_tp: Option<u32>,
 }
 
 fn one() -> u32 {
@@ -172,6 +176,10 @@ pub struct ServingConfig {
     /// experts are then spread over all its `tp` ranks (`ep = tp`).
     #[serde(default)]
     pub attention_dp: Option<bool>,
+    /// Tensor parallelism inside each attention data-parallel group (default:
+    /// `inference.attention_tp`, else 1; SGLang `--tp N --dp D`: N / D).
+    #[serde(default)]
+    pub attention_tp: Option<u32>,
     /// Format of the routed experts' weights (default: `inference.expert_dtype`, else the
     /// weight format).
     #[serde(default)]
@@ -293,6 +301,7 @@ impl Default for ServingConfig {
             attention: None,
             ep: None,
             attention_dp: None,
+            attention_tp: None,
             expert_dtype: None,
             max_batch: d_max_batch(),
             max_num_tokens: d_max_num_tokens(),
@@ -559,6 +568,7 @@ impl ServingConfig {
             plan.attention = i.attention;
             plan.ep = i.ep;
             plan.attention_dp = i.attention_dp;
+            plan.attention_tp = i.attention_tp;
             plan.expert_dtype = i.expert_dtype;
         }
         plan.tp = self.tp.unwrap_or(plan.tp);
@@ -570,6 +580,7 @@ impl ServingConfig {
         plan.attention = self.attention.unwrap_or(plan.attention);
         plan.ep = self.ep.unwrap_or(plan.ep);
         plan.attention_dp = self.attention_dp.unwrap_or(plan.attention_dp);
+        plan.attention_tp = self.attention_tp.or(plan.attention_tp);
         plan.expert_dtype = self.expert_dtype.or(plan.expert_dtype);
         let replicas = self.replicas.or(inference.map(|i| i.replicas)).unwrap_or(1);
         let chunk = self.chunk_size.unwrap_or(self.max_num_tokens);
@@ -579,6 +590,7 @@ impl ServingConfig {
             p.pp = c.pp;
             p.ep = c.ep.unwrap_or(p.ep);
             p.attention_dp = c.attention_dp.unwrap_or(p.attention_dp);
+            p.attention_tp = c.attention_tp.or(p.attention_tp);
             if p.attention_dp {
                 p.ep = c.tp;
             }
@@ -601,6 +613,7 @@ impl ServingConfig {
                     max_num_tokens: None,
                     ep: None,
                     attention_dp: None,
+                    attention_tp: None,
                 },
             )],
             Some(d) => vec![

@@ -253,14 +253,15 @@ fn check_sizes(inf: &Inference, d: &Deployment) -> Result<(), ModelError> {
     Ok(())
 }
 
-/// An engine error about a pool's own plan field (`tp`, `pp`, `ep`, `attention_dp`), named as
-/// the disaggregated pool's key that sets it; any other error as it is.
+/// An engine error about a pool's own plan field (`tp`, `pp`, `ep`, `attention_dp`,
+/// `attention_tp`), named as the disaggregated pool's key that sets it; any other error as it
+/// is.
 fn pool_error(d: &Deployment, i: usize, e: ModelError) -> ModelError {
     let field = match &e {
         ModelError::Invalid { key, .. }
             if d.disaggregated() && key.section == perfcast_core::error::Section::Inference =>
         {
-            ["tp", "pp", "ep", "attention_dp"]
+            ["tp", "pp", "ep", "attention_dp", "attention_tp"]
                 .into_iter()
                 .find(|f| *f == key.path)
         }

@@ -454,6 +454,7 @@ fn replicas_pipeline_and_disaggregation() {
                 max_num_tokens: None,
                 ep: None,
                 attention_dp: None,
+                attention_tp: None,
             },
             decode: PoolConfig {
                 tp: 1,
@@ -463,6 +464,7 @@ fn replicas_pipeline_and_disaggregation() {
                 max_num_tokens: None,
                 ep: None,
                 attention_dp: None,
+                attention_tp: None,
             },
             transfer_overhead_us: 0.0,
         }),

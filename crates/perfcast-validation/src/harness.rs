@@ -313,6 +313,11 @@ pub fn inference_plan(case: &Case, stack: &Stack) -> Result<InferencePlan> {
     let mut plan = InferencePlan {
         ep: u32_of("parallel.ep", ep)?,
         attention_dp: case.parallel.attention_dp.unwrap_or(false),
+        attention_tp: case
+            .parallel
+            .attention_tp
+            .map(|a| u32_of("parallel.attention_tp", a))
+            .transpose()?,
         tp: u32_of("parallel.tp", p.tp)?,
         pp: u32_of("parallel.pp", p.pp)?,
         replicas: u32_of("parallel.dp", p.dp)?,

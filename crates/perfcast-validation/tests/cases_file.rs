@@ -194,6 +194,24 @@ fn bad_files_name_case_and_key() {
             "schema = \"perfcast-validation/1\"\nversion = 2",
             &["meta.version"],
         ),
+        // Attention TP is the TP inside attention data parallelism: only with it, dividing tp.
+        (
+            "dp = 1\n[case.inference]",
+            "dp = 1\nattention_tp = 2\n[case.inference]",
+            &[
+                "case `i1`",
+                "parallel.attention_tp = 2 without parallel.attention_dp",
+            ],
+        ),
+        (
+            "dp = 1\n[case.inference]",
+            "dp = 1\nattention_dp = true\nattention_tp = 3\n[case.inference]",
+            &[
+                "case `i1`",
+                "parallel.attention_tp = 3",
+                "divisor of parallel.tp = 2",
+            ],
+        ),
         // Missing required fields.
         (
             "vocab = 1000\nseq_len = 128\n",

@@ -236,7 +236,11 @@ fn bad_calibrations_exit_non_zero_with_a_reason() {
             1,
             "no-such-file.toml",
         ),
-        (&["calibrate", "cases.toml", "--serving", "all"], 2, "`score`"),
+        (
+            &["calibrate", "cases.toml", "--serving", "all"],
+            2,
+            "`score`",
+        ),
         (
             &[
                 "calibrate",

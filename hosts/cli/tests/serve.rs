@@ -538,3 +538,56 @@ fn engine_scheduling_policies_from_the_command_line() {
         );
     }
 }
+
+/// Attention tensor parallelism inside attention data parallelism from a serving config:
+/// DeepSeek-R1 on eight H200 as four attention groups of two ranks (SGLang `--tp 8 --dp 4
+/// --enable-dp-attention`), named in the deployment line and between plain DEP8 and TP8 in
+/// KV capacity; `attention_tp` that does not divide `tp`, or without `attention_dp`, is refused
+/// with the key named.
+#[test]
+fn attention_tensor_parallelism_inside_data_parallelism_from_a_config() {
+    let c = config("deepseek-r1-h200-dep8.toml");
+    let serve = |extra: &[&str]| {
+        let mut args = vec!["serve", c.as_str(), "--requests", "64"];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let dep8 = serve(&[]);
+    assert_eq!(dep8.code, 0, "{}", dep8.stderr);
+    assert!(
+        dep8.stdout.contains("tp8 pp1 ep8 (attention dp8 x tp1)"),
+        "{}",
+        dep8.stdout
+    );
+    let groups = serve(&["--set", "serving.attention_tp=2"]);
+    assert_eq!(groups.code, 0, "{}", groups.stderr);
+    assert!(
+        groups.stdout.contains("(attention dp4 x tp2)"),
+        "{}",
+        groups.stdout
+    );
+    assert_ne!(dep8.stdout, groups.stdout);
+    for (sets, says) in [
+        (
+            &["--set", "serving.attention_tp=3"][..],
+            "divide inference.tp = 8",
+        ),
+        (
+            &[
+                "--set",
+                "serving.attention_tp=2",
+                "--set",
+                "serving.attention_dp=false",
+            ][..],
+            "set inference.attention_dp = true",
+        ),
+    ] {
+        let o = serve(sets);
+        assert_ne!(o.code, 0, "{sets:?}");
+        assert!(
+            o.stderr.contains("attention_tp") && o.stderr.contains(says),
+            "{sets:?}: {}",
+            o.stderr
+        );
+    }
+}

@@ -115,6 +115,7 @@ impl Inference {
             for (key, set) in [
                 ("ep", ep > 1),
                 ("attention_dp", plan.attention_dp),
+                ("attention_tp", plan.attention_tp.is_some()),
                 ("expert_dtype", plan.expert_dtype.is_some()),
             ] {
                 if set {
@@ -123,6 +124,7 @@ impl Inference {
                         match key {
                             "ep" => ep.to_string(),
                             "attention_dp" => "true".to_string(),
+                            "attention_tp" => plan.attention_tp.unwrap_or(1).to_string(),
                             _ => format!("{:?}", plan.expert_dtype),
                         },
                         "is for mixture-of-experts models; this model has no experts",
@@ -155,6 +157,22 @@ impl Inference {
                     moe.expert_ffn_hidden
                 ),
             ));
+        }
+        if let Some(atp) = plan.attention_tp {
+            if !plan.attention_dp {
+                return Err(ModelError::invalid(
+                    Key::inference("attention_tp"),
+                    atp,
+                    "is the tensor parallelism inside each attention data-parallel group: set inference.attention_dp = true (without it attention runs over all inference.tp ranks)",
+                ));
+            }
+            if atp == 0 || !tp.is_multiple_of(atp as u64) {
+                return Err(ModelError::invalid(
+                    Key::inference("attention_tp"),
+                    atp,
+                    format!("must be at least 1 and divide inference.tp = {tp} (the tp ranks form tp / attention_tp attention groups)"),
+                ));
+            }
         }
         if plan.attention_dp && ep != tp {
             return Err(ModelError::invalid(

@@ -95,6 +95,53 @@ fn attention_data_parallelism() {
     assert!(r_dp.decode.attention.0 < r_tp.decode.attention.0);
 }
 
+/// Attention tensor parallelism inside attention data parallelism (`attention_tp`): one
+/// rank per group is plain attention DP, all `tp` ranks in one group is plain TP attention
+/// (the same step times and memory); two per group on eight ranks sits between (four groups:
+/// the KV of an instance's tokens on two ranks each, weights split two ways, an all-reduce
+/// among the two). Bad values are refused with the key named.
+#[test]
+fn attention_tensor_parallelism_inside_data_parallelism() {
+    let inf = Inference::new(deepseek_v3(), h100(8), InferenceOptions::default()).unwrap();
+    let with = |atp: Option<u32>, dp: bool| InferencePlan {
+        attention_tp: atp,
+        ..plan(8, 8, dp, 64)
+    };
+    let same = |a: &InferencePlan, b: &InferencePlan| {
+        let (ra, rb) = (inf.evaluate(a).unwrap(), inf.evaluate(b).unwrap());
+        assert_eq!(ra.ttft.0, rb.ttft.0);
+        assert_eq!(ra.tpot.0, rb.tpot.0);
+        let (ma, mb) = (
+            inf.serving_memory(a, 8192, 256).unwrap(),
+            inf.serving_memory(b, 8192, 256).unwrap(),
+        );
+        assert_eq!((ma.kv_per_token, ma.weights), (mb.kv_per_token, mb.weights));
+    };
+    same(&with(Some(1), true), &with(None, true));
+    same(&with(Some(8), true), &with(None, false));
+    let p2 = with(Some(2), true);
+    assert_eq!(p2.attention_ranks(), 4);
+    let kv = |p: &InferencePlan| inf.serving_memory(p, 8192, 256).unwrap().kv_per_token.0;
+    let (kv1, kv2, kv8) = (kv(&with(None, true)), kv(&p2), kv(&with(None, false)));
+    assert!((kv2 / kv1 - 2.0).abs() < 1e-9 && (kv8 / kv2 - 4.0).abs() < 1e-9);
+    let sh = inf.shard(&p2).unwrap();
+    assert_eq!((sh.dp, sh.attn_tp), (4, 2));
+    let r2 = inf.evaluate(&p2).unwrap();
+    assert!(r2.tpot.0.is_finite() && r2.decode.communication.0 > 0.0);
+    // (attention_tp, attention_dp, what the error says)
+    for (atp, dp, want) in [
+        (2, false, "set inference.attention_dp = true"),
+        (3, true, "divide inference.tp = 8"),
+        (0, true, "at least 1"),
+    ] {
+        let e = inf.evaluate(&with(Some(atp), dp)).unwrap_err().to_string();
+        assert!(
+            e.contains("inference.attention_tp") && e.contains(want),
+            "{e}"
+        );
+    }
+}
+
 /// Mixtral with its experts split over TP (ep 1) or spread (ep 8): both evaluate, finite,
 /// and a step of the fast path equals `step_time` and `evaluate`'s decode step.
 #[test]

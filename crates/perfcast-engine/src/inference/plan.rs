@@ -71,6 +71,16 @@ pub struct InferencePlan {
     /// all-to-alls per MoE layer). Default false.
     #[serde(default)]
     pub attention_dp: bool,
+    /// Under attention data parallelism, the tensor parallelism inside each attention group
+    /// (SGLang `--tp N --dp D --enable-dp-attention`: N / D ranks per group; TensorRT-LLM's
+    /// `enable_attention_dp` has 1): the `tp` ranks form `tp / attention_tp` groups, each
+    /// running attention, the dense layers, the embedding and the LM head for its own
+    /// sequences with those weights split over its `attention_tp` ranks (an all-reduce among
+    /// them, as under plain tensor parallelism), the experts spread over all `tp` ranks; each
+    /// rank of a group dispatches its `1 / attention_tp` share of the group's tokens to the
+    /// experts. Must divide `tp`; only with `attention_dp`. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_tp: Option<u32>,
     /// Format of the routed experts' weights where it differs from `weight_dtype` (GPT-OSS
     /// ships MXFP4 experts beside bf16 attention). Default: `weight_dtype`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,15 +104,16 @@ impl InferencePlan {
             graph_capture: false,
             ep: 1,
             attention_dp: false,
+            attention_tp: None,
             expert_dtype: None,
         }
     }
 
-    /// Ranks a pass's tokens split over on the attention side: `tp` with attention data
-    /// parallelism, else 1.
+    /// Ranks a pass's tokens split over on the attention side (the attention data-parallel
+    /// degree): `tp / attention_tp` with attention data parallelism, else 1.
     pub fn attention_ranks(&self) -> u32 {
         if self.attention_dp {
-            self.tp
+            self.tp / self.attention_tp.unwrap_or(1).clamp(1, self.tp.max(1))
         } else {
             1
         }

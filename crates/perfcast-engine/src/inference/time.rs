@@ -444,9 +444,11 @@ impl Inference {
                 acc,
             );
         }
+        // Each rank of an attention group dispatches its share of the group's tokens.
+        let own = rank.tokens.div_ceil(sh.attn_tp);
         let copies = Collective {
             kind: CollectiveKind::AllToAll,
-            bytes: perfcast_core::Bytes((rank.tokens * moe.top_k) as f64 * token_bytes),
+            bytes: perfcast_core::Bytes((own * moe.top_k) as f64 * token_bytes),
             ranks: moe.ep as u32,
         };
         self.collective(copies, rank, acc)?;

@@ -303,6 +303,8 @@ fn disaggregated(s: &ServingSearch, tps: &[u32], sched: &Sched, out: &mut Vec<Ca
         max_num_tokens: None,
         ep: moe.then_some(ep),
         attention_dp: moe.then_some(dp),
+        // `serving.attention_tp`, when set, holds for every pool the search tries.
+        attention_tp: None,
     };
     let name = |(ep, dp): (u32, bool)| match (moe, dp) {
         (false, _) => String::new(),

@@ -340,6 +340,19 @@ fn inference(c: &Case, e: &mut Vec<String>) {
     if p.ep == Some(0) {
         e.push("parallel.ep = 0: expected a positive integer".into());
     }
+    if let Some(atp) = p.attention_tp {
+        if p.attention_dp != Some(true) {
+            e.push(format!(
+                "parallel.attention_tp = {atp} without parallel.attention_dp = true (it is the tensor parallelism inside each attention data-parallel group)"
+            ));
+        }
+        if atp == 0 || p.tp.is_some_and(|tp| tp % atp != 0) {
+            e.push(format!(
+                "parallel.attention_tp = {atp}: expected a positive divisor of parallel.tp = {}",
+                p.tp.unwrap_or(0)
+            ));
+        }
+    }
     if let (Some(tp), Some(pp), Some(dp)) = (p.tp, p.pp, p.dp) {
         if tp * pp * dp != c.system.num_gpus && c.source_inconsistency.is_none() {
             e.push(format!(

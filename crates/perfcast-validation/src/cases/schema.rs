@@ -94,6 +94,9 @@ pub struct CaseParallel {
     pub fsdp_shard: Option<u64>,
     /// Attention data-parallel across the TP ranks (inference, MoE).
     pub attention_dp: Option<bool>,
+    /// Under `attention_dp`, the tensor parallelism inside each attention group (inference;
+    /// SGLang `--tp N --dp D --enable-dp-attention`: N / D). Default 1.
+    pub attention_tp: Option<u64>,
     /// Tensor-parallel communication overlapped with the GEMMs (Megatron
     /// `--tp-comm-overlap`, Transformer Engine userbuffers). Default false.
     pub tp_comm_overlap: Option<bool>,

@@ -141,16 +141,29 @@ impl ServingStack {
             aic_benchmark(&mut c, self, case, isl);
         }
         if let Some(mb) = case.inference.as_ref().and_then(|i| i.max_batch) {
-            // Under attention data parallelism every rank schedules its own requests: the
-            // published `--max_batch_size` is per rank (TensorRT-LLM's DeepSeek-R1 guide).
-            let ranks = if case.parallel.attention_dp == Some(true) {
-                tp as u64
-            } else {
-                1
-            };
-            c.max_batch = (mb * ranks).min(u32::MAX as u64) as u32;
+            // Under attention data parallelism every attention group schedules its own
+            // requests: the published `--max_batch_size` is per group (per rank in
+            // TensorRT-LLM's DeepSeek-R1 guide, whose groups are one rank each).
+            let groups = attention_layout(case, tp).0 as u64;
+            c.max_batch = (mb * groups).min(u32::MAX as u64) as u32;
         }
         c
+    }
+}
+
+/// A case's attention layout over its `tp` ranks: (data-parallel groups, tensor-parallel
+/// ranks in each): `(tp / attention_tp, attention_tp)` under attention data parallelism,
+/// else `(1, tp)`.
+pub(super) fn attention_layout(case: &Case, tp: u32) -> (u32, u32) {
+    if case.parallel.attention_dp == Some(true) {
+        let atp = case
+            .parallel
+            .attention_tp
+            .unwrap_or(1)
+            .clamp(1, tp.max(1) as u64) as u32;
+        (tp / atp, atp)
+    } else {
+        (1, tp)
     }
 }
 
@@ -338,13 +351,10 @@ pub fn trtllm_bench_settings(
     });
     let per_token = match &model.mla {
         // MLA: one latent and rotary key per token and layer, on every rank of the
-        // attention's tensor-parallel group (none under attention data parallelism).
+        // attention's tensor-parallel group (its `attention_tp` ranks under attention data
+        // parallelism).
         Some(m) => {
-            let copies = if case.parallel.attention_dp == Some(true) {
-                1.0
-            } else {
-                tp as f64
-            };
+            let copies = attention_layout(case, tp).1 as f64;
             copies * model.layers as f64 * (m.kv_lora_rank + m.qk_rope_head_dim) as f64 * kv / GIB
         }
         None => {

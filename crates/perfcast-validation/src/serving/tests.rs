@@ -1,5 +1,6 @@
 //! Tests of the serving profiles and of the serving groups' accuracy.
 
+use super::engines::attention_layout;
 use super::*;
 use crate::cases::CasesFile;
 use crate::harness::model_spec;
@@ -278,4 +279,38 @@ fn the_named_statistic_is_scored() {
     );
     let e = CasesFile::parse(&text, "x.toml").unwrap_err().to_string();
     assert!(e.contains("measured.statistic = \"p90\""), "{e}");
+}
+
+/// `[case.parallel] attention_tp` reaches the serving run: a DeepSeek-R1 DEP8 point of the
+/// public file as four attention groups of two ranks predicts a different TPOT, and its
+/// per-rank published `max_batch` counts once per group.
+#[test]
+fn attention_tensor_parallelism_reaches_a_case() {
+    let f = cases();
+    let h = Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
+    .unwrap();
+    let base = f
+        .cases
+        .iter()
+        .find(|c| {
+            c.group == "aic-sample-trtllm-h200-dsr1"
+                && c.parallel.attention_dp == Some(true)
+                && c.parallel.tp == Some(8)
+        })
+        .unwrap();
+    assert_eq!(attention_layout(base, 8), (8, 1));
+    let mut groups = base.clone();
+    groups.parallel.attention_tp = Some(2);
+    assert_eq!(attention_layout(&groups, 8), (4, 2));
+    let tpot = |c: &crate::cases::Case| {
+        let r = h.run_case(c);
+        assert_eq!(r.status, Status::Ok, "{:?}", r.reason);
+        let m = r.metrics.iter().find(|m| m.name == Metric::TpotMs).unwrap();
+        m.predicted.unwrap()
+    };
+    let (a, b) = (tpot(base), tpot(&groups));
+    assert!(a > 0.0 && b > 0.0 && a != b, "{a} {b}");
 }
