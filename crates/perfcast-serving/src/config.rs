@@ -454,6 +454,16 @@ impl ServingConfig {
                 return Err(ModelError::invalid(key, 0, "must be >= 1"));
             }
         }
+        if let Some(c) = self.concurrency.filter(|&c| c > self.requests) {
+            return Err(ModelError::invalid(
+                Key::serving("concurrency"),
+                c,
+                format!(
+                    "is above serving.requests = {}: a closed loop of more clients than requests never has them all in flight; lower concurrency or raise requests",
+                    self.requests
+                ),
+            ));
+        }
         if self.requests > MAX_REQUESTS {
             return Err(ModelError::invalid(
                 Key::serving("requests"),

@@ -211,9 +211,21 @@ fn pool_key(d: &Deployment, i: usize, field: &'static str) -> Key {
     }
 }
 
-/// The deployment's devices against the system's, and its chunk against every pool's
-/// token budget.
+/// The deployment's devices against the system's, its chunk against every pool's token
+/// budget, and its KV block against the model's context.
 fn check_sizes(inf: &Inference, d: &Deployment) -> Result<(), ModelError> {
+    // The context window a model declares (a preset's `max_position_embeddings`), not a
+    // training length standing in for it.
+    let context = inf.model().max_context.unwrap_or(0);
+    if context > 0 && !context.is_multiple_of(d.kv_block_size as u64) {
+        return Err(ModelError::invalid(
+            Key::serving("kv_block_size"),
+            d.kv_block_size,
+            format!(
+                "does not divide the model's context of {context} tokens (model.max_context): engines page the KV cache in blocks that tile it (vLLM 16, TensorRT-LLM 32 or 64, SGLang 1)"
+            ),
+        ));
+    }
     let system_devices = inf.system().devices;
     if d.gpus() > system_devices {
         return Err(ModelError::invalid(

@@ -212,6 +212,15 @@ fn bad_files_name_case_and_key() {
                 "divisor of parallel.tp = 2",
             ],
         ),
+        // A closed loop of more clients than requests.
+        (
+            "mode = \"offline-max-throughput\"",
+            "mode = \"server\"\nconcurrency = 8\nnum_requests = 4",
+            &[
+                "case `i1`",
+                "inference.concurrency = 8 is above inference.num_requests = 4",
+            ],
+        ),
         // Missing required fields.
         (
             "vocab = 1000\nseq_len = 128\n",

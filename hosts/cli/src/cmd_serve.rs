@@ -189,6 +189,23 @@ fn apply_overrides(sc: &mut ServingScenario, a: &Args) -> anyhow::Result<()> {
         if let Some(c) = a.concurrency {
             w.load = Load::Concurrency(c);
         }
+        if let Load::Concurrency(c) = w.load {
+            if c > w.requests {
+                let from = |flag: bool, cli: &str, key: &str| {
+                    if flag {
+                        cli.to_string()
+                    } else {
+                        format!("`{key}`")
+                    }
+                };
+                anyhow::bail!(
+                    "invalid concurrency {c} (from {}): above the {} requests simulated (from {}); a closed loop of more clients than requests never has them all in flight: lower the concurrency or raise the requests",
+                    from(a.concurrency.is_some(), "--concurrency", "serving.concurrency"),
+                    w.requests,
+                    from(a.requests.is_some(), "--requests", "serving.requests"),
+                );
+            }
+        }
     } else if a.requests.is_some() || a.concurrency.is_some() {
         anyhow::bail!("--requests and --concurrency do not apply to a trace (its requests arrive at their own times)");
     }

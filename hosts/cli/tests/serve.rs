@@ -43,7 +43,16 @@ fn serve(extra: &[&str]) -> Out {
 #[test]
 fn disaggregated_pools_with_their_own_expert_parallelism() {
     let c = config("deepseek-r1-gb200-nvl72-wide-ep.toml");
-    let o = run(&["serve", c.as_str(), "--requests", "64", "--format", "json"]);
+    let o = run(&[
+        "serve",
+        c.as_str(),
+        "--requests",
+        "64",
+        "--concurrency",
+        "64",
+        "--format",
+        "json",
+    ]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let v: Value = serde_json::from_str(&o.stdout).unwrap();
     let pools = v["deployment"]["pools"].as_array().unwrap();
@@ -187,7 +196,16 @@ fn speculative_drafts_timed_on_the_devices() {
 fn moe_serving_with_attention_data_parallelism() {
     let c = config("deepseek-r1-h200-dep8.toml");
     let json = |extra: &[&str]| -> Value {
-        let mut args = vec!["serve", c.as_str(), "--requests", "32", "--format", "json"];
+        let mut args = vec![
+            "serve",
+            c.as_str(),
+            "--requests",
+            "32",
+            "--concurrency",
+            "32",
+            "--format",
+            "json",
+        ];
         args.extend_from_slice(extra);
         let o = run(&args);
         assert_eq!(o.code, 0, "{}", o.stderr);
@@ -351,6 +369,28 @@ fn serve_bad_input() {
             "chunked prefill is off",
         ),
         (vec!["--set", "slo.tpot_ms=0.0"], 1, "slo.tpot_ms"),
+        // A KV block that does not tile the model's context (Llama 3.1: 131,072 tokens).
+        (
+            vec!["--set", "serving.kv_block_size=48"],
+            1,
+            "does not divide the model's context of 131072 tokens",
+        ),
+        // More clients in a closed loop than requests, from the command line or the file.
+        (
+            vec!["--concurrency", "6"],
+            1,
+            "concurrency 6 (from --concurrency): above the 5 requests simulated (from --requests)",
+        ),
+        (
+            vec![
+                "--set",
+                "serving.concurrency=8",
+                "--set",
+                "serving.requests=7",
+            ],
+            1,
+            "is above serving.requests = 7",
+        ),
     ] {
         let mut a = vec!["serve", c.as_str(), "--requests", "5"];
         a.extend(args.iter().copied());
@@ -548,7 +588,14 @@ fn engine_scheduling_policies_from_the_command_line() {
 fn attention_tensor_parallelism_inside_data_parallelism_from_a_config() {
     let c = config("deepseek-r1-h200-dep8.toml");
     let serve = |extra: &[&str]| {
-        let mut args = vec!["serve", c.as_str(), "--requests", "64"];
+        let mut args = vec![
+            "serve",
+            c.as_str(),
+            "--requests",
+            "64",
+            "--concurrency",
+            "64",
+        ];
         args.extend_from_slice(extra);
         run(&args)
     };

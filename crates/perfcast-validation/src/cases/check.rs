@@ -391,6 +391,13 @@ fn inference(c: &Case, e: &mut Vec<String>) {
                 e.push(format!("inference.{k} = 0: expected a positive integer"));
             }
         }
+        if let (Some(c), Some(n)) = (i.concurrency, i.num_requests) {
+            if c > n {
+                e.push(format!(
+                    "inference.concurrency = {c} is above inference.num_requests = {n}: a closed loop of more clients than requests never has them all in flight"
+                ));
+            }
+        }
     }
 }
 

@@ -36,7 +36,8 @@ use perfcast_serving::{
     Simulator, WorkloadSpec,
 };
 
-/// Requests of a case that does not say how many.
+/// Requests of a case that does not say how many (at least two per client of a closed loop:
+/// [`workload`]).
 pub const DEFAULT_REQUESTS: u32 = 500;
 
 mod engines;
@@ -61,11 +62,16 @@ pub fn workload(case: &Case) -> Result<WorkloadSpec> {
     Ok(WorkloadSpec {
         input_len: Length::Fixed(u32_of("inference.input_len", i.input_len)?),
         output_len: Length::Fixed(u32_of("inference.output_len", i.output_len)?),
-        requests: i
-            .num_requests
-            .map(|n| u32_of("inference.num_requests", n))
-            .transpose()?
-            .unwrap_or(DEFAULT_REQUESTS),
+        requests: match i.num_requests {
+            Some(n) => u32_of("inference.num_requests", n)?,
+            // Unsaid: 500, and two requests per client of a closed loop above 250 clients
+            // (each client's second request arrives as its first completes, past the first
+            // wave that starts all at once).
+            None => match load {
+                Load::Concurrency(c) => DEFAULT_REQUESTS.max(c.saturating_mul(2)),
+                _ => DEFAULT_REQUESTS,
+            },
+        },
         load,
         seed: 0,
     })
