@@ -232,13 +232,24 @@ fn requests(
             read_trace(&path).map_err(|e| ScenarioError::Host(cfg.invalid("serving.trace", e)))?;
         return Ok(Requests::Trace { path, requests });
     }
+    // `serving.X`, else `inference.X` (checked here as `infer` checks it: a request of no
+    // prompt or no output token has no TTFT or TPOT).
     let length = |l: Option<Length>, d: Option<u32>, key: &str| {
-        l.or(d.map(Length::Fixed)).ok_or_else(|| {
-            ScenarioError::Host(cfg.invalid(
-                key,
-                "missing: set it (a token count or { min, max }), give an [inference] section with it, or use serving.trace",
-            ))
-        })
+        match (l, d) {
+        (Some(l), _) => Ok(l),
+        (None, Some(0)) => {
+            let from = key.replace("serving.", "inference.");
+            Err(ScenarioError::Host(cfg.invalid(
+                &from,
+                format!("got `0`; must be >= 1 (serve reads it for {key}, which is unset)"),
+            )))
+        }
+        (None, Some(d)) => Ok(Length::Fixed(d)),
+        (None, None) => Err(ScenarioError::Host(cfg.invalid(
+            key,
+            "missing: set it (a token count or { min, max }), give an [inference] section with it, or use serving.trace",
+        ))),
+    }
     };
     let load = match (c.rate, c.concurrency) {
         (Some(rate), _) => Load::Rate {

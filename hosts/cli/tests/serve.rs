@@ -399,6 +399,21 @@ fn serve_bad_input() {
         assert!(o.stderr.contains(want), "{args:?}: {}", o.stderr);
         assert!(!o.stderr.contains("internal error"), "{}", o.stderr);
     }
+    // `[inference]`'s lengths read for an unset `serving.input_len`/`output_len` are checked as
+    // `infer` checks them (a zero printed NaN for TTFT and TPOT with exit 0).
+    let roofline = repo().join("configs/experiments/roofline-llama2-70b.toml");
+    for key in ["input_len", "output_len"] {
+        let set = format!("inference.{key}=0");
+        let o = run(&["serve", roofline.to_str().unwrap(), "--set", &set]);
+        assert_eq!(o.code, 1, "{set}: {}", o.stderr);
+        assert!(
+            o.stderr.contains(&format!("`inference.{key}`"))
+                && o.stderr
+                    .contains(&format!("for serving.{key}, which is unset")),
+            "{set}: {}",
+            o.stderr
+        );
+    }
     // 10^8 requests asked for one 8.8 GB allocation before a request ran.
     for (args, want) in [
         (
