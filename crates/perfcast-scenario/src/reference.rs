@@ -79,11 +79,20 @@ pub fn reference(cfg: &Config) -> Result<Option<Reference>, crate::ScenarioError
             .into());
     }
     for (key, v) in r.figures() {
-        if !(v.is_finite() && v > 0.0) {
+        // A normal float (a subnormal published figure made the difference +inf%), and a
+        // utilisation a fraction (`mfu = 2` was shown as "published 200 %").
+        let why = if !(v.is_normal() && v > 0.0) {
+            Some("a published figure is a positive normal number")
+        } else if matches!(key, "mfu" | "hfu") && v > 1.0 {
+            Some("a utilisation is a fraction, at most 1 (0.45, not 45)")
+        } else {
+            None
+        };
+        if let Some(why) = why {
             return Err(cfg
                 .invalid(
                     &format!("reference.{key}"),
-                    format!("{v} is not allowed: a published figure is > 0"),
+                    format!("{v:e} is not allowed: {why}"),
                 )
                 .into());
         }

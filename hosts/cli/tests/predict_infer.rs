@@ -906,7 +906,26 @@ fn published_figures_are_shown_beside_the_prediction() {
     );
     fails(
         &["predict", &exp, "--set", "reference.mfu=-1"],
-        &["reference.mfu", "> 0"],
+        &["reference.mfu", "positive normal number"],
+    );
+    // A utilisation above 1 (it was shown as "published 200 %"), a subnormal figure (the
+    // difference was +inf%).
+    fails(
+        &["predict", &exp, "--set", "reference.mfu=2"],
+        &["reference.mfu", "at most 1"],
+    );
+    fails(
+        &[
+            "predict",
+            &exp,
+            "--set",
+            "reference.iteration_time_s=1e-320",
+        ],
+        &[
+            "reference.iteration_time_s",
+            "1e-320",
+            "positive normal number",
+        ],
     );
     fails(
         &["predict", &exp, "--set", "reference.tflops=1"],
