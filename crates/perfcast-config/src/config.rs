@@ -417,8 +417,14 @@ impl Config {
                     .and_then(|e| e.to_str())
                     .map(str::to_ascii_lowercase);
                 match ext.as_deref() {
-                    Some("toml") => (std::fs::read_to_string(p).ok(), false),
-                    Some("yaml" | "yml") => (std::fs::read_to_string(p).ok(), true),
+                    Some("toml") => (
+                        crate::input::read_text(p, crate::input::MAX_TEXT_BYTES).ok(),
+                        false,
+                    ),
+                    Some("yaml" | "yml") => (
+                        crate::input::read_text(p, crate::input::MAX_TEXT_BYTES).ok(),
+                        true,
+                    ),
                     _ => (None, false),
                 }
             }

@@ -420,7 +420,7 @@ impl Reader {
         let (text, origin, format, dir) = match &spec {
         Spec::File(path) => {
             check_config_file(path, &included_by)?;
-            let text = std::fs::read_to_string(path).map_err(|source| HostError::Read {
+            let text = crate::input::read_text(path, crate::input::MAX_TEXT_BYTES).map_err(|source| HostError::Read {
                 path: path.clone(),
                 included_by: included_by.clone(),
                 source,

@@ -35,6 +35,8 @@ pub use layers::{
     STACKS_GROUP,
 };
 pub use ops::{NamedOp, OP_KINDS};
+/// Reading an input file whole, bounded, regular files only ([`perfcast_kernels::input`]).
+pub use perfcast_kernels::input;
 /// Plugin isolation (`--isolate`): the options of a plugin host and its server side.
 pub use perfcast_loader::isolate;
 pub use plugins::{

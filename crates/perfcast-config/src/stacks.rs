@@ -117,11 +117,14 @@ fn read(
             }
         }
         let by = format!("`stack = \"{name}\"` of {origin}");
-        let text = std::fs::read_to_string(&path).map_err(|source| HostError::Read {
-            path: path.clone(),
-            included_by: Some(by.clone()),
-            source,
-        })?;
+        let text =
+            crate::input::read_text(&path, crate::input::MAX_TEXT_BYTES).map_err(|source| {
+                HostError::Read {
+                    path: path.clone(),
+                    included_by: Some(by.clone()),
+                    source,
+                }
+            })?;
         let format = match path.extension().and_then(|e| e.to_str()) {
             Some("yaml") | Some("yml") => "YAML",
             Some("json") => "JSON",

@@ -51,7 +51,8 @@ impl ParquetFile {
     }
 
     pub fn read(path: &Path) -> Result<Self, KernelError> {
-        let bytes = std::fs::read(path).map_err(|e| KernelError::io(path, e))?;
+        let bytes = crate::input::read_bytes(path, crate::input::MAX_BINARY_BYTES)
+            .map_err(|e| KernelError::io(path, e))?;
         Self::open(&path.display().to_string(), Bytes::from(bytes))
     }
 

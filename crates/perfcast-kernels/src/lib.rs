@@ -18,6 +18,7 @@
 pub mod aic;
 pub mod catalog;
 pub mod error;
+pub mod input;
 pub mod interp;
 pub mod io;
 pub mod measured;

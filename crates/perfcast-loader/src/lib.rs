@@ -152,6 +152,12 @@ pub(crate) fn params_json(params: &serde_json::Value) -> String {
 
 /// The lowercase hex sha256 of a file.
 pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
     sha256_of(&mut std::fs::File::open(path)?)
 }
 
@@ -267,6 +273,13 @@ fn check_file(path: &Path, sha256: Option<&str>) -> Result<Opened, LoadError> {
         return Err(LoadError::Unreadable {
             path: p,
             reason: "it is a directory".into(),
+        });
+    }
+    // A FIFO would block the open until a writer comes, a device would read forever.
+    if !meta.is_file() {
+        return Err(LoadError::Unreadable {
+            path: p,
+            reason: "not a regular file (a library is a file on disk)".into(),
         });
     }
     let mut file = std::fs::File::open(path).map_err(|e| LoadError::Unreadable {

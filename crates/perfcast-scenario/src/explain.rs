@@ -277,7 +277,8 @@ mod tests {
     #[test]
     fn the_parameter_reference_in_docs_is_current() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/reference.md");
-        let file = std::fs::read_to_string(&path).unwrap_or_default();
+        let file = perfcast_config::input::read_text(&path, perfcast_config::input::MAX_TEXT_BYTES)
+            .unwrap_or_default();
         let want = super::reference(&perfcast_builtins::registry().unwrap());
         assert!(
             file == want,

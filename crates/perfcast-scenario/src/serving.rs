@@ -305,7 +305,8 @@ pub fn read_trace(path: &Path) -> Result<Vec<Request>, String> {
             perfcast_serving::MAX_REQUESTS
         ));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = perfcast_config::input::read_text(path, MAX_TRACE_BYTES)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     parse_trace(&text, format).map_err(|e| format!("{}: {e}", path.display()))
 }
 

@@ -120,7 +120,7 @@ impl Sweep {
     /// Read and check a sweep file (not its keys: see [`Sweep::check_keys`]); its points
     /// resolve their components in `plugins`.
     pub fn load(path: &Path, plugins: &Plugins) -> Result<Sweep, SearchError> {
-        let text = std::fs::read_to_string(path)
+        let text = perfcast_config::input::read_text(path, perfcast_config::input::MAX_TEXT_BYTES)
             .map_err(|e| bad(path, format!("cannot read the sweep file: {e}")))?;
         let file: SweepFile = toml::from_str(&text).map_err(|e| bad(path, e.to_string()))?;
         if file.configs.is_empty() {

@@ -36,10 +36,11 @@ impl StudyContext {
         command: String,
         plugins: &Plugins,
     ) -> Result<Self, StudyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| StudyError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = perfcast_config::input::read_text(path, perfcast_config::input::MAX_TEXT_BYTES)
+            .map_err(|source| StudyError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
         let dir = path
             .parent()
             .map(Path::to_path_buf)

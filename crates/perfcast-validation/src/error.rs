@@ -305,9 +305,11 @@ impl From<serde_json::Error> for Error {
 /// The text of the file at `path` (named `file` in messages): [`Error::Io`] when it cannot be
 /// read.
 pub(crate) fn read(path: &std::path::Path, file: &str) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| Error::Io {
-        path: file.to_string(),
-        source: Arc::new(e),
+    perfcast_config::input::read_text(path, perfcast_config::input::MAX_TEXT_BYTES).map_err(|e| {
+        Error::Io {
+            path: file.to_string(),
+            source: Arc::new(e),
+        }
     })
 }
 

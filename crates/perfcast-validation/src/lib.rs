@@ -197,7 +197,9 @@ pub fn validate_file(
     opts: &ValidateOptions,
 ) -> Result<Validated> {
     if let Some(p) = path.and_then(presets::find_repo_file) {
-        if std::fs::read_to_string(&p).is_ok_and(|t| collectives::is_collectives(&t)) {
+        if perfcast_config::input::read_text(&p, perfcast_config::input::MAX_TEXT_BYTES)
+            .is_ok_and(|t| collectives::is_collectives(&t))
+        {
             if !opts.overlay.is_empty() {
                 return Err(Error::File {
                     file: p.display().to_string(),

@@ -86,7 +86,8 @@ fn import(a: ImportArgs) -> anyhow::Result<()> {
                 );
             };
             let text =
-                std::fs::read_to_string(&a.input).with_context(|| a.input.display().to_string())?;
+                perfcast_config::input::read_text(&a.input, perfcast_config::input::MAX_TEXT_BYTES)
+                    .with_context(|| a.input.display().to_string())?;
             read_csv(&a.input.display().to_string(), &text, gpu, &source)?
         }
         Some("parquet") => {

@@ -154,7 +154,7 @@ fn merge(sweep: &Sweep, chunks: &[PathBuf], out: &mut dyn Write) -> anyhow::Resu
     out.write_all(header.as_bytes())?;
     let mut rows = 0;
     for chunk in chunks {
-        let text = std::fs::read_to_string(chunk)
+        let text = perfcast_config::input::read_text(chunk, perfcast_config::input::MAX_TEXT_BYTES)
             .with_context(|| format!("cannot read the chunk {}", chunk.display()))?;
         let Some(body) = text.strip_prefix(header.as_str()) else {
             anyhow::bail!(

@@ -892,3 +892,39 @@ fn in_process_runs_print_what_the_binary_prints_and_classify_failures() {
         }
     }
 }
+
+/// Every input perfcast reads whole is refused unless it is a regular file: a config that is a
+/// symlink to `/dev/zero` (`sweep` and `validate` read it until memory ran out) and a FIFO
+/// (they blocked, as `--load` did), with the path named and exit 1, never a hang.
+#[cfg(unix)]
+#[test]
+fn devices_and_fifos_are_refused_by_every_reader() {
+    let dir = tmpdir();
+    let zero = dir.join("zero.toml");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let fifo = dir.join("fifo.toml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    let mut inputs = vec![zero];
+    if made.is_ok_and(|s| s.success()) {
+        inputs.push(fifo);
+    }
+    let exp = experiment();
+    for input in &inputs {
+        let p = input.to_str().unwrap();
+        for args in [
+            vec!["validate", p],
+            vec!["calibrate", p],
+            vec!["sweep", p],
+            vec!["predict", p],
+            vec!["predict", exp.as_str(), "--load", p],
+        ] {
+            let o = perfcast(&args);
+            assert_eq!(o.code, 1, "{args:?}: {}", o.stderr);
+            assert!(
+                o.stderr.contains("not a regular file") && o.stderr.contains(p),
+                "{args:?}: {}",
+                o.stderr
+            );
+        }
+    }
+}

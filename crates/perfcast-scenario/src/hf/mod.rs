@@ -286,7 +286,8 @@ fn ffn_act(cfg: &Value, act_key: &str, gated: bool) -> Result<FfnAct, HfError> {
 
 /// Read a `config.json` file.
 pub fn model_from_hf_file(path: &std::path::Path) -> Result<ModelSpec, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = perfcast_config::input::read_text(path, perfcast_config::input::MAX_TEXT_BYTES)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     let v: Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
     model_from_hf_config(&v).map_err(|e| format!("{}: {e}", path.display()))

@@ -800,10 +800,12 @@ pub fn calibrate_file(
         Some(p) => {
             let p = crate::locate_cases(Some(p))?;
             let name = p.display().to_string();
-            let bytes = std::fs::read(&p).map_err(|e| Error::Io {
-                path: name.clone(),
-                source: std::sync::Arc::new(e),
-            })?;
+            let bytes =
+                perfcast_config::input::read_bytes(&p, perfcast_config::input::MAX_TEXT_BYTES)
+                    .map_err(|e| Error::Io {
+                        path: name.clone(),
+                        source: std::sync::Arc::new(e),
+                    })?;
             (name, bytes)
         }
         None => (

@@ -34,10 +34,11 @@ impl CasesFile {
     /// Read and check a cases file.
     pub fn load(path: &Path) -> Result<CasesFile, CasesError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| CasesError::Io {
-            file: file.clone(),
-            message: e.to_string(),
-        })?;
+        let text = perfcast_config::input::read_text(path, perfcast_config::input::MAX_TEXT_BYTES)
+            .map_err(|e| CasesError::Io {
+                file: file.clone(),
+                message: e.to_string(),
+            })?;
         CasesFile::parse(&text, &file)
     }
 
