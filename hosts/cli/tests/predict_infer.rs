@@ -927,6 +927,18 @@ fn published_figures_are_shown_beside_the_prediction() {
             "positive normal number",
         ],
     );
+    // A built-in component's value outside physics (it printed a 300-digit step time).
+    for v in ["1e-300", "1e300"] {
+        fails(
+            &[
+                "predict",
+                &exp,
+                "--set",
+                &format!("components.a100_sxm4_80gb_hbm.bandwidth_tbs={v}"),
+            ],
+            &["bandwidth_tbs", "between 1e-4 and 1e4 TB/s", v],
+        );
+    }
     fails(
         &["predict", &exp, "--set", "reference.tflops=1"],
         &["reference.tflops", "did you mean"],

@@ -40,7 +40,7 @@ pub use attention::AttentionParams;
 pub use power::PowerParams;
 
 use perfcast_core::op::{AttentionKind, ComputeOp, GemmScaling};
-use perfcast_core::params::{self, fraction, non_negative, positive};
+use perfcast_core::params::{self, fraction, non_negative, physical, positive, PEAK_TFLOPS};
 use perfcast_core::registry::Component;
 use perfcast_core::{
     ComputeUnit, DType, Engine, FlopRate, ParamSpec, ParamType, PluginError, Seconds,
@@ -208,11 +208,13 @@ impl Gpu {
         }
         let mut matrix = [None; 8];
         for (d, v) in &p.matrix_tflops {
-            matrix[d.code() as usize] = Some(positive(&format!("matrix_tflops.{d}"), *v)? * 1e12);
+            matrix[d.code() as usize] =
+                Some(physical(&format!("matrix_tflops.{d}"), *v, PEAK_TFLOPS)? * 1e12);
         }
         let mut vector = [None; 8];
         for (d, v) in &p.vector_tflops {
-            vector[d.code() as usize] = Some(positive(&format!("vector_tflops.{d}"), *v)? * 1e12);
+            vector[d.code() as usize] =
+                Some(physical(&format!("vector_tflops.{d}"), *v, PEAK_TFLOPS)? * 1e12);
         }
         if p.sm_count == 0 {
             return Err(PluginError::Params {
@@ -398,7 +400,7 @@ pub static PARAMS: &[ParamSpec] = &[
         "matrix_tflops",
         ParamType::Table,
         "TFLOP/s (TOPS for integers)",
-        "a dtype -> > 0 table, at least one entry",
+        "a dtype -> 1e-3 to 1e7 table, at least one entry",
         "dense matrix-engine (tensor core) peak per dtype, no sparsity",
         "the device's datasheet (configs/hardware cites each)",
     ),
@@ -406,7 +408,7 @@ pub static PARAMS: &[ParamSpec] = &[
         "vector_tflops",
         ParamType::Table,
         "TFLOP/s",
-        "a dtype -> > 0 table with an `fp32` entry",
+        "a dtype -> 1e-3 to 1e7 table with an `fp32` entry",
         "vector-engine (SIMT) peak per dtype; fp32 is the fallback for other dtypes",
         "the device's datasheet",
     ),

@@ -9,7 +9,9 @@
 //! - `sram`: on-chip memory (L2, shared memory): capacity in MB, bandwidth in TB/s.
 //! - `host-dram`: host memory reached over a link (PCIe, NVLink-C2C), for offload.
 
-use perfcast_core::params::{self, fraction, non_negative, positive};
+use perfcast_core::params::{
+    self, fraction, non_negative, physical, BANDWIDTH_TBS, CAPACITY_GB, CAPACITY_MB,
+};
 use perfcast_core::registry::Component;
 use perfcast_core::{
     Bandwidth, Bytes, MemoryTier, ParamSpec, ParamType, PluginError, Seconds, TierLevel,
@@ -135,8 +137,8 @@ fn dram(
     Ok(Component::MemoryTier(Arc::new(Tier {
         kind,
         level,
-        capacity: Bytes::from_gb(positive("capacity_gb", p.capacity_gb)?),
-        bandwidth: Bandwidth::from_tbs(positive("bandwidth_tbs", p.bandwidth_tbs)?),
+        capacity: Bytes::from_gb(physical("capacity_gb", p.capacity_gb, CAPACITY_GB)?),
+        bandwidth: Bandwidth::from_tbs(physical("bandwidth_tbs", p.bandwidth_tbs, BANDWIDTH_TBS)?),
         efficiency: fraction("efficiency", p.efficiency)?,
         latency: Seconds::from_nanos(non_negative("latency_ns", p.latency_ns)?),
         technology: p.technology,
@@ -157,8 +159,8 @@ fn build_sram(v: &serde_json::Value) -> Result<Component, PluginError> {
     Ok(Component::MemoryTier(Arc::new(Tier {
         kind: "sram",
         level: TierLevel::OnChip,
-        capacity: Bytes(positive("capacity_mb", p.capacity_mb)? * 1e6),
-        bandwidth: Bandwidth::from_tbs(positive("bandwidth_tbs", p.bandwidth_tbs)?),
+        capacity: Bytes(physical("capacity_mb", p.capacity_mb, CAPACITY_MB)? * 1e6),
+        bandwidth: Bandwidth::from_tbs(physical("bandwidth_tbs", p.bandwidth_tbs, BANDWIDTH_TBS)?),
         efficiency: fraction("efficiency", p.efficiency)?,
         latency: Seconds::from_nanos(non_negative("latency_ns", p.latency_ns)?),
         technology: "SRAM".into(),
@@ -176,7 +178,7 @@ pub static DRAM_PARAMS: &[ParamSpec] = &[
         "capacity_gb",
         ParamType::Float,
         "GB",
-        "> 0",
+        "1e-3 to 1e6",
         "capacity, decimal GB as vendors quote it",
         "the device's datasheet",
     ),
@@ -184,7 +186,7 @@ pub static DRAM_PARAMS: &[ParamSpec] = &[
         "bandwidth_tbs",
         ParamType::Float,
         "TB/s",
-        "> 0",
+        "1e-4 to 1e4",
         "peak bandwidth, decimal TB/s",
         "the device's datasheet",
     ),
@@ -223,7 +225,7 @@ pub static SRAM_PARAMS: &[ParamSpec] = &[
         "capacity_mb",
         ParamType::Float,
         "MB",
-        "> 0",
+        "1e-3 to 1e6",
         "capacity, decimal MB as quoted",
         "the device's datasheet or whitepaper",
     ),
@@ -231,7 +233,7 @@ pub static SRAM_PARAMS: &[ParamSpec] = &[
         "bandwidth_tbs",
         ParamType::Float,
         "TB/s",
-        "> 0",
+        "1e-4 to 1e4",
         "aggregate bandwidth",
         "the device's whitepaper or a microbenchmark",
     ),

@@ -16,7 +16,9 @@
 
 use perfcast_core::hardware::{collective_time, CollectiveAlgorithm};
 use perfcast_core::op::Collective;
-use perfcast_core::params::{self, fraction, non_negative, positive};
+use perfcast_core::params::{
+    self, fraction, non_negative, physical, BANDWIDTH_GBPS, BANDWIDTH_GBS,
+};
 use perfcast_core::registry::Component;
 use perfcast_core::{Bandwidth, Interconnect, ParamSpec, ParamType, PluginError, Seconds};
 use serde::Deserialize;
@@ -187,7 +189,7 @@ fn build_nvlink(v: &serde_json::Value) -> Result<Component, PluginError> {
             message: "must be >= 1".into(),
         });
     }
-    let bw = positive("bandwidth_gbs_bidir", p.bandwidth_gbs_bidir)? / 2.0;
+    let bw = physical("bandwidth_gbs_bidir", p.bandwidth_gbs_bidir, BANDWIDTH_GBS)? / 2.0;
     Ok(Component::Interconnect(Arc::new(Link {
         kind: "nvlink",
         domain: p.domain_size,
@@ -210,8 +212,11 @@ fn fabric(kind: &'static str, v: &serde_json::Value) -> Result<Component, Plugin
     Ok(Component::Interconnect(Arc::new(Link {
         kind,
         domain: p.domain_size.unwrap_or(u32::MAX).max(1),
-        bandwidth: Bandwidth::from_gbps(positive("bandwidth_gbps", p.bandwidth_gbps)?)
-            * (fraction("efficiency", p.efficiency)? / taper),
+        bandwidth: Bandwidth::from_gbps(physical(
+            "bandwidth_gbps",
+            p.bandwidth_gbps,
+            BANDWIDTH_GBPS,
+        )?) * (fraction("efficiency", p.efficiency)? / taper),
         latency: Seconds::from_micros(non_negative("latency_us", p.latency_us)?),
         base_latency: Seconds::from_micros(non_negative("base_latency_us", p.base_latency_us)?),
         algorithm: p.algorithm,
@@ -247,7 +252,7 @@ fn build_torus(v: &serde_json::Value) -> Result<Component, PluginError> {
         kind: "torus",
         domain,
         bandwidth: Bandwidth::from_gbs(
-            positive("link_bandwidth_gbs", p.link_bandwidth_gbs)? * links,
+            physical("link_bandwidth_gbs", p.link_bandwidth_gbs, BANDWIDTH_GBS)? * links,
         ) * fraction("efficiency", p.efficiency)?,
         latency: Seconds::from_micros(non_negative("latency_us", p.latency_us)?),
         base_latency: Seconds::from_micros(non_negative("base_latency_us", p.base_latency_us)?),
@@ -280,7 +285,7 @@ pub static NVLINK_PARAMS: &[ParamSpec] = &[
         "bandwidth_gbs_bidir",
         ParamType::Float,
         "GB/s",
-        "> 0",
+        "1e-2 to 1e6",
         "per-GPU bandwidth, both directions summed (as datasheets quote)",
         "the device's datasheet (A100 600, H100 900, B200 1800)",
     ),
@@ -320,7 +325,7 @@ pub static FABRIC_PARAMS: &[ParamSpec] = &[
         "bandwidth_gbps",
         ParamType::Float,
         "Gb/s",
-        "> 0",
+        "1e-1 to 1e7",
         "NIC line rate per GPU (HDR 200, NDR 400, XDR 800)",
         "the NIC's datasheet",
     ),
@@ -378,7 +383,7 @@ pub static TORUS_PARAMS: &[ParamSpec] = &[
         "link_bandwidth_gbs",
         ParamType::Float,
         "GB/s",
-        "> 0",
+        "1e-2 to 1e6",
         "bandwidth of one link, one direction",
         "the device's datasheet",
     ),

@@ -131,7 +131,7 @@ pub static TORUS: &[ParamSpec] = &[
         "link_bandwidth_gbs",
         ParamType::Float,
         "GB/s",
-        "> 0",
+        "1e-2 to 1e6",
         "bandwidth of one link, one direction",
         "the link's datasheet (e.g. TPU v4 ICI: 50 GB/s per direction per link)",
     ),

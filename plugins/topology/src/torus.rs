@@ -18,7 +18,7 @@ use crate::algo::{CollectiveParams, Model, Shape, NO_PATHS};
 use crate::cost::{Bill, Prices};
 use crate::links::Tech;
 use perfcast_core::op::CollectiveKind;
-use perfcast_core::params::{fraction, non_negative, positive};
+use perfcast_core::params::{fraction, non_negative, physical, BANDWIDTH_GBS};
 use perfcast_core::topology::{CollectiveCost, GroupPlacement, NetworkCost};
 use perfcast_core::{Bytes, Interconnect, PluginError, Seconds, Topology};
 use serde::Deserialize;
@@ -99,7 +99,7 @@ impl Torus {
         Ok(Torus {
             dims,
             k: p.dims.len(),
-            link: positive("link_bandwidth_gbs", p.link_bandwidth_gbs)?
+            link: physical("link_bandwidth_gbs", p.link_bandwidth_gbs, BANDWIDTH_GBS)?
                 * 1e9
                 * fraction("efficiency", p.efficiency)?,
             hop: non_negative("hop_latency_us", p.hop_latency_us)? * 1e-6,
