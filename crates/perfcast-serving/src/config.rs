@@ -431,8 +431,9 @@ pub enum Load {
 pub type InferenceDefaults<'a> = Option<&'a InferencePlan>;
 
 impl ServingConfig {
-    /// Check every value against its documented range, naming the key.
-    pub fn validate(&self) -> Result<(), ModelError> {
+    /// The counts (sizes, degrees, requests and clients) at least 1, the requests bounded and
+    /// the clients of a closed loop at most the requests.
+    fn validate_counts(&self) -> Result<(), ModelError> {
         for (key, v) in [
             (Key::serving("tp"), self.tp),
             (Key::serving("pp"), self.pp),
@@ -471,6 +472,12 @@ impl ServingConfig {
                 MAX_REQUESTS_RULE,
             ));
         }
+        Ok(())
+    }
+
+    /// Check every value against its documented range, naming the key.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        self.validate_counts()?;
         if let Some(c) = self.chunk_size {
             if c > self.max_num_tokens {
                 return Err(ModelError::invalid(
