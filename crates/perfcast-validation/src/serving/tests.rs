@@ -7,6 +7,15 @@ use crate::harness::model_spec;
 use crate::report::Status;
 use perfcast_serving::{Batching, KvAdmission};
 
+/// The harness `validate` runs: the built-in plugins with the project's kernel tables.
+fn harness() -> Harness {
+    Harness::new(
+        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
+            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
+    )
+    .unwrap()
+}
+
 /// The public cases (the repository's copy, built in).
 fn cases() -> CasesFile {
     CasesFile::parse(crate::BUILTIN_CASES, crate::BUILTIN_CASES_LABEL).unwrap()
@@ -179,11 +188,7 @@ fn fp4_weights_run_weight_only_without_fp4_units() {
 #[test]
 fn serving_groups_reach_their_targets() {
     let f = cases();
-    let h = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap();
+    let h = harness();
     let mut err: std::collections::BTreeMap<(&str, &str), Vec<f64>> = Default::default();
     for c in f
         .cases
@@ -247,11 +252,7 @@ fn serving_groups_reach_their_targets() {
 #[test]
 fn the_named_statistic_is_scored() {
     let f = cases();
-    let h = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap();
+    let h = harness();
     let base = f
         .cases
         .iter()
@@ -287,11 +288,7 @@ fn the_named_statistic_is_scored() {
 #[test]
 fn attention_tensor_parallelism_reaches_a_case() {
     let f = cases();
-    let h = Harness::new(
-        &perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new())
-            .with_kernels(perfcast_kernel_data::shared().expect("kernel tables")),
-    )
-    .unwrap();
+    let h = harness();
     let base = f
         .cases
         .iter()
