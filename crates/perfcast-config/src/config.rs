@@ -59,6 +59,26 @@ pub struct Sources {
     /// run on the merged configuration before any library loads, so that a mistake there is
     /// reported before any library code runs ([`Sources::checked_by`]).
     pub precheck: Option<Precheck>,
+    /// Which of the named libraries may run their code ([`LibraryPolicy`]).
+    pub policy: LibraryPolicy,
+}
+
+/// Which libraries a configuration may load: loading a library runs its code, so by default
+/// only the libraries named on the command line (`--load`) or in `[[plugins]]` of a file the
+/// command was given ([`Sources::files`]) load; `[[plugins]]` that comes from an included file
+/// is refused unless the user opts in, and a read-only command loads none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LibraryPolicy {
+    /// `--load` and the `[[plugins]]` of the files given; an included file's `[[plugins]]`
+    /// is an error naming the file and the opt-in.
+    #[default]
+    Named,
+    /// `[[plugins]]` of included files load too (`--allow-included-plugins`).
+    IncludedToo,
+    /// No `[[plugins]]` code runs: every entry is checked (file, ELF headers, pin) and listed
+    /// by [`Config::unloaded`], none loaded; `--load` libraries, asked for on the command
+    /// line, still load (`config explain` without `--load-plugins`).
+    CheckOnly,
 }
 
 /// A host's check of a configuration before its libraries load (its registry is empty then:
@@ -79,6 +99,7 @@ impl Sources {
             plugin_host: None,
             isolate_all: false,
             precheck: None,
+            policy: LibraryPolicy::Named,
         }
     }
     /// Files only, environment read, no overrides.
@@ -108,10 +129,14 @@ impl Sources {
         self.precheck = Some(check);
         self
     }
+    pub fn with_policy(mut self, policy: LibraryPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
 }
 
-/// Loading a library runs its code: only the files a user names (and the files they include)
-/// and `--load` choose libraries, never the environment or `--set` (refused naming where the
+/// Loading a library runs its code: only the files a user names (their includes by opt-in,
+/// [`LibraryPolicy`]) and `--load` choose libraries, never the environment or `--set` (refused naming where the
 /// key came from).
 fn libraries_from_files_only(layers: &[Layer]) -> Result<(), HostError> {
     for l in layers {
@@ -155,6 +180,8 @@ pub struct Config {
     /// from another file starts from: [`Config::plugins`]).
     plugins: Plugins,
     libraries: Vec<LibraryInfo>,
+    /// Libraries named and checked but not loaded ([`LibraryPolicy::CheckOnly`]).
+    unloaded: Vec<PathBuf>,
     ignored_env: Vec<String>,
     sections: Vec<&'static str>,
 }
@@ -208,6 +235,7 @@ impl Config {
             registry: Arc::new(Registry::default()),
             plugins: sources.plugins.clone(),
             libraries: Vec::new(),
+            unloaded: Vec::new(),
             ignored_env,
             sections: sources.sections.clone(),
         };
@@ -230,19 +258,22 @@ impl Config {
         sources: &Sources,
         registry: &mut Registry,
     ) -> Result<(), HostError> {
-        let mut wanted: Vec<(PluginSpec, Option<String>)> = Vec::new();
+        // (entry, where it is named, whether it loads once checked)
+        let mut wanted: Vec<(PluginSpec, Option<String>, bool)> = Vec::new();
         if let Some(specs) = self.extract_opt::<Vec<PluginSpec>>("plugins")? {
+            self.included_plugins_allowed(sources.policy)?;
+            let run = sources.policy != LibraryPolicy::CheckOnly;
             for (i, s) in specs.into_iter().enumerate() {
                 let origin = self.origin_of(&format!("plugins[{i}].path"));
-                wanted.push((s, origin));
+                wanted.push((s, origin, run));
             }
         }
         for p in &sources.libraries {
-            wanted.push((p.clone(), Some("--load".into())));
+            wanted.push((p.clone(), Some("--load".into()), true));
         }
         let mut seen = Vec::new();
         let mut checked = Vec::new();
-        for (spec, origin) in wanted {
+        for (spec, origin, run) in wanted {
             let id = spec
                 .path
                 .canonicalize()
@@ -278,7 +309,11 @@ impl Config {
             };
             perfcast_loader::check_library_file(&spec.path, spec.sha256.as_deref())
                 .map_err(|e| fail(e.to_string()))?;
-            checked.push((spec, origin, isolate));
+            if run {
+                checked.push((spec, origin, isolate));
+            } else {
+                self.unloaded.push(spec.path);
+            }
         }
         for (spec, origin, isolate) in checked {
             let info = plugins::load_library(
@@ -328,6 +363,7 @@ impl Config {
             registry: Arc::clone(&self.registry),
             plugins: self.plugins.clone(),
             libraries: self.libraries.clone(),
+            unloaded: self.unloaded.clone(),
             ignored_env: self.ignored_env.clone(),
             sections: self.sections.clone(),
         };
@@ -370,6 +406,44 @@ impl Config {
     /// The plugin libraries loaded for this configuration.
     pub fn libraries(&self) -> &[LibraryInfo] {
         &self.libraries
+    }
+
+    /// The libraries this configuration names that were checked and not loaded
+    /// ([`LibraryPolicy::CheckOnly`]).
+    pub fn unloaded(&self) -> &[PathBuf] {
+        &self.unloaded
+    }
+
+    /// `[[plugins]]` from an included file loads only under [`LibraryPolicy::IncludedToo`]
+    /// (an array is replaced whole by a higher layer, so one layer holds every entry).
+    fn included_plugins_allowed(&self, policy: LibraryPolicy) -> Result<(), HostError> {
+        if policy != LibraryPolicy::Named {
+            return Ok(());
+        }
+        let Some(v) = lookup(&self.value, "plugins") else {
+            return Ok(());
+        };
+        let label = self
+            .figment
+            .get_metadata(v.tag())
+            .map(|m| m.name.to_string());
+        let layer = self.layers.iter().find(|l| Some(l.label()) == label);
+        if let Some(LayerOrigin::File {
+            included_by: Some(by),
+            ..
+        }) = layer
+        {
+            return Err(HostError::Invalid {
+                key: "plugins".into(),
+                origin: self.origin_of("plugins"),
+                message: format!(
+                    "a library named in an included file does not load by default (loading a \
+                     library runs its code): name it in `[[plugins]]` of {by}, or with `--load \
+                     PATH`, or pass `--allow-included-plugins`"
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Whether `key` (dotted path) is set.

@@ -27,7 +27,7 @@ pub mod plugins;
 pub mod stacks;
 
 pub use compose::Device;
-pub use config::{Config, Explained, Sources, SECTIONS};
+pub use config::{Config, Explained, LibraryPolicy, Sources, SECTIONS};
 pub use error::HostError;
 pub use layers::STACK_SCHEME;
 pub use layers::{

@@ -1,7 +1,7 @@
 //! Tests of loading, layering, provenance and composition (data-driven where the cases are a
 //! table). Files go to a fresh temporary directory per test.
 
-use crate::{Config, HostError, Plugins, Sources};
+use crate::{Config, HostError, LibraryPolicy, Plugins, Sources};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -553,4 +553,49 @@ fn components_resolve_in_the_plugins_the_host_hands_in() {
         .registry()
         .unwrap()
         .contains(perfcast_core::Category::ComputeUnit, "gpu"));
+}
+
+/// `[[plugins]]` of an included file is refused before any check under the default policy
+/// (naming the file, its includer and the opt-in), checked under `IncludedToo`; under
+/// `CheckOnly` every entry is still checked and none is loaded.
+#[test]
+fn the_loading_policy_decides_which_entries_load() {
+    let d = tmpdir();
+    let lib = write(&d, "lib.toml", "[[plugins]]\npath = \"libnothere.so\"\n");
+    let top = write(
+        &d,
+        "top.toml",
+        "include = [\"preset:a100-sxm4-80gb\", \"lib.toml\"]\n",
+    );
+    let with = |files: &[PathBuf], policy: LibraryPolicy| {
+        Config::load(
+            &Sources::files(&builtins(), files.iter().cloned())
+                .without_env()
+                .with_policy(policy),
+        )
+    };
+    let e = with(std::slice::from_ref(&top), LibraryPolicy::Named)
+        .unwrap_err()
+        .to_string();
+    for w in [
+        "plugins",
+        "lib.toml",
+        "top.toml",
+        "--allow-included-plugins",
+    ] {
+        assert!(e.contains(w), "{w}: {e}");
+    }
+    assert!(!e.contains("libnothere"), "{e}");
+    for policy in [LibraryPolicy::IncludedToo, LibraryPolicy::CheckOnly] {
+        let e = with(std::slice::from_ref(&top), policy)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("libnothere.so"), "{policy:?}: {e}");
+    }
+    // The file given names it: loaded under the default policy (here: checked, and missing).
+    let e = with(&[lib], LibraryPolicy::Named).unwrap_err().to_string();
+    assert!(e.contains("libnothere.so"), "{e}");
+    // No entry: nothing unloaded.
+    let cfg = with(&[a100_with("")], LibraryPolicy::CheckOnly).unwrap();
+    assert!(cfg.unloaded().is_empty() && cfg.libraries().is_empty());
 }

@@ -73,6 +73,10 @@ pub struct Sweep {
     pub libraries: Vec<perfcast_config::PluginSpec>,
     pub plugin_host: Option<perfcast_config::isolate::IsolateOptions>,
     pub isolate_all: bool,
+    /// Which libraries may load: the `[[plugins]]` of the files the sweep names as its
+    /// configuration, and of their includes only by opt-in (the host's
+    /// `--allow-included-plugins`).
+    pub policy: perfcast_config::LibraryPolicy,
 }
 
 fn bad(path: &Path, message: impl Into<String>) -> SearchError {
@@ -201,6 +205,7 @@ impl Sweep {
             libraries: Vec::new(),
             plugin_host: None,
             isolate_all: false,
+            policy: perfcast_config::LibraryPolicy::Named,
         })
     }
 
@@ -238,6 +243,7 @@ impl Sweep {
         sources.sections.push(SECTION);
         sources.plugin_host.clone_from(&self.plugin_host);
         sources.isolate_all = self.isolate_all;
+        sources.policy = self.policy;
         Ok(Config::load(&sources)?)
     }
 

@@ -23,6 +23,11 @@ pub struct ExplainArgs {
     /// engine's `[plan]` / `[inference]` / `[options]` fields, each with its origin.
     #[arg(long)]
     pub all: bool,
+    /// Load the configuration's plugin libraries (running their code), so that `--all` lists
+    /// their components' declared defaults; without it every library is checked (file, ELF
+    /// headers, pin) and none runs.
+    #[arg(long)]
+    pub load_plugins: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -44,7 +49,21 @@ fn explain(a: ExplainArgs) -> anyhow::Result<()> {
     // of the model and plans before the libraries load is left to the commands that run them.
     let mut sources = crate::cmd_predict::sources(&a.config)?;
     sources.precheck = None;
+    if !a.load_plugins {
+        sources.policy = perfcast_config::LibraryPolicy::CheckOnly;
+    }
     let cfg = crate::common::load_config(&sources)?;
+    if let Some(first) = cfg.unloaded().first() {
+        let n = cfg.unloaded().len();
+        crate::common::eprint_line(&format!(
+            "note: {n} plugin {} not loaded ({}{}): `config explain` runs no library code \
+             (`--load-plugins` loads {})",
+            if n == 1 { "library" } else { "libraries" },
+            first.display(),
+            if n > 1 { ", ..." } else { "" },
+            if n == 1 { "it" } else { "them" },
+        ));
+    }
     let rows = if a.all {
         perfcast_scenario::explain::explain_all(&cfg)
     } else {

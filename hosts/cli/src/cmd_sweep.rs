@@ -46,6 +46,10 @@ pub struct Args {
     pub libraries: common::LoadArgs,
     #[command(flatten)]
     pub isolation: common::IsolationArgs,
+    /// Load the `[[plugins]]` libraries of files the sweep's configuration includes too (by
+    /// default only those of the files the sweep names, and `--load`).
+    #[arg(long)]
+    pub allow_included_plugins: bool,
     /// Instead of running the points, join the CSV files of chunks run elsewhere (`--points`,
     /// in order) into the sweep's output: each must have the sweep's header, and together
     /// one row per point.
@@ -72,6 +76,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     sweep.libraries = a.libraries.specs()?;
     sweep.plugin_host = Some(a.isolation.options()?);
     sweep.isolate_all = a.isolation.isolate;
+    sweep.policy = common::library_policy(a.allow_included_plugins);
     if a.count {
         return common::print(&format!("{}\n", sweep.points.len()));
     }

@@ -35,6 +35,10 @@ pub struct ConfigArgs {
     pub libraries: LoadArgs,
     #[command(flatten)]
     pub isolation: IsolationArgs,
+    /// Load the `[[plugins]]` libraries of included files too (by default only the
+    /// libraries of the files given here and `--load` run: loading a library runs its code).
+    #[arg(long)]
+    pub allow_included_plugins: bool,
 }
 
 /// Plugin libraries named on the command line.
@@ -144,12 +148,22 @@ pub fn plugins() -> Plugins {
     }
 }
 
+/// The loading policy `--allow-included-plugins` asks for.
+pub fn library_policy(allow_included: bool) -> perfcast_config::LibraryPolicy {
+    if allow_included {
+        perfcast_config::LibraryPolicy::IncludedToo
+    } else {
+        perfcast_config::LibraryPolicy::Named
+    }
+}
+
 impl ConfigArgs {
     pub fn sources(&self) -> anyhow::Result<Sources> {
         let mut s = Sources::files(&plugins(), self.configs.iter().cloned())
             .with_sets(self.sets.iter().cloned())
             .with_libraries(self.libraries.specs()?)
-            .checked_by(perfcast_scenario::check_before_libraries);
+            .checked_by(perfcast_scenario::check_before_libraries)
+            .with_policy(library_policy(self.allow_included_plugins));
         s.plugin_host = Some(self.isolation.options()?);
         s.isolate_all = self.isolation.isolate;
         Ok(s)

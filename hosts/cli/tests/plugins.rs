@@ -1061,3 +1061,70 @@ fn a_sweep_loads_its_libraries_at_every_point() {
     assert!(time(&in_process[2]) < time(&in_process[1]));
     assert_eq!(rows(&["--isolate"]), in_process);
 }
+
+/// The loading policy (README, "Which libraries load"): a library named in an included file
+/// runs only with `--allow-included-plugins` (run and sweep alike); `config explain` checks
+/// the libraries and runs none unless `--load-plugins`; `plugins --describe` loads only what
+/// `--load` names. The library's constructor leaves a file behind, so each route shows
+/// whether its code ran.
+#[test]
+fn library_code_runs_only_where_the_policy_says() {
+    let dir = common::tmpdir("perfcast-cli-policy");
+    let marker = dir.join("ran");
+    let lib = plugin_with(
+        &dir,
+        "marks",
+        "",
+        &format!(
+            "__attribute__((constructor)) static void ran(void) {{ FILE *f = fopen({:?}, \"w\"); \
+             if (f) fclose(f); }}",
+            marker.display().to_string()
+        ),
+    );
+    let entry = format!("[[plugins]]\npath = {:?}\n", lib.display().to_string());
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let base = write("base.toml", CRASH_CONFIG);
+    write("lib.toml", &entry);
+    let lib = lib.display().to_string();
+    let included = write("top.toml", "include = [\"base.toml\", \"lib.toml\"]\n");
+    let named = write("named.toml", &format!("include = [\"base.toml\"]\n{entry}"));
+    let sweep = write(
+        "s.toml",
+        "configs = [\"top.toml\"]\nmode = \"evaluate\"\n\
+         [grid]\n\"components.mem.bandwidth_tbs\" = [2.0, 3.0]\n",
+    );
+    // (route, arguments, exit code, whether the library's code ran)
+    let routes: &[(&[&str], i32, bool)] = &[
+        (&["roofline", &included], 1, false),
+        (&["sweep", &sweep], 1, false),
+        (&["config", "explain", &included], 0, false),
+        (&["config", "explain", &named, "--all"], 0, false),
+        (&["plugins", "--describe", "crash/dev"], 1, false),
+        (&["config", "explain", &named, "--load-plugins"], 0, true),
+        (&["config", "explain", &base, "--load", &lib], 0, true),
+        (&["roofline", &named], 0, true),
+        (
+            &["roofline", &included, "--allow-included-plugins"],
+            0,
+            true,
+        ),
+    ];
+    for (args, code, ran) in routes {
+        let _ = std::fs::remove_file(&marker);
+        let o = perfcast(args);
+        assert_eq!(o.code, *code, "{args:?}: {}", o.stderr);
+        assert_eq!(marker.exists(), *ran, "{args:?}: {}", o.stderr);
+        if *code == 1 && args[0] != "plugins" {
+            for w in ["lib.toml", "top.toml", "--allow-included-plugins"] {
+                assert!(o.stderr.contains(w), "{args:?} {w}: {}", o.stderr);
+            }
+        }
+        if args[0] == "config" && !ran {
+            assert!(o.stderr.contains("not loaded"), "{args:?}: {}", o.stderr);
+        }
+    }
+}
