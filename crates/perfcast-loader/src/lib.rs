@@ -24,6 +24,7 @@
 
 mod c_plugin;
 mod call;
+mod crash;
 mod execution;
 mod hardware;
 pub mod isolate;
@@ -411,6 +412,8 @@ pub fn load_library(
         Some(k) => (k.lib, k.name.clone()),
         None => {
             let file = opened.dlopen_path();
+            // Its initialisers may crash already: the note names it from here on.
+            crash::loading(&display);
             // SAFETY: loading a library runs its initialisers; the host only loads paths
             // the user named (config or --load), optionally pinned by sha256.
             let lib =

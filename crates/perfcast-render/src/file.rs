@@ -2,15 +2,45 @@
 //!
 //! A file is written to a temporary `.NAME.partial-PID` beside it and renamed over `NAME`
 //! only once complete, so a run that fails (a sweep point that does not validate, a full
-//! disk) or is interrupted leaves the previous `NAME` as it was; an interrupt (SIGINT,
-//! SIGKILL: no destructor runs) leaves the hidden `.partial` file as the mark of the
-//! incomplete run. Commands that fill an `--out` directory hold [`DirLock`] for their whole
-//! run, so a second perfcast writing there fails at once with a message instead of
-//! interleaving its rows.
+//! disk) or is interrupted leaves the previous `NAME` as it was. Commands that fill an `--out`
+//! directory hold [`DirLock`] for their whole run, so a second perfcast writing there fails at
+//! once with a message instead of interleaving its rows; the lock file goes with the lock.
+//!
+//! The temporaries and lock files alive are listed ([`remove_live_files`]): a host that
+//! catches SIGINT, SIGTERM or SIGHUP (the CLI's signal thread) removes them before it ends,
+//! since no destructor runs then. Only SIGKILL, or a crash, leaves one behind.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The temporaries of uncommitted [`OutFile`]s and the lock files of held [`DirLock`]s.
+static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn live() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn track(path: &Path) {
+    live().push(path.to_path_buf());
+}
+
+fn untrack(path: &Path) {
+    let mut l = live();
+    if let Some(i) = l.iter().position(|p| p == path) {
+        l.swap_remove(i);
+    }
+}
+
+/// Remove every temporary and lock file this process has not finished with (what a host
+/// does before a signal ends it); returns how many it removed.
+pub fn remove_live_files() -> usize {
+    let mut l = live();
+    l.drain(..)
+        .filter(|p| std::fs::remove_file(p).is_ok())
+        .count()
+}
 
 /// The lock file an [`DirLock`] holds, inside the output directory.
 pub const LOCK_FILE: &str = ".perfcast-lock";
@@ -43,6 +73,7 @@ impl OutFile {
             std::process::id()
         ));
         let f = File::create(&tmp).map_err(|e| with_path(e, &tmp))?;
+        track(&tmp);
         Ok(OutFile {
             dest: dest.to_path_buf(),
             tmp,
@@ -65,6 +96,7 @@ impl OutFile {
         if done.is_err() {
             let _ = std::fs::remove_file(&self.tmp);
         }
+        untrack(&self.tmp);
         done
     }
 }
@@ -90,6 +122,7 @@ impl Drop for OutFile {
         if self.w.take().is_some() {
             // Not committed: the run failed, the destination keeps what it had.
             let _ = std::fs::remove_file(&self.tmp);
+            untrack(&self.tmp);
         }
     }
 }
@@ -103,9 +136,30 @@ pub fn write(dest: &Path, bytes: impl AsRef<[u8]>) -> io::Result<()> {
 }
 
 /// An output directory held by this process (created if needed); released when dropped or
-/// when the process ends, however it ends (an advisory `flock` on [`LOCK_FILE`]).
+/// when the process ends, however it ends (an advisory `flock` on [`LOCK_FILE`]). Dropped,
+/// it removes the lock file while still holding it; a process that locked the removed file
+/// meanwhile sees that the path no longer names it and takes the path's new file instead,
+/// so two writers never both hold the directory.
 pub struct DirLock {
-    _file: File,
+    file: File,
+    path: PathBuf,
+}
+
+/// Whether `path` still names the open `file` (Unix: the same device and inode).
+fn names_file(path: &Path, file: &File) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(path), file.metadata()) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (path, file);
+        true
+    }
 }
 
 impl DirLock {
@@ -114,24 +168,54 @@ impl DirLock {
     pub fn take(dir: &Path) -> io::Result<DirLock> {
         std::fs::create_dir_all(dir).map_err(|e| with_path(e, dir))?;
         let path = dir.join(LOCK_FILE);
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| with_path(e, &path))?;
-        match file.try_lock() {
-            Ok(()) => Ok(DirLock { _file: file }),
-            Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
+        // A lock file removed by its holder between our open and our lock: open again (a
+        // handful of rounds is plenty; each needs another writer to finish meanwhile).
+        for _ in 0..64 {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .map_err(|e| with_path(e, &path))?;
+            match file.try_lock() {
+                Ok(()) if names_file(&path, &file) => {
+                    track(&path);
+                    return Ok(DirLock { file, path });
+                }
+                Ok(()) => continue,
+                Err(e) => return Err(Self::refused(dir, &path, e)),
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            format!(
+                "cannot hold {}: its lock file keeps being replaced",
+                dir.display()
+            ),
+        ))
+    }
+
+    fn refused(dir: &Path, path: &Path, e: std::fs::TryLockError) -> io::Error {
+        match e {
+            std::fs::TryLockError::WouldBlock => io::Error::new(
                 io::ErrorKind::WouldBlock,
                 format!(
                     "another perfcast is writing into {} (it holds {}); wait for it to finish or choose another --out",
                     dir.display(),
                     path.display()
                 ),
-            )),
-            Err(std::fs::TryLockError::Error(e)) => Err(with_path(e, &path)),
+            ),
+            std::fs::TryLockError::Error(e) => with_path(e, path),
         }
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        // Removed while held; the lock goes when `file` closes right after.
+        let _ = std::fs::remove_file(&self.path);
+        untrack(&self.path);
+        let _ = self.file.unlock();
     }
 }
 
@@ -188,7 +272,34 @@ mod tests {
         assert!(e.contains("another perfcast is writing into"), "{e}");
         assert!(e.contains(&d.display().to_string()), "{e}");
         drop(first);
-        DirLock::take(&d).unwrap();
+        // The lock file goes with the lock; the list of live files is empty again.
+        assert!(names(&d).is_empty(), "{:?}", names(&d));
+        let again = DirLock::take(&d).unwrap();
+        assert_eq!(names(&d), [LOCK_FILE]);
+        // A holder removed its lock file while this one had it open: the path's new file is
+        // taken instead, so it is never held twice.
+        let stale = std::fs::File::open(d.join(LOCK_FILE)).unwrap();
+        drop(again);
+        assert!(names(&d).is_empty());
+        let third = DirLock::take(&d).unwrap();
+        assert!(stale.try_lock().is_ok(), "the removed file is free");
+        assert!(DirLock::take(&d).is_err(), "the path's file is held");
+        drop(third);
+    }
+
+    #[test]
+    fn live_files_are_listed_until_committed_or_dropped() {
+        let d = dir("perfcast-report-file-live");
+        let f = OutFile::create(&d.join("a.csv")).unwrap();
+        let lock = DirLock::take(&d).unwrap();
+        let listed = |p: &Path| live().iter().any(|q| q == p);
+        assert!(listed(&f.tmp) && listed(&lock.path));
+        let tmp = f.tmp.clone();
+        f.commit().unwrap();
+        assert!(!listed(&tmp));
+        let path = lock.path.clone();
+        drop(lock);
+        assert!(!listed(&path));
     }
 
     #[test]

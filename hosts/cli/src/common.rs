@@ -543,6 +543,32 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
+/// When SIGINT, SIGTERM or SIGHUP ends perfcast (Ctrl-C, `kill`, a closed terminal), remove
+/// its temporary and lock files first, then end as the signal does by default (exit status
+/// 128 + N to the shell): a thread waits for the signal, so nothing runs in signal context.
+pub fn remove_files_on_signals() {
+    #[cfg(unix)]
+    {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+            else {
+                return;
+            };
+            let _ = std::thread::Builder::new()
+                .name("perfcast-signals".into())
+                .spawn(move || {
+                    if let Some(sig) = signals.forever().next() {
+                        perfcast_render::file::remove_live_files();
+                        let _ = signal_hook::low_level::emulate_default_handler(sig);
+                        std::process::exit(128 + sig);
+                    }
+                });
+        });
+    }
+}
+
 pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         let msg = panic_text(info.payload());

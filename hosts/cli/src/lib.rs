@@ -115,6 +115,10 @@ where
         Ok(cli) => cli,
         Err(e) => return common::usage_error(e),
     };
+    // A plugin host is ended by its parent, with nothing of its own to clean up.
+    if !matches!(cli.command, Command::PluginHost(_)) {
+        common::remove_files_on_signals();
+    }
     common::finish(std::panic::catch_unwind(|| run(cli)))
 }
 

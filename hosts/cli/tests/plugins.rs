@@ -821,13 +821,40 @@ fn an_isolated_plugin_that_crashes_hangs_exits_or_babbles_is_a_one_line_error() 
             1
         );
     }
-    // Without isolation the segfault takes perfcast down (what --isolate is for).
-    let lib = crashing_plugin(&dir, "segv2", "*(volatile int *)0 = 1;");
-    let o = common::output(&mut common::command(
-        &repo(),
-        &["roofline", &cfg, "--load", lib.to_str().unwrap()],
-    ));
-    assert!(o.code != 0 && o.code != 1, "{}", o.code);
+    // Without isolation a crash takes perfcast down (what --isolate is for), in a call or in
+    // the library's constructor, and the signal's exit status stays; one line says why.
+    let in_process: &[(&str, PathBuf)] = &[
+        (
+            "SIGSEGV",
+            crashing_plugin(&dir, "segv2", "*(volatile int *)0 = 1;"),
+        ),
+        (
+            "SIGABRT",
+            plugin_with(
+                &dir,
+                "aborts_at_load",
+                "",
+                "__attribute__((constructor)) static void boom(void) { abort(); }",
+            ),
+        ),
+    ];
+    for (signal, lib) in in_process {
+        let lib = lib.to_str().unwrap();
+        let o = common::output(&mut common::command(
+            &repo(),
+            &["roofline", &cfg, "--load", lib],
+        ));
+        assert!(o.code != 0 && o.code != 1, "{signal}: {}", o.code);
+        let errors: Vec<&str> = o
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("error:"))
+            .collect();
+        assert_eq!(errors.len(), 1, "{signal}: {}", o.stderr);
+        for w in [*signal, lib, "--isolate"] {
+            assert!(errors[0].contains(w), "{w}: {}", o.stderr);
+        }
+    }
 }
 
 /// The `perfcast plugin-host` processes serving `lib` (Linux: from /proc).

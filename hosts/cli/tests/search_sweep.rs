@@ -313,7 +313,7 @@ fn sweep_rows_and_out_dir() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     left.sort();
-    assert_eq!(left, [perfcast_render::file::LOCK_FILE, "s.csv"]);
+    assert_eq!(left, ["s.csv"]);
     // A searched point.
     let f = write_sweep(
         &d,
@@ -322,6 +322,61 @@ fn sweep_rows_and_out_dir() {
     let o = run(&["sweep", &f]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stdout.lines().nth(1).unwrap().contains(",512,"));
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// A sweep ended by SIGINT or SIGTERM while it writes removes its temporary CSV and its lock
+/// file, leaves the previous CSV as it was, and ends as the signal does.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_sweep_leaves_no_temporary_or_lock_file() {
+    use std::os::unix::process::ExitStatusExt;
+    let d = tmpdir();
+    let values: Vec<String> = (0..4000)
+        .map(|i| format!("{}", 1.0 + i as f64 / 1000.0))
+        .collect();
+    let f = write_sweep(
+        &d,
+        &format!(
+            "mode = \"evaluate\"\n[grid]\n\"components.a100_sxm4_80gb_hbm.bandwidth_tbs\" = [{}]\n",
+            values.join(", ")
+        ),
+    );
+    let out = d.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("s.csv"), "earlier\n").unwrap();
+    for (name, sig) in [("INT", libc::SIGINT), ("TERM", libc::SIGTERM)] {
+        let mut child = common::spawn(
+            common::command(&repo(), &["sweep", &f, "--out", out.to_str().unwrap()])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null()),
+        );
+        let start = std::time::Instant::now();
+        while !names_in(&out).iter().any(|n| n.contains(".partial-")) {
+            assert!(
+                start.elapsed().as_secs() < 60,
+                "{name}: the sweep wrote nothing"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child.signal(name);
+        let status = child.wait(std::time::Duration::from_secs(30));
+        assert_eq!(status.signal(), Some(sig), "{name}: {status:?}");
+        assert_eq!(names_in(&out), ["s.csv"], "{name}");
+        assert_eq!(
+            std::fs::read_to_string(out.join("s.csv")).unwrap(),
+            "earlier\n"
+        );
+    }
 }
 
 #[test]

@@ -59,6 +59,7 @@ fn die_with_host() {
 /// hello's answer first).
 pub fn serve(path: &Path, sha256: Option<&str>) -> Result<(), String> {
     die_with_host();
+    crate::crash::quiet();
     // The request reader (and so the watchdog on stdin) starts before the library loads: a
     // library whose constructor never returns must not keep this process alive either.
     let requests = requests();
