@@ -8,13 +8,13 @@
 // A test, bench or example target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::common;
+use crate::common::{repo, Out};
 use perfcast_validation::calibrate::synthetic::remeasured;
 use perfcast_validation::harness::Harness;
 use perfcast_validation::overlay::Overlay;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-mod common;
-use common::{repo, Out};
 
 const POWER: &str = "components.h100_sxm5_80gb.power_limit_w";
 

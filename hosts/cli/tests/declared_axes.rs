@@ -10,8 +10,8 @@
 use serde_json::Value;
 use std::sync::OnceLock;
 
-mod common;
-use common::{repo, Out};
+use crate::common;
+use crate::common::{repo, Out};
 
 const CONFIG: &str = "configs/experiments/llama3-8b-h100.toml";
 const HSDP: &str =

@@ -16,8 +16,8 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-mod common;
-use common::{repo, Out};
+use crate::common;
+use crate::common::{repo, Out};
 
 const EXPERIMENT: &str = "configs/experiments/gpt3-175b-a100.toml";
 

@@ -11,7 +11,7 @@
 //! After an intended change, update the files and commit them with it:
 //!
 //! ```sh
-//! UPDATE_GOLDEN=1 cargo test -p perfcast-cli --test golden
+//! UPDATE_GOLDEN=1 cargo test -p perfcast-cli --test e2e golden::
 //! ```
 //!
 //! (Not a `PERFCAST_*` variable: the configuration loader reads those as config keys, and the
@@ -26,10 +26,10 @@
 use perfcast_testkit::golden;
 use std::path::PathBuf;
 
-mod common;
-use common::repo;
+use crate::common;
+use crate::common::repo;
 
-const UPDATE: &str = "UPDATE_GOLDEN=1 cargo test -p perfcast-cli --test golden";
+const UPDATE: &str = "UPDATE_GOLDEN=1 cargo test -p perfcast-cli --test e2e golden::";
 
 /// Every config of `configs/experiments/` and the commands whose golden outputs are kept for
 /// it (the others refuse it: no `[plan]`, no `[inference]`, no model). A new config must be
@@ -219,7 +219,7 @@ fn golden_validate() {
 }
 
 /// `perfcast validate` on the whole public file (1,834 cases): the release tier, run by
-/// `.ci/run` (`cargo test --release -p perfcast-cli --test golden`; with `UPDATE_GOLDEN=1` it
+/// `.ci/run` (`cargo test --release -p perfcast-cli --test e2e golden::`; with `UPDATE_GOLDEN=1` it
 /// rewrites these files too).
 #[test]
 #[cfg_attr(

@@ -4,8 +4,8 @@
 // A test, bench or example target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-use common::Out;
+use crate::common;
+use crate::common::Out;
 use std::path::Path;
 
 fn perfcast(dir: &Path, args: &[&str]) -> Out {

@@ -9,7 +9,7 @@
 // A test: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use resvg::usvg;
 use std::path::Path;

@@ -13,8 +13,8 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-mod common;
-use common::{repo, Out};
+use crate::common;
+use crate::common::{repo, Out};
 
 struct Libs {
     dir: PathBuf,

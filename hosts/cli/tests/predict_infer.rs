@@ -6,10 +6,10 @@
 // A test, bench or example target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::common;
+use crate::common::{repo, Out};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-mod common;
-use common::{repo, Out};
 
 fn experiment(name: &str) -> String {
     repo()

@@ -14,8 +14,8 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-mod common;
-use common::{repo, Out};
+use crate::common;
+use crate::common::{repo, Out};
 
 /// The shipped experiments with a training plan (`tests/golden` keeps their outputs).
 const EXPERIMENTS: [&str; 5] = [

@@ -7,8 +7,8 @@
 // A test, bench or example target: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-use common::{repo, Out};
+use crate::common;
+use crate::common::{repo, Out};
 
 fn perfcast(args: &[&str]) -> Out {
     let out = common::output(&mut common::command(&repo(), args));
