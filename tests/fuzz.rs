@@ -1,9 +1,12 @@
 //! The fuzz harness (`fuzz/harness.rs`), bounded so that `cargo test` stays quick: a few
 //! thousand config inputs and a few hundred plugin-answer sequences, each of which must end
-//! in an error or a report of finite numbers, never a panic. The long run is
+//! in an error or a report of finite numbers, never a panic; and a few dozen mutated inputs
+//! through the commands (`fuzz/commands.rs`). The long run is
 //! `cargo run --release -p perfcast-tests --example fuzz -- CONFIGS PLUGINS [SEED]`
 //! (README.md, "Fuzzing").
 
+#[path = "fuzz/commands.rs"]
+mod commands;
 #[path = "fuzz/harness.rs"]
 mod harness;
 
@@ -43,4 +46,22 @@ fn random_plugin_answers_end_in_an_error_or_a_finite_report() {
     let reports = f.reports.load(std::sync::atomic::Ordering::Relaxed);
     let errors = f.errors.load(std::sync::atomic::Ordering::Relaxed);
     assert!(reports > 30 && errors > 30, "{}", f.summary());
+}
+
+#[test]
+fn mutated_inputs_through_the_commands_end_in_an_error_or_a_finite_report() {
+    let dir = tmpdir("perfcast-fuzz-commands");
+    let f = commands::campaign(&workspace_root(), &dir, 60, 7, 2);
+    let failures = f.failures.lock().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{}\n{}",
+        f.summary(),
+        failures.join("\n---\n")
+    );
+    assert!(
+        f.reports.load(std::sync::atomic::Ordering::Relaxed) > 3,
+        "{}",
+        f.summary()
+    );
 }

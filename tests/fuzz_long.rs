@@ -1,8 +1,10 @@
 //! The long fuzz run: `cargo run --release -p perfcast-tests --example fuzz -- CONFIGS
-//! PLUGINS [SEED]` (default 1,000,000 config inputs and 100,000 plugin-answer sequences,
-//! seed 1), on every core. Prints what it ran and found; exits 1 on any panic or non-finite
+//! PLUGINS [SEED] [COMMANDS]` (default 1,000,000 config inputs, 100,000 plugin-answer
+//! sequences and 100,000 mutated inputs through the commands, seed 1), on every core. Prints what it ran and found; exits 1 on any panic or non-finite
 //! number, with the first inputs that caused one.
 
+#[path = "fuzz/commands.rs"]
+mod commands;
 #[path = "fuzz/harness.rs"]
 mod harness;
 
@@ -16,6 +18,7 @@ fn main() {
     let configs = args.first().copied().unwrap_or(1_000_000);
     let plugins = args.get(1).copied().unwrap_or(100_000);
     let seed = args.get(2).copied().unwrap_or(1);
+    let commands = args.get(3).copied().unwrap_or(100_000);
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
     let root = perfcast_testkit::workspace_root();
     let dir = perfcast_testkit::tmpdir("perfcast-fuzz-long");
@@ -34,8 +37,15 @@ fn main() {
         p.summary(),
         t.elapsed().as_secs_f64()
     );
+    let t = Instant::now();
+    let m = commands::campaign(&root, &dir, commands, seed, threads);
+    println!(
+        "commands: {} in {:.1} s",
+        m.summary(),
+        t.elapsed().as_secs_f64()
+    );
     let mut failed = false;
-    for f in [&c, &p] {
+    for f in [&c, &p, &m] {
         for what in f.failures.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             failed = true;
             println!("---\n{what}");

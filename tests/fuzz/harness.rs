@@ -61,7 +61,7 @@ pub struct Findings {
 }
 
 impl Findings {
-    fn fail(&self, what: String) {
+    pub fn fail(&self, what: String) {
         self.failure_count.fetch_add(1, Ordering::Relaxed);
         let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         if f.len() < 5 {
@@ -82,7 +82,7 @@ impl Findings {
 
 /// A rendered report with a non-finite number in it, if any (the word, not a source's
 /// letters: "Narayanan" is fine).
-fn non_finite(text: &str) -> bool {
+pub fn non_finite(text: &str) -> bool {
     text.split(|c: char| !c.is_alphanumeric() && c != '-')
         .any(|w| {
             let w = w.trim_start_matches('-').to_ascii_lowercase();
@@ -292,7 +292,7 @@ fn yaml_of(v: &serde_json::Value, indent: usize) -> String {
 
 /// One random edit of a text: a number replaced by a nasty value, a character inserted or
 /// removed, a line duplicated or dropped.
-fn edit(rng: &mut Rng, t: &str) -> String {
+pub fn edit(rng: &mut Rng, t: &str) -> String {
     let chars: Vec<char> = t.chars().collect();
     if chars.is_empty() {
         return (*rng.pick(NASTY)).to_string();

@@ -221,6 +221,26 @@ fn bad_files_name_case_and_key() {
                 "inference.concurrency = 8 is above inference.num_requests = 4",
             ],
         ),
+        // More requests than the simulator runs, said or implied by the clients (once an
+        // allocation of 64 GB and an abort: the command campaign of fuzz/commands.rs).
+        (
+            "mode = \"offline-max-throughput\"",
+            "mode = \"server\"\nconcurrency = 2147483648",
+            &[
+                "case `i1`",
+                "inference.concurrency = 2147483648",
+                "num_requests",
+            ],
+        ),
+        (
+            "mode = \"offline-max-throughput\"",
+            "mode = \"server\"\nnum_requests = 10000001",
+            &[
+                "case `i1`",
+                "inference.num_requests = 10000001",
+                "at most 10000000",
+            ],
+        ),
         // Missing required fields.
         (
             "vocab = 1000\nseq_len = 128\n",

@@ -28,7 +28,7 @@
 use crate::cases::{Case, Metric, Mode, Statistic};
 use crate::harness::{inference_of, inference_plan, u32_of, Harness};
 use crate::report::{CaseResult, MetricResult};
-use crate::Result;
+use crate::{Error, Result};
 use perfcast_core::workload::ModelSpec;
 use perfcast_engine::inference::Inference;
 use perfcast_serving::{
@@ -59,19 +59,27 @@ pub fn workload(case: &Case) -> Result<WorkloadSpec> {
         },
         _ => Load::Burst,
     };
+    let requests = match i.num_requests {
+        Some(n) => u32_of("inference.num_requests", n)?,
+        // Unsaid: 500, and two requests per client of a closed loop above 250 clients
+        // (each client's second request arrives as its first completes, past the first
+        // wave that starts all at once).
+        None => match load {
+            Load::Concurrency(c) => DEFAULT_REQUESTS.max(c.saturating_mul(2)),
+            _ => DEFAULT_REQUESTS,
+        },
+    };
+    // (the cases file's check says so first, naming the key)
+    if requests > perfcast_serving::MAX_REQUESTS {
+        return Err(Error::invalid(format!(
+            "{requests} requests: {}",
+            perfcast_serving::MAX_REQUESTS_RULE
+        )));
+    }
     Ok(WorkloadSpec {
         input_len: Length::Fixed(u32_of("inference.input_len", i.input_len)?),
         output_len: Length::Fixed(u32_of("inference.output_len", i.output_len)?),
-        requests: match i.num_requests {
-            Some(n) => u32_of("inference.num_requests", n)?,
-            // Unsaid: 500, and two requests per client of a closed loop above 250 clients
-            // (each client's second request arrives as its first completes, past the first
-            // wave that starts all at once).
-            None => match load {
-                Load::Concurrency(c) => DEFAULT_REQUESTS.max(c.saturating_mul(2)),
-                _ => DEFAULT_REQUESTS,
-            },
-        },
+        requests,
         load,
         seed: 0,
     })
