@@ -180,7 +180,7 @@ fn public_validation_set_meets_targets_or_bounds() {
 /// Server-mode cases of each group the debug build scores (the first in file order): the
 /// ~1,350 closed-loop and rate-driven serving simulations take minutes unoptimised, so the
 /// debug tier sees every serving group on this fixed sample, and the release tier
-/// (`cargo test --release --test accuracy`, run by `.ci/run`) the whole file.
+/// (`cargo test --release -p perfcast-tests --test e2e accuracy::`, run by `.ci/run`) the whole file.
 const SERVER_SAMPLE_PER_GROUP: usize = 3;
 
 /// The public cases file: whole in a release build; in a debug build every case but the

@@ -51,7 +51,7 @@ fn random_plugin_answers_end_in_an_error_or_a_finite_report() {
 #[test]
 fn mutated_inputs_through_the_commands_end_in_an_error_or_a_finite_report() {
     let dir = tmpdir("perfcast-fuzz-commands");
-    let f = commands::campaign(&workspace_root(), &dir, 60, 7, 2);
+    let f = commands::campaign(&workspace_root(), &dir, 60, 7, 2, None);
     let failures = f.failures.lock().unwrap();
     assert!(
         failures.is_empty(),

@@ -38,7 +38,7 @@ fn main() {
         t.elapsed().as_secs_f64()
     );
     let t = Instant::now();
-    let m = commands::campaign(&root, &dir, commands, seed, threads);
+    let m = commands::campaign(&root, &dir, commands, seed, threads, Some(commands::SLOW));
     println!(
         "commands: {} in {:.1} s",
         m.summary(),

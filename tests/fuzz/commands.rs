@@ -6,11 +6,11 @@
 //! (`harness::edit`: nasty numbers, stray characters, lines dropped or doubled).
 //!
 //! A finding is a panic (`FailureKind::Internal`), a non-finite number or a number of 25 or
-//! more digits in what a command printed (it succeeded or printed before failing), or a
-//! command that ran longer than [`SLOW`]. A watchdog ends the run, printing the input, when a
+//! more digits in what a command printed (it succeeded or printed before failing), or (in
+//! the optimised long run) a command that ran longer than [`SLOW`]. A watchdog ends the run, printing the input, when a
 //! command has run for [`HUNG`] (it cannot be interrupted in process).
 
-use crate::harness::{edit, non_finite, Findings, Rng};
+use super::harness::{edit, non_finite, Findings, Rng};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -97,8 +97,16 @@ fn absurd(text: &str) -> bool {
         .any(|w| w.len() >= 25)
 }
 
-/// Run `n` mutated inputs from `seed` on `threads` threads, files in `dir`.
-pub fn campaign(root: &Path, dir: &Path, n: u64, seed: u64, threads: u64) -> Findings {
+/// Run `n` mutated inputs from `seed` on `threads` threads, files in `dir`; a command slower
+/// than `slow` is a finding (`None` in an unoptimised build, where times mean little).
+pub fn campaign(
+    root: &Path,
+    dir: &Path,
+    n: u64,
+    seed: u64,
+    threads: u64,
+    slow: Option<Duration>,
+) -> Findings {
     let seeds = seeds(root);
     let findings = Findings::default();
     let slowest = AtomicU64::new(0);

@@ -391,21 +391,7 @@ fn inference(c: &Case, e: &mut Vec<String>) {
                 e.push(format!("inference.{k} = 0: expected a positive integer"));
             }
         }
-        // The simulator runs at most MAX_REQUESTS requests; a closed loop that does not say
-        // its count runs two per client (serving::workload).
-        let max = u64::from(perfcast_serving::MAX_REQUESTS);
-        match (i.num_requests, i.concurrency) {
-            (Some(n), _) if n > max => e.push(format!(
-                "inference.num_requests = {n}: {}",
-                perfcast_serving::MAX_REQUESTS_RULE
-            )),
-            (None, Some(c)) if c.saturating_mul(2) > max => e.push(format!(
-                "inference.concurrency = {c}: without num_requests a closed loop runs two \
-                 requests per client, and the simulator runs at most {max}; give num_requests \
-                 or lower concurrency"
-            )),
-            _ => {}
-        }
+        request_counts(i, e);
         if let (Some(c), Some(n)) = (i.concurrency, i.num_requests) {
             if c > n {
                 e.push(format!(
@@ -413,6 +399,24 @@ fn inference(c: &Case, e: &mut Vec<String>) {
                 ));
             }
         }
+    }
+}
+
+/// The simulator runs at most `MAX_REQUESTS` requests; a closed loop that does not say its
+/// count runs two per client (`serving::workload`).
+fn request_counts(i: &crate::cases::CaseInference, e: &mut Vec<String>) {
+    let max = u64::from(perfcast_serving::MAX_REQUESTS);
+    match (i.num_requests, i.concurrency) {
+        (Some(n), _) if n > max => e.push(format!(
+            "inference.num_requests = {n}: {}",
+            perfcast_serving::MAX_REQUESTS_RULE
+        )),
+        (None, Some(c)) if c.saturating_mul(2) > max => e.push(format!(
+            "inference.concurrency = {c}: without num_requests a closed loop runs two \
+             requests per client, and the simulator runs at most {max}; give num_requests \
+             or lower concurrency"
+        )),
+        _ => {}
     }
 }
 
