@@ -162,7 +162,13 @@ pub struct Deployment {
 impl Deployment {
     /// Devices of the whole deployment.
     pub fn gpus(&self) -> u32 {
-        self.pools.iter().map(Pool::gpus).sum()
+        // Saturating, as each pool's count: 2^31 decode instances of TP 4 beside a prefill
+        // pool of 4 once wrapped to 3 devices and passed the system's count (the command
+        // campaign of tests/fuzz/commands.rs; then a simulation of 2^31 instances hung).
+        self.pools
+            .iter()
+            .map(Pool::gpus)
+            .fold(0, u32::saturating_add)
     }
 
     /// Whether prefill and decode run in separate pools.

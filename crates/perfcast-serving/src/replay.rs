@@ -44,7 +44,13 @@ impl Schedule {
             Traffic::Open(r) => r
                 .first()
                 .is_none_or(|f| r.iter().all(|x| x.arrival == f.arrival)),
-            Traffic::Closed { .. } => d.pools.iter().map(|p| p.instances).sum::<u32>() == 1,
+            Traffic::Closed { .. } => {
+                d.pools
+                    .iter()
+                    .map(|p| p.instances)
+                    .fold(0, u32::saturating_add)
+                    == 1
+            }
         };
         in_order
             && d.pools

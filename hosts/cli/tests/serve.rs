@@ -323,6 +323,16 @@ fn serve_rates_curve_plot_and_trace() {
     let v: Value = serde_json::from_str(&o.stdout).unwrap();
     assert_eq!(v["runs"][0]["pools"].as_array().unwrap().len(), 2);
     assert!(v["runs"][0]["kv_transfer"]["mean"].as_f64().unwrap() > 0.0);
+    // 2^31 decode instances of TP 4: the device count saturates, it does not wrap to a few
+    // devices that fit the system (and a simulation of 2^31 instances).
+    let o = run(&[
+        "serve",
+        &d,
+        "--set",
+        "serving.disaggregated.decode.instances=2147483648",
+    ]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("more than system"), "{}", o.stderr);
 }
 
 #[test]
