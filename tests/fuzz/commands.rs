@@ -6,7 +6,8 @@
 //! (`harness::edit`: nasty numbers, stray characters, lines dropped or doubled).
 //!
 //! A finding is a panic (`FailureKind::Internal`), a non-finite number or a number of 25 or
-//! more digits in what a command printed (it succeeded or printed before failing), or (in
+//! more digits in what a command printed or its error says (the input's own strings, which
+//! commands echo, left out), or (in
 //! the optimised long run) a command that ran longer than [`SLOW`]. A watchdog ends the run,
 //! printing the input, when a command has run for [`HUNG`] (it cannot be interrupted in
 //! process).
@@ -93,6 +94,19 @@ pub fn seeds(root: &Path) -> Vec<(Command, String)> {
     out
 }
 
+/// `printed` without the input's own strings (its ids, sources and notes, which a command
+/// echoes: a mutation may have left `nan` or a long number in them).
+fn computed(printed: &str, input: &str) -> String {
+    let mut out = printed.to_string();
+    let mut quoted: Vec<&str> = input.split('"').skip(1).step_by(2).collect();
+    // Longest first, so that a string inside another is not cut out of it first.
+    quoted.sort_by_key(|q| std::cmp::Reverse(q.len()));
+    for q in quoted.into_iter().filter(|q| q.len() >= 3) {
+        out = out.replace(q, " ");
+    }
+    out
+}
+
 /// A number printed whole that no physical quantity has (25 digits or more before a point).
 fn absurd(text: &str) -> bool {
     text.split(|c: char| !c.is_ascii_digit())
@@ -155,12 +169,14 @@ pub fn campaign(
                         Ok(out) => (out.as_str(), None),
                         Err(f) => (f.output.as_str(), Some(f)),
                     };
+                    let message = failure.map(|f| f.message.as_str()).unwrap_or("");
+                    let own = computed(&format!("{printed}\n{message}"), &text);
                     let what =
                         if failure.is_some_and(|f| f.kind == perfcast_cli::FailureKind::Internal) {
                             Some("a panic")
-                        } else if non_finite(printed) {
+                        } else if non_finite(&own) {
                             Some("a non-finite number")
-                        } else if absurd(printed) {
+                        } else if absurd(&own) {
                             Some("a number of 25 or more digits")
                         } else if slow.is_some_and(|s| took > s) {
                             Some("too slow")
@@ -169,9 +185,8 @@ pub fn campaign(
                         };
                     match what {
                         Some(w) => findings.fail(format!(
-                            "{w} ({:.1} s): {args:?}\n{}\ninput:\n{text}\nprinted:\n{printed}",
+                            "{w} ({:.1} s): {args:?}\n{message}\ninput:\n{text}\nprinted:\n{printed}",
                             took.as_secs_f64(),
-                            failure.map(|f| f.message.as_str()).unwrap_or("")
                         )),
                         None if failure.is_some() => {
                             findings.errors.fetch_add(1, Ordering::Relaxed);

@@ -69,7 +69,10 @@ impl Training {
             return Err(ModelError::invalid(
                 Key::model("hidden"),
                 model.hidden,
-                format!("the model's parameter count (~{bound}) is beyond 2^60"),
+                format!(
+                    "the model's parameter count (~{:.3e}) is beyond 2^60",
+                    bound as f64
+                ),
             ));
         }
         if system.devices == 0 {

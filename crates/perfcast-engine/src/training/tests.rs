@@ -914,6 +914,12 @@ fn extreme_sizes_never_panic() {
         .err()
         .unwrap();
     assert!(e.to_string().contains("model.hidden"), "{e}");
+    // The count is given in scientific notation, not 20 digits and more.
+    let e = e.to_string();
+    assert!(
+        !e.split(|c: char| !c.is_ascii_digit()).any(|w| w.len() > 12),
+        "{e}"
+    );
     let mut wide = gpt(2, 4096, 32);
     wide.vocab = 1 << 40;
     let t = training(wide, 8);
