@@ -5,9 +5,9 @@
 //! a cases file of one shipped case. Each input is mutated as the config fuzz run mutates
 //! (`harness::edit`: nasty numbers, stray characters, lines dropped or doubled).
 //!
-//! A finding is a panic (`FailureKind::Internal`), a non-finite number or a number of 25 or
-//! more digits in what a command printed or its error says (the input's own strings, which
-//! commands echo, left out), or (in
+//! A finding is a panic (`FailureKind::Internal`), a non-finite number in what a command
+//! printed, a number of 25 or more digits there or in its error (the input's own strings,
+//! which commands echo, left out of both), or (in
 //! the optimised long run) a command that ran longer than [`SLOW`]. A watchdog ends the run,
 //! printing the input, when a command has run for [`HUNG`] (it cannot be interrupted in
 //! process).
@@ -170,13 +170,16 @@ pub fn campaign(
                         Err(f) => (f.output.as_str(), Some(f)),
                     };
                     let message = failure.map(|f| f.message.as_str()).unwrap_or("");
-                    let own = computed(&format!("{printed}\n{message}"), &text);
+                    // A report's numbers must be finite; an error may name the bad value it
+                    // refuses (`inf is not allowed`), but never print 25 digits of one.
+                    let report = computed(printed, &text);
+                    let said = computed(&format!("{printed}\n{message}"), &text);
                     let what =
                         if failure.is_some_and(|f| f.kind == perfcast_cli::FailureKind::Internal) {
                             Some("a panic")
-                        } else if non_finite(&own) {
+                        } else if non_finite(&report) {
                             Some("a non-finite number")
-                        } else if absurd(&own) {
+                        } else if absurd(&said) {
                             Some("a number of 25 or more digits")
                         } else if slow.is_some_and(|s| took > s) {
                             Some("too slow")

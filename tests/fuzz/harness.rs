@@ -55,7 +55,7 @@ pub struct Findings {
     pub errors: AtomicU64,
     /// Inputs that gave a report (all of whose numbers were checked).
     pub reports: AtomicU64,
-    /// Panics and non-finite numbers: the first few inputs and what happened.
+    /// Panics and non-finite numbers: the first 20 inputs and what happened.
     pub failures: Mutex<Vec<String>>,
     pub failure_count: AtomicU64,
 }
@@ -64,7 +64,7 @@ impl Findings {
     pub fn fail(&self, what: String) {
         self.failure_count.fetch_add(1, Ordering::Relaxed);
         let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        if f.len() < 5 {
+        if f.len() < 20 {
             f.push(what);
         }
     }

@@ -220,9 +220,78 @@ pub fn rewrite_serde(message: &str) -> String {
     format!("expected {rule}, got {}{note}", found_value(actual))
 }
 
+/// Digits of a number no count or physical quantity has written out (u64's largest has 20).
+const LONG_DIGITS: usize = 21;
+
+/// `text` with every number of more than 20 digits (`1e300` as serde writes a float out
+/// whole, a product of huge inputs) given in scientific notation with four significant
+/// digits: an error names a value, it does not print 300 digits of it.
+pub fn shorten_long_numbers(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let mut copied = 0;
+    while i < b.len() {
+        if !b[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let whole = i - start;
+        // A fraction belongs to the number.
+        if i + 1 < b.len() && b[i] == b'.' && b[i + 1].is_ascii_digit() {
+            i += 1;
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+        }
+        if whole >= LONG_DIGITS {
+            if let Ok(v) = text[start..i].parse::<f64>() {
+                out.push_str(&text[copied..start]);
+                out.push_str(&format!("{v:.3e}"));
+                copied = i;
+            }
+        }
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_numbers_are_shortened() {
+        let thousand_digits = format!("1{}", "0".repeat(300));
+        let cases: &[(&str, &str)] = &[
+            ("got 4096 tokens", "got 4096 tokens"),
+            // u64's largest and 2^64 stay as written.
+            (
+                "18446744073709551616 is 2^64",
+                "18446744073709551616 is 2^64",
+            ),
+            (
+                "count (~1624796308659875361308278784) is beyond",
+                "count (~1.625e27) is beyond",
+            ),
+            ("x = 123456789012345678901.5;", "x = 1.235e20;"),
+            ("v1.2.3 and 0.000001", "v1.2.3 and 0.000001"),
+            ("", ""),
+        ];
+        for (text, want) in cases {
+            assert_eq!(shorten_long_numbers(text), *want, "{text}");
+        }
+        assert_eq!(
+            shorten_long_numbers(&format!(
+                "floating point `{thousand_digits}.0`, expected u64"
+            )),
+            "floating point `1.000e300`, expected u64"
+        );
+    }
 
     /// The neighbourhood of a key: nearest first, ties by name, within the bound if any.
     #[test]

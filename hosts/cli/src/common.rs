@@ -359,7 +359,8 @@ pub fn error_text(e: &anyhow::Error) -> String {
         }
         last = c;
     }
-    msg
+    // A value of 300 digits (`1e300` as a parser writes it out) is named, not printed.
+    perfcast_core::suggest::shorten_long_numbers(&msg)
 }
 
 /// A result that cannot be had under the configuration's limits: a plan that does not fit
