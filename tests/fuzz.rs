@@ -2,7 +2,7 @@
 //! thousand config inputs and a few hundred plugin-answer sequences, each of which must end
 //! in an error or a report of finite numbers, never a panic; and a few dozen mutated inputs
 //! through the commands (`fuzz/commands.rs`). The long run is
-//! `cargo run --release -p perfcast-tests --example fuzz -- CONFIGS PLUGINS [SEED]`
+//! `cargo run --release -p perfcast-tests --example fuzz -- CONFIGS PLUGINS [SEED] [COMMANDS]`
 //! (README.md, "Fuzzing").
 
 #[path = "fuzz/commands.rs"]
