@@ -223,9 +223,10 @@ pub fn rewrite_serde(message: &str) -> String {
 /// Digits of a number no count or physical quantity has written out (u64's largest has 20).
 const LONG_DIGITS: usize = 21;
 
-/// `text` with every number of more than 20 digits (`1e300` as serde writes a float out
-/// whole, a product of huge inputs) given in scientific notation with four significant
-/// digits: an error names a value, it does not print 300 digits of it.
+/// `text` with every number of more than 20 digits before its point, or more than 24 in all
+/// (`1e300` or `1e-320` as serde writes a float out whole, a product of huge inputs), given in
+/// scientific notation with four significant digits: an error names a value, it does not
+/// print 300 digits of it.
 pub fn shorten_long_numbers(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
@@ -241,14 +242,17 @@ pub fn shorten_long_numbers(text: &str) -> String {
             i += 1;
         }
         let whole = i - start;
-        // A fraction belongs to the number.
+        // A fraction belongs to the number (1e-320 is written out as 320 zeros and a 1).
+        let mut fraction = 0;
         if i + 1 < b.len() && b[i] == b'.' && b[i + 1].is_ascii_digit() {
             i += 1;
             while i < b.len() && b[i].is_ascii_digit() {
                 i += 1;
+                fraction += 1;
             }
         }
-        if whole >= LONG_DIGITS {
+        // (a float's shortest form has at most 17 significant digits: more are zeros)
+        if whole >= LONG_DIGITS || whole + fraction > LONG_DIGITS + 3 {
             if let Ok(v) = text[start..i].parse::<f64>() {
                 out.push_str(&text[copied..start]);
                 out.push_str(&format!("{v:.3e}"));
@@ -280,6 +284,12 @@ mod tests {
             ),
             ("x = 123456789012345678901.5;", "x = 1.235e20;"),
             ("v1.2.3 and 0.000001", "v1.2.3 and 0.000001"),
+            // A float's shortest form stays; a tiny one written out whole does not.
+            ("0.30000000000000004", "0.30000000000000004"),
+            (
+                "got 0.000000000000000000000000000000001, expected",
+                "got 1.000e-33, expected",
+            ),
             ("", ""),
         ];
         for (text, want) in cases {
