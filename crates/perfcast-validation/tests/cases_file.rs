@@ -241,6 +241,16 @@ fn bad_files_name_case_and_key() {
                 "at most 10000000",
             ],
         ),
+        // A rate the simulator refuses (1e-320 simulated an infinite run: the campaign).
+        (
+            "mode = \"offline-max-throughput\"",
+            "mode = \"server\"\nrequest_rate = 1e-320",
+            &[
+                "case `i1`",
+                "inference.request_rate = 1e-320",
+                "at least 0.001",
+            ],
+        ),
         // Missing required fields.
         (
             "vocab = 1000\nseq_len = 128\n",

@@ -377,6 +377,12 @@ fn inference(c: &Case, e: &mut Vec<String>) {
                 e.push(format!(
                     "inference.request_rate = {r}: expected a positive number"
                 ));
+            } else if r < perfcast_serving::MIN_RATE {
+                // (1e-320 once simulated a run of infinite duration and 0 tokens/s)
+                e.push(format!(
+                    "inference.request_rate = {r:e}: {}",
+                    perfcast_serving::MIN_RATE_RULE
+                ));
             }
             if i.mode != Mode::Server {
                 e.push("inference.request_rate only with mode = \"server\"".into());

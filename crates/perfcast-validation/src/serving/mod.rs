@@ -53,10 +53,16 @@ pub fn workload(case: &Case) -> Result<WorkloadSpec> {
     let i = inference_of(case)?;
     let load = match (i.mode, i.concurrency, i.request_rate) {
         (_, Some(c), _) => Load::Concurrency(u32_of("inference.concurrency", c)?),
-        (Mode::Server, None, Some(r)) => Load::Rate {
+        (Mode::Server, None, Some(r)) if r >= perfcast_serving::MIN_RATE => Load::Rate {
             rate: r,
             process: ArrivalProcess::Poisson,
         },
+        (Mode::Server, None, Some(r)) => {
+            return Err(Error::invalid(format!(
+                "inference.request_rate = {r:e}: {}",
+                perfcast_serving::MIN_RATE_RULE
+            )))
+        }
         _ => Load::Burst,
     };
     let requests = match i.num_requests {
