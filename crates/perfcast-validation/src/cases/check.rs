@@ -372,22 +372,6 @@ fn inference(c: &Case, e: &mut Vec<String>) {
                     .into(),
             );
         }
-        if let Some(r) = i.request_rate {
-            if !(r.is_finite() && r > 0.0) {
-                e.push(format!(
-                    "inference.request_rate = {r}: expected a positive number"
-                ));
-            } else if r < perfcast_serving::MIN_RATE {
-                // (1e-320 once simulated a run of infinite duration and 0 tokens/s)
-                e.push(format!(
-                    "inference.request_rate = {r:e}: {}",
-                    perfcast_serving::MIN_RATE_RULE
-                ));
-            }
-            if i.mode != Mode::Server {
-                e.push("inference.request_rate only with mode = \"server\"".into());
-            }
-        }
         for (k, v) in [
             ("num_requests", i.num_requests),
             ("concurrency", i.concurrency),
@@ -397,7 +381,7 @@ fn inference(c: &Case, e: &mut Vec<String>) {
                 e.push(format!("inference.{k} = 0: expected a positive integer"));
             }
         }
-        request_counts(i, e);
+        load(i, e);
         if let (Some(c), Some(n)) = (i.concurrency, i.num_requests) {
             if c > n {
                 e.push(format!(
@@ -408,9 +392,26 @@ fn inference(c: &Case, e: &mut Vec<String>) {
     }
 }
 
-/// The simulator runs at most `MAX_REQUESTS` requests; a closed loop that does not say its
-/// count runs two per client (`serving::workload`).
-fn request_counts(i: &crate::cases::CaseInference, e: &mut Vec<String>) {
+/// The load: a request rate the simulator takes (positive, at least `MIN_RATE`, in server
+/// mode), at most `MAX_REQUESTS` requests, said or implied by a closed loop that does not say
+/// its count (two per client, `serving::workload`).
+fn load(i: &crate::cases::CaseInference, e: &mut Vec<String>) {
+    if let Some(r) = i.request_rate {
+        if !(r.is_finite() && r > 0.0) {
+            e.push(format!(
+                "inference.request_rate = {r}: expected a positive number"
+            ));
+        } else if r < perfcast_serving::MIN_RATE {
+            // (1e-320 once simulated a run of infinite duration and 0 tokens/s)
+            e.push(format!(
+                "inference.request_rate = {r:e}: {}",
+                perfcast_serving::MIN_RATE_RULE
+            ));
+        }
+        if i.mode != Mode::Server {
+            e.push("inference.request_rate only with mode = \"server\"".into());
+        }
+    }
     let max = u64::from(perfcast_serving::MAX_REQUESTS);
     match (i.num_requests, i.concurrency) {
         (Some(n), _) if n > max => e.push(format!(
