@@ -1,4 +1,5 @@
-//! Embeds `tables/<gpu>/<op>.parquet` (what `perfcast kernels import` writes) as
+//! Embeds `tables/<gpu>/<op>.pkt` (the packed form of the `.parquet` beside it, which
+//! `perfcast kernels import` writes; `examples/pack.rs` packs them) as
 //! `TABLES: &[(gpu, op, bytes)]`, sorted, so the portable binary carries them.
 
 // A build script reports a failure by panicking: cargo shows the message and stops the build.
@@ -28,7 +29,7 @@ fn main() {
             .filter_map(|e| e.ok())
         {
             let p = f.path();
-            if p.extension().and_then(|x| x.to_str()) != Some("parquet") {
+            if p.extension().and_then(|x| x.to_str()) != Some("pkt") {
                 continue;
             }
             let op = p.file_stem().unwrap().to_string_lossy().into_owned();
@@ -36,7 +37,7 @@ fn main() {
         }
     }
     tables.sort();
-    let mut out = String::from("/// `(gpu, op, Parquet bytes)` of every embedded table, sorted.\npub const TABLES: &[(&str, &str, &[u8])] = &[\n");
+    let mut out = String::from("/// `(gpu, op, packed bytes)` of every embedded table, sorted.\npub const TABLES: &[(&str, &str, &[u8])] = &[\n");
     for (gpu, op, p) in &tables {
         writeln!(
             out,

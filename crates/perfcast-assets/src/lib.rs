@@ -24,6 +24,8 @@ pub mod validation {
     pub const KERNELS: &str = include_str!("../../../configs/validation/kernels.toml");
     /// `residuals.toml`: the residuals the error bars come from.
     pub const RESIDUALS: &str = include_str!("../../../configs/validation/residuals.toml");
+    // `RESIDUAL_ROWS`: its residuals as values (build.rs).
+    include!(concat!(env!("OUT_DIR"), "/residuals.rs"));
     /// `CALIBRATION.md`: the calibration's record (its parameter table is checked against the
     /// code).
     pub const CALIBRATION: &str = include_str!("../../../configs/validation/CALIBRATION.md");

@@ -62,7 +62,7 @@ fn held_back_rows_are_reproduced_within_their_ceilings() {
     for gpu in c.gpus() {
         for (op, dims) in CHECKS {
             let t = c.get(gpu, *op).unwrap();
-            let t = &t.table;
+            let t = &t.table().unwrap();
             let s = op.schema();
             for (d, ceiling) in *dims {
                 let dim = s.shape.iter().position(|x| x == d).unwrap();

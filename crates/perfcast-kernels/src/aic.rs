@@ -16,7 +16,7 @@
 use crate::error::KernelError;
 use crate::io::{self, ParquetFile};
 use crate::op::Op;
-use crate::table::{KernelTable, Provenance, TableBuilder};
+use crate::table::{Categorical, KernelTable, Provenance, TableBuilder};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -189,7 +189,7 @@ pub fn import_gpu(root: &Path, gpu: &str, source: &str) -> Result<Vec<KernelTabl
 }
 
 /// A table's categorical and shape columns, in the schema's order.
-type KeyColumns = (Vec<Vec<String>>, Vec<Vec<u64>>);
+type KeyColumns = (Vec<Categorical>, Vec<Vec<u64>>);
 
 /// The key columns of a source table, row by row.
 fn key_columns(f: &ParquetFile, s: &Source) -> Result<KeyColumns, KernelError> {
@@ -210,7 +210,7 @@ fn distinct_keys(f: &ParquetFile, s: &Source) -> Result<usize, KernelError> {
     let keys: HashSet<(Vec<&str>, Vec<u64>)> = (0..n)
         .map(|i| {
             (
-                cats.iter().map(|c| c[i].as_str()).collect(),
+                cats.iter().map(|c| c.get(i)).collect(),
                 shapes.iter().map(|c| c[i]).collect(),
             )
         })
@@ -231,7 +231,7 @@ fn convert(
     if s.op == Op::Nccl {
         // message_size counts elements of nccl_dtype: store bytes.
         for (i, size) in shapes[1].iter_mut().enumerate() {
-            let dtype = &cats[1][i];
+            let dtype = cats[1].get(i);
             let b = nccl_bytes(dtype).ok_or_else(|| KernelError::Row {
                 file: f.name().to_string(),
                 row: i + 1,
@@ -242,7 +242,8 @@ fn convert(
         }
     }
     let device = io::text(f, "device")?
-        .and_then(|d| d.into_iter().next())
+        .filter(|d| !d.ids.is_empty())
+        .map(|d| d.get(0).to_string())
         .unwrap_or_default();
     let provenance = Provenance {
         source: source.to_string(),

@@ -1,10 +1,10 @@
-//! A set of tables by GPU and op: the embedded project tables (`perfcast-kernel-data`), or the
-//! `<gpu>/<op>.parquet` files of a folder, read when first asked for.
+//! A set of tables by GPU and op: the embedded project tables (`perfcast-kernel-data`, packed),
+//! or the `<gpu>/<op>.parquet` files of a folder, read when first asked for.
 
 use crate::error::KernelError;
-use crate::interp::Timings;
 use crate::io::{read_table, ParquetFile};
 use crate::op::Op;
+use crate::timings::Timings;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,7 +30,7 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// The catalog of embedded tables `(gpu, op name, Parquet bytes)`.
+    /// The catalog of embedded tables `(gpu, op name, packed bytes)` ([`crate::packed`]).
     pub fn embedded(tables: &[(&str, &str, &'static [u8])]) -> Result<Self, KernelError> {
         let mut c = Catalog::default();
         for (gpu, op, bytes) in tables {
@@ -109,13 +109,14 @@ impl Catalog {
         if let Some(t) = e.timings.get() {
             return Ok(t.clone());
         }
-        let f = match &e.origin {
+        let t = Arc::new(match &e.origin {
             Origin::Embedded(b) => {
-                ParquetFile::open(&format!("{gpu}/{op}.parquet"), Bytes::from_static(b))?
+                Timings::packed(&format!("{gpu}/{op}.pkt"), Bytes::from_static(b))?
             }
-            Origin::File(p) => ParquetFile::read(p)?,
-        };
-        let t = Arc::new(Timings::new(read_table(&f, Some(op), Some(gpu))?));
+            Origin::File(p) => {
+                Timings::new(read_table(&ParquetFile::read(p)?, Some(op), Some(gpu))?)
+            }
+        });
         Ok(e.timings.get_or_init(|| t).clone())
     }
 

@@ -3,7 +3,7 @@
 
 use thiserror::Error;
 
-#[derive(Debug, Error)]
+#[derive(Debug, Clone, Error)]
 pub enum KernelError {
     #[error("{path}: {message}")]
     Io { path: String, message: String },

@@ -12,7 +12,7 @@
 
 use crate::error::KernelError;
 use crate::op::{Op, LATENCY};
-use crate::table::{KernelTable, Provenance, TableBuilder};
+use crate::table::{Categorical, KernelTable, Provenance, TableBuilder};
 use bytes::Bytes;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::column::reader::ColumnReader;
@@ -28,7 +28,8 @@ use std::sync::Arc;
 /// One column of a Parquet file, as read.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Column {
-    Text(Vec<String>),
+    /// Text, as its distinct values and each row's index into them.
+    Text(Categorical),
     Int(Vec<i64>),
     Float(Vec<f64>),
 }
@@ -99,7 +100,7 @@ impl ParquetFile {
             let reader = rg.get_column_reader(idx).map_err(err)?;
             let part = read_column(reader, n, nullable).map_err(err)?;
             let got = match &part {
-                Column::Text(v) => v.len(),
+                Column::Text(v) => v.ids.len(),
                 Column::Int(v) => v.len(),
                 Column::Float(v) => v.len(),
             };
@@ -112,7 +113,10 @@ impl ParquetFile {
             out = Some(match (out, part) {
                 (None, p) => p,
                 (Some(Column::Text(mut a)), Column::Text(b)) => {
-                    a.extend(b);
+                    for i in 0..b.ids.len() {
+                        a.push(b.get(i).as_bytes())
+                            .ok_or_else(|| too_many(&self.name, name))?;
+                    }
                     Column::Text(a)
                 }
                 (Some(Column::Int(mut a)), Column::Int(b)) => {
@@ -160,11 +164,16 @@ fn read_column(
         ColumnReader::ByteArrayColumnReader(r) => {
             let mut v: Vec<ByteArray> = Vec::new();
             read_all!(r, v);
-            Column::Text(
-                v.iter()
-                    .map(|b| String::from_utf8_lossy(b.data()).into_owned())
-                    .collect(),
-            )
+            let mut c = Categorical::default();
+            for b in &v {
+                c.push(b.data()).ok_or_else(|| {
+                    parquet::errors::ParquetError::General(format!(
+                        "more than {} distinct values",
+                        u16::MAX
+                    ))
+                })?;
+            }
+            Column::Text(c)
         }
         ColumnReader::Int64ColumnReader(r) => {
             let mut v: Vec<i64> = Vec::new();
@@ -194,8 +203,18 @@ fn read_column(
     })
 }
 
+fn too_many(file: &str, column: &str) -> KernelError {
+    KernelError::file(
+        file,
+        format!(
+            "column `{column}` has more than {} distinct values",
+            u16::MAX
+        ),
+    )
+}
+
 /// Column `name` of `f` as text.
-pub(crate) fn text(f: &ParquetFile, name: &str) -> Result<Option<Vec<String>>, KernelError> {
+pub(crate) fn text(f: &ParquetFile, name: &str) -> Result<Option<Categorical>, KernelError> {
     match f.column(name)? {
         None => Ok(None),
         Some(Column::Text(v)) => Ok(Some(v)),

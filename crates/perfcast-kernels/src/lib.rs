@@ -7,6 +7,8 @@
 //! - [`aic`]: the importer of NVIDIA AIConfigurator's tables (`aiconfigurator-core` on PyPI,
 //!   Apache-2.0);
 //! - [`interp`]: a shape's time from a table, measured or interpolated (never extrapolated);
+//! - [`packed`]: the compact form the binary embeds, each variant decoded when first used;
+//! - [`timings`]: a table ready to answer shapes, by variant, with its answers memoised;
 //! - [`catalog`]: tables by GPU and op, read when first used;
 //! - [`measured`]: the compute unit a host wraps around a device's own to time its GEMMs
 //!   from its table;
@@ -23,12 +25,15 @@ pub mod interp;
 pub mod io;
 pub mod measured;
 pub mod op;
+pub mod packed;
 pub mod rowwise;
 pub mod table;
+pub mod timings;
 
 pub use catalog::Catalog;
 pub use error::KernelError;
-pub use interp::{Lookup, Path, Timings};
+pub use interp::{Lookup, Path};
 pub use measured::MeasuredCompute;
 pub use op::Op;
-pub use table::{KernelTable, Provenance, Row, TableBuilder};
+pub use table::{Categorical, KernelTable, Provenance, Row, TableBuilder};
+pub use timings::Timings;

@@ -55,8 +55,9 @@
 //! training's attention (forward and backward) does not come from them.
 
 use crate::catalog::Catalog;
-use crate::interp::{Path, Timings};
+use crate::interp::Path;
 use crate::op::{Op, MAX_SHAPE};
+use crate::timings::Timings;
 use perfcast_core::hash::MixState;
 use perfcast_core::op::{Attention, ComputeOp, Gemm, RoutedExperts};
 use perfcast_core::MemoryTier;
@@ -292,7 +293,7 @@ impl MeasuredCompute {
 
     /// The table's GPU.
     pub fn gpu(&self) -> &str {
-        &self.gemm.table.gpu
+        self.gemm.gpu()
     }
 
     /// The measured or interpolated time of GEMM `g`, if the table covers it.
@@ -578,7 +579,7 @@ impl ComputeUnit for MeasuredCompute {
                 serde_json::Value::String(format!(
                     "{} ({})",
                     self.gpu(),
-                    self.gemm.table.provenance.framework
+                    self.gemm.provenance().framework
                 )),
             );
         }

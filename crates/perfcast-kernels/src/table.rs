@@ -68,27 +68,47 @@ impl TableBuilder {
     }
 
     /// The table of `file`'s columns: `cats` and `shapes` in the op's schema order, row `i`
-    /// of each with latency `lat[i]`.
+    /// of each with latency `lat[i]`. Rows already sorted by key with no key repeated (what
+    /// `perfcast kernels import` writes) are taken as they are: no per-row text, no sort.
     pub fn from_columns(
         gpu: &str,
         op: Op,
         provenance: Provenance,
         file: &str,
-        cats: &[Vec<String>],
+        cats: &[Categorical],
         shapes: &[Vec<u64>],
         lat: &[f64],
     ) -> Result<KernelTable, KernelError> {
-        let mut b = TableBuilder::new(gpu, op, provenance);
-        let mut cat: Vec<&str> = Vec::with_capacity(cats.len());
-        let mut shape: Vec<u64> = Vec::with_capacity(shapes.len());
-        for (i, &l) in lat.iter().enumerate() {
-            cat.clear();
-            cat.extend(cats.iter().map(|c| c[i].as_str()));
-            shape.clear();
-            shape.extend(shapes.iter().map(|c| c[i]));
-            b.push(file, i + 1, &cat, &shape, l)?;
+        let n = lat.len();
+        if cats.iter().any(|c| c.ids.len() != n) || shapes.iter().any(|c| c.len() != n) {
+            return Err(KernelError::file(file, "columns of different lengths"));
         }
-        b.finish(file)
+        let mut rows = Vec::with_capacity(n);
+        for (i, &latency_ms) in lat.iter().enumerate() {
+            check_latency(file, i + 1, latency_ms)?;
+            let mut r = Row {
+                cat: [0; MAX_CATEGORICAL],
+                shape: [0; MAX_SHAPE],
+                latency_ms,
+            };
+            for (k, c) in cats.iter().enumerate() {
+                r.cat[k] = c.ids[i];
+            }
+            for (k, c) in shapes.iter().enumerate() {
+                r.shape[k] = c[i];
+            }
+            rows.push(r);
+        }
+        let values = cats.iter().map(|c| c.values.clone()).collect();
+        assemble(
+            gpu.to_string(),
+            op,
+            provenance,
+            values,
+            rows,
+            |i| i + 1,
+            file,
+        )
     }
 
     pub fn op(&self) -> Op {
@@ -104,14 +124,7 @@ impl TableBuilder {
         shape: &[u64],
         latency_ms: f64,
     ) -> Result<(), KernelError> {
-        if !(latency_ms.is_finite() && latency_ms > 0.0) {
-            return Err(KernelError::Row {
-                file: file.to_string(),
-                row: line,
-                field: crate::op::LATENCY.to_string(),
-                message: format!("{latency_ms} is not a positive finite latency"),
-            });
-        }
+        check_latency(file, line, latency_ms)?;
         let mut r = Row {
             cat: [0; MAX_CATEGORICAL],
             shape: [0; MAX_SHAPE],
@@ -119,6 +132,9 @@ impl TableBuilder {
         };
         for (i, v) in cat.iter().enumerate() {
             let next = self.values[i].len();
+            if next > usize::from(u16::MAX) && !self.index[i].contains_key(*v) {
+                return Err(too_many_values(file, line, i, self.op));
+            }
             let id = *self.index[i].entry((*v).to_string()).or_insert_with(|| {
                 self.values[i].push((*v).to_string());
                 next as u16
@@ -143,61 +159,157 @@ impl TableBuilder {
             lines,
             ..
         } = self;
-        // Each field's values in text order, so that the rows' order (and a table's bytes)
-        // does not depend on the order values were first met.
-        let mut values = values;
-        let mut rows = rows;
-        for (i, vals) in values.iter_mut().enumerate() {
-            let mut sorted: Vec<(String, u16)> = vals
-                .drain(..)
-                .enumerate()
-                .map(|(id, v)| (v, id as u16))
-                .collect();
-            sorted.sort();
-            let mut remap = vec![0u16; sorted.len()];
-            for (new, (_, old)) in sorted.iter().enumerate() {
-                remap[*old as usize] = new as u16;
+        assemble(gpu, op, provenance, values, rows, |i| lines[i], file)
+    }
+}
+
+/// A latency a table can hold: positive and finite, else an error naming the row.
+fn check_latency(file: &str, row: usize, latency_ms: f64) -> Result<(), KernelError> {
+    if latency_ms.is_finite() && latency_ms > 0.0 {
+        return Ok(());
+    }
+    Err(KernelError::Row {
+        file: file.to_string(),
+        row,
+        field: crate::op::LATENCY.to_string(),
+        message: format!("{latency_ms} is not a positive finite latency"),
+    })
+}
+
+fn too_many_values(file: &str, row: usize, field: usize, op: Op) -> KernelError {
+    KernelError::Row {
+        file: file.to_string(),
+        row,
+        field: op
+            .schema()
+            .categorical
+            .get(field)
+            .copied()
+            .unwrap_or("-")
+            .to_string(),
+        message: format!("more than {} distinct values", u16::MAX),
+    }
+}
+
+/// One categorical column: its distinct values and each row's index into them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Categorical {
+    pub values: Vec<String>,
+    pub ids: Vec<u16>,
+}
+
+impl Categorical {
+    /// Add a row of value `v` (compared with the previous row's first: a sorted column is
+    /// runs of one value); `None` past `u16::MAX` distinct values.
+    pub fn push(&mut self, v: &[u8]) -> Option<()> {
+        if let Some(&last) = self.ids.last() {
+            if self.values[usize::from(last)].as_bytes() == v {
+                self.ids.push(last);
+                return Some(());
             }
-            *vals = sorted.into_iter().map(|(v, _)| v).collect();
+        }
+        let id = match self.values.iter().position(|x| x.as_bytes() == v) {
+            Some(p) => p,
+            None => {
+                self.values.push(String::from_utf8_lossy(v).into_owned());
+                self.values.len() - 1
+            }
+        };
+        self.ids.push(u16::try_from(id).ok()?);
+        Some(())
+    }
+
+    /// The column of `texts`, row by row.
+    pub fn of(texts: &[String]) -> Option<Categorical> {
+        let mut c = Categorical::default();
+        for t in texts {
+            c.push(t.as_bytes())?;
+        }
+        Some(c)
+    }
+
+    /// The value of row `i`.
+    pub fn get(&self, i: usize) -> &str {
+        &self.values[usize::from(self.ids[i])]
+    }
+}
+
+/// The table of `rows` (categorical fields as indices into `values`, in any order): each
+/// field's values put in text order, so that the rows' order (and a table's bytes) does not
+/// depend on the order values were first met; the rows sorted by key unless they already are
+/// (`line(i)`: the source row of row `i`, for errors).
+fn assemble(
+    gpu: String,
+    op: Op,
+    provenance: Provenance,
+    mut values: Vec<Vec<String>>,
+    mut rows: Vec<Row>,
+    line: impl Fn(usize) -> usize,
+    file: &str,
+) -> Result<KernelTable, KernelError> {
+    for (i, vals) in values.iter_mut().enumerate() {
+        let mut sorted: Vec<(String, u16)> = vals
+            .drain(..)
+            .enumerate()
+            .map(|(id, v)| (v, id as u16))
+            .collect();
+        sorted.sort();
+        let mut remap = vec![0u16; sorted.len()];
+        for (new, (_, old)) in sorted.iter().enumerate() {
+            remap[*old as usize] = new as u16;
+        }
+        let identity = remap.iter().enumerate().all(|(a, &b)| a == usize::from(b));
+        *vals = sorted.into_iter().map(|(v, _)| v).collect();
+        if !identity {
             for r in &mut rows {
                 r.cat[i] = remap[r.cat[i] as usize];
             }
         }
-        let mut order: Vec<usize> = (0..rows.len()).collect();
-        order.sort_by(|&a, &b| (rows[a].cat, rows[a].shape).cmp(&(rows[b].cat, rows[b].shape)));
-        let mut out: Vec<Row> = Vec::with_capacity(rows.len());
-        let mut out_line: Vec<usize> = Vec::with_capacity(rows.len());
-        for i in order {
-            let r = rows[i];
-            if let Some(last) = out.last() {
-                if last.cat == r.cat && last.shape == r.shape {
-                    if last.latency_ms == r.latency_ms {
-                        continue;
-                    }
-                    return Err(KernelError::Row {
-                        file: file.to_string(),
-                        row: lines[i],
-                        field: crate::op::LATENCY.to_string(),
-                        message: format!(
-                            "the shape of row {} measured again with another latency ({} ms, then {} ms)",
-                            out_line.last().copied().unwrap_or_default(),
-                            last.latency_ms,
-                            r.latency_ms
-                        ),
-                    });
-                }
-            }
-            out.push(r);
-            out_line.push(lines[i]);
-        }
-        Ok(KernelTable {
+    }
+    let key = |r: &Row| (r.cat, r.shape);
+    if rows.windows(2).all(|w| key(&w[0]) < key(&w[1])) {
+        return Ok(KernelTable {
             gpu,
             op,
             provenance,
             values,
-            rows: out,
-        })
+            rows,
+        });
     }
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by(|&a, &b| key(&rows[a]).cmp(&key(&rows[b])));
+    let mut out: Vec<Row> = Vec::with_capacity(rows.len());
+    let mut out_line: Vec<usize> = Vec::with_capacity(rows.len());
+    for i in order {
+        let r = rows[i];
+        if let Some(last) = out.last() {
+            if last.cat == r.cat && last.shape == r.shape {
+                if last.latency_ms == r.latency_ms {
+                    continue;
+                }
+                return Err(KernelError::Row {
+                    file: file.to_string(),
+                    row: line(i),
+                    field: crate::op::LATENCY.to_string(),
+                    message: format!(
+                        "the shape of row {} measured again with another latency ({} ms, then {} ms)",
+                        out_line.last().copied().unwrap_or_default(),
+                        last.latency_ms,
+                        r.latency_ms
+                    ),
+                });
+            }
+        }
+        out.push(r);
+        out_line.push(line(i));
+    }
+    Ok(KernelTable {
+        gpu,
+        op,
+        provenance,
+        values,
+        rows: out,
+    })
 }
 
 impl KernelTable {

@@ -340,11 +340,43 @@ impl Residuals {
     pub fn embedded() -> Result<Residuals> {
         // Parsed once: every prediction with error bars reads them.
         static PARSED: std::sync::OnceLock<Result<Residuals>> = std::sync::OnceLock::new();
-        PARSED
-            .get_or_init(|| {
-                Residuals::parse(EMBEDDED, "configs/validation/residuals.toml (built in)")
-            })
-            .clone()
+        PARSED.get_or_init(Residuals::built_in).clone()
+    }
+
+    /// The shipped residuals from their rows as the build compiled them
+    /// (`perfcast_assets::validation::RESIDUAL_ROWS`; a unit test holds them equal to
+    /// [`EMBEDDED`] parsed), and `[meta]` parsed from the text before them.
+    fn built_in() -> Result<Residuals> {
+        const FILE: &str = "configs/validation/residuals.toml (built in)";
+        let head = EMBEDDED.split("\n[[residual]]").next().unwrap_or_default();
+        let mut r = Residuals::parse(head, FILE)?;
+        for &(case, group, kind, stack, generation, metric, predicted, measured, cv) in
+            perfcast_assets::validation::RESIDUAL_ROWS
+        {
+            let kind = match kind {
+                "training" => Kind::Training,
+                "inference" => Kind::Inference,
+                other => {
+                    return Err(Error::File {
+                        file: FILE.to_string(),
+                        message: format!("residual of case `{case}`: unknown kind `{other}`"),
+                    })
+                }
+            };
+            r.residuals.push(Residual {
+                case: case.to_string(),
+                group: group.to_string(),
+                kind,
+                stack: stack.map(str::to_string),
+                generation: generation.map(str::to_string),
+                metric: metric.to_string(),
+                predicted,
+                measured,
+                cv: cv.map(str::to_string),
+            });
+        }
+        r.check(FILE)?;
+        Ok(r)
     }
 
     /// Read a residuals file.
@@ -362,6 +394,18 @@ impl Residuals {
         };
         let r: Residuals =
             toml::from_str(text).map_err(|e| refused(e.to_string().trim_end().to_string()))?;
+        r.check(file)?;
+        Ok(r)
+    }
+
+    /// The schema is this build's and every residual has a time or rate metric and positive
+    /// finite values.
+    fn check(&self, file: &str) -> Result<()> {
+        let refused = |message: String| Error::File {
+            file: file.to_string(),
+            message,
+        };
+        let r = self;
         if r.meta.schema != SCHEMA {
             return Err(refused(format!(
                 "meta.schema = \"{}\": expected \"{SCHEMA}\"",
@@ -380,7 +424,7 @@ impl Residuals {
                 )));
             }
         }
-        Ok(r)
+        Ok(())
     }
 
     /// The file's text: a header comment, `[meta]`, one `[[residual]]` per case.
@@ -870,6 +914,12 @@ mod tests {
 
     /// The shipped residuals parse and name cases of the shipped cases file, each once per
     /// cross-validation; they hold the three kinds of prediction.
+    #[test]
+    fn the_built_in_residual_rows_are_the_file_parsed() {
+        let parsed = Residuals::parse(EMBEDDED, "residuals.toml").unwrap();
+        assert_eq!(Residuals::built_in().unwrap(), parsed);
+    }
+
     #[test]
     fn embedded_residuals_name_shipped_cases() {
         let r = Residuals::embedded().unwrap();

@@ -87,12 +87,9 @@ fn timed(
     let (fmt, scaling) = format_of(dtype)
         .ok_or_else(|| Error::KernelTable(format!("no GEMM format for table dtype `{dtype}`")))?;
     let kernel = table.main_kernel(&[dtype]).ok_or_else(|| {
-        Error::KernelTable(format!(
-            "the {} table has no `{dtype}` rows",
-            table.table.gpu
-        ))
+        Error::KernelTable(format!("the {} table has no `{dtype}` rows", table.gpu()))
     })?;
-    let t = &table.table;
+    let t = table;
     let ids = [
         t.value_id(0, dtype).unwrap_or_default(),
         t.value_id(1, kernel).unwrap_or_default(),
@@ -105,7 +102,10 @@ fn timed(
     let mut out = Vec::new();
     let on_chip = system.memory.on_chip_capacity().0;
     let e = fmt.bytes();
-    for r in t.rows_of(&ids).iter().step_by(stride.max(1)) {
+    let rows = t
+        .variant_rows(&ids)
+        .map_err(|e| Error::KernelTable(e.to_string()))?;
+    for r in rows.iter().step_by(stride.max(1)) {
         let [m, n, k] = [r.shape[0], r.shape[1], r.shape[2]];
         // A shape whose operands fit on chip is timed warm: the benchmark launches it again
         // and again on the same matrices, which stay in L2, as no layer of a model does.
@@ -128,7 +128,7 @@ fn timed(
     if out.is_empty() {
         return Err(Error::KernelTable(format!(
             "no `{dtype}` rows in the {} table",
-            t.gpu
+            t.gpu()
         )));
     }
     Ok((out, peak))

@@ -160,16 +160,16 @@ fn list(a: ListArgs) -> anyhow::Result<()> {
     for gpu in c.gpus() {
         for op in c.ops(gpu) {
             let t = c.get(gpu, op)?;
-            let t = &t.table;
+            let p = t.provenance();
             rows.push(kernels::ListRow {
                 gpu: gpu.to_string(),
                 op: op.name().to_string(),
-                rows: t.rows.len(),
-                variants: t.variants().len(),
-                framework: t.provenance.framework.clone(),
-                device: t.provenance.device.clone(),
-                source: t.provenance.source.clone(),
-                path: t.provenance.path.clone(),
+                rows: t.rows(),
+                variants: t.variant_count(),
+                framework: p.framework.clone(),
+                device: p.device.clone(),
+                source: p.source.clone(),
+                path: p.path.clone(),
             });
         }
     }
@@ -191,8 +191,8 @@ fn show(a: ShowArgs) -> anyhow::Result<()> {
         );
     };
     let c = catalog(a.dir.as_deref())?;
-    let t = c.get(&a.gpu, op)?;
-    let t = &t.table;
+    let t = c.get(&a.gpu, op)?.table()?;
+    let t = &t;
     if a.format == Format::Json {
         return print(&to_json(&kernels::show_json(t, op, a.rows))?);
     }
