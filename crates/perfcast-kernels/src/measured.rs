@@ -199,9 +199,9 @@ fn attention_key(a: &Attention, kv: DType) -> AttentionKey {
     Packed([batch, heads, kv_heads, q_len, kv_len, head_dim, rest])
 }
 
-/// Answers of one kind kept at most per unit before that memo starts again (~100 bytes
-/// each).
-const MEMO_CAPACITY: usize = 1 << 18;
+/// Answers of one kind kept at most per unit before that memo starts again (~200 bytes
+/// each; the bound and its measurement: `timings`' `MEMO_CAPACITY`).
+const MEMO_CAPACITY: usize = 1 << 14;
 
 impl Memo {
     fn on(&self, memory: &MemoryHierarchy) -> bool {
