@@ -1,7 +1,7 @@
 //! What a command pays to read the embedded kernel tables it times from, each from a fresh
 //! catalog (as the first lookup of a process does): the head of each of the H100's tables
-//! with the first variant's rows (what a lookup decodes), and each table whole (what `kernels
-//! show` and the table tests decode).
+//! with one lookup in its first variant (which decodes that variant's rows), and each table
+//! whole (what `kernels show` and the table tests decode).
 
 // A bench target: a panic with a message is its failure report.
 #![allow(clippy::expect_used)]
@@ -23,11 +23,12 @@ fn decode(c: &mut Criterion) {
         let key: Vec<&str> = (0..whole.values.len())
             .map(|i| whole.value(first, i))
             .collect();
+        let shape = &first.shape[..op.schema().shape.len()];
         g.bench_function(format!("h100_sxm/{}/one-variant", op.name()), |b| {
             b.iter(|| {
                 let cat = perfcast_kernel_data::catalog().expect("embedded tables");
                 let t = cat.get("h100_sxm", op).expect("an H100 table");
-                black_box(t.max_shape(&key))
+                black_box(t.time(&key, shape).expect("a measured row"))
             })
         });
         g.bench_function(format!("h100_sxm/{}/whole", op.name()), |b| {
