@@ -475,6 +475,16 @@ impl Config {
         }
     }
 
+    /// The name of the layer the value at `key` came from, without the line [`origin_of`]
+    /// finds by reading its file again (`None` where `origin_of` is `None`): what a check of
+    /// whether a user set the key needs, at a hash lookup's cost.
+    ///
+    /// [`origin_of`]: Config::origin_of
+    pub fn layer_of(&self, key: &str) -> Option<&str> {
+        let v = lookup(&self.value, key)?;
+        Some(&self.figment.get_metadata(v.tag())?.name)
+    }
+
     /// Where the value at `key` came from (`file configs/x.toml`, `PERFCAST_PLAN__TP`,
     /// `--set plan.tp=4`, ...). Array elements are addressed as `ops[2].m`.
     /// For values from a TOML file or preset the line is added (`file x.toml:12`).

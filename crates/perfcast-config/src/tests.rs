@@ -1,6 +1,7 @@
 //! Tests of loading, layering, provenance and composition (data-driven where the cases are a
 //! table). Files go to a fresh temporary directory per test.
 
+use crate::layers::LayerOrigin;
 use crate::{Config, HostError, LibraryPolicy, Plugins, Sources};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -75,7 +76,20 @@ fn later_files_then_sets_win_and_keep_their_origin() {
         assert!(origin.contains(tp_from), "{origin} vs {tp_from}");
         let origin = cfg.origin_of("plan.pp").unwrap();
         assert!(origin.contains(pp_from), "{origin} vs {pp_from}");
+        // The layer alone: the origin without its line.
+        for key in ["plan.tp", "plan.pp"] {
+            let (layer, origin) = (cfg.layer_of(key).unwrap(), cfg.origin_of(key).unwrap());
+            assert!(origin.starts_with(layer), "{origin} vs {layer}");
+        }
     }
+    // A built-in default's layer is the defaults'.
+    let cfg = load(&[], &[]).unwrap();
+    let key = "system.devices";
+    assert_eq!(cfg.layer_of(key), cfg.origin_of(key).as_deref());
+    assert_eq!(
+        cfg.layer_of(key),
+        Some(LayerOrigin::Default.label().as_str())
+    );
 }
 
 #[test]

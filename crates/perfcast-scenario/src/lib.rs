@@ -138,6 +138,6 @@ pub fn reproducible_config(
 pub fn is_set(cfg: &Config, key: &str) -> bool {
     cfg.contains(key)
         && cfg
-            .origin_of(key)
+            .layer_of(key)
             .is_some_and(|o| o != LayerOrigin::Default.label())
 }

@@ -77,6 +77,10 @@ pub struct Sweep {
     /// configuration, and of their includes only by opt-in (the host's
     /// `--allow-included-plugins`).
     pub policy: perfcast_config::LibraryPolicy,
+    /// The configuration without any point's keys, loaded on first use (after the host has
+    /// set the fields above): a point that changes no file, stack or library is this with its
+    /// keys merged on top ([`Config::with_sets`]), its files not read again.
+    base: std::sync::Arc<std::sync::OnceLock<Config>>,
 }
 
 fn bad(path: &Path, message: impl Into<String>) -> SearchError {
@@ -206,6 +210,7 @@ impl Sweep {
             plugin_host: None,
             isolate_all: false,
             policy: perfcast_config::LibraryPolicy::Named,
+            base: Default::default(),
         })
     }
 
@@ -217,8 +222,33 @@ impl Sweep {
         base.join(f)
     }
 
-    /// The merged config of one point.
+    /// The merged config of one point: the base configuration with the point's keys on top,
+    /// or, for a point that names files (`include`), the stack or libraries (what a loaded
+    /// configuration cannot take on: [`Config::with_sets`]), its files loaded again.
     pub fn config_of(&self, point: &[(String, toml::Value)]) -> Result<Config, SearchError> {
+        let structural = point.iter().any(|(k, _)| {
+            let top = k.split('.').next().unwrap_or_default();
+            top == INCLUDE_KEY || top == "stack" || top == "plugins"
+        });
+        if structural {
+            return self.load_point(point);
+        }
+        let base = match self.base.get() {
+            Some(b) => b,
+            None => {
+                let b = self.load_point(&[])?;
+                self.base.get_or_init(|| b)
+            }
+        };
+        let sets = point
+            .iter()
+            .map(|(k, v)| set_arg(k, v).map_err(|e| bad(&self.path, e)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(base.with_sets(&sets)?)
+    }
+
+    /// The merged config of one point, its files read.
+    fn load_point(&self, point: &[(String, toml::Value)]) -> Result<Config, SearchError> {
         let mut files: Vec<PathBuf> = self.file.configs.iter().map(|f| self.resolve(f)).collect();
         let mut sets = Vec::new();
         for (k, v) in point {
@@ -560,6 +590,35 @@ mod tests {
             set_arg("a.x", &toml::Value::String("s".into())).unwrap(),
             "a.x=\"s\""
         );
+    }
+
+    /// A point's configuration is the same whether its keys go on top of the loaded base or
+    /// its files are read again; a point that names the stack is read again.
+    #[test]
+    fn a_point_on_the_base_equals_the_point_loaded() {
+        let d = dir();
+        write(
+            &d,
+            "base.toml",
+            "include = [\"preset:gpt3-175b\", \"preset:dgx-a100\"]\n[system]\ndevices = 64\n\
+             [plan]\ntp = 8\npp = 8\ndp = 1\nmicro_batch = 1\nglobal_batch = 64\n",
+        );
+        let p = write(
+            &d,
+            "points.toml",
+            "configs = [\"base.toml\"]\n[[points]]\n\"plan.micro_batch\" = 2\n\
+             \"components.a100_sxm4_80gb_hbm.bandwidth_tbs\" = 1.5\n\
+             [[points]]\nstack = \"megatron-lm-2021\"\n\"plan.tp\" = 4\n[[points]]\n",
+        );
+        let s = Sweep::load(&p, &Plugins::none()).unwrap();
+        assert_eq!(s.points.len(), 3);
+        for point in &s.points {
+            let fast = s.config_of(point).unwrap();
+            let read = s.load_point(point).unwrap();
+            assert_eq!(fast.value(), read.value(), "{point:?}");
+            assert_eq!(fast.layers(), read.layers(), "{point:?}");
+        }
+        assert!(s.base.get().is_some());
     }
 
     #[test]
