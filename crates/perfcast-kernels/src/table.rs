@@ -196,11 +196,14 @@ fn too_many_values(file: &str, row: usize, field: usize, op: Op) -> KernelError 
 pub struct Categorical {
     pub values: Vec<String>,
     pub ids: Vec<u16>,
+    /// Each value's index, for a row that changes value.
+    index: HashMap<String, u16>,
 }
 
 impl Categorical {
     /// Add a row of value `v` (compared with the previous row's first: a sorted column is
-    /// runs of one value); `None` past `u16::MAX` distinct values.
+    /// runs of one value, looked up only where a run starts); `None` past `u16::MAX`
+    /// distinct values.
     pub fn push(&mut self, v: &[u8]) -> Option<()> {
         if let Some(&last) = self.ids.last() {
             if self.values[usize::from(last)].as_bytes() == v {
@@ -208,14 +211,17 @@ impl Categorical {
                 return Some(());
             }
         }
-        let id = match self.values.iter().position(|x| x.as_bytes() == v) {
-            Some(p) => p,
+        let text = String::from_utf8_lossy(v);
+        let id = match self.index.get(text.as_ref()) {
+            Some(&id) => id,
             None => {
-                self.values.push(String::from_utf8_lossy(v).into_owned());
-                self.values.len() - 1
+                let id = u16::try_from(self.values.len()).ok()?;
+                self.values.push(text.clone().into_owned());
+                self.index.insert(text.into_owned(), id);
+                id
             }
         };
-        self.ids.push(u16::try_from(id).ok()?);
+        self.ids.push(id);
         Some(())
     }
 
@@ -383,6 +389,24 @@ mod tests {
             t.variants(),
             vec![(vec!["bfloat16", "k"], 1), (vec!["fp8", "k"], 1)]
         );
+    }
+
+    #[test]
+    fn a_categorical_column_interns_its_values_and_stops_at_u16() {
+        let texts: Vec<String> = ["b", "b", "a", "b", "c", "a"].map(String::from).to_vec();
+        let c = Categorical::of(&texts).unwrap();
+        assert_eq!(c.values, ["b", "a", "c"]);
+        assert_eq!(c.ids, [0, 0, 1, 0, 2, 1]);
+        assert_eq!(
+            (0..texts.len()).map(|i| c.get(i)).collect::<Vec<_>>(),
+            texts
+        );
+        // A column of a value per row: interned in one pass, refused past u16::MAX values.
+        let mut c = Categorical::default();
+        for i in 0..=u32::from(u16::MAX) {
+            assert!(c.push(i.to_string().as_bytes()).is_some());
+        }
+        assert!(c.push(b"one more").is_none());
     }
 
     #[test]
