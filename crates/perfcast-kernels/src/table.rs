@@ -163,6 +163,15 @@ impl TableBuilder {
     }
 }
 
+/// The index of `value` among `values[i]` (a table's categorical field `i`).
+pub(crate) fn value_id(values: &[Vec<String>], i: usize, value: &str) -> Option<u16> {
+    values
+        .get(i)?
+        .iter()
+        .position(|v| v == value)
+        .map(|p| p as u16)
+}
+
 /// A latency a table can hold: positive and finite, else an error naming the row.
 fn check_latency(file: &str, row: usize, latency_ms: f64) -> Result<(), KernelError> {
     if latency_ms.is_finite() && latency_ms > 0.0 {
@@ -326,11 +335,7 @@ impl KernelTable {
 
     /// The index of `value` among categorical field `i`'s values.
     pub fn value_id(&self, i: usize, value: &str) -> Option<u16> {
-        self.values
-            .get(i)?
-            .iter()
-            .position(|v| v == value)
-            .map(|p| p as u16)
+        value_id(&self.values, i, value)
     }
 
     /// The distinct combinations of categorical values, each with its row count.

@@ -145,11 +145,7 @@ impl Timings {
 
     /// The index of `value` among categorical field `i`'s values.
     pub fn value_id(&self, i: usize, value: &str) -> Option<u16> {
-        self.values
-            .get(i)?
-            .iter()
-            .position(|v| v == value)
-            .map(|p| p as u16)
+        crate::table::value_id(&self.values, i, value)
     }
 
     /// The variant whose value indices are `ids` (every categorical field).
