@@ -199,12 +199,9 @@ fn round_peak_held(
     let passes = |x: u64, reversed: bool| -> f64 {
         let blocks = ((x / n) % v) as usize;
         let (pre, chunk) = if reversed {
-            (
-                &bwd,
-                layers[(v as usize - 1 - blocks).min(layers.len() - 1)],
-            )
+            (&bwd, layers[layers.len() - 1 - blocks])
         } else {
-            (&fwd, layers[blocks.min(layers.len() - 1)])
+            (&fwd, layers[blocks])
         };
         let mut s = (x / (v * n)) as f64 * n as f64 * total + pre[blocks];
         if !x.is_multiple_of(n) {
