@@ -11,7 +11,49 @@ use perfcast_core::{
     System,
 };
 use serde::Deserialize;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+/// Components a configuration built, kept for the configurations [`Config::with_sets`]
+/// derives from it: a sweep point that leaves a component's table alone gets the component
+/// built before (a compute unit timed from kernel tables with its memo warm) instead of
+/// building it again. The most recently used [`BUILT_CAPACITY`] are kept.
+#[derive(Default)]
+pub(crate) struct Built(Mutex<Vec<(BuiltKey, Component)>>);
+
+/// What a component is built from.
+#[derive(PartialEq)]
+enum BuiltKey {
+    /// A registered plugin of a category from its table in `[components]` (compared without
+    /// where its values came from).
+    Table { category: Category, table: Value },
+    /// A compute unit (the address of the one kept beside it) timed from kernel tables.
+    Measured { compute: usize, kernels: String },
+}
+
+/// Enough for every component a configuration names and a sweep's recent values of the
+/// swept ones.
+const BUILT_CAPACITY: usize = 32;
+
+impl Built {
+    /// The component kept for a key `is_key` accepts, now the most recently used.
+    fn find(&self, is_key: impl Fn(&BuiltKey) -> bool) -> Option<Component> {
+        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let i = list.iter().position(|(k, _)| is_key(k))?;
+        let entry = list.remove(i);
+        let c = entry.1.clone();
+        list.push(entry);
+        Some(c)
+    }
+
+    /// Keep `c`, built from `key` (the least recently used goes when full).
+    fn keep(&self, key: BuiltKey, c: &Component) {
+        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if list.len() >= BUILT_CAPACITY {
+            list.remove(0);
+        }
+        list.push((key, c.clone()));
+    }
+}
 
 /// `[device]`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -104,6 +146,10 @@ impl Config {
                 defined: self.component_names(),
             }
         })?;
+        let hit = |k: &BuiltKey| matches!(k, BuiltKey::Table { category: c, table: t } if *c == category && t == table);
+        if let Some(c) = self.built.find(hit) {
+            return Ok(c);
+        }
         let (kind, params) = self.kind_and_params(name, table)?;
         let registry = self.registry();
         if !registry.contains(category, &kind) {
@@ -137,7 +183,7 @@ impl Config {
                 },
             });
         }
-        self.build(name, &kind, category, &params)
+        self.build(name, table, &kind, category, &params)
     }
 
     fn kind_and_params(
@@ -184,21 +230,31 @@ impl Config {
         Ok((kind, params))
     }
 
+    /// Component `name` of `table` (its kind and parameters: `kind`, `params`), kept for the
+    /// configurations that share this one's [`Built`].
     fn build(
         &self,
         name: &str,
+        table: &Value,
         kind: &str,
         category: Category,
         params: &serde_json::Value,
     ) -> Result<Component, HostError> {
-        self.registry()
+        let c = self
+            .registry()
             .build(category, kind, params)
             .map_err(|e| match e {
                 RegistryError::Build { source, .. } => {
                     self.build_error(name, kind, category, source)
                 }
                 other => HostError::Registry(other),
-            })
+            })?;
+        let key = BuiltKey::Table {
+            category,
+            table: table.clone(),
+        };
+        self.built.keep(key, &c);
+        Ok(c)
     }
 
     /// A plugin's error about component `name` under the key it is about, with that key's
@@ -245,17 +301,22 @@ impl Config {
         }
     }
 
-    /// Check the components no slot uses (catches typos in spare components), where the kind
+    /// Check the components no slot uses (catches typos in spare components; `built`: the
+    /// names the slots built, not built again), where the kind
     /// names exactly one registered category: a built-in's parameters must build; a library's
     /// are checked against the parameters it declared, without building (no library code
     /// runs for a component nothing uses), and left alone when it declared none. A kind no
     /// category knows is left alone here (a plugin library that is not loaded this time); a
     /// slot that uses it reports it.
-    pub fn check_components(&self) -> Result<(), HostError> {
+    fn check_components(&self, built: &[&str]) -> Result<(), HostError> {
         let Some(Value::Dict(_, d)) = lookup(self.value(), "components") else {
             return Ok(());
         };
-        for (name, table) in d {
+        for (name, table) in d.iter().filter(|(n, _)| !built.contains(&n.as_str())) {
+            let hit = |k: &BuiltKey| matches!(k, BuiltKey::Table { table: t, .. } if t == table);
+            if self.built.find(hit).is_some() {
+                continue;
+            }
             let (kind, params) = self.kind_and_params(name, table)?;
             let cats: Vec<Category> = Category::ALL
                 .into_iter()
@@ -267,7 +328,7 @@ impl Config {
             };
             match (&info.origin, &info.params) {
                 (perfcast_core::Origin::BuiltIn(_), _) => {
-                    self.build(name, &kind, *one, &params)?;
+                    self.build(name, table, &kind, *one, &params)?;
                 }
                 (perfcast_core::Origin::Library(_), Some(specs)) => {
                     if let Err(e) = perfcast_core::param_spec::check_params(specs, &params) {
@@ -282,6 +343,26 @@ impl Config {
 
     /// The device of `[device]`: its compute unit and memory tiers.
     pub fn device(&self) -> Result<Device, HostError> {
+        let (spec, compute, tiers) = self.device_slots()?;
+        // The slots first (their errors are the most specific), then the other components.
+        let mut built: Vec<&str> = spec.memory.iter().map(String::as_str).collect();
+        built.push(&spec.compute);
+        self.check_components(&built)?;
+        self.assemble_device(spec, compute, tiers)
+    }
+
+    /// The components `[device]`'s slots name, built.
+    #[allow(clippy::type_complexity)]
+    fn device_slots(
+        &self,
+    ) -> Result<
+        (
+            DeviceSpec,
+            Arc<dyn ComputeUnit>,
+            Vec<(String, Arc<dyn MemoryTier>)>,
+        ),
+        HostError,
+    > {
         let spec: DeviceSpec = self.extract("device")?;
         let compute = self.compute_unit(&spec)?;
         if spec.memory.is_empty() {
@@ -299,10 +380,19 @@ impl Config {
                 other => return Err(wrong_built(&slot, name, other)),
             }
         }
+        Ok((spec, compute, tiers))
+    }
+
+    /// The device of its built slots: the tiers in order, the compute unit timed from its
+    /// kernel tables.
+    fn assemble_device(
+        &self,
+        spec: DeviceSpec,
+        compute: Arc<dyn ComputeUnit>,
+        mut tiers: Vec<(String, Arc<dyn MemoryTier>)>,
+    ) -> Result<Device, HostError> {
         // The same (stable) order MemoryHierarchy::new uses, so names stay index for index.
         tiers.sort_by_key(|(_, t)| t.level());
-        // The slots first (their errors are the most specific), then the other components.
-        self.check_components()?;
         let memory_names = tiers.iter().map(|(n, _)| n.clone()).collect();
         let memory = MemoryHierarchy {
             tiers: tiers.into_iter().map(|(_, t)| t).collect(),
@@ -344,14 +434,24 @@ impl Config {
             None => compute,
             Some(k) if k == "none" => compute,
             Some(k) => {
+                let key = BuiltKey::Measured {
+                    compute: Arc::as_ptr(&compute) as *const () as usize,
+                    kernels: k.clone(),
+                };
+                if let Some(Component::ComputeUnit(c)) = self.built.find(|x| *x == key) {
+                    return Ok(c);
+                }
                 let (catalog, gpu) = self.kernel_tables(k)?;
                 let gemm = catalog
                     .get(&gpu, perfcast_kernels::Op::Gemm)
                     .map_err(|e| self.invalid_kernels(e.to_string()))?;
-                Arc::new(
+                let measured: Arc<dyn ComputeUnit> = Arc::new(
                     perfcast_kernels::MeasuredCompute::new(compute, gemm)
                         .with_tables(catalog, &gpu),
-                )
+                );
+                self.built
+                    .keep(key, &Component::ComputeUnit(Arc::clone(&measured)));
+                measured
             }
         })
     }
@@ -385,7 +485,7 @@ impl Config {
 
     /// The system of `[device]` and `[system]`.
     pub fn system(&self) -> Result<System, HostError> {
-        let device = self.device()?;
+        let (dev, compute, tiers) = self.device_slots()?;
         let spec: SystemSpec = self.extract("system")?;
         if spec.devices == 0 {
             return Err(HostError::Invalid {
@@ -409,6 +509,13 @@ impl Config {
                 other => return Err(wrong_built("system.topology", name, other)),
             },
         };
+        // The slots first (their errors are the most specific), then the other components.
+        let mut built: Vec<&str> = dev.memory.iter().map(String::as_str).collect();
+        built.push(&dev.compute);
+        built.extend(spec.network.iter().map(String::as_str));
+        built.extend(spec.topology.as_deref());
+        self.check_components(&built)?;
+        let device = self.assemble_device(dev, compute, tiers)?;
         Ok(System {
             name: spec.name.unwrap_or_else(|| device.compute_name.clone()),
             compute: device.compute,

@@ -11,6 +11,8 @@ use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod derive;
+
 /// Top-level sections perfcast reads. Any other top-level key is an error (a typo would
 /// otherwise be silently ignored). Hosts with sections of their own add them to
 /// [`Sources::sections`].
@@ -171,11 +173,18 @@ pub struct Explained {
 
 /// A loaded configuration and the registry its components resolve in.
 pub struct Config {
-    figment: Figment,
+    /// The layers loaded (shared by the configurations [`Config::with_sets`] derives).
+    figment: Arc<Figment>,
+    /// The layers [`Config::with_sets`] added (what their values' tags resolve in).
+    sets: Figment,
+    /// The merged value of every layer.
     value: Value,
     layers: Vec<LayerOrigin>,
     /// Shared by the configurations [`Config::with_sets`] derives.
     registry: Arc<Registry>,
+    /// The components built from its tables, shared with the configurations
+    /// [`Config::with_sets`] derives (same registry, so the same tables build the same).
+    pub(crate) built: Arc<crate::compose::Built>,
     /// The host's plugins this configuration was loaded with (what a configuration derived
     /// from another file starts from: [`Config::plugins`]).
     plugins: Plugins,
@@ -229,10 +238,12 @@ impl Config {
         })?;
         let mut registry = sources.plugins.registry()?;
         let mut cfg = Config {
-            figment,
+            figment: Arc::new(figment),
+            sets: Figment::new(),
             value,
             layers: origins,
             registry: Arc::new(Registry::default()),
+            built: Default::default(),
             plugins: sources.plugins.clone(),
             libraries: Vec::new(),
             unloaded: Vec::new(),
@@ -240,7 +251,7 @@ impl Config {
             sections: sources.sections.clone(),
         };
         cfg.check_top_level(&sources.sections)?;
-        cfg.check_finite(&cfg.value, String::new())?;
+        cfg.check_finite()?;
         if let Some(check) = sources.precheck {
             check(&cfg).map_err(HostError::Precheck)?;
         }
@@ -332,55 +343,22 @@ impl Config {
         Ok(())
     }
 
-    /// This configuration with `sets` (`key=value`, as in [`Sources::sets`]) merged on top,
-    /// without reading its files again: the same configuration as loading the sources with
-    /// `sets` appended, sharing the registry and the loaded libraries (what a host that
-    /// evaluates many variants of one configuration uses). A set below `plugins` is refused:
-    /// libraries are loaded by [`Config::load`] only.
-    pub fn with_sets<S: AsRef<str>>(&self, sets: &[S]) -> Result<Config, HostError> {
-        let mut figment = self.figment.clone();
-        let mut origins = self.layers.clone();
-        for s in sets {
-            let l = layers::parse_set(s.as_ref())?;
-            if l.data.contains_key("plugins") {
-                return Err(HostError::BadSet {
-                    arg: s.as_ref().to_string(),
-                    message: "plugin libraries are loaded from config files or --load, not added to a loaded configuration".into(),
-                });
-            }
-            origins.push(l.origin.clone());
-            figment = figment.merge(l);
-        }
-        let value = figment.find_value("").map_err(|e| HostError::Invalid {
-            key: e.path.join("."),
-            origin: e.metadata.as_ref().map(|m| m.name.to_string()),
-            message: e.kind.to_string(),
-        })?;
-        let cfg = Config {
-            figment,
-            value,
-            layers: origins,
-            registry: Arc::clone(&self.registry),
-            plugins: self.plugins.clone(),
-            libraries: self.libraries.clone(),
-            unloaded: self.unloaded.clone(),
-            ignored_env: self.ignored_env.clone(),
-            sections: self.sections.clone(),
-        };
-        cfg.check_top_level(&cfg.sections)?;
-        cfg.check_finite(&cfg.value, String::new())?;
-        Ok(cfg)
-    }
-
     /// `PERFCAST_*` environment variables that set no allowed top-level key and were left out
     /// (hosts warn about them: a typo in a section name, or another tool's variable).
     pub fn ignored_env(&self) -> &[String] {
         &self.ignored_env
     }
 
-    /// The merged figment (for hosts that need more than [`Config::extract`]).
-    pub fn figment(&self) -> &Figment {
-        &self.figment
+    /// The metadata of the layer the value at `key` came from (its name and source).
+    pub fn metadata_of(&self, key: &str) -> Option<&figment::Metadata> {
+        self.metadata(lookup(&self.value, key)?.tag())
+    }
+
+    /// The metadata of the layer a value's tag names.
+    fn metadata(&self, tag: Tag) -> Option<&figment::Metadata> {
+        self.sets
+            .get_metadata(tag)
+            .or_else(|| self.figment.get_metadata(tag))
     }
 
     /// The merged configuration as one value.
@@ -423,10 +401,7 @@ impl Config {
         let Some(v) = lookup(&self.value, "plugins") else {
             return Ok(());
         };
-        let label = self
-            .figment
-            .get_metadata(v.tag())
-            .map(|m| m.name.to_string());
+        let label = self.metadata(v.tag()).map(|m| m.name.to_string());
         let layer = self.layers.iter().find(|l| Some(l.label()) == label);
         if let Some(LayerOrigin::File {
             included_by: Some(by),
@@ -453,17 +428,18 @@ impl Config {
 
     /// Deserialise the value at `key` (dotted path, `""` for the whole configuration). Errors
     /// name the full key path and where the bad value came from.
+    ///
+    /// It reads the value merged at load (no layer is merged again: what makes a sweep's
+    /// points cheap); perfcast uses none of figment's magic types, which need the layers.
     pub fn extract<T: DeserializeOwned>(&self, key: &str) -> Result<T, HostError> {
-        if !key.is_empty() && lookup(&self.value, key).is_none() {
+        let Some(v) = lookup(&self.value, key) else {
             return Err(HostError::Invalid {
                 key: key.to_string(),
                 origin: None,
                 message: "missing: this configuration does not set it".into(),
             });
-        }
-        self.figment
-            .extract_inner::<T>(key)
-            .map_err(|e| self.figment_error(e, key))
+        };
+        T::deserialize(v).map_err(|e| self.figment_error(e.with_path(key), key))
     }
 
     /// Like [`Config::extract`], `None` when `key` is not set.
@@ -482,7 +458,7 @@ impl Config {
     /// [`origin_of`]: Config::origin_of
     pub fn layer_of(&self, key: &str) -> Option<&str> {
         let v = lookup(&self.value, key)?;
-        Some(&self.figment.get_metadata(v.tag())?.name)
+        Some(&self.metadata(v.tag())?.name)
     }
 
     /// Where the value at `key` came from (`file configs/x.toml`, `PERFCAST_PLAN__TP`,
@@ -491,7 +467,7 @@ impl Config {
     pub fn origin_of(&self, key: &str) -> Option<String> {
         let v = lookup(&self.value, key)?;
         let label = self.tag_label(v.tag(), key);
-        let md = self.figment.get_metadata(v.tag())?;
+        let md = self.metadata(v.tag())?;
         // The file's text to find the key's line in, and whether it is YAML (else TOML: a
         // TOML file or a preset).
         let (text, yaml) = match md.source.as_ref() {
@@ -548,7 +524,7 @@ impl Config {
     }
 
     fn tag_label(&self, tag: Tag, key: &str) -> String {
-        match self.figment.get_metadata(tag) {
+        match self.metadata(tag) {
             Some(md) if md.name == LayerOrigin::Env.label() => {
                 let segs = key_segments(key);
                 let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
@@ -567,9 +543,16 @@ impl Config {
         let inner_n = path.len().saturating_sub(root_n);
         path.rotate_left(inner_n);
         let key = path.join(".");
+        // A missing field has no value of its own: the nearest enclosing value's origin.
         let origin = self
             .origin_of(&key)
-            .or_else(|| e.metadata.as_ref().map(|m| m.name.to_string()));
+            .or_else(|| e.metadata.as_ref().map(|m| m.name.to_string()))
+            .or_else(|| {
+                let segs = key_segments(&key);
+                (0..segs.len())
+                    .rev()
+                    .find_map(|n| self.origin_of(&segs[..n].join(".")))
+            });
         let message = figment_message(&e.kind);
         HostError::Invalid {
             key: if key.is_empty() {
@@ -600,29 +583,14 @@ impl Config {
 
     /// `nan` and `inf` (which TOML and YAML can spell) are not values perfcast accepts
     /// anywhere: reject them at load, naming the key.
-    fn check_finite(&self, v: &Value, key: String) -> Result<(), HostError> {
-        match v {
-            Value::Num(_, n) => match n.to_f64() {
-                Some(x) if !x.is_finite() => Err(HostError::Invalid {
-                    origin: self.origin_of(&key),
-                    message: format!("{x} is not allowed: every number must be finite"),
-                    key,
-                }),
-                _ => Ok(()),
-            },
-            Value::Dict(_, d) => d.iter().try_for_each(|(k, c)| {
-                let key = if key.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{key}.{k}")
-                };
-                self.check_finite(c, key)
+    fn check_finite(&self) -> Result<(), HostError> {
+        match non_finite(&self.value) {
+            Some((key, x)) => Err(HostError::Invalid {
+                origin: self.origin_of(&key),
+                message: format!("{x} is not allowed: every number must be finite"),
+                key,
             }),
-            Value::Array(_, a) => a
-                .iter()
-                .enumerate()
-                .try_for_each(|(i, c)| self.check_finite(c, format!("{key}[{i}]"))),
-            _ => Ok(()),
+            None => Ok(()),
         }
     }
 
@@ -666,6 +634,30 @@ impl Config {
 }
 
 /// `a.b[2].c` -> `["a", "b", "2", "c"]`.
+/// The key (`a.b[2].c`) and value of the first number under `v` that is not finite; the key
+/// is only written for the one found (a check of every value at each sweep point stays cheap).
+fn non_finite(v: &Value) -> Option<(String, f64)> {
+    // `rest` below the segment `seg`: `seg.rest`, or `seg[i]` for an index.
+    let under = |seg: String, rest: String| match rest.chars().next() {
+        None | Some('[') => seg + &rest,
+        Some(_) => format!("{seg}.{rest}"),
+    };
+    match v {
+        Value::Num(_, n) => n
+            .to_f64()
+            .filter(|x| !x.is_finite())
+            .map(|x| (String::new(), x)),
+        Value::Dict(_, d) => d
+            .iter()
+            .find_map(|(k, c)| non_finite(c).map(|(rest, x)| (under(k.clone(), rest), x))),
+        Value::Array(_, a) => a
+            .iter()
+            .enumerate()
+            .find_map(|(i, c)| non_finite(c).map(|(rest, x)| (under(format!("[{i}]"), rest), x))),
+        _ => None,
+    }
+}
+
 pub(crate) fn key_segments(key: &str) -> Vec<String> {
     key.replace('[', ".")
         .replace(']', "")
@@ -678,9 +670,15 @@ pub(crate) fn key_segments(key: &str) -> Vec<String> {
 /// Find `key` (dotted, with `[i]` or `.i` array indices) in `v`.
 pub(crate) fn lookup<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
     let mut cur = v;
-    for seg in key_segments(key) {
+    // The segments of key_segments, without allocating them (lookups are on the hot path of
+    // a sweep's points).
+    let segs = key
+        .split(['.', '['])
+        .map(|s| s.strip_suffix(']').unwrap_or(s))
+        .filter(|s| !s.is_empty());
+    for seg in segs {
         cur = match cur {
-            Value::Dict(_, d) => d.get(&seg)?,
+            Value::Dict(_, d) => d.get(seg)?,
             Value::Array(_, a) => a.get(seg.parse::<usize>().ok()?)?,
             _ => return None,
         };

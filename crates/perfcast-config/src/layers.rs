@@ -226,8 +226,17 @@ pub fn parse_set(arg: &str) -> Result<Layer, HostError> {
     if key.is_empty() {
         return Err(bad("empty key"));
     }
+    set_layer(key, parse_scalar(raw.trim()), arg)
+}
+
+/// The layer of `--set {arg}` whose key is `key` and value `value` (already parsed: what a
+/// host that holds typed values, such as a sweep, hands in without writing and parsing text).
+pub fn set_layer(key: &str, mut value: Value, arg: &str) -> Result<Layer, HostError> {
+    let bad = |message: &str| HostError::BadSet {
+        arg: arg.to_string(),
+        message: message.to_string(),
+    };
     let segments = key_segments(key).map_err(|m| bad(&m))?;
-    let mut value = parse_scalar(raw.trim());
     for seg in segments.iter().rev() {
         let mut d = Dict::new();
         d.insert(seg.clone(), value);

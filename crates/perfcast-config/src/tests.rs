@@ -5,6 +5,7 @@ use crate::layers::LayerOrigin;
 use crate::{Config, HostError, LibraryPolicy, Plugins, Sources};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The built-in plugins, as a host hands them in.
 fn builtins() -> Plugins {
@@ -542,6 +543,89 @@ fn with_sets_equals_loading_with_the_sets() {
     assert!(
         e.contains("invalid `plugins` (from --set plugins=")
             && e.contains("load only from `[[plugins]]` in a config file or from `--load PATH`"),
+        "{e}"
+    );
+}
+
+/// `with_values` is `with_sets` of the same keys and values, parsed: the same values,
+/// layers and origins.
+#[test]
+fn with_values_equals_with_sets() {
+    let base = load(&["preset:h100-sxm5-80gb".into()], &[]).unwrap();
+    let sets = base
+        .with_sets(&[
+            "components.h100_sxm5_80gb_hbm.bandwidth_tbs=4.0",
+            "system.devices=16",
+            "system.name=\"x\"",
+        ])
+        .unwrap();
+    let (bw, n, name) = (
+        toml::Value::Float(4.0),
+        toml::Value::Integer(16),
+        toml::Value::String("x".into()),
+    );
+    let values = base
+        .with_values(&[
+            ("components.h100_sxm5_80gb_hbm.bandwidth_tbs", &bw),
+            ("system.devices", &n),
+            ("system.name", &name),
+        ])
+        .unwrap();
+    assert_eq!(sets.value(), values.value());
+    assert_eq!(sets.layers(), values.layers());
+    for key in ["components.h100_sxm5_80gb_hbm.bandwidth_tbs", "system.name"] {
+        assert_eq!(sets.origin_of(key), values.origin_of(key), "{key}");
+    }
+    let e = base
+        .with_values(&[("system.devices", &toml::Value::Float(f64::NAN))])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("system.devices") && e.contains("finite"), "{e}");
+}
+
+/// A configuration derived with `with_sets` builds again only the components its sets
+/// change: the others (the compute unit with its kernel memo) are the ones built before,
+/// and a spare component a set breaks is still refused.
+#[test]
+fn derived_configurations_rebuild_only_the_components_their_sets_change() {
+    let f = write(
+        &tmpdir(),
+        "spare.toml",
+        "include = [\"preset:h100-sxm5-80gb\"]\n[components.spare]\nkind = \"hbm\"\n\
+         bandwidth_tbs = 1.0\ncapacity_gb = 1.0\n",
+    );
+    let base = load(&[f], &[]).unwrap();
+    let s0 = base.system().unwrap();
+    let hbm = |s: &perfcast_core::System| s.memory.device().unwrap().bandwidth().0;
+    let s1 = base
+        .with_sets(&["components.h100_sxm5_80gb_hbm.bandwidth_tbs=4.0"])
+        .unwrap()
+        .system()
+        .unwrap();
+    assert!(Arc::ptr_eq(&s0.compute, &s1.compute));
+    assert!(Arc::ptr_eq(&s0.network[0], &s1.network[0]));
+    assert_eq!((hbm(&s0), hbm(&s1)), (3.35e12, 4.0e12));
+    let s2 = base
+        .with_sets(&["components.h100_sxm5_80gb.matmul_efficiency=0.5"])
+        .unwrap()
+        .system()
+        .unwrap();
+    assert!(!Arc::ptr_eq(&s0.compute, &s2.compute));
+    // Back to the base's values: the base's components again.
+    let s3 = base
+        .with_sets(&["components.h100_sxm5_80gb_hbm.bandwidth_tbs=3.35"])
+        .unwrap()
+        .system()
+        .unwrap();
+    assert!(Arc::ptr_eq(&s0.memory.tiers[1], &s3.memory.tiers[1]));
+    let e = base
+        .with_sets(&["components.spare.bandwidth_tbs=-1.0"])
+        .unwrap()
+        .system()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("components.spare.bandwidth_tbs") && e.contains("--set"),
         "{e}"
     );
 }

@@ -41,7 +41,7 @@ pub fn model(cfg: &Config) -> Result<ModelSpec, ScenarioError> {
 
 fn from_hf_config(cfg: &Config) -> Result<ModelSpec, ScenarioError> {
     let rel: String = cfg.extract("model.hf_config")?;
-    if let Ok(figment::value::Value::Dict(_, d)) = cfg.figment().find_value("model") {
+    if let Some(figment::value::Value::Dict(_, d)) = cfg.value().find_ref("model") {
         if let Some(other) = d.keys().find(|k| *k != "hf_config" && *k != "name") {
             return Err(cfg
                 .invalid(
@@ -71,10 +71,7 @@ pub(crate) fn relative_to_origin(cfg: &Config, key: &str, rel: &str) -> PathBuf 
         return p.to_path_buf();
     }
     let file = cfg
-        .figment()
-        .find_value(key)
-        .ok()
-        .and_then(|v| cfg.figment().get_metadata(v.tag()))
+        .metadata_of(key)
         .and_then(|md| match md.source.as_ref() {
             Some(figment::Source::File(f)) => Some(f.clone()),
             _ => None,
