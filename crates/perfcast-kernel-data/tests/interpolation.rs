@@ -45,7 +45,7 @@ fn held_back(rows: &[Row], ncat: usize, nshape: usize, dim: usize) -> (f64, usiz
             .copied()
             .collect();
         for r in variant.iter().filter(|r| held.contains(&r.shape[dim])) {
-            if let Some(l) = lookup(&kept, &r.shape[..nshape]) {
+            if let Some(l) = lookup(kept.as_slice(), &r.shape[..nshape]) {
                 sum += (l.latency_ms / r.latency_ms - 1.0).abs();
                 n += 1;
             }

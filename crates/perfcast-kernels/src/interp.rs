@@ -49,14 +49,37 @@ pub struct Lookup {
     pub path: Path,
 }
 
+/// One variant's rows in shape order, as [`lookup`] reads them: row `i`'s shape coordinate
+/// `dim` and its latency.
+pub trait Sorted {
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    fn coord(&self, i: usize, dim: usize) -> u64;
+    fn latency_ms(&self, i: usize) -> f64;
+}
+
+impl Sorted for [Row] {
+    fn len(&self) -> usize {
+        <[Row]>::len(self)
+    }
+    fn coord(&self, i: usize, dim: usize) -> u64 {
+        self[i].shape[dim]
+    }
+    fn latency_ms(&self, i: usize) -> f64 {
+        self[i].latency_ms
+    }
+}
+
 /// The latency of `shape` among `rows` (one variant's rows, sorted by shape); `None` outside
 /// the measured range.
-pub fn lookup(rows: &[Row], shape: &[u64]) -> Option<Lookup> {
-    if rows.is_empty() || shape.is_empty() {
+pub fn lookup<R: Sorted + ?Sized>(rows: &R, shape: &[u64]) -> Option<Lookup> {
+    if Sorted::is_empty(rows) || shape.is_empty() {
         return None;
     }
     let mut exact = true;
-    let ln_t = along(rows, 0, shape, &mut exact)?;
+    let ln_t = along(rows, 0..rows.len(), 0, shape, &mut exact)?;
     let latency_ms = ln_t.exp();
     latency_ms.is_finite().then_some(Lookup {
         latency_ms,
@@ -68,32 +91,56 @@ pub fn lookup(rows: &[Row], shape: &[u64]) -> Option<Lookup> {
     })
 }
 
-/// `ln` latency at `q[dim..]` over `rows`, whose shapes agree on every coordinate before
-/// `dim` and are sorted by the rest.
-fn along(rows: &[Row], dim: usize, q: &[u64], exact: &mut bool) -> Option<f64> {
+/// The first index in `range` whose coordinate `dim` is not below `v` (`strict`: not at or
+/// below), the rows of `range` being sorted by it.
+fn first<R: Sorted + ?Sized>(
+    rows: &R,
+    range: &std::ops::Range<usize>,
+    dim: usize,
+    v: u64,
+    strict: bool,
+) -> usize {
+    let (mut lo, mut hi) = (range.start, range.end);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let c = rows.coord(mid, dim);
+        if c < v || (strict && c == v) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// `ln` latency at `q[dim..]` over the rows of `range`, whose shapes agree on every
+/// coordinate before `dim` and are sorted by the rest.
+fn along<R: Sorted + ?Sized>(
+    rows: &R,
+    range: std::ops::Range<usize>,
+    dim: usize,
+    q: &[u64],
+    exact: &mut bool,
+) -> Option<f64> {
     let x = q[dim];
     let last = dim + 1 == q.len();
-    let at = |v: u64| -> &[Row] {
-        let lo = rows.partition_point(|r| r.shape[dim] < v);
-        let hi = rows.partition_point(|r| r.shape[dim] <= v);
-        &rows[lo..hi]
-    };
-    let reduce = |g: &[Row], exact: &mut bool| -> Option<f64> {
+    let at = |v: u64| first(rows, &range, dim, v, false)..first(rows, &range, dim, v, true);
+    let reduce = |g: std::ops::Range<usize>, exact: &mut bool| -> Option<f64> {
         if last {
-            g.first().map(|r| r.latency_ms.ln())
+            (!g.is_empty()).then(|| rows.latency_ms(g.start).ln())
         } else {
-            along(g, dim + 1, q, exact)
+            along(rows, g, dim + 1, q, exact)
         }
     };
-    let i = rows.partition_point(|r| r.shape[dim] < x);
-    if i < rows.len() && rows[i].shape[dim] == x {
+    let i = first(rows, &range, dim, x, false);
+    if i < range.end && rows.coord(i, dim) == x {
         return reduce(at(x), exact);
     }
-    if i == 0 || i == rows.len() {
+    if i == range.start || i == range.end {
         return None;
     }
     *exact = false;
-    let (x0, x1) = (rows[i - 1].shape[dim], rows[i].shape[dim]);
+    let (x0, x1) = (rows.coord(i - 1, dim), rows.coord(i, dim));
     let y0 = reduce(at(x0), exact)?;
     let y1 = reduce(at(x1), exact)?;
     let t = if x0 == 0 {

@@ -201,7 +201,7 @@ fn attention_key(a: &Attention, kv: DType) -> AttentionKey {
 
 /// Answers of one kind kept at most per unit before that memo starts again (~200 bytes
 /// each; the bound and its measurement: `timings`' `MEMO_CAPACITY`).
-const MEMO_CAPACITY: usize = 1 << 14;
+const MEMO_CAPACITY: usize = 1 << 12;
 
 impl Memo {
     fn on(&self, memory: &MemoryHierarchy) -> bool {

@@ -21,6 +21,7 @@
 //! compare it row by row with its Parquet source.
 
 use crate::error::KernelError;
+use crate::interp::Sorted;
 use crate::op::{Op, MAX_CATEGORICAL, MAX_SHAPE};
 use crate::table::{KernelTable, Provenance, Row};
 use bytes::Bytes;
@@ -256,64 +257,105 @@ pub fn head(name: &str, bytes: Bytes) -> Result<Head, KernelError> {
     })
 }
 
-/// The rows of one variant (`cat`, `n` rows) from its compressed `chunk`.
-pub fn rows(
+/// One variant's rows decoded as columns, what a lookup reads ([`Sorted`]): shape field `j`
+/// of row `i` at `words[j * n + i]`, the latencies' bits after the last field. Eight bytes a
+/// field and row, where a [`Row`] takes 72: a GEMM's row 32 bytes (the decoded rows were
+/// a third of a deployment search's memory).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Columns {
+    n: usize,
+    fields: usize,
+    words: Vec<u64>,
+}
+
+impl Columns {
+    /// The first `fields` shape coordinates and the latency of `rows`.
+    pub fn of_rows(rows: &[Row], fields: usize) -> Columns {
+        let n = rows.len();
+        let mut words = Vec::with_capacity(n * (fields + 1));
+        for j in 0..fields {
+            words.extend(rows.iter().map(|r| r.shape[j]));
+        }
+        words.extend(rows.iter().map(|r| r.latency_ms.to_bits()));
+        Columns { n, fields, words }
+    }
+
+    /// The rows, each with the categorical value indices `cat`.
+    pub fn rows(&self, cat: [u16; MAX_CATEGORICAL]) -> Vec<Row> {
+        (0..self.n)
+            .map(|i| {
+                let mut shape = [0; MAX_SHAPE];
+                for (j, x) in shape.iter_mut().enumerate().take(self.fields) {
+                    *x = self.words[j * self.n + i];
+                }
+                Row {
+                    cat,
+                    shape,
+                    latency_ms: Sorted::latency_ms(self, i),
+                }
+            })
+            .collect()
+    }
+}
+
+impl Sorted for Columns {
+    fn len(&self) -> usize {
+        self.n
+    }
+    /// 0 past the table's fields, as a [`Row`] pads them.
+    fn coord(&self, i: usize, dim: usize) -> u64 {
+        if dim < self.fields {
+            self.words[dim * self.n + i]
+        } else {
+            0
+        }
+    }
+    fn latency_ms(&self, i: usize) -> f64 {
+        f64::from_bits(self.words[self.fields * self.n + i])
+    }
+}
+
+/// The rows of one variant (`n` rows of `shape_fields` coordinates) from its compressed
+/// `chunk`.
+pub fn columns(
     name: &str,
-    cat: [u16; MAX_CATEGORICAL],
     n: usize,
     shape_fields: usize,
     chunk: &[u8],
-) -> Result<Vec<Row>, KernelError> {
+) -> Result<Columns, KernelError> {
     let width = 8 * (shape_fields + 1);
     let raw = zstd::bulk::decompress(chunk, n * width)
         .map_err(|e| KernelError::file(name, format!("a chunk does not decompress: {e}")))?;
     if raw.len() != n * width {
         return Err(KernelError::file(name, "a chunk has the wrong length"));
     }
-    let mut out = vec![
-        Row {
-            cat,
-            shape: [0; MAX_SHAPE],
-            latency_ms: 0.0,
-        };
-        n
-    ];
-    // Column by column: each a run of `n` words.
-    for (j, col) in raw
-        .chunks_exact(8 * n.max(1))
-        .enumerate()
-        .take(shape_fields + 1)
-    {
-        for (r, w) in out.iter_mut().zip(col.chunks_exact(8)) {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(w);
-            let x = u64::from_le_bytes(b);
-            if j < shape_fields {
-                r.shape[j] = x;
-            } else {
-                r.latency_ms = f64::from_bits(x);
-            }
-        }
-    }
-    if let Some(r) = out
-        .iter()
-        .find(|r| !(r.latency_ms.is_finite() && r.latency_ms > 0.0))
+    let words: Vec<u64> = raw
+        .chunks_exact(8)
+        .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
+        .collect();
+    let c = Columns {
+        n,
+        fields: shape_fields,
+        words,
+    };
+    if let Some(t) = (0..n)
+        .map(|i| Sorted::latency_ms(&c, i))
+        .find(|t| !(t.is_finite() && *t > 0.0))
     {
         return Err(KernelError::file(
             name,
-            format!(
-                "a packed row's latency {} is not positive and finite",
-                r.latency_ms
-            ),
+            format!("a packed row's latency {t} is not positive and finite"),
         ));
     }
-    if out.windows(2).any(|w| w[0].shape >= w[1].shape) {
+    let cr = &c;
+    let shape = |i: usize| (0..shape_fields).map(move |j| cr.coord(i, j));
+    if (1..n).any(|i| shape(i - 1).cmp(shape(i)) != std::cmp::Ordering::Less) {
         return Err(KernelError::file(
             name,
             "a packed variant's rows are not in shape order",
         ));
     }
-    Ok(out)
+    Ok(c)
 }
 
 #[cfg(test)]
@@ -358,7 +400,7 @@ mod tests {
     }
 
     fn rows_of(h: &Head, cat: [u16; MAX_CATEGORICAL], n: usize, chunk: &[u8]) -> Vec<Row> {
-        rows("x", cat, n, h.shape_fields, chunk).unwrap()
+        columns("x", n, h.shape_fields, chunk).unwrap().rows(cat)
     }
 
     #[test]
@@ -381,16 +423,9 @@ mod tests {
         }
         let h = head("x", Bytes::from(good)).unwrap();
         let v = &h.variants[0];
-        let e = rows("x", v.cat, v.rows + 1, h.shape_fields, &v.chunk).unwrap_err();
+        let e = columns("x", v.rows + 1, h.shape_fields, &v.chunk).unwrap_err();
         assert!(e.to_string().contains("chunk"), "{e}");
-        let e = rows(
-            "x",
-            v.cat,
-            v.rows,
-            h.shape_fields,
-            &v.chunk[..v.chunk.len() / 2],
-        )
-        .unwrap_err();
+        let e = columns("x", v.rows, h.shape_fields, &v.chunk[..v.chunk.len() / 2]).unwrap_err();
         assert!(e.to_string().contains("decompress"), "{e}");
     }
 }

@@ -5,7 +5,7 @@
 use crate::error::KernelError;
 use crate::interp::{lookup, Lookup};
 use crate::op::{Op, MAX_CATEGORICAL, MAX_SHAPE};
-use crate::packed;
+use crate::packed::{self, Columns};
 use crate::table::{KernelTable, Provenance, Row};
 use bytes::Bytes;
 use perfcast_core::hash::MixState;
@@ -16,11 +16,12 @@ use std::sync::{Mutex, OnceLock};
 /// padded, with the number of shape coordinates given.
 type Query = ([u16; MAX_CATEGORICAL], [u64; MAX_SHAPE], usize);
 
-/// Answers kept at most per table before the memo starts again (~100 bytes each, ~3 MB
-/// with the table's spare capacity). At 2^20 (with 2^18 in `measured`), the Llama 3.1 70B
-/// deployment search held 121 MB (RSS), 38 MB at 2^14, in the same time; `validate` on the
-/// whole file 33.5 against 33.4 CPU-seconds (2026-12-07, `perf stat -r 3`).
-const MEMO_CAPACITY: usize = 1 << 14;
+/// Answers kept at most per table before the memo starts again (~100 bytes each, with the
+/// table's spare capacity ~0.8 MB). At 2^20 (with 2^18 in `measured`), the Llama 3.1 70B
+/// deployment search held 121 MB (RSS), 38 MB at 2^14; at 2^12 (and rows decoded as
+/// columns) 27.2 MiB in the same CPU time (4.41 against 4.45 s), and `validate` on the whole
+/// file 30.0 against 30.8 CPU-s, 131 against 158 MiB (2026-12-07, farm-bench, paired).
+const MEMO_CAPACITY: usize = 1 << 12;
 
 /// One variant (one combination of categorical values): its rows in shape order, decoded
 /// from `chunk` on first use when the table is packed.
@@ -30,7 +31,7 @@ struct Variant {
     n: usize,
     /// The largest value of each shape field among its rows.
     most: [u64; MAX_SHAPE],
-    rows: OnceLock<Result<Vec<Row>, KernelError>>,
+    rows: OnceLock<Result<Columns, KernelError>>,
     chunk: Option<Bytes>,
 }
 
@@ -80,7 +81,7 @@ impl Timings {
                 cat,
                 n,
                 most: packed::largest(rows),
-                rows: OnceLock::from(Ok(rows.to_vec())),
+                rows: OnceLock::from(Ok(Columns::of_rows(rows, table.op.schema().shape.len()))),
                 chunk: None,
             });
         }
@@ -158,25 +159,30 @@ impl Timings {
 
     /// The rows of the variant whose value indices are `ids` (every categorical field), in
     /// shape order; empty for a variant the table lacks.
-    pub fn variant_rows(&self, ids: &[u16]) -> Result<&[Row], KernelError> {
-        let Some(v) = self.variant(ids) else {
-            return Ok(&[]);
-        };
-        let rows = v.rows.get_or_init(|| match &v.chunk {
+    pub fn variant_rows(&self, ids: &[u16]) -> Result<Vec<Row>, KernelError> {
+        match self.variant(ids) {
+            Some(v) => Ok(self.columns(v)?.rows(v.cat)),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The rows of variant `v` as a lookup reads them, decoded on first use.
+    fn columns<'a>(&self, v: &'a Variant) -> Result<&'a Columns, KernelError> {
+        let columns = v.rows.get_or_init(|| match &v.chunk {
             Some(chunk) => {
                 let name = format!("{}/{}", self.gpu, self.op);
-                packed::rows(&name, v.cat, v.n, self.shape_fields, chunk)
+                packed::columns(&name, v.n, self.shape_fields, chunk)
             }
-            None => Ok(Vec::new()),
+            None => Ok(Columns::default()),
         });
-        rows.as_deref().map_err(Clone::clone)
+        columns.as_ref().map_err(Clone::clone)
     }
 
     /// The whole table, every variant decoded.
     pub fn table(&self) -> Result<KernelTable, KernelError> {
         let mut rows = Vec::with_capacity(self.rows());
         for v in &self.variants {
-            rows.extend_from_slice(self.variant_rows(&v.cat[..self.values.len()])?);
+            rows.extend(self.columns(v)?.rows(v.cat));
         }
         Ok(KernelTable {
             gpu: self.gpu.clone(),
@@ -213,7 +219,10 @@ impl Timings {
                 return *hit;
             }
         }
-        let answer = lookup(self.variant_rows(&q.0[..cat.len()]).ok()?, shape);
+        let answer = match self.variant(&q.0[..cat.len()]) {
+            Some(v) => lookup(self.columns(v).ok()?, shape),
+            None => None,
+        };
         if let Ok(mut memo) = self.memo.try_lock() {
             if memo.len() >= MEMO_CAPACITY {
                 memo.clear();
@@ -316,7 +325,7 @@ mod tests {
         for q in &queries {
             // Asked first (interpolated), again (from the memo), on a clone (memo empty).
             let rows = t.variant_rows(&[0, 0]).unwrap();
-            let want = lookup(rows, q);
+            let want = lookup(rows.as_slice(), q);
             assert_eq!(t.time(&["bf16", "x"], q), want, "{q:?}");
             assert_eq!(t.time(&["bf16", "x"], q), want, "{q:?}: memoised");
             assert_eq!(t.clone().time(&["bf16", "x"], q), want, "{q:?}: cloned");
@@ -326,7 +335,7 @@ mod tests {
         assert_eq!(t.time(&["bf16", "x"], &[16, 1024, 0]), None);
         let short = t.time(&["bf16", "x"], &[16, 1024]);
         assert!(short.is_some());
-        assert_eq!(short, lookup(rows, &[16, 1024]));
+        assert_eq!(short, lookup(rows.as_slice(), &[16, 1024]));
         assert_eq!(t.memo.lock().unwrap().len(), queries.len() + 2);
     }
 
