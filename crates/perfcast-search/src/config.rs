@@ -47,6 +47,19 @@ impl Scenario {
             self.budget,
         )
     }
+
+    /// [`Scenario::search`] with the memory of every partial recompute count checked one
+    /// by one instead of by bisection: what the bisection is tested against.
+    #[doc(hidden)]
+    pub fn search_scanning_memory(&self) -> Result<crate::SearchResult, SearchError> {
+        let space = (
+            self.trainings.as_slice(),
+            &self.space,
+            &self.constraints,
+            &self.template,
+        );
+        crate::search::search_with(space, self.objective, self.top, self.budget, false)
+    }
 }
 
 /// The search scenario of the resolved configuration `resolved` (loaded with [`SECTION`]

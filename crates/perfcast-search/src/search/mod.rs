@@ -59,6 +59,24 @@ pub fn search_within(
     top_n: usize,
     budget: Budget,
 ) -> Result<SearchResult, SearchError> {
+    let space = (trainings, space, constraints, template);
+    search_with(space, objective, top_n, budget, true)
+}
+
+/// [`search_within`], the memory checks of partial recompute counts by bisection or (`bisect`
+/// false, for the tests) one by one.
+pub(crate) fn search_with(
+    (trainings, space, constraints, template): (
+        &[Training],
+        &SearchSpace,
+        &Constraints,
+        &TrainingPlan,
+    ),
+    objective: Objective,
+    top_n: usize,
+    budget: Budget,
+    bisect: bool,
+) -> Result<SearchResult, SearchError> {
     let start = Instant::now();
     resolve::check(trainings, space, constraints, top_n)?;
     if let Some(s) = budget.max_seconds {
@@ -98,6 +116,7 @@ pub fn search_within(
             .max_seconds
             .map(|s| start + Duration::from_secs_f64(s.min(1e9))),
         expired: AtomicBool::new(false),
+        bisect,
     };
     // Largest work first (small pp and many variants), for an early threshold; the order
     // does not change the result.

@@ -28,6 +28,9 @@ pub(super) struct Ctx<'a> {
     pub(super) deadline: Option<Instant>,
     /// Set once the deadline has passed (so workers stop without asking the clock).
     pub(super) expired: AtomicBool,
+    /// Memory checks of a run of partial recompute counts by bisection ([`unfit_prefix`]);
+    /// off: every count checked (what the tests compare it with).
+    pub(super) bisect: bool,
 }
 
 /// Walk every outer tuple in parallel (one rayon task each), then merge the workers'
@@ -502,6 +505,8 @@ impl Ctx<'_> {
         thr: &mut f64,
         acc: &mut Acc,
     ) -> u64 {
+        // Variants before this index are known not to fit (a run of partial counts bisected).
+        let mut unfit_until = 0;
         for (j, &(r, k, s)) in var.iter().enumerate() {
             if j % CLOCK_EVERY == CLOCK_EVERY - 1 && self.out_of_time() {
                 return (var.len() - j) as u64;
@@ -513,6 +518,19 @@ impl Ctx<'_> {
             let Some(lb) = scheds.iter().find(|x| x.0 == s).and_then(|x| x.1) else {
                 continue; // refused with its schedule above
             };
+            if k == 1 && self.bisect {
+                let run = var[j..]
+                    .iter()
+                    .zip(1..busiest)
+                    .take_while(|(v, n)| v.0 == r && v.2 == s && v.1 == *n)
+                    .count();
+                unfit_until = j + unfit_prefix(g, &var[j..j + run], limit, acc).unwrap_or(0);
+            }
+            if j < unfit_until {
+                acc.counts.pruned_memory += 1;
+                acc.counts.pruned += 1;
+                continue;
+            }
             if let Err(e) = g.set_variant(r as usize, (k > 0).then_some(k), s as usize) {
                 acc.refuse(&e, 1);
                 continue;
@@ -572,6 +590,39 @@ impl Ctx<'_> {
         }
         0
     }
+}
+
+/// How many of `run` (one recompute policy and schedule at partial counts 1, 2, ...) do not
+/// fit in `limit`, found by bisection: memory does not grow with the layers recomputed, so
+/// the counts that fit are a suffix of the run. `None` (scan them all) when a probe is
+/// refused. The run's last count (its least memory) is always probed, so the least memory
+/// seen is the exhaustive scan's (`tests::bisected_memory_checks_equal_the_scan`).
+fn unfit_prefix(
+    g: &mut PlanGroup,
+    run: &[(u8, u32, u8)],
+    limit: f64,
+    acc: &mut Acc,
+) -> Option<usize> {
+    let mut memory = |&(r, k, s): &(u8, u32, u8)| -> Option<f64> {
+        g.set_variant(r as usize, Some(k), s as usize).ok()?;
+        let m = g.memory_peak().ok()?;
+        acc.min_memory = acc.min_memory.min(m);
+        Some(m)
+    };
+    let last = run.last()?;
+    if memory(last)? > limit {
+        return Some(run.len());
+    }
+    let (mut lo, mut hi) = (0, run.len() - 1);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if memory(&run[mid])? <= limit {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Some(lo)
 }
 
 /// Variants between two looks at the clock inside a group.
