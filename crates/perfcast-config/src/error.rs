@@ -110,9 +110,10 @@ pub enum HostError {
 
     /// A component kind that no category of the registry knows.
     #[error(
-        "unknown kind `{kind}` for `components.{name}.kind`{}{}; registered kinds: {}",
+        "unknown kind `{kind}` for `components.{name}.kind`{}{}{}; registered kinds: {}",
         from(origin),
         near_listed(kind, known),
+        library_hint(kind),
         known
     )]
     UnknownKind {
@@ -166,6 +167,16 @@ fn near_listed(word: &str, listing: &str) -> String {
         .flat_map(|names| names.split(','))
         .map(str::trim);
     perfcast_core::suggest::did_you_mean(word, names)
+}
+
+/// A namespaced kind (`vendor/name`) is a plugin library's: say how one is loaded.
+fn library_hint(kind: &str) -> &'static str {
+    if kind.contains('/') {
+        " (a `vendor/name` kind is registered by a plugin library: load it with `--load PATH` \
+         or a `[[plugins]]` entry of the configuration)"
+    } else {
+        ""
+    }
 }
 
 fn included(by: &Option<String>) -> String {

@@ -346,6 +346,7 @@ fn bad_components_name_the_key_and_the_file() {
                 "components.npu.kind",
                 "x.toml",
                 "compute_unit: gpu",
+                "registered by a plugin library: load it with `--load PATH`",
             ],
         ),
         (

@@ -27,7 +27,8 @@ fn limit(word: &str) -> usize {
 /// order, none more than one edit behind the nearest): those within [`edit_distance`] of a third of its length (at least 2), ignoring
 /// ASCII case, `-`/`_`/`.` differences count as one edit. A candidate that contains `word`
 /// or is contained in it (at least 3 characters) also counts, as a distance of its length
-/// difference (`llama-3-8b` -> `llama3-8b`; `a100` -> `a100-sxm4-80gb`).
+/// difference (`llama-3-8b` -> `llama3-8b`), and one that starts with it as a distance of 1
+/// (`a100` -> `a100-sxm4-80gb`).
 pub fn nearest<'a, I>(word: &str, candidates: I) -> Vec<&'a str>
 where
     I: IntoIterator<Item = &'a str>,
@@ -41,7 +42,11 @@ where
         let lc = c.to_ascii_lowercase();
         let d = edit_distance(&w, &lc);
         let contained = w.len() >= 3 && (lc.contains(&w) || w.contains(&lc)) && lc.len() >= 3;
-        let score = if d <= limit(word) {
+        // A candidate that starts with the word is what the word abbreviates: the nearest
+        // there is (`h100-sxm` -> `h100-sxm5-80gb` before `b300-sxm`, two edits away).
+        let score = if w.len() >= 3 && lc.starts_with(&w) {
+            Some(1)
+        } else if d <= limit(word) {
             Some(d)
         } else if contained {
             Some(lc.len().abs_diff(w.len()).max(1))
@@ -343,6 +348,15 @@ mod tests {
             "; did you mean `full`?"
         );
         assert_eq!(did_you_mean("xyzzy", ["full"]), "");
+        // A name the word abbreviates comes first (issue 44: `h100-sxm` suggested `b300-sxm`).
+        let hardware = [
+            "b300-sxm",
+            "h100-hbm2e-96gb",
+            "h100-sxm5-80gb",
+            "h200-sxm-141gb",
+        ];
+        assert_eq!(nearest("h100-sxm", hardware)[0], "h100-sxm5-80gb");
+        assert_eq!(nearest("h200", hardware), ["h200-sxm-141gb"]);
     }
 
     #[test]

@@ -654,7 +654,7 @@ fn interval_in(
             ));
         }
     }
-    levels.push((format!("every {kind_desc}"), Box::new(|_: &Residual| true)));
+    levels.push((format!("all {kind_desc}"), Box::new(|_: &Residual| true)));
     let need = min_residuals(level);
     let pick = |test: &dyn Fn(&Residual) -> bool, all_kinds: bool| -> Vec<f64> {
         let mut v: Vec<f64> = pool
