@@ -223,6 +223,20 @@ pub fn warn_hardware(
     }
 }
 
+/// A `--plot` path: plots are SVG, so the file must end in `.svg` (a `.png` would hold SVG
+/// text no image viewer opens). Checked when the arguments are read, before any work.
+pub fn svg_path(s: &str) -> Result<std::path::PathBuf, String> {
+    let p = std::path::PathBuf::from(s);
+    match p.extension().and_then(|e| e.to_str()) {
+        Some(e) if e.eq_ignore_ascii_case("svg") => Ok(p),
+        _ => Err(format!(
+            "plots are written as SVG: name the file `{}` (convert it afterwards for another \
+             format, e.g. `rsvg-convert -o plot.png plot.svg`)",
+            p.with_extension("svg").display()
+        )),
+    }
+}
+
 /// Write an SVG plot to `path` and say where on stderr.
 pub fn write_plot(path: &std::path::Path, svg: String) -> anyhow::Result<()> {
     perfcast_render::file::write(path, svg)

@@ -217,3 +217,31 @@ fn every_chart_renders_with_its_text_inside_and_apart() {
         assert!(texts >= 5, "{name}: {texts} texts (axes, labels, title)");
     }
 }
+
+/// Plots are SVG: a `--plot` file named otherwise is refused when the arguments are read
+/// (naming the `.svg` name to use), before any work and without writing anything.
+#[test]
+fn a_plot_file_not_named_svg_is_refused() {
+    let dir = common::tmpdir("perfcast-cli-plot-names");
+    for (cmd, cfg) in [
+        ("predict", "configs/experiments/gpt3-175b-a100.toml"),
+        ("roofline", "configs/experiments/roofline-a100.toml"),
+        ("serve", "configs/serving/llama3.1-8b-h100.toml"),
+    ] {
+        for name in ["step.png", "step"] {
+            let file = dir.join(name);
+            let file_s = file.display().to_string();
+            let o = common::output(&mut common::command(
+                &common::repo(),
+                &[cmd, cfg, "--plot", &file_s],
+            ));
+            assert_eq!(o.code, 2, "{cmd} {name}: {}", o.stderr);
+            assert!(
+                o.stderr.contains("plots are written as SVG") && o.stderr.contains("step.svg"),
+                "{cmd} {name}: {}",
+                o.stderr
+            );
+            assert!(!file.exists(), "{cmd} {name}: wrote {}", file.display());
+        }
+    }
+}
