@@ -231,11 +231,7 @@ impl Config {
             origins.push(l.origin.clone());
             figment = figment.merge(l);
         }
-        let value = figment.find_value("").map_err(|e| HostError::Invalid {
-            key: e.path.join("."),
-            origin: e.metadata.as_ref().map(|m| m.name.to_string()),
-            message: e.kind.to_string(),
-        })?;
+        let value = merged(&figment)?;
         let mut registry = sources.plugins.registry()?;
         let mut cfg = Config {
             figment: Arc::new(figment),
@@ -634,6 +630,15 @@ impl Config {
 }
 
 /// `a.b[2].c` -> `["a", "b", "2", "c"]`.
+/// The value of `figment`'s layers merged.
+fn merged(figment: &Figment) -> Result<Value, HostError> {
+    figment.find_value("").map_err(|e| HostError::Invalid {
+        key: e.path.join("."),
+        origin: e.metadata.as_ref().map(|m| m.name.to_string()),
+        message: e.kind.to_string(),
+    })
+}
+
 /// The key (`a.b[2].c`) and value of the first number under `v` that is not finite; the key
 /// is only written for the one found (a check of every value at each sweep point stays cheap).
 fn non_finite(v: &Value) -> Option<(String, f64)> {

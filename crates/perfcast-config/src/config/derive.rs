@@ -58,11 +58,7 @@ impl Config {
             origins.push(l.origin.clone());
             added = added.merge(l);
         }
-        let new = added.find_value("").map_err(|e| HostError::Invalid {
-            key: e.path.join("."),
-            origin: e.metadata.as_ref().map(|m| m.name.to_string()),
-            message: e.kind.to_string(),
-        })?;
+        let new = super::merged(&added)?;
         // The layers merged again would give the same value: sets are the top layers (of
         // the global profile, above every file's), and figment's merge is associative.
         let mut value = self.value.clone();
