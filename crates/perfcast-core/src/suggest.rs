@@ -27,45 +27,45 @@ fn limit(word: &str) -> usize {
 /// order, none more than one edit behind the nearest): those within [`edit_distance`] of a third of its length (at least 2), ignoring
 /// ASCII case, `-`/`_`/`.` differences count as one edit. A candidate that contains `word`
 /// or is contained in it (at least 3 characters) also counts, as a distance of its length
-/// difference (`llama-3-8b` -> `llama3-8b`), and one that starts with it as a distance of 1
-/// (`a100` -> `a100-sxm4-80gb`).
+/// difference (`llama-3-8b` -> `llama3-8b`); one that starts with it (`a100` ->
+/// `a100-sxm4-80gb`) ranks before every other.
 pub fn nearest<'a, I>(word: &str, candidates: I) -> Vec<&'a str>
 where
     I: IntoIterator<Item = &'a str>,
 {
     let w = word.to_ascii_lowercase();
-    let mut scored: Vec<(usize, usize, &'a str)> = Vec::new();
+    // (not a prefix, score, order, name): a candidate that starts with the word is what the
+    // word abbreviates, ranked before every other (`h100-sxm` -> `h100-sxm5-80gb`, not
+    // `b300-sxm` two edits away), by its length difference.
+    let mut scored: Vec<(bool, usize, usize, &'a str)> = Vec::new();
     for (i, c) in candidates.into_iter().enumerate() {
         if c == word {
             continue;
         }
         let lc = c.to_ascii_lowercase();
         let d = edit_distance(&w, &lc);
+        let prefix = w.len() >= 3 && lc.starts_with(&w);
         let contained = w.len() >= 3 && (lc.contains(&w) || w.contains(&lc)) && lc.len() >= 3;
-        // A candidate that starts with the word is what the word abbreviates: the nearest
-        // there is (`h100-sxm` -> `h100-sxm5-80gb` before `b300-sxm`, two edits away).
-        let score = if w.len() >= 3 && lc.starts_with(&w) {
-            Some(1)
+        let score = if prefix || (contained && d > limit(word)) {
+            Some(lc.len().abs_diff(w.len()).max(1))
         } else if d <= limit(word) {
             Some(d)
-        } else if contained {
-            Some(lc.len().abs_diff(w.len()).max(1))
         } else {
             None
         };
         if let Some(s) = score {
-            scored.push((s, i, c));
+            scored.push((!prefix, s, i, c));
         }
     }
     scored.sort();
-    scored.dedup_by(|a, b| a.2 == b.2);
-    // Only the best and those one edit behind it: a clear winner stands alone.
-    let best = scored.first().map_or(0, |s| s.0);
+    scored.dedup_by(|a, b| a.3 == b.3);
+    // Only the best and those one edit behind it, of its kind: a clear winner stands alone.
+    let best = scored.first().map(|s| (s.0, s.1));
     scored
         .into_iter()
-        .take_while(|s| s.0 <= best + 1)
+        .take_while(|s| best.is_some_and(|(p, b)| s.0 == p && s.1 <= b + 1))
         .take(3)
-        .map(|(_, _, c)| c)
+        .map(|(_, _, _, c)| c)
         .collect()
 }
 
