@@ -55,6 +55,9 @@ impl Built {
     }
 }
 
+/// Memory tiers built for a device's slots, each with its component name.
+type Tiers = Vec<(String, Arc<dyn MemoryTier>)>;
+
 /// `[device]`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -352,17 +355,7 @@ impl Config {
     }
 
     /// The components `[device]`'s slots name, built.
-    #[allow(clippy::type_complexity)]
-    fn device_slots(
-        &self,
-    ) -> Result<
-        (
-            DeviceSpec,
-            Arc<dyn ComputeUnit>,
-            Vec<(String, Arc<dyn MemoryTier>)>,
-        ),
-        HostError,
-    > {
+    fn device_slots(&self) -> Result<(DeviceSpec, Arc<dyn ComputeUnit>, Tiers), HostError> {
         let spec: DeviceSpec = self.extract("device")?;
         let compute = self.compute_unit(&spec)?;
         if spec.memory.is_empty() {
@@ -372,7 +365,7 @@ impl Config {
                 message: "needs at least one memory-tier component (e.g. the device's HBM)".into(),
             });
         }
-        let mut tiers: Vec<(String, Arc<dyn MemoryTier>)> = Vec::new();
+        let mut tiers: Tiers = Vec::new();
         for (i, name) in spec.memory.iter().enumerate() {
             let slot = format!("device.memory[{i}]");
             match self.component(&slot, name, Category::MemoryTier)? {
@@ -389,7 +382,7 @@ impl Config {
         &self,
         spec: DeviceSpec,
         compute: Arc<dyn ComputeUnit>,
-        mut tiers: Vec<(String, Arc<dyn MemoryTier>)>,
+        mut tiers: Tiers,
     ) -> Result<Device, HostError> {
         // The same (stable) order MemoryHierarchy::new uses, so names stay index for index.
         tiers.sort_by_key(|(_, t)| t.level());

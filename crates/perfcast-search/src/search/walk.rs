@@ -596,7 +596,7 @@ impl Ctx<'_> {
 /// fit in `limit`, found by bisection: memory does not grow with the layers recomputed, so
 /// the counts that fit are a suffix of the run. `None` (scan them all) when a probe is
 /// refused. The run's last count (its least memory) is always probed, so the least memory
-/// seen is the exhaustive scan's (`tests::bisected_memory_checks_equal_the_scan`).
+/// seen is the exhaustive scan's (`tests/bisection.rs`).
 fn unfit_prefix(
     g: &mut PlanGroup,
     run: &[(u8, u32, u8)],
