@@ -3,7 +3,7 @@
 
 use crate::error::StudyError;
 use crate::StudyInfo;
-use perfcast_config::{Config, Plugins, Sources};
+use perfcast_config::{Config, PluginSpec, Plugins, Sources};
 use perfcast_core::{
     Bandwidth, Bytes, Collective, CollectiveAlgorithm, Interconnect, MemoryTier, ModelError,
     ModelSpec, PluginError, Registry, Seconds, System, TierLevel,
@@ -27,6 +27,10 @@ pub struct StudyContext {
     pub command: String,
     /// The plugins the host chose: the study's engines and configurations resolve in them.
     pub plugins: Plugins,
+    /// Plugin libraries the host loads into every configuration the study reads (`perfcast
+    /// study --load`): what a study that runs its scenarios as `perfcast predict` does
+    /// ([`StudyContext::scenario_config`]) resolves their kinds.
+    pub libraries: Vec<PluginSpec>,
 }
 
 impl StudyContext {
@@ -52,6 +56,7 @@ impl StudyContext {
             text,
             command,
             plugins: plugins.clone(),
+            libraries: Vec::new(),
         })
     }
 
@@ -66,6 +71,7 @@ impl StudyContext {
             text: text.to_string(),
             command: format!("perfcast study {}", info.name),
             plugins: plugins.clone(),
+            libraries: Vec::new(),
         }
     }
 
@@ -78,7 +84,14 @@ impl StudyContext {
             text: text.to_string(),
             command: format!("perfcast study {}", info.name),
             plugins: plugins.clone(),
+            libraries: Vec::new(),
         }
+    }
+
+    /// This context with the plugin libraries `libraries` loaded into its configurations.
+    pub fn with_libraries(mut self, libraries: Vec<PluginSpec>) -> Self {
+        self.libraries = libraries;
+        self
     }
 
     /// Parse the config into `T` (a `deny_unknown_fields` struct), checking `study = NAME`.
@@ -147,28 +160,47 @@ impl StudyContext {
 
     /// Load a perfcast config file (with its includes) named at `key`, with `sets` on top.
     pub fn host_config(&self, key: &str, rel: &str, sets: &[String]) -> Result<Config, StudyError> {
-        let target = self.resolve(rel);
-        let preset = target.to_str().is_some_and(|t| t.starts_with("preset:"));
-        if !preset && !target.is_file() {
-            let hint = if self.dir.is_some() {
-                "paths are relative to the study config's directory"
-            } else {
-                "a built-in study config names presets: `preset:NAME` or `../models/NAME.toml`"
-            };
-            return Err(self.bad(
-                key,
-                format!("file `{}` does not exist ({hint})", target.display()),
-            ));
+        self.scenario_config(&[(key, rel)], sets)
+    }
+
+    /// Load the perfcast config files (each with its includes) that `files` name, as
+    /// `(key, path)` pairs, merged in order (later wins) as `perfcast predict FILE...` merges
+    /// its arguments, with `sets` on top and the study's `--load` libraries: the
+    /// configuration a study hands to the scenarios `perfcast predict` runs. Errors name the
+    /// keys.
+    pub fn scenario_config(
+        &self,
+        files: &[(&str, &str)],
+        sets: &[String],
+    ) -> Result<Config, StudyError> {
+        let mut targets = Vec::with_capacity(files.len());
+        for (key, rel) in files {
+            let target = self.resolve(rel);
+            let preset = target.to_str().is_some_and(|t| t.starts_with("preset:"));
+            if !preset && !target.is_file() {
+                let hint = if self.dir.is_some() {
+                    "paths are relative to the study config's directory"
+                } else {
+                    "a built-in study config names presets: `preset:NAME` or `../models/NAME.toml`"
+                };
+                return Err(self.bad(
+                    key,
+                    format!("file `{}` does not exist ({hint})", target.display()),
+                ));
+            }
+            targets.push(target);
         }
+        let keys: Vec<&str> = files.iter().map(|(k, _)| *k).collect();
         Config::load(
-            &Sources::files(&self.plugins, [target.clone()])
+            &Sources::files(&self.plugins, targets.iter().cloned())
                 .without_env()
-                .with_sets(sets.iter().cloned()),
+                .with_sets(sets.iter().cloned())
+                .with_libraries(self.libraries.iter().cloned()),
         )
         .map_err(|source| StudyError::Host {
             file: self.path.clone(),
-            key: key.to_string(),
-            target,
+            key: keys.join(", "),
+            target: join_paths(&targets),
             source: Box::new(source.into()),
         })
     }
@@ -305,4 +337,10 @@ pub fn summary(ctx: &StudyContext, finding: &str) -> String {
         ctx.path.display(),
         ctx.info.name
     )
+}
+
+/// Paths for a message: one as it is, several joined by " + ".
+fn join_paths(paths: &[PathBuf]) -> PathBuf {
+    let parts: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    PathBuf::from(parts.join(" + "))
 }

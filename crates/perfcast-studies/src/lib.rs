@@ -233,6 +233,17 @@ pub fn run(
     config: Option<&Path>,
     plugins: &Plugins,
 ) -> Result<StudyOutput, StudyError> {
+    run_with(name, config, plugins, Vec::new())
+}
+
+/// [`run`] with plugin libraries loaded into every configuration the study reads
+/// (`perfcast study --load`).
+pub fn run_with(
+    name: &str,
+    config: Option<&Path>,
+    plugins: &Plugins,
+    libraries: Vec<perfcast_config::PluginSpec>,
+) -> Result<StudyOutput, StudyError> {
     let info = info(name)?;
     let ctx = match config {
         Some(p) => common::StudyContext::new(
@@ -248,7 +259,8 @@ pub fn run(
             })?;
             common::StudyContext::builtin(info, text, plugins)
         }
-    };
+    }
+    .with_libraries(libraries);
     match name {
         "memory-vs-recompute" => studies::memory_recompute::run(&ctx),
         "a100-to-b200" => studies::a100_to_b200::run(&ctx),

@@ -19,6 +19,10 @@ pub struct Args {
     /// edit it; its relative paths are resolved against its own directory).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Plugin libraries the study's configurations load (e.g. a library topology kind in the
+    /// `topologies` study).
+    #[command(flatten)]
+    pub libraries: crate::common::LoadArgs,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -36,7 +40,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let Some(name) = a.name else {
         anyhow::bail!("name a study or pass --list");
     };
-    let output = perfcast_studies::run(&name, a.config.as_deref(), &crate::common::plugins())?;
+    let output = perfcast_studies::run_with(
+        &name,
+        a.config.as_deref(),
+        &crate::common::plugins(),
+        a.libraries.specs()?,
+    )?;
     let dir = a
         .out
         .unwrap_or_else(|| PathBuf::from("out/studies").join(&name));

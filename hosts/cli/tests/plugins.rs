@@ -634,6 +634,81 @@ fn predict_over_the_example_topology_plugin() {
     );
 }
 
+/// The `topologies` study loads a library topology with `--load` (issue 44: it could not) and
+/// runs it as `predict` does: the library's row is `predict`'s step on the example config.
+/// A study config without the rail-only paper's `[paper]` figures runs too.
+#[test]
+fn the_topologies_study_loads_a_library_topology() {
+    let l = libs();
+    let lib = l.dragonfly_plus.to_str().unwrap();
+    let dir = common::tmpdir("perfcast-cli-study-library-topology");
+    let configs = repo().join("configs");
+    let study = format!(
+        r#"study = "topologies"
+model = "{models}/gpt3-175b.toml"
+system = "{systems}/dgx-a100.toml"
+stack = "megatron-lm-2021"
+gpus = 1024
+
+[plan]
+tp = 8
+pp = 16
+dp = 8
+micro_batch = 1
+global_batch = 1536
+recompute = "full"
+precision = "fp16"
+attention = "plain"
+
+[all_to_all]
+ranks = 64
+bytes = 1048576.0
+
+[[topologies]]
+label = "fat-tree"
+component = {{ kind = "fat-tree" }}
+
+[[topologies]]
+label = "dragonfly+"
+component = {{ kind = "example/dragonfly-plus", nics_per_leaf = 32, leaves_per_group = 8, spines_per_group = 8, global_links_per_spine = 8 }}
+"#,
+        models = configs.join("models").display(),
+        systems = configs.join("systems").display(),
+    );
+    let file = dir.join("study.toml");
+    std::fs::write(&file, study).unwrap();
+    let (file, out) = (file.to_str().unwrap(), dir.join("out"));
+    let o = perfcast(&[
+        "study",
+        "topologies",
+        "--config",
+        file,
+        "--load",
+        lib,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let csv = std::fs::read_to_string(out.join("topologies.csv")).unwrap();
+    let row = csv.lines().find(|l| l.starts_with("dragonfly+,")).unwrap();
+    let study: f64 = row.split(',').nth(2).unwrap().parse().unwrap();
+    let cfg = "plugins/examples/dragonfly-plus/gpt3-175b-dragonfly-plus.toml";
+    let v = json(&["predict", cfg, "--load", lib, "--format", "json"]);
+    let predict = v["report"]["iteration_time"].as_f64().unwrap();
+    assert!(
+        (study - predict).abs() <= 1e-5 * predict,
+        "study {study} s, predict {predict} s"
+    );
+    // Without the library the kind is an error naming the study config's key.
+    let o = perfcast(&["study", "topologies", "--config", file]);
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(
+        o.stderr.contains("topologies[1].component") && o.stderr.contains("example/dragonfly-plus"),
+        "{}",
+        o.stderr
+    );
+}
+
 #[test]
 fn load_takes_a_bare_file_name_in_the_working_directory() {
     // `--load libacme_npu.so` (no `/`) is the file in the working directory, not a name for

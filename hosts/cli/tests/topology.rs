@@ -156,4 +156,47 @@ fn the_topologies_study_writes_its_files() {
         "{}",
         o.stdout
     );
+    // One code path: each row's step is the step `perfcast predict` gives for the study's
+    // model, system, stack, plan and topology (the study once built its engine without the
+    // stack and said 8.82 s where `predict` said 11.05 s; issue 44).
+    let csv = std::fs::read_to_string(dir.join("topologies.csv")).unwrap();
+    let row = csv
+        .lines()
+        .find(|l| l.starts_with("fat-tree 2:1,"))
+        .expect("a fat-tree 2:1 row");
+    let study: f64 = row.split(',').nth(2).unwrap().parse().unwrap();
+    let mut args = vec![
+        "predict",
+        "preset:megatron-gpt-1t",
+        "preset:dgx-h100",
+        "--format",
+        "json",
+    ];
+    let sets = [
+        "system.devices=4096",
+        "components.net.kind=\"fat-tree\"",
+        "components.net.oversubscription=[2.0]",
+        "system.topology=\"net\"",
+        "plan.tp=8",
+        "plan.pp=32",
+        "plan.dp=16",
+        "plan.micro_batch=1",
+        "plan.global_batch=2048",
+        "plan.recompute=\"selective\"",
+        "plan.sp=true",
+        "plan.zero_stage=1",
+        "plan.precision=\"bf16\"",
+        "plan.overlap_grad_reduce=true",
+    ];
+    for s in &sets {
+        args.extend(["--set", s]);
+    }
+    let o = perfcast(&args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let predict = v["report"]["iteration_time"].as_f64().unwrap();
+    assert!(
+        (study - predict).abs() <= 1e-5 * predict,
+        "study {study} s, predict {predict} s"
+    );
 }

@@ -9,13 +9,13 @@ use crate::error::StudyError;
 use crate::StudyOutput;
 use perfcast_core::parallel::AxisSet;
 use perfcast_core::topology::NetworkCost;
-use perfcast_core::{Bytes, CollectiveKind, Topology};
+use perfcast_core::{Bytes, CollectiveKind};
 use perfcast_engine::network::{Mesh, Network};
-use perfcast_engine::training::{Training, TrainingPlan, TrainingReport};
+use perfcast_engine::training::TrainingReport;
 use perfcast_render::figure::{Axis, Bar, BarGroup, Figure, Panel, PanelKind};
 use perfcast_render::{num6, Table};
+use perfcast_scenario::TrainingScenario;
 use serde::Deserialize;
-use std::sync::Arc;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -26,15 +26,21 @@ struct Config {
     model: String,
     /// System file (device, NVLink domain, NIC).
     system: String,
+    /// The software stack, as a config's `stack = "NAME"` names it (default: the `generic`
+    /// stack, as for `perfcast predict`).
+    #[serde(default)]
+    stack: Option<String>,
     /// GPUs.
     gpus: u32,
-    /// The training plan, as `[plan]` of a config.
-    plan: TrainingPlan,
+    /// The training plan: a config's `[plan]`, read as `perfcast predict` reads it (the
+    /// stack fills the fields it leaves out).
+    plan: toml::Table,
     /// The expert-parallel all-to-all timed on each topology: ranks (consecutive GPUs) and
     /// bytes each rank sends (full buffer).
     all_to_all: AllToAll,
-    /// The rail-only paper's figures, stated beside ours.
-    paper: Paper,
+    /// The rail-only paper's figures, stated beside ours (optional).
+    #[serde(default)]
+    paper: Option<Paper>,
     topologies: Vec<TopologyRun>,
 }
 
@@ -91,30 +97,40 @@ impl Row {
 pub struct Results {
     /// One row per topology, in config order (the first is the reference).
     pub rows: Vec<Row>,
-    paper: Paper,
+    paper: Option<Paper>,
     what: String,
 }
 
-fn topology(
+/// The name the study gives the topology component it adds to the scenario.
+const COMPONENT: &str = "study_topology";
+
+/// The configuration of the study's scenario on topology `t`: `base` with `t`'s component
+/// added and named as `system.topology`, exactly as a config of `perfcast predict` wires it.
+fn on_topology(
     ctx: &StudyContext,
-    registry: &perfcast_core::Registry,
+    base: &perfcast_config::Config,
     i: usize,
     t: &TopologyRun,
-) -> Result<(String, Arc<dyn Topology>), StudyError> {
+) -> Result<(String, TrainingScenario), StudyError> {
     let key = format!("topologies[{i}].component");
-    let mut params = t.component.clone();
-    let kind = match params.remove("kind") {
-        Some(toml::Value::String(k)) => k,
+    let kind = match t.component.get("kind") {
+        Some(toml::Value::String(k)) => k.clone(),
         _ => return Err(ctx.bad(&format!("{key}.kind"), "needs the topology kind (a string)")),
     };
-    let json = serde_json::to_value(&params).map_err(|e| ctx.bad(&key, e.to_string()))?;
-    let topo = registry
-        .topology(&kind, &json)
+    let component = format!("components.{COMPONENT}");
+    let cfg = base
+        .with_values(&[
+            ("system.topology", &toml::Value::String(COMPONENT.into())),
+            (&component, &toml::Value::Table(t.component.clone())),
+        ])
         .map_err(|e| ctx.bad(&key, e.to_string()))?;
-    Ok((kind, topo))
+    let sc = TrainingScenario::from_config(&cfg).map_err(|e| ctx.bad(&key, e.to_string()))?;
+    Ok((kind, sc))
 }
 
-/// Evaluate the plan on every topology.
+/// Evaluate the plan on every topology: each one a scenario as `perfcast predict` runs it
+/// (the model and system files merged, `system.devices = gpus`, the stack, the `[plan]`,
+/// the topology as `system.topology`), so the study's step times are `predict`'s.
 pub fn evaluate(ctx: &StudyContext) -> Result<Results, StudyError> {
     let cfg: Config = ctx.parse()?;
     if cfg.topologies.is_empty() {
@@ -129,18 +145,38 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Results, StudyError> {
     if !(cfg.all_to_all.bytes.is_finite() && cfg.all_to_all.bytes > 0.0) {
         return Err(ctx.bad("all_to_all.bytes", "must be a finite number > 0"));
     }
-    let registry = crate::common::registry(&ctx.plugins)?;
-    let model = ctx.model("model", &cfg.model)?;
+    if cfg.gpus == 0 {
+        return Err(ctx.bad("gpus", "needs at least one device"));
+    }
+    let mut sets = vec![format!("system.devices={}", cfg.gpus)];
+    if let Some(stack) = &cfg.stack {
+        sets.push(format!(
+            "stack={}",
+            serde_json::to_string(stack).unwrap_or_default()
+        ));
+    }
+    let base = ctx.scenario_config(&[("model", &cfg.model), ("system", &cfg.system)], &sets)?;
+    let base = base
+        .with_values(&[("plan", &toml::Value::Table(cfg.plan.clone()))])
+        .map_err(|e| ctx.bad("plan", e.to_string()))?;
+    // The plan on the levels alone: what does not depend on the topology fails here,
+    // named as the study config's key.
+    let reference =
+        TrainingScenario::from_config(&base).map_err(|e| ctx.bad("plan", e.to_string()))?;
+    let model = reference.training.model().name.clone();
     let mut rows = Vec::new();
     for (i, t) in cfg.topologies.iter().enumerate() {
-        let (kind, topo) = topology(ctx, &registry, i, t)?;
-        let mut system = ctx.system("system", &cfg.system, cfg.gpus)?;
-        system.topology = Some(topo.clone());
-        let what = format!("{} on {}", model.name, t.label);
-        let cost = topo
-            .cost(&system.network, cfg.gpus as u64)
-            .map_err(|e| model_err(what.clone())(perfcast_core::ModelError::Plugin(e)))?;
-        let net = Network::with_topology(&system.network, Some(topo), cfg.gpus as u64)
+        let (kind, sc) = on_topology(ctx, &base, i, t)?;
+        let system = sc.training.system();
+        let what = format!("{model} on {}", t.label);
+        let topo = system.topology.clone();
+        let cost = match &topo {
+            Some(topo) => topo
+                .cost(&system.network, cfg.gpus as u64)
+                .map_err(|e| model_err(what.clone())(perfcast_core::ModelError::Plugin(e)))?,
+            None => None,
+        };
+        let net = Network::with_topology(&system.network, topo, cfg.gpus as u64)
             .map_err(model_err(what.clone()))?;
         let a2a_mesh = Mesh::new(cfg.all_to_all.ranks, 1, 1, cfg.gpus / cfg.all_to_all.ranks);
         let a2a = net
@@ -151,8 +187,7 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Results, StudyError> {
                 Bytes(cfg.all_to_all.bytes),
             )
             .map_err(model_err(format!("all-to-all on {}", t.label)))?;
-        let training = Training::new(model.clone(), system, &registry).map_err(model_err(&what))?;
-        let report = training.evaluate(&cfg.plan).map_err(model_err(&what))?;
+        let report = sc.training.evaluate(&sc.plan).map_err(model_err(&what))?;
         rows.push(Row {
             label: t.label.clone(),
             kind,
@@ -161,15 +196,15 @@ pub fn evaluate(ctx: &StudyContext) -> Result<Results, StudyError> {
             cost,
         });
     }
-    let p = &cfg.plan;
+    let p = &reference.plan;
     Ok(Results {
         rows,
         paper: cfg.paper,
         what: format!(
-            "{} on {} GPUs ({}), TP {} PP {} DP {}, micro-batch {}, global batch {}, {} recompute",
-            model.name,
+            "{model} on {} GPUs ({}, {} stack), TP {} PP {} DP {}, micro-batch {}, global batch {}, {} recompute",
             cfg.gpus,
             cfg.system,
+            cfg.stack.as_deref().unwrap_or(perfcast_config::stacks::DEFAULT_STACK),
             p.tp,
             p.pp,
             p.dp,
@@ -364,20 +399,29 @@ fn finding(r: &Results) -> String {
                 _ => "n/a".into(),
             };
             let a2a = only.all_to_all / opt.all_to_all;
-            format!(
-                " Rail-only against the rail-optimised Clos: step time {} (the paper: the same \
-                 training performance), network cost {cost} lower (the paper: {:.0}% to {:.0}% \
-                 lower, and {:.0}% to {:.0}% less network power, not modelled here), all-to-all \
-                 {} through NVLink forwarding (the paper: {:.1}% to {:.1}% overhead).",
-                pct(step),
-                r.paper.cost_reduction_pct[0],
-                r.paper.cost_reduction_pct[1],
-                r.paper.power_reduction_pct[0],
-                r.paper.power_reduction_pct[1],
-                pct(a2a),
-                r.paper.all_to_all_overhead_pct[0],
-                r.paper.all_to_all_overhead_pct[1],
-            )
+            match &r.paper {
+                Some(p) => format!(
+                    " Rail-only against the rail-optimised Clos: step time {} (the paper: the \
+                     same training performance), network cost {cost} lower (the paper: {:.0}% \
+                     to {:.0}% lower, and {:.0}% to {:.0}% less network power, not modelled \
+                     here), all-to-all {} through NVLink forwarding (the paper: {:.1}% to \
+                     {:.1}% overhead).",
+                    pct(step),
+                    p.cost_reduction_pct[0],
+                    p.cost_reduction_pct[1],
+                    p.power_reduction_pct[0],
+                    p.power_reduction_pct[1],
+                    pct(a2a),
+                    p.all_to_all_overhead_pct[0],
+                    p.all_to_all_overhead_pct[1],
+                ),
+                None => format!(
+                    " Rail-only against the rail-optimised Clos: step time {}, network cost \
+                     {cost} lower, all-to-all {} through NVLink forwarding.",
+                    pct(step),
+                    pct(a2a),
+                ),
+            }
         }
         _ => String::new(),
     };
