@@ -3,7 +3,7 @@
 //! [`ALLOWED`] is the one table of which internal crates each crate may name among its normal
 //! `[dependencies]` (dev-dependencies are free: tests may use the built-in plugins and the
 //! testkit). A crate added to the workspace without a row fails here, so every new crate
-//! states its place. The rules the table encodes (ARCHITECTURE.md, "Invariants"):
+//! states its place. The rules the table encodes (ARCHITECTURE.md, "Dependency layering"):
 //!
 //! - `perfcast-core` depends on no other perfcast crate; plugins depend on `perfcast-core`
 //!   (and, as libraries, on `perfcast-abi`) only, never on the engine or a host.
