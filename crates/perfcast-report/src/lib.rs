@@ -11,6 +11,7 @@
 //!   [`reference`](mod@reference): a config's published figures beside the prediction.
 //! - [`validation`]: a validation run's table and Parquet rows, a collectives file's table
 //!   (`perfcast validate`), a calibration's report (`perfcast calibrate`).
+//! - [`network`]: the network and strategies a training step ran on (`perfcast predict`).
 //! - [`kernels`]: the kernel tables' catalog and one table (`perfcast kernels list|show`).
 //! - [`roofline`]: a device's `[[ops]]` or a model's GEMMs on the roofline, as text, CSV and
 //!   the log-log chart (`perfcast roofline`).
@@ -30,6 +31,7 @@ pub mod error_bars;
 pub mod infer;
 pub mod inference;
 pub mod kernels;
+pub mod network;
 pub mod predict;
 pub mod reference;
 pub mod roofline;

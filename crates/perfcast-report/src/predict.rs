@@ -5,6 +5,7 @@ use crate::error_bars::Row;
 use perfcast_core::KernelPath;
 use perfcast_engine::training::{KernelPaths, StageMemory, TrainingPlan, TrainingReport};
 use perfcast_render::{num, plan_label, PlanStyle, Table, GIB};
+use perfcast_scenario::network::NetworkUsed;
 use std::fmt::Write as _;
 
 /// The rows of a training report that get an interval.
@@ -87,14 +88,21 @@ pub fn table(
     model: &str,
     system: &str,
     plan: &TrainingPlan,
+    network: &NetworkUsed,
     r: &TrainingReport,
     stages: &[StageMemory],
     warnings: &[String],
 ) -> String {
+    let mut label = plan_label(plan, PlanStyle::Fields);
+    if !network.builtin_context() {
+        // `cp_comm` is an option of the built-in context strategy only: with another one in
+        // its place (a library's Ulysses, say) the strategies line names what ran.
+        label = label.replace(&format!(" cp_comm={}", plan.cp_comm.name()), "");
+    }
     let mut s = format!(
-        "{model} on {system}, {} devices\n  {}\n",
+        "{model} on {system}, {} devices\n  {label}\n  {}\n",
         r.devices,
-        plan_label(plan, PlanStyle::Fields)
+        network.head()
     );
     s.push_str(&crate::training::table(r));
     // The report's table ends with its notes: the hardware warnings continue the list.

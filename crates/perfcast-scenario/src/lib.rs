@@ -25,6 +25,7 @@ pub mod explain;
 pub mod hf;
 pub mod inference;
 mod model;
+pub mod network;
 pub mod plausible;
 pub mod reference;
 mod resolved;

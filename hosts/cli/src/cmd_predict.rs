@@ -10,6 +10,7 @@ use perfcast_engine::{TrainingPlan, TrainingReport};
 use perfcast_report::charts::training_svg;
 use perfcast_report::error_bars::{self, ErrorBars, Row};
 use perfcast_report::predict;
+use perfcast_scenario::network::NetworkUsed;
 use perfcast_scenario::{engine_error, TrainingScenario};
 use perfcast_validation::cases::Kind;
 use serde::Serialize;
@@ -66,6 +67,9 @@ struct Output<'a> {
     /// one layer, the embedding, the head and the optimizer, one micro-batch each.
     software: &'a predict::Software,
     kernel_paths: &'a [KernelPaths],
+    /// The network the step ran on (levels, topology, its links and price) and the parallel
+    /// strategies in mesh order.
+    network: &'a NetworkUsed,
     /// The configuration that produced the report (feed it back as a `.json` config).
     config: serde_json::Value,
 }
@@ -73,13 +77,12 @@ struct Output<'a> {
 pub fn run(a: Args) -> anyhow::Result<()> {
     let cfg = load(&a.config)?;
     let resolved = perfcast_scenario::Scenario::training(&cfg);
-    let TrainingScenario { training, plan } = TrainingScenario::of(&resolved)?;
+    let scenario = TrainingScenario::of(&resolved)?;
+    let TrainingScenario { training, plan } = &scenario;
     let system_name = training.system().name.clone();
-    let report = training
-        .evaluate(&plan)
-        .map_err(|e| engine_error(&cfg, e))?;
+    let report = training.evaluate(plan).map_err(|e| engine_error(&cfg, e))?;
     let stages = training
-        .memory_per_stage(&plan)
+        .memory_per_stage(plan)
         .map_err(|e| engine_error(&cfg, e))?;
     let model_name = training.model().name.clone();
     let sequence = predict::sequence_label(training.model());
@@ -103,8 +106,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         description: resolved.stack()?.description.clone(),
     };
     let paths = training
-        .kernel_paths(&plan)
+        .kernel_paths(plan)
         .map_err(|e| engine_error(&cfg, e))?;
+    let network = NetworkUsed::of_training(&resolved, &scenario)?;
     let interval = a.intervals.for_scenario(&resolved, Kind::Training)?;
     let rows = predict::interval_rows(&report);
     let plain: Vec<Row> = rows.iter().map(|(r, _)| r.clone()).collect();
@@ -120,7 +124,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Format::Json => to_json(&Output {
             model: &model_name,
             system: &system_name,
-            plan: &plan,
+            plan,
             report: &report,
             memory_per_stage: &stages,
             notes: perfcast_report::training::notes(&report)
@@ -131,11 +135,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             error_bars: interval.as_ref().map(|iv| error_bars::json(iv, &plain)),
             software: &software,
             kernel_paths: &paths,
+            network: &network,
             config: perfcast_scenario::reproducible_config(&cfg, training.model())?,
         })?,
         Format::Csv => {
-            let mut s = predict::csv(&plan, &report, &stages, &warnings);
+            let mut s = predict::csv(plan, &report, &stages, &warnings);
             s.push_str(&predict::kernel_paths_csv(&software, &paths));
+            s.push_str(&perfcast_report::network::csv(&network));
             if let Some(iv) = &interval {
                 s.push_str(&error_bars::csv_rows(iv, &rows));
             }
@@ -148,7 +154,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             let t = predict::table(
                 &format!("{model_name} ({sequence})"),
                 &system_name,
-                &plan,
+                plan,
+                &network,
                 &report,
                 &stages,
                 &warnings,
@@ -158,6 +165,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 None => t,
             };
             s.push_str(&predict::kernel_paths_table(&software, &paths));
+            s.push_str(&perfcast_report::network::table(&network));
             if let Some(r) = &reference {
                 s.push_str(&perfcast_report::reference::table(r));
             }

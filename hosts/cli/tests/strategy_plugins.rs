@@ -139,6 +139,24 @@ fn ulysses_runs_from_its_readme_and_bad_plans_name_the_plugin() {
     assert_eq!(ok.code, 0, "{}", ok.stderr);
     let v: Value = serde_json::from_str(&ok.stdout).unwrap();
     assert!(v["report"]["breakdown"]["cp_comm"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["network"]["strategies"][2], "example/ulysses");
+    // The table names the loaded strategy and not the built-in ring's `cp_comm` (issue 44).
+    let table = perfcast(&[
+        "predict",
+        config,
+        "--load",
+        &l.ulysses,
+        "--set",
+        "plan.cp=2",
+        "--set",
+        &set,
+    ]);
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    let head: String = table.stdout.lines().take(3).collect::<Vec<_>>().join("\n");
+    assert!(
+        head.contains("strategies: tensor, sequence, example/ulysses") && !head.contains("cp_comm"),
+        "{head}"
+    );
     // 20 heads of 128 on one tensor-parallel rank: cp 8 (all 8 devices) does not divide
     // them, which only Ulysses minds.
     let bad = perfcast(&[

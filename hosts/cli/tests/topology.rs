@@ -59,6 +59,43 @@ fn a_topology_component_changes_the_step() {
     assert!(full > 0.0 && tapered > full, "{full} {tapered}");
 }
 
+/// The report names the network it timed the step on (issue 44: `predict` said nothing of
+/// it): the topology and its component, the strategies, the link classes and the price, in
+/// the table, JSON and CSV.
+#[test]
+fn the_report_names_the_topology_its_links_and_price() {
+    let sets = [
+        "--set",
+        "components.net.kind=\"fat-tree\"",
+        "--set",
+        "system.topology=\"net\"",
+    ];
+    let mut a = vec!["predict", GPT3];
+    a.extend_from_slice(&sets);
+    let o = perfcast(&a);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout
+            .contains("network: fat-tree (component `net`); strategies: tensor, sequence")
+            && o.stdout.contains("links nic")
+            && o.stdout.contains("switches"),
+        "{}",
+        o.stdout
+    );
+    a.extend_from_slice(&["--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&perfcast(&a).stdout).unwrap();
+    let n = &v["network"];
+    assert_eq!(n["topology"], "fat-tree");
+    assert_eq!(n["component"], "net");
+    assert!(n["cost_usd"].as_f64().unwrap() > 0.0);
+    assert!(!n["links"].as_array().unwrap().is_empty());
+    let csv = perfcast(&["predict", GPT3, "--format", "csv"]).stdout;
+    assert!(
+        csv.contains("network.topology,hierarchical,") && !csv.contains("network.cost,"),
+        "{csv}"
+    );
+}
+
 fn error(args: &[&str]) -> String {
     let mut a = vec!["predict", GPT3];
     a.extend_from_slice(args);
