@@ -596,18 +596,21 @@ int main(void) {
     assert_eq!(out.stdout, want);
 }
 
-/// The README's category x ABI table is `perfcast_abi::codes::SUPPORT`, the table the loaders
-/// follow (regenerate it from `perfcast_abi::codes::support_table()`).
+/// The user guide's category x ABI table (docs/commands/plugins.md) is
+/// `perfcast_abi::codes::SUPPORT`, the table the loaders follow (regenerate it from
+/// `perfcast_abi::codes::support_table()`).
 #[test]
-fn the_readme_support_table_is_the_code_s() {
-    let readme =
-        std::fs::read_to_string(perfcast_testkit::workspace_root().join("README.md")).unwrap();
-    let start = readme.find("<!-- support-table:start -->\n").unwrap();
-    let end = readme.find("<!-- support-table:end -->").unwrap();
-    let shown = &readme[start + "<!-- support-table:start -->\n".len()..end];
+fn the_guide_s_support_table_is_the_code_s() {
+    let page = std::fs::read_to_string(
+        perfcast_testkit::workspace_root().join("docs/commands/plugins.md"),
+    )
+    .unwrap();
+    let start = page.find("<!-- support-table:start -->\n").unwrap();
+    let end = page.find("<!-- support-table:end -->").unwrap();
+    let shown = &page[start + "<!-- support-table:start -->\n".len()..end];
     assert_eq!(
         shown,
         perfcast_abi::codes::support_table(),
-        "README.md's support table is stale"
+        "docs/commands/plugins.md's support table is stale"
     );
 }

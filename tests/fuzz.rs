@@ -3,7 +3,7 @@
 //! in an error or a report of finite numbers, never a panic; and a few dozen mutated inputs
 //! through the commands (`fuzz/commands.rs`). The long run is
 //! `cargo run --release -p perfcast-tests --example fuzz -- CONFIGS PLUGINS [SEED] [COMMANDS]`
-//! (README.md, "Fuzzing").
+//! (docs/testing.md, "Property tests and fuzzing").
 
 #[path = "fuzz/commands.rs"]
 mod commands;

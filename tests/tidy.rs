@@ -4,6 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+/// The Markdown's relative links (README.md, ARCHITECTURE.md, the user guide under docs/).
+mod links;
+
 /// Lines of a library source file, `#[cfg(test)]` items left out.
 const MAX_FILE_LINES: usize = 800;
 

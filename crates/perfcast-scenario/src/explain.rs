@@ -218,7 +218,7 @@ pub fn reference(registry: &perfcast_core::Registry) -> String {
          The keys of the configuration's own sections and the value each takes when left out \
          (`perfcast config explain --all CONFIG` shows them beside the values a configuration \
          sets). What each means: the field documentation of the type (`cargo doc -p \
-         perfcast-engine`) and README.md.\n",
+         perfcast-engine`) and the user guide, docs/SUMMARY.md.\n",
     );
     let serving: Option<InferencePlan> =
         serde_json::from_value(serde_json::json!({"batch": 1, "input_len": 1, "output_len": 1}))

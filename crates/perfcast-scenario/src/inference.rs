@@ -30,7 +30,7 @@ impl InferenceScenario {
         if !cfg.contains("inference") {
             return Err(ScenarioError::Missing {
                 section: "inference",
-                hint: "it needs the serving plan (batch, input_len, output_len; tp, pp, replicas, weight_dtype, activation_dtype, kv_dtype, attention, graph_capture optional; README.md, \"infer\")",
+                hint: "it needs the serving plan (batch, input_len, output_len; tp, pp, replicas, weight_dtype, activation_dtype, kv_dtype, attention, graph_capture optional; docs/commands/infer.md)",
             });
         }
         let mut plan: InferencePlan = cfg.extract("inference")?;

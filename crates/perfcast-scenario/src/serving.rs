@@ -69,7 +69,7 @@ impl ServingScenario {
         if !cfg.contains("serving") && !cfg.contains("inference") {
             return Err(ScenarioError::Missing {
                 section: "serving",
-                hint: "it needs the deployment and its traffic (tp, pp, replicas, max_batch, max_num_tokens, input_len, output_len, rate or concurrency or trace, ...; README.md, \"serve\"); an [inference] section gives defaults",
+                hint: "it needs the deployment and its traffic (tp, pp, replicas, max_batch, max_num_tokens, input_len, output_len, rate or concurrency or trace, ...; docs/serving-and-search.md); an [inference] section gives defaults",
             });
         }
         let mut config: ServingConfig = cfg.extract_opt("serving")?.unwrap_or_default();

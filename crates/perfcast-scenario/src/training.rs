@@ -35,7 +35,7 @@ impl TrainingScenario {
         let mut system = sc.system()?.clone();
         let mut plan = plan(sc)?.ok_or(ScenarioError::Missing {
             section: "plan",
-            hint: "`perfcast predict` needs the training plan (tp, pp, dp, micro_batch, global_batch, recompute, ...; README.md, \"predict\")",
+            hint: "`perfcast predict` needs the training plan (tp, pp, dp, micro_batch, global_batch, recompute, ...; docs/commands/predict.md)",
         })?;
         resolve_devices(cfg, &mut plan, &mut system)?;
         let training = Training::with_options(model, system, cfg.registry(), &options(sc)?)

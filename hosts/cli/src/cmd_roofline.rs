@@ -29,7 +29,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let ops = cfg.ops()?;
     if ops.is_empty() {
         anyhow::bail!(
-            "no ops to time: the configuration has no `[[ops]]` entries (README.md, \"Configuration\", shows their fields)"
+            "no ops to time: the configuration has no `[[ops]]` entries (docs/configuration.md, \"The file format\", shows their fields)"
         );
     }
     let report = roofline::analyze(&device, &ops)?;

@@ -5,7 +5,7 @@
 //!
 //! Only what legitimately varies between runs is masked before comparing (`search`'s summary):
 //! the time taken and the rates, the thread count, and the split of plans pruned by the time
-//! bound vs evaluated (workers share the N-th best time as they go, README "perfcast search");
+//! bound vs evaluated (workers share the N-th best time as they go, docs/commands/search.md);
 //! the counts refused and over memory, the plans and the Pareto front are compared exactly.
 //!
 //! After an intended change, update the files and commit them with it:
@@ -300,13 +300,14 @@ fn every_experiment_is_listed_and_masking_is_narrow() {
     );
 }
 
-/// The README's figures of shipped configs are those outputs, not typed from memory: each
-/// phrase of the README (whitespace folded) must hold the figures the golden output (or, for
-/// a variant no golden keeps, a run of the binary) prints, rounded as the README rounds them.
+/// The user guide's figures of shipped configs (docs/concepts.md) are those outputs, not
+/// typed from memory: each phrase of the page (whitespace folded) must hold the figures the
+/// golden output (or, for a variant no golden keeps, a run of the binary) prints, rounded as
+/// the page rounds them.
 #[test]
-fn readme_figures_are_the_outputs() {
+fn guide_figures_are_the_outputs() {
     let fold = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-    let readme = fold(&std::fs::read_to_string(repo().join("README.md")).unwrap());
+    let guide = fold(&std::fs::read_to_string(repo().join("docs/concepts.md")).unwrap());
     let golden = |f: &str| fold(&std::fs::read_to_string(golden_dir().join(f)).unwrap());
     let no_tables = {
         let o = common::output(&mut common::command(
@@ -333,7 +334,7 @@ fn readme_figures_are_the_outputs() {
             .unwrap_or_else(|| panic!("no number after `{label}`"));
         format!("{n:.decimals$}")
     };
-    // (the README's phrase, the output, (label in the output, decimals) of each figure the
+    // (the guide's phrase, the output, (label in the output, decimals) of each figure the
     // phrase states, in order)
     type Case<'a> = (&'a str, String, &'a [(&'a str, usize)]);
     let cases: [Case; 3] = [
@@ -355,15 +356,15 @@ fn readme_figures_are_the_outputs() {
     ];
     for (phrase, output, labels) in cases {
         assert!(
-            readme.contains(phrase),
-            "the README no longer says: {phrase}"
+            guide.contains(phrase),
+            "docs/concepts.md no longer says: {phrase}"
         );
         let mut rest = phrase;
         for (label, decimals) in labels {
             let f = figure(&output, label, *decimals);
             let at = rest
                 .find(&f)
-                .unwrap_or_else(|| panic!("the README says `{phrase}`; the output prints {f}"));
+                .unwrap_or_else(|| panic!("the guide says `{phrase}`; the output prints {f}"));
             rest = &rest[at + f.len()..];
         }
     }

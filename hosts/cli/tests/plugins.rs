@@ -1164,11 +1164,11 @@ fn a_sweep_loads_its_libraries_at_every_point() {
     assert_eq!(rows(&["--isolate"]), in_process);
 }
 
-/// The loading policy (README, "Which libraries load"): a library named in an included file
-/// runs only with `--allow-included-plugins` (run and sweep alike); `config explain` checks
-/// the libraries and runs none unless `--load-plugins`; `plugins --describe` loads only what
-/// `--load` names. The library's constructor leaves a file behind, so each route shows
-/// whether its code ran.
+/// The loading policy (docs/commands/plugins.md, "Which libraries load"): a library named in
+/// an included file runs only with `--allow-included-plugins` (run and sweep alike); `config
+/// explain` checks the libraries and runs none unless `--load-plugins`; `plugins --describe`
+/// loads only what `--load` names. The library's constructor leaves a file behind, so each
+/// route shows whether its code ran.
 #[test]
 fn library_code_runs_only_where_the_policy_says() {
     let dir = common::tmpdir("perfcast-cli-policy");

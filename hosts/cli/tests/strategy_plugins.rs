@@ -566,7 +566,8 @@ fn tp2d_runs_from_its_readme_and_its_axis_is_searched() {
         "{}",
         o.stdout
     );
-    // The README's and the example's figures: the 2 x 2 grid against 1-D TP over 4 GPUs.
+    // The user guide's figures (docs/parallel-strategies.md): the 2 x 2 grid against 1-D TP
+    // over 4 GPUs.
     let mut grid_args = vec!["--load", lib, "--set", set.as_str()];
     grid_args.extend(grid);
     let two_d = json("predict", config, &grid_args);
@@ -595,10 +596,10 @@ fn tp2d_runs_from_its_readme_and_its_axis_is_searched() {
         f(&two_d, &["breakdown", "axes", "col"]),
     );
     let fold = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-    let readme = fold(&std::fs::read_to_string(repo().join("README.md")).unwrap());
+    let guide = fold(&std::fs::read_to_string(repo().join("docs/parallel-strategies.md")).unwrap());
     assert!(
-        readme.contains(&fold(&said)),
-        "the README should say: {said}"
+        guide.contains(&fold(&said)),
+        "docs/parallel-strategies.md should say: {said}"
     );
     assert_eq!(
         f(&two_d, &["breakdown", "compute", "gemm"]),
@@ -620,12 +621,12 @@ fn tp2d_runs_from_its_readme_and_its_axis_is_searched() {
     );
     let plans = v["plans"].as_array().unwrap();
     assert!(!plans.is_empty());
-    // The README: the search prefers micro-batches of 6 (29.76 s).
+    // The guide: the search prefers micro-batches of 6 (29.76 s).
     let best = &plans[0];
     assert_eq!(best["plan"]["micro_batch"], 6, "{best}");
     let t = format!("{:.2}", best["objective"].as_f64().unwrap());
     assert!(
-        readme.contains(&format!("prefers micro-batches of 6 ({t} s)")),
+        guide.contains(&format!("prefers micro-batches of 6 ({t} s)")),
         "{t}"
     );
     for p in plans {
