@@ -3,7 +3,8 @@
 Every function runs the same code as the ``perfcast`` command line, in this process (the
 native module releases the GIL while it runs), and returns the command's JSON as a
 :class:`Result` (a ``dict`` with ``to_json``, ``to_pandas``, ``to_parquet`` and a notebook
-table). Its fields are the CLI's ``--format json`` fields, so the README's reference applies.
+table). Its fields are the CLI's ``--format json`` fields, so the user guide's command pages
+(``docs/commands/``) apply.
 
 A configuration is a path (``str`` or ``os.PathLike``), a built-in preset (``"preset:NAME"``),
 TOML text, or a nested ``dict``; several are merged in order, as on the command line.

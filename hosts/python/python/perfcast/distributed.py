@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence
 
 __all__ = ["RayExecutor"]
 
-#: The Ray the tests and the README's figures were measured with.
+#: The Ray the tests and the user guide's figures (docs/python.md) were measured with.
 RAY_VERSION = "2.40.0"
 
 
