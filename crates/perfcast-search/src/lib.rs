@@ -27,6 +27,7 @@
 //! plan's groups the same are tried once. PP stays the third axis.
 
 pub mod config;
+pub mod default_plan;
 pub mod search;
 pub mod serving;
 pub mod space;

@@ -76,6 +76,11 @@ struct Output<'a> {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let cfg = load(&a.config)?;
+    // Without a [plan], the fastest plan of a search (said so in the notes).
+    let (cfg, chosen) = match perfcast_search::default_plan::with_default_plan(&cfg)? {
+        Some((chosen, plan)) => (chosen, Some(plan)),
+        None => (cfg, None),
+    };
     let resolved = perfcast_scenario::Scenario::training(&cfg);
     let scenario = TrainingScenario::of(&resolved)?;
     let TrainingScenario { training, plan } = &scenario;
@@ -87,8 +92,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let model_name = training.model().name.clone();
     let sequence = predict::sequence_label(training.model());
     let system = training.system();
-    let warnings =
+    let mut warnings =
         perfcast_scenario::plausible::hardware_warnings(&*system.compute, &system.memory);
+    if let Some(c) = &chosen {
+        warnings.insert(0, c.note(training.model().seq_len));
+    }
     let published = perfcast_scenario::reference::reference(&cfg)?;
     let reference = published.as_ref().map(|r| {
         perfcast_report::reference::compare(r, |key| match key {

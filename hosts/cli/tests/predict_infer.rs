@@ -944,3 +944,57 @@ fn published_figures_are_shown_beside_the_prediction() {
         &["reference.tflops", "did you mean"],
     );
 }
+
+/// A bare model and system (no `[plan]`) predict with the fastest plan a search finds, said
+/// so (issue 44: `predict preset:llama3.1-70b preset:dgx-h100` said "no [plan]"): the step is
+/// `perfcast search`'s best for the same global batch, and the plan is in the output. When no
+/// plan fits, the error says why and what to change; a config for `infer` is still refused.
+#[test]
+fn a_bare_model_and_system_predict_with_the_searched_plan() {
+    let dir = tmpdir();
+    let base = [
+        "preset:llama3-8b",
+        "preset:dgx-h100",
+        "--set",
+        "system.devices=16",
+    ];
+    let mut args = vec!["predict"];
+    args.extend_from_slice(&base);
+    let table = run_in(&dir, &args);
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    assert!(
+        table.stdout.contains("no [plan]: this is the fastest of")
+            && table
+                .stdout
+                .contains("perfcast's default of about 4M tokens per step"),
+        "{}",
+        table.stdout
+    );
+    args.extend_from_slice(&["--format", "json"]);
+    let v: Value = serde_json::from_str(&run_in(&dir, &args).stdout).unwrap();
+    let predicted = v["report"]["iteration_time"].as_f64().unwrap();
+    // 4M tokens of 8,192-token sequences: 512.
+    assert_eq!(v["plan"]["global_batch"], 512);
+    let mut search = vec!["search"];
+    search.extend_from_slice(&base);
+    search.extend_from_slice(&["--set", "search.global_batch=512", "--format", "json"]);
+    let s = run_in(&dir, &search);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let s: Value = serde_json::from_str(&s.stdout).unwrap();
+    let best = s["plans"][0]["report"]["iteration_time"].as_f64().unwrap();
+    assert_eq!(predicted, best);
+
+    let big = run_in(
+        &dir,
+        &["predict", "preset:llama3.1-405b", "preset:dgx-h100"],
+    );
+    assert_eq!(big.code, 1, "{}", big.stdout);
+    assert!(
+        big.stderr.contains("no [plan] was given") && big.stderr.contains("more devices"),
+        "{}",
+        big.stderr
+    );
+    let infer = run_in(&dir, &["predict", &experiment("llama2-70b-h100.toml")]);
+    assert_eq!(infer.code, 1);
+    assert!(infer.stderr.contains("[plan]"), "{}", infer.stderr);
+}
