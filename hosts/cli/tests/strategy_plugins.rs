@@ -95,6 +95,11 @@ fn json(command: &str, config: &str, extra: &[&str]) -> Value {
     let obj = v.as_object_mut().unwrap();
     obj.remove("config");
     obj.remove("summary");
+    // The strategies by name (`predict` reports them: `lib/tensor` is not `tensor`); the
+    // rest of the network section must agree.
+    if let Some(n) = obj.get_mut("network").and_then(Value::as_object_mut) {
+        n.remove("strategies");
+    }
     v
 }
 
