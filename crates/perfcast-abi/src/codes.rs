@@ -89,7 +89,7 @@ pub fn category_from_code(c: u32) -> Option<Category> {
 
 /// Which ABI carries a category since which minor (`(major, minor)`; `None`: not carried),
 /// and whether an isolated plugin host serves it. The loaders skip a component of a category
-/// its ABI does not carry (`rust_carries`, `c_carries`), and the README's table is this one
+/// its ABI does not carry (`rust_carries`, `c_carries`), and the user guide's table (docs/commands/plugins.md) is this one
 /// ([`support_table`], checked by a test).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CategorySupport {
@@ -141,7 +141,7 @@ pub fn c_carries(category: Category, minor: u32) -> bool {
         .is_some_and(|(_, m)| m <= minor)
 }
 
-/// [`SUPPORT`] as the README's Markdown table.
+/// [`SUPPORT`] as the user guide's Markdown table (docs/commands/plugins.md).
 pub fn support_table() -> String {
     let since = |v: Option<(u32, u32)>| match v {
         Some((a, b)) => format!("since {a}.{b}"),

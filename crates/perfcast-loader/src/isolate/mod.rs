@@ -331,7 +331,7 @@ pub(crate) fn load(
         cmd.args(["--sha256", pin]);
     }
     // The child gets only what a dynamic library needs to load and run, not perfcast's
-    // environment (isolation is not a sandbox: it runs as the same user, see the README).
+    // environment (isolation is not a sandbox: it runs as the same user, see docs/commands/plugins.md).
     cmd.env_clear();
     for k in CHILD_ENV {
         if let Some(v) = std::env::var_os(k) {

@@ -10,7 +10,7 @@ use perfcast_engine::{TrainingOptions, TrainingPlan};
 /// The one table from `[software]` keys to the engines' fields: `(software key, training
 /// key, inference key, what the engines do with it)`; `-` where an engine has no such field,
 /// `*` for each key of a table. The user's explicit key of the training or inference column
-/// wins over the stack. README.md ("Software stacks") shows this table (a test keeps the two
+/// wins over the stack. docs/configuration.md ("Software stacks") shows this table (a test keeps the two
 /// in step).
 pub const MAPPING: &[(&str, &str, &str, &str)] = &[
     (
