@@ -1,6 +1,6 @@
-//! Embeds the presets of `configs/{hardware,systems,models,stacks}/*.toml` in the library, so
-//! that `include = ["preset:NAME"]` (and `stack = "NAME"` for the software stacks) works from
-//! any directory, and the study configs of `configs/studies/*.toml`, so that `perfcast study
+//! Embeds the presets of `configs/{hardware,systems,models,stacks,experiments}/*.toml` in the
+//! library, so that `include = ["preset:NAME"]` (and `stack = "NAME"` for the software stacks,
+//! `perfcast predict preset:NAME` for an experiment) works from any directory, and the study configs of `configs/studies/*.toml`, so that `perfcast study
 //! NAME` does. Preset names are file stems and must be unique across the four directories.
 
 // A build script reports a failure by panicking: cargo shows the message and stops the build.
@@ -9,7 +9,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-const DIRS: [&str; 4] = ["hardware", "systems", "models", "stacks"];
+/// The preset groups. `experiments` are whole configurations (a model, a system, a plan) that
+/// name only presets, so `perfcast predict preset:gpt3-175b-a100` runs one from anywhere (the
+/// Python wheel's command included).
+const DIRS: [&str; 5] = ["hardware", "systems", "models", "stacks", "experiments"];
 
 fn main() {
     let manifest =

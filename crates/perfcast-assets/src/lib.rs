@@ -2,8 +2,8 @@
 //! binary carries it and works from any directory, and no other crate reaches into `configs/`
 //! with a relative path (`tests/layering.rs` gives this crate no dependency at all).
 //!
-//! - [`PRESETS`]: `configs/{hardware,systems,models,stacks}/*.toml` (`preset:NAME`,
-//!   `stack = "NAME"`; read by `perfcast-config`).
+//! - [`PRESETS`]: `configs/{hardware,systems,models,stacks,experiments}/*.toml`
+//!   (`preset:NAME`, `stack = "NAME"`; read by `perfcast-config`).
 //! - [`STUDY_CONFIGS`]: `configs/studies/*.toml` (`perfcast study NAME`).
 //! - [`validation`]: the public cases, the accelerator catalog, the stack rules, the kernel
 //!   measurements and the residuals of `configs/validation/`.
@@ -40,6 +40,9 @@ mod tests {
         assert!(PRESETS
             .iter()
             .any(|(n, g, _)| *n == "a100-sxm4-80gb" && *g == "hardware"));
+        assert!(PRESETS
+            .iter()
+            .any(|(n, g, _)| *n == "gpt3-175b-a100" && *g == "experiments"));
         assert!(PRESETS.windows(2).all(|w| w[0].0 < w[1].0));
         assert!(STUDY_CONFIGS
             .iter()

@@ -39,8 +39,8 @@ pub fn preset_names() -> Vec<String> {
         .collect()
 }
 
-/// `(name, group)` of every built-in preset; the group is `hardware`, `systems`, `models` or
-/// `stacks`.
+/// `(name, group)` of every built-in preset; the group is `hardware`, `systems`, `models`,
+/// `stacks` or `experiments`.
 pub fn preset_groups() -> Vec<(&'static str, &'static str)> {
     embedded::PRESETS.iter().map(|(n, g, _)| (*n, *g)).collect()
 }

@@ -8,7 +8,8 @@ pub enum Command {
     /// environment variable, --set, default).
     Explain(ExplainArgs),
     /// The presets built into perfcast: hardware, systems (nodes), models
-    /// (`include = ["preset:NAME"]`), and the software stacks (`stack = "NAME"`).
+    /// (`include = ["preset:NAME"]`), the software stacks (`stack = "NAME"`) and the shipped
+    /// experiments (`perfcast predict preset:NAME`).
     Presets(PresetArgs),
 }
 

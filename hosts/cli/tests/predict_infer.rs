@@ -998,3 +998,23 @@ fn a_bare_model_and_system_predict_with_the_searched_plan() {
     assert_eq!(infer.code, 1);
     assert!(infer.stderr.contains("[plan]"), "{}", infer.stderr);
 }
+
+/// The shipped experiments are presets (what the wheel's command runs without the
+/// repository): `preset:NAME` from any directory predicts what the file does.
+#[test]
+fn a_shipped_experiment_runs_as_a_preset_from_anywhere() {
+    let from_file = json(&[
+        "predict",
+        &experiment("gpt3-175b-a100.toml"),
+        "--format",
+        "json",
+    ]);
+    let from_preset = json(&["predict", "preset:gpt3-175b-a100", "--format", "json"]);
+    assert_eq!(from_file["report"], from_preset["report"]);
+    let list = ok(&["config", "presets"]);
+    assert!(
+        list.lines()
+            .any(|l| l.contains("preset:gpt3-175b-a100") && l.contains("experiments")),
+        "{list}"
+    );
+}
