@@ -2,7 +2,7 @@
 //! binary carries it and works from any directory, and no other crate reaches into `configs/`
 //! with a relative path (`tests/layering.rs` gives this crate no dependency at all).
 //!
-//! - [`PRESETS`]: `configs/{hardware,systems,models,stacks,experiments}/*.toml`
+//! - [`PRESETS`], the files `configs/{hardware,systems,models,stacks,experiments}/*.toml`
 //!   (`preset:NAME`, `stack = "NAME"`; read by `perfcast-config`).
 //! - [`STUDY_CONFIGS`]: `configs/studies/*.toml` (`perfcast study NAME`).
 //! - [`validation`]: the public cases, the accelerator catalog, the stack rules, the kernel
