@@ -23,7 +23,7 @@ mod cmd_validate;
 mod common;
 mod error_bars;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// perfcast: an analytical performance model for distributed LLM training and inference.
@@ -63,9 +63,58 @@ enum Command {
     /// Parquet), list, show.
     #[command(subcommand)]
     Kernels(cmd_kernels::Command),
+    /// Shell completion script (bash, zsh, fish, elvish, powershell) on standard output, e.g.
+    /// `perfcast completions bash > ~/.local/share/bash-completion/completions/perfcast`.
+    Completions(CompletionsArgs),
+    /// The manual page perfcast(1) in roff on standard output (`| man -l -`); with `--out DIR`,
+    /// one page per command into DIR (perfcast.1, perfcast-predict.1, ...).
+    Man(ManArgs),
     /// Serve a plugin library on stdin/stdout for an isolated load (`--isolate`); started by
     /// perfcast itself, not by hand.
     PluginHost(PluginHostArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+#[derive(Debug, clap::Args)]
+struct ManArgs {
+    /// Write a page per command into this directory (created if needed).
+    #[arg(long, value_name = "DIR")]
+    out: Option<std::path::PathBuf>,
+}
+
+/// `perfcast completions SHELL`.
+fn completions(a: CompletionsArgs) -> anyhow::Result<()> {
+    let mut buf = Vec::new();
+    clap_complete::generate(a.shell, &mut Cli::command(), "perfcast", &mut buf);
+    common::print(&String::from_utf8_lossy(&buf))
+}
+
+/// `perfcast man [--out DIR]`.
+fn man(a: ManArgs) -> anyhow::Result<()> {
+    let cmd = Cli::command();
+    match a.out {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| anyhow::anyhow!("cannot create `{}`: {e}", dir.display()))?;
+            clap_mangen::generate_to(cmd, &dir).map_err(|e| {
+                anyhow::anyhow!("cannot write the pages into `{}`: {e}", dir.display())
+            })?;
+            common::print(&format!("wrote the manual pages into {}\n", dir.display()))
+        }
+        None => {
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(cmd)
+                .render(&mut buf)
+                .map_err(|e| anyhow::anyhow!("cannot render the manual page: {e}"))?;
+            common::print(&String::from_utf8_lossy(&buf))
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -91,6 +140,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Infer(a) => cmd_infer::run(a),
         Command::Serve(a) => cmd_serve::run(a),
         Command::Kernels(c) => cmd_kernels::run(c),
+        Command::Completions(a) => completions(a),
+        Command::Man(a) => man(a),
         Command::PluginHost(a) => perfcast_config::isolate::serve(&a.path, a.sha256.as_deref())
             .map_err(anyhow::Error::msg),
     }

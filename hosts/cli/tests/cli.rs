@@ -928,3 +928,33 @@ fn devices_and_fifos_are_refused_by_every_reader() {
         }
     }
 }
+
+/// Shell completion and manual pages come from the command line's own definition (issue 44):
+/// every command is in them; a shell nobody supports is a usage error (2), a manual directory
+/// that cannot be made an error naming it (1).
+#[test]
+fn completions_and_manual_pages() {
+    let dir = tmpdir();
+    for shell in ["bash", "zsh", "fish"] {
+        // Not `perfcast_in`: a shell script may hold the word `inf`.
+        let o = common::output(&mut common::command(&dir, &["completions", shell]));
+        assert_eq!(o.code, 0, "{shell}: {}", o.stderr);
+        for command in ["predict", "search", "serve", "study"] {
+            assert!(o.stdout.contains(command), "{shell} lacks {command}");
+        }
+    }
+    let bad = perfcast_in(&dir, &["completions", "tcsh"], &[]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    let page = perfcast_in(&dir, &["man"], &[]);
+    assert_eq!(page.code, 0, "{}", page.stderr);
+    assert!(page.stdout.contains(".TH perfcast 1"), "{}", page.stdout);
+    let out = dir.join("man");
+    let o = perfcast_in(&dir, &["man", "--out", out.to_str().unwrap()], &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let predict = std::fs::read_to_string(out.join("perfcast-predict.1")).unwrap();
+    assert!(predict.contains("format"), "{predict}");
+    let file = write(&dir, "not-a-dir", "x");
+    let o = perfcast_in(&dir, &["man", "--out", file.to_str().unwrap()], &[]);
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(o.stderr.contains("not-a-dir"), "{}", o.stderr);
+}
