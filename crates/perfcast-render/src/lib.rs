@@ -35,7 +35,7 @@ pub mod table;
 pub use format::Format;
 pub use label::{placed_plan_label, plan_label, PlanStyle};
 pub use num::{fmt_factor, num, num6, pct};
-pub use table::{csv_cell, Table};
+pub use table::{csv_cell, set_terminal_width, Table};
 
 /// Bytes in a gibibyte (2^30): memory per device is reported in GiB, as frameworks and
 /// `nvidia-smi` report it. (`perfcast_core::Bytes::gib` where the value is a `Bytes`.)

@@ -45,15 +45,58 @@ impl Table {
         self.rows.is_empty()
     }
 
-    /// Aligned columns separated by two spaces, a dashed rule under the header.
+    /// Aligned columns separated by two spaces, a dashed rule under the header; a record per
+    /// row ([`Table::render_vertical`]) when that is wider than the terminal
+    /// ([`set_terminal_width`]).
     pub fn render(&self) -> String {
+        self.render_within(terminal_width())
+    }
+
+    /// [`Table::render`] for a terminal of `width` columns (`None`: no limit): the aligned
+    /// columns when they fit, else a record per row.
+    pub fn render_within(&self, width: Option<usize>) -> String {
         let n = self.headers.len();
-        let mut width: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
         for r in &self.rows {
             for (i, c) in r.iter().enumerate().take(n) {
-                width[i] = width[i].max(c.chars().count());
+                widths[i] = widths[i].max(c.chars().count());
             }
         }
+        let total = widths.iter().sum::<usize>() + 2 * n.saturating_sub(1);
+        match width {
+            Some(w) if total > w && !self.rows.is_empty() => self.render_vertical(w),
+            _ => self.render_columns(&widths),
+        }
+    }
+
+    /// One record per row: a rule naming the row, then `header  value` lines (what a table
+    /// too wide for the terminal becomes; the rule is at most `width` wide).
+    pub fn render_vertical(&self, width: usize) -> String {
+        let n = self.headers.len();
+        let key = self
+            .headers
+            .iter()
+            .map(|h| h.chars().count())
+            .max()
+            .unwrap_or(0);
+        let mut out = String::new();
+        for (i, r) in self.rows.iter().enumerate() {
+            let label = format!("-[ row {} ]", i + 1);
+            let rule = width.clamp(label.len(), 40);
+            out.push_str(&label);
+            out.push_str(&"-".repeat(rule - label.len()));
+            out.push('\n');
+            for (h, c) in self.headers.iter().zip(r).take(n) {
+                let pad = key - h.chars().count();
+                out.push_str(format!("{h}{}  {c}", " ".repeat(pad)).trim_end());
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    fn render_columns(&self, width: &[usize]) -> String {
+        let n = self.headers.len();
         let line = |cells: &[String], out: &mut String| {
             let mut s = String::new();
             for (i, c) in cells.iter().enumerate().take(n) {
@@ -92,6 +135,27 @@ impl Table {
             out.push('\n');
         }
         out
+    }
+}
+
+/// Columns of the terminal the tables are written to (0: no limit).
+static TERMINAL_WIDTH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Narrowest terminal a table is fitted to: below it, the columns are kept (a record per row
+/// would not help).
+const MIN_WIDTH: usize = 40;
+
+/// Fit the tables [`Table::render`] draws from now on to a terminal of `width` columns
+/// (`None`: no limit, the default; what a host sets when its standard output is a terminal).
+pub fn set_terminal_width(width: Option<usize>) {
+    let w = width.filter(|w| *w >= MIN_WIDTH).unwrap_or(0);
+    TERMINAL_WIDTH.store(w, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn terminal_width() -> Option<usize> {
+    match TERMINAL_WIDTH.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        w => Some(w),
     }
 }
 
@@ -177,6 +241,33 @@ pub fn csv_cell(c: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A table that fits keeps its columns; one wider than the terminal becomes a record per
+    /// row with every cell; no limit, or a terminal narrower than 40 columns, keeps the
+    /// columns.
+    #[test]
+    fn a_table_wider_than_the_terminal_becomes_records() {
+        let mut t = Table::new(&[("plan", false), ("step time (s)", true)]);
+        t.push(vec!["tp=8 pp=16 dp=8".into(), "29.5".into()]);
+        t.push(vec!["tp=4 pp=32 dp=8".into(), "31.25".into()]);
+        let columns = "plan             step time (s)\n\
+                       ---------------  -------------\n\
+                       tp=8 pp=16 dp=8           29.5\n\
+                       tp=4 pp=32 dp=8          31.25\n";
+        assert_eq!(t.render_within(None), columns);
+        assert_eq!(t.render_within(Some(80)), columns);
+        let records = "-[ row 1 ]-------------------\n\
+                       plan           tp=8 pp=16 dp=8\n\
+                       step time (s)  29.5\n\
+                       -[ row 2 ]-------------------\n\
+                       plan           tp=4 pp=32 dp=8\n\
+                       step time (s)  31.25\n";
+        assert_eq!(t.render_within(Some(29)), records);
+        set_terminal_width(Some(30)); // below the narrowest: no limit
+        assert_eq!(t.render(), columns);
+        set_terminal_width(None);
+        assert_eq!(t.render(), columns);
+    }
 
     /// What `csv` writes, `from_csv` reads back: commas, quotes and line breaks in cells,
     /// empty cells; a short row and an open quote are errors naming the line.

@@ -24,6 +24,7 @@ mod common;
 mod error_bars;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 /// perfcast: an analytical performance model for distributed LLM training and inference.
@@ -169,6 +170,13 @@ where
     // A plugin host is ended by its parent, with nothing of its own to clean up.
     if !matches!(cli.command, Command::PluginHost(_)) {
         common::remove_files_on_signals();
+    }
+    // Tables fit the terminal standard output is (a record per row when too wide); piped or
+    // redirected output keeps its columns.
+    if std::io::stdout().is_terminal() {
+        perfcast_render::set_terminal_width(
+            terminal_size::terminal_size().map(|(w, _)| usize::from(w.0)),
+        );
     }
     common::finish(std::panic::catch_unwind(|| run(cli)))
 }
