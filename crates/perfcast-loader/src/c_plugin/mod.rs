@@ -4,18 +4,25 @@
 //! `struct_size` covers are copied into a zeroed host struct, so fields a 1.0 plugin does not
 //! have read as `None` (NULL function pointer) and take their documented default.
 
-use crate::hardware::c::{compute_unit, interconnect, memory_tier};
+use crate::execution::c::{CRecompute, CSchedule};
+use crate::hardware::c::{CComputeUnit, CInterconnect, CMemoryTier};
+use crate::strategy::c::CStrategy;
+use crate::topology::c::CTopology;
 use crate::{params_json, Candidate, LoadError, LoadedLibrary};
 use perfcast_abi::c::{v1_0, PcComponent, PcEntry, PcParam, PcPlugin, C_ABI_MAJOR};
 use perfcast_abi::codes::{self};
-use perfcast_core::Category;
+use perfcast_core::registry::Factory;
+use perfcast_core::{Category, Component, PluginError};
 use std::ffi::{c_void, CString};
 use std::mem::size_of;
 use std::path::Path;
+use std::sync::Arc;
 
 pub(crate) mod raw;
-use crate::execution::c::{pipeline_schedule, recompute_policy};
-use raw::{c_string, call, invalid, read_prefix, struct_size, Instance};
+use raw::{
+    c_string, call, invalid, no_function, read_prefix, read_vtable, struct_size, Instance,
+    NewInstance,
+};
 
 /// Read and check the descriptor `entry` returns.
 ///
@@ -122,41 +129,21 @@ unsafe fn candidate(
         Ok::<_, perfcast_core::PluginError>(Instance { this, destroy })
     };
     // A category the C ABI does not carry is skipped, as a newer plugin's unknown one is.
-    match codes::category_from_code(c.category) {
-        Some(cat) if codes::c_carries(cat, perfcast_abi::c::C_ABI_MINOR) => {}
-        _ => return Ok(None),
-    }
-    let (category, factory) = match c.category {
-        codes::CATEGORY_COMPUTE_UNIT => (
-            Category::ComputeUnit,
-            compute_unit(path, &cname, c.vtable.cast(), new_instance)?,
-        ),
-        codes::CATEGORY_MEMORY_TIER => (
-            Category::MemoryTier,
-            memory_tier(path, &cname, c.vtable.cast(), new_instance)?,
-        ),
-        codes::CATEGORY_INTERCONNECT => (
-            Category::Interconnect,
-            interconnect(path, &cname, c.vtable.cast(), new_instance)?,
-        ),
-        codes::CATEGORY_PIPELINE_SCHEDULE => (
-            Category::PipelineSchedule,
-            pipeline_schedule(path, &cname, c.vtable.cast(), new_instance)?,
-        ),
-        codes::CATEGORY_RECOMPUTE_POLICY => (
-            Category::RecomputePolicy,
-            recompute_policy(path, &cname, c.vtable.cast(), new_instance)?,
-        ),
-        codes::CATEGORY_PARALLEL_STRATEGY => (
-            Category::ParallelStrategy,
-            crate::strategy::c::parallel_strategy(path, &cname, c.vtable.cast(), new_instance)?,
-        ),
-        codes::CATEGORY_TOPOLOGY => (
-            Category::Topology,
-            crate::topology::c::topology(path, &cname, c.vtable.cast(), new_instance)?,
-        ),
-        _ => return Ok(None),
+    let Some(category) = codes::category_from_code(c.category)
+        .filter(|cat| codes::c_carries(*cat, perfcast_abi::c::C_ABI_MINOR))
+    else {
+        return Ok(None);
     };
+    let (vp, ni) = (c.vtable, new_instance);
+    let factory = match category {
+        Category::ComputeUnit => factory::<CComputeUnit>(path, &cname, vp, ni),
+        Category::MemoryTier => factory::<CMemoryTier>(path, &cname, vp, ni),
+        Category::Interconnect => factory::<CInterconnect>(path, &cname, vp, ni),
+        Category::PipelineSchedule => factory::<CSchedule>(path, &cname, vp, ni),
+        Category::RecomputePolicy => factory::<CRecompute>(path, &cname, vp, ni),
+        Category::ParallelStrategy => factory::<CStrategy>(path, &cname, vp, ni),
+        Category::Topology => factory::<CTopology>(path, &cname, vp, ni),
+    }?;
     let params = if c.params.is_null() {
         None
     } else {
@@ -168,6 +155,53 @@ unsafe fn candidate(
         description,
         factory,
         params,
+    }))
+}
+
+/// What one C category has of its own: its vtable, the layout that vtable first had, the
+/// functions it requires and the component an instance makes. Reading and checking the vtable
+/// and making an instance per call are [`factory`]'s, the same for every category.
+pub(crate) trait CCategory {
+    /// The category's vtable (`perfcast_*_vtable`).
+    type Vtable: Copy;
+    /// What a checked vtable hands every instance: the vtable, or its required functions.
+    type Checked: Copy + Send + Sync + 'static;
+    /// The vtable in messages (`compute unit`).
+    const WHAT: &'static str;
+    /// The C ABI minor that introduced the vtable (`1.0`).
+    const SINCE: &'static str;
+    /// Bytes of the vtable in that minor's layout: the least `struct_size` accepted.
+    fn min_size() -> usize;
+    /// The vtable with its required functions, or the name of the first one it lacks.
+    fn check(vt: Self::Vtable) -> Result<Self::Checked, &'static str>;
+    /// The component `name` around instance `inst`.
+    fn build(name: &str, inst: Instance, checked: Self::Checked) -> Result<Component, PluginError>;
+}
+
+/// The factory of component `cname` of category `C`: its vtable read up to its `struct_size`
+/// (at least `C`'s first layout) and checked once, here; each call makes an instance with
+/// `new_instance` and `C`'s component around it.
+///
+/// # Safety
+/// `vp` must be the component's (non-NULL) vtable, a `C::Vtable`.
+unsafe fn factory<C: CCategory>(
+    path: &Path,
+    cname: &str,
+    vp: *const c_void,
+    new_instance: impl NewInstance,
+) -> Result<Factory, LoadError> {
+    let vt = read_vtable(
+        path,
+        cname,
+        vp.cast::<C::Vtable>(),
+        C::min_size(),
+        C::WHAT,
+        C::SINCE,
+    )?;
+    let checked = C::check(vt).map_err(|function| no_function(path, cname, function))?;
+    let n = cname.to_string();
+    Ok(Arc::new(move |params: &serde_json::Value| {
+        C::build(&n, new_instance(params)?, checked)
     }))
 }
 

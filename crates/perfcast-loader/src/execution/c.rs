@@ -3,51 +3,41 @@
 //! name in the message, before the engine sees it).
 
 use super::{ForeignRecompute, ForeignSchedule, RecomputeBackend, ScheduleBackend};
-use crate::c_plugin::raw::{call, no_function, read_vtable, Instance, NewInstance};
+use crate::c_plugin::raw::{call, Instance};
+use crate::c_plugin::CCategory;
 use crate::call::CallError;
-use crate::LoadError;
 use perfcast_abi::c::{
     v1_3, PcLayerActivations, PcPipelineScheduleVtable, PcRecomputePlan, PcRecomputePlanFn,
     PcRecomputePolicyVtable, PcScheduleInFlight, PcScheduleInput, PcScheduleProperties,
     PcScheduleProps, PcScheduleResult, PcScheduleStep, PcScheduleValidate,
 };
 use perfcast_core::parallel::PlanShape;
-use perfcast_core::registry::Factory;
-use perfcast_core::Component;
+use perfcast_core::{Component, PluginError};
 use std::mem::size_of;
-use std::path::Path;
 use std::sync::Arc;
 
-/// The factory of pipeline schedule `cname` (its vtable checked: the 1.3 layout, `step` and
-/// `in_flight`; `properties` read when the plugin's vtable reaches it, 1.6).
-///
-/// # Safety
-/// `vp` must be the component's (non-NULL) vtable.
-pub(crate) unsafe fn pipeline_schedule(
-    path: &Path,
-    cname: &str,
-    vp: *const PcPipelineScheduleVtable,
-    new_instance: impl NewInstance,
-) -> Result<Factory, LoadError> {
-    let vt = read_vtable(
-        path,
-        cname,
-        vp,
-        v1_3::pipeline_schedule_vtable_size(),
-        "pipeline schedule",
-        "1.3",
-    )?;
-    let (Some(step), Some(in_flight)) = (vt.step, vt.in_flight) else {
-        let missing = if vt.step.is_none() {
-            "step"
-        } else {
-            "in_flight"
-        };
-        return Err(no_function(path, cname, missing));
-    };
-    let n = cname.to_string();
-    Ok(Arc::new(move |params: &serde_json::Value| {
-        let inst = new_instance(params)?;
+/// A pipeline schedule's vtable is checked for the 1.3 layout, `step` and `in_flight`;
+/// `properties` is read when the plugin's vtable reaches it (1.6).
+impl CCategory for CSchedule {
+    type Vtable = PcPipelineScheduleVtable;
+    type Checked = (PcScheduleStep, PcScheduleInFlight, PcPipelineScheduleVtable);
+    const WHAT: &'static str = "pipeline schedule";
+    const SINCE: &'static str = "1.3";
+    fn min_size() -> usize {
+        v1_3::pipeline_schedule_vtable_size()
+    }
+    fn check(vt: Self::Vtable) -> Result<Self::Checked, &'static str> {
+        match (vt.step, vt.in_flight) {
+            (Some(step), Some(in_flight)) => Ok((step, in_flight, vt)),
+            (None, _) => Err("step"),
+            (Some(_), None) => Err("in_flight"),
+        }
+    }
+    fn build(
+        name: &str,
+        inst: Instance,
+        (step, in_flight, vt): Self::Checked,
+    ) -> Result<Component, PluginError> {
         let backend = CSchedule {
             inst,
             step,
@@ -56,14 +46,14 @@ pub(crate) unsafe fn pipeline_schedule(
             properties: vt.properties,
         };
         Ok(Component::PipelineSchedule(Arc::new(ForeignSchedule::new(
-            &n,
+            name,
             Box::new(backend),
         )?)))
-    }))
+    }
 }
 
 /// A C pipeline schedule's calls (behind the checked `ForeignSchedule`).
-struct CSchedule {
+pub(crate) struct CSchedule {
     inst: Instance,
     step: PcScheduleStep,
     in_flight: PcScheduleInFlight,
@@ -108,40 +98,29 @@ impl ScheduleBackend for CSchedule {
     }
 }
 
-/// The factory of recompute policy `cname` (its vtable checked: the 1.3 layout, `plan`).
-///
-/// # Safety
-/// `vp` must be the component's (non-NULL) vtable.
-pub(crate) unsafe fn recompute_policy(
-    path: &Path,
-    cname: &str,
-    vp: *const PcRecomputePolicyVtable,
-    new_instance: impl NewInstance,
-) -> Result<Factory, LoadError> {
-    let vt = read_vtable(
-        path,
-        cname,
-        vp,
-        v1_3::recompute_policy_vtable_size(),
-        "recompute policy",
-        "1.3",
-    )?;
-    let Some(plan) = vt.plan else {
-        return Err(no_function(path, cname, "plan"));
-    };
-    let n = cname.to_string();
-    Ok(Arc::new(move |params: &serde_json::Value| {
-        let inst = new_instance(params)?;
+/// A recompute policy's vtable is checked for the 1.3 layout and `plan`.
+impl CCategory for CRecompute {
+    type Vtable = PcRecomputePolicyVtable;
+    type Checked = PcRecomputePlanFn;
+    const WHAT: &'static str = "recompute policy";
+    const SINCE: &'static str = "1.3";
+    fn min_size() -> usize {
+        v1_3::recompute_policy_vtable_size()
+    }
+    fn check(vt: Self::Vtable) -> Result<Self::Checked, &'static str> {
+        vt.plan.ok_or("plan")
+    }
+    fn build(name: &str, inst: Instance, plan: Self::Checked) -> Result<Component, PluginError> {
         let backend = CRecompute { inst, plan };
         Ok(Component::RecomputePolicy(Arc::new(ForeignRecompute::new(
-            &n,
+            name,
             Box::new(backend),
         ))))
-    }))
+    }
 }
 
 /// A C recompute policy's call (behind the checked `ForeignRecompute`).
-struct CRecompute {
+pub(crate) struct CRecompute {
     inst: Instance,
     plan: PcRecomputePlanFn,
 }

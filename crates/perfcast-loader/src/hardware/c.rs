@@ -7,23 +7,22 @@ use super::{
     foreign_memory_tier, ComputeBackend, ForeignComputeUnit, ForeignInterconnect, LinkBackend,
     TierData,
 };
-use crate::c_plugin::raw::{call, no_function, read_vtable, Instance, NewInstance};
+use crate::c_plugin::raw::{call, Instance};
+use crate::c_plugin::CCategory;
 use crate::call::CallError;
-use crate::LoadError;
 use perfcast_abi::c::{
-    v1_0, v1_1, PcComputeUnitVtable, PcInterconnectVtable, PcLink, PcMemoryTierVtable, PcTier,
+    v1_0, v1_1, ErrBuf, PcComputeUnitVtable, PcInterconnectVtable, PcLink, PcMemoryTierVtable,
+    PcTier,
 };
 use perfcast_abi::codes::{self, ERR_UNSUPPORTED};
 use perfcast_abi::{LinkProps, PcOp, PcOpTime, TierProps};
 use perfcast_core::hardware::collective_time;
-use perfcast_core::registry::Factory;
-use perfcast_core::{Bandwidth, Bytes, Collective, Component, Seconds};
-use std::ffi::CString;
+use perfcast_core::{Bandwidth, Bytes, Collective, Component, PluginError, Seconds};
+use std::ffi::{c_void, CString};
 use std::mem::size_of;
-use std::path::Path;
 use std::sync::Arc;
 
-struct CComputeUnit {
+pub(crate) struct CComputeUnit {
     inst: Instance,
     vt: PcComputeUnitVtable,
 }
@@ -104,11 +103,11 @@ impl ComputeBackend for CComputeUnit {
     }
 }
 
-struct CMemoryTier {
+pub(crate) struct CMemoryTier {
     _inst: Instance,
 }
 
-struct CInterconnect {
+pub(crate) struct CInterconnect {
     inst: Instance,
     vt: PcInterconnectVtable,
     props: LinkProps,
@@ -158,59 +157,45 @@ impl LinkBackend for CInterconnect {
     }
 }
 
-/// The factory of compute unit `cname` (its vtable checked: the 1.0 layout, a `peak`).
-///
-/// # Safety
-/// `vp` must be the component's (non-NULL) vtable.
-pub(crate) unsafe fn compute_unit(
-    path: &Path,
-    cname: &str,
-    vp: *const PcComputeUnitVtable,
-    new_instance: impl NewInstance,
-) -> Result<Factory, LoadError> {
-    let vt = read_vtable(
-        path,
-        cname,
-        vp,
-        v1_0::compute_unit_vtable_size(),
-        "compute unit",
-        "1.0",
-    )?;
-    if vt.peak.is_none() {
-        return Err(no_function(path, cname, "peak"));
+/// A compute unit's vtable is checked for the 1.0 layout and a `peak`.
+impl CCategory for CComputeUnit {
+    type Vtable = PcComputeUnitVtable;
+    type Checked = PcComputeUnitVtable;
+    const WHAT: &'static str = "compute unit";
+    const SINCE: &'static str = "1.0";
+    fn min_size() -> usize {
+        v1_0::compute_unit_vtable_size()
     }
-    let n = cname.to_string();
-    Ok(Arc::new(move |params: &serde_json::Value| {
-        let inst = new_instance(params)?;
-        let unit = ForeignComputeUnit::new(&n, Box::new(CComputeUnit { inst, vt }))?;
+    fn check(vt: Self::Vtable) -> Result<Self::Checked, &'static str> {
+        vt.peak.map(|_| vt).ok_or("peak")
+    }
+    fn build(name: &str, inst: Instance, vt: Self::Checked) -> Result<Component, PluginError> {
+        let unit = ForeignComputeUnit::new(name, Box::new(CComputeUnit { inst, vt }))?;
         Ok(Component::ComputeUnit(Arc::new(unit)))
-    }))
+    }
 }
 
-/// The factory of memory tier `cname` (its vtable checked: the 1.0 layout, `properties`).
-///
-/// # Safety
-/// `vp` must be the component's (non-NULL) vtable.
-pub(crate) unsafe fn memory_tier(
-    path: &Path,
-    cname: &str,
-    vp: *const PcMemoryTierVtable,
-    new_instance: impl NewInstance,
-) -> Result<Factory, LoadError> {
-    let vt = read_vtable(
-        path,
-        cname,
-        vp,
-        v1_0::memory_tier_vtable_size(),
-        "memory tier",
-        "1.0",
-    )?;
-    let Some(props_fn) = vt.properties else {
-        return Err(no_function(path, cname, "properties"));
-    };
-    let n = cname.to_string();
-    Ok(Arc::new(move |params: &serde_json::Value| {
-        let inst = new_instance(params)?;
+/// `perfcast_memory_tier_vtable.properties`.
+type TierProperties = unsafe extern "C" fn(*const c_void, *mut PcTier, ErrBuf, usize) -> i32;
+
+/// A memory tier's vtable is checked for the 1.0 layout and `properties`, which are read
+/// once per instance.
+impl CCategory for CMemoryTier {
+    type Vtable = PcMemoryTierVtable;
+    type Checked = TierProperties;
+    const WHAT: &'static str = "memory tier";
+    const SINCE: &'static str = "1.0";
+    fn min_size() -> usize {
+        v1_0::memory_tier_vtable_size()
+    }
+    fn check(vt: Self::Vtable) -> Result<Self::Checked, &'static str> {
+        vt.properties.ok_or("properties")
+    }
+    fn build(
+        name: &str,
+        inst: Instance,
+        props_fn: Self::Checked,
+    ) -> Result<Component, PluginError> {
         let mut out = PcTier {
             struct_size: size_of::<PcTier>() as u32,
             level: u32::MAX,
@@ -229,35 +214,32 @@ pub(crate) unsafe fn memory_tier(
                 efficiency: out.efficiency,
                 latency: out.latency,
             });
-        let tier = foreign_memory_tier(&n, props, Box::new(CMemoryTier { _inst: inst }))?;
+        let tier = foreign_memory_tier(name, props, Box::new(CMemoryTier { _inst: inst }))?;
         Ok(Component::MemoryTier(Arc::new(tier)))
-    }))
+    }
 }
 
-/// The factory of interconnect `cname` (its vtable checked: the 1.1 layout, `properties`).
-///
-/// # Safety
-/// `vp` must be the component's (non-NULL) vtable.
-pub(crate) unsafe fn interconnect(
-    path: &Path,
-    cname: &str,
-    vp: *const PcInterconnectVtable,
-    new_instance: impl NewInstance,
-) -> Result<Factory, LoadError> {
-    let vt = read_vtable(
-        path,
-        cname,
-        vp,
-        v1_1::interconnect_vtable_size(),
-        "interconnect",
-        "1.1",
-    )?;
-    let Some(props_fn) = vt.properties else {
-        return Err(no_function(path, cname, "properties"));
-    };
-    let n = cname.to_string();
-    Ok(Arc::new(move |params: &serde_json::Value| {
-        let inst = new_instance(params)?;
+/// `perfcast_interconnect_vtable.properties`.
+type LinkProperties = unsafe extern "C" fn(*const c_void, *mut PcLink, ErrBuf, usize) -> i32;
+
+/// An interconnect's vtable is checked for the 1.1 layout and `properties`, which are read
+/// once per instance.
+impl CCategory for CInterconnect {
+    type Vtable = PcInterconnectVtable;
+    type Checked = (PcInterconnectVtable, LinkProperties);
+    const WHAT: &'static str = "interconnect";
+    const SINCE: &'static str = "1.1";
+    fn min_size() -> usize {
+        v1_1::interconnect_vtable_size()
+    }
+    fn check(vt: Self::Vtable) -> Result<Self::Checked, &'static str> {
+        vt.properties.map(|p| (vt, p)).ok_or("properties")
+    }
+    fn build(
+        name: &str,
+        inst: Instance,
+        (vt, props_fn): Self::Checked,
+    ) -> Result<Component, PluginError> {
         let mut out = PcLink {
             struct_size: size_of::<PcLink>() as u32,
             domain_size: 0,
@@ -282,7 +264,7 @@ pub(crate) unsafe fn interconnect(
             vt,
             props: checked,
         };
-        let link = ForeignInterconnect::new(&n, props, Box::new(backend))?;
+        let link = ForeignInterconnect::new(name, props, Box::new(backend))?;
         Ok(Component::Interconnect(Arc::new(link)))
-    }))
+    }
 }

@@ -6,46 +6,33 @@
 //! earlier minor reads its 1.4 prefix.
 
 use super::{ForeignStrategy, StrategyBackend};
-use crate::c_plugin::raw::{call, no_function, read_vtable, Instance, NewInstance};
+use crate::c_plugin::raw::{call, Instance};
+use crate::c_plugin::CCategory;
 use crate::call::CallError;
-use crate::LoadError;
 use perfcast_abi::c::{v1_4, PcParallelStrategyVtable};
 use perfcast_abi::strategy::{
     PcAxisDecl, PcCommOp, PcLayerDims, PcLayerSplit, PcModel, PcPlan, PcPlanAxes, PcStateSplit,
 };
 use perfcast_core::parallel::MAX_DECLARED_AXES;
-use perfcast_core::registry::Factory;
-use perfcast_core::Component;
-use std::path::Path;
+use perfcast_core::{Component, PluginError};
 use std::sync::Arc;
 
-/// The factory of parallel strategy `cname` (its vtable checked: the 1.4 layout, `axis`).
-///
-/// # Safety
-/// `vp` must be the component's (non-NULL) vtable.
-pub(crate) unsafe fn parallel_strategy(
-    path: &Path,
-    cname: &str,
-    vp: *const PcParallelStrategyVtable,
-    new_instance: impl NewInstance,
-) -> Result<Factory, LoadError> {
-    let vt = read_vtable(
-        path,
-        cname,
-        vp,
-        v1_4::parallel_strategy_vtable_size(),
-        "parallel strategy",
-        "1.4",
-    )?;
-    if vt.axis.is_none() {
-        return Err(no_function(path, cname, "axis"));
+/// A parallel strategy's vtable is checked for the 1.4 layout and `axis`.
+impl CCategory for CStrategy {
+    type Vtable = PcParallelStrategyVtable;
+    type Checked = PcParallelStrategyVtable;
+    const WHAT: &'static str = "parallel strategy";
+    const SINCE: &'static str = "1.4";
+    fn min_size() -> usize {
+        v1_4::parallel_strategy_vtable_size()
     }
-    let n = cname.to_string();
-    Ok(Arc::new(move |params: &serde_json::Value| {
-        let inst = new_instance(params)?;
-        let s = ForeignStrategy::new(&n, Box::new(CStrategy { inst, vt }))?;
+    fn check(vt: Self::Vtable) -> Result<Self::Checked, &'static str> {
+        vt.axis.map(|_| vt).ok_or("axis")
+    }
+    fn build(name: &str, inst: Instance, vt: Self::Checked) -> Result<Component, PluginError> {
+        let s = ForeignStrategy::new(name, Box::new(CStrategy { inst, vt }))?;
         Ok(Component::ParallelStrategy(Arc::new(s)))
-    }))
+    }
 }
 
 /// The 1.7 plan as the vtable's functions take it: a pointer to its 1.4 prefix, through which
@@ -54,7 +41,7 @@ fn prefix(plan: &PcPlanAxes) -> *const PcPlan {
     (plan as *const PcPlanAxes).cast()
 }
 
-struct CStrategy {
+pub(crate) struct CStrategy {
     inst: Instance,
     vt: PcParallelStrategyVtable,
 }

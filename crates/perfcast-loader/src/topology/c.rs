@@ -3,61 +3,52 @@
 //! bill of materials (`cost` is `None`).
 
 use super::{ForeignTopology, TopologyBackend};
-use crate::c_plugin::raw::{call, no_function, read_vtable, Instance, NewInstance};
+use crate::c_plugin::raw::{call, Instance};
+use crate::c_plugin::CCategory;
 use crate::call::CallError;
-use crate::LoadError;
 use perfcast_abi::c::{
     v1_5, PcGroupAxis, PcLevel, PcLinkClass, PcLinkLoad, PcTopologyCollective, PcTopologyVtable,
 };
 use perfcast_abi::rust_abi::{
     FfiCollectiveCost, FfiGroupAxis, FfiLevel, FfiLinkClass, FfiLinkLoad, FfiNetworkCost,
 };
-use perfcast_core::registry::Factory;
 use perfcast_core::topology::MAX_LINK_LOADS;
-use perfcast_core::Component;
-use std::path::Path;
+use perfcast_core::{Component, PluginError};
 use std::sync::Arc;
 
 /// Most link classes a C topology may declare.
 const MAX_LINK_CLASSES: usize = 64;
 
-/// The factory of topology `cname` (its vtable checked: the 1.5 layout, `collective`).
-///
-/// # Safety
-/// `vp` must be the component's (non-NULL) vtable.
-pub(crate) unsafe fn topology(
-    path: &Path,
-    cname: &str,
-    vp: *const PcTopologyVtable,
-    new_instance: impl NewInstance,
-) -> Result<Factory, LoadError> {
-    let vt = read_vtable(
-        path,
-        cname,
-        vp,
-        v1_5::topology_vtable_size(),
-        "topology",
-        "1.5",
-    )?;
-    let Some(collective) = vt.collective else {
-        return Err(no_function(path, cname, "collective"));
-    };
-    let n = cname.to_string();
-    Ok(Arc::new(move |params: &serde_json::Value| {
-        let inst = new_instance(params)?;
+/// A topology's vtable is checked for the 1.5 layout and `collective`.
+impl CCategory for CTopology {
+    type Vtable = PcTopologyVtable;
+    type Checked = (PcTopologyVtable, PcTopologyCollective);
+    const WHAT: &'static str = "topology";
+    const SINCE: &'static str = "1.5";
+    fn min_size() -> usize {
+        v1_5::topology_vtable_size()
+    }
+    fn check(vt: Self::Vtable) -> Result<Self::Checked, &'static str> {
+        vt.collective.map(|c| (vt, c)).ok_or("collective")
+    }
+    fn build(
+        name: &str,
+        inst: Instance,
+        (vt, collective): Self::Checked,
+    ) -> Result<Component, PluginError> {
         let backend = CTopology {
             inst,
             vt,
             collective,
         };
         Ok(Component::Topology(Arc::new(ForeignTopology::new(
-            &n,
+            name,
             Box::new(backend),
         ))))
-    }))
+    }
 }
 
-struct CTopology {
+pub(crate) struct CTopology {
     inst: Instance,
     vt: PcTopologyVtable,
     collective: PcTopologyCollective,
