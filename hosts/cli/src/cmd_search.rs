@@ -109,7 +109,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(t) = sc.trainings.first() {
         crate::common::warn_hardware(&*t.system().compute, &t.system().memory);
     }
+    let working = crate::common::working("searching plans");
     let r = sc.search()?;
+    drop(working);
     let iv = a.intervals.for_scenario(&resolved, Kind::Training)?;
     let published = sc.plan.as_ref().map(|p| {
         let t = sc

@@ -38,7 +38,9 @@ pub fn run(
     if bench {
         return time_it(&s);
     }
+    let working = crate::common::working("searching deployments");
     let r = perfcast_search::serving::search(&s)?;
+    drop(working);
     crate::common::write_rows(
         format,
         || {

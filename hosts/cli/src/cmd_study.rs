@@ -40,12 +40,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let Some(name) = a.name else {
         anyhow::bail!("name a study or pass --list");
     };
+    let working = crate::common::working(&format!("running the study {name}"));
     let output = perfcast_studies::run_with(
         &name,
         a.config.as_deref(),
         &crate::common::plugins(),
         a.libraries.specs()?,
     )?;
+    drop(working);
     let dir = a
         .out
         .unwrap_or_else(|| PathBuf::from("out/studies").join(&name));

@@ -63,6 +63,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         overlay,
         intervals: a.intervals.load()?,
     };
+    let working = crate::common::working("validating");
     let validated = perfcast_validation::validate_file(
         a.cases.as_deref(),
         a.group.as_deref(),
@@ -70,6 +71,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         &opts,
     )
     .map_err(anyhow::Error::msg)?;
+    drop(working);
     let out = a.out.as_deref();
     match validated {
         Validated::Cases(r) => crate::common::write_rows(

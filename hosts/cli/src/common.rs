@@ -616,6 +616,58 @@ pub fn finish(outcome: std::thread::Result<anyhow::Result<()>>) -> u8 {
     }
 }
 
+/// A spinner on standard error, shown once its command has run for a second and only when
+/// standard error is a terminal (what a long command shows while it works); it goes when
+/// this guard drops.
+pub struct Working {
+    done: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Show `what` (e.g. "validating the cases") with a spinner and the elapsed time after a
+/// second of work, on a terminal; nothing otherwise.
+pub fn working(what: &str) -> Working {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return Working {
+            done: None,
+            thread: None,
+        };
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let what = what.to_string();
+    let thread = std::thread::spawn(move || {
+        let wait = std::time::Duration::from_secs(1);
+        if !matches!(
+            rx.recv_timeout(wait),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+        ) {
+            return; // done within the second
+        }
+        let bar = indicatif::ProgressBar::new_spinner();
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+            bar.set_style(style);
+        }
+        bar.set_message(what);
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        let _ = rx.recv();
+        bar.finish_and_clear();
+    });
+    Working {
+        done: Some(tx),
+        thread: Some(thread),
+    }
+}
+
+impl Drop for Working {
+    fn drop(&mut self) {
+        drop(self.done.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
