@@ -330,7 +330,7 @@ fn csv_table(r: &SearchResult, price: f64, iv: Option<&Interval>) -> Table {
             b.exposed_comm().0.to_string(),
             b.hidden_comm.0.to_string(),
             b.bubble.0.to_string(),
-            format!("{:?}", rep.bottleneck),
+            rep.bottleneck.name().to_string(),
         ]);
         if cost {
             let h = gpu_hours(rep);

@@ -30,7 +30,7 @@ pub fn csv(r: &TrainingReport) -> String {
         }
     }
     let _ = writeln!(s, "fits,{},", r.memory.fits);
-    let _ = writeln!(s, "bottleneck,{:?},", r.bottleneck);
+    let _ = writeln!(s, "bottleneck,{},", r.bottleneck.name());
     s
 }
 

@@ -314,6 +314,23 @@ pub enum Bottleneck {
 }
 
 impl Bottleneck {
+    /// The name JSON gives it (snake case), which CSV and Parquet use too.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Bottleneck::MatrixCompute => "matrix_compute",
+            Bottleneck::VectorOps => "vector_ops",
+            Bottleneck::TensorComm => "tensor_comm",
+            Bottleneck::ContextComm => "context_comm",
+            Bottleneck::PipelineComm => "pipeline_comm",
+            Bottleneck::PipelineBubble => "pipeline_bubble",
+            Bottleneck::DataComm => "data_comm",
+            Bottleneck::ZeroComm => "zero_comm",
+            Bottleneck::ExpertComm => "expert_comm",
+            Bottleneck::DeclaredAxisComm => "declared_axis_comm",
+            Bottleneck::Optimizer => "optimizer",
+        }
+    }
+
     pub const fn describe(self) -> &'static str {
         match self {
             Bottleneck::MatrixCompute => "matrix compute (GEMMs, attention)",
@@ -464,5 +481,30 @@ impl TrainingReport {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Bottleneck::*;
+
+    /// CSV and Parquet name a bottleneck as JSON does (issue 44: a CSV said `MatrixCompute`).
+    #[test]
+    fn bottleneck_names_are_the_json_names() {
+        for b in [
+            MatrixCompute,
+            VectorOps,
+            TensorComm,
+            ContextComm,
+            PipelineComm,
+            PipelineBubble,
+            DataComm,
+            ZeroComm,
+            ExpertComm,
+            DeclaredAxisComm,
+            Optimizer,
+        ] {
+            assert_eq!(serde_json::to_value(b).ok(), Some(b.name().into()), "{b:?}");
+        }
     }
 }
