@@ -1,13 +1,15 @@
 //! Plugin ABI compatibility across crates: the ABI contract of `perfcast-abi` (its C header and
 //! its Rust root module) as `perfcast-loader` enforces it against libraries built separately:
-//! the Rust fixtures declaring another ABI major (`abi-v2-fixture`) or another layout
-//! (`abi-mismatch-fixture`), the example C plugin compiled for C ABI 1.1 and 1.0, a C library
-//! of another major, and the C header's layout against the Rust mirrors. The loader's own
+//! the Rust fixtures declaring another ABI major (`abi-v2-fixture`), a minor older than the
+//! oldest this host loads (`abi-v1-2-fixture`) or another layout (`abi-mismatch-fixture`), the
+//! previous minor's layout (`abi-v1-3-fixture`, which loads), the example C plugin compiled
+//! for the current C ABI and 1.0, a C library of another major, and the C header's layout
+//! against the Rust mirrors. The loader's own
 //! behaviour (origins, pins, errors, threads) is tested beside it, in
 //! `crates/perfcast-loader/tests/e2e.rs`.
 
 use perfcast_abi::rust_abi::RUST_ABI_MINOR;
-use perfcast_core::{Category, DType, Engine, FlopRate, MemoryHierarchy, Registry, TimeBound};
+use perfcast_core::{DType, Engine, FlopRate, MemoryHierarchy, Registry, TimeBound};
 use perfcast_loader::{load_library, LoadError};
 use perfcast_testkit::examples::{decode_qkv, dsp_params, lpddr_params, residual};
 use perfcast_testkit::plugins::{
@@ -23,8 +25,6 @@ struct Fixtures {
     dir: PathBuf,
     abi_v2: PathBuf,
     abi_mismatch: PathBuf,
-    abi_v1_0: PathBuf,
-    abi_v1_1: PathBuf,
     abi_v1_2: PathBuf,
     abi_v1_3: PathBuf,
     builtins_lib: PathBuf,
@@ -42,8 +42,6 @@ fn fixtures() -> &'static Fixtures {
             &[
                 "abi-v2-fixture",
                 "abi-mismatch-fixture",
-                "abi-v1-0-fixture",
-                "abi-v1-1-fixture",
                 "abi-v1-2-fixture",
                 "execution-builtins-lib",
                 "abi-v1-3-fixture",
@@ -60,11 +58,9 @@ fn fixtures() -> &'static Fixtures {
             dir,
             abi_v2: rust[0].clone(),
             abi_mismatch: rust[1].clone(),
-            abi_v1_0: rust[2].clone(),
-            abi_v1_1: rust[3].clone(),
-            abi_v1_2: rust[4].clone(),
-            builtins_lib: rust[5].clone(),
-            abi_v1_3: rust[6].clone(),
+            abi_v1_2: rust[2].clone(),
+            builtins_lib: rust[3].clone(),
+            abi_v1_3: rust[4].clone(),
             c_v1_1,
             c_v1_0,
             c_major2,
@@ -188,24 +184,39 @@ fn a_rust_strategy_of_the_previous_minor_loads_without_declared_axes() {
     );
 }
 
-/// A plugin built against an earlier minor (Rust ABI 1.2: a schedule trait without
-/// `properties`) still loads on this host: its DualPipe steps as the compiled-in one
-/// does, with the default properties (one model copy, no overlap), where the same schedule
-/// through the current ABI declares its two copies and its overlap.
+/// A plugin built against a minor older than the minor before the current one (here 1.2,
+/// whose frozen root module is no longer kept) is refused in one line that names its minor and
+/// the oldest this host loads; abi_stable's layout report is kept for a log.
 #[test]
-fn a_rust_schedule_of_the_previous_minor_loads_with_default_properties() {
+fn a_rust_plugin_of_an_older_minor_is_refused_naming_both_minors() {
+    use perfcast_abi::rust_abi::RUST_ABI_OLDEST_MINOR;
+    let f = fixtures();
+    let e = load_err(&f.abi_v1_2);
+    let msg = e.to_string();
+    assert!(matches!(e, LoadError::IncompatibleAbi { .. }), "{msg}");
+    assert_eq!(msg.lines().count(), 1, "{msg}");
+    assert!(msg.contains("libabi_v1_2_fixture.so"), "{msg}");
+    assert!(msg.contains("built for Rust ABI 1.2.0"), "{msg}");
+    assert!(
+        msg.contains(&format!(
+            "1.2 is older than the oldest minor it loads, 1.{RUST_ABI_OLDEST_MINOR}"
+        )),
+        "{msg}"
+    );
+    assert!(e.details().is_some_and(|d| d.lines().count() > 5));
+}
+
+/// The schedule trait's `properties` (Rust ABI 1.3) cross: the built-in DualPipe compiled as
+/// a library declares its two model copies and its overlap as the compiled-in one does, and
+/// steps the same.
+#[test]
+fn a_rust_schedule_s_properties_cross_the_abi() {
     let f = fixtures();
     let mut r = perfcast_builtins::registry().unwrap();
-    let old = load_library(&f.abi_v1_2, None, &mut r).unwrap();
-    assert_eq!(old.abi, "rust-abi_stable 1.2");
-    let new = load_library(&f.builtins_lib, None, &mut r).unwrap();
-    assert_eq!(new.abi, format!("rust-abi_stable 1.{RUST_ABI_MINOR}"));
+    let lib = load_library(&f.builtins_lib, None, &mut r).unwrap();
+    assert_eq!(lib.abi, format!("rust-abi_stable 1.{RUST_ABI_MINOR}"));
     let schedule = |name: &str| r.pipeline_schedule(name, &json!({})).unwrap();
-    let (native, v12, lib) = (
-        schedule("dualpipe"),
-        schedule("fixture12/dualpipe"),
-        schedule("lib/dualpipe"),
-    );
+    let (native, lib) = (schedule("dualpipe"), schedule("lib/dualpipe"));
     let input = perfcast_core::parallel::ScheduleInput {
         stages: 8,
         virtual_stages: 1,
@@ -214,14 +225,11 @@ fn a_rust_schedule_of_the_previous_minor_loads_with_default_properties() {
         backward: perfcast_core::Seconds(2e-3),
         p2p: perfcast_core::Seconds(1e-5),
     };
-    let want = native.step(&input).unwrap();
-    assert_eq!(v12.step(&input).unwrap(), want);
-    assert_eq!(lib.step(&input).unwrap(), want);
+    assert_eq!(lib.step(&input).unwrap(), native.step(&input).unwrap());
     // (schedule, model copies, overlaps expert communication)
     let table = [
         (&native, 2.0, true),
         (&lib, 2.0, true),
-        (&v12, 1.0, false),
         (&schedule("lib/combined-1f1b"), 1.0, true),
         (&schedule("lib/1f1b"), 1.0, false),
     ];
@@ -229,59 +237,6 @@ fn a_rust_schedule_of_the_previous_minor_loads_with_default_properties() {
         assert_eq!(s.model_copies(), copies, "{}", s.kind());
         assert_eq!(s.overlaps_expert_comm(), overlaps, "{}", s.kind());
     }
-}
-
-/// A plugin built against the minor before (Rust ABI 1.1's root module, without
-/// `new_parallel_strategy`) still loads on this host and serves what 1.1 offers: its
-/// topology answers as the compiled-in one does.
-#[test]
-fn a_rust_plugin_of_the_previous_minor_loads() {
-    let f = fixtures();
-    let mut r = perfcast_builtins::registry().unwrap();
-    let lib = load_library(&f.abi_v1_1, None, &mut r).unwrap();
-    assert_eq!(lib.abi, "rust-abi_stable 1.1");
-    assert_eq!(
-        lib.components,
-        vec![(Category::Topology, "fixture11/fat-tree".to_string())]
-    );
-    let p = json!({"oversubscription": [2.0]});
-    let (a, b) = (
-        r.topology("fat-tree", &p).unwrap(),
-        r.topology("fixture11/fat-tree", &p).unwrap(),
-    );
-    let sys = perfcast_testkit::a100_from_registry(&r, 256).unwrap();
-    assert_eq!(
-        a.links(&sys.network, 256).unwrap(),
-        b.links(&sys.network, 256).unwrap()
-    );
-}
-
-/// A plugin built against the minor before that (Rust ABI 1.0's root module, without
-/// `new_topology`) still loads and serves what 1.0 offers.
-#[test]
-fn a_rust_plugin_of_an_earlier_minor_loads() {
-    let f = fixtures();
-    let mut r = Registry::new();
-    let lib = load_library(&f.abi_v1_0, None, &mut r).unwrap();
-    assert_eq!(lib.abi, "rust-abi_stable 1.0");
-    assert_eq!(lib.components.len(), 1);
-    let t = r
-        .memory_tier(
-            "fixture10/tier",
-            &json!({"capacity_gib": 96.0, "bandwidth_tbs": 4.0}),
-        )
-        .unwrap();
-    assert!(close(t.capacity().0, 96.0 * 1073741824.0));
-    assert!(close(t.bandwidth().0, 4e12));
-    let e = r
-        .memory_tier(
-            "fixture10/tier",
-            &json!({"capacity_gib": -1.0, "bandwidth_tbs": 4.0}),
-        )
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(e.contains("capacity_gib"), "{e}");
 }
 
 #[test]
@@ -299,7 +254,7 @@ fn a_layout_mismatch_is_summarised_and_the_report_kept() {
     assert!(msg.len() < 400, "{msg}");
     assert!(msg.contains("libabi_mismatch_fixture.so"), "{msg}");
     assert!(
-        msg.contains("built for Rust ABI 1.0.0 with a different layout"),
+        msg.contains("built for Rust ABI 1.4.0 with a different layout"),
         "{msg}"
     );
     let details = e.details().expect("the full report is kept");

@@ -183,15 +183,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("perfcast-testkit", &["perfcast-core", "perfcast-builtins"]),
     ("abi-v2-fixture", &[]),
     ("abi-mismatch-fixture", &[]),
-    ("abi-v1-0-fixture", &["perfcast-core", "perfcast-abi"]),
-    (
-        "abi-v1-1-fixture",
-        &["perfcast-core", "perfcast-abi", "perfcast-plugin-topology"],
-    ),
-    (
-        "abi-v1-2-fixture",
-        &["perfcast-core", "perfcast-abi", "perfcast-plugin-schedule"],
-    ),
+    ("abi-v1-2-fixture", &[]),
     (
         "abi-v1-3-fixture",
         &["perfcast-core", "perfcast-abi", "perfcast-plugin-parallel"],
@@ -430,8 +422,6 @@ const OWN_LINTS: &[&str] = &[
     "perfcast-testkit",
     "abi-v2-fixture",
     "abi-mismatch-fixture",
-    "abi-v1-0-fixture",
-    "abi-v1-1-fixture",
     "abi-v1-2-fixture",
     "abi-v1-3-fixture",
     "sram-fixture",

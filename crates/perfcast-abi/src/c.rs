@@ -12,6 +12,10 @@ use std::mem::size_of;
 pub const C_ABI_MAJOR: u32 = 1;
 /// Newest minor of the C ABI this crate (and the host) knows.
 pub const C_ABI_MINOR: u32 = 7;
+/// Oldest minor of the C ABI the host loads: every one, since it reads each struct up to the
+/// plugin's `struct_size` ([`v1_0`] and its successors give each struct's least size) and a
+/// field a plugin's minor lacks takes its default.
+pub const C_ABI_OLDEST_MINOR: u32 = 0;
 /// The entry symbol, NUL-terminated.
 pub const C_ENTRY_SYMBOL: &[u8] = b"perfcast_plugin_entry_v1\0";
 

@@ -141,7 +141,8 @@ pub fn c_carries(category: Category, minor: u32) -> bool {
         .is_some_and(|(_, m)| m <= minor)
 }
 
-/// [`SUPPORT`] as the user guide's Markdown table (docs/commands/plugins.md).
+/// [`SUPPORT`] as the user guide's Markdown table (docs/commands/plugins.md), with the oldest
+/// minor of each ABI the loaders accept.
 pub fn support_table() -> String {
     let since = |v: Option<(u32, u32)>| match v {
         Some((a, b)) => format!("since {a}.{b}"),
@@ -159,6 +160,14 @@ pub fn support_table() -> String {
             if s.isolated { "yes" } else { "no" }
         ));
     }
+    // What the loaders accept: the Rust ABI's current minor and the one before it, every C
+    // minor.
+    let (rust, c) = (crate::rust_abi::RUST_ABI_MAJOR, crate::c::C_ABI_MAJOR);
+    t.push_str(&format!(
+        "| oldest minor this host loads | {rust}.{} | {c}.{} | - |\n",
+        crate::rust_abi::RUST_ABI_OLDEST_MINOR,
+        crate::c::C_ABI_OLDEST_MINOR
+    ));
     t
 }
 

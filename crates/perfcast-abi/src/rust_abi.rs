@@ -11,10 +11,11 @@
 //! a minor appends to [`PluginModule`] (1.1: `new_topology`; 1.2: `new_parallel_strategy`,
 //! `new_pipeline_schedule`, `new_recompute_policy`) or to a trait reachable from it (1.3:
 //! [`FfiPipelineSchedule::properties`]; 1.4: [`FfiParallelStrategy::axes`] and the `*_axes`
-//! calls) and freezes the previous layout here ([`v1_0`], [`v1_1`], [`v1_2`], [`v1_3`]): the
-//! loader checks a library against the current layout and, when that fails, against each
-//! frozen one of the same major, and serves what that minor offers (see
-//! `plugins/examples/README.md`). Types reachable from a frozen layout never change.
+//! calls) and freezes the previous layout here ([`v1_3`]): the loader checks a library against
+//! the current layout and, when that fails, against the frozen one, and serves what that minor
+//! offers. Only the current minor and the one before it load ([`RUST_ABI_OLDEST_MINOR`]): when
+//! a minor is added, the oldest frozen module goes (see `plugins/examples/README.md`). Types
+//! reachable from a frozen layout never change.
 
 use crate::c::{
     PcLayerActivations, PcOp, PcOpTime, PcRecomputePlan, PcScheduleInput, PcScheduleProperties,
@@ -37,6 +38,9 @@ use abi_stable::{
 pub const RUST_ABI_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const RUST_ABI_MAJOR: u32 = 1;
 pub const RUST_ABI_MINOR: u32 = 4;
+/// Oldest minor of the Rust ABI this host loads: the current one and the one before it. A
+/// library of an earlier minor (its root module frozen in no module here) is refused.
+pub const RUST_ABI_OLDEST_MINOR: u32 = 3;
 
 /// An error crossing the boundary. `code` is one of `codes::ERR_*`; `path` is the parameter
 /// key path for `ERR_PARAMS` (empty otherwise).
@@ -176,36 +180,6 @@ pub trait FfiInterconnect: Send + Sync {
         ranks: u32,
         algorithm: u32,
     ) -> RResult<f64, FfiError>;
-}
-
-/// The root module of Rust ABI 1.0, frozen: what a plugin built against 1.0 exports. The
-/// loader checks a library against it when the current layout does not match, and serves
-/// the 1.0 categories (compute units, memory tiers, interconnects).
-pub mod v1_0 {
-    use super::*;
-
-    /// Rust ABI 1.0's root module (never changes).
-    #[repr(C)]
-    #[derive(StableAbi)]
-    #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
-    #[sabi(missing_field(panic))]
-    pub struct PluginModule {
-        pub describe: extern "C" fn() -> PluginDescriptor,
-        pub new_compute_unit:
-            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiComputeUnitBox, FfiError>,
-        pub new_memory_tier:
-            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiMemoryTierBox, FfiError>,
-        #[sabi(last_prefix_field)]
-        pub new_interconnect:
-            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>,
-    }
-
-    impl RootModule for PluginModuleRef {
-        declare_root_module_statics! {PluginModuleRef}
-        const BASE_NAME: &'static str = "perfcast_plugin";
-        const NAME: &'static str = "perfcast_plugin";
-        const VERSION_STRINGS: VersionStrings = VersionStrings::new("1.0.0");
-    }
 }
 
 /// A network level as a topology plugin sees it (Rust ABI 1.1).
@@ -425,98 +399,9 @@ pub type NewPipelineSchedule =
 pub type NewRecomputePolicy =
     extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiRecomputePolicyBox, FfiError>;
 
-/// The root module of Rust ABI 1.1, frozen: what a plugin built against 1.1 exports (the 1.0
-/// categories and topologies). The loader serves those categories.
-pub mod v1_1 {
-    use super::*;
-
-    /// Rust ABI 1.1's root module (never changes).
-    #[repr(C)]
-    #[derive(StableAbi)]
-    #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
-    #[sabi(missing_field(panic))]
-    pub struct PluginModule {
-        pub describe: extern "C" fn() -> PluginDescriptor,
-        pub new_compute_unit:
-            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiComputeUnitBox, FfiError>,
-        pub new_memory_tier:
-            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiMemoryTierBox, FfiError>,
-        #[sabi(last_prefix_field)]
-        pub new_interconnect:
-            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>,
-        pub new_topology: extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiTopologyBox, FfiError>,
-    }
-
-    impl RootModule for PluginModuleRef {
-        declare_root_module_statics! {PluginModuleRef}
-        const BASE_NAME: &'static str = "perfcast_plugin";
-        const NAME: &'static str = "perfcast_plugin";
-        const VERSION_STRINGS: VersionStrings = VersionStrings::new("1.1.0");
-    }
-}
-
-/// Rust ABI 1.2, frozen: its pipeline-schedule trait (without `properties`) and its root
-/// module, which hands out that trait's objects. The loader serves every 1.2 category; a
-/// 1.2 schedule has the default properties (one model copy, no expert-communication overlap).
-pub mod v1_2 {
-    use super::*;
-
-    /// Rust ABI 1.2's pipeline schedule (never changes).
-    #[sabi_trait]
-    pub trait FfiPipelineSchedule: Send + Sync {
-        fn validate(&self, plan: &PcPlan) -> RResult<(), FfiError>;
-        fn step(&self, input: &PcScheduleInput) -> RResult<PcScheduleResult, FfiError>;
-        fn in_flight(&self, input: &PcScheduleInput, stage: u32) -> RResult<f64, FfiError>;
-        #[sabi(last_prefix_field)]
-        fn peak_layers_held(
-            &self,
-            input: &PcScheduleInput,
-            stage: u32,
-            chunk_layers: RSlice<'_, f64>,
-        ) -> RResult<f64, FfiError>;
-    }
-
-    pub type FfiPipelineScheduleBox = FfiPipelineSchedule_TO<'static, RBox<()>>;
-    pub type NewPipelineSchedule =
-        extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiPipelineScheduleBox, FfiError>;
-
-    /// Rust ABI 1.2's root module (never changes).
-    #[repr(C)]
-    #[derive(StableAbi)]
-    #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
-    #[sabi(missing_field(panic))]
-    pub struct PluginModule {
-        pub describe: extern "C" fn() -> PluginDescriptor,
-        pub new_compute_unit:
-            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiComputeUnitBox, FfiError>,
-        pub new_memory_tier:
-            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiMemoryTierBox, FfiError>,
-        #[sabi(last_prefix_field)]
-        pub new_interconnect:
-            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiInterconnectBox, FfiError>,
-        pub new_topology: extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiTopologyBox, FfiError>,
-        pub new_parallel_strategy:
-            extern "C" fn(
-                RStr<'_>,
-                RStr<'_>,
-            ) -> RResult<super::v1_3::FfiParallelStrategyBox, FfiError>,
-        pub new_pipeline_schedule:
-            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiPipelineScheduleBox, FfiError>,
-        pub new_recompute_policy:
-            extern "C" fn(RStr<'_>, RStr<'_>) -> RResult<FfiRecomputePolicyBox, FfiError>,
-    }
-
-    impl RootModule for PluginModuleRef {
-        declare_root_module_statics! {PluginModuleRef}
-        const BASE_NAME: &'static str = "perfcast_plugin";
-        const NAME: &'static str = "perfcast_plugin";
-        const VERSION_STRINGS: VersionStrings = VersionStrings::new("1.2.0");
-    }
-}
-
 /// Rust ABI 1.3, frozen: its parallel-strategy trait (the 1.2 one, without declared axes)
 /// and its root module. The loader serves every 1.3 category; a 1.3 strategy declares no
-/// axes.
+/// axes. (1.0 to 1.2, older than the minor before the current one, are no longer kept.)
 pub mod v1_3 {
     use super::*;
 
@@ -583,7 +468,7 @@ pub mod v1_3 {
 /// fields are appended at the end, one minor at a time (1.1: `new_topology`; 1.2:
 /// `new_parallel_strategy`, `new_pipeline_schedule`, `new_recompute_policy`; 1.3: the
 /// schedule trait's `properties`; 1.4: the strategy trait's declared axes); the layout of
-/// each earlier minor is frozen in its module ([`v1_0`], [`v1_1`], [`v1_2`], [`v1_3`]).
+/// the minor before the current one is frozen in its module ([`v1_3`]).
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
@@ -634,6 +519,8 @@ mod tests {
     #[test]
     fn abi_version_constants_agree() {
         assert!(RUST_ABI_VERSION.starts_with(&format!("{RUST_ABI_MAJOR}.{RUST_ABI_MINOR}.")));
+        // The current minor and the one before it (frozen in `v1_3`) load, no older one.
+        assert_eq!(RUST_ABI_OLDEST_MINOR + 1, RUST_ABI_MINOR);
     }
 
     #[test]

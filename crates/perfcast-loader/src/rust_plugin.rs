@@ -14,9 +14,9 @@ use abi_stable::library::{lib_header_from_path, LibraryError};
 use abi_stable::std_types::{RResult, RStr};
 use perfcast_abi::codes::category_from_code;
 use perfcast_abi::rust_abi::{
-    v1_0, v1_1, v1_2, v1_3, FfiMemoryTierBox, NewComputeUnit, NewInterconnect, NewMemoryTier,
-    NewParallelStrategy, NewPipelineSchedule, NewRecomputePolicy, NewTopology, PluginDescriptor,
-    RUST_ABI_VERSION, RUST_PARAMS_SYMBOL,
+    v1_3, FfiMemoryTierBox, NewComputeUnit, NewInterconnect, NewMemoryTier, NewParallelStrategy,
+    NewPipelineSchedule, NewRecomputePolicy, NewTopology, PluginDescriptor, RUST_ABI_MAJOR,
+    RUST_ABI_MINOR, RUST_ABI_OLDEST_MINOR, RUST_ABI_VERSION, RUST_PARAMS_SYMBOL,
 };
 use perfcast_abi::{
     FfiComputeUnitBox, FfiError, FfiParallelStrategyBox, FfiTopologyBox, PluginModuleRef,
@@ -48,107 +48,71 @@ enum NewStrategy {
     V1_3(v1_3::NewParallelStrategy),
 }
 
-/// A schedule factory of the current layout or of the frozen 1.2 one.
-#[derive(Clone, Copy)]
-enum NewSchedule {
-    Current(NewPipelineSchedule),
-    V1_2(v1_2::NewPipelineSchedule),
-}
-
-/// A root module of one of the layouts this host reads: the current one, or a frozen
-/// earlier minor of the same major (what that minor offers).
+/// A root module of one of the layouts this host reads: the current one, or the frozen one
+/// of the minor before it (what that minor offers). Older minors are refused
+/// ([`RUST_ABI_OLDEST_MINOR`]).
 #[derive(Clone, Copy)]
 enum Module {
     /// Rust ABI 1.4 (current).
     Current(PluginModuleRef),
     /// Rust ABI 1.3: strategies without declared axes.
     V1_3(v1_3::PluginModuleRef),
-    /// Rust ABI 1.2: schedules without `properties`.
-    V1_2(v1_2::PluginModuleRef),
-    /// Rust ABI 1.1: no parallel strategies.
-    V1_1(v1_1::PluginModuleRef),
-    /// Rust ABI 1.0: no topologies either.
-    V1_0(v1_0::PluginModuleRef),
 }
 
 impl Module {
     /// The Rust ABI minor of the module's layout.
     fn minor(self) -> u32 {
         match self {
-            Module::Current(_) => perfcast_abi::rust_abi::RUST_ABI_MINOR,
+            Module::Current(_) => RUST_ABI_MINOR,
             Module::V1_3(_) => 3,
-            Module::V1_2(_) => 2,
-            Module::V1_1(_) => 1,
-            Module::V1_0(_) => 0,
         }
     }
     fn describe(self) -> PluginDescriptor {
         match self {
             Module::Current(m) => (m.describe())(),
             Module::V1_3(m) => (m.describe())(),
-            Module::V1_2(m) => (m.describe())(),
-            Module::V1_1(m) => (m.describe())(),
-            Module::V1_0(m) => (m.describe())(),
         }
     }
     fn new_compute_unit(self) -> NewComputeUnit {
         match self {
             Module::Current(m) => m.new_compute_unit(),
             Module::V1_3(m) => m.new_compute_unit(),
-            Module::V1_2(m) => m.new_compute_unit(),
-            Module::V1_1(m) => m.new_compute_unit(),
-            Module::V1_0(m) => m.new_compute_unit(),
         }
     }
     fn new_memory_tier(self) -> NewMemoryTier {
         match self {
             Module::Current(m) => m.new_memory_tier(),
             Module::V1_3(m) => m.new_memory_tier(),
-            Module::V1_2(m) => m.new_memory_tier(),
-            Module::V1_1(m) => m.new_memory_tier(),
-            Module::V1_0(m) => m.new_memory_tier(),
         }
     }
     fn new_interconnect(self) -> NewInterconnect {
         match self {
             Module::Current(m) => m.new_interconnect(),
             Module::V1_3(m) => m.new_interconnect(),
-            Module::V1_2(m) => m.new_interconnect(),
-            Module::V1_1(m) => m.new_interconnect(),
-            Module::V1_0(m) => m.new_interconnect(),
         }
     }
-    fn new_topology(self) -> Option<NewTopology> {
+    fn new_topology(self) -> NewTopology {
         match self {
-            Module::Current(m) => Some(m.new_topology()),
-            Module::V1_3(m) => Some(m.new_topology()),
-            Module::V1_2(m) => Some(m.new_topology()),
-            Module::V1_1(m) => Some(m.new_topology()),
-            Module::V1_0(_) => None,
+            Module::Current(m) => m.new_topology(),
+            Module::V1_3(m) => m.new_topology(),
         }
     }
-    fn new_parallel_strategy(self) -> Option<NewStrategy> {
+    fn new_parallel_strategy(self) -> NewStrategy {
         match self {
-            Module::Current(m) => Some(NewStrategy::Current(m.new_parallel_strategy())),
-            Module::V1_3(m) => Some(NewStrategy::V1_3(m.new_parallel_strategy())),
-            Module::V1_2(m) => Some(NewStrategy::V1_3(m.new_parallel_strategy())),
-            Module::V1_1(_) | Module::V1_0(_) => None,
+            Module::Current(m) => NewStrategy::Current(m.new_parallel_strategy()),
+            Module::V1_3(m) => NewStrategy::V1_3(m.new_parallel_strategy()),
         }
     }
-    fn new_pipeline_schedule(self) -> Option<NewSchedule> {
+    fn new_pipeline_schedule(self) -> NewPipelineSchedule {
         match self {
-            Module::Current(m) => Some(NewSchedule::Current(m.new_pipeline_schedule())),
-            Module::V1_3(m) => Some(NewSchedule::Current(m.new_pipeline_schedule())),
-            Module::V1_2(m) => Some(NewSchedule::V1_2(m.new_pipeline_schedule())),
-            Module::V1_1(_) | Module::V1_0(_) => None,
+            Module::Current(m) => m.new_pipeline_schedule(),
+            Module::V1_3(m) => m.new_pipeline_schedule(),
         }
     }
-    fn new_recompute_policy(self) -> Option<NewRecomputePolicy> {
+    fn new_recompute_policy(self) -> NewRecomputePolicy {
         match self {
-            Module::Current(m) => Some(m.new_recompute_policy()),
-            Module::V1_3(m) => Some(m.new_recompute_policy()),
-            Module::V1_2(m) => Some(m.new_recompute_policy()),
-            Module::V1_1(_) | Module::V1_0(_) => None,
+            Module::Current(m) => m.new_recompute_policy(),
+            Module::V1_3(m) => m.new_recompute_policy(),
         }
     }
 }
@@ -189,6 +153,30 @@ fn truncate(s: &str, n: usize) -> String {
 fn expected() -> String {
     let major = RUST_ABI_VERSION.split('.').next().unwrap_or("?");
     format!("Rust ABI {major}.x")
+}
+
+/// The error for a library that declares a minor of this major older than the oldest this host
+/// loads (`None` for any other), naming both; `details` is the layout report.
+fn older_minor(path: &Path, declared: &str, details: Option<&str>) -> Option<LoadError> {
+    let mut it = declared.split('.').map(str::parse::<u32>);
+    let (Some(Ok(major)), Some(Ok(minor))) = (it.next(), it.next()) else {
+        return None;
+    };
+    if major != RUST_ABI_MAJOR || minor >= RUST_ABI_OLDEST_MINOR {
+        return None;
+    }
+    let oldest = format!("{RUST_ABI_MAJOR}.{RUST_ABI_OLDEST_MINOR}");
+    Some(LoadError::IncompatibleAbi {
+        path: path.to_path_buf(),
+        found: format!("Rust ABI {declared}"),
+        expected: format!(
+            "Rust ABI {oldest} to {RUST_ABI_MAJOR}.{RUST_ABI_MINOR} ({major}.{minor} is older \
+             than the oldest minor it loads, {oldest}: rebuild the plugin against perfcast-abi \
+             {RUST_ABI_VERSION})"
+        ),
+        summary: None,
+        details: details.map(str::to_string),
+    })
 }
 
 /// `declared`: the Rust ABI version the library declares, when its header could be read.
@@ -329,10 +317,7 @@ fn factory(
             Ok(Component::Interconnect(Arc::new(link)))
         }),
         Category::Topology => {
-            // A 1.0 module cannot build one: its components of this code are skipped.
-            let Some(new_topology) = module.new_topology() else {
-                return Ok(None);
-            };
+            let new_topology = module.new_topology();
             Arc::new(move |params| {
                 let json = params_json(params);
                 let obj = res(new_topology(RStr::from_str(&n), RStr::from_str(&json)))
@@ -342,11 +327,7 @@ fn factory(
             })
         }
         Category::ParallelStrategy => {
-            // Only a 1.2 module builds one: an earlier module's components of this code
-            // are skipped.
-            let Some(new_strategy) = module.new_parallel_strategy() else {
-                return Ok(None);
-            };
+            let new_strategy = module.new_parallel_strategy();
             Arc::new(move |params| {
                 let json = params_json(params);
                 let (name, json) = (RStr::from_str(&n), RStr::from_str(&json));
@@ -360,25 +341,17 @@ fn factory(
             })
         }
         Category::PipelineSchedule => {
-            let Some(new_schedule) = module.new_pipeline_schedule() else {
-                return Ok(None);
-            };
+            let new_schedule = module.new_pipeline_schedule();
             Arc::new(move |params| {
                 let json = params_json(params);
-                let (name, json) = (RStr::from_str(&n), RStr::from_str(&json));
-                let obj = match new_schedule {
-                    NewSchedule::Current(new) => res(new(name, json)).map(RustSchedule::Current),
-                    NewSchedule::V1_2(new) => res(new(name, json)).map(RustSchedule::V1_2),
-                }
-                .map_err(|e| e.into_plugin_error(&n))?;
-                let s = ForeignSchedule::new(&n, Box::new(obj))?;
+                let obj = res(new_schedule(RStr::from_str(&n), RStr::from_str(&json)))
+                    .map_err(|e| e.into_plugin_error(&n))?;
+                let s = ForeignSchedule::new(&n, Box::new(RustSchedule(obj)))?;
                 Ok(Component::PipelineSchedule(Arc::new(s)))
             })
         }
         Category::RecomputePolicy => {
-            let Some(new_policy) = module.new_recompute_policy() else {
-                return Ok(None);
-            };
+            let new_policy = module.new_recompute_policy();
             Arc::new(move |params| {
                 let json = params_json(params);
                 let obj = res(new_policy(RStr::from_str(&n), RStr::from_str(&json)))
@@ -401,21 +374,18 @@ pub(crate) fn load(
     // opened with (the dynamic loader hands back the same library); `path` names it.
     let header = lib_header_from_path(open).map_err(|e| map_library_error(path, None, e))?;
     let declared = header.version_strings().version.as_str().to_string();
-    // The current layout; failing that, the frozen 1.3, 1.2, 1.1 and 1.0 ones (a plugin built against
-    // an earlier minor); failing all, the current layout's error.
+    // The current layout; failing that, the frozen 1.3 one (a plugin built against the minor
+    // before); failing both, a library of an older minor is refused as such, any other with
+    // the current layout's error.
     let module = match header.init_root_module::<PluginModuleRef>() {
         Ok(m) => Module::Current(m),
         Err(e @ LibraryError::AbiInstability(_)) => {
-            if let Ok(m) = header.init_root_module::<v1_3::PluginModuleRef>() {
-                Module::V1_3(m)
-            } else if let Ok(m) = header.init_root_module::<v1_2::PluginModuleRef>() {
-                Module::V1_2(m)
-            } else if let Ok(m) = header.init_root_module::<v1_1::PluginModuleRef>() {
-                Module::V1_1(m)
-            } else if let Ok(m) = header.init_root_module::<v1_0::PluginModuleRef>() {
-                Module::V1_0(m)
-            } else {
-                return Err(map_library_error(path, Some(&declared), e));
+            match header.init_root_module::<v1_3::PluginModuleRef>() {
+                Ok(m) => Module::V1_3(m),
+                Err(_) => {
+                    let e = map_library_error(path, Some(&declared), e);
+                    return Err(older_minor(path, &declared, e.details()).unwrap_or(e));
+                }
             }
         }
         Err(e) => return Err(map_library_error(path, Some(&declared), e)),
@@ -488,5 +458,23 @@ mod tests {
         let s = summarize_abi_instability(&dump);
         assert_eq!(s, "mismatched type Expected: u32 Found: u64");
         assert!(!summarize_abi_instability("oops\nmore").contains('\n'));
+    }
+
+    #[test]
+    fn only_minors_older_than_the_oldest_loaded_are_refused_as_such() {
+        let p = Path::new("/p/libx.so");
+        let e = older_minor(p, "1.2.0", Some("report")).unwrap();
+        assert_eq!(e.details(), Some("report"));
+        let msg = e.to_string();
+        assert!(msg.contains("built for Rust ABI 1.2.0"), "{msg}");
+        assert!(
+            msg.contains(&format!(
+                "Rust ABI 1.{RUST_ABI_OLDEST_MINOR} to 1.{RUST_ABI_MINOR} (1.2 is older than"
+            )),
+            "{msg}"
+        );
+        for declared in ["1.3.0", "1.4.0", "1.9.0", "2.0.0", "0.1.0", "x", ""] {
+            assert!(older_minor(p, declared, None).is_none(), "{declared}");
+        }
     }
 }

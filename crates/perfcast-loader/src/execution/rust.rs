@@ -1,7 +1,6 @@
 //! Rust pipeline schedules and recompute policies (Rust ABI 1.2; a schedule's `properties`
 //! 1.3): a library's `FfiPipelineSchedule` and `FfiRecomputePolicy` as backends of the same
-//! checked adapters as a C library's (the module above). A schedule of the frozen 1.2 layout
-//! has no `properties`: the defaults.
+//! checked adapters as a C library's (the module above).
 
 use super::{RecomputeBackend, ScheduleBackend};
 use crate::call::CallError;
@@ -10,37 +9,23 @@ use abi_stable::std_types::RSlice;
 use perfcast_abi::c::{
     PcLayerActivations, PcRecomputePlan, PcScheduleInput, PcScheduleProperties, PcScheduleResult,
 };
-use perfcast_abi::rust_abi::{v1_2, FfiPipelineScheduleBox, FfiRecomputePolicyBox};
+use perfcast_abi::rust_abi::{FfiPipelineScheduleBox, FfiRecomputePolicyBox};
 use perfcast_abi::strategy::PcPlan;
 use perfcast_core::parallel::PlanShape;
 
-/// A Rust plugin's pipeline schedule: of the current layout, or of the frozen 1.2 one
-/// (which has no `properties`: the defaults).
-pub(crate) enum RustSchedule {
-    Current(FfiPipelineScheduleBox),
-    V1_2(v1_2::FfiPipelineScheduleBox),
-}
-
-/// `$call` on the schedule object, whichever layout it has.
-macro_rules! on_schedule {
-    ($s:expr, $o:ident => $call:expr) => {
-        match $s {
-            RustSchedule::Current($o) => $call,
-            RustSchedule::V1_2($o) => $call,
-        }
-    };
-}
+/// A Rust plugin's pipeline schedule (the current layout's, which the frozen 1.3 root module
+/// hands out too).
+pub(crate) struct RustSchedule(pub(crate) FfiPipelineScheduleBox);
 
 impl ScheduleBackend for RustSchedule {
     fn validate(&self, plan: &PlanShape, _input: &PcScheduleInput) -> Result<(), CallError> {
-        let plan = PcPlan::from_native(plan);
-        res(on_schedule!(self, o => o.validate(&plan)))
+        res(self.0.validate(&PcPlan::from_native(plan)))
     }
     fn step(&self, input: &PcScheduleInput) -> Result<PcScheduleResult, CallError> {
-        res(on_schedule!(self, o => o.step(input)))
+        res(self.0.step(input))
     }
     fn in_flight(&self, input: &PcScheduleInput, stage: u32) -> Result<f64, CallError> {
-        res(on_schedule!(self, o => o.in_flight(input, stage)))
+        res(self.0.in_flight(input, stage))
     }
     fn peak_layers_held(
         &self,
@@ -49,15 +34,10 @@ impl ScheduleBackend for RustSchedule {
         chunk_layers: &[f64],
     ) -> Option<Result<f64, CallError>> {
         let chunks = RSlice::from_slice(chunk_layers);
-        Some(res(
-            on_schedule!(self, o => o.peak_layers_held(input, stage, chunks)),
-        ))
+        Some(res(self.0.peak_layers_held(input, stage, chunks)))
     }
     fn properties(&self) -> Result<PcScheduleProperties, CallError> {
-        match self {
-            RustSchedule::Current(o) => res(o.properties()),
-            RustSchedule::V1_2(_) => Ok(PcScheduleProperties::default()),
-        }
+        res(self.0.properties())
     }
 }
 
