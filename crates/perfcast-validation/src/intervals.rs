@@ -199,6 +199,22 @@ impl Class {
     }
 }
 
+/// The device of scenario `sc` when it is no accelerator of the catalog
+/// (`configs/validation/accelerators.toml`): an imagined one, or a plugin's. Its name (the
+/// compute component's `name`, else its key). Error bars on it come from measured GPUs of its
+/// class, which do not describe it. A device is the catalog's when its component key or its
+/// display name names a catalog accelerator ([`catalog_id`]).
+pub fn unmeasured_device(sc: &perfcast_scenario::Scenario) -> Option<String> {
+    let cfg = sc.config();
+    let text = |key: &str| cfg.extract_opt::<String>(key).ok().flatten();
+    let compute = text("device.compute")?;
+    let name = text(&format!("components.{compute}.name"));
+    match catalog_id(&compute, name.as_deref()) {
+        Some(_) => None,
+        None => Some(name.unwrap_or(compute)),
+    }
+}
+
 /// A residuals file's `[meta]`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -722,6 +738,40 @@ fn same(label: Option<&str>, want: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    /// Every shipped accelerator is the catalog's; a renamed one, or one with no name whose
+    /// component key is no catalog id, is not (issue 44: bars fitted on NVIDIA runs were put
+    /// on an imagined accelerator without a word).
+    #[test]
+    fn shipped_accelerators_are_measured_and_imagined_ones_are_not() {
+        let plugins = perfcast_config::Plugins::new(perfcast_builtins::DefaultPlugins::new());
+        let device = |files: &[&str], sets: &[&str]| {
+            let cfg = perfcast_config::Config::load(
+                &perfcast_config::Sources::files(&plugins, files.iter().map(|f| f.to_string()))
+                    .without_env()
+                    .with_sets(sets.iter().map(|s| s.to_string())),
+            )
+            .unwrap();
+            super::unmeasured_device(&perfcast_scenario::Scenario::training(&cfg))
+        };
+        for (name, group) in perfcast_config::preset_groups() {
+            if group == "hardware" {
+                let preset = format!("preset:{name}");
+                assert_eq!(device(&[&preset], &[]), None, "{name}");
+            }
+        }
+        // A compute component of its own (its parameters do not matter here: the check reads
+        // the configuration only).
+        let imagined = device(
+            &["preset:h100-sxm5-80gb"],
+            &[
+                "device.compute=\"x1\"",
+                "components.x1.name=\"Imaginary X1\"",
+            ],
+        );
+        assert_eq!(imagined.as_deref(), Some("Imaginary X1"));
+        let unnamed = device(&["preset:h100-sxm5-80gb"], &["device.compute=\"npu9\""]);
+        assert_eq!(unnamed.as_deref(), Some("npu9"));
+    }
     use super::*;
 
     fn res(case: &str, group: &str, stack: &str, gen: &str, ratio: f64) -> Residual {

@@ -60,9 +60,23 @@ impl IntervalArgs {
         sc: &perfcast_scenario::Scenario,
         kind: Kind,
     ) -> anyhow::Result<Option<Interval>> {
-        Ok(self
+        let iv = self
             .load()?
-            .and_then(|(r, level)| r.interval(&Class::of_scenario(sc, kind), level, None, None)))
+            .and_then(|(r, level)| r.interval(&Class::of_scenario(sc, kind), level, None, None));
+        // An accelerator no case measured gets the bars of the GPUs of its class: say so.
+        Ok(iv.map(|mut iv| {
+            if let Some(device) = perfcast_validation::intervals::unmeasured_device(sc) {
+                let note = format!(
+                    "`{device}` is no accelerator of the validation cases: these are the \
+                     errors on measured GPUs, not a measurement of it"
+                );
+                iv.note = Some(match iv.note.take() {
+                    Some(n) => format!("{n}; {note}"),
+                    None => note,
+                });
+            }
+            iv
+        }))
     }
 }
 

@@ -1018,3 +1018,26 @@ fn a_shipped_experiment_runs_as_a_preset_from_anywhere() {
         "{list}"
     );
 }
+
+/// Error bars on an accelerator no case measured say so (issue 44: the bars of measured GPUs
+/// were put on an imagined one without a word); a shipped one gets no such note.
+#[test]
+fn error_bars_on_an_imagined_accelerator_say_what_they_are() {
+    let dir = tmpdir();
+    let h100 = std::fs::read_to_string(repo().join("configs/hardware/h100-sxm5-80gb.toml"))
+        .unwrap()
+        .replace("h100_sxm5_80gb", "x1")
+        .replace(
+            "name = \"NVIDIA H100-SXM5-80GB\"",
+            "name = \"Imaginary X1\"",
+        );
+    let x1 = dir.join("x1.toml");
+    std::fs::write(&x1, h100).unwrap();
+    let imagined = ok(&["predict", "preset:llama3-8b-h100", x1.to_str().unwrap()]);
+    assert!(
+        imagined.contains("`Imaginary X1` is no accelerator of the validation cases"),
+        "{imagined}"
+    );
+    let shipped = ok(&["predict", "preset:llama3-8b-h100"]);
+    assert!(!shipped.contains("no accelerator"), "{shipped}");
+}
