@@ -140,6 +140,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     // Example plugins a plugin author reads: the plugin API and the ABI only.
     ("acme-npu", &["perfcast-core", "perfcast-abi"]),
+    ("minimal-rust", &["perfcast-core", "perfcast-abi"]),
     ("dragonfly-plus", &["perfcast-core", "perfcast-abi"]),
     ("ulysses", &["perfcast-core", "perfcast-abi"]),
     ("hsdp", &["perfcast-core", "perfcast-abi"]),
@@ -415,6 +416,7 @@ const OWN_LINTS: &[&str] = &[
     "perfcast-abi",
     "perfcast-loader",
     "acme-npu",
+    "minimal-rust",
     "dragonfly-plus",
     "ulysses",
     "hsdp",

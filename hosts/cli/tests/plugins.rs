@@ -1230,3 +1230,179 @@ fn library_code_runs_only_where_the_policy_says() {
         }
     }
 }
+
+/// The C template (issue 44: a C vendor started from a 568-line example and wrote its own
+/// JSON parser): `plugins/examples/c-minimal` is at most 100 lines, builds warning-free,
+/// predicts, and its parameters are read by `perfcast_params.h`, whose every refusal names
+/// the key.
+#[test]
+fn the_minimal_c_template_predicts_and_names_bad_parameters() {
+    let dir = common::tmpdir("perfcast-cli-c-minimal");
+    let src = repo().join("plugins/examples/c-minimal/minimal_npu.c");
+    let lines = std::fs::read_to_string(&src).unwrap().lines().count();
+    assert!(lines <= 100, "the template grew to {lines} lines");
+    let lib = perfcast_testkit::plugins::cc_shared(
+        &dir,
+        &src,
+        "libminimal_npu.so",
+        &["-Wextra", "-std=c11"],
+    );
+    let lib = lib.to_str().unwrap();
+    let cfg = "plugins/examples/c-minimal/minimal-npu.toml";
+    let v = json(&[
+        "predict",
+        "preset:llama3-8b-h100",
+        cfg,
+        "--load",
+        lib,
+        "--format",
+        "json",
+    ]);
+    let mfu = v["report"]["mfu"].as_f64().unwrap();
+    assert!(mfu > 0.0 && mfu < 1.0, "{mfu}");
+    for (set, said) in [
+        (
+            "components.npu.eficiency=0.5",
+            "unknown parameter `eficiency`; it takes: matrix_tflops",
+        ),
+        (
+            "components.npu.efficiency=1.5",
+            "`efficiency` = 1.5 must be in (0, 1]",
+        ),
+        (
+            "components.npu.efficiency=\"high\"",
+            "`efficiency` must be a number",
+        ),
+    ] {
+        let o = perfcast(&[
+            "predict",
+            "preset:llama3-8b-h100",
+            cfg,
+            "--load",
+            lib,
+            "--set",
+            set,
+        ]);
+        assert_eq!(o.code, 1, "{set}: {}", o.stdout);
+        assert!(o.stderr.contains(said), "{set}: {}", o.stderr);
+    }
+    let without = dir.join("minimal-npu-without-peak.toml");
+    let text = std::fs::read_to_string(repo().join(cfg))
+        .unwrap()
+        .replace("matrix_tflops = 1200.0", "");
+    std::fs::write(&without, text).unwrap();
+    let o = perfcast(&[
+        "predict",
+        "preset:llama3-8b-h100",
+        without.to_str().unwrap(),
+        "--load",
+        lib,
+    ]);
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr.contains("missing parameter `matrix_tflops`"),
+        "{}",
+        o.stderr
+    );
+}
+
+/// `perfcast_params.h` on the JSON the host writes and on what it must refuse: keys inside
+/// nested objects, strings holding commas, braces and escaped quotes, arrays, booleans,
+/// absent keys and defaults, and malformed objects.
+#[test]
+fn the_c_parameter_helpers_read_what_the_host_writes() {
+    let dir = common::tmpdir("perfcast-cli-c-params");
+    let src = dir.join("params_test.c");
+    std::fs::write(
+        &src,
+        r#"#include <stdio.h>
+#include "perfcast_params.h"
+static int failed = 0;
+#define CHECK(c) do { if (!(c)) { printf("line %d: %s\n", __LINE__, #c); failed = 1; } } while (0)
+int main(void) {
+    char err[256], s[16];
+    double x = 0;
+    int b = -1;
+    const char *j = "{\"a\":{\"x\":1,\"y\":\"}\"},\"s\":\"p,q}\\\"r\",\"x\":2.5e3,\"l\":[1,{\"x\":3}],\"t\":true,\"n\":\"plain\"}";
+    CHECK(perfcast_param_number(j, "c", "x", NAN, 0, 1e9, &x, err, sizeof err) == 0 && x == 2500.0);
+    CHECK(perfcast_param_number(j, "c", "absent", 7.0, 0, 10, &x, err, sizeof err) == 0 && x == 7.0);
+    CHECK(perfcast_param_number(j, "c", "absent", NAN, 0, 10, &x, err, sizeof err) == PERFCAST_ERR_PARAMS);
+    CHECK(strstr(err, "missing parameter `absent`") != NULL);
+    CHECK(perfcast_param_number(j, "c", "x", NAN, 0, 10, &x, err, sizeof err) == PERFCAST_ERR_PARAMS);
+    CHECK(strstr(err, "`x` = 2500 must be in [0, 10]") != NULL);
+    CHECK(perfcast_param_number(j, "c", "s", NAN, 0, 10, &x, err, sizeof err) == PERFCAST_ERR_PARAMS);
+    CHECK(perfcast_param_bool(j, "c", "t", 0, &b, err, sizeof err) == 0 && b == 1);
+    CHECK(perfcast_param_bool(j, "c", "absent", 0, &b, err, sizeof err) == 0 && b == 0);
+    CHECK(perfcast_param_bool(j, "c", "x", 0, &b, err, sizeof err) == PERFCAST_ERR_PARAMS);
+    CHECK(perfcast_param_string(j, "c", "n", "", s, sizeof s, err, sizeof err) == 0 && strcmp(s, "plain") == 0);
+    CHECK(perfcast_param_string(j, "c", "absent", "dflt", s, sizeof s, err, sizeof err) == 0 && strcmp(s, "dflt") == 0);
+    CHECK(perfcast_param_string(j, "c", "s", "", s, sizeof s, err, sizeof err) == PERFCAST_ERR_PARAMS);
+    const char *const known[] = {"a", "s", "x", "l", "t", "n"};
+    CHECK(perfcast_params_check(j, "c", known, 6, err, sizeof err) == 0);
+    CHECK(perfcast_params_check(j, "c", known, 5, err, sizeof err) == PERFCAST_ERR_PARAMS);
+    CHECK(strstr(err, "unknown parameter `n`; it takes: a s x l t") != NULL);
+    CHECK(perfcast_params_check("{}", "c", known, 6, err, sizeof err) == 0);
+    CHECK(perfcast_params_check(NULL, "c", known, 6, err, sizeof err) == 0);
+    CHECK(perfcast_params_check("{\"a\" 1}", "c", known, 6, err, sizeof err) == PERFCAST_ERR_PARAMS);
+    CHECK(perfcast_params_check("[1]", "c", known, 6, err, sizeof err) == PERFCAST_ERR_PARAMS);
+    CHECK(perfcast_param_number("{\"x\":1", "c", "y", NAN, 0, 9, &x, err, sizeof err) == PERFCAST_ERR_PARAMS);
+    return failed;
+}
+"#,
+    )
+    .unwrap();
+    let exe = perfcast_testkit::plugins::cc_program(&dir, &src, "params_test");
+    let o = common::output(&mut std::process::Command::new(&exe));
+    assert_eq!(o.code, 0, "{}", o.stdout);
+}
+
+/// The Rust template (`plugins/examples/minimal-rust`, at most 100 lines) is the C one's
+/// device: the same step, and a misspelt key or a range refused, naming the key.
+#[test]
+fn the_minimal_rust_template_predicts_as_the_c_one() {
+    let dir = common::tmpdir("perfcast-cli-minimal-rust");
+    let src = repo().join("plugins/examples/minimal-rust/src/lib.rs");
+    let lines = std::fs::read_to_string(&src).unwrap().lines().count();
+    assert!(lines <= 100, "the template grew to {lines} lines");
+    let rust = build_rust(&["minimal-rust"], &dir).remove(0);
+    let c = perfcast_testkit::plugins::cc_shared(
+        &dir,
+        &repo().join("plugins/examples/c-minimal/minimal_npu.c"),
+        "libminimal_npu.so",
+        &[],
+    );
+    let step = |cfg: &str, lib: &std::path::Path| {
+        let v = json(&[
+            "predict",
+            "preset:llama3-8b-h100",
+            cfg,
+            "--load",
+            lib.to_str().unwrap(),
+            "--format",
+            "json",
+        ]);
+        v["report"]["iteration_time"].as_f64().unwrap()
+    };
+    let in_rust = step("plugins/examples/minimal-rust/minimal-npu-rs.toml", &rust);
+    let in_c = step("plugins/examples/c-minimal/minimal-npu.toml", &c);
+    assert!(
+        (in_rust - in_c).abs() <= 1e-9 * in_c,
+        "Rust {in_rust} s, C {in_c} s"
+    );
+    for (set, said) in [
+        ("components.npu.eficiency=0.5", "eficiency"),
+        ("components.npu.efficiency=1.5", "efficiency"),
+    ] {
+        let o = perfcast(&[
+            "predict",
+            "preset:llama3-8b-h100",
+            "plugins/examples/minimal-rust/minimal-npu-rs.toml",
+            "--load",
+            rust.to_str().unwrap(),
+            "--set",
+            set,
+        ]);
+        assert_eq!(o.code, 1, "{set}: {}", o.stdout);
+        assert!(o.stderr.contains(said), "{set}: {}", o.stderr);
+    }
+}
