@@ -35,6 +35,10 @@ pub struct ExplainArgs {
 pub struct PresetArgs {
     /// Print this preset's TOML instead of the list.
     pub name: Option<String>,
+    /// The list as aligned tables, or as JSON: one record per preset (`name`, `group`, `use`:
+    /// how a configuration names it, `description`: a stack's, else null).
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
 }
 
 pub fn run(c: Command) -> anyhow::Result<()> {
@@ -90,6 +94,9 @@ fn explain(a: ExplainArgs) -> anyhow::Result<()> {
 
 fn presets(a: PresetArgs) -> anyhow::Result<()> {
     match a.name {
+        Some(_) if a.format != Format::Table => {
+            anyhow::bail!("`--format` is the list's: a preset's TOML is printed as it is")
+        }
         Some(name) => {
             let text = perfcast_config::preset(&name).ok_or_else(|| {
                 anyhow::anyhow!(
@@ -99,6 +106,28 @@ fn presets(a: PresetArgs) -> anyhow::Result<()> {
                 )
             })?;
             print(text)
+        }
+        None if a.format == Format::Json => {
+            let list: Vec<serde_json::Value> = perfcast_config::preset_groups()
+                .into_iter()
+                .map(|(n, g)| {
+                    let stack = g == perfcast_config::STACKS_GROUP;
+                    serde_json::json!({
+                        "name": n,
+                        "group": g,
+                        "use": if stack {
+                            format!("stack = \"{n}\"")
+                        } else {
+                            format!("{}{n}", perfcast_config::PRESET_SCHEME)
+                        },
+                        "description": stack.then(|| stack_description(n)),
+                    })
+                })
+                .collect();
+            print(&to_json(&list)?)
+        }
+        None if a.format != Format::Table => {
+            anyhow::bail!(a.format.unsupported(&[Format::Table, Format::Json]))
         }
         None => {
             let mut t = Table::new(&[("preset", false), ("group", false)]);

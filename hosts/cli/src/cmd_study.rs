@@ -1,7 +1,7 @@
 //! `perfcast study NAME [--out DIR] [--config FILE]` runs one of the seed paper's studies and
 //! writes `NAME.csv`, `NAME.svg` and `NAME.md`; `perfcast study --list` lists them.
 
-use crate::common::{print, Table};
+use crate::common::{print, to_json, Format, Table};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -12,6 +12,10 @@ pub struct Args {
     /// List the studies and their configs.
     #[arg(long)]
     pub list: bool,
+    /// The list's format: aligned columns, or JSON (one record per study: `name`, `config`,
+    /// `title`).
+    #[arg(long, value_enum, default_value_t, requires = "list")]
+    pub format: Format,
     /// Directory for NAME.csv, NAME.svg and NAME.md (default: out/studies/NAME).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -26,6 +30,22 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    if a.list && a.format == Format::Json {
+        let list: Vec<serde_json::Value> = perfcast_studies::STUDIES
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "name": s.name,
+                    "config": format!("configs/studies/{}.toml", s.name),
+                    "title": s.title,
+                })
+            })
+            .collect();
+        return print(&to_json(&list)?);
+    }
+    if a.list && a.format != Format::Table {
+        anyhow::bail!(a.format.unsupported(&[Format::Table, Format::Json]));
+    }
     if a.list {
         let mut t = Table::new(&[("study", false), ("config", false), ("what", false)]);
         for s in perfcast_studies::STUDIES {

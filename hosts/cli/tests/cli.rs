@@ -462,6 +462,48 @@ fn bad_values_name_the_key_and_where_it_came_from() {
     }
 }
 
+/// `config presets --format json` and `study --list --format json`: the lists as records (the
+/// Python package's `presets()` and `studies()`), the same entries as the tables.
+#[test]
+fn presets_and_studies_list_as_json() {
+    let o = perfcast(&["config", "presets", "--format", "json"]);
+    ok(&o);
+    let list: Vec<Value> = serde_json::from_str(&o.stdout).unwrap();
+    let table = perfcast(&["config", "presets"]).stdout;
+    assert_eq!(list.len(), table.lines().count() - 5, "{table}");
+    let a100 = list.iter().find(|p| p["name"] == "a100-sxm4-80gb").unwrap();
+    assert_eq!(a100["group"], "hardware");
+    assert_eq!(a100["use"], "preset:a100-sxm4-80gb");
+    assert!(a100["description"].is_null());
+    let vllm = list.iter().find(|p| p["name"] == "vllm-2025").unwrap();
+    assert_eq!(vllm["group"], "stacks");
+    assert_eq!(vllm["use"], "stack = \"vllm-2025\"");
+    assert!(vllm["description"].as_str().unwrap().starts_with("vLLM"));
+    fails(
+        &perfcast(&["config", "presets", "--format", "csv"]),
+        &["`table` or `json`"],
+    );
+    fails(
+        &perfcast(&["config", "presets", "vllm-2025", "--format", "json"]),
+        &["list's"],
+    );
+    let o = perfcast(&["study", "--list", "--format", "json"]);
+    ok(&o);
+    let studies: Vec<Value> = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(studies[0]["name"], "memory-vs-recompute");
+    assert_eq!(
+        studies[0]["config"],
+        "configs/studies/memory-vs-recompute.toml"
+    );
+    assert!(studies
+        .iter()
+        .all(|s| !s["title"].as_str().unwrap().is_empty()));
+    assert_eq!(
+        studies.len(),
+        perfcast(&["study", "--list"]).stdout.lines().count() - 2
+    );
+}
+
 /// Software stacks from the command line: listed, printed, selected by file, `--set` and
 /// `PERFCAST_STACK`, shown by `config explain`; bad names and wrong kinds exit 1.
 #[test]
