@@ -59,7 +59,9 @@ def test_every_shipped_config_gives_the_cli_json_or_its_error(command, config, e
         with pytest.raises(perfcast.PerfcastError) as e:
             call(config, **extra)
         said = o.stderr[o.stderr.index("error: ") + len("error: "):].rstrip("\n")
-        assert e.value.message == said
+        # The same message, the options it names spoken as Python arguments (`--requests`
+        # as `requests=`: test_typed.py).
+        assert e.value.message == perfcast._speak_python(said, {})
 
 
 def test_python_covers_every_shipped_config():

@@ -51,7 +51,8 @@ def test_a_config_is_a_path_a_preset_list_toml_text_or_a_dict():
 def test_errors_are_exceptions_with_the_cli_message():
     with pytest.raises(perfcast.ConfigError) as e:
         perfcast.predict(GPT3, plan__tpp=2)
-    assert "plan.tpp" in e.value.message and "--set plan.tpp=2" in e.value.message
+    # The message names the argument that gave the value (test_typed.py has the rest).
+    assert "plan.tpp" in e.value.message and "(from plan__tpp=2)" in e.value.message
     with pytest.raises(perfcast.ConfigError) as e:
         perfcast.predict({"model": {"layers": 0}})
     # A dict or TOML text is named as given, not by the temporary file it is read from.
@@ -63,9 +64,9 @@ def test_errors_are_exceptions_with_the_cli_message():
     with pytest.raises(perfcast.ConfigError) as e:
         perfcast.load(GPT3, "[plan]\ntp = \"eight\"\n")
     assert "the TOML text given as configuration 2" in e.value.message, e.value.message
-    with pytest.raises(perfcast.PerfcastError) as e:
+    with pytest.raises(FileNotFoundError) as e:
         perfcast.search(GPT3, top=2, overrides=SMALL).to_parquet("/nonexistent/dir/plans.parquet")
-    assert "/nonexistent/dir/plans.parquet" in e.value.message
+    assert "/nonexistent/dir/plans.parquet" in str(e.value)
     with pytest.raises(perfcast.UsageError):
         perfcast.roofline(LLAMA, phase="middle")
     with pytest.raises(perfcast.PluginError) as e:
@@ -75,6 +76,7 @@ def test_errors_are_exceptions_with_the_cli_message():
         perfcast.predict(GPT3, plan__tp=2, plan__pp=1, plan__dp=512)
     assert "does not fit" in e.value.message
     assert e.value.result["memory_per_stage"], "the report of the plan that does not fit"
+    assert isinstance(e.value.result, perfcast.TrainingResult)
     with pytest.raises(perfcast.ValidationError):
         perfcast.validate(GPT3)
     with pytest.raises(TypeError):
@@ -87,18 +89,29 @@ def test_errors_are_exceptions_with_the_cli_message():
 def test_search_serve_validate_give_rows_and_parquet(tmp_path):
     s = perfcast.search(GPT3, top=3, overrides=SMALL)
     assert len(s["plans"]) == 3 and len(s.records()) == 3
-    s.to_parquet(tmp_path / "plans.parquet")
-    assert (tmp_path / "plans.parquet").read_bytes()[:4] == b"PAR1"
+    # Parquet needs a writer (pyarrow or polars): test_typed.py tests it when one is there.
+    if any(_importable(m) for m in ("pyarrow", "polars")):
+        s.to_parquet(tmp_path / "plans.parquet")
+        assert (tmp_path / "plans.parquet").read_bytes()[:4] == b"PAR1"
     r = perfcast.serve(SERVING, rates=[2, 8], requests=50)
     rows = r.records()
-    assert [x["offered_rate"] for x in rows] == [2.0, 8.0]
-    assert rows[0]["ttft.p90"] > 0
-    frame = r.to_pandas()
+    assert [x["offered_rate_per_s"] for x in rows] == [2.0, 8.0]
+    assert rows[0]["ttft_p90_s"] > 0
     pandas = pytest.importorskip("pandas")
-    assert isinstance(frame, pandas.DataFrame) and list(frame["offered_rate"]) == [2.0, 8.0]
+    frame = r.to_pandas()
+    assert isinstance(frame, pandas.DataFrame) and list(frame["offered_rate_per_s"]) == [2.0, 8.0]
     assert "<table>" in r._repr_html_()
     v = perfcast.validate(group="narayanan2021-table1")
-    assert v["summary"] and len(v.records()) == len(v["cases"])
+    # One row per case and metric.
+    assert v["summary"] and len(v.records()) == sum(max(1, len(c["metrics"])) for c in v["cases"])
+
+
+def _importable(name):
+    try:
+        __import__(name)
+        return True
+    except ImportError:
+        return False
 
 
 def test_sweep_rows_are_typed(tmp_path):
@@ -134,7 +147,7 @@ def test_calls_from_threads_give_the_same_results():
 def test_plugins_presets_explain():
     names = {p["name"] for p in perfcast.plugins()}
     assert "tensor" in names or any("tensor" in n for n in names)
-    assert "gpt3-175b" in perfcast.presets()
+    assert "gpt3-175b" in {p.name for p in perfcast.presets()}
     rows = perfcast.explain(GPT3, plan__tp=4)
     tp = next(r for r in rows if r["key"] == "plan.tp")
     assert tp["source"].startswith("--set")

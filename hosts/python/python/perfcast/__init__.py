@@ -1,20 +1,26 @@
 """perfcast: an analytical performance model of distributed LLM training and inference.
 
 Every function runs the same code as the ``perfcast`` command line, in this process (the
-native module releases the GIL while it runs), and returns the command's JSON as a
-:class:`Result` (a ``dict`` with ``to_json``, ``to_pandas``, ``to_parquet`` and a notebook
-table). Its fields are the CLI's ``--format json`` fields, so the user guide's command pages
-(``docs/commands/``) apply.
+native module releases the GIL while it runs), and returns a typed result
+(:mod:`perfcast.results`): ``predict`` a :class:`TrainingResult`, ``infer`` an
+:class:`InferenceResult`, ``roofline`` a :class:`RooflineResult`, ``search`` a
+:class:`SearchResult` (or :class:`ServingSearchResult`), ``serve`` a :class:`ServeResult`,
+``validate`` a :class:`ValidationResult`, ``calibrate`` a :class:`CalibrationResult`. Each
+is a ``dict`` of the CLI's ``--format json`` fields (the user guide's command pages,
+``docs/commands/``, apply) with typed properties for its headline numbers, units in their
+names (``iteration_time_s``, ``peak_memory_bytes``), one table (``records()``,
+``to_pandas()``, ``to_polars()``, ``to_parquet(path)``: the same columns in each) and
+``plot()`` (a matplotlib Figure).
 
 A configuration is a path (``str`` or ``os.PathLike``), a built-in preset (``"preset:NAME"``),
 TOML text, or a nested ``dict``; several are merged in order, as on the command line.
-Overrides use the dotted keys of ``--set``: ``overrides={"plan.tp": 4}``, or as keyword
-arguments with ``__`` for the dot (``plan__tp=4``). Errors are exceptions carrying the CLI's
-message (which names the key and where its value came from)::
+Overrides are dotted keys: ``overrides={"plan.tp": 4}``, or keyword arguments with ``__``
+for the dot (``plan__tp=4``). Errors are exceptions carrying the command's message (which
+names the key and where its value came from, in the arguments the call was given)::
 
     import perfcast
-    r = perfcast.predict("configs/experiments/gpt3-175b-a100.toml", plan__tp=4)
-    r["report"]["iteration_time"], r["report"]["mfu"]
+    r = perfcast.predict("configs/experiments/gpt3-175b-a100.toml", plan__tp=4, plan__pp=32)
+    r.iteration_time_s, r.mfu, r.breakdown["tp_comm"]
 """
 
 from __future__ import annotations
@@ -23,13 +29,58 @@ import csv
 import io
 import json
 import os
+import re
 import sys
 import tempfile
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+    cast,
+)
 
 from . import _native
+from .results import (
+    CalibrationResult,
+    Deployment,
+    InferenceMemory,
+    InferencePlan,
+    InferenceResult,
+    Interval,
+    MaxBatchResult,
+    Network,
+    NetworkLevel,
+    ParetoPoint,
+    Percentiles,
+    PhaseTime,
+    Preset,
+    RankedPlan,
+    Result,
+    RooflineOp,
+    RooflineResult,
+    SearchResult,
+    ServeResult,
+    ServeRun,
+    ServingSearchResult,
+    StageMemory,
+    Study,
+    TrainingPlan,
+    TrainingResult,
+    TrainingStep,
+    ValidationCase,
+    ValidationResult,
+    guess as _guess,
+    typed as _typed,
+)
 
-__version__ = _native.__version__
+__version__: str = _native.__version__
 
 # Isolated plugin libraries run in a child process serving one library: here the executable
 # is Python, so the child is this interpreter running the package's plugin host.
@@ -56,6 +107,33 @@ __all__ = [
     "load",
     "Scenario",
     "Result",
+    "TrainingResult",
+    "InferenceResult",
+    "MaxBatchResult",
+    "RooflineResult",
+    "SearchResult",
+    "ServingSearchResult",
+    "ServeResult",
+    "ValidationResult",
+    "CalibrationResult",
+    "TrainingPlan",
+    "TrainingStep",
+    "StageMemory",
+    "Network",
+    "NetworkLevel",
+    "Interval",
+    "InferencePlan",
+    "PhaseTime",
+    "InferenceMemory",
+    "RooflineOp",
+    "RankedPlan",
+    "ParetoPoint",
+    "Deployment",
+    "Percentiles",
+    "ServeRun",
+    "ValidationCase",
+    "Preset",
+    "Study",
     "Rows",
     "PerfcastError",
     "ConfigError",
@@ -68,9 +146,10 @@ __all__ = [
 
 
 class PerfcastError(Exception):
-    """A perfcast command failed. ``message`` is what the CLI prints after ``error:``;
-    ``output`` what the command printed before failing (e.g. the report of a plan that does
-    not fit), as text."""
+    """A perfcast command failed. ``message`` is what the CLI prints after ``error:`` (from
+    the functions, with the command line's options named by the Python arguments that gave
+    them); ``output`` what the command printed before failing (e.g. the report of a plan
+    that does not fit), as text."""
 
     def __init__(self, message: str, output: str = "") -> None:
         super().__init__(message)
@@ -97,12 +176,13 @@ class ValidationError(PerfcastError):
 class InfeasibleError(PerfcastError):
     """No result under the configuration's limits: a plan that does not fit in memory, an
     empty plan space, no deployment meeting an SLO. ``result`` holds what the command
-    printed first, parsed when it is JSON (the report of the plan that does not fit)."""
+    printed first, typed when it is JSON (the :class:`TrainingResult` of the plan that does
+    not fit)."""
 
     @property
-    def result(self) -> Optional["Result"]:
+    def result(self) -> Optional[Result]:
         try:
-            return Result(json.loads(self.output))
+            return _guess(json.loads(self.output))
         except ValueError:
             return None
 
@@ -131,14 +211,15 @@ def _error(kind: str, message: str, output: str = "") -> PerfcastError:
 
 
 def run(args: Sequence[str]) -> str:
-    """Run ``perfcast ARGS...`` in process and return what it prints (any format)."""
+    """Run ``perfcast ARGS...`` in process and return what it prints (any format); an error
+    is the command line's, options and all."""
     try:
         return _native.run([str(a) for a in args])
     except _native.Failure as f:
         raise _error(*f.args) from None
 
 
-def _run_json(args: Sequence[str]):
+def _run_json(args: Sequence[str]) -> Any:
     """``json.loads(run(args))`` for a ``--format json`` command, the objects built by the
     native module as it reads the JSON."""
     try:
@@ -147,72 +228,85 @@ def _run_json(args: Sequence[str]):
         raise _error(*f.args) from None
 
 
-class Result(dict):
-    """A command's JSON result: a ``dict`` of the CLI's ``--format json`` fields."""
+# Errors that speak Python: the command line's options in a message from a function are
+# named by the function's arguments that gave them.
 
-    #: The list of records ``to_pandas`` turns into rows, by the fields a result has.
-    _ROWS = ("plans", "runs", "cases", "rows", "ops", "points")
-
-    def to_dict(self) -> dict:
-        """A plain ``dict`` (deep copy)."""
-        return json.loads(json.dumps(self))
-
-    def to_json(self, indent: Optional[int] = 2) -> str:
-        return json.dumps(self, indent=indent)
-
-    def records(self) -> list:
-        """The result's rows as flat dicts (nested fields joined by ``.``): its first list of
-        records (``plans``, ``runs``, ``cases``, ...), else the result itself as one row."""
-        rows = next(
-            (self[k] for k in self._ROWS if isinstance(self.get(k), list)),
-            [dict(self)],
-        )
-        return [_flatten(r) if isinstance(r, dict) else {"value": r} for r in rows]
-
-    def to_parquet(self, path: Union[str, os.PathLike]) -> None:
-        """The CLI's Parquet file of this command (``--format parquet``: the CSV's columns,
-        typed), for ``search``, ``serve`` and ``validate``: the command runs again with the
-        same arguments (its results are deterministic) and writes ``path``."""
-        args = getattr(self, "_args", None)
-        if args is None:
-            raise PerfcastError("this result does not come from a command")
-        args.run(["--format", "parquet", "--out", os.fspath(path)])
-
-    def to_pandas(self):
-        """``records()`` as a pandas DataFrame (a list of dicts when pandas is not installed)."""
-        try:
-            import pandas
-        except ImportError:
-            return self.records()
-        return pandas.DataFrame(self.records())
-
-    def to_polars(self):
-        """``records()`` as a polars DataFrame (a list of dicts when polars is not installed)."""
-        return _polars(self.records())
-
-    def _repr_html_(self) -> str:
-        rows = self.records()
-        cols = list(dict.fromkeys(k for r in rows for k in r))
-        esc = lambda v: str(v).replace("&", "&amp;").replace("<", "&lt;")  # noqa: E731
-        head = "".join(f"<th>{esc(c)}</th>" for c in cols)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{esc(r.get(c, ''))}</td>" for c in cols) + "</tr>"
-            for r in rows[:50]
-        )
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+#: The Python argument of each command-line option the functions pass.
+_PY_ARGS = {
+    "--set": "overrides",
+    "--load": "load",
+    "--sha256": "sha256",
+    "--isolate": "isolate",
+    "--plugin-timeout": "timeout",
+    "--format": "format",
+    "--out": "out",
+    "--top": "top",
+    "--objective": "objective",
+    "--max-seconds": "max_seconds",
+    "--rates": "rates",
+    "--rate": "rate",
+    "--concurrency": "concurrency",
+    "--trace": "trace",
+    "--requests": "requests",
+    "--seed": "seed",
+    "--phase": "phase",
+    "--max-batch": "max_batch",
+    "--group": "group",
+    "--overlay": "overlay",
+    "--param": "params",
+    "--cv": "cv",
+    "--residuals": "residuals",
+    "--serving": "serving",
+    "--exclude-serving": "exclude_serving",
+    "--max-evals": "max_evals",
+    "--config": "config",
+    "--force": "force",
+}
+#: Options that take no value (``True`` in Python).
+_SWITCHES = {"--isolate", "--max-batch", "--exclude-serving", "--force"}
+_FLAG = "|".join(re.escape(f) for f in sorted(_PY_ARGS, key=len, reverse=True))
 
 
-def _polars(rows: list):
-    try:
-        import polars
-    except ImportError:
-        return rows
-    return polars.DataFrame(rows)
+def _py_arg(flag: str) -> str:
+    name = _PY_ARGS[flag]
+    return f"{name}=True" if flag in _SWITCHES else f"{name}="
 
 
-class Rows(list):
-    """A CSV result (``sweep``): a list of dicts, numbers parsed; ``path`` is the file it was
-    written to (``out=``), else ``None``."""
+def _speak_python(message: str, spoken: Mapping[str, str]) -> str:
+    """``message`` with the command line's options named as the Python call gave them: the
+    options the call passed by their arguments (``--set plan.tp=3`` as ``plan__tp=3`` or
+    ``overrides={'plan.tp': 3}``, ``--top 0`` as ``top=0``: ``spoken``), any other option
+    the functions pass by its argument's name (``--load`` as ``load=``, ``'--phase
+    <PHASE>'`` as ``phase=``); clap's ``error:`` prefix, its pointers to ``--help`` and its
+    usage lines go."""
+    message = message.strip()
+    if message.startswith("error: "):
+        message = message[len("error: "):]
+    for cli in sorted(spoken, key=len, reverse=True):
+        py = spoken[cli]
+        message = re.sub(re.escape(cli) + r"(?![\w.=/-])", lambda m: py, message)
+    lines = [
+        l
+        for l in message.split("\n")
+        if not l.startswith(("For more information, try", "Usage: ", "  tip: "))
+    ]
+    message = "\n".join(lines).strip()
+    # clap: "invalid value 'x' for '--phase <PHASE>'\n  [possible values: a, b]"
+    message = re.sub(r"\n\s*\[possible values: ([^\]]*)\]", r" (possible values: \1)", message)
+    message = re.sub(rf"'({_FLAG})(?: <[^>]*>)?'", lambda m: _py_arg(m.group(1)), message)
+    # `--param KEY=LO..HI`: one entry of ``params``.
+    message = re.sub(r"--param ([^\s`'\",;:()]+)", lambda m: f"params=[{m.group(1)!r}]", message)
+    message = re.sub(rf"(?<![\w-])({_FLAG})(?![\w-])", lambda m: _py_arg(m.group(1)), message)
+    return message
+
+
+def _spoken(e: PerfcastError, spoken: Mapping[str, str]) -> PerfcastError:
+    return type(e)(_speak_python(e.message, spoken), e.output)
+
+
+class Rows(List[Dict[str, Any]]):
+    """A CSV result (``sweep``, ``study``): a list of dicts, numbers parsed; ``path`` is the
+    file it was written to (``out=``), else ``None``."""
 
     def __init__(self, text: str, path: Optional[str] = None) -> None:
         super().__init__(_parse(r) for r in csv.DictReader(io.StringIO(text)))
@@ -225,32 +319,21 @@ class Rows(list):
         """The CSV, as the command line prints it."""
         return self._text
 
-    def to_pandas(self):
-        """A pandas DataFrame, read from the CSV (an empty cell is missing; a list of dicts
-        when pandas is not installed)."""
-        try:
-            import pandas
-        except ImportError:
-            return list(self)
-        return pandas.read_csv(io.StringIO(self._text))
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame, read from the CSV (an empty cell is missing)."""
+        from .results import _pandas
 
-    def to_polars(self):
-        """A polars DataFrame (a list of dicts when polars is not installed)."""
-        return _polars(list(self))
+        return _pandas().read_csv(io.StringIO(self._text))
 
+    def to_polars(self) -> Any:
+        """A polars DataFrame."""
+        from .results import _polars
 
-def _flatten(d: Mapping, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
+        return _polars().DataFrame(list(self))
 
 
 Config = Union[str, "os.PathLike[str]", Mapping[str, Any]]
+PathLike = Union[str, "os.PathLike[str]"]
 
 
 class Plugin:
@@ -263,7 +346,7 @@ class Plugin:
 
     def __init__(
         self,
-        path: Union[str, os.PathLike],
+        path: PathLike,
         sha256: Optional[str] = None,
         isolate: bool = False,
         timeout: Optional[float] = None,
@@ -272,7 +355,9 @@ class Plugin:
         self.sha256 = sha256
         self.isolate = isolate
         self.timeout = timeout
-        self.components = [c for c in plugins(load=self) if c.get("origin") == self.path]
+        self.components: List[Dict[str, Any]] = [
+            c for c in plugins(load=self) if c.get("origin") == self.path
+        ]
 
     def __repr__(self) -> str:
         names = ", ".join(c["name"] for c in self.components)
@@ -280,7 +365,7 @@ class Plugin:
 
 
 def load_plugin(
-    path: Union[str, os.PathLike],
+    path: PathLike,
     sha256: Optional[str] = None,
     isolate: bool = False,
     timeout: Optional[float] = None,
@@ -292,17 +377,18 @@ def load_plugin(
 
 
 #: Libraries for ``load=``: a path, a ``(path, sha256)`` pair, a :class:`Plugin`, or a list.
-Load = Union[None, str, os.PathLike, tuple, Plugin, Iterable]
+Load = Union[None, str, "os.PathLike[str]", Tuple[PathLike, str], Plugin, Iterable[Any]]
 
 
-def _load_args(load: Load) -> list:
+def _load_args(load: Load) -> List[str]:
     """The ``--load`` (``--sha256``, ``--isolate``) arguments of ``load=``."""
     if load is None:
         return []
     single = isinstance(load, (str, os.PathLike, tuple, Plugin))
-    args: list = []
+    args: List[str] = []
     isolate, timeout = False, None
-    for lib in [load] if single else list(load):
+    path: Any
+    for lib in [load] if single else list(load):  # type: ignore[arg-type]
         if isinstance(lib, Plugin):
             path, pin = lib.path, lib.sha256
             isolate |= lib.isolate
@@ -333,11 +419,13 @@ class _Temp:
 class _Args:
     """The command line of one call. A configuration given as text or a dict is written to a
     temporary file beside the working directory's files (so its relative paths mean what
-    they would in a file there) for the run, and removed afterwards."""
+    they would in a file there) for the run, and removed afterwards. ``spoken``: how each
+    override reads in Python, for the messages."""
 
     def __init__(self) -> None:
-        self.args: list = []
+        self.args: List[Any] = []
         self.configs = 0
+        self.spoken: Dict[str, str] = {}
 
     def config(self, c: Config) -> None:
         self.configs += 1
@@ -356,29 +444,39 @@ class _Args:
             )
 
     def sets(self, overrides: Optional[Mapping[str, Any]], kw: Mapping[str, Any]) -> None:
-        items = list((overrides or {}).items()) + [(k.replace("__", "."), v) for k, v in kw.items()]
-        for k, v in items:
-            self.args += ["--set", f"{k}={json.dumps(v)}"]
+        for k, v in (overrides or {}).items():
+            cli = f"{k}={json.dumps(v)}"
+            self.args += ["--set", cli]
+            self.spoken[f"--set {cli}"] = f"overrides={{{k!r}: {v!r}}}"
+        for k, v in kw.items():
+            cli = f"{k.replace('__', '.')}={json.dumps(v)}"
+            self.args += ["--set", cli]
+            self.spoken[f"--set {cli}"] = f"{k}={v!r}"
 
-    def flag(self, name: str, value: Any) -> None:
+    def flag(self, name: str, value: Any, given: Any = None) -> None:
+        """``name VALUE`` (``given``: the value as the caller gave it, for the messages)."""
         if value is None or value is False:
             return
         if value is True:
             self.args.append(name)
         else:
-            self.args += [name, str(value)]
+            # `--name=VALUE`: a value that starts with `-` is the option's, not an option.
+            self.args.append(f"{name}={value}")
+            py = value if given is None else given
+            self.spoken[f"{name} {value}"] = f"{_PY_ARGS.get(name, name)}={py!r}"
 
     def loads(self, load: Load) -> None:
         self.args += _load_args(load)
 
-    def run(self, extra: Sequence[str] = (), runner=run):
-        return _with_files(self.args, lambda args: runner(args + list(extra)))
+    def run(self, extra: Sequence[str] = (), runner: Callable[[Sequence[str]], Any] = run) -> Any:
+        return _with_files(self.args, lambda args: runner(list(args) + list(extra)), self.spoken)
 
 
-def _with_files(args: Sequence, call):
+def _with_files(args: Sequence[Any], call: Callable[[List[str]], Any], spoken: Mapping[str, str]) -> Any:
     """``call(args)`` with each configuration given as text or a dict written to a temporary
-    file (removed afterwards); an error names it as the caller gave it, not by that file."""
-    written: dict = {}
+    file (removed afterwards); an error names it as the caller gave it, not by that file, and
+    the options by the Python arguments (``spoken``)."""
+    written: Dict[str, str] = {}
     try:
         files = [_write(a, written) if isinstance(a, _Temp) else a for a in args]
         try:
@@ -387,7 +485,7 @@ def _with_files(args: Sequence, call):
             message = e.message
             for path, what in written.items():
                 message = message.replace(f"file {path}", what).replace(path, what)
-            raise type(e)(message, e.output) from None
+            raise _spoken(type(e)(message, e.output), spoken) from None
     finally:
         for p in written:
             try:
@@ -396,7 +494,7 @@ def _with_files(args: Sequence, call):
                 pass
 
 
-def _write(t: _Temp, written: dict) -> str:
+def _write(t: _Temp, written: Dict[str, str]) -> str:
     for where in (os.getcwd(), None):
         try:
             fd, path = tempfile.mkstemp(prefix=".perfcast-", suffix=t.suffix, dir=where)
@@ -409,7 +507,13 @@ def _write(t: _Temp, written: dict) -> str:
     raise OSError("cannot write a temporary configuration file")
 
 
-def _configured(command: Sequence[str], configs: Sequence[Config], overrides, load, kw) -> _Args:
+def _configured(
+    command: Sequence[str],
+    configs: Sequence[Config],
+    overrides: Optional[Mapping[str, Any]],
+    load: Load,
+    kw: Mapping[str, Any],
+) -> _Args:
     if not configs:
         raise TypeError(f"{command[0]}() needs a configuration")
     a = _Args()
@@ -421,10 +525,8 @@ def _configured(command: Sequence[str], configs: Sequence[Config], overrides, lo
     return a
 
 
-def _json(a: _Args) -> Result:
-    r = Result(a.run(["--format", "json"], _run_json))
-    r._args = a
-    return r
+def _json(command: str, a: _Args) -> Any:
+    return _typed(command, a.run(["--format", "json"], _run_json))
 
 
 class Scenario:
@@ -432,135 +534,174 @@ class Scenario:
     ``predict``, ``infer``, ``roofline``, ``serve``, ``search`` and ``explain`` run on it with
     their own overrides on top, without reading or loading again (``perfcast.load``)."""
 
-    def __init__(self, *configs: Config, overrides=None, load=None, **kw) -> None:
-        a = _configured([], configs, overrides, load, kw)
+    def __init__(
+        self,
+        *configs: Config,
+        overrides: Optional[Mapping[str, Any]] = None,
+        load: Load = None,
+        **kw: Any,
+    ) -> None:
+        a = _configured(["load"], configs, overrides, load, kw)
+        a.args = a.args[1:]
 
-        def native_load(args):
+        def native_load(args: List[str]) -> Any:
             try:
                 return _native.load(args)
             except _native.Failure as f:
                 raise _error(*f.args) from None
 
-        self._loaded = _with_files(a.args, native_load)
+        self._loaded = _with_files(a.args, native_load, a.spoken)
 
-    def _call(self, native, command: Sequence[str], overrides, kw, extra: Sequence[str] = ()):
+    def _call(
+        self,
+        command: Sequence[str],
+        overrides: Optional[Mapping[str, Any]],
+        kw: Mapping[str, Any],
+        flags: Sequence[Tuple[str, Any, Any]] = (),
+    ) -> Any:
         a = _Args()
         a.args += list(command) + ["-"]
         a.sets(overrides, kw)
-        a.args += list(extra) + ["--format", "json"]
+        for name, value, given in flags:
+            a.flag(name, value, given)
+        a.args += ["--format", "json"]
         try:
-            return native(a.args)
+            return self._loaded.run_json(a.args)
         except _native.Failure as f:
-            raise _error(*f.args) from None
+            raise _spoken(_error(*f.args), a.spoken) from None
 
-    def _run(self, command: Sequence[str], overrides, kw, extra: Sequence[str] = ()) -> Result:
-        return Result(self._call(self._loaded.run_json, command, overrides, kw, extra))
+    def predict(self, overrides: Optional[Mapping[str, Any]] = None, **kw: Any) -> TrainingResult:
+        return cast(TrainingResult, _typed("predict", self._call(["predict"], overrides, kw)))
 
-    def predict(self, overrides=None, **kw) -> Result:
-        return self._run(["predict"], overrides, kw)
+    def infer(
+        self, overrides: Optional[Mapping[str, Any]] = None, max_batch: bool = False, **kw: Any
+    ) -> Union[InferenceResult, MaxBatchResult]:
+        r = self._call(["infer"], overrides, kw, [("--max-batch", max_batch, None)])
+        return cast(Union[InferenceResult, MaxBatchResult], _typed("infer", r))
 
-    def infer(self, overrides=None, max_batch: bool = False, **kw) -> Result:
-        return self._run(["infer"], overrides, kw, ["--max-batch"] if max_batch else [])
+    def roofline(
+        self, overrides: Optional[Mapping[str, Any]] = None, phase: Optional[str] = None, **kw: Any
+    ) -> RooflineResult:
+        r = self._call(["roofline"], overrides, kw, [("--phase", phase, None)])
+        return cast(RooflineResult, _typed("roofline", r))
 
-    def roofline(self, overrides=None, phase: Optional[str] = None, **kw) -> Result:
-        return self._run(["roofline"], overrides, kw, ["--phase", phase] if phase else [])
-
-    def search(self, overrides=None, top: Optional[int] = None, **kw) -> Result:
-        return self._run(["search"], overrides, kw, ["--top", str(top)] if top else [])
+    def search(
+        self, overrides: Optional[Mapping[str, Any]] = None, top: Optional[int] = None, **kw: Any
+    ) -> Union[SearchResult, ServingSearchResult]:
+        r = self._call(["search"], overrides, kw, [("--top", top, None)])
+        return cast(Union[SearchResult, ServingSearchResult], _typed("search", r))
 
     def serve(
         self,
-        overrides=None,
+        overrides: Optional[Mapping[str, Any]] = None,
         rates: Optional[Iterable[float]] = None,
         requests: Optional[int] = None,
-        **kw,
-    ) -> Result:
-        extra: list = []
-        if rates is not None:
-            extra += ["--rates", ",".join(str(r) for r in rates)]
-        if requests is not None:
-            extra += ["--requests", str(requests)]
-        return self._run(["serve"], overrides, kw, extra)
+        **kw: Any,
+    ) -> ServeResult:
+        rates = None if rates is None else list(rates)
+        flags = [
+            ("--rates", None if rates is None else ",".join(str(r) for r in rates), rates),
+            ("--requests", requests, None),
+        ]
+        return cast(ServeResult, _typed("serve", self._call(["serve"], overrides, kw, flags)))
 
-    def explain(self, overrides=None, **kw) -> list:
-        return self._call(self._loaded.run_json, ["config", "explain"], overrides, kw)
+    def explain(self, overrides: Optional[Mapping[str, Any]] = None, **kw: Any) -> List[Dict[str, Any]]:
+        return cast(List[Dict[str, Any]], self._call(["config", "explain"], overrides, kw))
 
 
-def load(*configs: Config, overrides=None, load=None, **kw) -> Scenario:
+def load(
+    *configs: Config, overrides: Optional[Mapping[str, Any]] = None, load: Load = None, **kw: Any
+) -> Scenario:
     """Load a configuration once; its methods run commands on it (see :class:`Scenario`)."""
     return Scenario(*configs, overrides=overrides, load=load, **kw)
 
 
-def predict(*configs: Config, overrides=None, load=None, **kw) -> Result:
+def predict(
+    *configs: Config, overrides: Optional[Mapping[str, Any]] = None, load: Load = None, **kw: Any
+) -> TrainingResult:
     """One training step: time, MFU/HFU, breakdown, memory per stage (``perfcast predict``)."""
-    return _json(_configured(["predict"], configs, overrides, load, kw))
+    return cast(TrainingResult, _json("predict", _configured(["predict"], configs, overrides, load, kw)))
 
 
-def infer(*configs: Config, overrides=None, load=None, max_batch: bool = False, **kw) -> Result:
+def infer(
+    *configs: Config,
+    overrides: Optional[Mapping[str, Any]] = None,
+    load: Load = None,
+    max_batch: bool = False,
+    **kw: Any,
+) -> Union[InferenceResult, MaxBatchResult]:
     """Static inference: TTFT, time per output token, throughput, memory (``perfcast infer``);
-    ``max_batch=True``: the largest batch that fits."""
+    ``max_batch=True``: the largest batch that fits (a :class:`MaxBatchResult`)."""
     a = _configured(["infer"], configs, overrides, load, kw)
     a.flag("--max-batch", max_batch)
-    return _json(a)
+    return cast(Union[InferenceResult, MaxBatchResult], _json("infer", a))
 
 
-def roofline(*configs: Config, overrides=None, load=None, phase: Optional[str] = None, **kw) -> Result:
+def roofline(
+    *configs: Config,
+    overrides: Optional[Mapping[str, Any]] = None,
+    load: Load = None,
+    phase: Optional[str] = None,
+    **kw: Any,
+) -> RooflineResult:
     """Per-op roofline: the config's ``[[ops]]``, or a model's GEMMs (``phase``)."""
     a = _configured(["roofline"], configs, overrides, load, kw)
     a.flag("--phase", phase)
-    return _json(a)
+    return cast(RooflineResult, _json("roofline", a))
 
 
 def serve(
     *configs: Config,
-    overrides=None,
-    load=None,
+    overrides: Optional[Mapping[str, Any]] = None,
+    load: Load = None,
     rate: Optional[float] = None,
     rates: Optional[Iterable[float]] = None,
     concurrency: Optional[int] = None,
-    trace: Optional[Union[str, os.PathLike]] = None,
+    trace: Optional[PathLike] = None,
     requests: Optional[int] = None,
     seed: Optional[int] = None,
-    **kw,
-) -> Result:
+    **kw: Any,
+) -> ServeResult:
     """Serving under load (``perfcast serve``): one run per rate, the latency percentiles."""
     a = _configured(["serve"], configs, overrides, load, kw)
     a.flag("--rate", rate)
     if rates is not None:
-        a.flag("--rates", ",".join(str(r) for r in rates))
+        rates = list(rates)
+        a.flag("--rates", ",".join(str(r) for r in rates), rates)
     a.flag("--concurrency", concurrency)
-    a.flag("--trace", os.fspath(trace) if trace is not None else None)
+    a.flag("--trace", os.fspath(trace) if trace is not None else None, trace)
     a.flag("--requests", requests)
     a.flag("--seed", seed)
-    return _json(a)
+    return cast(ServeResult, _json("serve", a))
 
 
 def search(
     *configs: Config,
-    overrides=None,
-    load=None,
+    overrides: Optional[Mapping[str, Any]] = None,
+    load: Load = None,
     top: Optional[int] = None,
     objective: Optional[str] = None,
     max_seconds: Optional[float] = None,
-    **kw,
-) -> Result:
-    """The best training plans and their Pareto front, or with ``[serving_search]`` the best
-    deployments (``perfcast search``)."""
+    **kw: Any,
+) -> Union[SearchResult, ServingSearchResult]:
+    """The best training plans and their Pareto front (a :class:`SearchResult`), or with
+    ``[serving_search]`` the best deployments (a :class:`ServingSearchResult`)
+    (``perfcast search``)."""
     a = _configured(["search"], configs, overrides, load, kw)
     a.flag("--top", top)
     a.flag("--objective", objective)
     a.flag("--max-seconds", max_seconds)
-    return _json(a)
+    return cast(Union[SearchResult, ServingSearchResult], _json("search", a))
 
 
 def sweep(
-    study: Union[str, os.PathLike],
+    study: PathLike,
     force: bool = False,
-    executor=None,
-    out: Optional[Union[str, os.PathLike]] = None,
+    executor: Any = None,
+    out: Optional[PathLike] = None,
     format: str = "csv",
     load: Load = None,
-    progress=None,
+    progress: Optional[Callable[[int, int], Any]] = None,
 ) -> Rows:
     """A sweep file's points (``perfcast sweep``): one dict per point, numbers parsed.
 
@@ -574,7 +715,21 @@ def sweep(
     ``force``."""
     if format not in ("csv", "parquet"):
         raise UsageError(f"format must be \"csv\" or \"parquet\", not {format!r}")
-    study = os.fspath(study)
+    try:
+        return _sweep(os.fspath(study), force, executor, out, format, load, progress)
+    except PerfcastError as e:
+        raise _spoken(e, {}) from None
+
+
+def _sweep(
+    study: str,
+    force: bool,
+    executor: Any,
+    out: Optional[PathLike],
+    format: str,
+    load: Load,
+    progress: Optional[Callable[[int, int], Any]],
+) -> Rows:
     libs = _load_args(load)
     forced = ["--force"] if force else []
     if executor is None or executor == "local":
@@ -618,58 +773,48 @@ def sweep(
     return Rows(text, written)
 
 
-def _parse(row: Mapping[str, str]) -> dict:
-    out = {}
+def _parse(row: Mapping[str, str]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
     for k, v in row.items():
+        value: Any = v
         for cast in (int, float):
             try:
-                v = cast(v)
+                value = cast(v)
                 break
             except (TypeError, ValueError):
                 pass
-        out[k] = None if v == "" else v
+        out[k] = None if value == "" else value
     return out
 
 
-def studies() -> list:
-    """The seed paper's studies: one dict per study (``study``, ``config``, ``what``)."""
-    lines = [l for l in run(["study", "--list"]).splitlines() if l.strip()]
-    # A table: a header, a rule of dashes whose runs give the columns, then rows.
-    rule = lines[1]
-    spans, start = [], None
-    for i, ch in enumerate(rule + " "):
-        if ch == "-" and start is None:
-            start = i
-        elif ch != "-" and start is not None:
-            spans.append((start, i))
-            start = None
-    cut = lambda l: [  # noqa: E731
-        l[a : (spans[j + 1][0] if j + 1 < len(spans) else len(l))].strip()
-        for j, (a, _) in enumerate(spans)
+def studies() -> List[Study]:
+    """The studies :func:`study` runs: one :class:`Study` (``name``, ``config``, ``title``)
+    each, in the order of ``perfcast study --list``."""
+    return [
+        Study(name=s["name"], config=s["config"], title=s["title"])
+        for s in _run_json(["study", "--list", "--format", "json"])
     ]
-    names = cut(lines[0])
-    return [dict(zip(names, cut(l))) for l in lines[2:]]
 
 
-def study(
-    name: str,
-    out: Optional[Union[str, os.PathLike]] = None,
-    config: Optional[Union[str, os.PathLike]] = None,
-) -> Rows:
-    """Run one of the seed paper's studies (``perfcast study NAME``): its CSV rows, with
-    ``path`` the CSV written under ``out`` (``NAME.csv``, ``NAME.svg``, ``NAME.md``; without
-    ``out`` they go to a temporary directory, removed afterwards) and ``summary`` the
-    study's summary (``NAME.md``). ``config``: a study config to read instead of the
-    built-in one."""
+def study(name: str, out: Optional[PathLike] = None, config: Optional[PathLike] = None) -> Rows:
+    """Run one of the studies (``perfcast study NAME``; :func:`studies` lists them): its CSV
+    rows, with ``path`` the CSV written under ``out`` (``NAME.csv``, ``NAME.svg``,
+    ``NAME.md``; without ``out`` they go to a temporary directory, removed afterwards) and
+    ``summary`` the study's summary (``NAME.md``). ``config``: a study config to read
+    instead of the built-in one."""
     import shutil
 
     tmp = None if out is not None else tempfile.mkdtemp(prefix="perfcast-study-")
     where = os.fspath(out) if out is not None else tmp
+    assert where is not None
     try:
         args = ["study", name, "--out", where]
         if config is not None:
             args += ["--config", os.fspath(config)]
-        run(args)
+        try:
+            run(args)
+        except PerfcastError as e:
+            raise _spoken(e, {}) from None
         csv_path = os.path.join(where, f"{name}.csv")
         with open(csv_path, encoding="utf-8") as f:
             rows = Rows(f.read(), csv_path if out is not None else None)
@@ -682,15 +827,15 @@ def study(
 
 
 def calibrate(
-    cases: Optional[Union[str, os.PathLike]] = None,
+    cases: Optional[PathLike] = None,
     params: Optional[Iterable[str]] = None,
     cv: Optional[Iterable[str]] = None,
-    out: Optional[Union[str, os.PathLike]] = None,
-    residuals: Optional[Union[str, os.PathLike]] = None,
+    out: Optional[PathLike] = None,
+    residuals: Optional[PathLike] = None,
     exclude_serving: bool = False,
     max_evals: Optional[int] = None,
     serving: Optional[str] = None,
-) -> Result:
+) -> CalibrationResult:
     """Fit named parameters to published measurements (``perfcast calibrate``): ``params``
     as ``--param`` takes them (``"KEY[,KEY...][=LO..HI]"``), ``cv`` the cross-validation
     schemes; the fitted values, in-sample and cross-validated error per group. ``out``
@@ -702,22 +847,23 @@ def calibrate(
     if cases is not None:
         a.args.append(os.fspath(cases))
     for p in params or ():
-        a.args += ["--param", p]
+        a.flag("--param", p, [p])
     if cv is not None:
-        a.args += ["--cv", ",".join(cv)]
-    a.flag("--out", os.fspath(out) if out is not None else None)
-    a.flag("--residuals", os.fspath(residuals) if residuals is not None else None)
+        cv = list(cv)
+        a.flag("--cv", ",".join(cv), cv)
+    a.flag("--out", os.fspath(out) if out is not None else None, out)
+    a.flag("--residuals", os.fspath(residuals) if residuals is not None else None, residuals)
     a.flag("--exclude-serving", exclude_serving)
     a.flag("--serving", serving)
     a.flag("--max-evals", max_evals)
-    return _json(a)
+    return cast(CalibrationResult, _json("calibrate", a))
 
 
 def validate(
-    cases: Optional[Union[str, os.PathLike]] = None,
+    cases: Optional[PathLike] = None,
     group: Optional[str] = None,
-    overlay: Optional[Union[str, os.PathLike]] = None,
-) -> Result:
+    overlay: Optional[PathLike] = None,
+) -> ValidationResult:
     """Predicted against published measurements (``perfcast validate``): per case, per group,
     overall; ``cases`` defaults to the built-in cases file."""
     a = _Args()
@@ -725,24 +871,31 @@ def validate(
     if cases is not None:
         a.args.append(os.fspath(cases))
     a.flag("--group", group)
-    a.flag("--overlay", os.fspath(overlay) if overlay is not None else None)
-    return _json(a)
+    a.flag("--overlay", os.fspath(overlay) if overlay is not None else None, overlay)
+    return cast(ValidationResult, _json("validate", a))
 
 
-def plugins(load=None) -> list:
+def plugins(load: Load = None) -> List[Dict[str, Any]]:
     """Every registered component (built-in and loaded): category, name, origin, ABI."""
     a = _Args()
     a.args.append("plugins")
     a.loads(load)
-    return json.loads(a.run(["--format", "json"]))
+    return cast(List[Dict[str, Any]], a.run(["--format", "json"], _run_json))
 
 
-def presets() -> str:
-    """The built-in presets and software stacks, as the CLI lists them."""
-    return run(["config", "presets"])
+def presets() -> List[Preset]:
+    """The built-in presets: one :class:`Preset` (``name``, ``group``, ``use``,
+    ``description``) each, hardware, systems, models, software stacks and the shipped
+    experiments (``perfcast config presets``)."""
+    return [
+        Preset(name=p["name"], group=p["group"], use=p["use"], description=p.get("description"))
+        for p in _run_json(["config", "presets", "--format", "json"])
+    ]
 
 
-def explain(*configs: Config, overrides=None, load=None, **kw) -> list:
+def explain(
+    *configs: Config, overrides: Optional[Mapping[str, Any]] = None, load: Load = None, **kw: Any
+) -> List[Dict[str, Any]]:
     """Every configuration value and where it came from (``perfcast config explain``)."""
     a = _configured(["config", "explain"], configs, overrides, load, kw)
-    return json.loads(a.run(["--format", "json"]))
+    return cast(List[Dict[str, Any]], a.run(["--format", "json"], _run_json))

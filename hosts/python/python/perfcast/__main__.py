@@ -8,12 +8,13 @@ sweep's chunks run as Ray tasks (:func:`perfcast.sweep` with ``executor="ray"``)
 
 import argparse
 import sys
+from typing import List, Optional
 
 from . import PerfcastError, Plugin, UsageError, _native, sweep
 from .distributed import RayExecutor
 
 
-def _ray_sweep(argv) -> int:
+def _ray_sweep(argv: List[str]) -> int:
     p = argparse.ArgumentParser(
         prog="python -m perfcast sweep",
         description="A sweep whose chunks run as Ray tasks (see `perfcast sweep --help`).",
@@ -63,7 +64,7 @@ def _ray_sweep(argv) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["sweep"] and any(x == "--ray" or x.startswith("--ray=") for x in argv):
         return _ray_sweep(argv[1:])

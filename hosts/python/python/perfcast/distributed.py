@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Callable, Iterator, List, Optional, Sequence
+import importlib
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 __all__ = ["RayExecutor"]
 
@@ -30,9 +31,9 @@ __all__ = ["RayExecutor"]
 RAY_VERSION = "2.40.0"
 
 
-def _ray():
+def _ray() -> Any:
     try:
-        import ray
+        ray = importlib.import_module("ray")
     except ImportError:
         raise ImportError(
             "executor=\"ray\" needs Ray, which is not installed: "
@@ -41,7 +42,9 @@ def _ray():
     return ray
 
 
-def _chunk_task(executor: "RayExecutor", args: List[str]):
+def _chunk_task(
+    executor: "RayExecutor", args: List[str]
+) -> Union[Tuple[str, str], Tuple[str, str, str, str]]:
     """One chunk, on a worker: ("ok", csv) or ("error", kind, message, output)."""
     from . import PerfcastError, _KINDS
 
@@ -69,8 +72,8 @@ class RayExecutor:
         chunk_size: Optional[int] = None,
         max_retries: int = 3,
         cpus_per_task: int = 1,
-        runtime_env: Optional[dict] = None,
-        init_kwargs: Optional[dict] = None,
+        runtime_env: Optional[Dict[str, Any]] = None,
+        init_kwargs: Optional[Dict[str, Any]] = None,
     ) -> None:
         if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
             raise ValueError(f"chunk_size must be a positive integer, not {chunk_size!r}")
@@ -91,7 +94,7 @@ class RayExecutor:
 
         return run(list(args))
 
-    def connect(self):
+    def connect(self) -> Any:
         """Ray, initialised (connecting to ``address`` or starting a local Ray)."""
         ray = _ray()
         if not ray.is_initialized():
