@@ -31,6 +31,8 @@ pub mod palette;
 pub mod parquet;
 pub mod svg;
 pub mod table;
+#[cfg(feature = "png")]
+pub mod png;
 
 pub use format::Format;
 pub use label::{placed_plan_label, plan_label, PlanStyle};

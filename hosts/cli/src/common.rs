@@ -228,18 +228,29 @@ pub fn warn_hardware(
 pub fn svg_path(s: &str) -> Result<std::path::PathBuf, String> {
     let p = std::path::PathBuf::from(s);
     match p.extension().and_then(|e| e.to_str()) {
-        Some(e) if e.eq_ignore_ascii_case("svg") => Ok(p),
+        Some(e) if e.eq_ignore_ascii_case("svg") || e.eq_ignore_ascii_case("png") => Ok(p),
         _ => Err(format!(
-            "plots are written as SVG: name the file `{}` (convert it afterwards for another \
-             format, e.g. `rsvg-convert -o plot.png plot.svg`)",
-            p.with_extension("svg").display()
+            "plots are written as SVG or PNG, by the file's extension: name the file `{}` or `{}`",
+            p.with_extension("svg").display(),
+            p.with_extension("png").display()
         )),
     }
 }
 
-/// Write an SVG plot to `path` and say where on stderr.
+/// Write a plot drawn as `svg` to `path` (SVG, or PNG when the name ends in `.png`) and say
+/// where on stderr.
 pub fn write_plot(path: &std::path::Path, svg: String) -> anyhow::Result<()> {
-    perfcast_render::file::write(path, svg)
+    let png = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
+    let bytes = if png {
+        perfcast_render::png::svg_to_png(&svg)
+            .map_err(|e| anyhow::anyhow!("cannot draw the plot `{}`: {e}", path.display()))?
+    } else {
+        svg.into_bytes()
+    };
+    perfcast_render::file::write(path, bytes)
         .with_context(|| format!("cannot write the plot to `{}`", path.display()))?;
     eprint_line(&format!("wrote the plot to {}", path.display()));
     Ok(())

@@ -1,5 +1,5 @@
 //! Every chart perfcast draws, rendered to PNG by resvg with the font the charts name (DejaVu
-//! Sans, bundled in `tests/fixtures/fonts`, so the test does not depend on the machine's
+//! Sans, bundled in `crates/perfcast-render/fonts`, so the test does not depend on the machine's
 //! fonts): the `--plot` of `roofline`, `predict` and `serve`, and the studies' figures
 //! (which must also be the committed ones of `docs/studies/`).
 //! Each must render to a non-empty image, every `<text>` must be laid out (its font found),
@@ -71,7 +71,7 @@ fn overlap(a: &[(f32, f32); 4], b: &[(f32, f32); 4]) -> f32 {
 /// it holds.
 fn render_and_check(name: &str, svg: &str, png: &Path) -> usize {
     let mut opt = usvg::Options::default();
-    let font = common::repo().join("tests/fixtures/fonts/DejaVuSans.ttf");
+    let font = common::repo().join("crates/perfcast-render/fonts/DejaVuSans.ttf");
     opt.fontdb_mut()
         .load_font_data(std::fs::read(&font).unwrap());
     let tree = usvg::Tree::from_str(svg, &opt).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -218,17 +218,18 @@ fn every_chart_renders_with_its_text_inside_and_apart() {
     }
 }
 
-/// Plots are SVG: a `--plot` file named otherwise is refused when the arguments are read
-/// (naming the `.svg` name to use), before any work and without writing anything.
+/// `--plot` writes SVG or PNG by the file's extension (issue 44: `--plot x.png` once wrote SVG
+/// into a .png): a PNG is an image of the chart, twice its size; any other name is a usage
+/// error (2) naming both, and nothing is written.
 #[test]
-fn a_plot_file_not_named_svg_is_refused() {
+fn a_plot_is_svg_or_png_by_its_name() {
     let dir = common::tmpdir("perfcast-cli-plot-names");
     for (cmd, cfg) in [
         ("predict", "configs/experiments/gpt3-175b-a100.toml"),
         ("roofline", "configs/experiments/roofline-a100.toml"),
         ("serve", "configs/serving/llama3.1-8b-h100.toml"),
     ] {
-        for name in ["step.png", "step"] {
+        for name in ["step.jpg", "step"] {
             let file = dir.join(name);
             let file_s = file.display().to_string();
             let o = common::output(&mut common::command(
@@ -237,11 +238,36 @@ fn a_plot_file_not_named_svg_is_refused() {
             ));
             assert_eq!(o.code, 2, "{cmd} {name}: {}", o.stderr);
             assert!(
-                o.stderr.contains("plots are written as SVG") && o.stderr.contains("step.svg"),
+                o.stderr.contains("plots are written as SVG or PNG")
+                    && o.stderr.contains("step.svg")
+                    && o.stderr.contains("step.png"),
                 "{cmd} {name}: {}",
                 o.stderr
             );
             assert!(!file.exists(), "{cmd} {name}: wrote {}", file.display());
         }
+        let (svg, png) = (
+            dir.join(format!("{cmd}.svg")),
+            dir.join(format!("{cmd}.PNG")),
+        );
+        for file in [&svg, &png] {
+            let file_s = file.display().to_string();
+            let o = common::output(&mut common::command(
+                &common::repo(),
+                &[cmd, cfg, "--plot", &file_s],
+            ));
+            assert_eq!(o.code, 0, "{cmd}: {}", o.stderr);
+        }
+        let bytes = std::fs::read(&png).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{cmd}: not a PNG");
+        let width = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+        let svg_text = std::fs::read_to_string(&svg).unwrap();
+        let svg_width: f64 = svg_text
+            .split("width=\"")
+            .nth(1)
+            .and_then(|w| w.split('"').next())
+            .and_then(|w| w.parse().ok())
+            .unwrap();
+        assert_eq!(f64::from(width), (2.0 * svg_width).ceil(), "{cmd}");
     }
 }
