@@ -14,7 +14,7 @@ python3 -m venv "$venv"
 # The build backend runs the venv's `maturin` executable.
 export PATH="$venv/bin:$PATH"
 pip=("$venv/bin/pip" --quiet --disable-pip-version-check --no-cache-dir)
-"${pip[@]}" install maturin==1.9.4 pytest==8.3.4 pytest-timeout==2.4.0 pandas==2.2.3 numpy==2.4.6 ray==2.40.0 matplotlib==3.10.0 pyparsing==3.2.1
+"${pip[@]}" install maturin==1.9.4 pytest==8.3.4 pytest-timeout==2.4.0 pandas==2.2.3 numpy==2.4.6 ray==2.40.0 matplotlib==3.10.0 pyparsing==3.2.1 pyarrow==26.0.1 polars==2.2.0 mypy==2.4.1
 # The wheel as a user gets it: release, abi3, tagged manylinux by the glibc symbols it uses
 # (maturin's audit), with the `perfcast` command and the presets (the shipped experiments
 # among them) inside.
@@ -31,7 +31,7 @@ python3 -m venv "$fresh"
 "$fresh/bin/pip" --quiet --disable-pip-version-check install --no-index --no-deps "${wheel[0]}"
 out="$(cd / && "$fresh/bin/perfcast" predict preset:gpt3-175b-a100 --format json)"
 case "$out" in *'"iteration_time"'*) ;; *) echo "the wheel's perfcast command failed: $out" >&2; exit 1 ;; esac
-(cd / && "$fresh/bin/python" -c "import perfcast; r = perfcast.predict('preset:llama3-8b-h100'); print('wheel:', r['report']['iteration_time'], 's')")
+(cd / && "$fresh/bin/python" -c "import perfcast; r = perfcast.predict('preset:llama3-8b-h100'); print('wheel: a typed predict,', type(r).__name__, r.iteration_time_s, 's')")
 rm -rf "$fresh"
 # The tests run against the same wheel.
 "${pip[@]}" install --force-reinstall --no-deps "${wheel[0]}"
