@@ -906,6 +906,8 @@ mod tests {
                     assert!(layers.len() >= 2, "{n}");
                     assert!(top.contains_key("system"), "{n}");
                 }
+                // A shipped experiment includes its model and system presets.
+                "experiments" => assert!(layers.len() >= 2, "{n}"),
                 _ => assert!(top.contains_key("model"), "{n}"),
             }
         }
