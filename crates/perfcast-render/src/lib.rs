@@ -29,10 +29,10 @@ pub mod marks;
 pub mod num;
 pub mod palette;
 pub mod parquet;
-pub mod svg;
-pub mod table;
 #[cfg(feature = "png")]
 pub mod png;
+pub mod svg;
+pub mod table;
 
 pub use format::Format;
 pub use label::{placed_plan_label, plan_label, PlanStyle};
