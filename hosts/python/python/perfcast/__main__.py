@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import List, Optional
 
-from . import PerfcastError, Plugin, UsageError, _native, sweep
+from . import PerfcastError, Plugin, UsageError, _native, _sweep
 from .distributed import RayExecutor
 
 
@@ -42,9 +42,8 @@ def _ray_sweep(argv: List[str]) -> int:
     executor = RayExecutor(address=a.ray or None, chunk_size=a.chunk_size)
     try:
         load = [Plugin(path, sha256=pin, isolate=a.isolate) for path, pin in zip(a.load, pins)]
-        rows = sweep(
-            a.study, force=a.force, executor=executor, out=a.out, format=a.format, load=load
-        )
+        # `_sweep`, not `sweep`: errors keep the command line's wording (`--out`, not `out=`).
+        rows = _sweep(a.study, a.force, executor, a.out, a.format, load, None)
     except PerfcastError as e:
         print(f"error: {e.message}", file=sys.stderr)
         return 2 if isinstance(e, UsageError) else 1
