@@ -36,16 +36,18 @@ impl ServeOutput<'_> {
     }
 }
 
+/// Mean, p50, p90 and p99 in milliseconds, for people.
 fn ms(s: &Stats) -> [String; 4] {
-    [
-        num(s.mean.millis()),
-        num(s.p50.millis()),
-        num(s.p90.millis()),
-        num(s.p99.millis()),
-    ]
+    [s.mean, s.p50, s.p90, s.p99].map(|t| num(t.millis()))
 }
 
-/// One row per run.
+/// Mean, p50, p90 and p99 in seconds, full precision (as JSON has them).
+fn seconds(s: &Stats) -> [String; 4] {
+    [s.mean, s.p50, s.p90, s.p99].map(|t| t.0.to_string())
+}
+
+/// One row per run: full precision, times in seconds, as in JSON (the terminal text shows
+/// milliseconds, rounded).
 fn runs_table(runs: &[ServingReport]) -> Table {
     let mut t = Table::new(&[
         ("load", false),
@@ -54,15 +56,15 @@ fn runs_table(runs: &[ServingReport]) -> Table {
         ("output_tok_s", true),
         ("tok_s_per_gpu", true),
         ("tok_s_per_user", true),
-        ("ttft_mean_ms", true),
-        ("ttft_p50_ms", true),
-        ("ttft_p90_ms", true),
-        ("ttft_p99_ms", true),
-        ("tpot_mean_ms", true),
-        ("tpot_p50_ms", true),
-        ("tpot_p90_ms", true),
-        ("tpot_p99_ms", true),
-        ("itl_mean_ms", true),
+        ("ttft_mean_s", true),
+        ("ttft_p50_s", true),
+        ("ttft_p90_s", true),
+        ("ttft_p99_s", true),
+        ("tpot_mean_s", true),
+        ("tpot_p50_s", true),
+        ("tpot_p90_s", true),
+        ("tpot_p99_s", true),
+        ("itl_mean_s", true),
         ("e2e_mean_s", true),
         ("e2e_p99_s", true),
         ("goodput_rps", true),
@@ -79,24 +81,29 @@ fn runs_table(runs: &[ServingReport]) -> Table {
         };
         let mut row = vec![
             load,
-            r.offered_rate.map(num).unwrap_or_default(),
-            num(r.requests_per_s),
-            num(r.output_tokens_per_s),
-            num(r.output_tokens_per_s_per_gpu),
-            num(r.tokens_per_s_per_user),
+            r.offered_rate.map(|x| x.to_string()).unwrap_or_default(),
+            r.requests_per_s.to_string(),
+            r.output_tokens_per_s.to_string(),
+            r.output_tokens_per_s_per_gpu.to_string(),
+            r.tokens_per_s_per_user.to_string(),
         ];
-        row.extend(ms(&r.ttft));
-        row.extend(ms(&r.tpot));
-        row.push(num(r.itl_mean.millis()));
-        row.push(num(r.e2e.mean.0));
-        row.push(num(r.e2e.p99.0));
+        row.extend(seconds(&r.ttft));
+        row.extend(seconds(&r.tpot));
+        row.push(r.itl_mean.0.to_string());
+        row.push(r.e2e.mean.0.to_string());
+        row.push(r.e2e.p99.0.to_string());
         row.push(
             r.slo
                 .first()
-                .map(|s| num(s.goodput_requests_per_s))
+                .map(|s| s.goodput_requests_per_s.to_string())
                 .unwrap_or_default(),
         );
-        row.push(r.slo.first().map(|s| num(s.attainment)).unwrap_or_default());
+        row.push(
+            r.slo
+                .first()
+                .map(|s| s.attainment.to_string())
+                .unwrap_or_default(),
+        );
         let occ = r
             .pools
             .iter()
@@ -107,8 +114,8 @@ fn runs_table(runs: &[ServingReport]) -> Table {
             .iter()
             .map(|p| p.kv_peak_occupancy)
             .fold(0.0, f64::max);
-        row.push(num(occ));
-        row.push(num(peak));
+        row.push(occ.to_string());
+        row.push(peak.to_string());
         row.push(r.preemptions.to_string());
         t.push(row);
     }
