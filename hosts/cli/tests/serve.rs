@@ -279,6 +279,15 @@ fn serve_formats_shape_and_determinism() {
     assert_eq!(lines.len(), 2);
     assert!(lines[0].starts_with("load,offered_rps,requests_per_s"));
     assert!(lines[1].starts_with("concurrency 8,"));
+    // One unit across formats (issue 44): the CSV's TTFT is the JSON's, in seconds.
+    let j = serve(&["--format", "json", "--concurrency", "8"]);
+    let v: Value = serde_json::from_str(&j.stdout).unwrap();
+    let col = lines[0]
+        .split(',')
+        .position(|h| h == "ttft_mean_s")
+        .unwrap();
+    let csv_ttft: f64 = lines[1].split(',').nth(col).unwrap().parse().unwrap();
+    assert_eq!(csv_ttft, v["runs"][0]["ttft"]["mean"].as_f64().unwrap());
 }
 
 #[test]
