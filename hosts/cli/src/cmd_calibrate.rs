@@ -8,7 +8,7 @@
 //! calibration that did not converge (the report and the best point are printed, no file is
 //! written); 2 for bad usage (`--param` syntax, empty or non-numeric bounds, `--cv`).
 
-use crate::common::{print, to_json, Format};
+use crate::common::{print, to_json_of, Format};
 use anyhow::Context as _;
 use perfcast_validation::calibrate::{self, Cv, Options, ParamSpec, ServingCases, Settings};
 use std::path::PathBuf;
@@ -132,7 +132,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?;
     let text = match a.format {
         Format::Parquet => return Err(crate::common::no_parquet()),
-        Format::Json => to_json(&c.to_json())?,
+        Format::Json => to_json_of("calibrate", &c.to_json())?,
         Format::Table | Format::Csv => perfcast_report::validation::calibration_table(&c),
     };
     print(&text)?;

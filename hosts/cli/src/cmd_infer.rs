@@ -3,7 +3,7 @@
 //! `perfcast-scenario`.
 
 use crate::cmd_predict::load;
-use crate::common::{print, to_json, ConfigArgs, Format};
+use crate::common::{print, to_json_of, ConfigArgs, Format};
 use crate::error_bars::IntervalArgs;
 use perfcast_engine::inference::{InferencePlan, InferenceReport};
 use perfcast_report::error_bars::{self, ErrorBars, Row};
@@ -65,7 +65,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         };
         let text = match a.format {
             Format::Parquet => return Err(crate::common::no_parquet()),
-            Format::Json => to_json(&out)?,
+            Format::Json => to_json_of("infer-max-batch", &out)?,
             Format::Csv | Format::Table => infer::max_batch_table(&out, a.format == Format::Csv),
         };
         return print(&text);
@@ -91,13 +91,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let plain: Vec<Row> = rows.iter().map(|(r, _)| r.clone()).collect();
     let text = match a.format {
         Format::Parquet => return Err(crate::common::no_parquet()),
-        Format::Json => to_json(&WithConfig {
-            report: &report,
-            notes: &notes,
-            reference: reference.as_ref(),
-            error_bars: interval.as_ref().map(|iv| error_bars::json(iv, &plain)),
-            config: perfcast_scenario::reproducible_config(&cfg, inference.model())?,
-        })?,
+        Format::Json => to_json_of(
+            "infer",
+            &WithConfig {
+                report: &report,
+                notes: &notes,
+                reference: reference.as_ref(),
+                error_bars: interval.as_ref().map(|iv| error_bars::json(iv, &plain)),
+                config: perfcast_scenario::reproducible_config(&cfg, inference.model())?,
+            },
+        )?,
         Format::Csv => {
             let mut s = perfcast_report::inference::csv(&report, &warnings);
             if let Some(iv) = &interval {

@@ -194,7 +194,10 @@ fn show(a: ShowArgs) -> anyhow::Result<()> {
     let t = c.get(&a.gpu, op)?.table()?;
     let t = &t;
     if a.format == Format::Json {
-        return print(&to_json(&kernels::show_json(t, op, a.rows))?);
+        return print(&crate::common::to_json_of(
+            "kernel-table",
+            &kernels::show_json(t, op, a.rows),
+        )?);
     }
     print(&kernels::show_text(t, op, a.rows, a.format == Format::Csv))
 }

@@ -2,7 +2,7 @@
 //! `[system]` under its `[plan]` (engine options from `[options]`), read through
 //! `perfcast-scenario` (which reconciles `plan.dp` with `system.devices`).
 
-use crate::common::{print, to_json, ConfigArgs, Format};
+use crate::common::{print, to_json_of, ConfigArgs, Format};
 use crate::error_bars::IntervalArgs;
 use perfcast_config::{Config, SECTIONS};
 use perfcast_engine::training::{KernelPaths, StageMemory};
@@ -129,23 +129,26 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let text = match a.format {
         Format::Parquet => return Err(crate::common::no_parquet()),
-        Format::Json => to_json(&Output {
-            model: &model_name,
-            system: &system_name,
-            plan,
-            report: &report,
-            memory_per_stage: &stages,
-            notes: perfcast_report::training::notes(&report)
-                .into_iter()
-                .chain(warnings)
-                .collect(),
-            reference,
-            error_bars: interval.as_ref().map(|iv| error_bars::json(iv, &plain)),
-            software: &software,
-            kernel_paths: &paths,
-            network: &network,
-            config: perfcast_scenario::reproducible_config(&cfg, training.model())?,
-        })?,
+        Format::Json => to_json_of(
+            "predict",
+            &Output {
+                model: &model_name,
+                system: &system_name,
+                plan,
+                report: &report,
+                memory_per_stage: &stages,
+                notes: perfcast_report::training::notes(&report)
+                    .into_iter()
+                    .chain(warnings)
+                    .collect(),
+                reference,
+                error_bars: interval.as_ref().map(|iv| error_bars::json(iv, &plain)),
+                software: &software,
+                kernel_paths: &paths,
+                network: &network,
+                config: perfcast_scenario::reproducible_config(&cfg, training.model())?,
+            },
+        )?,
         Format::Csv => {
             let mut s = predict::csv(plan, &report, &stages, &warnings);
             s.push_str(&predict::kernel_paths_csv(&software, &paths));

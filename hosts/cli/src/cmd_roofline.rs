@@ -1,6 +1,6 @@
 //! `perfcast roofline`: each `[[ops]]` entry on the config's device.
 
-use crate::common::{print, to_json, ConfigArgs, Format};
+use crate::common::{print, to_json_of, ConfigArgs, Format};
 use perfcast_report::roofline::{self as report, roofline_svg};
 use perfcast_scenario::roofline;
 
@@ -39,7 +39,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let text = match a.format {
         Format::Parquet => return Err(crate::common::no_parquet()),
-        Format::Json => to_json(&report)?,
+        Format::Json => to_json_of("roofline", &report)?,
         Format::Csv => report::csv(&report),
         Format::Table => report::table(&report),
     };
@@ -87,12 +87,15 @@ fn run_model(a: &Args, cfg: &perfcast_config::Config) -> anyhow::Result<()> {
     }
     let text = match a.format {
         Format::Parquet => return Err(crate::common::no_parquet()),
-        Format::Json => to_json(&serde_json::json!({
-            "model": model,
-            "system": system,
-            "plan": plan,
-            "gemms": points,
-        }))?,
+        Format::Json => to_json_of(
+            "roofline-gemms",
+            &serde_json::json!({
+                "model": model,
+                "system": system,
+                "plan": plan,
+                "gemms": points,
+            }),
+        )?,
         Format::Csv => report::model_csv(model, system, &points),
         Format::Table => report::model_table(model, system, &plan, &points),
     };

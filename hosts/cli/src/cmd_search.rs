@@ -144,6 +144,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         || output.rows(),
         a.out.as_deref(),
         "search",
+        "search",
     )
 }
 

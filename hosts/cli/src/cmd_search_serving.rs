@@ -53,6 +53,7 @@ pub fn run(
         || deployments::rows(&r),
         out,
         "search",
+        "deployment-search",
     )?;
     match r.best.iter().find(|b| b.best.is_none()) {
         Some(b) => Err(anyhow::Error::new(crate::common::Infeasible(

@@ -135,6 +135,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         || output.rows(),
         a.out.as_deref(),
         "serve",
+        "serve",
     )?;
     if let Some(path) = &a.plot {
         let svg = output.svg().map_err(|e| anyhow::anyhow!("{e}"))?;

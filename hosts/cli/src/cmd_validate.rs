@@ -8,7 +8,7 @@
 //! or has a key that applies to no case, or a bad residuals file (the message names the file,
 //! the case and the key).
 
-use crate::common::{to_json, Format};
+use crate::common::{to_json_of, Format};
 use crate::error_bars::IntervalArgs;
 use perfcast_report::validation;
 use perfcast_validation::overlay::Overlay;
@@ -81,13 +81,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             || validation::rows(&r),
             out,
             "validate",
+            "validate",
         ),
         Validated::Collectives(r) => match a.format {
             Format::Parquet => anyhow::bail!(
                 "`--format parquet` writes the rows of validation cases; a collectives file \
                  writes `table` or `json`"
             ),
-            Format::Json => crate::common::emit(&to_json(&r.to_json())?, out),
+            Format::Json => {
+                crate::common::emit(&to_json_of("validate-collectives", &r.to_json())?, out)
+            }
             _ => crate::common::emit(&validation::collectives_table(&r), out),
         },
     }

@@ -305,9 +305,10 @@ pub fn write_rows<J: Serialize>(
     rows: impl FnOnce() -> Table,
     out: Option<&std::path::Path>,
     command: &str,
+    schema: &str,
 ) -> anyhow::Result<()> {
     match format {
-        Format::Json => emit(&to_json(&json()?)?, out),
+        Format::Json => emit(&to_json_of(schema, &json()?)?, out),
         Format::Csv => emit(&rows().csv(), out),
         Format::Parquet => write_parquet(&rows(), out, command),
         Format::Table => emit(&text(), out),
@@ -366,6 +367,21 @@ pub fn to_json<T: Serialize>(v: &T) -> anyhow::Result<String> {
     let mut s = serde_json::to_string_pretty(v).context("cannot serialise the report")?;
     s.push('\n');
     Ok(s)
+}
+
+/// The version of a JSON result's layout, given as its first key, `"schema":
+/// "perfcast/KIND/N"`: N goes up when a field is removed or renamed or changes its unit or
+/// meaning; a field added keeps it (docs/commands.md, "Output").
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// `v` (a result of kind `kind`: `predict`, `infer`, `search`, ...) as pretty JSON whose
+/// first key is its schema, `perfcast/KIND/SCHEMA_VERSION`.
+pub fn to_json_of<T: Serialize>(kind: &str, v: &T) -> anyhow::Result<String> {
+    let s = to_json(v)?;
+    Ok(match s.strip_prefix("{\n") {
+        Some(rest) => format!("{{\n  \"schema\": \"perfcast/{kind}/{SCHEMA_VERSION}\",\n{rest}"),
+        None => s,
+    })
 }
 
 /// Print `error: ...` with the cause chain (causes already in the message are not repeated).

@@ -1041,3 +1041,37 @@ fn error_bars_on_an_imagined_accelerator_say_what_they_are() {
     let shipped = ok(&["predict", "preset:llama3-8b-h100"]);
     assert!(!shipped.contains("no accelerator"), "{shipped}");
 }
+
+/// Every JSON result says its layout's version first (issue 44: "JSON has no version"):
+/// `"schema": "perfcast/KIND/1"`.
+#[test]
+fn json_results_carry_their_schema_version() {
+    let serving = repo().join("configs/serving/llama3.1-8b-h100.toml");
+    let serving = serving.to_str().unwrap();
+    let (gpt3, llama2) = (
+        experiment("gpt3-175b-a100.toml"),
+        experiment("llama2-70b-h100.toml"),
+    );
+    let (roofline, llama3) = (
+        experiment("roofline-a100.toml"),
+        experiment("llama3-8b-h100.toml"),
+    );
+    for (args, kind) in [
+        (vec!["predict", &gpt3], "predict"),
+        (vec!["infer", &llama2], "infer"),
+        (vec!["infer", &llama2, "--max-batch"], "infer-max-batch"),
+        (vec!["roofline", &roofline], "roofline"),
+        (vec!["search", &llama3], "search"),
+        (vec!["serve", serving], "serve"),
+    ] {
+        let mut a: Vec<&str> = args;
+        a.extend(["--format", "json"]);
+        let text = ok(&a);
+        let want = format!("{{\n  \"schema\": \"perfcast/{kind}/1\",\n");
+        assert!(
+            text.starts_with(&want),
+            "{a:?}: {}",
+            &text[..text.len().min(120)]
+        );
+    }
+}
