@@ -24,7 +24,7 @@ pub enum PlanStyle {
 pub fn plan_label(p: &TrainingPlan, style: PlanStyle) -> String {
     match style {
         PlanStyle::Compact => compact(p),
-        PlanStyle::Fields => fields(p),
+        PlanStyle::Fields => plan_fields(p, true),
         PlanStyle::Brief => brief(p),
     }
 }
@@ -77,7 +77,10 @@ fn compact(p: &TrainingPlan) -> String {
     s
 }
 
-fn fields(p: &TrainingPlan) -> String {
+/// The [`PlanStyle::Fields`] label; `cp_comm` only when `builtin_context` (it is the option of
+/// the built-in context strategy: a loaded one in its place, e.g. a library's Ulysses, does
+/// not read it).
+pub fn plan_fields(p: &TrainingPlan, builtin_context: bool) -> String {
     let mut s = format!(
         "tp={} pp={} dp={} cp={} vpp={} sp={} zero={} micro_batch={} global_batch={} recompute={} schedule={} precision={}",
         p.tp,
@@ -93,7 +96,7 @@ fn fields(p: &TrainingPlan) -> String {
         p.schedule_name(),
         p.precision
     );
-    if p.cp > 1 {
+    if p.cp > 1 && builtin_context {
         s.push_str(&format!(" cp_comm={}", p.cp_comm.name()));
     }
     for (name, d) in &p.axes {

@@ -35,7 +35,7 @@ pub mod svg;
 pub mod table;
 
 pub use format::Format;
-pub use label::{placed_plan_label, plan_label, PlanStyle};
+pub use label::{placed_plan_label, plan_fields, plan_label, PlanStyle};
 pub use num::{fmt_factor, num, num6, pct};
 pub use table::{csv_cell, set_terminal_width, Table};
 

@@ -4,7 +4,7 @@
 use crate::error_bars::Row;
 use perfcast_core::KernelPath;
 use perfcast_engine::training::{KernelPaths, StageMemory, TrainingPlan, TrainingReport};
-use perfcast_render::{num, plan_label, PlanStyle, Table, GIB};
+use perfcast_render::{num, plan_fields, Table, GIB};
 use perfcast_scenario::network::NetworkUsed;
 use std::fmt::Write as _;
 
@@ -93,12 +93,8 @@ pub fn table(
     stages: &[StageMemory],
     warnings: &[String],
 ) -> String {
-    let mut label = plan_label(plan, PlanStyle::Fields);
-    if !network.builtin_context() {
-        // `cp_comm` is an option of the built-in context strategy only: with another one in
-        // its place (a library's Ulysses, say) the strategies line names what ran.
-        label = label.replace(&format!(" cp_comm={}", plan.cp_comm.name()), "");
-    }
+    // The strategies line names what ran; `cp_comm` only where the built-in reads it.
+    let label = plan_fields(plan, network.builtin_context());
     let mut s = format!(
         "{model} on {system}, {} devices\n  {label}\n  {}\n",
         r.devices,

@@ -24,7 +24,7 @@ pub struct Args {
     pub format: Format,
     /// Also draw the time breakdown (stacked bar) and the memory of every pipeline stage
     /// (stacked bars) to this SVG file.
-    #[arg(long, value_name = "FILE.svg|FILE.png", value_parser = crate::common::svg_path)]
+    #[arg(long, value_name = "FILE.svg|FILE.png", value_parser = crate::common::plot_path)]
     pub plot: Option<PathBuf>,
     #[command(flatten)]
     pub intervals: IntervalArgs,

@@ -12,7 +12,7 @@ pub struct Args {
     pub format: Format,
     /// Also draw the roofline chart (log-log, roofs per tier and peak, one point per op) to
     /// this SVG file.
-    #[arg(long, value_name = "FILE.svg|FILE.png", value_parser = crate::common::svg_path)]
+    #[arg(long, value_name = "FILE.svg|FILE.png", value_parser = crate::common::plot_path)]
     pub plot: Option<std::path::PathBuf>,
     /// List the GEMMs of the config's `[model]` under its `[inference]` plan for this phase
     /// (the default when the config has those and no `[[ops]]`: both).

@@ -45,7 +45,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Draw TTFT and TPOT against output throughput (one point per load) to this SVG file.
-    #[arg(long, value_name = "FILE.svg|FILE.png", value_parser = crate::common::svg_path)]
+    #[arg(long, value_name = "FILE.svg|FILE.png", value_parser = crate::common::plot_path)]
     pub plot: Option<PathBuf>,
 }
 

@@ -223,9 +223,9 @@ pub fn warn_hardware(
     }
 }
 
-/// A `--plot` path: plots are SVG, so the file must end in `.svg` (a `.png` would hold SVG
-/// text no image viewer opens). Checked when the arguments are read, before any work.
-pub fn svg_path(s: &str) -> Result<std::path::PathBuf, String> {
+/// A `--plot` path: `.svg` or `.png` (any case), which decides the format ([`write_plot`]).
+/// Checked when the arguments are read, before any work.
+pub fn plot_path(s: &str) -> Result<std::path::PathBuf, String> {
     let p = std::path::PathBuf::from(s);
     match p.extension().and_then(|e| e.to_str()) {
         Some(e) if e.eq_ignore_ascii_case("svg") || e.eq_ignore_ascii_case("png") => Ok(p),
